@@ -1,0 +1,249 @@
+"""The one resource manifest and route table.
+
+Both the CDK stack (``infra/``) and the local bootstrap (``shared/local``) read
+this module, so deployed and local routing, tables, functions and state
+machines cannot drift. Plain data only: no AWS calls, no imports beyond the
+standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+KeyType = Literal["S", "N"]
+Access = Literal["read", "write", "readwrite"]
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition_key: tuple[str, KeyType]
+    sort_key: tuple[str, KeyType]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A DynamoDB table. ``key`` is the logical name; the env var is ``<KEY>_TABLE``."""
+
+    key: str
+    partition_key: tuple[str, KeyType]
+    sort_key: tuple[str, KeyType] | None
+    ttl_attribute: str = "expiresAt"
+    stream: bool = False
+    indexes: tuple[Index, ...] = ()
+    purpose: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_TABLE"
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.key}"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    key: str
+    purpose: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_BUCKET"
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.key}"
+
+
+@dataclass(frozen=True)
+class Function:
+    """One Lambda function. ``module`` exposes ``lambda_handler``."""
+
+    name: str
+    module: str
+    kind: Literal["api", "task", "stream"]
+    tables: tuple[tuple[str, Access], ...] = ()
+    bucket: Access | None = None
+    starts: tuple[str, ...] = ()  # state machines it may start / stop
+    timeout_s: int = 30
+    memory_mb: int = 512
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.name.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """An API Gateway (HTTP API, payload v2) route. ``path`` uses ``{name}`` for one whole segment."""
+
+    method: str
+    path: str
+    function: str
+    auth: bool = True
+    streaming: bool = False
+
+
+@dataclass(frozen=True)
+class StateMachine:
+    """A Step Functions state machine defined by an ASL file with ``${Name}`` placeholders.
+
+    ``substitutions`` maps a placeholder to ``function:<name>`` (the function ARN),
+    ``table:<key>`` (the table name) or ``bucket:<key>`` (the bucket name).
+    """
+
+    key: str
+    file: str
+    substitutions: dict[str, str] = field(default_factory=dict)
+    invokes: tuple[str, ...] = ()
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_STATE_MACHINE_ARN"
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.key}"
+
+
+RUNS = "runs"
+EVENTS = "events"
+TOOL_CALLS = "toolcalls"
+IDEMPOTENCY = "idempotency"
+HOST = "host"
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        RUNS,
+        ("pk", "S"),
+        ("sk", "S"),
+        stream=True,
+        indexes=(Index("byTenant", ("gsi1pk", "S"), ("gsi1sk", "S")),),
+        purpose="run items (sk RUN), fork source outcomes, eval trial results, tombstones",
+    ),
+    Table(EVENTS, ("runId", "S"), ("seq", "N"), purpose="the run event logs"),
+    Table(TOOL_CALLS, ("runId", "S"), ("callKey", "S"), purpose="as-executed tool calls"),
+    Table(
+        IDEMPOTENCY,
+        ("id", "S"),
+        None,
+        ttl_attribute="expiration",
+        purpose="Powertools idempotency records",
+    ),
+    Table(HOST, ("pk", "S"), ("sk", "S"), purpose="API key hashes, eval suites, counters, effect ledger"),
+)
+
+FIXTURES = "fixtures"
+BUCKETS: tuple[Bucket, ...] = (Bucket(FIXTURES, purpose="derived fixture copies and large payloads"),)
+
+_RW_ALL: tuple[tuple[str, Access], ...] = (
+    (RUNS, "readwrite"),
+    (EVENTS, "readwrite"),
+    (TOOL_CALLS, "readwrite"),
+    (HOST, "readwrite"),
+)
+_READ: tuple[tuple[str, Access], ...] = ((RUNS, "read"), (EVENTS, "read"), (HOST, "read"))
+
+FUNCTIONS: tuple[Function, ...] = (
+    Function("get_capabilities", "functions.get_capabilities.handler", "api", ((HOST, "read"),)),
+    Function("get_openapi", "functions.get_openapi.handler", "api"),
+    Function(
+        "create_run",
+        "functions.create_run.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        bucket="readwrite",
+        starts=("run", "eval"),
+    ),
+    Function("list_runs", "functions.list_runs.handler", "api", _READ),
+    Function("get_run", "functions.get_run.handler", "api", _READ),
+    Function(
+        "run_actions",
+        "functions.run_actions.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        bucket="readwrite",
+        starts=("fork",),
+    ),
+    Function("delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite"),
+    Function(
+        "cancel_run",
+        "functions.cancel_run.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        starts=("run", "eval", "fork"),
+    ),
+    Function("stream_run_events", "functions.stream_run_events.handler", "api", _READ, bucket="read"),
+    Function("poll_run_events", "functions.poll_run_events.handler", "api", _READ, bucket="read"),
+    Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
+    Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
+    Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
+    Function("put_eval_suite", "functions.put_eval_suite.handler", "api", ((HOST, "readwrite"),)),
+    Function("advance_run", "functions.tasks.advance_run.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
+    Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
+    Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
+    Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
+    Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL, bucket="readwrite", timeout_s=300),
+)
+
+RUN_ID = "{runId}"
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/.well-known/openwop", "get_capabilities", auth=False),
+    Route("GET", "/openapi.json", "get_openapi", auth=False),
+    Route("POST", "/runs", "create_run"),
+    Route("GET", "/runs", "list_runs"),
+    Route("GET", f"/runs/{RUN_ID}", "get_run"),  # plain get and the ":diff" verb
+    Route("POST", f"/runs/{RUN_ID}", "run_actions"),  # the ":fork" verb
+    Route("DELETE", f"/runs/{RUN_ID}", "delete_run"),
+    Route("POST", f"/runs/{RUN_ID}/cancel", "cancel_run"),
+    Route("GET", f"/runs/{RUN_ID}/events", "stream_run_events", streaming=True),
+    Route("GET", f"/runs/{RUN_ID}/events/poll", "poll_run_events"),
+    Route("GET", f"/runs/{RUN_ID}/eval-summary", "get_eval_summary"),
+    Route("GET", "/workflows/{workflowId}", "get_workflow"),
+    Route("GET", "/host/effect-seams", "get_effect_seams"),
+    Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),
+)
+
+STATE_MACHINES: tuple[StateMachine, ...] = (
+    StateMachine(
+        "run",
+        "statemachines/run.asl.json",
+        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run"},
+        invokes=("advance_run", "fail_run"),
+    ),
+    StateMachine(
+        "eval",
+        "statemachines/eval-run.asl.json",
+        {
+            "RunEvalTrialFunction": "function:run_eval_trial",
+            "FinishEvalFunction": "function:finish_eval",
+            "FailRunFunction": "function:fail_run",
+        },
+        invokes=("run_eval_trial", "finish_eval", "fail_run"),
+    ),
+    StateMachine(
+        "fork",
+        "statemachines/fork-replay.asl.json",
+        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run"},
+        invokes=("advance_run", "fail_run"),
+    ),
+)
+
+# The DynamoDB stream of the runs table feeds the erasure hook (REMOVE records only).
+STREAM_CONSUMERS: tuple[tuple[str, str], ...] = ((RUNS, "erase_run"),)
+
+
+def function(name: str) -> Function:
+    for f in FUNCTIONS:
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def table(key: str) -> Table:
+    for t in TABLES:
+        if t.key == key:
+            return t
+    raise KeyError(key)

@@ -1,0 +1,64 @@
+"""Runtime settings, read once per cold start from the environment.
+
+Every variable the runtime reads is declared here. Names of tables, the bucket
+and state machines come from the resource manifest (``shared.manifest``) so
+CDK, the local bootstrap and the handlers agree.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from shared import manifest
+
+
+@dataclass(frozen=True)
+class Settings:
+    runs_table: str
+    events_table: str
+    tool_calls_table: str
+    idempotency_table: str
+    host_table: str
+    fixtures_bucket: str
+    run_state_machine_arn: str
+    eval_state_machine_arn: str
+    fork_state_machine_arn: str
+    retention_days: int = 30
+    max_poll_wait_s: int = 25
+    conformance_enabled: bool = True
+    host_name: str = "openwop-serverless"
+    build_id: str = "unknown"
+    http_allowlist: tuple[str, ...] = ()
+    run_tool_call_budget: int = 1000
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Read the environment once. Tests that change it call ``get_settings.cache_clear()``."""
+    t = {tbl.key: _env(tbl.env_var, tbl.local_name) for tbl in manifest.TABLES}
+    sm = {m.key: _env(m.env_var) for m in manifest.STATE_MACHINES}
+    allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
+    return Settings(
+        runs_table=t[manifest.RUNS],
+        events_table=t[manifest.EVENTS],
+        tool_calls_table=t[manifest.TOOL_CALLS],
+        idempotency_table=t[manifest.IDEMPOTENCY],
+        host_table=t[manifest.HOST],
+        fixtures_bucket=_env(manifest.BUCKETS[0].env_var, manifest.BUCKETS[0].local_name),
+        run_state_machine_arn=sm["run"],
+        eval_state_machine_arn=sm["eval"],
+        fork_state_machine_arn=sm["fork"],
+        retention_days=int(_env("RETENTION_DAYS", "30")),
+        max_poll_wait_s=int(_env("MAX_POLL_WAIT_SECONDS", "25")),
+        conformance_enabled=_env("OPENWOP_CONFORMANCE", "true").lower() == "true",
+        host_name=_env("HOST_NAME", "openwop-serverless"),
+        build_id=_env("BUILD_ID", "unknown"),
+        http_allowlist=allow,
+        run_tool_call_budget=int(_env("RUN_TOOL_CALL_BUDGET", "1000")),
+    )
