@@ -1,0 +1,170 @@
+"""The one place requests become protocol answers: resolver factory, error envelope, headers, caller.
+
+Every API handler does ``app = build_resolver()`` and ``lambda_handler = make_handler(app)``. Errors of
+any kind leave here as the protocol envelope with the registered status: never a stack trace, never a 500
+for bad input, never an echoed id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from shared.errors import (
+    IdempotencyKeyInvalidError,
+    InternalError,
+    NotFoundError,
+    ProtocolError,
+    ProtocolVersionUnsupportedError,
+    ValidationError,
+)
+from shared.ports import Ports
+from shared.protocol.ids import IDEMPOTENCY_KEY_RE
+from shared.services.auth import resolve_caller
+from shared.services.common import Caller
+from shared.wiring import get_ports
+
+logger = Logger(service="openwop-serverless")
+VERSION = "2.0"
+SUPPORTED_MAJORS = ("2",)
+_VERSION_RE = re.compile(r"^(\d+)(\.\d+)?$")
+M = TypeVar("M", bound=BaseModel)
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    h = {"OpenWOP-Version": VERSION, **(headers or {})}
+    return Response(status_code=status, content_type="application/json",
+                    body=json.dumps(body, separators=(",", ":")), headers=h)
+
+
+def error_response(err: ProtocolError) -> Response[str]:
+    headers: dict[str, str] = {}
+    if err.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if err.status in (429, 503):
+        headers["Retry-After"] = "1"
+    return _json(err.status, err.envelope(), headers)
+
+
+def build_resolver() -> APIGatewayHttpResolver:
+    app = APIGatewayHttpResolver()
+
+    @app.exception_handler(ProtocolError)
+    def _protocol(err: ProtocolError) -> Response[str]:
+        if err.status >= 500:
+            logger.exception("request failed", extra={"code": err.code})
+        return error_response(err)
+
+    @app.exception_handler(PydanticValidationError)
+    def _pydantic(err: PydanticValidationError) -> Response[str]:
+        logger.info("request body invalid", extra={"errors": err.errors(include_input=False)})
+        return error_response(ValidationError("The request body is not valid."))
+
+    @app.not_found
+    def _nf(_err: Exception) -> Response[str]:
+        return error_response(NotFoundError("No such resource."))
+
+    @app.exception_handler(Exception)
+    def _unexpected(_err: Exception) -> Response[str]:
+        logger.exception("unexpected error")
+        return error_response(InternalError())
+
+    return app
+
+
+def negotiate(headers: dict[str, str]) -> ProtocolError | None:
+    raw = headers.get("openwop-version")
+    if raw is None or raw.strip() == "":
+        return None
+    m = _VERSION_RE.match(raw.strip())
+    if m is None or m.group(1) not in SUPPORTED_MAJORS:
+        return ProtocolVersionUnsupportedError(details={"protocolVersions": [VERSION]})
+    return None
+
+
+def make_handler(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    @logger.inject_lambda_context(correlation_id_path="requestContext.requestId", clear_state=True)
+    def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+        problem = negotiate(headers)
+        if problem is not None:
+            resp = error_response(problem)
+            return {"statusCode": resp.status_code, "headers": resp.headers, "body": resp.body,
+                    "isBase64Encoded": False}
+        try:
+            result: dict[str, Any] = app.resolve(event, context)
+        except Exception:  # the resolver itself failed (e.g. an undecodable body before routing)
+            logger.exception("resolver failed")
+            resp = error_response(InternalError())
+            return {"statusCode": resp.status_code, "headers": resp.headers, "body": resp.body,
+                    "isBase64Encoded": False}
+        result.setdefault("headers", {})["OpenWOP-Version"] = VERSION
+        return result
+
+    return lambda_handler
+
+
+# --------------------------------------------------------------------------- request helpers
+
+
+def ports() -> Ports:
+    return get_ports()
+
+
+def header(app: APIGatewayHttpResolver, name: str) -> str | None:
+    h = app.current_event.headers or {}
+    for k, v in h.items():
+        if k.lower() == name.lower():
+            return str(v)
+    return None
+
+
+def caller(app: APIGatewayHttpResolver) -> Caller:
+    c = resolve_caller(ports(), header(app, "authorization"))
+    logger.append_keys(tenant=c.tenant)
+    return c
+
+
+def query(app: APIGatewayHttpResolver) -> dict[str, str]:
+    return {k: str(v) for k, v in (app.current_event.query_string_parameters or {}).items()}
+
+
+def json_body(app: APIGatewayHttpResolver) -> Any:
+    raw = app.current_event.decoded_body
+    if raw is None or raw.strip() == "":
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise ValidationError("The request body is not valid JSON.") from exc
+
+
+def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:
+    data = json_body(app)
+    if not isinstance(data, dict):
+        raise ValidationError("The request body must be a JSON object.")
+    return model.model_validate(data)
+
+
+def idempotency_key(app: APIGatewayHttpResolver) -> str | None:
+    key = header(app, "idempotency-key")
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY_RE.match(key):
+        raise IdempotencyKeyInvalidError()
+    return key
+
+
+def reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    return _json(status, body, headers)
+
+
+def empty(status: int, headers: dict[str, str] | None = None) -> Response[str]:
+    return Response(status_code=status, body="", headers={"OpenWOP-Version": VERSION, **(headers or {})})

@@ -1,0 +1,27 @@
+"""POST /runs/{runId}/cancel: stop the execution at once and end the run cancelled."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions._common import api
+from functions._common.idempotency import idempotent
+from shared.protocol.models import CancelRunRequest
+from shared.services import runs
+
+app = api.build_resolver()
+
+
+@app.post("/runs/<run_id>/cancel")
+def cancel_run(run_id: str) -> Response[str]:
+    caller = api.caller(app)
+    key = api.idempotency_key(app)
+    api.parse(app, CancelRunRequest)
+    ports = api.ports()
+    status, body, replayed = idempotent(
+        caller, f"cancelRun#{run_id}", key, api.json_body(app), app.lambda_context, ports.ids.ulid(),
+        lambda: (200, runs.cancel_run(ports, caller, run_id)))
+    return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
+
+
+lambda_handler = api.make_handler(app)

@@ -1,0 +1,31 @@
+"""POST /runs: a workflow run, or with mode "eval" an eval run."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions._common import api
+from functions._common.idempotency import idempotent
+from shared.protocol.models import CreateRunRequest
+from shared.services import runs
+
+app = api.build_resolver()
+
+
+@app.post("/runs")
+def create_run() -> Response[str]:
+    caller = api.caller(app)
+    key = api.idempotency_key(app)
+    req = api.parse(app, CreateRunRequest)
+    ports = api.ports()
+
+    def once() -> tuple[int, dict]:
+        created = runs.create(ports, caller, req)
+        return created.status, created.body
+
+    status, body, replayed = idempotent(caller, "createRun", key, api.json_body(app), app.lambda_context,
+                                        ports.ids.ulid(), once)
+    return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
+
+
+lambda_handler = api.make_handler(app)

@@ -1,0 +1,31 @@
+"""DynamoDB stream consumer on the runs table: a run item's REMOVE (TTL or erasure) erases all it owns.
+
+The event-source mapping filters for REMOVE records; the handler checks again (local mode and older
+mappings deliver everything) and reports batch item failures so one bad record is retried alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.keys import RUN_SK
+from shared.services.erasure import on_run_removed
+from shared.wiring import get_ports
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    failures: list[dict[str, str]] = []
+    for record in event.get("Records", []):
+        if record.get("eventName") != "REMOVE":
+            continue
+        keys = (record.get("dynamodb") or {}).get("Keys") or {}
+        if (keys.get("sk") or {}).get("S") != RUN_SK:
+            continue
+        run_id = (keys.get("pk") or {}).get("S")
+        if not run_id:
+            continue
+        try:
+            on_run_removed(get_ports(), run_id)
+        except Exception:
+            failures.append({"itemIdentifier": str((record.get("dynamodb") or {}).get("SequenceNumber", ""))})
+    return {"batchItemFailures": failures}

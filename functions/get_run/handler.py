@@ -1,0 +1,33 @@
+"""GET /runs/{runId} (RunSnapshot, ETag) and the GET verbs on a run (":diff")."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions._common import api
+from shared.services import runs
+from shared.services.common import etag
+
+app = api.build_resolver()
+
+
+@app.get("/runs/<run_id>:diff")
+def diff_run(run_id: str) -> Response[str]:
+    from shared.services import forks
+
+    caller = api.caller(app)
+    return api.reply(200, forks.diff(api.ports(), caller, run_id, api.query(app).get("against")))
+
+
+@app.get("/runs/<run_id>")
+def get_run(run_id: str) -> Response[str]:
+    caller = api.caller(app)
+    ports = api.ports()
+    rec = runs.get_run(ports, caller, run_id)
+    tag = etag(rec)
+    if api.header(app, "if-none-match") == tag:
+        return api.empty(304, {"ETag": tag})
+    return api.reply(200, runs.run_snapshot(ports, rec), {"ETag": tag})
+
+
+lambda_handler = api.make_handler(app)

@@ -1,0 +1,19 @@
+"""Step Functions task: advance a run (workflow or fork) by many steps; see shared.engine.runner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.engine import runner
+from shared.wiring import get_ports
+
+
+class AdvanceInput(BaseModel):
+    runId: str
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    req = AdvanceInput.model_validate(event)
+    return runner.advance(get_ports(), req.runId)

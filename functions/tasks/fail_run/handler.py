@@ -1,0 +1,20 @@
+"""Step Functions Catch target: the run fails with a registered code; an execution never fails silently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.engine import runner
+from shared.wiring import get_ports
+
+
+class FailInput(BaseModel):
+    runId: str
+    error: dict[str, Any] | None = None
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    req = FailInput.model_validate(event)
+    return runner.fail_run(get_ports(), req.runId, req.error)

@@ -1,0 +1,53 @@
+"""The one clock and id adapter: the only module allowed to read the OS clock or entropy."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from datetime import UTC, datetime
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def iso(self, ms: int | None = None) -> str:
+        ms = self.now_ms() if ms is None else ms
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class SystemIds:
+    """Opaque ids: ULID-like (time-ordered, 26 chars of Crockford base32) for runs; derived ids for events."""
+
+    def __init__(self, clock: SystemClock | None = None) -> None:
+        self._clock = clock or SystemClock()
+
+    def ulid(self) -> str:
+        ms = self._clock.now_ms()
+        rand = int.from_bytes(os.urandom(10), "big")
+        value = (ms << 80) | rand
+        out = []
+        for _ in range(26):
+            out.append(_ALPHABET[value & 31])
+            value >>= 5
+        return "".join(reversed(out))
+
+    def event_id(self, run_id: str, seq: int) -> str:
+        """Deterministic per (run, sequence): a retried append mints the same id."""
+        return "ev-" + hashlib.sha256(f"{run_id}#{seq}".encode()).hexdigest()[:29]
+
+
+def iso_from_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def ms_from_iso(value: str) -> int:
+    v = value.replace("Z", "+00:00")
+    return int(datetime.fromisoformat(v).timestamp() * 1000)

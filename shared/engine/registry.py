@@ -1,0 +1,136 @@
+"""Registries of node types, tools and agents, each declaring its replay role and effect seams.
+
+The effect-seam manifest and the replay classifier are both read from here, so a
+new node type or tool cannot reach an outbound path without being listed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["pure", "side-effect"]
+
+
+@dataclass(frozen=True)
+class Seam:
+    seam: str
+    kind: str  # http | smtp | queue | storage | provider-sdk | webhook-fanout | other
+    guarded_by: str
+    branch_re_fires: bool = True
+    note: str | None = None
+
+
+SEAM_HTTP = Seam("http.fetch", "http", "EffectGuard (default-deny in replay) + host allowlist; core.http resolves "
+                 "its recorded node outcome in replay")
+SEAM_COUNTER = Seam("storage.conformance-counter", "storage", "EffectGuard (default-deny in replay); agent tool calls "
+                    "resolve from the source run's as-executed tool-call record")
+SEAM_LEDGER = Seam("storage.effect-ledger", "storage", "EffectGuard (default-deny in replay); "
+                   "core.conformance.side-effect resolves the source's n-th recorded terminal outcome")
+
+
+@dataclass(frozen=True)
+class NodeType:
+    type_id: str
+    role: Role
+    seams: tuple[Seam, ...] = ()
+    conformance: bool = False
+    description: str = ""
+
+
+NODE_TYPES: dict[str, NodeType] = {
+    nt.type_id: nt
+    for nt in (
+        NodeType("core.noop", "pure", description="completes at once with {}"),
+        NodeType("core.conformance.hold", "pure", conformance=True,
+                 description="waits inputs.delayMs, outputs equal its inputs, stops on cancel"),
+        NodeType("core.conformance.side-effect", "side-effect", (SEAM_LEDGER,), conformance=True,
+                 description="records one effect-ledger row per execution"),
+        NodeType("core.agent", "pure", description="invokes config.agentId; each tool call is resolved in replay"),
+        NodeType("core.tool", "side-effect", description="calls config.tool with its inputs as args"),
+        NodeType("core.http", "side-effect", (SEAM_HTTP,), description="an allowlisted HTTP request"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ToolDescriptor:
+    name: str
+    role: Role
+    seams: tuple[Seam, ...] = ()
+    conformance: bool = False
+    description: str = ""
+
+
+COUNTER_TOOL = "conformance.eval:counter"
+ECHO_TOOL = "conformance.eval:echo"
+FAIL_TOOL = "conformance.eval:fail"
+
+TOOLS: dict[str, ToolDescriptor] = {
+    t.name: t
+    for t in (
+        ToolDescriptor(COUNTER_TOOL, "side-effect", (SEAM_COUNTER,), conformance=True,
+                       description="{op: inc|read, key} -> {key, count}; per tenant, persistent"),
+        ToolDescriptor(ECHO_TOOL, "pure", conformance=True, description="returns its args"),
+        ToolDescriptor(FAIL_TOOL, "pure", conformance=True, description="always raises (an error outcome)"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    agent_id: str
+    kind: Literal["scripted"] = "scripted"
+    script: dict[str, Any] | None = None  # None: the script comes from the invocation input
+    tool_allowlist: tuple[str, ...] | None = None
+    content_free: bool = False
+    conformance: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+CONFORMANCE_AGENT = "conformance-eval-agent"
+CONFORMANCE_AGENT_CONTENT_FREE = "conformance-eval-agent-content-free"
+
+AGENTS: dict[str, AgentSpec] = {
+    a.agent_id: a
+    for a in (
+        AgentSpec(CONFORMANCE_AGENT, conformance=True),
+        AgentSpec(CONFORMANCE_AGENT_CONTENT_FREE, content_free=True, conformance=True),
+    )
+}
+
+
+class AgentDefinitionError(ValueError):
+    pass
+
+
+def agent_from_json(doc: Any) -> AgentSpec:
+    """A user-defined scripted agent: {agentId, kind: "scripted", script?, toolAllowlist?, contentFree?}."""
+    from shared.protocol.ids import NAME_ID_RE
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("agentId"), str) or not NAME_ID_RE.match(doc["agentId"]):
+        raise AgentDefinitionError("agentId is missing or malformed")
+    if doc.get("kind", "scripted") != "scripted":
+        raise AgentDefinitionError("only scripted agents are supported")
+    unknown = set(doc) - {"agentId", "kind", "script", "toolAllowlist", "contentFree", "description"}
+    if unknown:
+        raise AgentDefinitionError("unknown agent keys")
+    script = doc.get("script")
+    if script is not None:
+        validate_script(script)
+    allow = doc.get("toolAllowlist")
+    if allow is not None and (not isinstance(allow, list) or not all(isinstance(x, str) for x in allow)):
+        raise AgentDefinitionError("toolAllowlist must be a list of tool names")
+    return AgentSpec(doc["agentId"], script=script, tool_allowlist=tuple(allow) if allow is not None else None,
+                     content_free=bool(doc.get("contentFree", False)))
+
+
+def validate_script(script: Any) -> None:
+    if not isinstance(script, dict):
+        raise AgentDefinitionError("script must be an object")
+    calls = script.get("calls", [])
+    if not isinstance(calls, list):
+        raise AgentDefinitionError("script.calls must be a list")
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("tool"), str):
+            raise AgentDefinitionError("each script call needs a tool name")

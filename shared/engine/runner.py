@@ -1,0 +1,475 @@
+"""The run engine: advance a run step by step from its folded state.
+
+``advance`` is what the Step Functions task calls. It reads the run item (with
+its state snapshot), takes steps, appends their events transactionally in
+batches (each batch also stores the new snapshot, conditioned on the last
+sequence and on the run still being writable), and returns what the state
+machine does next: ``continue`` (loop), ``wait`` (a Wait state, for holds) or
+``done``. A retried task starts from the stored sequence, so nothing is
+appended twice; effects are keyed by (run, node, ordinal) or (run, call key),
+so nothing fires twice either.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.engine import state as st
+from shared.engine.agents import invocation_step
+from shared.engine.canonical import same_json
+from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
+from shared.engine.tools import Guard, ToolRuntime
+from shared.engine.workflow import Workflow, load_workflow, resolve_node_inputs
+from shared.errors import ConflictError, RunGoneError
+from shared.ports import EffectDeniedError, Ports, RunRecord
+from shared.protocol import codes as c
+
+ENGINE_VERSION = 1
+WRITABLE = ("pending", "running")
+FLUSH_AT = 99
+INLINE_STATE_LIMIT = 300_000
+SHORT_WAIT_MS = 1500
+HOLD_MAX_MS = 3_600_000
+
+
+class EngineError(Exception):
+    pass
+
+
+@dataclass
+class Step:
+    events: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
+    wait_ms: int | None = None
+    done: bool = False
+
+
+@dataclass
+class RunContext:
+    ports: Ports
+    record: RunRecord
+    wf: Workflow
+    mode: str  # live | replay | branch
+    source_run_id: str | None = None
+    source_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
+    _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    def tools(self) -> ToolRuntime:
+        return ToolRuntime(self.ports, self.run_id, self.record.tenant, self.mode, self.record.expires_at,
+                           self.ports.settings.run_tool_call_budget, self.source_calls)
+
+    def source_event(self, seq: int) -> dict[str, Any] | None:
+        if self.source_run_id is None:
+            return None
+        if seq not in self._source_cache:
+            page = self.ports.events.read_events(self.source_run_id, seq - 1, limit=200)
+            for ev in page:
+                self._source_cache[int(ev["sequence"])] = ev
+            if seq not in self._source_cache:
+                return None
+        return self._source_cache.get(seq)
+
+
+def resolve_agent(ports: Ports, tenant: str, agent_id: str) -> AgentSpec | None:
+    if agent_id in AGENTS:
+        return AGENTS[agent_id]
+    doc = ports.host.get_item(f"AGENT#{tenant}", agent_id)
+    if doc is None:
+        return None
+    from shared.engine.registry import agent_from_json
+
+    return agent_from_json(doc)
+
+
+def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, Any] | None:
+    return ports.host.get_item(f"WORKFLOW#{tenant}", workflow_id) or ports.host.get_item("WORKFLOW#*", workflow_id)
+
+
+def build_context(ports: Ports, rec: RunRecord) -> RunContext:
+    doc = rec.data.get("definition") or load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
+    if doc is None:
+        raise EngineError("workflow definition is gone")
+    wf = load_workflow(doc, set(NODE_TYPES))
+    fork = rec.data.get("fork") or {}
+    ctx = RunContext(ports, rec, wf, str(fork.get("mode", "live")), fork.get("sourceRunId"))
+    if fork:
+        src = ports.runs.get_aux(rec.run_id, "FORKSOURCE")
+        if src is not None and "blob" in src:
+            src = ports.blobs.get_json(src["blob"]) or {}
+        src = src or {}
+        ctx.source_outcomes = src.get("outcomes", {})
+        if ctx.mode == "replay":
+            ctx.source_calls = {(r["invocationId"], int(r["index"])): r for r in src.get("calls", [])}
+    return ctx
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _node_ev(t: str, nid: str, **payload: Any) -> tuple[str, dict[str, Any], str | None]:
+    return (t, {"nodeId": nid, **payload}, nid)
+
+
+def _fail_obj(code: str, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
+    rec = ctx.record
+    now = ctx.ports.clock.now_ms()
+    if state["status"] == "pending":
+        payload: dict[str, Any] = {"workflowId": ctx.wf.id, "inputs": rec.data.get("inputs", {}), "transport": "rest",
+                                   "engineVersion": ENGINE_VERSION, "owner": rec.data["owner"]}
+        for k in ("tags", "metadata"):
+            if rec.data.get(k) is not None:
+                payload[k] = rec.data[k]
+        return Step([(c.RUN_STARTED, payload, None)])
+    if state["status"] in c.TERMINAL_STATUSES:
+        return Step(done=True)
+    active = state.get("active")
+    if ctx.wf.timeout_ms and state.get("startedAtMs") and now - int(state["startedAtMs"]) > ctx.wf.timeout_ms:
+        evs = []
+        if active:
+            evs.append(_node_ev(c.NODE_CANCELLED, active["nodeId"], reason="run-timeout"))
+        evs.append((c.RUN_FAILED, {"error": _fail_obj(c.RUN_TIMEOUT, "the run exceeded settings.timeout")}, None))
+        return Step(evs, done=True)
+    if state.get("failure"):
+        f = state["failure"]
+        err = f.get("error") or _fail_obj(c.NODE_EXECUTION_FAILED, "a node failed")
+        return Step([(c.RUN_FAILED, {"error": err, "failedNodeId": f["nodeId"]}, None)], done=True)
+    if state.get("skips"):
+        return Step([_node_ev(c.NODE_SKIPPED, state["skips"][0], reason="trigger rule not satisfied")])
+    if active:
+        return _continue(ctx, state, active, now)
+    if state["ready"]:
+        return _start(ctx, state, state["ready"][0])
+    outputs = {n: v["outputs"] for n, v in state["nodes"].items()
+               if v["status"] == "completed" and not any(not e.back for e in ctx.wf.out_edges.get(n, ()))}
+    return Step([(c.RUN_COMPLETED, {"outputs": outputs}, None)], done=True)
+
+
+def _hold_delay(inputs: dict[str, Any]) -> int:
+    d = inputs.get("delayMs", 0)
+    if not isinstance(d, int | float) or isinstance(d, bool) or d < 0:
+        return 0
+    return int(min(d, HOLD_MAX_MS))
+
+
+def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
+    node = ctx.wf.nodes[nid]
+    type_id = node["typeId"]
+    nt = NODE_TYPES[type_id]
+    inputs = resolve_node_inputs(node, state["variables"],
+                                 {k: v.get("outputs") or {} for k, v in state["nodes"].items()})
+    ordinal = int(state["nodes"][nid]["visits"]) + 1
+    started = _node_ev(c.NODE_STARTED, nid, typeId=type_id, attempt=0)
+    if ctx.mode == "replay" and nt.role == "side-effect":
+        # (sourceRunId, nodeId, n): n = 1 + this node's terminal outcomes so far, inherited prefix included.
+        n = int(state["nodes"][nid]["terminals"]) + 1
+        recorded = ctx.source_outcomes.get(nid, [])
+        if len(recorded) >= n:
+            o = recorded[n - 1]
+            if o["type"] == c.NODE_COMPLETED:
+                return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=o.get("outputs", {}))])
+            return Step([started, _node_ev(c.NODE_FAILED, nid, error=o.get("error"))])
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(
+            c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"))])
+    if type_id == "core.conformance.hold":
+        return Step([started])
+    if type_id == "core.agent":
+        agent_id = str((node.get("config") or {}).get("agentId", ""))
+        inv = f"{nid}:{ordinal}"
+        return Step([started, (c.AGENT_INVOCATION_STARTED, {"invocationId": inv, "agentId": agent_id,
+                                                             "source": "workflow-node"}, None)])
+    guard = Guard(ctx.mode)
+    try:
+        outputs = _execute_once(ctx, guard, nid, node, inputs, ordinal)
+    except EffectDeniedError:
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(
+            c.REPLAY_SOURCE_MISSING, "an effect seam refused an effect in replay"))])
+    except NodeFailure as exc:
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(exc.code, exc.message))])
+    return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
+
+
+class NodeFailure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any], inputs: dict[str, Any],
+                  ordinal: int) -> dict[str, Any]:
+    type_id = node["typeId"]
+    cfg = node.get("config") or {}
+    if type_id == "core.noop":
+        return {}
+    if type_id == "core.conformance.side-effect":
+        guard.check("storage.effect-ledger")
+        rec = ctx.record
+        effect_id = f"{rec.run_id}#{nid}#{ordinal}"
+        ctx.ports.host.put_item(f"LEDGER#{rec.tenant}", f"{rec.run_id}#{nid}#{ordinal:06d}",
+                                {"runId": rec.run_id, "nodeId": nid, "ordinal": ordinal,
+                                 "at": ctx.ports.clock.iso()}, if_absent=True)
+        return {"effectId": effect_id, "ordinal": ordinal}
+    if type_id == "core.tool":
+        tool = str(cfg.get("tool", ""))
+        agent = AgentSpec(f"node:{nid}", tool_allowlist=None)
+        out = ctx.tools().call(agent=agent, invocation_id=f"{nid}:{ordinal}", order_key=f"N{nid}:{ordinal:06d}",
+                               index=0, tool=tool, args=inputs, calls_so_far=0)
+        if out.status != "ok":
+            err = out.error or _fail_obj(c.EXTERNAL_CALL_FAILED, "tool call failed")
+            raise NodeFailure(str(err.get("code", c.EXTERNAL_CALL_FAILED)), str(err.get("message", "tool failed")))
+        return {"result": out.result}
+    if type_id == "core.http":
+        return _http(ctx, guard, cfg, inputs)
+    raise NodeFailure(c.NODE_EXECUTION_FAILED, "node type cannot run here")
+
+
+def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    from urllib.parse import urlsplit
+
+    url = str(cfg.get("url") or inputs.get("url") or "")
+    method = str(cfg.get("method") or inputs.get("method") or "GET").upper()
+    parts = urlsplit(url)
+    allow = ctx.ports.settings.http_allowlist
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    target = f"{host}:{port}" if port else host
+    if parts.scheme not in ("http", "https") or not host or (target not in allow and host not in allow):
+        raise NodeFailure(c.EXTERNAL_CALL_FAILED, "the URL's host is not on the host's HTTP allowlist")
+    guard.check("http.fetch")
+    try:
+        status, body = ctx.ports.http.request(method, url, inputs.get("body"), {"Content-Type": "application/json"},
+                                              float(cfg.get("timeoutSeconds", 10)))
+    except Exception as exc:
+        raise NodeFailure(c.EXTERNAL_CALL_FAILED, "the HTTP request failed") from exc
+    if status >= 400:
+        raise NodeFailure(c.EXTERNAL_CALL_FAILED, f"the HTTP request answered {status}")
+    return {"status": status, "body": body}
+
+
+def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], now: int) -> Step:
+    nid = active["nodeId"]
+    node = ctx.wf.nodes[nid]
+    type_id = node["typeId"]
+    inputs = resolve_node_inputs(node, state["variables"],
+                                 {k: v.get("outputs") or {} for k, v in state["nodes"].items()})
+    if type_id == "core.conformance.hold":
+        until = int(active["startedAtMs"]) + _hold_delay(inputs)
+        if now >= until:
+            return Step([_node_ev(c.NODE_COMPLETED, nid, outputs=inputs)])
+        return Step(wait_ms=until - now)
+    if type_id == "core.agent":
+        agent_id = str((node.get("config") or {}).get("agentId", ""))
+        agent = resolve_agent(ctx.ports, ctx.record.tenant, agent_id)
+        progress = active.get("agent")
+        if agent is None or progress is None:
+            return Step([_node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
+        agent_input = inputs.get("input", inputs)
+        events, finished, _ = invocation_step(agent, agent_input, progress, ctx.tools(), int(state["toolCalls"]))
+        out = [(t, p, None) for t, p in events]
+        if finished:
+            out.append(_node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
+        return Step(out)
+    # A single-shot node left active (its events were split across a crash): run it again, ordinal unchanged.
+    st_ = state["nodes"][nid]
+    st_["visits"] -= 1
+    step = _start(ctx, state, nid)
+    st_["visits"] += 1
+    return Step(step.events[1:], step.wait_ms, step.done)
+
+
+# --------------------------------------------------------------------------- events and the loop
+
+
+def make_event(ports: Ports, run_id: str, seq: int, t: str, payload: dict[str, Any],
+               node_id: str | None) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "eventId": ports.ids.event_id(run_id, seq),
+        "runId": run_id,
+        "type": t,
+        "payload": payload,
+        "timestamp": ports.clock.iso(),
+        "sequence": seq,
+        "schemaVersion": 1,
+        "engineVersion": ENGINE_VERSION,
+    }
+    if node_id:
+        ev["nodeId"] = node_id
+    return ev
+
+
+def comparable(ev: dict[str, Any]) -> dict[str, Any]:
+    """What a replay must reproduce: type, nodeId and payload (clock and duration fields excluded)."""
+    p = ev.get("payload")
+    if isinstance(p, dict):
+        p = {k: v for k, v in p.items() if k not in ("durationMs",)}
+    return {"type": ev.get("type"), "nodeId": ev.get("nodeId"), "payload": p}
+
+
+def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    if ctx.mode != "replay" or state.get("diverged") or ctx.source_run_id is None:
+        return None
+    seq = int(ev["sequence"]) - int(state.get("inserted", 0))
+    src = ctx.source_event(seq)
+    if src is not None and same_json(comparable(src), comparable(ev)):
+        return None
+    payload: dict[str, Any] = {"sourceRunId": ctx.source_run_id, "atSequence": int(ev["sequence"]),
+                               "divergencePoint": ev["type"]}
+    if src is None:
+        payload["divergenceKind"] = "extra"
+    else:
+        payload["originalEventId"] = src["eventId"]
+        payload["divergenceKind"] = "type-mismatch" if src["type"] != ev["type"] else "output"
+    return c.REPLAY_DIVERGED, payload
+
+
+def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int) -> dict[str, Any]:
+    import json
+
+    blob = json.dumps(state, separators=(",", ":"))
+    if len(blob) > INLINE_STATE_LIMIT:
+        key = f"runs/{run_id}/state/{seq:012d}.json"
+        ports.blobs.put_json(key, state)
+        return {"state": {"$ref": key}}
+    return {"state": state}
+
+
+def load_state(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+    s = rec.state
+    if s and "$ref" in s:
+        got = ports.blobs.get_json(s["$ref"])
+        if got is None:
+            raise RunGoneError(rec.run_id)
+        return dict(got)
+    return s or st.new_state()
+
+
+def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str, Any]) -> dict[str, Any]:
+    upd: dict[str, Any] = {"status": state["status"]}
+    if state["status"] in c.TERMINAL_STATUSES:
+        upd["completedAt"] = last_event["timestamp"]
+        if state["status"] == "failed":
+            upd["error"] = (last_event.get("payload") or {}).get("error")
+    return upd
+
+
+def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000) -> dict[str, Any]:
+    """Advance one run; return ``{runId, next, waitSeconds}`` for the state machine."""
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return {"runId": run_id, "next": "done", "waitSeconds": 0}
+    ctx = build_context(ports, rec)
+    fork = rec.data.get("fork") or {}
+    if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
+        return copy_prefix(ports, ctx)
+    state = load_state(ports, rec)
+    began = ports.clock.now_ms()
+    buffer: list[dict[str, Any]] = []
+    next_seq = rec.last_seq + 1
+    wrote = 0
+
+    def flush() -> None:
+        nonlocal buffer, next_seq, wrote
+        if not buffer:
+            return
+        updates = _state_updates(ports, run_id, state, buffer[-1]["sequence"])
+        updates.update(_terminal_updates(ports, state, buffer[-1]))
+        if rec.started_at is None and state["status"] != "pending":
+            updates["startedAt"] = next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED) \
+                if any(e["type"] == c.RUN_STARTED for e in buffer) else buffer[0]["timestamp"]
+            rec.started_at = updates["startedAt"]
+        ports.events.append_events(run_id, next_seq, buffer, run_updates=updates, require_status=WRITABLE,
+                                   expires_at=rec.expires_at)
+        next_seq += len(buffer)
+        wrote += len(buffer)
+        buffer = []
+
+    try:
+        while True:
+            step = next_step(ctx, state)
+            for t, payload, node_id in step.events:
+                ev = make_event(ports, run_id, next_seq + len(buffer), t, payload, node_id)
+                st.apply(state, ev, ctx.wf)
+                buffer.append(ev)
+                div = _divergence(ctx, state, ev)
+                if div is not None:
+                    dev = make_event(ports, run_id, next_seq + len(buffer), div[0], div[1], None)
+                    dev["causationId"] = ev["eventId"]
+                    st.apply(state, dev, ctx.wf)
+                    buffer.append(dev)
+                if len(buffer) >= FLUSH_AT:
+                    flush()
+            if step.done or state["status"] in c.TERMINAL_STATUSES:
+                flush()
+                return {"runId": run_id, "next": "done", "waitSeconds": 0}
+            if step.wait_ms is not None:
+                flush()
+                if step.wait_ms <= SHORT_WAIT_MS:
+                    ports.clock.sleep(step.wait_ms / 1000)
+                    continue
+                return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(step.wait_ms / 1000))}
+            if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
+                flush()
+                return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    except (ConflictError, RunGoneError):
+        # Cancelled, erased, or another writer moved the log: nothing of ours is half-written.
+        fresh = ports.runs.get_run(run_id)
+        if fresh is None or fresh.status not in WRITABLE:
+            return {"runId": run_id, "next": "done", "waitSeconds": 0}
+        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+
+
+def copy_prefix(ports: Ports, ctx: RunContext, *, page_events: int = 2500) -> dict[str, Any]:
+    """Copy the next page of the fork's prefix ``[0, fromSeq)`` with batched writes, fold it, store the state."""
+    rec = ctx.record
+    fork = rec.data["fork"]
+    from_seq = int(fork["fromSeq"])
+    state = load_state(ports, rec)
+    copied: list[dict[str, Any]] = []
+    for page in ports.events.iter_events(str(fork["sourceRunId"]), rec.last_seq, from_seq - 1):
+        for src in page:
+            ev = dict(src)
+            ev["runId"] = rec.run_id
+            ev["eventId"] = ports.ids.event_id(rec.run_id, int(src["sequence"]))
+            copied.append(ev)
+        if len(copied) >= page_events:
+            break
+    if not copied:
+        raise EngineError("fork source prefix is gone")
+    for ev in copied:
+        st.apply(state, ev, ctx.wf)
+    ports.events.copy_events(rec.run_id, copied, rec.expires_at)
+    last = int(copied[-1]["sequence"])
+    updates = _state_updates(ports, rec.run_id, state, last)
+    updates["status"] = "running" if state["status"] != "pending" else "pending"
+    ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
+    return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}
+
+
+def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
+    """The state machine's Catch: the run fails with a registered code, never silently."""
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return {"runId": run_id, "failed": False}
+    code = c.NODE_EXECUTION_FAILED
+    if error and str(error.get("Error", "")).endswith("RunGoneError"):
+        return {"runId": run_id, "failed": False}
+    ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED,
+                    {"error": _fail_obj(code, "the run's orchestration failed after retries")}, None)
+    try:
+        ports.events.append_events(run_id, rec.last_seq + 1, [ev],
+                                   run_updates={"status": "failed", "completedAt": ev["timestamp"],
+                                                "error": ev["payload"]["error"]},
+                                   require_status=WRITABLE, expires_at=rec.expires_at)
+    except (ConflictError, RunGoneError):
+        return {"runId": run_id, "failed": False}
+    return {"runId": run_id, "failed": True}

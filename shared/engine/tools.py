@@ -1,0 +1,187 @@
+"""The tool path every agent call takes: allowlist, budget, fixtures, replay, the live tool, the record.
+
+Order of decisions for one call (agent ``A``, tool ``T``, args ``X``):
+1. ``T`` not in A's allowlist (or not registered)  -> ``forbidden``, never runs.
+2. the run's tool-call budget is spent              -> ``rate_limited``, never runs.
+3. replay fork: served from the source run's recorded call at the same (invocation, index), else fails closed.
+4. a fixture plan: the first unconsumed entry matching (T, X) serves it; a miss fails closed or goes live.
+5. live: through the EffectGuard; an exception is an ``error`` outcome.
+Every call, whatever decided it, is written to the as-executed tool-call record (write-once per call key,
+so a retried step reads the outcome it already made and never re-fires the effect).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.engine.canonical import same_json
+from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
+from shared.ports import EffectDeniedError, EffectGuard, Ports, ToolCallRecord
+from shared.protocol import codes as c
+
+FIXTURE_MISS = "openwop-serverless.fixture_miss"
+
+
+class ToolError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class ToolOutcome:
+    status: str  # ok | error | forbidden | rate_limited
+    result: Any = None
+    error: dict[str, Any] | None = None
+    source: str = "live"  # live | fixture | recorded | none
+    duration_ms: int | None = None
+    miss: bool = False
+
+
+@dataclass
+class FixturePlan:
+    """A task's fixtures: entries {tool, args?, argsMatch?, response?, isError?} and onMiss."""
+
+    entries: list[dict[str, Any]]
+    on_miss: str = "fail"
+    consumed: set[int] = field(default_factory=set)
+
+    def take(self, tool: str, args: Any) -> dict[str, Any] | None:
+        for i, e in enumerate(self.entries):
+            if i in self.consumed or e.get("tool") != tool:
+                continue
+            if "args" in e and not same_json(e.get("args"), args):
+                continue
+            self.consumed.add(i)
+            return e
+        return None
+
+    def fresh(self) -> FixturePlan:
+        """Consumption resets per trial."""
+        return FixturePlan(list(self.entries), self.on_miss)
+
+
+class Guard:
+    """The EffectGuard: allow-listed seams in live/branch runs; default-deny everything in replay."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def check(self, seam: str) -> None:
+        if self.mode == "replay":
+            raise EffectDeniedError(seam)
+
+
+def _error_obj(code: str, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, effect_key: str, tool: str, args: Any) -> Any:
+    """The live tool implementations (each effect passes the guard first)."""
+    if tool == COUNTER_TOOL:
+        if not isinstance(args, dict) or args.get("op") not in ("inc", "read") or not isinstance(args.get("key"), str):
+            raise ToolError(c.VALIDATION_ERROR, "counter args are {op: inc|read, key: string}")
+        if set(args) - {"op", "key"}:
+            raise ToolError(c.VALIDATION_ERROR, "counter args are {op: inc|read, key: string}")
+        pk = f"COUNTER#{tenant}"
+        if args["op"] == "inc":
+            guard.check("storage.conformance-counter")
+            count = ports.host.counter_inc(pk, args["key"], effect_key)
+        else:
+            count = ports.host.counter_read(pk, args["key"])
+        return {"key": args["key"], "count": count}
+    if tool == ECHO_TOOL:
+        return args
+    if tool == FAIL_TOOL:
+        raise ToolError(c.EXTERNAL_CALL_FAILED, "the tool failed")
+    raise ToolError(c.NOT_FOUND, "unknown tool")
+
+
+@dataclass
+class ToolRuntime:
+    ports: Ports
+    run_id: str
+    tenant: str
+    mode: str  # live | replay | branch
+    expires_at: int
+    budget: int
+    source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
+    plan: FixturePlan | None = None
+
+    def call(
+        self,
+        *,
+        agent: AgentSpec,
+        invocation_id: str,
+        order_key: str,
+        index: int,
+        tool: str,
+        args: Any,
+        calls_so_far: int,
+    ) -> ToolOutcome:
+        call_key = f"{order_key}#{index:05d}"
+        done = self.ports.tool_calls.get_call(self.run_id, call_key)
+        if done is not None:  # a retried step: the call already happened, never again
+            return ToolOutcome(done.status, done.result, done.error, done.source, done.duration_ms,
+                               bool(done.extra.get("miss")))
+        started = self.ports.clock.now_ms()
+        outcome = self._decide(agent, invocation_id, index, tool, args, calls_so_far, call_key)
+        if outcome.duration_ms is None and outcome.status in ("ok", "error") and outcome.source != "none":
+            outcome.duration_ms = max(0, self.ports.clock.now_ms() - started)
+        record = ToolCallRecord(
+            run_id=self.run_id, call_key=call_key, agent_id=agent.agent_id, invocation_id=invocation_id,
+            delegate=False, tool_name=tool, call_id=f"{invocation_id}#{index}", args=args, status=outcome.status,
+            result=outcome.result if outcome.status == "ok" else None, error=outcome.error, source=outcome.source,
+            started_at=self.ports.clock.iso(started), duration_ms=outcome.duration_ms,
+            extra={"miss": True} if outcome.miss else {},
+        )
+        if not self.ports.tool_calls.put_call(record, self.expires_at):
+            prior = self.ports.tool_calls.get_call(self.run_id, call_key)
+            if prior is not None:
+                return ToolOutcome(prior.status, prior.result, prior.error, prior.source, prior.duration_ms,
+                                   bool(prior.extra.get("miss")))
+        return outcome
+
+    def _decide(
+        self, agent: AgentSpec, invocation_id: str, index: int, tool: str, args: Any, calls_so_far: int, call_key: str
+    ) -> ToolOutcome:
+        allowed = tool in TOOLS and (agent.tool_allowlist is None or tool in agent.tool_allowlist)
+        if not allowed:
+            return ToolOutcome("forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"),
+                               source="none")
+        if calls_so_far >= self.budget:
+            return ToolOutcome("rate_limited", error=_error_obj(c.RATE_LIMITED, "the run's tool-call budget is spent"),
+                               source="none")
+        if self.mode == "replay" and self.source_calls is not None:
+            rec = self.source_calls.get((invocation_id, index))
+            if rec is None or rec.get("toolName") != tool or not same_json(rec.get("args"), args):
+                return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING,
+                                                             "no recorded outcome for this call in the source run"),
+                                   source="recorded")
+            return ToolOutcome(rec["status"], rec.get("result"), rec.get("error"), "recorded", rec.get("durationMs"))
+        if self.plan is not None:
+            entry = self.plan.take(tool, args)
+            if entry is not None:
+                if entry.get("isError"):
+                    resp = entry.get("response")
+                    err = resp if isinstance(resp, dict) and "code" in resp and "message" in resp else \
+                        _error_obj(c.EXTERNAL_CALL_FAILED, "fixture error")
+                    return ToolOutcome("error", error=err, source="fixture")
+                return ToolOutcome("ok", entry.get("response"), source="fixture")
+            if self.plan.on_miss != "live":
+                return ToolOutcome("error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"),
+                                   source="fixture", miss=True)
+        guard = Guard("live" if self.mode != "replay" else "replay")
+        try:
+            result = run_live_tool(self.ports, guard, self.tenant, f"{self.run_id}#{call_key}", tool, args)
+            return ToolOutcome("ok", result, source="live")
+        except EffectDeniedError:
+            return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
+                               source="none")
+        except ToolError as exc:
+            return ToolOutcome("error", error=_error_obj(exc.code if exc.code != c.NOT_FOUND else
+                                                         c.EXTERNAL_CALL_FAILED, exc.message), source="live")
+        except Exception:  # a tool that raises is an error outcome, never a lost call
+            return ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the tool raised"), source="live")

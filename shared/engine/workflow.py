@@ -1,0 +1,184 @@
+"""Workflow definitions: validation on load and the graph facts the scheduler needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.protocol.ids import NAME_ID_RE
+
+TRIGGER_RULES = ("all_success", "any_success", "all_complete", "none_failed", "any_failed")
+VARIABLE_TYPES = {"string": str, "number": (int, float), "boolean": bool, "object": dict, "array": list}
+
+
+class DefinitionError(ValueError):
+    """A workflow definition that cannot run; the message names the fault (no user data echoed)."""
+
+
+class InputsError(ValueError):
+    """Run inputs that do not fit the workflow's variables."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    id: str
+    source: str
+    target: str
+    rule: str
+    back: bool
+
+
+@dataclass(frozen=True)
+class Workflow:
+    id: str
+    doc: dict[str, Any]
+    node_ids: tuple[str, ...]
+    nodes: dict[str, dict[str, Any]]
+    edges: tuple[Edge, ...]
+    entries: tuple[str, ...]
+    max_loopback: int
+    timeout_ms: int
+    out_edges: dict[str, tuple[Edge, ...]] = field(default_factory=dict)
+    in_forward: dict[str, tuple[Edge, ...]] = field(default_factory=dict)
+
+    def forward_reachable(self, start: str) -> set[str]:
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            n = stack.pop()
+            for e in self.out_edges.get(n, ()):
+                if not e.back and e.target not in seen:
+                    seen.add(e.target)
+                    stack.append(e.target)
+        return seen
+
+
+def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
+    """Validate a definition; raise ``DefinitionError`` before anything runs."""
+    if not isinstance(doc, dict):
+        raise DefinitionError("definition must be an object")
+    wid = doc.get("id")
+    if not isinstance(wid, str) or not NAME_ID_RE.match(wid):
+        raise DefinitionError("definition id is missing or malformed")
+    raw_nodes = doc.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise DefinitionError("definition has no nodes")
+    nodes: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for n in raw_nodes:
+        if not isinstance(n, dict) or not isinstance(n.get("id"), str) or not NAME_ID_RE.match(n["id"]):
+            raise DefinitionError("a node has a missing or malformed id")
+        if n["id"] in nodes:
+            raise DefinitionError("duplicate node id")
+        if n.get("typeId") not in known_types:
+            raise DefinitionError("a node names an unknown typeId")
+        for key in ("config", "inputs"):
+            if key in n and not isinstance(n[key], dict):
+                raise DefinitionError(f"node {key} must be an object")
+        nodes[n["id"]] = n
+        order.append(n["id"])
+    raw_edges = doc.get("edges") or []
+    if not isinstance(raw_edges, list):
+        raise DefinitionError("edges must be a list")
+    pre: list[tuple[str, str, str, str]] = []
+    for e in raw_edges:
+        if not isinstance(e, dict):
+            raise DefinitionError("an edge is not an object")
+        src, tgt = e.get("sourceNodeId"), e.get("targetNodeId")
+        if src not in nodes or tgt not in nodes:
+            raise DefinitionError("an edge names an unknown node")
+        rule = e.get("triggerRule", "all_success")
+        if rule not in TRIGGER_RULES:
+            raise DefinitionError("an edge has an unknown triggerRule")
+        pre.append((str(e.get("id", f"{src}-{tgt}")), str(src), str(tgt), str(rule)))
+    settings = doc.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise DefinitionError("settings must be an object")
+    max_loop = settings.get("maxLoopbackIterations", 0)
+    timeout = settings.get("timeout", 0)
+    if not isinstance(max_loop, int) or max_loop < 0 or not isinstance(timeout, int) or timeout < 0:
+        raise DefinitionError("settings.maxLoopbackIterations and settings.timeout must be non-negative integers")
+
+    # Back edges: DFS from the nodes without incoming edges, in definition order.
+    targets = {t for _, _, t, _ in pre}
+    roots = [n for n in order if n not in targets] or []
+    if not roots:
+        raise DefinitionError("definition has no entry node (every node has an incoming edge)")
+    adj: dict[str, list[tuple[str, str, str, str]]] = {n: [] for n in order}
+    for edge in pre:
+        adj[edge[1]].append(edge)
+    back_ids: set[str] = set()
+    state: dict[str, int] = {}
+
+    def dfs(n: str) -> None:
+        state[n] = 1
+        for eid, _s, t, _r in adj[n]:
+            if state.get(t) == 1:
+                back_ids.add(eid)
+            elif t not in state:
+                dfs(t)
+        state[n] = 2
+
+    for r in roots:
+        if r not in state:
+            dfs(r)
+    unreachable = [n for n in order if n not in state]
+    if unreachable:
+        raise DefinitionError("definition has nodes no entry node reaches")
+    if back_ids and max_loop < 1:
+        raise DefinitionError("definition has a cycle and no settings.maxLoopbackIterations bound")
+    edges = tuple(Edge(eid, s, t, r, eid in back_ids) for eid, s, t, r in pre)
+    out: dict[str, list[Edge]] = {n: [] for n in order}
+    inf: dict[str, list[Edge]] = {n: [] for n in order}
+    for e in edges:
+        out[e.source].append(e)
+        if not e.back:
+            inf[e.target].append(e)
+    entries = tuple(n for n in order if not inf[n])
+    return Workflow(
+        id=wid, doc=doc, node_ids=tuple(order), nodes=nodes, edges=edges, entries=entries,
+        max_loopback=max_loop, timeout_ms=timeout,
+        out_edges={k: tuple(v) for k, v in out.items()}, in_forward={k: tuple(v) for k, v in inf.items()},
+    )
+
+
+def bind_inputs(doc: dict[str, Any], inputs: dict[str, Any] | None) -> dict[str, Any]:
+    """Bind run inputs to ``variables[]``: defaults applied, required enforced, types checked."""
+    inputs = dict(inputs or {})
+    variables = doc.get("variables") or []
+    bound: dict[str, Any] = {}
+    declared = set()
+    for v in variables:
+        name = v.get("name")
+        declared.add(name)
+        vtype = v.get("type")
+        if name in inputs:
+            value = inputs[name]
+            py = VARIABLE_TYPES.get(str(vtype))
+            if py is not None and (not isinstance(value, py) or (vtype == "number" and isinstance(value, bool))):
+                raise InputsError(f"input '{name}' must be a {vtype}")
+            bound[name] = value
+        elif "defaultValue" in v:
+            bound[name] = v["defaultValue"]
+        elif v.get("required"):
+            raise InputsError(f"input '{name}' is required")
+    for k, val in inputs.items():
+        if k not in declared:
+            bound[k] = val
+    return bound
+
+
+def resolve_node_inputs(node: dict[str, Any], variables: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """Resolve a node's input bindings: a variable, another node's output, or a literal."""
+    resolved: dict[str, Any] = {}
+    for key, binding in (node.get("inputs") or {}).items():
+        if isinstance(binding, dict) and binding.get("type") == "variable":
+            resolved[key] = variables.get(str(binding.get("variableName")))
+        elif isinstance(binding, dict) and binding.get("type") == "node-output":
+            src = outputs.get(str(binding.get("nodeId"))) or {}
+            resolved[key] = src.get(str(binding.get("key"))) if binding.get("key") else src
+        elif isinstance(binding, dict) and binding.get("type") == "literal":
+            resolved[key] = binding.get("value")
+        else:
+            resolved[key] = binding
+    return resolved

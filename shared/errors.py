@@ -1,0 +1,148 @@
+"""The ProtocolError tree: spec code, HTTP status, safe message, details.
+
+Nothing below services picks an HTTP status; the one place that turns these into
+the wire envelope is ``functions/_common/api.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.protocol import codes
+
+
+class ProtocolError(Exception):
+    code: str = codes.INTERNAL_ERROR
+    default_message = "The request could not be completed."
+
+    def __init__(self, message: str | None = None, details: dict[str, Any] | None = None) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        super().__init__(self.message)
+
+    @property
+    def status(self) -> int:
+        return codes.HTTP_STATUS[self.code]
+
+    def envelope(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class ValidationError(ProtocolError):
+    code = codes.VALIDATION_ERROR
+    default_message = "The request is not valid."
+
+
+class UnusableReferenceError(ValidationError):
+    """RFC 0251 §C / RFC 0252 §C: one fixed answer for every unusable baseline or source run."""
+
+    default_message = "The request names a run that cannot be used here."
+
+    def __init__(self) -> None:
+        super().__init__(self.default_message)
+
+
+class IdempotencyKeyInvalidError(ProtocolError):
+    code = codes.IDEMPOTENCY_KEY_INVALID
+    default_message = "The Idempotency-Key header is not valid."
+
+
+class UnsupportedStreamModeError(ProtocolError):
+    code = codes.UNSUPPORTED_STREAM_MODE
+    default_message = "The streamMode is not supported."
+
+
+class UnauthenticatedError(ProtocolError):
+    code = codes.UNAUTHENTICATED
+    default_message = "A valid bearer credential is required."
+
+
+class ForbiddenError(ProtocolError):
+    code = codes.FORBIDDEN
+    default_message = "The credential may not do this."
+
+
+class IdTenantMismatchError(ProtocolError):
+    code = codes.ID_TENANT_MISMATCH
+    default_message = "The id belongs to another tenant."
+
+
+class NotFoundError(ProtocolError):
+    code = codes.NOT_FOUND
+    default_message = "Not found."
+
+
+class ProtocolVersionUnsupportedError(ProtocolError):
+    code = codes.PROTOCOL_VERSION_UNSUPPORTED
+    default_message = "The requested protocol major is not served here."
+
+
+class RunTerminalError(ProtocolError):
+    code = codes.RUN_TERMINAL
+    default_message = "The run is already terminal."
+
+
+class RunStateConflictError(ProtocolError):
+    code = codes.RUN_STATE_CONFLICT
+    default_message = "The run is not in a state that allows this."
+
+
+class IdempotencyKeyMismatchError(ProtocolError):
+    code = codes.IDEMPOTENCY_KEY_MISMATCH
+    default_message = "The Idempotency-Key was used with a different request."
+
+
+class IdempotencyInFlightError(ProtocolError):
+    code = codes.IDEMPOTENCY_IN_FLIGHT
+    default_message = "A request with this Idempotency-Key is still in flight."
+
+
+class RunExpiredError(ProtocolError):
+    code = codes.RUN_EXPIRED
+    default_message = "The run history this needs is past retention."
+
+
+class EvalRecordedFixturesGoneError(ProtocolError):
+    code = codes.EVAL_RECORDED_FIXTURES_GONE
+    default_message = "The recorded fixtures this eval run used have been erased."
+
+
+class ForkPointInvalidError(ProtocolError):
+    code = codes.FORK_POINT_INVALID
+    default_message = "fromSeq does not name a forkable event of the source run."
+
+
+class CapabilityNotProvidedError(ProtocolError):
+    code = codes.CAPABILITY_NOT_PROVIDED
+    default_message = "This host does not provide that capability."
+
+
+class InternalError(ProtocolError):
+    code = codes.INTERNAL_ERROR
+    default_message = "Internal error."
+
+
+class ServiceUnavailableError(ProtocolError):
+    code = codes.SERVICE_UNAVAILABLE
+    default_message = "The service is busy; retry later."
+
+
+# Storage-level errors (no HTTP meaning until a service maps them).
+class StorageError(Exception):
+    pass
+
+
+class ConflictError(StorageError):
+    """A conditional write lost (sequence taken, item exists, run no longer writable)."""
+
+
+class RunGoneError(StorageError):
+    """The run is tombstoned (erased) or expired: late writes are refused."""
+
+
+class ResidencyUnavailableError(ProtocolError):
+    code = codes.RESIDENCY_UNAVAILABLE
+    default_message = "This host offers no data residency choice."

@@ -1,0 +1,23 @@
+"""Item and object key layout shared by storage, services and the engine (constants only)."""
+
+from __future__ import annotations
+
+RUN_SK = "RUN"
+TOMBSTONE_SK = "TOMBSTONE"
+TRIAL_PREFIX = "TRIAL#"
+FORK_SOURCE_SK = "FORKSOURCE"
+EVAL_PLAN_SK = "EVALPLAN"
+
+
+def run_prefix(run_id: str) -> str:
+    """S3 objects a run owns (large events, large tool calls, large state snapshots)."""
+    return f"runs/{run_id}/"
+
+
+def derived_prefix(source_run_id: str) -> str:
+    """Derived fixture copies live under the SOURCE run, so erasing the source reaches them."""
+    return f"derived/{source_run_id}/"
+
+
+def derived_key(source_run_id: str, eval_run_id: str, task_id: str) -> str:
+    return f"{derived_prefix(source_run_id)}{eval_run_id}/{task_id}.json"

@@ -1,0 +1,35 @@
+"""Start and stop executions of the ASL state machines in statemachines/."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+
+class StepFunctionsOrchestrator:
+    def __init__(self, client: Any, machines: dict[str, str]) -> None:
+        self._c = client
+        self._machines = machines
+
+    def start(self, machine: str, run_id: str, payload: dict[str, Any]) -> str:
+        # Executions are always named (idempotent per run + purpose); '/' is not allowed in names.
+        name = (run_id.replace("/", "--") + "-" + machine)[:80]
+        try:
+            resp = self._c.start_execution(
+                stateMachineArn=self._machines[machine], name=name, input=json.dumps(payload)
+            )
+            return str(resp["executionArn"])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+                arn = self._machines[machine].replace(":stateMachine:", ":execution:") + ":" + name
+                return arn
+            raise
+
+    def stop(self, execution_arn: str) -> None:
+        try:
+            self._c.stop_execution(executionArn=execution_arn, cause="run cancelled")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("ExecutionDoesNotExist", "ValidationException"):
+                raise

@@ -1,0 +1,164 @@
+"""Ports: the narrow interfaces the engine and services depend on.
+
+Implementations live in ``shared.storage`` / ``shared.orchestration`` (real AWS or
+moto) and are built only by ``shared.wiring``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+    def iso(self, ms: int | None = None) -> str: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
+class IdSource(Protocol):
+    def ulid(self) -> str: ...
+    def event_id(self, run_id: str, seq: int) -> str: ...
+
+
+@dataclass
+class RunRecord:
+    """The stored run item. ``data`` holds the immutable creation facts; the rest mutate."""
+
+    run_id: str
+    tenant: str
+    status: str
+    last_seq: int
+    created_at: str
+    data: dict[str, Any]
+    state: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+    execution_arn: str | None = None
+    expires_at: int = 0
+    summary: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind", "workflow"))
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+@dataclass
+class ListPage:
+    runs: list[RunRecord]
+    next_key: dict[str, Any] | None
+
+
+class RunStore(Protocol):
+    def create_run(self, record: RunRecord) -> None: ...
+    def get_run(self, run_id: str, *, consistent: bool = True) -> RunRecord | None: ...
+    def list_runs(self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str]) -> ListPage: ...
+    def set_execution(self, run_id: str, execution_arn: str) -> None: ...
+    def update_status(self, run_id: str, status: str, *, allowed_from: Sequence[str]) -> bool: ...
+    def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None: ...
+    def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None: ...
+    def query_aux(self, run_id: str, prefix: str) -> list[tuple[str, dict[str, Any]]]: ...
+    def is_tombstoned(self, run_id: str) -> bool: ...
+    def set_progress(self, run_id: str, expected_last_seq: int, new_last_seq: int, updates: dict[str, Any]) -> None: ...
+    def write_tombstone(self, run_id: str, tenant: str, at: str, expires_at: int) -> None: ...
+    def delete_run_item(self, run_id: str) -> bool: ...
+    def delete_aux_all(self, run_id: str) -> int: ...
+    def delete_tombstone(self, run_id: str) -> None: ...
+
+
+class EventStore(Protocol):
+    def append_events(
+        self,
+        run_id: str,
+        expected_next_seq: int,
+        events: Sequence[dict[str, Any]],
+        *,
+        run_updates: dict[str, Any] | None = None,
+        require_status: Sequence[str] | None = None,
+        expires_at: int = 0,
+    ) -> int: ...
+    def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]: ...
+    def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None) -> Iterator[list[dict[str, Any]]]: ...
+    def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int: ...
+    def read_page(self, run_id: str, after_seq: int) -> list[dict[str, Any]]: ...
+    def delete_all(self, run_id: str) -> int: ...
+
+
+@dataclass
+class ToolCallRecord:
+    run_id: str
+    call_key: str
+    agent_id: str
+    invocation_id: str
+    delegate: bool
+    tool_name: str
+    call_id: str
+    args: Any
+    status: str  # ok | error | forbidden | rate_limited
+    result: Any = None
+    error: dict[str, Any] | None = None
+    source: str = "live"  # live | fixture | recorded
+    started_at: str = ""
+    duration_ms: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolCallStore(Protocol):
+    def put_call(self, record: ToolCallRecord, expires_at: int) -> bool: ...
+    def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None: ...
+    def list_calls(self, run_id: str) -> list[ToolCallRecord]: ...
+    def delete_all(self, run_id: str) -> int: ...
+
+
+class HostStore(Protocol):
+    """Host-wide items: API key hashes, eval suites, tool counters, the effect ledger."""
+
+    def get_item(self, pk: str, sk: str) -> dict[str, Any] | None: ...
+    def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False) -> bool: ...
+    def query(self, pk: str, prefix: str = "") -> list[tuple[str, dict[str, Any]]]: ...
+    def counter_inc(self, pk: str, sk: str, call_key: str) -> int: ...
+    def counter_read(self, pk: str, sk: str) -> int: ...
+
+
+class BlobStore(Protocol):
+    def put_json(self, key: str, value: Any) -> None: ...
+    def get_json(self, key: str) -> Any | None: ...
+    def delete_prefix(self, prefix: str) -> int: ...
+    def list_keys(self, prefix: str) -> list[str]: ...
+
+
+class Orchestrator(Protocol):
+    def start(self, machine: str, run_id: str, payload: dict[str, Any]) -> str: ...
+    def stop(self, execution_arn: str) -> None: ...
+
+
+class EffectDeniedError(Exception):
+    """An effect seam refused an effect (default-deny in replay)."""
+
+
+class EffectGuard(Protocol):
+    def check(self, seam: str) -> None: ...
+
+
+class HttpClient(Protocol):
+    def request(self, method: str, url: str, body: Any, headers: dict[str, str], timeout_s: float) -> tuple[int, Any]: ...
+
+
+@dataclass
+class Ports:
+    runs: RunStore
+    events: EventStore
+    tool_calls: ToolCallStore
+    host: HostStore
+    blobs: BlobStore
+    orchestrator: Orchestrator
+    clock: Clock
+    ids: IdSource
+    http: HttpClient
+    settings: Any

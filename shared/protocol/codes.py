@@ -1,0 +1,91 @@
+"""Error codes (with their registered HTTP status) and event types, spelled exactly as the spec."""
+
+from __future__ import annotations
+
+# Error codes -> HTTP status (spec/v2/errors.json as generated into openwop-client 2.7.0).
+VALIDATION_ERROR = "validation_error"
+IDEMPOTENCY_KEY_INVALID = "idempotency_key_invalid"
+UNSUPPORTED_STREAM_MODE = "unsupported_stream_mode"
+UNAUTHENTICATED = "unauthenticated"
+FORBIDDEN = "forbidden"
+ID_TENANT_MISMATCH = "id_tenant_mismatch"
+NOT_FOUND = "not_found"
+PROTOCOL_VERSION_UNSUPPORTED = "protocol_version_unsupported"
+RUN_TERMINAL = "run_terminal"
+RUN_STATE_CONFLICT = "run_state_conflict"
+IDEMPOTENCY_KEY_MISMATCH = "idempotency_key_mismatch"
+IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
+REPLAY_MEMORY_SNAPSHOT_UNAVAILABLE = "replay_memory_snapshot_unavailable"
+RUN_EXPIRED = "run_expired"
+FORK_POINT_INVALID = "fork_point_invalid"
+CAPABILITY_NOT_PROVIDED = "capability_not_provided"
+INTERNAL_ERROR = "internal_error"
+SERVICE_UNAVAILABLE = "service_unavailable"
+RATE_LIMITED = "rate_limited"
+RESIDENCY_UNAVAILABLE = "residency_unavailable"
+# Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
+EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
+
+HTTP_STATUS: dict[str, int] = {
+    VALIDATION_ERROR: 400,
+    IDEMPOTENCY_KEY_INVALID: 400,
+    UNSUPPORTED_STREAM_MODE: 400,
+    UNAUTHENTICATED: 401,
+    FORBIDDEN: 403,
+    ID_TENANT_MISMATCH: 403,
+    NOT_FOUND: 404,
+    PROTOCOL_VERSION_UNSUPPORTED: 406,
+    RUN_TERMINAL: 409,
+    RUN_STATE_CONFLICT: 409,
+    IDEMPOTENCY_KEY_MISMATCH: 409,
+    IDEMPOTENCY_IN_FLIGHT: 409,
+    REPLAY_MEMORY_SNAPSHOT_UNAVAILABLE: 409,
+    RUN_EXPIRED: 410,
+    EVAL_RECORDED_FIXTURES_GONE: 410,
+    FORK_POINT_INVALID: 422,
+    CAPABILITY_NOT_PROVIDED: 422,
+    RESIDENCY_UNAVAILABLE: 422,
+    RATE_LIMITED: 429,
+    INTERNAL_ERROR: 500,
+    SERVICE_UNAVAILABLE: 503,
+}
+
+# Run-document codes (RunSnapshot.error.code, run.failed / node.failed error.code).
+NODE_EXECUTION_FAILED = "node_execution_failed"
+EXTERNAL_CALL_FAILED = "external_call_failed"
+RUN_TIMEOUT = "run_timeout"
+LOOP_LIMIT_EXCEEDED = "loop_limit_exceeded"
+REPLAY_SOURCE_MISSING = "replay_source_missing"
+REPLAY_DIVERGED_AT_REFUSAL = "replay_diverged_at_refusal"
+PERSISTENCE_FAILED = "persistence_failed"
+
+# Event types (v2 spellings).
+RUN_STARTED = "run.started"
+RUN_COMPLETED = "run.completed"
+RUN_FAILED = "run.failed"
+RUN_CANCELLED = "run.cancelled"
+NODE_STARTED = "node.started"
+NODE_COMPLETED = "node.completed"
+NODE_FAILED = "node.failed"
+NODE_CANCELLED = "node.cancelled"
+NODE_SKIPPED = "node.skipped"
+AGENT_INVOCATION_STARTED = "agent.invocation-started"
+AGENT_INVOCATION_COMPLETED = "agent.invocation-completed"
+AGENT_TOOL_CALLED = "agent.tool-called"
+AGENT_TOOL_RETURNED = "agent.tool-returned"
+AGENT_DECIDED = "agent.decided"
+EVAL_STARTED = "eval.started"
+EVAL_SCORED = "eval.scored"
+EVAL_COMPLETED = "eval.completed"
+REPLAY_DIVERGED = "replay.diverged"
+REPLAY_DIVERGED_AT_REFUSAL_EVENT = "replay.diverged-at-refusal"
+
+TERMINAL_RUN_EVENTS = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED})
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+NODE_TERMINAL_OUTCOMES = frozenset({NODE_COMPLETED, NODE_FAILED})
+
+# streamMode "updates" admits these (events.md §3.1); "debug" admits everything.
+UPDATES_PREFIXES = ("run.", "node.", "eval.", "replay.", "interrupt.", "artifact.")
+
+EVAL_MODES = ("golden", "rubric", "adversarial", "regression", "live-shadow")
+HOST_EVAL_MODES = ("golden", "regression")

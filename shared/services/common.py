@@ -1,0 +1,89 @@
+"""What every use case shares: the caller, ownership checks, the RunSnapshot projection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import IdTenantMismatchError, NotFoundError, ValidationError
+from shared.ports import Ports, RunRecord
+from shared.protocol.ids import BadIdError, decode_run_id, project_id, tenant_of
+
+EVENT_LOG_SCHEMA_VERSION = 3
+ISSUER = "urn:openwop-serverless:api-key"
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant: str
+    subject_id: str
+
+    @property
+    def subject(self) -> dict[str, Any]:
+        return {"issuer": ISSUER, "subjectId": self.subject_id, "tenant": self.tenant, "lane": "api-key",
+                "kind": "user"}
+
+    @property
+    def owner(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "subject": self.subject}
+
+
+def decode_path_run_id(wire: str) -> str:
+    try:
+        return decode_run_id(wire)
+    except BadIdError as exc:
+        raise ValidationError("The run id is malformed.") from exc
+
+
+def load_own_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
+    """The path rule: another tenant's id is 403 id_tenant_mismatch (without a read); unknown is 404."""
+    run_id = decode_path_run_id(wire_run_id)
+    if tenant_of(run_id) != caller.tenant:
+        raise IdTenantMismatchError()
+    rec = ports.runs.get_run(run_id)
+    if rec is None:
+        raise NotFoundError("No such run.")
+    return rec
+
+
+def links(run_id: str) -> dict[str, str]:
+    wire = project_id(run_id)
+    return {"eventsUrl": f"/runs/{wire}/events", "statusUrl": f"/runs/{wire}"}
+
+
+def snapshot(rec: RunRecord, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    d = rec.data
+    snap: dict[str, Any] = {
+        "runId": rec.run_id,
+        "workflowId": d.get("workflowId"),
+        "status": rec.status,
+        "owner": d["owner"],
+        "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
+        "engineVersion": 1,
+    }
+    if rec.started_at:
+        snap["startedAt"] = rec.started_at
+    if rec.completed_at:
+        snap["completedAt"] = rec.completed_at
+    st = state if state is not None else (rec.state if rec.state and "$ref" not in rec.state else None)
+    if st is not None:
+        snap["variables"] = st.get("variables", {})
+        snap["channels"] = {}
+        nodes = st.get("nodes") or {}
+        if nodes:
+            snap["nodeStates"] = {k: {"status": v["status"]} for k, v in sorted(nodes.items())}
+        active = st.get("active")
+        if active and rec.status not in ("completed", "failed", "cancelled"):
+            snap["currentNodeId"] = active["nodeId"]
+    if rec.status == "failed":
+        snap["error"] = rec.error or {"code": "node_execution_failed", "message": "The run failed."}
+    for key in ("configurable", "tags", "metadata", "inputs"):
+        if d.get(key) is not None:
+            snap[key] = d[key]
+    if d.get("parentRunId"):
+        snap["parentRunId"] = d["parentRunId"]
+    return snap
+
+
+def etag(rec: RunRecord) -> str:
+    return f'"{rec.last_seq}-{rec.status}"'

@@ -1,0 +1,88 @@
+"""The discovery document, the effect-seam manifest, and which fixtures may honestly be advertised."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from shared.engine.registry import AGENTS, NODE_TYPES, TOOLS, Seam
+from shared.ports import Ports
+from shared.services import fixtures
+
+FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "witnessable-gated"}
+
+# Families and facets are advertised only once each works end to end (see docs/decisions.md).
+FEATURES = {"replay": False, "evalSuite": False, "recordedFixtures": False}
+
+
+def advertised_fixtures() -> list[str]:
+    """A fixture is listed only when every node type, agent and tool it needs resolves here."""
+    out = []
+    for fid, doc in fixtures.workflows().items():
+        if all(n.get("typeId") in NODE_TYPES for n in doc["nodes"]):
+            if fid.startswith("conformance-replay") and not FEATURES["replay"]:
+                continue
+            out.append(fid)
+    if FEATURES["evalSuite"]:
+        for fid, suite in fixtures.suites().items():
+            if fid.startswith("conformance-eval-recorded") and not FEATURES["recordedFixtures"]:
+                continue
+            if fixtures.suite_resolves(suite, set(AGENTS), set(TOOLS)):
+                out.append(fid)
+    return sorted(out)
+
+
+def capabilities(ports: Ports) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "protocolVersions": ["2.0"],
+        "preferredVersion": "2.0",
+        "protocolVersion": "2.0",
+        "implementation": {"name": ports.settings.host_name, "version": "0.1.0", "vendor": "openwop-serverless",
+                           "url": "https://github.com/openwop-serverless"},
+        "engineVersion": 1,
+        "eventLogSchemaVersion": 3,
+        "fixtures": advertised_fixtures(),
+        "runList": {**FAMILY, "maxPageSize": 100, "filters": ["workflowId", "status"]},
+        "limits": {**FAMILY, "maxRequestBodyBytes": 1_000_000},
+    }
+    if FEATURES["replay"]:
+        doc["replay"] = {**FAMILY, "modes": ["replay", "branch"],
+                         "retention": {"days": int(ports.settings.retention_days)},
+                         "effectSeamsManifest": "/host/effect-seams"}
+    if FEATURES["evalSuite"]:
+        suite: dict[str, Any] = {"modes": ["golden", "regression"], "regressionVerdict": True,
+                                 "fixtureMatching": True, "fixtureErrors": True, "baselineSelection": True,
+                                 "maxTasksPerSuite": 200}
+        if FEATURES["recordedFixtures"]:
+            suite["recordedFixtures"] = True
+        doc["agents"] = {**FAMILY, "evalSuite": suite}
+    return doc
+
+
+def etag_of(doc: dict[str, Any]) -> str:
+    return '"' + hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32] + '"'
+
+
+def all_seams() -> list[Seam]:
+    seen: dict[str, Seam] = {}
+    for nt in NODE_TYPES.values():
+        for s in nt.seams:
+            seen[s.seam] = s
+    for t in TOOLS.values():
+        for s in t.seams:
+            seen[s.seam] = s
+    return [seen[k] for k in sorted(seen)]
+
+
+def effect_seams(ports: Ports) -> dict[str, Any]:
+    rows = []
+    for s in all_seams():
+        row: dict[str, Any] = {"seam": s.seam, "kind": s.kind, "guarded": True, "guardedBy": s.guarded_by,
+                               "branchReFires": s.branch_re_fires}
+        if s.note:
+            row["note"] = s.note
+        rows.append(row)
+    return {"manifestVersion": "1", "host": {"name": ports.settings.host_name,
+                                            "build": {"kind": "commit", "id": ports.settings.build_id}},
+            "seams": rows}

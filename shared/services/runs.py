@@ -1,0 +1,342 @@
+"""Use cases for workflow runs: create, get, list, cancel, poll, stream."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from shared.engine import runner
+from shared.engine.registry import NODE_TYPES
+from shared.engine.workflow import DefinitionError, InputsError, bind_inputs, load_workflow
+from shared.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    ResidencyUnavailableError,
+    RunTerminalError,
+    ServiceUnavailableError,
+    UnsupportedStreamModeError,
+    ValidationError,
+)
+from shared.ports import Ports, RunRecord
+from shared.protocol import codes as c
+from shared.protocol.models import CreateRunRequest
+from shared.services.common import Caller, links, load_own_run, snapshot
+
+MAX_PAGE = 100
+DEFAULT_PAGE = 50
+
+
+@dataclass
+class Created:
+    status: int
+    body: dict[str, Any]
+
+
+def expires_at(ports: Ports) -> int:
+    return ports.clock.now_ms() // 1000 + int(ports.settings.retention_days) * 86400
+
+
+def new_run_id(ports: Ports, tenant: str) -> str:
+    return f"{tenant}/r-{ports.ids.ulid().lower()}"
+
+
+def common_checks(caller: Caller, req: CreateRunRequest) -> None:
+    if req.tenantId is not None and req.tenantId != caller.tenant:
+        raise ForbiddenError("The body tenantId is not the credential's tenant.")
+    if req.callbackUrl is not None:
+        raise ValidationError("This host does not deliver callbacks.", {"field": "callbackUrl"})
+    if req.residency is not None:
+        raise ResidencyUnavailableError()
+
+
+def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
+    common_checks(caller, req)
+    if req.evalModes is not None or req.baselineRunId is not None or req.fixtureRuns is not None:
+        raise ValidationError("evalModes, baselineRunId and fixtureRuns need mode 'eval'.")
+    if req.evalSuiteRef is not None or req.agentId is not None:
+        raise ValidationError("evalSuiteRef and agentId need mode 'eval'.")
+    if not req.workflowId:
+        raise ValidationError("workflowId is required.")
+    doc = runner.load_definition(ports, caller.tenant, req.workflowId)
+    if doc is None:
+        raise NotFoundError("No such workflow.")
+    try:
+        load_workflow(doc, set(NODE_TYPES))
+        inputs = bind_inputs(doc, req.inputs)
+    except DefinitionError as exc:
+        raise ValidationError(f"The workflow definition cannot run: {exc}.") from exc
+    except InputsError as exc:
+        raise ValidationError(str(exc)) from exc
+    data: dict[str, Any] = {
+        "kind": "workflow",
+        "workflowId": req.workflowId,
+        "inputs": inputs,
+        "owner": caller.owner,
+        "definition": doc,
+        "configurable": req.configurable.model_dump(exclude_none=True) if req.configurable else None,
+        "tags": req.tags,
+        "metadata": req.metadata,
+        "scopeId": req.scopeId,
+    }
+    return start_run(ports, caller, data, "run")
+
+
+def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str) -> Created:
+    """Write the run item, then start its execution; a failed start leaves no run behind."""
+    from shared.engine.state import new_state
+
+    run_id = new_run_id(ports, caller.tenant)
+    now = ports.clock.iso()
+    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="pending", last_seq=-1, created_at=now,
+                    data={k: v for k, v in data.items() if v is not None}, state=new_state(),
+                    expires_at=expires_at(ports))
+    ports.runs.create_run(rec)
+    try:
+        arn = ports.orchestrator.start(machine, run_id, {"runId": run_id})
+        ports.runs.set_execution(run_id, arn)
+    except Exception as exc:
+        from shared.services.erasure import erase_now
+
+        erase_now(ports, run_id, tombstone=False)
+        raise ServiceUnavailableError() from exc
+    return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})
+
+
+def get_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
+    return load_own_run(ports, caller, wire_run_id)
+
+
+def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+    state = runner.load_state(ports, rec) if rec.state and "$ref" in rec.state else None
+    return snapshot(rec, state)
+
+
+# --------------------------------------------------------------------------- list
+
+_CURSOR_RE = re.compile(r"^[A-Za-z0-9_-]{8,2048}$")
+
+
+def _mint_cursor(tenant: str, key: dict[str, Any]) -> str:
+    body = json.dumps(key, separators=(",", ":"), sort_keys=True)
+    mac = hashlib.sha256(f"{tenant}|{body}".encode()).hexdigest()[:16]
+    return base64.urlsafe_b64encode(json.dumps({"k": key, "m": mac}).encode()).decode().rstrip("=")
+
+
+def _read_cursor(tenant: str, cursor: str) -> dict[str, Any]:
+    bad = ValidationError("The cursor was not minted by this host.")
+    if len(cursor) > 2048 or not _CURSOR_RE.match(cursor):
+        raise bad
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        key = raw["k"]
+        body = json.dumps(key, separators=(",", ":"), sort_keys=True)
+        if not isinstance(key, dict) or raw["m"] != hashlib.sha256(f"{tenant}|{body}".encode()).hexdigest()[:16]:
+            raise bad
+        return key
+    except (ValueError, KeyError, TypeError) as exc:
+        raise bad from exc
+
+
+def list_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
+    limit = DEFAULT_PAGE
+    if "limit" in params:
+        try:
+            limit = int(params["limit"])
+        except ValueError as exc:
+            raise ValidationError("limit must be an integer.") from exc
+        if limit < 1:
+            raise ValidationError("limit must be at least 1.")
+        limit = min(limit, MAX_PAGE)
+    start = _read_cursor(caller.tenant, params["cursor"]) if params.get("cursor") else None
+    filters = {k: params[k] for k in ("workflowId", "status") if params.get(k)}
+    page = ports.runs.list_runs(caller.tenant, limit, start, filters)
+    body: dict[str, Any] = {"runs": [run_snapshot(ports, r) for r in page.runs]}
+    if page.next_key:
+        body["nextCursor"] = _mint_cursor(caller.tenant, page.next_key)
+    return body
+
+
+# --------------------------------------------------------------------------- cancel
+
+
+def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
+    rec = load_own_run(ports, caller, wire_run_id)
+    if rec.terminal:
+        raise RunTerminalError()
+    if rec.status != "cancelling" and not ports.runs.update_status(rec.run_id, "cancelling",
+                                                                   allowed_from=("pending", "running")):
+        fresh = ports.runs.get_run(rec.run_id)
+        if fresh is None:
+            raise NotFoundError("No such run.")
+        if fresh.terminal:
+            raise RunTerminalError()
+    if rec.execution_arn:
+        ports.orchestrator.stop(rec.execution_arn)
+    finish_cancel(ports, rec.run_id)
+    return {"runId": rec.run_id, "status": "cancelled"}
+
+
+def finish_cancel(ports: Ports, run_id: str) -> None:
+    """Append node.cancelled for the node in flight and run.cancelled; no engine write can land after it."""
+    for _ in range(5):
+        rec = ports.runs.get_run(run_id)
+        if rec is None or rec.status != "cancelling":
+            return
+        state = runner.load_state(ports, rec)
+        seq = rec.last_seq + 1
+        evs = []
+        active = state.get("active")
+        if active:
+            evs.append(runner.make_event(ports, run_id, seq, c.NODE_CANCELLED,
+                                         {"nodeId": active["nodeId"], "reason": "run-cancelled"}, active["nodeId"]))
+        evs.append(runner.make_event(ports, run_id, seq + len(evs), c.RUN_CANCELLED,
+                                     {"reason": "cancelled by request", "cancelledBy": "api"}, None))
+        from shared.engine.state import apply
+
+        for ev in evs:
+            apply(state, ev, None)
+        try:
+            ports.events.append_events(run_id, seq, evs, run_updates={
+                "status": "cancelled", "completedAt": evs[-1]["timestamp"], "state": state},
+                require_status=("cancelling",), expires_at=rec.expires_at)
+            return
+        except ConflictError:
+            continue
+
+
+# --------------------------------------------------------------------------- events
+
+STREAM_MODE_RE = re.compile(r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$")
+
+
+def _int_param(params: dict[str, str], name: str, lo: int, hi: int | None) -> int | None:
+    if name not in params:
+        return None
+    try:
+        v = int(params[name])
+    except ValueError as exc:
+        raise ValidationError(f"{name} must be an integer.") from exc
+    if v < lo or (hi is not None and v > hi):
+        raise ValidationError(f"{name} is out of range.")
+    return v
+
+
+def poll_events(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str]) -> dict[str, Any]:
+    rec = load_own_run(ports, caller, wire_run_id)
+    after = _int_param(params, "afterSequence", 0, None)
+    timeout = _int_param(params, "timeout", 1, 60)
+    if params.get("streamMode") and not STREAM_MODE_RE.match(params["streamMode"]):
+        raise UnsupportedStreamModeError(details={"supported": ["values", "updates", "messages", "debug"]})
+    after_seq = -1 if after is None else after
+    wait_ms = min(30 if timeout is None else timeout, int(ports.settings.max_poll_wait_s)) * 1000
+    deadline = ports.clock.now_ms() + wait_ms
+    while True:
+        events = ports.events.read_page(rec.run_id, after_seq) if rec.last_seq > after_seq else []
+        events = [e for e in events if int(e["sequence"]) <= rec.last_seq]
+        complete = not events or int(events[-1]["sequence"]) >= rec.last_seq
+        if events or rec.terminal or ports.clock.now_ms() >= deadline:
+            return {
+                "runId": rec.run_id,
+                "events": events,
+                "lastSequence": rec.last_seq if complete else int(events[-1]["sequence"]),
+                "status": rec.status,
+                "isTerminal": rec.terminal and complete,
+            }
+        ports.clock.sleep(0.2)
+        fresh = ports.runs.get_run(rec.run_id)
+        if fresh is None:
+            raise NotFoundError("No such run.")
+        rec = fresh
+
+
+def _admitted(ev: dict[str, Any], modes: set[str]) -> bool:
+    if "debug" in modes:
+        return True
+    if "updates" in modes and str(ev["type"]).startswith(c.UPDATES_PREFIXES):
+        return True
+    return "messages" in modes and ev["type"] == "output.chunk"
+
+
+def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str],
+               last_event_id: str | None, wait_s: float) -> tuple[str, bool]:
+    """One finite SSE body of what exists after ``Last-Event-ID`` (waiting up to ``wait_s`` for more).
+
+    Returns (body, ended): ``ended`` when the run's terminal event has been sent. Locally the HTTP
+    front calls this repeatedly to stream; on AWS the client resumes with ``Last-Event-ID``.
+    """
+    rec = load_own_run(ports, caller, wire_run_id)
+    mode = params.get("streamMode", "updates")
+    if not STREAM_MODE_RE.match(mode):
+        raise UnsupportedStreamModeError(details={"supported": ["values", "updates", "messages", "debug"]})
+    _int_param(params, "bufferMs", 0, 5000)
+    modes = set(mode.split(","))
+    after = -1
+    if last_event_id is not None and last_event_id.strip():
+        try:
+            after = int(last_event_id.strip())
+        except ValueError as exc:
+            raise ValidationError("Last-Event-ID must be a sequence.") from exc
+    deadline = ports.clock.now_ms() + int(wait_s * 1000)
+    frames: list[str] = []
+    while True:
+        events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
+        for ev in events:
+            seq = int(ev["sequence"])
+            after = seq
+            if "values" in modes:
+                if str(ev["type"]).startswith(c.UPDATES_PREFIXES):
+                    frames.append(f"id: {seq}\nevent: state.snapshot\ndata: "
+                                  f"{json.dumps(snapshot(rec), separators=(',', ':'))}\n\n")
+            elif _admitted(ev, modes):
+                frames.append(f"id: {seq}\nevent: {ev['type']}\ndata: {json.dumps(ev, separators=(',', ':'))}\n\n")
+        reached_end = after >= rec.last_seq
+        if rec.terminal and reached_end:
+            return "".join(frames), True
+        if frames or ports.clock.now_ms() >= deadline:
+            return "".join(frames) or ": keep-alive\n\n", False
+        ports.clock.sleep(0.2)
+        fresh = ports.runs.get_run(rec.run_id)
+        if fresh is None:
+            raise NotFoundError("No such run.")
+        rec = fresh
+
+
+def iter_sse(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str]) -> Iterator[str]:
+    """The whole stream in one process (used by tests and the bench)."""
+    last: str | None = None
+    while True:
+        body, ended = sse_frames(ports, caller, wire_run_id, params, last, 5.0)
+        for line in body.splitlines():
+            if line.startswith("id: "):
+                last = line[4:]
+        yield body
+        if ended:
+            return
+
+
+def get_workflow(ports: Ports, caller: Caller, workflow_id: str) -> dict[str, Any]:
+    doc = runner.load_definition(ports, caller.tenant, workflow_id)
+    if doc is None:
+        raise NotFoundError("No such workflow.")
+    return doc
+
+
+def create(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
+    """createRun: a workflow run, or an eval run with ``mode: "eval"``."""
+    if req.mode == "eval":
+        from shared.services import discovery
+
+        if not discovery.FEATURES["evalSuite"]:
+            from shared.errors import CapabilityNotProvidedError
+
+            raise CapabilityNotProvidedError()
+        from shared.services import evals
+
+        return evals.create_eval_run(ports, caller, req)
+    return create_workflow_run(ports, caller, req)

@@ -1,0 +1,666 @@
+"""The one storage implementation: DynamoDB (real AWS, or moto locally) plus S3 for large items."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from shared.errors import ConflictError, RunGoneError
+from shared.ports import BlobStore, Clock, ListPage, RunRecord, ToolCallRecord
+from shared.storage import schema
+
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def to_item(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: _ser.serialize(v) for k, v in value.items() if v is not None}
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    out = {k: _de.deserialize(v) for k, v in item.items()}
+    return {k: (int(v) if isinstance(v, Decimal) and v == v.to_integral_value() else v) for k, v in out.items()}
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class DynamoRunStore:
+    def __init__(self, client: Any, table: str, clock: Clock) -> None:
+        self._c = client
+        self._t = table
+        self._clock = clock
+
+    def _expired(self, expires_at: int) -> bool:
+        return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
+
+    def create_run(self, record: RunRecord) -> None:
+        item = {
+            "pk": record.run_id,
+            "sk": schema.RUN_SK,
+            "tenant": record.tenant,
+            "gsi1pk": record.tenant,
+            "gsi1sk": f"{record.created_at}#{record.run_id}",
+            "status": record.status,
+            "lastSeq": record.last_seq,
+            "createdAt": record.created_at,
+            "workflowId": record.data.get("workflowId"),
+            "data": _dump(record.data),
+            "state": _dump(record.state) if record.state is not None else None,
+            schema.TTL_ATTRIBUTE: record.expires_at,
+        }
+        try:
+            self._c.put_item(
+                TableName=self._t,
+                Item=to_item(item),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise ConflictError("run exists") from exc
+            raise
+
+    def _record(self, raw: dict[str, Any]) -> RunRecord:
+        it = from_item(raw)
+        return RunRecord(
+            run_id=it["pk"],
+            tenant=it["tenant"],
+            status=it["status"],
+            last_seq=int(it["lastSeq"]),
+            created_at=it["createdAt"],
+            data=json.loads(it["data"]),
+            state=json.loads(it["state"]) if it.get("state") else None,
+            error=json.loads(it["error"]) if it.get("error") else None,
+            started_at=it.get("startedAt"),
+            completed_at=it.get("completedAt"),
+            execution_arn=it.get("executionArn"),
+            expires_at=int(it.get(schema.TTL_ATTRIBUTE, 0)),
+            summary=json.loads(it["summary"]) if it.get("summary") else None,
+        )
+
+    def get_run(self, run_id: str, *, consistent: bool = True) -> RunRecord | None:
+        resp = self._c.get_item(
+            TableName=self._t,
+            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            ConsistentRead=consistent,
+        )
+        raw = resp.get("Item")
+        if not raw:
+            return None
+        rec = self._record(raw)
+        if self._expired(rec.expires_at):
+            return None  # TTL deletion can lag for days: an expired run reads as gone
+        return rec
+
+    def list_runs(
+        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str]
+    ) -> ListPage:
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "IndexName": schema.TENANT_INDEX,
+            "KeyConditionExpression": "gsi1pk = :t",
+            "ExpressionAttributeValues": {":t": {"S": tenant}, ":now": {"N": str(self._clock.now_ms() // 1000)}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        conds = [f"{schema.TTL_ATTRIBUTE} > :now"]
+        names: dict[str, str] = {}
+        for i, (k, v) in enumerate(sorted(filters.items())):
+            names[f"#f{i}"] = k
+            kwargs["ExpressionAttributeValues"][f":f{i}"] = {"S": v}
+            conds.append(f"#f{i} = :f{i}")
+        kwargs["FilterExpression"] = " AND ".join(conds)
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        runs: list[RunRecord] = []
+        next_key: dict[str, Any] | None = None
+        # A filter can leave a page short: keep reading until the page is full or the index ends.
+        while True:
+            resp = self._c.query(**kwargs)
+            runs.extend(self._record(i) for i in resp.get("Items", []))
+            lek = resp.get("LastEvaluatedKey")
+            if not lek:
+                next_key = None
+                break
+            if len(runs) >= limit:
+                next_key = from_item(lek)
+                break
+            kwargs["ExclusiveStartKey"] = lek
+            kwargs["Limit"] = limit - len(runs)
+        if len(runs) > limit:
+            runs = runs[:limit]
+            last = runs[-1]
+            next_key = {"pk": last.run_id, "sk": schema.RUN_SK, "gsi1pk": tenant,
+                        "gsi1sk": f"{last.created_at}#{last.run_id}"}
+        return ListPage(runs=runs, next_key=next_key)
+
+    def set_execution(self, run_id: str, execution_arn: str) -> None:
+        self._c.update_item(
+            TableName=self._t,
+            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            UpdateExpression="SET executionArn = :a",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":a": {"S": execution_arn}},
+        )
+
+    def update_status(self, run_id: str, status: str, *, allowed_from: Sequence[str]) -> bool:
+        values: dict[str, Any] = {":s": {"S": status}}
+        conds = []
+        for i, s in enumerate(allowed_from):
+            values[f":a{i}"] = {"S": s}
+            conds.append(f":a{i}")
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="SET #st = :s",
+                ConditionExpression=f"attribute_exists(pk) AND #st IN ({', '.join(conds)})",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def set_progress(self, run_id: str, expected_last_seq: int, new_last_seq: int, updates: dict[str, Any]) -> None:
+        """Move lastSeq forward after a bulk copy (a fork's prefix), conditioned on where it was."""
+        sets = ["lastSeq = :new"]
+        values: dict[str, Any] = {":new": {"N": str(new_last_seq)}, ":old": {"N": str(expected_last_seq)}}
+        names: dict[str, str] = {}
+        for j, (k, v) in enumerate(updates.items()):
+            names[f"#u{j}"] = k
+            values[f":u{j}"] = _ser.serialize(_dump(v) if isinstance(v, dict | list) else v)
+            sets.append(f"#u{j} = :u{j}")
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="attribute_exists(pk) AND lastSeq = :old",
+                ExpressionAttributeValues=values,
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise ConflictError("run moved") from exc
+            raise
+
+    def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None:
+        self._c.put_item(
+            TableName=self._t,
+            Item=to_item({"pk": run_id, "sk": sk, "doc": _dump(value), schema.TTL_ATTRIBUTE: expires_at}),
+        )
+
+    def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)
+        raw = resp.get("Item")
+        if not raw:
+            return None
+        doc: dict[str, Any] = json.loads(from_item(raw)["doc"])
+        return doc
+
+    def query_aux(self, run_id: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+            "ExpressionAttributeValues": {":p": {"S": run_id}, ":s": {"S": prefix}},
+            "ConsistentRead": True,
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            for raw in resp.get("Items", []):
+                it = from_item(raw)
+                out.append((it["sk"], json.loads(it["doc"])))
+            if not resp.get("LastEvaluatedKey"):
+                return out
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def is_tombstoned(self, run_id: str) -> bool:
+        resp = self._c.get_item(
+            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}), ConsistentRead=True
+        )
+        return "Item" in resp
+
+    # -- erasure ---------------------------------------------------------------
+    def all_keys(self, run_id: str) -> list[dict[str, Any]]:
+        keys: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "pk = :p",
+            "ExpressionAttributeValues": {":p": {"S": run_id}},
+            "ProjectionExpression": "pk, sk",
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            keys.extend(resp.get("Items", []))
+            if not resp.get("LastEvaluatedKey"):
+                return keys
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def delete_run_item(self, run_id: str) -> bool:
+        """Delete the run item (the stream REMOVE record then drives the rest of the erasure)."""
+        resp = self._c.delete_item(
+            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.RUN_SK}), ReturnValues="ALL_OLD"
+        )
+        return "Attributes" in resp
+
+    def delete_aux_all(self, run_id: str) -> int:
+        """Every item under the run's key but its tombstone."""
+        keys = [k for k in self.all_keys(run_id) if k["sk"]["S"] != schema.TOMBSTONE_SK]
+        return batch_delete(self._c, self._t, keys)
+
+    def delete_tombstone(self, run_id: str) -> None:
+        self._c.delete_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}))
+
+    def write_tombstone(self, run_id: str, tenant: str, at: str, expires_at: int) -> None:
+        self._c.put_item(
+            TableName=self._t,
+            Item=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK, "tenant": tenant, "erasedAt": at,
+                          schema.TTL_ATTRIBUTE: expires_at}),
+        )
+
+
+def batch_delete(client: Any, table: str, keys: Sequence[dict[str, Any]]) -> int:
+    """Delete keys (already in DynamoDB JSON) 25 per request, resending unprocessed items."""
+    n = 0
+    for i in range(0, len(keys), 25):
+        requests = [{"DeleteRequest": {"Key": k}} for k in keys[i : i + 25]]
+        pending: dict[str, Any] = {table: requests}
+        while pending:
+            resp = client.batch_write_item(RequestItems=pending)
+            pending = resp.get("UnprocessedItems") or {}
+        n += len(requests)
+    return n
+
+
+class DynamoEventStore:
+    """Run event logs: partition runId, sort seq. Appends are transactional and conditional."""
+
+    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore) -> None:
+        self._c = client
+        self._t = table
+        self._runs = runs_table
+        self._blobs = blobs
+
+    def _event_item(self, run_id: str, ev: dict[str, Any], expires_at: int) -> dict[str, Any]:
+        doc = _dump(ev)
+        item: dict[str, Any] = {"runId": run_id, "seq": int(ev["sequence"]), schema.TTL_ATTRIBUTE: expires_at}
+        if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
+            key = schema.large_event_key(run_id, int(ev["sequence"]))
+            self._blobs.put_json(key, ev)
+            item["docRef"] = key
+        else:
+            item["doc"] = doc
+        return item
+
+    def append_events(
+        self,
+        run_id: str,
+        expected_next_seq: int,
+        events: Sequence[dict[str, Any]],
+        *,
+        run_updates: dict[str, Any] | None = None,
+        require_status: Sequence[str] | None = None,
+        expires_at: int = 0,
+    ) -> int:
+        """Append ``events`` (their ``sequence`` must run from ``expected_next_seq``).
+
+        Each chunk is one TransactWriteItems: a Put per event guarded by
+        ``attribute_not_exists(seq)``, plus an Update of the run item guarded by
+        ``lastSeq = expected - 1`` (and optionally the run status). Two writers
+        racing for the same sequence: exactly one wins, the other gets
+        ``ConflictError``; no gap, no duplicate. Returns the new last sequence.
+        """
+        if not events and not run_updates:
+            return expected_next_seq - 1
+        for i, ev in enumerate(events):
+            if int(ev["sequence"]) != expected_next_seq + i:
+                raise ValueError("events must be contiguous from expected_next_seq")
+        chunks = [events[i : i + schema.MAX_EVENTS_PER_TRANSACTION]
+                  for i in range(0, len(events), schema.MAX_EVENTS_PER_TRANSACTION)] or [[]]
+        nxt = expected_next_seq
+        for ci, chunk in enumerate(chunks):
+            last = nxt + len(chunk) - 1
+            updates = dict(run_updates or {}) if ci == len(chunks) - 1 else {}
+            sets = ["lastSeq = :last"]
+            values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
+            names: dict[str, str] = {}
+            for j, (k, v) in enumerate(updates.items()):
+                names[f"#u{j}"] = k
+                values[f":u{j}"] = _ser.serialize(_dump(v) if isinstance(v, dict | list) else v)
+                sets.append(f"#u{j} = :u{j}")
+            cond = "attribute_exists(pk) AND lastSeq = :prev"
+            if require_status:
+                names["#st"] = "status"
+                alts = []
+                for j, s in enumerate(require_status):
+                    values[f":r{j}"] = {"S": s}
+                    alts.append(f":r{j}")
+                cond += f" AND #st IN ({', '.join(alts)})"
+            update: dict[str, Any] = {
+                "TableName": self._runs,
+                "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                "UpdateExpression": "SET " + ", ".join(sets),
+                "ConditionExpression": cond,
+                "ExpressionAttributeValues": values,
+            }
+            if names:
+                update["ExpressionAttributeNames"] = names
+            items: list[dict[str, Any]] = [{"Update": update}]
+            for ev in chunk:
+                items.append({
+                    "Put": {
+                        "TableName": self._t,
+                        "Item": to_item(self._event_item(run_id, ev, expires_at)),
+                        "ConditionExpression": "attribute_not_exists(seq)",
+                    }
+                })
+            try:
+                self._c.transact_write_items(TransactItems=items)
+            except ClientError as exc:
+                if _code(exc) in ("TransactionCanceledException", "ConditionalCheckFailedException"):
+                    reasons = exc.response.get("CancellationReasons") or []
+                    if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and not self._run_exists(run_id):
+                        raise RunGoneError(run_id) from exc
+                    raise ConflictError("sequence or run state moved") from exc
+                raise
+            nxt = last + 1
+        return nxt - 1
+
+    def _run_exists(self, run_id: str) -> bool:
+        resp = self._c.get_item(TableName=self._runs, Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                                ProjectionExpression="pk", ConsistentRead=True)
+        return "Item" in resp
+
+    def _doc(self, raw: dict[str, Any]) -> dict[str, Any]:
+        it = from_item(raw)
+        if "doc" in it:
+            doc: dict[str, Any] = json.loads(it["doc"])
+            return doc
+        got = self._blobs.get_json(it["docRef"])
+        if got is None:
+            raise RunGoneError(str(it.get("runId")))
+        return dict(got)
+
+    def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None) -> Iterator[list[dict[str, Any]]]:
+        """Pages of events with ``after_seq < seq <= upto_seq``: one Query per 1 MB page."""
+        if upto_seq is not None and upto_seq <= after_seq:
+            return
+        key_cond = "runId = :r AND seq > :a"
+        values: dict[str, Any] = {":r": {"S": run_id}, ":a": {"N": str(after_seq)}}
+        if upto_seq is not None:
+            key_cond = "runId = :r AND seq BETWEEN :a1 AND :u"
+            values = {":r": {"S": run_id}, ":a1": {"N": str(after_seq + 1)}, ":u": {"N": str(upto_seq)}}
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": key_cond,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            page = [self._doc(i) for i in resp.get("Items", [])]
+            if page:
+                yield page
+            if not resp.get("LastEvaluatedKey"):
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for page in self.iter_events(run_id, after_seq):
+            out.extend(page)
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
+        return out
+
+    def read_page(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
+        """At most one Query (one 1 MB page) of events after ``after_seq``."""
+        for page in self.iter_events(run_id, after_seq):
+            return page
+        return []
+
+    def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
+        """Bulk-write a fork's copied prefix: ceil(N/25) BatchWriteItem requests (not per event)."""
+        n = 0
+        for i in range(0, len(events), 25):
+            reqs = [{"PutRequest": {"Item": to_item(self._event_item(run_id, ev, expires_at))}}
+                    for ev in events[i : i + 25]]
+            pending: dict[str, Any] = {self._t: reqs}
+            while pending:
+                resp = self._c.batch_write_item(RequestItems=pending)
+                pending = resp.get("UnprocessedItems") or {}
+            n += len(reqs)
+        return n
+
+    def delete_all(self, run_id: str) -> int:
+        return batch_delete(self._c, self._t, self.all_keys(run_id))
+
+    def all_keys(self, run_id: str) -> list[dict[str, Any]]:
+        keys: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "runId = :r",
+            "ExpressionAttributeValues": {":r": {"S": run_id}},
+            "ProjectionExpression": "runId, seq",
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            keys.extend(resp.get("Items", []))
+            if not resp.get("LastEvaluatedKey"):
+                return keys
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+class DynamoToolCallStore:
+    """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
+
+    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore) -> None:
+        self._c = client
+        self._t = table
+        self._runs = runs_table
+        self._blobs = blobs
+
+    @staticmethod
+    def _to_doc(r: ToolCallRecord) -> dict[str, Any]:
+        return {
+            "agentId": r.agent_id, "invocationId": r.invocation_id, "delegate": r.delegate,
+            "toolName": r.tool_name, "callId": r.call_id, "args": r.args, "status": r.status,
+            "result": r.result, "error": r.error, "source": r.source, "startedAt": r.started_at,
+            "durationMs": r.duration_ms, "extra": r.extra,
+        }
+
+    def put_call(self, record: ToolCallRecord, expires_at: int) -> bool:
+        """Write once. False when this call key is already recorded (a retried step)."""
+        doc = _dump(self._to_doc(record))
+        item: dict[str, Any] = {"runId": record.run_id, "callKey": record.call_key, schema.TTL_ATTRIBUTE: expires_at}
+        if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
+            key = schema.large_call_key(record.run_id, record.call_key)
+            self._blobs.put_json(key, self._to_doc(record))
+            item["docRef"] = key
+        else:
+            item["doc"] = doc
+        try:
+            self._c.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._t, "Item": to_item(item),
+                         "ConditionExpression": "attribute_not_exists(callKey)"}},
+                # A late write for an erased run must fail: its tombstone blocks it.
+                {"ConditionCheck": {"TableName": self._runs,
+                                    "Key": to_item({"pk": record.run_id, "sk": schema.TOMBSTONE_SK}),
+                                    "ConditionExpression": "attribute_not_exists(pk)"}},
+            ])
+            return True
+        except ClientError as exc:
+            if _code(exc) == "TransactionCanceledException":
+                reasons = exc.response.get("CancellationReasons") or []
+                if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                    raise RunGoneError(record.run_id) from exc
+                return False
+            raise
+
+    def _from(self, raw: dict[str, Any]) -> ToolCallRecord:
+        it = from_item(raw)
+        doc = json.loads(it["doc"]) if "doc" in it else self._blobs.get_json(it["docRef"])
+        if doc is None:
+            raise RunGoneError(it["runId"])
+        return ToolCallRecord(
+            run_id=it["runId"], call_key=it["callKey"], agent_id=doc["agentId"], invocation_id=doc["invocationId"],
+            delegate=bool(doc["delegate"]), tool_name=doc["toolName"], call_id=doc["callId"], args=doc["args"],
+            status=doc["status"], result=doc.get("result"), error=doc.get("error"), source=doc.get("source", "live"),
+            started_at=doc.get("startedAt", ""), duration_ms=doc.get("durationMs"), extra=doc.get("extra") or {},
+        )
+
+    def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None:
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"runId": run_id, "callKey": call_key}),
+                                ConsistentRead=True)
+        return self._from(resp["Item"]) if "Item" in resp else None
+
+    def list_calls(self, run_id: str) -> list[ToolCallRecord]:
+        out: list[ToolCallRecord] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "runId = :r",
+            "ExpressionAttributeValues": {":r": {"S": run_id}},
+            "ConsistentRead": True,
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            out.extend(self._from(i) for i in resp.get("Items", []))
+            if not resp.get("LastEvaluatedKey"):
+                return out
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def delete_all(self, run_id: str) -> int:
+        return batch_delete(self._c, self._t, self.all_keys(run_id))
+
+    def all_keys(self, run_id: str) -> list[dict[str, Any]]:
+        keys: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "runId = :r",
+            "ExpressionAttributeValues": {":r": {"S": run_id}},
+            "ProjectionExpression": "runId, callKey",
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            keys.extend(resp.get("Items", []))
+            if not resp.get("LastEvaluatedKey"):
+                return keys
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+class DynamoHostStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self._c = client
+        self._t = table
+
+    def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True)
+        if "Item" not in resp:
+            return None
+        it = from_item(resp["Item"])
+        doc: dict[str, Any] = json.loads(it["doc"]) if "doc" in it else it
+        return doc
+
+    def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False) -> bool:
+        kwargs: dict[str, Any] = {"TableName": self._t, "Item": to_item({"pk": pk, "sk": sk, "doc": _dump(value)})}
+        if if_absent:
+            kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
+        try:
+            self._c.put_item(**kwargs)
+            return True
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def query(self, pk: str, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+            "ExpressionAttributeValues": {":p": {"S": pk}, ":s": {"S": prefix}},
+        }
+        while True:
+            resp = self._c.query(**kwargs)
+            for raw in resp.get("Items", []):
+                it = from_item(raw)
+                out.append((it["sk"], json.loads(it["doc"]) if "doc" in it else it))
+            if not resp.get("LastEvaluatedKey"):
+                return out
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def counter_inc(self, pk: str, sk: str, call_key: str) -> int:
+        """Add one, exactly once per ``call_key``: a retried call reads the count it already made."""
+        try:
+            resp = self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": pk, "sk": sk}),
+                UpdateExpression="ADD #c :one SET lastCall = :k",
+                ConditionExpression="attribute_not_exists(lastCall) OR lastCall <> :k",
+                ExpressionAttributeNames={"#c": "count"},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":k": {"S": call_key}},
+                ReturnValues="UPDATED_NEW",
+            )
+            return int(resp["Attributes"]["count"]["N"])
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return self.counter_read(pk, sk)
+            raise
+
+    def counter_read(self, pk: str, sk: str) -> int:
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True)
+        if "Item" not in resp:
+            return 0
+        return int(resp["Item"].get("count", {"N": "0"})["N"])
+
+
+class S3BlobStore:
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._c = client
+        self._b = bucket
+
+    def put_json(self, key: str, value: Any) -> None:
+        self._c.put_object(Bucket=self._b, Key=key, Body=_dump(value).encode("utf-8"),
+                           ContentType="application/json", ServerSideEncryption="AES256")
+
+    def get_json(self, key: str) -> Any | None:
+        try:
+            resp = self._c.get_object(Bucket=self._b, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise
+        return json.loads(resp["Body"].read())
+
+    def list_keys(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        kwargs: dict[str, Any] = {"Bucket": self._b, "Prefix": prefix}
+        while True:
+            resp = self._c.list_objects_v2(**kwargs)
+            keys.extend(o["Key"] for o in resp.get("Contents", []))
+            if not resp.get("IsTruncated"):
+                return keys
+            kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+
+    def delete_prefix(self, prefix: str) -> int:
+        keys = self.list_keys(prefix)
+        for i in range(0, len(keys), 1000):
+            self._c.delete_objects(Bucket=self._b, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]],
+                                                           "Quiet": True})
+        return len(keys)

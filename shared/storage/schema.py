@@ -1,0 +1,34 @@
+"""Key names and item layout constants shared by the DAL, the local bootstrap, tests and CDK."""
+
+from __future__ import annotations
+
+from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, services and CDK
+    EVAL_PLAN_SK,
+    FORK_SOURCE_SK,
+    RUN_SK,
+    TOMBSTONE_SK,
+    TRIAL_PREFIX,
+    derived_key,
+    derived_prefix,
+    run_prefix,
+)
+TENANT_INDEX = "byTenant"
+TTL_ATTRIBUTE = "expiresAt"
+
+APIKEY_PK = "APIKEY"
+SUITE_PK_PREFIX = "SUITE#"
+COUNTER_PK_PREFIX = "COUNTER#"
+LEDGER_PK_PREFIX = "LEDGER#"
+
+# DynamoDB's item limit is 400 KB; anything larger than this goes to S3 with a pointer.
+MAX_INLINE_BYTES = 350_000
+# TransactWriteItems takes 100 items; one is the run item update.
+MAX_EVENTS_PER_TRANSACTION = 99
+
+
+def large_event_key(run_id: str, seq: int) -> str:
+    return f"runs/{run_id}/events/{seq:012d}.json"
+
+
+def large_call_key(run_id: str, call_key: str) -> str:
+    return f"runs/{run_id}/toolcalls/{call_key}.json"
