@@ -74,14 +74,14 @@ def build_ports(settings: Settings) -> Ports:
     )
 
 
-@lru_cache(maxsize=1)
-def _cached() -> Ports:
-    return build_ports(get_settings())
+@lru_cache(maxsize=2)
+def _cached(settings: Settings) -> Ports:
+    return build_ports(settings)
 
 
 def get_ports() -> Ports:
-    """Ports for this process, built once per cold start. Tests may call ``set_ports``."""
-    return _override if _override is not None else _cached()
+    """Ports for this process, built once per cold start (per settings). Tests may call ``set_ports``."""
+    return _override if _override is not None else _cached(get_settings())
 
 
 def set_ports(ports: Ports | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
+from shared.errors import NotFoundError
 from shared.services import runs
 from shared.services.common import etag
 
@@ -22,6 +23,8 @@ def diff_run(run_id: str) -> Response[str]:
 @app.get("/runs/<run_id>")
 def get_run(run_id: str) -> Response[str]:
     caller = api.caller(app)
+    if ":" in run_id:  # an unknown ":verb" never reaches the plain resource
+        raise NotFoundError("No such resource.")
     ports = api.ports()
     rec = runs.get_run(ports, caller, run_id)
     tag = etag(rec)

@@ -1,0 +1,18 @@
+"""GET /openapi.json (no auth): the served OpenAPI document of the implemented surface."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions._common import api
+from shared.services import openapi
+
+app = api.build_resolver()
+
+
+@app.get("/openapi.json")
+def get_openapi() -> Response[str]:
+    return api.reply(200, openapi.document())
+
+
+lambda_handler = api.make_handler(app)

@@ -1,0 +1,193 @@
+"""POST /runs/{runId}:fork (replay | branch) and GET /runs/{runId}:diff.
+
+A fork's child copies the source's events ``[0, fromSeq)`` (fresh eventIds, the child's runId, all
+else byte-equal), folds them, and re-executes from ``fromSeq`` with the same engine as live runs under
+the fork state machine. In ``replay`` mode every side-effecting node resolves the source's n-th
+recorded terminal outcome (or fails closed with ``replay_source_missing``), every agent tool call is
+served from the source's as-executed record (never live), and the EffectGuard denies any other
+effect. The outcome index is built here, once, from the whole source log, so the child never needs
+the source's effects again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.engine import runner
+from shared.engine.canonical import same_json
+from shared.engine.registry import NODE_TYPES
+from shared.engine.state import new_state
+from shared.errors import (
+    ForkPointInvalidError,
+    IdTenantMismatchError,
+    NotFoundError,
+    RunExpiredError,
+    ValidationError,
+)
+from shared.keys import FORK_SOURCE_SK
+from shared.ports import Ports, RunRecord
+from shared.protocol import codes as c
+from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
+from shared.protocol.models import ForkRunRequest
+from shared.services.common import Caller, decode_path_run_id, links
+from shared.services.runs import Created, expires_at, new_run_id
+
+INLINE_SOURCE_LIMIT = 300_000
+
+
+def _visible_source(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
+    """A source the caller cannot see is 404, identically whatever the reason (foreign ids are not read)."""
+    hidden = NotFoundError("No such run.")
+    try:
+        run_id = decode_run_id(wire_run_id)
+    except BadIdError as exc:
+        raise hidden from exc
+    if tenant_of(run_id) != caller.tenant:
+        raise hidden
+    rec = ports.runs.get_run(run_id)
+    if rec is None:
+        raise hidden
+    return rec
+
+
+def _from_seq(req: ForkRunRequest) -> int:
+    v = req.fromSeq
+    if v is None:
+        if req.mode == "branch":
+            raise ValidationError("fromSeq is required for a branch fork.")
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValidationError("fromSeq must be an integer >= 0.")
+    return v
+
+
+def source_index(ports: Ports, src: RunRecord) -> tuple[dict[str, Any], int]:
+    """Index the source: per side-effecting node its terminal outcomes in order; its tool calls."""
+    outcomes: dict[str, list[dict[str, Any]]] = {}
+    count = 0
+    for page in ports.events.iter_events(src.run_id, -1):
+        for ev in page:
+            count += 1
+            if ev["type"] in c.NODE_TERMINAL_OUTCOMES and ev.get("nodeId"):
+                p = ev.get("payload") or {}
+                o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
+                if ev["type"] == c.NODE_COMPLETED:
+                    o["outputs"] = p.get("outputs", {})
+                else:
+                    o["error"] = p.get("error")
+                outcomes.setdefault(str(ev["nodeId"]), []).append(o)
+    calls = []
+    for r in ports.tool_calls.list_calls(src.run_id):
+        index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
+        calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
+                      "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms})
+    return {"outcomes": outcomes, "calls": calls}, count
+
+
+def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest) -> Created:
+    src = _visible_source(ports, caller, wire_run_id)
+    from_seq = _from_seq(req)
+    overlay = req.runOptionsOverlay
+    if req.mode == "replay" and overlay is not None and overlay.model_dump(exclude_none=True):
+        raise ValidationError("A replay fork takes no runOptionsOverlay.")
+    if from_seq > src.last_seq:
+        raise ForkPointInvalidError()
+    index, held = source_index(ports, src)
+    if held != src.last_seq + 1:
+        # Part of the history the fork needs is gone (past retention or erased).
+        raise RunExpiredError(details={"sourceRunId": src.run_id, "fromSeq": from_seq,
+                                       "boundary": max(0, src.last_seq + 1 - held)})
+    if src.kind == "eval":
+        from shared.services import evals
+
+        evals.load_derived_plan(ports, src.run_id)  # 410 eval_recorded_fixtures_gone when erased
+    data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId")}
+    if src.kind == "workflow":
+        current = runner.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
+        if current is not None:
+            data["definition"] = current  # replay proves *current* code reproduces the history
+    if req.mode == "branch" and overlay is not None:
+        if overlay.tags is not None:
+            data["tags"] = overlay.tags
+        if overlay.metadata is not None:
+            data["metadata"] = {**(src.data.get("metadata") or {}), **overlay.metadata}
+        if overlay.configurable is not None:
+            data["configurable"] = overlay.configurable.model_dump(exclude_none=True)
+    data["parentRunId"] = src.run_id
+    data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq}
+    run_id = new_run_id(ports, caller.tenant)
+    exp = expires_at(ports)
+    status = "pending" if from_seq == 0 else "running"
+    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=ports.clock.iso(),
+                    data=data, state=new_state(), expires_at=exp)
+    ports.runs.create_run(rec)
+    try:
+        import json
+
+        if len(json.dumps(index)) > INLINE_SOURCE_LIMIT:
+            key = f"runs/{run_id}/fork-source.json"
+            ports.blobs.put_json(key, index)
+            ports.runs.put_aux(run_id, FORK_SOURCE_SK, {"blob": key}, exp)
+        else:
+            ports.runs.put_aux(run_id, FORK_SOURCE_SK, index, exp)
+        arn = ports.orchestrator.start("fork", run_id, {"runId": run_id})
+        ports.runs.set_execution(run_id, arn)
+    except Exception:
+        from shared.services.erasure import erase_now
+
+        erase_now(ports, run_id, tombstone=False)
+        raise
+    return Created(201, {"runId": run_id, "sourceRunId": src.run_id, "fromSeq": from_seq, "mode": req.mode,
+                         "status": status, **links(run_id)})
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def _own(ports: Ports, caller: Caller, run_id: str) -> RunRecord:
+    if tenant_of(run_id) != caller.tenant:
+        raise IdTenantMismatchError()
+    rec = ports.runs.get_run(run_id)
+    if rec is None:
+        raise NotFoundError("No such run.")
+    return rec
+
+
+def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict[str, Any]:
+    if not against:
+        raise ValidationError("against is required.")
+    a_id = decode_path_run_id(wire_a)
+    try:
+        b_id = decode_run_id(against)
+    except BadIdError as exc:
+        raise ValidationError("against is not a run id.") from exc
+    a = _own(ports, caller, a_id)
+    b = _own(ports, caller, b_id)
+    ea = {int(e["sequence"]): e for e in ports.events.read_events(a.run_id)}
+    eb = {int(e["sequence"]): e for e in ports.events.read_events(b.run_id)}
+    diffs: list[dict[str, Any]] = []
+    first: int | None = None
+    for seq in sorted(set(ea) | set(eb)):
+        x, y = ea.get(seq), eb.get(seq)
+        if x is not None and y is not None:
+            if same_json(runner.comparable(x), runner.comparable(y)):
+                continue
+            diffs.append({"seq": seq, "op": "changed", "aEvent": x, "bEvent": y})
+        elif x is not None:
+            diffs.append({"seq": seq, "op": "removed", "aEvent": x})
+        else:
+            diffs.append({"seq": seq, "op": "added", "bEvent": y})
+        if first is None:
+            first = seq
+    sa, sb = runner.load_state(ports, a), runner.load_state(ports, b)
+    state_diff: dict[str, Any] = {}
+    for key, va, vb in (("status", a.status, b.status), ("variables", sa.get("variables"), sb.get("variables")),
+                        ("channels", {}, {})):
+        if not same_json(va, vb):
+            state_diff[key] = {"a": va, "b": vb}
+    return {"a": a.run_id, "b": b.run_id, "divergedAtSeq": first, "eventDiffs": diffs, "stateDiff": state_diff,
+            "truncated": not (a.terminal and b.terminal)}
+
+
+def side_effecting_types() -> list[str]:
+    return sorted(t for t, nt in NODE_TYPES.items() if nt.role == "side-effect")
