@@ -124,6 +124,8 @@ class ToolRuntime:
         call_key = f"{order_key}#{index:05d}"
         done = self.ports.tool_calls.get_call(self.run_id, call_key)
         if done is not None:  # a retried step: the call already happened, never again
+            if self.plan is not None and done.source == "fixture" and not done.extra.get("miss"):
+                self.plan.take(tool, args)  # it consumed an entry then: consume the same one now
             return ToolOutcome(done.status, done.result, done.error, done.source, done.duration_ms,
                                bool(done.extra.get("miss")))
         started = self.ports.clock.now_ms()
