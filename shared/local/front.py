@@ -1,0 +1,388 @@
+"""The local HTTP front: API Gateway HTTP API (payload v2.0) semantics over a stdlib ``ThreadingHTTPServer``.
+
+Routes come from ``shared.manifest.ROUTES`` (the table CDK deploys), so local and deployed routing agree:
+``{x}`` matches exactly one whole, non-empty path segment, ``{x+}`` the rest of the path, literal segments beat
+variables, and the most specific route wins. Matching runs on the RAW path (``/runs/acme%2Fabc/events`` keeps
+``acme%2Fabc`` as one segment); ``pathParameters`` are then percent-decoded as API Gateway does.
+
+Each request becomes a payload v2.0 event for the route's function, called in-process; the function's answer
+is mapped back (``statusCode``/``headers``/``cookies``/``body``/``isBase64Encoded``; any other JSON value is an
+inferred ``200 application/json``). Routes marked ``streaming`` are served as Server-Sent Events: the handler
+is called repeatedly with ``last-event-id`` set to the last ``id:`` it sent, until it answers
+``x-openwop-stream: end`` or the client goes away.
+
+The route table and the invoker are injectable, so tests can drive the front with fake handlers.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import logging
+import select
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from shared import manifest
+from shared.local.context import DEFAULT_ACCOUNT, context_for, load_handler
+
+log = logging.getLogger("shared.local.front")
+
+Invoker = Callable[[str, dict[str, Any]], Any]
+"""Calls the Lambda function of that manifest name with an API Gateway event and returns its raw result."""
+
+STREAM_CONTROL_HEADER = "x-openwop-stream"
+NOT_FOUND_BODY = json.dumps({"error": "not_found", "message": "No route for this path."}).encode()
+INTERNAL_ERROR_BODY = json.dumps({"message": "Internal Server Error"}).encode()
+_EMPTY_POLL_PAUSE_S = 0.1
+
+
+def invoke_in_process(function_name: str, event: dict[str, Any]) -> Any:
+    """The default invoker: import the manifest function's module and call ``lambda_handler``."""
+    fn = manifest.function(function_name)
+    return load_handler(fn)(event, context_for(fn))
+
+
+# -- routing ----------------------------------------------------------------------------------------------------------
+
+
+def _segments(path: str) -> list[str]:
+    return path.split("/")[1:] if path.startswith("/") else path.split("/")
+
+
+@dataclass(frozen=True)
+class _CompiledRoute:
+    route: manifest.Route
+    segments: tuple[str, ...]
+
+    @property
+    def rank(self) -> tuple[int, ...]:
+        """Per segment: literal 2, ``{x}`` 1, ``{x+}`` 0; compared lexicographically, higher is more specific."""
+        return tuple(0 if s.endswith("+}") else 1 if s.startswith("{") else 2 for s in self.segments)
+
+    def match(self, raw_segments: list[str]) -> dict[str, str] | None:
+        params: dict[str, str] = {}
+        for i, pattern in enumerate(self.segments):
+            if pattern.startswith("{") and pattern.endswith("+}"):
+                rest = raw_segments[i:]
+                if not rest or not rest[0]:
+                    return None
+                params[pattern[1:-2]] = unquote("/".join(rest))
+                return params
+            if i >= len(raw_segments):
+                return None
+            segment = raw_segments[i]
+            if pattern.startswith("{") and pattern.endswith("}"):
+                if not segment:
+                    return None
+                params[pattern[1:-1]] = unquote(segment)
+            elif pattern != segment:
+                return None
+        return params if len(raw_segments) == len(self.segments) else None
+
+
+class Router:
+    """API Gateway HTTP API route selection over a route table."""
+
+    def __init__(self, routes: Iterable[manifest.Route]) -> None:
+        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes]
+
+    def match(self, method: str, raw_path: str) -> tuple[manifest.Route, dict[str, str]] | None:
+        """The most specific route for this method and raw (still percent-encoded) path, or None."""
+        raw_segments = _segments(raw_path)
+        best: tuple[tuple[tuple[int, ...], int], manifest.Route, dict[str, str]] | None = None
+        for compiled in self._routes:
+            route_method = compiled.route.method.upper()
+            if route_method not in (method, "ANY"):
+                continue
+            params = compiled.match(raw_segments)
+            if params is None:
+                continue
+            score = (compiled.rank, 1 if route_method == method else 0)
+            if best is None or score > best[0]:
+                best = (score, compiled.route, params)
+        return None if best is None else (best[1], best[2])
+
+
+# -- event and response mapping ---------------------------------------------------------------------------------------
+
+
+def build_event(
+    *,
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Sequence[tuple[str, str]],
+    body: bytes | None,
+    route: manifest.Route,
+    path_parameters: dict[str, str],
+    source_ip: str,
+    protocol: str = "HTTP/1.1",
+) -> dict[str, Any]:
+    """An API Gateway HTTP API payload v2.0 event."""
+    joined: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in headers:
+        key = name.lower()
+        if key == "cookie":
+            cookies.extend(c.strip() for c in value.split(";") if c.strip())
+            continue
+        joined[key] = f"{joined[key]},{value}" if key in joined else value
+    query: dict[str, str] = {}
+    for name, value in parse_qsl(raw_query, keep_blank_values=True):
+        query[name] = f"{query[name]},{value}" if name in query else value
+    now = datetime.datetime.now(datetime.UTC)
+    request_id = str(uuid.uuid4())
+    route_key = f"{route.method.upper()} {route.path}"
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": raw_path,
+        "rawQueryString": raw_query,
+        "headers": joined,
+        "requestContext": {
+            "accountId": DEFAULT_ACCOUNT,
+            "apiId": "local",
+            "domainName": joined.get("host", "localhost"),
+            "domainPrefix": joined.get("host", "localhost").split(".")[0],
+            "http": {
+                "method": method,
+                "path": raw_path,
+                "protocol": protocol,
+                "sourceIp": source_ip,
+                "userAgent": joined.get("user-agent", ""),
+            },
+            "requestId": request_id,
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now.timestamp() * 1000),
+        },
+        "isBase64Encoded": False,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = query
+    if path_parameters:
+        event["pathParameters"] = dict(path_parameters)
+    if body:
+        try:
+            event["body"] = body.decode("utf-8")
+        except UnicodeDecodeError:
+            event["body"] = base64.b64encode(body).decode("ascii")
+            event["isBase64Encoded"] = True
+    return event
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+
+def to_http(result: Any) -> HttpResponse:
+    """Map a handler result to HTTP as API Gateway payload v2.0 does (a plain JSON value is an inferred 200)."""
+    if not (isinstance(result, dict) and "statusCode" in result):
+        return HttpResponse(200, [("Content-Type", "application/json")], json.dumps(result).encode())
+    headers = [(str(k), str(v)) for k, v in (result.get("headers") or {}).items()]
+    headers.extend(("Set-Cookie", str(c)) for c in result.get("cookies") or ())
+    raw = result.get("body")
+    if raw is None:
+        body = b""
+    elif result.get("isBase64Encoded"):
+        body = base64.b64decode(raw)
+    else:
+        body = (raw if isinstance(raw, str) else json.dumps(raw)).encode("utf-8")
+    if not any(k.lower() == "content-type" for k, _ in headers) and body:
+        headers.append(("Content-Type", "application/json"))
+    return HttpResponse(int(result["statusCode"]), headers, body)
+
+
+def last_event_id(chunk: bytes) -> str | None:
+    """The value of the last ``id:`` field in an SSE chunk, if any."""
+    found: str | None = None
+    for line in chunk.decode("utf-8", errors="replace").splitlines():
+        if line == "id" or line.startswith("id:"):
+            value = line[3:]
+            found = value[1:] if value.startswith(" ") else value
+    return found
+
+
+# -- server -----------------------------------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "openwop-local"
+    front: LocalFront  # set on the per-front subclass
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _handle(self) -> None:
+        target = self.path
+        if target.startswith(("http://", "https://")):
+            parts = urlsplit(target)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+        raw_path, _, raw_query = target.partition("?")
+        raw_query = raw_query.partition("#")[0]
+        body = self._read_body()
+        matched = self.front.router.match(self.command, raw_path)
+        if matched is None:
+            self._send(
+                HttpResponse(404, [("Content-Type", "application/json"), ("OpenWOP-Version", "2.0")], NOT_FOUND_BODY)
+            )
+            return
+        route, params = matched
+        event = build_event(
+            method=self.command,
+            raw_path=raw_path,
+            raw_query=raw_query,
+            headers=list(self.headers.items()),
+            body=body,
+            route=route,
+            path_parameters=params,
+            source_ip=self.client_address[0],
+            protocol=self.request_version,
+        )
+        if route.streaming:
+            self._stream(route, event)
+        else:
+            self._send(self._call(route, event))
+
+    def _call(self, route: manifest.Route, event: dict[str, Any]) -> HttpResponse:
+        try:
+            return to_http(self.front.invoke(route.function, event))
+        except Exception:
+            log.exception("handler %s failed for %s", route.function, event["routeKey"])
+            return HttpResponse(500, [("Content-Type", "application/json")], INTERNAL_ERROR_BODY)
+
+    def _send(self, response: HttpResponse) -> None:
+        self.send_response(response.status)
+        for name, value in response.headers:
+            if name.lower() not in ("content-length", "transfer-encoding", STREAM_CONTROL_HEADER):
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(response.body)
+
+    def _stream(self, route: manifest.Route, event: dict[str, Any]) -> None:
+        response = self._call(route, event)
+        if response.status != 200:
+            self._send(response)
+            return
+        self.close_connection = True
+        self.send_response(200)
+        skip = ("content-length", "content-type", "transfer-encoding", "connection", STREAM_CONTROL_HEADER)
+        for name, value in response.headers:
+            if name.lower() not in skip:
+                self.send_header(name, value)
+        self.send_header("Content-Type", "text/event-stream")
+        if response.header("Cache-Control") is None:
+            self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        last_id = event["headers"].get("last-event-id")
+        while True:
+            if response.body:
+                try:
+                    self.wfile.write(response.body)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+                last_id = last_event_id(response.body) or last_id
+            if (response.header(STREAM_CONTROL_HEADER) or "").lower() == "end" or self._client_gone():
+                return
+            if not response.body:
+                time.sleep(_EMPTY_POLL_PAUSE_S)
+            headers = dict(event["headers"])
+            if last_id is not None:
+                headers["last-event-id"] = last_id
+            event = {**event, "headers": headers}
+            event["requestContext"] = {**event["requestContext"], "requestId": str(uuid.uuid4())}
+            response = self._call(route, event)
+            if response.status != 200:
+                return
+
+    def _client_gone(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+
+class LocalFront:
+    """The HTTP front. ``routes`` defaults to ``manifest.ROUTES``; ``invoke`` to the in-process manifest handlers."""
+
+    def __init__(self, routes: Iterable[manifest.Route] | None = None, invoke: Invoker | None = None) -> None:
+        self.router = Router(manifest.ROUTES if routes is None else routes)
+        self.invoke: Invoker = invoke or invoke_in_process
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("LocalFront is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on ``host:port`` (0 = a free port) from a daemon thread. Returns the base URL."""
+        if self._server is not None:
+            return self.base_url
+        handler = type("FrontHandler", (_Handler,), {"front": self})
+        server = ThreadingHTTPServer((host, port), handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="openwop-front", daemon=True
+        )
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None

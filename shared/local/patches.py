@@ -1,0 +1,472 @@
+"""Patches to moto 5.2.5 internals that make the embedded AWS faithful enough to run our real code.
+
+Every patch is pinned to moto 5.2.5 (see pyproject ``local`` extra) and names the upstream issue it works
+around. ``apply_patches()`` is idempotent; nothing here runs at import time.
+
+1. Lambda registry (no upstream fix planned: moto's no-Docker Lambda echoes the payload by design):
+   ``LambdaBackend.invoke`` / ``LambdaSimpleBackend.invoke`` run the real ``lambda_handler`` in-process.
+2. DynamoDB Streams → Lambda event-source mapping (moto always takes the Docker path and drops the records):
+   ``LambdaBackend.send_dynamodb_items`` delivers the stream event to the real handler on a background worker;
+   ``StreamRecord.__init__`` marks TTL deletions with the TTL service identity (see ``shared.local.ttl``).
+3. JSONata (getmoto/moto#10105, PR #10112): the evaluator pointer is never set; plug in jsonata-python.
+4. ``states:startExecution`` casing (getmoto/moto#10076, PR #10101): PascalCase parameters go straight to boto3.
+5. ``fast_waits()`` (test-only, never applied by default): Wait states and Retry intervals become instant.
+
+When upstream fixes land (moto release with #10112 / #10101): bump the pin, delete the corresponding
+``_patch_*`` function and its call in ``apply_patches``, and keep the canary test in
+``tests/integration/test_local_patches.py`` — it must still pass on the unpatched, fixed moto.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.local.context import (
+    Handler,
+    LambdaContext,
+    context_for,
+    function_name_from,
+    load_handler,
+    manifest_function_by_local_name,
+)
+
+PINNED_MOTO = "5.2.5"
+TTL_IDENTITY: dict[str, str] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+log = logging.getLogger("shared.local")
+
+_apply_lock = threading.Lock()
+_applied = False
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Lambda registry: which Python callable answers for a Lambda function name
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    name: str
+    handler: Callable[[], Handler]
+    context: Callable[[], LambdaContext]
+
+
+_extra_handlers: dict[str, _Target] = {}
+
+
+def register_handler(local_name: str, handler: Handler, *, memory_mb: int = 128, timeout_s: int = 30) -> None:
+    """Make ``local_name`` (a Lambda function that exists in moto) run ``handler``. For tests and tooling only;
+    manifest functions need no registration."""
+    _extra_handlers[local_name] = _Target(
+        local_name,
+        lambda: handler,
+        lambda: LambdaContext(local_name, memory_limit_in_mb=memory_mb, timeout_s=timeout_s),
+    )
+
+
+def unregister_handler(local_name: str) -> None:
+    _extra_handlers.pop(local_name, None)
+
+
+class LocalHandlerNotFoundError(LookupError):
+    """No manifest function and no registered handler has this Lambda name."""
+
+
+def resolve_target(name_or_arn: str) -> _Target:
+    """Find the handler for a Lambda function name or ARN; raise ``LocalHandlerNotFoundError`` if none."""
+    name = function_name_from(name_or_arn)
+    extra = _extra_handlers.get(name)
+    if extra is not None:
+        return extra
+    fn = manifest_function_by_local_name(name)
+    if fn is None:
+        raise LocalHandlerNotFoundError(
+            f"openwop local: no handler for Lambda function {name!r} "
+            "(not a shared.manifest function local_name and not registered with register_handler)"
+        )
+    return _Target(name, lambda: load_handler(fn), lambda: context_for(fn))
+
+
+def invoke_target(target: _Target, event: Any) -> tuple[Any, dict[str, Any] | None]:
+    """Run one invocation: ``(result, None)`` on success, ``(None, error_payload)`` if the handler raised.
+
+    The error payload has the shape the AWS Python runtime returns for an unhandled exception, so Step Functions
+    sees the exception class name as the error name."""
+    context = target.context()
+    try:
+        return target.handler()(event, context), None
+    except Exception as exc:  # noqa: BLE001 - every handler failure becomes a Lambda function error
+        log.warning("lambda %s raised %s: %s", target.name, type(exc).__name__, exc)
+        return None, {
+            "errorMessage": str(exc),
+            "errorType": type(exc).__name__,
+            "requestId": context.aws_request_id,
+            "stackTrace": traceback.format_list(traceback.extract_tb(exc.__traceback__)),
+        }
+
+
+def _patch_lambda_invoke() -> None:
+    """Lambda registry. moto's no-Docker backend (``LambdaSimpleBackend.invoke``) echoes the request payload and
+    an unknown handler silently "succeeds"; the Docker backend fails without Docker. Replace both ``invoke``s:
+    the function must exist in moto (``ResourceNotFoundException`` otherwise, as on AWS), its handler must be
+    known (manifest ``local_name`` or ``register_handler``; otherwise the call fails loudly), and a raised
+    exception becomes ``x-amz-function-error: Unhandled`` with ``{errorType, errorMessage, stackTrace}``.
+    No upstream issue: moto does not run Python callables by design (see research/tooling.md §1c)."""
+    from moto.awslambda.exceptions import InvalidParameterValueException, LambdaClientError
+    from moto.awslambda.models import LambdaBackend
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    class LocalHandlerNotFound(LambdaClientError):
+        code = 404
+
+        def __init__(self, message: str) -> None:
+            super().__init__("ResourceNotFoundException", message)
+
+    def invoke(
+        self: LambdaBackend,
+        function_name: str,
+        qualifier: str | None,
+        body: Any,
+        headers: Any,
+        response_headers: Any,
+    ) -> bytes:
+        self.get_function(function_name, qualifier)  # raises UnknownFunctionException like AWS
+        try:
+            target = resolve_target(function_name)
+        except LocalHandlerNotFoundError as exc:
+            raise LocalHandlerNotFound(str(exc)) from exc
+        raw = body.decode("utf-8") if isinstance(body, bytes) else (body or "")
+        try:
+            event = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidParameterValueException(f"Could not parse request body into json: {exc}") from exc
+        invocation_type = (headers.get("X-Amz-Invocation-Type") if headers else None) or "RequestResponse"
+        if invocation_type == "DryRun":
+            return b""
+        if invocation_type == "Event":
+            threading.Thread(target=invoke_target, args=(target, event), daemon=True).start()
+            return b""
+        result, error = invoke_target(target, event)
+        if error is None:
+            try:
+                return json.dumps(result).encode("utf-8")
+            except (TypeError, ValueError) as exc:  # the Python runtime's answer to an unserializable result
+                error = {"errorMessage": f"Unable to marshal response: {exc}", "errorType": "Runtime.MarshalError"}
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps(error).encode("utf-8")
+
+    LambdaBackend.invoke = invoke  # type: ignore[method-assign]
+    LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# DynamoDB Streams → Lambda
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamDeliveryError:
+    function: str
+    error: dict[str, Any]
+    event: dict[str, Any]
+
+
+@dataclass
+class _StreamWorker:
+    """One background worker delivers stream batches in order, like one shard iterator."""
+
+    attempts: int = 3
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _queue: deque[tuple[_Target, dict[str, Any]]] = field(default_factory=deque)
+    _busy: bool = False
+    _thread: threading.Thread | None = None
+    _seen: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
+    errors: list[StreamDeliveryError] = field(default_factory=list)
+
+    def submit(self, target: _Target, event: dict[str, Any]) -> None:
+        with self._cond:
+            fresh = [r for r in event["Records"] if r["eventID"] not in self._seen]
+            if not fresh:
+                return
+            self._seen.extend(r["eventID"] for r in fresh)
+            self._queue.append((target, {"Records": fresh}))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="openwop-ddb-stream", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._busy = False
+                    self._cond.notify_all()
+                    self._cond.wait()
+                target, event = self._queue.popleft()
+                self._busy = True
+            self._deliver(target, event)
+
+    def _deliver(self, target: _Target, event: dict[str, Any]) -> None:
+        for attempt in range(1, self.attempts + 1):
+            _, error = invoke_target(target, event)
+            if error is None:
+                return
+            if attempt == self.attempts:
+                log.error("stream batch for %s dropped after %d attempts: %s", target.name, attempt, error)
+                self.errors.append(StreamDeliveryError(target.name, error, event))
+            else:
+                time.sleep(0.05 * attempt)
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout)
+
+
+_stream_worker = _StreamWorker()
+
+
+def wait_for_stream_idle(timeout: float = 10.0) -> bool:
+    """Block until every DynamoDB stream batch produced so far (and the batches its handlers caused) has been
+    delivered. Returns False on timeout."""
+    return _stream_worker.wait_idle(timeout)
+
+
+def stream_delivery_errors() -> list[StreamDeliveryError]:
+    """Batches whose handler kept failing (delivered ``attempts`` times, then dropped). Tests may assert it empty."""
+    return list(_stream_worker.errors)
+
+
+def _epoch_seconds(value: Any) -> Any:
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp())
+    return value
+
+
+def _patch_stream_delivery() -> None:
+    """DynamoDB Streams → Lambda event-source mapping. moto's ``send_dynamodb_items`` calls
+    ``LambdaFunction.invoke``, which always takes the Docker path (even with ``use_docker: False``), fails and
+    drops the records (research/tooling.md §1a). Deliver them instead as an AWS-shaped stream event to the real
+    handler, asynchronously (as the AWS poller does) on one ordered worker; ``wait_for_stream_idle()`` lets tests
+    wait. moto does not apply FilterCriteria or batching windows: handlers filter for themselves."""
+    from moto.awslambda.models import LambdaBackend
+
+    def send_dynamodb_items(self: LambdaBackend, function_arn: str, items: list[Any], source: str) -> bytes:
+        records = []
+        for item in items:
+            raw = item.to_json()
+            dynamodb = dict(raw["dynamodb"])
+            dynamodb["ApproximateCreationDateTime"] = _epoch_seconds(dynamodb.get("ApproximateCreationDateTime"))
+            record: dict[str, Any] = {
+                "eventID": raw["eventID"],
+                "eventName": raw["eventName"],
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": self.region_name,
+                "dynamodb": json.loads(json.dumps(dynamodb, default=str)),
+                "eventSourceARN": source,
+            }
+            if "userIdentity" in raw:
+                record["userIdentity"] = dict(raw["userIdentity"])
+            records.append(record)
+        try:
+            target = resolve_target(function_arn)
+        except LocalHandlerNotFoundError as exc:
+            log.error("%s; %d stream records dropped", exc, len(records))
+            _stream_worker.errors.append(
+                StreamDeliveryError(function_name_from(function_arn), {"errorMessage": str(exc)}, {"Records": records})
+            )
+            return b"dropped"
+        _stream_worker.submit(target, {"Records": records})
+        return b"queued"  # truthy: moto clears the shard's pending items, as its own ESM path does
+
+    LambdaBackend.send_dynamodb_items = send_dynamodb_items  # type: ignore[method-assign]
+
+
+_ttl_lock = threading.Lock()
+_ttl_pending: set[tuple[str, str]] = set()
+
+
+def _key_id(keys: dict[str, Any]) -> str:
+    return json.dumps(keys, sort_keys=True, separators=(",", ":"))
+
+
+@contextmanager
+def ttl_deletion(table_name: str, keys: dict[str, Any]) -> Iterator[None]:
+    """While active, the REMOVE stream record of this exact item (table + DynamoDB-JSON key) carries the TTL
+    service identity, as real DynamoDB sets it on TTL expiry. Used by ``shared.local.ttl.ttl_sweep``."""
+    entry = (table_name, _key_id(keys))
+    with _ttl_lock:
+        _ttl_pending.add(entry)
+    try:
+        yield
+    finally:
+        with _ttl_lock:
+            _ttl_pending.discard(entry)
+
+
+def _patch_stream_record_identity() -> None:
+    """TTL deletions. moto never expires items (no upstream sweeper), so ``ttl_sweep`` deletes them through the
+    API; wrap ``StreamRecord.__init__`` so those deletions' REMOVE records carry
+    ``userIdentity {type: Service, principalId: dynamodb.amazonaws.com}`` like AWS's TTL service."""
+    from moto.dynamodb.models.table import StreamRecord
+
+    original = StreamRecord.__init__
+
+    def init(self: Any, table: Any, stream_type: str, event_name: str, old: Any, new: Any, seq: int) -> None:
+        original(self, table, stream_type, event_name, old, new, seq)
+        if event_name == "REMOVE" and _ttl_pending:
+            entry = (table.name, _key_id(self.record["dynamodb"]["Keys"]))
+            with _ttl_lock:
+                marked = entry in _ttl_pending
+            if marked:
+                self.record["userIdentity"] = dict(TTL_IDENTITY)
+
+    StreamRecord.__init__ = init  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Step Functions
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _patch_jsonata() -> None:
+    """JSONata (getmoto/moto#10105, fix in open PR #10112). ``eval_jsonata_expression`` calls the module pointer
+    ``_eval_jsonata``, which moto never sets (it was LocalStack's JVM bridge), so every ``QueryLanguage: JSONata``
+    state and every ``Assign`` fails with ``TypeError: 'NoneType' object is not callable``. Plug in
+    jsonata-python 0.7.1; failures become the same ``JSONataException`` the JVM bridge raised."""
+    import jsonata
+    from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
+
+    def eval_jsonata(expression: str) -> Any:
+        try:
+            result = jsonata.Jsonata(expression).evaluate(None)
+            return None if result is None else json.loads(json.dumps(result))
+        except Exception as exc:  # noqa: BLE001 - mirror the JVM bridge: any failure is a JSONata error
+            raise moto_jsonata.JSONataException("UNKNOWN", str(exc)) from exc
+
+    moto_jsonata._eval_jsonata = eval_jsonata
+
+
+_sfn_model_lock = threading.Lock()
+_sfn_model: Any = None
+
+
+def _sfn_operation(action: str) -> Any:
+    """The botocore operation model of a Step Functions action given in snake case (``start_execution``)."""
+    global _sfn_model
+    import botocore.session
+    from botocore import xform_name
+
+    with _sfn_model_lock:
+        if _sfn_model is None:
+            _sfn_model = botocore.session.get_session().get_service_model("stepfunctions")
+    for name in _sfn_model.operation_names:
+        if xform_name(name) == action:
+            return _sfn_model.operation_model(name)
+    return None
+
+
+def _dates_to_epoch_millis(value: Any) -> Any:
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            value[k] = _dates_to_epoch_millis(v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            value[i] = _dates_to_epoch_millis(v)
+    return value
+
+
+def _patch_sfn_start_execution() -> None:
+    """``states:startExecution`` / ``.sync`` / ``.sync:2`` (getmoto/moto#10076, fix in open PR #10101).
+    moto's port reduced the base ``_normalise_parameters``/``_normalise_response`` to ``pass``, so the ASL
+    PascalCase parameters (``StateMachineArn``, ``Input``) reach boto3 unchanged (``KeyError: 'Input'``) and the
+    lowerCamel response (``executionArn``) never becomes ``ExecutionArn``. Convert both ways with the botocore
+    shapes, as LocalStack does, and render dates as epoch milliseconds like the AWS integration output."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
+        StateTaskServiceSfn,
+    )
+
+    original = StateTaskServiceSfn._normalise_parameters
+
+    def normalise_parameters(
+        self: Any,
+        parameters: dict[str, Any],
+        boto_service_name: str | None = None,
+        service_action_name: str | None = None,
+    ) -> None:
+        original(self, parameters, boto_service_name, service_action_name)  # stringifies Input
+        op = _sfn_operation(self._get_boto_service_action(service_action_name))
+        if op is not None and op.input_shape is not None:
+            self._to_boto_request(parameters, op.input_shape)
+
+    def normalise_response(
+        self: Any, response: Any, boto_service_name: str | None = None, service_action_name: str | None = None
+    ) -> None:
+        op = _sfn_operation(self._get_boto_service_action(service_action_name))
+        if op is not None and op.output_shape is not None:
+            self._from_boto_response(response, op.output_shape)
+        _dates_to_epoch_millis(response)
+
+    StateTaskServiceSfn._normalise_parameters = normalise_parameters  # type: ignore[method-assign]
+    StateTaskServiceSfn._normalise_response = normalise_response  # type: ignore[method-assign]
+
+
+@contextmanager
+def fast_waits() -> Iterator[None]:
+    """TEST ONLY. While active, Wait states and Retry intervals take no time (moto's interpreter really sleeps:
+    ``WaitFunction._wait_interval`` and ``retrier_decl.time.sleep``). Never applied by default: holds in
+    workflows must really wait. Process-wide while active, so it also affects executions already running."""
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function.wait_function import WaitFunction
+
+    class _NoSleep:
+        @staticmethod
+        def sleep(_seconds: float) -> None:
+            return None
+
+    original_wait = WaitFunction._wait_interval
+    original_time = getattr(retrier_decl, "time")  # noqa: B009 - the module's own `import time`
+
+    def no_wait(self: Any, env: Any, wait_seconds: int) -> None:
+        return None
+
+    WaitFunction._wait_interval = no_wait  # type: ignore[method-assign]
+    setattr(retrier_decl, "time", _NoSleep)  # noqa: B010
+    try:
+        yield
+    finally:
+        WaitFunction._wait_interval = original_wait  # type: ignore[method-assign]
+        setattr(retrier_decl, "time", original_time)  # noqa: B010
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def apply_patches() -> None:
+    """Apply every permanent patch once (idempotent, thread-safe). Warns when moto is not the pinned version."""
+    global _applied
+    with _apply_lock:
+        if _applied:
+            return
+        import moto
+
+        if moto.__version__ != PINNED_MOTO:
+            log.warning("shared.local patches target moto %s, found %s", PINNED_MOTO, moto.__version__)
+        _patch_lambda_invoke()
+        _patch_stream_delivery()
+        _patch_stream_record_identity()
+        _patch_jsonata()
+        _patch_sfn_start_execution()
+        _applied = True

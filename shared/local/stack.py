@@ -1,0 +1,365 @@
+"""The embedded AWS: moto's ThreadedMotoServer in this process, patched, bootstrapped from ``shared.manifest``.
+
+``LocalAws().start()`` starts the server and points every boto3 client of the process at it through the
+environment; ``bootstrap()`` creates the tables, bucket, functions, state machines and stream mappings the CDK
+stack would create, and exports the env vars ``shared.settings`` reads. Both are idempotent.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from shared import manifest, settings
+from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION, function_arn
+from shared.local.patches import apply_patches
+
+REGION = DEFAULT_REGION
+ACCOUNT = DEFAULT_ACCOUNT
+ROLE_NAME = "openwop-local-role"
+MOTO_CONFIG: dict[str, Any] = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+_TRUST_POLICY = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+)
+
+
+def state_machine_arn(sm: manifest.StateMachine) -> str:
+    return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{sm.local_name}"
+
+
+def resource_env() -> dict[str, str]:
+    """The env vars the runtime reads to find the local resources (same names CDK sets on the functions)."""
+    env = {t.env_var: t.local_name for t in manifest.TABLES}
+    env.update({b.env_var: b.local_name for b in manifest.BUCKETS})
+    env.update({sm.env_var: state_machine_arn(sm) for sm in manifest.STATE_MACHINES})
+    return env
+
+
+def endpoint_env(endpoint: str) -> dict[str, str]:
+    """The env vars that point boto3 (and moto's Step Functions interpreter) at a local moto endpoint."""
+    port = endpoint.rsplit(":", 1)[-1].split("/", 1)[0]
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "MOTO_PORT": port,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    }
+
+
+def substitute(definition: str, sm: manifest.StateMachine) -> str:
+    """Replace ``${Name}`` placeholders as CloudFormation ``DefinitionSubstitutions`` would for the local stack."""
+
+    def value(ref: str) -> str:
+        kind, _, key = ref.partition(":")
+        if kind == "function":
+            return function_arn(manifest.function(key).local_name, REGION, ACCOUNT)
+        if kind == "table":
+            return manifest.table(key).local_name
+        if kind == "bucket":
+            return next(b.local_name for b in manifest.BUCKETS if b.key == key)
+        raise ValueError(f"{sm.key}: unknown substitution kind in {ref!r}")
+
+    values = {name: value(ref) for name, ref in sm.substitutions.items()}
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise ValueError(f"{sm.file}: placeholder ${{{name}}} has no substitution in the manifest")
+        return values[name]
+
+    return _PLACEHOLDER.sub(replace, definition)
+
+
+def asl_path(relative: str) -> Path:
+    """Find an ASL file of the manifest: relative to the repository (checkout) first, then the working dir."""
+    for base in (Path(manifest.__file__).resolve().parents[1], Path.cwd()):
+        candidate = base / relative
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"state machine definition {relative} not found beside the package or in {Path.cwd()}")
+
+
+def _dummy_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("README.txt", "openwop local: handlers run in-process from the checkout\n")
+    return buf.getvalue()
+
+
+class LocalAws:
+    """moto in server mode, in this process (so the Lambda registry patch can call our handlers)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self._server: Any = None
+        self._saved_env: dict[str, str | None] = {}
+        self._clients: dict[str, Any] = {}
+        self._session: boto3.session.Session | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for the local endpoint (cached; boto3 clients are thread-safe)."""
+        if service not in self._clients:
+            if self._session is None:
+                self._session = boto3.session.Session()
+            self._clients[service] = self._session.client(service, region_name=REGION, endpoint_url=self.endpoint)
+        return self._clients[service]
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Start the server, point this process at it, configure moto and apply the patches. Returns the endpoint."""
+        if self._server is not None:
+            return self.endpoint
+        from moto.server import ThreadedMotoServer
+
+        for name in ("moto", "werkzeug", "botocore.credentials"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
+        server.start()
+        self._server = server
+        self.port = server.get_host_and_port()[1]
+        self._set_env(endpoint_env(self.endpoint))
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/config",
+            data=json.dumps(MOTO_CONFIG).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+        apply_patches()
+        return self.endpoint
+
+    def stop(self) -> None:
+        """Stop running Step Functions executions (their threads would call a dead endpoint), then the server;
+        restore the environment as it was before ``start()``."""
+        if self._server is None:
+            return
+        try:
+            self.stop_running_executions()
+        finally:
+            self._server.stop()
+            self._server = None
+            self._clients = {}
+            for name, old in self._saved_env.items():
+                if old is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = old
+            self._saved_env = {}
+            settings.get_settings.cache_clear()
+
+    def __enter__(self) -> LocalAws:
+        self.start()
+        self.bootstrap()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+
+    # -- bootstrap --------------------------------------------------------------------------------------------------
+
+    def bootstrap(self) -> None:
+        """Create every manifest resource that does not exist yet and export the settings env vars."""
+        if self._server is None:
+            raise RuntimeError("LocalAws.start() first")
+        self._set_env(resource_env())
+        settings.get_settings.cache_clear()
+        self._tables()
+        self._buckets()
+        role_arn = self._role()
+        self._functions(role_arn)
+        self._state_machines(role_arn)
+        self._stream_mappings()
+
+    def _tables(self) -> None:
+        ddb = self.client("dynamodb")
+        existing: set[str] = set()
+        for page in ddb.get_paginator("list_tables").paginate():
+            existing.update(page["TableNames"])
+        for t in manifest.TABLES:
+            if t.local_name not in existing:
+                ddb.create_table(**_table_spec(t))
+            ttl = ddb.describe_time_to_live(TableName=t.local_name)["TimeToLiveDescription"]
+            if ttl.get("TimeToLiveStatus") != "ENABLED":
+                ddb.update_time_to_live(
+                    TableName=t.local_name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": t.ttl_attribute},
+                )
+
+    def _buckets(self) -> None:
+        s3 = self.client("s3")
+        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+        for b in manifest.BUCKETS:
+            if b.local_name in existing:
+                continue
+            s3.create_bucket(Bucket=b.local_name)
+            s3.put_bucket_encryption(
+                Bucket=b.local_name,
+                ServerSideEncryptionConfiguration={
+                    "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+                },
+            )
+            s3.put_public_access_block(
+                Bucket=b.local_name,
+                PublicAccessBlockConfiguration={
+                    "BlockPublicAcls": True,
+                    "IgnorePublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "RestrictPublicBuckets": True,
+                },
+            )
+
+    def _role(self) -> str:
+        iam = self.client("iam")
+        try:
+            arn: str = iam.get_role(RoleName=ROLE_NAME)["Role"]["Arn"]
+        except iam.exceptions.NoSuchEntityException:
+            arn = iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=_TRUST_POLICY)["Role"]["Arn"]
+        return arn
+
+    def _functions(self, role_arn: str) -> None:
+        lam = self.client("lambda")
+        existing: set[str] = set()
+        for page in lam.get_paginator("list_functions").paginate():
+            existing.update(f["FunctionName"] for f in page["Functions"])
+        env = resource_env()
+        code = _dummy_zip()
+        for fn in manifest.FUNCTIONS:
+            if fn.local_name in existing:
+                continue
+            lam.create_function(
+                FunctionName=fn.local_name,
+                Runtime="python3.11",
+                Role=role_arn,
+                Handler=f"{fn.module}.lambda_handler",
+                Code={"ZipFile": code},
+                Timeout=fn.timeout_s,
+                MemorySize=fn.memory_mb,
+                Environment={"Variables": env},
+            )
+
+    def _state_machines(self, role_arn: str) -> None:
+        sfn = self.client("stepfunctions")
+        existing = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+        for sm in manifest.STATE_MACHINES:
+            definition = substitute(asl_path(sm.file).read_text(encoding="utf-8"), sm)
+            arn = state_machine_arn(sm)
+            if arn in existing:
+                if sfn.describe_state_machine(stateMachineArn=arn)["definition"] != definition:
+                    sfn.update_state_machine(stateMachineArn=arn, definition=definition)
+            else:
+                sfn.create_state_machine(name=sm.local_name, definition=definition, roleArn=role_arn)
+
+    def _stream_mappings(self) -> None:
+        ddb = self.client("dynamodb")
+        lam = self.client("lambda")
+        for table_key, function_name in manifest.STREAM_CONSUMERS:
+            stream_arn = ddb.describe_table(TableName=manifest.table(table_key).local_name)["Table"]["LatestStreamArn"]
+            fn = manifest.function(function_name)
+            mappings = lam.list_event_source_mappings(FunctionName=fn.local_name)["EventSourceMappings"]
+            if any(m["EventSourceArn"] == stream_arn for m in mappings):
+                continue
+            lam.create_event_source_mapping(
+                EventSourceArn=stream_arn,
+                FunctionName=fn.local_name,
+                StartingPosition="LATEST",
+                BatchSize=100,
+                Enabled=True,
+            )
+
+    # -- maintenance ------------------------------------------------------------------------------------------------
+
+    def stop_running_executions(self) -> int:
+        """Stop every RUNNING Step Functions execution (of any state machine). Returns how many were stopped."""
+        sfn = self.client("stepfunctions")
+        stopped = 0
+        for machine in sfn.list_state_machines()["stateMachines"]:
+            pages = sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING"
+            )
+            for page in pages:
+                for execution in page["executions"]:
+                    sfn.stop_execution(executionArn=execution["executionArn"], cause="openwop local: stopping")
+                    stopped += 1
+        return stopped
+
+    def reset_data(self) -> None:
+        """Drop all data: stop executions, delete and recreate the manifest tables, empty the buckets."""
+        self.stop_running_executions()
+        ddb = self.client("dynamodb")
+        for t in manifest.TABLES:
+            ddb.delete_table(TableName=t.local_name)
+        s3 = self.client("s3")
+        for b in manifest.BUCKETS:
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=b.local_name):
+                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                if keys:
+                    s3.delete_objects(Bucket=b.local_name, Delete={"Objects": keys})
+        self.bootstrap()
+
+
+def _table_spec(t: manifest.Table) -> dict[str, Any]:
+    attributes: dict[str, str] = {t.partition_key[0]: t.partition_key[1]}
+    schema = [{"AttributeName": t.partition_key[0], "KeyType": "HASH"}]
+    if t.sort_key is not None:
+        attributes[t.sort_key[0]] = t.sort_key[1]
+        schema.append({"AttributeName": t.sort_key[0], "KeyType": "RANGE"})
+    indexes = []
+    for ix in t.indexes:
+        attributes[ix.partition_key[0]] = ix.partition_key[1]
+        attributes[ix.sort_key[0]] = ix.sort_key[1]
+        indexes.append(
+            {
+                "IndexName": ix.name,
+                "KeySchema": [
+                    {"AttributeName": ix.partition_key[0], "KeyType": "HASH"},
+                    {"AttributeName": ix.sort_key[0], "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        )
+    spec: dict[str, Any] = {
+        "TableName": t.local_name,
+        "AttributeDefinitions": [{"AttributeName": k, "AttributeType": v} for k, v in attributes.items()],
+        "KeySchema": schema,
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if indexes:
+        spec["GlobalSecondaryIndexes"] = indexes
+    if t.stream:
+        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    return spec

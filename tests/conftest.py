@@ -1,0 +1,76 @@
+"""Session fixtures for the embedded AWS (moto in-process) and the local HTTP host.
+
+``local_aws`` starts moto once per test session and bootstraps the manifest stack; ``host`` also seeds two
+tenants and serves the API on a free port. Tests must not depend on each other's data: use fresh ids
+(``tests.helpers.unique``).
+
+Caution: ``moto.mock_aws`` resets moto's global backends, which are the same backends the in-process server
+uses. A test that enters ``mock_aws`` while ``local_aws`` is alive wipes the bootstrapped stack; call
+``local_aws.bootstrap()`` again (idempotent) if both are needed in one session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from shared.local.front import LocalFront
+    from shared.local.stack import LocalAws
+
+TEST_API_KEYS = {"test-key-a": "tenant-a", "test-key-b": "tenant-b"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in ("moto", "werkzeug"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+@pytest.fixture(scope="session")
+def local_aws() -> Iterator[LocalAws]:
+    """moto server in this process, patched and bootstrapped from shared.manifest; stopped at session end."""
+    from shared.local.stack import LocalAws
+
+    aws = LocalAws()
+    aws.start()
+    try:
+        aws.bootstrap()
+        yield aws
+    finally:
+        aws.stop()
+
+
+@dataclass(frozen=True)
+class Host:
+    base_url: str
+    key_a: str
+    key_b: str
+    tenant_a: str
+    tenant_b: str
+    aws: LocalAws
+    front: LocalFront
+    seeded: bool
+
+    def client(self, key: str) -> Any:
+        from openwop_client import OpenwopClient
+
+        return OpenwopClient(self.base_url, key)
+
+
+@pytest.fixture(scope="session")
+def host(local_aws: LocalAws) -> Iterator[Host]:
+    """The local host over HTTP: two seeded tenants (``test-key-a`` → tenant-a, ``test-key-b`` → tenant-b)."""
+    from shared.local.cli import seed
+    from shared.local.front import LocalFront
+
+    seeded = seed(TEST_API_KEYS)
+    front = LocalFront()
+    base_url = front.start("127.0.0.1", 0)
+    try:
+        yield Host(base_url, "test-key-a", "test-key-b", "tenant-a", "tenant-b", local_aws, front, seeded)
+    finally:
+        front.stop()

@@ -1,0 +1,381 @@
+"""Canary tests for shared.local: the moto 5.2.5 patches and the manifest bootstrap.
+
+Each canary fails if its patch is removed. When an upstream fix lands (moto #10112 JSONata, #10101
+startExecution casing), bump the moto pin, delete that ``_patch_*`` in shared/local/patches.py and keep
+the canary: it must still pass on the fixed, unpatched moto.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from shared import manifest
+from shared.local import patches
+from shared.local.stack import LocalAws, state_machine_arn
+from shared.local.ttl import ttl_sweep
+from tests.helpers import unique, wait_for_execution
+
+ZIP = b"PK\x05\x06" + b"\x00" * 18  # an empty zip archive
+
+
+@pytest.fixture(scope="module")
+def role_arn(local_aws: LocalAws) -> str:
+    arn: str = local_aws.client("iam").get_role(RoleName="openwop-local-role")["Role"]["Arn"]
+    return arn
+
+
+@pytest.fixture
+def make_function(local_aws: LocalAws, role_arn: str) -> Iterator[Callable[..., str]]:
+    """Create a moto Lambda function with a fresh name; register ``handler`` for it if given. Returns its ARN."""
+    names: list[str] = []
+
+    def make(handler: Callable[[Any, Any], Any] | None = None, name: str | None = None) -> str:
+        name = name or unique("canary-fn")
+        arn: str = local_aws.client("lambda").create_function(
+            FunctionName=name, Runtime="python3.11", Role=role_arn, Handler="x.lambda_handler", Code={"ZipFile": ZIP}
+        )["FunctionArn"]
+        if handler is not None:
+            patches.register_handler(name, handler)
+        names.append(name)
+        return arn
+
+    yield make
+    for name in names:
+        patches.unregister_handler(name)
+
+
+def run_machine(local_aws: LocalAws, role_arn: str, definition: dict[str, Any], payload: Any = None) -> dict[str, Any]:
+    sfn = local_aws.client("stepfunctions")
+    arn = sfn.create_state_machine(name=unique("canary-sm"), definition=json.dumps(definition), roleArn=role_arn)[
+        "stateMachineArn"
+    ]
+    execution = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input=json.dumps(payload or {}))
+    return wait_for_execution(sfn, execution["executionArn"])
+
+
+# -- a. Lambda registry --------------------------------------------------------------------------------------------
+
+
+def test_lambda_registry_runs_manifest_handler_module_in_process(
+    local_aws: LocalAws, make_function: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a manifest function whose module is tests.helpers (imported lazily by the patch)
+    fn = manifest.Function("canary_module", "tests.helpers", "task", memory_mb=256)
+    monkeypatch.setattr(manifest, "FUNCTIONS", (*manifest.FUNCTIONS, fn))
+    make_function(name=fn.local_name)
+    lam = local_aws.client("lambda")
+
+    # When it is invoked twice through the Lambda API
+    answers = [
+        json.loads(lam.invoke(FunctionName=fn.local_name, Payload=json.dumps({"n": n}))["Payload"].read())
+        for n in (1, 2)
+    ]
+
+    # Then the real handler ran with a Lambda-like context (moto alone would echo the payload)
+    assert [a["echo"] for a in answers] == [{"n": 1}, {"n": 2}]
+    assert {a["functionName"] for a in answers} == {"openwop-canary-module"}
+    assert answers[0]["memory"] == 256
+    assert 0 < answers[0]["remainingMs"] <= 30_000
+    assert answers[0]["requestId"] != answers[1]["requestId"]
+
+
+def test_lambda_registry_exception_is_an_unhandled_function_error(
+    local_aws: LocalAws, make_function: Callable[..., str]
+) -> None:
+    class CanaryError(Exception):
+        pass
+
+    def explode(event: Any, context: Any) -> Any:
+        raise CanaryError("trial exploded")
+
+    # Given a function whose handler raises
+    arn = make_function(explode)
+
+    # When it is invoked
+    response = local_aws.client("lambda").invoke(FunctionName=arn, Payload=b"{}")
+
+    # Then the answer has the AWS Python runtime's error shape
+    body = json.loads(response["Payload"].read())
+    assert response["FunctionError"] == "Unhandled"
+    assert body["errorType"] == "CanaryError"
+    assert body["errorMessage"] == "trial exploded"
+    assert any("explode" in frame for frame in body["stackTrace"])
+
+
+def test_lambda_registry_unserializable_result_is_a_marshal_error(
+    local_aws: LocalAws, make_function: Callable[..., str]
+) -> None:
+    arn = make_function(lambda event, context: {"when": object()})
+
+    response = local_aws.client("lambda").invoke(FunctionName=arn, Payload=b"{}")
+
+    assert response["FunctionError"] == "Unhandled"
+    assert json.loads(response["Payload"].read())["errorType"] == "Runtime.MarshalError"
+
+
+def test_lambda_registry_unregistered_function_raises(local_aws: LocalAws, make_function: Callable[..., str]) -> None:
+    # Given a function that exists in moto but has no handler anywhere
+    arn = make_function()
+
+    # When it is invoked, then the call fails instead of echoing the payload
+    with pytest.raises(ClientError) as caught:
+        local_aws.client("lambda").invoke(FunctionName=arn, Payload=b'{"echo": true}')
+    assert caught.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    assert "no handler" in caught.value.response["Error"]["Message"]
+
+
+def test_step_functions_retry_and_catch_see_the_exception_class(
+    local_aws: LocalAws, role_arn: str, make_function: Callable[..., str]
+) -> None:
+    calls: list[Any] = []
+
+    class TrialFailedError(Exception):
+        pass
+
+    def always_fails(event: Any, context: Any) -> Any:
+        calls.append(event)
+        raise TrialFailedError(f"attempt {len(calls)}")
+
+    arn = make_function(always_fails)
+    definition = {
+        "StartAt": "Task",
+        "States": {
+            "Task": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": arn, "Payload": {"runId.$": "$.runId"}},
+                "Retry": [{"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": 5, "MaxAttempts": 2}],
+                "Catch": [{"ErrorEquals": ["TrialFailedError"], "ResultPath": "$.error", "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+
+    # When a state machine runs the failing task (Retry intervals made instant)
+    with patches.fast_waits():
+        result = run_machine(local_aws, role_arn, definition, {"runId": "r-1"})
+
+    # Then States.TaskFailed retried it twice and the Catch matched the exception class name
+    assert result["status"] == "SUCCEEDED"
+    assert calls == [{"runId": "r-1"}] * 3
+    error = json.loads(result["output"])["error"]
+    assert error["Error"] == "TrialFailedError"
+    assert json.loads(error["Cause"])["errorMessage"] == "attempt 3"
+
+
+def test_step_functions_lambda_task_returns_the_handler_result(
+    local_aws: LocalAws, role_arn: str, make_function: Callable[..., str]
+) -> None:
+    arn = make_function(lambda event, context: {"score": event["trial"] * 10})
+    definition = {
+        "StartAt": "Task",
+        "States": {
+            "Task": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": arn, "Payload": {"trial.$": "$.trial"}},
+                "ResultSelector": {"score.$": "$.Payload.score"},
+                "End": True,
+            }
+        },
+    }
+
+    result = run_machine(local_aws, role_arn, definition, {"trial": 4})
+
+    assert result["status"] == "SUCCEEDED"
+    assert json.loads(result["output"]) == {"score": 40}
+
+
+# -- b. DynamoDB Streams → Lambda, and TTL --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def streamed_table(
+    local_aws: LocalAws, make_function: Callable[..., str]
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A table with TTL and a NEW_AND_OLD_IMAGES stream mapped to a recording handler."""
+    records: list[dict[str, Any]] = []
+    arn = make_function(lambda event, context: records.extend(event["Records"]))
+    ddb = local_aws.client("dynamodb")
+    name = unique("canary-table")
+    stream_arn = ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )["TableDescription"]["LatestStreamArn"]
+    ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"})
+    local_aws.client("lambda").create_event_source_mapping(
+        EventSourceArn=stream_arn, FunctionName=arn, StartingPosition="LATEST"
+    )
+    yield name, records
+    ddb.delete_table(TableName=name)
+
+
+def test_stream_records_reach_the_handler_as_a_dynamodb_stream_event(
+    local_aws: LocalAws, streamed_table: tuple[str, list[dict[str, Any]]]
+) -> None:
+    name, records = streamed_table
+    ddb = local_aws.client("dynamodb")
+
+    # When an item is written, changed and deleted by a user
+    ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "1"}})
+    ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "2"}})
+    ddb.delete_item(TableName=name, Key={"pk": {"S": "run-7"}})
+    assert patches.wait_for_stream_idle(10)
+
+    # Then the handler saw three records in order, shaped like AWS's
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
+    assert {r["eventSource"] for r in records} == {"aws:dynamodb"}
+    assert all(
+        r["eventSourceARN"].startswith(f"arn:aws:dynamodb:us-east-1:123456789012:table/{name}/stream/") for r in records
+    )
+    assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "run-7"}, "v": {"N": "1"}}
+    assert records[1]["dynamodb"]["OldImage"]["v"] == {"N": "1"}
+    assert records[2]["dynamodb"]["Keys"] == {"pk": {"S": "run-7"}}
+    assert records[2]["dynamodb"]["OldImage"]["v"] == {"N": "2"}
+    assert isinstance(records[0]["dynamodb"]["ApproximateCreationDateTime"], int)
+    assert "userIdentity" not in records[2]
+
+
+def test_ttl_sweep_deletes_expired_items_with_the_ttl_identity(
+    local_aws: LocalAws, streamed_table: tuple[str, list[dict[str, Any]]]
+) -> None:
+    name, records = streamed_table
+    ddb = local_aws.client("dynamodb")
+    # Given one expired item, one fresh one and one whose TTL attribute is not a number
+    ddb.put_item(TableName=name, Item={"pk": {"S": "old"}, "expiresAt": {"N": "1000"}})
+    ddb.put_item(TableName=name, Item={"pk": {"S": "fresh"}, "expiresAt": {"N": "2000"}})
+    ddb.put_item(TableName=name, Item={"pk": {"S": "text"}, "expiresAt": {"S": "1000"}})
+
+    # When the TTL service sweeps at t=1500
+    swept = ttl_sweep(1500)
+    assert patches.wait_for_stream_idle(10)
+
+    # Then only the expired item is gone, and its REMOVE record carries the TTL service identity
+    assert swept == 1
+    remaining = {i["pk"]["S"] for i in ddb.scan(TableName=name)["Items"]}
+    assert remaining == {"fresh", "text"}
+    removes = [r for r in records if r["eventName"] == "REMOVE"]
+    assert [r["dynamodb"]["Keys"] for r in removes] == [{"pk": {"S": "old"}}]
+    assert removes[0]["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+# -- c. JSONata, d. startExecution casing ---------------------------------------------------------------------------
+
+
+def test_jsonata_states_and_assign_evaluate(local_aws: LocalAws, role_arn: str) -> None:
+    definition = {
+        "QueryLanguage": "JSONata",
+        "StartAt": "Sum",
+        "States": {
+            "Sum": {
+                "Type": "Pass",
+                "Assign": {"runId": "{% $states.input.runId %}"},
+                "Output": {"sum": "{% $sum($states.input.xs) %}", "n": "{% $count($states.input.xs) %}"},
+                "Next": "Use",
+            },
+            "Use": {"Type": "Pass", "Output": {"got": "{% $runId %}", "sum": "{% $states.input.sum %}"}, "End": True},
+        },
+    }
+
+    result = run_machine(local_aws, role_arn, definition, {"runId": "run-1", "xs": [1, 2, 3]})
+
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"]) == {"got": "run-1", "sum": 6}
+
+
+def test_start_execution_sync2_runs_the_child_and_returns_its_output(local_aws: LocalAws, role_arn: str) -> None:
+    sfn = local_aws.client("stepfunctions")
+    child = sfn.create_state_machine(
+        name=unique("canary-child"),
+        definition=json.dumps(
+            {"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": {"child": "done"}, "End": True}}}
+        ),
+        roleArn=role_arn,
+    )["stateMachineArn"]
+    definition = {
+        "StartAt": "Child",
+        "States": {
+            "Child": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::states:startExecution.sync:2",
+                "Parameters": {"StateMachineArn": child, "Input": {"runId.$": "$.runId"}},
+                "End": True,
+            }
+        },
+    }
+
+    result = run_machine(local_aws, role_arn, definition, {"runId": "r-2"})
+
+    assert result["status"] == "SUCCEEDED", result
+    output = json.loads(result["output"])
+    assert output["Output"] == {"child": "done"}
+    assert output["Input"] == {"runId": "r-2"}
+    assert output["Status"] == "SUCCEEDED"
+    assert isinstance(output["StartDate"], int)
+
+
+# -- e. fast_waits ------------------------------------------------------------------------------------------------
+
+
+def test_wait_states_really_wait_unless_fast_waits(local_aws: LocalAws, role_arn: str) -> None:
+    sfn = local_aws.client("stepfunctions")
+    definition = {"StartAt": "Hold", "States": {"Hold": {"Type": "Wait", "Seconds": 3600, "End": True}}}
+    arn = sfn.create_state_machine(name=unique("canary-wait"), definition=json.dumps(definition), roleArn=role_arn)[
+        "stateMachineArn"
+    ]
+
+    # By default a one-hour Wait holds
+    held = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input="{}")["executionArn"]
+    time.sleep(0.5)
+    assert sfn.describe_execution(executionArn=held)["status"] == "RUNNING"
+    sfn.stop_execution(executionArn=held)
+
+    # Under fast_waits the same Wait passes at once
+    with patches.fast_waits():
+        quick = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input="{}")["executionArn"]
+        assert wait_for_execution(sfn, quick, timeout=5)["status"] == "SUCCEEDED"
+
+
+# -- bootstrap ----------------------------------------------------------------------------------------------------
+
+
+def test_bootstrap_creates_the_manifest_stack_and_is_idempotent(local_aws: LocalAws) -> None:
+    # When bootstrap runs again
+    local_aws.bootstrap()
+
+    ddb = local_aws.client("dynamodb")
+    runs = ddb.describe_table(TableName="openwop-runs")["Table"]
+    assert runs["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert runs["GlobalSecondaryIndexes"][0]["Projection"] == {"ProjectionType": "ALL"}
+    ttl = ddb.describe_time_to_live(TableName="openwop-idempotency")["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiration"}
+    s3 = local_aws.client("s3")
+    rules = s3.get_bucket_encryption(Bucket="openwop-fixtures")["ServerSideEncryptionConfiguration"]["Rules"]
+    assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert all(s3.get_public_access_block(Bucket="openwop-fixtures")["PublicAccessBlockConfiguration"].values())
+
+    sfn = local_aws.client("stepfunctions")
+    run_sm = next(sm for sm in manifest.STATE_MACHINES if sm.key == "run")
+    definition = sfn.describe_state_machine(stateMachineArn=state_machine_arn(run_sm))["definition"]
+    assert "${" not in definition
+    assert "arn:aws:lambda:us-east-1:123456789012:function:openwop-advance-run" in definition
+    machines = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
+    assert sorted(n for n in machines if not n.startswith("canary")) == ["openwop-eval", "openwop-fork", "openwop-run"]
+
+    mappings = local_aws.client("lambda").list_event_source_mappings(FunctionName="openwop-erase-run")
+    assert [m["EventSourceArn"] for m in mappings["EventSourceMappings"]] == [runs["LatestStreamArn"]]
+
+    from shared.settings import get_settings
+
+    assert get_settings().run_state_machine_arn == state_machine_arn(run_sm)
+    assert get_settings().runs_table == "openwop-runs"
