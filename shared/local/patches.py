@@ -190,7 +190,8 @@ class _StreamWorker:
     _queue: deque[tuple[_Target, dict[str, Any]]] = field(default_factory=deque)
     _busy: bool = False
     _thread: threading.Thread | None = None
-    _seen: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
+    _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
+    _seen_order: deque[str] = field(default_factory=deque)
     errors: list[StreamDeliveryError] = field(default_factory=list)
 
     def submit(self, target: _Target, event: dict[str, Any]) -> None:
@@ -198,7 +199,11 @@ class _StreamWorker:
             fresh = [r for r in event["Records"] if r["eventID"] not in self._seen]
             if not fresh:
                 return
-            self._seen.extend(r["eventID"] for r in fresh)
+            for record in fresh:
+                self._seen.add(record["eventID"])
+                self._seen_order.append(record["eventID"])
+            while len(self._seen_order) > 10_000:
+                self._seen.discard(self._seen_order.popleft())
             self._queue.append((target, {"Records": fresh}))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="openwop-ddb-stream", daemon=True)
@@ -247,9 +252,9 @@ def stream_delivery_errors() -> list[StreamDeliveryError]:
 
 
 def _epoch_seconds(value: Any) -> Any:
-    if isinstance(value, datetime.datetime):
-        return int(value.timestamp())
-    return value
+    from moto.core.utils import unix_time  # moto's datetimes are naive UTC
+
+    return int(unix_time(value)) if isinstance(value, datetime.datetime) else value
 
 
 def _patch_stream_delivery() -> None:
