@@ -327,3 +327,23 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope() -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=15) == 0
+
+
+def test_cli_parses_api_keys_and_rejects_malformed_entries() -> None:
+    from shared.local.cli import parse_api_keys
+
+    assert parse_api_keys("k1=tenant-one, k2=tenant-two,") == {"k1": "tenant-one", "k2": "tenant-two"}
+    with pytest.raises(ValueError, match="not key=tenant"):
+        parse_api_keys("k1")
+
+
+def test_cli_operator_commands_exit_2_when_the_service_is_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shared.local.cli import main
+
+    monkeypatch.setitem(sys.modules, "shared.services.cli_ops", None)  # makes the import fail
+
+    assert main(["suites", "put", "suite.json"]) == 2
+    assert main(["runs", "delete", "tenant-a/r-1", "--tenant", "tenant-a"]) == 2
+    assert capsys.readouterr().err.count("shared.services.cli_ops is not available") == 2
