@@ -1,0 +1,1 @@
+"""Constructs composed by ``infra.host_stack.HostStack``."""

@@ -1,0 +1,111 @@
+"""The HTTP API: one route per ``manifest.ROUTES`` entry, each with its own Lambda proxy integration."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsii
+from aws_cdk import CfnOutput
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_logs as logs
+from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
+from constructs import Construct
+
+from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
+from infra.constructs.functions import HostFunctions
+from shared import manifest
+
+ACCESS_LOG_FORMAT = json.dumps(
+    {
+        "requestId": "$context.requestId",
+        "ip": "$context.identity.sourceIp",
+        "requestTime": "$context.requestTime",
+        "routeKey": "$context.routeKey",
+        "status": "$context.status",
+        "protocol": "$context.protocol",
+        "responseLength": "$context.responseLength",
+        "latency": "$context.responseLatency",
+        "integrationLatency": "$context.integrationLatency",
+        "integrationError": "$context.integrationErrorMessage",
+    },
+    separators=(",", ":"),
+)
+
+
+def route_id(route: manifest.Route) -> str:
+    """``GET /runs/{runId}/events`` -> ``GetRunsRunIdEventsRoute``: stable, unique per route key."""
+    words = re.findall(r"[A-Za-z0-9]+", f"{route.method.lower()} {route.path}")
+    return "".join(w[:1].upper() + w[1:] for w in words) + "Route"
+
+
+def route_key(route: manifest.Route) -> str:
+    return f"{route.method} {route.path}"
+
+
+class RunsApi(Construct):
+    """``aws_apigatewayv2.HttpApi`` (payload v2) with the ``$default`` stage, JSON access logs and no CORS.
+
+    Route keys are exactly ``METHOD path`` from the manifest. ``:verb`` operations (``POST /runs/{runId}:fork``)
+    are not routes: ``POST /runs/{runId}`` reaches ``run_actions``, whose resolver dispatches the verb.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions) -> None:
+        super().__init__(scope, construct_id)
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=log_retention(stage), removal_policy=removal_policy(stage)
+        )
+        self.http_api = apigwv2.HttpApi(
+            self,
+            "HttpApi",
+            description="OpenWOP v2 host (serverless)",
+            create_default_stage=False,
+        )
+        self.stage = apigwv2.HttpStage(
+            self,
+            "DefaultStage",
+            http_api=self.http_api,
+            stage_name="$default",
+            auto_deploy=True,
+            access_log_settings=_AccessLogs(self.access_logs),
+        )
+        self.routes: dict[str, apigwv2.HttpRoute] = {}
+        for route in manifest.ROUTES:
+            rid = route_id(route)
+            fn = functions.function(route.function)
+            http_route = apigwv2.HttpRoute(
+                self,
+                rid,
+                http_api=self.http_api,
+                route_key=apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod(route.method)),
+                integration=HttpLambdaIntegration(
+                    f"{pascal(route.function)}Integration",
+                    fn,
+                    payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+                ),
+            )
+            acknowledge(
+                http_route,
+                "AwsSolutions-APIG4",
+                "Callers authenticate in the handler: API keys are checked against salted hashes in the host table "
+                "(OpenWOP bearer keys); routes marked auth=False are public discovery documents.",
+            )
+            self.routes[route_key(route)] = http_route
+        CfnOutput(self, "Url", value=self.http_api.api_endpoint, description="Base URL of the OpenWOP host")
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogs:
+    """JSON access logs into a CloudWatch log group (``IAccessLogSettings`` is an interface, not a struct)."""
+
+    def __init__(self, log_group: logs.ILogGroup) -> None:
+        self._destination = apigwv2.LogGroupLogDestination(log_group)
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT)

@@ -1,0 +1,209 @@
+"""The Lambda functions of the resource manifest: one asset, one dependencies layer, least-privilege roles."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import ArnFormat, CfnElement, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
+from infra.constructs.fixtures_bucket import FixturesBucket
+from infra.constructs.tables import HostTables
+from infra.packaging import AssetDirs
+from shared import manifest
+
+RUNTIME = lambda_.Runtime.PYTHON_3_11
+ARCHITECTURE = lambda_.Architecture.ARM_64
+SERVICE_NAME = "openwop-serverless"
+
+
+_BUCKET_ACTION_WILDCARDS: dict[manifest.Access, tuple[str, ...]] = {
+    "read": ("s3:GetObject*", "s3:GetBucket*", "s3:List*"),
+    "write": ("s3:DeleteObject*", "s3:Abort*"),
+    "readwrite": ("s3:GetObject*", "s3:GetBucket*", "s3:List*", "s3:DeleteObject*", "s3:Abort*"),
+}
+
+
+def _grant_table(spec: manifest.Table, table: dynamodb.TableV2, role: iam.Role, access: manifest.Access) -> None:
+    if access == "read":
+        table.grant_read_data(role)
+    elif access == "write":
+        table.grant_write_data(role)
+    else:
+        table.grant_read_write_data(role)
+    if spec.indexes:
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::<{_logical_id(table)}.Arn>/index/*]",
+            f"The manifest grants {access} access to the {spec.key} table including its GSIs "
+            f"({', '.join(i.name for i in spec.indexes)}); "
+            "CDK's grant_*_data scopes that to <table ARN>/index/* of this one table.",
+        )
+
+
+def _grant_bucket(fixtures: FixturesBucket, role: iam.Role, access: manifest.Access) -> None:
+    bucket = fixtures.bucket
+    if access == "read":
+        bucket.grant_read(role)
+    elif access == "write":
+        bucket.grant_write(role)
+    else:
+        bucket.grant_read_write(role)
+    for action in _BUCKET_ACTION_WILDCARDS[access]:
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Action::{action}]",
+            f"CDK's Bucket.grant_* action group for the declared {access} access, limited to the fixtures "
+            "bucket and its objects.",
+        )
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::<{_logical_id(bucket)}.Arn>/*]",
+        "Fixture copies are written under per-run keys that only exist at run time; access is limited to "
+        "objects of the fixtures bucket.",
+    )
+
+
+def _logical_id(construct: Construct) -> str:
+    child = construct.node.default_child
+    if not isinstance(child, CfnElement):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
+    return Stack.of(construct).get_logical_id(child)
+
+
+class HostFunctions(Construct):
+    """One ``aws_lambda.Function`` per ``manifest.FUNCTIONS`` entry (python3.11, arm64).
+
+    Each function gets its own role and log group; the role holds exactly the grants its manifest entry declares
+    (tables and their indexes, the fixtures bucket, the state machines it starts) plus writing to its log group.
+    Construct ids are ``<Name>Function`` / ``<Name>Role`` / ``<Name>Logs`` (``CreateRunFunction`` ...).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        assets: AssetDirs,
+        tables: HostTables,
+        fixtures: FixturesBucket,
+        retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._functions: dict[str, lambda_.Function] = {}
+        self._roles: dict[str, iam.Role] = {}
+        code = lambda_.Code.from_asset(str(assets.code))
+        self.layer = lambda_.LayerVersion(
+            self,
+            "DependenciesLayer",
+            code=lambda_.Code.from_asset(str(assets.layer)),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="Runtime dependencies of the OpenWOP host (pyproject.toml without boto3/botocore)",
+        )
+        for spec in manifest.FUNCTIONS:
+            self._functions[spec.name] = self._function(spec, stage, code, tables, fixtures, retention_days)
+
+    def _function(
+        self,
+        spec: manifest.Function,
+        stage: str,
+        code: lambda_.Code,
+        tables: HostTables,
+        fixtures: FixturesBucket,
+        retention_days: int,
+    ) -> lambda_.Function:
+        name = pascal(spec.name)
+        log_group = logs.LogGroup(
+            self, f"{name}Logs", retention=log_retention(stage), removal_policy=removal_policy(stage)
+        )
+        role = iam.Role(
+            self,
+            f"{name}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"OpenWOP {spec.name}: only the grants its manifest entry declares",
+        )
+        environment = {
+            "RETENTION_DAYS": str(retention_days),
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+        }
+        for key, _access in spec.tables:
+            environment[manifest.table(key).env_var] = tables.table(key).table_name
+        if spec.bucket is not None:
+            environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
+        fn = lambda_.Function(
+            self,
+            f"{name}Function",
+            description=f"OpenWOP {spec.kind} {spec.name}",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=f"{spec.module}.lambda_handler",
+            code=code,
+            layers=[self.layer],
+            memory_size=spec.memory_mb,
+            timeout=Duration.seconds(spec.timeout_s),
+            role=role,
+            log_group=log_group,
+            environment=environment,
+        )
+        self._roles[spec.name] = role
+        log_group.grant_write(role)
+        for key, access in spec.tables:
+            _grant_table(manifest.table(key), tables.table(key), role, access)
+        if spec.bucket is not None:
+            _grant_bucket(fixtures, role, spec.bucket)
+        acknowledge(
+            fn,
+            "AwsSolutions-L1",
+            "Python 3.11 is pinned on purpose: it is the CI interpreter, requires-python and the version the "
+            "ahead-of-time byte code in the asset is compiled for.",
+        )
+        return fn
+
+    def connect_state_machines(self, machines: Mapping[str, sfn.StateMachine]) -> None:
+        """Give each function that ``starts`` a state machine its ARN env var and start/stop/describe rights."""
+        for spec in manifest.FUNCTIONS:
+            fn = self._functions[spec.name]
+            role = self._roles[spec.name]
+            for key in spec.starts:
+                machine = machines[key]
+                sm_spec = next(m for m in manifest.STATE_MACHINES if m.key == key)
+                fn.add_environment(sm_spec.env_var, machine.state_machine_arn)
+                machine.grant_start_execution(role)
+                executions = Stack.of(self).format_arn(
+                    service="states",
+                    resource="execution",
+                    resource_name=f"{machine.state_machine_name}:*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+                role.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions]
+                    )
+                )
+                acknowledge(
+                    role,
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                    f"execution:<{_logical_id(machine)}.Name>:*]",
+                    "Execution ARNs are minted at each start; stop/describe is limited to the executions of this "
+                    "one state machine (execution:<machine name>:*).",
+                )
+
+    def function(self, name: str) -> lambda_.Function:
+        return self._functions[name]
+
+    @property
+    def functions(self) -> dict[str, lambda_.Function]:
+        return dict(self._functions)
+
+
+def _bucket_spec() -> manifest.Bucket:
+    return next(b for b in manifest.BUCKETS if b.key == manifest.FIXTURES)

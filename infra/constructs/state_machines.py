@@ -1,0 +1,112 @@
+"""The Step Functions state machines of the resource manifest, defined by the ASL files in ``statemachines/``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
+from infra.constructs.fixtures_bucket import FixturesBucket
+from infra.constructs.functions import HostFunctions
+from infra.constructs.tables import HostTables
+from shared import manifest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+
+
+def asl_text(spec: manifest.StateMachine) -> str:
+    return (ROOT / spec.file).read_text()
+
+
+def placeholders(text: str) -> set[str]:
+    """The ``${Name}`` placeholders of an ASL document (what ``DefinitionSubstitutions`` must resolve)."""
+    return set(PLACEHOLDER.findall(text))
+
+
+class HostStateMachines(Construct):
+    """One STANDARD ``sfn.StateMachine`` per ``manifest.STATE_MACHINES`` entry.
+
+    The ASL file is inlined byte for byte (``DefinitionBody.from_string``); ``${Name}`` placeholders resolve
+    through ``definition_substitutions``: ``function:<name>`` -> function ARN, ``table:<key>`` -> table name,
+    ``bucket:<key>`` -> bucket name. The role may invoke exactly the manifest's ``invokes`` functions. Logging: ALL
+    levels, without execution data (run payloads must not outlive erasure in a log group).
+    Construct ids are ``<Key>StateMachine`` (``RunStateMachine``, ``EvalStateMachine``, ``ForkStateMachine``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        functions: HostFunctions,
+        tables: HostTables,
+        fixtures: FixturesBucket,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._functions = functions
+        self._tables = tables
+        self._fixtures = fixtures
+        self._machines: dict[str, sfn.StateMachine] = {}
+        for spec in manifest.STATE_MACHINES:
+            name = pascal(spec.key)
+            text = asl_text(spec)
+            missing = placeholders(text) ^ set(spec.substitutions)
+            if missing:
+                raise ValueError(f"{spec.file}: placeholders and manifest substitutions differ: {sorted(missing)}")
+            # Generated name: a fixed one would collide with a group RETAINed from an earlier stack of that name.
+            log_group = logs.LogGroup(
+                self, f"{name}Logs", retention=log_retention(stage), removal_policy=removal_policy(stage)
+            )
+            machine = sfn.StateMachine(
+                self,
+                f"{name}StateMachine",
+                comment=f"OpenWOP {spec.key} ({spec.file})",
+                state_machine_type=sfn.StateMachineType.STANDARD,
+                definition_body=sfn.DefinitionBody.from_string(text),
+                definition_substitutions={k: self._resolve(v) for k, v in spec.substitutions.items()},
+                logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+                tracing_enabled=False,
+            )
+            machine.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"],
+                    resources=[functions.function(f).function_arn for f in spec.invokes],
+                )
+            )
+            acknowledge(
+                machine,
+                "AwsSolutions-SF2",
+                "X-Ray is off across the host (POWERTOOLS_TRACE_DISABLED=true); the execution history and ALL-level "
+                "logging already trace every state.",
+            )
+            acknowledge(
+                machine.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "CloudWatch Logs vended-log delivery actions (logs:CreateLogDelivery, logs:DescribeResourcePolicies "
+                "...) do not support resource-level permissions; CDK adds them for state machine logging.",
+            )
+            self._machines[spec.key] = machine
+
+    def _resolve(self, ref: str) -> str:
+        kind, _, key = ref.partition(":")
+        if kind == "function":
+            return self._functions.function(key).function_arn
+        if kind == "table":
+            return self._tables.table(key).table_name
+        if kind == "bucket" and key == manifest.FIXTURES:
+            return self._fixtures.bucket.bucket_name
+        raise ValueError(f"unknown substitution {ref!r} (expected function:<name>, table:<key> or bucket:<key>)")
+
+    def machine(self, key: str) -> sfn.StateMachine:
+        return self._machines[key]
+
+    @property
+    def machines(self) -> dict[str, sfn.StateMachine]:
+        return dict(self._machines)

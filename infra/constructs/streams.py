@@ -1,0 +1,61 @@
+"""DynamoDB stream consumers from ``manifest.STREAM_CONSUMERS``: the erasure hook on the runs table."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.common import acknowledge, pascal
+from infra.constructs.functions import HostFunctions
+from infra.constructs.tables import HostTables
+from shared import manifest
+
+BATCH_SIZE = 100
+RETRY_ATTEMPTS = 10
+MAX_RECORD_AGE = Duration.days(1)
+
+
+class StreamConsumers(Construct):
+    """One event source mapping per (table, function) pair, keeping only ``REMOVE`` records.
+
+    Starting position LATEST, batch size 100, bisect on error, partial batch responses (``ReportBatchItemFailures``).
+    Records that still fail after the retries go to an SQS failure queue (``<Table><Function>Failures``) instead of
+    being dropped: a lost REMOVE would be an erasure that never happened.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, tables: HostTables, functions: HostFunctions) -> None:
+        super().__init__(scope, construct_id)
+        self.failure_queues: dict[tuple[str, str], sqs.Queue] = {}
+        for table_key, function_name in manifest.STREAM_CONSUMERS:
+            name = f"{pascal(table_key)}{pascal(function_name)}"
+            queue = sqs.Queue(
+                self,
+                f"{name}Failures",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=Duration.days(14),
+            )
+            acknowledge(
+                queue,
+                "AwsSolutions-SQS3",
+                "This queue is itself the on-failure destination of the stream event source mapping; records "
+                "reaching it are inspected and replayed by an operator, never consumed automatically.",
+            )
+            fn = functions.function(function_name)
+            fn.add_event_source(
+                event_sources.DynamoEventSource(
+                    tables.table(table_key),
+                    starting_position=lambda_.StartingPosition.LATEST,
+                    batch_size=BATCH_SIZE,
+                    bisect_batch_on_error=True,
+                    retry_attempts=RETRY_ATTEMPTS,
+                    max_record_age=MAX_RECORD_AGE,
+                    report_batch_item_failures=True,
+                    on_failure=event_sources.SqsDlq(queue),
+                    filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("REMOVE")})],
+                )
+            )
+            self.failure_queues[(table_key, function_name)] = queue

@@ -1,0 +1,61 @@
+"""The OpenWOP host stack: composes the constructs, tags them and registers the cdk-nag acknowledgments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack, Tags
+from constructs import Construct
+
+from infra.constructs.api import RunsApi
+from infra.constructs.fixtures_bucket import FixturesBucket
+from infra.constructs.functions import HostFunctions
+from infra.constructs.state_machines import HostStateMachines
+from infra.constructs.streams import StreamConsumers
+from infra.constructs.tables import HostTables
+from infra.packaging import AssetDirs
+
+PROJECT_TAG = "openwop-serverless"
+DEFAULT_RETENTION_DAYS = 30
+
+
+class HostStack(Stack):
+    """Tables, fixtures bucket, functions, state machines, the stream consumer and the HTTP API."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        assets: AssetDirs,
+        retention_days: int = DEFAULT_RETENTION_DAYS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.stage = stage
+        Tags.of(self).add("project", PROJECT_TAG)
+        Tags.of(self).add("stage", stage)
+
+        self.tables = HostTables(self, "HostTables", stage=stage)
+        self.fixtures = FixturesBucket(self, "FixturesBucket", stage=stage, retention_days=retention_days)
+        self.functions = HostFunctions(
+            self,
+            "HostFunctions",
+            stage=stage,
+            assets=assets,
+            tables=self.tables,
+            fixtures=self.fixtures,
+            retention_days=retention_days,
+        )
+        self.state_machines = HostStateMachines(
+            self,
+            "HostStateMachines",
+            stage=stage,
+            functions=self.functions,
+            tables=self.tables,
+            fixtures=self.fixtures,
+        )
+        self.functions.connect_state_machines(self.state_machines.machines)
+        self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
+        self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
