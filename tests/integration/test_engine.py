@@ -1,0 +1,261 @@
+"""The run engine end to end: fixtures, agents and tools, the as-executed record, crash safety, long runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openwop_client.types import CreateRunRequest
+
+from tests.helpers import unique
+from tests.wire import all_events, types_of, wait_terminal
+
+
+def _ports():
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _register(tenant: str, doc: dict) -> str:
+    from shared.services.workflows import register_workflow
+
+    return register_workflow(_ports(), tenant, doc)
+
+
+def agent_workflow(wid: str, agent_id: str = "conformance-eval-agent") -> dict:
+    return {
+        "id": wid, "name": wid, "version": "1.0",
+        "nodes": [{"id": "agent", "typeId": "core.agent", "name": "Agent", "config": {"agentId": agent_id},
+                   "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
+        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}],
+        "settings": {"timeout": 60000},
+    }
+
+
+def test_noop_fixture_completes(host):
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+    assert wait_terminal(client, run.runId).status == "completed"
+    assert types_of(all_events(client, run.runId)) == [
+        ("run.started", None), ("node.started", "noop"), ("node.completed", "noop"), ("run.completed", None)]
+
+
+def test_side_effect_fixture_runs_hold_then_effect(host):
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 200}))
+    assert wait_terminal(client, run.runId).status == "completed"
+    events = all_events(client, run.runId)
+    assert types_of(events) == [("run.started", None), ("node.started", "wait"), ("node.completed", "wait"),
+                                ("node.started", "effect"), ("node.completed", "effect"), ("run.completed", None)]
+    # hold outputs equal its inputs
+    assert events[2].payload["outputs"] == {"delayMs": 200}
+    assert events[1].payload == {"nodeId": "wait", "typeId": "core.conformance.hold", "attempt": 0}
+    # one effect-ledger row for the one execution
+    rows = _ports().host.query("LEDGER#tenant-a", run.runId)
+    assert [r[1]["ordinal"] for r in rows] == [1]
+
+
+def test_ordinal_loop_runs_effect_twice(host):
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-ordinal-loop", inputs={"delayMs": 100}))
+    assert wait_terminal(client, run.runId).status == "completed"
+    t = types_of(all_events(client, run.runId))
+    assert t.count(("node.completed", "effect")) == 2 and t.count(("node.completed", "wait")) == 2
+    assert t[-1] == ("run.completed", None)
+    assert len(_ports().host.query("LEDGER#tenant-a", run.runId)) == 2
+
+
+def test_agent_tool_calls_are_recorded_as_executed(host):
+    # Given an agent workflow whose script calls the counter and echo
+    wid = _register("tenant-a", agent_workflow(unique("agent-wf")))
+    key = unique("k")
+    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+                        {"tool": "conformance.eval:echo", "args": {"nested": {"b": 1, "a": [1, 2]}}},
+                        {"tool": "conformance.eval:counter", "args": {"op": "read", "key": key}},
+                        {"tool": "conformance.eval:fail", "args": {}}],
+              "answer": "done"}
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
+    # When it runs
+    assert wait_terminal(client, run.runId).status == "completed"
+    events = all_events(client, run.runId)
+    called = [e.payload for e in events if e.type == "agent.tool-called"]
+    returned = [e.payload for e in events if e.type == "agent.tool-returned"]
+    # Then events carry inputs and outcomes, and the record holds exactly the same
+    assert [c["inputs"] for c in called] == [s["args"] for s in script["calls"]]
+    assert returned[0]["outcome"] == {"key": key, "count": 1} and returned[0]["status"] == "ok"
+    assert returned[2]["outcome"] == {"key": key, "count": 1}
+    assert returned[3]["status"] == "error" and returned[3]["error"]["code"] == "external_call_failed"
+    records = _ports().tool_calls.list_calls(run.runId)
+    assert [r.args for r in records] == [s["args"] for s in script["calls"]]
+    assert [r.status for r in records] == ["ok", "ok", "ok", "error"]
+    assert [r.result for r in records[:3]] == [returned[0]["outcome"], returned[1]["outcome"], returned[2]["outcome"]]
+    assert {r.source for r in records} == {"live"} and {r.agent_id for r in records} == {"conformance-eval-agent"}
+    assert all(not r.delegate for r in records)
+    assert [r.call_id for r in records] == [c["callId"] for c in called]
+    decided = [e.payload for e in events if e.type == "agent.decided"]
+    assert decided == [{"agentId": "conformance-eval-agent", "decision": "done"}]
+    inv = [e for e in events if e.type.startswith("agent.invocation")]
+    assert [e.type for e in inv] == ["agent.invocation-started", "agent.invocation-completed"]
+    assert inv[0].payload["source"] == "workflow-node"
+
+
+def test_content_free_agent_keeps_the_full_record(host):
+    wid = _register("tenant-a", agent_workflow(unique("cf-wf"), "conformance-eval-agent-content-free"))
+    key = unique("k")
+    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": 1}
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
+    wait_terminal(client, run.runId)
+    events = all_events(client, run.runId)
+    called = next(e.payload for e in events if e.type == "agent.tool-called")
+    returned = next(e.payload for e in events if e.type == "agent.tool-returned")
+    assert "inputs" not in called and called["argsHash"].startswith("sha256:")
+    assert "outcome" not in returned and returned["status"] == "ok"
+    rec = _ports().tool_calls.list_calls(run.runId)[0]
+    assert rec.args == {"op": "inc", "key": key} and rec.result == {"key": key, "count": 1}
+
+
+def test_counter_is_per_tenant(host):
+    wid = unique("ctr-wf")
+    for t in ("tenant-a", "tenant-b"):
+        _register(t, agent_workflow(wid))
+    key = unique("shared-key")
+    inc = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": 0}
+    a = host.client(host.key_a)
+    for _ in range(2):
+        wait_terminal(a, a.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": inc})).runId)
+    b = host.client(host.key_b)
+    run = b.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": inc}))
+    wait_terminal(b, run.runId)
+    out = next(e.payload for e in all_events(b, run.runId) if e.type == "agent.tool-returned")
+    assert out["outcome"] == {"key": key, "count": 1}
+    assert _ports().host.counter_read("COUNTER#tenant-a", key) == 2
+
+
+def test_disallowed_tool_is_forbidden_and_never_runs(host):
+    from shared.services.auth import key_hash  # noqa: F401 - ensure services import cleanly
+
+    agent_id = unique("narrow-agent")
+    _ports().host.put_item("AGENT#tenant-a", agent_id, {"agentId": agent_id, "kind": "scripted",
+                                                        "toolAllowlist": ["conformance.eval:echo"]})
+    wid = _register("tenant-a", agent_workflow(unique("narrow-wf"), agent_id))
+    key = unique("k")
+    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": 0}
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
+    wait_terminal(client, run.runId)
+    out = next(e.payload for e in all_events(client, run.runId) if e.type == "agent.tool-returned")
+    assert out["status"] == "forbidden" and "durationMs" not in out
+    assert _ports().host.counter_read("COUNTER#tenant-a", key) == 0
+    assert _ports().tool_calls.list_calls(run.runId)[0].status == "forbidden"
+
+
+def test_tool_call_budget_gives_rate_limited(host, monkeypatch):
+    from shared.settings import get_settings
+
+    wid = _register("tenant-a", agent_workflow(unique("budget-wf")))
+    script = {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}} for i in range(3)], "answer": 0}
+    monkeypatch.setenv("RUN_TOOL_CALL_BUDGET", "2")
+    get_settings.cache_clear()
+    try:
+        client = host.client(host.key_a)
+        run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
+        wait_terminal(client, run.runId)
+    finally:
+        monkeypatch.delenv("RUN_TOOL_CALL_BUDGET")
+        get_settings.cache_clear()
+    statuses = [e.payload["status"] for e in all_events(client, run.runId) if e.type == "agent.tool-returned"]
+    assert statuses == ["ok", "ok", "rate_limited"]
+
+
+def test_cycle_without_bound_is_refused_before_anything_runs(host):
+    from shared.errors import ValidationError
+
+    doc = {"id": unique("cyc"), "nodes": [{"id": "a", "typeId": "core.noop"}, {"id": "b", "typeId": "core.noop"},
+                                          {"id": "c", "typeId": "core.noop"}],
+           "edges": [{"sourceNodeId": "a", "targetNodeId": "b"}, {"sourceNodeId": "b", "targetNodeId": "c"},
+                     {"sourceNodeId": "c", "targetNodeId": "b"}]}
+    with pytest.raises(ValidationError):
+        _register("tenant-a", doc)
+    assert _ports().host.get_item("WORKFLOW#tenant-a", doc["id"]) is None
+
+
+def test_failed_node_fails_the_run_with_its_error(host):
+    doc = {"id": unique("tool-wf"), "nodes": [
+        {"id": "t", "typeId": "core.tool", "config": {"tool": "conformance.eval:fail"}},
+        {"id": "after", "typeId": "core.noop"}],
+        "edges": [{"sourceNodeId": "t", "targetNodeId": "after"}]}
+    _register("tenant-a", doc)
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
+    snap = wait_terminal(client, run.runId)
+    assert snap.status == "failed" and snap.error.code == "external_call_failed"
+    t = types_of(all_events(client, run.runId))
+    assert ("node.failed", "t") in t and ("node.started", "after") not in t and t[-1] == ("run.failed", None)
+
+
+def test_http_node_refuses_hosts_off_the_allowlist(host):
+    doc = {"id": unique("http-wf"), "nodes": [
+        {"id": "h", "typeId": "core.http", "config": {"url": "https://example.com/x"}}], "edges": []}
+    _register("tenant-a", doc)
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
+    snap = wait_terminal(client, run.runId)
+    assert snap.status == "failed"
+    failed = next(e for e in all_events(client, run.runId) if e.type == "node.failed")
+    assert "allowlist" in failed.payload["error"]["message"]
+
+
+def test_a_crash_after_the_write_is_retried_without_duplicates(host, monkeypatch):
+    # Given an append that succeeds and then the task dies (as if the Lambda crashed after the write)
+    from shared.storage.dynamodb import DynamoEventStore
+
+    wid = _register("tenant-a", agent_workflow(unique("crash-wf")))
+    key = unique("k")
+    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": "x"}
+    real = DynamoEventStore.append_events
+    state = {"crashed": 0}
+
+    def crash_once(self, run_id, *a, **kw):
+        out = real(self, run_id, *a, **kw)
+        if state["crashed"] == 0 and run_id.startswith("tenant-a/") and kw.get("require_status"):
+            state["crashed"] += 1
+            raise RuntimeError("task killed after its write")
+        return out
+
+    monkeypatch.setattr(DynamoEventStore, "append_events", crash_once)
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
+    # When Step Functions retries the task
+    snap = wait_terminal(client, run.runId, timeout=30)
+    # Then the run completes with every sequence exactly once and the effect fired once
+    assert state["crashed"] == 1 and snap.status == "completed"
+    events = all_events(client, run.runId)
+    assert [e.sequence for e in events] == list(range(len(events)))
+    assert [e.type for e in events].count("agent.tool-called") == 1
+    assert _ports().host.counter_read("COUNTER#tenant-a", key) == 1
+
+
+@pytest.mark.slow
+def test_a_10000_event_run_completes_with_bounded_history(host):
+    doc = {"id": unique("loop-wf"), "nodes": [{"id": "s", "typeId": "core.noop"}, {"id": "a", "typeId": "core.noop"},
+                                              {"id": "b", "typeId": "core.noop"}],
+           "edges": [{"id": "sa", "sourceNodeId": "s", "targetNodeId": "a"},
+                     {"id": "ab", "sourceNodeId": "a", "targetNodeId": "b"},
+                     {"id": "ba", "sourceNodeId": "b", "targetNodeId": "a"}],
+           "settings": {"maxLoopbackIterations": 2500, "timeout": 0}}
+    _register("tenant-a", doc)
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
+    snap = wait_terminal(client, run.runId, timeout=240)
+    assert snap.status == "completed"
+    rec = _ports().runs.get_run(run.runId)
+    assert rec.last_seq + 1 == 4 + 2500 * 4
+    sfn = host.aws.client("stepfunctions")
+    history = sfn.get_execution_history(executionArn=rec.execution_arn, maxResults=1000)["events"]
+    # each task advances up to 2,000 events: a handful of loop iterations, far inside 25,000
+    assert len(history) < 100, len(history)
+    first = _ports().events.read_events(run.runId, -1, limit=3)
+    assert json.dumps(first[0]["payload"]["workflowId"]) == json.dumps(doc["id"])

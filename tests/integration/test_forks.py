@@ -1,0 +1,238 @@
+"""Replay and fork: suppression keyed on the execution ordinal, fail-closed, divergence, branch, refusals."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from openwop_client.types import CreateRunRequest, ForkRunRequest
+
+from tests.helpers import unique
+from tests.wire import all_events, raw, types_of, wait_terminal
+
+
+def _ports():
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _wire(run_id: str) -> str:
+    return run_id.replace("/", "~2F")
+
+
+def _wait_for(client, run_id, pred, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = all_events(client, run_id)
+        if pred(events):
+            return events
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def _ledger(run_id: str) -> list:
+    return _ports().host.query("LEDGER#tenant-a", run_id + "#")
+
+
+def _counter_wf(tenant: str = "tenant-a") -> str:
+    from shared.services.workflows import register_workflow
+
+    wid = unique("fork-agent")
+    register_workflow(_ports(), tenant, {
+        "id": wid, "nodes": [{"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
+                              "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
+        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}]})
+    return wid
+
+
+def test_replay_of_a_cancelled_side_effect_run_fails_the_effect_closed(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
+                                              inputs={"delayMs": 4000}))
+    _wait_for(client, src.runId, lambda ev: ("node.started", "wait") in types_of(ev))
+    client.runs_cancel(src.runId)
+    assert wait_terminal(client, src.runId).status == "cancelled"
+    assert ("node.completed", "effect") not in types_of(all_events(client, src.runId))
+    # When the run is forked in replay mode (fromSeq defaulted)
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert fork.sourceRunId == src.runId and fork.mode == "replay" and fork.fromSeq == 0
+    assert fork.eventsUrl == f"/runs/{_wire(fork.runId)}/events"
+    snap = wait_terminal(client, fork.runId, timeout=30)
+    # Then wait re-runs live, effect fails closed and never completes, no effect is performed
+    events = all_events(client, fork.runId)
+    t = types_of(events)
+    assert ("node.completed", "wait") in t
+    assert ("node.completed", "effect") not in t
+    failed = [e for e in events if e.type == "node.failed" and e.nodeId == "effect"]
+    assert len(failed) == 1 and failed[0].payload["error"]["code"] == "replay_source_missing"
+    assert snap.status == "failed" and snap.error.code == "replay_source_missing"
+    assert _ledger(fork.runId) == [] and _ledger(src.runId) == []
+    assert snap.parentRunId == src.runId and snap.owner == client.runs_get(src.runId).owner
+    # the hold completing where the source was cancelled is reported as divergence
+    div = [e for e in events if e.type == "replay.diverged"]
+    assert len(div) == 1 and div[0].payload["sourceRunId"] == src.runId
+    assert div[0].payload["divergencePoint"] == "node.completed"
+
+
+def test_ordinal_loop_serves_execution_one_and_fails_execution_two(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-ordinal-loop",
+                                              inputs={"delayMs": 3000}))
+    events = _wait_for(client, src.runId, lambda ev: ("node.completed", "effect") in types_of(ev))
+    client.runs_cancel(src.runId)
+    wait_terminal(client, src.runId)
+    events = all_events(client, src.runId)
+    t = types_of(events)
+    assert t.count(("node.started", "effect")) == 1 and t.count(("node.completed", "effect")) == 1
+    start_seq = next(e.sequence for e in events if e.type == "node.started" and e.nodeId == "effect")
+    recorded = next(e.payload["outputs"] for e in events if e.type == "node.completed" and e.nodeId == "effect")
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=start_seq, mode="replay"))
+    assert fork.status == "running"
+    wait_terminal(client, fork.runId, timeout=30)
+    fe = all_events(client, fork.runId)
+    completions = [e for e in fe if e.type == "node.completed" and e.nodeId == "effect"]
+    assert len(completions) == 1 and completions[0].payload["outputs"] == recorded
+    assert ("node.completed", "wait") in types_of(fe)
+    fails = [e for e in fe if e.type == "node.failed" and e.nodeId == "effect"]
+    assert [f.payload["error"]["code"] for f in fails] == ["replay_source_missing"]
+    assert len(_ledger(src.runId)) == 1 and _ledger(fork.runId) == []
+
+
+def test_replay_of_a_counter_run_leaves_the_counter_and_branch_moves_it(host):
+    client = host.client(host.key_a)
+    wid = _counter_wf()
+    key = unique("ctr")
+    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+                        {"tool": "conformance.eval:counter", "args": {"op": "read", "key": key}}], "answer": "ok"}
+    src = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
+    assert wait_terminal(client, src.runId).status == "completed"
+    assert _ports().host.counter_read("COUNTER#tenant-a", key) == 1
+    replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert wait_terminal(client, replay.runId).status == "completed"
+    assert _ports().host.counter_read("COUNTER#tenant-a", key) == 1
+    src_out = [e.payload["outcome"] for e in all_events(client, src.runId) if e.type == "agent.tool-returned"]
+    rep_events = all_events(client, replay.runId)
+    rep_out = [e.payload["outcome"] for e in rep_events if e.type == "agent.tool-returned"]
+    assert rep_out == src_out
+    assert not [e for e in rep_events if e.type == "replay.diverged"]
+    assert {r.source for r in _ports().tool_calls.list_calls(replay.runId)} == {"recorded"}
+    branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="branch"))
+    assert wait_terminal(client, branch.runId).status == "completed"
+    assert _ports().host.counter_read("COUNTER#tenant-a", key) == 2
+
+
+def test_replay_of_a_completed_side_effect_run_serves_the_record_without_divergence(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 50}))
+    assert wait_terminal(client, src.runId).status == "completed"
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert wait_terminal(client, fork.runId).status == "completed"
+    fe = all_events(client, fork.runId)
+    assert not [e for e in fe if e.type.startswith("replay.")]
+    assert _ledger(fork.runId) == [] and len(_ledger(src.runId)) == 1
+
+
+@pytest.mark.parametrize("where", ["zero", "middle", "last"])
+def test_prefix_is_byte_equivalent_event_by_event(host, where):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    wait_terminal(client, src.runId)
+    source = _ports().events.read_events(src.runId)
+    from_seq = {"zero": 0, "middle": len(source) // 2, "last": len(source) - 1}[where]
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=from_seq, mode="replay"))
+    wait_terminal(client, fork.runId)
+    child = _ports().events.read_events(fork.runId)
+    for s, c in zip(source[:from_seq], child[:from_seq], strict=True):
+        assert {k: v for k, v in c.items() if k not in ("eventId", "runId")} == \
+            {k: v for k, v in s.items() if k not in ("eventId", "runId")}
+        assert c["runId"] == fork.runId and c["eventId"] != s["eventId"]
+    # the replayed tail reproduces the source (no divergence) and the run completes
+    assert [e["type"] for e in child] == [e["type"] for e in source]
+
+
+def test_branch_overlay_tags_show_on_the_branch_only(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["source"]))
+    wait_terminal(client, src.runId)
+    br = client.runs_fork(src.runId, ForkRunRequest(fromSeq=1, mode="branch",
+                                                    runOptionsOverlay={"tags": ["branch"]}))
+    wait_terminal(client, br.runId)
+    assert client.runs_get(br.runId).tags == ["branch"]
+    assert client.runs_get(src.runId).tags == ["source"]
+
+
+def test_fork_refusals(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+    wait_terminal(client, src.runId)
+    path = f"/runs/{_wire(src.runId)}:fork"
+
+    def post(body, key=host.key_a, p=path):
+        return raw(host.base_url, "POST", p, body, key=key)
+
+    cases = [
+        ({"mode": "replay", "runOptionsOverlay": {"tags": ["x"]}}, 400, "validation_error"),
+        ({"mode": "branch"}, 400, "validation_error"),
+        ({"mode": "replay", "fromSeq": -1}, 400, "validation_error"),
+        ({"mode": "replay", "fromSeq": "3"}, 400, "validation_error"),
+        ({"mode": "replay", "fromSeq": True}, 400, "validation_error"),
+        ({"mode": "rerun", "fromSeq": 0}, 400, "validation_error"),
+        ({"mode": "replay", "fromSeq": 0, "extra": 1}, 400, "validation_error"),
+        ({"mode": "branch", "fromSeq": 999999}, 422, "fork_point_invalid"),
+    ]
+    for body, status, code in cases:
+        r = post(body)
+        assert (r.status, r.json["error"]) == (status, code), body
+    assert post({"mode": "replay", "runOptionsOverlay": {}}).status == 201
+    foreign = post({"mode": "replay", "fromSeq": 0}, key=host.key_b)
+    unknown = post({"mode": "replay", "fromSeq": 0}, key=host.key_b,
+                   p="/runs/tenant-b~2Fr-00000000000000000000:fork")
+    assert foreign.status == unknown.status == 404
+    assert foreign.text == unknown.text and src.runId not in foreign.text
+
+
+def test_fork_of_a_purged_history_is_410_run_expired(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    wait_terminal(client, src.runId)
+    ev = _ports().events
+    ev._c.delete_item(TableName=ev._t, Key={"runId": {"S": src.runId}, "seq": {"N": "0"}})
+    r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "replay", "fromSeq": 2},
+            key=host.key_a)
+    assert r.status == 410 and r.json["error"] == "run_expired"
+    assert r.json["details"]["sourceRunId"] == src.runId and r.json["details"]["fromSeq"] == 2
+
+
+def test_diff_names_the_first_divergence(host):
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 4000}))
+    _wait_for(client, src.runId, lambda ev: ("node.started", "wait") in types_of(ev))
+    client.runs_cancel(src.runId)
+    wait_terminal(client, src.runId)
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    wait_terminal(client, fork.runId, timeout=30)
+    d = client.runs_diff(fork.runId, src.runId)
+    assert d.a == fork.runId and d.b == src.runId and d.divergedAtSeq == 2
+    assert d.eventDiffs[0].op == "changed" and d.eventDiffs[0].aEvent["type"] == "node.completed"
+    assert d.stateDiff["status"] == {"a": "failed", "b": "cancelled"}
+    same = client.runs_diff(src.runId, src.runId)
+    assert same.divergedAtSeq is None and same.eventDiffs == []
+
+
+def test_effect_seam_manifest_covers_every_effect_path(host):
+    from shared.engine.registry import NODE_TYPES, TOOLS
+
+    m = host.client(host.key_a).host_effect_seams()
+    assert m.manifestVersion == "1" and m.seams
+    assert all(s.guarded and s.guardedBy for s in m.seams)
+    assert {s.kind for s in m.seams} <= {"http", "queue", "storage", "provider-sdk", "webhook-fanout"}
+    listed = {s.seam for s in m.seams}
+    # completeness: every side-effecting node type and tool names its seams, and each is listed
+    for registry in (NODE_TYPES, TOOLS):
+        for entry in registry.values():
+            if entry.role == "side-effect" and entry.seams:
+                assert {s.seam for s in entry.seams} <= listed
+    for type_id in ("core.http", "core.conformance.side-effect"):
+        assert NODE_TYPES[type_id].seams, type_id
+    assert TOOLS["conformance.eval:counter"].seams
