@@ -11,6 +11,7 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 3. JSONata (getmoto/moto#10105, PR #10112): the evaluator pointer is never set; plug in jsonata-python.
 4. ``states:startExecution`` casing (getmoto/moto#10076, PR #10101): PascalCase parameters go straight to boto3.
 5. ``fast_waits()`` (test-only, never applied by default): Wait states and Retry intervals become instant.
+6. ``TransactWriteItems`` without deep-copying whole tables per item (``shared.local.ddb_transactions``).
 
 When upstream fixes land (moto release with #10112 / #10101): bump the pin, delete the corresponding
 ``_patch_*`` function and its call in ``apply_patches``, and keep the canary test in
@@ -474,4 +475,7 @@ def apply_patches() -> None:
         _patch_stream_record_identity()
         _patch_jsonata()
         _patch_sfn_start_execution()
+        from shared.local.ddb_transactions import apply_transaction_patch
+
+        apply_transaction_patch()  # TransactWriteItems without a table deep-copy per item
         _applied = True

@@ -346,6 +346,78 @@ def test_wait_states_really_wait_unless_fast_waits(local_aws: LocalAws, role_arn
         assert wait_for_execution(sfn, quick, timeout=5)["status"] == "SUCCEEDED"
 
 
+# -- f. TransactWriteItems (shared.local.ddb_transactions) ---------------------------------------------------------
+
+
+@pytest.fixture
+def log_table(local_aws: LocalAws) -> Iterator[str]:
+    ddb = local_aws.client("dynamodb")
+    name = unique("canary-log")
+    ddb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": "runId", "AttributeType": "S"},
+            {"AttributeName": "seq", "AttributeType": "N"},
+        ],
+        KeySchema=[{"AttributeName": "runId", "KeyType": "HASH"}, {"AttributeName": "seq", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+def _append(table: str, run_id: str, seqs: range) -> list[dict[str, Any]]:
+    return [
+        {
+            "Put": {
+                "TableName": table,
+                "Item": {"runId": {"S": run_id}, "seq": {"N": str(seq)}},
+                "ConditionExpression": "attribute_not_exists(seq)",
+            }
+        }
+        for seq in seqs
+    ]
+
+
+def test_transaction_with_a_failing_condition_writes_nothing(local_aws: LocalAws, log_table: str) -> None:
+    ddb = local_aws.client("dynamodb")
+    ddb.put_item(TableName=log_table, Item={"runId": {"S": "r"}, "seq": {"N": "1"}})
+
+    # When one append of a transaction collides with an existing seq
+    with pytest.raises(ClientError) as caught:
+        ddb.transact_write_items(TransactItems=_append(log_table, "r", range(3)))
+
+    # Then the whole transaction is cancelled with per-item reasons and nothing else was written
+    assert caught.value.response["Error"]["Code"] == "TransactionCanceledException"
+    reasons = [r["Code"] for r in caught.value.response["CancellationReasons"]]
+    assert reasons == ["None", "ConditionalCheckFailed", "None"]
+    assert [i["seq"]["N"] for i in ddb.scan(TableName=log_table)["Items"]] == ["1"]
+
+
+def test_transaction_of_99_appends_stays_fast_on_a_large_table(local_aws: LocalAws, log_table: str) -> None:
+    ddb = local_aws.client("dynamodb")
+    for start in range(0, 1000, 25):  # moto 5.2.5 alone deep-copies these 1,000 items once per transaction item
+        puts = [
+            {"PutRequest": {"Item": {"runId": {"S": "big"}, "seq": {"N": str(i)}}}} for i in range(start, start + 25)
+        ]
+        ddb.batch_write_item(RequestItems={log_table: puts})
+
+    began = time.monotonic()
+    ddb.transact_write_items(TransactItems=_append(log_table, "new", range(99)))
+    elapsed = time.monotonic() - began
+
+    assert (
+        ddb.query(
+            TableName=log_table,
+            KeyConditionExpression="runId = :r",
+            ExpressionAttributeValues={":r": {"S": "new"}},
+            Select="COUNT",
+        )["Count"]
+        == 99
+    )
+    assert elapsed < 1.0, elapsed  # unpatched: ~2 s
+
+
 # -- bootstrap ----------------------------------------------------------------------------------------------------
 
 
