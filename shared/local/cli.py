@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -72,6 +73,8 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
         if exports:
             print(exports)
         print("Ctrl-C to stop.", flush=True)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
         pass
@@ -79,6 +82,10 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
         front.stop()
         aws.stop()
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _use_endpoint(endpoint: str | None) -> None:

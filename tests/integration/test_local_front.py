@@ -325,7 +325,7 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope() -> None:
         assert (status, headers["openwop-version"]) == (404, "2.0")
         assert json.loads(body)["error"] == "not_found"
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
 
 
