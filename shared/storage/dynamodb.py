@@ -200,10 +200,20 @@ class DynamoRunStore:
             raise
 
     def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None:
-        self._c.put_item(
-            TableName=self._t,
-            Item=to_item({"pk": run_id, "sk": sk, "doc": _dump(value), schema.TTL_ATTRIBUTE: expires_at}),
-        )
+        """Write an auxiliary item; a late write for an erased run fails (``RunGoneError``): its tombstone blocks it."""
+        try:
+            self._c.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._t,
+                         "Item": to_item({"pk": run_id, "sk": sk, "doc": _dump(value),
+                                          schema.TTL_ATTRIBUTE: expires_at})}},
+                {"ConditionCheck": {"TableName": self._t,
+                                    "Key": to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}),
+                                    "ConditionExpression": "attribute_not_exists(pk)"}},
+            ])
+        except ClientError as exc:
+            if _code(exc) == "TransactionCanceledException":
+                raise RunGoneError(run_id) from exc
+            raise
 
     def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)
