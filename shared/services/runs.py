@@ -6,7 +6,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,8 +87,14 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
     return start_run(ports, caller, data, "run")
 
 
-def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str) -> Created:
-    """Write the run item, then start its execution; a failed start leaves no run behind."""
+def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, *,
+              before_start: Callable[[RunRecord], None] | None = None) -> Created:
+    """Write the run item, then start its execution; a failed start leaves no run behind.
+
+    ``before_start(record)`` writes what the execution needs under the new run id (an eval run's plan and its
+    derived fixture copies) after the run item exists and before the execution starts; if it fails, the run
+    and whatever it wrote are erased like a failed start.
+    """
     from shared.engine.state import new_state
 
     run_id = new_run_id(ports, caller.tenant)
@@ -98,6 +104,8 @@ def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str) 
                     expires_at=expires_at(ports))
     ports.runs.create_run(rec)
     try:
+        if before_start is not None:
+            before_start(rec)
         arn = ports.orchestrator.start(machine, run_id, {"runId": run_id})
         ports.runs.set_execution(run_id, arn)
     except Exception as exc:
