@@ -100,6 +100,13 @@ class IdempotencyInFlightError(ProtocolError):
     default_message = "A request with this Idempotency-Key is still in flight."
 
 
+class VersionConflictError(ProtocolError):
+    """A different eval-suite document is already registered under this suiteId and version."""
+
+    code = codes.VERSION_CONFLICT
+    default_message = "Another document is already registered under this suiteId and version."
+
+
 class RunExpiredError(ProtocolError):
     code = codes.RUN_EXPIRED
     default_message = "The run history this needs is past retention."

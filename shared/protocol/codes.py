@@ -23,6 +23,7 @@ INTERNAL_ERROR = "internal_error"
 SERVICE_UNAVAILABLE = "service_unavailable"
 RATE_LIMITED = "rate_limited"
 RESIDENCY_UNAVAILABLE = "residency_unavailable"
+VERSION_CONFLICT = "version_conflict"
 # Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
 
@@ -40,6 +41,7 @@ HTTP_STATUS: dict[str, int] = {
     IDEMPOTENCY_KEY_MISMATCH: 409,
     IDEMPOTENCY_IN_FLIGHT: 409,
     REPLAY_MEMORY_SNAPSHOT_UNAVAILABLE: 409,
+    VERSION_CONFLICT: 409,
     RUN_EXPIRED: 410,
     EVAL_RECORDED_FIXTURES_GONE: 410,
     FORK_POINT_INVALID: 422,
