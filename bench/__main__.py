@@ -1,0 +1,13 @@
+"""``python -m bench``: every benchmark, one after another."""
+
+from __future__ import annotations
+
+import importlib
+
+for name in ("bench.bench_host", "bench.bench_eval"):
+    try:
+        mod = importlib.import_module(name)
+    except ModuleNotFoundError:
+        continue
+    print(f"== {name}")
+    mod.main()
