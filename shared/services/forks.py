@@ -11,7 +11,7 @@ the source's effects again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.engine import runner
 from shared.engine.canonical import same_json
@@ -28,9 +28,11 @@ from shared.keys import FORK_SOURCE_SK
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
-from shared.protocol.models import ForkRunRequest
 from shared.services.common import Caller, decode_path_run_id, links
 from shared.services.runs import Created, expires_at, new_run_id
+
+if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
+    from shared.protocol.models import ForkRunRequest
 
 INLINE_SOURCE_LIMIT = 300_000
 

@@ -8,7 +8,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.engine import runner
 from shared.engine.registry import NODE_TYPES
@@ -25,8 +25,10 @@ from shared.errors import (
 )
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
-from shared.protocol.models import CreateRunRequest
 from shared.services.common import Caller, links, load_own_run, snapshot
+
+if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
+    from shared.protocol.models import CreateRunRequest
 
 MAX_PAGE = 100
 DEFAULT_PAGE = 50
