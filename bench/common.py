@@ -46,8 +46,8 @@ def start_stack() -> tuple[Any, RequestCounter]:
     aws = LocalAws()
     aws.start()
     aws.bootstrap()
-    seed_host({API_KEY: TENANT})
     ports = get_ports()
+    seed_host({API_KEY: TENANT}, ports)
     counter = RequestCounter()
     clients = {id(c): c for c in (ports.runs._c, ports.events._c, ports.tool_calls._c, ports.host._c,  # type: ignore[attr-defined]
                                   ports.blobs._c, ports.orchestrator._c)}  # type: ignore[attr-defined]

@@ -46,7 +46,9 @@ def seed(api_keys: dict[str, str]) -> bool:
             file=sys.stderr,
         )
         return False
-    seed_host(api_keys)
+    from shared.wiring import get_ports
+
+    seed_host(api_keys, get_ports())
     return True
 
 

@@ -25,6 +25,7 @@ def apply_transaction_patch() -> None:
     global _applied
     if _applied:
         return
+    from moto.dynamodb import models as ddb_models
     from moto.dynamodb.exceptions import (
         ConditionalCheckFailed,
         MockValidationException,
@@ -33,7 +34,6 @@ def apply_transaction_patch() -> None:
         TransactionCanceledException,
         TransactWriteSingleOpException,
     )
-    from moto.dynamodb import models as ddb_models
 
     DynamoDBBackend = ddb_models.DynamoDBBackend
     filter_expression = ddb_models.get_filter_expression  # the parser moto's own transaction code uses
@@ -66,7 +66,7 @@ def apply_transaction_patch() -> None:
 
         # 1. every condition against the state before the transaction
         errors: list[tuple[Any, Any, Any]] = []
-        for op_type, op, table_name, key in planned:
+        for _op_type, op, table_name, key in planned:
             try:
                 current = self.get_item(table_name, key)
                 cond = op.get("ConditionExpression")

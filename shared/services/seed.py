@@ -20,12 +20,8 @@ def seed_fixtures(ports: Ports) -> list[str]:
     return seeded
 
 
-def seed_host(api_keys: dict[str, str], ports: Ports | None = None) -> list[str]:
+def seed_host(api_keys: dict[str, str], ports: Ports) -> list[str]:
     """Write the API keys (key -> tenant) hashed, then the fixtures. Returns the seeded fixture ids."""
-    if ports is None:
-        from shared.wiring import get_ports
-
-        ports = get_ports()
     for key, tenant in api_keys.items():
         put_api_key(ports, key, tenant)
     return seed_fixtures(ports)

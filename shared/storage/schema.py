@@ -12,6 +12,7 @@ from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, s
     derived_prefix,
     run_prefix,
 )
+
 TENANT_INDEX = "byTenant"
 TTL_ATTRIBUTE = "expiresAt"
 
