@@ -1,0 +1,157 @@
+"""The DynamoDB/S3 storage contract on moto: the rules the engine and services rely on."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from shared.errors import ConflictError, RunGoneError
+from shared.ports import RunRecord, ToolCallRecord
+from tests.helpers import unique
+
+
+@pytest.fixture()
+def ports(local_aws):
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _run(ports, tenant="tenant-c", expires_at=None) -> RunRecord:
+    rec = RunRecord(run_id=f"{tenant}/{unique('r-contract')}", tenant=tenant, status="running", last_seq=-1,
+                    created_at=ports.clock.iso(), data={"kind": "workflow", "owner": {"tenant": tenant}},
+                    expires_at=expires_at if expires_at is not None else ports.clock.now_ms() // 1000 + 3600)
+    ports.runs.create_run(rec)
+    return rec
+
+
+def _ev(ports, run_id, seq, **payload):
+    return {"eventId": ports.ids.event_id(run_id, seq), "runId": run_id, "type": "node.started",
+            "payload": payload, "timestamp": ports.clock.iso(), "sequence": seq, "schemaVersion": 1}
+
+
+def test_two_writers_racing_never_leave_a_gap_or_a_duplicate(ports):
+    # Given one run and two writers that each append 40 events, re-reading the head on every conflict
+    rec = _run(ports)
+    wins = {"w1": 0, "w2": 0}
+    conflicts = {"w1": 0, "w2": 0}
+    barrier = threading.Barrier(2)
+
+    def writer(name: str) -> None:
+        barrier.wait()
+        done = 0
+        while done < 40:
+            head = ports.runs.get_run(rec.run_id).last_seq
+            try:
+                ports.events.append_events(rec.run_id, head + 1, [_ev(ports, rec.run_id, head + 1, writer=name)])
+                done += 1
+                wins[name] += 1
+            except ConflictError:
+                conflicts[name] += 1
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in ("w1", "w2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Then the log is exactly 0..79, each sequence once, and the run item agrees
+    events = ports.events.read_events(rec.run_id)
+    assert [e["sequence"] for e in events] == list(range(80))
+    assert sorted(e["payload"]["writer"] for e in events).count("w1") == wins["w1"] == 40
+    assert ports.runs.get_run(rec.run_id).last_seq == 79
+
+
+def test_same_sequence_exactly_one_wins(ports):
+    rec = _run(ports)
+    results: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def go(name: str) -> None:
+        barrier.wait()
+        try:
+            ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0, who=name)])
+            results.append("won")
+        except ConflictError:
+            results.append("lost")
+
+    ts = [threading.Thread(target=go, args=(n,)) for n in ("a", "b")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(results) == ["lost", "won"]
+    assert len(ports.events.read_events(rec.run_id)) == 1
+
+
+def test_a_batch_is_all_or_nothing(ports):
+    rec = _run(ports)
+    ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0)])
+    with pytest.raises(ConflictError):  # expected head is wrong: nothing of the batch lands
+        ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0), _ev(ports, rec.run_id, 1)])
+    assert [e["sequence"] for e in ports.events.read_events(rec.run_id)] == [0]
+
+
+def test_appends_require_the_run_to_be_writable(ports):
+    rec = _run(ports)
+    ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
+    with pytest.raises(ConflictError):
+        ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0)], require_status=("running",))
+    assert ports.events.read_events(rec.run_id) == []
+
+
+def test_more_than_one_transaction_of_events_stays_contiguous(ports):
+    rec = _run(ports)
+    ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, i) for i in range(250)])
+    assert [e["sequence"] for e in ports.events.read_events(rec.run_id)] == list(range(250))
+
+
+def test_large_payloads_go_to_s3_and_read_back(ports):
+    rec = _run(ports)
+    big = "x" * 400_000
+    ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0, blob=big)])
+    got = ports.events.read_events(rec.run_id)
+    assert got[0]["payload"]["blob"] == big
+    assert ports.blobs.list_keys(f"runs/{rec.run_id}/events/") == [f"runs/{rec.run_id}/events/000000000000.json"]
+
+
+def test_a_late_write_for_an_erased_run_is_refused(ports):
+    rec = _run(ports)
+    ports.runs.write_tombstone(rec.run_id, rec.tenant, ports.clock.iso(), ports.clock.now_ms() // 1000 + 60)
+    ports.runs.delete_run_item(rec.run_id)
+    with pytest.raises(RunGoneError):
+        ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0)])
+    call = ToolCallRecord(run_id=rec.run_id, call_key="x#00000", agent_id="a", invocation_id="i", delegate=False,
+                          tool_name="t", call_id="i#0", args={}, status="ok")
+    with pytest.raises(RunGoneError):
+        ports.tool_calls.put_call(call, 0)
+    assert ports.events.read_events(rec.run_id) == [] and ports.tool_calls.list_calls(rec.run_id) == []
+
+
+def test_an_expired_run_reads_as_gone_before_ttl_deletes_it(ports):
+    rec = _run(ports, expires_at=ports.clock.now_ms() // 1000 - 1)
+    assert ports.runs.get_run(rec.run_id) is None
+    listed = ports.runs.list_runs(rec.tenant, 100, None, {}).runs
+    assert rec.run_id not in [r.run_id for r in listed]
+
+
+def test_tool_calls_are_write_once_and_ordered(ports):
+    rec = _run(ports)
+    for key in ("000000000003#00001", "000000000003#00000", "000000000009#00000"):
+        assert ports.tool_calls.put_call(ToolCallRecord(
+            run_id=rec.run_id, call_key=key, agent_id="a", invocation_id="i", delegate=False, tool_name="t",
+            call_id=key, args={"k": key}, status="ok", result=1), 0)
+    again = ToolCallRecord(run_id=rec.run_id, call_key="000000000003#00000", agent_id="a", invocation_id="i",
+                           delegate=False, tool_name="t", call_id="x", args={}, status="error")
+    assert ports.tool_calls.put_call(again, 0) is False
+    calls = ports.tool_calls.list_calls(rec.run_id)
+    assert [c.call_key for c in calls] == ["000000000003#00000", "000000000003#00001", "000000000009#00000"]
+    assert calls[0].status == "ok"
+
+
+def test_counter_increments_once_per_call_key(ports):
+    pk, key = "COUNTER#tenant-c", unique("k")
+    assert ports.host.counter_inc(pk, key, "call-1") == 1
+    assert ports.host.counter_inc(pk, key, "call-1") == 1  # a retried call reads the count it made
+    assert ports.host.counter_inc(pk, key, "call-2") == 2
+    assert ports.host.counter_read(pk, key) == 2
