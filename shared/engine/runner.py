@@ -367,8 +367,12 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return {"runId": run_id, "next": "done", "waitSeconds": 0}
-    ctx = build_context(ports, rec)
     fork = rec.data.get("fork") or {}
+    if rec.kind == "eval" and fork:
+        from shared.engine import evalfork
+
+        return evalfork.advance(ports, rec)
+    ctx = build_context(ports, rec)
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
         return copy_prefix(ports, ctx)
     state = load_state(ports, rec)
@@ -430,7 +434,12 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
 
 def copy_prefix(ports: Ports, ctx: RunContext, *, page_events: int = 2500) -> dict[str, Any]:
     """Copy the next page of the fork's prefix ``[0, fromSeq)`` with batched writes, fold it, store the state."""
-    rec = ctx.record
+    return copy_prefix_events(ports, ctx.record, ctx.wf, page_events=page_events)
+
+
+def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
+                       page_events: int = 2500) -> dict[str, Any]:
+    """The copy itself (workflow or eval child): ceil(N/25) BatchWriteItem requests, then one conditional update."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     state = load_state(ports, rec)
@@ -446,7 +455,7 @@ def copy_prefix(ports: Ports, ctx: RunContext, *, page_events: int = 2500) -> di
     if not copied:
         raise EngineError("fork source prefix is gone")
     for ev in copied:
-        st.apply(state, ev, ctx.wf)
+        st.apply(state, ev, wf)
     ports.events.copy_events(rec.run_id, copied, rec.expires_at)
     last = int(copied[-1]["sequence"])
     updates = _state_updates(ports, rec.run_id, state, last)

@@ -99,6 +99,12 @@ def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, effect_key: str
     raise ToolError(c.NOT_FOUND, "unknown tool")
 
 
+def _recorded(rec: dict[str, Any]) -> ToolOutcome:
+    """A call resolved from a source run's as-executed record (never live)."""
+    return ToolOutcome(rec["status"], rec.get("result"), rec.get("error"), "recorded", rec.get("durationMs"),
+                       bool(rec.get("miss")))
+
+
 @dataclass
 class ToolRuntime:
     ports: Ports
@@ -108,6 +114,8 @@ class ToolRuntime:
     expires_at: int
     budget: int
     source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
+    # Calls inside a fork's copied prefix are fixed history in every mode (a branch re-fires only after fromSeq).
+    recorded_first: dict[tuple[str, int], dict[str, Any]] | None = None
     plan: FixturePlan | None = None
 
     def call(
@@ -156,13 +164,16 @@ class ToolRuntime:
         if calls_so_far >= self.budget:
             return ToolOutcome("rate_limited", error=_error_obj(c.RATE_LIMITED, "the run's tool-call budget is spent"),
                                source="none")
+        fixed = (self.recorded_first or {}).get((invocation_id, index))
+        if fixed is not None and fixed.get("toolName") == tool and same_json(fixed.get("args"), args):
+            return _recorded(fixed)
         if self.mode == "replay" and self.source_calls is not None:
             rec = self.source_calls.get((invocation_id, index))
             if rec is None or rec.get("toolName") != tool or not same_json(rec.get("args"), args):
                 return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING,
                                                              "no recorded outcome for this call in the source run"),
                                    source="recorded")
-            return ToolOutcome(rec["status"], rec.get("result"), rec.get("error"), "recorded", rec.get("durationMs"))
+            return _recorded(rec)
         if self.plan is not None:
             entry = self.plan.take(tool, args)
             if entry is not None:

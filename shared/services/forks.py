@@ -24,7 +24,7 @@ from shared.errors import (
     RunExpiredError,
     ValidationError,
 )
-from shared.keys import FORK_SOURCE_SK
+from shared.keys import EVAL_PLAN_SK, FORK_SOURCE_SK
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
@@ -82,7 +82,8 @@ def source_index(ports: Ports, src: RunRecord) -> tuple[dict[str, Any], int]:
     for r in ports.tool_calls.list_calls(src.run_id):
         index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
         calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
-                      "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms})
+                      "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
+                      "miss": bool(r.extra.get("miss"))})
     return {"outcomes": outcomes, "calls": calls}, count
 
 
@@ -99,10 +100,15 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         # Part of the history the fork needs is gone (past retention or erased).
         raise RunExpiredError(details={"sourceRunId": src.run_id, "fromSeq": from_seq,
                                        "boundary": max(0, src.last_seq + 1 - held)})
+    child_plan: dict[str, Any] | None = None
     if src.kind == "eval":
+        from shared.engine import evalrun
         from shared.services import evals
 
         evals.load_derived_plan(ports, src.run_id)  # 410 eval_recorded_fixtures_gone when erased
+        # The child re-reads the source's stored copies; it owns none (so erasing it never deletes them).
+        child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items()
+                      if k not in ("suiteBlob", "derivedKeys")}
     data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId")}
     if src.kind == "workflow":
         current = runner.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
@@ -126,6 +132,12 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     try:
         import json
 
+        if child_plan is not None:
+            if len(json.dumps(child_plan)) > INLINE_SOURCE_LIMIT:
+                key = f"runs/{run_id}/eval-suite.json"
+                ports.blobs.put_json(key, child_plan.pop("suite"))
+                child_plan["suiteBlob"] = key
+            ports.runs.put_aux(run_id, EVAL_PLAN_SK, child_plan, exp)
         if len(json.dumps(index)) > INLINE_SOURCE_LIMIT:
             key = f"runs/{run_id}/fork-source.json"
             ports.blobs.put_json(key, index)
