@@ -9,6 +9,7 @@ so stream consumers can tell expiry from user deletes. Stream handlers run async
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import boto3
@@ -16,14 +17,13 @@ import boto3
 from shared.local.patches import ttl_deletion
 
 
-def ttl_sweep(now_epoch: int, *, client: Any = None) -> int:
-    """Delete every expired item (TTL attribute ``<= now_epoch``) of every TTL-enabled table. Returns the count."""
+def ttl_sweep(now_epoch: int, *, tables: Iterable[str] | None = None, client: Any = None) -> int:
+    """Delete every expired item (TTL attribute ``<= now_epoch``) of every TTL-enabled table, or only of
+    ``tables`` (tests sharing one stack should name theirs). Returns the count."""
     ddb = client if client is not None else boto3.client("dynamodb")
-    deleted = 0
-    for page in ddb.get_paginator("list_tables").paginate():
-        for table in page["TableNames"]:
-            deleted += _sweep_table(ddb, table, now_epoch)
-    return deleted
+    if tables is None:
+        tables = [name for page in ddb.get_paginator("list_tables").paginate() for name in page["TableNames"]]
+    return sum(_sweep_table(ddb, table, now_epoch) for table in tables)
 
 
 def _sweep_table(ddb: Any, table: str, now_epoch: int) -> int:

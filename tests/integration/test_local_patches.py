@@ -256,8 +256,8 @@ def test_ttl_sweep_deletes_expired_items_with_the_ttl_identity(
     ddb.put_item(TableName=name, Item={"pk": {"S": "fresh"}, "expiresAt": {"N": "2000"}})
     ddb.put_item(TableName=name, Item={"pk": {"S": "text"}, "expiresAt": {"S": "1000"}})
 
-    # When the TTL service sweeps at t=1500
-    swept = ttl_sweep(1500)
+    # When the TTL service sweeps at t=1500 (only this table: the stack is shared by the session)
+    swept = ttl_sweep(1500, tables=[name])
     assert patches.wait_for_stream_idle(10)
 
     # Then only the expired item is gone, and its REMOVE record carries the TTL service identity
@@ -267,6 +267,19 @@ def test_ttl_sweep_deletes_expired_items_with_the_ttl_identity(
     removes = [r for r in records if r["eventName"] == "REMOVE"]
     assert [r["dynamodb"]["Keys"] for r in removes] == [{"pk": {"S": "old"}}]
     assert removes[0]["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+def test_ttl_sweep_without_tables_finds_every_ttl_enabled_table(
+    local_aws: LocalAws, streamed_table: tuple[str, list[dict[str, Any]]]
+) -> None:
+    name, _ = streamed_table
+    ddb = local_aws.client("dynamodb")
+    ddb.put_item(TableName=name, Item={"pk": {"S": "ancient"}, "expiresAt": {"N": "-1"}})
+
+    # A sweep at t=-1 is global but touches nothing a real clock could have written
+    assert ttl_sweep(-1) >= 1
+
+    assert "Item" not in ddb.get_item(TableName=name, Key={"pk": {"S": "ancient"}})
 
 
 # -- c. JSONata, d. startExecution casing ---------------------------------------------------------------------------
