@@ -1,0 +1,118 @@
+"""Eval figures: one eval of 100 tasks x 5 trials on the embedded stack (moto in-process).
+
+Each task runs the scripted conformance agent with two tool calls: a live ``echo`` and a counter ``inc``
+served by the task's fixture (fresh fixture state per trial). Prints: wall time (create -> completed), AWS
+requests per task-trial made through our ports (botocore ``before-call`` hook; the bench's own polling is not
+counted), and Step Functions state transitions from the execution history.
+
+Run: ``.venv/bin/python -m bench.bench_eval`` (or ``make bench``). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+from bench.common import TENANT, api_event, call, line, start_stack
+
+TASKS = 100
+TRIALS = 5
+AGENT = "conformance-eval-agent"
+
+
+def bench_suite(version: str) -> dict[str, Any]:
+    tasks = []
+    for i in range(TASKS):
+        key = f"bench-{i}"
+        tasks.append({
+            "taskId": f"task-{i:03d}",
+            "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}},
+                                {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}],
+                      "answer": f"answer-{i}"},
+            "expected": {"kind": "golden", "match": {"strategy": "exact", "value": f"answer-{i}"}},
+            "fixtures": {"toolResponses": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key},
+                                            "argsMatch": "exact", "response": {"key": key, "count": 1}}],
+                         "onMiss": "live"},
+        })
+    return {"suiteId": "bench.local.evals.throughput", "version": version, "modes": ["golden"], "trials": TRIALS,
+            "tasks": tasks}
+
+
+def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        events.extend(page["events"])
+        if not page.get("nextToken"):
+            return events
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def _wait(aws: Any, run_id: str, timeout: float = 900) -> str:
+    """Poll the run item through a client the request counter does not watch (so nothing is lost or added)."""
+    from shared.settings import get_settings
+
+    ddb = aws.client("dynamodb")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        item = ddb.get_item(TableName=get_settings().runs_table, Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}},
+                            ConsistentRead=True, ProjectionExpression="#s",
+                            ExpressionAttributeNames={"#s": "status"}).get("Item")
+        if item and item["status"]["S"] in ("completed", "failed", "cancelled"):
+            return str(item["status"]["S"])
+        time.sleep(0.05)
+    raise TimeoutError(run_id)
+
+
+def main() -> None:
+    aws, counter = start_stack()
+    from shared.services import suites
+    from shared.wiring import get_ports
+
+    ports = get_ports()
+    try:
+        version = f"1.0.{int(time.time()) % 100000}"
+        suites.register(ports, TENANT, bench_suite(version))
+        ref = f"bench.local.evals.throughput@{version}"
+        body = {"mode": "eval", "evalSuiteRef": ref, "agentId": AGENT}
+        call("create_run", api_event("POST", "/runs", "/runs", {**body, "evalSuiteRef": "conformance-eval-trajectory"}))
+        counter.reset()
+        started = time.perf_counter()
+        out = call("create_run", api_event("POST", "/runs", "/runs", body))
+        created_requests = counter.total()
+        run_id = str(json.loads(out["body"])["runId"])
+        status = _wait(aws, run_id)
+        wall = time.perf_counter() - started
+        rec = ports.runs.get_run(run_id)
+        assert rec is not None
+        trials = TASKS * TRIALS
+        print(f"Eval run: {TASKS} tasks x {TRIALS} trials = {trials} task-trials, 2 tool calls each "
+              f"(live echo + fixture-served counter); Map MaxConcurrency 4")
+        line("status", status)
+        line("wall time, POST /runs -> completed", f"{wall:.1f}", "s")
+        line("task-trials per second", f"{trials / wall:.1f}")
+        line("events in the run's log", rec.last_seq + 1)
+        line("AWS requests, POST /runs (create, plan, start)", created_requests)
+        total = counter.total()
+        line("AWS requests, whole run (ports' clients)", total)
+        line("AWS requests per task-trial", f"{total / trials:.2f}")
+        by_op = Counter({k: v for k, v in counter.calls.items()})
+        for op, n in by_op.most_common():
+            line(f"  {op}", n, f"({n / trials:.2f} per task-trial)")
+        history = _history(aws.client("stepfunctions"), str(rec.execution_arn))
+        entered = sum(1 for e in history if e["type"].endswith("StateEntered"))
+        kinds = Counter(e["type"] for e in history)
+        line("SFN history events", len(history))
+        line("SFN state transitions (StateEntered events)", entered, f"({entered / trials:.2f} per task-trial)")
+        line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
+        summary = rec.summary or {}
+        line("summary aggregateScore / passedCount", f"{summary.get('aggregateScore')} / {summary.get('passedCount')}")
+    finally:
+        aws.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""POST /host/openwop-serverless/eval-suites (host extension): register an eval suite for the caller's tenant.
+
+Body: the suite document. 201 {suiteId, version, evalSuiteRef} when new; 200 with the same body when the
+identical document is already registered; 409 version_conflict for another document under the same suiteId
+and version; 400 validation_error for a suite that does not match the schema.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions._common import api
+from shared.services import suites
+
+app = api.build_resolver()
+
+
+@app.post("/host/openwop-serverless/eval-suites")
+def put_eval_suite() -> Response[str]:
+    caller = api.caller(app)
+    status, body = suites.register(api.ports(), caller.tenant, api.json_body(app))
+    return api.reply(status, body)
+
+
+lambda_handler = api.make_handler(app)

@@ -1,0 +1,20 @@
+"""Step Functions task of the eval state machine: append the trials' events in suite order, grade, store the
+EvalSummary and complete the run (idempotent); see shared.engine.evalrun.finish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.engine import evalrun
+from shared.wiring import get_ports
+
+
+class FinishInput(BaseModel):
+    runId: str
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    req = FinishInput.model_validate(event)
+    return evalrun.finish(get_ports(), req.runId)

@@ -1,0 +1,34 @@
+"""Step Functions task of the eval state machine: ``prepare`` (run.started, eval.started, the trial items) or
+one ``trial`` (one agent invocation of a task under its fixture plan); see shared.engine.evalrun."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from shared.engine import evalrun
+from shared.wiring import get_ports
+
+
+class TrialItem(BaseModel):
+    r: str  # runId
+    t: int  # task index in suite order
+    k: int  # trial number, 1-based
+
+
+class TrialInput(BaseModel):
+    phase: Literal["prepare", "trial"]
+    runId: str | None = None
+    item: TrialItem | None = None
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    req = TrialInput.model_validate(event)
+    if req.phase == "prepare":
+        if req.runId is None:
+            raise ValueError("prepare needs runId")
+        return evalrun.prepare(get_ports(), req.runId)
+    if req.item is None:
+        raise ValueError("trial needs item")
+    return evalrun.trial_task(get_ports(), req.item.model_dump())

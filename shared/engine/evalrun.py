@@ -1,0 +1,362 @@
+"""Executing an eval run: Prepare, one trial (one agent invocation under its fixture plan), Finish.
+
+The eval state machine (statemachines/eval-run.asl.json) calls:
+- ``prepare``: emits ``run.started`` and ``eval.started`` and returns the task x trial items (small keys only);
+- ``trial_task`` per item (a Map with bounded concurrency): ``run_trial`` then stores the trial's event drafts
+  and grade in a ``TRIAL#`` aux item of the run. Idempotent: a stored trial is not run again, and each tool
+  call is write-once by call key, so a retried trial never re-fires an effect;
+- ``finish``: appends every trial's events in suite order with one ``eval.scored`` per task, then
+  ``eval.completed`` and ``run.completed`` (outputs = the EvalSummary), stores the summary on the run item and
+  completes the run. Idempotent: it skips what the run's ``lastSeq`` shows is already appended.
+
+The plan of an eval run (its ``EVALPLAN`` aux item, written at create) pins the suite, the agent, the modes,
+the baseline's scores, and the S3 keys of derived (RFC 0252) fixture copies. Large data travels by these keys,
+never inside the Step Functions payload.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import keys
+from shared.engine import grading
+from shared.engine.agents import invocation_step, next_action
+from shared.engine.runner import ENGINE_VERSION, WRITABLE, EngineError, make_event, resolve_agent
+from shared.engine.tools import FixturePlan, ToolRuntime
+from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
+from shared.ports import Ports, RunRecord, ToolCallRecord
+from shared.protocol import codes as c
+
+PLAN_VERSION = 1
+INLINE_LIMIT = 300_000  # bytes of JSON kept inside a DynamoDB item; larger goes to S3 under the run's prefix
+PREPARED_EVENTS = 2  # run.started, eval.started
+CHUNK_EVENTS = 99
+CHUNK_BYTES = 3_000_000  # TransactWriteItems carries at most 4 MB
+
+
+def invocation_id(task_id: str, trial: int) -> str:
+    return f"{task_id}:{trial}"
+
+
+def order_key(task_index: int, trial: int) -> str:
+    """Call keys ``T<task>-<trial>#<index>`` sort in event order (suite order, then trial, then call)."""
+    return f"T{task_index:05d}-{trial:03d}"
+
+
+def trial_sk(task_index: int, trial: int) -> str:
+    return f"{keys.TRIAL_PREFIX}{task_index:05d}#{trial:03d}"
+
+
+# --------------------------------------------------------------------------- derivation (RFC 0252 §D)
+
+
+def entries_from_records(records: list[ToolCallRecord], agent_id: str) -> list[dict[str, Any]]:
+    """Fixture entries from the as-executed record: the agent's own calls (delegates excluded), every
+    invocation, in call-key (= event) order; one entry per call. A call that failed or never ran
+    (``forbidden``, ``rate_limited``) yields ``isError`` with its error as the response."""
+    out: list[dict[str, Any]] = []
+    for r in sorted(records, key=lambda r: r.call_key):
+        if r.agent_id != agent_id or r.delegate:
+            continue
+        entry: dict[str, Any] = {"tool": r.tool_name, "args": r.args, "argsMatch": "exact"}
+        if r.status == "ok":
+            entry["response"] = r.result
+        else:
+            entry["isError"] = True
+            entry["response"] = r.error or {"code": c.EXTERNAL_CALL_FAILED, "message": "the call failed"}
+        out.append(entry)
+    return out
+
+
+# --------------------------------------------------------------------------- the plan
+
+_plan_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_PLAN_CACHE_SIZE = 16
+
+
+def load_plan(ports: Ports, run_id: str, *, cached: bool = True) -> dict[str, Any]:
+    """The eval run's pinned plan (immutable after create), suite included."""
+    if cached and run_id in _plan_cache:
+        _plan_cache.move_to_end(run_id)
+        return _plan_cache[run_id]
+    doc = ports.runs.get_aux(run_id, keys.EVAL_PLAN_SK)
+    if doc is None:
+        raise RunGoneError(run_id)
+    if "suite" not in doc:
+        suite = ports.blobs.get_json(str(doc["suiteBlob"]))
+        if suite is None:
+            raise RunGoneError(run_id)
+        doc = {**doc, "suite": suite}
+    _plan_cache[run_id] = doc
+    while len(_plan_cache) > _PLAN_CACHE_SIZE:
+        _plan_cache.popitem(last=False)
+    return doc
+
+
+def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[dict[str, Any]] | None:
+    """The stored derived copy for a task named in ``fixtureRuns`` (never derived again)."""
+    key = (plan.get("derived") or {}).get(task_id)
+    if key is None:
+        return None
+    copy = ports.blobs.get_json(str(key))
+    if copy is None:
+        raise EvalRecordedFixturesGoneError()
+    return list(copy["entries"])
+
+
+def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any]) -> FixturePlan | None:
+    """Which plan a task gets (eval.md §5.1): derived entries under ``onMiss: "fail"``; else the suite's
+    ``fixtures`` (``onMiss`` default ``"fail"``); else live tools (``None``)."""
+    entries = derived_entries(ports, plan, str(task["taskId"]))
+    if entries is not None:
+        return FixturePlan(entries, "fail")
+    if "live-shadow" in (plan.get("modes") or []):
+        return None
+    fx = task.get("fixtures")
+    if fx is not None:
+        return FixturePlan(list(fx.get("toolResponses") or []), str(fx.get("onMiss", "fail")))
+    return None
+
+
+# --------------------------------------------------------------------------- one trial
+
+
+@dataclass
+class TrialResult:
+    task_index: int
+    trial: int
+    task_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)  # drafts {type, payload, timestamp}
+    decided: bool = False
+    decision: Any = None
+    calls: list[dict[str, Any]] = field(default_factory=list)  # {tool, args} as the agent attempted them
+    fixture_miss_count: int = 0
+    score: float = 0.0
+    passed: bool = False
+
+    def stored(self) -> dict[str, Any]:
+        """What the TRIAL# item keeps: the drafts and the grade (no decision, no call content beyond events)."""
+        return {"taskIndex": self.task_index, "trial": self.trial, "taskId": self.task_id, "events": self.events,
+                "score": self.score, "passed": self.passed, "fixtureMissCount": self.fixture_miss_count}
+
+
+def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: ToolRuntime, *,
+              plan: dict[str, Any] | None = None) -> TrialResult:
+    """Run one invocation of the eval's agent on one task (trial ``trial``, 1-based) to completion and grade it.
+
+    ``tools`` decides how calls are answered (live, or a replay fork's recorded calls); this function gives it
+    a fresh fixture state for the task. Writes only the tool-call record (write-once per call key), so it can
+    be re-run: calls already recorded return their recorded outcome and consume their fixture entry again.
+    """
+    plan = plan if plan is not None else load_plan(ports, rec.run_id)
+    suite = plan["suite"]
+    task = suite["tasks"][task_index]
+    task_id = str(task["taskId"])
+    agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]))
+    if agent is None:
+        raise EngineError("the eval's agent is gone")
+    fp = fixture_plan(ports, plan, task)
+    tools.plan = fp.fresh() if fp is not None else None
+    inv = invocation_id(task_id, trial)
+    result = TrialResult(task_index, trial, task_id)
+    result.events.append({"type": c.AGENT_INVOCATION_STARTED,
+                          "payload": {"invocationId": inv, "agentId": agent.agent_id, "source": "run-api"},
+                          "timestamp": ports.clock.iso()})
+    progress: dict[str, Any] = {"invocationId": inv, "order": order_key(task_index, trial), "calls": 0,
+                                "history": [], "decided": False, "decision": None}
+    agent_input = task.get("input")
+    budget = int(tools.budget)
+    for _ in range(budget + 3):
+        action = None if progress["decided"] else next_action(agent, agent_input, progress["history"])
+        events, finished, out = invocation_step(agent, agent_input, progress, tools, int(progress["calls"]))
+        ts = ports.clock.iso()
+        for t, p in events:
+            result.events.append({"type": t, "payload": p, "timestamp": ts})
+            if t == c.AGENT_DECIDED:
+                progress["decided"] = True
+                progress["decision"] = p.get("decision")
+        if out is not None and action is not None:
+            progress["calls"] += 1
+            progress["history"].append({"status": out.status, "outcome": out.result, "error": out.error})
+            result.calls.append({"tool": action.tool, "args": action.args})
+            if out.miss:
+                result.fixture_miss_count += 1
+        if finished:
+            break
+    else:
+        raise EngineError("the agent invocation did not finish")
+    result.decided = bool(progress["decided"])
+    result.decision = progress["decision"]
+    g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count)
+    result.score, result.passed = g.score, g.passed
+    return result
+
+
+# --------------------------------------------------------------------------- the three tasks
+
+
+def items(plan: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
+    suite = plan["suite"]
+    return [{"r": run_id, "t": i, "k": k}
+            for i, task in enumerate(suite["tasks"])
+            for k in range(1, grading.task_trials(suite, task) + 1)]
+
+
+def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
+    """Emit run.started and eval.started (once) and list the trials to run."""
+    for _ in range(3):
+        rec = ports.runs.get_run(run_id)
+        if rec is None or rec.status not in WRITABLE:
+            return {"runId": run_id, "items": []}
+        plan = load_plan(ports, run_id)
+        if rec.last_seq + 1 >= PREPARED_EVENTS:
+            return {"runId": run_id, "items": items(plan, run_id)}
+        d = rec.data
+        started: dict[str, Any] = {"workflowId": d["workflowId"], "transport": "rest",
+                                   "engineVersion": ENGINE_VERSION, "owner": d["owner"]}
+        for k in ("tags", "metadata"):
+            if d.get(k) is not None:
+                started[k] = d[k]
+        suite = plan["suite"]
+        ev_started: dict[str, Any] = {"suiteId": suite["suiteId"], "suiteVersion": suite["version"],
+                                      "taskCount": len(suite["tasks"]), "modes": list(plan["modes"])}
+        if plan.get("baselineRunId"):
+            ev_started["baselineRunId"] = plan["baselineRunId"]
+        if plan.get("fixtureRuns"):
+            ev_started["fixtureRuns"] = plan["fixtureRuns"]
+        evs = [make_event(ports, run_id, 0, c.RUN_STARTED, started, None),
+               make_event(ports, run_id, 1, c.EVAL_STARTED, ev_started, None)][rec.last_seq + 1:]
+        try:
+            ports.events.append_events(run_id, rec.last_seq + 1, evs,
+                                       run_updates={"status": "running", "startedAt": evs[0]["timestamp"]},
+                                       require_status=WRITABLE, expires_at=rec.expires_at)
+        except RunGoneError:
+            return {"runId": run_id, "items": []}
+        except ConflictError:
+            continue
+    raise EngineError("could not start the eval run")
+
+
+def store_trial(ports: Ports, rec: RunRecord, result: TrialResult) -> None:
+    doc = result.stored()
+    sk = trial_sk(result.task_index, result.trial)
+    if len(json.dumps(doc, separators=(",", ":"))) > INLINE_LIMIT:
+        key = f"{keys.run_prefix(rec.run_id)}trials/{result.task_index:05d}-{result.trial:03d}.json"
+        ports.blobs.put_json(key, doc)
+        doc = {"blob": key}
+    ports.runs.put_aux(rec.run_id, sk, doc, rec.expires_at)
+
+
+def trial_task(ports: Ports, item: dict[str, Any]) -> dict[str, Any]:
+    """One Map iteration. Idempotent without a read of its own: a retried trial re-runs, every call it already
+    made returns its recorded outcome (write-once by call key), and the TRIAL# item is rewritten equal."""
+    run_id, task_index, trial = str(item["r"]), int(item["t"]), int(item["k"])
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return {"ok": True}  # cancelled or erased: nothing to do
+    try:
+        plan = load_plan(ports, run_id)
+        tools = ToolRuntime(ports, run_id, rec.tenant, "live", rec.expires_at,
+                            int(ports.settings.run_tool_call_budget))
+        result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
+        store_trial(ports, rec, result)
+    except RunGoneError:
+        return {"ok": True}
+    return {"ok": True}
+
+
+def _load_trials(ports: Ports, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for _sk, doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX):
+        if "blob" in doc:
+            got = ports.blobs.get_json(str(doc["blob"]))
+            if got is None:
+                raise RunGoneError(run_id)
+            doc = dict(got)
+        out[(int(doc["taskIndex"]), int(doc["trial"]))] = doc
+    return out
+
+
+def finish_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], now: str
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every event after eval.started, in suite order, and the summary (pure)."""
+    suite = plan["suite"]
+    drafts: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for i, task in enumerate(suite["tasks"]):
+        task_id = str(task["taskId"])
+        done = []
+        for k in range(1, grading.task_trials(suite, task) + 1):
+            tr = trials.get((i, k))
+            if tr is None:
+                raise EngineError(f"trial {i}/{k} has no stored result")
+            drafts.extend(tr["events"])
+            done.append(tr)
+        row = grading.task_result(task_id, done)
+        rows.append(row)
+        drafts.append({"type": c.EVAL_SCORED, "timestamp": now,
+                       "payload": {"taskId": task_id, "score": row["score"], "passed": row["passed"],
+                                   "fixtureMissCount": row["fixtureMissCount"]}})
+    baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
+    summ = grading.summary(suite, rows, baseline)
+    completed: dict[str, Any] = {"aggregateScore": summ["aggregateScore"], "passed": summ["passed"],
+                                 "taskCount": summ["taskCount"], "passedCount": summ["passedCount"]}
+    if "regression" in summ:
+        completed["regressionVsBaseline"] = summ["regression"]["scoreDelta"]
+    drafts.append({"type": c.EVAL_COMPLETED, "payload": completed, "timestamp": now})
+    drafts.append({"type": c.RUN_COMPLETED, "payload": {"outputs": summ}, "timestamp": now})
+    return drafts, summ
+
+
+def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    out: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for ev in events:
+        n = len(json.dumps(ev, separators=(",", ":")))
+        if out[-1] and (len(out[-1]) >= CHUNK_EVENTS or size + n > CHUNK_BYTES):
+            out.append([])
+            size = 0
+        out[-1].append(ev)
+        size += n
+    return out
+
+
+def finish(ports: Ports, run_id: str) -> dict[str, Any]:
+    """Append the trials' events in suite order, grade, store the summary and complete the run."""
+    for _ in range(5):
+        rec = ports.runs.get_run(run_id)
+        if rec is None or rec.status not in WRITABLE:
+            return {"runId": run_id}
+        plan = load_plan(ports, run_id)
+        drafts, summ = finish_drafts(plan, _load_trials(ports, run_id), ports.clock.iso())
+        already = rec.last_seq + 1 - PREPARED_EVENTS
+        if already < 0:
+            raise EngineError("the eval run was not prepared")
+        seq = rec.last_seq + 1
+        events = []
+        for d in drafts[already:]:
+            ev = make_event(ports, run_id, seq, d["type"], d["payload"], None)
+            ev["timestamp"] = d["timestamp"]
+            events.append(ev)
+            seq += 1
+        if not events:
+            return {"runId": run_id}
+        chunks = _chunks(events)
+        try:
+            nxt = rec.last_seq + 1
+            for ci, chunk in enumerate(chunks):
+                last = ci == len(chunks) - 1
+                updates = {"status": "completed", "completedAt": chunk[-1]["timestamp"], "summary": summ} \
+                    if last else None
+                ports.events.append_events(run_id, nxt, chunk, run_updates=updates, require_status=WRITABLE,
+                                           expires_at=rec.expires_at)
+                nxt += len(chunk)
+            return {"runId": run_id}
+        except RunGoneError:
+            return {"runId": run_id}
+        except ConflictError:
+            continue
+    raise EngineError("could not finish the eval run")

@@ -1,0 +1,154 @@
+"""Eval grading, pure: golden matching, trajectory expectations, trial/task scores, the summary, the paired verdict.
+
+Decisions (docs/decisions-eval.md):
+- A trial scores 1 when its golden match holds, its trajectory expectation (if any) holds and no call missed
+  under ``onMiss: "fail"``; otherwise 0. A task's score is the mean of its trial scores; it passes when every
+  trial passed. ``aggregateScore`` is the plain mean of the task scores.
+- Regression verdict from paired per-task scores only (never from the aggregates): ``improved`` iff at least
+  one paired score rose and none fell, ``regressed`` iff at least one fell, else ``unchanged``;
+  ``inconclusive`` when no task pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from shared.engine.canonical import canonical, same_json
+
+EPSILON = 1e-9
+
+
+def _text(value: Any) -> str:
+    """The "stringified output": a string as is, anything else as canonical JSON."""
+    return value if isinstance(value, str) else canonical(value)
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def golden_match(strategy: str, decision: Any, value: Any) -> bool:
+    """``exact``: stringified output equals the value; ``contains``: it contains the stringified value;
+    ``json-match``: deep JSON equality (key order and whitespace insensitive; a JSON string is parsed first)."""
+    if strategy == "exact":
+        return _text(decision) == _text(value)
+    if strategy == "contains":
+        return _text(value) in _text(decision)
+    if strategy == "json-match":
+        return same_json(_as_json(decision), _as_json(value))
+    return False
+
+
+def _call_matches(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
+    if expected.get("tool") != actual.get("tool"):
+        return False
+    return "args" not in expected or same_json(expected.get("args"), actual.get("args"))
+
+
+def trajectory_match(expectation: dict[str, Any], calls: list[dict[str, Any]]) -> bool:
+    """``exact``: the agent's calls are exactly the expected list; ``in-order``: the expected list is a
+    subsequence of the agent's calls. Every attempted call counts, whatever served or refused it."""
+    expected = list(expectation.get("calls") or [])
+    if expectation.get("match", "exact") == "exact":
+        return len(expected) == len(calls) and all(_call_matches(e, a) for e, a in zip(expected, calls, strict=True))
+    i = 0
+    for a in calls:
+        if i < len(expected) and _call_matches(expected[i], a):
+            i += 1
+    return i == len(expected)
+
+
+@dataclass(frozen=True)
+class TrialGrade:
+    score: float
+    passed: bool
+
+
+def grade_trial(task: dict[str, Any], decided: bool, decision: Any, calls: list[dict[str, Any]],
+                fixture_miss_count: int) -> TrialGrade:
+    if fixture_miss_count > 0 or not decided:
+        return TrialGrade(0.0, False)
+    expected = task.get("expected") or {}
+    if expected.get("kind") != "golden":
+        return TrialGrade(0.0, False)  # rubric is refused at create; never graded here
+    match = expected.get("match") or {}
+    ok = golden_match(str(match.get("strategy")), decision, match.get("value"))
+    if ok and task.get("trajectory") is not None:
+        ok = trajectory_match(task["trajectory"], calls)
+    return TrialGrade(1.0 if ok else 0.0, ok)
+
+
+def task_trials(suite: dict[str, Any], task: dict[str, Any]) -> int:
+    return int(task.get("trials") or suite.get("trials") or 1)
+
+
+def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """The task's summary row (content-free) from its trials' ``{score, passed, fixtureMissCount}``."""
+    n = len(trials)
+    score = sum(float(t["score"]) for t in trials) / n if n else 0.0
+    return {
+        "taskId": task_id,
+        "score": score,
+        "passed": n > 0 and all(bool(t["passed"]) for t in trials),
+        "fixtureMissCount": sum(int(t["fixtureMissCount"]) for t in trials),
+    }
+
+
+def pair(candidate: dict[str, float], baseline: dict[str, float]) -> tuple[int, str]:
+    """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only."""
+    shared = [t for t in candidate if t in baseline]
+    if not shared:
+        return 0, "inconclusive"
+    rose = sum(1 for t in shared if candidate[t] > baseline[t] + EPSILON)
+    fell = sum(1 for t in shared if candidate[t] < baseline[t] - EPSILON)
+    if fell:
+        return len(shared), "regressed"
+    if rose:
+        return len(shared), "improved"
+    return len(shared), "unchanged"
+
+
+def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any]) -> dict[str, Any]:
+    """``baseline`` is ``{runId, aggregateScore, tasks: {taskId: score}}`` (snapshotted at create)."""
+    paired, verdict = pair({t["taskId"]: float(t["score"]) for t in tasks},
+                           {k: float(v) for k, v in (baseline.get("tasks") or {}).items()})
+    return {
+        "baselineRunId": baseline["runId"],
+        "scoreDelta": float(aggregate) - float(baseline["aggregateScore"]),
+        "verdict": verdict,
+        "pairedTaskCount": paired,
+    }
+
+
+def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None) -> dict[str, Any]:
+    """The EvalSummary (content-free): scores, counts, per-task rows, the regression block when asked for.
+
+    ``passed``: ``aggregateScore >= thresholds.passScore`` when the suite declares one, else every task passed.
+    Cost is zero (no model calls) so ``maxCostUsd`` always holds; latency is not graded (not recorded).
+    """
+    aggregate = sum(float(t["score"]) for t in tasks) / len(tasks) if tasks else 0.0
+    passed_count = sum(1 for t in tasks if t["passed"])
+    thresholds = suite.get("thresholds") or {}
+    if "passScore" in thresholds:
+        passed = aggregate + EPSILON >= float(thresholds["passScore"])
+    else:
+        passed = passed_count == len(tasks)
+    out: dict[str, Any] = {
+        "suiteId": suite["suiteId"],
+        "suiteVersion": suite["version"],
+        "aggregateScore": aggregate,
+        "passed": passed,
+        "taskCount": len(tasks),
+        "passedCount": passed_count,
+        "tasks": tasks,
+    }
+    if baseline is not None:
+        out["regression"] = regression_block(aggregate, tasks, baseline)
+    return out

@@ -1,0 +1,274 @@
+"""Creating eval runs (RFC 0081, RFC 0251 baselines, RFC 0252 recorded fixtures) and the eval summary.
+
+Every refusal happens before any run item exists. An unusable baseline or source run is refused with one
+byte-identical ``400 validation_error`` (``UnusableReferenceError``) whatever the reason, and every such
+check takes the same path for an unknown id and another tenant's id: decode, compare the tenant, then
+exactly one ``get_run`` -- of the id when it is the caller's tenant's, else of a key that cannot exist -- so
+a foreign id is never read and costs the same as an unknown one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared import keys
+from shared.engine import evalrun
+from shared.engine.runner import resolve_agent
+from shared.errors import (
+    EvalRecordedFixturesGoneError,
+    NotFoundError,
+    RunGoneError,
+    RunStateConflictError,
+    UnusableReferenceError,
+    ValidationError,
+)
+from shared.ports import Ports, RunRecord
+from shared.protocol import codes as c
+from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
+from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
+from shared.protocol.models import CreateRunRequest
+from shared.services import suites
+from shared.services.common import Caller, load_own_run
+from shared.services.runs import Created, common_checks, start_run
+
+MAX_TASKS_PER_SUITE = 200
+FIXTURE_ERRORS = True  # agents.evalSuite.fixtureErrors: failed source calls become isError entries
+NO_DEFAULT_MODES = ("regression", "live-shadow")  # need a baseline / ignore fixtures: never implied
+_UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)
+
+
+def _features() -> dict[str, bool]:
+    from shared.services import discovery
+
+    return discovery.FEATURES
+
+
+# --------------------------------------------------------------------------- request rules
+
+
+def _requested_modes(value: list[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise ValidationError("evalModes must be a non-empty array.")
+    if len(set(value)) != len(value):
+        raise ValidationError("evalModes must not repeat a mode.")
+    if any(m not in EVAL_MODES for m in value):
+        raise ValidationError("evalModes names an unknown eval mode.")
+    return list(value)
+
+
+def _run_modes(suite: dict[str, Any], requested: list[str] | None) -> list[str]:
+    suite_modes = list(suite.get("modes") or [])
+    if requested is not None:
+        if any(m not in suite_modes or m not in HOST_EVAL_MODES for m in requested):
+            raise ValidationError("evalModes must be modes both the suite and this host support.")
+        return requested
+    modes = [m for m in HOST_EVAL_MODES if m in suite_modes and m not in NO_DEFAULT_MODES]
+    if not modes:
+        raise ValidationError("The suite declares no mode this host runs by default; name evalModes.")
+    return modes
+
+
+def _fixture_runs_shape(value: Any) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value:
+        raise ValidationError("fixtureRuns must be an object with at least one entry.")
+    if not all(isinstance(k, str) and k and isinstance(v, str) for k, v in value.items()):
+        raise ValidationError("fixtureRuns maps taskIds to runIds.")
+    return dict(value)
+
+
+# --------------------------------------------------------------------------- referenced runs (uniform path)
+
+
+def reference(ports: Ports, caller: Caller, value: str) -> RunRecord | None:
+    """Exactly one read whatever the value: the run when it is the caller's tenant's, else a key that cannot
+    exist. Undecodable, unknown and foreign ids all come back None after the same work."""
+    run_id: str | None
+    try:
+        run_id = decode_run_id(value)
+    except BadIdError:
+        run_id = None
+    own = run_id is not None and tenant_of(run_id) == caller.tenant
+    rec = ports.runs.get_run(run_id if own and run_id is not None else f"{caller.tenant}/{_UNREADABLE}")
+    if not own or rec is None or rec.run_id != run_id:
+        return None
+    return rec
+
+
+def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> dict[str, Any]:
+    """RFC 0251 §C: an eval run of the caller's tenant, same suiteId, completed with a stored summary.
+    Returns the baseline's content-free scores (snapshotted into the plan)."""
+    rec = reference(ports, caller, value)
+    if (rec is None or rec.kind != "eval" or rec.data.get("suiteId") != suite_id or rec.status != "completed"
+            or not rec.summary or rec.summary.get("suiteId") != suite_id):
+        raise UnusableReferenceError()
+    s = rec.summary
+    return {"runId": rec.run_id, "aggregateScore": float(s["aggregateScore"]),
+            "tasks": {str(t["taskId"]): float(t["score"]) for t in s.get("tasks", [])}}
+
+
+def _agent_in_log(ports: Ports, run_id: str, agent_id: str) -> tuple[bool, set[str]]:
+    """Whether the run's log shows an invocation of the agent, and the callIds of the agent's tool calls."""
+    invoked = False
+    call_ids: set[str] = set()
+    for page in ports.events.iter_events(run_id):
+        for ev in page:
+            p = ev.get("payload") or {}
+            if not isinstance(p, dict) or p.get("agentId") != agent_id:
+                continue
+            if ev.get("type") == c.AGENT_INVOCATION_STARTED:
+                invoked = True
+            elif ev.get("type") == c.AGENT_TOOL_CALLED:
+                call_ids.add(str(p.get("callId")))
+    return invoked, call_ids
+
+
+def derive_from_source(ports: Ports, caller: Caller, value: str, agent_id: str) -> list[dict[str, Any]]:
+    """RFC 0252 §C/§D: refuse an unusable source uniformly; else the derived entries, read from the
+    as-executed tool-call record (the log is only checked: the agent ran there, and every call it shows is
+    still held in the record)."""
+    rec = reference(ports, caller, value)
+    if rec is None or not rec.terminal:
+        raise UnusableReferenceError()
+    try:
+        records = ports.tool_calls.list_calls(rec.run_id)
+        invoked, logged_calls = _agent_in_log(ports, rec.run_id, agent_id)
+    except RunGoneError as exc:  # a stored body is gone: the host no longer holds it
+        raise UnusableReferenceError() from exc
+    mine = [r for r in records if r.agent_id == agent_id and not r.delegate]
+    if not invoked or not logged_calls <= {r.call_id for r in mine}:
+        raise UnusableReferenceError()
+    for r in mine:
+        if r.status not in ("ok", "error", "forbidden", "rate_limited"):
+            raise UnusableReferenceError()
+        if r.status != "ok" and not FIXTURE_ERRORS:
+            raise UnusableReferenceError()
+    return evalrun.entries_from_records(mine, agent_id)
+
+
+# --------------------------------------------------------------------------- create
+
+
+def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
+    features = _features()
+    common_checks(caller, req)
+    if req.workflowId is not None or req.inputs is not None:
+        raise ValidationError("An eval run takes no workflowId or inputs; the suite carries the task inputs.")
+    if not req.evalSuiteRef or not req.agentId:
+        raise ValidationError("mode 'eval' needs evalSuiteRef and agentId.")
+    requested = _requested_modes(req.evalModes)
+    fixture_runs = _fixture_runs_shape(req.fixtureRuns)
+    if fixture_runs is not None and not features.get("recordedFixtures"):
+        raise ValidationError("This host does not accept fixtureRuns.")
+    resolved = suites.resolve(ports, caller.tenant, req.evalSuiteRef)
+    if resolved is None:
+        raise ValidationError("evalSuiteRef names no suite this host holds.")
+    suite = resolved.suite
+    if len(suite.get("tasks") or []) > MAX_TASKS_PER_SUITE:
+        raise ValidationError("The suite has more tasks than this host runs (maxTasksPerSuite).")
+    if resolve_agent(ports, caller.tenant, req.agentId) is None:
+        raise ValidationError("agentId names no agent this host runs.")
+    if suite.get("targetAgentId") is not None and suite["targetAgentId"] != req.agentId:
+        raise ValidationError("The suite targets another agent.")
+    if any((t.get("expected") or {}).get("kind") != "golden" for t in suite["tasks"]):
+        raise ValidationError("This host grades golden expectations only; the suite has a rubric task.")
+    modes = _run_modes(suite, requested)
+    if req.baselineRunId is not None and "regression" not in modes:
+        raise ValidationError("baselineRunId needs 'regression' in evalModes.")
+    if "regression" in modes and req.baselineRunId is None:
+        raise ValidationError("'regression' in evalModes needs a baselineRunId.")
+    tasks_by_id = {str(t["taskId"]): t for t in suite["tasks"]}
+    if fixture_runs is not None:
+        if "live-shadow" in modes:
+            raise ValidationError("fixtureRuns cannot be used with live-shadow.")
+        for task_id in fixture_runs:
+            task = tasks_by_id.get(task_id)
+            if task is None:
+                raise ValidationError("A fixtureRuns key names no task of the suite.")
+            fx = task.get("fixtures") or {}
+            if "toolResponses" in fx or "onMiss" in fx:
+                raise ValidationError("A task named in fixtureRuns must not carry its own fixtures.")
+    baseline = usable_baseline(ports, caller, req.baselineRunId, str(suite["suiteId"])) \
+        if req.baselineRunId is not None else None
+    derived: dict[str, list[dict[str, Any]]] = {}
+    sources: dict[str, str] = {}
+    if fixture_runs is not None:
+        by_source: dict[str, list[dict[str, Any]]] = {}
+        for task_id, value in fixture_runs.items():
+            if value not in by_source:
+                by_source[value] = derive_from_source(ports, caller, value, req.agentId)
+            derived[task_id] = by_source[value]
+            sources[task_id] = decode_run_id(value)
+
+    data: dict[str, Any] = {
+        "kind": "eval",
+        "workflowId": resolved.stand_in_workflow_id,
+        "owner": caller.owner,
+        "evalSuiteRef": req.evalSuiteRef,
+        "suiteId": suite["suiteId"],
+        "suiteVersion": suite["version"],
+        "agentId": req.agentId,
+        "modes": modes,
+        "baselineRunId": baseline["runId"] if baseline else None,
+        "fixtureRuns": fixture_runs,
+        "configurable": req.configurable.model_dump(exclude_none=True) if req.configurable else None,
+        "tags": req.tags,
+        "metadata": req.metadata,
+        "scopeId": req.scopeId,
+    }
+
+    def write_plan(rec: RunRecord) -> None:
+        derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
+        plan: dict[str, Any] = {
+            "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "modes": modes,
+            "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
+            "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
+        }
+        import json
+
+        if len(json.dumps(suite, separators=(",", ":"))) > evalrun.INLINE_LIMIT:
+            plan["suiteBlob"] = f"{keys.run_prefix(rec.run_id)}eval-suite.json"
+            ports.blobs.put_json(plan["suiteBlob"], suite)
+        else:
+            plan["suite"] = suite
+        # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
+        ports.runs.put_aux(rec.run_id, keys.EVAL_PLAN_SK, plan, rec.expires_at)
+        for task_id, key in derived_keys.items():
+            ports.blobs.put_json(key, {"v": 1, "taskId": task_id, "onMiss": "fail", "entries": derived[task_id]})
+
+    return start_run(ports, caller, data, "eval", before_start=write_plan)
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def load_derived_plan(ports: Ports, eval_run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The stored derived copies of an eval run, per taskId (empty when it used none). Never resolves the
+    source run again; a copy that is gone (its source was erased) -> 410 eval_recorded_fixtures_gone.
+    A run without a plan item (a fork, which does not own one) has no copies of its own: {}."""
+    plan = ports.runs.get_aux(eval_run_id, keys.EVAL_PLAN_SK)
+    if plan is None:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for task_id, key in (plan.get("derived") or {}).items():
+        copy = ports.blobs.get_json(str(key))
+        if copy is None:
+            raise EvalRecordedFixturesGoneError()
+        out[str(task_id)] = list(copy["entries"])
+    return out
+
+
+def eval_summary(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
+    """GET /runs/{runId}/eval-summary: 200 summary; 409 while not terminal; 404 for a non-eval run or a
+    terminal run without a summary; another tenant's id 403 (the path rule)."""
+    rec = load_own_run(ports, caller, wire_run_id)
+    if not _features().get("evalSuite") or rec.kind != "eval":
+        raise NotFoundError("The run is not an eval run.")
+    if not rec.terminal:
+        raise RunStateConflictError("The eval run has not finished.", {"runStatus": rec.status})
+    if not rec.summary:
+        raise NotFoundError("The eval run has no summary.")
+    return rec.summary
