@@ -114,7 +114,9 @@ def _ops(command: str, *args: str) -> int:
     if operation is None:
         print(f"error: shared.services.cli_ops.{command} is not available", file=sys.stderr)
         return 2
-    result = operation(*args)
+    from shared.wiring import get_ports
+
+    result = operation(get_ports(), *args)  # services never build clients: the CLI hands them their ports
     if result is not None:
         print(result)
     return 0
