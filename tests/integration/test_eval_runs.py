@@ -251,6 +251,56 @@ def test_eval_summary_answers(host, runs):
     wait_terminal(client, run)
     summary = client.runs_eval_summary(run)
     assert summary is not None and summary.taskCount == 12 and summary.aggregateScore == 1.0
+    # a cancelled eval run is terminal without a summary: 404
+    cancelled = client.runs_create(eval_request("tests.local.evals.slow@1.0.0")).runId
+    client.runs_cancel(cancelled)
+    assert wait_terminal(client, cancelled).status == "cancelled"
+    r = raw(host.base_url, "GET", f"/runs/{project_id(cancelled)}/eval-summary", key=host.key_a)
+    assert (r.status, r.json["error"]) == (404, "not_found")
+    types = [e.type for e in all_events(client, cancelled)]
+    assert types[-1] == "run.cancelled" and "eval.completed" not in types
+
+
+def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(host, runs):
+    """The uniform refusal has no timing oracle: the same DynamoDB reads, never the foreign item."""
+    import threading
+
+    client = host.client(host.key_a)
+    from shared.settings import get_settings
+
+    runs_table = get_settings().runs_table
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == runs_table:
+            pk = params["Key"]["pk"]["S"]
+            if pk.startswith(("tenant-a/", "tenant-b/")):
+                with lock:
+                    seen.append(("GetItem", pk))
+
+    ddb = _ports().runs._c  # the real client of the real store: observe, change nothing
+    ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", hook)
+    try:
+        unknown = "tenant-a/r-1111111111111111111111111111"
+        foreign = runs["base_b"]
+
+        def reads(baseline: str, field: str) -> list[tuple[str, str]]:
+            seen.clear()
+            if field == "baselineRunId":
+                body = eval_request(CANDIDATE, evalModes=["golden", "regression"], baselineRunId=baseline)
+            else:
+                body = eval_request("conformance-eval-recorded-replay", fixtureRuns={"record": baseline})
+            refused(client, body)
+            with lock:
+                return list(seen)
+
+        for field in ("baselineRunId", "fixtureRuns"):
+            assert reads(unknown, field) == [("GetItem", unknown)]
+            assert reads(foreign, field) == [("GetItem", "tenant-a/~")]  # the caller's partition, never B's item
+            assert reads("garbage id", field) == [("GetItem", "tenant-a/~")]
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", hook)
 
 
 def test_discovery_advertises_the_eval_facet_and_suite_fixtures(host):
