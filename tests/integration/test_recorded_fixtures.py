@@ -262,3 +262,33 @@ def test_the_cli_erases_a_run_of_the_named_tenant(host, capsys):
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"runId": run, "erased": True}
     assert wait_for_stream_idle(20)
     assert _ports().runs.get_run(run) is None and _ports().tool_calls.list_calls(run) == []
+
+
+def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
+    """Retention: an expired source reads as gone at once, and the TTL service's removal erases its copies."""
+    from shared import keys
+    from shared.errors import EvalRecordedFixturesGoneError
+    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ttl import ttl_sweep
+    from shared.services.evals import load_derived_plan
+    from shared.settings import get_settings
+
+    client = host.client(host.key_a)
+    ports = _ports()
+    source = run_eval(client, SOURCE)
+    used = run_eval(client, REPLAY, fixtureRuns={"record": source})
+    assert ports.blobs.list_keys(keys.derived_prefix(source))
+    past = int(time.time()) - 60
+    ddb = host.aws.client("dynamodb")
+    ddb.update_item(TableName=get_settings().runs_table, Key={"pk": {"S": source}, "sk": {"S": "RUN"}},
+                    UpdateExpression="SET expiresAt = :t", ExpressionAttributeValues={":t": {"N": str(past)}})
+    # TTL deletion can lag for days: an expired run already reads as gone, and is no longer a usable source
+    assert raw(host.base_url, "GET", f"/runs/{project_id(source)}", key=host.key_a).status == 404
+    unknown = refused(client, eval_request(REPLAY, fixtureRuns={"record": "tenant-a/r-2222222222222222222222"}))
+    assert refused(client, eval_request(REPLAY, fixtureRuns={"record": source})) == unknown
+    assert ttl_sweep(past, tables=[get_settings().runs_table]) >= 1
+    assert wait_for_stream_idle(20)
+    assert ports.blobs.list_keys(keys.derived_prefix(source)) == []
+    assert ports.tool_calls.list_calls(source) == [] and ports.events.read_events(source) == []
+    with pytest.raises(EvalRecordedFixturesGoneError):
+        load_derived_plan(ports, used)
