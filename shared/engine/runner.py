@@ -133,7 +133,9 @@ def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
     if state["status"] in c.TERMINAL_STATUSES:
         return Step(done=True)
     active = state.get("active")
-    if ctx.wf.timeout_ms and state.get("startedAtMs") and now - int(state["startedAtMs"]) > ctx.wf.timeout_ms:
+    # A fork's clock starts when the fork does: a prefix recorded long ago must not time the child out.
+    began = max(int(state.get("startedAtMs") or 0), int((rec.data.get("fork") or {}).get("startedAtMs", 0)))
+    if ctx.wf.timeout_ms and began and now - began > ctx.wf.timeout_ms:
         evs = []
         if active:
             evs.append(_node_ev(c.NODE_CANCELLED, active["nodeId"], reason="run-timeout"))

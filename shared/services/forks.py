@@ -122,7 +122,8 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         if overlay.configurable is not None:
             data["configurable"] = overlay.configurable.model_dump(exclude_none=True)
     data["parentRunId"] = src.run_id
-    data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq}
+    data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq,
+                    "startedAtMs": ports.clock.now_ms()}
     run_id = new_run_id(ports, caller.tenant)
     exp = expires_at(ports)
     status = "pending" if from_seq == 0 else "running"
