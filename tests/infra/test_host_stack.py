@@ -498,8 +498,8 @@ def test_manifest_handler_modules_match_handler_files() -> None:
             assert _defines_lambda_handler(path), module
     # ... and every handler file on disk belongs to a manifest function.
     assert on_disk <= set(modules.values()), sorted(str(p.relative_to(ROOT)) for p in on_disk - set(modules.values()))
-    # TODO(lead): once every handler is written, also require each file to exist:
-    #   assert all(p.exists() for p in modules.values())
+    # ... and every manifest function has its handler file.
+    assert all(p.exists() for p in modules.values()), sorted(m for m, p in modules.items() if not p.exists())
 
 
 def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) -> None:
