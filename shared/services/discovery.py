@@ -13,7 +13,7 @@ from shared.services import fixtures
 FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "witnessable-gated"}
 
 # Families and facets are advertised only once each works end to end (see docs/decisions.md).
-FEATURES = {"replay": False, "evalSuite": True, "recordedFixtures": True}
+FEATURES = {"replay": True, "evalSuite": True, "recordedFixtures": True}
 
 
 def advertised_fixtures() -> list[str]:
