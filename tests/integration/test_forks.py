@@ -236,3 +236,11 @@ def test_effect_seam_manifest_covers_every_effect_path(host):
     for type_id in ("core.http", "core.conformance.side-effect"):
         assert NODE_TYPES[type_id].seams, type_id
     assert TOOLS["conformance.eval:counter"].seams
+
+
+def test_discovery_advertises_replay_and_the_replay_fixtures(host):
+    caps = host.client("anyone").discovery_capabilities()
+    replay = caps.families["replay"].facets
+    assert replay["modes"] == ["replay", "branch"] and replay["effectSeamsManifest"] == "/host/effect-seams"
+    assert replay["retention"]["days"] >= 1
+    assert {"conformance-replay-side-effect", "conformance-replay-ordinal-loop"} <= set(caps.raw["fixtures"])
