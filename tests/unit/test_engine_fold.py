@@ -31,7 +31,7 @@ def run(w, script):
     """Fold a scripted list of (type, node[, outcome]) after run.started; return the state."""
     s = st.new_state()
     st.apply(s, ev(c.RUN_STARTED, 0, inputs={}), w)
-    for i, (t, n, *rest) in enumerate(script, start=1):
+    for i, (t, n, *_rest) in enumerate(script, start=1):
         payload = {"outputs": {}} if t == c.NODE_COMPLETED else {"error": {"code": "x", "message": "m"}} \
             if t == c.NODE_FAILED else {}
         st.apply(s, ev(t, i, n, **payload), w)
