@@ -36,19 +36,7 @@ def _index(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 
 def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, Any]]:
     """run.started and eval.started as the eval's Prepare emits them."""
-    d = rec.data
-    started: dict[str, Any] = {"workflowId": d["workflowId"], "transport": "rest",
-                               "engineVersion": runner.ENGINE_VERSION, "owner": d["owner"]}
-    for k in ("tags", "metadata"):
-        if d.get(k) is not None:
-            started[k] = d[k]
-    suite = plan["suite"]
-    ev_started: dict[str, Any] = {"suiteId": suite["suiteId"], "suiteVersion": suite["version"],
-                                  "taskCount": len(suite["tasks"]), "modes": list(plan["modes"])}
-    if plan.get("baselineRunId"):
-        ev_started["baselineRunId"] = plan["baselineRunId"]
-    if plan.get("fixtureRuns"):
-        ev_started["fixtureRuns"] = plan["fixtureRuns"]
+    started, ev_started = evalrun.head_payloads(rec, plan)
     now = ports.clock.iso()
     return [{"type": c.RUN_STARTED, "payload": started, "timestamp": now},
             {"type": c.EVAL_STARTED, "payload": ev_started, "timestamp": now}]

@@ -205,6 +205,24 @@ def items(plan: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
             for k in range(1, grading.task_trials(suite, task) + 1)]
 
 
+def head_payloads(rec: RunRecord, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The payloads of an eval run's first two events: ``run.started`` and ``eval.started``."""
+    d = rec.data
+    started: dict[str, Any] = {"workflowId": d["workflowId"], "transport": "rest",
+                               "engineVersion": ENGINE_VERSION, "owner": d["owner"]}
+    for k in ("tags", "metadata"):
+        if d.get(k) is not None:
+            started[k] = d[k]
+    suite = plan["suite"]
+    ev_started: dict[str, Any] = {"suiteId": suite["suiteId"], "suiteVersion": suite["version"],
+                                  "taskCount": len(suite["tasks"]), "modes": list(plan["modes"])}
+    if plan.get("baselineRunId"):
+        ev_started["baselineRunId"] = plan["baselineRunId"]
+    if plan.get("fixtureRuns"):
+        ev_started["fixtureRuns"] = plan["fixtureRuns"]
+    return started, ev_started
+
+
 def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
     """Emit run.started and eval.started (once) and list the trials to run."""
     for _ in range(3):
@@ -214,19 +232,7 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
         plan = load_plan(ports, run_id)
         if rec.last_seq + 1 >= PREPARED_EVENTS:
             return {"runId": run_id, "items": items(plan, run_id)}
-        d = rec.data
-        started: dict[str, Any] = {"workflowId": d["workflowId"], "transport": "rest",
-                                   "engineVersion": ENGINE_VERSION, "owner": d["owner"]}
-        for k in ("tags", "metadata"):
-            if d.get(k) is not None:
-                started[k] = d[k]
-        suite = plan["suite"]
-        ev_started: dict[str, Any] = {"suiteId": suite["suiteId"], "suiteVersion": suite["version"],
-                                      "taskCount": len(suite["tasks"]), "modes": list(plan["modes"])}
-        if plan.get("baselineRunId"):
-            ev_started["baselineRunId"] = plan["baselineRunId"]
-        if plan.get("fixtureRuns"):
-            ev_started["fixtureRuns"] = plan["fixtureRuns"]
+        started, ev_started = head_payloads(rec, plan)
         evs = [make_event(ports, run_id, 0, c.RUN_STARTED, started, None),
                make_event(ports, run_id, 1, c.EVAL_STARTED, ev_started, None)][rec.last_seq + 1:]
         try:

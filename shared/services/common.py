@@ -37,7 +37,11 @@ def decode_path_run_id(wire: str) -> str:
 
 def load_own_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
     """The path rule: another tenant's id is 403 id_tenant_mismatch (without a read); unknown is 404."""
-    run_id = decode_path_run_id(wire_run_id)
+    return own_run(ports, caller, decode_path_run_id(wire_run_id))
+
+
+def own_run(ports: Ports, caller: Caller, run_id: str) -> RunRecord:
+    """A bound run id of the caller's tenant, read; another tenant's is refused without a read."""
     if tenant_of(run_id) != caller.tenant:
         raise IdTenantMismatchError()
     rec = ports.runs.get_run(run_id)

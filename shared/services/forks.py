@@ -19,7 +19,6 @@ from shared.engine.registry import NODE_TYPES
 from shared.engine.state import new_state
 from shared.errors import (
     ForkPointInvalidError,
-    IdTenantMismatchError,
     NotFoundError,
     RunExpiredError,
     ValidationError,
@@ -28,7 +27,7 @@ from shared.keys import EVAL_PLAN_SK, FORK_SOURCE_SK
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
-from shared.services.common import Caller, decode_path_run_id, links
+from shared.services.common import Caller, decode_path_run_id, links, own_run
 from shared.services.runs import Created, expires_at, new_run_id
 
 if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
@@ -159,15 +158,6 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
 # --------------------------------------------------------------------------- diff
 
 
-def _own(ports: Ports, caller: Caller, run_id: str) -> RunRecord:
-    if tenant_of(run_id) != caller.tenant:
-        raise IdTenantMismatchError()
-    rec = ports.runs.get_run(run_id)
-    if rec is None:
-        raise NotFoundError("No such run.")
-    return rec
-
-
 def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict[str, Any]:
     if not against:
         raise ValidationError("against is required.")
@@ -176,8 +166,8 @@ def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict
         b_id = decode_run_id(against)
     except BadIdError as exc:
         raise ValidationError("against is not a run id.") from exc
-    a = _own(ports, caller, a_id)
-    b = _own(ports, caller, b_id)
+    a = own_run(ports, caller, a_id)
+    b = own_run(ports, caller, b_id)
     ea = {int(e["sequence"]): e for e in ports.events.read_events(a.run_id)}
     eb = {int(e["sequence"]): e for e in ports.events.read_events(b.run_id)}
     diffs: list[dict[str, Any]] = []

@@ -248,19 +248,7 @@ class DynamoRunStore:
 
     # -- erasure ---------------------------------------------------------------
     def all_keys(self, run_id: str) -> list[dict[str, Any]]:
-        keys: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._t,
-            "KeyConditionExpression": "pk = :p",
-            "ExpressionAttributeValues": {":p": {"S": run_id}},
-            "ProjectionExpression": "pk, sk",
-        }
-        while True:
-            resp = self._c.query(**kwargs)
-            keys.extend(resp.get("Items", []))
-            if not resp.get("LastEvaluatedKey"):
-                return keys
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return query_keys(self._c, self._t, "pk", run_id, "pk, sk")
 
     def delete_run_item(self, run_id: str) -> bool:
         """Delete the run item (the stream REMOVE record then drives the rest of the erasure)."""
@@ -283,6 +271,24 @@ class DynamoRunStore:
             Item=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK, "tenant": tenant, "erasedAt": at,
                           schema.TTL_ATTRIBUTE: expires_at}),
         )
+
+
+def query_keys(client: Any, table: str, hash_name: str, hash_value: str, projection: str) -> list[dict[str, Any]]:
+    """Every key under one partition (paginated), for erasure."""
+    keys: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "#h = :h",
+        "ExpressionAttributeNames": {"#h": hash_name},
+        "ExpressionAttributeValues": {":h": {"S": hash_value}},
+        "ProjectionExpression": projection,
+    }
+    while True:
+        resp = client.query(**kwargs)
+        keys.extend(resp.get("Items", []))
+        if not resp.get("LastEvaluatedKey"):
+            return keys
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
 def batch_delete(client: Any, table: str, keys: Sequence[dict[str, Any]]) -> int:
@@ -462,19 +468,7 @@ class DynamoEventStore:
         return batch_delete(self._c, self._t, self.all_keys(run_id))
 
     def all_keys(self, run_id: str) -> list[dict[str, Any]]:
-        keys: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._t,
-            "KeyConditionExpression": "runId = :r",
-            "ExpressionAttributeValues": {":r": {"S": run_id}},
-            "ProjectionExpression": "runId, seq",
-        }
-        while True:
-            resp = self._c.query(**kwargs)
-            keys.extend(resp.get("Items", []))
-            if not resp.get("LastEvaluatedKey"):
-                return keys
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return query_keys(self._c, self._t, "runId", run_id, "runId, seq")
 
 
 class DynamoToolCallStore:
@@ -559,19 +553,7 @@ class DynamoToolCallStore:
         return batch_delete(self._c, self._t, self.all_keys(run_id))
 
     def all_keys(self, run_id: str) -> list[dict[str, Any]]:
-        keys: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._t,
-            "KeyConditionExpression": "runId = :r",
-            "ExpressionAttributeValues": {":r": {"S": run_id}},
-            "ProjectionExpression": "runId, callKey",
-        }
-        while True:
-            resp = self._c.query(**kwargs)
-            keys.extend(resp.get("Items", []))
-            if not resp.get("LastEvaluatedKey"):
-                return keys
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return query_keys(self._c, self._t, "runId", run_id, "runId, callKey")
 
 
 class DynamoHostStore:
