@@ -10,9 +10,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shared.engine import runner
-from shared.engine.registry import NODE_TYPES
-from shared.engine.workflow import DefinitionError, InputsError, bind_inputs, load_workflow
 from shared.errors import (
     ConflictError,
     ForbiddenError,
@@ -31,6 +28,13 @@ if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs
     from shared.protocol.models import CreateRunRequest
 
 MAX_PAGE = 100
+
+
+def _runner():  # type: ignore[no-untyped-def]
+    """The engine, imported on first use: read-only handlers (get, list, poll) never pay for it."""
+    from shared.engine import runner
+
+    return runner
 DEFAULT_PAGE = 50
 
 
@@ -65,7 +69,10 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
         raise ValidationError("evalSuiteRef and agentId need mode 'eval'.")
     if not req.workflowId:
         raise ValidationError("workflowId is required.")
-    doc = runner.load_definition(ports, caller.tenant, req.workflowId)
+    from shared.engine.registry import NODE_TYPES
+    from shared.engine.workflow import DefinitionError, InputsError, bind_inputs, load_workflow
+
+    doc = _runner().load_definition(ports, caller.tenant, req.workflowId)
     if doc is None:
         raise NotFoundError("No such workflow.")
     try:
@@ -123,7 +130,7 @@ def get_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
 
 
 def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
-    state = runner.load_state(ports, rec) if rec.state and "$ref" in rec.state else None
+    state = _runner().load_state(ports, rec) if rec.state and "$ref" in rec.state else None
     return snapshot(rec, state)
 
 
@@ -198,14 +205,14 @@ def finish_cancel(ports: Ports, run_id: str) -> None:
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status != "cancelling":
             return
-        state = runner.load_state(ports, rec)
+        state = _runner().load_state(ports, rec)
         seq = rec.last_seq + 1
         evs = []
         active = state.get("active")
         if active:
-            evs.append(runner.make_event(ports, run_id, seq, c.NODE_CANCELLED,
+            evs.append(_runner().make_event(ports, run_id, seq, c.NODE_CANCELLED,
                                          {"nodeId": active["nodeId"], "reason": "run-cancelled"}, active["nodeId"]))
-        evs.append(runner.make_event(ports, run_id, seq + len(evs), c.RUN_CANCELLED,
+        evs.append(_runner().make_event(ports, run_id, seq + len(evs), c.RUN_CANCELLED,
                                      {"reason": "cancelled by request", "cancelledBy": "api"}, None))
         from shared.engine.state import apply
 
@@ -331,7 +338,7 @@ def iter_sse(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, s
 
 
 def get_workflow(ports: Ports, caller: Caller, workflow_id: str) -> dict[str, Any]:
-    doc = runner.load_definition(ports, caller.tenant, workflow_id)
+    doc = _runner().load_definition(ports, caller.tenant, workflow_id)
     if doc is None:
         raise NotFoundError("No such workflow.")
     return doc
