@@ -259,3 +259,53 @@ def test_a_10000_event_run_completes_with_bounded_history(host):
     assert len(history) < 100, len(history)
     first = _ports().events.read_events(run.runId, -1, limit=3)
     assert json.dumps(first[0]["payload"]["workflowId"]) == json.dumps(doc["id"])
+
+
+def test_http_node_calls_an_allowlisted_host_once_and_records_the_outcome(host, monkeypatch):
+    # Given a real HTTP server on loopback that counts requests, and the host allowlisting it
+    import http.server
+    import threading
+
+    from shared.settings import get_settings
+
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server API
+            hits.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            body = json.dumps({"ok": True}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    monkeypatch.setenv("HTTP_ALLOWLIST", f"127.0.0.1:{port}")
+    get_settings.cache_clear()
+    try:
+        doc = {"id": unique("http-ok"), "nodes": [{"id": "h", "typeId": "core.http",
+                                                  "config": {"url": f"http://127.0.0.1:{port}/hook", "method": "POST"},
+                                                  "inputs": {"body": {"type": "literal", "value": {"n": 1}}}}]}
+        _register("tenant-a", doc)
+        client = host.client(host.key_a)
+        run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
+        assert wait_terminal(client, run.runId).status == "completed"
+        done = next(e for e in all_events(client, run.runId) if e.type == "node.completed")
+        assert done.payload["outputs"] == {"status": 200, "body": {"ok": True}}
+        assert hits == ['{"n": 1}']
+        # a replay fork serves the recorded outcome and never calls the server again
+        from openwop_client.types import ForkRunRequest
+
+        fork = client.runs_fork(run.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+        assert wait_terminal(client, fork.runId).status == "completed"
+        assert len(hits) == 1
+    finally:
+        server.shutdown()
+        monkeypatch.delenv("HTTP_ALLOWLIST")
+        get_settings.cache_clear()

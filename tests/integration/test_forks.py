@@ -244,3 +244,38 @@ def test_discovery_advertises_replay_and_the_replay_fixtures(host):
     assert replay["modes"] == ["replay", "branch"] and replay["effectSeamsManifest"] == "/host/effect-seams"
     assert replay["retention"]["days"] >= 1
     assert {"conformance-replay-side-effect", "conformance-replay-ordinal-loop"} <= set(caps.raw["fixtures"])
+
+
+def test_the_prefix_is_copied_with_batched_writes(host):
+    # Given a 1,002-event source run
+    from shared.services.workflows import register_workflow
+
+    doc = {"id": unique("copy-loop"), "nodes": [{"id": "s", "typeId": "core.noop"}, {"id": "a", "typeId": "core.noop"},
+                                                 {"id": "b", "typeId": "core.noop"}],
+           "edges": [{"id": "sa", "sourceNodeId": "s", "targetNodeId": "a"},
+                     {"id": "ab", "sourceNodeId": "a", "targetNodeId": "b"},
+                     {"id": "ba", "sourceNodeId": "b", "targetNodeId": "a"}],
+           "settings": {"maxLoopbackIterations": 249}}
+    register_workflow(_ports(), "tenant-a", doc)
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
+    wait_terminal(client, src.runId)
+    n = _ports().runs.get_run(src.runId).last_seq  # fork before the terminal event: copy n events
+    calls: list[str] = []
+
+    def count(params=None, **_):
+        items = [p["PutRequest"]["Item"] for reqs in (params or {}).get("RequestItems", {}).values()
+                 for p in reqs if "PutRequest" in p]
+        if items and all(i.get("runId", {}).get("S") not in (None, src.runId) for i in items):
+            calls.append("BatchWriteItem")
+
+    ddb = _ports().events._c
+    ddb.meta.events.register("before-parameter-build.dynamodb.BatchWriteItem", count)
+    try:
+        fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=n, mode="replay"))
+        assert wait_terminal(client, fork.runId).status == "completed"
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.BatchWriteItem", count)
+    # Then ceil(n/25) write requests copied it, never one per event
+    assert len(calls) == -(-n // 25)
+    assert _ports().runs.get_run(fork.runId).last_seq == n + 0
