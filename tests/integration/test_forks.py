@@ -78,7 +78,7 @@ def test_replay_of_a_cancelled_side_effect_run_fails_the_effect_closed(host):
 def test_ordinal_loop_serves_execution_one_and_fails_execution_two(host):
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-ordinal-loop",
-                                              inputs={"delayMs": 3000}))
+                                              inputs={"delayMs": 8000}))
     events = _wait_for(client, src.runId, lambda ev: ("node.completed", "effect") in types_of(ev))
     client.runs_cancel(src.runId)
     wait_terminal(client, src.runId)
