@@ -102,6 +102,12 @@ def asl_path(relative: str) -> Path:
     raise FileNotFoundError(f"state machine definition {relative} not found beside the package or in {Path.cwd()}")
 
 
+def _forget_clients() -> None:
+    from shared.wiring import reset_ports
+
+    reset_ports()
+
+
 def _dummy_zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -176,6 +182,7 @@ class LocalAws:
                     os.environ[name] = old
             self._saved_env = {}
             settings.get_settings.cache_clear()
+            _forget_clients()
 
     def __enter__(self) -> LocalAws:
         self.start()
@@ -198,6 +205,7 @@ class LocalAws:
             raise RuntimeError("LocalAws.start() first")
         self._set_env(resource_env())
         settings.get_settings.cache_clear()
+        _forget_clients()  # clients built against an earlier endpoint must not be reused
         self._tables()
         self._buckets()
         role_arn = self._role()
