@@ -22,6 +22,7 @@ serve: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check shared functions infra tests bench
 	.venv/bin/lint-imports
+	$(PY) -m mypy
 
 test: $(STAMP) lint
 	$(PY) -m pytest -q

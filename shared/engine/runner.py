@@ -277,7 +277,7 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
             return Step([_node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
         agent_input = inputs.get("input", inputs)
         events, finished, _ = invocation_step(agent, agent_input, progress, ctx.tools(), int(state["toolCalls"]))
-        out = [(t, p, None) for t, p in events]
+        out: list[tuple[str, dict[str, Any], str | None]] = [(t, p, None) for t, p in events]
         if finished:
             out.append(_node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
         return Step(out)

@@ -87,8 +87,8 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         state["startedAtMs"] = ms_from_iso(ev["timestamp"])
         if wf is not None:
             state["ready"] = list(wf.entries)
-            for n in wf.node_ids:
-                _node(state, n)
+            for node_id in wf.node_ids:
+                _node(state, node_id)
     elif t == c.NODE_STARTED and nid:
         n = _node(state, nid)
         n["status"] = "running"

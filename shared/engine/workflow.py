@@ -8,7 +8,9 @@ from typing import Any
 from shared.protocol.ids import NAME_ID_RE
 
 TRIGGER_RULES = ("all_success", "any_success", "all_complete", "none_failed", "any_failed")
-VARIABLE_TYPES = {"string": str, "number": (int, float), "boolean": bool, "object": dict, "array": list}
+VARIABLE_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "number": (int, float), "boolean": bool, "object": dict, "array": list,
+}
 
 
 class DefinitionError(ValueError):
