@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
-from shared.services import evals
+from shared.services import summaries
 
 app = api.build_resolver()
 
@@ -13,7 +13,7 @@ app = api.build_resolver()
 @app.get("/runs/<run_id>/eval-summary")
 def get_eval_summary(run_id: str) -> Response[str]:
     caller = api.caller(app)
-    return api.reply(200, evals.eval_summary(api.ports(), caller, run_id))
+    return api.reply(200, summaries.eval_summary(api.ports(), caller, run_id))
 
 
 lambda_handler = api.make_handler(app)

@@ -16,9 +16,7 @@ from shared.engine import evalrun
 from shared.engine.runner import resolve_agent
 from shared.errors import (
     EvalRecordedFixturesGoneError,
-    NotFoundError,
     RunGoneError,
-    RunStateConflictError,
     UnusableReferenceError,
     ValidationError,
 )
@@ -28,7 +26,7 @@ from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import CreateRunRequest
 from shared.services import suites
-from shared.services.common import Caller, load_own_run
+from shared.services.common import Caller
 from shared.services.runs import Created, common_checks, start_run
 
 MAX_TASKS_PER_SUITE = 200
@@ -259,16 +257,3 @@ def load_derived_plan(ports: Ports, eval_run_id: str) -> dict[str, list[dict[str
             raise EvalRecordedFixturesGoneError()
         out[str(task_id)] = list(copy["entries"])
     return out
-
-
-def eval_summary(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
-    """GET /runs/{runId}/eval-summary: 200 summary; 409 while not terminal; 404 for a non-eval run or a
-    terminal run without a summary; another tenant's id 403 (the path rule)."""
-    rec = load_own_run(ports, caller, wire_run_id)
-    if not _features().get("evalSuite") or rec.kind != "eval":
-        raise NotFoundError("The run is not an eval run.")
-    if not rec.terminal:
-        raise RunStateConflictError("The eval run has not finished.", {"runStatus": rec.status})
-    if not rec.summary:
-        raise NotFoundError("The eval run has no summary.")
-    return rec.summary
