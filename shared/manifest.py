@@ -85,6 +85,11 @@ class Route:
     auth: bool = True
     streaming: bool = False
 
+    @property
+    def key(self) -> str:
+        """The API Gateway route key: ``METHOD /path``, or ``$default`` for the catch-all."""
+        return DEFAULT_ROUTE if self.path == DEFAULT_ROUTE else f"{self.method} {self.path}"
+
 
 @dataclass(frozen=True)
 class StateMachine:
@@ -185,10 +190,12 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
+    Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL, bucket="readwrite", timeout_s=300),
 )
 
 RUN_ID = "{runId}"
+DEFAULT_ROUTE = "$default"
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/.well-known/openwop", "get_capabilities", auth=False),
     Route("GET", "/openapi.json", "get_openapi", auth=False),
@@ -204,6 +211,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/{workflowId}", "get_workflow"),
     Route("GET", "/host/effect-seams", "get_effect_seams"),
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),
+    # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
+    Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
 
 STATE_MACHINES: tuple[StateMachine, ...] = (

@@ -41,7 +41,7 @@ def route_id(route: manifest.Route) -> str:
 
 
 def route_key(route: manifest.Route) -> str:
-    return f"{route.method} {route.path}"
+    return route.key
 
 
 class RunsApi(Construct):
@@ -78,7 +78,8 @@ class RunsApi(Construct):
                 self,
                 rid,
                 http_api=self.http_api,
-                route_key=apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod(route.method)),
+                route_key=apigwv2.HttpRouteKey.DEFAULT if route.path == manifest.DEFAULT_ROUTE
+                else apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod(route.method)),
                 integration=HttpLambdaIntegration(
                     f"{pascal(route.function)}Integration",
                     fn,

@@ -93,7 +93,10 @@ class Router:
     """API Gateway HTTP API route selection over a route table."""
 
     def __init__(self, routes: Iterable[manifest.Route]) -> None:
-        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes]
+        routes = list(routes)
+        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes
+                        if r.path != manifest.DEFAULT_ROUTE]
+        self.default = next((r for r in routes if r.path == manifest.DEFAULT_ROUTE), None)
 
     def match(self, method: str, raw_path: str) -> tuple[manifest.Route, dict[str, str]] | None:
         """The most specific route for this method and raw (still percent-encoded) path, or None."""
@@ -262,6 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw_query = raw_query.partition("#")[0]
         body = self._read_body()
         matched = self.front.router.match(self.command, raw_path)
+        if matched is None and self.front.router.default is not None:
+            matched = (self.front.router.default, {})
         if matched is None:
             self._send(
                 HttpResponse(404, [("Content-Type", "application/json"), ("OpenWOP-Version", "2.0")], NOT_FOUND_BODY)

@@ -46,6 +46,8 @@ def document() -> dict[str, Any]:
         schemas[model.__name__] = js
     paths: dict[str, Any] = {}
     for route in manifest.ROUTES:
+        if route.path == manifest.DEFAULT_ROUTE:
+            continue
         for path, op_id, status, body in OPERATIONS[(route.method, route.path)]:
             op: dict[str, Any] = {
                 "operationId": op_id,

@@ -101,7 +101,7 @@ def _statements_with(statements: list[dict[str, Any]], action: str) -> list[dict
 
 def test_routes_match_manifest_in_both_directions(synth: Synth) -> None:
     # Given the manifest route table
-    expected = {f"{r.method} {r.path}": r.function for r in manifest.ROUTES}
+    expected = {r.key: r.function for r in manifest.ROUTES}
     integrations = synth.of_type("AWS::ApiGatewayV2::Integration")
     # When every synthesized route is followed to the function its integration invokes
     actual: dict[str, str] = {}
