@@ -85,6 +85,11 @@ class RunTerminalError(ProtocolError):
     default_message = "The run is already terminal."
 
 
+class RunAlreadyActiveError(ProtocolError):
+    code = codes.RUN_ALREADY_ACTIVE
+    default_message = "A run for this scopeId is still active."
+
+
 class RunStateConflictError(ProtocolError):
     code = codes.RUN_STATE_CONFLICT
     default_message = "The run is not in a state that allows this."

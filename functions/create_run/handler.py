@@ -18,9 +18,10 @@ def create_run() -> Response[str]:
     key = api.idempotency_key(app)
     req = api.parse(app, CreateRunRequest)
     ports = api.ports()
+    dedup = (api.header(app, "openwop-dedup") or "").strip().lower() == "enforce"
 
     def once() -> tuple[int, dict]:
-        created = runs.create(ports, caller, req)
+        created = runs.create(ports, caller, req, dedup=dedup)
         return created.status, created.body
 
     status, body, replayed = idempotent(caller, "createRun", key, api.json_body(app), app.lambda_context,

@@ -12,6 +12,7 @@ ID_TENANT_MISMATCH = "id_tenant_mismatch"
 NOT_FOUND = "not_found"
 PROTOCOL_VERSION_UNSUPPORTED = "protocol_version_unsupported"
 RUN_TERMINAL = "run_terminal"
+RUN_ALREADY_ACTIVE = "run_already_active"
 RUN_STATE_CONFLICT = "run_state_conflict"
 IDEMPOTENCY_KEY_MISMATCH = "idempotency_key_mismatch"
 IDEMPOTENCY_IN_FLIGHT = "idempotency_in_flight"
@@ -37,6 +38,7 @@ HTTP_STATUS: dict[str, int] = {
     NOT_FOUND: 404,
     PROTOCOL_VERSION_UNSUPPORTED: 406,
     RUN_TERMINAL: 409,
+    RUN_ALREADY_ACTIVE: 409,
     RUN_STATE_CONFLICT: 409,
     IDEMPOTENCY_KEY_MISMATCH: 409,
     IDEMPOTENCY_IN_FLIGHT: 409,

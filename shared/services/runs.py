@@ -344,8 +344,59 @@ def get_workflow(ports: Ports, caller: Caller, workflow_id: str) -> dict[str, An
     return doc
 
 
-def create(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
+def claim_scope(ports: Ports, caller: Caller, scope_id: str) -> dict[str, Any]:
+    """``OpenWOP-Dedup: enforce``: one active run per (tenant, scopeId). The claim is a conditional write, so
+    two racing creates cannot both pass; a claim whose run has ended (or never started) is taken over."""
+    pk = f"DEDUP#{caller.tenant}"
+    claim = {"runId": None, "at": ports.clock.iso(), "by": ports.ids.ulid()}
+    for _ in range(3):
+        if ports.host.put_item(pk, scope_id, claim, if_absent=True):
+            return claim
+        current = ports.host.get_item(pk, scope_id)
+        if current is None:
+            continue
+        held = current.get("runId")
+        rec = ports.runs.get_run(str(held)) if held else None
+        if rec is not None and not rec.terminal:
+            from shared.errors import RunAlreadyActiveError
+
+            raise RunAlreadyActiveError()
+        if held is None and ports.clock.now_ms() - _ms(current.get("at")) < 60_000:
+            from shared.errors import RunAlreadyActiveError
+
+            raise RunAlreadyActiveError()  # another create for this scope is in flight
+        if ports.host.put_item(pk, scope_id, claim, if_equals=current):
+            return claim
+    raise ServiceUnavailableError()
+
+
+def _ms(iso: object) -> int:
+    from shared.clock import ms_from_iso
+
+    try:
+        return ms_from_iso(str(iso))
+    except ValueError:
+        return 0
+
+
+def create(ports: Ports, caller: Caller, req: CreateRunRequest, *, dedup: bool = False) -> Created:
     """createRun: a workflow run, or an eval run with ``mode: "eval"``."""
+    if dedup and req.scopeId:
+        pk = f"DEDUP#{caller.tenant}"
+        claim = claim_scope(ports, caller, req.scopeId)
+        try:
+            created = _create(ports, caller, req)
+        except Exception:
+            # a refused create releases its claim at once (a stale claim is taken over)
+            ports.host.put_item(pk, req.scopeId, {**claim, "at": "1970-01-01T00:00:00.000Z"}, if_equals=claim)
+            raise
+        ports.host.put_item(pk, req.scopeId, {"runId": created.body["runId"], "at": ports.clock.iso()},
+                            if_equals=claim)
+        return created
+    return _create(ports, caller, req)
+
+
+def _create(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
     if req.mode == "eval":
         from shared.services import discovery
 

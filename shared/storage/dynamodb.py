@@ -569,10 +569,15 @@ class DynamoHostStore:
         doc: dict[str, Any] = json.loads(it["doc"]) if "doc" in it else it
         return doc
 
-    def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False) -> bool:
+    def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False,
+                 if_equals: dict[str, Any] | None = None) -> bool:
+        """Put; optionally only if absent, or only if the stored document still equals ``if_equals`` (CAS)."""
         kwargs: dict[str, Any] = {"TableName": self._t, "Item": to_item({"pk": pk, "sk": sk, "doc": _dump(value)})}
         if if_absent:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
+        elif if_equals is not None:
+            kwargs["ConditionExpression"] = "doc = :old"
+            kwargs["ExpressionAttributeValues"] = {":old": {"S": _dump(if_equals)}}
         try:
             self._c.put_item(**kwargs)
             return True

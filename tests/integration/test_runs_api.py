@@ -272,3 +272,30 @@ def test_bad_idempotency_key_is_400(host):
     r = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
             headers={"Idempotency-Key": "short"})
     assert r.status == 400 and r.json["error"] == "idempotency_key_invalid"
+
+
+def test_dedup_enforce_refuses_a_second_active_run_for_a_scope(host):
+    from tests.helpers import unique
+
+    scope = unique("scope")
+    body = {"workflowId": "conformance-replay-side-effect", "inputs": {"delayMs": 20000}, "scopeId": scope}
+    # a refused create does not hold the scope
+    bad = raw(host.base_url, "POST", "/runs", {**body, "inputs": {"delayMs": "x"}}, key=host.key_a,
+              headers={"OpenWOP-Dedup": "enforce"})
+    assert bad.status == 400
+    first = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"OpenWOP-Dedup": "enforce"})
+    assert first.status == 201
+    second = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"OpenWOP-Dedup": "enforce"})
+    assert second.status == 409 and second.json["error"] == "run_already_active" and second.headers["retry-after"]
+    # without the header, or for another tenant, nothing is refused
+    assert raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop", "scopeId": scope},
+               key=host.key_a).status == 201
+    assert raw(host.base_url, "POST", "/runs", body, key=host.key_b, headers={"OpenWOP-Dedup": "enforce"}).status == 201
+    # once the active run ends, the scope is free again
+    client = host.client(host.key_a)
+    client.runs_cancel(first.json["runId"])
+    third = raw(host.base_url, "POST", "/runs", {**body, "inputs": {"delayMs": 10}}, key=host.key_a,
+                headers={"OpenWOP-Dedup": "enforce"})
+    assert third.status == 201
+    for r in (third.json["runId"],):
+        wait_terminal(client, r)
