@@ -291,7 +291,7 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
     mode = params.get("streamMode", "updates")
     if not STREAM_MODE_RE.match(mode):
         raise UnsupportedStreamModeError(details={"supported": ["values", "updates", "messages", "debug"]})
-    _int_param(params, "bufferMs", 0, 5000)
+    buffer_ms = _int_param(params, "bufferMs", 0, 5000) or 0
     modes = set(mode.split(","))
     after = -1
     if last_event_id is not None and last_event_id.strip():
@@ -301,6 +301,10 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
             raise ValidationError("Last-Event-ID must be a sequence.") from exc
     deadline = ports.clock.now_ms() + int(wait_s * 1000)
     frames: list[str] = []
+    batch: list[dict[str, Any]] = []
+    first_at: int | None = None
+    if "values" in modes and after >= 0:  # a resumed values stream starts with the current snapshot
+        frames.append(_frame(after, "state.snapshot", snapshot(rec)))
     while True:
         events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
         for ev in events:
@@ -308,20 +312,36 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
             after = seq
             if "values" in modes:
                 if str(ev["type"]).startswith(c.UPDATES_PREFIXES):
-                    frames.append(f"id: {seq}\nevent: state.snapshot\ndata: "
-                                  f"{json.dumps(snapshot(rec), separators=(',', ':'))}\n\n")
+                    frames.append(_frame(seq, "state.snapshot", snapshot(rec)))
             elif _admitted(ev, modes):
-                frames.append(f"id: {seq}\nevent: {ev['type']}\ndata: {json.dumps(ev, separators=(',', ':'))}\n\n")
+                if buffer_ms:
+                    batch.append(ev)
+                else:
+                    frames.append(_frame(seq, str(ev["type"]), ev))
+        if batch and first_at is None:
+            first_at = ports.clock.now_ms()
         reached_end = after >= rec.last_seq
-        if rec.terminal and reached_end:
+        ended = rec.terminal and reached_end
+        flush_batch = bool(batch) and (ended or ports.clock.now_ms() >= (first_at or 0) + buffer_ms
+                                       or any(e["type"] == "node.suspended" for e in batch))
+        if flush_batch:
+            frames.append(_frame(int(batch[-1]["sequence"]), "batch", batch))
+            batch = []
+        if ended:
             return "".join(frames), True
-        if frames or ports.clock.now_ms() >= deadline:
+        if (frames and not batch) or ports.clock.now_ms() >= deadline:
+            if batch:
+                frames.append(_frame(int(batch[-1]["sequence"]), "batch", batch))
             return "".join(frames) or ": keep-alive\n\n", False
-        ports.clock.sleep(0.2)
+        ports.clock.sleep(0.05 if batch else 0.2)
         fresh = ports.runs.get_run(rec.run_id)
         if fresh is None:
             raise NotFoundError("No such run.")
         rec = fresh
+
+
+def _frame(seq: int, event: str, data: Any) -> str:
+    return f"id: {seq}\nevent: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
 def iter_sse(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str]) -> Iterator[str]:

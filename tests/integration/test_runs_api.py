@@ -299,3 +299,28 @@ def test_dedup_enforce_refuses_a_second_active_run_for_a_scope(host):
     assert third.status == 201
     for r in (third.json["runId"],):
         wait_terminal(client, r)
+
+
+def test_sse_buffered_batches_are_flattened_by_the_client(host):
+    client = host.client(host.key_a)
+    created = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    wait_terminal(client, created.runId)
+    wire = created.runId.replace("/", "~2F")
+    r = raw(host.base_url, "GET", f"/runs/{wire}/events?bufferMs=200&streamMode=debug", key=host.key_a,
+            headers={"Accept": "text/event-stream"})
+    assert r.status == 200 and "event: batch" in r.text and "id: 7" in r.text
+    got = [e.sequence for e in client.runs_events(created.runId, stream_mode="debug", buffer_ms=200,
+                                                  timeout_seconds=20)]
+    assert got == list(range(8))
+
+
+def test_sse_values_mode_sends_snapshots(host):
+    client = host.client(host.key_a)
+    created = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+    wait_terminal(client, created.runId)
+    wire = created.runId.replace("/", "~2F")
+    r = raw(host.base_url, "GET", f"/runs/{wire}/events?streamMode=values", key=host.key_a,
+            headers={"Accept": "text/event-stream", "Last-Event-ID": "1"})
+    frames = [f for f in r.text.split("\n\n") if f.startswith("id:")]
+    assert frames and all("event: state.snapshot" in f for f in frames)
+    assert json.loads(frames[0].split("data: ", 1)[1])["runId"] == created.runId
