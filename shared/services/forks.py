@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from shared.engine import runner
 from shared.engine.canonical import same_json
-from shared.engine.registry import NODE_TYPES
 from shared.engine.state import new_state
 from shared.errors import (
     ForkPointInvalidError,
@@ -193,6 +192,3 @@ def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict
     return {"a": a.run_id, "b": b.run_id, "divergedAtSeq": first, "eventDiffs": diffs, "stateDiff": state_diff,
             "truncated": not (a.terminal and b.terminal)}
 
-
-def side_effecting_types() -> list[str]:
-    return sorted(t for t, nt in NODE_TYPES.items() if nt.role == "side-effect")

@@ -6,7 +6,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -342,19 +342,6 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
 
 def _frame(seq: int, event: str, data: Any) -> str:
     return f"id: {seq}\nevent: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
-
-
-def iter_sse(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str]) -> Iterator[str]:
-    """The whole stream in one process (used by tests and the bench)."""
-    last: str | None = None
-    while True:
-        body, ended = sse_frames(ports, caller, wire_run_id, params, last, 5.0)
-        for line in body.splitlines():
-            if line.startswith("id: "):
-                last = line[4:]
-        yield body
-        if ended:
-            return
 
 
 def get_workflow(ports: Ports, caller: Caller, workflow_id: str) -> dict[str, Any]:
