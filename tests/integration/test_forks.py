@@ -49,7 +49,7 @@ def _counter_wf(tenant: str = "tenant-a") -> str:
 def test_replay_of_a_cancelled_side_effect_run_fails_the_effect_closed(host):
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
-                                              inputs={"delayMs": 4000}))
+                                              inputs={"delayMs": 6000}))
     _wait_for(client, src.runId, lambda ev: ("node.started", "wait") in types_of(ev))
     client.runs_cancel(src.runId)
     assert wait_terminal(client, src.runId).status == "cancelled"
@@ -206,7 +206,7 @@ def test_fork_of_a_purged_history_is_410_run_expired(host):
 
 def test_diff_names_the_first_divergence(host):
     client = host.client(host.key_a)
-    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 4000}))
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 6000}))
     _wait_for(client, src.runId, lambda ev: ("node.started", "wait") in types_of(ev))
     client.runs_cancel(src.runId)
     wait_terminal(client, src.runId)
