@@ -129,13 +129,10 @@ class ToolRuntime:
         args: Any,
         calls_so_far: int,
     ) -> ToolOutcome:
+        # No read first: deciding again is deterministic (recorded, fixture, forbidden, budget) or exactly-once
+        # (the counter increments once per effect key), and the write-once record below returns the outcome a
+        # retried step already made. Deciding again also re-consumes the same fixture entry, as the first try did.
         call_key = f"{order_key}#{index:05d}"
-        done = self.ports.tool_calls.get_call(self.run_id, call_key)
-        if done is not None:  # a retried step: the call already happened, never again
-            if self.plan is not None and done.source == "fixture" and not done.extra.get("miss"):
-                self.plan.take(tool, args)  # it consumed an entry then: consume the same one now
-            return ToolOutcome(done.status, done.result, done.error, done.source, done.duration_ms,
-                               bool(done.extra.get("miss")))
         started = self.ports.clock.now_ms()
         outcome = self._decide(agent, invocation_id, index, tool, args, calls_so_far, call_key)
         if outcome.duration_ms is None and outcome.status in ("ok", "error") and outcome.source != "none":
