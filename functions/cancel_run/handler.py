@@ -16,10 +16,10 @@ app = api.build_resolver()
 def cancel_run(run_id: str) -> Response[str]:
     caller = api.caller(app)
     key = api.idempotency_key(app)
-    api.parse(app, CancelRunRequest)
+    req = api.parse(app, CancelRunRequest)
     ports = api.ports()
     status, body, replayed = idempotent(
-        caller, f"cancelRun#{run_id}", key, api.json_body(app), app.lambda_context, ports.ids.ulid(),
+        caller, f"cancelRun#{run_id}", key, req.model_dump(mode="json", exclude_none=True), app.lambda_context, ports.ids.ulid(),
         lambda: (200, runs.cancel_run(ports, caller, run_id)))
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
