@@ -19,7 +19,7 @@ def cancel_run(run_id: str) -> Response[str]:
     req = api.parse(app, CancelRunRequest)
     ports = api.ports()
     status, body, replayed = idempotent(
-        caller, f"cancelRun#{run_id}", key, req.model_dump(mode="json", exclude_none=True), app.lambda_context, ports.ids.ulid(),
+        caller, f"cancelRun#{run_id}", key, req.model_dump(mode="json"), app.lambda_context, ports.ids.ulid(),
         lambda: (200, runs.cancel_run(ports, caller, run_id)))
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 

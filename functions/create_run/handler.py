@@ -24,7 +24,7 @@ def create_run() -> Response[str]:
         created = runs.create(ports, caller, req, dedup=dedup)
         return created.status, created.body
 
-    status, body, replayed = idempotent(caller, "createRun", key, req.model_dump(mode="json", exclude_none=True), app.lambda_context,
+    status, body, replayed = idempotent(caller, "createRun", key, req.model_dump(mode="json"), app.lambda_context,
                                         ports.ids.ulid(), once)
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 

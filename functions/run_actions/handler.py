@@ -23,7 +23,8 @@ def fork_run(run_id: str) -> Response[str]:
         created = forks.fork_run(ports, caller, run_id, req)
         return created.status, created.body
 
-    status, body, replayed = idempotent(caller, f"forkRun#{run_id}", key, req.model_dump(mode="json", exclude_none=True), app.lambda_context,
+    status, body, replayed = idempotent(caller, f"forkRun#{run_id}", key, req.model_dump(mode="json"),
+                                        app.lambda_context,
                                         ports.ids.ulid(), once)
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
