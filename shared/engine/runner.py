@@ -281,7 +281,8 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         if finished:
             out.append(_node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
         return Step(out)
-    # A single-shot node left active (its events were split across a crash): run it again, ordinal unchanged.
+    # A single-shot node left active: a fork point between its node.started and its terminal event (or a crash
+    # between two transactions of one step). Run it again with the same ordinal, without a second node.started.
     st_ = state["nodes"][nid]
     st_["visits"] -= 1
     step = _start(ctx, state, nid)
