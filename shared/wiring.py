@@ -60,7 +60,7 @@ def build_ports(settings: Settings) -> Ports:
         runs=DynamoRunStore(ddb, settings.runs_table, clock),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs),
-        host=DynamoHostStore(ddb, settings.host_table),
+        host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
         blobs=blobs,
         orchestrator=StepFunctionsOrchestrator(
             _client("stepfunctions"),

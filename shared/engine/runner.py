@@ -23,11 +23,10 @@ from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime
 from shared.engine.workflow import Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import EffectDeniedError, Ports, RunRecord
+from shared.ports import WRITABLE, EffectDeniedError, Ports, RunRecord
 from shared.protocol import codes as c
 
 ENGINE_VERSION = 1
-WRITABLE = ("pending", "running")
 FLUSH_AT = 99
 INLINE_STATE_LIMIT = 300_000
 SHORT_WAIT_MS = 1500
@@ -217,9 +216,10 @@ def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any],
         guard.check("storage.effect-ledger")
         rec = ctx.record
         effect_id = f"{rec.run_id}#{nid}#{ordinal}"
-        ctx.ports.host.put_item(f"LEDGER#{rec.tenant}", f"{rec.run_id}#{nid}#{ordinal:06d}",
-                                {"runId": rec.run_id, "nodeId": nid, "ordinal": ordinal,
-                                 "at": ctx.ports.clock.iso()}, if_absent=True)
+        # The effect: one ledger row, written only while the run is writable (ConflictError otherwise).
+        ctx.ports.host.put_effect(f"LEDGER#{rec.tenant}", f"{rec.run_id}#{nid}#{ordinal:06d}",
+                                  {"runId": rec.run_id, "nodeId": nid, "ordinal": ordinal,
+                                   "at": ctx.ports.clock.iso()}, run_id=rec.run_id, expires_at=rec.expires_at)
         return {"effectId": effect_id, "ordinal": ordinal}
     if type_id == "core.tool":
         tool = str(cfg.get("tool", ""))
@@ -231,11 +231,12 @@ def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any],
             raise NodeFailure(str(err.get("code", c.EXTERNAL_CALL_FAILED)), str(err.get("message", "tool failed")))
         return {"result": out.result}
     if type_id == "core.http":
-        return _http(ctx, guard, cfg, inputs)
+        return _http(ctx, guard, cfg, inputs, f"{nid}#{ordinal:06d}")
     raise NodeFailure(c.NODE_EXECUTION_FAILED, "node type cannot run here")
 
 
-def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, Any],
+          effect_key: str) -> dict[str, Any]:
     from urllib.parse import urlsplit
 
     url = str(cfg.get("url") or inputs.get("url") or "")
@@ -248,6 +249,9 @@ def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, 
     if parts.scheme not in ("http", "https") or not host or (target not in allow and host not in allow):
         raise NodeFailure(c.EXTERNAL_CALL_FAILED, "the URL's host is not on the host's HTTP allowlist")
     guard.check("http.fetch")
+    # The request goes out only if the run is writable at this instant (ConflictError otherwise).
+    ctx.ports.runs.claim_effect(ctx.run_id, effect_key, {"seam": "http.fetch", "method": method, "url": url,
+                                                         "at": ctx.ports.clock.iso()}, ctx.record.expires_at)
     try:
         status, body = ctx.ports.http.request(method, url, inputs.get("body"), {"Content-Type": "application/json"},
                                               float(cfg.get("timeoutSeconds", 10)))
@@ -422,6 +426,9 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                 flush()
                 if step.wait_ms <= SHORT_WAIT_MS:
                     ports.clock.sleep(step.wait_ms / 1000)
+                    fresh = ports.runs.get_run(run_id)  # a cancel or erasure may have landed while we slept
+                    if fresh is None or fresh.status not in WRITABLE:
+                        return {"runId": run_id, "next": "done", "waitSeconds": 0}
                     continue
                 return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(step.wait_ms / 1000))}
             if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:

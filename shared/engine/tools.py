@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.engine.canonical import same_json
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
+from shared.errors import StorageError
 from shared.ports import EffectDeniedError, EffectGuard, Ports, ToolCallRecord
 from shared.protocol import codes as c
 
@@ -78,7 +79,8 @@ def _error_obj(code: str, message: str) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
-def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, effect_key: str, tool: str, args: Any) -> Any:
+def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, run_id: str, effect_key: str, tool: str,
+                  args: Any) -> Any:
     """The live tool implementations (each effect passes the guard first)."""
     if tool == COUNTER_TOOL:
         if not isinstance(args, dict) or args.get("op") not in ("inc", "read") or not isinstance(args.get("key"), str):
@@ -88,7 +90,7 @@ def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, effect_key: str
         pk = f"COUNTER#{tenant}"
         if args["op"] == "inc":
             guard.check("storage.conformance-counter")
-            count = ports.host.counter_inc(pk, args["key"], effect_key)
+            count = ports.host.counter_inc(pk, args["key"], effect_key, run_id=run_id)
         else:
             count = ports.host.counter_read(pk, args["key"])
         return {"key": args["key"], "count": count}
@@ -185,7 +187,8 @@ class ToolRuntime:
                                    source="fixture", miss=True)
         guard = Guard("live" if self.mode != "replay" else "replay")
         try:
-            result = run_live_tool(self.ports, guard, self.tenant, f"{self.run_id}#{call_key}", tool, args)
+            result = run_live_tool(self.ports, guard, self.tenant, self.run_id, f"{self.run_id}#{call_key}", tool,
+                                   args)
             return ToolOutcome("ok", result, source="live")
         except EffectDeniedError:
             return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
@@ -193,5 +196,7 @@ class ToolRuntime:
         except ToolError as exc:
             return ToolOutcome("error", error=_error_obj(exc.code if exc.code != c.NOT_FOUND else
                                                          c.EXTERNAL_CALL_FAILED, exc.message), source="live")
+        except StorageError:
+            raise  # the run stopped being writable (or storage failed): no outcome is recorded for this call
         except Exception:  # a tool that raises is an error outcome, never a lost call
             return ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the tool raised"), source="live")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
@@ -11,7 +12,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import BlobStore, Clock, ListPage, RunRecord, ToolCallRecord
+from shared.ports import WRITABLE, BlobStore, Clock, ListPage, RunRecord, ToolCallRecord
 from shared.storage import schema
 
 _ser = TypeSerializer()
@@ -33,6 +34,46 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _reasons(exc: ClientError) -> list[str]:
+    """Per transaction item: the cancellation reason code ("None" for an item that passed)."""
+    return [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons") or []]
+
+
+def writable_check(runs_table: str, run_id: str) -> dict[str, Any]:
+    """A transaction item that holds only while the run item exists with a writable status.
+
+    Every effect is written in one transaction with this check, so an effect is performed only if the run is
+    writable at that instant: a cancel (status ``cancelling``) or an erasure (run item deleted after its
+    tombstone) that lands first makes the effect's write fail, and one that lands later sees it done.
+    """
+    values: dict[str, Any] = {f":w{i}": {"S": s} for i, s in enumerate(WRITABLE)}
+    return {"ConditionCheck": {
+        "TableName": runs_table,
+        "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+        "ConditionExpression": f"attribute_exists(pk) AND #st IN ({', '.join(values)})",
+        "ExpressionAttributeNames": {"#st": "status"},
+        "ExpressionAttributeValues": values,
+    }}
+
+
+def _effect_transaction(client: Any, items: list[dict[str, Any]], run_id: str) -> bool:
+    """Write ``items`` (the first one carries the effect's own condition) with the run's writable check last.
+
+    True when written; False when only the effect's own condition failed (already performed: a retried step);
+    ``ConflictError`` when the run is no longer writable (cancelled, finished or erased): nothing is written.
+    """
+    try:
+        client.transact_write_items(TransactItems=items)
+        return True
+    except ClientError as exc:
+        if _code(exc) != "TransactionCanceledException":
+            raise
+        reasons = _reasons(exc)
+        if len(reasons) == len(items) and reasons[-1] == "None" and reasons[0] == "ConditionalCheckFailed":
+            return False
+        raise ConflictError(f"run {run_id} is not writable") from exc
 
 
 class DynamoRunStore:
@@ -88,7 +129,7 @@ class DynamoRunStore:
             summary=json.loads(it["summary"]) if it.get("summary") else None,
         )
 
-    def get_run(self, run_id: str, *, consistent: bool = True) -> RunRecord | None:
+    def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
         resp = self._c.get_item(
             TableName=self._t,
             Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
@@ -98,7 +139,7 @@ class DynamoRunStore:
         if not raw:
             return None
         rec = self._record(raw)
-        if self._expired(rec.expires_at):
+        if self._expired(rec.expires_at) and not include_expired:
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
 
@@ -214,6 +255,18 @@ class DynamoRunStore:
             if _code(exc) == "TransactionCanceledException":
                 raise RunGoneError(run_id) from exc
             raise
+
+    def claim_effect(self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int) -> bool:
+        """Record the intent of an outside effect under the run, only while the run is writable (one transaction).
+
+        True when newly claimed, False when this effect key was claimed before (a retried step);
+        ``ConflictError`` when the run is no longer writable: the caller must not perform the effect.
+        """
+        put = {"Put": {"TableName": self._t,
+                       "Item": to_item({"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}{effect_key}", "doc": _dump(value),
+                                        schema.TTL_ATTRIBUTE: expires_at}),
+                       "ConditionExpression": "attribute_not_exists(pk)"}}
+        return _effect_transaction(self._c, [put, writable_check(self._t, run_id)], run_id)
 
     def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)
@@ -557,9 +610,10 @@ class DynamoToolCallStore:
 
 
 class DynamoHostStore:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, runs_table: str) -> None:
         self._c = client
         self._t = table
+        self._runs = runs_table
 
     def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True)
@@ -602,23 +656,39 @@ class DynamoHostStore:
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
-    def counter_inc(self, pk: str, sk: str, call_key: str) -> int:
-        """Add one, exactly once per ``call_key``: a retried call reads the count it already made."""
-        try:
-            resp = self._c.update_item(
-                TableName=self._t,
-                Key=to_item({"pk": pk, "sk": sk}),
-                UpdateExpression="ADD #c :one SET lastCall = :k",
-                ConditionExpression="attribute_not_exists(lastCall) OR lastCall <> :k",
-                ExpressionAttributeNames={"#c": "count"},
-                ExpressionAttributeValues={":one": {"N": "1"}, ":k": {"S": call_key}},
-                ReturnValues="UPDATED_NEW",
-            )
-            return int(resp["Attributes"]["count"]["N"])
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return self.counter_read(pk, sk)
-            raise
+    def put_effect(self, pk: str, sk: str, value: dict[str, Any], *, run_id: str, expires_at: int) -> bool:
+        """Write an effect row once, only while ``run_id`` is writable (one transaction with the run's check).
+
+        True when written now; False when it was written before (a retried step). ``ConflictError`` when the run
+        is cancelled, finished or erased: the effect is not performed.
+        """
+        put = {"Put": {"TableName": self._t,
+                       "Item": to_item({"pk": pk, "sk": sk, "doc": _dump(value), schema.TTL_ATTRIBUTE: expires_at}),
+                       "ConditionExpression": "attribute_not_exists(pk)"}}
+        return _effect_transaction(self._c, [put, writable_check(self._runs, run_id)], run_id)
+
+    def counter_inc(self, pk: str, sk: str, call_key: str, *, run_id: str) -> int:
+        """Add one, exactly once per ``call_key`` and only while ``run_id`` is writable; return the count.
+
+        The increment and the run's writable check are one transaction (``ConflictError`` when the run is not
+        writable). The counter keeps a digest of the last call key, never the key itself (it names a run).
+        """
+        digest = hashlib.sha256(call_key.encode("utf-8")).hexdigest()[:32]
+        update = {"Update": {
+            "TableName": self._t,
+            "Key": to_item({"pk": pk, "sk": sk}),
+            "UpdateExpression": "ADD #c :one SET lastCall = :k",
+            "ConditionExpression": "attribute_not_exists(lastCall) OR lastCall <> :k",
+            "ExpressionAttributeNames": {"#c": "count"},
+            "ExpressionAttributeValues": {":one": {"N": "1"}, ":k": {"S": digest}},
+        }}
+        _effect_transaction(self._c, [update, writable_check(self._runs, run_id)], run_id)
+        return self.counter_read(pk, sk)
+
+    def delete_prefix(self, pk: str, prefix: str) -> int:
+        """Delete every item of partition ``pk`` whose sort key starts with ``prefix`` (erasure of effect rows)."""
+        keys = [{"pk": {"S": pk}, "sk": {"S": sk}} for sk, _ in self.query(pk, prefix)]
+        return batch_delete(self._c, self._t, keys)
 
     def counter_read(self, pk: str, sk: str) -> int:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True)

@@ -20,6 +20,7 @@ APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"
 COUNTER_PK_PREFIX = "COUNTER#"
 LEDGER_PK_PREFIX = "LEDGER#"
+EFFECT_PREFIX = "EFFECT#"
 
 # DynamoDB's item limit is 400 KB; anything larger than this goes to S3 with a pointer.
 MAX_INLINE_BYTES = 350_000

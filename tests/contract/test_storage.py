@@ -150,8 +150,47 @@ def test_tool_calls_are_write_once_and_ordered(ports):
 
 
 def test_counter_increments_once_per_call_key(ports):
+    rec = _run(ports)
     pk, key = "COUNTER#tenant-c", unique("k")
-    assert ports.host.counter_inc(pk, key, "call-1") == 1
-    assert ports.host.counter_inc(pk, key, "call-1") == 1  # a retried call reads the count it made
-    assert ports.host.counter_inc(pk, key, "call-2") == 2
+    assert ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id) == 1
+    assert ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id) == 1  # a retried call reads its count
+    assert ports.host.counter_inc(pk, key, "call-2", run_id=rec.run_id) == 2
     assert ports.host.counter_read(pk, key) == 2
+    # the counter keeps a digest of the call key, never the key (it names a run)
+    assert "call-2" not in str(ports.host.get_item(pk, key))
+
+
+@pytest.mark.parametrize("stop", ["cancelling", "cancelled", "completed", "erased"])
+def test_effects_are_written_only_while_the_run_is_writable(ports, stop):
+    # Given a run that stopped being writable (cancel requested, terminal, or erased)
+    rec = _run(ports)
+    if stop == "erased":
+        ports.runs.write_tombstone(rec.run_id, "tenant-c", ports.clock.iso(), 0)
+        ports.runs.delete_run_item(rec.run_id)
+    else:
+        assert ports.runs.update_status(rec.run_id, stop, allowed_from=("running",))
+    pk, key = "COUNTER#tenant-c", unique("k")
+    # When any effect is attempted for it
+    with pytest.raises(ConflictError):
+        ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id)
+    with pytest.raises(ConflictError):
+        ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 1}, run_id=rec.run_id,
+                              expires_at=0)
+    with pytest.raises(ConflictError):
+        ports.runs.claim_effect(rec.run_id, "n#000001", {"x": 1}, 0)
+    # Then nothing was written
+    assert ports.host.counter_read(pk, key) == 0
+    assert ports.host.query("LEDGER#tenant-c", rec.run_id) == []
+    assert ports.runs.query_aux(rec.run_id, "EFFECT#") == []
+
+
+def test_an_effect_row_is_written_once_per_key_while_writable(ports):
+    rec = _run(ports)
+    args = {"run_id": rec.run_id, "expires_at": rec.expires_at}
+    assert ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 1}, **args) is True
+    assert ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 2}, **args) is False
+    assert [v for _, v in ports.host.query("LEDGER#tenant-c", rec.run_id)] == [{"x": 1}]
+    assert ports.runs.claim_effect(rec.run_id, "n#000001", {"x": 1}, rec.expires_at) is True
+    assert ports.runs.claim_effect(rec.run_id, "n#000001", {"x": 1}, rec.expires_at) is False
+    assert ports.host.delete_prefix("LEDGER#tenant-c", rec.run_id + "#") == 1
+    assert ports.host.query("LEDGER#tenant-c", rec.run_id) == []
