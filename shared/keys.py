@@ -7,6 +7,9 @@ TOMBSTONE_SK = "TOMBSTONE"
 TRIAL_PREFIX = "TRIAL#"
 FORK_SOURCE_SK = "FORKSOURCE"
 EVAL_PLAN_SK = "EVALPLAN"
+# Lineage links under a run: what its erasure must reach beyond its own keys.
+CHILD_PREFIX = "CHILD#"  # a fork made from this run (erased with it, recursively)
+IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run
 
 
 def run_prefix(run_id: str) -> str:

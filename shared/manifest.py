@@ -172,7 +172,8 @@ FUNCTIONS: tuple[Function, ...] = (
         bucket="readwrite",
         starts=("fork",),
     ),
-    Function("delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite"),
+    Function("delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite",
+             starts=("run", "eval", "fork")),
     Function(
         "cancel_run",
         "functions.cancel_run.handler",
@@ -191,7 +192,8 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
-    Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL, bucket="readwrite", timeout_s=300),
+    Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+             bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
 )
 
 RUN_ID = "{runId}"

@@ -133,6 +133,12 @@ class HostStore(Protocol):
     def counter_read(self, pk: str, sk: str) -> int: ...
 
 
+class IdempotencyStore(Protocol):
+    """The stored answers of ``Idempotency-Key`` requests (written by Powertools); erasure removes them."""
+
+    def delete_record(self, record_id: str) -> None: ...
+
+
 class BlobStore(Protocol):
     def put_json(self, key: str, value: Any) -> None: ...
     def get_json(self, key: str) -> Any | None: ...
@@ -164,6 +170,7 @@ class Ports:
     tool_calls: ToolCallStore
     host: HostStore
     blobs: BlobStore
+    idempotency: IdempotencyStore
     orchestrator: Orchestrator
     clock: Clock
     ids: IdSource

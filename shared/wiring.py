@@ -48,6 +48,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.dynamodb import (
         DynamoEventStore,
         DynamoHostStore,
+        DynamoIdempotencyStore,
         DynamoRunStore,
         DynamoToolCallStore,
         S3BlobStore,
@@ -62,6 +63,7 @@ def build_ports(settings: Settings) -> Ports:
         tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs),
         host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
         blobs=blobs,
+        idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
         orchestrator=StepFunctionsOrchestrator(
             _client("stepfunctions"),
             {"run": settings.run_state_machine_arn, "eval": settings.eval_state_machine_arn,

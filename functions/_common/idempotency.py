@@ -48,10 +48,21 @@ def idempotent(
         status, out = fn()
         return {"status": status, "body": out, "nonce": request["nonce"]}
 
+    request = {"scope": f"{caller.tenant}#{operation}#{key}", "body": body, "nonce": nonce}
     try:
-        result = once(request={"scope": f"{caller.tenant}#{operation}#{key}", "body": body, "nonce": nonce})
+        result = once(request=request)
     except IdempotencyValidationError as exc:
         raise IdempotencyKeyMismatchError() from exc
     except IdempotencyAlreadyInProgressError as exc:
         raise IdempotencyInFlightError() from exc
-    return int(result["status"]), dict(result["body"]), result["nonce"] != nonce
+    replayed = result["nonce"] != nonce
+    run_id = result["body"].get("runId")
+    if not replayed and isinstance(run_id, str):
+        # The stored answer names a run: link the record to it so the run's erasure removes the record too.
+        from shared.services.erasure import link_idempotency_record
+        from shared.wiring import get_ports
+
+        record_id = _persistence()._get_hashed_idempotency_key(request)
+        if record_id:
+            link_idempotency_record(get_ports(), run_id, record_id)
+    return int(result["status"]), dict(result["body"]), replayed

@@ -23,6 +23,7 @@ from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime
 from shared.engine.workflow import Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
+from shared.keys import run_prefix
 from shared.ports import WRITABLE, EffectDeniedError, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -470,7 +471,16 @@ def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None,
     last = int(copied[-1]["sequence"])
     updates = _state_updates(ports, rec.run_id, state, last)
     updates["status"] = "running" if state["status"] != "pending" else "pending"
-    ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
+    try:
+        ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
+    except ConflictError:
+        if ports.runs.is_tombstoned(rec.run_id):
+            # Erased while we copied (batch writes cannot check the tombstone): its hook may have run before
+            # our writes landed, so remove what we wrote.
+            ports.events.delete_all(rec.run_id)
+            ports.blobs.delete_prefix(run_prefix(rec.run_id))
+            raise RunGoneError(rec.run_id) from None
+        raise
     return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}
 
 
@@ -479,11 +489,14 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return {"runId": run_id, "failed": False}
-    code = c.NODE_EXECUTION_FAILED
-    if error and str(error.get("Error", "")).endswith("RunGoneError"):
+    name = str((error or {}).get("Error", ""))
+    if name.endswith("RunGoneError"):
         return {"runId": run_id, "failed": False}
-    ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED,
-                    {"error": _fail_obj(code, "the run's orchestration failed after retries")}, None)
+    failure = _fail_obj(c.NODE_EXECUTION_FAILED, "the run's orchestration failed after retries")
+    if name.endswith("EvalRecordedFixturesGoneError"):
+        # RFC 0252: a fixture source erased mid-run took the derived copy with it; never derived again
+        failure = _fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
+    ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": failure}, None)
     try:
         ports.events.append_events(run_id, rec.last_seq + 1, [ev],
                                    run_updates={"status": "failed", "completedAt": ev["timestamp"],

@@ -2,9 +2,18 @@
 
 Flow: ``DELETE /runs/{runId}`` (or the CLI) writes a tombstone, stops the execution and deletes the run
 item. The DynamoDB stream REMOVE record of that item (and of a TTL expiry) reaches ``on_run_removed``,
-which deletes the events, tool calls, auxiliary items, S3 objects under the run, and every derived
-fixture copy made from it. The tombstone makes any late write for the run fail (conditional writes
-check it), and reads already treat an expired or removed run as gone, so nothing depends on TTL timing.
+which erases, in this order:
+
+- the run's lineage: every fork made from it (``CHILD#`` links, written before a fork exists) is erased the
+  same way, so a fork of a fork goes too; every idempotency record whose stored answer names it (``IDEM#``);
+- its effect-ledger rows (``LEDGER#<tenant>`` / ``<runId>#...``);
+- the derived fixture copies it made from other runs, and every copy other runs made from it;
+- its events, tool calls, auxiliary items and S3 objects.
+
+The tombstone makes any late write for the run fail (every conditional write checks the run item or the
+tombstone; S3 writes are undone when their DynamoDB write finds the run gone), and reads already treat an
+expired or removed run as gone, so nothing depends on TTL timing. Erasing an id that never existed writes
+nothing.
 """
 
 from __future__ import annotations
@@ -30,20 +39,46 @@ def _tombstone(ports: Ports, run_id: str) -> None:
                                ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400)
 
 
-def request_erasure(ports: Ports, run_id: str) -> None:
-    """Idempotent: erasing an unknown or already erased run of the caller's tenant is a no-op."""
-    rec = ports.runs.get_run(run_id)
+def request_erasure(ports: Ports, run_id: str, *, lineage: bool = False) -> None:
+    """Idempotent: erasing an unknown or already erased run of the caller's tenant writes nothing.
+
+    ``lineage``: the id comes from a lineage link (a fork whose run item may not exist yet): tombstone it
+    anyway, so a create that is still in flight fails instead of leaving a fork of an erased run.
+    """
+    rec = ports.runs.get_run(run_id, include_expired=True)
+    if rec is None and not lineage:
+        return
     _tombstone(ports, run_id)
     if rec is not None and rec.execution_arn and not rec.terminal:
         ports.orchestrator.stop(rec.execution_arn)
-    ports.runs.delete_run_item(run_id)
+    if rec is not None:
+        ports.runs.delete_run_item(run_id)
+
+
+def link_idempotency_record(ports: Ports, run_id: str, record_id: str) -> None:
+    """Remember that an idempotency record's stored answer names ``run_id``, so its erasure removes it."""
+    from shared.errors import RunGoneError
+
+    try:
+        ports.runs.put_aux(run_id, f"{keys.IDEM_PREFIX}{record_id}", {"recordId": record_id},
+                           ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400)
+    except RunGoneError:
+        ports.idempotency.delete_record(record_id)  # erased meanwhile: the hook has already run
 
 
 def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     """The erasure hook (stream REMOVE of a run item, by TTL or explicit erasure)."""
     if not ports.runs.is_tombstoned(run_id):
         _tombstone(ports, run_id)
-    counts = {"events": 0, "toolCalls": 0, "aux": 0, "objects": 0, "derived": 0}
+    counts = {"events": 0, "toolCalls": 0, "aux": 0, "objects": 0, "derived": 0, "forks": 0, "ledger": 0,
+              "idempotency": 0}
+    for sk, _ in ports.runs.query_aux(run_id, keys.CHILD_PREFIX):
+        request_erasure(ports, sk[len(keys.CHILD_PREFIX):], lineage=True)
+        counts["forks"] += 1
+    for _, link in ports.runs.query_aux(run_id, keys.IDEM_PREFIX):
+        ports.idempotency.delete_record(str(link["recordId"]))
+        counts["idempotency"] += 1
+    counts["ledger"] = ports.host.delete_prefix(f"LEDGER#{tenant_of(run_id)}", f"{run_id}#")
     # Copies this run made from other sources are listed in its plan; delete them too.
     plan = ports.runs.get_aux(run_id, keys.EVAL_PLAN_SK)
     for key in (plan or {}).get("derivedKeys", []):

@@ -20,9 +20,10 @@ from shared.errors import (
     ForkPointInvalidError,
     NotFoundError,
     RunExpiredError,
+    RunGoneError,
     ValidationError,
 )
-from shared.keys import EVAL_PLAN_SK, FORK_SOURCE_SK
+from shared.keys import CHILD_PREFIX, EVAL_PLAN_SK, FORK_SOURCE_SK
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
@@ -127,7 +128,12 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     status = "pending" if from_seq == 0 else "running"
     rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=ports.clock.iso(),
                     data=data, state=new_state(), expires_at=exp)
-    ports.runs.create_run(rec)
+    try:
+        # Lineage first: the source's erasure reaches every fork through this link, even one still being made.
+        ports.runs.put_aux(src.run_id, f"{CHILD_PREFIX}{run_id}", {"runId": run_id}, exp)
+        ports.runs.create_run(rec)
+    except RunGoneError as exc:
+        raise NotFoundError("No such run.") from exc  # the source is being erased
     try:
         import json
 

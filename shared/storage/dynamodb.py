@@ -101,13 +101,17 @@ class DynamoRunStore:
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
         try:
-            self._c.put_item(
-                TableName=self._t,
-                Item=to_item(item),
-                ConditionExpression="attribute_not_exists(pk)",
-            )
+            self._c.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
+                # an id erased before its run exists (a fork whose source is being erased) is never created
+                {"ConditionCheck": {"TableName": self._t,
+                                    "Key": to_item({"pk": record.run_id, "sk": schema.TOMBSTONE_SK}),
+                                    "ConditionExpression": "attribute_not_exists(pk)"}},
+            ])
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
+            if _code(exc) == "TransactionCanceledException":
+                if _reasons(exc)[1:] == ["ConditionalCheckFailed"]:
+                    raise RunGoneError(record.run_id) from exc
                 raise ConflictError("run exists") from exc
             raise
 
@@ -445,6 +449,7 @@ class DynamoEventStore:
                 if _code(exc) in ("TransactionCanceledException", "ConditionalCheckFailedException"):
                     reasons = exc.response.get("CancellationReasons") or []
                     if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and not self._run_exists(run_id):
+                        self._blobs.delete_prefix(schema.run_prefix(run_id))  # erased: undo our S3 writes
                         raise RunGoneError(run_id) from exc
                     raise ConflictError("sequence or run state moved") from exc
                 raise
@@ -566,6 +571,8 @@ class DynamoToolCallStore:
             if _code(exc) == "TransactionCanceledException":
                 reasons = exc.response.get("CancellationReasons") or []
                 if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                    if "docRef" in item:
+                        self._blobs.delete_prefix(item["docRef"])  # erased: undo our S3 write
                     raise RunGoneError(record.run_id) from exc
                 return False
             raise
@@ -695,6 +702,17 @@ class DynamoHostStore:
         if "Item" not in resp:
             return 0
         return int(resp["Item"].get("count", {"N": "0"})["N"])
+
+
+class DynamoIdempotencyStore:
+    """Powertools' idempotency table (key attribute ``id``): only erasure touches it directly."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._c = client
+        self._t = table
+
+    def delete_record(self, record_id: str) -> None:
+        self._c.delete_item(TableName=self._t, Key={"id": {"S": record_id}})
 
 
 class S3BlobStore:

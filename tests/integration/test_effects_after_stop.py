@@ -93,6 +93,7 @@ def test_no_effect_row_survives_an_erasure_at_a_random_point(host):
     # Then, after the erasure hook ran and every task had time to run on, no ledger row is left for any of them
     time.sleep(2.0)
     for run_id in erased:
-        eventually(lambda r=run_id: _ledger(r) == [] and not _ports().runs.query_aux(r, ""), timeout=10)
+        eventually(lambda r=run_id: _ledger(r) == [] and not _ports().events.read_events(r)
+                   and not _ports().runs.query_aux(r, "EFFECT#"), timeout=10)
     time.sleep(1.0)
     assert [r for r in erased if _ledger(r)] == []

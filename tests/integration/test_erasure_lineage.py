@@ -1,0 +1,178 @@
+"""Erasure follows lineage: after a run's erasure no table and no object holds anything derived from it.
+
+Derived from a run: its forks (their copied prefixes and fork indexes), forks of those forks, its effect-ledger
+rows, the idempotency records whose stored answers name it or its forks, its tool calls and S3 objects.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from shared.protocol.ids import project_id
+from tests.helpers import unique
+from tests.wire import raw, wait_terminal
+
+
+def _ports():
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _workflow(marker: str) -> str:
+    from shared.services.workflows import register_workflow
+
+    wid = unique("lineage")
+    register_workflow(_ports(), "tenant-a", {
+        "id": wid,
+        "nodes": [
+            {"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
+             "inputs": {"input": {"type": "variable", "variableName": "script"}}},
+            {"id": "effect", "typeId": "core.conformance.side-effect", "inputs": {}},
+        ],
+        "edges": [{"id": "e", "sourceNodeId": "agent", "targetNodeId": "effect"}],
+        "variables": [{"name": "script", "type": "object", "required": True}],
+    })
+    return wid
+
+
+def _scan_tables(ddb: Any, needles: list[str]) -> list[tuple[str, str]]:
+    from shared.settings import get_settings
+
+    s = get_settings()
+    found = []
+    for table in (s.runs_table, s.events_table, s.tool_calls_table, s.host_table, s.idempotency_table):
+        for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+            for item in page["Items"]:
+                if item.get("sk", {}).get("S") == "TOMBSTONE":
+                    # what refuses late writes: the id, its tenant and when; nothing of the run's content
+                    assert set(item) == {"pk", "sk", "tenant", "erasedAt", "expiresAt"}, item
+                    continue
+                text = json.dumps(item)
+                found += [(table, n) for n in needles if n in text]
+    return found
+
+
+def _scan_bucket(s3: Any, needles: list[str]) -> list[tuple[str, str]]:
+    from shared.settings import get_settings
+
+    bucket = get_settings().fixtures_bucket
+    found = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode("utf-8", "replace")
+            found += [(obj["Key"], n) for n in needles if n in obj["Key"] or n in body]
+    return found
+
+
+def _idem_key() -> str:
+    return uuid.uuid4().hex
+
+
+def _post(host: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = raw(host.base_url, "POST", path, body, key=host.key_a, headers={"Idempotency-Key": _idem_key()})
+    assert r.status == 201, r.text
+    return r.json
+
+
+def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host):
+    from shared.local.patches import wait_for_stream_idle
+
+    # Given a source run whose agent saw a unique marker, made tool calls and performed an effect,
+    marker = unique("personal-data")
+    client = host.client(host.key_a)
+    script = {"calls": [{"tool": "conformance.eval:echo", "args": {"note": marker}},
+                        {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": unique("k")}}],
+              "answer": "done"}
+    source = _post(host, "/runs", {"workflowId": _workflow(marker), "inputs": {"script": script}})["runId"]
+    assert wait_terminal(client, source).status == "completed"
+    # its replay fork, a branch fork that re-ran the effect, and a fork of the fork (each with an Idempotency-Key)
+    replay = _post(host, f"/runs/{project_id(source)}:fork", {"mode": "replay", "fromSeq": 0})["runId"]
+    branch = _post(host, f"/runs/{project_id(source)}:fork", {"mode": "branch", "fromSeq": 10})["runId"]
+    grandchild = _post(host, f"/runs/{project_id(replay)}:fork", {"mode": "replay", "fromSeq": 1})["runId"]
+    for run_id in (replay, branch, grandchild):
+        wait_terminal(client, run_id)
+    ids = [source, replay, branch, grandchild]
+    ddb, s3 = host.aws.client("dynamodb"), host.aws.client("s3")
+    before = {t for t, _ in _scan_tables(ddb, ids + [marker])}
+    assert len(before) == 5, before  # every table holds something of the lineage before the erasure
+    assert _ports().host.query("LEDGER#tenant-a", f"{branch}#")  # the branch re-ran the effect live
+
+    # When the source is erased
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(source)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(30)
+
+    # Then no table and no object holds its id, a fork's id, or the marker its agent saw
+    assert _scan_tables(ddb, ids + [marker]) == []
+    assert _scan_bucket(s3, ids + [marker]) == []
+    for run_id in ids:
+        assert raw(host.base_url, "GET", f"/runs/{project_id(run_id)}", key=host.key_a).status == 404
+    # and a fork of the erased source is refused like any unknown run
+    r = raw(host.base_url, "POST", f"/runs/{project_id(source)}:fork", {"mode": "replay"}, key=host.key_a)
+    assert (r.status, r.json["error"]) == (404, "not_found")
+
+
+def test_an_idempotency_key_of_an_erased_run_no_longer_answers_with_its_id(host):
+    from shared.local.patches import wait_for_stream_idle
+
+    # Given a run created with an Idempotency-Key, then erased
+    key = _idem_key()
+    body = {"workflowId": "conformance-noop"}
+    first = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"Idempotency-Key": key})
+    assert first.status == 201
+    run_id = first.json["runId"]
+    wait_terminal(host.client(host.key_a), run_id)
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(run_id)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(30)
+    # When the same request is retried with the same key
+    again = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"Idempotency-Key": key})
+    # Then it is a new request: a new run, never the erased run's id
+    assert again.status == 201 and "openwop-idempotent-replay" not in again.headers
+    assert again.json["runId"] != run_id and run_id not in again.text
+
+
+def test_deleting_an_id_that_never_existed_costs_nothing_and_leaves_nothing(host):
+    # Given an id of the caller's tenant that never existed, and a count of DynamoDB operations
+    ghost = "tenant-a/r-" + "0" * 22
+    ops: list[str] = []
+    client = _ports().runs._c
+
+    def count(model: Any = None, **_: Any) -> None:
+        ops.append(model.name)
+
+    client.meta.events.register("before-call.dynamodb.*", count)
+    try:
+        r = raw(host.base_url, "DELETE", f"/runs/{project_id(ghost)}", key=host.key_a)
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.*", count)
+    # Then it answers like any erasure, reads once, and writes nothing (no 400-day tombstone)
+    assert r.status == 204
+    assert [op for op in ops if op != "GetItem"] == []
+    assert _ports().runs.is_tombstoned(ghost) is False
+
+
+def test_an_eval_whose_fixture_source_is_erased_mid_run_fails_with_fixtures_gone(host):
+    from shared import keys
+    from tests.integration.test_eval_runs import eval_request, run_eval
+
+    # Given an eval run served from a recorded source, whose copy vanishes before its trials run
+    from tests.integration.test_recorded_fixtures import REPLAY, SOURCE
+
+    client = host.client(host.key_a)
+    source = run_eval(client, SOURCE)
+    ports = _ports()
+    failed = []
+    for _ in range(5):  # the copy must vanish before the trial reads it: retry the rare lost race
+        created = client.runs_create(eval_request(REPLAY, fixtureRuns={"record": source}))
+        # (the source's erasure removes every copy under its prefix: do exactly that while the eval starts)
+        ports.blobs.delete_prefix(keys.derived_prefix(source))
+        snap = wait_terminal(client, created.runId)
+        if snap.status == "failed":
+            failed.append(snap)
+            break
+    # Then the run fails with the RFC 0252 code, never a generic execution failure
+    assert failed
+    assert raw(host.base_url, "GET", f"/runs/{project_id(failed[0].runId)}", key=host.key_a).json["error"] == {
+        "code": "eval_recorded_fixtures_gone", "message": "the recorded fixtures this eval run was served are gone"}
