@@ -10,6 +10,7 @@ from constructs import Construct
 from infra.constructs.api import RunsApi
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions
+from infra.constructs.secrets import HostSecrets
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
 from infra.constructs.tables import HostTables
@@ -20,7 +21,7 @@ DEFAULT_RETENTION_DAYS = 30
 
 
 class HostStack(Stack):
-    """Tables, fixtures bucket, functions, state machines, the stream consumer and the HTTP API."""
+    """Tables, fixtures bucket, secrets, functions, state machines, the stream consumer and the HTTP API."""
 
     def __init__(
         self,
@@ -39,6 +40,7 @@ class HostStack(Stack):
 
         self.tables = HostTables(self, "HostTables", stage=stage)
         self.fixtures = FixturesBucket(self, "FixturesBucket", stage=stage, retention_days=retention_days)
+        self.secrets = HostSecrets(self, "HostSecrets", stage=stage)
         self.functions = HostFunctions(
             self,
             "HostFunctions",
@@ -46,6 +48,7 @@ class HostStack(Stack):
             assets=assets,
             tables=self.tables,
             fixtures=self.fixtures,
+            secrets=self.secrets,
             retention_days=retention_days,
         )
         self.state_machines = HostStateMachines(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import time
 from datetime import UTC, datetime
 
@@ -51,3 +52,14 @@ def iso_from_ms(ms: int) -> str:
 def ms_from_iso(value: str) -> int:
     v = value.replace("Z", "+00:00")
     return int(datetime.fromisoformat(v).timestamp() * 1000)
+
+
+def full_jitter_sleep(attempt: int, base_s: float = 0.025, cap_s: float = 1.0) -> float:
+    """Sleep a "full jitter" backoff before retry ``attempt`` (1, 2, ...): uniform in [0, min(cap, base * 2^n)).
+
+    The one place outside the ports allowed to draw randomness (entropy is banned elsewhere by ruff TID251).
+    Returns the seconds slept.
+    """
+    delay = random.uniform(0.0, min(cap_s, base_s * (2 ** (attempt - 1))))
+    time.sleep(delay)
+    return delay

@@ -58,6 +58,22 @@ class Bucket:
 
 
 @dataclass(frozen=True)
+class Secret:
+    """A Secrets Manager secret with a generated value. Functions get its ARN (locally its name) in ``env_var``."""
+
+    key: str
+    purpose: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_SECRET_ID"
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.key}"
+
+
+@dataclass(frozen=True)
 class Function:
     """One Lambda function. ``module`` exposes ``lambda_handler``."""
 
@@ -67,6 +83,7 @@ class Function:
     tables: tuple[tuple[str, Access], ...] = ()
     bucket: Access | None = None
     starts: tuple[str, ...] = ()  # state machines it may start / stop
+    secrets: tuple[str, ...] = ()  # secrets it may read
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -143,6 +160,9 @@ TABLES: tuple[Table, ...] = (
 FIXTURES = "fixtures"
 BUCKETS: tuple[Bucket, ...] = (Bucket(FIXTURES, purpose="derived fixture copies and large payloads"),)
 
+CURSOR = "cursor"
+SECRETS: tuple[Secret, ...] = (Secret(CURSOR, purpose="HMAC key of the GET /runs list cursors"),)
+
 _RW_ALL: tuple[tuple[str, Access], ...] = (
     (RUNS, "readwrite"),
     (EVENTS, "readwrite"),
@@ -162,7 +182,7 @@ FUNCTIONS: tuple[Function, ...] = (
         bucket="readwrite",
         starts=("run", "eval"),
     ),
-    Function("list_runs", "functions.list_runs.handler", "api", _READ),
+    Function("list_runs", "functions.list_runs.handler", "api", _READ, secrets=(CURSOR,)),
     Function("get_run", "functions.get_run.handler", "api", _READ),
     Function(
         "run_actions",

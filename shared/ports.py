@@ -146,6 +146,12 @@ class BlobStore(Protocol):
     def list_keys(self, prefix: str) -> list[str]: ...
 
 
+class SecretStore(Protocol):
+    """Secret values by id (name or ARN), cached by the implementation."""
+
+    def get_secret(self, secret_id: str) -> str: ...
+
+
 class Orchestrator(Protocol):
     def start(self, machine: str, run_id: str, payload: dict[str, Any]) -> str: ...
     def stop(self, execution_arn: str) -> None: ...
@@ -175,4 +181,5 @@ class Ports:
     clock: Clock
     ids: IdSource
     http: HttpClient
+    secrets: SecretStore
     settings: Any

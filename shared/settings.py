@@ -32,6 +32,7 @@ class Settings:
     build_id: str = "unknown"
     http_allowlist: tuple[str, ...] = ()
     run_tool_call_budget: int = 1000
+    cursor_secret_id: str = ""
 
 
 def _env(name: str, default: str = "") -> str:
@@ -43,6 +44,7 @@ def get_settings() -> Settings:
     """Read the environment once. Tests that change it call ``get_settings.cache_clear()``."""
     t = {tbl.key: _env(tbl.env_var, tbl.local_name) for tbl in manifest.TABLES}
     sm = {m.key: _env(m.env_var) for m in manifest.STATE_MACHINES}
+    cursor = next(s for s in manifest.SECRETS if s.key == manifest.CURSOR)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
     return Settings(
         runs_table=t[manifest.RUNS],
@@ -61,4 +63,5 @@ def get_settings() -> Settings:
         build_id=_env("BUILD_ID", "unknown"),
         http_allowlist=allow,
         run_tool_call_budget=int(_env("RUN_TOOL_CALL_BUDGET", "1000")),
+        cursor_secret_id=_env(cursor.env_var, cursor.local_name),
     )

@@ -53,6 +53,7 @@ def build_ports(settings: Settings) -> Ports:
         DynamoToolCallStore,
         S3BlobStore,
     )
+    from shared.storage.secrets import SecretsManagerSecretStore
 
     ddb = _client("dynamodb")
     clock = SystemClock()
@@ -72,6 +73,7 @@ def build_ports(settings: Settings) -> Ports:
         clock=clock,
         ids=SystemIds(clock),
         http=UrllibHttp(),
+        secrets=SecretsManagerSecretStore(lambda: _client("secretsmanager")),
         settings=settings,
     )
 

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
 from infra.constructs.fixtures_bucket import FixturesBucket
+from infra.constructs.secrets import HostSecrets
 from infra.constructs.tables import HostTables
 from infra.packaging import AssetDirs
 from shared import manifest
@@ -94,9 +95,11 @@ class HostFunctions(Construct):
         assets: AssetDirs,
         tables: HostTables,
         fixtures: FixturesBucket,
+        secrets: HostSecrets,
         retention_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._secrets = secrets
         self._functions: dict[str, lambda_.Function] = {}
         self._roles: dict[str, iam.Role] = {}
         code = lambda_.Code.from_asset(str(assets.code))
@@ -139,6 +142,8 @@ class HostFunctions(Construct):
             environment[manifest.table(key).env_var] = tables.table(key).table_name
         if spec.bucket is not None:
             environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
+        for key in spec.secrets:
+            environment[_secret_spec(key).env_var] = self._secrets.secret(key).secret_arn
         fn = lambda_.Function(
             self,
             f"{name}Function",
@@ -160,6 +165,8 @@ class HostFunctions(Construct):
             _grant_table(manifest.table(key), tables.table(key), role, access)
         if spec.bucket is not None:
             _grant_bucket(fixtures, role, spec.bucket)
+        for key in spec.secrets:
+            self._secrets.secret(key).grant_read(role)
         acknowledge(
             fn,
             "AwsSolutions-L1",
@@ -207,3 +214,7 @@ class HostFunctions(Construct):
 
 def _bucket_spec() -> manifest.Bucket:
     return next(b for b in manifest.BUCKETS if b.key == manifest.FIXTURES)
+
+
+def _secret_spec(key: str) -> manifest.Secret:
+    return next(s for s in manifest.SECRETS if s.key == key)

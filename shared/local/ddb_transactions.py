@@ -11,14 +11,31 @@ validation error during the writes rolls back the touched items from per-key
 snapshots. Canary: tests/integration/test_local_patches.py (a transaction with a
 failing condition leaves nothing written; a 99-item append stays fast).
 Remove when moto stops deep-copying tables in transact_write_items.
+
+moto's server answers requests on many threads and checks a condition and applies the write as separate
+Python steps, so two racing conditional writes could both pass. DynamoDB serializes writes to an item; the
+patch does the same (more coarsely) by taking one process-wide lock around every write of the backend:
+transactions, and single-item put/update/delete with their conditions. Canary: the racing-writers contract test.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import threading
 from typing import Any
 
 _applied = False
+_write_lock = threading.RLock()
+
+
+def _serialized(fn: Any) -> Any:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _write_lock:
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def apply_transaction_patch() -> None:
@@ -116,5 +133,7 @@ def apply_transaction_patch() -> None:
                     self.put_item(table_name, before.to_json()["Attributes"])
             raise
 
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    DynamoDBBackend.transact_write_items = _serialized(transact_write_items)  # type: ignore[method-assign]
+    for name in ("put_item", "update_item", "delete_item"):
+        setattr(DynamoDBBackend, name, _serialized(getattr(DynamoDBBackend, name)))
     _applied = True

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -51,6 +52,7 @@ def resource_env() -> dict[str, str]:
     env = {t.env_var: t.local_name for t in manifest.TABLES}
     env.update({b.env_var: b.local_name for b in manifest.BUCKETS})
     env.update({sm.env_var: state_machine_arn(sm) for sm in manifest.STATE_MACHINES})
+    env.update({sec.env_var: sec.local_name for sec in manifest.SECRETS})
     return env
 
 
@@ -208,6 +210,7 @@ class LocalAws:
         _forget_clients()  # clients built against an earlier endpoint must not be reused
         self._tables()
         self._buckets()
+        self._secrets()
         role_arn = self._role()
         self._functions(role_arn)
         self._state_machines(role_arn)
@@ -250,6 +253,15 @@ class LocalAws:
                     "RestrictPublicBuckets": True,
                 },
             )
+
+    def _secrets(self) -> None:
+        """Each manifest secret once, with a generated value (as CDK's generated secret string on AWS)."""
+        sm = self.client("secretsmanager")
+        for sec in manifest.SECRETS:
+            try:
+                sm.describe_secret(SecretId=sec.local_name)
+            except sm.exceptions.ResourceNotFoundException:
+                sm.create_secret(Name=sec.local_name, Description=sec.purpose, SecretString=secrets.token_urlsafe(48))
 
     def _role(self) -> str:
         iam = self.client("iam")

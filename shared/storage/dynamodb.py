@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from shared.errors import ConflictError, RunGoneError
+from shared.clock import full_jitter_sleep
+from shared.errors import ConflictError, RunGoneError, StorageError
 from shared.ports import WRITABLE, BlobStore, Clock, ListPage, RunRecord, ToolCallRecord
 from shared.storage import schema
 
@@ -348,17 +349,43 @@ def query_keys(client: Any, table: str, hash_name: str, hash_value: str, project
         kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
-def batch_delete(client: Any, table: str, keys: Sequence[dict[str, Any]]) -> int:
-    """Delete keys (already in DynamoDB JSON) 25 per request, resending unprocessed items."""
-    n = 0
-    for i in range(0, len(keys), 25):
-        requests = [{"DeleteRequest": {"Key": k}} for k in keys[i : i + 25]]
-        pending: dict[str, Any] = {table: requests}
-        while pending:
+BATCH_WRITE_SIZE = 25
+BATCH_WRITE_ATTEMPTS = 8
+
+
+def batch_write(
+    client: Any,
+    table: str,
+    requests: Sequence[dict[str, Any]],
+    *,
+    pause: Callable[[int], object] = full_jitter_sleep,
+    max_attempts: int = BATCH_WRITE_ATTEMPTS,
+) -> int:
+    """Send Put/Delete requests 25 per BatchWriteItem; resend what DynamoDB leaves unprocessed.
+
+    Each resend waits ``pause(attempt)`` first (exponential backoff with full jitter, from ``shared.clock``), and a
+    chunk gets at most ``max_attempts`` requests: if items are still unprocessed then, ``StorageError`` is raised
+    (the items already written stay written; every caller's writes are idempotent). Returns the request count.
+    """
+    for i in range(0, len(requests), BATCH_WRITE_SIZE):
+        pending: dict[str, Any] = {table: list(requests[i : i + BATCH_WRITE_SIZE])}
+        attempt = 1
+        while True:
             resp = client.batch_write_item(RequestItems=pending)
             pending = resp.get("UnprocessedItems") or {}
-        n += len(requests)
-    return n
+            if not pending:
+                break
+            if attempt >= max_attempts:
+                left = sum(len(v) for v in pending.values())
+                raise StorageError(f"{left} items of {table} still unprocessed after {attempt} BatchWriteItem requests")
+            pause(attempt)
+            attempt += 1
+    return len(requests)
+
+
+def batch_delete(client: Any, table: str, keys: Sequence[dict[str, Any]]) -> int:
+    """Delete keys (already in DynamoDB JSON) 25 per request (``batch_write``)."""
+    return batch_write(client, table, [{"DeleteRequest": {"Key": k}} for k in keys])
 
 
 class DynamoEventStore:
@@ -511,16 +538,8 @@ class DynamoEventStore:
 
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
         """Bulk-write a fork's copied prefix: ceil(N/25) BatchWriteItem requests (not per event)."""
-        n = 0
-        for i in range(0, len(events), 25):
-            reqs = [{"PutRequest": {"Item": to_item(self._event_item(run_id, ev, expires_at))}}
-                    for ev in events[i : i + 25]]
-            pending: dict[str, Any] = {self._t: reqs}
-            while pending:
-                resp = self._c.batch_write_item(RequestItems=pending)
-                pending = resp.get("UnprocessedItems") or {}
-            n += len(reqs)
-        return n
+        reqs = [{"PutRequest": {"Item": to_item(self._event_item(run_id, ev, expires_at))}} for ev in events]
+        return batch_write(self._c, self._t, reqs)
 
     def delete_all(self, run_id: str) -> int:
         return batch_delete(self._c, self._t, self.all_keys(run_id))

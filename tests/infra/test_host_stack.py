@@ -189,8 +189,11 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
         assert env["RETENTION_DAYS"] == str(RETENTION_DAYS)
         assert env["POWERTOOLS_SERVICE_NAME"] == "openwop-serverless"
         assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
-        # and no secret material: API keys live hashed in the host table
-        assert not [k for k in env if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k)], spec.name
+        # and the ARNs of exactly its secrets, never secret material (API keys live hashed in the host table)
+        secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in spec.secrets}
+        for var, key in secret_vars.items():
+            assert env[var] == {"Ref": synth.logical_id(synth.stack.secrets.secret(key))}, spec.name
+        assert not [k for k in env if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k) and k not in secret_vars]
 
 
 # --- IAM --------------------------------------------------------------------------------------------------------
@@ -370,6 +373,38 @@ def test_fixtures_bucket_is_private_encrypted_tls_only_and_expires_objects(synth
     assert any(
         s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
     )
+
+
+# --- Secrets Manager --------------------------------------------------------------------------------------------
+
+
+def test_secrets_match_manifest_with_generated_values(synth: Synth) -> None:
+    secrets = synth.of_type("AWS::SecretsManager::Secret")
+    assert len(secrets) == len(manifest.SECRETS)
+    for spec in manifest.SECRETS:
+        # Given the synthesized secret of one manifest entry
+        resource = secrets[synth.logical_id(synth.stack.secrets.secret(spec.key))]
+        props = resource["Properties"]
+        # Then CloudFormation generates its value (none in the template), and it is retained outside dev
+        assert "SecretString" not in props
+        assert props["GenerateSecretString"] == {"ExcludePunctuation": True, "PasswordLength": 64}
+        assert resource["DeletionPolicy"] == "Retain"
+
+
+def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
+    assert manifest.function("list_runs").secrets == (manifest.CURSOR,)
+    for spec in manifest.FUNCTIONS:
+        # Given the Secrets Manager statements of one function
+        statements = [
+            s for s in synth.function_statements(spec.name)
+            if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))
+        ]
+        resources = [r for s in statements for r in _as_list(s["Resource"])]
+        # Then it reads exactly its manifest secrets, by ARN, and writes none
+        expected = [{"Ref": synth.logical_id(synth.stack.secrets.secret(k))} for k in spec.secrets]
+        assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.name
+        actions = _actions(statements)
+        assert actions <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, spec.name
 
 
 # --- Step Functions ---------------------------------------------------------------------------------------------

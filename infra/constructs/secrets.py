@@ -1,0 +1,38 @@
+"""The manifest's Secrets Manager secrets, each with a value CloudFormation generates (never in the template)."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.constructs.common import acknowledge, pascal, removal_policy
+from shared import manifest
+
+
+class HostSecrets(Construct):
+    """One secret per ``manifest.SECRETS`` entry; construct ids are ``<Key>Secret`` (``CursorSecret``)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, stage: str) -> None:
+        super().__init__(scope, construct_id)
+        self._secrets: dict[str, secretsmanager.Secret] = {}
+        for spec in manifest.SECRETS:
+            secret = secretsmanager.Secret(
+                self,
+                f"{pascal(spec.key)}Secret",
+                description=f"OpenWOP {spec.key}: {spec.purpose}",
+                generate_secret_string=secretsmanager.SecretStringGenerator(
+                    password_length=64, exclude_punctuation=True
+                ),
+                removal_policy=removal_policy(stage),
+            )
+            acknowledge(
+                secret,
+                "AwsSolutions-SMG4",
+                "No rotation Lambda: the value is an HMAC key for list cursors, which hold no data and only live "
+                "for one listing. Rotating it (put a new value) only makes outstanding cursors answer 400; "
+                "functions pick the new value up on their next cold start.",
+            )
+            self._secrets[spec.key] = secret
+
+    def secret(self, key: str) -> secretsmanager.Secret:
+        return self._secrets[key]
