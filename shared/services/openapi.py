@@ -101,7 +101,9 @@ _STR = {"type": "string"}
 _OBJ: dict[str, Any] = {"type": "object"}
 RESPONSES: dict[str, dict[str, Any]] = {
     "Object": _OBJ,
-    "EventStream": _STR,
+    "EventStream": {"type": "object", "description": "one Server-Sent Events frame; data is the JSON event "
+                                                     "(an array of them for event: batch)",
+                    "required": ["data"], "properties": {"event": _STR, "id": _STR, "data": _STR}},
     "ErrorEnvelope": {
         "type": "object", "required": ["error", "message"], "additionalProperties": False,
         "properties": {"error": {"type": "string", "pattern": r"^[a-z][a-z0-9_.-]*$"},
