@@ -36,6 +36,21 @@ class ValidationError(ProtocolError):
     default_message = "The request is not valid."
 
 
+class PayloadTooLargeError(ProtocolError):
+    code = codes.PAYLOAD_TOO_LARGE
+    default_message = "The request body is larger than limits.maxRequestBodyBytes."
+
+
+class UnsupportedMediaTypeError(ProtocolError):
+    code = codes.UNSUPPORTED_MEDIA_TYPE
+    default_message = "The request body must be application/json."
+
+
+class MethodNotAllowedError(ProtocolError):
+    code = codes.METHOD_NOT_ALLOWED
+    default_message = "This method is not served here."
+
+
 class UnusableReferenceError(ValidationError):
     """RFC 0251 §C / RFC 0252 §C: one fixed answer for every unusable baseline or source run."""
 

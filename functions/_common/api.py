@@ -7,6 +7,8 @@ for bad input, never an echoed id.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Callable
@@ -21,11 +23,14 @@ from shared.errors import (
     IdempotencyKeyInvalidError,
     InternalError,
     NotFoundError,
+    PayloadTooLargeError,
     ProtocolError,
     ProtocolVersionUnsupportedError,
+    UnsupportedMediaTypeError,
     ValidationError,
 )
 from shared.ports import Ports
+from shared.protocol import body as wire_body
 from shared.protocol.ids import IDEMPOTENCY_KEY_RE
 from shared.services.auth import resolve_caller
 from shared.services.common import Caller
@@ -35,6 +40,8 @@ logger = Logger(service="openwop-serverless")
 VERSION = "2.0"
 SUPPORTED_MAJORS = ("2",)
 _VERSION_RE = re.compile(r"^(\d+)(\.\d+)?$")
+# application/json or application/<anything>+json; the only charset parameter accepted is UTF-8.
+_JSON_MEDIA_RE = re.compile(r"^application/(json|[!#$%&'*.^_`|~0-9a-z-]+\+json)$")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -89,22 +96,37 @@ def negotiate(headers: dict[str, str]) -> ProtocolError | None:
     return None
 
 
+def body_size(event: dict[str, Any]) -> int:
+    """The request body's size in bytes, computed without decoding a body that is plainly too large."""
+    raw = event.get("body")
+    if not isinstance(raw, str) or raw == "":
+        return 0
+    if event.get("isBase64Encoded"):
+        return len(raw) * 3 // 4 - raw[-2:].count("=")
+    if len(raw) > wire_body.MAX_REQUEST_BODY_BYTES:  # every character is at least one byte
+        return len(raw)
+    return len(raw.encode("utf-8", "surrogatepass"))
+
+
+def _event_answer(err: ProtocolError) -> dict[str, Any]:
+    resp = error_response(err)
+    return {"statusCode": resp.status_code, "headers": resp.headers, "body": resp.body, "isBase64Encoded": False}
+
+
 def make_handler(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     @logger.inject_lambda_context(correlation_id_path="requestContext.requestId", clear_state=True)
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         problem = negotiate(headers)
         if problem is not None:
-            resp = error_response(problem)
-            return {"statusCode": resp.status_code, "headers": resp.headers, "body": resp.body,
-                    "isBase64Encoded": False}
+            return _event_answer(problem)
+        if body_size(event) > wire_body.MAX_REQUEST_BODY_BYTES:  # refused before anything reads it
+            return _event_answer(PayloadTooLargeError())
         try:
             result: dict[str, Any] = app.resolve(event, context)
-        except Exception:  # the resolver itself failed (e.g. an undecodable body before routing)
+        except Exception:  # the resolver itself failed before any route ran
             logger.exception("resolver failed")
-            resp = error_response(InternalError())
-            return {"statusCode": resp.status_code, "headers": resp.headers, "body": resp.body,
-                    "isBase64Encoded": False}
+            return _event_answer(InternalError())
         result.setdefault("headers", {})["OpenWOP-Version"] = VERSION
         return result
 
@@ -136,14 +158,40 @@ def query(app: APIGatewayHttpResolver) -> dict[str, str]:
     return {k: str(v) for k, v in (app.current_event.query_string_parameters or {}).items()}
 
 
+def _require_json_media_type(content_type: str | None) -> None:
+    media, _, params = (content_type or "").partition(";")
+    if not _JSON_MEDIA_RE.match(media.strip().lower()):
+        raise UnsupportedMediaTypeError()
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            raise UnsupportedMediaTypeError("The request body must be UTF-8 application/json.")
+
+
+def _body_text(app: APIGatewayHttpResolver) -> str:
+    event = app.current_event
+    raw = event.body or ""
+    try:
+        if event.is_base64_encoded:
+            return base64.b64decode(raw, validate=True).decode("utf-8")
+        raw.encode("utf-8")  # a lone surrogate cannot be stored
+        return raw
+    except (binascii.Error, UnicodeError) as exc:
+        raise ValidationError("The request body is not UTF-8 JSON.") from exc
+
+
 def json_body(app: APIGatewayHttpResolver) -> Any:
-    raw = app.current_event.decoded_body
-    if raw is None or raw.strip() == "":
+    """The request body as JSON: ``{}`` when empty; 415 unless JSON-typed; 400 unless strict, bounded JSON."""
+    if not app.current_event.body:
+        return {}
+    _require_json_media_type(header(app, "content-type"))
+    text = _body_text(app)
+    if text.strip() == "":
         return {}
     try:
-        return json.loads(raw)
-    except (ValueError, TypeError) as exc:
-        raise ValidationError("The request body is not valid JSON.") from exc
+        return wire_body.loads(text)
+    except wire_body.BodyError as exc:  # its messages are fixed texts, never the caller's input
+        raise ValidationError(str(exc)) from exc
 
 
 def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:

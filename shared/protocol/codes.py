@@ -25,8 +25,12 @@ SERVICE_UNAVAILABLE = "service_unavailable"
 RATE_LIMITED = "rate_limited"
 RESIDENCY_UNAVAILABLE = "residency_unavailable"
 VERSION_CONFLICT = "version_conflict"
+PAYLOAD_TOO_LARGE = "payload_too_large"
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 # Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
+# Host decision (docs/decisions.md): the registry has no 405 code; a vendor code in the registry's vendor grammar.
+METHOD_NOT_ALLOWED = "openwop-serverless.method_not_allowed"
 
 HTTP_STATUS: dict[str, int] = {
     VALIDATION_ERROR: 400,
@@ -46,6 +50,9 @@ HTTP_STATUS: dict[str, int] = {
     VERSION_CONFLICT: 409,
     RUN_EXPIRED: 410,
     EVAL_RECORDED_FIXTURES_GONE: 410,
+    METHOD_NOT_ALLOWED: 405,
+    PAYLOAD_TOO_LARGE: 413,
+    UNSUPPORTED_MEDIA_TYPE: 415,
     FORK_POINT_INVALID: 422,
     CAPABILITY_NOT_PROVIDED: 422,
     RESIDENCY_UNAVAILABLE: 422,

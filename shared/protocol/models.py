@@ -4,36 +4,44 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from shared.protocol.codes import EVAL_MODES
 
 
 class Closed(BaseModel):
+    """Closed bodies. Numbers are strict: ``true`` or ``"3"`` where an integer is expected is refused."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
 
 
 class RunSection(Closed):
-    recursionLimit: int | None = Field(default=None, ge=1)
-    runTimeoutMs: int | None = Field(default=None, ge=0)
-    maxLoopIterations: int | None = Field(default=None, ge=0)
-    escalationThreshold: float | None = None
+    recursionLimit: StrictInt | None = Field(default=None, ge=1)
+    runTimeoutMs: StrictInt | None = Field(default=None, ge=0)
+    maxLoopIterations: StrictInt | None = Field(default=None, ge=0)
+    escalationThreshold: StrictFloat | None = None
 
 
 class AiSection(Closed):
     provider: str | None = None
     model: str | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    maxTokens: int | None = Field(default=None, ge=1)
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    maxTokens: StrictInt | None = Field(default=None, ge=1)
     credentialRef: str | None = None
     promptOverrides: dict[str, Any] | None = None
     mockProvider: Any = None
     reasoningVerbosity: str | None = None
-    maxRefusals: int | None = Field(default=None, ge=0)
+    maxRefusals: StrictInt | None = Field(default=None, ge=0)
 
 
 class DistillationSection(Closed):
-    tokenBudget: int | None = Field(default=None, ge=0)
+    tokenBudget: StrictInt | None = Field(default=None, ge=0)
+
+
+def _not_bool(v: object) -> object:
+    if isinstance(v, bool):
+        raise ValueError("a boolean is not a number")
+    return v
 
 
 class Configurable(Closed):
@@ -43,6 +51,8 @@ class Configurable(Closed):
     distillation: DistillationSection | None = None
     budget: dict[str, Any] | None = None
     extensions: dict[str, dict[str, Any]] | None = None
+
+    _version = field_validator("version", mode="before")(_not_bool)
 
 
 def _check_tags(v: list[str] | None) -> list[str] | None:

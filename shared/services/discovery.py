@@ -8,6 +8,7 @@ from typing import Any
 
 from shared.engine.registry import AGENTS, NODE_TYPES, TOOLS, Seam
 from shared.ports import Ports
+from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 from shared.services import fixtures
 
 FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "witnessable-gated"}
@@ -44,7 +45,7 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         "eventLogSchemaVersion": 3,
         "fixtures": advertised_fixtures(),
         "runList": {**FAMILY, "maxPageSize": 100, "filters": ["workflowId", "status"]},
-        "limits": {**FAMILY, "maxRequestBodyBytes": 1_000_000},
+        "limits": {**FAMILY, "maxRequestBodyBytes": MAX_REQUEST_BODY_BYTES},
     }
     if FEATURES["replay"]:
         doc["replay"] = {**FAMILY, "modes": ["replay", "branch"],

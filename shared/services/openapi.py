@@ -1,44 +1,190 @@
-"""Our served OpenAPI document for the implemented surface, generated from the route table and models."""
+"""Our served OpenAPI document for the implemented surface, generated from the route table and models.
+
+It is complete enough for a schema-driven fuzzer (tests/integration/test_fuzz.py): every parameter with its
+grammar, the bearer scheme, each operation's statuses with their bodies, and links from createRun to the
+operations on the created run.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from shared import manifest
 from shared.protocol.models import CancelRunRequest, CreateRunRequest, ForkRunRequest
 
+
+@dataclass(frozen=True)
+class Op:
+    path: str
+    operation_id: str
+    success: dict[int, str | None]  # status -> response schema name (None: no body)
+    errors: tuple[int, ...]
+    body: str | None = None
+    query: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+    media: str = "application/json"
+    links: dict[str, str] = field(default_factory=dict)
+
+
+_READ = (400, 401, 403, 404, 406)
+_WRITE = (400, 401, 403, 404, 406, 409, 413, 415, 422)
+
 # One operation per (route, verb). ":verb" operations share an API Gateway route with the plain resource.
-OPERATIONS: dict[tuple[str, str], list[tuple[str, str, int, str | None]]] = {
-    ("GET", "/.well-known/openwop"): [("/.well-known/openwop", "getCapabilities", 200, None)],
-    ("GET", "/openapi.json"): [("/openapi.json", "getOpenApi", 200, None)],
-    ("POST", "/runs"): [("/runs", "createRun", 201, "CreateRunRequest")],
-    ("GET", "/runs"): [("/runs", "listRuns", 200, None)],
-    ("GET", "/runs/{runId}"): [("/runs/{runId}", "getRun", 200, None), ("/runs/{runId}:diff", "diffRun", 200, None)],
-    ("POST", "/runs/{runId}"): [("/runs/{runId}:fork", "forkRun", 201, "ForkRunRequest")],
-    ("DELETE", "/runs/{runId}"): [("/runs/{runId}", "deleteRun", 204, None)],
-    ("POST", "/runs/{runId}/cancel"): [("/runs/{runId}/cancel", "cancelRun", 200, "CancelRunRequest")],
-    ("GET", "/runs/{runId}/events"): [("/runs/{runId}/events", "streamRunEvents", 200, None)],
-    ("GET", "/runs/{runId}/events/poll"): [("/runs/{runId}/events/poll", "pollRunEvents", 200, None)],
-    ("GET", "/runs/{runId}/eval-summary"): [("/runs/{runId}/eval-summary", "getEvalSummary", 200, None)],
-    ("GET", "/workflows/{workflowId}"): [("/workflows/{workflowId}", "getWorkflow", 200, None)],
-    ("GET", "/host/effect-seams"): [("/host/effect-seams", "getEffectSeamManifest", 200, None)],
+OPERATIONS: dict[tuple[str, str], list[Op]] = {
+    ("GET", "/.well-known/openwop"): [
+        Op("/.well-known/openwop", "getCapabilities", {200: "Capabilities", 304: None}, (406,),
+           headers=("If-None-Match",))],
+    ("GET", "/openapi.json"): [Op("/openapi.json", "getOpenApi", {200: "Object"}, (406,))],
+    ("POST", "/runs"): [
+        Op("/runs", "createRun", {201: "CreateRunResponse"}, _WRITE, body="CreateRunRequest",
+           headers=("Idempotency-Key", "OpenWOP-Dedup"),
+           links={"GetRun": "getRun", "PollRunEvents": "pollRunEvents", "CancelRun": "cancelRun",
+                  "ForkRun": "forkRun", "DiffRun": "diffRun", "GetEvalSummary": "getEvalSummary"})],
+    ("GET", "/runs"): [Op("/runs", "listRuns", {200: "RunList"}, (400, 401, 406),
+                          query=("limit", "cursor", "workflowId", "status"))],
+    ("GET", "/runs/{runId}"): [
+        Op("/runs/{runId}", "getRun", {200: "RunSnapshot", 304: None}, _READ, headers=("If-None-Match",)),
+        Op("/runs/{runId}:diff", "diffRun", {200: "Object"}, _READ, query=("against",))],
+    ("POST", "/runs/{runId}"): [
+        Op("/runs/{runId}:fork", "forkRun", {201: "ForkRunResponse"}, (*_WRITE, 410), body="ForkRunRequest",
+           headers=("Idempotency-Key",))],
+    ("DELETE", "/runs/{runId}"): [Op("/runs/{runId}", "deleteRun", {204: None}, (*_READ, 409))],
+    ("POST", "/runs/{runId}/cancel"): [
+        Op("/runs/{runId}/cancel", "cancelRun", {200: "CancelRunResponse"}, _WRITE, body="CancelRunRequest",
+           headers=("Idempotency-Key",))],
+    ("GET", "/runs/{runId}/events"): [
+        Op("/runs/{runId}/events", "streamRunEvents", {200: "EventStream"}, _READ,
+           query=("streamMode", "bufferMs"), headers=("Last-Event-ID",), media="text/event-stream")],
+    ("GET", "/runs/{runId}/events/poll"): [
+        Op("/runs/{runId}/events/poll", "pollRunEvents", {200: "PollPage"}, _READ,
+           query=("afterSequence", "timeout", "streamMode"))],
+    ("GET", "/runs/{runId}/eval-summary"): [
+        Op("/runs/{runId}/eval-summary", "getEvalSummary", {200: "Object"}, (*_READ, 409))],
+    ("GET", "/workflows/{workflowId}"): [
+        Op("/workflows/{workflowId}", "getWorkflow", {200: "Object"}, (400, 401, 404, 406))],
+    ("GET", "/host/effect-seams"): [Op("/host/effect-seams", "getEffectSeamManifest", {200: "Object"}, (401, 406))],
     ("POST", "/host/openwop-serverless/eval-suites"): [
-        ("/host/openwop-serverless/eval-suites", "putEvalSuite", 201, "EvalSuite")],
+        Op("/host/openwop-serverless/eval-suites", "putEvalSuite", {200: "SuiteRegistration", 201: "SuiteRegistration"},
+           (400, 401, 406, 409, 413, 415), body="EvalSuite")],
 }
 
-ERROR_ENVELOPE = {
-    "type": "object",
-    "required": ["error", "message"],
-    "additionalProperties": False,
-    "properties": {"error": {"type": "string"}, "message": {"type": "string", "minLength": 1},
-                   "details": {"type": "object"}},
+# Wire run ids: "<tenant>/<opaque>" travels as one path segment with "/" written "~2F".
+WIRE_RUN_ID = r"^(anon:)?[A-Za-z0-9._-]{1,64}~2F[A-Za-z0-9._-]{16,64}$"
+NAME_ID = r"^[A-Za-z0-9._~:-]{1,128}$"
+STREAM_MODE = r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$"
+
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
+    "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
+    "limit": {"in": "query", "schema": {"type": "integer", "minimum": 1}},
+    "cursor": {"in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{8,2048}$"}},
+    "workflowId?": {"in": "query", "schema": {"type": "string", "pattern": NAME_ID}},
+    "status": {"in": "query", "schema": {"type": "string",
+                                          "enum": ["pending", "running", "completed", "failed", "cancelled"]}},
+    "against": {"in": "query", "required": True, "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
+    "streamMode": {"in": "query", "schema": {"type": "string", "pattern": STREAM_MODE}},
+    "bufferMs": {"in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 5000}},
+    "afterSequence": {"in": "query", "schema": {"type": "integer", "minimum": 0}},
+    "timeout": {"in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 60}},
+    "If-None-Match": {"in": "header", "schema": {"type": "string", "pattern": r'^"[A-Za-z0-9-]{1,64}"$'}},
+    "Idempotency-Key": {"in": "header", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._~-]{22,128}$"}},
+    "OpenWOP-Dedup": {"in": "header", "schema": {"type": "string", "enum": ["enforce"]}},
+    "Last-Event-ID": {"in": "header", "schema": {"type": "string", "pattern": r"^[0-9]{1,9}$"}},
+    "OpenWOP-Version": {"in": "header", "schema": {"type": "string", "pattern": r"^2(\.[0-9]{1,3})?$"}},
 }
+
+_STR = {"type": "string"}
+_OBJ: dict[str, Any] = {"type": "object"}
+RESPONSES: dict[str, dict[str, Any]] = {
+    "Object": _OBJ,
+    "EventStream": {"type": "object", "description": "one Server-Sent Events frame; data is the JSON event "
+                                                     "(an array of them for event: batch)",
+                    "required": ["data"], "properties": {"event": _STR, "id": _STR, "data": _STR}},
+    "ErrorEnvelope": {
+        "type": "object", "required": ["error", "message"], "additionalProperties": False,
+        "properties": {"error": {"type": "string", "pattern": r"^[a-z][a-z0-9_.-]*$"},
+                       "message": {"type": "string", "minLength": 1}, "details": _OBJ},
+    },
+    "Capabilities": {"type": "object", "required": ["protocolVersions", "preferredVersion"],
+                     "properties": {"protocolVersions": {"type": "array", "items": _STR}}},
+    "CreateRunResponse": {"type": "object", "required": ["runId", "status"],
+                          "properties": {"runId": _STR, "status": _STR, "eventsUrl": _STR, "statusUrl": _STR}},
+    "ForkRunResponse": {"type": "object", "required": ["runId", "sourceRunId", "fromSeq", "mode"],
+                        "properties": {"runId": _STR, "sourceRunId": _STR, "fromSeq": {"type": "integer"},
+                                       "mode": {"enum": ["replay", "branch"]}}},
+    "RunSnapshot": {"type": "object", "required": ["runId", "status", "owner"],
+                    "properties": {"runId": _STR, "status": _STR, "owner": _OBJ}},
+    "RunList": {"type": "object", "required": ["runs"],
+                "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSnapshot"}},
+                               "nextCursor": _STR}},
+    "CancelRunResponse": {"type": "object", "required": ["runId", "status"],
+                          "properties": {"runId": _STR, "status": {"const": "cancelled"}}},
+    "PollPage": {"type": "object", "required": ["events", "lastSequence", "isTerminal"],
+                 "properties": {"events": {"type": "array", "items": _OBJ}, "lastSequence": {"type": "integer"},
+                                "isTerminal": {"type": "boolean"}}},
+    "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
+                          "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
+}
+
+# createRun's links: the created run's id, in its wire form, feeds the operations on it.
+_LINK_PARAMS = {"diffRun": {"runId": "$response.body#/runId", "against": "$response.body#/runId"}}
+
+
+def _eval_suite_schemas() -> dict[str, Any]:
+    """The host's own eval-suite schema, its ``$defs`` moved under components."""
+    text = resources.files("shared.protocol").joinpath("schemas/eval-suite.schema.json").read_text("utf-8")
+    text = text.replace('"#/$defs/', '"#/components/schemas/EvalSuite_')
+    doc = json.loads(text)
+    out = {f"EvalSuite_{name}": sub for name, sub in doc.pop("$defs", {}).items()}
+    doc.pop("$schema", None)
+    doc.pop("$id", None)
+    out["EvalSuite"] = doc
+    return out
+
+
+def _parameter(name: str) -> dict[str, Any]:
+    spec = PARAMETERS[name]
+    return {"name": name.rstrip("?"), "required": spec["in"] == "path" or spec.get("required", False),
+            **{k: v for k, v in spec.items() if k != "required"}}
+
+
+def _operation(op: Op, auth: bool) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    for status, schema in op.success.items():
+        entry: dict[str, Any] = {"description": "success"}
+        if schema is not None:
+            entry["content"] = {op.media if status == 200 else "application/json": {
+                "schema": {"$ref": f"#/components/schemas/{schema}"}}}
+        responses[str(status)] = entry
+    statuses = sorted({*op.errors, 406, *((401,) if auth else ())} - set(op.success))
+    for status in statuses:
+        responses[str(status)] = {"description": "error envelope", "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}}
+    if op.links:
+        responses["201"]["links"] = {
+            name: {"operationId": target,
+                   "parameters": _LINK_PARAMS.get(target, {"runId": "$response.body#/runId"})}
+            for name, target in op.links.items()}
+    out: dict[str, Any] = {"operationId": op.operation_id, "responses": responses}
+    if auth:
+        out["security"] = [{"bearer": []}]
+    names = [seg[1:-1] for seg in op.path.replace(":", "/").split("/") if seg.startswith("{")]
+    names += [q if q not in PARAMETERS or PARAMETERS[q]["in"] == "query" else f"{q}?" for q in op.query]
+    names += [*op.headers, "OpenWOP-Version"]
+    out["parameters"] = [_parameter(n) for n in names]
+    if op.body:
+        out["requestBody"] = {"required": op.body != "CancelRunRequest", "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{op.body}"}}}}
+    return out
 
 
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    schemas: dict[str, Any] = {"ErrorEnvelope": ERROR_ENVELOPE, "EvalSuite": {"type": "object"}}
+    schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas()}
     for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
@@ -48,26 +194,8 @@ def document() -> dict[str, Any]:
     for route in manifest.ROUTES:
         if route.path == manifest.DEFAULT_ROUTE:
             continue
-        for path, op_id, status, body in OPERATIONS[(route.method, route.path)]:
-            op: dict[str, Any] = {
-                "operationId": op_id,
-                "responses": {
-                    str(status): {"description": "success"},
-                    "default": {"description": "error envelope",
-                                "content": {"application/json": {"schema": {
-                                    "$ref": "#/components/schemas/ErrorEnvelope"}}}},
-                },
-            }
-            if route.auth:
-                op["security"] = [{"bearer": []}]
-            params = [seg[1:-1] for seg in path.replace(":", "/").split("/") if seg.startswith("{")]
-            if params:
-                op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
-                                    for p in params]
-            if body:
-                op["requestBody"] = {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": f"#/components/schemas/{body}"}}}}
-            paths.setdefault(path, {})[route.method.lower()] = op
+        for op in OPERATIONS[(route.method, route.path)]:
+            paths.setdefault(op.path, {})[route.method.lower()] = _operation(op, route.auth)
     return {
         "openapi": "3.1.0",
         "info": {"title": "openwop-serverless", "version": "0.1.0",

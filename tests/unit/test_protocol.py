@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -43,10 +45,14 @@ def _all_error_classes():
 
 
 def test_every_registered_code_has_the_registry_status():
-    # Our own decision (eval_recorded_fixtures_gone) is the one code the public registry lacks.
+    # Our own decisions (eval_recorded_fixtures_gone, the vendor 405 code) are the codes the registry lacks.
     for code, status in codes.HTTP_STATUS.items():
         if code == codes.EVAL_RECORDED_FIXTURES_GONE:
             assert code not in ERROR_CODE_HTTP_STATUS and status == 410
+            continue
+        if code == codes.METHOD_NOT_ALLOWED:
+            assert code not in ERROR_CODE_HTTP_STATUS and status == 405
+            assert re.fullmatch(r"(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9_]*", code)
             continue
         assert ERROR_CODE_HTTP_STATUS[code] == status, code
 

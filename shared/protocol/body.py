@@ -1,0 +1,66 @@
+"""Request bodies: the advertised size limit, the nesting limit, and the one strict JSON reader.
+
+``loads`` refuses what ``json.loads`` would accept but the rest of the host cannot carry: nesting deeper than
+``MAX_JSON_DEPTH`` (checked over the raw text before parsing, so the parser never recurses deeply), the
+non-JSON constants ``NaN``/``Infinity``/``-Infinity``, numbers that overflow to infinity (``1e400``), and
+lone UTF-16 surrogates written as ``\\ud800`` escapes (they cannot be encoded as UTF-8, so storing them fails).
+Every refusal is a ``BodyError`` (a ``ValueError``); the caller turns it into ``400 validation_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from itertools import accumulate
+from typing import Any
+
+MAX_REQUEST_BODY_BYTES = 1_000_000
+"""Advertised as ``limits.maxRequestBodyBytes``; a larger body is ``413 payload_too_large`` before parsing."""
+
+MAX_JSON_DEPTH = 64
+"""Arrays and objects nested deeper than this are refused (the top-level value is level 1)."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class BodyError(ValueError):
+    """The body is not JSON this host accepts."""
+
+
+def json_depth(text: str) -> int:
+    """The deepest bracket nesting outside string literals, without recursion (linear, in C loops)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise BodyError(f"{name} is not JSON.")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BodyError("A number is out of range.")
+    return value
+
+
+def loads(text: str) -> Any:
+    """Parse a request body strictly; ``BodyError`` for anything this host refuses."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise BodyError(f"The body nests deeper than {MAX_JSON_DEPTH} levels.")
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except BodyError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise BodyError("The body is not valid JSON.") from exc
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BodyError("The body holds a lone surrogate.") from exc
+    return data
