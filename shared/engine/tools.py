@@ -79,8 +79,8 @@ def _error_obj(code: str, message: str) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
-def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, run_id: str, effect_key: str, tool: str,
-                  args: Any) -> Any:
+def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, run_id: str, expires_at: int, effect_key: str,
+                  tool: str, args: Any) -> Any:
     """The live tool implementations (each effect passes the guard first)."""
     if tool == COUNTER_TOOL:
         if not isinstance(args, dict) or args.get("op") not in ("inc", "read") or not isinstance(args.get("key"), str):
@@ -90,7 +90,7 @@ def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, run_id: str, ef
         pk = f"COUNTER#{tenant}"
         if args["op"] == "inc":
             guard.check("storage.conformance-counter")
-            count = ports.host.counter_inc(pk, args["key"], effect_key, run_id=run_id)
+            count = ports.host.counter_inc(pk, args["key"], effect_key, run_id=run_id, expires_at=expires_at)
         else:
             count = ports.host.counter_read(pk, args["key"])
         return {"key": args["key"], "count": count}
@@ -187,8 +187,8 @@ class ToolRuntime:
                                    source="fixture", miss=True)
         guard = Guard("live" if self.mode != "replay" else "replay")
         try:
-            result = run_live_tool(self.ports, guard, self.tenant, self.run_id, f"{self.run_id}#{call_key}", tool,
-                                   args)
+            result = run_live_tool(self.ports, guard, self.tenant, self.run_id, self.expires_at,
+                                   f"{self.run_id}#{call_key}", tool, args)
             return ToolOutcome("ok", result, source="live")
         except EffectDeniedError:
             return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),

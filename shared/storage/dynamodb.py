@@ -693,22 +693,25 @@ class DynamoHostStore:
                        "ConditionExpression": "attribute_not_exists(pk)"}}
         return _effect_transaction(self._c, [put, writable_check(self._runs, run_id)], run_id)
 
-    def counter_inc(self, pk: str, sk: str, call_key: str, *, run_id: str) -> int:
+    def counter_inc(self, pk: str, sk: str, call_key: str, *, run_id: str, expires_at: int) -> int:
         """Add one, exactly once per ``call_key`` and only while ``run_id`` is writable; return the count.
 
-        The increment and the run's writable check are one transaction (``ConflictError`` when the run is not
-        writable). The counter keeps a digest of the last call key, never the key itself (it names a run).
+        One transaction: a per-call marker (written once), the increment, and the run's writable check. A retried
+        call, however many other calls came between, finds its marker and adds nothing; ``ConflictError`` when
+        the run is not writable. The marker's key is a digest of the call key, never the key (it names a run).
         """
         digest = hashlib.sha256(call_key.encode("utf-8")).hexdigest()[:32]
+        marker = {"Put": {"TableName": self._t,
+                          "Item": to_item({"pk": pk, "sk": f"{sk}#call#{digest}", schema.TTL_ATTRIBUTE: expires_at}),
+                          "ConditionExpression": "attribute_not_exists(pk)"}}
         update = {"Update": {
             "TableName": self._t,
             "Key": to_item({"pk": pk, "sk": sk}),
-            "UpdateExpression": "ADD #c :one SET lastCall = :k",
-            "ConditionExpression": "attribute_not_exists(lastCall) OR lastCall <> :k",
+            "UpdateExpression": "ADD #c :one",
             "ExpressionAttributeNames": {"#c": "count"},
-            "ExpressionAttributeValues": {":one": {"N": "1"}, ":k": {"S": digest}},
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
         }}
-        _effect_transaction(self._c, [update, writable_check(self._runs, run_id)], run_id)
+        _effect_transaction(self._c, [marker, update, writable_check(self._runs, run_id)], run_id)
         return self.counter_read(pk, sk)
 
     def delete_prefix(self, pk: str, prefix: str) -> int:

@@ -152,9 +152,11 @@ def test_tool_calls_are_write_once_and_ordered(ports):
 def test_counter_increments_once_per_call_key(ports):
     rec = _run(ports)
     pk, key = "COUNTER#tenant-c", unique("k")
-    assert ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id) == 1
-    assert ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id) == 1  # a retried call reads its count
-    assert ports.host.counter_inc(pk, key, "call-2", run_id=rec.run_id) == 2
+    inc = {"run_id": rec.run_id, "expires_at": rec.expires_at}
+    assert ports.host.counter_inc(pk, key, "call-1", **inc) == 1
+    assert ports.host.counter_inc(pk, key, "call-1", **inc) == 1  # a retried call reads its count
+    assert ports.host.counter_inc(pk, key, "call-2", **inc) == 2
+    assert ports.host.counter_inc(pk, key, "call-1", **inc) == 2  # retried after another call: still adds nothing
     assert ports.host.counter_read(pk, key) == 2
     # the counter keeps a digest of the call key, never the key (it names a run)
     assert "call-2" not in str(ports.host.get_item(pk, key))
@@ -172,7 +174,7 @@ def test_effects_are_written_only_while_the_run_is_writable(ports, stop):
     pk, key = "COUNTER#tenant-c", unique("k")
     # When any effect is attempted for it
     with pytest.raises(ConflictError):
-        ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id)
+        ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id, expires_at=0)
     with pytest.raises(ConflictError):
         ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 1}, run_id=rec.run_id,
                               expires_at=0)

@@ -1,0 +1,133 @@
+"""Fault injection at the AWS SDK boundary (botocore event hooks), never by replacing our own code.
+
+Shared by the fault-injection tests and ``make bench``:
+
+- ``throttle_writes``: every other write call that mentions a marker is answered ``ThrottlingException``
+  before it reaches the table (botocore's standard retry mode must absorb it);
+- ``kill_after_write``: the n-th ``TransactWriteItems`` that mentions a marker succeeds, then the caller gets an
+  exception, as if the Lambda task died right after its write (Step Functions retries the task);
+- ``check_run``: the invariants every run keeps whatever was injected.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+WRITES = ("TransactWriteItems", "PutItem", "UpdateItem", "BatchWriteItem", "DeleteItem")
+
+
+class InjectedCrash(Exception):
+    """The task 'died' right after a write that DynamoDB applied."""
+
+
+@dataclass
+class Injected:
+    throttled: int = 0
+    crashed: int = 0
+    seen: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._data
+
+    def read(self, *_: Any) -> bytes:
+        return self._data
+
+
+def _mentions(params: Any, markers: tuple[str, ...]) -> str | None:
+    text = json.dumps(params, default=str)
+    return next((m for m in markers if m in text), None)
+
+
+@contextmanager
+def throttle_writes(client: Any, markers: tuple[str, ...]) -> Iterator[Injected]:
+    from botocore.awsrequest import AWSResponse
+
+    got = Injected()
+    pending: dict[int, bool] = {}
+
+    def before_call(model: Any = None, params: Any = None, context: Any = None, **_: Any) -> None:
+        if model.name in WRITES and _mentions(params, markers):
+            with got.lock:
+                got.seen["n"] = got.seen.get("n", 0) + 1
+                if got.seen["n"] % 2 == 1:
+                    context["openwop_throttle"] = True
+
+    def before_send(request: Any = None, **_: Any) -> Any:
+        if not request.context.get("openwop_throttle"):
+            return None
+        request.context["openwop_throttle"] = False  # only the first attempt; botocore's retry goes through
+        with got.lock:
+            got.throttled += 1
+        body = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                           "message": "Rate of requests exceeds the allowed throughput."}).encode()
+        return AWSResponse(request.url, 400, {"x-amzn-ErrorType": "ThrottlingException",
+                                              "Content-Type": "application/x-amz-json-1.0"}, _Body(body))
+
+    client.meta.events.register("before-call.dynamodb.*", before_call)
+    client.meta.events.register("before-send.dynamodb.*", before_send)
+    try:
+        yield got
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.*", before_call)
+        client.meta.events.unregister("before-send.dynamodb.*", before_send)
+
+
+@contextmanager
+def kill_after_write(client: Any, plan: dict[str, int]) -> Iterator[Injected]:
+    """``plan``: marker -> n. The n-th transaction mentioning the marker is applied, then the caller crashes."""
+    got = Injected()
+
+    def before_call(params: Any = None, context: Any = None, **_: Any) -> None:
+        creates = any(((i.get("Put") or {}).get("Item") or {}).get("sk") == {"S": "RUN"}
+                      for i in params.get("TransactItems", []))
+        # the run's creation is the API's write, not a task's: count from the first task write on
+        context["openwop_marker"] = None if creates else _mentions(params, tuple(plan))
+
+    def after_call(http_response: Any = None, context: Any = None, **_: Any) -> None:
+        marker = (context or {}).get("openwop_marker")
+        if marker is None or http_response is None or http_response.status_code != 200:
+            return
+        with got.lock:
+            got.seen[marker] = got.seen.get(marker, 0) + 1
+            if got.seen[marker] != plan[marker]:
+                return
+            got.crashed += 1
+        raise InjectedCrash(f"task killed after write {plan[marker]} of {marker}")
+
+    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", before_call)
+    client.meta.events.register("after-call.dynamodb.TransactWriteItems", after_call)
+    try:
+        yield got
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.TransactWriteItems", before_call)
+        client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", after_call)
+
+
+def check_run(events: list[dict[str, Any]]) -> list[str]:
+    """What must hold for every run whatever was injected: the problems found (empty when none)."""
+    problems = []
+    seqs = [int(e["sequence"]) for e in events]
+    if seqs != list(range(len(seqs))):
+        problems.append(f"sequence gap or duplicate: {seqs}")
+    terminal = [e for e in events if e["type"] in ("run.completed", "run.failed", "run.cancelled")]
+    if len(terminal) != 1 or events[-1] is not terminal[0]:
+        problems.append(f"terminal events: {[e['type'] for e in terminal]}")
+    ids = [e["eventId"] for e in events]
+    if len(set(ids)) != len(ids):
+        problems.append("duplicated eventId")
+    keyed = [(e["type"], e.get("nodeId"), json.dumps(e.get("payload"), sort_keys=True)) for e in events
+             if e["type"] in ("node.started", "agent.tool-called")]
+    if len(set(keyed)) != len(keyed):
+        problems.append("an event was duplicated")
+    return problems

@@ -1,0 +1,115 @@
+"""Faults injected at the AWS SDK boundary: throttled writes, a task delivered twice, a task killed between two
+transactions. After each: gap-free sequences, one terminal event, no duplicated event, no effect performed twice.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from openwop_client.types import CreateRunRequest
+
+from tests.faults import check_run, kill_after_write, throttle_writes
+from tests.helpers import unique
+from tests.wire import wait_terminal
+
+
+def _ports():
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _workflow() -> str:
+    """An agent making two counter calls and an echo, then a side-effecting node: every kind of write."""
+    from shared.services.workflows import register_workflow
+
+    wid = unique("faults")
+    register_workflow(_ports(), "tenant-a", {
+        "id": wid,
+        "nodes": [
+            {"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
+             "inputs": {"input": {"type": "variable", "variableName": "script"}}},
+            {"id": "effect", "typeId": "core.conformance.side-effect", "inputs": {}},
+        ],
+        "edges": [{"id": "e", "sourceNodeId": "agent", "targetNodeId": "effect"}],
+        "variables": [{"name": "script", "type": "object", "required": True}],
+    })
+    return wid
+
+
+def _start(client, wid: str, marker: str) -> str:
+    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}},
+                        {"tool": "conformance.eval:echo", "args": {"m": marker}},
+                        {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}}],
+              "answer": "done"}
+    return client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script})).runId
+
+
+def _assert_exactly_once(run_id: str, marker: str) -> None:
+    ports = _ports()
+    events = ports.events.read_events(run_id)
+    assert check_run(events) == []
+    assert events[-1]["type"] == "run.completed"
+    assert [e["type"] for e in events].count("agent.tool-called") == 3
+    assert ports.host.counter_read("COUNTER#tenant-a", marker) == 2  # two increments, each once
+    assert len(ports.host.query("LEDGER#tenant-a", run_id + "#")) == 1
+    assert len(ports.tool_calls.list_calls(run_id)) == 3
+
+
+def test_throttled_writes_are_absorbed_without_loss_or_duplication(host):
+    # Given every other write of these runs answered ThrottlingException by "DynamoDB"
+    client, wid = host.client(host.key_a), _workflow()
+    markers = tuple(unique("thr") for _ in range(3))
+    with throttle_writes(_ports().runs._c, markers) as got:
+        runs = {m: _start(client, wid, m) for m in markers}
+        for run_id in runs.values():
+            wait_terminal(client, run_id)
+    # Then faults were really injected, and each run completed exactly once
+    assert got.throttled >= 3 * 3
+    for marker, run_id in runs.items():
+        _assert_exactly_once(run_id, marker)
+
+
+def test_a_task_killed_after_any_of_its_writes_is_retried_exactly_once(host):
+    # Given six runs, each whose task dies right after its n-th transaction (n = 1..6: effect, record, append...)
+    client, wid = host.client(host.key_a), _workflow()
+    plan = {unique(f"kill{n}"): n for n in range(1, 7)}
+    with kill_after_write(_ports().runs._c, plan) as got:
+        runs = {m: _start(client, wid, m) for m in plan}
+        snaps = {m: wait_terminal(client, r, timeout=60) for m, r in runs.items()}
+    # Then every task died once, Step Functions retried it, and nothing was lost, duplicated or re-fired
+    assert got.crashed == 6
+    for marker, run_id in runs.items():
+        assert snaps[marker].status == "completed"
+        _assert_exactly_once(run_id, marker)
+
+
+def test_a_task_delivered_twice_at_once_appends_and_fires_once(host):
+    # Given runs whose advance task is also delivered a second and third time, concurrently with the first
+    from functions.tasks.advance_run.handler import lambda_handler
+
+    client, wid = host.client(host.key_a), _workflow()
+    markers = [unique("dup") for _ in range(3)]
+    runs = {m: _start(client, wid, m) for m in markers}
+    errors: list[BaseException] = []
+
+    def deliver(run_id: str) -> None:
+        try:
+            for _ in range(20):
+                out = lambda_handler({"runId": run_id}, None)
+                if out["next"] == "done":
+                    return
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=deliver, args=(r,)) for r in runs.values() for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for run_id in runs.values():
+        wait_terminal(client, run_id)
+    # Then every run completed once: no duplicated event and no effect fired twice
+    assert errors == []
+    for marker, run_id in runs.items():
+        _assert_exactly_once(run_id, marker)
