@@ -54,7 +54,6 @@ def throttle_writes(client: Any, markers: tuple[str, ...]) -> Iterator[Injected]
     from botocore.awsrequest import AWSResponse
 
     got = Injected()
-    pending: dict[int, bool] = {}
 
     def before_call(model: Any = None, params: Any = None, context: Any = None, **_: Any) -> None:
         if model.name in WRITES and _mentions(params, markers):
