@@ -162,6 +162,10 @@ class StorageError(Exception):
     pass
 
 
+class ItemTooLargeError(StorageError):
+    """A write the store cannot hold (DynamoDB's 400 KB item limit); the request was larger than we can keep."""
+
+
 class ConflictError(StorageError):
     """A conditional write lost (sequence taken, item exists, run no longer writable)."""
 

@@ -59,7 +59,7 @@ def build_ports(settings: Settings) -> Ports:
     clock = SystemClock()
     blobs = S3BlobStore(_client("s3"), settings.fixtures_bucket)
     return Ports(
-        runs=DynamoRunStore(ddb, settings.runs_table, clock),
+        runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs),
         host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),

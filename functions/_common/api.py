@@ -22,6 +22,7 @@ from pydantic import ValidationError as PydanticValidationError
 from shared.errors import (
     IdempotencyKeyInvalidError,
     InternalError,
+    ItemTooLargeError,
     NotFoundError,
     PayloadTooLargeError,
     ProtocolError,
@@ -73,6 +74,10 @@ def build_resolver() -> APIGatewayHttpResolver:
     def _pydantic(err: PydanticValidationError) -> Response[str]:
         logger.info("request body invalid", extra={"errors": err.errors(include_input=False)})
         return error_response(ValidationError("The request body is not valid."))
+
+    @app.exception_handler(ItemTooLargeError)
+    def _too_large(_err: ItemTooLargeError) -> Response[str]:
+        return error_response(PayloadTooLargeError("The request is larger than this host can store."))
 
     @app.not_found
     def _nf(_err: Exception) -> Response[str]:

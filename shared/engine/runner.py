@@ -31,7 +31,7 @@ ENGINE_VERSION = 1
 FLUSH_AT = 99
 INLINE_STATE_LIMIT = 300_000
 SHORT_WAIT_MS = 1500
-HOLD_MAX_MS = 3_600_000
+HOLD_MAX_MS = 60_000  # a conformance hold waits at most a minute (the fixtures document 1..60000 ms)
 
 
 class EngineError(Exception):

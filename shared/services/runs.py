@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shared.errors import (
     ConflictError,
     ForbiddenError,
+    ItemTooLargeError,
     NotFoundError,
     ProtocolError,
     ResidencyUnavailableError,
@@ -123,8 +124,8 @@ def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, 
         from shared.services.erasure import erase_now
 
         erase_now(ports, run_id, tombstone=False)
-        if isinstance(exc, ProtocolError):
-            raise  # a refusal found while writing (an erased fixture source): the caller's answer
+        if isinstance(exc, ProtocolError | ItemTooLargeError):
+            raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
         raise ServiceUnavailableError() from exc
     return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})
 

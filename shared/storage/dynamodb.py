@@ -12,7 +12,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from shared.clock import full_jitter_sleep
-from shared.errors import ConflictError, RunGoneError, StorageError
+from shared.errors import ConflictError, ItemTooLargeError, RunGoneError, StorageError
 from shared.ports import WRITABLE, BlobStore, Clock, ListPage, RunRecord, ToolCallRecord
 from shared.storage import schema
 
@@ -35,6 +35,18 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _too_large(exc: ClientError) -> bool:
+    """DynamoDB's answer to an item over 400 KB (direct, or as a transaction's cancellation reason)."""
+    texts = [str(exc.response.get("Error", {}).get("Message", ""))]
+    texts += [str(r.get("Message", "")) for r in exc.response.get("CancellationReasons") or []]
+    return any("size has exceeded" in t.lower() for t in texts)
+
+
+def _refuse_too_large(exc: ClientError) -> None:
+    if _too_large(exc):
+        raise ItemTooLargeError("an item over DynamoDB's 400 KB limit") from exc
 
 
 def _reasons(exc: ClientError) -> list[str]:
@@ -78,16 +90,18 @@ def _effect_transaction(client: Any, items: list[dict[str, Any]], run_id: str) -
 
 
 class DynamoRunStore:
-    def __init__(self, client: Any, table: str, clock: Clock) -> None:
+    def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore) -> None:
         self._c = client
         self._t = table
         self._clock = clock
+        self._blobs = blobs
 
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
 
     def create_run(self, record: RunRecord) -> None:
-        item = {
+        data = _dump(record.data)
+        item: dict[str, Any] = {
             "pk": record.run_id,
             "sk": schema.RUN_SK,
             "tenant": record.tenant,
@@ -97,10 +111,16 @@ class DynamoRunStore:
             "lastSeq": record.last_seq,
             "createdAt": record.created_at,
             "workflowId": record.data.get("workflowId"),
-            "data": _dump(record.data),
+            "data": data,
             "state": _dump(record.state) if record.state is not None else None,
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
+        if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
+            # Large creation facts (inputs, metadata, a definition) live in S3, so the run item keeps room for its
+            # state snapshot within DynamoDB's 400 KB; erasure reaches the object through the run's prefix.
+            del item["data"]
+            item["dataRef"] = schema.run_data_key(record.run_id)
+            self._blobs.put_json(schema.run_data_key(record.run_id), record.data)
         try:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
@@ -110,21 +130,29 @@ class DynamoRunStore:
                                     "ConditionExpression": "attribute_not_exists(pk)"}},
             ])
         except ClientError as exc:
+            _refuse_too_large(exc)
             if _code(exc) == "TransactionCanceledException":
                 if _reasons(exc)[1:] == ["ConditionalCheckFailed"]:
+                    self._blobs.delete_prefix(schema.run_prefix(record.run_id))
                     raise RunGoneError(record.run_id) from exc
                 raise ConflictError("run exists") from exc
             raise
 
     def _record(self, raw: dict[str, Any]) -> RunRecord:
         it = from_item(raw)
+        if "dataRef" in it:
+            data = self._blobs.get_json(it["dataRef"])
+            if data is None:
+                raise RunGoneError(it["pk"])
+        else:
+            data = json.loads(it["data"])
         return RunRecord(
             run_id=it["pk"],
             tenant=it["tenant"],
             status=it["status"],
             last_seq=int(it["lastSeq"]),
             created_at=it["createdAt"],
-            data=json.loads(it["data"]),
+            data=data,
             state=json.loads(it["state"]) if it.get("state") else None,
             error=json.loads(it["error"]) if it.get("error") else None,
             started_at=it.get("startedAt"),
@@ -143,7 +171,10 @@ class DynamoRunStore:
         raw = resp.get("Item")
         if not raw:
             return None
-        rec = self._record(raw)
+        try:
+            rec = self._record(raw)
+        except RunGoneError:
+            return None  # its creation facts are gone: being erased
         if self._expired(rec.expires_at) and not include_expired:
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
@@ -175,7 +206,11 @@ class DynamoRunStore:
         # A filter can leave a page short: keep reading until the page is full or the index ends.
         while True:
             resp = self._c.query(**kwargs)
-            runs.extend(self._record(i) for i in resp.get("Items", []))
+            for raw in resp.get("Items", []):
+                try:
+                    runs.append(self._record(raw))
+                except RunGoneError:
+                    continue  # being erased
             lek = resp.get("LastEvaluatedKey")
             if not lek:
                 next_key = None
@@ -257,6 +292,7 @@ class DynamoRunStore:
                                     "ConditionExpression": "attribute_not_exists(pk)"}},
             ])
         except ClientError as exc:
+            _refuse_too_large(exc)
             if _code(exc) == "TransactionCanceledException":
                 raise RunGoneError(run_id) from exc
             raise
@@ -473,6 +509,7 @@ class DynamoEventStore:
             try:
                 self._c.transact_write_items(TransactItems=items)
             except ClientError as exc:
+                _refuse_too_large(exc)
                 if _code(exc) in ("TransactionCanceledException", "ConditionalCheckFailedException"):
                     reasons = exc.response.get("CancellationReasons") or []
                     if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and not self._run_exists(run_id):
@@ -662,6 +699,7 @@ class DynamoHostStore:
             self._c.put_item(**kwargs)
             return True
         except ClientError as exc:
+            _refuse_too_large(exc)
             if _code(exc) == "ConditionalCheckFailedException":
                 return False
             raise

@@ -24,8 +24,14 @@ EFFECT_PREFIX = "EFFECT#"
 
 # DynamoDB's item limit is 400 KB; anything larger than this goes to S3 with a pointer.
 MAX_INLINE_BYTES = 350_000
+# A run item keeps its creation facts inline up to this size; larger go to S3 (room for the state snapshot).
+MAX_INLINE_RUN_DATA_BYTES = 64_000
 # TransactWriteItems takes 100 items; one is the run item update.
 MAX_EVENTS_PER_TRANSACTION = 99
+
+
+def run_data_key(run_id: str) -> str:
+    return f"runs/{run_id}/data.json"
 
 
 def large_event_key(run_id: str, seq: int) -> str:
