@@ -130,3 +130,50 @@ def check_run(events: list[dict[str, Any]]) -> list[str]:
     if len(set(keyed)) != len(keyed):
         problems.append("an event was duplicated")
     return problems
+
+
+# --------------------------------------------------------------------------- randomized cancels and erasure scans
+
+
+def cancel_at_random(client: Any, rng: Any, workflow_id: str = "conformance-replay-side-effect") -> tuple[str, str]:
+    """Create a run with a 0-1.5 s hold before its side effect, cancel it at a random point: (runId, how)."""
+    import time
+
+    from openwop_client.types import CreateRunRequest
+
+    run = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"delayMs": rng.randint(0, 1500)}))
+    time.sleep(rng.uniform(0, 1.6))
+    try:
+        client.runs_cancel(run.runId)
+        return run.runId, "cancelled"
+    except Exception as exc:  # the run had already completed: 409 run_terminal
+        if getattr(exc, "status", None) != 409 and "already terminal" not in str(exc):
+            raise
+        return run.runId, "late"
+
+
+def effects_after_cancel(ports: Any, tenant: str, run_id: str, cancelled_at: str) -> int:
+    """Ledger rows of a cancelled run written after it was cancelled (must be 0)."""
+    return sum(1 for _, row in ports.host.query(f"LEDGER#{tenant}", run_id + "#") if row["at"] > cancelled_at)
+
+
+def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[str]) -> list[tuple[str, str]]:
+    """Every (table or object, needle) where an item or object still holds a needle, tombstones aside.
+
+    A tombstone is what refuses late writes for an erased id: it may hold the id, its tenant and when, nothing else.
+    """
+    found: list[tuple[str, str]] = []
+    for table in tables:
+        for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+            for item in page["Items"]:
+                if item.get("sk", {}).get("S") == "TOMBSTONE":
+                    if set(item) != {"pk", "sk", "tenant", "erasedAt", "expiresAt"}:
+                        found.append((table, "tombstone with content"))
+                    continue
+                text = json.dumps(item)
+                found += [(table, n) for n in needles if n in text]
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode("utf-8", "replace")
+            found += [(obj["Key"], n) for n in needles if n in obj["Key"] or n in body]
+    return found

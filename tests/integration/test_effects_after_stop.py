@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from openwop_client.types import CreateRunRequest
 
+from tests.faults import cancel_at_random, effects_after_cancel
 from tests.helpers import eventually
 from tests.wire import all_events, raw, wait_terminal
 
@@ -27,27 +28,14 @@ def _ledger(run_id: str) -> list[dict]:
     return [v for _, v in _ports().host.query("LEDGER#tenant-a", run_id + "#")]
 
 
-def _cancel_at_random(client, rng: random.Random) -> tuple[str, str, float]:
-    run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
-                                              inputs={"delayMs": rng.randint(0, 1500)}))
-    time.sleep(rng.uniform(0, 1.6))
-    status = "late"
-    try:
-        client.runs_cancel(run.runId)
-        status = "cancelled"
-    except Exception as exc:  # the run had already completed: 409 run_terminal
-        assert getattr(exc, "status", None) == 409 or "already terminal" in str(exc), exc
-    return run.runId, status, time.monotonic()
-
-
 def test_no_effect_lands_after_a_cancel_at_a_random_point(host):
     # Given 40 runs with 0-1.5 s holds, each cancelled at a random point in its life
     client = host.client(host.key_a)
     rng = random.Random(9)
     with ThreadPoolExecutor(8) as pool:
-        outcomes = list(pool.map(lambda _: _cancel_at_random(client, random.Random(rng.random())), range(40)))
+        outcomes = list(pool.map(lambda _: cancel_at_random(client, random.Random(rng.random())), range(40)))
     cancelled = effects_before_cancel = 0
-    for run_id, how, _ in outcomes:
+    for run_id, how in outcomes:
         final = wait_terminal(client, run_id)
         if how == "late":
             assert final.status == "completed"
@@ -64,9 +52,8 @@ def test_no_effect_lands_after_a_cancel_at_a_random_point(host):
             assert row["at"] <= cancelled_at, (run_id, row, cancelled_at)
     # and, once every task has had time to run on, no row appears later for a cancelled run
     time.sleep(2.0)
-    late = [r for r, how, _ in outcomes if how == "cancelled" and any(
-        row["at"] > next(e.timestamp for e in all_events(client, r) if e.type == "run.cancelled")
-        for row in _ledger(r))]
+    late = [r for r, how in outcomes if how == "cancelled" and effects_after_cancel(
+        _ports(), "tenant-a", r, next(e.timestamp for e in all_events(client, r) if e.type == "run.cancelled"))]
     assert late == []
     assert cancelled >= 10  # the randomization really cancelled runs mid-flight
     assert effects_before_cancel < cancelled  # and most of them before their effect
