@@ -40,10 +40,11 @@ def _agent_workflow(ports: Any) -> str:
     })
 
 
-def _script(marker: str) -> dict[str, Any]:
-    return {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}},
+def _script(marker: str, counter: str | None = None) -> dict[str, Any]:
+    key = counter or marker
+    return {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
                       {"tool": "conformance.eval:echo", "args": {"m": marker}},
-                      {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}}], "answer": "done"}
+                      {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": "done"}
 
 
 def _wait(client: Any, run_id: str, timeout: float = 90) -> str:
@@ -146,8 +147,8 @@ def _erasure(host_url: str, client: Any, ports: Any, aws: Any, wid: str) -> None
     from tests.wire import raw
 
     marker = f"personal-{uuid.uuid4().hex}"
-    script = _script(marker) | {"calls": _script(marker)["calls"] + [{"tool": "conformance.eval:echo",
-                                                                      "args": {"note": marker}}]}
+    # the counter's key names tenant state (it outlives any one run); the marker is what the run's agent saw
+    script = _script(marker, counter=f"bench-counter-{uuid.uuid4().hex[:8]}")
 
     def post(path: str, body: dict[str, Any]) -> str:
         r = raw(host_url, "POST", path, body, key=KEY_A, headers={"Idempotency-Key": uuid.uuid4().hex})
@@ -169,7 +170,8 @@ def _erasure(host_url: str, client: Any, ports: Any, aws: Any, wid: str) -> None
     wait_for_stream_idle(60)
     left = scan_for(aws.client("dynamodb"), aws.client("s3"), tables, s.fixtures_bucket, needles)
     line("erasure: items and objects holding the lineage, before", before)
-    line("erasure: items and objects left after (every table and the bucket)", len(left))
+    line("erasure: items and objects left after (every table and the bucket)", len(left),
+         f"{sorted(set(left))}" if left else "")
 
 
 def main() -> None:

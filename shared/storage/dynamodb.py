@@ -734,13 +734,14 @@ class DynamoHostStore:
     def counter_inc(self, pk: str, sk: str, call_key: str, *, run_id: str, expires_at: int) -> int:
         """Add one, exactly once per ``call_key`` and only while ``run_id`` is writable; return the count.
 
-        One transaction: a per-call marker (written once), the increment, and the run's writable check. A retried
-        call, however many other calls came between, finds its marker and adds nothing; ``ConflictError`` when
-        the run is not writable. The marker's key is a digest of the call key, never the key (it names a run).
+        One transaction: a per-call marker under the run (written once, erased with the run), the increment, and
+        the run's writable check. A retried call, however many other calls came between, finds its marker and
+        adds nothing; ``ConflictError`` when the run is not writable.
         """
         digest = hashlib.sha256(call_key.encode("utf-8")).hexdigest()[:32]
-        marker = {"Put": {"TableName": self._t,
-                          "Item": to_item({"pk": pk, "sk": f"{sk}#call#{digest}", schema.TTL_ATTRIBUTE: expires_at}),
+        marker = {"Put": {"TableName": self._runs,
+                          "Item": to_item({"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}counter#{digest}",
+                                           schema.TTL_ATTRIBUTE: expires_at}),
                           "ConditionExpression": "attribute_not_exists(pk)"}}
         update = {"Update": {
             "TableName": self._t,
