@@ -165,8 +165,45 @@ class EffectGuard(Protocol):
     def check(self, seam: str) -> None: ...
 
 
-class HttpClient(Protocol):
-    def request(self, method: str, url: str, body: Any, headers: dict[str, str], timeout_s: float) -> tuple[int, Any]: ...
+class EgressRefusedError(Exception):
+    """The egress guard refused an outbound call's destination before connecting; ``reason`` is safe to show."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TransportError(Exception):
+    """An outbound call failed without a result (timeout, connection, protocol, oversized answer).
+
+    ``reason`` is safe to show: it names no address, header or credential.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class HttpReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class HttpTransport(Protocol):
+    """Outbound HTTP through the egress guard: resolve once, refuse guarded addresses, connect to what was checked."""
+
+    def send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, timeout_s: float,
+             max_bytes: int) -> HttpReply: ...
+
+
+class McpTransport(Protocol):
+    """An MCP client (streamable HTTP) through the same egress guard. Results are returned unaltered."""
+
+    def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]: ...
+    def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
+                  meta: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -180,6 +217,7 @@ class Ports:
     orchestrator: Orchestrator
     clock: Clock
     ids: IdSource
-    http: HttpClient
+    http: HttpTransport
+    mcp: McpTransport
     secrets: SecretStore
     settings: Any

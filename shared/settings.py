@@ -33,6 +33,8 @@ class Settings:
     http_allowlist: tuple[str, ...] = ()
     run_tool_call_budget: int = 1000
     cursor_secret_id: str = ""
+    egress_allow: tuple[str, ...] = ()
+    tool_response_max_bytes: int = 1_000_000
 
 
 def _env(name: str, default: str = "") -> str:
@@ -64,4 +66,6 @@ def get_settings() -> Settings:
         http_allowlist=allow,
         run_tool_call_budget=int(_env("RUN_TOOL_CALL_BUDGET", "1000")),
         cursor_secret_id=_env(cursor.env_var, cursor.local_name),
+        egress_allow=tuple(e.strip() for e in _env("EGRESS_ALLOW").split(",") if e.strip()),
+        tool_response_max_bytes=int(_env("TOOL_RESPONSE_MAX_BYTES", "1000000")),
     )

@@ -20,27 +20,34 @@ def _client(service: str) -> Any:
     return boto3.session.Session().client(service, config=cfg)
 
 
-class UrllibHttp:
-    """The outbound HTTP seam used by core.http (guarded by the EffectGuard and an allowlist)."""
+class _LazyMcp:
+    """The MCP client, built on first use (the ``mcp`` SDK is heavy; most functions never call a server)."""
 
-    def request(self, method: str, url: str, body: Any, headers: dict[str, str], timeout_s: float) -> tuple[int, Any]:
-        import json
-        import urllib.error
-        import urllib.request
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._impl: Any = None
 
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - allowlisted by the caller
-                raw = resp.read().decode("utf-8", errors="replace")
-                status = resp.status
-        except urllib.error.HTTPError as err:
-            raw = err.read().decode("utf-8", errors="replace")
-            status = err.code
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            return status, raw
+    def _get(self) -> Any:
+        if self._impl is None:
+            from shared.transports.mcp import McpSdkTransport
+
+            self._impl = McpSdkTransport(_egress(self._settings))
+        return self._impl
+
+    def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self._get().list_tools(url, headers, timeout_s=timeout_s)
+        return out
+
+    def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
+                  meta: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        out: dict[str, Any] = self._get().call_tool(url, headers, name, arguments, meta=meta, timeout_s=timeout_s)
+        return out
+
+
+def _egress(settings: Settings) -> Any:
+    from shared.transports.egress import EgressPolicy
+
+    return EgressPolicy.from_entries(settings.egress_allow)
 
 
 def build_ports(settings: Settings) -> Ports:
@@ -54,6 +61,7 @@ def build_ports(settings: Settings) -> Ports:
         S3BlobStore,
     )
     from shared.storage.secrets import SecretsManagerSecretStore
+    from shared.transports.http import GuardedHttpTransport
 
     ddb = _client("dynamodb")
     clock = SystemClock()
@@ -72,7 +80,8 @@ def build_ports(settings: Settings) -> Ports:
         ),
         clock=clock,
         ids=SystemIds(clock),
-        http=UrllibHttp(),
+        http=GuardedHttpTransport(_egress(settings)),
+        mcp=_LazyMcp(settings),
         secrets=SecretsManagerSecretStore(lambda: _client("secretsmanager")),
         settings=settings,
     )

@@ -12,6 +12,7 @@ so nothing fires twice either.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from shared.engine.tools import Guard, ToolRuntime
 from shared.engine.workflow import Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import run_prefix
-from shared.ports import WRITABLE, EffectDeniedError, Ports, RunRecord
+from shared.ports import WRITABLE, EffectDeniedError, EgressRefusedError, Ports, RunRecord, TransportError
 from shared.protocol import codes as c
 
 ENGINE_VERSION = 1
@@ -253,14 +254,26 @@ def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, 
     # The request goes out only if the run is writable at this instant (ConflictError otherwise).
     ctx.ports.runs.claim_effect(ctx.run_id, effect_key, {"seam": "http.fetch", "method": method, "url": url,
                                                          "at": ctx.ports.clock.iso()}, ctx.record.expires_at)
+    body = inputs.get("body")
     try:
-        status, body = ctx.ports.http.request(method, url, inputs.get("body"), {"Content-Type": "application/json"},
-                                              float(cfg.get("timeoutSeconds", 10)))
-    except Exception as exc:
-        raise NodeFailure(c.EXTERNAL_CALL_FAILED, "the HTTP request failed") from exc
-    if status >= 400:
-        raise NodeFailure(c.EXTERNAL_CALL_FAILED, f"the HTTP request answered {status}")
-    return {"status": status, "body": body}
+        reply = ctx.ports.http.send(method, url, {"Content-Type": "application/json", "Accept": "application/json"},
+                                    None if body is None else json.dumps(body).encode("utf-8"),
+                                    timeout_s=float(cfg.get("timeoutSeconds", 10)),
+                                    max_bytes=int(ctx.ports.settings.tool_response_max_bytes))
+    except (EgressRefusedError, TransportError) as exc:
+        raise NodeFailure(c.EXTERNAL_CALL_FAILED, f"the HTTP request failed: {exc.reason}") from exc
+    if reply.status >= 400:
+        raise NodeFailure(c.EXTERNAL_CALL_FAILED, f"the HTTP request answered {reply.status}")
+    return {"status": reply.status, "body": decode_body(reply.body)}
+
+
+def decode_body(raw: bytes) -> Any:
+    """An answer body as JSON when it is JSON, else as text."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], now: int) -> Step:

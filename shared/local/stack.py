@@ -56,6 +56,15 @@ def resource_env() -> dict[str, str]:
     return env
 
 
+LOCAL_EGRESS_ALLOW = "127.0.0.0/8,::1/128"
+
+
+def local_policy_env() -> dict[str, str]:
+    """Local-mode runtime policy: tools and MCP servers on loopback (the demo and test servers) are reachable.
+    An operator's own ``EGRESS_ALLOW`` wins."""
+    return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW}
+
+
 def endpoint_env(endpoint: str) -> dict[str, str]:
     """The env vars that point boto3 (and moto's Step Functions interpreter) at a local moto endpoint."""
     port = endpoint.rsplit(":", 1)[-1].split("/", 1)[0]
@@ -205,7 +214,7 @@ class LocalAws:
         """Create every manifest resource that does not exist yet and export the settings env vars."""
         if self._server is None:
             raise RuntimeError("LocalAws.start() first")
-        self._set_env(resource_env())
+        self._set_env({**resource_env(), **local_policy_env()})
         settings.get_settings.cache_clear()
         _forget_clients()  # clients built against an earlier endpoint must not be reused
         self._tables()
