@@ -60,6 +60,8 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
     aws = LocalAws()
     aws.start()
     front = LocalFront()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too (set before "Ctrl-C to stop.")
     try:
         aws.bootstrap()
         seed(api_keys)
@@ -75,8 +77,6 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
         if exports:
             print(exports)
         print("Ctrl-C to stop.", flush=True)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
         pass
