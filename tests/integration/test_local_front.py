@@ -293,15 +293,16 @@ def _stable(functions: FakeFunctions) -> bool:
 # -- serve -------------------------------------------------------------------------------------------------------
 
 
-def test_serve_prints_urls_and_keys_and_answers_the_404_envelope() -> None:
+def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_"))}
     env |= {"PYTHONPATH": str(ROOT), "OPENWOP_API_KEYS": "k1=tenant-one,k2=tenant-two"}
+    errors = (tmp_path / "stderr.txt").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "shared.local.cli", "serve", "--port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         text=True,
     )
     lines: list[str] = []
@@ -326,7 +327,9 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope() -> None:
         assert json.loads(body)["error"] == "not_found"
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
+        code = proc.wait(timeout=15)
+        errors.close()
+        assert code == 0, (tmp_path / "stderr.txt").read_text()[-3000:]
 
 
 def test_cli_parses_api_keys_and_rejects_malformed_entries() -> None:
