@@ -24,3 +24,13 @@ def derived_prefix(source_run_id: str) -> str:
 
 def derived_key(source_run_id: str, eval_run_id: str, task_id: str) -> str:
     return f"{derived_prefix(source_run_id)}{eval_run_id}/{task_id}.json"
+
+# Host-table partitions of what a tenant registers (pk = prefix + tenant, sk = the id).
+TOOL_PREFIX = "TOOL#"
+MCP_SERVER_PREFIX = "MCPSERVER#"
+CREDENTIAL_PREFIX = "CRED#"
+
+
+def credential_secret_name(prefix: str, tenant: str, credential_ref: str) -> str:
+    """The Secrets Manager name of a tenant's credential: every tenant under its own path (IAM can scope it)."""
+    return f"{prefix.rstrip('/')}/{tenant}/{credential_ref}"

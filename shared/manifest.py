@@ -84,6 +84,8 @@ class Function:
     bucket: Access | None = None
     starts: tuple[str, ...] = ()  # state machines it may start / stop
     secrets: tuple[str, ...] = ()  # secrets it may read
+    credentials: Access | None = None  # tenants' tool credentials (Secrets Manager, under the credentials prefix)
+    egress: bool = False  # calls tools / MCP servers outside AWS (egress settings apply)
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -207,13 +209,20 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
     Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
     Function("put_eval_suite", "functions.put_eval_suite.handler", "api", ((HOST, "readwrite"),)),
-    Function("advance_run", "functions.tasks.advance_run.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
-    Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
+    Function("advance_run", "functions.tasks.advance_run.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300,
+             credentials="read", egress=True),
+    Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite",
+             timeout_s=300, credentials="read", egress=True),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
+    Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
+    Function("manage_tools", "functions.manage_tools.handler", "api", ((HOST, "readwrite"),),
+             credentials="read", egress=True),
+    Function("manage_credentials", "functions.manage_credentials.handler", "api", ((HOST, "readwrite"),),
+             credentials="readwrite"),
 )
 
 RUN_ID = "{runId}"
@@ -233,6 +242,17 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/{workflowId}", "get_workflow"),
     Route("GET", "/host/effect-seams", "get_effect_seams"),
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),
+    Route("GET", "/tools", "get_tools"),
+    Route("GET", "/tools/{toolId}", "get_tools"),
+    Route("POST", "/host/openwop-serverless/tools", "manage_tools"),
+    Route("DELETE", "/host/openwop-serverless/tools/{toolId}", "manage_tools"),
+    Route("POST", "/host/openwop-serverless/mcp-servers", "manage_tools"),
+    Route("GET", "/host/openwop-serverless/mcp-servers", "manage_tools"),
+    Route("DELETE", "/host/openwop-serverless/mcp-servers/{serverId}", "manage_tools"),
+    Route("PUT", "/host/openwop-serverless/credentials/{credentialRef}", "manage_credentials"),
+    Route("GET", "/host/openwop-serverless/credentials", "manage_credentials"),
+    Route("GET", "/host/openwop-serverless/credentials/{credentialRef}", "manage_credentials"),
+    Route("DELETE", "/host/openwop-serverless/credentials/{credentialRef}", "manage_credentials"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )

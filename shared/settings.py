@@ -35,6 +35,7 @@ class Settings:
     cursor_secret_id: str = ""
     egress_allow: tuple[str, ...] = ()
     tool_response_max_bytes: int = 1_000_000
+    credentials_prefix: str = "openwop-serverless/credentials"
 
 
 def _env(name: str, default: str = "") -> str:
@@ -68,4 +69,5 @@ def get_settings() -> Settings:
         cursor_secret_id=_env(cursor.env_var, cursor.local_name),
         egress_allow=tuple(e.strip() for e in _env("EGRESS_ALLOW").split(",") if e.strip()),
         tool_response_max_bytes=int(_env("TOOL_RESPONSE_MAX_BYTES", "1000000")),
+        credentials_prefix=_env("CREDENTIALS_SECRET_PREFIX", "openwop-serverless/credentials"),
     )

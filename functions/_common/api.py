@@ -159,6 +159,13 @@ def caller(app: APIGatewayHttpResolver) -> Caller:
     return c
 
 
+def segment(raw: str) -> str:
+    """A path segment as the client meant it: the raw path keeps percent-escapes (``acme.crm%3Alookup``)."""
+    from urllib.parse import unquote
+
+    return unquote(raw)
+
+
 def query(app: APIGatewayHttpResolver) -> dict[str, str]:
     return {k: str(v) for k, v in (app.current_event.query_string_parameters or {}).items()}
 

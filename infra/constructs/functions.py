@@ -144,6 +144,11 @@ class HostFunctions(Construct):
             environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
         for key in spec.secrets:
             environment[_secret_spec(key).env_var] = self._secrets.secret(key).secret_arn
+        if spec.credentials is not None:
+            environment["CREDENTIALS_SECRET_PREFIX"] = credentials_prefix(stage)
+        if spec.egress:
+            # CDK context ``egressAllow``: CIDRs or host names tools may reach although private (default: none).
+            environment["EGRESS_ALLOW"] = str(self.node.try_get_context("egressAllow") or "")
         fn = lambda_.Function(
             self,
             f"{name}Function",
@@ -167,6 +172,8 @@ class HostFunctions(Construct):
             _grant_bucket(fixtures, role, spec.bucket)
         for key in spec.secrets:
             self._secrets.secret(key).grant_read(role)
+        if spec.credentials is not None:
+            self._grant_credentials(role, stage, spec.credentials)
         acknowledge(
             fn,
             "AwsSolutions-L1",
@@ -174,6 +181,23 @@ class HostFunctions(Construct):
             "ahead-of-time byte code in the asset is compiled for.",
         )
         return fn
+
+    def _grant_credentials(self, role: iam.Role, stage: str, access: manifest.Access) -> None:
+        """Tenants' tool credentials: only secrets under this stage's credentials prefix (``<prefix>/<tenant>/<ref>``)."""
+        actions = ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"]
+        if access != "read":
+            actions += ["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DeleteSecret"]
+        arn = Stack.of(self).format_arn(service="secretsmanager", resource="secret",
+                                        resource_name=f"{credentials_prefix(stage)}/*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[arn]))
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:"
+            f"{credentials_prefix(stage)}/*]",
+            "Tool credentials are created per tenant at run time (<prefix>/<tenant>/<credentialRef>); access is "
+            "limited to this stage's credentials prefix, and the code addresses only the caller's tenant path.",
+        )
 
     def connect_state_machines(self, machines: Mapping[str, sfn.StateMachine]) -> None:
         """Give each function that ``starts`` a state machine its ARN env var and start/stop/describe rights."""
@@ -210,6 +234,10 @@ class HostFunctions(Construct):
     @property
     def functions(self) -> dict[str, lambda_.Function]:
         return dict(self._functions)
+
+
+def credentials_prefix(stage: str) -> str:
+    return f"{SERVICE_NAME}/{stage}/credentials"
 
 
 def _bucket_spec() -> manifest.Bucket:

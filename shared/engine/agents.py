@@ -34,7 +34,8 @@ def next_action(agent: AgentSpec, agent_input: Any, history: list[dict[str, Any]
 
 
 def tool_events(agent: AgentSpec, call_id: str, tool: str, args: Any, out: ToolOutcome) -> list[tuple[str, dict[str, Any]]]:
-    called: dict[str, Any] = {"agentId": agent.agent_id, "toolName": tool, "callId": call_id, "transport": "native"}
+    called: dict[str, Any] = {"agentId": agent.agent_id, "toolName": tool, "callId": call_id,
+                              "transport": out.transport}
     if agent.content_free:
         called["argsHash"] = args_hash(args)
     else:

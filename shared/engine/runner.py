@@ -20,6 +20,7 @@ from typing import Any
 from shared.engine import state as st
 from shared.engine.agents import invocation_step
 from shared.engine.canonical import same_json
+from shared.engine.dispatch import decode_body
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime
 from shared.engine.workflow import Workflow, load_workflow, resolve_node_inputs
@@ -265,15 +266,6 @@ def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, 
     if reply.status >= 400:
         raise NodeFailure(c.EXTERNAL_CALL_FAILED, f"the HTTP request answered {reply.status}")
     return {"status": reply.status, "body": decode_body(reply.body)}
-
-
-def decode_body(raw: bytes) -> Any:
-    """An answer body as JSON when it is JSON, else as text."""
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], now: int) -> Step:

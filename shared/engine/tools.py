@@ -1,11 +1,15 @@
 """The tool path every agent call takes: allowlist, budget, fixtures, replay, the live tool, the record.
 
 Order of decisions for one call (agent ``A``, tool ``T``, args ``X``):
-1. ``T`` not in A's allowlist (or not registered)  -> ``forbidden``, never runs.
+1. ``T`` not in A's allowlist                       -> ``forbidden``, never runs.
 2. the run's tool-call budget is spent              -> ``rate_limited``, never runs.
-3. replay fork: served from the source run's recorded call at the same (invocation, index), else fails closed.
-4. a fixture plan: the first unconsumed entry matching (T, X) serves it; a miss fails closed or goes live.
-5. live: through the EffectGuard; an exception is an ``error`` outcome.
+3. replay fork: served from the source run's recorded call at the same (invocation, index), else fails closed
+   (a recorded call is served even if its tool was unregistered since: the record is the history).
+4. ``T`` is neither built in nor registered for the tenant (``Catalog``) -> ``forbidden``.
+5. a fixture plan: the first unconsumed entry matching (T, X) serves it; a miss fails closed or goes live.
+6. live: through the EffectGuard. Built-in tools run here; registered HTTP and MCP tools are validated against
+   their input schema (invalid args are an ``error`` outcome, never a request), then claimed, keyed and sent
+   (``shared.engine.dispatch``). An exception is an ``error`` outcome.
 Every call, whatever decided it, is written to the as-executed tool-call record (write-once per call key,
 so a retried step reads the outcome it already made and never re-fires the effect).
 """
@@ -15,11 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.engine import dispatch
 from shared.engine.canonical import same_json
+from shared.engine.catalog import Catalog, ResolvedTool
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
 from shared.errors import StorageError
 from shared.ports import EffectDeniedError, EffectGuard, Ports, ToolCallRecord
 from shared.protocol import codes as c
+from shared.protocol.tools import transport_of
 
 FIXTURE_MISS = "openwop-serverless.fixture_miss"
 
@@ -39,6 +46,7 @@ class ToolOutcome:
     source: str = "live"  # live | fixture | recorded | none
     duration_ms: int | None = None
     miss: bool = False
+    transport: str = "native"  # native | http | mcp: how the tool is reached (agent.tool-called.transport)
 
 
 @dataclass
@@ -103,8 +111,9 @@ def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, run_id: str, ex
 
 def _recorded(rec: dict[str, Any]) -> ToolOutcome:
     """A call resolved from a source run's as-executed record (never live)."""
+    tool = str(rec.get("toolName", ""))
     return ToolOutcome(rec["status"], rec.get("result"), rec.get("error"), "recorded", rec.get("durationMs"),
-                       bool(rec.get("miss")))
+                       bool(rec.get("miss")), str(rec.get("transport") or transport_of(tool, tool in TOOLS)))
 
 
 @dataclass
@@ -119,6 +128,11 @@ class ToolRuntime:
     # Calls inside a fork's copied prefix are fixed history in every mode (a branch re-fires only after fromSeq).
     recorded_first: dict[tuple[str, int], dict[str, Any]] | None = None
     plan: FixturePlan | None = None
+    catalog: Catalog | None = None
+
+    def __post_init__(self) -> None:
+        if self.catalog is None:
+            self.catalog = Catalog(self.ports, self.tenant)
 
     def call(
         self,
@@ -137,6 +151,8 @@ class ToolRuntime:
         call_key = f"{order_key}#{index:05d}"
         started = self.ports.clock.now_ms()
         outcome = self._decide(agent, invocation_id, index, tool, args, calls_so_far, call_key)
+        if outcome.source != "recorded":
+            outcome.transport = transport_of(tool, tool in TOOLS)
         if outcome.duration_ms is None and outcome.status in ("ok", "error") and outcome.source != "none":
             outcome.duration_ms = max(0, self.ports.clock.now_ms() - started)
         record = ToolCallRecord(
@@ -144,20 +160,18 @@ class ToolRuntime:
             delegate=False, tool_name=tool, call_id=f"{invocation_id}#{index}", args=args, status=outcome.status,
             result=outcome.result if outcome.status == "ok" else None, error=outcome.error, source=outcome.source,
             started_at=self.ports.clock.iso(started), duration_ms=outcome.duration_ms,
-            extra={"miss": True} if outcome.miss else {},
+            extra={"transport": outcome.transport, **({"miss": True} if outcome.miss else {})},
         )
         if not self.ports.tool_calls.put_call(record, self.expires_at):
             prior = self.ports.tool_calls.get_call(self.run_id, call_key)
             if prior is not None:
-                return ToolOutcome(prior.status, prior.result, prior.error, prior.source, prior.duration_ms,
-                                   bool(prior.extra.get("miss")))
+                return outcome_of(prior)
         return outcome
 
     def _decide(
         self, agent: AgentSpec, invocation_id: str, index: int, tool: str, args: Any, calls_so_far: int, call_key: str
     ) -> ToolOutcome:
-        allowed = tool in TOOLS and (agent.tool_allowlist is None or tool in agent.tool_allowlist)
-        if not allowed:
+        if agent.tool_allowlist is not None and tool not in agent.tool_allowlist:
             return ToolOutcome("forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"),
                                source="none")
         if calls_so_far >= self.budget:
@@ -173,6 +187,11 @@ class ToolRuntime:
                                                              "no recorded outcome for this call in the source run"),
                                    source="recorded")
             return _recorded(rec)
+        assert self.catalog is not None
+        resolved = self.catalog.resolve(tool)
+        if resolved is None:
+            return ToolOutcome("forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"),
+                               source="none")
         if self.plan is not None:
             entry = self.plan.take(tool, args)
             if entry is not None:
@@ -186,6 +205,8 @@ class ToolRuntime:
                 return ToolOutcome("error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"),
                                    source="fixture", miss=True)
         guard = Guard("live" if self.mode != "replay" else "replay")
+        if resolved.transport != "native":
+            return self._send(guard, resolved, call_key, args)
         try:
             result = run_live_tool(self.ports, guard, self.tenant, self.run_id, self.expires_at,
                                    f"{self.run_id}#{call_key}", tool, args)
@@ -200,3 +221,31 @@ class ToolRuntime:
             raise  # the run stopped being writable (or storage failed): no outcome is recorded for this call
         except Exception:  # a tool that raises is an error outcome, never a lost call
             return ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the tool raised"), source="live")
+
+    def _send(self, guard: Guard, tool: ResolvedTool, call_key: str, args: Any) -> ToolOutcome:
+        """A registered HTTP or MCP tool: validated, claimed while the run is writable, sent at most once more."""
+        assert self.catalog is not None
+        if self.catalog.argument_errors(tool, args):
+            return ToolOutcome("error", error=_error_obj(c.VALIDATION_ERROR,
+                                                         "the arguments do not match the tool's inputSchema"),
+                               source="none")
+        try:
+            guard.check(f"tool.{tool.transport}")
+        except EffectDeniedError:
+            return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
+                               source="none")
+        claimed = self.ports.runs.claim_effect(
+            self.run_id, f"call#{call_key}", {"seam": f"tool.{tool.transport}", "toolId": tool.tool_id,
+                                              "at": self.ports.clock.iso()}, self.expires_at)
+        if not claimed:  # a retried step: an outcome already recorded is returned, never sent again
+            prior = self.ports.tool_calls.get_call(self.run_id, call_key)
+            if prior is not None:
+                return outcome_of(prior)
+        status, result, error = dispatch.send(self.ports, tool, self.tenant, self.run_id, call_key, args)
+        return ToolOutcome(status, result, error, source="live")
+
+
+def outcome_of(rec: ToolCallRecord) -> ToolOutcome:
+    """The outcome a stored tool-call record holds."""
+    return ToolOutcome(rec.status, rec.result, rec.error, rec.source, rec.duration_ms, bool(rec.extra.get("miss")),
+                       str(rec.extra.get("transport") or transport_of(rec.tool_name, rec.tool_name in TOOLS)))

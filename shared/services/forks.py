@@ -82,7 +82,7 @@ def source_index(ports: Ports, src: RunRecord) -> tuple[dict[str, Any], int]:
         index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
         calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
                       "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
-                      "miss": bool(r.extra.get("miss"))})
+                      "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport")})
     return {"outcomes": outcomes, "calls": calls}, count
 
 

@@ -44,6 +44,14 @@ def _too_large(exc: ClientError) -> bool:
     return any("size has exceeded" in t.lower() for t in texts)
 
 
+def _partition_condition(pk: str, prefix: str) -> dict[str, Any]:
+    """A Query's key condition: the whole partition, or the sort keys that start with ``prefix``."""
+    if not prefix:  # begins_with(sk, "") is refused by DynamoDB
+        return {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": pk}}}
+    return {"KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+            "ExpressionAttributeValues": {":p": {"S": pk}, ":s": {"S": prefix}}}
+
+
 def _refuse_too_large(exc: ClientError) -> None:
     if _too_large(exc):
         raise ItemTooLargeError("an item over DynamoDB's 400 KB limit") from exc
@@ -319,12 +327,7 @@ class DynamoRunStore:
 
     def query_aux(self, run_id: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
         out: list[tuple[str, dict[str, Any]]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._t,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
-            "ExpressionAttributeValues": {":p": {"S": run_id}, ":s": {"S": prefix}},
-            "ConsistentRead": True,
-        }
+        kwargs: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True, **_partition_condition(run_id, prefix)}
         while True:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):
@@ -706,11 +709,7 @@ class DynamoHostStore:
 
     def query(self, pk: str, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
         out: list[tuple[str, dict[str, Any]]] = []
-        kwargs: dict[str, Any] = {
-            "TableName": self._t,
-            "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
-            "ExpressionAttributeValues": {":p": {"S": pk}, ":s": {"S": prefix}},
-        }
+        kwargs: dict[str, Any] = {"TableName": self._t, **_partition_condition(pk, prefix)}
         while True:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):
@@ -719,6 +718,11 @@ class DynamoHostStore:
             if not resp.get("LastEvaluatedKey"):
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def delete_item(self, pk: str, sk: str) -> bool:
+        """Delete one item; True when it existed."""
+        resp = self._c.delete_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ReturnValues="ALL_OLD")
+        return "Attributes" in resp
 
     def put_effect(self, pk: str, sk: str, value: dict[str, Any], *, run_id: str, expires_at: int) -> bool:
         """Write an effect row once, only while ``run_id`` is writable (one transaction with the run's check).

@@ -33,8 +33,34 @@ class SecretsManagerSecretStore:
                 self._provider = SecretsProvider(boto3_client=self._client_factory())
             return self._provider
 
-    def get_secret(self, secret_id: str) -> str:
-        value = self._get_provider().get(secret_id, max_age=self._max_age_s)
+    def get_secret(self, secret_id: str, *, max_age_s: int | None = None) -> str:
+        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+        from shared.ports import SecretNotFoundError
+
+        try:
+            value = self._get_provider().get(secret_id, max_age=self._max_age_s if max_age_s is None else max_age_s)
+        except GetParameterError as exc:
+            raise SecretNotFoundError("the secret cannot be read") from exc
         if isinstance(value, bytes):
             return value.decode("utf-8")
         return str(value)
+
+    def put_secret(self, name: str, value: str, *, description: str = "") -> bool:
+        """Create the secret, or store a new current version of it. True when it was created."""
+        client = self.client()
+        try:
+            client.create_secret(Name=name, SecretString=value, Description=description)
+            return True
+        except client.exceptions.ResourceExistsException:
+            client.put_secret_value(SecretId=name, SecretString=value)
+            return False
+
+    def delete_secret(self, name: str) -> bool:
+        """Delete at once (no recovery window: a credential removed by its owner must stop working now)."""
+        client = self.client()
+        try:
+            client.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+            return True
+        except client.exceptions.ResourceNotFoundException:
+            return False

@@ -1,0 +1,116 @@
+"""A live call to a registered tool (HTTP or MCP): claimed, keyed, sent at most once per outcome, recorded.
+
+For one call (run ``R``, call key ``K``):
+1. **Claim** ``EFFECT#call#K`` under the run, in one transaction with the run's writable check: a cancelled or
+   erased run never sends (``ConflictError``). A claim that already exists means a retried step: if the call's
+   outcome is recorded it is returned and nothing is sent again; if not (the task died between sending and
+   recording), the call is sent again **with the same idempotency key**, so the tool can tell.
+2. **Key** ``owop-<sha256(R#K)>``: an HTTP tool gets it as ``Idempotency-Key``, an MCP tool in
+   ``_meta["openwop/idempotencyKey"]``.
+3. **Credential** from the tenant's credential store, applied at egress (never in an event, a record or a log).
+4. **Send** through the transport port (egress-guarded). Failures are outcomes, never exceptions: the caller
+   records whatever happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from shared import keys
+from shared.engine.catalog import ResolvedTool
+from shared.ports import EgressRefusedError, Ports, SecretNotFoundError, TransportError
+from shared.protocol import codes as c
+
+CREDENTIAL_MAX_AGE_S = 60  # a rotated or deleted credential is picked up within a minute
+USER_AGENT = "openwop-serverless"
+META_KEY = "openwop/idempotencyKey"
+
+
+def idempotency_key(run_id: str, call_key: str) -> str:
+    return "owop-" + hashlib.sha256(f"{run_id}#{call_key}".encode()).hexdigest()[:40]
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"code": c.EXTERNAL_CALL_FAILED, "message": message}
+
+
+def credential_headers(ports: Ports, tenant: str, ref: str | None) -> dict[str, str]:
+    if not ref:
+        return {}
+    name = keys.credential_secret_name(ports.settings.credentials_prefix, tenant, ref)
+    raw = ports.secrets.get_secret(name, max_age_s=CREDENTIAL_MAX_AGE_S)
+    cred = json.loads(raw)
+    if cred.get("type") == "bearer":
+        return {"Authorization": f"Bearer {cred['token']}"}
+    return {str(cred["name"]): str(cred["value"])}
+
+
+def send(ports: Ports, tool: ResolvedTool, tenant: str, run_id: str, call_key: str, args: Any) -> tuple[str, Any,
+                                                                                                          Any]:
+    """Send one call; return (status, result, error) — status ``ok`` or ``error``. Never raises for the tool."""
+    key = idempotency_key(run_id, call_key)
+    try:
+        headers = credential_headers(ports, tenant, tool.credential_ref)
+    except (SecretNotFoundError, ValueError, KeyError, TypeError):
+        return "error", None, _error("the tool's credential is not available")
+    try:
+        if tool.transport == "mcp":
+            return _send_mcp(ports, tool, headers, key, args)
+        return _send_http(ports, tool, headers, key, args)
+    except EgressRefusedError as exc:
+        return "error", None, _error(f"egress refused: {exc.reason}")
+    except TransportError as exc:
+        return "error", None, _error(exc.reason)
+
+
+def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> tuple[str, Any,
+                                                                                                         Any]:
+    source = tool.spec["source"]
+    method = str(source.get("method", "POST"))
+    url = str(source["url"])
+    body: bytes | None = None
+    if method == "GET":
+        url = _with_query(url, args)
+    else:
+        body = json.dumps(args, separators=(",", ":")).encode("utf-8")
+    sent = {**(source.get("headers") or {}), **headers, "Idempotency-Key": key, "Accept": "application/json",
+            "User-Agent": USER_AGENT}
+    if body is not None:
+        sent["Content-Type"] = "application/json"
+    reply = ports.http.send(method, url, sent, body, timeout_s=int(source.get("timeoutMs", 10_000)) / 1000,
+                            max_bytes=int(ports.settings.tool_response_max_bytes))
+    result = decode_body(reply.body)
+    if reply.status >= 400:
+        return "error", None, _error(f"the tool answered HTTP {reply.status}")
+    return "ok", result, None
+
+
+def _send_mcp(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> tuple[str, Any,
+                                                                                                        Any]:
+    server = tool.spec["server"]
+    arguments = args if isinstance(args, dict) else {}
+    result = ports.mcp.call_tool(str(server["url"]), headers, str(tool.spec["tool"]["name"]), arguments,
+                                 meta={META_KEY: key}, timeout_s=int(server.get("timeoutMs", 10_000)) / 1000)
+    # RFC 0204: the CallToolResult comes back unaltered; a tool error (isError: true) is a result, not a failure.
+    return "ok", result, None
+
+
+def _with_query(url: str, args: Any) -> str:
+    if not isinstance(args, dict) or not args:
+        return url
+    parts = urlsplit(url)
+    pairs = [(k, v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))) for k, v in args.items()]
+    query = "&".join(x for x in (parts.query, urlencode(pairs)) if x)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+
+
+def decode_body(raw: bytes) -> Any:
+    """An answer body as JSON when it is JSON, else as text."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,199 @@
+"""Host-defined registration bodies for tools, MCP servers and credentials (closed shapes), and tool id forms.
+
+Tool ids (RFC 0078 ``<scope>:<tool-id>``):
+- a registered HTTP tool: ``<org>.<pack>:<tool>`` (lower-case org and pack, digits and inner hyphens allowed);
+- an MCP server's tool: ``mcp:<serverId>.<tool name>`` (the server id has no dot, so the first dot splits);
+- the conformance tools: ``conformance.eval:<tool>`` (built in; the ``conformance`` and ``openwop`` orgs are
+  reserved).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+
+TOOL_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SERVER_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+CREDENTIAL_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+MCP_PREFIX = "mcp:"
+RESERVED_ORGS = frozenset({"conformance", "openwop", "core", "mcp"})
+# Headers a registration may not set itself: credentials come only from a credentialRef; the rest are hop-by-hop
+# or set by the host per call.
+FORBIDDEN_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "cookie", "set-cookie", "host", "content-length", "transfer-encoding",
+    "connection", "keep-alive", "upgrade", "te", "trailer", "expect", "idempotency-key",
+})
+SafetyTier = Literal["pure", "read", "write"]
+ReplayPolicy = Literal["deterministic", "idempotent", "non-deterministic"]
+
+
+def mcp_tool_id(server_id: str, name: str) -> str:
+    return f"{MCP_PREFIX}{server_id}.{name}"
+
+
+def split_mcp_tool_id(tool_id: str) -> tuple[str, str] | None:
+    """``mcp:<serverId>.<name>`` -> (serverId, name); None for any other form."""
+    if not tool_id.startswith(MCP_PREFIX) or "." not in tool_id:
+        return None
+    server_id, name = tool_id[len(MCP_PREFIX):].split(".", 1)
+    if not SERVER_ID_RE.match(server_id) or not name:
+        return None
+    return server_id, name
+
+
+def transport_of(tool_id: str, builtin: bool) -> str:
+    """How a tool is reached, from its id alone (so a replay reproduces ``agent.tool-called.transport``)."""
+    if builtin:
+        return "native"
+    return "mcp" if tool_id.startswith(MCP_PREFIX) else "http"
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
+    if headers is None:
+        return None
+    if len(headers) > 32:
+        raise ValueError("at most 32 headers")
+    for name, value in headers.items():
+        if not re.match(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", name) or name.lower() in FORBIDDEN_HEADERS:
+            raise ValueError("a header name is not allowed (credentials go through credentialRef)")
+        if not isinstance(value, str) or len(value) > 1024 or any(ch in value for ch in "\r\n\0"):
+            raise ValueError("a header value is not allowed")
+    return headers
+
+
+def _check_url(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises on an invalid port
+    except ValueError as exc:
+        raise ValueError("the URL has an invalid port") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+        raise ValueError("the URL must be an absolute http(s) URL without credentials")
+    if len(url) > 2048 or any(ch in url for ch in " \r\n\0"):
+        raise ValueError("the URL is not allowed")
+    return url
+
+
+class HttpToolSource(_Closed):
+    kind: Literal["http"]
+    url: str
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] | None = None
+    timeoutMs: StrictInt = Field(default=10_000, ge=100, le=30_000)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return _check_url(v)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str] | None) -> dict[str, str] | None:
+        return _check_headers(v)
+
+
+class ToolRegistration(_Closed):
+    """``POST /host/openwop-serverless/tools``: an HTTP tool."""
+
+    toolId: str
+    version: str | None = Field(default=None, min_length=1, max_length=64)
+    title: str | None = Field(default=None, max_length=200)
+    description: str = Field(min_length=1, max_length=2000)
+    inputSchema: dict[str, Any]
+    outputSchema: dict[str, Any] | None = None
+    source: HttpToolSource
+    credentialRef: str | None = None
+    replayPolicy: ReplayPolicy | None = None
+    safetyTier: SafetyTier | None = None
+
+    @field_validator("toolId")
+    @classmethod
+    def _tool_id(cls, v: str) -> str:
+        if not TOOL_ID_RE.match(v) or v.split(".", 1)[0] in RESERVED_ORGS:
+            raise ValueError("toolId must be <org>.<pack>:<tool> with a non-reserved lower-case org")
+        return v
+
+    @field_validator("credentialRef")
+    @classmethod
+    def _cred(cls, v: str | None) -> str | None:
+        if v is not None and not CREDENTIAL_REF_RE.match(v):
+            raise ValueError("credentialRef is malformed")
+        return v
+
+
+class McpToolClass(_Closed):
+    """The host's classification of one MCP tool (never taken from the server's annotations)."""
+
+    safetyTier: SafetyTier = "write"
+    replayPolicy: ReplayPolicy = "non-deterministic"
+
+
+class McpServerRegistration(_Closed):
+    """``POST /host/openwop-serverless/mcp-servers``: a streamable-HTTP MCP server."""
+
+    serverId: str = Field(min_length=1, max_length=48)
+    url: str
+    description: str | None = Field(default=None, max_length=2000)
+    credentialRef: str | None = None
+    timeoutMs: StrictInt = Field(default=10_000, ge=100, le=30_000)
+    tools: dict[str, McpToolClass] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return _check_url(v)
+
+    @field_validator("serverId")
+    @classmethod
+    def _server_id(cls, v: str) -> str:
+        if not SERVER_ID_RE.match(v):
+            raise ValueError("serverId must be lower-case letters, digits and inner hyphens")
+        return v
+
+    @field_validator("credentialRef")
+    @classmethod
+    def _cred(cls, v: str | None) -> str | None:
+        if v is not None and not CREDENTIAL_REF_RE.match(v):
+            raise ValueError("credentialRef is malformed")
+        return v
+
+
+class BearerCredential(_Closed):
+    type: Literal["bearer"]
+    token: str = Field(min_length=1, max_length=8192)
+
+
+class HeaderCredential(_Closed):
+    type: Literal["header"]
+    name: str = Field(min_length=1, max_length=64)
+    value: str = Field(min_length=1, max_length=8192)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.match(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", v) or v.lower() in FORBIDDEN_HEADERS - {
+                "authorization", "proxy-authorization", "cookie"}:
+            raise ValueError("the header name is not allowed")
+        return v
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        if any(ch in v for ch in "\r\n\0"):
+            raise ValueError("the header value is not allowed")
+        return v
+
+
+class CredentialPut(_Closed):
+    """``PUT /host/openwop-serverless/credentials/{credentialRef}``: write-only secret material."""
+
+    credential: BearerCredential | HeaderCredential = Field(discriminator="type")
+    description: str | None = Field(default=None, max_length=500)
