@@ -177,3 +177,26 @@ def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[st
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode("utf-8", "replace")
             found += [(obj["Key"], n) for n in needles if n in obj["Key"] or n in body]
     return found
+
+
+@contextmanager
+def crash_before_write(client: Any, table: str, marker: str, times: int = 1) -> Iterator[Injected]:
+    """The first ``times`` TransactWriteItems into ``table`` mentioning ``marker`` never reach DynamoDB: the caller
+    crashes just before it, as a Lambda task dying between an outside call and its record."""
+    got = Injected()
+
+    def before(params: Any = None, **_: Any) -> None:
+        items = params.get("TransactItems", [])
+        if not any(table in json.dumps(i) for i in items) or marker not in json.dumps(params, default=str):
+            return
+        with got.lock:
+            if got.crashed >= times:
+                return
+            got.crashed += 1
+        raise InjectedCrash("task killed before its write")
+
+    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", before)
+    try:
+        yield got
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.TransactWriteItems", before)

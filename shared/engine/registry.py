@@ -28,6 +28,19 @@ SEAM_COUNTER = Seam("storage.conformance-counter", "storage", "EffectGuard (defa
 SEAM_LEDGER = Seam("storage.effect-ledger", "storage", "EffectGuard (default-deny in replay); "
                    "core.conformance.side-effect resolves the source's n-th recorded terminal outcome")
 
+SEAM_TOOL_HTTP = Seam("tool.http", "http", "EffectGuard (default-deny in replay) + the egress guard; each call is claimed "
+                      "while the run is writable, keyed (Idempotency-Key) and recorded as executed; replay and RFC 0252 "
+                      "fixtures serve the recorded outcome", note="registered HTTP tools (POST /host/openwop-serverless/tools)")
+SEAM_TOOL_MCP = Seam("tool.mcp", "http", "EffectGuard (default-deny in replay) + the egress guard; each tools/call is "
+                     "claimed while the run is writable, keyed (_meta openwop/idempotencyKey) and recorded as executed; "
+                     "replay and RFC 0252 fixtures serve the recorded outcome",
+                     note="MCP servers (POST /host/openwop-serverless/mcp-servers), streamable HTTP")
+SEAM_CREDENTIALS = Seam("secrets.credentials", "provider-sdk", "read-only GetSecretValue of the calling tenant's own "
+                        "credential path; never fires in replay because no tool call is sent in replay",
+                        branch_re_fires=True, note="AWS Secrets Manager reads of tool credentials (no write, no effect)")
+# Outbound paths that belong to no single node type or built-in tool: registered tools and their credentials.
+TRANSPORT_SEAMS = (SEAM_TOOL_HTTP, SEAM_TOOL_MCP, SEAM_CREDENTIALS)
+
 
 @dataclass(frozen=True)
 class NodeType:
@@ -47,7 +60,8 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("core.conformance.side-effect", "side-effect", (SEAM_LEDGER,), conformance=True,
                  description="records one effect-ledger row per execution"),
         NodeType("core.agent", "pure", description="invokes config.agentId; each tool call is resolved in replay"),
-        NodeType("core.tool", "side-effect", description="calls config.tool with its inputs as args"),
+        NodeType("core.tool", "side-effect", (SEAM_TOOL_HTTP, SEAM_TOOL_MCP),
+                 description="calls config.tool with its inputs as args"),
         NodeType("core.http", "side-effect", (SEAM_HTTP,), description="an allowlisted HTTP request"),
     )
 }

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from shared.engine.registry import AGENTS, NODE_TYPES, TOOLS, Seam
+from shared.engine.registry import AGENTS, NODE_TYPES, TOOLS, TRANSPORT_SEAMS, Seam
 from shared.ports import Ports
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 from shared.services import fixtures
@@ -58,6 +58,8 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         if FEATURES["recordedFixtures"]:
             suite["recordedFixtures"] = True
         doc["agents"] = {**FAMILY, "evalSuite": suite}
+    # RFC 0078 / 0204: the catalog of built-in, registered HTTP (connector) and MCP tools.
+    doc["toolCatalog"] = {**FAMILY, "supported": True, "sources": ["connector", "mcp", "node-pack"]}
     return doc
 
 
@@ -73,6 +75,8 @@ def all_seams() -> list[Seam]:
     for t in TOOLS.values():
         for s in t.seams:
             seen[s.seam] = s
+    for s in TRANSPORT_SEAMS:
+        seen[s.seam] = s
     return [seen[k] for k in sorted(seen)]
 
 

@@ -233,9 +233,11 @@ def test_effect_seam_manifest_covers_every_effect_path(host):
         for entry in registry.values():
             if entry.role == "side-effect" and entry.seams:
                 assert {s.seam for s in entry.seams} <= listed
-    for type_id in ("core.http", "core.conformance.side-effect"):
+    for type_id in ("core.http", "core.conformance.side-effect", "core.tool"):
         assert NODE_TYPES[type_id].seams, type_id
     assert TOOLS["conformance.eval:counter"].seams
+    # the outbound paths of registered tools and their credentials are listed too
+    assert {"tool.http", "tool.mcp", "secrets.credentials"} <= listed
 
 
 def test_discovery_advertises_replay_and_the_replay_fixtures(host):

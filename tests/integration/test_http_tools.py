@@ -272,3 +272,35 @@ def test_a_core_tool_node_calls_a_registered_http_tool(host, server):
     done = next(e for e in all_events(client, run.runId) if e.type == "node.completed")
     assert done.payload["outputs"] == {"result": {"city": "Oslo", "forecast": "rain"}}
     assert raw(host.base_url, "GET", f"/tools/{weather}", key=host.key_a).json["safetyTier"] == "read"
+
+
+@pytest.mark.parametrize("crash", ["before-record", "after-record"])
+def test_a_call_retried_after_a_crash_is_sent_at_most_once_more_with_the_same_key(host, server, crash):
+    from shared.settings import get_settings
+    from tests.faults import crash_before_write, kill_after_write
+
+    tools, url = server
+    ticket = f"{_org()}.desk:ticket"
+    assert raw(host.base_url, "POST", f"{BASE}/tools", {
+        "toolId": ticket, "description": "Open a ticket", "source": {"kind": "http", "url": url + "/tickets"},
+        "inputSchema": {"type": "object"}}, key=host.key_a).status == 201
+    title = f"title-{uuid.uuid4().hex}"
+    client = host.client(host.key_a)
+    before = tools.count("/tickets")
+    ddb = _ports().runs._c
+    # Given the task dies right before (or right after) recording the call it just sent
+    if crash == "before-record":
+        injected = crash_before_write(ddb, get_settings().tool_calls_table, title)
+    else:
+        injected = kill_after_write(ddb, {title: 2})  # 1: the claim, 2: the record
+    with injected as got:
+        run_id = _run_agent(client, [(ticket, {"title": title})])
+    # Then Step Functions retried it: before the record, the call went out once more with the same key;
+    # after the record, never again; either way one record and one answer
+    assert got.crashed == 1 and client.runs_get(run_id).status == "completed"
+    hits = [h for h in tools.hits if h.path == "/tickets" and (h.body or {}).get("title") == title]
+    assert len(hits) == (2 if crash == "before-record" else 1)
+    assert len({h.headers["idempotency-key"] for h in hits}) == 1
+    assert tools.count("/tickets") - before == len(hits)
+    assert len(_ports().tool_calls.list_calls(run_id)) == 1
+    assert len({r["outcome"]["ticketId"] for r in _returned(client, run_id)}) == 1
