@@ -57,14 +57,18 @@ class RunContext:
     source_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _tools: ToolRuntime | None = None
 
     @property
     def run_id(self) -> str:
         return self.record.run_id
 
     def tools(self) -> ToolRuntime:
-        return ToolRuntime(self.ports, self.run_id, self.record.tenant, self.mode, self.record.expires_at,
-                           self.ports.settings.run_tool_call_budget, self.source_calls)
+        """The tool path for this task's steps (one catalog, so each registration is read once per task)."""
+        if self._tools is None:
+            self._tools = ToolRuntime(self.ports, self.run_id, self.record.tenant, self.mode, self.record.expires_at,
+                                      self.ports.settings.run_tool_call_budget, self.source_calls)
+        return self._tools
 
     def source_event(self, seq: int) -> dict[str, Any] | None:
         if self.source_run_id is None:
