@@ -193,7 +193,13 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
         secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in spec.secrets}
         for var, key in secret_vars.items():
             assert env[var] == {"Ref": synth.logical_id(synth.stack.secrets.secret(key))}, spec.name
-        assert not [k for k in env if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k) and k not in secret_vars]
+        # tenants' tool credentials: only the name prefix, for the functions that use them
+        prefix_var = {"CREDENTIALS_SECRET_PREFIX"} if spec.credentials else set()
+        if spec.credentials:
+            assert env["CREDENTIALS_SECRET_PREFIX"] == f"openwop-serverless/{STAGE}/credentials", spec.name
+        assert ("EGRESS_ALLOW" in env) == spec.egress, spec.name
+        assert not [k for k in env if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k)
+                    and k not in secret_vars and k not in prefix_var]
 
 
 # --- IAM --------------------------------------------------------------------------------------------------------
@@ -399,12 +405,19 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
             s for s in synth.function_statements(spec.name)
             if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))
         ]
-        resources = [r for s in statements for r in _as_list(s["Resource"])]
+        host_secrets = [s for s in statements if "credentials/*" not in json.dumps(s["Resource"])]
+        resources = [r for s in host_secrets for r in _as_list(s["Resource"])]
         # Then it reads exactly its manifest secrets, by ARN, and writes none
         expected = [{"Ref": synth.logical_id(synth.stack.secrets.secret(k))} for k in spec.secrets]
         assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.name
-        actions = _actions(statements)
-        assert actions <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, spec.name
+        assert _actions(host_secrets) <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, spec.name
+        # and tenants' tool credentials only under this stage's prefix, written only where the manifest says so
+        credential = [s for s in statements if s not in host_secrets]
+        assert bool(credential) == bool(spec.credentials), spec.name
+        for statement in credential:
+            assert f":secret:openwop-serverless/{STAGE}/credentials/*" in json.dumps(statement["Resource"])
+        writes = _actions(credential) - {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+        assert bool(writes) == (spec.credentials == "readwrite"), spec.name
 
 
 # --- Step Functions ---------------------------------------------------------------------------------------------
