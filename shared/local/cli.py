@@ -62,26 +62,34 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
     front = LocalFront()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too (set before "Ctrl-C to stop.")
+    demo = None
     try:
         aws.bootstrap()
         seed(api_keys)
+        from shared.local.demo import start_demo
+        from shared.wiring import get_ports
+
+        demo = start_demo(get_ports(), sorted(set(api_keys.values())), port)
         base_url = front.start(host, port)
         print(f"openwop-serverless local host: {base_url}")
         print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
         for key, tenant in api_keys.items():
             print(f"  API key {key} -> tenant {tenant}")
+        print(f"demo tool server (HTTP): {demo.tools_url}   demo MCP server: {demo.mcp_url}")
         keys = list(api_keys)
         exports = f"export OPENWOP_BASE_URL={base_url} OPENWOP_API_KEY={keys[0]}" if keys else ""
         if len(keys) > 1:
             exports += f" OPENWOP_TEST_TENANT_B_API_KEY={keys[1]}"
         if exports:
-            print(exports)
+            print(f"{exports} DEMO_TOOLS_URL={demo.tools_url}")
         print("Ctrl-C to stop.", flush=True)
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
         pass
     finally:
         front.stop()
+        if demo is not None:
+            demo.stop()
         aws.stop()
     return 0
 

@@ -5,7 +5,8 @@ Endpoints (JSON in, JSON out; deterministic):
 - ``POST /tickets`` ``{"title", "body"?}`` -> ``{"ticketId": "T-<n>", "title"}`` (a write: n counts tickets made
   under distinct ``Idempotency-Key`` values; a repeated key answers the first ticket again);
 - ``GET /weather?city=...`` -> ``{"city", "forecast"}``;
-- ``POST /fail`` -> 500.
+- ``POST /fail`` -> 500;
+- ``GET /hits`` -> ``{"count": n}``: how many tool requests it has served (this request not counted).
 
 ``DemoToolServer.hits`` lists ``(method, path, headers, body)`` per request, headers lower-cased, so tests can
 assert zero hits after a replay, the ``Idempotency-Key`` a retried call carried, and the credential applied.
@@ -64,6 +65,9 @@ class DemoToolServer:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 parts = urlsplit(self.path)
+                if parts.path == "/hits":
+                    self._answer(200, {"count": owner.count()})
+                    return
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 with owner._lock:
                     owner.hits.append(Hit(self.command, parts.path, headers, body))

@@ -1,0 +1,74 @@
+"""The README's tour, run exactly as written against ``openwop-serverless serve`` (the ``make serve`` command).
+
+The test starts the console script's ``serve`` on a free port, takes the ``export ...`` line it prints as the
+tour's environment, then runs every ``sh`` block of the README's tour section with bash (``-euo pipefail``) and
+every ``python`` block with this interpreter, and checks what they print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from tests.helpers import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tour_blocks() -> list[tuple[str, str]]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## A two-minute tour", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```(sh|python)\n(.*?)```", section, re.S)
+
+
+def test_the_readme_tour_runs_as_written(tmp_path) -> None:
+    blocks = _tour_blocks()
+    assert [lang for lang, _ in blocks] == ["sh", "python"]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
+    env["PYTHONPATH"] = str(ROOT)
+    errors = (tmp_path / "serve.stderr").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=errors, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True).start()
+    try:
+        eventually(lambda: any("Ctrl-C" in line for line in lines), timeout=60)
+        exports = next(line for line in lines if line.startswith("export "))
+        tour_env = dict(env)
+        for pair in exports.split()[1:]:
+            name, _, value = pair.partition("=")
+            tour_env[name] = value
+        assert {"OPENWOP_BASE_URL", "OPENWOP_API_KEY", "DEMO_TOOLS_URL"} <= set(tour_env)
+
+        # The shell tour: real tool calls, then a replay that calls nothing
+        sh = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[0][1]], cwd=tmp_path, env=tour_env,
+                            capture_output=True, text=True, timeout=240)
+        assert sh.returncode == 0, sh.stderr[-3000:]
+        out = sh.stdout
+        assert "['2.0']" in out
+        assert "mcp:demo.lookup_customer mcp read" in out and "demo.desk:ticket connector write" in out
+        assert "event: run.completed" in out
+        hits = [json.loads(line)["count"] for line in out.splitlines() if line.startswith('{"count"')]
+        assert hits == [2, 2], out
+        assert out.rstrip().splitlines()[-1] == "completed"
+
+        # The Python tour, with the official client
+        py = subprocess.run([sys.executable, "-c", blocks[1][1]], cwd=tmp_path, env=tour_env, capture_output=True,
+                            text=True, timeout=240)
+        assert py.returncode == 0, py.stderr[-3000:]
+        printed = py.stdout.splitlines()
+        assert printed[0] == "completed"
+        assert printed[1].startswith("completed ")
+        assert "scoreDelta=0.333" in printed[2]
+        assert printed[3] == "failed"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        errors.close()
