@@ -22,7 +22,7 @@ The client does not read proxy settings from the environment (a proxy would be a
 
 Sync over async: each method runs its coroutine with ``anyio.run`` in the calling thread (a worker thread
 is fine; a thread that is already running an event loop is not), so every task the SDK starts ends with the
-call. ``timeout_s`` bounds the whole call (connect, negotiation, every page).
+call. ``timeout_s`` bounds the whole call after the guard's name lookup (connect, negotiation, every page).
 
 Results are the SDK's parsed models dumped back to JSON (``by_alias``, ``exclude_unset``): the fields the server
 sent, unaltered. Following the spec, the SDK validates a successful result's ``structuredContent`` against the
@@ -36,6 +36,7 @@ The SDK's modules are imported inside the methods: importing this module costs n
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,16 +59,28 @@ class McpSdkTransport:
 
     def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]:
         """Every tool the server lists (all pages, server order), each as the JSON object the server sent."""
-        return _run(self._list_tools, url, headers, timeout_s)
+        return _run(self._list_tools, self._target(url), headers, timeout_s)
 
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
                   meta: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
-        return _run(self._call_tool, url, headers, timeout_s, name, arguments, meta)
+        return _run(self._call_tool, self._target(url), headers, timeout_s, name, arguments, meta)
 
-    async def _list_tools(self, url: str, headers: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
+    def _target(self, url: str) -> _Target:
+        """The URL's destination, checked by the egress guard (``EgressRefusedError`` before any connection)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise TransportError("the MCP server's URL must be an absolute http or https URL")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as exc:
+            raise TransportError("the MCP server's URL has an invalid port") from exc
+        host = parts.hostname.lower().rstrip(".")
+        return _Target(url, host, port, self._policy.resolve(host, port))
+
+    async def _list_tools(self, target: _Target, headers: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        async with self._client(url, headers, timeout_s) as client:
+        async with self._client(target, headers, timeout_s) as client:
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor)
@@ -79,36 +92,35 @@ class McpSdkTransport:
                     return tools
         raise TransportError(f"the MCP server's tool list runs past {MAX_PAGES} pages")
 
-    async def _call_tool(self, url: str, headers: dict[str, str], timeout_s: float, name: str,
+    async def _call_tool(self, target: _Target, headers: dict[str, str], timeout_s: float, name: str,
                          arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-        async with self._client(url, headers, timeout_s) as client:
+        async with self._client(target, headers, timeout_s) as client:
             await _find_tool(client, name)
             result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_s, meta=meta or None)
         return _dump(result)
 
-    def _client(self, url: str, headers: dict[str, str], timeout_s: float) -> Any:
+    def _client(self, target: _Target, headers: dict[str, str], timeout_s: float) -> Any:
         import httpx2
         from mcp.client import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TransportError("the MCP server's URL must be an absolute http or https URL")
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError as exc:
-            raise TransportError("the MCP server's URL has an invalid port") from exc
-        host = parts.hostname.lower().rstrip(".")
-        addresses = self._policy.resolve(host, port)  # EgressRefusedError before any connection
         http = httpx2.AsyncClient(
             headers=headers,
             timeout=httpx2.Timeout(timeout_s),
-            transport=_pinned_transport_class()(host, port, addresses, self._connect),
+            transport=_pinned_transport_class()(target.host, target.port, target.addresses, self._connect),
             trust_env=False,
             follow_redirects=False,
         )
-        transport = streamable_http_client(url, http_client=http)
+        transport = streamable_http_client(target.url, http_client=http)
         return _Session(http, Client(transport, mode="auto", cache=None, read_timeout_seconds=timeout_s))
+
+
+@dataclass(frozen=True)
+class _Target:
+    url: str
+    host: str
+    port: int
+    addresses: list[str]
 
 
 async def _find_tool(client: Any, name: str) -> None:
@@ -146,17 +158,21 @@ class _Session:
             await self._http.aclose()
 
 
-def _run(fn: Callable[..., Awaitable[Any]], url: str, headers: dict[str, str], timeout_s: float, *args: Any) -> Any:
+def _run(fn: Callable[..., Awaitable[Any]], target: _Target, headers: dict[str, str], timeout_s: float,
+         *args: Any) -> Any:
     import anyio
 
     async def bounded() -> Any:
         with anyio.fail_after(timeout_s):
-            return await fn(url, headers, timeout_s, *args)
+            return await fn(target, headers, timeout_s, *args)
 
     try:
         return anyio.run(bounded)
     except BaseException as exc:  # noqa: B036 - exception groups from the SDK's task groups are unwrapped here
-        raise _translate(exc) from exc
+        translated = _translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
 
 
 def _dump(model: Any) -> dict[str, Any]:
