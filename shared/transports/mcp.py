@@ -1,0 +1,268 @@
+"""The McpTransport port over the official MCP Python SDK (``mcp`` 2.x, streamable HTTP), through the egress guard.
+
+Each call is one short-lived SDK ``Client``: it negotiates the protocol (``mode="auto"``: a ``server/discover``
+probe, which a 2026-07-28 server answers statelessly, else the ``initialize`` handshake of older servers, whose
+session is ended with a DELETE when the call is over), sends the request(s) and closes. The client-side response
+cache is off: every ``tools/list`` and ``tools/call`` reaches the server.
+
+``call_tool`` lists the server's tools (page by page, until one names the tool) before calling it: a name the
+server does not list is a ``TransportError`` without a call, the SDK then knows the tool's ``x-mcp-header``
+parameters (mirrored into ``Mcp-Param-*`` headers on 2026-07-28) and its output schema, so it does not list
+again after the call (a failure after the tool ran would lose a result the server already produced).
+
+Pinning. Before anything is built, the URL's host is resolved once through ``EgressPolicy.resolve`` (refused
+destinations raise ``EgressRefusedError`` with no connection attempted). The SDK is then given an ``httpx2``
+client (the SDK's HTTP library) whose connection pool uses our own httpcore network backend: its
+``connect_tcp`` ignores name resolution entirely and opens the TCP connection to the addresses the guard
+returned, in order (the next one only if a connection is refused). The URL keeps the host name, so the
+``Host`` header, TLS SNI and certificate checks stay on the name, and the name is never resolved again (a DNS
+answer that changes after the check cannot reach a refused address). The backend refuses any other
+host or port (the SDK follows only same-origin redirects, so this never fires for a sane server).
+The client does not read proxy settings from the environment (a proxy would be a connection we did not check).
+
+Sync over async: each method runs its coroutine with ``anyio.run`` in the calling thread (a worker thread
+is fine; a thread that is already running an event loop is not), so every task the SDK starts ends with the
+call. ``timeout_s`` bounds the whole call after the guard's name lookup (connect, negotiation, every page).
+
+Results are the SDK's parsed models dumped back to JSON (``by_alias``, ``exclude_unset``): the fields the server
+sent, unaltered. Following the spec, the SDK validates a successful result's ``structuredContent`` against the
+tool's ``outputSchema`` (a mismatch is a ``TransportError``) and, on 2026-07-28 connections, drops listed tools
+whose ``x-mcp-header`` annotations are invalid. ``isError: true`` results are results, not errors.
+
+Errors carry a safe ``reason``: never a header, credential or address. Nothing here logs headers.
+The SDK's modules are imported inside the methods: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from shared.ports import EgressRefusedError, TransportError
+from shared.transports.egress import EgressPolicy
+
+MAX_PAGES = 50
+MAX_TOOLS = 1000
+MAX_REASON = 200
+
+Connect = Callable[[str, int, float | None], Awaitable[Any]]
+"""(checked address, port, timeout) -> an httpcore ``AsyncNetworkStream``; tests inject one to watch connections."""
+
+
+class McpSdkTransport:
+    def __init__(self, policy: EgressPolicy, *, connect: Connect | None = None) -> None:
+        self._policy = policy
+        self._connect = connect
+
+    def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]:
+        """Every tool the server lists (all pages, server order), each as the JSON object the server sent."""
+        return _run(self._list_tools, self._target(url), headers, timeout_s)
+
+    def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
+                  meta: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
+        return _run(self._call_tool, self._target(url), headers, timeout_s, name, arguments, meta)
+
+    def _target(self, url: str) -> _Target:
+        """The URL's destination, checked by the egress guard (``EgressRefusedError`` before any connection)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise TransportError("the MCP server's URL must be an absolute http or https URL")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as exc:
+            raise TransportError("the MCP server's URL has an invalid port") from exc
+        host = parts.hostname.lower().rstrip(".")
+        return _Target(url, host, port, self._policy.resolve(host, port))
+
+    async def _list_tools(self, target: _Target, headers: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        async with self._client(target, headers, timeout_s) as client:
+            cursor: str | None = None
+            for _ in range(MAX_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(_dump(tool) for tool in page.tools)
+                if len(tools) > MAX_TOOLS:
+                    raise TransportError(f"the MCP server lists more than {MAX_TOOLS} tools")
+                cursor = page.next_cursor
+                if not cursor:
+                    return tools
+        raise TransportError(f"the MCP server's tool list runs past {MAX_PAGES} pages")
+
+    async def _call_tool(self, target: _Target, headers: dict[str, str], timeout_s: float, name: str,
+                         arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+        async with self._client(target, headers, timeout_s) as client:
+            await _find_tool(client, name)
+            result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_s, meta=meta or None)
+        return _dump(result)
+
+    def _client(self, target: _Target, headers: dict[str, str], timeout_s: float) -> Any:
+        import httpx2
+        from mcp.client import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = httpx2.AsyncClient(
+            headers=headers,
+            timeout=httpx2.Timeout(timeout_s),
+            transport=_pinned_transport_class()(target.host, target.port, target.addresses, self._connect),
+            trust_env=False,
+            follow_redirects=False,
+        )
+        transport = streamable_http_client(target.url, http_client=http)
+        return _Session(http, Client(transport, mode="auto", cache=None, read_timeout_seconds=timeout_s))
+
+
+@dataclass(frozen=True)
+class _Target:
+    url: str
+    host: str
+    port: int
+    addresses: list[str]
+
+
+async def _find_tool(client: Any, name: str) -> None:
+    """List pages until one names the tool (before the call, so nothing after it can lose its result)."""
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        if any(tool.name == name for tool in page.tools):
+            return
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    raise TransportError(_clip(f"the MCP server does not list a tool named {name!r}"))
+
+
+class _Session:
+    """The SDK client and the httpx client it was given: entered and closed together."""
+
+    def __init__(self, http: Any, client: Any) -> None:
+        self._http = http
+        self._client = client
+
+    async def __aenter__(self) -> Any:
+        await self._http.__aenter__()
+        try:
+            return await self._client.__aenter__()
+        except BaseException:
+            await self._http.aclose()
+            raise
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self._client.__aexit__(*exc)
+        finally:
+            await self._http.aclose()
+
+
+def _run(fn: Callable[..., Awaitable[Any]], target: _Target, headers: dict[str, str], timeout_s: float,
+         *args: Any) -> Any:
+    import anyio
+
+    async def bounded() -> Any:
+        with anyio.fail_after(timeout_s):
+            return await fn(target, headers, timeout_s, *args)
+
+    try:
+        return anyio.run(bounded)
+    except BaseException as exc:  # noqa: B036 - exception groups from the SDK's task groups are unwrapped here
+        translated = _translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return out
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """The port's error for what the SDK raised (an exception group is judged by its most telling leaf)."""
+    import httpcore2
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+
+    leaves = _leaves(exc)
+    for kind in (EgressRefusedError, TransportError, MCPError, TimeoutError, httpx2.TimeoutException,
+                 httpcore2.TimeoutException, httpx2.TransportError, httpcore2.NetworkError, ValidationError):
+        for leaf in leaves:
+            if not isinstance(leaf, kind):
+                continue
+            if isinstance(leaf, EgressRefusedError | TransportError):
+                return leaf
+            if isinstance(leaf, MCPError):
+                return TransportError(_clip(f"the MCP server answered with error {leaf.code}: {leaf.message}"))
+            if isinstance(leaf, TimeoutError | httpx2.TimeoutException | httpcore2.TimeoutException):
+                return TransportError("the MCP server did not answer in time")
+            if isinstance(leaf, ValidationError):
+                return TransportError("the MCP server's answer is not valid MCP")
+            return TransportError("the connection to the MCP server failed")
+    for leaf in leaves:
+        if isinstance(leaf, RuntimeError) and "structured content" in str(leaf):
+            return TransportError("the MCP server's result does not match the tool's output schema")
+    if not isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
+        return exc  # KeyboardInterrupt, SystemExit: not ours to rename
+    return TransportError(f"the MCP call failed ({type(leaves[0]).__name__})")
+
+
+def _clip(reason: str) -> str:
+    return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+
+
+@lru_cache(maxsize=1)
+def _pinned_transport_class() -> Any:
+    """The httpx2 transport whose connections go only to the checked addresses (built on first use)."""
+    import httpcore2
+    import httpx2
+    from httpcore2._backends.anyio import AnyIOBackend
+
+    class PinnedBackend(httpcore2.AsyncNetworkBackend):
+        def __init__(self, host: str, port: int, addresses: list[str], connect: Connect | None) -> None:
+            self._host = host
+            self._port = port
+            self._addresses = addresses
+            self._connect = connect
+            self._anyio = AnyIOBackend()
+
+        async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                              local_address: str | None = None, socket_options: Any = None) -> Any:
+            if host.lower().rstrip(".") != self._host or port != self._port:
+                raise httpcore2.ConnectError("not the destination the egress guard checked")
+            last: Exception | None = None
+            for address in self._addresses:
+                try:
+                    if self._connect is not None:
+                        return await self._connect(address, port, timeout)
+                    return await self._anyio.connect_tcp(address, port, timeout=timeout, socket_options=socket_options)
+                except httpcore2.ConnectError as exc:
+                    last = exc  # this address does not accept: try the next one the guard passed
+            raise last or httpcore2.ConnectError("no address to connect to")
+
+        async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                      socket_options: Any = None) -> Any:
+            raise httpcore2.ConnectError("unix sockets are not an MCP destination")
+
+        async def sleep(self, seconds: float) -> None:
+            await self._anyio.sleep(seconds)
+
+    class PinnedTransport(httpx2.AsyncHTTPTransport):
+        def __init__(self, host: str, port: int, addresses: list[str], connect: Connect | None) -> None:
+            super().__init__(trust_env=False)
+            # The same pool httpx2 builds, with the backend that connects only to the checked addresses.
+            self._pool = httpcore2.AsyncConnectionPool(
+                ssl_context=self._pool._ssl_context,
+                network_backend=PinnedBackend(host, port, addresses, connect),
+            )
+
+    return PinnedTransport

@@ -1,0 +1,349 @@
+"""The MCP client transport (shared.transports.mcp) against the demo MCP server on loopback.
+
+Everything here talks to 127.0.0.1 only: an autouse guard fails any test whose process tries to connect a socket
+to another address, and the egress tests also inject a connect layer that fails if it is reached at all.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from shared.local.demo_mcp import TOOLS, DemoMcpServer, ticket_id
+from shared.ports import EgressRefusedError, TransportError
+from shared.transports.egress import EgressPolicy
+from shared.transports.mcp import McpSdkTransport
+
+pytestmark = pytest.mark.timeout(60)
+
+LOOPBACK = ["127.0.0.0/8", "::1/128"]
+T = 5.0  # seconds: every call in this module is bounded by it
+PROTOCOL_META = "io.modelcontextprotocol/"  # the 2026-07-28 protocol's own _meta keys (version, client info)
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if anything in this process connects a socket to a non-loopback address."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(address: Any) -> None:
+        if isinstance(address, tuple) and address and address[0] not in ("127.0.0.1", "::1", "localhost"):
+            raise AssertionError(f"connection to a non-loopback address: {address[0]}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        check(address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        check(address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[DemoMcpServer]:
+    srv = DemoMcpServer(allowed_hosts=("mcp.test.invalid",))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def demo(server: DemoMcpServer) -> DemoMcpServer:
+    server.reset()
+    return server
+
+
+@pytest.fixture
+def mcp() -> McpSdkTransport:
+    return McpSdkTransport(EgressPolicy.from_entries(LOOPBACK))
+
+
+def sent_meta(recorded: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in recorded.items() if not k.startswith(PROTOCOL_META)}
+
+
+def refusing_connect(calls: list[tuple[str, int]]) -> Any:
+    async def connect(address: str, port: int, timeout: float | None) -> Any:
+        calls.append((address, port))
+        raise AssertionError("the egress guard let a refused destination through to a connection")
+
+    return connect
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def test_list_tools_returns_every_page_unaltered_in_server_order(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given the demo server answering tools/list two tools per page
+    # When the transport lists its tools
+    tools = mcp.list_tools(demo.url, {}, timeout_s=T)
+    # Then all three tools come back as the server sent them (schemas, annotations, title, _meta), in order
+    assert tools == TOOLS
+    assert demo.list_pages == 2
+    assert demo.calls == {}
+
+
+def test_list_tools_follows_one_tool_pages(mcp: McpSdkTransport) -> None:
+    # Given a server that lists one tool per page
+    with DemoMcpServer(page_size=1) as srv:
+        # When the transport lists its tools
+        tools = mcp.list_tools(srv.url, {}, timeout_s=T)
+        # Then it followed nextCursor through three pages
+        assert [t["name"] for t in tools] == ["lookup_customer", "create_ticket", "fail_always"]
+        assert srv.list_pages == 3
+
+
+def test_list_tools_stops_a_listing_that_never_ends(mcp: McpSdkTransport) -> None:
+    # Given a server whose every page is empty and names a next cursor
+    with DemoMcpServer(page_size=0) as srv:
+        # When the transport lists its tools
+        with pytest.raises(TransportError) as err:
+            mcp.list_tools(srv.url, {}, timeout_s=30)
+        # Then it gives up at the page bound
+        assert "50 pages" in err.value.reason
+        assert srv.list_pages == 50
+
+
+def test_annotations_reach_the_listing_as_sent(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given tools that carry behaviour hints
+    tools = {t["name"]: t for t in mcp.list_tools(demo.url, {}, timeout_s=T)}
+    # Then the hints are there for the catalog to see (and ignore)
+    assert tools["lookup_customer"]["annotations"] == {"title": "Customer lookup", "readOnlyHint": True,
+                                                       "openWorldHint": False}
+    assert tools["create_ticket"]["annotations"]["readOnlyHint"] is False
+    assert "outputSchema" not in tools["fail_always"]
+
+
+# --------------------------------------------------------------------------- calls
+
+
+def test_call_tool_returns_the_result_unaltered(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given the demo server
+    # When a read tool is called
+    result = mcp.call_tool(demo.url, {}, "lookup_customer", {"id": "c-7"}, meta={}, timeout_s=T)
+    # Then the CallToolResult comes back as sent: structured and text content, isError false
+    expected = {"id": "c-7", "name": "Customer c-7", "tier": "gold"}
+    assert result["structuredContent"] == expected
+    assert result["content"] == [{"type": "text", "text": '{"id": "c-7", "name": "Customer c-7", "tier": "gold"}'}]
+    assert result["isError"] is False
+    assert demo.calls == {"lookup_customer": 1}
+
+
+def test_call_tool_write_counts_one_hit_per_call(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given the demo server
+    # When the write tool is called twice
+    args = {"title": "Printer", "body": "It is on fire"}
+    first = mcp.call_tool(demo.url, {}, "create_ticket", args, meta={}, timeout_s=T)
+    second = mcp.call_tool(demo.url, {}, "create_ticket", args, meta={}, timeout_s=T)
+    # Then both reached the server and the ticket id is the deterministic one
+    assert first["structuredContent"] == second["structuredContent"] == {"ticketId": ticket_id("Printer",
+                                                                                               "It is on fire")}
+    assert demo.calls["create_ticket"] == 2
+
+
+def test_call_tool_error_result_is_a_result(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given a tool that always fails
+    # When it is called
+    result = mcp.call_tool(demo.url, {}, "fail_always", {}, meta={}, timeout_s=T)
+    # Then the isError result comes back, not an exception
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "the demo tool always fails"}]
+    assert demo.calls == {"fail_always": 1}
+
+
+def test_call_tool_sends_meta_to_the_server(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given an idempotency key in the call's _meta
+    meta = {"openwop/idempotencyKey": "run-1/call-7", "openwop/nested": {"a": [1, 2]}}
+    # When the tool is called
+    mcp.call_tool(demo.url, {}, "create_ticket", {"title": "t", "body": "b"}, meta=copy.deepcopy(meta), timeout_s=T)
+    # Then the server received exactly that _meta (beside the protocol's own keys)
+    [(name, recorded)] = demo.metas
+    assert name == "create_ticket"
+    assert sent_meta(recorded) == meta
+
+
+def test_call_tool_headers_reach_the_server_and_no_reason_or_log_names_them(
+        demo: DemoMcpServer, mcp: McpSdkTransport, caplog: pytest.LogCaptureFixture) -> None:
+    # Given a credential in the call's headers and a failing call
+    caplog.set_level(logging.DEBUG)
+    headers = {"Authorization": "Bearer sekrit-token-123"}
+    # When the call fails at the server (a path it does not serve) and when the tool is unknown
+    reasons = []
+    for url, name in ((demo.url.replace("/mcp", "/elsewhere"), "lookup_customer"), (demo.url, "no_such_tool")):
+        with pytest.raises(TransportError) as err:
+            mcp.call_tool(url, headers, name, {}, meta={}, timeout_s=T)
+        reasons.append(err.value.reason)
+    # Then neither the reasons nor any log record carries the credential
+    assert all("sekrit" not in r for r in reasons)
+    assert all("sekrit" not in rec.getMessage() for rec in caplog.records)
+    assert demo.calls == {}
+
+
+def test_call_tool_unknown_tool_is_a_transport_error_without_a_call(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given the demo server, which has no tool named "drop_tables"
+    # When it is called
+    with pytest.raises(TransportError) as err:
+        mcp.call_tool(demo.url, {}, "drop_tables", {}, meta={}, timeout_s=T)
+    # Then it is a TransportError naming the tool, and no tools/call reached the server
+    assert "drop_tables" in err.value.reason
+    assert demo.calls == {} and demo.metas == []
+
+
+def test_server_error_carries_the_mcp_code(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given a URL the server answers with HTTP 404 (the SDK's METHOD_NOT_FOUND)
+    with pytest.raises(TransportError) as err:
+        mcp.list_tools(demo.url.replace("/mcp", "/nothing-here"), {}, timeout_s=T)
+    # Then the reason carries the MCP error code
+    assert "-32601" in err.value.reason
+
+
+# --------------------------------------------------------------------------- failures without an answer
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_server_down_is_a_transport_error_quickly(mcp: McpSdkTransport) -> None:
+    # Given a loopback port nothing listens on
+    url = f"http://127.0.0.1:{_closed_port()}/mcp"
+    # When the transport calls it
+    started = time.monotonic()
+    with pytest.raises(TransportError) as err:
+        mcp.call_tool(url, {}, "lookup_customer", {"id": "x"}, meta={}, timeout_s=T)
+    # Then it fails at once with a connection reason
+    assert time.monotonic() - started < 2
+    assert err.value.reason == "the connection to the MCP server failed"
+
+
+def test_server_that_never_answers_times_out(mcp: McpSdkTransport) -> None:
+    # Given a loopback socket that accepts connections (backlog) but never answers
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        # When the transport calls it with a short timeout
+        started = time.monotonic()
+        with pytest.raises(TransportError) as err:
+            mcp.list_tools(url, {}, timeout_s=0.5)
+        # Then it gives up on time
+        assert time.monotonic() - started < 3
+        assert err.value.reason == "the MCP server did not answer in time"
+
+
+def test_url_must_be_http(mcp: McpSdkTransport) -> None:
+    with pytest.raises(TransportError):
+        mcp.list_tools("file:///etc/passwd", {}, timeout_s=T)
+
+
+# --------------------------------------------------------------------------- egress
+
+
+def test_loopback_not_allowlisted_is_refused_with_no_hit(demo: DemoMcpServer) -> None:
+    # Given a policy that does not allowlist loopback
+    guarded = McpSdkTransport(EgressPolicy.from_entries([]))
+    # When the loopback server is called and listed
+    with pytest.raises(EgressRefusedError) as err:
+        guarded.call_tool(demo.url, {}, "create_ticket", {"title": "t", "body": "b"}, meta={}, timeout_s=T)
+    with pytest.raises(EgressRefusedError):
+        guarded.list_tools(demo.url, {}, timeout_s=T)
+    # Then both are refused and the server saw no HTTP request at all
+    assert "loopback" in err.value.reason
+    assert demo.hosts == [] and demo.calls == {} and demo.list_pages == 0
+
+
+@pytest.mark.parametrize("address, why", [("169.254.169.254", "metadata"), ("10.0.0.5", "private"),
+                                          ("fd00::1", "private")])
+def test_guarded_addresses_are_refused_before_any_connection(address: str, why: str) -> None:
+    # Given a test name that resolves to a guarded address and a connect layer that fails if reached
+    connects: list[tuple[str, int]] = []
+    policy = EgressPolicy.from_entries(LOOPBACK, resolver=lambda host, port: [address])
+    guarded = McpSdkTransport(policy, connect=refusing_connect(connects))
+    # When the tool server under that name is called
+    with pytest.raises(EgressRefusedError) as err:
+        guarded.call_tool("https://tools.test.invalid/mcp", {}, "lookup_customer", {"id": "x"}, meta={},
+                          timeout_s=T)
+    # Then the guard refused it and nothing tried to connect
+    assert why in err.value.reason
+    assert connects == []
+
+
+def test_name_resolving_to_public_and_private_is_refused() -> None:
+    connects: list[tuple[str, int]] = []
+    policy = EgressPolicy.from_entries([], resolver=lambda host, port: ["93.184.215.14", "10.0.0.5"])
+    with pytest.raises(EgressRefusedError):
+        McpSdkTransport(policy, connect=refusing_connect(connects)).list_tools(
+            "https://tools.test.invalid/mcp", {}, timeout_s=T)
+    assert connects == []
+
+
+def test_connection_is_pinned_to_the_checked_address(demo: DemoMcpServer) -> None:
+    # Given a name only our injected resolver knows, mapped to the loopback server, and a connect layer that
+    # records where it connects before opening the real loopback connection
+    from httpcore2._backends.anyio import AnyIOBackend
+
+    resolved: list[str] = []
+    connects: list[tuple[str, int]] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        resolved.append(host)
+        return ["127.0.0.1"]
+
+    async def connect(address: str, port: int, timeout: float | None) -> Any:
+        connects.append((address, port))
+        return await AnyIOBackend().connect_tcp(address, port, timeout=timeout)
+
+    pinned = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK, resolver=resolver), connect=connect)
+    url = f"http://mcp.test.invalid:{demo.port}/mcp"
+    # When the tool is called by that name (which no DNS server would resolve)
+    result = pinned.call_tool(url, {}, "lookup_customer", {"id": "p"}, meta={}, timeout_s=T)
+    # Then the name was resolved once, by the guard; every connection went to the checked address; and the server
+    # saw the original name in the Host header
+    assert result["structuredContent"]["id"] == "p"
+    assert resolved == ["mcp.test.invalid"]
+    assert connects and set(connects) == {("127.0.0.1", demo.port)}
+    assert demo.hosts and set(demo.hosts) == {f"mcp.test.invalid:{demo.port}"}
+    assert demo.calls == {"lookup_customer": 1}
+
+
+# --------------------------------------------------------------------------- threads and import cost
+
+
+def test_calls_from_worker_threads_leave_no_threads_behind(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
+    # Given a pool of worker threads (as local Lambda tasks run)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        baseline = threading.active_count()
+        # When each calls the server concurrently
+        futures = [pool.submit(mcp.call_tool, demo.url, {}, "lookup_customer", {"id": str(i)}, meta={},
+                               timeout_s=T) for i in range(8)]
+        results = [f.result(timeout=30) for f in futures]
+        # Then each got its own answer and no thread outlived its call (the pool's own workers aside)
+        assert sorted(r["structuredContent"]["id"] for r in results) == [str(i) for i in range(8)]
+        assert threading.active_count() <= baseline + 4
+    assert demo.calls == {"lookup_customer": 8}
+    deadline = time.monotonic() + 5
+    while threading.active_count() > baseline and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= baseline
+
+
+def test_importing_the_transport_does_not_import_the_sdk() -> None:
+    code = ("import sys, shared.transports.mcp, shared.wiring; "
+            "print(sorted(m for m in ('mcp', 'httpx2', 'httpcore2', 'anyio') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
