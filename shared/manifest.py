@@ -214,6 +214,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
+    Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
+    Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
+    Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
 )
 
 RUN_ID = "{runId}"
@@ -233,6 +236,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/{workflowId}", "get_workflow"),
     Route("GET", "/host/effect-seams", "get_effect_seams"),
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),
+    Route("POST", "/host/openwop-serverless/workflows", "register_workflow"),
+    Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
+    Route("DELETE", "/host/openwop-serverless/workflows/{workflowId}", "delete_workflow"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )

@@ -5,7 +5,7 @@ Storage (host table):
 - ``WORKFLOW#<tenant>`` / ``<workflowId>``: the current definition (the version registered last), which runs of
   ``workflowId`` use; after a delete, a ``{"$deleted": <time>}`` marker (read as absent);
 - ``WORKFLOWV#<tenant>`` / ``<workflowId>#<version>``: every registered version, immutable;
-- ``WORKFLOWIDX#<tenant>`` / ``<workflowId>#``: the listing row ``{workflowId, name, version, registeredAt}``.
+- ``WORKFLOWIDX#<tenant>`` / ``w#<workflowId>#``: the listing row ``{workflowId, name, version, registeredAt}``.
 The schema's workflowId grammar has no ``#``, so ``<workflowId>#`` is a prefix of exactly one workflow's keys.
 Conformance fixtures live at ``WORKFLOW#*`` and cannot be registered over or deleted by a tenant (409).
 """
@@ -44,6 +44,10 @@ def _versions_pk(tenant: str) -> str:
 
 def _index_pk(tenant: str) -> str:
     return f"WORKFLOWIDX#{tenant}"
+
+
+def _index_sk(workflow_id: str) -> str:
+    return f"w#{workflow_id}#"
 
 
 @lru_cache(maxsize=1)
@@ -86,6 +90,10 @@ def validate_definition(doc: Any) -> Any:
             if isinstance(doc.get(key), list) and len(doc[key]) > bound:
                 raise _refuse(f"The workflow definition has more than {bound} {key}.",
                               [{"path": f"/{key}", "keyword": "maxItems"}])
+        settings = doc.get("settings")
+        if isinstance(settings, dict) and "compensation" in settings:  # workflow-definition.schema.json: refuse it
+            raise CapabilityRequiredError("This host does not advertise compensation.",
+                                          {"requiredCapability": "compensation"})
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), str(e.validator)))
     if errors:
         raise _refuse("The workflow definition does not match the WorkflowDefinition schema.",
@@ -94,9 +102,6 @@ def validate_definition(doc: Any) -> Any:
     assert isinstance(doc, dict)
     if len(doc["version"]) > MAX_VERSION_CHARS:
         raise _refuse("The workflow version is too long.", [{"path": "/version", "keyword": "maxLength"}])
-    if "compensation" in (doc.get("settings") or {}):
-        raise CapabilityRequiredError("This host does not advertise compensation.",
-                                      {"requiredCapability": "compensation"})
     _refuse_unserved(doc)
     if "configurableSchema" in doc:
         _check_configurable_schema(doc["configurableSchema"])
@@ -144,7 +149,7 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
     if not ports.host.put_item(_versions_pk(tenant), f"{wid}#{version}", doc, if_absent=True):
         existing = ports.host.get_item(_versions_pk(tenant), f"{wid}#{version}")
         if existing is not None and same_json(existing, doc):
-            if ports.host.get_item(_index_pk(tenant), f"{wid}#") is None:  # a first attempt stopped half-way
+            if ports.host.get_item(_index_pk(tenant), _index_sk(wid)) is None:  # a first attempt stopped half-way
                 _publish(ports, tenant, doc, body)
             return 200, body
         raise VersionConflictError("Another document is already registered under this workflowId and version.")
@@ -155,7 +160,7 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
 def _publish(ports: Ports, tenant: str, doc: dict[str, Any], body: dict[str, Any]) -> None:
     """Make ``doc`` the current definition and list it (last registered wins)."""
     ports.host.put_item(_pk(tenant), body["workflowId"], doc)
-    ports.host.put_item(_index_pk(tenant), f"{body['workflowId']}#", {**body, "registeredAt": ports.clock.iso()})
+    ports.host.put_item(_index_pk(tenant), _index_sk(body["workflowId"]), {**body, "registeredAt": ports.clock.iso()})
 
 
 def register_workflow(ports: Ports, tenant: str, doc: Any) -> str:
@@ -178,7 +183,8 @@ def list_workflows(ports: Ports, tenant: str, params: dict[str, str]) -> dict[st
     after = params.get("cursor")
     if after is not None and not _SCHEMA_ID_RE.match(after):
         raise ValidationError("The cursor is not valid.")
-    rows = [doc for sk, doc in ports.host.query(_index_pk(tenant)) if after is None or sk > f"{after}#"]
+    rows = [doc for sk, doc in ports.host.query(_index_pk(tenant), "w#")
+            if after is None or sk > _index_sk(after)]
     page = rows[:limit]
     out: dict[str, Any] = {"workflows": [{k: r[k] for k in ("workflowId", "name", "version", "registeredAt")}
                                          for r in page]}
@@ -194,11 +200,11 @@ def delete_workflow(ports: Ports, tenant: str, workflow_id: str) -> None:
         raise NotFoundError(_NOT_FOUND)
     if ports.host.get_item(_pk(GLOBAL), workflow_id) is not None:
         raise VersionConflictError("The workflowId names a host fixture, which cannot be deleted.")
-    if ports.host.get_item(_index_pk(tenant), f"{workflow_id}#") is None:
+    if ports.host.get_item(_index_pk(tenant), _index_sk(workflow_id)) is None:
         raise NotFoundError(_NOT_FOUND)
     ports.host.put_item(_pk(tenant), workflow_id, {"$deleted": ports.clock.iso()})
     ports.host.delete_prefix(_versions_pk(tenant), f"{workflow_id}#")
-    ports.host.delete_prefix(_index_pk(tenant), f"{workflow_id}#")
+    ports.host.delete_prefix(_index_pk(tenant), _index_sk(workflow_id))
 
 
 def _check_configurable_schema(schema: Any) -> None:
@@ -228,13 +234,14 @@ def _check_configurable_schema(schema: Any) -> None:
 def check_configurable(schema: dict[str, Any], configurable: dict[str, Any]) -> None:
     """A run's ``configurable`` must satisfy its workflow's ``configurableSchema`` (runs.md: validated at create)."""
     from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import JSONSchemaException
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.exceptions import ValidationError as SchemaValidationError
     from referencing.exceptions import Unresolvable
 
     try:
         errors = sorted(Draft202012Validator(schema).iter_errors(configurable),
                         key=lambda e: (list(e.absolute_path), str(e.validator)))
-    except (JSONSchemaException, Unresolvable, RecursionError) as exc:
+    except (SchemaError, SchemaValidationError, Unresolvable, RecursionError) as exc:
         raise ValidationError("The workflow's configurableSchema cannot be evaluated.") from exc
     if errors:
         raise _refuse("configurable does not satisfy the workflow's configurableSchema.",
