@@ -27,17 +27,14 @@ KEY_A, TENANT_A = "bench-hardening-key-a", "tenant-a"
 
 def _agent_workflow(ports: Any) -> str:
     from shared.services.workflows import register_workflow
+    from tests.workflows import definition, edge, node, variable
 
-    return register_workflow(ports, TENANT_A, {
-        "id": "bench-hardening-agent",
-        "nodes": [
-            {"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-             "inputs": {"input": {"type": "variable", "variableName": "script"}}},
-            {"id": "effect", "typeId": "core.conformance.side-effect", "inputs": {}},
-        ],
-        "edges": [{"id": "e", "sourceNodeId": "agent", "targetNodeId": "effect"}],
-        "variables": [{"name": "script", "type": "object", "required": True}],
-    })
+    return register_workflow(ports, TENANT_A, definition(
+        "bench-hardening-agent",
+        [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")}),
+         node("effect", "core.conformance.side-effect")],
+        [edge("agent", "effect", eid="e")],
+        variables=[{"name": "script", "type": "object", "required": True}]))
 
 
 def _script(marker: str, counter: str | None = None) -> dict[str, Any]:

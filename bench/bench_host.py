@@ -26,6 +26,7 @@ def main() -> None:
     aws, counter = start_stack()
     from shared.services.workflows import register_workflow
     from shared.wiring import get_ports
+    from tests.workflows import chain, definition, edge, node, variable
 
     ports = get_ports()
     try:
@@ -40,12 +41,9 @@ def main() -> None:
         line("GET /runs/{runId}", counter.total(), f"requests {dict(counter.calls)}")
 
         # A 1,000-event run: a loop of two noop nodes (4 events per iteration).
-        doc = {"id": "bench-loop", "nodes": [{"id": "s", "typeId": "core.noop"}, {"id": "a", "typeId": "core.noop"},
-                                             {"id": "b", "typeId": "core.noop"}],
-               "edges": [{"id": "sa", "sourceNodeId": "s", "targetNodeId": "a"},
-                         {"id": "ab", "sourceNodeId": "a", "targetNodeId": "b"},
-                         {"id": "ba", "sourceNodeId": "b", "targetNodeId": "a"}],
-               "settings": {"maxLoopbackIterations": 249}}
+        doc = definition("bench-loop", [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+                         [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+                         settings={"maxLoopbackIterations": 249})
         register_workflow(ports, TENANT, doc)
         loop_id = _create("bench-loop")
         wait_status(ports, loop_id)
@@ -58,9 +56,7 @@ def main() -> None:
              counter.total(), f"requests {dict(counter.calls)}")
 
         print("Engine")
-        nodes = [{"id": f"n{i}", "typeId": "core.noop"} for i in range(1000)]
-        edges = [{"id": f"e{i}", "sourceNodeId": f"n{i}", "targetNodeId": f"n{i + 1}"} for i in range(999)]
-        register_workflow(ports, TENANT, {"id": "bench-1000-nodes", "nodes": nodes, "edges": edges})
+        register_workflow(ports, TENANT, chain("bench-1000-nodes", 1000))
         counter.reset()
         t = time.perf_counter()
         big = _create("bench-1000-nodes")
@@ -76,11 +72,9 @@ def main() -> None:
         line("SFN history events per 1,000 run events", f"{len(hist) * 1000 / events:.1f}",
              f"({len(hist)} for {events})")
 
-        register_workflow(ports, TENANT, {
-            "id": "bench-agent", "nodes": [{"id": "agent", "typeId": "core.agent",
-                                            "config": {"agentId": "conformance-eval-agent"},
-                                            "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-            "edges": []})
+        register_workflow(ports, TENANT, definition(
+            "bench-agent", [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
+                                 inputs={"input": variable("script")})]))
         script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": "bench"}}] * 100,
                   "answer": "done"}
         counter.reset()

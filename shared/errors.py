@@ -147,6 +147,13 @@ class CapabilityNotProvidedError(ProtocolError):
     default_message = "This host does not provide that capability."
 
 
+class CapabilityRequiredError(ProtocolError):
+    """A workflow needs a capability this host does not advertise (``details.requiredCapability``)."""
+
+    code = codes.CAPABILITY_REQUIRED
+    default_message = "The workflow needs a capability this host does not advertise."
+
+
 class InternalError(ProtocolError):
     code = codes.INTERNAL_ERROR
     default_message = "Internal error."

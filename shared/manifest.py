@@ -223,6 +223,9 @@ FUNCTIONS: tuple[Function, ...] = (
              credentials="read", egress=True),
     Function("manage_credentials", "functions.manage_credentials.handler", "api", ((HOST, "readwrite"),),
              credentials="readwrite"),
+    Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
+    Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
+    Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
 )
 
 RUN_ID = "{runId}"
@@ -253,6 +256,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/host/openwop-serverless/credentials", "manage_credentials"),
     Route("GET", "/host/openwop-serverless/credentials/{credentialRef}", "manage_credentials"),
     Route("DELETE", "/host/openwop-serverless/credentials/{credentialRef}", "manage_credentials"),
+    Route("POST", "/host/openwop-serverless/workflows", "register_workflow"),
+    Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
+    Route("DELETE", "/host/openwop-serverless/workflows/{workflowId}", "delete_workflow"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )

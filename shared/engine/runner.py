@@ -23,7 +23,7 @@ from shared.engine.canonical import same_json
 from shared.engine.dispatch import decode_body
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime
-from shared.engine.workflow import Workflow, load_workflow, resolve_node_inputs
+from shared.engine.workflow import UnresolvedInputError, Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import run_prefix
 from shared.ports import WRITABLE, EffectDeniedError, EgressRefusedError, Ports, RunRecord, TransportError
@@ -94,7 +94,12 @@ def resolve_agent(ports: Ports, tenant: str, agent_id: str) -> AgentSpec | None:
 
 
 def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, Any] | None:
-    return ports.host.get_item(f"WORKFLOW#{tenant}", workflow_id) or ports.host.get_item("WORKFLOW#*", workflow_id)
+    """The tenant's current registered definition, else the global fixture. A deleted registration leaves a
+    ``{"$deleted": ...}`` marker (no definition can carry that key: the schema is closed), read as absent."""
+    own = ports.host.get_item(f"WORKFLOW#{tenant}", workflow_id)
+    if own is not None and "$deleted" not in own:
+        return own
+    return ports.host.get_item("WORKFLOW#*", workflow_id)
 
 
 def build_context(ports: Ports, rec: RunRecord) -> RunContext:
@@ -173,10 +178,12 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     node = ctx.wf.nodes[nid]
     type_id = node["typeId"]
     nt = NODE_TYPES[type_id]
-    inputs = resolve_node_inputs(node, state["variables"],
-                                 {k: v.get("outputs") or {} for k, v in state["nodes"].items()})
     ordinal = int(state["nodes"][nid]["visits"]) + 1
     started = _node_ev(c.NODE_STARTED, nid, typeId=type_id, attempt=0)
+    try:
+        inputs = _inputs(state, node)
+    except UnresolvedInputError as exc:
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
     if ctx.mode == "replay" and nt.role == "side-effect":
         # (sourceRunId, nodeId, n): n = 1 + this node's terminal outcomes so far, inherited prefix included.
         n = int(state["nodes"][nid]["terminals"]) + 1
@@ -204,6 +211,12 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     except NodeFailure as exc:
         return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(exc.code, exc.message))])
     return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
+
+
+def _inputs(state: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The node's resolved inputs; a connection reads the upstream node's latest completed outputs."""
+    outputs = {k: v["outputs"] for k, v in state["nodes"].items() if v.get("outputs") is not None}
+    return resolve_node_inputs(node, state["variables"], outputs)
 
 
 class NodeFailure(Exception):
@@ -276,8 +289,10 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
     nid = active["nodeId"]
     node = ctx.wf.nodes[nid]
     type_id = node["typeId"]
-    inputs = resolve_node_inputs(node, state["variables"],
-                                 {k: v.get("outputs") or {} for k, v in state["nodes"].items()})
+    try:
+        inputs = _inputs(state, node)
+    except UnresolvedInputError as exc:
+        return Step([_node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
     if type_id == "core.conformance.hold":
         until = int(active["startedAtMs"]) + _hold_delay(inputs)
         if now >= until:

@@ -11,6 +11,11 @@ TRIGGER_RULES = ("all_success", "any_success", "all_complete", "none_failed", "a
 VARIABLE_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str, "number": (int, float), "boolean": bool, "object": dict, "array": list,
 }
+# Bounds on a definition (docs/decisions.md, "Workflows a tenant registers"): larger is refused before any graph work.
+MAX_NODES = 10_000
+MAX_EDGES = 20_000
+# The PortValue kinds of workflow-definition.schema.json; `expression` is refused at registration (no grammar).
+PORT_VALUE_KINDS = ("static", "variable", "connection", "expression")
 
 
 class DefinitionError(ValueError):
@@ -65,6 +70,13 @@ def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
     raw_nodes = doc.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise DefinitionError("definition has no nodes")
+    if len(raw_nodes) > MAX_NODES:
+        raise DefinitionError(f"definition has more than {MAX_NODES} nodes")
+    raw_edges = doc.get("edges") or []
+    if not isinstance(raw_edges, list):
+        raise DefinitionError("edges must be a list")
+    if len(raw_edges) > MAX_EDGES:
+        raise DefinitionError(f"definition has more than {MAX_EDGES} edges")
     nodes: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for n in raw_nodes:
@@ -79,9 +91,6 @@ def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
                 raise DefinitionError(f"node {key} must be an object")
         nodes[n["id"]] = n
         order.append(n["id"])
-    raw_edges = doc.get("edges") or []
-    if not isinstance(raw_edges, list):
-        raise DefinitionError("edges must be a list")
     pre: list[tuple[str, str, str, str]] = []
     for e in raw_edges:
         if not isinstance(e, dict):
@@ -93,6 +102,8 @@ def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
         if rule not in TRIGGER_RULES:
             raise DefinitionError("an edge has an unknown triggerRule")
         pre.append((str(e.get("id", f"{src}-{tgt}")), str(src), str(tgt), str(rule)))
+    if len({p[0] for p in pre}) != len(pre):
+        raise DefinitionError("duplicate edge id")
     settings = doc.get("settings") or {}
     if not isinstance(settings, dict):
         raise DefinitionError("settings must be an object")
@@ -101,29 +112,36 @@ def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
     if not isinstance(max_loop, int) or max_loop < 0 or not isinstance(timeout, int) or timeout < 0:
         raise DefinitionError("settings.maxLoopbackIterations and settings.timeout must be non-negative integers")
 
-    # Back edges: DFS from the nodes without incoming edges, in definition order.
+    # Back edges: DFS from the nodes without incoming edges, in definition order. Iterative (an explicit stack of
+    # (node, next-edge index)), so a 10,000-node chain never meets Python's recursion limit.
     targets = {t for _, _, t, _ in pre}
-    roots = [n for n in order if n not in targets] or []
+    roots = [n for n in order if n not in targets]
     if not roots:
         raise DefinitionError("definition has no entry node (every node has an incoming edge)")
     adj: dict[str, list[tuple[str, str, str, str]]] = {n: [] for n in order}
     for edge in pre:
         adj[edge[1]].append(edge)
     back_ids: set[str] = set()
-    state: dict[str, int] = {}
-
-    def dfs(n: str) -> None:
-        state[n] = 1
-        for eid, _s, t, _r in adj[n]:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for r in roots:
+        if r in state:
+            continue
+        state[r] = 1
+        stack: list[tuple[str, int]] = [(r, 0)]
+        while stack:
+            n, i = stack[-1]
+            out_edges = adj[n]
+            if i == len(out_edges):
+                state[n] = 2
+                stack.pop()
+                continue
+            stack[-1] = (n, i + 1)
+            eid, _s, t, _r = out_edges[i]
             if state.get(t) == 1:
                 back_ids.add(eid)
             elif t not in state:
-                dfs(t)
-        state[n] = 2
-
-    for r in roots:
-        if r not in state:
-            dfs(r)
+                state[t] = 1
+                stack.append((t, 0))
     unreachable = [n for n in order if n not in state]
     if unreachable:
         raise DefinitionError("definition has nodes no entry node reaches")
@@ -170,17 +188,83 @@ def bind_inputs(doc: dict[str, Any], inputs: dict[str, Any] | None) -> dict[str,
     return bound
 
 
+class UnresolvedInputError(ValueError):
+    """A required (non-optional) input binding has no value: its variable is unset or its upstream output absent."""
+
+
 def resolve_node_inputs(node: dict[str, Any], variables: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
-    """Resolve a node's input bindings: a variable, another node's output, or a literal."""
+    """Resolve a node's input PortValues (workflow-definition.schema.json ``$defs/PortValue``).
+
+    - ``{type: "static", value}``: the value as written.
+    - ``{type: "variable", variableName, optional?}``: the run's bound variable (run input, else ``defaultValue``).
+    - ``{type: "connection", nodeId, outputKey, optional?}``: ``outputs[outputKey]`` of the named upstream node's
+      latest ``node.completed``.
+    An unset variable or an absent output leaves an ``optional`` input out; otherwise ``UnresolvedInputError``.
+    ``expression`` never reaches here: registration refuses it. Anything else (stored definitions that predate
+    validation) is passed through as written.
+    """
     resolved: dict[str, Any] = {}
     for key, binding in (node.get("inputs") or {}).items():
-        if isinstance(binding, dict) and binding.get("type") == "variable":
-            resolved[key] = variables.get(str(binding.get("variableName")))
-        elif isinstance(binding, dict) and binding.get("type") == "node-output":
-            src = outputs.get(str(binding.get("nodeId"))) or {}
-            resolved[key] = src.get(str(binding.get("key"))) if binding.get("key") else src
-        elif isinstance(binding, dict) and binding.get("type") == "literal":
-            resolved[key] = binding.get("value")
+        kind = binding.get("type") if isinstance(binding, dict) else None
+        if kind == "static" and "value" in binding:
+            resolved[key] = binding["value"]
+        elif kind == "variable" and isinstance(binding.get("variableName"), str):
+            name = binding["variableName"]
+            if name in variables:
+                resolved[key] = variables[name]
+            elif not binding.get("optional", False):
+                raise UnresolvedInputError(f"input '{key}' names a variable the run does not set")
+        elif kind == "connection" and isinstance(binding.get("nodeId"), str) and isinstance(
+                binding.get("outputKey"), str):
+            src = outputs.get(binding["nodeId"])
+            if isinstance(src, dict) and binding["outputKey"] in src:
+                resolved[key] = src[binding["outputKey"]]
+            elif not binding.get("optional", False):
+                raise UnresolvedInputError(f"input '{key}' names an upstream output that is absent")
+        elif kind == "expression":
+            raise UnresolvedInputError(f"input '{key}' is an expression, which this host does not evaluate")
         else:
             resolved[key] = binding
     return resolved
+
+
+def check_bindings(wf: Workflow) -> list[tuple[str, str, str]]:
+    """What registration refuses in node inputs: ``[(nodeId, inputKey, reason)]``, empty when every binding can
+    resolve. A connection must name an upstream node (an ancestor over forward edges) other than the node itself;
+    expressions are refused (docs/decisions.md). A variable binding may name an undeclared variable: run inputs
+    that no variable declares are bound too (``bind_inputs``)."""
+    faults: list[tuple[str, str, str]] = []
+    ancestors: dict[str, int] | None = None
+    index = {n: i for i, n in enumerate(wf.node_ids)}
+    for nid in wf.node_ids:
+        for key, b in (wf.nodes[nid].get("inputs") or {}).items():
+            kind = b.get("type") if isinstance(b, dict) else None
+            if kind == "expression":
+                faults.append((nid, key, "expression"))
+            elif kind == "connection":
+                if ancestors is None:
+                    ancestors = _ancestor_sets(wf)
+                src = b.get("nodeId")
+                pos = index.get(src, -1) if isinstance(src, str) else -1
+                if pos < 0 or not (ancestors[nid] >> pos) & 1:
+                    faults.append((nid, key, "not-upstream"))
+    return faults
+
+
+def _ancestor_sets(wf: Workflow) -> dict[str, int]:
+    """Each node's ancestors over forward edges, as a bit set over definition order (Kahn's order, no recursion)."""
+    index = {n: i for i, n in enumerate(wf.node_ids)}
+    pending = {n: len(wf.in_forward[n]) for n in wf.node_ids}
+    anc = {n: 0 for n in wf.node_ids}
+    ready = [n for n in wf.node_ids if pending[n] == 0]
+    while ready:
+        n = ready.pop()
+        mine = anc[n] | (1 << index[n])
+        for e in wf.out_edges[n]:
+            if e.back:
+                continue
+            anc[e.target] |= mine
+            pending[e.target] -= 1
+            if pending[e.target] == 0:
+                ready.append(e.target)
+    return anc

@@ -20,6 +20,7 @@ REPLAY_MEMORY_SNAPSHOT_UNAVAILABLE = "replay_memory_snapshot_unavailable"
 RUN_EXPIRED = "run_expired"
 FORK_POINT_INVALID = "fork_point_invalid"
 CAPABILITY_NOT_PROVIDED = "capability_not_provided"
+CAPABILITY_REQUIRED = "capability_required"
 INTERNAL_ERROR = "internal_error"
 SERVICE_UNAVAILABLE = "service_unavailable"
 RATE_LIMITED = "rate_limited"
@@ -55,6 +56,7 @@ HTTP_STATUS: dict[str, int] = {
     UNSUPPORTED_MEDIA_TYPE: 415,
     FORK_POINT_INVALID: 422,
     CAPABILITY_NOT_PROVIDED: 422,
+    CAPABILITY_REQUIRED: 422,
     RESIDENCY_UNAVAILABLE: 422,
     RATE_LIMITED: 429,
     INTERNAL_ERROR: 500,

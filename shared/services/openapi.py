@@ -70,6 +70,15 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("POST", "/host/openwop-serverless/eval-suites"): [
         Op("/host/openwop-serverless/eval-suites", "putEvalSuite", {200: "SuiteRegistration", 201: "SuiteRegistration"},
            (400, 401, 406, 409, 413, 415), body="EvalSuite")],
+    ("POST", "/host/openwop-serverless/workflows"): [
+        Op("/host/openwop-serverless/workflows", "registerWorkflow",
+           {200: "WorkflowRegistration", 201: "WorkflowRegistration"}, (400, 401, 406, 409, 413, 415, 422),
+           body="Object")],
+    ("GET", "/host/openwop-serverless/workflows"): [
+        Op("/host/openwop-serverless/workflows", "listWorkflows", {200: "WorkflowList"}, (400, 401, 406),
+           query=("limit", "cursor"))],
+    ("DELETE", "/host/openwop-serverless/workflows/{workflowId}"): [
+        Op("/host/openwop-serverless/workflows/{workflowId}", "deleteWorkflow", {204: None}, (401, 404, 406, 409))],
 }
 
 # Wire run ids: "<tenant>/<opaque>" travels as one path segment with "/" written "~2F".
@@ -126,6 +135,14 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "PollPage": {"type": "object", "required": ["events", "lastSequence", "isTerminal"],
                  "properties": {"events": {"type": "array", "items": _OBJ}, "lastSequence": {"type": "integer"},
                                 "isTerminal": {"type": "boolean"}}},
+    "WorkflowRegistration": {"type": "object", "required": ["workflowId", "version", "name"],
+                             "properties": {"workflowId": _STR, "version": _STR, "name": _STR}},
+    "WorkflowList": {"type": "object", "required": ["workflows"],
+                     "properties": {"workflows": {"type": "array", "items": {
+                         "type": "object", "required": ["workflowId", "name", "version"],
+                         "properties": {"workflowId": _STR, "name": _STR, "version": _STR,
+                                        "registeredAt": _STR}}},
+                                    "nextCursor": _STR}},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
 }

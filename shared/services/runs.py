@@ -85,13 +85,19 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
         raise ValidationError(f"The workflow definition cannot run: {exc}.") from exc
     except InputsError as exc:
         raise ValidationError(str(exc)) from exc
+    configurable = req.configurable.model_dump(exclude_none=True) if req.configurable else None
+    if isinstance(doc.get("configurableSchema"), dict):
+        from shared.services.workflows import check_configurable
+
+        check_configurable(doc["configurableSchema"], configurable or {})
     data: dict[str, Any] = {
         "kind": "workflow",
         "workflowId": req.workflowId,
+        "workflowVersion": doc.get("version"),  # the version this run pinned (its definition is pinned below)
         "inputs": inputs,
         "owner": caller.owner,
         "definition": doc,
-        "configurable": req.configurable.model_dump(exclude_none=True) if req.configurable else None,
+        "configurable": configurable,
         "tags": req.tags,
         "metadata": req.metadata,
         "scopeId": req.scopeId,

@@ -9,6 +9,7 @@ from openwop_client.types import CreateRunRequest
 
 from tests.helpers import unique
 from tests.wire import all_events, types_of, wait_terminal
+from tests.workflows import definition, edge, node, static, variable
 
 
 def _ports():
@@ -24,13 +25,9 @@ def _register(tenant: str, doc: dict) -> str:
 
 
 def agent_workflow(wid: str, agent_id: str = "conformance-eval-agent") -> dict:
-    return {
-        "id": wid, "name": wid, "version": "1.0",
-        "nodes": [{"id": "agent", "typeId": "core.agent", "name": "Agent", "config": {"agentId": agent_id},
-                   "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}],
-        "settings": {"timeout": 60000},
-    }
+    return definition(wid, [node("agent", "core.agent", config={"agentId": agent_id},
+                                 inputs={"input": variable("script")})],
+                      variables=[{"name": "script", "type": "object", "required": True}], settings={"timeout": 60000})
 
 
 def test_noop_fixture_completes(host):
@@ -173,20 +170,16 @@ def test_tool_call_budget_gives_rate_limited(host, monkeypatch):
 def test_cycle_without_bound_is_refused_before_anything_runs(host):
     from shared.errors import ValidationError
 
-    doc = {"id": unique("cyc"), "nodes": [{"id": "a", "typeId": "core.noop"}, {"id": "b", "typeId": "core.noop"},
-                                          {"id": "c", "typeId": "core.noop"}],
-           "edges": [{"sourceNodeId": "a", "targetNodeId": "b"}, {"sourceNodeId": "b", "targetNodeId": "c"},
-                     {"sourceNodeId": "c", "targetNodeId": "b"}]}
+    doc = definition(unique("cyc"), [node("a", "core.noop"), node("b", "core.noop"), node("c", "core.noop")],
+                     [edge("a", "b"), edge("b", "c"), edge("c", "b")])
     with pytest.raises(ValidationError):
         _register("tenant-a", doc)
     assert _ports().host.get_item("WORKFLOW#tenant-a", doc["id"]) is None
 
 
 def test_failed_node_fails_the_run_with_its_error(host):
-    doc = {"id": unique("tool-wf"), "nodes": [
-        {"id": "t", "typeId": "core.tool", "config": {"tool": "conformance.eval:fail"}},
-        {"id": "after", "typeId": "core.noop"}],
-        "edges": [{"sourceNodeId": "t", "targetNodeId": "after"}]}
+    doc = definition(unique("tool-wf"), [node("t", "core.tool", config={"tool": "conformance.eval:fail"}),
+                                         node("after", "core.noop")], [edge("t", "after")])
     _register("tenant-a", doc)
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
@@ -197,8 +190,7 @@ def test_failed_node_fails_the_run_with_its_error(host):
 
 
 def test_http_node_refuses_hosts_off_the_allowlist(host):
-    doc = {"id": unique("http-wf"), "nodes": [
-        {"id": "h", "typeId": "core.http", "config": {"url": "https://example.com/x"}}], "edges": []}
+    doc = definition(unique("http-wf"), [node("h", "core.http", config={"url": "https://example.com/x"})])
     _register("tenant-a", doc)
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
@@ -240,12 +232,9 @@ def test_a_crash_after_the_write_is_retried_without_duplicates(host, monkeypatch
 
 @pytest.mark.slow
 def test_a_10000_event_run_completes_with_bounded_history(host):
-    doc = {"id": unique("loop-wf"), "nodes": [{"id": "s", "typeId": "core.noop"}, {"id": "a", "typeId": "core.noop"},
-                                              {"id": "b", "typeId": "core.noop"}],
-           "edges": [{"id": "sa", "sourceNodeId": "s", "targetNodeId": "a"},
-                     {"id": "ab", "sourceNodeId": "a", "targetNodeId": "b"},
-                     {"id": "ba", "sourceNodeId": "b", "targetNodeId": "a"}],
-           "settings": {"maxLoopbackIterations": 2500, "timeout": 0}}
+    doc = definition(unique("loop-wf"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+                     settings={"maxLoopbackIterations": 2500, "timeout": 0})
     _register("tenant-a", doc)
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
@@ -289,9 +278,9 @@ def test_http_node_calls_an_allowlisted_host_once_and_records_the_outcome(host, 
     monkeypatch.setenv("HTTP_ALLOWLIST", f"127.0.0.1:{port}")
     get_settings.cache_clear()
     try:
-        doc = {"id": unique("http-ok"), "nodes": [{"id": "h", "typeId": "core.http",
-                                                  "config": {"url": f"http://127.0.0.1:{port}/hook", "method": "POST"},
-                                                  "inputs": {"body": {"type": "literal", "value": {"n": 1}}}}]}
+        doc = definition(unique("http-ok"), [node("h", "core.http",
+                                                  config={"url": f"http://127.0.0.1:{port}/hook", "method": "POST"},
+                                                  inputs={"body": static({"n": 1})})])
         _register("tenant-a", doc)
         client = host.client(host.key_a)
         run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))

@@ -14,6 +14,7 @@ from shared.protocol.ids import project_id
 from tests.faults import scan_for
 from tests.helpers import unique
 from tests.wire import raw, wait_terminal
+from tests.workflows import definition, edge, node, variable
 
 
 def _ports():
@@ -26,16 +27,12 @@ def _workflow(marker: str) -> str:
     from shared.services.workflows import register_workflow
 
     wid = unique("lineage")
-    register_workflow(_ports(), "tenant-a", {
-        "id": wid,
-        "nodes": [
-            {"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-             "inputs": {"input": {"type": "variable", "variableName": "script"}}},
-            {"id": "effect", "typeId": "core.conformance.side-effect", "inputs": {}},
-        ],
-        "edges": [{"id": "e", "sourceNodeId": "agent", "targetNodeId": "effect"}],
-        "variables": [{"name": "script", "type": "object", "required": True}],
-    })
+    register_workflow(_ports(), "tenant-a", definition(
+        wid,
+        [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")}),
+         node("effect", "core.conformance.side-effect")],
+        [edge("agent", "effect", eid="e")],
+        variables=[{"name": "script", "type": "object", "required": True}]))
     return wid
 
 

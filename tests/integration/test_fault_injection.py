@@ -11,6 +11,7 @@ from openwop_client.types import CreateRunRequest
 from tests.faults import check_run, kill_after_write, throttle_writes
 from tests.helpers import unique
 from tests.wire import wait_terminal
+from tests.workflows import definition, edge, node, variable
 
 
 def _ports():
@@ -24,16 +25,12 @@ def _workflow() -> str:
     from shared.services.workflows import register_workflow
 
     wid = unique("faults")
-    register_workflow(_ports(), "tenant-a", {
-        "id": wid,
-        "nodes": [
-            {"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-             "inputs": {"input": {"type": "variable", "variableName": "script"}}},
-            {"id": "effect", "typeId": "core.conformance.side-effect", "inputs": {}},
-        ],
-        "edges": [{"id": "e", "sourceNodeId": "agent", "targetNodeId": "effect"}],
-        "variables": [{"name": "script", "type": "object", "required": True}],
-    })
+    register_workflow(_ports(), "tenant-a", definition(
+        wid,
+        [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")}),
+         node("effect", "core.conformance.side-effect")],
+        [edge("agent", "effect", eid="e")],
+        variables=[{"name": "script", "type": "object", "required": True}]))
     return wid
 
 

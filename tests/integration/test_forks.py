@@ -9,6 +9,7 @@ from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.helpers import unique
 from tests.wire import all_events, raw, types_of, wait_terminal
+from tests.workflows import definition, edge, node, variable
 
 
 def _ports():
@@ -39,10 +40,10 @@ def _counter_wf(tenant: str = "tenant-a") -> str:
     from shared.services.workflows import register_workflow
 
     wid = unique("fork-agent")
-    register_workflow(_ports(), tenant, {
-        "id": wid, "nodes": [{"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-                              "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}]})
+    register_workflow(_ports(), tenant, definition(
+        wid, [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
+                   inputs={"input": variable("script")})],
+        variables=[{"name": "script", "type": "object", "required": True}]))
     return wid
 
 
@@ -252,12 +253,9 @@ def test_the_prefix_is_copied_with_batched_writes(host):
     # Given a 1,002-event source run
     from shared.services.workflows import register_workflow
 
-    doc = {"id": unique("copy-loop"), "nodes": [{"id": "s", "typeId": "core.noop"}, {"id": "a", "typeId": "core.noop"},
-                                                 {"id": "b", "typeId": "core.noop"}],
-           "edges": [{"id": "sa", "sourceNodeId": "s", "targetNodeId": "a"},
-                     {"id": "ab", "sourceNodeId": "a", "targetNodeId": "b"},
-                     {"id": "ba", "sourceNodeId": "b", "targetNodeId": "a"}],
-           "settings": {"maxLoopbackIterations": 249}}
+    doc = definition(unique("copy-loop"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+                     settings={"maxLoopbackIterations": 249})
     register_workflow(_ports(), "tenant-a", doc)
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
