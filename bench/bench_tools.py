@@ -24,6 +24,7 @@ def main() -> None:
     from shared.local.demo_tools import DemoToolServer
     from shared.services.workflows import register_workflow
     from shared.wiring import get_ports
+    from tests.workflows import definition, node, variable
 
     aws, counter = start_stack()
     tools = DemoToolServer()
@@ -34,11 +35,9 @@ def main() -> None:
             "toolId": "bench.crm:lookup", "description": "lookup", "source": {"kind": "http", "url": url + "/crm/lookup"},
             "inputSchema": {"type": "object", "required": ["customerId"]}}))
         assert out["statusCode"] in (200, 201), out
-        register_workflow(ports, TENANT, {
-            "id": "bench-http-agent", "nodes": [{"id": "agent", "typeId": "core.agent",
-                                                 "config": {"agentId": "conformance-eval-agent"},
-                                                 "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-            "edges": []})
+        register_workflow(ports, TENANT, definition(
+            "bench-http-agent", [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
+                                      inputs={"input": variable("script")})]))
 
         def run(calls: int) -> tuple[int, float, dict]:
             script = {"calls": [{"tool": "bench.crm:lookup", "args": {"customerId": "c-1"}}] * calls, "answer": "ok"}

@@ -73,9 +73,13 @@ WORKFLOW = {
     "id": DEMO_WORKFLOW,
     "name": "Demo: a support agent calling real tools",
     "version": "1.0",
-    "nodes": [{"id": "support", "typeId": "core.agent", "name": "Support agent", "config": {"agentId": DEMO_AGENT},
-               "inputs": {}}],
+    "nodes": [{"id": "support", "typeId": "core.agent", "name": "Support agent", "position": {"x": 0, "y": 0},
+               "config": {"agentId": DEMO_AGENT}, "inputs": {}}],
     "edges": [],
+    "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
+    "variables": [],
+    "metadata": {},
+    "settings": {},
 }
 
 

@@ -17,6 +17,7 @@ from shared.local.demo_tools import DemoToolServer
 from shared.protocol.ids import project_id
 from tests.helpers import unique
 from tests.wire import all_events, raw, wait_terminal
+from tests.workflows import definition, node, variable
 
 BASE = "/host/openwop-serverless"
 
@@ -50,10 +51,10 @@ def _agent_workflow(tenant: str = "tenant-a") -> str:
     from shared.services.workflows import register_workflow
 
     wid = unique("tools-wf")
-    register_workflow(_ports(), tenant, {
-        "id": wid, "nodes": [{"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-                              "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}]})
+    register_workflow(_ports(), tenant, definition(
+        wid, [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
+                   inputs={"input": variable("script")})],
+        variables=[{"name": "script", "type": "object", "required": True}]))
     return wid
 
 
@@ -260,10 +261,9 @@ def test_a_core_tool_node_calls_a_registered_http_tool(host, server):
                                                                  "method": "GET"},
         "inputSchema": {"type": "object", "required": ["city"]}}, key=host.key_a).status == 201
     wid = unique("tool-node")
-    register_workflow(_ports(), "tenant-a", {"id": wid, "nodes": [
-        {"id": "w", "typeId": "core.tool", "config": {"tool": weather},
-         "inputs": {"city": {"type": "variable", "variableName": "city"}}}],
-        "edges": [], "variables": [{"name": "city", "type": "string", "required": True}]})
+    register_workflow(_ports(), "tenant-a", definition(
+        wid, [node("w", "core.tool", config={"tool": weather}, inputs={"city": variable("city")})],
+        variables=[{"name": "city", "type": "string", "required": True}]))
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"city": "Oslo"}))
     snap = wait_terminal(client, run.runId)

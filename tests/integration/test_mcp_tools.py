@@ -14,6 +14,7 @@ from openwop_client.types import CreateRunRequest, ForkRunRequest
 from shared.local.demo_mcp import DemoMcpServer
 from tests.helpers import unique
 from tests.wire import all_events, raw, wait_terminal
+from tests.workflows import definition, node, variable
 
 BASE = "/host/openwop-serverless"
 
@@ -42,10 +43,10 @@ def _run(client: Any, calls: list[tuple[str, Any]], tenant: str = "tenant-a") ->
     from shared.services.workflows import register_workflow
 
     wid = unique("mcp-wf")
-    register_workflow(_ports(), tenant, {
-        "id": wid, "nodes": [{"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-                              "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}]})
+    register_workflow(_ports(), tenant, definition(
+        wid, [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
+                   inputs={"input": variable("script")})],
+        variables=[{"name": "script", "type": "object", "required": True}]))
     script = {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": "done"}
     run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
     wait_terminal(client, run.runId)
