@@ -15,6 +15,7 @@ from typing import Any
 
 from shared import manifest
 from shared.protocol.models import CancelRunRequest, CreateRunRequest, ForkRunRequest
+from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,31 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            query=("limit", "cursor"))],
     ("DELETE", "/host/openwop-serverless/workflows/{workflowId}"): [
         Op("/host/openwop-serverless/workflows/{workflowId}", "deleteWorkflow", {204: None}, (401, 404, 406, 409))],
+    ("GET", "/tools"): [Op("/tools", "listTools", {200: "ToolList"}, (401, 406))],
+    ("GET", "/tools/{toolId}"): [Op("/tools/{toolId}", "getTool", {200: "ToolDescriptor"}, (401, 404, 406))],
+    ("POST", "/host/openwop-serverless/tools"): [
+        Op("/host/openwop-serverless/tools", "registerTool", {200: "ToolDescriptor", 201: "ToolDescriptor"},
+           (400, 401, 406, 409, 413, 415), body="ToolRegistration")],
+    ("DELETE", "/host/openwop-serverless/tools/{toolId}"): [
+        Op("/host/openwop-serverless/tools/{toolId}", "deleteTool", {204: None}, (401, 404, 406))],
+    ("POST", "/host/openwop-serverless/mcp-servers"): [
+        Op("/host/openwop-serverless/mcp-servers", "registerMcpServer", {200: "McpServer", 201: "McpServer"},
+           (400, 401, 406, 413, 415), body="McpServerRegistration")],
+    ("GET", "/host/openwop-serverless/mcp-servers"): [
+        Op("/host/openwop-serverless/mcp-servers", "listMcpServers", {200: "McpServerList"}, (401, 406))],
+    ("DELETE", "/host/openwop-serverless/mcp-servers/{serverId}"): [
+        Op("/host/openwop-serverless/mcp-servers/{serverId}", "deleteMcpServer", {204: None}, (401, 404, 406))],
+    ("PUT", "/host/openwop-serverless/credentials/{credentialRef}"): [
+        Op("/host/openwop-serverless/credentials/{credentialRef}", "putCredential",
+           {200: "Credential", 201: "Credential"}, (400, 401, 406, 413, 415), body="CredentialPut")],
+    ("GET", "/host/openwop-serverless/credentials"): [
+        Op("/host/openwop-serverless/credentials", "listCredentials", {200: "CredentialList"}, (401, 406))],
+    ("GET", "/host/openwop-serverless/credentials/{credentialRef}"): [
+        Op("/host/openwop-serverless/credentials/{credentialRef}", "getCredential", {200: "Credential"},
+           (401, 404, 406))],
+    ("DELETE", "/host/openwop-serverless/credentials/{credentialRef}"): [
+        Op("/host/openwop-serverless/credentials/{credentialRef}", "deleteCredential", {204: None},
+           (401, 404, 406))],
 }
 
 # Wire run ids: "<tenant>/<opaque>" travels as one path segment with "/" written "~2F".
@@ -89,6 +115,9 @@ STREAM_MODE = r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$"
 PARAMETERS: dict[str, dict[str, Any]] = {
     "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
+    "toolId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,200}$"}},
+    "serverId": {"in": "path", "schema": {"type": "string", "pattern": r"^[a-z0-9-]{1,48}$"}},
+    "credentialRef": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
     "limit": {"in": "query", "schema": {"type": "integer", "minimum": 1}},
     "cursor": {"in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{8,2048}$"}},
     "workflowId?": {"in": "query", "schema": {"type": "string", "pattern": NAME_ID}},
@@ -143,6 +172,20 @@ RESPONSES: dict[str, dict[str, Any]] = {
                          "properties": {"workflowId": _STR, "name": _STR, "version": _STR,
                                         "registeredAt": _STR}}},
                                     "nextCursor": _STR}},
+    "ToolList": {"type": "object", "required": ["tools"],
+                 "properties": {"tools": {"type": "array", "items": {"$ref": "#/components/schemas/ToolDescriptor"}}}},
+    "McpServer": {"type": "object", "required": ["serverId", "url", "toolIds"],
+                  "properties": {"serverId": _STR, "url": _STR, "description": _STR, "timeoutMs": {"type": "integer"},
+                                 "credentialRef": _STR, "toolIds": {"type": "array", "items": _STR}}},
+    "McpServerList": {"type": "object", "required": ["servers"],
+                      "properties": {"servers": {"type": "array", "items": {"$ref": "#/components/schemas/McpServer"}}}},
+    "Credential": {"type": "object", "required": ["credentialRef", "type", "createdAt", "updatedAt"],
+                   "additionalProperties": False,
+                   "properties": {"credentialRef": _STR, "type": {"enum": ["bearer", "header"]}, "createdAt": _STR,
+                                  "updatedAt": _STR, "description": _STR}},
+    "CredentialList": {"type": "object", "required": ["credentials"],
+                       "properties": {"credentials": {"type": "array",
+                                                      "items": {"$ref": "#/components/schemas/Credential"}}}},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
 }
@@ -177,7 +220,8 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
             entry["content"] = {op.media if status == 200 else "application/json": {
                 "schema": {"$ref": f"#/components/schemas/{schema}"}}}
         responses[str(status)] = entry
-    statuses = sorted({*op.errors, 406, *((401,) if auth else ())} - set(op.success))
+    # Any request can be refused for its framing or headers (400) or its protocol version (406).
+    statuses = sorted({*op.errors, 400, 406, *((401,) if auth else ())} - set(op.success))
     for status in statuses:
         responses[str(status)] = {"description": "error envelope", "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}}
@@ -201,8 +245,12 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas()}
-    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest):
+    from shared.protocol.schemas import load_schema
+
+    descriptor = {k: v for k, v in load_schema("tool-descriptor.schema.json").items() if k not in ("$schema", "$id")}
+    schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
+    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, ToolRegistration, McpServerRegistration,
+                  CredentialPut):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub
