@@ -50,3 +50,49 @@ def chain(wid: str, n: int, type_id: str = "core.noop") -> dict[str, Any]:
     """``n`` nodes in a line, n0 -> n1 -> ... (the bounds and deep-graph tests)."""
     return definition(wid, [node(f"n{i}", type_id) for i in range(n)],
                       [edge(f"n{i - 1}", f"n{i}") for i in range(1, n)])
+
+
+SCRIPT_VARIABLE = {"name": "script", "type": "object", "required": True}
+
+
+def scripted_agent(wid: str, *, then_effect: bool = False) -> dict[str, Any]:
+    """The conformance agent running the run's ``script`` input (its tool calls and answer), optionally followed by a
+    side-effecting node."""
+    nodes = [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
+                  inputs={"input": variable("script")})]
+    edges = []
+    if then_effect:
+        nodes.append(node("effect", "core.conformance.side-effect"))
+        edges.append(edge("agent", "effect", eid="e"))
+    return definition(wid, nodes, edges, variables=[SCRIPT_VARIABLE])
+
+
+def register_scripted_agent(tenant: str, prefix: str, *, then_effect: bool = False) -> str:
+    """Register ``scripted_agent`` for ``tenant`` under a fresh id; return the id."""
+    import uuid
+
+    from shared.services.workflows import register_workflow
+    from shared.wiring import get_ports
+
+    return register_workflow(get_ports(), tenant, scripted_agent(f"{prefix}-{uuid.uuid4().hex[:12]}",
+                                                                 then_effect=then_effect))
+
+
+def run_script(client: Any, calls: list[tuple[str, Any]], tenant: str = "tenant-a", prefix: str = "script") -> str:
+    """Run the scripted agent once with ``calls`` [(tool, args), ...] and wait until the run is terminal."""
+    from openwop_client.types import CreateRunRequest
+
+    from tests.wire import wait_terminal
+
+    script = {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": "done"}
+    run = client.runs_create(CreateRunRequest(workflowId=register_scripted_agent(tenant, prefix),
+                                              inputs={"script": script}))
+    wait_terminal(client, run.runId)
+    return str(run.runId)
+
+
+def tool_returned(client: Any, run_id: str) -> list[dict[str, Any]]:
+    """The payloads of the run's ``agent.tool-returned`` events, in order."""
+    from tests.wire import all_events
+
+    return [e.payload for e in all_events(client, run_id) if e.type == "agent.tool-returned"]

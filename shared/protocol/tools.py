@@ -10,9 +10,9 @@ Tool ids (RFC 0078 ``<scope>:<tool-id>``):
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 TOOL_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SERVER_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -82,17 +82,23 @@ def _check_url(url: str) -> str:
     return url
 
 
+def _check_ref(ref: str) -> str:
+    if not CREDENTIAL_REF_RE.match(ref):
+        raise ValueError("credentialRef is malformed")
+    return ref
+
+
+ToolUrl = Annotated[str, AfterValidator(_check_url)]
+CredentialRef = Annotated[str, AfterValidator(_check_ref)]
+TimeoutMs = Annotated[StrictInt, Field(ge=100, le=30_000)]
+
+
 class HttpToolSource(_Closed):
     kind: Literal["http"]
-    url: str
+    url: ToolUrl
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] | None = None
-    timeoutMs: StrictInt = Field(default=10_000, ge=100, le=30_000)
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return _check_url(v)
+    timeoutMs: TimeoutMs = 10_000
 
     @field_validator("headers")
     @classmethod
@@ -110,7 +116,7 @@ class ToolRegistration(_Closed):
     inputSchema: dict[str, Any]
     outputSchema: dict[str, Any] | None = None
     source: HttpToolSource
-    credentialRef: str | None = None
+    credentialRef: CredentialRef | None = None
     replayPolicy: ReplayPolicy | None = None
     safetyTier: SafetyTier | None = None
 
@@ -119,13 +125,6 @@ class ToolRegistration(_Closed):
     def _tool_id(cls, v: str) -> str:
         if not TOOL_ID_RE.match(v) or v.split(".", 1)[0] in RESERVED_ORGS:
             raise ValueError("toolId must be <org>.<pack>:<tool> with a non-reserved lower-case org")
-        return v
-
-    @field_validator("credentialRef")
-    @classmethod
-    def _cred(cls, v: str | None) -> str | None:
-        if v is not None and not CREDENTIAL_REF_RE.match(v):
-            raise ValueError("credentialRef is malformed")
         return v
 
 
@@ -140,29 +139,17 @@ class McpServerRegistration(_Closed):
     """``POST /host/openwop-serverless/mcp-servers``: a streamable-HTTP MCP server."""
 
     serverId: str = Field(min_length=1, max_length=48)
-    url: str
+    url: ToolUrl
     description: str | None = Field(default=None, max_length=2000)
-    credentialRef: str | None = None
-    timeoutMs: StrictInt = Field(default=10_000, ge=100, le=30_000)
+    credentialRef: CredentialRef | None = None
+    timeoutMs: TimeoutMs = 10_000
     tools: dict[str, McpToolClass] | None = None
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        return _check_url(v)
 
     @field_validator("serverId")
     @classmethod
     def _server_id(cls, v: str) -> str:
         if not SERVER_ID_RE.match(v):
             raise ValueError("serverId must be lower-case letters, digits and inner hyphens")
-        return v
-
-    @field_validator("credentialRef")
-    @classmethod
-    def _cred(cls, v: str | None) -> str | None:
-        if v is not None and not CREDENTIAL_REF_RE.match(v):
-            raise ValueError("credentialRef is malformed")
         return v
 
 

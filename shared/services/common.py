@@ -91,3 +91,16 @@ def snapshot(rec: RunRecord, state: dict[str, Any] | None = None) -> dict[str, A
 
 def etag(rec: RunRecord) -> str:
     return f'"{rec.last_seq}-{rec.status}"'
+
+
+def page_limit(params: dict[str, str], default: int, maximum: int) -> int:
+    """The ``limit`` query parameter of a listing: an integer >= 1, capped at ``maximum`` (400 otherwise)."""
+    if "limit" not in params:
+        return default
+    try:
+        limit = int(params["limit"])
+    except ValueError as exc:
+        raise ValidationError("limit must be an integer.") from exc
+    if limit < 1:
+        raise ValidationError("limit must be at least 1.")
+    return min(limit, maximum)

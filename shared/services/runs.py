@@ -25,7 +25,7 @@ from shared.errors import (
 )
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
-from shared.services.common import Caller, links, load_own_run, snapshot
+from shared.services.common import Caller, links, load_own_run, page_limit, snapshot
 
 if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
     from shared.protocol.models import CreateRunRequest
@@ -185,15 +185,7 @@ def _read_cursor(ports: Ports, tenant: str, cursor: str) -> dict[str, Any]:
 
 
 def list_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
-    limit = DEFAULT_PAGE
-    if "limit" in params:
-        try:
-            limit = int(params["limit"])
-        except ValueError as exc:
-            raise ValidationError("limit must be an integer.") from exc
-        if limit < 1:
-            raise ValidationError("limit must be at least 1.")
-        limit = min(limit, MAX_PAGE)
+    limit = page_limit(params, DEFAULT_PAGE, MAX_PAGE)
     start = _read_cursor(ports, caller.tenant, params["cursor"]) if params.get("cursor") else None
     filters = {k: params[k] for k in ("workflowId", "status") if params.get(k)}
     page = ports.runs.list_runs(caller.tenant, limit, start, filters)

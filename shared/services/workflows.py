@@ -20,6 +20,7 @@ from typing import Any
 from shared.engine.canonical import same_json
 from shared.errors import CapabilityRequiredError, NotFoundError, ValidationError, VersionConflictError
 from shared.ports import Ports
+from shared.services.common import page_limit
 
 GLOBAL = "*"
 MAX_VERSION_CHARS = 128  # the version is part of a sort key; the schema bounds only its minimum
@@ -171,15 +172,7 @@ def register_workflow(ports: Ports, tenant: str, doc: Any) -> str:
 def list_workflows(ports: Ports, tenant: str, params: dict[str, str]) -> dict[str, Any]:
     """The tenant's own registered workflows by workflowId, ``limit`` (1..100, default 50) per page; ``cursor``
     is the last workflowId of the previous page (the caller's own id; anything else is 400)."""
-    limit = DEFAULT_PAGE
-    if "limit" in params:
-        try:
-            limit = int(params["limit"])
-        except ValueError as exc:
-            raise ValidationError("limit must be an integer.") from exc
-        if limit < 1:
-            raise ValidationError("limit must be at least 1.")
-        limit = min(limit, MAX_PAGE)
+    limit = page_limit(params, DEFAULT_PAGE, MAX_PAGE)
     after = params.get("cursor")
     if after is not None and not _SCHEMA_ID_RE.match(after):
         raise ValidationError("The cursor is not valid.")

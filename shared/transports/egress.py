@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.ports import EgressRefusedError
+from shared.ports import EgressRefusedError, TransportError
 
 Resolver = Callable[[str, int], Sequence[str]]
 """(host, port) -> the addresses it resolves to, as strings."""
@@ -111,3 +111,29 @@ class EgressPolicy:
             if why is not None and not self._allowed(address):
                 raise EgressRefusedError(f"the tool's host resolves to {why}, which this host does not call")
         return addresses
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL's destination as the guard checked it: connect only to ``addresses``, speak to ``host``."""
+
+    url: str
+    scheme: str
+    host: str
+    port: int
+    addresses: list[str]
+
+
+def check_url(policy: EgressPolicy, url: str, what: str) -> Target:
+    """Parse an absolute http(s) URL and resolve its host through the guard (``what`` names it in errors)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TransportError(f"the {what}'s URL must be an absolute http or https URL")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise TransportError(f"the {what}'s URL has an invalid port") from exc
+    host = parts.hostname.lower().rstrip(".")
+    return Target(url, parts.scheme, host, port, policy.resolve(host, port))

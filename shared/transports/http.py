@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.ports import HttpReply, TransportError
-from shared.transports.egress import EgressPolicy
+from shared.transports.egress import EgressPolicy, check_url
 
 Connect = Callable[[tuple[str, int], float], socket.socket]
 
@@ -60,18 +60,12 @@ class GuardedHttpTransport:
 
     def send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, timeout_s: float,
              max_bytes: int) -> HttpReply:
+        target = check_url(self._policy, url, "tool")  # EgressRefusedError before any connection
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TransportError("the tool's URL must be an absolute http or https URL")
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError as exc:
-            raise TransportError("the tool's URL has an invalid port") from exc
-        addresses = self._policy.resolve(parts.hostname, port)  # EgressRefusedError before any connection
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         last: Exception | None = None
-        for address in addresses:
-            conn = self._connection(parts.scheme, parts.hostname, port, address, timeout_s)
+        for address in target.addresses:
+            conn = self._connection(target.scheme, target.host, target.port, address, timeout_s)
             try:
                 conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()

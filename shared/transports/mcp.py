@@ -36,13 +36,11 @@ The SDK's modules are imported inside the methods: importing this module costs n
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
 
 from shared.ports import EgressRefusedError, TransportError
-from shared.transports.egress import EgressPolicy
+from shared.transports.egress import EgressPolicy, Target, check_url
 
 MAX_PAGES = 50
 MAX_TOOLS = 1000
@@ -66,19 +64,11 @@ class McpSdkTransport:
         """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
         return _run(self._call_tool, self._target(url), headers, timeout_s, name, arguments, meta)
 
-    def _target(self, url: str) -> _Target:
+    def _target(self, url: str) -> Target:
         """The URL's destination, checked by the egress guard (``EgressRefusedError`` before any connection)."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TransportError("the MCP server's URL must be an absolute http or https URL")
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError as exc:
-            raise TransportError("the MCP server's URL has an invalid port") from exc
-        host = parts.hostname.lower().rstrip(".")
-        return _Target(url, host, port, self._policy.resolve(host, port))
+        return check_url(self._policy, url, "MCP server")
 
-    async def _list_tools(self, target: _Target, headers: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
+    async def _list_tools(self, target: Target, headers: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
         async with self._client(target, headers, timeout_s) as client:
             cursor: str | None = None
@@ -92,14 +82,14 @@ class McpSdkTransport:
                     return tools
         raise TransportError(f"the MCP server's tool list runs past {MAX_PAGES} pages")
 
-    async def _call_tool(self, target: _Target, headers: dict[str, str], timeout_s: float, name: str,
+    async def _call_tool(self, target: Target, headers: dict[str, str], timeout_s: float, name: str,
                          arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
         async with self._client(target, headers, timeout_s) as client:
             await _find_tool(client, name)
             result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_s, meta=meta or None)
         return _dump(result)
 
-    def _client(self, target: _Target, headers: dict[str, str], timeout_s: float) -> Any:
+    def _client(self, target: Target, headers: dict[str, str], timeout_s: float) -> Any:
         import httpx2
         from mcp.client import Client
         from mcp.client.streamable_http import streamable_http_client
@@ -113,14 +103,6 @@ class McpSdkTransport:
         )
         transport = streamable_http_client(target.url, http_client=http)
         return _Session(http, Client(transport, mode="auto", cache=None, read_timeout_seconds=timeout_s))
-
-
-@dataclass(frozen=True)
-class _Target:
-    url: str
-    host: str
-    port: int
-    addresses: list[str]
 
 
 async def _find_tool(client: Any, name: str) -> None:
@@ -158,7 +140,7 @@ class _Session:
             await self._http.aclose()
 
 
-def _run(fn: Callable[..., Awaitable[Any]], target: _Target, headers: dict[str, str], timeout_s: float,
+def _run(fn: Callable[..., Awaitable[Any]], target: Target, headers: dict[str, str], timeout_s: float,
          *args: Any) -> Any:
     import anyio
 

@@ -14,7 +14,7 @@ from shared.protocol.ids import project_id
 from tests.faults import scan_for
 from tests.helpers import unique
 from tests.wire import raw, wait_terminal
-from tests.workflows import definition, edge, node, variable
+from tests.workflows import register_scripted_agent
 
 
 def _ports():
@@ -24,16 +24,7 @@ def _ports():
 
 
 def _workflow(marker: str) -> str:
-    from shared.services.workflows import register_workflow
-
-    wid = unique("lineage")
-    register_workflow(_ports(), "tenant-a", definition(
-        wid,
-        [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")}),
-         node("effect", "core.conformance.side-effect")],
-        [edge("agent", "effect", eid="e")],
-        variables=[{"name": "script", "type": "object", "required": True}]))
-    return wid
+    return register_scripted_agent("tenant-a", "lineage", then_effect=True)
 
 
 def _scan(host: Any, needles: list[str]) -> list[tuple[str, str]]:

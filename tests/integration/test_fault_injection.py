@@ -11,7 +11,7 @@ from openwop_client.types import CreateRunRequest
 from tests.faults import check_run, kill_after_write, throttle_writes
 from tests.helpers import unique
 from tests.wire import wait_terminal
-from tests.workflows import definition, edge, node, variable
+from tests.workflows import register_scripted_agent
 
 
 def _ports():
@@ -22,16 +22,7 @@ def _ports():
 
 def _workflow() -> str:
     """An agent making two counter calls and an echo, then a side-effecting node: every kind of write."""
-    from shared.services.workflows import register_workflow
-
-    wid = unique("faults")
-    register_workflow(_ports(), "tenant-a", definition(
-        wid,
-        [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")}),
-         node("effect", "core.conformance.side-effect")],
-        [edge("agent", "effect", eid="e")],
-        variables=[{"name": "script", "type": "object", "required": True}]))
-    return wid
+    return register_scripted_agent("tenant-a", "faults", then_effect=True)
 
 
 def _start(client, wid: str, marker: str) -> str:

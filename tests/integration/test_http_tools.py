@@ -17,7 +17,7 @@ from shared.local.demo_tools import DemoToolServer
 from shared.protocol.ids import project_id
 from tests.helpers import unique
 from tests.wire import all_events, raw, wait_terminal
-from tests.workflows import definition, node, variable
+from tests.workflows import definition, node, run_script, tool_returned, variable
 
 BASE = "/host/openwop-serverless"
 
@@ -47,26 +47,8 @@ def _register(host: Any, key: str, url: str, tool_id: str, path: str = "/crm/loo
     return raw(host.base_url, "POST", f"{BASE}/tools", body, key=key)
 
 
-def _agent_workflow(tenant: str = "tenant-a") -> str:
-    from shared.services.workflows import register_workflow
-
-    wid = unique("tools-wf")
-    register_workflow(_ports(), tenant, definition(
-        wid, [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                   inputs={"input": variable("script")})],
-        variables=[{"name": "script", "type": "object", "required": True}]))
-    return wid
-
-
-def _run_agent(client: Any, calls: list[tuple[str, Any]], tenant: str = "tenant-a") -> str:
-    script = {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": "done"}
-    run = client.runs_create(CreateRunRequest(workflowId=_agent_workflow(tenant), inputs={"script": script}))
-    wait_terminal(client, run.runId)
-    return run.runId
-
-
-def _returned(client: Any, run_id: str) -> list[dict[str, Any]]:
-    return [e.payload for e in all_events(client, run_id) if e.type == "agent.tool-returned"]
+_run_agent = run_script
+_returned = tool_returned
 
 
 def test_registration_statuses_and_the_catalog(host, server):

@@ -12,9 +12,8 @@ import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from shared.local.demo_mcp import DemoMcpServer
-from tests.helpers import unique
 from tests.wire import all_events, raw, wait_terminal
-from tests.workflows import definition, node, variable
+from tests.workflows import run_script, tool_returned
 
 BASE = "/host/openwop-serverless"
 
@@ -39,22 +38,8 @@ def _register(host: Any, key: str, url: str, **extra: Any) -> tuple[str, Any]:
     return server_id, r
 
 
-def _run(client: Any, calls: list[tuple[str, Any]], tenant: str = "tenant-a") -> str:
-    from shared.services.workflows import register_workflow
-
-    wid = unique("mcp-wf")
-    register_workflow(_ports(), tenant, definition(
-        wid, [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                   inputs={"input": variable("script")})],
-        variables=[{"name": "script", "type": "object", "required": True}]))
-    script = {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": "done"}
-    run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
-    wait_terminal(client, run.runId)
-    return run.runId
-
-
-def _returned(client: Any, run_id: str) -> list[dict[str, Any]]:
-    return [e.payload for e in all_events(client, run_id) if e.type == "agent.tool-returned"]
+_run = run_script
+_returned = tool_returned
 
 
 def test_registration_lists_the_server_and_the_catalog_classifies_its_tools(host, mcp):
