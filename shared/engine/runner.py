@@ -54,6 +54,7 @@ class RunContext:
     source_run_id: str | None = None
     source_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
+    restart: bool = False  # a fork whose prefix ends inside a node: that node starts again
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -123,6 +124,7 @@ def _fail_obj(code: str, message: str) -> dict[str, Any]:
 def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
     rec = ctx.record
     now = ctx.ports.clock.now_ms()
+    restart, ctx.restart = ctx.restart, False  # only the first step after the prefix copy
     if state["status"] == "pending":
         payload: dict[str, Any] = {"workflowId": ctx.wf.id, "inputs": rec.data.get("inputs", {}), "transport": "rest",
                                    "engineVersion": ENGINE_VERSION, "owner": rec.data["owner"]}
@@ -147,6 +149,8 @@ def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
         return Step([(c.RUN_FAILED, {"error": err, "failedNodeId": f["nodeId"]}, None)], done=True)
     if state.get("skips"):
         return Step([_node_ev(c.NODE_SKIPPED, state["skips"][0], reason="trigger rule not satisfied")])
+    if active and restart:
+        return _restart(ctx, state, active["nodeId"])
     if active:
         return _continue(ctx, state, active, now)
     if state["ready"]:
@@ -286,13 +290,25 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         if finished:
             out.append(_node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
         return Step(out)
-    # A single-shot node left active: a fork point between its node.started and its terminal event (or a crash
-    # between two transactions of one step). Run it again with the same ordinal, without a second node.started.
+    # A single-shot node left active by a crash between two transactions of one step: run it again with the
+    # same ordinal, without a second node.started.
+    step = _restart(ctx, state, nid)
+    return Step(step.events[1:], step.wait_ms, step.done)
+
+
+def _restart(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
+    """The active node's execution from its node.started on, with the same ordinal (its visit already counted).
+
+    A fork whose ``fromSeq`` falls inside a node emits all of it: the event at ``fromSeq`` is a fresh
+    node.started, which the fold reads as a restart of the same execution (replay.md §Endpoint: events from
+    ``fromSeq`` on are re-executed).
+    """
     st_ = state["nodes"][nid]
     st_["visits"] -= 1
-    step = _start(ctx, state, nid)
-    st_["visits"] += 1
-    return Step(step.events[1:], step.wait_ms, step.done)
+    try:
+        return _start(ctx, state, nid)
+    finally:
+        st_["visits"] += 1
 
 
 # --------------------------------------------------------------------------- events and the loop
@@ -384,6 +400,8 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
         return copy_prefix(ports, ctx)
     state = load_state(ports, rec)
+    # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
+    ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1
     began = ports.clock.now_ms()
     buffer: list[dict[str, Any]] = []
     next_seq = rec.last_seq + 1

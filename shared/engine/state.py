@@ -91,11 +91,18 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
                 _node(state, node_id)
     elif t == c.NODE_STARTED and nid:
         n = _node(state, nid)
+        active = state["active"]
+        if active is not None and active["nodeId"] == nid:
+            # A fork restarting the node its prefix left in flight: the same execution (same ordinal) begins
+            # again, so its events from here re-run those after the original node.started, shifted by this gap.
+            state["inserted"] = int(state.get("inserted", 0)) + int(ev["sequence"]) - int(active.get("seq", 0))
+        else:
+            n["visits"] += 1
         n["status"] = "running"
-        n["visits"] += 1
         if nid in state["ready"]:
             state["ready"].remove(nid)
-        state["active"] = {"nodeId": nid, "startedAtMs": ms_from_iso(ev["timestamp"]), "agent": None}
+        state["active"] = {"nodeId": nid, "startedAtMs": ms_from_iso(ev["timestamp"]), "agent": None,
+                           "seq": int(ev["sequence"])}
     elif t in (c.NODE_COMPLETED, c.NODE_FAILED, c.NODE_SKIPPED) and nid:
         n = _node(state, nid)
         if t == c.NODE_COMPLETED:
