@@ -100,3 +100,95 @@ def test_fork_inside_a_hold_restarts_the_hold_and_completes(host):
     assert effect.payload["outputs"] == next(e.payload["outputs"] for e in source
                                              if e.type == "node.completed" and e.nodeId == "effect")
     assert "replay.diverged" not in [e.type for e in forked]
+
+
+# --------------------------------------------------------------------------- fixtures (conformance/fixtures.md)
+
+
+def test_standard_fixtures_are_advertised_and_behave_as_their_contracts_say(host):
+    client = host.client(host.key_b)
+    caps = client.discovery_capabilities()
+    assert {"conformance-delay", "conformance-cancellable", "conformance-failure"} <= set(caps.raw["fixtures"])
+    for fid in ("conformance-delay", "conformance-cancellable", "conformance-failure"):
+        assert client.workflows_get(fid)["id"] == fid
+    # delay: running while the delay is in flight, completed after
+    delay = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 1500}))
+    _wait_for(client, delay.runId, lambda ev: "node.started" in [e.type for e in ev])
+    assert client.runs_get(delay.runId).status == "running"
+    assert wait_terminal(client, delay.runId).status == "completed"
+    # cancellable: cancelled mid-run, run.cancelled in the log
+    canc = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable", inputs={"delayMs": 60000}))
+    _wait_for(client, canc.runId, lambda ev: "node.started" in [e.type for e in ev])
+    client.runs_cancel(canc.runId)
+    assert client.runs_get(canc.runId).status == "cancelled"
+    assert all_events(client, canc.runId)[-1].type == "run.cancelled"
+    # failure: run.started, node.failed, run.failed; the error is {code, message}
+    fail = client.runs_create(CreateRunRequest(workflowId="conformance-failure"))
+    snap = wait_terminal(client, fail.runId)
+    assert snap.status == "failed"
+    assert isinstance(snap.error.code, str) and snap.error.code and isinstance(snap.error.message, str)
+    updates = [e.type for e in all_events(client, fail.runId) if e.type != "node.started"]
+    assert updates == ["run.started", "node.failed", "run.failed"]
+
+
+def test_diff_of_identical_logs_is_empty_and_a_noop_against_a_failure_diverges(host):
+    from tests.wire import raw
+
+    client = host.client(host.key_a)
+    a, b, f = (client.runs_create(CreateRunRequest(workflowId=w)).runId
+               for w in ("conformance-noop", "conformance-noop", "conformance-failure"))
+    for r in (a, b, f):
+        wait_terminal(client, r)
+    same = raw(host.base_url, "GET", f"/runs/{_wire(a)}:diff?against={_wire(b)}", key=host.key_a)
+    assert same.status == 200
+    assert (same.json["a"], same.json["b"], same.json["divergedAtSeq"], same.json["eventDiffs"]) == (a, b, None, [])
+    other = raw(host.base_url, "GET", f"/runs/{_wire(a)}:diff?against={_wire(f)}", key=host.key_a)
+    assert other.status == 200 and isinstance(other.json["divergedAtSeq"], int) and other.json["eventDiffs"]
+
+
+# --------------------------------------------------------------------------- v2-idempotency-in-flight (0213 §B)
+
+
+def test_same_key_creates_in_flight_one_run_losers_409_with_retry_after(host):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.wire import raw
+
+    sfn = _ports().orchestrator._c  # the Step Functions client the in-process handlers share
+    losers_done = threading.Event()
+    held = []
+
+    def hold_the_winner(**_kwargs):  # the winner's create stays in flight until the losers have answered
+        held.append(1)
+        losers_done.wait(20)
+
+    key = unique("openwopconf-inflight-key")
+    body = {"workflowId": "conformance-delay", "inputs": {"delayMs": 1500}}
+    sfn.meta.events.register("before-call.sfn.StartExecution", hold_the_winner)
+    try:
+        with ThreadPoolExecutor(5) as pool:
+            first = pool.submit(raw, host.base_url, "POST", "/runs", body, key=host.key_a,
+                                headers={"Idempotency-Key": key})
+            deadline = time.monotonic() + 20
+            while not held:
+                assert time.monotonic() < deadline and not first.done(), \
+                    f"the winner never reached StartExecution: {first.result() if first.done() else None}"
+                time.sleep(0.01)
+            losers = [pool.submit(raw, host.base_url, "POST", "/runs", body, key=host.key_a,
+                                  headers={"Idempotency-Key": key}) for _ in range(4)]
+            refused = [f.result() for f in losers]
+            losers_done.set()
+            winner = first.result()
+    finally:
+        losers_done.set()
+        sfn.meta.events.unregister("before-call.sfn.StartExecution", hold_the_winner)
+    assert winner.status == 201 and "openwop-idempotent-replay" not in winner.headers
+    for r in refused:
+        assert (r.status, r.json["error"]) == (409, "idempotency_in_flight")
+        assert not [k for k in (r.json.get("details") or {}) if k.lower().startswith("retryafter")]
+        assert r.headers["retry-after"].isdigit()
+    # once the winner is done, the same key replays its answer: one run only
+    again = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"Idempotency-Key": key})
+    assert again.status == 201 and again.headers["openwop-idempotent-replay"] == "true"
+    assert again.json["runId"] == winner.json["runId"]
