@@ -84,6 +84,7 @@ class Function:
     bucket: Access | None = None
     starts: tuple[str, ...] = ()  # state machines it may start / stop
     secrets: tuple[str, ...] = ()  # secrets it may read
+    resumes: tuple[str, ...] = ()  # state machines whose waiting (task token) tasks it may resume
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -191,6 +192,7 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         bucket="readwrite",
         starts=("fork",),
+        resumes=("run", "fork"),
     ),
     Function("delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite",
              starts=("run", "eval", "fork")),
@@ -214,6 +216,7 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
+    Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
 )
 
 RUN_ID = "{runId}"
@@ -233,6 +236,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/workflows/{workflowId}", "get_workflow"),
     Route("GET", "/host/effect-seams", "get_effect_seams"),
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),
+    # "/runs:bulk-cancel": one whole segment with a verb; cancel_run matches the verb inside (no ":" in route keys)
+    Route("POST", "/{collection}", "cancel_run"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
@@ -241,8 +246,9 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "run",
         "statemachines/run.asl.json",
-        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run"},
-        invokes=("advance_run", "fail_run"),
+        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
+         "ParkRunFunction": "function:park_run"},
+        invokes=("advance_run", "fail_run", "park_run"),
     ),
     StateMachine(
         "eval",
@@ -257,8 +263,9 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "fork",
         "statemachines/fork-replay.asl.json",
-        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run"},
-        invokes=("advance_run", "fail_run"),
+        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
+         "ParkRunFunction": "function:park_run"},
+        invokes=("advance_run", "fail_run", "park_run"),
     ),
 )
 

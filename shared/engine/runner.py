@@ -367,6 +367,15 @@ def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int) -
     return {"state": state}
 
 
+state_updates = _state_updates  # the run-item updates that store a folded state (inline, or S3 when large)
+
+
+def _halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
+    """The engine may not write: a parked run waits on a task token (``Park``), anything else is done."""
+    parked = rec is not None and rec.status in c.PARKED_STATUSES
+    return {"runId": run_id, "next": "park" if parked else "done", "waitSeconds": 0}
+
+
 def load_state(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     s = rec.state
     if s and "$ref" in s:
@@ -390,7 +399,7 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     """Advance one run; return ``{runId, next, waitSeconds}`` for the state machine."""
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
-        return {"runId": run_id, "next": "done", "waitSeconds": 0}
+        return _halt(run_id, rec)
     fork = rec.data.get("fork") or {}
     if rec.kind == "eval" and fork:
         from shared.engine import evalfork
@@ -445,19 +454,19 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                 flush()
                 if step.wait_ms <= SHORT_WAIT_MS:
                     ports.clock.sleep(step.wait_ms / 1000)
-                    fresh = ports.runs.get_run(run_id)  # a cancel or erasure may have landed while we slept
+                    fresh = ports.runs.get_run(run_id)  # a cancel, pause or erasure may have landed meanwhile
                     if fresh is None or fresh.status not in WRITABLE:
-                        return {"runId": run_id, "next": "done", "waitSeconds": 0}
+                        return _halt(run_id, fresh)
                     continue
                 return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(step.wait_ms / 1000))}
             if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
                 flush()
                 return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     except (ConflictError, RunGoneError):
-        # Cancelled, erased, or another writer moved the log: nothing of ours is half-written.
+        # Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written.
         fresh = ports.runs.get_run(run_id)
         if fresh is None or fresh.status not in WRITABLE:
-            return {"runId": run_id, "next": "done", "waitSeconds": 0}
+            return _halt(run_id, fresh)
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
 
 

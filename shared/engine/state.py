@@ -145,6 +145,8 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         state["status"] = "completed"
     elif t == c.RUN_FAILED:
         state["status"] = "failed"
+    elif t in (c.RUN_PAUSED, c.RUN_RESUMED):
+        state["paused"] = t == c.RUN_PAUSED
     elif t == c.RUN_CANCELLED:
         state["status"] = "cancelled"
         state["active"] = None

@@ -90,6 +90,11 @@ EVAL_SCORED = "eval.scored"
 EVAL_COMPLETED = "eval.completed"
 REPLAY_DIVERGED = "replay.diverged"
 REPLAY_DIVERGED_AT_REFUSAL_EVENT = "replay.diverged-at-refusal"
+RUN_PAUSED = "run.paused"
+RUN_RESUMED = "run.resumed"
+
+# A run in one of these statuses waits on a task token: its execution holds no Lambda (runs.md §Pause and resume).
+PARKED_STATUSES = frozenset({"paused"})
 
 TERMINAL_RUN_EVENTS = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED})
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})

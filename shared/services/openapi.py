@@ -14,7 +14,14 @@ from importlib import resources
 from typing import Any
 
 from shared import manifest
-from shared.protocol.models import CancelRunRequest, CreateRunRequest, ForkRunRequest
+from shared.protocol.models import (
+    BulkCancelRunsRequest,
+    CancelRunRequest,
+    CreateRunRequest,
+    ForkRunRequest,
+    PauseRunRequest,
+    ResumeRunRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,14 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
         Op("/runs/{runId}:diff", "diffRun", {200: "Object"}, _READ, query=("against",))],
     ("POST", "/runs/{runId}"): [
         Op("/runs/{runId}:fork", "forkRun", {201: "ForkRunResponse"}, (*_WRITE, 410), body="ForkRunRequest",
+           headers=("Idempotency-Key",)),
+        Op("/runs/{runId}:pause", "pauseRun", {202: "PauseRunResponse"}, _WRITE, body="PauseRunRequest",
+           headers=("Idempotency-Key",)),
+        Op("/runs/{runId}:resume", "resumeRun", {202: "ResumeRunResponse"}, _WRITE, body="ResumeRunRequest",
            headers=("Idempotency-Key",))],
+    ("POST", "/{collection}"): [
+        Op("/runs:bulk-cancel", "bulkCancelRuns", {200: "BulkCancelRunsResponse"}, _WRITE,
+           body="BulkCancelRunsRequest", headers=("Idempotency-Key",))],
     ("DELETE", "/runs/{runId}"): [Op("/runs/{runId}", "deleteRun", {204: None}, (*_READ, 409))],
     ("POST", "/runs/{runId}/cancel"): [
         Op("/runs/{runId}/cancel", "cancelRun", {200: "CancelRunResponse"}, _WRITE, body="CancelRunRequest",
@@ -123,6 +137,16 @@ RESPONSES: dict[str, dict[str, Any]] = {
                                "nextCursor": _STR}},
     "CancelRunResponse": {"type": "object", "required": ["runId", "status"],
                           "properties": {"runId": _STR, "status": {"const": "cancelled"}}},
+    "PauseRunResponse": {"type": "object", "required": ["runId", "status"],
+                         "properties": {"runId": _STR, "status": {"const": "paused"}, "pausedAt": _STR}},
+    "ResumeRunResponse": {"type": "object", "required": ["runId", "status"],
+                          "properties": {"runId": _STR, "status": {"const": "running"}, "resumedAt": _STR}},
+    "BulkCancelRunsResponse": {
+        "type": "object", "required": ["results"],
+        "properties": {"results": {"type": "array", "items": {
+            "type": "object", "required": ["runId", "ok"],
+            "properties": {"runId": _STR, "ok": {"type": "boolean"}, "status": _STR,
+                           "error": {"type": "object", "required": ["code", "message"]}}}}}},
     "PollPage": {"type": "object", "required": ["events", "lastSequence", "isTerminal"],
                  "properties": {"events": {"type": "array", "items": _OBJ}, "lastSequence": {"type": "integer"},
                                 "isTerminal": {"type": "boolean"}}},
@@ -177,7 +201,8 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
     names += [*op.headers, "OpenWOP-Version"]
     out["parameters"] = [_parameter(n) for n in names]
     if op.body:
-        out["requestBody"] = {"required": op.body != "CancelRunRequest", "content": {"application/json": {
+        optional = ("CancelRunRequest", "PauseRunRequest", "ResumeRunRequest")
+        out["requestBody"] = {"required": op.body not in optional, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{op.body}"}}}}
     return out
 
@@ -185,7 +210,8 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas()}
-    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest):
+    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
+                  BulkCancelRunsRequest):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub

@@ -192,3 +192,164 @@ def test_same_key_creates_in_flight_one_run_losers_409_with_retry_after(host):
     again = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"Idempotency-Key": key})
     assert again.status == 201 and again.headers["openwop-idempotent-replay"] == "true"
     assert again.json["runId"] == winner.json["runId"]
+
+
+# --------------------------------------------------------------------------- v2-run-pause-resume (0170)
+
+
+def _execution_state(run_id: str) -> tuple[str, str | None]:
+    """The run's execution status and the state it is in now (from its Step Functions history)."""
+    sfn = _ports().orchestrator._c
+    arn = _ports().runs.get_run(run_id).execution_arn
+    status = sfn.describe_execution(executionArn=arn)["status"]
+    entered = [e["stateEnteredEventDetails"]["name"]
+               for e in sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+               if "stateEnteredEventDetails" in e]
+    return status, entered[-1] if entered else None
+
+
+def test_pause_and_resume_on_a_terminal_run_are_409_run_terminal(host):
+    from openwop_client.errors import WopError
+
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+    wait_terminal(client, run.runId)
+    for call in (client.runs_pause, client.runs_resume):
+        try:
+            call(run.runId)
+        except WopError as err:
+            assert (err.status, err.envelope.error) == (409, "run_terminal")
+        else:
+            raise AssertionError("a lifecycle verb on a terminal run must be refused")
+
+
+def test_pause_parks_the_run_on_a_task_token_and_resume_lets_it_finish(host):
+    from openwop_client.errors import WopError
+    from openwop_client.types import PauseRunRequest, ResumeRunRequest
+
+    from tests.wire import raw
+
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 1500}))
+    _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
+    paused = client.runs_pause(run.runId, PauseRunRequest(reason="conformance", drainPolicy="immediate"))
+    assert (paused.runId, paused.status) == (run.runId, "paused") and paused.pausedAt
+    assert client.runs_get(run.runId).status == "paused"
+    try:
+        client.runs_pause(run.runId)
+    except WopError as err:
+        assert (err.status, err.envelope.error, err.envelope.details) == (409, "run_state_conflict", {"runStatus": "paused"})
+    else:
+        raise AssertionError("a second pause must be refused")
+    # the hold's Wait ends, then the execution parks on its task token (no Lambda runs while it waits)
+    deadline = time.monotonic() + 20
+    while _execution_state(run.runId) != ("RUNNING", "Park") or not _ports().runs.get_aux(run.runId, "PARK"):
+        assert time.monotonic() < deadline, "the paused run never parked"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    assert client.runs_get(run.runId).status == "paused"  # still waiting: nothing advanced it
+    assert "node.completed" not in [e.type for e in all_events(client, run.runId)]
+    resumed = client.runs_resume(run.runId, ResumeRunRequest(reason="conformance"))
+    assert (resumed.runId, resumed.status) == (run.runId, "running") and resumed.resumedAt
+    assert wait_terminal(client, run.runId).status == "completed"
+    types = [e.type for e in all_events(client, run.runId)]
+    assert types.index("run.paused") < types.index("run.resumed") < types.index("run.completed")
+    paused_ev = next(e for e in all_events(client, run.runId) if e.type == "run.paused")
+    assert paused_ev.payload == {"drainPolicy": "interrupt", "reason": "conformance"}
+    # resume of a run that is not paused: 409 run_terminal now that it completed
+    late = raw(host.base_url, "POST", f"/runs/{_wire(run.runId)}:resume", {}, key=host.key_a)
+    assert (late.status, late.json["error"]) == (409, "run_terminal")
+
+
+def test_resume_before_the_run_parks_and_cancel_of_a_paused_run(host):
+    from openwop_client.errors import WopError
+
+    from tests.wire import raw
+
+    client = host.client(host.key_a)
+    # paused and resumed while its hold still waits: the Park task finds it running and goes on by itself
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 2500}))
+    _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
+    client.runs_pause(run.runId)
+    client.runs_resume(run.runId)
+    try:
+        client.runs_resume(run.runId)
+    except WopError as err:
+        assert (err.status, err.envelope.error, err.envelope.details) == (409, "run_state_conflict", {"runStatus": "running"})
+    else:
+        raise AssertionError("resuming a running run must be refused")
+    assert wait_terminal(client, run.runId).status == "completed"
+    # a paused run can be cancelled; its parked execution is stopped
+    other = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable", inputs={"delayMs": 60000}))
+    _wait_for(client, other.runId, lambda ev: "node.started" in [e.type for e in ev])
+    client.runs_pause(other.runId)
+    assert client.runs_cancel(other.runId).status == "cancelled"
+    assert all_events(client, other.runId)[-1].type == "run.cancelled"
+    assert _execution_state(other.runId)[0] == "ABORTED"
+    # another tenant's run: the path rule, never a pause
+    foreign = raw(host.base_url, "POST", f"/runs/{_wire(run.runId)}:pause", {}, key=host.key_b)
+    assert (foreign.status, foreign.json["error"]) == (403, "id_tenant_mismatch")
+    bad = raw(host.base_url, "POST", f"/runs/{_wire(run.runId)}:pause", {"drainPolicy": "later"}, key=host.key_a)
+    assert (bad.status, bad.json["error"]) == (400, "validation_error")
+
+
+def test_a_resume_landing_while_the_park_task_stores_its_token_never_strands_the_run(host):
+    import json
+
+    from tests.wire import raw
+
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 3000}))
+    _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
+    ddb = _ports().runs._c
+    resumed = []
+
+    def resume_first(params=None, **_kwargs):  # the Park task is about to store its token: the resume lands first
+        text = json.dumps(params, default=str)
+        if not resumed and '"PARK"' in text and run.runId in text:
+            resumed.append(raw(host.base_url, "POST", f"/runs/{_wire(run.runId)}:resume", {}, key=host.key_a))
+
+    client.runs_pause(run.runId)
+    ddb.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", resume_first)
+    try:
+        # the resume found no token; the task then sees the run running, fails RunNotParked, and Advance goes on
+        assert wait_terminal(client, run.runId).status == "completed"
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.TransactWriteItems", resume_first)
+    assert [(r.status, r.json["status"]) for r in resumed] == [(202, "running")]
+    arn = _ports().runs.get_run(run.runId).execution_arn
+    history = _ports().orchestrator._c.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    failed = [e["taskFailedEventDetails"]["error"] for e in history if "taskFailedEventDetails" in e]
+    assert failed == ["RunNotParked"]
+
+
+# --------------------------------------------------------------------------- v2-run-bulk-cancel (0170)
+
+
+def test_bulk_cancel_over_the_cap_is_400_with_max_run_ids(host):
+    from tests.wire import raw
+
+    ids = [f"openwop-conformance-bulk-cap/opaque{i:03d}0123456789abcdef" for i in range(101)]
+    res = raw(host.base_url, "POST", "/runs:bulk-cancel", {"runIds": ids}, key=host.key_a)
+    assert (res.status, res.json["error"], res.json["details"]) == (400, "validation_error", {"maxRunIds": 100})
+
+
+def test_bulk_cancel_answers_each_id_in_request_order_and_refuses_a_foreign_id_in_its_entry(host):
+    from openwop_client.types import BulkCancelRunsRequest
+
+    client = host.client(host.key_a)
+    done = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    wait_terminal(client, done)
+    live = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable", inputs={"delayMs": 60000})).runId
+    foreign = "openwop-conformance-foreign-tenant/foreignopaque0123456789abcdef"
+    other_tenant = host.client(host.key_b).runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    ids = [done, foreign, live, other_tenant, "not-a-run-id"]
+    out = client.runs_bulk_cancel(BulkCancelRunsRequest(runIds=ids, reason="conformance"))
+    assert [r.runId for r in out.results] == ids
+    assert (out.results[0].ok, out.results[0].error["code"]) == (False, "run_terminal")
+    assert (out.results[1].ok, out.results[1].error["code"]) == (False, "id_tenant_mismatch")
+    assert (out.results[2].ok, out.results[2].status) == (True, "cancelled")
+    assert (out.results[3].ok, out.results[3].error["code"]) == (False, "id_tenant_mismatch")
+    assert (out.results[4].ok, out.results[4].error["code"]) == (False, "validation_error")
+    assert client.runs_get(live).status == "cancelled"
+    assert host.client(host.key_b).runs_get(other_tenant).status == "completed"
