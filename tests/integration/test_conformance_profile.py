@@ -353,3 +353,58 @@ def test_bulk_cancel_answers_each_id_in_request_order_and_refuses_a_foreign_id_i
     assert (out.results[4].ok, out.results[4].error["code"]) == (False, "validation_error")
     assert client.runs_get(live).status == "cancelled"
     assert host.client(host.key_b).runs_get(other_tenant).status == "completed"
+
+
+# --------------------------------------------------------------------------- discovery validates (capabilities)
+
+# RFC 0244/0245/0251/0252 members the vendored schema (older) does not know yet: the one documented overlay.
+EVAL_SUITE_OVERLAY = ("baselineSelection", "recordedFixtures", "fixtureMatching", "fixtureErrors", "regressionVerdict")
+
+
+def _capabilities_validator(overlay: bool):
+    import copy
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    folder = Path(__file__).resolve().parents[2] / "shared" / "protocol" / "schemas" / "openwop-v2"
+    registry = Registry()
+    docs = {}
+    for f in sorted(folder.glob("*.schema.json")):
+        doc = json.loads(f.read_text("utf-8"))
+        docs[f.name] = doc
+        registry = registry.with_resource(doc["$id"], Resource.from_contents(doc))
+    schema = copy.deepcopy(docs["capabilities.schema.json"])
+    if overlay:
+        facet = schema["properties"]["agents"]["properties"]["evalSuite"]["properties"]
+        for name in EVAL_SUITE_OVERLAY:
+            assert name not in facet  # the day the official schema has them, drop the overlay
+            facet[name] = {"type": "boolean"}
+    return Draft202012Validator(schema, registry=registry)
+
+
+def _errors(validator, doc) -> list[str]:
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_discovery_validates_against_the_official_capabilities_schema(host):
+    import copy
+
+    from tests.wire import raw
+
+    doc = raw(host.base_url, "GET", "/.well-known/openwop").json
+    assert _errors(_capabilities_validator(overlay=True), doc) == []
+    stripped = copy.deepcopy(doc)
+    for name in EVAL_SUITE_OVERLAY:
+        assert stripped["agents"]["evalSuite"].pop(name) is True
+    assert _errors(_capabilities_validator(overlay=False), stripped) == []
+    assert doc["limits"]["clarificationRounds"] == doc["limits"]["schemaRounds"] == \
+        doc["limits"]["envelopesPerTurn"] == 0
+    assert doc["idempotency"]["crossRegion"] == "single-region"
+    assert doc["eventLog"]["crossEngineOrdering"] == {"orderingModel": "global-sequencer"}
+    # the validator is not vacuous: the document as it was before (limits without its required bounds) fails
+    broken = copy.deepcopy(doc)
+    del broken["limits"]["schemaRounds"]
+    assert any("schemaRounds" in e for e in _errors(_capabilities_validator(overlay=True), broken))
