@@ -217,6 +217,8 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
+    Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+             secrets=(CURSOR,), resumes=("run", "fork")),
 )
 
 RUN_ID = "{runId}"
@@ -238,6 +240,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),
     # "/runs:bulk-cancel": one whole segment with a verb; cancel_run matches the verb inside (no ":" in route keys)
     Route("POST", "/{collection}", "cancel_run"),
+    Route("POST", f"/runs/{RUN_ID}/interrupts/{{nodeId}}", "interrupts"),
+    Route("GET", "/interrupts/{token}", "interrupts", auth=False),
+    Route("POST", "/interrupts/{token}", "interrupts", auth=False),
+    Route("POST", f"/host/openwop-serverless/runs/{RUN_ID}/interrupts/{{nodeId}}/token", "interrupts"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )

@@ -49,6 +49,8 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("core.agent", "pure", description="invokes config.agentId; each tool call is resolved in replay"),
         NodeType("core.tool", "side-effect", description="calls config.tool with its inputs as args"),
         NodeType("core.http", "side-effect", (SEAM_HTTP,), description="an allowlisted HTTP request"),
+        NodeType("core.approvalGate", "pure", description="suspends on an approval interrupt until it is resolved; "
+                 "a replay takes the source's recorded resolution"),
     )
 }
 

@@ -54,6 +54,7 @@ class RunContext:
     source_run_id: str | None = None
     source_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
+    source_resolutions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     restart: bool = False  # a fork whose prefix ends inside a node: that node starts again
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
 
@@ -105,6 +106,7 @@ def build_context(ports: Ports, rec: RunRecord) -> RunContext:
             src = ports.blobs.get_json(src["blob"]) or {}
         src = src or {}
         ctx.source_outcomes = src.get("outcomes", {})
+        ctx.source_resolutions = src.get("resolutions", {})
         if ctx.mode == "replay":
             ctx.source_calls = {(r["invocationId"], int(r["index"])): r for r in src.get("calls", [])}
     return ctx
@@ -188,6 +190,16 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
             c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"))])
     if type_id == "core.conformance.hold":
         return Step([started])
+    if type_id == "core.approvalGate":
+        events = [started, _interrupt_requested(ctx, nid, node, ordinal)]
+        if ctx.mode == "replay":
+            # A resolution is fixed history: the n-th execution takes the source's n-th, never asks again.
+            n = int(state["nodes"][nid].get("resolutions", 0)) + 1
+            recorded = ctx.source_resolutions.get(nid, [])
+            if len(recorded) >= n:
+                events.append(_node_ev(c.INTERRUPT_RESOLVED, nid, **{k: v for k, v in recorded[n - 1].items()
+                                                                      if k != "nodeId"}))
+        return Step(events)
     if type_id == "core.agent":
         agent_id = str((node.get("config") or {}).get("agentId", ""))
         inv = f"{nid}:{ordinal}"
@@ -202,6 +214,37 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     except NodeFailure as exc:
         return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(exc.code, exc.message))])
     return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
+
+
+APPROVAL_ACTIONS = ("accept", "reject")
+
+
+def _origin(ctx: RunContext) -> str:
+    """The run a chain of forks started from: what a replay must reproduce is named after it."""
+    return str(ctx.record.data.get("originRunId") or ctx.record.run_id)
+
+
+def interrupt_id(ctx: RunContext, nid: str, ordinal: int) -> str:
+    """Deterministic per (origin run, node, execution): a replay of a fork reproduces its source's ids."""
+    import hashlib
+
+    origin = _origin(ctx)
+    digest = hashlib.sha256(f"{origin}\n{nid}\n{ordinal}".encode()).hexdigest()[:32]
+    return f"{ctx.record.tenant}/i-{digest}"
+
+
+def _interrupt_requested(ctx: RunContext, nid: str, node: dict[str, Any],
+                         ordinal: int) -> tuple[str, dict[str, Any], str | None]:
+    """The approval InterruptPayload (interrupt.md §Payload) plus the engine's identity fields."""
+    cfg = node.get("config") or {}
+    actions = [a for a in (cfg.get("actions") or APPROVAL_ACTIONS) if a in APPROVAL_ACTIONS] or list(APPROVAL_ACTIONS)
+    data: dict[str, Any] = {"artifactId": f"{_origin(ctx)}#{nid}", "artifactType": "workflow-step",
+                            "title": str(cfg.get("title") or node.get("name") or nid), "actions": actions}
+    approvers = cfg.get("approversList")
+    if isinstance(approvers, list) and approvers:
+        data["approversList"] = [str(a) for a in approvers]
+    return _node_ev(c.INTERRUPT_REQUESTED, nid, interruptId=interrupt_id(ctx, nid, ordinal), kind="approval",
+                    key=f"{nid}#{ordinal}", data=data)
 
 
 class NodeFailure(Exception):
@@ -278,6 +321,19 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         if now >= until:
             return Step([_node_ev(c.NODE_COMPLETED, nid, outputs=inputs)])
         return Step(wait_ms=until - now)
+    if type_id == "core.approvalGate":
+        pending = active.get("interrupt")
+        if pending is None:  # a crash between node.started and interrupt.requested (two transactions)
+            return Step([_interrupt_requested(ctx, nid, node, int(state["nodes"][nid]["visits"]))])
+        resolved = pending.get("resolved")
+        if resolved is None:
+            raise EngineError("an unresolved interrupt in a running run")
+        if resolved.get("decision") == "rejected":
+            return Step([_node_ev(c.NODE_FAILED, nid, error={"code": c.APPROVAL_REJECTED,
+                                                            "message": "the approval was rejected",
+                                                            "retryable": False})])
+        return Step([_node_ev(c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in
+                                                               ("action", "decision", "resumeValue")})])
     if type_id == "core.agent":
         agent_id = str((node.get("config") or {}).get("agentId", ""))
         agent = resolve_agent(ctx.ports, ctx.record.tenant, agent_id)
@@ -447,6 +503,9 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                     buffer.append(dev)
                 if len(buffer) >= FLUSH_AT:
                     flush()
+            if state["status"] in c.PARKED_STATUSES:  # an interrupt was requested: wait on a task token
+                flush()
+                return {"runId": run_id, "next": "park", "waitSeconds": 0}
             if step.done or state["status"] in c.TERMINAL_STATUSES:
                 flush()
                 return {"runId": run_id, "next": "done", "waitSeconds": 0}

@@ -145,6 +145,17 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         state["status"] = "completed"
     elif t == c.RUN_FAILED:
         state["status"] = "failed"
+    elif t == c.INTERRUPT_REQUESTED and state["active"] is not None:
+        state["status"] = "waiting-approval"
+        state["active"]["interrupt"] = {"interruptId": p.get("interruptId"), "kind": p.get("kind"),
+                                        "key": p.get("key"), "data": p.get("data") or {}, "resolved": None}
+    elif t == c.INTERRUPT_RESOLVED and state["active"] is not None and state["active"].get("interrupt"):
+        state["status"] = "running"
+        state["active"]["interrupt"]["resolved"] = {"action": p.get("action"), "decision": p.get("decision"),
+                                                    "resumeValue": p.get("resumeValue")}
+        if nid:
+            n = _node(state, nid)
+            n["resolutions"] = int(n.get("resolutions", 0)) + 1
     elif t in (c.RUN_PAUSED, c.RUN_RESUMED):
         state["paused"] = t == c.RUN_PAUSED
     elif t == c.RUN_CANCELLED:

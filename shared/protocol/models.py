@@ -96,6 +96,10 @@ class ResumeRunRequest(Closed):
     reason: str | None = Field(default=None, max_length=1024)
 
 
+class ResolveInterruptRequest(Closed):
+    resumeValue: Any = None
+
+
 class BulkCancelRunsRequest(Closed):
     runIds: list[str]
     reason: str | None = Field(default=None, max_length=1024)

@@ -52,6 +52,8 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         "idempotency": {**FAMILY, "crossRegion": "single-region"},
         # Each run's log is sequenced by one conditional write on its run item: a single sequencer per run.
         "eventLog": {**FAMILY, "witness": "claims-check", "crossEngineOrdering": {"orderingModel": "global-sequencer"}},
+        # Approval gates: run-scoped resolve, hs256 resume tokens, approversList enforced (explicit principals).
+        "interrupt": {**FAMILY, "tokenAlgs": ["hs256"], "refKinds": ["principal"], "callbackDelivery": False},
     }
     if FEATURES["replay"]:
         doc["replay"] = {**FAMILY, "modes": ["replay", "branch"],

@@ -33,12 +33,12 @@ _ATTEMPTS = 10
 
 
 def transition(ports: Ports, rec: RunRecord, event_type: str, payload: dict[str, Any], status: str,
-               allowed_from: tuple[str, ...]) -> dict[str, Any]:
-    """Append one run-level event and move the run to ``status``, conditioned on the log's end and the status."""
+               allowed_from: tuple[str, ...], node_id: str | None = None) -> dict[str, Any]:
+    """Append one event and move the run to ``status``, conditioned on the log's end and the run's status."""
     from shared.engine import runner, state
 
     st = runner.load_state(ports, rec)
-    ev = runner.make_event(ports, rec.run_id, rec.last_seq + 1, event_type, payload, None)
+    ev = runner.make_event(ports, rec.run_id, rec.last_seq + 1, event_type, payload, node_id)
     state.apply(st, ev, None)
     updates = runner.state_updates(ports, rec.run_id, st, rec.last_seq + 1)
     updates["status"] = status

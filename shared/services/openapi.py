@@ -20,6 +20,7 @@ from shared.protocol.models import (
     CreateRunRequest,
     ForkRunRequest,
     PauseRunRequest,
+    ResolveInterruptRequest,
     ResumeRunRequest,
 )
 
@@ -66,6 +67,17 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("POST", "/{collection}"): [
         Op("/runs:bulk-cancel", "bulkCancelRuns", {200: "BulkCancelRunsResponse"}, _WRITE,
            body="BulkCancelRunsRequest", headers=("Idempotency-Key",))],
+    ("POST", "/runs/{runId}/interrupts/{nodeId}"): [
+        Op("/runs/{runId}/interrupts/{nodeId}", "resolveInterruptByRun", {200: "ResolveInterruptResponse"}, _WRITE,
+           body="ResolveInterruptRequest", headers=("Idempotency-Key",))],
+    ("GET", "/interrupts/{token}"): [
+        Op("/interrupts/{token}", "inspectInterruptByToken", {200: "InterruptPayload"}, (401, 404, 406, 409, 410))],
+    ("POST", "/interrupts/{token}"): [
+        Op("/interrupts/{token}", "resolveInterruptByToken", {200: "ResolveInterruptResponse"},
+           (*_WRITE, 401, 410), body="ResolveInterruptRequest", headers=("Idempotency-Key",))],
+    ("POST", "/host/openwop-serverless/runs/{runId}/interrupts/{nodeId}/token"): [
+        Op("/host/openwop-serverless/runs/{runId}/interrupts/{nodeId}/token", "mintInterruptToken",
+           {201: "InterruptToken"}, (*_READ, 409))],
     ("DELETE", "/runs/{runId}"): [Op("/runs/{runId}", "deleteRun", {204: None}, (*_READ, 409))],
     ("POST", "/runs/{runId}/cancel"): [
         Op("/runs/{runId}/cancel", "cancelRun", {200: "CancelRunResponse"}, _WRITE, body="CancelRunRequest",
@@ -94,6 +106,9 @@ STREAM_MODE = r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$"
 PARAMETERS: dict[str, dict[str, Any]] = {
     "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
+    "nodeId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
+    "token": {"in": "path", "schema": {"type": "string", "minLength": 1, "maxLength": 2048,
+                                       "pattern": r"^[A-Za-z0-9._~-]+$"}},
     "limit": {"in": "query", "schema": {"type": "integer", "minimum": 1}},
     "cursor": {"in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{8,2048}$"}},
     "workflowId?": {"in": "query", "schema": {"type": "string", "pattern": NAME_ID}},
@@ -147,6 +162,12 @@ RESPONSES: dict[str, dict[str, Any]] = {
             "type": "object", "required": ["runId", "ok"],
             "properties": {"runId": _STR, "ok": {"type": "boolean"}, "status": _STR,
                            "error": {"type": "object", "required": ["code", "message"]}}}}}},
+    "ResolveInterruptResponse": {"type": "object", "required": ["runId", "nodeId", "status"],
+                                 "properties": {"runId": _STR, "nodeId": _STR, "status": _STR, "interruptId": _STR}},
+    "InterruptPayload": {"type": "object", "required": ["kind", "key", "data"],
+                         "properties": {"kind": _STR, "key": _STR, "data": _OBJ}},
+    "InterruptToken": {"type": "object", "required": ["token", "expiresAt"],
+                       "properties": {"token": _STR, "expiresAt": _STR}},
     "PollPage": {"type": "object", "required": ["events", "lastSequence", "isTerminal"],
                  "properties": {"events": {"type": "array", "items": _OBJ}, "lastSequence": {"type": "integer"},
                                 "isTerminal": {"type": "boolean"}}},
@@ -211,7 +232,7 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
 def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas()}
     for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
-                  BulkCancelRunsRequest):
+                  BulkCancelRunsRequest, ResolveInterruptRequest):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub

@@ -7,7 +7,7 @@ import time
 
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
-from tests.helpers import unique
+from tests.helpers import eventually, unique
 from tests.wire import all_events, types_of, wait_terminal
 
 
@@ -408,3 +408,181 @@ def test_discovery_validates_against_the_official_capabilities_schema(host):
     broken = copy.deepcopy(doc)
     del broken["limits"]["schemaRounds"]
     assert any("schemaRounds" in e for e in _errors(_capabilities_validator(overlay=True), broken))
+
+
+# --------------------------------------------------------------------------- interrupts and approvals
+
+
+def _suspended(client, workflow_id="conformance-approval"):
+    run = client.runs_create(CreateRunRequest(workflowId=workflow_id))
+    deadline = time.monotonic() + 20
+    while (snap := client.runs_get(run.runId)).status != "waiting-approval":
+        assert snap.status not in ("completed", "failed", "cancelled") and time.monotonic() < deadline, snap.status
+        time.sleep(0.05)
+    assert snap.currentNodeId == "gate"
+    return run.runId
+
+
+def _resolve(host, run_id, value, key=None, node="gate"):
+    from tests.wire import raw
+
+    return raw(host.base_url, "POST", f"/runs/{_wire(run_id)}/interrupts/{node}", {"resumeValue": value},
+               key=key or host.key_a)
+
+
+def test_an_approval_waits_parked_and_an_accept_completes_the_run(host):
+    from openwop_client.types import ResolveInterruptRequest
+
+    client = host.client(host.key_a)
+    run_id = _suspended(client)
+    requested = [e for e in all_events(client, run_id) if e.type == "interrupt.requested"]
+    assert len(requested) == 1 and requested[0].nodeId == "gate"
+    p = requested[0].payload
+    assert p["kind"] == "approval" and p["key"] == "gate#1" and p["data"]["actions"] == ["accept", "reject"]
+    assert p["interruptId"].startswith("tenant-a/i-")
+    deadline = time.monotonic() + 20  # the execution waits in Park on its task token: no Lambda runs
+    while _execution_state(run_id) != ("RUNNING", "Park") or not _ports().runs.get_aux(run_id, "PARK"):
+        assert time.monotonic() < deadline, "the waiting run never parked"
+        time.sleep(0.1)
+    out = client.interrupts_resolve_by_run(run_id, "gate", ResolveInterruptRequest(resumeValue={"action": "accept"}))
+    assert (out.runId, out.nodeId, out.status) == (run_id, "gate", "running")
+    assert wait_terminal(client, run_id).status == "completed"
+    events = all_events(client, run_id)
+    assert [e.type for e in events] == ["run.started", "node.started", "interrupt.requested", "interrupt.resolved",
+                                        "node.completed", "run.completed"]
+    resolved = events[3].payload
+    assert (resolved["action"], resolved["decision"], resolved["kind"]) == ("accept", "granted", "approval")
+    assert resolved["interruptId"] == p["interruptId"] and resolved["resolvedBy"]["subjectId"] == "key-tenant-a"
+    assert resolved["resumeValue"]["decidedBy"] == "key-tenant-a" and resolved["resumeValue"]["decidedAt"]
+    # a second resolve after the run completed: one code per state
+    again = _resolve(host, run_id, {"action": "accept"})
+    assert (again.status, again.json["error"]) == (409, "interrupt_already_resolved")
+
+
+def test_a_reject_fails_the_gate_and_the_run_with_approval_rejected(host):
+    client = host.client(host.key_a)
+    run_id = _suspended(client)
+    assert _resolve(host, run_id, {"action": "reject", "feedback": "no"}).status == 200
+    snap = wait_terminal(client, run_id)
+    assert (snap.status, snap.error.code) == ("failed", "approval_rejected")
+    events = all_events(client, run_id)
+    resolved = next(e.payload for e in events if e.type == "interrupt.resolved")
+    assert (resolved["action"], resolved["decision"]) == ("reject", "rejected")
+    node_failed = next(e for e in events if e.type == "node.failed")
+    assert node_failed.nodeId == "gate"
+    assert (node_failed.payload["error"]["code"], node_failed.payload["error"]["retryable"]) == \
+        ("approval_rejected", False)
+    run_failed = next(e for e in events if e.type == "run.failed")
+    assert (run_failed.payload["error"]["code"], run_failed.payload["failedNodeId"]) == ("approval_rejected", "gate")
+
+
+def test_resolve_refusals_cancelled_unknown_bad_action_foreign_and_racing(host):
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = host.client(host.key_a)
+    run_id = _suspended(client)
+    bad = _resolve(host, run_id, {"action": "refine"})
+    assert (bad.status, bad.json["error"]) == (400, "validation_error")
+    assert _resolve(host, run_id, "accept").status == 400
+    assert _resolve(host, run_id, {"action": "accept"}, node="nope").status == 404
+    foreign = _resolve(host, run_id, {"action": "accept"}, key=host.key_b)
+    assert (foreign.status, foreign.json["error"]) == (403, "id_tenant_mismatch")
+    unknown = _resolve(host, "tenant-a/openwopconformanceunknown0000", {"action": "accept"})
+    assert (unknown.status, unknown.json["error"]) == (404, "not_found")
+    assert client.runs_get(run_id).status == "waiting-approval"  # nothing above moved it
+    # two racing resolves: exactly one wins
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: _resolve(host, run_id, {"action": "accept"}), range(4)))
+    assert sorted(a.status for a in answers) == [200, 409, 409, 409]
+    assert {a.json["error"] for a in answers if a.status == 409} == {"interrupt_already_resolved"}
+    assert wait_terminal(client, run_id).status == "completed"
+    assert [e.type for e in all_events(client, run_id)].count("interrupt.resolved") == 1
+    # a resolve after the run was cancelled
+    other = _suspended(client)
+    assert client.runs_cancel(other).status == "cancelled"
+    assert eventually(lambda: _execution_state(other)[0] == "ABORTED", timeout=10)
+    late = _resolve(host, other, {"action": "accept"})
+    assert (late.status, late.json["error"]) == (409, "interrupt_already_resolved")
+
+
+def test_a_resolver_outside_approvers_list_is_refused_and_the_gate_stays_pending(host):
+    from shared.services.auth import put_api_key
+
+    client = host.client(host.key_a)
+    caps = client.discovery_capabilities().raw
+    assert caps["interrupt"]["refKinds"] == ["principal"] and caps["interrupt"]["tokenAlgs"] == ["hs256"]
+    assert {"conformance-approval", "conformance-approval-approvers"} <= set(caps["fixtures"])
+    run_id = _suspended(client, "conformance-approval-approvers")
+    refused = _resolve(host, run_id, {"action": "accept"})
+    assert (refused.status, refused.json["error"]) == (403, "forbidden")
+    assert client.runs_get(run_id).status == "waiting-approval"
+    assert "interrupt.resolved" not in [e.type for e in all_events(client, run_id)]
+    approver_key = unique("listed-approver-key")
+    put_api_key(_ports(), approver_key, "tenant-a", "urn:conformance:listed-approver")
+    assert _resolve(host, run_id, {"action": "accept"}, key=approver_key).status == 200
+    assert wait_terminal(client, run_id).status == "completed"
+    resolved = next(e.payload for e in all_events(client, run_id) if e.type == "interrupt.resolved")
+    assert resolved["resolvedBy"]["subjectId"] == "urn:conformance:listed-approver"
+
+
+def test_interrupt_token_scheme(host):
+    from openwop_client.errors import WopError
+    from openwop_client.types import ResolveInterruptRequest
+
+    from tests.wire import raw
+
+    for token in ("b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
+                  "ow2.hs256.nokid.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
+                  "ow2.rs256.h1.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef"):
+        res = raw(host.base_url, "GET", f"/interrupts/{token}")
+        assert (res.status, res.json["error"]) == (401, "interrupt_token_invalid"), token
+    client = host.client(host.key_a)
+    run_id = _suspended(client)
+    minted = raw(host.base_url, "POST", f"/host/openwop-serverless/runs/{_wire(run_id)}/interrupts/gate/token",
+                 key=host.key_a)
+    assert minted.status == 201 and minted.json["token"].startswith("ow2.hs256.h1.")
+    token = minted.json["token"]
+    seen = client.interrupts_inspect_by_token(token)
+    assert (seen.kind, seen.key, seen.data["actions"]) == ("approval", "gate#1", ["accept", "reject"])
+    head, mac = token.rsplit(".", 1)
+    forged = raw(host.base_url, "GET", f"/interrupts/{head}.{'A' * len(mac)}")
+    assert (forged.status, forged.json["error"]) == (401, "interrupt_token_invalid")
+    out = client.interrupts_resolve_by_token(token, ResolveInterruptRequest(resumeValue={"action": "accept"}))
+    assert out["status"] == "running"
+    assert wait_terminal(client, run_id).status == "completed"
+    resolved = next(e.payload for e in all_events(client, run_id) if e.type == "interrupt.resolved")
+    assert resolved["resolvedBy"]["subjectId"] == "key-tenant-a"  # the approver who minted the token
+    try:  # the token died with its interrupt
+        client.interrupts_inspect_by_token(token)
+    except WopError as err:
+        assert (err.status, err.envelope.error) == (409, "interrupt_already_resolved")
+    else:
+        raise AssertionError("a spent token must be refused")
+    # only an eligible approver may mint a token
+    gated = _suspended(client, "conformance-approval-approvers")
+    refused = raw(host.base_url, "POST", f"/host/openwop-serverless/runs/{_wire(gated)}/interrupts/gate/token",
+                  key=host.key_a)
+    assert (refused.status, refused.json["error"]) == (403, "forbidden")
+    client.runs_cancel(gated)
+
+
+def test_replay_takes_the_recorded_resolution_and_never_asks_again(host):
+    client = host.client(host.key_a)
+    run_id = _suspended(client)
+    assert _resolve(host, run_id, {"action": "accept"}).status == 200
+    assert wait_terminal(client, run_id).status == "completed"
+    source = all_events(client, run_id)
+    for from_seq in (0, 3):  # from the start, and from inside the gate (after interrupt.requested)
+        fork = client.runs_fork(run_id, ForkRunRequest(fromSeq=from_seq, mode="replay"))
+        assert wait_terminal(client, fork.runId).status == "completed"  # nobody resolved it: the record did
+        forked = all_events(client, fork.runId)
+        assert "replay.diverged" not in [e.type for e in forked]
+        assert [e.payload for e in forked if e.type == "interrupt.resolved"][-1] == \
+            next(e.payload for e in source if e.type == "interrupt.resolved")
+    # a branch asks again: it waits for a new decision
+    branch = client.runs_fork(run_id, ForkRunRequest(fromSeq=0, mode="branch"))
+    deadline = time.monotonic() + 20
+    while client.runs_get(branch.runId).status != "waiting-approval":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client.runs_cancel(branch.runId)
