@@ -141,9 +141,11 @@ def test_diff_of_identical_logs_is_empty_and_a_noop_against_a_failure_diverges(h
         wait_terminal(client, r)
     same = raw(host.base_url, "GET", f"/runs/{_wire(a)}:diff?against={_wire(b)}", key=host.key_a)
     assert same.status == 200
+    assert _errors(_schema_validator("run-diff-response.schema.json"), same.json) == []
     assert (same.json["a"], same.json["b"], same.json["divergedAtSeq"], same.json["eventDiffs"]) == (a, b, None, [])
     other = raw(host.base_url, "GET", f"/runs/{_wire(a)}:diff?against={_wire(f)}", key=host.key_a)
     assert other.status == 200 and isinstance(other.json["divergedAtSeq"], int) and other.json["eventDiffs"]
+    assert _errors(_schema_validator("run-diff-response.schema.json"), other.json) == []
 
 
 # --------------------------------------------------------------------------- v2-idempotency-in-flight (0213 §B)
@@ -361,12 +363,10 @@ def test_bulk_cancel_answers_each_id_in_request_order_and_refuses_a_foreign_id_i
 EVAL_SUITE_OVERLAY = ("baselineSelection", "recordedFixtures", "fixtureMatching", "fixtureErrors", "regressionVerdict")
 
 
-def _capabilities_validator(overlay: bool):
-    import copy
+def _vendored():
     import json
     from pathlib import Path
 
-    from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
     folder = Path(__file__).resolve().parents[2] / "shared" / "protocol" / "schemas" / "openwop-v2"
@@ -376,6 +376,22 @@ def _capabilities_validator(overlay: bool):
         doc = json.loads(f.read_text("utf-8"))
         docs[f.name] = doc
         registry = registry.with_resource(doc["$id"], Resource.from_contents(doc))
+    return docs, registry
+
+
+def _schema_validator(name: str):
+    from jsonschema import Draft202012Validator
+
+    docs, registry = _vendored()
+    return Draft202012Validator(docs[name], registry=registry)
+
+
+def _capabilities_validator(overlay: bool):
+    import copy
+
+    from jsonschema import Draft202012Validator
+
+    docs, registry = _vendored()
     schema = copy.deepcopy(docs["capabilities.schema.json"])
     if overlay:
         facet = schema["properties"]["agents"]["properties"]["evalSuite"]["properties"]
