@@ -573,7 +573,8 @@ def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None,
 def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
     """The state machine's Catch: the run fails with a registered code, never silently."""
     rec = ports.runs.get_run(run_id)
-    if rec is None or rec.status not in WRITABLE:
+    failable = (*WRITABLE, *sorted(c.PARKED_STATUSES))  # a parked run whose Park task failed for good fails too
+    if rec is None or rec.status not in failable:
         return {"runId": run_id, "failed": False}
     name = str((error or {}).get("Error", ""))
     if name.endswith("RunGoneError"):
@@ -587,7 +588,7 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
         ports.events.append_events(run_id, rec.last_seq + 1, [ev],
                                    run_updates={"status": "failed", "completedAt": ev["timestamp"],
                                                 "error": ev["payload"]["error"]},
-                                   require_status=WRITABLE, expires_at=rec.expires_at)
+                                   require_status=failable, expires_at=rec.expires_at)
     except (ConflictError, RunGoneError):
         return {"runId": run_id, "failed": False}
     return {"runId": run_id, "failed": True}

@@ -325,6 +325,20 @@ def test_a_resume_landing_while_the_park_task_stores_its_token_never_strands_the
     assert failed == ["RunNotParked"]
 
 
+def test_a_parked_run_whose_park_task_failed_for_good_fails_never_stays_parked(host):
+    from shared.engine.runner import fail_run
+
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable", inputs={"delayMs": 60000}))
+    _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
+    client.runs_pause(run.runId)
+    # what the state machine's Catch runs after Park's retries are spent
+    assert fail_run(_ports(), run.runId, {"Error": "States.TaskFailed"}) == {"runId": run.runId, "failed": True}
+    snap = client.runs_get(run.runId)
+    assert (snap.status, snap.error.code) == ("failed", "node_execution_failed")
+    assert all_events(client, run.runId)[-1].type == "run.failed"
+
+
 # --------------------------------------------------------------------------- v2-run-bulk-cancel (0170)
 
 
