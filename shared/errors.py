@@ -184,3 +184,18 @@ class RunGoneError(StorageError):
 class ResidencyUnavailableError(ProtocolError):
     code = codes.RESIDENCY_UNAVAILABLE
     default_message = "This host offers no data residency choice."
+
+
+class InterruptAlreadyResolvedError(ProtocolError):
+    code = codes.INTERRUPT_ALREADY_RESOLVED
+    default_message = "The interrupt is already resolved, or its run has ended."
+
+
+class InterruptTokenInvalidError(ProtocolError):
+    code = codes.INTERRUPT_TOKEN_INVALID
+    default_message = "The interrupt token is not valid."
+
+
+class InterruptExpiredError(ProtocolError):
+    code = codes.INTERRUPT_EXPIRED
+    default_message = "The interrupt token has expired."

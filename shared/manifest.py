@@ -86,6 +86,7 @@ class Function:
     secrets: tuple[str, ...] = ()  # secrets it may read
     credentials: Access | None = None  # tenants' tool credentials (Secrets Manager, under the credentials prefix)
     egress: bool = False  # calls tools / MCP servers outside AWS (egress settings apply)
+    resumes: tuple[str, ...] = ()  # state machines whose waiting (task token) tasks it may resume
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -193,6 +194,7 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         bucket="readwrite",
         starts=("fork",),
+        resumes=("run", "fork"),
     ),
     Function("delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite",
              starts=("run", "eval", "fork")),
@@ -226,6 +228,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
     Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
     Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
+    Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
+    Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+             secrets=(CURSOR,), resumes=("run", "fork")),
 )
 
 RUN_ID = "{runId}"
@@ -259,6 +264,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/host/openwop-serverless/workflows", "register_workflow"),
     Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
     Route("DELETE", "/host/openwop-serverless/workflows/{workflowId}", "delete_workflow"),
+    # "/runs:bulk-cancel": one whole segment with a verb; cancel_run matches the verb inside (no ":" in route keys)
+    Route("POST", "/{collection}", "cancel_run"),
+    Route("POST", f"/runs/{RUN_ID}/interrupts/{{nodeId}}", "interrupts"),
+    Route("GET", "/interrupts/{token}", "interrupts", auth=False),
+    Route("POST", "/interrupts/{token}", "interrupts", auth=False),
+    Route("POST", f"/host/openwop-serverless/runs/{RUN_ID}/interrupts/{{nodeId}}/token", "interrupts"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
@@ -267,8 +278,9 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "run",
         "statemachines/run.asl.json",
-        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run"},
-        invokes=("advance_run", "fail_run"),
+        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
+         "ParkRunFunction": "function:park_run"},
+        invokes=("advance_run", "fail_run", "park_run"),
     ),
     StateMachine(
         "eval",
@@ -283,8 +295,9 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "fork",
         "statemachines/fork-replay.asl.json",
-        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run"},
-        invokes=("advance_run", "fail_run"),
+        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
+         "ParkRunFunction": "function:park_run"},
+        invokes=("advance_run", "fail_run", "park_run"),
     ),
 )
 

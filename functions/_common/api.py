@@ -56,7 +56,7 @@ def error_response(err: ProtocolError) -> Response[str]:
     headers: dict[str, str] = {}
     if err.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
-    if err.status in (429, 503) or err.code == "run_already_active":
+    if err.status in (429, 503) or err.code in ("run_already_active", "idempotency_in_flight"):
         headers["Retry-After"] = "1"
     return _json(err.status, err.envelope(), headers)
 

@@ -1,4 +1,4 @@
-"""POST /runs/{runId}/cancel: stop the execution at once and end the run cancelled."""
+"""POST /runs/{runId}/cancel: stop the execution at once and end the run cancelled; POST /runs:bulk-cancel."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
 from functions._common.idempotency import idempotent
-from shared.protocol.models import CancelRunRequest
-from shared.services import runs
+from shared.protocol.models import BulkCancelRunsRequest, CancelRunRequest
+from shared.services import lifecycle, runs
 
 app = api.build_resolver()
 
@@ -21,6 +21,18 @@ def cancel_run(run_id: str) -> Response[str]:
     status, body, replayed = idempotent(
         caller, f"cancelRun#{run_id}", key, req.model_dump(mode="json"), app.lambda_context, ports.ids.ulid(),
         lambda: (200, runs.cancel_run(ports, caller, run_id)))
+    return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
+
+
+@app.post("/runs:bulk-cancel")
+def bulk_cancel() -> Response[str]:
+    caller = api.caller(app)
+    key = api.idempotency_key(app)
+    req = api.parse(app, BulkCancelRunsRequest)
+    ports = api.ports()
+    status, body, replayed = idempotent(
+        caller, "bulkCancelRuns", key, req.model_dump(mode="json"), app.lambda_context, ports.ids.ulid(),
+        lambda: (200, lifecycle.bulk_cancel(ports, caller, req.runIds)))
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 

@@ -1,13 +1,16 @@
-"""POST /runs/{runId} verbs: ":fork" (replay | branch). API Gateway routes the whole segment here."""
+"""POST /runs/{runId} verbs: ":fork" (replay | branch), ":pause", ":resume". API Gateway routes the whole segment
+here."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
 from functions._common.idempotency import idempotent
-from shared.protocol.models import ForkRunRequest
-from shared.services import forks
+from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunRequest
+from shared.services import forks, lifecycle
 
 app = api.build_resolver()
 
@@ -27,6 +30,28 @@ def fork_run(run_id: str) -> Response[str]:
                                         app.lambda_context,
                                         ports.ids.ulid(), once)
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
+
+
+def _once(run_id: str, verb: str, body: dict, fn: Callable[[], dict]) -> Response[str]:
+    """A lifecycle verb (202), at most once per Idempotency-Key."""
+    caller, key, ports = api.caller(app), api.idempotency_key(app), api.ports()
+    status, out, replayed = idempotent(caller, f"{verb}#{run_id}", key, body, app.lambda_context, ports.ids.ulid(),
+                                       lambda: (202, fn()))
+    return api.reply(status, out, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
+
+
+@app.post("/runs/<run_id>:pause")
+def pause_run(run_id: str) -> Response[str]:
+    req = api.parse(app, PauseRunRequest)
+    return _once(run_id, "pauseRun", req.model_dump(mode="json"), lambda: lifecycle.pause_run(
+        api.ports(), api.caller(app), run_id, req.reason, req.drainPolicy))
+
+
+@app.post("/runs/<run_id>:resume")
+def resume_run(run_id: str) -> Response[str]:
+    req = api.parse(app, ResumeRunRequest)
+    return _once(run_id, "resumeRun", req.model_dump(mode="json"), lambda: lifecycle.resume_run(
+        api.ports(), api.caller(app), run_id, req.reason))
 
 
 lambda_handler = api.make_handler(app)

@@ -227,6 +227,9 @@ class HostFunctions(Construct):
                     "Execution ARNs are minted at each start; stop/describe is limited to the executions of this "
                     "one state machine (execution:<machine name>:*).",
                 )
+            for key in spec.resumes:
+                # SendTaskSuccess/Failure/Heartbeat on this machine: ends a parked run's .waitForTaskToken wait
+                machines[key].grant_task_response(role)
 
     def function(self, name: str) -> lambda_.Function:
         return self._functions[name]

@@ -63,6 +63,8 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("core.tool", "side-effect", (SEAM_TOOL_HTTP, SEAM_TOOL_MCP),
                  description="calls config.tool with its inputs as args"),
         NodeType("core.http", "side-effect", (SEAM_HTTP,), description="an allowlisted HTTP request"),
+        NodeType("core.approvalGate", "pure", description="suspends on an approval interrupt until it is resolved; "
+                 "a replay takes the source's recorded resolution"),
     )
 }
 

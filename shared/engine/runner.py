@@ -56,6 +56,8 @@ class RunContext:
     source_run_id: str | None = None
     source_outcomes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
+    source_resolutions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    restart: bool = False  # a fork whose prefix ends inside a node: that node starts again
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
     _tools: ToolRuntime | None = None
 
@@ -115,6 +117,7 @@ def build_context(ports: Ports, rec: RunRecord) -> RunContext:
             src = ports.blobs.get_json(src["blob"]) or {}
         src = src or {}
         ctx.source_outcomes = src.get("outcomes", {})
+        ctx.source_resolutions = src.get("resolutions", {})
         if ctx.mode == "replay":
             ctx.source_calls = {(r["invocationId"], int(r["index"])): r for r in src.get("calls", [])}
     return ctx
@@ -134,6 +137,7 @@ def _fail_obj(code: str, message: str) -> dict[str, Any]:
 def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
     rec = ctx.record
     now = ctx.ports.clock.now_ms()
+    restart, ctx.restart = ctx.restart, False  # only the first step after the prefix copy
     if state["status"] == "pending":
         payload: dict[str, Any] = {"workflowId": ctx.wf.id, "inputs": rec.data.get("inputs", {}), "transport": "rest",
                                    "engineVersion": ENGINE_VERSION, "owner": rec.data["owner"]}
@@ -158,6 +162,8 @@ def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
         return Step([(c.RUN_FAILED, {"error": err, "failedNodeId": f["nodeId"]}, None)], done=True)
     if state.get("skips"):
         return Step([_node_ev(c.NODE_SKIPPED, state["skips"][0], reason="trigger rule not satisfied")])
+    if active and restart:
+        return _restart(ctx, state, active["nodeId"])
     if active:
         return _continue(ctx, state, active, now)
     if state["ready"]:
@@ -197,6 +203,16 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
             c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"))])
     if type_id == "core.conformance.hold":
         return Step([started])
+    if type_id == "core.approvalGate":
+        events = [started, _interrupt_requested(ctx, nid, node, ordinal)]
+        if ctx.mode == "replay":
+            # A resolution is fixed history: the n-th execution takes the source's n-th, never asks again.
+            n = int(state["nodes"][nid].get("resolutions", 0)) + 1
+            recorded = ctx.source_resolutions.get(nid, [])
+            if len(recorded) >= n:
+                events.append(_node_ev(c.INTERRUPT_RESOLVED, nid, **{k: v for k, v in recorded[n - 1].items()
+                                                                      if k != "nodeId"}))
+        return Step(events)
     if type_id == "core.agent":
         agent_id = str((node.get("config") or {}).get("agentId", ""))
         inv = f"{nid}:{ordinal}"
@@ -217,6 +233,37 @@ def _inputs(state: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """The node's resolved inputs; a connection reads the upstream node's latest completed outputs."""
     outputs = {k: v["outputs"] for k, v in state["nodes"].items() if v.get("outputs") is not None}
     return resolve_node_inputs(node, state["variables"], outputs)
+
+
+APPROVAL_ACTIONS = ("accept", "reject")
+
+
+def _origin(ctx: RunContext) -> str:
+    """The run a chain of forks started from: what a replay must reproduce is named after it."""
+    return str(ctx.record.data.get("originRunId") or ctx.record.run_id)
+
+
+def interrupt_id(ctx: RunContext, nid: str, ordinal: int) -> str:
+    """Deterministic per (origin run, node, execution): a replay of a fork reproduces its source's ids."""
+    import hashlib
+
+    origin = _origin(ctx)
+    digest = hashlib.sha256(f"{origin}\n{nid}\n{ordinal}".encode()).hexdigest()[:32]
+    return f"{ctx.record.tenant}/i-{digest}"
+
+
+def _interrupt_requested(ctx: RunContext, nid: str, node: dict[str, Any],
+                         ordinal: int) -> tuple[str, dict[str, Any], str | None]:
+    """The approval InterruptPayload (interrupt.md §Payload) plus the engine's identity fields."""
+    cfg = node.get("config") or {}
+    actions = [a for a in (cfg.get("actions") or APPROVAL_ACTIONS) if a in APPROVAL_ACTIONS] or list(APPROVAL_ACTIONS)
+    data: dict[str, Any] = {"artifactId": f"{_origin(ctx)}#{nid}", "artifactType": "workflow-step",
+                            "title": str(cfg.get("title") or node.get("name") or nid), "actions": actions}
+    approvers = cfg.get("approversList")
+    if isinstance(approvers, list) and approvers:
+        data["approversList"] = [str(a) for a in approvers]
+    return _node_ev(c.INTERRUPT_REQUESTED, nid, interruptId=interrupt_id(ctx, nid, ordinal), kind="approval",
+                    key=f"{nid}#{ordinal}", data=data)
 
 
 class NodeFailure(Exception):
@@ -298,6 +345,19 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         if now >= until:
             return Step([_node_ev(c.NODE_COMPLETED, nid, outputs=inputs)])
         return Step(wait_ms=until - now)
+    if type_id == "core.approvalGate":
+        pending = active.get("interrupt")
+        if pending is None:  # a crash between node.started and interrupt.requested (two transactions)
+            return Step([_interrupt_requested(ctx, nid, node, int(state["nodes"][nid]["visits"]))])
+        resolved = pending.get("resolved")
+        if resolved is None:
+            raise EngineError("an unresolved interrupt in a running run")
+        if resolved.get("decision") == "rejected":
+            return Step([_node_ev(c.NODE_FAILED, nid, error={"code": c.APPROVAL_REJECTED,
+                                                            "message": "the approval was rejected",
+                                                            "retryable": False})])
+        return Step([_node_ev(c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in
+                                                               ("action", "decision", "resumeValue")})])
     if type_id == "core.agent":
         agent_id = str((node.get("config") or {}).get("agentId", ""))
         agent = resolve_agent(ctx.ports, ctx.record.tenant, agent_id)
@@ -310,13 +370,25 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         if finished:
             out.append(_node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
         return Step(out)
-    # A single-shot node left active: a fork point between its node.started and its terminal event (or a crash
-    # between two transactions of one step). Run it again with the same ordinal, without a second node.started.
+    # A single-shot node left active by a crash between two transactions of one step: run it again with the
+    # same ordinal, without a second node.started.
+    step = _restart(ctx, state, nid)
+    return Step(step.events[1:], step.wait_ms, step.done)
+
+
+def _restart(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
+    """The active node's execution from its node.started on, with the same ordinal (its visit already counted).
+
+    A fork whose ``fromSeq`` falls inside a node emits all of it: the event at ``fromSeq`` is a fresh
+    node.started, which the fold reads as a restart of the same execution (replay.md §Endpoint: events from
+    ``fromSeq`` on are re-executed).
+    """
     st_ = state["nodes"][nid]
     st_["visits"] -= 1
-    step = _start(ctx, state, nid)
-    st_["visits"] += 1
-    return Step(step.events[1:], step.wait_ms, step.done)
+    try:
+        return _start(ctx, state, nid)
+    finally:
+        st_["visits"] += 1
 
 
 # --------------------------------------------------------------------------- events and the loop
@@ -375,6 +447,15 @@ def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int) -
     return {"state": state}
 
 
+state_updates = _state_updates  # the run-item updates that store a folded state (inline, or S3 when large)
+
+
+def _halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
+    """The engine may not write: a parked run waits on a task token (``Park``), anything else is done."""
+    parked = rec is not None and rec.status in c.PARKED_STATUSES
+    return {"runId": run_id, "next": "park" if parked else "done", "waitSeconds": 0}
+
+
 def load_state(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     s = rec.state
     if s and "$ref" in s:
@@ -398,7 +479,7 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     """Advance one run; return ``{runId, next, waitSeconds}`` for the state machine."""
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
-        return {"runId": run_id, "next": "done", "waitSeconds": 0}
+        return _halt(run_id, rec)
     fork = rec.data.get("fork") or {}
     if rec.kind == "eval" and fork:
         from shared.engine import evalfork
@@ -408,6 +489,8 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
         return copy_prefix(ports, ctx)
     state = load_state(ports, rec)
+    # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
+    ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1
     began = ports.clock.now_ms()
     buffer: list[dict[str, Any]] = []
     next_seq = rec.last_seq + 1
@@ -444,6 +527,9 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                     buffer.append(dev)
                 if len(buffer) >= FLUSH_AT:
                     flush()
+            if state["status"] in c.PARKED_STATUSES:  # an interrupt was requested: wait on a task token
+                flush()
+                return {"runId": run_id, "next": "park", "waitSeconds": 0}
             if step.done or state["status"] in c.TERMINAL_STATUSES:
                 flush()
                 return {"runId": run_id, "next": "done", "waitSeconds": 0}
@@ -451,19 +537,19 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                 flush()
                 if step.wait_ms <= SHORT_WAIT_MS:
                     ports.clock.sleep(step.wait_ms / 1000)
-                    fresh = ports.runs.get_run(run_id)  # a cancel or erasure may have landed while we slept
+                    fresh = ports.runs.get_run(run_id)  # a cancel, pause or erasure may have landed meanwhile
                     if fresh is None or fresh.status not in WRITABLE:
-                        return {"runId": run_id, "next": "done", "waitSeconds": 0}
+                        return _halt(run_id, fresh)
                     continue
                 return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(step.wait_ms / 1000))}
             if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
                 flush()
                 return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     except (ConflictError, RunGoneError):
-        # Cancelled, erased, or another writer moved the log: nothing of ours is half-written.
+        # Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written.
         fresh = ports.runs.get_run(run_id)
         if fresh is None or fresh.status not in WRITABLE:
-            return {"runId": run_id, "next": "done", "waitSeconds": 0}
+            return _halt(run_id, fresh)
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
 
 
@@ -511,7 +597,8 @@ def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None,
 def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
     """The state machine's Catch: the run fails with a registered code, never silently."""
     rec = ports.runs.get_run(run_id)
-    if rec is None or rec.status not in WRITABLE:
+    failable = (*WRITABLE, *sorted(c.PARKED_STATUSES))  # a parked run whose Park task failed for good fails too
+    if rec is None or rec.status not in failable:
         return {"runId": run_id, "failed": False}
     name = str((error or {}).get("Error", ""))
     if name.endswith("RunGoneError"):
@@ -525,7 +612,7 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
         ports.events.append_events(run_id, rec.last_seq + 1, [ev],
                                    run_updates={"status": "failed", "completedAt": ev["timestamp"],
                                                 "error": ev["payload"]["error"]},
-                                   require_status=WRITABLE, expires_at=rec.expires_at)
+                                   require_status=failable, expires_at=rec.expires_at)
     except (ConflictError, RunGoneError):
         return {"runId": run_id, "failed": False}
     return {"runId": run_id, "failed": True}

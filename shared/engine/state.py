@@ -91,11 +91,18 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
                 _node(state, node_id)
     elif t == c.NODE_STARTED and nid:
         n = _node(state, nid)
+        active = state["active"]
+        if active is not None and active["nodeId"] == nid:
+            # A fork restarting the node its prefix left in flight: the same execution (same ordinal) begins
+            # again, so its events from here re-run those after the original node.started, shifted by this gap.
+            state["inserted"] = int(state.get("inserted", 0)) + int(ev["sequence"]) - int(active.get("seq", 0))
+        else:
+            n["visits"] += 1
         n["status"] = "running"
-        n["visits"] += 1
         if nid in state["ready"]:
             state["ready"].remove(nid)
-        state["active"] = {"nodeId": nid, "startedAtMs": ms_from_iso(ev["timestamp"]), "agent": None}
+        state["active"] = {"nodeId": nid, "startedAtMs": ms_from_iso(ev["timestamp"]), "agent": None,
+                           "seq": int(ev["sequence"])}
     elif t in (c.NODE_COMPLETED, c.NODE_FAILED, c.NODE_SKIPPED) and nid:
         n = _node(state, nid)
         if t == c.NODE_COMPLETED:
@@ -138,6 +145,19 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         state["status"] = "completed"
     elif t == c.RUN_FAILED:
         state["status"] = "failed"
+    elif t == c.INTERRUPT_REQUESTED and state["active"] is not None:
+        state["status"] = "waiting-approval"
+        state["active"]["interrupt"] = {"interruptId": p.get("interruptId"), "kind": p.get("kind"),
+                                        "key": p.get("key"), "data": p.get("data") or {}, "resolved": None}
+    elif t == c.INTERRUPT_RESOLVED and state["active"] is not None and state["active"].get("interrupt"):
+        state["status"] = "running"
+        state["active"]["interrupt"]["resolved"] = {"action": p.get("action"), "decision": p.get("decision"),
+                                                    "resumeValue": p.get("resumeValue")}
+        if nid:
+            n = _node(state, nid)
+            n["resolutions"] = int(n.get("resolutions", 0)) + 1
+    elif t in (c.RUN_PAUSED, c.RUN_RESUMED):
+        state["paused"] = t == c.RUN_PAUSED
     elif t == c.RUN_CANCELLED:
         state["status"] = "cancelled"
         state["active"] = None

@@ -12,6 +12,11 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 4. ``states:startExecution`` casing (getmoto/moto#10076, PR #10101): PascalCase parameters go straight to boto3.
 5. ``fast_waits()`` (test-only, never applied by default): Wait states and Retry intervals become instant.
 6. ``TransactWriteItems`` without deep-copying whole tables per item (``shared.local.ddb_transactions``).
+7. ``StopExecution`` of an execution waiting in a ``.waitForTaskToken`` task (no upstream issue filed yet):
+   moto sets the program state to stopped but the task's thread keeps waiting on its callback endpoint with no
+   timeout, so the execution stays ``RUNNING`` forever; AWS aborts it at once. Stopping also completes the
+   waiting callbacks with an empty success (an error outcome would overwrite the stop and end ``FAILED``); the
+   stopped program runs no further state, so the execution ends ``ABORTED``.
 
 When upstream fixes land (moto release with #10112 / #10101): bump the pin, delete the corresponding
 ``_patch_*`` function and its call in ``apply_patches``, and keep the canary test in
@@ -429,6 +434,23 @@ def _patch_sfn_start_execution() -> None:
     StateTaskServiceSfn._normalise_response = normalise_response  # type: ignore[method-assign]
 
 
+def _patch_sfn_stop_wakes_callbacks() -> None:
+    """Patch 7: ``ExecutionWorker.stop`` also releases every callback endpoint of the execution, so a task
+    waiting for its token notices the stop (as on AWS, where StopExecution aborts a waiting execution)."""
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original = ExecutionWorker.stop
+
+    def stop(self: Any, stop_date: datetime.datetime, error: str | None, cause: str | None) -> None:
+        original(self, stop_date=stop_date, error=error, cause=cause)
+        for callback_id, endpoint in list(self.env.callback_pool_manager._pool.items()):
+            if endpoint.get_outcome() is None:
+                endpoint.notify(CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
+
+    ExecutionWorker.stop = stop  # type: ignore[method-assign]
+
+
 @contextmanager
 def fast_waits() -> Iterator[None]:
     """TEST ONLY. While active, Wait states and Retry intervals take no time (moto's interpreter really sleeps:
@@ -475,6 +497,7 @@ def apply_patches() -> None:
         _patch_stream_record_identity()
         _patch_jsonata()
         _patch_sfn_start_execution()
+        _patch_sfn_stop_wakes_callbacks()
         from shared.local.ddb_transactions import apply_transaction_patch
 
         apply_transaction_patch()  # TransactWriteItems without a table deep-copy per item

@@ -27,6 +27,14 @@ class StepFunctionsOrchestrator:
                 return arn
             raise
 
+    def resume(self, task_token: str) -> None:
+        """Let an execution waiting on ``task_token`` (a ``.waitForTaskToken`` task) go on; a spent token is a no-op."""
+        try:
+            self._c.send_task_success(taskToken=task_token, output="{}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("TaskDoesNotExist", "TaskTimedOut", "InvalidToken"):
+                raise
+
     def stop(self, execution_arn: str) -> None:
         try:
             self._c.stop_execution(executionArn=execution_arn, cause="run cancelled")

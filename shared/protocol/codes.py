@@ -28,6 +28,9 @@ RESIDENCY_UNAVAILABLE = "residency_unavailable"
 VERSION_CONFLICT = "version_conflict"
 PAYLOAD_TOO_LARGE = "payload_too_large"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+INTERRUPT_TOKEN_INVALID = "interrupt_token_invalid"
+INTERRUPT_ALREADY_RESOLVED = "interrupt_already_resolved"
+INTERRUPT_EXPIRED = "interrupt_expired"
 # Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
 # Host decision (docs/decisions.md): the registry has no 405 code; a vendor code in the registry's vendor grammar.
@@ -52,6 +55,9 @@ HTTP_STATUS: dict[str, int] = {
     RUN_EXPIRED: 410,
     EVAL_RECORDED_FIXTURES_GONE: 410,
     METHOD_NOT_ALLOWED: 405,
+    INTERRUPT_TOKEN_INVALID: 401,
+    INTERRUPT_ALREADY_RESOLVED: 409,
+    INTERRUPT_EXPIRED: 410,
     PAYLOAD_TOO_LARGE: 413,
     UNSUPPORTED_MEDIA_TYPE: 415,
     FORK_POINT_INVALID: 422,
@@ -71,6 +77,7 @@ LOOP_LIMIT_EXCEEDED = "loop_limit_exceeded"
 REPLAY_SOURCE_MISSING = "replay_source_missing"
 REPLAY_DIVERGED_AT_REFUSAL = "replay_diverged_at_refusal"
 PERSISTENCE_FAILED = "persistence_failed"
+APPROVAL_REJECTED = "approval_rejected"
 
 # Event types (v2 spellings).
 RUN_STARTED = "run.started"
@@ -92,6 +99,14 @@ EVAL_SCORED = "eval.scored"
 EVAL_COMPLETED = "eval.completed"
 REPLAY_DIVERGED = "replay.diverged"
 REPLAY_DIVERGED_AT_REFUSAL_EVENT = "replay.diverged-at-refusal"
+RUN_PAUSED = "run.paused"
+RUN_RESUMED = "run.resumed"
+INTERRUPT_REQUESTED = "interrupt.requested"
+INTERRUPT_RESOLVED = "interrupt.resolved"
+
+# A run in one of these statuses waits on a task token: its execution holds no Lambda (runs.md §Pause and resume,
+# interrupt.md).
+PARKED_STATUSES = frozenset({"paused", "waiting-approval"})
 
 TERMINAL_RUN_EVENTS = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED})
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})

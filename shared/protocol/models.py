@@ -87,6 +87,24 @@ class CancelRunRequest(Closed):
     reason: str | None = Field(default=None, max_length=1024)
 
 
+class PauseRunRequest(Closed):
+    reason: str | None = Field(default=None, max_length=1024)
+    drainPolicy: Literal["immediate", "drain-current-node"] | None = None
+
+
+class ResumeRunRequest(Closed):
+    reason: str | None = Field(default=None, max_length=1024)
+
+
+class ResolveInterruptRequest(Closed):
+    resumeValue: Any = None
+
+
+class BulkCancelRunsRequest(Closed):
+    runIds: list[str]
+    reason: str | None = Field(default=None, max_length=1024)
+
+
 class RunOptionsOverlay(Closed):
     configurable: Configurable | None = None
     tags: list[str] | None = None

@@ -45,7 +45,15 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         "eventLogSchemaVersion": 3,
         "fixtures": advertised_fixtures(),
         "runList": {**FAMILY, "maxPageSize": 100, "filters": ["workflowId", "status"]},
-        "limits": {**FAMILY, "maxRequestBodyBytes": MAX_REQUEST_BODY_BYTES},
+        # No model runs here, so no clarification, schema-validation or envelope rounds: each bound is 0.
+        "limits": {**FAMILY, "maxRequestBodyBytes": MAX_REQUEST_BODY_BYTES, "clarificationRounds": 0,
+                   "schemaRounds": 0, "envelopesPerTurn": 0},
+        # Idempotency-Key on every mutating operation, records in one region's DynamoDB table.
+        "idempotency": {**FAMILY, "crossRegion": "single-region"},
+        # Each run's log is sequenced by one conditional write on its run item: a single sequencer per run.
+        "eventLog": {**FAMILY, "witness": "claims-check", "crossEngineOrdering": {"orderingModel": "global-sequencer"}},
+        # Approval gates: run-scoped resolve, hs256 resume tokens, approversList enforced (explicit principals).
+        "interrupt": {**FAMILY, "tokenAlgs": ["hs256"], "refKinds": ["principal"], "callbackDelivery": False},
     }
     if FEATURES["replay"]:
         doc["replay"] = {**FAMILY, "modes": ["replay", "branch"],

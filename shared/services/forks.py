@@ -65,10 +65,13 @@ def _from_seq(req: ForkRunRequest) -> int:
 def source_index(ports: Ports, src: RunRecord) -> tuple[dict[str, Any], int]:
     """Index the source: per side-effecting node its terminal outcomes in order; its tool calls."""
     outcomes: dict[str, list[dict[str, Any]]] = {}
+    resolutions: dict[str, list[dict[str, Any]]] = {}  # per node, its interrupt resolutions in order
     count = 0
     for page in ports.events.iter_events(src.run_id, -1):
         for ev in page:
             count += 1
+            if ev["type"] == c.INTERRUPT_RESOLVED and ev.get("nodeId"):
+                resolutions.setdefault(str(ev["nodeId"]), []).append(dict(ev.get("payload") or {}))
             if ev["type"] in c.NODE_TERMINAL_OUTCOMES and ev.get("nodeId"):
                 p = ev.get("payload") or {}
                 o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
@@ -83,7 +86,7 @@ def source_index(ports: Ports, src: RunRecord) -> tuple[dict[str, Any], int]:
         calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
                       "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
                       "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport")})
-    return {"outcomes": outcomes, "calls": calls}, count
+    return {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}, count
 
 
 def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest) -> Created:
@@ -121,6 +124,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         if overlay.configurable is not None:
             data["configurable"] = overlay.configurable.model_dump(exclude_none=True)
     data["parentRunId"] = src.run_id
+    data["originRunId"] = src.data.get("originRunId") or src.run_id  # interrupt ids stay those of the origin
     data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq,
                     "startedAtMs": ports.clock.now_ms()}
     run_id = new_run_id(ports, caller.tenant)

@@ -14,7 +14,15 @@ from importlib import resources
 from typing import Any
 
 from shared import manifest
-from shared.protocol.models import CancelRunRequest, CreateRunRequest, ForkRunRequest
+from shared.protocol.models import (
+    BulkCancelRunsRequest,
+    CancelRunRequest,
+    CreateRunRequest,
+    ForkRunRequest,
+    PauseRunRequest,
+    ResolveInterruptRequest,
+    ResumeRunRequest,
+)
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 
 
@@ -52,7 +60,25 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
         Op("/runs/{runId}:diff", "diffRun", {200: "Object"}, _READ, query=("against",))],
     ("POST", "/runs/{runId}"): [
         Op("/runs/{runId}:fork", "forkRun", {201: "ForkRunResponse"}, (*_WRITE, 410), body="ForkRunRequest",
+           headers=("Idempotency-Key",)),
+        Op("/runs/{runId}:pause", "pauseRun", {202: "PauseRunResponse"}, _WRITE, body="PauseRunRequest",
+           headers=("Idempotency-Key",)),
+        Op("/runs/{runId}:resume", "resumeRun", {202: "ResumeRunResponse"}, _WRITE, body="ResumeRunRequest",
            headers=("Idempotency-Key",))],
+    ("POST", "/{collection}"): [
+        Op("/runs:bulk-cancel", "bulkCancelRuns", {200: "BulkCancelRunsResponse"}, _WRITE,
+           body="BulkCancelRunsRequest", headers=("Idempotency-Key",))],
+    ("POST", "/runs/{runId}/interrupts/{nodeId}"): [
+        Op("/runs/{runId}/interrupts/{nodeId}", "resolveInterruptByRun", {200: "ResolveInterruptResponse"}, _WRITE,
+           body="ResolveInterruptRequest", headers=("Idempotency-Key",))],
+    ("GET", "/interrupts/{token}"): [
+        Op("/interrupts/{token}", "inspectInterruptByToken", {200: "InterruptPayload"}, (401, 404, 406, 409, 410))],
+    ("POST", "/interrupts/{token}"): [
+        Op("/interrupts/{token}", "resolveInterruptByToken", {200: "ResolveInterruptResponse"},
+           (*_WRITE, 401, 410), body="ResolveInterruptRequest", headers=("Idempotency-Key",))],
+    ("POST", "/host/openwop-serverless/runs/{runId}/interrupts/{nodeId}/token"): [
+        Op("/host/openwop-serverless/runs/{runId}/interrupts/{nodeId}/token", "mintInterruptToken",
+           {201: "InterruptToken"}, (*_READ, 409))],
     ("DELETE", "/runs/{runId}"): [Op("/runs/{runId}", "deleteRun", {204: None}, (*_READ, 409))],
     ("POST", "/runs/{runId}/cancel"): [
         Op("/runs/{runId}/cancel", "cancelRun", {200: "CancelRunResponse"}, _WRITE, body="CancelRunRequest",
@@ -118,6 +144,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "toolId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,200}$"}},
     "serverId": {"in": "path", "schema": {"type": "string", "pattern": r"^[a-z0-9-]{1,48}$"}},
     "credentialRef": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
+    "nodeId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
+    "token": {"in": "path", "schema": {"type": "string", "minLength": 1, "maxLength": 2048,
+                                       "pattern": r"^[A-Za-z0-9._~-]+$"}},
     "limit": {"in": "query", "schema": {"type": "integer", "minimum": 1}},
     "cursor": {"in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{8,2048}$"}},
     "workflowId?": {"in": "query", "schema": {"type": "string", "pattern": NAME_ID}},
@@ -161,6 +190,22 @@ RESPONSES: dict[str, dict[str, Any]] = {
                                "nextCursor": _STR}},
     "CancelRunResponse": {"type": "object", "required": ["runId", "status"],
                           "properties": {"runId": _STR, "status": {"const": "cancelled"}}},
+    "PauseRunResponse": {"type": "object", "required": ["runId", "status"],
+                         "properties": {"runId": _STR, "status": {"const": "paused"}, "pausedAt": _STR}},
+    "ResumeRunResponse": {"type": "object", "required": ["runId", "status"],
+                          "properties": {"runId": _STR, "status": {"const": "running"}, "resumedAt": _STR}},
+    "BulkCancelRunsResponse": {
+        "type": "object", "required": ["results"],
+        "properties": {"results": {"type": "array", "items": {
+            "type": "object", "required": ["runId", "ok"],
+            "properties": {"runId": _STR, "ok": {"type": "boolean"}, "status": _STR,
+                           "error": {"type": "object", "required": ["code", "message"]}}}}}},
+    "ResolveInterruptResponse": {"type": "object", "required": ["runId", "nodeId", "status"],
+                                 "properties": {"runId": _STR, "nodeId": _STR, "status": _STR, "interruptId": _STR}},
+    "InterruptPayload": {"type": "object", "required": ["kind", "key", "data"],
+                         "properties": {"kind": _STR, "key": _STR, "data": _OBJ}},
+    "InterruptToken": {"type": "object", "required": ["token", "expiresAt"],
+                       "properties": {"token": _STR, "expiresAt": _STR}},
     "PollPage": {"type": "object", "required": ["events", "lastSequence", "isTerminal"],
                  "properties": {"events": {"type": "array", "items": _OBJ}, "lastSequence": {"type": "integer"},
                                 "isTerminal": {"type": "boolean"}}},
@@ -238,7 +283,8 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
     names += [*op.headers, "OpenWOP-Version"]
     out["parameters"] = [_parameter(n) for n in names]
     if op.body:
-        out["requestBody"] = {"required": op.body != "CancelRunRequest", "content": {"application/json": {
+        optional = ("CancelRunRequest", "PauseRunRequest", "ResumeRunRequest")
+        out["requestBody"] = {"required": op.body not in optional, "content": {"application/json": {
             "schema": {"$ref": f"#/components/schemas/{op.body}"}}}}
     return out
 
@@ -249,7 +295,8 @@ def document() -> dict[str, Any]:
 
     descriptor = {k: v for k, v in load_schema("tool-descriptor.schema.json").items() if k not in ("$schema", "$id")}
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
-    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, ToolRegistration, McpServerRegistration,
+    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
+                  BulkCancelRunsRequest, ResolveInterruptRequest, ToolRegistration, McpServerRegistration,
                   CredentialPut):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():

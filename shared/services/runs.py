@@ -203,7 +203,8 @@ def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]
     if rec.terminal:
         raise RunTerminalError()
     if rec.status != "cancelling" and not ports.runs.update_status(rec.run_id, "cancelling",
-                                                                   allowed_from=("pending", "running")):
+                                                                   allowed_from=("pending", "running", "paused",
+                                                                                 "waiting-approval")):
         fresh = ports.runs.get_run(rec.run_id)
         if fresh is None:
             raise NotFoundError("No such run.")

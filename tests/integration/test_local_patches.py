@@ -359,6 +359,33 @@ def test_wait_states_really_wait_unless_fast_waits(local_aws: LocalAws, role_arn
         assert wait_for_execution(sfn, quick, timeout=5)["status"] == "SUCCEEDED"
 
 
+def test_stop_execution_aborts_an_execution_waiting_for_its_task_token(
+    local_aws: LocalAws, role_arn: str, make_function: Callable[..., str]
+) -> None:
+    tokens: list[str] = []
+    arn = make_function(lambda event, context: tokens.append(event["token"]))
+    definition = {"StartAt": "Park", "States": {"Park": {
+        "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+        "Parameters": {"FunctionName": arn, "Payload": {"token.$": "$$.Task.Token"}}, "Next": "After"},
+        "After": {"Type": "Pass", "Result": "ran", "End": True}}}
+    sfn = local_aws.client("stepfunctions")
+    machine = sfn.create_state_machine(name=unique("canary-park"), definition=json.dumps(definition),
+                                       roleArn=role_arn)["stateMachineArn"]
+    parked = sfn.start_execution(stateMachineArn=machine, name=unique("ex"), input="{}")["executionArn"]
+    deadline = time.monotonic() + 10
+    while not tokens:
+        assert time.monotonic() < deadline, "the task never received its token"
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert sfn.describe_execution(executionArn=parked)["status"] == "RUNNING"  # it waits for the token
+
+    sfn.stop_execution(executionArn=parked)
+
+    assert wait_for_execution(sfn, parked, timeout=5)["status"] == "ABORTED"  # as on AWS, not RUNNING forever
+    history = sfn.get_execution_history(executionArn=parked)["events"]
+    assert not [e for e in history if e.get("stateEnteredEventDetails", {}).get("name") == "After"]
+
+
 # -- f. TransactWriteItems (shared.local.ddb_transactions) ---------------------------------------------------------
 
 

@@ -75,7 +75,10 @@ def test_current_code_reproduces_recorded_history(local_aws, name):
     recorded = _ports().events.read_events(source)
     for from_seq in (0, len(recorded) // 2):
         child = replay(source, from_seq)
-        assert [e["type"] for e in child] == [e["type"] for e in recorded]
+        # a node in flight at fromSeq restarts: its node.started comes again (0170.fork-prefix-boundary)
+        restarted = [recorded[from_seq - 1]["type"]] if recorded[from_seq - 1]["type"] == "node.started" else []
+        assert [e["type"] for e in child] == [e["type"] for e in recorded[:from_seq]] + restarted + \
+            [e["type"] for e in recorded[from_seq:]]
         assert all(_same(a, b) for a, b in zip(child[:from_seq], recorded[:from_seq], strict=True))
         assert not [e for e in child if e["type"].startswith("replay.")]
         effects = [e["payload"]["outputs"] for e in child if e["type"] == "node.completed" and e["nodeId"] == "effect"]
