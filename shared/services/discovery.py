@@ -67,7 +67,7 @@ def capabilities(ports: Ports) -> dict[str, Any]:
             suite["recordedFixtures"] = True
         doc["agents"] = {**FAMILY, "evalSuite": suite}
     # RFC 0078 / 0204: the catalog of built-in, registered HTTP (connector) and MCP tools.
-    doc["toolCatalog"] = {**FAMILY, "supported": True, "sources": ["connector", "mcp", "node-pack"]}
+    doc["toolCatalog"] = {**FAMILY, "sources": ["connector", "mcp", "node-pack"]}
     return doc
 
 

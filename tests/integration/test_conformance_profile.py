@@ -56,14 +56,10 @@ def test_fork_inside_a_node_restarts_it_the_event_at_from_seq_is_a_fresh_node_st
 
 
 def test_fork_of_an_agent_between_node_started_and_invocation_started_runs_the_agent(host):
-    from shared.services.workflows import register_workflow
+    from tests.workflows import register_scripted_agent
 
     client = host.client(host.key_a)
-    wid = unique("prefix-agent")
-    register_workflow(_ports(), "tenant-a", {
-        "id": wid, "nodes": [{"id": "agent", "typeId": "core.agent", "config": {"agentId": "conformance-eval-agent"},
-                              "inputs": {"input": {"type": "variable", "variableName": "script"}}}],
-        "edges": [], "variables": [{"name": "script", "type": "object", "required": True}]})
+    wid = register_scripted_agent("tenant-a", "prefix-agent")
     key = unique("ctr")
     script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": "done"}
     src = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
