@@ -63,3 +63,14 @@ def all_events(client: Any, run_id: str) -> list[Any]:
 
 def types_of(events: list[Any]) -> list[tuple[str, str | None]]:
     return [(e.type, e.nodeId) for e in events]
+
+
+def wait_for_events(client: Any, run_id: str, pred: Any, timeout: float = 20.0) -> list[Any]:
+    """Poll the run's events until ``pred(events)`` holds; fail the test on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = all_events(client, run_id)
+        if pred(events):
+            return events
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")

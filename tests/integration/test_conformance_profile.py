@@ -8,7 +8,7 @@ import time
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.helpers import eventually, unique
-from tests.wire import all_events, types_of, wait_terminal
+from tests.wire import all_events, types_of, wait_for_events, wait_terminal
 
 
 def _ports():
@@ -21,14 +21,7 @@ def _wire(run_id: str) -> str:
     return run_id.replace("/", "~2F")
 
 
-def _wait_for(client, run_id, pred, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        events = all_events(client, run_id)
-        if pred(events):
-            return events
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
+_wait_for = wait_for_events
 
 
 # --------------------------------------------------------------------------- v2-run-fork-prefix (0170)
