@@ -22,6 +22,7 @@ class Clock(Protocol):
 
 class IdSource(Protocol):
     def ulid(self) -> str: ...
+    def token(self, nbytes: int = 32) -> str: ...
     def event_id(self, run_id: str, seq: int) -> str: ...
 
 
@@ -156,7 +157,22 @@ class SecretStore(Protocol):
 
     def get_secret(self, secret_id: str, *, max_age_s: int | None = None) -> str: ...
     def put_secret(self, name: str, value: str, *, description: str = "") -> bool: ...
+    def update_secret(self, secret_id: str, value: str) -> None: ...
     def delete_secret(self, name: str) -> bool: ...
+
+
+class StackLookupError(Exception):
+    """A deployed stack's outputs cannot be read; ``reason`` is one line for the operator (no secret, no trace)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StackOutputs(Protocol):
+    """A deployed stack's CloudFormation outputs (OutputKey -> OutputValue). Used by the operator CLI only."""
+
+    def read_outputs(self, stack_name: str) -> dict[str, str]: ...
 
 
 class Orchestrator(Protocol):

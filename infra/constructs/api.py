@@ -89,8 +89,9 @@ class RunsApi(Construct):
             acknowledge(
                 http_route,
                 "AwsSolutions-APIG4",
-                "Callers authenticate in the handler: API keys are checked against salted hashes in the host table "
-                "(OpenWOP bearer keys); routes marked auth=False are public discovery documents.",
+                "Callers authenticate in the handler: bearer API keys are checked against HMAC-SHA-256 hashes "
+                "(pepper in Secrets Manager) in the host table; routes marked auth=False are public discovery "
+                "documents.",
             )
             self.routes[route_key(route)] = http_route
         CfnOutput(self, "Url", value=self.http_api.api_endpoint, description="Base URL of the OpenWOP host")

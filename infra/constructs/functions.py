@@ -142,7 +142,7 @@ class HostFunctions(Construct):
             environment[manifest.table(key).env_var] = tables.table(key).table_name
         if spec.bucket is not None:
             environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
-        for key in spec.secrets:
+        for key in manifest.secrets_of(spec):
             environment[_secret_spec(key).env_var] = self._secrets.secret(key).secret_arn
         if spec.credentials is not None:
             environment["CREDENTIALS_SECRET_PREFIX"] = credentials_prefix(stage)
@@ -170,7 +170,7 @@ class HostFunctions(Construct):
             _grant_table(manifest.table(key), tables.table(key), role, access)
         if spec.bucket is not None:
             _grant_bucket(fixtures, role, spec.bucket)
-        for key in spec.secrets:
+        for key in manifest.secrets_of(spec):
             self._secrets.secret(key).grant_read(role)
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)

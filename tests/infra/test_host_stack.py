@@ -190,7 +190,7 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
         assert env["POWERTOOLS_SERVICE_NAME"] == "openwop-serverless"
         assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
         # and the ARNs of exactly its secrets, never secret material (API keys live hashed in the host table)
-        secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in spec.secrets}
+        secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in manifest.secrets_of(spec)}
         for var, key in secret_vars.items():
             assert env[var] == {"Ref": synth.logical_id(synth.stack.secrets.secret(key))}, spec.name
         # tenants' tool credentials: only the name prefix, for the functions that use them
@@ -393,12 +393,19 @@ def test_secrets_match_manifest_with_generated_values(synth: Synth) -> None:
         props = resource["Properties"]
         # Then CloudFormation generates its value (none in the template), and it is retained outside dev
         assert "SecretString" not in props
-        assert props["GenerateSecretString"] == {"ExcludePunctuation": True, "PasswordLength": 64}
+        generated = {"ExcludePunctuation": True, "PasswordLength": 64}
+        if spec.json_key:  # {"current": <generated>}: the API-key pepper document
+            generated |= {"SecretStringTemplate": "{}", "GenerateStringKey": spec.json_key}
+        assert props["GenerateSecretString"] == generated
         assert resource["DeletionPolicy"] == "Retain"
 
 
 def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
     assert manifest.function("list_runs").secrets == (manifest.CURSOR,)
+    # the API-key pepper: every function behind an authenticated route, and no task, stream or public function
+    readers = {f.name for f in manifest.FUNCTIONS if manifest.APIKEY_PEPPER in manifest.secrets_of(f)}
+    assert readers == {r.function for r in manifest.ROUTES if r.auth}
+    assert not readers & {"advance_run", "erase_run", "not_found", "get_capabilities", "get_openapi"}
     for spec in manifest.FUNCTIONS:
         # Given the Secrets Manager statements of one function
         statements = [
@@ -406,13 +413,14 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
             if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))
         ]
         host_secrets = [s for s in statements if "credentials/*" not in json.dumps(s["Resource"])]
-        resources = [r for s in host_secrets for r in _as_list(s["Resource"])]
+        # (CDK merges same-action statements: a read of a manifest secret may share one with the credentials prefix)
+        resources = [r for s in statements for r in _as_list(s["Resource"]) if "credentials/*" not in json.dumps(r)]
         # Then it reads exactly its manifest secrets, by ARN, and writes none
-        expected = [{"Ref": synth.logical_id(synth.stack.secrets.secret(k))} for k in spec.secrets]
+        expected = [{"Ref": synth.logical_id(synth.stack.secrets.secret(k))} for k in manifest.secrets_of(spec)]
         assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.name
         assert _actions(host_secrets) <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, spec.name
         # and tenants' tool credentials only under this stage's prefix, written only where the manifest says so
-        credential = [s for s in statements if s not in host_secrets]
+        credential = [s for s in statements if "credentials/*" in json.dumps(s["Resource"])]
         assert bool(credential) == bool(spec.credentials), spec.name
         for statement in credential:
             assert f":secret:openwop-serverless/{STAGE}/credentials/*" in json.dumps(statement["Resource"])
@@ -567,3 +575,25 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
     assert pyc.exists()
     flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
     assert flags == 0b01  # hash-based, check_source off
+
+
+# --- Stack outputs ----------------------------------------------------------------------------------------------
+
+
+def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> None:
+    from shared import settings
+
+    # Given the synthesized stack outputs
+    outputs = synth.template.to_json()["Outputs"]
+    # Then each runtime resource env var has an output of the same value the functions get, under its exact key
+    values = {}
+    for spec in manifest.FUNCTIONS:
+        env = synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"]
+        values.update(env)
+    for var in settings.resource_env_vars():
+        key = settings.output_key(var)
+        assert key in outputs, key
+        assert outputs[key]["Value"] == values[var], var
+    # and the API URL is one too
+    assert outputs["ApiUrl"]["Value"] == synth.resolve(synth.stack.api.http_api.api_endpoint)
+    assert {"RunsTableName", "FixturesBucketName", "RunStateMachineArn", "PepperSecretId"} <= set(outputs)
