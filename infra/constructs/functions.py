@@ -136,7 +136,8 @@ class HostFunctions(Construct):
         environment = {
             "RETENTION_DAYS": str(retention_days),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+            "METRICS_NAMESPACE": str(self.node.try_get_context("metricsNamespace") or f"OpenWOP/{stage}"),
         }
         for key, _access in spec.tables:
             environment[manifest.table(key).env_var] = tables.table(key).table_name
@@ -163,6 +164,7 @@ class HostFunctions(Construct):
             role=role,
             log_group=log_group,
             environment=environment,
+            tracing=lambda_.Tracing.ACTIVE,
         )
         self._roles[spec.name] = role
         log_group.grant_write(role)
@@ -174,6 +176,12 @@ class HostFunctions(Construct):
             self._secrets.secret(key).grant_read(role)
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Active X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level "
+            "permissions (CDK adds them for Tracing.ACTIVE).",
+        )
         acknowledge(
             fn,
             "AwsSolutions-L1",

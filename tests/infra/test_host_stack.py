@@ -188,7 +188,9 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
             )
         assert env["RETENTION_DAYS"] == str(RETENTION_DAYS)
         assert env["POWERTOOLS_SERVICE_NAME"] == "openwop-serverless"
-        assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
+        assert "POWERTOOLS_TRACE_DISABLED" not in env and props["TracingConfig"] == {"Mode": "Active"}
+        assert env["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
+        assert env["METRICS_NAMESPACE"] == f"OpenWOP/{STAGE}"
         # and the ARNs of exactly its secrets, never secret material (API keys live hashed in the host table)
         secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in manifest.secrets_of(spec)}
         for var, key in secret_vars.items():
