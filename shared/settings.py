@@ -39,6 +39,8 @@ class Settings:
     apikey_pepper_secret_id: str = ""
     apikey_pepper_max_age_s: int = 900
     metrics_namespace: str = "OpenWOP"
+    eval_max_concurrency: int = 4
+    run_starts_per_minute: int = 0  # per tenant; 0: no quota
 
 
 def _env(name: str, default: str = "") -> str:
@@ -77,6 +79,8 @@ def get_settings() -> Settings:
         apikey_pepper_secret_id=_env(pepper.env_var, pepper.local_name),
         apikey_pepper_max_age_s=int(_env("APIKEY_PEPPER_MAX_AGE_SECONDS", "900")),
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
+        eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
+        run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
     )
 
 

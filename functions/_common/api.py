@@ -59,7 +59,7 @@ def error_response(err: ProtocolError) -> Response[str]:
     if err.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if err.status in (429, 503) or err.code == "run_already_active":
-        headers["Retry-After"] = "1"
+        headers["Retry-After"] = str(getattr(err, "retry_after_s", 1))
     return _json(err.status, err.envelope(), headers)
 
 

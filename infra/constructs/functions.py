@@ -100,6 +100,8 @@ class HostFunctions(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._secrets = secrets
+        # CDK context ``metricsNamespace`` (default OpenWOP/<stage>): where the functions' EMF metrics land.
+        self.metrics_namespace = str(self.node.try_get_context("metricsNamespace") or f"OpenWOP/{stage}")
         self._functions: dict[str, lambda_.Function] = {}
         self._roles: dict[str, iam.Role] = {}
         code = lambda_.Code.from_asset(str(assets.code))
@@ -137,7 +139,11 @@ class HostFunctions(Construct):
             "RETENTION_DAYS": str(retention_days),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
-            "METRICS_NAMESPACE": str(self.node.try_get_context("metricsNamespace") or f"OpenWOP/{stage}"),
+            "METRICS_NAMESPACE": self.metrics_namespace,
+            # CDK context ``evalMaxConcurrency``: trials of one eval run in flight at once (the Map's concurrency).
+            "EVAL_MAX_CONCURRENCY": str(self.node.try_get_context("evalMaxConcurrency") or 4),
+            # CDK context ``runStartsPerMinute``: run starts per tenant and minute (0: no quota).
+            "RUN_STARTS_PER_MINUTE": str(self.node.try_get_context("runStartsPerMinute") or 0),
         }
         for key, _access in spec.tables:
             environment[manifest.table(key).env_var] = tables.table(key).table_name

@@ -2,12 +2,14 @@
 
 One output per runtime resource env var (``shared.settings.resource_env_vars``), keyed ``output_key(var)``
 (``RUNS_TABLE`` -> ``RunsTableName``), with the value CDK gives the functions, plus ``ApiUrl``. Outputs are created on
-the stack itself so their keys are exactly these names (no construct-path hash).
+the stack itself so their keys are exactly these names (no construct-path hash). The same values are SSM parameters
+``/openwop-serverless/<stage>/<OutputKey>``, for other stacks and tools that read Parameter Store.
 """
 
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ssm as ssm
 
 from infra.constructs.api import RunsApi
 from infra.constructs.fixtures_bucket import FixturesBucket
@@ -40,4 +42,13 @@ def add_outputs(stack: Stack, *, stage: str, tables: HostTables, fixtures: Fixtu
     }
     outputs[settings.API_URL_OUTPUT] = CfnOutput(stack, settings.API_URL_OUTPUT, value=api.http_api.api_endpoint,
                                                  description="Base URL of the OpenWOP host")
+    values[settings.API_URL_OUTPUT] = api.http_api.api_endpoint
+    for var, value in values.items():
+        key = settings.output_key(var) if var != settings.API_URL_OUTPUT else var
+        ssm.StringParameter(stack, f"{key}Parameter", parameter_name=parameter_name(stage, key), string_value=value,
+                            description=f"OpenWOP host ({stage}): {key}")
     return outputs
+
+
+def parameter_name(stage: str, output_key: str) -> str:
+    return f"/openwop-serverless/{stage}/{output_key}"

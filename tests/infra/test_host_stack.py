@@ -191,6 +191,7 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
         assert "POWERTOOLS_TRACE_DISABLED" not in env and props["TracingConfig"] == {"Mode": "Active"}
         assert env["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
         assert env["METRICS_NAMESPACE"] == f"OpenWOP/{STAGE}"
+        assert env["RUN_STARTS_PER_MINUTE"] == "0" and env["EVAL_MAX_CONCURRENCY"] == "4"
         # and the ARNs of exactly its secrets, never secret material (API keys live hashed in the host table)
         secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in manifest.secrets_of(spec)}
         for var, key in secret_vars.items():
@@ -599,3 +600,72 @@ def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> N
     # and the API URL is one too
     assert outputs["ApiUrl"]["Value"] == synth.resolve(synth.stack.api.http_api.api_endpoint)
     assert {"RunsTableName", "FixturesBucketName", "RunStateMachineArn", "PepperSecretId"} <= set(outputs)
+    # and each output is also an SSM parameter under /openwop-serverless/<stage>/
+    params = {p["Properties"]["Name"]: p["Properties"]["Value"] for p in synth.of_type("AWS::SSM::Parameter").values()}
+    assert set(outputs) == {settings.output_key(v) for v in settings.resource_env_vars()} | {"ApiUrl", "AlarmTopicArn"}
+    for key, output in outputs.items():
+        if key != "AlarmTopicArn":
+            assert params[f"/openwop-serverless/{STAGE}/{key}"] == output["Value"], key
+
+
+# --- Alarms and dashboard ---------------------------------------------------------------------------------------
+
+
+def test_alarms_cover_api_functions_machines_and_the_erasure_queue_and_notify_one_topic(synth: Synth) -> None:
+    # Given the synthesized alarms and the alarm topic
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    (topic_id,) = synth.of_type("AWS::SNS::Topic")
+    # Then every alarm notifies that topic
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    # and there is one per function, one per state machine, one for API 5xx and one for the erasure failure queue
+    mon = synth.stack.monitoring.alarms
+    assert len(alarms) == len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES) + 2 == len(mon)
+    blob = json.dumps(alarms)
+    for spec in manifest.FUNCTIONS:
+        assert synth.function_logical_id(spec.name) in blob, spec.name
+    erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
+    (queue,) = synth.stack.streams.failure_queues.values()
+    assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert erasure["Dimensions"][0]["Value"] == synth.resolve(queue.queue_name)
+    run_machine = alarms[synth.logical_id(mon["RunExecutionProblems"])]["Properties"]
+    names = {m["MetricStat"]["Metric"]["MetricName"] for m in run_machine["Metrics"] if "MetricStat" in m}
+    assert names == {"ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"}
+    # and the topic ARN is an output, for subscriptions
+    assert "AlarmTopicArn" in synth.template.to_json()["Outputs"]
+
+
+def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
+    # Given the runs-table event source mapping
+    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    (queue,) = synth.stack.streams.failure_queues.values()
+    # Then records that keep failing go to the alarmed queue
+    dest = mapping["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+    assert dest == synth.resolve(queue.queue_arn)
+
+
+# --- Protection -------------------------------------------------------------------------------------------------
+
+
+def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path) -> None:
+    from aws_cdk.assertions import Template
+
+    from infra.app import build_app
+
+    # Given a stack synthesized with explicit throttling and eval concurrency context
+    _, stack = build_app({"stage": "qa", "throttleRate": "7", "throttleBurst": "11", "evalMaxConcurrency": "3",
+                          "runStartsPerMinute": "30"}, outdir=str(tmp_path), nag=False)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    # Then the $default stage throttles at that rate and burst
+    (stage,) = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
+    assert stage["Properties"]["DefaultRouteSettings"] == {"ThrottlingBurstLimit": 11, "ThrottlingRateLimit": 7}
+    # and the eval trials task gets the Map's concurrency, which the ASL reads from the Prepare output
+    fn = resources[stack.resolve(stack.functions.function("run_eval_trial").node.default_child.ref)["Ref"]]
+    assert fn["Properties"]["Environment"]["Variables"]["EVAL_MAX_CONCURRENCY"] == "3"
+    # and create_run gets the per-tenant run-start quota
+    create = resources[stack.resolve(stack.functions.function("create_run").node.default_child.ref)["Ref"]]
+    assert create["Properties"]["Environment"]["Variables"]["RUN_STARTS_PER_MINUTE"] == "30"
+    asl = json.loads((ROOT / "statemachines/eval-run.asl.json").read_text())
+    assert asl["States"]["Trials"]["MaxConcurrencyPath"] == "$.maxConcurrency"
+    assert "MaxConcurrency" not in asl["States"]["Trials"]
+    assert asl["States"]["Prepare"]["ResultSelector"]["maxConcurrency.$"] == "$.Payload.maxConcurrency"
