@@ -34,8 +34,12 @@ def _tracing_on() -> bool:
 def _tools() -> dict[str, Any]:
     with _lock:
         if not _built:
+            import warnings
+
             from aws_lambda_powertools import Logger, Metrics
 
+            # most invocations (reads) count nothing: that is normal here, not worth a warning per container
+            warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
             _built["logger"] = Logger(service=SERVICE)  # shares its handler and keys with api.py's Logger
             _built["metrics"] = Metrics(service=SERVICE)
             if _tracing_on():
