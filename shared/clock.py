@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import random
@@ -39,6 +40,10 @@ class SystemIds:
             out.append(_ALPHABET[value & 31])
             value >>= 5
         return "".join(reversed(out))
+
+    def token(self, nbytes: int = 32) -> str:
+        """An unguessable URL-safe token of ``nbytes`` random bytes (API keys, peppers)."""
+        return base64.urlsafe_b64encode(os.urandom(nbytes)).decode("ascii").rstrip("=")
 
     def event_id(self, run_id: str, seq: int) -> str:
         """Deterministic per (run, sequence): a retried append mints the same id."""

@@ -164,6 +164,15 @@ class ServiceUnavailableError(ProtocolError):
     default_message = "The service is busy; retry later."
 
 
+class RateLimitedError(ProtocolError):
+    code = codes.RATE_LIMITED
+    default_message = "Too many requests; retry later."
+
+    def __init__(self, message: str | None = None, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = max(1, retry_after_s)
+
+
 # Storage-level errors (no HTTP meaning until a service maps them).
 class StorageError(Exception):
     pass

@@ -63,6 +63,7 @@ class Secret:
 
     key: str
     purpose: str = ""
+    json_key: str = ""  # when set, the generated value is stored as the JSON object {json_key: value}
 
     @property
     def env_var(self) -> str:
@@ -164,7 +165,12 @@ FIXTURES = "fixtures"
 BUCKETS: tuple[Bucket, ...] = (Bucket(FIXTURES, purpose="derived fixture copies and large payloads"),)
 
 CURSOR = "cursor"
-SECRETS: tuple[Secret, ...] = (Secret(CURSOR, purpose="HMAC key of the GET /runs list cursors"),)
+APIKEY_PEPPER = "pepper"
+SECRETS: tuple[Secret, ...] = (
+    Secret(CURSOR, purpose="HMAC key of the GET /runs list cursors"),
+    Secret(APIKEY_PEPPER, purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
+           json_key="current"),
+)
 
 _RW_ALL: tuple[tuple[str, Access], ...] = (
     (RUNS, "readwrite"),
@@ -317,3 +323,10 @@ def table(key: str) -> Table:
         if t.key == key:
             return t
     raise KeyError(key)
+
+
+def secrets_of(fn: Function) -> tuple[str, ...]:
+    """The secrets ``fn`` may read: its declared ones, plus the API-key pepper when it serves an authenticated
+    route (it resolves callers) or the operator commands need it (none: the CLI runs with the operator's rights)."""
+    authenticates = any(r.function == fn.name and r.auth for r in ROUTES)
+    return fn.secrets + ((APIKEY_PEPPER,) if authenticates and APIKEY_PEPPER not in fn.secrets else ())

@@ -36,6 +36,11 @@ class Settings:
     egress_allow: tuple[str, ...] = ()
     tool_response_max_bytes: int = 1_000_000
     credentials_prefix: str = "openwop-serverless/credentials"
+    apikey_pepper_secret_id: str = ""
+    apikey_pepper_max_age_s: int = 900
+    metrics_namespace: str = "OpenWOP"
+    eval_max_concurrency: int = 4
+    run_starts_per_minute: int = 0  # per tenant; 0: no quota
 
 
 def _env(name: str, default: str = "") -> str:
@@ -48,6 +53,7 @@ def get_settings() -> Settings:
     t = {tbl.key: _env(tbl.env_var, tbl.local_name) for tbl in manifest.TABLES}
     sm = {m.key: _env(m.env_var) for m in manifest.STATE_MACHINES}
     cursor = next(s for s in manifest.SECRETS if s.key == manifest.CURSOR)
+    pepper = next(s for s in manifest.SECRETS if s.key == manifest.APIKEY_PEPPER)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
     return Settings(
         runs_table=t[manifest.RUNS],
@@ -70,4 +76,31 @@ def get_settings() -> Settings:
         egress_allow=tuple(e.strip() for e in _env("EGRESS_ALLOW").split(",") if e.strip()),
         tool_response_max_bytes=int(_env("TOOL_RESPONSE_MAX_BYTES", "1000000")),
         credentials_prefix=_env("CREDENTIALS_SECRET_PREFIX", "openwop-serverless/credentials"),
+        apikey_pepper_secret_id=_env(pepper.env_var, pepper.local_name),
+        apikey_pepper_max_age_s=int(_env("APIKEY_PEPPER_MAX_AGE_SECONDS", "900")),
+        metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
+        eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
+        run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
     )
+
+
+CREDENTIALS_PREFIX_VAR = "CREDENTIALS_SECRET_PREFIX"
+API_URL_OUTPUT = "ApiUrl"
+
+
+def resource_env_vars() -> tuple[str, ...]:
+    """The env vars that locate a deployment's resources (tables, bucket, state machines, secrets, credentials)."""
+    return (
+        tuple(t.env_var for t in manifest.TABLES)
+        + tuple(b.env_var for b in manifest.BUCKETS)
+        + tuple(m.env_var for m in manifest.STATE_MACHINES)
+        + tuple(s.env_var for s in manifest.SECRETS)
+        + (CREDENTIALS_PREFIX_VAR,)
+    )
+
+
+def output_key(env_var: str) -> str:
+    """The stack output that carries ``env_var``'s value: ``RUNS_TABLE`` -> ``RunsTableName``,
+    ``RUN_STATE_MACHINE_ARN`` -> ``RunStateMachineArn``, ``PEPPER_SECRET_ID`` -> ``PepperSecretId``."""
+    key = "".join(w.capitalize() for w in env_var.lower().split("_"))
+    return f"{key}Name" if env_var.endswith(("_TABLE", "_BUCKET")) else key

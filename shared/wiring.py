@@ -6,18 +6,25 @@ from functools import lru_cache
 from typing import Any
 
 from shared.clock import SystemClock, SystemIds
-from shared.ports import Ports
+from shared.ports import Ports, StackOutputs
 from shared.settings import Settings, get_settings
 
 _override: Ports | None = None
 
 
-def _client(service: str) -> Any:
+def _client(service: str, region: str | None = None) -> Any:
     import boto3  # lazy: keeps handler import paths lean
     from botocore.config import Config
 
     cfg = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=30)
-    return boto3.session.Session().client(service, config=cfg)
+    return boto3.session.Session(region_name=region).client(service, config=cfg)
+
+
+def build_stack_outputs(region: str | None) -> StackOutputs:
+    """The StackOutputs port (CloudFormation) for the operator CLI's ``--stack NAME --region R``."""
+    from shared.deployment.cloudformation import CloudFormationStackOutputs
+
+    return CloudFormationStackOutputs(lambda: _client("cloudformation", region), region)
 
 
 class _LazyMcp:

@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
+from functions._common.observability import count, observed
 from shared.errors import (
     IdempotencyKeyInvalidError,
     InternalError,
@@ -53,11 +54,12 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
 
 
 def error_response(err: ProtocolError) -> Response[str]:
+    count("ServerErrors" if err.status >= 500 else "Refusals")
     headers: dict[str, str] = {}
     if err.status == 401:
         headers["WWW-Authenticate"] = "Bearer"
     if err.status in (429, 503) or err.code in ("run_already_active", "idempotency_in_flight"):
-        headers["Retry-After"] = "1"
+        headers["Retry-After"] = str(getattr(err, "retry_after_s", 1))
     return _json(err.status, err.envelope(), headers)
 
 
@@ -119,7 +121,7 @@ def _event_answer(err: ProtocolError) -> dict[str, Any]:
 
 
 def make_handler(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    @logger.inject_lambda_context(correlation_id_path="requestContext.requestId", clear_state=True)
+    @observed("requestContext.requestId")
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         problem = negotiate(headers)

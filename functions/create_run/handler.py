@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
 from functions._common.idempotency import idempotent
+from functions._common.observability import count
 from shared.protocol.models import CreateRunRequest
 from shared.services import runs
 
@@ -26,6 +27,8 @@ def create_run() -> Response[str]:
 
     status, body, replayed = idempotent(caller, "createRun", key, req.model_dump(mode="json"), app.lambda_context,
                                         ports.ids.ulid(), once)
+    if not replayed and status < 300:
+        count("RunsStarted")
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions._common.observability import count, logger, stream_handler
 from shared.keys import RUN_SK
 from shared.services.erasure import on_run_removed
 from shared.wiring import get_ports
 
 
+@stream_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     failures: list[dict[str, str]] = []
     for record in event.get("Records", []):
@@ -26,6 +28,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             continue
         try:
             on_run_removed(get_ports(), run_id)
+            count("RunsErased")
         except Exception:
+            logger().exception("erasure failed; the record is retried", extra={"runId": run_id})
             failures.append({"itemIdentifier": str((record.get("dynamodb") or {}).get("SequenceNumber", ""))})
     return {"batchItemFailures": failures}

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
 from functions._common.idempotency import idempotent
+from functions._common.observability import count
 from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunRequest
 from shared.services import forks, lifecycle
 
@@ -29,6 +30,8 @@ def fork_run(run_id: str) -> Response[str]:
     status, body, replayed = idempotent(caller, f"forkRun#{run_id}", key, req.model_dump(mode="json"),
                                         app.lambda_context,
                                         ports.ids.ulid(), once)
+    if not replayed and status < 300:
+        count("Forks")
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 

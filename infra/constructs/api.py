@@ -6,7 +6,6 @@ import json
 import re
 
 import jsii
-from aws_cdk import CfnOutput
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_logs as logs
@@ -32,6 +31,10 @@ ACCESS_LOG_FORMAT = json.dumps(
     },
     separators=(",", ":"),
 )
+
+
+DEFAULT_THROTTLE_RATE = 100
+DEFAULT_THROTTLE_BURST = 200
 
 
 def route_id(route: manifest.Route) -> str:
@@ -69,6 +72,12 @@ class RunsApi(Construct):
             stage_name="$default",
             auto_deploy=True,
             access_log_settings=_AccessLogs(self.access_logs),
+            # CDK context ``throttleRate`` / ``throttleBurst``: the stage's request rate (per second) and burst,
+            # for all callers together (API Gateway HTTP APIs have no per-key quota; docs/operations.md).
+            throttle=apigwv2.ThrottleSettings(
+                rate_limit=float(self.node.try_get_context("throttleRate") or DEFAULT_THROTTLE_RATE),
+                burst_limit=int(self.node.try_get_context("throttleBurst") or DEFAULT_THROTTLE_BURST),
+            ),
         )
         self.routes: dict[str, apigwv2.HttpRoute] = {}
         for route in manifest.ROUTES:
@@ -89,11 +98,11 @@ class RunsApi(Construct):
             acknowledge(
                 http_route,
                 "AwsSolutions-APIG4",
-                "Callers authenticate in the handler: API keys are checked against salted hashes in the host table "
-                "(OpenWOP bearer keys); routes marked auth=False are public discovery documents.",
+                "Callers authenticate in the handler: bearer API keys are checked against HMAC-SHA-256 hashes "
+                "(pepper in Secrets Manager) in the host table; routes marked auth=False are public discovery "
+                "documents.",
             )
             self.routes[route_key(route)] = http_route
-        CfnOutput(self, "Url", value=self.http_api.api_endpoint, description="Base URL of the OpenWOP host")
 
 
 @jsii.implements(apigwv2.IAccessLogSettings)

@@ -100,6 +100,8 @@ class HostFunctions(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._secrets = secrets
+        # CDK context ``metricsNamespace`` (default OpenWOP/<stage>): where the functions' EMF metrics land.
+        self.metrics_namespace = str(self.node.try_get_context("metricsNamespace") or f"OpenWOP/{stage}")
         self._functions: dict[str, lambda_.Function] = {}
         self._roles: dict[str, iam.Role] = {}
         code = lambda_.Code.from_asset(str(assets.code))
@@ -136,13 +138,18 @@ class HostFunctions(Construct):
         environment = {
             "RETENTION_DAYS": str(retention_days),
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+            "METRICS_NAMESPACE": self.metrics_namespace,
+            # CDK context ``evalMaxConcurrency``: trials of one eval run in flight at once (the Map's concurrency).
+            "EVAL_MAX_CONCURRENCY": str(self.node.try_get_context("evalMaxConcurrency") or 4),
+            # CDK context ``runStartsPerMinute``: run starts per tenant and minute (0: no quota).
+            "RUN_STARTS_PER_MINUTE": str(self.node.try_get_context("runStartsPerMinute") or 0),
         }
         for key, _access in spec.tables:
             environment[manifest.table(key).env_var] = tables.table(key).table_name
         if spec.bucket is not None:
             environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
-        for key in spec.secrets:
+        for key in manifest.secrets_of(spec):
             environment[_secret_spec(key).env_var] = self._secrets.secret(key).secret_arn
         if spec.credentials is not None:
             environment["CREDENTIALS_SECRET_PREFIX"] = credentials_prefix(stage)
@@ -163,6 +170,7 @@ class HostFunctions(Construct):
             role=role,
             log_group=log_group,
             environment=environment,
+            tracing=lambda_.Tracing.ACTIVE,
         )
         self._roles[spec.name] = role
         log_group.grant_write(role)
@@ -170,10 +178,16 @@ class HostFunctions(Construct):
             _grant_table(manifest.table(key), tables.table(key), role, access)
         if spec.bucket is not None:
             _grant_bucket(fixtures, role, spec.bucket)
-        for key in spec.secrets:
+        for key in manifest.secrets_of(spec):
             self._secrets.secret(key).grant_read(role)
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Active X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level "
+            "permissions (CDK adds them for Tracing.ACTIVE).",
+        )
         acknowledge(
             fn,
             "AwsSolutions-L1",

@@ -8,6 +8,15 @@ from constructs import Construct
 from infra.constructs.common import acknowledge, pascal, removal_policy
 from shared import manifest
 
+_NO_ROTATION_LAMBDA = {
+    manifest.CURSOR: "No rotation Lambda: the value is an HMAC key for list cursors, which hold no data and only "
+    "live for one listing. Rotating it (put a new value) only makes outstanding cursors answer 400; functions pick "
+    "the new value up on their next cold start.",
+    manifest.APIKEY_PEPPER: "No rotation Lambda: the value is the pepper of the stored API-key hashes, and a key "
+    "hashed under a pepper can only be verified with it. The operator rotates it with a dual-pepper window "
+    "(openwop-serverless keys rotate-pepper, re-issue keys, keys finish-rotation; docs/operations.md).",
+}
+
 
 class HostSecrets(Construct):
     """One secret per ``manifest.SECRETS`` entry; construct ids are ``<Key>Secret`` (``CursorSecret``)."""
@@ -21,17 +30,14 @@ class HostSecrets(Construct):
                 f"{pascal(spec.key)}Secret",
                 description=f"OpenWOP {spec.key}: {spec.purpose}",
                 generate_secret_string=secretsmanager.SecretStringGenerator(
-                    password_length=64, exclude_punctuation=True
+                    password_length=64,
+                    exclude_punctuation=True,
+                    **({"secret_string_template": "{}", "generate_string_key": spec.json_key} if spec.json_key
+                       else {}),
                 ),
                 removal_policy=removal_policy(stage),
             )
-            acknowledge(
-                secret,
-                "AwsSolutions-SMG4",
-                "No rotation Lambda: the value is an HMAC key for list cursors, which hold no data and only live "
-                "for one listing. Rotating it (put a new value) only makes outstanding cursors answer 400; "
-                "functions pick the new value up on their next cold start.",
-            )
+            acknowledge(secret, "AwsSolutions-SMG4", _NO_ROTATION_LAMBDA[spec.key])
             self._secrets[spec.key] = secret
 
     def secret(self, key: str) -> secretsmanager.Secret:

@@ -72,7 +72,7 @@ class HostStateMachines(Construct):
                 definition_body=sfn.DefinitionBody.from_string(text),
                 definition_substitutions={k: self._resolve(v) for k, v in spec.substitutions.items()},
                 logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
-                tracing_enabled=False,
+                tracing_enabled=True,
             )
             machine.add_to_role_policy(
                 iam.PolicyStatement(
@@ -81,16 +81,11 @@ class HostStateMachines(Construct):
                 )
             )
             acknowledge(
-                machine,
-                "AwsSolutions-SF2",
-                "X-Ray is off across the host (POWERTOOLS_TRACE_DISABLED=true); the execution history and ALL-level "
-                "logging already trace every state.",
-            )
-            acknowledge(
                 machine.role,
                 "AwsSolutions-IAM5[Resource::*]",
                 "CloudWatch Logs vended-log delivery actions (logs:CreateLogDelivery, logs:DescribeResourcePolicies "
-                "...) do not support resource-level permissions; CDK adds them for state machine logging.",
+                "...) and X-Ray trace delivery (xray:PutTraceSegments ...) do not support resource-level permissions; "
+                "CDK adds them for state machine logging and tracing.",
             )
             self._machines[spec.key] = machine
 

@@ -1,13 +1,21 @@
 """``openwop-serverless``: run the embedded host, and a few operator commands.
 
     openwop-serverless serve [--host 127.0.0.1] [--port 8787]
-    openwop-serverless suites put FILE [--endpoint http://127.0.0.1:PORT]
-    openwop-serverless runs delete RUN_ID --tenant T [--endpoint http://127.0.0.1:PORT]
+    openwop-serverless suites put FILE                    [TARGET]
+    openwop-serverless runs delete RUN_ID --tenant T      [TARGET]
+    openwop-serverless keys create --tenant T [--name N]  [TARGET]
+    openwop-serverless keys list --tenant T               [TARGET]
+    openwop-serverless keys revoke KEY_ID                 [TARGET]
+    openwop-serverless keys rotate-pepper | finish-rotation [TARGET]
+
+    TARGET: --endpoint http://127.0.0.1:PORT  (a running local host: the moto endpoint ``serve`` prints)
+          | --stack NAME [--region R]        (a deployed stack: resources read from its CloudFormation outputs)
+          | nothing                          (resource names from the environment, e.g. inside AWS)
 
 ``serve`` starts moto in this process, bootstraps the stack from the manifest, seeds the API keys from
 ``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C.
-The operator commands talk to a running local host through its moto endpoint (``--endpoint``, printed by
-``serve``) or, without ``--endpoint``, to a deployed stack through the normal AWS environment.
+Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
+line and exit non-zero.
 """
 
 from __future__ import annotations
@@ -109,6 +117,35 @@ def _use_endpoint(endpoint: str | None) -> None:
     settings.get_settings.cache_clear()
 
 
+def _use_stack(stack: str | None, region: str | None) -> None:
+    """Point the runtime settings at a deployed stack's resources, read from its CloudFormation outputs."""
+    if not stack:
+        if region:
+            os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = region
+        return
+    from shared import settings
+    from shared.ports import StackLookupError
+    from shared.wiring import build_stack_outputs
+
+    try:
+        outputs = build_stack_outputs(region).read_outputs(stack)
+    except StackLookupError as exc:
+        raise SystemExit(f"error: {exc.reason}") from exc
+    env: dict[str, str] = {}
+    for var in settings.resource_env_vars():
+        key = settings.output_key(var)
+        if key not in outputs:
+            raise SystemExit(f"error: stack {stack} has no output {key} (deployed from an older version?)")
+        env[var] = outputs[key]
+    if region:
+        env["AWS_REGION"] = env["AWS_DEFAULT_REGION"] = region
+    os.environ.update(env)
+    settings.get_settings.cache_clear()
+    from shared.wiring import reset_ports
+
+    reset_ports()
+
+
 def _ops(command: str, *args: str) -> int:
     try:
         cli_ops = importlib.import_module("shared.services.cli_ops")
@@ -122,9 +159,19 @@ def _ops(command: str, *args: str) -> int:
     if operation is None:
         print(f"error: shared.services.cli_ops.{command} is not available", file=sys.stderr)
         return 2
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from shared.wiring import get_ports
 
-    result = operation(get_ports(), *args)  # services never build clients: the CLI hands them their ports
+    try:
+        result = operation(get_ports(), *args)  # services never build clients: the CLI hands them their ports
+    except BotoCoreError as exc:  # no credentials, no region, endpoint unreachable: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        print(f"error: AWS refused {exc.operation_name}: {err.get('Code')}: {err.get('Message')}", file=sys.stderr)
+        return 1
     if result is not None:
         print(result)
     return 0
@@ -138,17 +185,33 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
 
-    endpoint_help = "moto endpoint of a running local host (printed by serve); default: the AWS environment"
+    def target(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        group = p.add_mutually_exclusive_group()
+        group.add_argument("--endpoint", help="moto endpoint of a running local host (printed by serve)")
+        group.add_argument("--stack", help="a deployed stack's name (e.g. OpenWopHost-prod): its outputs locate "
+                                           "the resources")
+        p.add_argument("--region", help="AWS region of --stack (default: the AWS environment's)")
+        return p
+
     suites = sub.add_parser("suites", help="eval suites").add_subparsers(dest="action", required=True)
-    put = suites.add_parser("put", help="store an eval suite from a JSON file")
+    put = target(suites.add_parser("put", help="store an eval suite from a JSON file"))
     put.add_argument("file")
-    put.add_argument("--endpoint", help=endpoint_help)
 
     runs = sub.add_parser("runs", help="runs").add_subparsers(dest="action", required=True)
-    delete = runs.add_parser("delete", help="erase a run")
+    delete = target(runs.add_parser("delete", help="erase a run"))
     delete.add_argument("run_id")
     delete.add_argument("--tenant", required=True)
-    delete.add_argument("--endpoint", help=endpoint_help)
+
+    keys = sub.add_parser("keys", help="tenants' API keys").add_subparsers(dest="action", required=True)
+    create = target(keys.add_parser("create", help="create an API key (printed once)"))
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--name", default="")
+    listing = target(keys.add_parser("list", help="a tenant's keys (ids and metadata, never the keys)"))
+    listing.add_argument("--tenant", required=True)
+    revoke = target(keys.add_parser("revoke", help="revoke a key by id (effective within 60 s)"))
+    revoke.add_argument("key_id")
+    target(keys.add_parser("rotate-pepper", help="new pepper for key hashes; keys under the old one keep working"))
+    target(keys.add_parser("finish-rotation", help="drop the previous pepper (its keys stop working)"))
     return parser
 
 
@@ -157,9 +220,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args.host, args.port)
     _use_endpoint(args.endpoint)
+    try:
+        _use_stack(args.stack, args.region)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 1
     if args.command == "suites":
         return _ops("put_suite", args.file)
-    return _ops("erase_run", args.run_id, args.tenant)
+    if args.command == "runs":
+        return _ops("erase_run", args.run_id, args.tenant)
+    if args.action == "create":
+        return _ops("create_key", args.tenant, args.name)
+    if args.action == "list":
+        return _ops("list_keys", args.tenant)
+    if args.action == "revoke":
+        return _ops("revoke_key", args.key_id)
+    if args.action == "rotate-pepper":
+        return _ops("rotate_pepper")
+    return _ops("finish_pepper_rotation")
 
 
 if __name__ == "__main__":

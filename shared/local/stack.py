@@ -62,7 +62,9 @@ LOCAL_EGRESS_ALLOW = "127.0.0.0/8,::1/128"
 def local_policy_env() -> dict[str, str]:
     """Local-mode runtime policy: tools and MCP servers on loopback (the demo and test servers) are reachable.
     An operator's own ``EGRESS_ALLOW`` wins."""
-    return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW}
+    return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW,
+            # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
+            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true"}
 
 
 def endpoint_env(endpoint: str) -> dict[str, str]:
@@ -270,7 +272,10 @@ class LocalAws:
             try:
                 sm.describe_secret(SecretId=sec.local_name)
             except sm.exceptions.ResourceNotFoundException:
-                sm.create_secret(Name=sec.local_name, Description=sec.purpose, SecretString=secrets.token_urlsafe(48))
+                value = secrets.token_urlsafe(48)
+                if sec.json_key:  # as CDK's SecretStringGenerator with generate_string_key
+                    value = json.dumps({sec.json_key: value})
+                sm.create_secret(Name=sec.local_name, Description=sec.purpose, SecretString=value)
 
     def _role(self) -> str:
         iam = self.client("iam")

@@ -43,3 +43,46 @@ def erase_run(ports: Ports, run_id: str, tenant: str) -> str:
     except ProtocolError as exc:
         raise SystemExit(f"error: {exc.code}: {exc.message}") from exc
     return json.dumps({"runId": run_id, "erased": True})
+
+
+def create_key(ports: Ports, tenant: str, name: str = "") -> str:
+    """A new API key for ``tenant``: the key itself is printed this once and stored only as a peppered hash."""
+    from shared.services import auth
+
+    try:
+        key, meta = auth.create_api_key(ports, tenant, name)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    return json.dumps({**meta, "apiKey": key})
+
+
+def list_keys(ports: Ports, tenant: str) -> str:
+    """The tenant's keys, one JSON object a line: id, name, creation time, pepper state; never a key."""
+    from shared.services import auth
+
+    return "\n".join(json.dumps(k) for k in auth.list_api_keys(ports, tenant)) or f"(no keys for tenant {tenant})"
+
+
+def revoke_key(ports: Ports, key_id: str) -> str:
+    """Revoke a key by id: it stops authenticating everywhere within the auth cache TTL (60 s)."""
+    from shared.services import auth
+
+    if not auth.revoke_api_key(ports, key_id):
+        raise SystemExit(f"error: no API key with id {key_id}")
+    return json.dumps({"keyId": key_id, "revoked": True, "effectiveWithinSeconds": int(auth.HIT_TTL_S)})
+
+
+def rotate_pepper(ports: Ports) -> str:
+    """Start a pepper rotation (new current pepper; keys hashed under the old one keep working)."""
+    from shared.services import auth
+
+    auth.rotate_pepper(ports)
+    return json.dumps({"pepper": "rotated", "previousKept": True})
+
+
+def finish_pepper_rotation(ports: Ports) -> str:
+    """Finish a pepper rotation: keys still hashed under the previous pepper stop working."""
+    from shared.services import auth
+
+    stale = auth.finish_pepper_rotation(ports)
+    return json.dumps({"pepper": "rotation finished", "previousKept": stale.previous is not None})

@@ -49,7 +49,7 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            headers=("If-None-Match",))],
     ("GET", "/openapi.json"): [Op("/openapi.json", "getOpenApi", {200: "Object"}, (406,))],
     ("POST", "/runs"): [
-        Op("/runs", "createRun", {201: "CreateRunResponse"}, _WRITE, body="CreateRunRequest",
+        Op("/runs", "createRun", {201: "CreateRunResponse"}, (*_WRITE, 429), body="CreateRunRequest",
            headers=("Idempotency-Key", "OpenWOP-Dedup"),
            links={"GetRun": "getRun", "PollRunEvents": "pollRunEvents", "CancelRun": "cancelRun",
                   "ForkRun": "forkRun", "DiffRun": "diffRun", "GetEvalSummary": "getEvalSummary"})],

@@ -405,6 +405,9 @@ def _ms(iso: object) -> int:
 
 def create(ports: Ports, caller: Caller, req: CreateRunRequest, *, dedup: bool = False) -> Created:
     """createRun: a workflow run, or an eval run with ``mode: "eval"``."""
+    from shared.services.quotas import check_run_start
+
+    check_run_start(ports, caller.tenant)  # per-tenant run-start quota (off unless RUN_STARTS_PER_MINUTE is set)
     if dedup and req.scopeId:
         pk = f"DEDUP#{caller.tenant}"
         claim = claim_scope(ports, caller, req.scopeId)

@@ -762,6 +762,17 @@ class DynamoHostStore:
         keys = [{"pk": {"S": pk}, "sk": {"S": sk}} for sk, _ in self.query(pk, prefix)]
         return batch_delete(self._c, self._t, keys)
 
+    def add_counter(self, pk: str, sk: str, *, expires_at: int) -> int:
+        """Add one to a plain counter (no per-call marker; quotas) and return the new count. One UpdateItem."""
+        resp = self._c.update_item(
+            TableName=self._t, Key=to_item({"pk": pk, "sk": sk}),
+            UpdateExpression="ADD #c :one SET #e = if_not_exists(#e, :exp)",
+            ExpressionAttributeNames={"#c": "count", "#e": schema.TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":one": {"N": "1"}, ":exp": {"N": str(expires_at)}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(resp["Attributes"]["count"]["N"])
+
     def counter_read(self, pk: str, sk: str) -> int:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True)
         if "Item" not in resp:

@@ -56,6 +56,18 @@ class SecretsManagerSecretStore:
             client.put_secret_value(SecretId=name, SecretString=value)
             return False
 
+    def update_secret(self, secret_id: str, value: str) -> None:
+        """Store a new current version of an existing secret (name or ARN); the old one becomes AWSPREVIOUS."""
+        from shared.ports import SecretNotFoundError
+
+        client = self.client()
+        try:
+            client.put_secret_value(SecretId=secret_id, SecretString=value)
+        except client.exceptions.ResourceNotFoundException as exc:
+            raise SecretNotFoundError("the secret does not exist") from exc
+        with self._lock:
+            self._provider = None  # the next read sees the new value
+
     def delete_secret(self, name: str) -> bool:
         """Delete at once (no recovery window: a credential removed by its owner must stop working now)."""
         client = self.client()

@@ -188,9 +188,12 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
             )
         assert env["RETENTION_DAYS"] == str(RETENTION_DAYS)
         assert env["POWERTOOLS_SERVICE_NAME"] == "openwop-serverless"
-        assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
+        assert "POWERTOOLS_TRACE_DISABLED" not in env and props["TracingConfig"] == {"Mode": "Active"}
+        assert env["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
+        assert env["METRICS_NAMESPACE"] == f"OpenWOP/{STAGE}"
+        assert env["RUN_STARTS_PER_MINUTE"] == "0" and env["EVAL_MAX_CONCURRENCY"] == "4"
         # and the ARNs of exactly its secrets, never secret material (API keys live hashed in the host table)
-        secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in spec.secrets}
+        secret_vars = {s.env_var: s.key for s in manifest.SECRETS if s.key in manifest.secrets_of(spec)}
         for var, key in secret_vars.items():
             assert env[var] == {"Ref": synth.logical_id(synth.stack.secrets.secret(key))}, spec.name
         # tenants' tool credentials: only the name prefix, for the functions that use them
@@ -393,12 +396,19 @@ def test_secrets_match_manifest_with_generated_values(synth: Synth) -> None:
         props = resource["Properties"]
         # Then CloudFormation generates its value (none in the template), and it is retained outside dev
         assert "SecretString" not in props
-        assert props["GenerateSecretString"] == {"ExcludePunctuation": True, "PasswordLength": 64}
+        generated = {"ExcludePunctuation": True, "PasswordLength": 64}
+        if spec.json_key:  # {"current": <generated>}: the API-key pepper document
+            generated |= {"SecretStringTemplate": "{}", "GenerateStringKey": spec.json_key}
+        assert props["GenerateSecretString"] == generated
         assert resource["DeletionPolicy"] == "Retain"
 
 
 def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
     assert manifest.function("list_runs").secrets == (manifest.CURSOR,)
+    # the API-key pepper: every function behind an authenticated route, and no task, stream or public function
+    readers = {f.name for f in manifest.FUNCTIONS if manifest.APIKEY_PEPPER in manifest.secrets_of(f)}
+    assert readers == {r.function for r in manifest.ROUTES if r.auth}
+    assert not readers & {"advance_run", "erase_run", "not_found", "get_capabilities", "get_openapi"}
     for spec in manifest.FUNCTIONS:
         # Given the Secrets Manager statements of one function
         statements = [
@@ -406,13 +416,14 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
             if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))
         ]
         host_secrets = [s for s in statements if "credentials/*" not in json.dumps(s["Resource"])]
-        resources = [r for s in host_secrets for r in _as_list(s["Resource"])]
+        # (CDK merges same-action statements: a read of a manifest secret may share one with the credentials prefix)
+        resources = [r for s in statements for r in _as_list(s["Resource"]) if "credentials/*" not in json.dumps(r)]
         # Then it reads exactly its manifest secrets, by ARN, and writes none
-        expected = [{"Ref": synth.logical_id(synth.stack.secrets.secret(k))} for k in spec.secrets]
+        expected = [{"Ref": synth.logical_id(synth.stack.secrets.secret(k))} for k in manifest.secrets_of(spec)]
         assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.name
         assert _actions(host_secrets) <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}, spec.name
         # and tenants' tool credentials only under this stage's prefix, written only where the manifest says so
-        credential = [s for s in statements if s not in host_secrets]
+        credential = [s for s in statements if "credentials/*" in json.dumps(s["Resource"])]
         assert bool(credential) == bool(spec.credentials), spec.name
         for statement in credential:
             assert f":secret:openwop-serverless/{STAGE}/credentials/*" in json.dumps(statement["Resource"])
@@ -567,3 +578,94 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
     assert pyc.exists()
     flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
     assert flags == 0b01  # hash-based, check_source off
+
+
+# --- Stack outputs ----------------------------------------------------------------------------------------------
+
+
+def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> None:
+    from shared import settings
+
+    # Given the synthesized stack outputs
+    outputs = synth.template.to_json()["Outputs"]
+    # Then each runtime resource env var has an output of the same value the functions get, under its exact key
+    values = {}
+    for spec in manifest.FUNCTIONS:
+        env = synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"]
+        values.update(env)
+    for var in settings.resource_env_vars():
+        key = settings.output_key(var)
+        assert key in outputs, key
+        assert outputs[key]["Value"] == values[var], var
+    # and the API URL is one too
+    assert outputs["ApiUrl"]["Value"] == synth.resolve(synth.stack.api.http_api.api_endpoint)
+    assert {"RunsTableName", "FixturesBucketName", "RunStateMachineArn", "PepperSecretId"} <= set(outputs)
+    # and each output is also an SSM parameter under /openwop-serverless/<stage>/
+    params = {p["Properties"]["Name"]: p["Properties"]["Value"] for p in synth.of_type("AWS::SSM::Parameter").values()}
+    assert set(outputs) == {settings.output_key(v) for v in settings.resource_env_vars()} | {"ApiUrl", "AlarmTopicArn"}
+    for key, output in outputs.items():
+        if key != "AlarmTopicArn":
+            assert params[f"/openwop-serverless/{STAGE}/{key}"] == output["Value"], key
+
+
+# --- Alarms and dashboard ---------------------------------------------------------------------------------------
+
+
+def test_alarms_cover_api_functions_machines_and_the_erasure_queue_and_notify_one_topic(synth: Synth) -> None:
+    # Given the synthesized alarms and the alarm topic
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    (topic_id,) = synth.of_type("AWS::SNS::Topic")
+    # Then every alarm notifies that topic
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    # and there is one per function, one per state machine, one for API 5xx and one for the erasure failure queue
+    mon = synth.stack.monitoring.alarms
+    assert len(alarms) == len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES) + 2 == len(mon)
+    blob = json.dumps(alarms)
+    for spec in manifest.FUNCTIONS:
+        assert synth.function_logical_id(spec.name) in blob, spec.name
+    erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
+    (queue,) = synth.stack.streams.failure_queues.values()
+    assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert erasure["Dimensions"][0]["Value"] == synth.resolve(queue.queue_name)
+    run_machine = alarms[synth.logical_id(mon["RunExecutionProblems"])]["Properties"]
+    names = {m["MetricStat"]["Metric"]["MetricName"] for m in run_machine["Metrics"] if "MetricStat" in m}
+    assert names == {"ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"}
+    # and the topic ARN is an output, for subscriptions
+    assert "AlarmTopicArn" in synth.template.to_json()["Outputs"]
+
+
+def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
+    # Given the runs-table event source mapping
+    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+    (queue,) = synth.stack.streams.failure_queues.values()
+    # Then records that keep failing go to the alarmed queue
+    dest = mapping["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+    assert dest == synth.resolve(queue.queue_arn)
+
+
+# --- Protection -------------------------------------------------------------------------------------------------
+
+
+def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path) -> None:
+    from aws_cdk.assertions import Template
+
+    from infra.app import build_app
+
+    # Given a stack synthesized with explicit throttling and eval concurrency context
+    _, stack = build_app({"stage": "qa", "throttleRate": "7", "throttleBurst": "11", "evalMaxConcurrency": "3",
+                          "runStartsPerMinute": "30"}, outdir=str(tmp_path), nag=False)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    # Then the $default stage throttles at that rate and burst
+    (stage,) = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
+    assert stage["Properties"]["DefaultRouteSettings"] == {"ThrottlingBurstLimit": 11, "ThrottlingRateLimit": 7}
+    # and the eval trials task gets the Map's concurrency, which the ASL reads from the Prepare output
+    fn = resources[stack.resolve(stack.functions.function("run_eval_trial").node.default_child.ref)["Ref"]]
+    assert fn["Properties"]["Environment"]["Variables"]["EVAL_MAX_CONCURRENCY"] == "3"
+    # and create_run gets the per-tenant run-start quota
+    create = resources[stack.resolve(stack.functions.function("create_run").node.default_child.ref)["Ref"]]
+    assert create["Properties"]["Environment"]["Variables"]["RUN_STARTS_PER_MINUTE"] == "30"
+    asl = json.loads((ROOT / "statemachines/eval-run.asl.json").read_text())
+    assert asl["States"]["Trials"]["MaxConcurrencyPath"] == "$.maxConcurrency"
+    assert "MaxConcurrency" not in asl["States"]["Trials"]
+    assert asl["States"]["Prepare"]["ResultSelector"]["maxConcurrency.$"] == "$.Payload.maxConcurrency"

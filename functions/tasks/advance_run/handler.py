@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from functions._common.observability import count, task_handler
 from shared.engine import runner
 from shared.wiring import get_ports
 
@@ -14,6 +15,10 @@ class AdvanceInput(BaseModel):
     runId: str
 
 
+@task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = AdvanceInput.model_validate(event)
-    return runner.advance(get_ports(), req.runId)
+    out = runner.advance(get_ports(), req.runId)
+    if out.get("next") == "done":
+        count("RunsFinished")
+    return out

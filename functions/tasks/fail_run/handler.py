@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from functions._common.observability import count, task_handler
 from shared.engine import runner
 from shared.wiring import get_ports
 
@@ -15,6 +16,10 @@ class FailInput(BaseModel):
     error: dict[str, Any] | None = None
 
 
+@task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = FailInput.model_validate(event)
-    return runner.fail_run(get_ports(), req.runId, req.error)
+    out = runner.fail_run(get_ports(), req.runId, req.error)
+    if out.get("failed"):
+        count("RunsFailed")
+    return out

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from functions._common.observability import count, task_handler
 from shared.engine import evalrun
 from shared.wiring import get_ports
 
@@ -15,6 +16,9 @@ class FinishInput(BaseModel):
     runId: str
 
 
+@task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = FinishInput.model_validate(event)
-    return evalrun.finish(get_ports(), req.runId)
+    out = evalrun.finish(get_ports(), req.runId)
+    count("RunsFinished")
+    return out

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from functions._common.observability import task_handler
 from shared.services import lifecycle
 from shared.wiring import get_ports
 
@@ -15,6 +16,7 @@ class ParkInput(BaseModel):
     taskToken: str
 
 
+@task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = ParkInput.model_validate(event)
     return lifecycle.park(get_ports(), req.runId, req.taskToken)

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from functions._common.observability import task_handler
 from shared.engine import evalrun
 from shared.wiring import get_ports
 
@@ -23,12 +24,15 @@ class TrialInput(BaseModel):
     item: TrialItem | None = None
 
 
+@task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = TrialInput.model_validate(event)
     if req.phase == "prepare":
         if req.runId is None:
             raise ValueError("prepare needs runId")
-        return evalrun.prepare(get_ports(), req.runId)
+        ports = get_ports()
+        # the trials Map's MaxConcurrencyPath: a setting (EVAL_MAX_CONCURRENCY), not a constant of the ASL file
+        return {**evalrun.prepare(ports, req.runId), "maxConcurrency": ports.settings.eval_max_concurrency}
     if req.item is None:
         raise ValueError("trial needs item")
     return evalrun.trial_task(get_ports(), req.item.model_dump())

@@ -1,0 +1,96 @@
+"""Powertools Logger, Tracer and Metrics for every function (API, Step Functions tasks, the erasure hook).
+
+- Logger: JSON, one service name; API requests correlate on the API Gateway request id, tasks on the run id.
+- Tracer: X-Ray subsegments for the handler and the AWS SDK calls (``capture_response=False``: run payloads never
+  reach a trace), only where tracing is on (in Lambda, unless ``POWERTOOLS_TRACE_DISABLED=true``).
+- Metrics: CloudWatch EMF (no API call), namespace from ``Settings.metrics_namespace``, flushed by
+  ``log_metrics`` at the end of each invocation. A few counters: ``RunsStarted``, ``RunsFinished``, ``RunsFailed``,
+  ``Forks``, ``Refusals`` (4xx answers), ``ServerErrors`` (5xx answers), ``RunsErased``.
+
+Nothing is built at import: Powertools' Tracer imports the X-Ray SDK even when disabled (~250 ms), so the
+decorated handler assembles its wrappers on its first invocation, and the Tracer only when tracing is on.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+SERVICE = "openwop-serverless"
+H = TypeVar("H", bound=Callable[..., Any])
+_lock = threading.Lock()
+_built: dict[str, Any] = {}
+
+
+def _tracing_on() -> bool:
+    """Powertools' own rule: in a Lambda environment, unless POWERTOOLS_TRACE_DISABLED is true."""
+    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "true", "yes", "on")
+    return bool(os.environ.get("LAMBDA_TASK_ROOT")) and not disabled
+
+
+def _tools() -> dict[str, Any]:
+    with _lock:
+        if not _built:
+            import warnings
+
+            from aws_lambda_powertools import Logger, Metrics
+
+            # most invocations (reads) count nothing: that is normal here, not worth a warning per container
+            warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
+            _built["logger"] = Logger(service=SERVICE)  # shares its handler and keys with api.py's Logger
+            _built["metrics"] = Metrics(service=SERVICE)
+            if _tracing_on():
+                from aws_lambda_powertools import Tracer
+
+                _built["tracer"] = Tracer(service=SERVICE)
+        return _built
+
+
+def logger() -> Any:
+    return _tools()["logger"]
+
+
+def count(name: str, value: int = 1) -> None:
+    """Add ``value`` to counter ``name`` of this invocation (flushed by ``log_metrics`` at its end)."""
+    from aws_lambda_powertools.metrics import MetricUnit
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():  # a disabled flush never clears: adding would only accumulate (local mode)
+        return
+    _tools()["metrics"].add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def observed(correlation_id_path: str) -> Callable[[H], H]:
+    """Wrap a ``lambda_handler``: correlated logs, a traced handler (no response capture), flushed metrics."""
+
+    def decorate(handler: H) -> H:
+        wrapped: list[Callable[..., Any]] = []  # [with a Lambda context, without one (direct calls)]
+
+        @functools.wraps(handler)
+        def wrapper(event: Any, context: Any) -> Any:
+            tools = _tools()
+            if not wrapped:
+                fn: Callable[..., Any] = handler
+                if "tracer" in tools:
+                    fn = tools["tracer"].capture_lambda_handler(fn, capture_response=False)
+                fn = tools["metrics"].log_metrics(fn)
+                wrapped.append(tools["logger"].inject_lambda_context(correlation_id_path=correlation_id_path,
+                                                                     clear_state=True)(fn))
+                wrapped.append(fn)
+            from shared.settings import get_settings
+
+            tools["metrics"].namespace = get_settings().metrics_namespace
+            return wrapped[0 if context is not None else 1](event, context)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+# Step Functions tasks receive {"runId": ...} or an eval trial item ({"item": {"r": <runId>, ...}}).
+task_handler = observed("runId || item.r")
+# The erasure hook's batch spans runs: the first record's event id correlates it; each failure logs its run id.
+stream_handler = observed("Records[0].eventID")

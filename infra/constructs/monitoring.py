@@ -1,0 +1,99 @@
+"""Alarms and a dashboard: what an operator is paged for, and where to look (docs/operations.md, "Alarms").
+
+Plain CloudWatch L2 constructs, every alarm notifying one SNS topic (``AlarmTopicArn`` output; CDK context
+``alarmEmail`` subscribes an address):
+
+- ``Api5xx``: the HTTP API answered 5xx (any in 5 minutes: the host maps every expected failure to a 4xx envelope).
+- ``<Function>Problems``: a function's Errors + Throttles over 5 minutes (one alarm per function).
+- ``<Machine>ExecutionProblems``: Step Functions executions failed, timed out or aborted.
+- ``ErasureFailures``: records in the erasure hook's on-failure queue (an erasure that did not happen).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from constructs import Construct
+
+from infra.constructs.api import RunsApi
+from infra.constructs.common import acknowledge, pascal
+from infra.constructs.functions import HostFunctions
+from infra.constructs.state_machines import HostStateMachines
+from infra.constructs.streams import StreamConsumers
+
+PERIOD = Duration.minutes(5)
+APP_METRICS = ("RunsStarted", "RunsFinished", "RunsFailed", "Forks", "Refusals", "ServerErrors", "RunsErased")
+
+
+class HostMonitoring(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions,
+                 state_machines: HostStateMachines, streams: StreamConsumers, api: RunsApi,
+                 metrics_namespace: str) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = sns.Topic(self, "AlarmTopic", display_name=f"OpenWOP host alarms ({stage})", enforce_ssl=True)
+        acknowledge(
+            self.topic,
+            "AwsSolutions-SNS2",
+            "Alarm notifications carry only alarm names and states, no run data; CloudWatch alarms cannot publish "
+            "to a topic encrypted with the AWS-managed SNS key, and a customer key would be the stack's only one.",
+        )
+        email = self.node.try_get_context("alarmEmail")
+        if email:
+            self.topic.add_subscription(subs.EmailSubscription(str(email)))
+        action = cw_actions.SnsAction(self.topic)
+        self.alarms: dict[str, cw.Alarm] = {}
+
+        def alarm(name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
+            a = cw.Alarm(self, name, metric=metric, threshold=threshold, evaluation_periods=1,
+                         comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                         treat_missing_data=cw.TreatMissingData.NOT_BREACHING, alarm_description=description)
+            a.add_alarm_action(action)
+            self.alarms[name] = a
+
+        alarm("Api5xx", api.http_api.metric_server_error(period=PERIOD, statistic="Sum"),
+              "The HTTP API answered 5xx: a handler failed unexpectedly (see docs/operations.md).")
+        for name, fn in functions.functions.items():
+            problems = cw.MathExpression(
+                expression="e + t",
+                using_metrics={"e": fn.metric_errors(period=PERIOD, statistic="Sum"),
+                               "t": fn.metric_throttles(period=PERIOD, statistic="Sum")},
+                period=PERIOD,
+                label=f"{name} errors + throttles",
+            )
+            alarm(f"{pascal(name)}Problems", problems, f"Lambda {name}: errors or throttles (see docs/operations.md).")
+        for key, machine in state_machines.machines.items():
+            problems = cw.MathExpression(
+                expression="f + t + a",
+                using_metrics={"f": machine.metric_failed(period=PERIOD, statistic="Sum"),
+                               "t": machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                               "a": machine.metric_aborted(period=PERIOD, statistic="Sum")},
+                period=PERIOD,
+                label=f"{key} failed + timed out + aborted",
+            )
+            alarm(f"{pascal(key)}ExecutionProblems", problems,
+                  f"Step Functions {key}: executions failed, timed out or were aborted (see docs/operations.md).")
+        for (table_key, function_name), queue in streams.failure_queues.items():
+            alarm("ErasureFailures",
+                  queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                  f"Stream records of {table_key} that {function_name} could not process: erasures pending an "
+                  "operator (see docs/operations.md).")
+
+        app = [cw.Metric(namespace=metrics_namespace, metric_name=m, dimensions_map={"service": "openwop-serverless"},
+                         period=PERIOD, statistic="Sum") for m in APP_METRICS]
+        self.dashboard = cw.Dashboard(self, "Dashboard")
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Runs and refusals", left=app, width=12),
+            cw.GraphWidget(title="API answers", width=12, left=[
+                api.http_api.metric_count(period=PERIOD, statistic="Sum"),
+                api.http_api.metric_client_error(period=PERIOD, statistic="Sum"),
+                api.http_api.metric_server_error(period=PERIOD, statistic="Sum")],
+                right=[api.http_api.metric_latency(period=PERIOD, statistic="p99")]),
+        )
+        self.dashboard.add_widgets(
+            cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
+        )
+        CfnOutput(Stack.of(self), "AlarmTopicArn", value=self.topic.topic_arn,
+                  description="SNS topic of the host's alarms (subscribe to be paged)")

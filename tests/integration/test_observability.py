@@ -1,0 +1,104 @@
+"""Powertools observability of the functions: EMF metrics (namespace from settings) flushed per invocation, and
+task logs correlated on the run id. Handlers are called in-process with the events AWS would send."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bench.common import api_event
+from tests.conftest import TEST_API_KEYS
+
+KEY_A = next(iter(TEST_API_KEYS))
+
+
+@pytest.fixture()
+def emf(host, monkeypatch):
+    """Metrics on (they are off in local mode), under a test namespace."""
+    from shared import settings
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("METRICS_NAMESPACE", "OpenWOP/test")
+    settings.get_settings.cache_clear()
+    yield
+    settings.get_settings.cache_clear()
+
+
+def _metrics(out: str) -> list[dict[str, Any]]:
+    """The EMF documents printed on stdout: {metric name: value} with their namespace."""
+    docs = []
+    for line in out.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            doc = json.loads(line)
+            names = [m["Name"] for d in doc["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
+            docs.append({"namespace": doc["_aws"]["CloudWatchMetrics"][0]["Namespace"],
+                         **{n: doc[n] for n in names}})
+    return docs
+
+
+def _authed(event: dict[str, Any]) -> dict[str, Any]:
+    event["headers"]["authorization"] = f"Bearer {KEY_A}"
+    return event
+
+
+def test_a_started_run_is_counted_in_the_settings_namespace(emf, capsys):
+    from shared.local.front import invoke_in_process
+
+    # When a run is created through the create_run handler
+    out = invoke_in_process("create_run", _authed(api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop"})))
+    # Then it answered 201 and one EMF document counts it under the configured namespace
+    assert out["statusCode"] == 201
+    docs = _metrics(capsys.readouterr().out)
+    started = [d for d in docs if "RunsStarted" in d]  # (the run's own tasks may flush in the same document)
+    assert [d["namespace"] for d in started] == ["OpenWOP/test"] and started[0]["RunsStarted"] == [1.0]
+
+
+def test_a_refused_request_is_counted_as_a_refusal(emf, capsys):
+    from shared.local.front import invoke_in_process
+
+    # When a request without a valid key reaches a handler
+    event = api_event("GET", "/runs", "/runs")
+    event["headers"]["authorization"] = "Bearer not-a-key"
+    out = invoke_in_process("list_runs", event)
+    # Then it is a 401, counted once as a refusal and not as a server error
+    assert out["statusCode"] == 401
+    docs = _metrics(capsys.readouterr().out)
+    assert sum(len(d.get("Refusals", [])) for d in docs if d["namespace"] == "OpenWOP/test") == 1
+    assert not [d for d in docs if "ServerErrors" in d]
+
+
+def test_task_logs_correlate_on_the_run_id(emf, capsys):
+    from functions._common.observability import logger
+    from shared.local.front import invoke_in_process
+
+    # When the advance task runs for a run id (one that does not exist: it is simply done)
+    out = invoke_in_process("advance_run", {"runId": "tenant-a/r-obs-missing"})
+    # Then the run id is the correlation id of its log lines, and a finished run is counted
+    assert out["next"] == "done"
+    assert logger().get_correlation_id() == "tenant-a/r-obs-missing"
+    assert any(d["namespace"] == "OpenWOP/test" and d.get("RunsFinished")
+               for d in _metrics(capsys.readouterr().out))
+
+
+def test_metrics_off_add_nothing_that_could_pile_up(host):
+    from functions._common.observability import _tools, count
+
+    # Given metrics disabled (local mode), when a counter is bumped many times
+    for _ in range(150):
+        count("RunsStarted")
+    # Then nothing was stored (a disabled flush never clears the set)
+    assert "RunsStarted" not in _tools()["metrics"].metric_set
+
+
+def test_importing_a_handler_builds_no_tracer_and_loads_no_xray_sdk():
+    import subprocess
+    import sys
+
+    # When a task handler and an API handler are imported in a fresh interpreter
+    code = ("import sys, functions.erase_run.handler, functions.tasks.advance_run.handler, "
+            "functions.create_run.handler; print('aws_xray_sdk' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # Then the X-Ray SDK (~250 ms of imports) was not loaded: tracing is assembled on the first traced invocation
+    assert out.stdout.strip() == "False"
