@@ -11,7 +11,7 @@ import pytest
 from openwop_client.types import CreateRunRequest
 
 from shared.protocol.ids import project_id
-from tests.helpers import unique
+from tests.helpers import eventually, unique
 from tests.integration.test_eval_runs import (
     AGENT,
     counter,
@@ -97,12 +97,11 @@ def test_unusable_sources_are_refused_with_identical_bytes(host, sources):
     noop = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     wait_terminal(client, noop)
     content_free = run_eval(client, SOURCE, agentId=CONTENT_FREE)  # invoked another agent, not this eval's
-    slow = {"suiteId": "tests.local.evals.slow-source", "version": f"1.0.{int(time.time() * 1000) % 1000000}",
-            "modes": ["golden"], "trials": 10,
-            "tasks": [{"taskId": f"t{i}", "input": script(("conformance.eval:echo", {"i": i})),
-                       "expected": golden("done")} for i in range(4)]}
-    assert put_suite(host, host.key_a, slow).status == 201
-    running = client.runs_create(eval_request(f"{slow['suiteId']}@{slow['version']}")).runId
+    # a source whose agent ran and whose calls are recorded, but which is still running: it holds after the agent
+    running = client.runs_create(CreateRunRequest(workflowId=_agent_then_hold(), inputs={
+        "script": script(("conformance.eval:echo", {"i": 1}))})).runId
+    eventually(lambda: [e for e in all_events(client, running) if e.type == "agent.invocation-completed"],
+               timeout=30)
     # a source whose calls the host no longer holds
     dropped = run_eval(client, SOURCE)
     _ports().tool_calls.delete_all(dropped)
@@ -124,12 +123,24 @@ def test_unusable_sources_are_refused_with_identical_bytes(host, sources):
         text = refused(client, body(value))
         assert text == reference, reason
         assert value not in text, reason
-    assert client.runs_get(running).status not in ("completed", "failed", "cancelled")
+    assert client.runs_get(running).status == "running"
     # the same bytes as an unusable baseline: one answer for every unusable reference
     base_body = eval_request("conformance-eval-regression-candidate", evalModes=["golden", "regression"],
                              baselineRunId=unknown)
     assert refused(client, base_body) == reference
-    wait_terminal(client, running)
+    client.runs_cancel(running)
+
+
+def _agent_then_hold() -> str:
+    """The scripted conformance agent, then a 60 s hold: a source that stays running after its agent finished."""
+    from shared.services.workflows import register_workflow
+    from tests.workflows import SCRIPT_VARIABLE, definition, edge, node, static, variable
+
+    doc = definition(unique("agent-hold"), [
+        node("agent", "core.agent", config={"agentId": AGENT}, inputs={"input": variable("script")}),
+        node("hold", "core.conformance.hold", inputs={"delayMs": static(60_000)})],
+        [edge("agent", "hold")], variables=[SCRIPT_VARIABLE])
+    return register_workflow(_ports(), "tenant-a", doc)
 
 
 def test_fixture_runs_field_refusals(host, sources):
