@@ -31,6 +31,9 @@ UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERRUPT_TOKEN_INVALID = "interrupt_token_invalid"
 INTERRUPT_ALREADY_RESOLVED = "interrupt_already_resolved"
 INTERRUPT_EXPIRED = "interrupt_expired"
+CREDENTIAL_FORBIDDEN = "credential_forbidden"
+MOCK_PROVIDER_FORBIDDEN = "mock_provider_forbidden"
+EVAL_GATE_UNMET = "eval_gate_unmet"
 # Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
 # Host decision (docs/decisions.md): the registry has no 405 code; a vendor code in the registry's vendor grammar.
@@ -58,6 +61,9 @@ HTTP_STATUS: dict[str, int] = {
     INTERRUPT_TOKEN_INVALID: 401,
     INTERRUPT_ALREADY_RESOLVED: 409,
     INTERRUPT_EXPIRED: 410,
+    CREDENTIAL_FORBIDDEN: 403,
+    MOCK_PROVIDER_FORBIDDEN: 403,
+    EVAL_GATE_UNMET: 422,
     PAYLOAD_TOO_LARGE: 413,
     UNSUPPORTED_MEDIA_TYPE: 415,
     FORK_POINT_INVALID: 422,
