@@ -29,6 +29,9 @@ def derived_key(source_run_id: str, eval_run_id: str, task_id: str) -> str:
 TOOL_PREFIX = "TOOL#"
 MCP_SERVER_PREFIX = "MCPSERVER#"
 CREDENTIAL_PREFIX = "CRED#"
+AGENT_VERSION_PREFIX = "AGENTV#"  # sk = "<agentId>#<version>": one immutable item per registered version
+# Under a run: the content-addressed model-call log, one item per (invocation, turn) in event order.
+MODEL_CALL_PREFIX = "MCALL#"
 
 
 def credential_secret_name(prefix: str, tenant: str, credential_ref: str) -> str:

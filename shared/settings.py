@@ -41,6 +41,9 @@ class Settings:
     metrics_namespace: str = "OpenWOP"
     eval_max_concurrency: int = 4
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
+    mock_providers_allowed: bool = True  # the spec's mock providers (RFC 0075): off in a production stage
+    openai_base_url: str = ""  # the OpenAI-compatible endpoint an agent binding without baseUrl uses
+    model_call_attempts: int = 3  # per model call: a retryable provider error is tried this often in the task
 
 
 def _env(name: str, default: str = "") -> str:
@@ -81,6 +84,9 @@ def get_settings() -> Settings:
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
         eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
+        mock_providers_allowed=_env("MOCK_PROVIDERS", "true").lower() == "true",
+        openai_base_url=_env("OPENAI_BASE_URL"),
+        model_call_attempts=max(1, int(_env("MODEL_CALL_ATTEMPTS", "3"))),
     )
 
 

@@ -37,15 +37,29 @@ def _error(message: str) -> dict[str, Any]:
     return {"code": c.EXTERNAL_CALL_FAILED, "message": message}
 
 
+def _credential(ports: Ports, tenant: str, ref: str) -> dict[str, Any]:
+    name = keys.credential_secret_name(ports.settings.credentials_prefix, tenant, ref)
+    cred: dict[str, Any] = json.loads(ports.secrets.get_secret(name, max_age_s=CREDENTIAL_MAX_AGE_S))
+    return cred
+
+
 def credential_headers(ports: Ports, tenant: str, ref: str | None) -> dict[str, str]:
     if not ref:
         return {}
-    name = keys.credential_secret_name(ports.settings.credentials_prefix, tenant, ref)
-    raw = ports.secrets.get_secret(name, max_age_s=CREDENTIAL_MAX_AGE_S)
-    cred = json.loads(raw)
+    cred = _credential(ports, tenant, ref)
     if cred.get("type") == "bearer":
         return {"Authorization": f"Bearer {cred['token']}"}
     return {str(cred["name"]): str(cred["value"])}
+
+
+def credential_value(ports: Ports, tenant: str, ref: str) -> str:
+    """The secret a model provider is called with (an API key): a bearer token, or a header credential's value.
+    ``LookupError`` when the tenant's credential cannot be read."""
+    try:
+        cred = _credential(ports, tenant, ref)
+        return str(cred["token"] if cred.get("type") == "bearer" else cred["value"])
+    except (SecretNotFoundError, KeyError, ValueError) as exc:
+        raise LookupError("credential unavailable") from exc
 
 
 def send(ports: Ports, tool: ResolvedTool, tenant: str, run_id: str, call_key: str, args: Any) -> tuple[str, Any,

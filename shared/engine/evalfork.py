@@ -10,6 +10,9 @@ the eval's whole log as this code produces it. Tool calls:
 - ``branch``: calls whose events lie in the copied prefix are fixed history (resolved from the record);
   the rest run under the task's fixture plan (derived copies re-read from S3, fail-closed) or live.
 
+Model calls of a model-backed agent follow the same rule through the model-call log: a replay serves every one
+from the source's log (never a provider call), a branch serves the prefix's and calls the model for the rest.
+
 Divergence from the source is reported like a workflow replay (first divergent sequence).
 """
 
@@ -19,6 +22,7 @@ from typing import Any
 
 from shared.engine import evalrun, runner
 from shared.engine.canonical import same_json
+from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import Ports, RunRecord
@@ -57,13 +61,23 @@ def advance(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     tools = ToolRuntime(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
                         int(ports.settings.run_tool_call_budget), calls if mode == "replay" else None,
                         recorded_first=fixed)
+    source_id = str(fork["sourceRunId"])
+    # Model calls: a replay serves every one from the source's log; a branch serves those of the prefix.
+    fixed_turns: dict[str, int] = {}
+    current = None
+    for e in prefix:
+        if e["type"] == c.AGENT_INVOCATION_STARTED:
+            current = str(e["payload"].get("invocationId"))
+        elif e["type"] == c.PROVIDER_USAGE and current is not None:
+            fixed_turns[current] = fixed_turns.get(current, 0) + 1
+    models = ModelSession(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
+                          (rec.data.get("configurable") or {}).get("ai"), source_id, fixed_turns=fixed_turns)
     trials: dict[tuple[int, int], dict[str, Any]] = {}
     for item in evalrun.items(plan, rec.run_id):
-        result = evalrun.run_trial(ports, rec, int(item["t"]), int(item["k"]), tools, plan=plan)
+        result = evalrun.run_trial(ports, rec, int(item["t"]), int(item["k"]), tools, plan=plan, models=models)
         trials[(result.task_index, result.trial)] = result.stored()
     drafts, summary = evalrun.finish_drafts(plan, trials, ports.clock.iso())
     full = _head(ports, rec, plan) + drafts
-    source_id = str(fork["sourceRunId"])
     source = {int(e["sequence"]): e for e in ports.events.read_events(source_id)}
     seq = rec.last_seq + 1
     events: list[dict[str, Any]] = []

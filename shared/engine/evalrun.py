@@ -23,7 +23,8 @@ from typing import Any
 
 from shared import keys
 from shared.engine import grading
-from shared.engine.agents import invocation_step, next_action
+from shared.engine.agents import invocation_step, started_payload
+from shared.engine.model_agent import ModelSession
 from shared.engine.runner import ENGINE_VERSION, WRITABLE, EngineError, make_event, resolve_agent
 from shared.engine.tools import FixturePlan, ToolRuntime
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
@@ -136,15 +137,27 @@ class TrialResult:
     fixture_miss_count: int = 0
     score: float = 0.0
     passed: bool = False
+    error: dict[str, Any] | None = None  # the invocation failed (a model call, maxTurns, a replay miss)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    latency_ms: int = 0
 
     def stored(self) -> dict[str, Any]:
         """What the TRIAL# item keeps: the drafts and the grade (no decision, no call content beyond events)."""
-        return {"taskIndex": self.task_index, "trial": self.trial, "taskId": self.task_id, "events": self.events,
-                "score": self.score, "passed": self.passed, "fixtureMissCount": self.fixture_miss_count}
+        doc: dict[str, Any] = {"taskIndex": self.task_index, "trial": self.trial, "taskId": self.task_id,
+                               "events": self.events, "score": self.score, "passed": self.passed,
+                               "fixtureMissCount": self.fixture_miss_count, "latencyMs": self.latency_ms,
+                               "inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
+        if self.cost_usd is not None:
+            doc["costUsd"] = self.cost_usd
+        if self.error is not None:
+            doc["errorCode"] = self.error.get("code")
+        return doc
 
 
 def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: ToolRuntime, *,
-              plan: dict[str, Any] | None = None) -> TrialResult:
+              plan: dict[str, Any] | None = None, models: ModelSession | None = None) -> TrialResult:
     """Run one invocation of the eval's agent on one task (trial ``trial``, 1-based) to completion and grade it.
 
     ``tools`` decides how calls are answered (live, or a replay fork's recorded calls); this function gives it
@@ -155,40 +168,51 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     suite = plan["suite"]
     task = suite["tasks"][task_index]
     task_id = str(task["taskId"])
-    agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]))
+    agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
     if agent is None:
         raise EngineError("the eval's agent is gone")
     fp = fixture_plan(ports, plan, task)
     tools.plan = fp.fresh() if fp is not None else None
     inv = invocation_id(task_id, trial)
     result = TrialResult(task_index, trial, task_id)
+    overrides = (rec.data.get("configurable") or {}).get("ai")
+    if models is None and agent.kind == "model":
+        models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides)
+    began = ports.clock.now_ms()
     result.events.append({"type": c.AGENT_INVOCATION_STARTED,
-                          "payload": {"invocationId": inv, "agentId": agent.agent_id, "source": "run-api"},
+                          "payload": started_payload(agent, agent.agent_id, inv, "run-api", overrides),
                           "timestamp": ports.clock.iso()})
-    progress: dict[str, Any] = {"invocationId": inv, "order": order_key(task_index, trial), "calls": 0,
+    progress: dict[str, Any] = {"invocationId": inv, "order": order_key(task_index, trial), "calls": 0, "turns": 0,
                                 "history": [], "decided": False, "decision": None}
     agent_input = task.get("input")
-    budget = int(tools.budget)
-    for _ in range(budget + 3):
-        action = None if progress["decided"] else next_action(agent, agent_input, progress["history"])
-        events, finished, out = invocation_step(agent, agent_input, progress, tools, int(progress["calls"]))
+    for _ in range(int(tools.budget) + 2 * agent.max_turns + 3):
+        step = invocation_step(agent, agent_input, progress, tools, int(progress["calls"]), models)
         ts = ports.clock.iso()
-        for t, p in events:
+        for t, p in step.events:
             result.events.append({"type": t, "payload": p, "timestamp": ts})
             if t == c.AGENT_DECIDED:
                 progress["decided"] = True
                 progress["decision"] = p.get("decision")
-        if out is not None and action is not None:
+            elif t == c.PROVIDER_USAGE:
+                progress["turns"] += 1
+                result.input_tokens += int(p.get("inputTokens", 0))
+                result.output_tokens += int(p.get("outputTokens", 0))
+                if p.get("costEstimateUsd") is not None:
+                    result.cost_usd = (result.cost_usd or 0.0) + float(p["costEstimateUsd"])
+        if step.outcome is not None and step.call is not None:
+            out = step.outcome
             progress["calls"] += 1
             progress["history"].append({"status": out.status, "outcome": out.result, "error": out.error})
-            result.calls.append({"tool": action.tool, "args": action.args})
+            result.calls.append({"tool": step.call[0], "args": step.call[1]})
             if out.miss:
                 result.fixture_miss_count += 1
-        if finished:
+        if step.finished:
+            result.error = step.error
             break
     else:
         raise EngineError("the agent invocation did not finish")
-    result.decided = bool(progress["decided"])
+    result.latency_ms = max(0, ports.clock.now_ms() - began)
+    result.decided = bool(progress["decided"]) and result.error is None
     result.decision = progress["decision"]
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count)
     result.score, result.passed = g.score, g.passed

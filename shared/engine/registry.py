@@ -96,12 +96,18 @@ TOOLS: dict[str, ToolDescriptor] = {
 @dataclass(frozen=True)
 class AgentSpec:
     agent_id: str
-    kind: Literal["scripted"] = "scripted"
+    kind: Literal["scripted", "model"] = "scripted"
     script: dict[str, Any] | None = None  # None: the script comes from the invocation input
     tool_allowlist: tuple[str, ...] | None = None
     content_free: bool = False
     conformance: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # A model-backed agent (a registered version): what the turn loop sends to its provider.
+    version: str | None = None
+    system_prompt: str = ""
+    model: dict[str, Any] | None = None  # {provider, model, temperature?, maxTokens?, credentialRef?, baseUrl?, ...}
+    max_turns: int = 8
+    model_class: str | None = None
 
 
 CONFORMANCE_AGENT = "conformance-eval-agent"
@@ -139,6 +145,15 @@ def agent_from_json(doc: Any) -> AgentSpec:
         raise AgentDefinitionError("toolAllowlist must be a list of tool names")
     return AgentSpec(doc["agentId"], script=script, tool_allowlist=tuple(allow) if allow is not None else None,
                      content_free=bool(doc.get("contentFree", False)))
+
+
+def agent_from_version(doc: dict[str, Any]) -> AgentSpec:
+    """A registered model-backed agent version (``{version, manifest, model, maxTurns}``, validated at registration)."""
+    manifest = doc["manifest"]
+    return AgentSpec(str(manifest["agentId"]), kind="model", tool_allowlist=tuple(manifest.get("toolAllowlist") or ()),
+                     version=str(doc["version"]), system_prompt=str(manifest.get("systemPrompt", "")),
+                     model=dict(doc["model"]), max_turns=int(doc.get("maxTurns", 8)),
+                     model_class=manifest.get("modelClass"))
 
 
 def validate_script(script: Any) -> None:

@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.engine import state as st
-from shared.engine.agents import invocation_step
+from shared.engine.agents import invocation_step, started_payload
 from shared.engine.canonical import same_json
 from shared.engine.dispatch import decode_body
+from shared.engine.model_agent import ModelSession
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime
 from shared.engine.workflow import UnresolvedInputError, Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import run_prefix
+from shared.keys import AGENT_VERSION_PREFIX, run_prefix
 from shared.ports import WRITABLE, EffectDeniedError, EgressRefusedError, Ports, RunRecord, TransportError
 from shared.protocol import codes as c
 
@@ -60,6 +61,8 @@ class RunContext:
     restart: bool = False  # a fork whose prefix ends inside a node: that node starts again
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
     _tools: ToolRuntime | None = None
+    _models: ModelSession | None = None
+    _agents: dict[str, AgentSpec | None] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -71,6 +74,23 @@ class RunContext:
             self._tools = ToolRuntime(self.ports, self.run_id, self.record.tenant, self.mode, self.record.expires_at,
                                       self.ports.settings.run_tool_call_budget, self.source_calls)
         return self._tools
+
+    def models(self) -> ModelSession:
+        """The model side of this task's steps: the run's model-call log, the source's log in a replay."""
+        if self._models is None:
+            ai = (self.record.data.get("configurable") or {}).get("ai")
+            self._models = ModelSession(self.ports, self.run_id, self.record.tenant, self.mode,
+                                        self.record.expires_at, ai,
+                                        self.source_run_id if self.mode == "replay" else None)
+        return self._models
+
+    def agent(self, nid: str, node: dict[str, Any]) -> AgentSpec | None:
+        """The node's agent: the model-backed version the run pinned at create, or a built-in/scripted agent."""
+        if nid not in self._agents:
+            pinned = (self.record.data.get("agentPins") or {}).get(nid) or {}
+            self._agents[nid] = resolve_agent(self.ports, self.record.tenant, node_agent_id(node),
+                                              pinned.get("version"))
+        return self._agents[nid]
 
     def source_event(self, seq: int) -> dict[str, Any] | None:
         if self.source_run_id is None:
@@ -84,7 +104,13 @@ class RunContext:
         return self._source_cache.get(seq)
 
 
-def resolve_agent(ports: Ports, tenant: str, agent_id: str) -> AgentSpec | None:
+def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None = None) -> AgentSpec | None:
+    """A built-in or scripted agent by id; a model-backed agent by the exact version its run pinned."""
+    if version is not None:
+        from shared.engine.registry import agent_from_version
+
+        doc = ports.host.get_item(f"{AGENT_VERSION_PREFIX}{tenant}", f"{agent_id}#{version}")
+        return agent_from_version(doc) if doc is not None else None
     if agent_id in AGENTS:
         return AGENTS[agent_id]
     doc = ports.host.get_item(f"AGENT#{tenant}", agent_id)
@@ -93,6 +119,11 @@ def resolve_agent(ports: Ports, tenant: str, agent_id: str) -> AgentSpec | None:
     from shared.engine.registry import agent_from_json
 
     return agent_from_json(doc)
+
+
+def node_agent_id(node: dict[str, Any]) -> str:
+    """The agent a ``core.agent`` node invokes: its AgentRef (``agent.agentId``), else ``config.agentId``."""
+    return str((node.get("agent") or {}).get("agentId") or (node.get("config") or {}).get("agentId") or "")
 
 
 def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, Any] | None:
@@ -214,10 +245,10 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
                                                                       if k != "nodeId"}))
         return Step(events)
     if type_id == "core.agent":
-        agent_id = str((node.get("config") or {}).get("agentId", ""))
         inv = f"{nid}:{ordinal}"
-        return Step([started, (c.AGENT_INVOCATION_STARTED, {"invocationId": inv, "agentId": agent_id,
-                                                             "source": "workflow-node"}, None)])
+        payload = started_payload(ctx.agent(nid, node), node_agent_id(node), inv, "workflow-node",
+                                  (ctx.record.data.get("configurable") or {}).get("ai"))
+        return Step([started, (c.AGENT_INVOCATION_STARTED, payload, None)])
     guard = Guard(ctx.mode)
     try:
         outputs = _execute_once(ctx, guard, nid, node, inputs, ordinal)
@@ -359,15 +390,17 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         return Step([_node_ev(c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in
                                                                ("action", "decision", "resumeValue")})])
     if type_id == "core.agent":
-        agent_id = str((node.get("config") or {}).get("agentId", ""))
-        agent = resolve_agent(ctx.ports, ctx.record.tenant, agent_id)
+        agent = ctx.agent(nid, node)
         progress = active.get("agent")
         if agent is None or progress is None:
             return Step([_node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
         agent_input = inputs.get("input", inputs)
-        events, finished, _ = invocation_step(agent, agent_input, progress, ctx.tools(), int(state["toolCalls"]))
-        out: list[tuple[str, dict[str, Any], str | None]] = [(t, p, None) for t, p in events]
-        if finished:
+        turn = invocation_step(agent, agent_input, progress, ctx.tools(), int(state["toolCalls"]),
+                               ctx.models() if agent.kind == "model" else None)
+        out: list[tuple[str, dict[str, Any], str | None]] = [(t, p, None) for t, p in turn.events]
+        if turn.error is not None:
+            out.append(_node_ev(c.NODE_FAILED, nid, error=turn.error))
+        elif turn.finished:
             out.append(_node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
         return Step(out)
     # A single-shot node left active by a crash between two transactions of one step: run it again with the

@@ -129,8 +129,11 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         if state["active"] and state["active"]["nodeId"] == nid:
             state["active"] = None
     elif t == c.AGENT_INVOCATION_STARTED and state["active"] is not None:
-        state["active"]["agent"] = {"invocationId": p.get("invocationId"), "calls": 0, "decided": False,
+        state["active"]["agent"] = {"invocationId": p.get("invocationId"), "calls": 0, "turns": 0, "decided": False,
                                     "history": [], "order": f"{int(ev['sequence']):012d}"}
+    elif t == c.PROVIDER_USAGE and state["active"] is not None and state["active"].get("agent") is not None:
+        ag = state["active"]["agent"]
+        ag["turns"] = int(ag.get("turns", 0)) + 1
     elif t == c.AGENT_TOOL_RETURNED:
         state["toolCalls"] += 1
         if state["active"] is not None and state["active"].get("agent") is not None:

@@ -25,6 +25,7 @@ from shared.protocol import codes as c
 from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import CreateRunRequest
+from shared.services import agents as agent_svc
 from shared.services import suites
 from shared.services.common import Caller
 from shared.services.runs import Created, common_checks, start_run
@@ -167,8 +168,11 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     suite = resolved.suite
     if len(suite.get("tasks") or []) > MAX_TASKS_PER_SUITE:
         raise ValidationError("The suite has more tasks than this host runs (maxTasksPerSuite).")
-    if resolve_agent(ports, caller.tenant, req.agentId) is None:
+    configurable = req.configurable.model_dump(exclude_none=True) if req.configurable else None
+    agent_version = agent_svc.eval_pin(ports, caller.tenant, req.agentId, configurable)
+    if agent_version is None and resolve_agent(ports, caller.tenant, req.agentId) is None:
         raise ValidationError("agentId names no agent this host runs.")
+    agent_svc.check_ai_overrides(ports, caller.tenant, configurable)
     if suite.get("targetAgentId") is not None and suite["targetAgentId"] != req.agentId:
         raise ValidationError("The suite targets another agent.")
     if any((t.get("expected") or {}).get("kind") != "golden" for t in suite["tasks"]):
@@ -209,10 +213,11 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         "suiteId": suite["suiteId"],
         "suiteVersion": suite["version"],
         "agentId": req.agentId,
+        "agentVersion": agent_version,
         "modes": modes,
         "baselineRunId": baseline["runId"] if baseline else None,
         "fixtureRuns": fixture_runs,
-        "configurable": req.configurable.model_dump(exclude_none=True) if req.configurable else None,
+        "configurable": configurable,
         "tags": req.tags,
         "metadata": req.metadata,
         "scopeId": req.scopeId,
@@ -221,7 +226,7 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     def write_plan(rec: RunRecord) -> None:
         derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
         plan: dict[str, Any] = {
-            "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "modes": modes,
+            "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "agentVersion": agent_version, "modes": modes,
             "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
             "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
         }

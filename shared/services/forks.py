@@ -123,6 +123,9 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
             data["metadata"] = {**(src.data.get("metadata") or {}), **overlay.metadata}
         if overlay.configurable is not None:
             data["configurable"] = overlay.configurable.model_dump(exclude_none=True)
+            from shared.services import agents as agent_svc
+
+            agent_svc.check_ai_overrides(ports, caller.tenant, data["configurable"])
     data["parentRunId"] = src.run_id
     data["originRunId"] = src.data.get("originRunId") or src.run_id  # interrupt ids stay those of the origin
     data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq,

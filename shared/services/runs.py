@@ -90,8 +90,13 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
         from shared.services.workflows import check_configurable
 
         check_configurable(doc["configurableSchema"], configurable or {})
+    from shared.services import agents as agent_svc
+
+    pins = agent_svc.workflow_pins(ports, caller.tenant, doc)
+    agent_svc.check_ai_overrides(ports, caller.tenant, configurable)
     data: dict[str, Any] = {
         "kind": "workflow",
+        "agentPins": pins or None,
         "workflowId": req.workflowId,
         "workflowVersion": doc.get("version"),  # the version this run pinned (its definition is pinned below)
         "inputs": inputs,

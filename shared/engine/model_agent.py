@@ -1,0 +1,268 @@
+"""The live runtime of a model-backed agent: its turn loop, one resumable step at a time.
+
+One step of an invocation is exactly one of: a model call (``provider.usage``), one tool call of the last model
+answer (``agent.tool-called`` / ``agent.tool-returned``), the decision (``agent.decided``), or the end
+(``agent.invocation-completed``). What the loop needs to continue is the folded progress of the invocation
+(``turns``, ``calls``, the tool outcomes in ``history``) and the run's **model-call log**:
+
+- every model call is logged under the run (``MCALL#<order>#<turn>``) with its answer and its content-addressed
+  key (RFC 0041: SHA-256 over the JCS form of provider, model, system prompt, messages, tool surface, temperature
+  and max tokens), before its ``provider.usage`` event is appended. A retried step finds the logged answer at
+  (invocation, turn) and never calls the model again;
+- a ``replay`` fork serves each model call from its source run's log at the same (invocation, turn) when the
+  content key matches, and never calls a provider: a request the source never made fails the invocation closed
+  (``replay_source_missing``), and the divergence check reports where the child's log departs;
+- a ``branch`` fork and a live run call the provider, after claiming the call on the run item (the run must be
+  writable at that instant, so a cancelled or erased run never sends one).
+
+Tool calls go through the same ``ToolRuntime`` as every agent (allowlist, budget, fixtures, replay, record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared import keys
+from shared.engine.canonical import canonical_bytes
+from shared.engine.registry import AgentSpec
+from shared.ports import (
+    ModelMessage,
+    ModelProviderError,
+    ModelReply,
+    ModelRequest,
+    ModelToolCall,
+    ModelToolSpec,
+    Ports,
+)
+from shared.protocol import codes as c
+
+INLINE_LIMIT = 300_000
+MAX_RETRY_SLEEP_S = 10.0
+
+
+class ModelCallFailed(Exception):
+    """The invocation cannot continue: ``code`` is the run-document error code, ``message`` safe to show."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def binding(agent: AgentSpec, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """The agent's model binding with the run's ``configurable.ai`` overrides applied (a mock config means mock)."""
+    b = dict(agent.model or {})
+    ai = overrides or {}
+    for k in ("provider", "model", "temperature", "maxTokens", "credentialRef"):
+        if k in ai:
+            b[k] = ai[k]
+    if "mockProvider" in ai:
+        b["provider"] = "mock"
+        b["mockProvider"] = ai["mockProvider"]
+    return b
+
+
+def content_key(req: ModelRequest) -> str:
+    """The RFC 0041 content-addressed key of a model call (no credential, no endpoint, no mock script)."""
+    recipe = {
+        "provider": req.provider, "model": req.model, "system": req.system,
+        "messages": [{"role": m.role, "text": m.text, "toolCallId": m.tool_call_id, "isError": m.is_error,
+                      "toolCalls": [{"id": t.call_id, "name": t.name, "arguments": t.arguments}
+                                    for t in m.tool_calls]} for m in req.messages],
+        "tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in req.tools],
+        "temperature": req.temperature, "maxTokens": req.max_tokens,
+    }
+    return "sha256:" + hashlib.sha256(canonical_bytes(recipe)).hexdigest()
+
+
+def _input_text(agent_input: Any) -> str:
+    if isinstance(agent_input, str):
+        return agent_input
+    return json.dumps(agent_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _result_text(h: dict[str, Any]) -> tuple[str, bool]:
+    if h.get("status") == "ok":
+        return json.dumps(h.get("outcome"), sort_keys=True, separators=(",", ":"), ensure_ascii=False), False
+    err = h.get("error") or {}
+    return json.dumps({"error": {"code": err.get("code"), "message": err.get("message")}}, sort_keys=True,
+                      separators=(",", ":")), True
+
+
+def messages(agent_input: Any, entries: list[dict[str, Any]], history: list[dict[str, Any]]) -> list[ModelMessage]:
+    """The conversation so far: the task, then per turn the model's answer and the outcomes of its tool calls."""
+    out = [ModelMessage("user", _input_text(agent_input))]
+    for e in entries:
+        calls = tuple(ModelToolCall(t["id"], t["name"], t["arguments"]) for t in e.get("toolCalls") or [])
+        out.append(ModelMessage("assistant", e.get("text"), calls))
+        base = int(e.get("callsBefore", 0))
+        for j, call in enumerate(calls):
+            if base + j >= len(history):
+                break
+            text, is_error = _result_text(history[base + j])
+            out.append(ModelMessage("tool", text, tool_call_id=call.call_id, is_error=is_error))
+    return out
+
+
+@dataclass
+class ModelSession:
+    """The model side of one task's steps for one run: its log (read once), the source's log in replay."""
+
+    ports: Ports
+    run_id: str
+    tenant: str
+    mode: str  # live | replay | branch
+    expires_at: int
+    overrides: dict[str, Any] | None = None  # configurable.ai
+    source_run_id: str | None = None
+    fixed_turns: dict[str, int] = field(default_factory=dict)  # a branch: model calls of the copied prefix
+    _log: dict[str, dict[int, dict[str, Any]]] | None = None
+    _source: dict[tuple[str, int], dict[str, Any]] | None = None
+    calls_made: int = 0  # provider calls this session sent (not served)
+    _tools: dict[str, Any] = field(default_factory=dict)
+
+    def _read(self, run_id: str) -> list[dict[str, Any]]:
+        out = []
+        for _sk, doc in self.ports.runs.query_aux(run_id, keys.MODEL_CALL_PREFIX):
+            if "blob" in doc:
+                got = self.ports.blobs.get_json(str(doc["blob"]))
+                if got is None:
+                    continue
+                doc = dict(got)
+            out.append(doc)
+        return out
+
+    def log(self, invocation_id: str) -> dict[int, dict[str, Any]]:
+        if self._log is None:
+            self._log = {}
+            for doc in self._read(self.run_id):
+                self._log.setdefault(str(doc["invocationId"]), {})[int(doc["turn"])] = doc
+        return self._log.setdefault(invocation_id, {})
+
+    def _source_entry(self, invocation_id: str, turn: int) -> dict[str, Any] | None:
+        if self._source is None:
+            self._source = {}
+            if self.source_run_id is not None:
+                for doc in self._read(self.source_run_id):
+                    self._source[(str(doc["invocationId"]), int(doc["turn"]))] = doc
+        return self._source.get((invocation_id, turn))
+
+    def surface(self, agent: AgentSpec) -> tuple[ModelToolSpec, ...]:
+        """The allowlisted tools the model sees, by catalog id, with the catalog's description and input schema
+        (the provider adapter maps ids to its wire names and back)."""
+        key = f"{agent.agent_id}@{agent.version}"
+        if key not in self._tools:
+            from shared.engine.catalog import Catalog
+
+            catalog = Catalog(self.ports, self.tenant)
+            specs = []
+            for tool in agent.tool_allowlist or ():
+                resolved = catalog.resolve(tool)
+                schema = (resolved.input_schema if resolved is not None else None) or {"type": "object"}
+                desc = str((resolved.spec.get("description") if resolved is not None else None) or tool)
+                specs.append(ModelToolSpec(tool, desc[:1024], schema))
+            self._tools[key] = tuple(specs)
+        out: tuple[ModelToolSpec, ...] = self._tools[key]
+        return out
+
+    def _credential(self, ref: str | None) -> str | None:
+        if not ref:
+            return None
+        from shared.engine.dispatch import credential_value
+
+        return credential_value(self.ports, self.tenant, ref)
+
+    def complete(self, agent: AgentSpec, invocation_id: str, order: str, turn: int, agent_input: Any,
+                 history: list[dict[str, Any]]) -> dict[str, Any]:
+        """The log entry of model call ``turn`` of this invocation: logged already, served (replay), or made."""
+        log = self.log(invocation_id)
+        if turn in log:
+            return log[turn]
+        b = binding(agent, self.overrides)
+        tools = self.surface(agent)
+        entries = [log[t] for t in range(turn)]
+        req = ModelRequest(
+            provider=str(b.get("provider", "")), model=str(b.get("model", "")), system=agent.system_prompt,
+            messages=tuple(messages(agent_input, entries, history)), tools=tools,
+            temperature=b.get("temperature"), max_tokens=b.get("maxTokens"), base_url=b.get("baseUrl")
+            or (self.ports.settings.openai_base_url or None), mock=b.get("mockProvider"), turn=turn)
+        key = content_key(req)
+        entry: dict[str, Any] = {"invocationId": invocation_id, "turn": turn, "key": key,
+                                 "callsBefore": len(history), "provider": req.provider}
+        src = self._source_entry(invocation_id, turn) if (
+            self.mode == "replay" or turn < self.fixed_turns.get(invocation_id, 0)) else None
+        if self.mode == "replay" or (src is not None and src.get("key") == key):
+            if src is None or src.get("key") != key:
+                raise ModelCallFailed(c.REPLAY_SOURCE_MISSING,
+                                      "the source run's model-call log has no answer for this request")
+            entry.update({k: src[k] for k in ("model", "text", "toolCalls", "stopReason", "inputTokens",
+                                              "outputTokens", "costUsd", "durationMs") if k in src})
+            entry["source"] = "recorded"
+        else:
+            reply, duration = self._call(req, order, turn, b.get("credentialRef"))
+            entry.update({"model": reply.model or req.model, "text": reply.text,
+                          "toolCalls": [{"id": t.call_id, "name": t.name, "arguments": t.arguments}
+                                        for t in reply.tool_calls],
+                          "stopReason": reply.stop_reason, "inputTokens": reply.input_tokens,
+                          "outputTokens": reply.output_tokens, "durationMs": duration, "source": "live"})
+            if reply.cost_usd is not None:
+                entry["costUsd"] = reply.cost_usd
+        self._store(order, turn, entry)
+        log[turn] = entry
+        return entry
+
+    def _call(self, req: ModelRequest, order: str, turn: int, cred_ref: str | None) -> tuple[ModelReply, int]:
+        if self.ports.models is None:
+            raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "no model provider is configured")
+        # The call goes out only if the run is writable at this instant (ConflictError otherwise).
+        self.ports.runs.claim_effect(self.run_id, f"model#{order}#{turn:04d}",
+                                     {"seam": f"model.{req.provider}", "at": self.ports.clock.iso()},
+                                     self.expires_at)
+        try:
+            credential = self._credential(cred_ref)
+        except LookupError as exc:
+            raise ModelCallFailed(c.CREDENTIAL_FORBIDDEN, "the model binding's credential is not available") from exc
+        request = req if credential is None else _with_credential(req, credential)
+        attempts = int(self.ports.settings.model_call_attempts)
+        for attempt in range(attempts):
+            started = self.ports.clock.now_ms()
+            try:
+                reply = self.ports.models.complete(request)
+                self.calls_made += 1
+                return reply, max(0, self.ports.clock.now_ms() - started)
+            except ModelProviderError as exc:
+                self.calls_made += 1
+                if exc.retryable and attempt + 1 < attempts:
+                    self.ports.clock.sleep(min(exc.retry_after_s or 0.5 * 2 ** attempt, MAX_RETRY_SLEEP_S))
+                    continue
+                raise ModelCallFailed(exc.code, f"the model call failed: {exc.reason}") from exc
+        raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "the model call failed")
+
+    def _store(self, order: str, turn: int, entry: dict[str, Any]) -> None:
+        sk = f"{keys.MODEL_CALL_PREFIX}{order}#{turn:04d}"
+        doc = entry
+        if len(json.dumps(entry, separators=(",", ":"))) > INLINE_LIMIT:
+            blob = f"{keys.run_prefix(self.run_id)}model-calls/{order}-{turn:04d}.json"
+            self.ports.blobs.put_json(blob, entry)
+            doc = {"blob": blob, "invocationId": entry["invocationId"], "turn": turn}
+        self.ports.runs.put_aux(self.run_id, sk, doc, self.expires_at)
+
+
+def _with_credential(req: ModelRequest, credential: str) -> ModelRequest:
+    from dataclasses import replace
+
+    return replace(req, credential=credential)
+
+
+def usage_payload(entry: dict[str, Any]) -> dict[str, Any]:
+    """``provider.usage`` (RFC 0026): token counts as the provider reported them, no content, no credential."""
+    p: dict[str, Any] = {"provider": entry["provider"], "model": entry["model"],
+                         "inputTokens": int(entry.get("inputTokens", 0)),
+                         "outputTokens": int(entry.get("outputTokens", 0))}
+    p["totalTokens"] = p["inputTokens"] + p["outputTokens"]
+    if entry.get("costUsd") is not None:
+        p["costEstimateUsd"] = entry["costUsd"]
+    return p

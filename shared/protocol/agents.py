@@ -1,0 +1,118 @@
+"""Model-backed agents a tenant registers in versions (host-defined registration, official AgentManifest inside).
+
+``POST /host/openwop-serverless/agents`` takes ``{version, manifest, model, maxTurns?}``:
+- ``manifest`` is an official AgentManifest (``agent-manifest.schema.json``, vendored, closed), with an inline
+  ``systemPrompt`` (a ``systemPromptRef`` needs an agent pack, which this host does not install);
+- ``version`` is a semantic version (``MAJOR.MINOR.PATCH[-pre][+build]``); a version is immutable;
+- ``model`` binds the agent to a provider and model: ``{provider, model, temperature?, maxTokens?, credentialRef?,
+  baseUrl?, mockProvider?}``;
+- ``maxTurns`` bounds the model calls of one invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+
+from shared.protocol.tools import CREDENTIAL_REF_RE
+
+SEMVER_RE = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+)
+PROVIDER_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+MAX_TURNS = 50
+DEFAULT_MAX_TURNS = 8
+MAX_SYSTEM_PROMPT_CHARS = 100_000
+_BASE = "https://openwop.dev/spec/v2/"
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def semver_key(version: str) -> tuple[Any, ...]:
+    """Semantic-version precedence (semver.org §11): a release outranks its pre-releases; build metadata is ignored."""
+    m = SEMVER_RE.match(version)
+    if m is None:
+        return (-1,)
+    major, minor, patch, pre = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
+    if pre is None:
+        return (major, minor, patch, 1, ())
+    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
+    return (major, minor, patch, 0, ids)
+
+
+class ModelBinding(_Closed):
+    provider: str
+    model: str = Field(min_length=1, max_length=256)
+    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
+    maxTokens: StrictInt | None = Field(default=None, ge=1, le=200_000)
+    credentialRef: str | None = None
+    baseUrl: str | None = Field(default=None, max_length=2048)
+    mockProvider: dict[str, Any] | None = None
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        if not PROVIDER_RE.match(v):
+            raise ValueError("provider is a lower-case provider id")
+        return v
+
+    @field_validator("credentialRef")
+    @classmethod
+    def _cred(cls, v: str | None) -> str | None:
+        if v is not None and not CREDENTIAL_REF_RE.match(v):
+            raise ValueError("credentialRef is malformed")
+        return v
+
+    @field_validator("baseUrl")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/?#]+(?:/[^\s?#]*)?$", v):
+            raise ValueError("baseUrl is an http(s) URL without query or fragment")
+        return v
+
+
+class AgentRegistration(_Closed):
+    version: str = Field(min_length=5, max_length=64)
+    manifest: dict[str, Any]
+    model: ModelBinding
+    maxTurns: StrictInt = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not SEMVER_RE.match(v):
+            raise ValueError("version is a semantic version (MAJOR.MINOR.PATCH)")
+        return v
+
+
+@lru_cache(maxsize=1)
+def _manifest_validator() -> Any:
+    """The official AgentManifest schema with its vendored references, built once per cold start."""
+    from importlib import resources
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    base = resources.files("shared.protocol").joinpath("schemas")
+    names = ("agent-manifest.schema.json", "ids.schema.json", "prompt-ref.schema.json")
+    docs = {name: json.loads(base.joinpath(name).read_text("utf-8")) for name in names}
+    registry: Registry[Any] = Registry().with_resources(
+        [(_BASE + name, Resource.from_contents(doc, DRAFT202012)) for name, doc in docs.items()])
+    return Draft202012Validator(docs["agent-manifest.schema.json"], registry=registry)
+
+
+def manifest_errors(manifest: Any) -> list[dict[str, str]]:
+    """Where the manifest breaks the official schema: ``[{path, keyword}]`` (never the offending values)."""
+    errors = sorted(_manifest_validator().iter_errors(manifest), key=lambda e: (list(e.absolute_path),
+                                                                                 str(e.validator)))
+    return [{"path": "/manifest" + ("/" + "/".join(str(p) for p in e.absolute_path) if e.absolute_path else ""),
+             "keyword": str(e.validator)} for e in errors]

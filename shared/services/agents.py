@@ -1,0 +1,208 @@
+"""Model-backed agents a tenant registers in versions, the inventory it reads, and the version a run pins.
+
+Versions live in the host table under ``AGENTV#<tenant>`` with sk ``<agentId>#<version>``: one immutable item per
+version (an identical re-post is 200, another body under the same version 409 ``version_conflict``). Another
+tenant's agent is simply not found, with the same bytes as an unknown one. The inventory (``GET /agents``,
+``GET /agents/{agentId}``, RFC 0072 §A) projects each agent's latest version and never carries the system prompt,
+the model binding's credential or the mock script.
+
+Which version a run uses is decided once, at create, and stored on the run (``data.agentPins``): a workflow's
+``core.agent`` node pins it with its AgentRef ``version`` (absent: the latest version at create); an eval run pins
+it with ``configurable.extensions["openwop-serverless"].agentVersion`` (absent: the latest). Replay and fork re-read
+the pin from the run, never resolve again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared import keys
+from shared.engine.canonical import same_json
+from shared.errors import NotFoundError, ProtocolError, ValidationError, VersionConflictError
+from shared.ports import Ports
+from shared.protocol import codes as c
+from shared.protocol.agents import AgentRegistration, manifest_errors, semver_key
+from shared.services.common import Caller
+
+EXTENSION = "openwop-serverless"
+_NOT_FOUND = "No such agent."
+
+
+class CredentialForbiddenError(ProtocolError):
+    code = c.CREDENTIAL_FORBIDDEN
+    status = 403
+
+
+class MockProviderForbiddenError(ProtocolError):
+    code = c.MOCK_PROVIDER_FORBIDDEN
+    status = 403
+
+
+def _pk(tenant: str) -> str:
+    return f"{keys.AGENT_VERSION_PREFIX}{tenant}"
+
+
+def _refuse(message: str, errors: list[dict[str, str]]) -> ValidationError:
+    return ValidationError(message, {"errors": errors[:10]})
+
+
+def _providers(ports: Ports) -> tuple[str, ...]:
+    return tuple(ports.models.names()) if ports.models is not None else ()
+
+
+def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where: str) -> None:
+    """A provider this host runs, a credential the tenant owns, a mock configuration the mock accepts."""
+    provider = model.get("provider")
+    if provider is not None and provider not in _providers(ports):
+        raise _refuse("The model provider is not one this host runs.", [{"path": f"{where}/provider",
+                                                                         "keyword": "enum"}])
+    ref = model.get("credentialRef")
+    if ref is not None and ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{tenant}", str(ref)) is None:
+        raise CredentialForbiddenError("credentialRef names no credential this tenant may use.")
+    mock = model.get("mockProvider")
+    if mock is not None or provider == "mock":
+        if not ports.settings.mock_providers_allowed:
+            raise MockProviderForbiddenError("Mock providers are not allowed on this host.")
+        from shared.providers.mock import validate_mock_config
+
+        try:
+            validate_mock_config(mock or {})
+        except Exception as exc:
+            raise _refuse("The mock provider configuration is not valid.",
+                          [{"path": f"{where}/mockProvider", "keyword": "mockProvider"}]) from exc
+    if provider == "openai" and not model.get("baseUrl") and not ports.settings.openai_base_url:
+        raise _refuse("An OpenAI-compatible binding needs a baseUrl.", [{"path": f"{where}/baseUrl",
+                                                                          "keyword": "required"}])
+
+
+def _view(doc: dict[str, Any], versions: list[str]) -> dict[str, Any]:
+    """The RFC 0072 inventory entry (no system prompt, no credential, no mock script) plus the versions."""
+    m = doc["manifest"]
+    entry: dict[str, Any] = {"agentId": m["agentId"], "persona": m["persona"], "label": m.get("label", m["persona"]),
+                             "modelClass": m["modelClass"], "packName": EXTENSION, "packVersion": doc["version"],
+                             "toolAllowlist": list(m.get("toolAllowlist") or []), "hasHandoffSchemas": False}
+    if m.get("description"):
+        entry["description"] = m["description"]
+    threshold = (m.get("confidence") or {}).get("defaultThreshold")
+    if threshold is not None:
+        entry["confidenceThreshold"] = threshold
+    entry["version"] = doc["version"]
+    entry["versions"] = versions
+    entry["model"] = {"provider": doc["model"]["provider"], "model": doc["model"]["model"]}
+    entry["maxTurns"] = doc.get("maxTurns")
+    return entry
+
+
+def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tuple[int, dict[str, Any]]:
+    """201 a new version, 200 the identical version again, 409 another body under the same version."""
+    errors = manifest_errors(body.manifest)
+    if errors:
+        raise _refuse("The manifest does not match the AgentManifest schema.", errors)
+    if "systemPromptRef" in body.manifest:
+        raise _refuse("systemPromptRef needs an agent pack; register the prompt inline as systemPrompt.",
+                      [{"path": "/manifest/systemPromptRef", "keyword": "unsupported"}])
+    for key in ("handoff", "memoryShape", "evalSuiteRef", "promptLibraryRef", "promptOverrides"):
+        if key in body.manifest:
+            raise _refuse(f"This host does not serve manifest member {key}.",
+                          [{"path": f"/manifest/{key}", "keyword": "unsupported"}])
+    model = body.model.model_dump(mode="json", exclude_none=True)
+    check_model_binding(ports, caller.tenant, model, "/model")
+    doc = {"version": body.version, "manifest": body.manifest, "model": model, "maxTurns": body.maxTurns}
+    agent_id = str(body.manifest["agentId"])
+    sk = f"{agent_id}#{body.version}"
+    pk = _pk(caller.tenant)
+    if ports.host.put_item(pk, sk, doc, if_absent=True):
+        status = 201
+    else:
+        current = ports.host.get_item(pk, sk)
+        if current is None or not same_json(current, doc):
+            raise VersionConflictError("Another agent definition is registered under this agentId and version.")
+        status = 200
+    return status, _view(doc, versions(ports, caller.tenant, agent_id))
+
+
+def _versions(ports: Ports, tenant: str, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
+    rows = [(sk.rsplit("#", 1)[1], doc) for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
+            if sk.rsplit("#", 1)[0] == agent_id]
+    return sorted(rows, key=lambda r: semver_key(r[0]))
+
+
+def versions(ports: Ports, tenant: str, agent_id: str) -> list[str]:
+    return [v for v, _ in _versions(ports, tenant, agent_id)]
+
+
+def latest(ports: Ports, tenant: str, agent_id: str) -> str | None:
+    rows = _versions(ports, tenant, agent_id)
+    return rows[-1][0] if rows else None
+
+
+def list_agents(ports: Ports, caller: Caller) -> dict[str, Any]:
+    by_agent: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for sk, doc in ports.host.query(_pk(caller.tenant)):
+        agent_id, version = sk.rsplit("#", 1)
+        by_agent.setdefault(agent_id, []).append((version, doc))
+    out = []
+    for agent_id in sorted(by_agent):
+        rows = sorted(by_agent[agent_id], key=lambda r: semver_key(r[0]))
+        out.append(_view(rows[-1][1], [v for v, _ in rows]))
+    return {"agents": out}
+
+
+def get_agent(ports: Ports, caller: Caller, agent_id: str) -> dict[str, Any]:
+    rows = _versions(ports, caller.tenant, agent_id)
+    if not rows:
+        raise NotFoundError(_NOT_FOUND)
+    return _view(rows[-1][1], [v for v, _ in rows])
+
+
+def pin(ports: Ports, tenant: str, agent_id: str, version: str | None, where: str) -> str | None:
+    """The version a run uses: the exact pin if it exists, else the latest; None for an agent with no versions
+    (a built-in or scripted agent). A pin naming no version of a registered agent is a 400."""
+    if version is not None:
+        if ports.host.get_item(_pk(tenant), f"{agent_id}#{version}") is None:
+            raise _refuse("The agent has no such version.", [{"path": where, "keyword": "version"}])
+        return version
+    return latest(ports, tenant, agent_id)
+
+
+def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """``{nodeId: {agentId, version}}`` for each ``core.agent`` node bound to a model-backed agent."""
+    pins: dict[str, dict[str, str]] = {}
+    for i, node in enumerate(doc.get("nodes") or []):
+        if node.get("typeId") != "core.agent":
+            continue
+        ref = node.get("agent") or {}
+        agent_id = str(ref.get("agentId") or (node.get("config") or {}).get("agentId") or "")
+        if not agent_id:
+            continue
+        if ref.get("channel") is not None:
+            raise _refuse("This host resolves no deployment channels.", [{"path": f"/nodes/{i}/agent/channel",
+                                                                           "keyword": "unsupported"}])
+        version = pin(ports, tenant, agent_id, ref.get("version"), f"/nodes/{i}/agent/version")
+        if version is not None:
+            pins[str(node["id"])] = {"agentId": agent_id, "version": version}
+    return pins
+
+
+def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, Any] | None) -> str | None:
+    ext = ((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}
+    unknown = set(ext) - {"agentVersion"}
+    if unknown:
+        raise _refuse("Unknown member of the openwop-serverless extension.",
+                      [{"path": f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}",
+                        "keyword": "additionalProperties"}])
+    version = ext.get("agentVersion")
+    if version is not None and not isinstance(version, str):
+        raise _refuse("agentVersion is a string.", [{"path": f"/configurable/extensions/{EXTENSION}/agentVersion",
+                                                     "keyword": "type"}])
+    got = pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
+    if version is not None and got is None:
+        raise _refuse("The agent has no such version.", [{"path": "/agentId", "keyword": "version"}])
+    return got
+
+
+def check_ai_overrides(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> None:
+    """``configurable.ai`` (the run's model overrides): a known provider, the tenant's own credential, a valid mock."""
+    ai = (configurable or {}).get("ai") or {}
+    check_model_binding(ports, tenant, {k: ai[k] for k in ("provider", "credentialRef", "mockProvider") if k in ai},
+                        "/configurable/ai")
