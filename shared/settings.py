@@ -41,10 +41,24 @@ class Settings:
     metrics_namespace: str = "OpenWOP"
     eval_max_concurrency: int = 4
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
+    # the deployment stage (CDK context ``stage``; ``local`` for the embedded host). ``prod`` never serves mocks.
+    stage: str = "local"
+    # model providers this host runs (canonical ids, see shared.providers); the mock is refused in ``prod``
+    model_providers: tuple[str, ...] = ("bedrock", "openai", "mock")
+    # JSON price overrides (USD per 1M tokens), see shared.providers.prices; "" = the built-in table
+    model_prices: str = ""
 
 
 def _env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
+
+
+def _model_prices(raw: str) -> str:
+    """``MODEL_PRICES`` as given, once it parses (a malformed price table fails the cold start, like a bad int)."""
+    from shared.providers.prices import parse_overrides
+
+    parse_overrides(raw)
+    return raw
 
 
 @lru_cache(maxsize=1)
@@ -81,6 +95,10 @@ def get_settings() -> Settings:
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
         eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
+        stage=_env("STAGE", "local").strip() or "local",
+        model_providers=tuple(p.strip() for p in _env("MODEL_PROVIDERS", "bedrock,openai,mock").split(",")
+                              if p.strip()),
+        model_prices=_model_prices(_env("MODEL_PRICES")),
     )
 
 
