@@ -233,7 +233,8 @@ class McpTransport(Protocol):
 
 class ModelProviderError(Exception):
     """A model call failed without an answer. ``code`` is a spec error code (``rate_limited``,
-    ``external_call_failed``, ``validation_error``, ``credential_forbidden``, ``service_unavailable``);
+    ``external_call_failed``, ``validation_error``, ``credential_forbidden``, ``service_unavailable``,
+    ``mock_provider_forbidden``; the ``error`` mock may raise the code its configuration names);
     ``reason`` is safe to show (no prompt, no credential, no address); ``retryable`` says whether the same request
     may be sent again; ``retry_after_s`` is the provider's hint when it gave one."""
 
@@ -343,4 +344,4 @@ class Ports:
     mcp: McpTransport
     secrets: SecretStore
     settings: Any
-    models: ModelProviders | None = None
+    models: ModelProviders

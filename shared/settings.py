@@ -41,13 +41,31 @@ class Settings:
     metrics_namespace: str = "OpenWOP"
     eval_max_concurrency: int = 4
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
-    mock_providers_allowed: bool = True  # the spec's mock providers (RFC 0075): off in a production stage
     openai_base_url: str = ""  # the OpenAI-compatible endpoint an agent binding without baseUrl uses
     model_call_attempts: int = 3  # per model call: a retryable provider error is tried this often in the task
+    # the deployment stage (CDK context ``stage``; ``local`` for the embedded host). ``prod`` never serves mocks.
+    stage: str = "local"
+    # model providers this host runs (canonical ids, see shared.providers); the mock is refused in ``prod``
+    model_providers: tuple[str, ...] = ("bedrock", "openai", "mock")
+    # JSON price overrides (USD per 1M tokens), see shared.providers.prices; "" = the built-in table
+    model_prices: str = ""
+
+    @property
+    def mock_providers_allowed(self) -> bool:
+        """The spec's mock providers run only where they are enabled and never in ``prod``."""
+        return "mock" in self.model_providers and self.stage != "prod"
 
 
 def _env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
+
+
+def _model_prices(raw: str) -> str:
+    """``MODEL_PRICES`` as given, once it parses (a malformed price table fails the cold start, like a bad int)."""
+    from shared.providers.prices import parse_overrides
+
+    parse_overrides(raw)
+    return raw
 
 
 @lru_cache(maxsize=1)
@@ -84,9 +102,12 @@ def get_settings() -> Settings:
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
         eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
-        mock_providers_allowed=_env("MOCK_PROVIDERS", "true").lower() == "true",
         openai_base_url=_env("OPENAI_BASE_URL"),
         model_call_attempts=max(1, int(_env("MODEL_CALL_ATTEMPTS", "3"))),
+        stage=_env("STAGE", "local").strip() or "local",
+        model_providers=tuple(p.strip() for p in _env("MODEL_PROVIDERS", "bedrock,openai,mock").split(",")
+                              if p.strip()),
+        model_prices=_model_prices(_env("MODEL_PRICES")),
     )
 
 

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from shared.clock import SystemClock, SystemIds
-from shared.ports import Ports, StackOutputs
+from shared.ports import (
+    HttpTransport,
+    ModelProvider,
+    ModelProviderError,
+    ModelReply,
+    ModelRequest,
+    Ports,
+    StackOutputs,
+)
 from shared.settings import Settings, get_settings
 
 _override: Ports | None = None
 
 
-def _client(service: str, region: str | None = None) -> Any:
+def _client(service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5) -> Any:
     import boto3  # lazy: keeps handler import paths lean
     from botocore.config import Config
 
-    cfg = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+    cfg = Config(retries={"max_attempts": max_attempts, "mode": "standard"}, connect_timeout=5,
+                 read_timeout=read_timeout)
     return boto3.session.Session(region_name=region).client(service, config=cfg)
 
 
@@ -57,6 +67,73 @@ def _egress(settings: Settings) -> Any:
     return EgressPolicy.from_entries(settings.egress_allow)
 
 
+MODEL_PROVIDERS = ("bedrock", "openai", "mock")
+# A model answer can take minutes; botocore's own retries stay few (the turn loop owns retrying a model call).
+BEDROCK_READ_TIMEOUT_S = 300
+BEDROCK_MAX_ATTEMPTS = 2
+
+
+class ModelRouter:
+    """The ``ModelProviders`` port: the enabled providers by canonical id, each adapter built on its first call.
+
+    ``complete`` dispatches on ``request.provider``: a provider this host does not run is ``validation_error``;
+    ``mock`` where mocks are not served (not enabled, or the ``prod`` stage) is ``mock_provider_forbidden``."""
+
+    def __init__(self, enabled: Sequence[str], factories: Mapping[str, Callable[[], ModelProvider]], *,
+                 mock_allowed: bool) -> None:
+        unknown = sorted(set(enabled) - set(factories))
+        if unknown:
+            raise ValueError(f"MODEL_PROVIDERS names unknown provider(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(factories)})")
+        self._enabled = tuple(dict.fromkeys(p for p in enabled if p != "mock" or mock_allowed))
+        self._factories = dict(factories)
+        self._built: dict[str, ModelProvider] = {}
+
+    def names(self) -> tuple[str, ...]:
+        return self._enabled
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        name = request.provider
+        if name not in self._enabled:
+            if name == "mock":
+                raise ModelProviderError("mock_provider_forbidden", "this deployment does not serve mock providers")
+            raise ModelProviderError("validation_error", "the model provider is not one this host runs "
+                                     f"(supported: {', '.join(self._enabled)})")
+        impl = self._built.get(name)
+        if impl is None:
+            impl = self._built[name] = self._factories[name]()
+        return impl.complete(request)
+
+
+def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:
+    """The model providers: Bedrock through ``bedrock-runtime`` (the function role's credentials), the
+    OpenAI-compatible wire through the egress-guarded ``http`` transport, and the mock (never in ``prod``)."""
+
+    def prices() -> Any:
+        from shared.providers.prices import PriceTable
+
+        return PriceTable.from_setting(settings.model_prices)
+
+    def bedrock() -> ModelProvider:
+        from shared.providers.bedrock import BedrockConverseProvider
+
+        return BedrockConverseProvider(lambda: _client("bedrock-runtime", read_timeout=BEDROCK_READ_TIMEOUT_S,
+                                                       max_attempts=BEDROCK_MAX_ATTEMPTS), prices())
+
+    def openai() -> ModelProvider:
+        from shared.providers.openai import OpenAiChatProvider
+
+        return OpenAiChatProvider(http, prices())
+
+    def mock() -> ModelProvider:
+        from shared.providers.mock import MockProvider
+
+        return MockProvider(prices())
+
+    return ModelRouter(settings.model_providers, {"bedrock": bedrock, "openai": openai, "mock": mock},
+                       mock_allowed=settings.stage != "prod")
+
+
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
     from shared.storage.dynamodb import (
@@ -73,6 +150,7 @@ def build_ports(settings: Settings) -> Ports:
     ddb = _client("dynamodb")
     clock = SystemClock()
     blobs = S3BlobStore(_client("s3"), settings.fixtures_bucket)
+    http = GuardedHttpTransport(_egress(settings))
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
@@ -87,10 +165,11 @@ def build_ports(settings: Settings) -> Ports:
         ),
         clock=clock,
         ids=SystemIds(clock),
-        http=GuardedHttpTransport(_egress(settings)),
+        http=http,
         mcp=_LazyMcp(settings),
         secrets=SecretsManagerSecretStore(lambda: _client("secretsmanager")),
         settings=settings,
+        models=build_models(settings, http),
     )
 
 

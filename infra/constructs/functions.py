@@ -137,6 +137,8 @@ class HostFunctions(Construct):
         )
         environment = {
             "RETENTION_DAYS": str(retention_days),
+            # the stage names the deployment; ``prod`` never serves mock model providers (docs/decisions.md)
+            "STAGE": stage,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
             "METRICS_NAMESPACE": self.metrics_namespace,

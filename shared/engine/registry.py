@@ -41,6 +41,15 @@ SEAM_CREDENTIALS = Seam("secrets.credentials", "provider-sdk", "read-only GetSec
 # Outbound paths that belong to no single node type or built-in tool: registered tools and their credentials.
 TRANSPORT_SEAMS = (SEAM_TOOL_HTTP, SEAM_TOOL_MCP, SEAM_CREDENTIALS)
 
+_MODEL_REPLAY = ("in replay model answers are served from the run's content-addressed model-call log, never called; "
+                 "a request missing from the log is a divergence (fail closed), never a live call")
+SEAM_MODEL_BEDROCK = Seam("model.bedrock", "provider-sdk", f"EffectGuard (default-deny in replay); {_MODEL_REPLAY}",
+                          note="Amazon Bedrock Converse (boto3 bedrock-runtime, the function role's credentials)")
+SEAM_MODEL_OPENAI = Seam("model.openai", "provider-sdk", f"EffectGuard (default-deny in replay) + the egress guard; "
+                         f"{_MODEL_REPLAY}", note="OpenAI-compatible chat completions (POST {baseUrl}/chat/completions)")
+# Model providers that leave the process (the mock provider answers in-process and is no seam).
+PROVIDER_SEAMS = (SEAM_MODEL_BEDROCK, SEAM_MODEL_OPENAI)
+
 
 @dataclass(frozen=True)
 class NodeType:

@@ -53,23 +53,23 @@ def _providers(ports: Ports) -> tuple[str, ...]:
 def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where: str) -> None:
     """A provider this host runs, a credential the tenant owns, a mock configuration the mock accepts."""
     provider = model.get("provider")
+    mock = model.get("mockProvider")
+    if mock is not None or provider == "mock":
+        if not ports.settings.mock_providers_allowed:
+            raise MockProviderForbiddenError("Mock providers are not served by this deployment.")
+        from shared.providers.mock import validate_mock_config
+
+        try:
+            validate_mock_config(mock or {"id": "stream-text"})
+        except Exception as exc:
+            raise _refuse("The mock provider configuration is not valid.",
+                          [{"path": f"{where}/mockProvider", "keyword": "mockProvider"}]) from exc
     if provider is not None and provider not in _providers(ports):
         raise _refuse("The model provider is not one this host runs.", [{"path": f"{where}/provider",
                                                                          "keyword": "enum"}])
     ref = model.get("credentialRef")
     if ref is not None and ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{tenant}", str(ref)) is None:
         raise CredentialForbiddenError("credentialRef names no credential this tenant may use.")
-    mock = model.get("mockProvider")
-    if mock is not None or provider == "mock":
-        if not ports.settings.mock_providers_allowed:
-            raise MockProviderForbiddenError("Mock providers are not allowed on this host.")
-        from shared.providers.mock import validate_mock_config
-
-        try:
-            validate_mock_config(mock or {})
-        except Exception as exc:
-            raise _refuse("The mock provider configuration is not valid.",
-                          [{"path": f"{where}/mockProvider", "keyword": "mockProvider"}]) from exc
     if provider == "openai" and not model.get("baseUrl") and not ports.settings.openai_base_url:
         raise _refuse("An OpenAI-compatible binding needs a baseUrl.", [{"path": f"{where}/baseUrl",
                                                                           "keyword": "required"}])

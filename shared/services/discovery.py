@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from shared.engine.registry import AGENTS, NODE_TYPES, TOOLS, TRANSPORT_SEAMS, Seam
+from shared.engine.registry import AGENTS, NODE_TYPES, PROVIDER_SEAMS, TOOLS, TRANSPORT_SEAMS, Seam
 from shared.ports import Ports
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 from shared.services import fixtures
@@ -83,7 +83,7 @@ def all_seams() -> list[Seam]:
     for t in TOOLS.values():
         for s in t.seams:
             seen[s.seam] = s
-    for s in TRANSPORT_SEAMS:
+    for s in (*TRANSPORT_SEAMS, *PROVIDER_SEAMS):
         seen[s.seam] = s
     return [seen[k] for k in sorted(seen)]
 

@@ -187,6 +187,7 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
                 synth.stack.state_machines.machine(key).state_machine_arn
             )
         assert env["RETENTION_DAYS"] == str(RETENTION_DAYS)
+        assert env["STAGE"] == STAGE  # a prod stage never serves mock model providers
         assert env["POWERTOOLS_SERVICE_NAME"] == "openwop-serverless"
         assert "POWERTOOLS_TRACE_DISABLED" not in env and props["TracingConfig"] == {"Mode": "Active"}
         assert env["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"

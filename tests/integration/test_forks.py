@@ -235,6 +235,10 @@ def test_effect_seam_manifest_covers_every_effect_path(host):
     assert TOOLS["conformance.eval:counter"].seams
     # the outbound paths of registered tools and their credentials are listed too
     assert {"tool.http", "tool.mcp", "secrets.credentials"} <= listed
+    # and so are the model providers that leave the process (the mock answers in-process)
+    models = {s.seam: s for s in m.seams if s.seam.startswith("model.")}
+    assert set(models) == {"model.bedrock", "model.openai"}
+    assert all(s.kind == "provider-sdk" and "model-call log" in s.guardedBy for s in models.values())
 
 
 def test_discovery_advertises_replay_and_the_replay_fixtures(host):
