@@ -131,9 +131,16 @@ def versions(ports: Ports, tenant: str, agent_id: str) -> list[str]:
     return [v for v, _ in _versions(ports, tenant, agent_id)]
 
 
+def _latest(rows: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]] | None:
+    """The highest release; a pre-release only when the agent has no release yet."""
+    releases = [r for r in rows if "-" not in r[0].split("+", 1)[0]]
+    pick = releases or rows
+    return pick[-1] if pick else None
+
+
 def latest(ports: Ports, tenant: str, agent_id: str) -> str | None:
-    rows = _versions(ports, tenant, agent_id)
-    return rows[-1][0] if rows else None
+    got = _latest(_versions(ports, tenant, agent_id))
+    return got[0] if got else None
 
 
 def list_agents(ports: Ports, caller: Caller) -> dict[str, Any]:
@@ -144,15 +151,16 @@ def list_agents(ports: Ports, caller: Caller) -> dict[str, Any]:
     out = []
     for agent_id in sorted(by_agent):
         rows = sorted(by_agent[agent_id], key=lambda r: semver_key(r[0]))
-        out.append(_view(rows[-1][1], [v for v, _ in rows]))
+        out.append(_view(_latest(rows)[1], [v for v, _ in rows]))  # type: ignore[index]
     return {"agents": out}
 
 
 def get_agent(ports: Ports, caller: Caller, agent_id: str) -> dict[str, Any]:
     rows = _versions(ports, caller.tenant, agent_id)
-    if not rows:
+    got = _latest(rows)
+    if got is None:
         raise NotFoundError(_NOT_FOUND)
-    return _view(rows[-1][1], [v for v, _ in rows])
+    return _view(got[1], [v for v, _ in rows])
 
 
 def pin(ports: Ports, tenant: str, agent_id: str, version: str | None, where: str) -> str | None:

@@ -27,10 +27,10 @@ MAX_VERSION_CHARS = 128  # the version is part of a sort key; the schema bounds 
 DEFAULT_PAGE = 50
 MAX_PAGE = 100
 _SCHEMA_ID_RE = re.compile(r"^[a-z][a-z0-9_-]{0,127}$")  # workflow-definition.schema.json `id`
-_VENDORED = ("workflow-definition.schema.json", "ids.schema.json", "prompt-ref.schema.json")
+_VENDORED = ("workflow-definition.schema.json", "ids.schema.json", "prompt-ref.schema.json", "agent-ref.schema.json")
 # Referenced by the official schema but not vendored: features this host does not serve. Each resolves to a schema
 # nothing matches, so a document using one is refused at that path (a 400 naming it), never a resolver crash.
-_UNSERVED = ("agent-ref.schema.json", "compensation-policy.schema.json")
+_UNSERVED = ("compensation-policy.schema.json",)
 _BASE = "https://openwop.dev/spec/v2/"
 _NOT_FOUND = "No such workflow."
 
@@ -132,6 +132,11 @@ def _refuse_unserved(doc: dict[str, Any]) -> None:
     for i, n in enumerate(doc["nodes"]):
         if n.get("disabled"):
             errors.append({"path": f"/nodes/{i}/disabled", "keyword": "unsupported"})
+        ref = n.get("agent")
+        if ref is not None and n.get("typeId") != "core.agent":
+            errors.append({"path": f"/nodes/{i}/agent", "keyword": "unsupported"})
+        elif ref is not None and "channel" in ref:
+            errors.append({"path": f"/nodes/{i}/agent/channel", "keyword": "unsupported"})
         comp = n.get("compensation")
         if comp is not None and comp.get("nodeTypeId") not in NODE_TYPES:
             errors.append({"path": f"/nodes/{i}/compensation/nodeTypeId", "keyword": "unknown-type"})

@@ -1,0 +1,234 @@
+"""Model-backed agents in versions: registration, the live runtime on the mock provider with real loopback tools,
+the model-call log, replay with zero model and tool calls, version pins, overrides and refusals."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from openwop_client.types import CreateRunRequest, ForkRunRequest
+
+from shared.local.demo_tools import DemoToolServer
+from tests.wire import all_events, raw, wait_terminal
+from tests.workflows import definition, node, static
+
+BASE = "/host/openwop-serverless"
+
+
+def _ports() -> Any:
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = DemoToolServer()
+    url = s.start()
+    yield s, url
+    s.stop()
+
+
+def _org() -> str:
+    return "m" + uuid.uuid4().hex[:8]
+
+
+def register_tool(host: Any, url: str, org: str) -> str:
+    tool_id = f"{org}.crm:lookup"
+    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
+            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
+                            "required": ["customerId"], "additionalProperties": False}}
+    r = raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a)
+    assert r.status == 201, r.text
+    return tool_id
+
+
+def agent_body(agent_id: str, version: str, tool_id: str, script: list[dict[str, Any]], *,
+               prompt: str = "You resolve support tickets.", max_turns: int = 6) -> dict[str, Any]:
+    return {"version": version,
+            "manifest": {"agentId": agent_id, "persona": "Support resolver", "modelClass": "general",
+                         "systemPrompt": prompt, "toolAllowlist": [tool_id]},
+            "model": {"provider": "mock", "model": "mock-model", "mockProvider": {"script": script}},
+            "maxTurns": max_turns}
+
+
+def lookup_then_answer(tool_id: str, customer: str, answer: str = "resolved") -> list[dict[str, Any]]:
+    return [{"toolCalls": [{"name": tool_id, "arguments": {"customerId": customer}}]}, {"text": answer}]
+
+
+def agent_workflow(host: Any, agent_id: str, version: str | None = None) -> str:
+    ref: dict[str, Any] = {"agentId": agent_id}
+    if version is not None:
+        ref["version"] = version
+    n = node("agent", "core.agent", inputs={"input": static("Customer c-1 cannot log in.")})
+    n["agent"] = ref
+    wid = f"wf-{uuid.uuid4().hex[:10]}"
+    r = raw(host.base_url, "POST", f"{BASE}/workflows", definition(wid, [n]), key=host.key_a)
+    assert r.status == 201, r.text
+    return wid
+
+
+def test_register_versions_and_the_inventory(host, server):
+    _, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.support"
+    v1 = agent_body(agent_id, "1.0.0", tool_id, lookup_then_answer(tool_id, "c-1"))
+    r = raw(host.base_url, "POST", f"{BASE}/agents", v1, key=host.key_a)
+    assert r.status == 201, r.text
+    assert raw(host.base_url, "POST", f"{BASE}/agents", v1, key=host.key_a).status == 200
+    changed = {**v1, "manifest": {**v1["manifest"], "systemPrompt": "another"}}
+    conflict = raw(host.base_url, "POST", f"{BASE}/agents", changed, key=host.key_a)
+    assert conflict.status == 409 and conflict.json["error"] == "version_conflict"
+    v2 = agent_body(agent_id, "1.10.0", tool_id, lookup_then_answer(tool_id, "c-1"), prompt="v2")
+    assert raw(host.base_url, "POST", f"{BASE}/agents", v2, key=host.key_a).status == 201
+    pre = agent_body(agent_id, "2.0.0-rc.1", tool_id, lookup_then_answer(tool_id, "c-1"))
+    assert raw(host.base_url, "POST", f"{BASE}/agents", pre, key=host.key_a).status == 201
+
+    client = host.client(host.key_a)
+    entry = client.agents_get(agent_id)
+    assert entry is not None and entry.agentId == agent_id and entry.toolAllowlist == [tool_id]
+    assert entry.modelClass == "general" and entry.persona == "Support resolver"
+    got = raw(host.base_url, "GET", f"/agents/{agent_id}", key=host.key_a).json
+    assert got["versions"] == ["1.0.0", "1.10.0", "2.0.0-rc.1"] and got["version"] == "1.10.0"
+    assert "systemPrompt" not in got and "mockProvider" not in str(got)
+    listed = [a.agentId for a in client.agents_list() or []]
+    assert agent_id in listed
+    # Tenant B sees nothing, with the bytes of an unknown id.
+    foreign = raw(host.base_url, "GET", f"/agents/{agent_id}", key=host.key_b)
+    unknown = raw(host.base_url, "GET", f"/agents/{org}.nobody", key=host.key_b)
+    assert foreign.status == unknown.status == 404 and foreign.text == unknown.text
+    assert agent_id not in [a.agentId for a in host.client(host.key_b).agents_list() or []]
+
+
+@pytest.mark.parametrize("mutate,status,code", [
+    (lambda b: b.update(version="1.0"), 400, "validation_error"),
+    (lambda b: b["manifest"].update(modelClass="poetry"), 400, "validation_error"),
+    (lambda b: b["manifest"].update(unknown=1), 400, "validation_error"),
+    (lambda b: b["manifest"].pop("systemPrompt"), 400, "validation_error"),
+    (lambda b: b["model"].update(provider="nosuch"), 400, "validation_error"),
+    (lambda b: b["model"].update(credentialRef="not-mine"), 403, "credential_forbidden"),
+    (lambda b: b["model"].update(mockProvider={"id": "nosuch"}), 400, "validation_error"),
+    (lambda b: b.update(maxTurns=0), 400, "validation_error"),
+    (lambda b: b.update(extra=True), 400, "validation_error"),
+])
+def test_bad_registrations_are_refused(host, mutate, status, code):
+    body = agent_body(f"{_org()}.bad", "1.0.0", "x.y:z", [{"text": "hi"}])
+    mutate(body)
+    r = raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a)
+    assert r.status == status, r.text
+    assert r.json["error"] == code
+
+
+def _payloads(client: Any, run_id: str, type_: str) -> list[dict[str, Any]]:
+    return [e.payload for e in all_events(client, run_id) if e.type == type_]
+
+
+def test_live_run_then_replay_with_zero_model_and_tool_calls(host, server):
+    srv, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.support"
+    body = agent_body(agent_id, "1.0.0", tool_id, lookup_then_answer(tool_id, "c-1", "reset the password"))
+    assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    before = srv.count("/crm/lookup")
+    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
+    snap = wait_terminal(client, run.runId)
+    assert snap.status == "completed", snap
+    assert srv.count("/crm/lookup") == before + 1
+    events = all_events(client, run.runId)
+    types = [e.type for e in events]
+    assert types == ["run.started", "node.started", "agent.invocation-started", "provider.usage",
+                     "agent.tool-called", "agent.tool-returned", "provider.usage", "agent.decided",
+                     "agent.invocation-completed", "node.completed", "run.completed"]
+    started = events[2].payload
+    assert started["resolvedAgentVersion"] == "1.0.0" and started["resolvedProvider"] == "mock"
+    assert started["resolvedModel"] == "mock-model" and started["source"] == "workflow-node"
+    usage = [e.payload for e in events if e.type == "provider.usage"]
+    assert all(u["provider"] == "mock" and u["inputTokens"] > 0 for u in usage)
+    assert "systemPrompt" not in str(usage) and "Customer c-1" not in str(usage)
+    assert events[5].payload["status"] == "ok" and events[5].payload["outcome"]["customerId"] == "c-1"
+    assert events[7].payload["decision"] == "reset the password"
+    ports = _ports()
+    log = ports.runs.query_aux(run.runId, "MCALL#")
+    assert len(log) == 2 and all(doc["source"] == "live" and doc["key"].startswith("sha256:") for _, doc in log)
+
+    # A replay from sequence 0: no model call (nothing claimed), no tool hit, the same log and outcome.
+    child = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
+    assert wait_terminal(client, child).status == "completed"
+    assert srv.count("/crm/lookup") == before + 1
+    assert [d["source"] for _, d in ports.runs.query_aux(child, "MCALL#")] == ["recorded", "recorded"]
+    assert ports.runs.query_aux(child, "EFFECT#model") == []
+    replayed = all_events(client, child)
+    assert [(e.type, e.payload) for e in replayed] == [(e.type, e.payload) for e in events]
+
+    # A newer version does not move what the recorded run replays: the pin is re-read, never re-resolved.
+    v2 = agent_body(agent_id, "2.0.0", tool_id, lookup_then_answer(tool_id, "c-9"), prompt="changed")
+    assert raw(host.base_url, "POST", f"{BASE}/agents", v2, key=host.key_a).status == 201
+    again = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
+    assert wait_terminal(client, again).status == "completed"
+    assert _payloads(client, again, "agent.invocation-started")[0]["resolvedAgentVersion"] == "1.0.0"
+    assert srv.count("/crm/lookup") == before + 1
+    # A new run without a pin takes the latest version.
+    latest = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
+    wait_terminal(client, latest.runId)
+    assert _payloads(client, latest.runId, "agent.invocation-started")[0]["resolvedAgentVersion"] == "2.0.0"
+
+
+def test_replay_of_a_changed_request_fails_closed(host, server):
+    """Replay proves the current definition: a changed prompt is a request the log never saw."""
+    srv, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.support"
+    assert raw(host.base_url, "POST", f"{BASE}/agents",
+               agent_body(agent_id, "1.0.0", tool_id, [{"text": "done"}]), key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id, "1.0.0")))
+    assert wait_terminal(client, run.runId).status == "completed"
+    ports = _ports()
+    # Tamper with the source's log key (as a changed request would): the replay must not call the model.
+    (sk, doc), = ports.runs.query_aux(run.runId, "MCALL#")
+    ports.runs.put_aux(run.runId, sk, {**doc, "key": "sha256:" + "0" * 64}, 2**31)
+    child = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
+    snap = wait_terminal(client, child)
+    assert snap.status == "failed"
+    failed = _payloads(client, child, "node.failed")
+    assert failed and failed[0]["error"]["code"] == "replay_source_missing"
+    assert _payloads(client, child, "agent.invocation-completed")[0]["outcome"] == "failed"
+    assert _payloads(client, child, "replay.diverged")
+    assert ports.runs.query_aux(child, "EFFECT#model") == []
+
+
+def test_max_turns_and_run_overrides(host, server):
+    _, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.looper"
+    loop = [{"toolCalls": [{"name": tool_id, "arguments": {"customerId": f"c-{i}"}}]} for i in range(5)]
+    assert raw(host.base_url, "POST", f"{BASE}/agents", agent_body(agent_id, "1.0.0", tool_id, loop, max_turns=2),
+               key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
+    assert wait_terminal(client, run.runId).status == "failed"
+    assert len(_payloads(client, run.runId, "provider.usage")) == 2
+    assert _payloads(client, run.runId, "node.failed")[0]["error"]["code"] == "loop_limit_exceeded"
+    # configurable.ai.mockProvider overrides the script for this run only.
+    wid = agent_workflow(host, agent_id)
+    r = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
+        "version": 1, "ai": {"mockProvider": {"script": [{"text": "overridden"}]}}}}, key=host.key_a)
+    assert r.status == 201, r.text
+    run_id = r.json["runId"]
+    assert wait_terminal(client, run_id).status == "completed"
+    assert _payloads(client, run_id, "agent.decided")[0]["decision"] == "overridden"
+    bad = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
+        "version": 1, "ai": {"provider": "nosuch"}}}, key=host.key_a)
+    assert bad.status == 400 and bad.json["error"] == "validation_error"
+    forbidden = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
+        "version": 1, "ai": {"credentialRef": "someone-elses"}}}, key=host.key_a)
+    assert forbidden.status == 403 and forbidden.json["error"] == "credential_forbidden"
+    missing = raw(host.base_url, "POST", "/runs", {"workflowId": agent_workflow(host, agent_id, "9.9.9")},
+                  key=host.key_a)
+    assert missing.status == 400 and missing.json["error"] == "validation_error"
