@@ -59,10 +59,15 @@ def resource_env() -> dict[str, str]:
 LOCAL_EGRESS_ALLOW = "127.0.0.0/8,::1/128"
 
 
+LOCAL_MODEL_PROVIDERS = "bedrock,openai,mock"
+
+
 def local_policy_env() -> dict[str, str]:
-    """Local-mode runtime policy: tools and MCP servers on loopback (the demo and test servers) are reachable.
-    An operator's own ``EGRESS_ALLOW`` wins."""
+    """Local-mode runtime policy: tools, MCP servers and OpenAI-compatible model servers on loopback (the demo and
+    test servers, a local Ollama or vLLM) are reachable, and every model provider runs, the mock included (the
+    credential-free default of the demo agent). An operator's own ``EGRESS_ALLOW`` / ``MODEL_PROVIDERS`` win."""
     return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW,
+            "MODEL_PROVIDERS": os.environ.get("MODEL_PROVIDERS") or LOCAL_MODEL_PROVIDERS,
             # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true"}
 
