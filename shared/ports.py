@@ -327,6 +327,9 @@ class ModelProviders(Protocol):
 
     def names(self) -> tuple[str, ...]: ...
     def complete(self, request: ModelRequest) -> ModelReply: ...
+    def check_mock(self, config: Any) -> None:
+        """Raise ``ModelProviderError("validation_error", ...)`` unless ``config`` is a valid mock configuration."""
+        ...
 
 
 @dataclass

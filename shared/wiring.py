@@ -92,6 +92,11 @@ class ModelRouter:
     def names(self) -> tuple[str, ...]:
         return self._enabled
 
+    def check_mock(self, config: Any) -> None:
+        from shared.providers.mock import validate_mock_config
+
+        validate_mock_config(config)
+
     def complete(self, request: ModelRequest) -> ModelReply:
         name = request.provider
         if name not in self._enabled:

@@ -19,7 +19,7 @@ from typing import Any
 from shared import keys
 from shared.engine.canonical import same_json
 from shared.errors import NotFoundError, ProtocolError, ValidationError, VersionConflictError
-from shared.ports import Ports
+from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
 from shared.protocol.agents import AgentRegistration, manifest_errors, semver_key
 from shared.services.common import Caller
@@ -57,11 +57,11 @@ def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where:
     if mock is not None or provider == "mock":
         if not ports.settings.mock_providers_allowed:
             raise MockProviderForbiddenError("Mock providers are not served by this deployment.")
-        from shared.providers.mock import validate_mock_config
-
         try:
-            validate_mock_config(mock or {"id": "stream-text"})
-        except Exception as exc:
+            if ports.models is None:
+                raise ModelProviderError(c.VALIDATION_ERROR, "no model providers")
+            ports.models.check_mock(mock or {"id": "stream-text"})
+        except ModelProviderError as exc:
             raise _refuse("The mock provider configuration is not valid.",
                           [{"path": f"{where}/mockProvider", "keyword": "mockProvider"}]) from exc
     if provider is not None and provider not in _providers(ports):
