@@ -178,7 +178,6 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     overrides = (rec.data.get("configurable") or {}).get("ai")
     if models is None and agent.kind == "model":
         models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides)
-    began = ports.clock.now_ms()
     result.events.append({"type": c.AGENT_INVOCATION_STARTED,
                           "payload": started_payload(agent, agent.agent_id, inv, "run-api", overrides),
                           "timestamp": ports.clock.iso()})
@@ -204,6 +203,7 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
             progress["calls"] += 1
             progress["history"].append({"status": out.status, "outcome": out.result, "error": out.error})
             result.calls.append({"tool": step.call[0], "args": step.call[1]})
+            result.latency_ms += int(out.duration_ms or 0)
             if out.miss:
                 result.fixture_miss_count += 1
         if step.finished:
@@ -211,7 +211,9 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
             break
     else:
         raise EngineError("the agent invocation did not finish")
-    result.latency_ms = max(0, ports.clock.now_ms() - began)
+    if models is not None and agent.kind == "model":
+        # Recorded durations only (a replay serves them again), so a replayed summary equals its source's.
+        result.latency_ms += sum(int(e.get("durationMs") or 0) for e in models.log(inv).values())
     result.decided = bool(progress["decided"]) and result.error is None
     result.decision = progress["decision"]
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count)

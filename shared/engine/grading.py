@@ -93,12 +93,19 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
     """The task's summary row (content-free) from its trials' ``{score, passed, fixtureMissCount}``."""
     n = len(trials)
     score = sum(float(t["score"]) for t in trials) / n if n else 0.0
-    return {
+    row: dict[str, Any] = {
         "taskId": task_id,
         "score": score,
         "passed": n > 0 and all(bool(t["passed"]) for t in trials),
         "fixtureMissCount": sum(int(t["fixtureMissCount"]) for t in trials),
     }
+    costs = [float(t["costUsd"]) for t in trials if t.get("costUsd") is not None]
+    if costs:
+        row["costUsd"] = sum(costs)
+    latencies = [int(t["latencyMs"]) for t in trials if t.get("latencyMs") is not None]
+    if latencies:
+        row["latencyMs"] = round(sum(latencies) / len(latencies))  # mean per trial: recorded call durations
+    return row
 
 
 def pair(candidate: dict[str, float], baseline: dict[str, float]) -> tuple[int, str]:
@@ -130,8 +137,9 @@ def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: di
 def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None) -> dict[str, Any]:
     """The EvalSummary (content-free): scores, counts, per-task rows, the regression block when asked for.
 
-    ``passed``: ``aggregateScore >= thresholds.passScore`` when the suite declares one, else every task passed.
-    Cost is zero (no model calls) so ``maxCostUsd`` always holds; latency is not graded (not recorded).
+    ``passed``: ``aggregateScore >= thresholds.passScore`` when the suite declares one, else every task passed;
+    and ``totalCostUsd <= maxCostUsd`` and the p95 of the tasks' ``latencyMs`` ``<= maxP95LatencyMs`` when the
+    suite declares them (cost and latency come from the model calls' usage and the recorded call durations).
     """
     aggregate = sum(float(t["score"]) for t in tasks) / len(tasks) if tasks else 0.0
     passed_count = sum(1 for t in tasks if t["passed"])
@@ -140,6 +148,13 @@ def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[s
         passed = aggregate + EPSILON >= float(thresholds["passScore"])
     else:
         passed = passed_count == len(tasks)
+    costs = [float(t["costUsd"]) for t in tasks if "costUsd" in t]
+    if "maxCostUsd" in thresholds and sum(costs) > float(thresholds["maxCostUsd"]) + EPSILON:
+        passed = False
+    latencies = sorted(int(t["latencyMs"]) for t in tasks if "latencyMs" in t)
+    if "maxP95LatencyMs" in thresholds and latencies:
+        p95 = latencies[max(0, -(-95 * len(latencies) // 100) - 1)]  # nearest-rank
+        passed = passed and p95 <= float(thresholds["maxP95LatencyMs"])
     out: dict[str, Any] = {
         "suiteId": suite["suiteId"],
         "suiteVersion": suite["version"],
@@ -149,6 +164,8 @@ def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[s
         "passedCount": passed_count,
         "tasks": tasks,
     }
+    if costs:
+        out["totalCostUsd"] = sum(costs)
     if baseline is not None:
         out["regression"] = regression_block(aggregate, tasks, baseline)
     return out

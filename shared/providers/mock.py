@@ -13,7 +13,9 @@ or the scripted shorthand ``{"script": [<answer>, ...]}`` (the same as ``{"id": 
 - ``error``: fails the call with ``code`` (default ``external_call_failed``), ``message``, ``retryable``;
   ``failAfterMs`` is accepted and not slept.
 - ``usage-only``: no content, only ``usage``.
-- scripted: answer ``k`` serves model call ``turn == k``: ``{"text"?, "toolCalls"?: [{"name", "arguments",
+- scripted: ``{"script": [...], "cases"?: [{"whenInput": str, "script": [...]}]}``; the first case whose
+  ``whenInput`` occurs in the task (the first user message) is the script, else ``script``. Answer ``k`` serves
+  model call ``turn == k``: ``{"text"?, "toolCalls"?: [{"name", "arguments",
   "id"?}], "usage"?: {"inputTokens", "outputTokens"}, "error"?: {"code", "retryable"?, "message"?}}``. Past the
   end of the script the mock answers an empty final text (never repeats tool calls, so a loop always ends).
 
@@ -48,7 +50,7 @@ _CONFIG_KEYS = {
     TOOL_CALLS: {"toolCalls", "delayMsPerToken", "model"},
     ERROR: {"code", "message", "retryable", "failAfterMs"},
     USAGE_ONLY: {"usage", "model"},
-    SCRIPT: {"script"},
+    SCRIPT: {"script", "cases"},
 }
 
 
@@ -137,8 +139,8 @@ def _script(value: Any) -> None:
 def _normalize(cfg: Any) -> tuple[str, dict[str, Any]]:
     """(catalog id, config) of a configuration, validated."""
     if isinstance(cfg, dict) and "script" in cfg:
-        _check_keys(cfg, {"script"}, "the scripted form")
-        mock_id, config = SCRIPT, {"script": cfg["script"]}
+        _check_keys(cfg, {"script", "cases"}, "the scripted form")
+        mock_id, config = SCRIPT, {k: cfg[k] for k in ("script", "cases") if k in cfg}
     else:
         c = _check_keys(cfg, {"id", "config"}, "the configuration", {"id"})
         mock_id = c["id"]
@@ -169,7 +171,25 @@ def _normalize(cfg: Any) -> tuple[str, dict[str, Any]]:
         if "script" not in config:
             raise _invalid(f"{where} needs script")
         _script(config["script"])
+        cases = config.get("cases", [])
+        if not isinstance(cases, list) or len(cases) > 100:
+            raise _invalid(f"{where}.cases must be an array of at most 100 cases")
+        for i, case in enumerate(cases):
+            case = _check_keys(case, {"whenInput", "script"}, f"{where}.cases[{i}]", {"whenInput", "script"})
+            if not _text(case["whenInput"], f"{where}.cases[{i}].whenInput"):
+                raise _invalid(f"{where}.cases[{i}].whenInput must not be empty")
+            _script(case["script"])
     return mock_id, config
+
+
+def _pick_script(config: dict[str, Any], request: ModelRequest) -> list[dict[str, Any]]:
+    """The scripted form's answers for this conversation: the first case whose ``whenInput`` occurs in the task
+    (the first user message), else the default ``script``."""
+    task = next((m.text or "" for m in request.messages if m.role == "user"), "")
+    for case in config.get("cases", []):
+        if case["whenInput"] in task:
+            return list(case["script"])
+    return list(config["script"])
 
 
 def validate_mock_config(cfg: Any) -> None:
@@ -237,7 +257,7 @@ class MockProvider:
             text = None if calls else ""
             return self._reply(text, calls, "tool_use" if calls else "end_turn", request_tokens(request),
                                _answer_tokens(text, calls), model)
-        script: list[dict[str, Any]] = config["script"]
+        script = _pick_script(config, request)
         answer: dict[str, Any] = script[request.turn] if 0 <= request.turn < len(script) else {"text": ""}
         if "error" in answer:
             raise _fail(answer["error"])

@@ -232,3 +232,74 @@ def test_max_turns_and_run_overrides(host, server):
     missing = raw(host.base_url, "POST", "/runs", {"workflowId": agent_workflow(host, agent_id, "9.9.9")},
                   key=host.key_a)
     assert missing.status == 400 and missing.json["error"] == "validation_error"
+
+
+def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server):
+    """The loop the product exists for, through openwop-client: v1 records production runs that call a real
+    loopback tool; v2 (changed prompt, one call changed) is evaluated against v1's recorded tool answers and paired
+    against a v1 eval: the unchanged task is served with zero tool hits, the changed call misses and fails closed,
+    and the verdict says a task regressed."""
+    from tests.integration.test_eval_runs import eval_request, golden, put_suite, summary_json
+
+    srv, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.support"
+
+    def cases(args_for: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        return {"script": [{"text": "unknown customer"}],
+                "cases": [{"whenInput": who, "script": [{"toolCalls": [{"name": tool_id, "arguments": args}]},
+                                                         {"text": "resolved"}]} for who, args in args_for.items()]}
+
+    v1 = agent_body(agent_id, "1.0.0", tool_id, [])
+    v1["model"]["mockProvider"] = cases({"c-1": {"customerId": "c-1"}, "c-2": {"customerId": "c-2"}})
+    v2 = agent_body(agent_id, "2.0.0", tool_id, [], prompt="You resolve tickets; normalise ids to upper case.")
+    v2["model"]["mockProvider"] = cases({"c-1": {"customerId": "c-1"}, "c-2": {"customerId": "C-2"}})
+    for body in (v1, v2):
+        assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
+
+    n = node("agent", "core.agent", inputs={"input": {"type": "variable", "variableName": "ticket"}})
+    n["agent"] = {"agentId": agent_id, "version": "1.0.0"}
+    wid = f"wf-{uuid.uuid4().hex[:10]}"
+    doc = definition(wid, [n], variables=[{"name": "ticket", "type": "string", "required": True}])
+    assert raw(host.base_url, "POST", f"{BASE}/workflows", doc, key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    tickets = {"login": "Customer c-1 cannot log in.", "billing": "Customer c-2 was billed twice."}
+    production = {}
+    for task, ticket in tickets.items():
+        run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"ticket": ticket}))
+        assert wait_terminal(client, run.runId).status == "completed"
+        production[task] = run.runId
+    hits = srv.count("/crm/lookup")
+
+    suite_id = f"tests.{org}.evals.support"
+    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"], "targetAgentId": agent_id,
+             "tasks": [{"taskId": task, "input": ticket, "expected": golden("resolved")}
+                       for task, ticket in tickets.items()]}
+    assert put_suite(host, host.key_a, suite).status == 201
+
+    def evaluate(version: str, **kw: Any) -> str:
+        req = eval_request(f"{suite_id}@1.0.0", agentId=agent_id, fixtureRuns=production,
+                           configurable={"version": 1, "extensions": {"openwop-serverless": {"agentVersion": version}}},
+                           **kw)
+        run = client.runs_create(req)
+        assert wait_terminal(client, run.runId).status == "completed"
+        return str(run.runId)
+
+    baseline = evaluate("1.0.0", evalModes=["golden"])
+    base = summary_json(host, host.key_a, baseline)
+    assert [(t["taskId"], t["passed"], t["fixtureMissCount"]) for t in base["tasks"]] == [
+        ("login", True, 0), ("billing", True, 0)]
+    candidate = evaluate("2.0.0", evalModes=["golden", "regression"], baselineRunId=baseline)
+    assert srv.count("/crm/lookup") == hits  # every tool answer was served from v1's production runs
+    summ = summary_json(host, host.key_a, candidate)
+    rows = {t["taskId"]: t for t in summ["tasks"]}
+    assert rows["login"]["passed"] and rows["login"]["fixtureMissCount"] == 0
+    assert not rows["billing"]["passed"] and rows["billing"]["fixtureMissCount"] == 1
+    assert all(isinstance(t.get("latencyMs"), int) and t.get("costUsd") == 0 for t in summ["tasks"])
+    assert summ["regression"]["verdict"] == "regressed" and summ["regression"]["pairedTaskCount"] == 2
+    assert summ["regression"]["scoreDelta"] == pytest.approx(-0.5)
+    started = [e.payload for e in all_events(client, candidate) if e.type == "agent.invocation-started"]
+    assert {p["resolvedAgentVersion"] for p in started} == {"2.0.0"}
+    calls = _ports().tool_calls.list_calls(candidate)
+    assert sorted((r.source, r.status) for r in calls) == [("fixture", "error"), ("fixture", "ok")]
