@@ -92,6 +92,11 @@ class ModelRouter:
     def names(self) -> tuple[str, ...]:
         return self._enabled
 
+    def mock_ids(self) -> tuple[str, ...]:
+        from shared.providers.mock import MOCK_PROVIDER_IDS
+
+        return MOCK_PROVIDER_IDS if "mock" in self._enabled else ()
+
     def check_mock(self, config: Any) -> None:
         from shared.providers.mock import validate_mock_config
 

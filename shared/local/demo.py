@@ -6,7 +6,10 @@
 - the MCP server ``demo``, so its tools are ``mcp:demo.lookup_customer``, ``mcp:demo.create_ticket`` and
   ``mcp:demo.fail_always``;
 - the scripted agent ``demo-support-agent`` (looks the customer up over MCP, checks the weather over HTTP, opens a
-  ticket over HTTP) and the workflow ``demo-support`` that runs it.
+  ticket over HTTP) and the workflow ``demo-support`` that runs it;
+- the model-backed agent ``demo.support-model`` version ``1.0.0`` on the mock provider (no credentials: its
+  scripted answers react to the customer named in the ticket, as a model would) and the workflow
+  ``demo-support-model`` that runs it on its ``ticket`` input.
 
 A run of ``demo-support`` calls both servers for real; a replay fork of it serves every answer from the recording
 and the servers see no request (``GET <demo tools>/hits`` shows the count).
@@ -23,6 +26,8 @@ from shared.ports import Ports
 DEMO_WORKFLOW = "demo-support"
 DEMO_AGENT = "demo-support-agent"
 DEMO_SERVER_ID = "demo"
+DEMO_MODEL_AGENT = "demo.support-model"
+DEMO_MODEL_WORKFLOW = "demo-support-model"
 
 
 @dataclass
@@ -83,6 +88,39 @@ WORKFLOW = {
 }
 
 
+def _answers(customer: str) -> list[dict[str, Any]]:
+    return [{"toolCalls": [{"name": f"mcp:{DEMO_SERVER_ID}.lookup_customer", "arguments": {"id": customer}}]},
+            {"toolCalls": [{"name": "demo.desk:ticket", "arguments": {"title": f"Refund for {customer}"}}]},
+            {"text": "ticket opened"}]
+
+
+MODEL_AGENT = {
+    "version": "1.0.0",
+    "manifest": {"agentId": DEMO_MODEL_AGENT, "persona": "Support resolver", "modelClass": "general",
+                 "description": "Looks the customer up (MCP) and opens a refund ticket (HTTP)",
+                 "systemPrompt": "You resolve support tickets. Look the customer up, then open a ticket.",
+                 "toolAllowlist": [f"mcp:{DEMO_SERVER_ID}.lookup_customer", "demo.desk:ticket"]},
+    "model": {"provider": "mock", "model": "demo-model",
+              "mockProvider": {"script": [{"text": "I need a customer id."}],
+                               "cases": [{"whenInput": c, "script": _answers(c)} for c in ("c-1", "c-2", "c-3")]}},
+    "maxTurns": 6,
+}
+
+MODEL_WORKFLOW = {
+    "id": DEMO_MODEL_WORKFLOW,
+    "name": "Demo: a model-backed support agent calling real tools",
+    "version": "1.0",
+    "nodes": [{"id": "support", "typeId": "core.agent", "name": "Support agent", "position": {"x": 0, "y": 0},
+               "agent": {"agentId": DEMO_MODEL_AGENT}, "config": {},
+               "inputs": {"input": {"type": "variable", "variableName": "ticket"}}}],
+    "edges": [],
+    "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
+    "variables": [{"name": "ticket", "type": "string", "required": True}],
+    "metadata": {},
+    "settings": {},
+}
+
+
 def start_demo(ports: Ports, tenants: list[str], base_port: int = 0) -> Demo:
     """Start both demo servers on loopback and register them for each tenant.
 
@@ -90,8 +128,9 @@ def start_demo(ports: Ports, tenants: list[str], base_port: int = 0) -> Demo:
     ``base_port + 2`` (8788 and 8789 for the default 8787); with 0, on ephemeral ports.
     """
     from shared.local.demo_mcp import DemoMcpServer
+    from shared.protocol.agents import AgentRegistration
     from shared.protocol.tools import McpServerRegistration, ToolRegistration
-    from shared.services import tools
+    from shared.services import agents, tools
     from shared.services.common import Caller
     from shared.services.workflows import register_workflow
 
@@ -108,4 +147,6 @@ def start_demo(ports: Ports, tenants: list[str], base_port: int = 0) -> Demo:
             "tools": {"lookup_customer": {"safetyTier": "read", "replayPolicy": "deterministic"}}}))
         ports.host.put_item(f"AGENT#{tenant}", DEMO_AGENT, AGENT)
         register_workflow(ports, tenant, WORKFLOW)
+        agents.register_agent(ports, caller, AgentRegistration.model_validate(MODEL_AGENT))
+        register_workflow(ports, tenant, MODEL_WORKFLOW)
     return Demo(http, http_url, mcp, mcp_url)

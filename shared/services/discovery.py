@@ -66,6 +66,17 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         if FEATURES["recordedFixtures"]:
             suite["recordedFixtures"] = True
         doc["agents"] = {**FAMILY, "evalSuite": suite}
+    models = ports.models
+    if models is not None and models.names():
+        # RFC 0070/0077: tenant-registered manifest agents, run live against their model and tools.
+        agents = doc.setdefault("agents", {**FAMILY})
+        agents["manifestRuntime"] = {"installScope": "tenant"}
+        agents["liveRuntime"] = {"sources": ["workflow-node", "run-api"]}
+        doc["aiProviders"] = {**FAMILY, "providers": [p for p in models.names() if p != "mock"],
+                              "byok": ["openai"], "selfHosted": True}
+        doc["providerUsage"] = {**FAMILY, "costEstimates": True, "currency": "USD"}
+        if models.mock_ids():
+            doc["testing"] = {"mockProviders": list(models.mock_ids())}
     # RFC 0078 / 0204: the catalog of built-in, registered HTTP (connector) and MCP tools.
     doc["toolCatalog"] = {**FAMILY, "sources": ["connector", "mcp", "node-pack"]}
     return doc
