@@ -43,6 +43,8 @@ class Settings:
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
     openai_base_url: str = ""  # the OpenAI-compatible endpoint an agent binding without baseUrl uses
     model_call_attempts: int = 3  # per model call: a retryable provider error is tried this often in the task
+    judge_provider: str = ""  # the default rubric judge (RFC 0244) when an eval run names none
+    judge_model: str = ""
     # the deployment stage (CDK context ``stage``; ``local`` for the embedded host). ``prod`` never serves mocks.
     stage: str = "local"
     # model providers this host runs (canonical ids, see shared.providers); the mock is refused in ``prod``
@@ -104,6 +106,8 @@ def get_settings() -> Settings:
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
         openai_base_url=_env("OPENAI_BASE_URL"),
         model_call_attempts=max(1, int(_env("MODEL_CALL_ATTEMPTS", "3"))),
+        judge_provider=_env("JUDGE_PROVIDER"),
+        judge_model=_env("JUDGE_MODEL"),
         stage=_env("STAGE", "local").strip() or "local",
         model_providers=tuple(p.strip() for p in _env("MODEL_PROVIDERS", "bedrock,openai,mock").split(",")
                               if p.strip()),

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import keys
-from shared.engine import grading
+from shared.engine import grading, judge
 from shared.engine.agents import invocation_step, started_payload
-from shared.engine.model_agent import ModelSession
+from shared.engine.model_agent import ModelSession, usage_payload
 from shared.engine.runner import ENGINE_VERSION, WRITABLE, EngineError, make_event, resolve_agent
 from shared.engine.tools import FixturePlan, ToolRuntime
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
@@ -137,7 +137,7 @@ class TrialResult:
     fixture_miss_count: int = 0
     score: float = 0.0
     passed: bool = False
-    error: dict[str, Any] | None = None  # the invocation failed (a model call, maxTurns, a replay miss)
+    error: dict[str, Any] | None = None  # the invocation failed (a model call, maxTurns, a replay miss, the judge)
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
@@ -216,7 +216,24 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
         result.latency_ms += sum(int(e.get("durationMs") or 0) for e in models.log(inv).values())
     result.decided = bool(progress["decided"]) and result.error is None
     result.decision = progress["decision"]
-    g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count)
+    met = None
+    expected = task.get("expected") or {}
+    if expected.get("kind") == "rubric" and result.decided and not result.fixture_miss_count:
+        if models is None:
+            models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides)
+        try:
+            met, entry = judge.judge(models, dict(plan.get("judge") or {}), f"judge:{inv}",
+                                     order_key(task_index, trial) + "J", agent_input, result.decision,
+                                     list(expected.get("rubric") or []))
+            result.events.append({"type": c.PROVIDER_USAGE, "payload": usage_payload(entry),
+                                  "timestamp": ports.clock.iso()})
+            if entry.get("costUsd") is not None:
+                result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
+        except (judge.ModelCallFailed, judge.JudgementError) as exc:
+            result.error = {"code": exc.code, "message": exc.message}
+    pass_score = (suite.get("thresholds") or {}).get("passScore")
+    g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,
+                            met=met, pass_score=None if pass_score is None else float(pass_score))
     result.score, result.passed = g.score, g.passed
     return result
 

@@ -71,13 +71,34 @@ class TrialGrade:
     passed: bool
 
 
+RUBRIC_PASS_SCORE = 1.0  # without thresholds.passScore, a rubric task passes when every criterion is met
+
+
+def rubric_score(rubric: list[dict[str, Any]], met: list[bool]) -> float:
+    """RFC 0244: the weighted sum of met criteria, normalised to 0..1 (equal weights when all weights are 0)."""
+    weights = [float(r.get("weight", 1)) for r in rubric]
+    total = sum(weights)
+    if total <= 0:
+        return sum(1 for m in met if m) / len(met) if met else 0.0
+    return sum(w for w, m in zip(weights, met, strict=True) if m) / total
+
+
 def grade_trial(task: dict[str, Any], decided: bool, decision: Any, calls: list[dict[str, Any]],
-                fixture_miss_count: int) -> TrialGrade:
+                fixture_miss_count: int, *, met: list[bool] | None = None,
+                pass_score: float | None = None) -> TrialGrade:
     if fixture_miss_count > 0 or not decided:
         return TrialGrade(0.0, False)
     expected = task.get("expected") or {}
+    if expected.get("kind") == "rubric":
+        if met is None:
+            return TrialGrade(0.0, False)
+        score = rubric_score(list(expected.get("rubric") or []), met)
+        ok = score + EPSILON >= (RUBRIC_PASS_SCORE if pass_score is None else pass_score)
+        if ok and task.get("trajectory") is not None:
+            ok = trajectory_match(task["trajectory"], calls)
+        return TrialGrade(score, ok)
     if expected.get("kind") != "golden":
-        return TrialGrade(0.0, False)  # rubric is refused at create; never graded here
+        return TrialGrade(0.0, False)
     match = expected.get("match") or {}
     ok = golden_match(str(match.get("strategy")), decision, match.get("value"))
     if ok and task.get("trajectory") is not None:

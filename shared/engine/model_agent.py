@@ -189,9 +189,18 @@ class ModelSession:
             messages=tuple(messages(agent_input, entries, history)), tools=tools,
             temperature=b.get("temperature"), max_tokens=b.get("maxTokens"), base_url=b.get("baseUrl")
             or (self.ports.settings.openai_base_url or None), mock=b.get("mockProvider"), turn=turn)
+        return self.serve(invocation_id, order, turn, req, b.get("credentialRef"), calls_before=len(history))
+
+    def serve(self, invocation_id: str, order: str, turn: int, req: ModelRequest, cred_ref: str | None, *,
+              calls_before: int = 0) -> dict[str, Any]:
+        """Model call ``turn`` of ``invocation_id``: the logged entry, else served from the source's log (replay, or
+        a branch's copied prefix), else sent to the provider; logged before it is used."""
+        log = self.log(invocation_id)
+        if turn in log:
+            return log[turn]
         key = content_key(req)
         entry: dict[str, Any] = {"invocationId": invocation_id, "turn": turn, "key": key,
-                                 "callsBefore": len(history), "provider": req.provider}
+                                 "callsBefore": calls_before, "provider": req.provider}
         src = self._source_entry(invocation_id, turn) if (
             self.mode == "replay" or turn < self.fixed_turns.get(invocation_id, 0)) else None
         if self.mode == "replay" or (src is not None and src.get("key") == key):
@@ -202,7 +211,7 @@ class ModelSession:
                                               "outputTokens", "costUsd", "durationMs") if k in src})
             entry["source"] = "recorded"
         else:
-            reply, duration = self._call(req, order, turn, b.get("credentialRef"))
+            reply, duration = self._call(req, order, turn, cred_ref)
             entry.update({"model": reply.model or req.model, "text": reply.text,
                           "toolCalls": [{"id": t.call_id, "name": t.name, "arguments": t.arguments}
                                         for t in reply.tool_calls],

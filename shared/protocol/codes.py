@@ -123,4 +123,4 @@ NODE_TERMINAL_OUTCOMES = frozenset({NODE_COMPLETED, NODE_FAILED})
 UPDATES_PREFIXES = ("run.", "node.", "eval.", "replay.", "interrupt.", "artifact.")
 
 EVAL_MODES = ("golden", "rubric", "adversarial", "regression", "live-shadow")
-HOST_EVAL_MODES = ("golden", "regression")
+HOST_EVAL_MODES = ("golden", "rubric", "regression")

@@ -194,7 +194,7 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
 
 def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, Any] | None) -> str | None:
     ext = ((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}
-    unknown = set(ext) - {"agentVersion"}
+    unknown = set(ext) - {"agentVersion", "judge"}
     if unknown:
         raise _refuse("Unknown member of the openwop-serverless extension.",
                       [{"path": f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}",
@@ -207,6 +207,26 @@ def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, A
     if version is not None and got is None:
         raise _refuse("The agent has no such version.", [{"path": "/agentId", "keyword": "version"}])
     return got
+
+
+def eval_judge(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The rubric judge an eval run uses: ``configurable.extensions["openwop-serverless"].judge`` (a model binding),
+    else the host's default judge (``JUDGE_PROVIDER`` / ``JUDGE_MODEL``), else None."""
+    from pydantic import ValidationError as PydanticError
+
+    from shared.protocol.agents import ModelBinding
+
+    where = f"/configurable/extensions/{EXTENSION}/judge"
+    raw = (((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}).get("judge")
+    if raw is None:
+        s = ports.settings
+        return {"provider": s.judge_provider, "model": s.judge_model} if s.judge_provider and s.judge_model else None
+    try:
+        judge = ModelBinding.model_validate(raw).model_dump(mode="json", exclude_none=True)
+    except PydanticError as exc:
+        raise _refuse("The judge is not a valid model binding.", [{"path": where, "keyword": "judge"}]) from exc
+    check_model_binding(ports, tenant, judge, where)
+    return judge
 
 
 def check_ai_overrides(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> None:

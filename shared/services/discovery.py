@@ -60,7 +60,7 @@ def capabilities(ports: Ports) -> dict[str, Any]:
                          "retention": {"days": int(ports.settings.retention_days)},
                          "effectSeamsManifest": "/host/effect-seams"}
     if FEATURES["evalSuite"]:
-        suite: dict[str, Any] = {"modes": ["golden", "regression"], "regressionVerdict": True,
+        suite: dict[str, Any] = {"modes": ["golden", "rubric", "regression"], "regressionVerdict": True,
                                  "fixtureMatching": True, "fixtureErrors": True, "baselineSelection": True,
                                  "maxTasksPerSuite": 200}
         if FEATURES["recordedFixtures"]:

@@ -175,8 +175,10 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     agent_svc.check_ai_overrides(ports, caller.tenant, configurable)
     if suite.get("targetAgentId") is not None and suite["targetAgentId"] != req.agentId:
         raise ValidationError("The suite targets another agent.")
-    if any((t.get("expected") or {}).get("kind") != "golden" for t in suite["tasks"]):
-        raise ValidationError("This host grades golden expectations only; the suite has a rubric task.")
+    judge = agent_svc.eval_judge(ports, caller.tenant, configurable)
+    if judge is None and any((t.get("expected") or {}).get("kind") == "rubric" for t in suite["tasks"]):
+        raise ValidationError("The suite has a rubric task and no judge is configured: name one in "
+                              "configurable.extensions[\"openwop-serverless\"].judge.")
     modes = _run_modes(suite, requested)
     if req.baselineRunId is not None and "regression" not in modes:
         raise ValidationError("baselineRunId needs 'regression' in evalModes.")
@@ -227,6 +229,7 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
         plan: dict[str, Any] = {
             "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "agentVersion": agent_version, "modes": modes,
+            "judge": judge,
             "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
             "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
         }

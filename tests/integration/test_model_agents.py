@@ -303,3 +303,50 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     assert {p["resolvedAgentVersion"] for p in started} == {"2.0.0"}
     calls = _ports().tool_calls.list_calls(candidate)
     assert sorted((r.source, r.status) for r in calls) == [("fixture", "error"), ("fixture", "ok")]
+
+
+def test_rubric_tasks_are_graded_by_a_judge_model_and_replayed_without_judging_again(host, server):
+    from tests.integration.test_eval_runs import eval_request, put_suite, summary_json
+
+    _, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.writer"
+    body = agent_body(agent_id, "1.0.0", tool_id, [{"text": "Sorry for the trouble; a refund is on its way."}])
+    assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
+    suite_id = f"tests.{org}.evals.tone"
+    rubric = [{"criterion": "apologises", "weight": 0.25}, {"criterion": "names the refund amount", "weight": 0.75}]
+    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["rubric"], "targetAgentId": agent_id,
+             "tasks": [{"taskId": "refund", "input": "Customer c-1 wants a refund.",
+                        "expected": {"kind": "rubric", "rubric": rubric}}]}
+    assert put_suite(host, host.key_a, suite).status == 201
+    client = host.client(host.key_a)
+    no_judge = raw(host.base_url, "POST", "/runs", {"mode": "eval", "evalSuiteRef": f"{suite_id}@1.0.0",
+                                                   "agentId": agent_id}, key=host.key_a)
+    assert no_judge.status == 400 and no_judge.json["error"] == "validation_error"
+    judge = {"provider": "mock", "model": "judge-1", "mockProvider": {"script": [{"text": "not json"}], "cases": [
+        {"whenInput": "a refund is on its way", "script": [{"text": '{"met": [true, false]}'}]}]}}
+    run = client.runs_create(eval_request(f"{suite_id}@1.0.0", agentId=agent_id, evalModes=["rubric"],
+                                          configurable={"version": 1, "extensions": {
+                                              "openwop-serverless": {"judge": judge}}}))
+    assert wait_terminal(client, run.runId).status == "completed"
+    summ = summary_json(host, host.key_a, run.runId)
+    assert summ["tasks"][0]["score"] == pytest.approx(0.25) and summ["tasks"][0]["passed"] is False
+    usage = [e.payload for e in all_events(client, run.runId) if e.type == "provider.usage"]
+    assert [u["model"] for u in usage] == ["mock-model", "judge-1"]
+    log = _ports().runs.query_aux(run.runId, "MCALL#")
+    assert [d["invocationId"] for _, d in log] == ["refund:1", "judge:refund:1"]
+    # A replay of the eval re-reads the judgement: no model and no judge call, the same score.
+    child = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
+    assert wait_terminal(client, child).status == "completed"
+    assert [d["source"] for _, d in _ports().runs.query_aux(child, "MCALL#")] == ["recorded", "recorded"]
+    assert _ports().runs.query_aux(child, "EFFECT#model") == []
+    assert summary_json(host, host.key_a, child)["tasks"] == summ["tasks"]
+    # An unreadable judgement makes the trial unverifiable, never a guess.
+    bad = {**judge, "mockProvider": {"script": [{"text": "not json"}]}}
+    run2 = client.runs_create(eval_request(f"{suite_id}@1.0.0", agentId=agent_id, evalModes=["rubric"],
+                                           configurable={"version": 1, "extensions": {
+                                               "openwop-serverless": {"judge": bad}}}))
+    assert wait_terminal(client, run2.runId).status == "completed"
+    row = summary_json(host, host.key_a, run2.runId)["tasks"][0]
+    assert row["score"] == 0 and row["passed"] is False
