@@ -1,0 +1,77 @@
+"""Model-backed agents: AWS requests per model turn (the model-call log, the claim, the events), the host's time per
+turn on the mock provider, and a replay's cost (zero model calls: every answer served from the log).
+
+Run: ``make bench`` (or ``.venv/bin/python -m bench.bench_agents``). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from bench.common import TENANT, api_event, call, line, start_stack, wait_status
+
+TURNS = 40
+
+
+def _create(body: dict) -> str:
+    out = call("create_run", api_event("POST", "/runs", "/runs", body))
+    return str(json.loads(out["body"])["runId"])
+
+
+def main() -> None:
+    from shared.services.workflows import register_workflow
+    from shared.wiring import get_ports
+    from tests.workflows import definition, node, static
+
+    aws, counter = start_stack()
+    ports = get_ports()
+    try:
+        def register(agent_id: str, turns: int) -> None:
+            script = [{"toolCalls": [{"name": "conformance.eval:echo", "arguments": {"i": i}}]}
+                      for i in range(turns)] + [{"text": "done"}]
+            out = call("manage_agents", api_event("POST", "/host/openwop-serverless/agents",
+                                                  "/host/openwop-serverless/agents", {
+                "version": "1.0.0", "maxTurns": turns + 1,
+                "manifest": {"agentId": agent_id, "persona": "Bench", "modelClass": "general",
+                             "systemPrompt": "bench", "toolAllowlist": ["conformance.eval:echo"]},
+                "model": {"provider": "mock", "model": "bench", "mockProvider": {"script": script}}}))
+            assert out["statusCode"] in (200, 201), out
+            n = node("agent", "core.agent", inputs={"input": static("go")})
+            n["agent"] = {"agentId": agent_id}
+            register_workflow(ports, TENANT, definition(f"bench-{agent_id.replace('.', '-')}", [n]))
+
+        register("bench.one", 0)
+        register("bench.many", TURNS)
+
+        def run(workflow: str) -> tuple[str, int, float]:
+            counter.reset()
+            started = time.perf_counter()
+            run_id = _create({"workflowId": workflow})
+            wait_status(ports, run_id, counter)
+            return run_id, counter.total(), time.perf_counter() - started
+
+        run("bench-bench-one")  # warm caches
+        _, one_req, one_wall = run("bench-bench-one")
+        source, many_req, many_wall = run("bench-bench-many")
+        per_turn = (many_req - one_req) / TURNS
+        print(f"Model-backed agents ({TURNS} model turns, each with one echo tool call, mock provider, local moto)")
+        line("AWS requests per model turn + its tool call", f"{per_turn:.2f}",
+             f"({many_req} for the run, {one_req} for a one-turn run)")
+        line("host time per turn (engine + moto)", f"{(many_wall - one_wall) * 1000 / TURNS:.1f}", "ms")
+        counter.reset()
+        started = time.perf_counter()
+        out = call("run_actions", api_event("POST", f"/runs/{source.replace('/', '~2F')}:fork", "/runs/{runId}",
+                                            {"mode": "replay", "fromSeq": 0}))
+        child = str(json.loads(out["body"])["runId"])
+        wait_status(ports, child, counter)
+        served = [d["source"] for _, d in ports.runs.query_aux(child, "MCALL#")]
+        line("replay from 0: AWS requests", counter.total(), f"({time.perf_counter() - started:.2f} s)")
+        line("replay from 0: model calls sent", sum(1 for s in served if s != "recorded"),
+             f"of {len(served)} served from the log")
+    finally:
+        aws.stop()
+
+
+if __name__ == "__main__":
+    main()
