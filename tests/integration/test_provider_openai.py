@@ -251,7 +251,7 @@ def test_the_egress_guard_applies_to_the_base_url(server):
 
 
 def test_a_server_that_is_gone_is_service_unavailable(server):
-    # Given a base URL on a port where nothing listens (the server's port, closed)
+    # Given a base URL on a loopback port where nothing listens (bound, then released)
     import socket
 
     with socket.socket() as s:
