@@ -88,6 +88,7 @@ class Function:
     credentials: Access | None = None  # tenants' tool credentials (Secrets Manager, under the credentials prefix)
     egress: bool = False  # calls tools / MCP servers outside AWS (egress settings apply)
     resumes: tuple[str, ...] = ()  # state machines whose waiting (task token) tasks it may resume
+    models: bool = False  # calls model providers (Bedrock with its role; others through egress and credentials)
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -218,9 +219,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
     Function("put_eval_suite", "functions.put_eval_suite.handler", "api", ((HOST, "readwrite"),)),
     Function("advance_run", "functions.tasks.advance_run.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300,
-             credentials="read", egress=True),
+             credentials="read", egress=True, models=True),
     Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite",
-             timeout_s=300, credentials="read", egress=True),
+             timeout_s=300, credentials="read", egress=True, models=True),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),

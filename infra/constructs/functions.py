@@ -184,6 +184,8 @@ class HostFunctions(Construct):
             self._secrets.secret(key).grant_read(role)
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
+        if spec.models:
+            self._grant_models(role)
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::*]",
@@ -197,6 +199,26 @@ class HostFunctions(Construct):
             "ahead-of-time byte code in the asset is compiled for.",
         )
         return fn
+
+    def _grant_models(self, role: iam.Role) -> None:
+        """Bedrock Converse for model-backed agents: the foundation models and this account's inference profiles."""
+        stack = Stack.of(self)
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["bedrock:InvokeModel"],
+            resources=[f"arn:{stack.partition}:bedrock:*::foundation-model/*",
+                       f"arn:{stack.partition}:bedrock:*:{stack.account}:inference-profile/*"]))
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/*]",
+            "Agents name their model at registration (a tenant's choice at run time), so the role may invoke any "
+            "foundation model; inference profiles are limited to this account. Only InvokeModel (Converse) is "
+            "granted.",
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*:<AWS::AccountId>:inference-profile/*]",
+            "Cross-region inference profiles of this account, named by the agent's model binding at run time.",
+        )
 
     def _grant_credentials(self, role: iam.Role, stage: str, access: manifest.Access) -> None:
         """Tenants' tool credentials: only secrets under this stage's credentials prefix (``<prefix>/<tenant>/<ref>``)."""

@@ -432,6 +432,19 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
         assert bool(writes) == (spec.credentials == "readwrite"), spec.name
 
 
+def test_only_model_calling_functions_may_invoke_bedrock(synth: Synth) -> None:
+    callers = {f.name for f in manifest.FUNCTIONS if f.models}
+    assert callers == {"advance_run", "run_eval_trial"}
+    for spec in manifest.FUNCTIONS:
+        statements = [s for s in synth.function_statements(spec.name)
+                      if any(a.startswith("bedrock:") for a in _as_list(s["Action"]))]
+        assert bool(statements) == (spec.name in callers), spec.name
+        assert _actions(statements) <= {"bedrock:InvokeModel"}, spec.name
+        for statement in statements:
+            text = json.dumps(statement["Resource"])
+            assert "foundation-model/*" in text and "inference-profile/*" in text
+
+
 # --- Step Functions ---------------------------------------------------------------------------------------------
 
 
