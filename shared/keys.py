@@ -29,6 +29,7 @@ def derived_key(source_run_id: str, eval_run_id: str, task_id: str) -> str:
 TOOL_PREFIX = "TOOL#"
 MCP_SERVER_PREFIX = "MCPSERVER#"
 CREDENTIAL_PREFIX = "CRED#"
+AGENT_DEPLOYMENT_PREFIX = "AGENTDEP#"  # sk = "<agentId>#<version>": the version's deployment record (RFC 0082)
 AGENT_VERSION_PREFIX = "AGENTV#"  # sk = "<agentId>#<version>": one immutable item per registered version
 # Under a run: the content-addressed model-call log, one item per (invocation, turn) in event order.
 MODEL_CALL_PREFIX = "MCALL#"

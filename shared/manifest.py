@@ -272,6 +272,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/host/openwop-serverless/agents", "manage_agents"),
     Route("GET", "/agents", "manage_agents"),
     Route("GET", "/agents/{agentId}", "manage_agents"),
+    Route("GET", "/agents/{agentId}/deployments", "manage_agents"),
+    Route("POST", "/agents/{agentId}/deployments", "manage_agents"),
     Route("POST", "/host/openwop-serverless/workflows", "register_workflow"),
     Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
     Route("DELETE", "/host/openwop-serverless/workflows/{workflowId}", "delete_workflow"),

@@ -1,7 +1,8 @@
 """Model-backed agents: register a version (host extension) and read the inventory (RFC 0072 §A).
 
 POST /host/openwop-serverless/agents (201 a new version, 200 the identical version, 409 version_conflict);
-GET /agents; GET /agents/{agentId} (the latest version's inventory entry, never the system prompt).
+GET /agents; GET /agents/{agentId} (the latest version's inventory entry, never the system prompt);
+GET|POST /agents/{agentId}/deployments (RFC 0082 records and transitions, the eval promotion gate).
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response
 
 from functions._common import api
-from shared.protocol.agents import AgentRegistration
-from shared.services import agents
+from shared.protocol.agents import AgentRegistration, DeploymentTransition
+from shared.services import agents, deployments
 
 app = api.build_resolver()
 
@@ -30,6 +31,18 @@ def list_agents() -> Response[str]:
 @app.get("/agents/<agent_id>")
 def get_agent(agent_id: str) -> Response[str]:
     return api.reply(200, agents.get_agent(api.ports(), api.caller(app), api.segment(agent_id)))
+
+
+@app.get("/agents/<agent_id>/deployments")
+def list_deployments(agent_id: str) -> Response[str]:
+    return api.reply(200, deployments.list_deployments(api.ports(), api.caller(app), api.segment(agent_id)))
+
+
+@app.post("/agents/<agent_id>/deployments")
+def transition_deployment(agent_id: str) -> Response[str]:
+    caller = api.caller(app)
+    body = api.parse(app, DeploymentTransition)
+    return api.reply(200, deployments.transition(api.ports(), caller, api.segment(agent_id), body))
 
 
 lambda_handler = api.make_handler(app)

@@ -248,6 +248,9 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
         inv = f"{nid}:{ordinal}"
         payload = started_payload(ctx.agent(nid, node), node_agent_id(node), inv, "workflow-node",
                                   (ctx.record.data.get("configurable") or {}).get("ai"))
+        channel = ((ctx.record.data.get("agentPins") or {}).get(nid) or {}).get("channel")
+        if channel is not None and "resolvedAgentVersion" in payload:
+            payload["resolvedChannel"] = channel
         return Step([started, (c.AGENT_INVOCATION_STARTED, payload, None)])
     guard = Guard(ctx.mode)
     try:

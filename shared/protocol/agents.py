@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
@@ -116,3 +116,18 @@ def manifest_errors(manifest: Any) -> list[dict[str, str]]:
                                                                                  str(e.validator)))
     return [{"path": "/manifest" + ("/" + "/".join(str(p) for p in e.absolute_path) if e.absolute_path else ""),
              "keyword": str(e.validator)} for e in errors]
+
+
+DeploymentState = Literal["draft", "test", "staged", "active", "paused", "deprecated", "rolled-back"]
+
+
+class DeploymentTransition(_Closed):
+    """``POST /agents/{agentId}/deployments`` (``agent-deployment-transition.schema.json``, RFC 0082 §E)."""
+
+    version: str = Field(min_length=1, max_length=64)
+    transition: Literal["promote", "pause", "deprecate", "rollback", "adjust-canary"]
+    toState: DeploymentState | None = None
+    channel: str | None = Field(default=None, min_length=1, max_length=64)
+    canaryPercent: StrictInt | None = Field(default=None, ge=0, le=100)
+    evalRunId: str | None = Field(default=None, min_length=1, max_length=256)
+    reason: str | None = Field(default=None, min_length=1, max_length=512)

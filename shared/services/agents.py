@@ -30,12 +30,10 @@ _NOT_FOUND = "No such agent."
 
 class CredentialForbiddenError(ProtocolError):
     code = c.CREDENTIAL_FORBIDDEN
-    status = 403
 
 
 class MockProviderForbiddenError(ProtocolError):
     code = c.MOCK_PROVIDER_FORBIDDEN
-    status = 403
 
 
 def _pk(tenant: str) -> str:
@@ -184,8 +182,12 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
         if not agent_id:
             continue
         if ref.get("channel") is not None:
-            raise _refuse("This host resolves no deployment channels.", [{"path": f"/nodes/{i}/agent/channel",
-                                                                           "keyword": "unsupported"}])
+            from shared.services.deployments import resolve_channel
+
+            channel = str(ref["channel"])
+            pins[str(node["id"])] = {"agentId": agent_id, "version": resolve_channel(ports, tenant, agent_id, channel),
+                                     "channel": channel}
+            continue
         version = pin(ports, tenant, agent_id, ref.get("version"), f"/nodes/{i}/agent/version")
         if version is not None:
             pins[str(node["id"])] = {"agentId": agent_id, "version": version}

@@ -72,6 +72,9 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         agents = doc.setdefault("agents", {**FAMILY})
         agents["manifestRuntime"] = {"installScope": "tenant"}
         agents["liveRuntime"] = {"sources": ["workflow-node", "run-api"]}
+        agents["deployment"] = {"channels": ["stable", "canary", "latest"], "canary": False, "rollback": True,
+                                "states": ["draft", "test", "staged", "active", "paused", "deprecated",
+                                           "rolled-back"]}
         doc["aiProviders"] = {**FAMILY, "providers": [p for p in models.names() if p != "mock"],
                               "byok": ["openai"], "selfHosted": True}
         doc["providerUsage"] = {**FAMILY, "costEstimates": True, "currency": "USD"}

@@ -135,8 +135,8 @@ def _refuse_unserved(doc: dict[str, Any]) -> None:
         ref = n.get("agent")
         if ref is not None and n.get("typeId") != "core.agent":
             errors.append({"path": f"/nodes/{i}/agent", "keyword": "unsupported"})
-        elif ref is not None and "channel" in ref:
-            errors.append({"path": f"/nodes/{i}/agent/channel", "keyword": "unsupported"})
+        elif ref is not None and "channel" in ref and ref["channel"] not in ("stable", "canary", "latest"):
+            errors.append({"path": f"/nodes/{i}/agent/channel", "keyword": "enum"})
         comp = n.get("compensation")
         if comp is not None and comp.get("nodeTypeId") not in NODE_TYPES:
             errors.append({"path": f"/nodes/{i}/compensation/nodeTypeId", "keyword": "unknown-type"})

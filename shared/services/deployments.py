@@ -1,0 +1,164 @@
+"""Agent deployments (RFC 0082) and the promotion gate (RFC 0081 evidence).
+
+One record per (agentId, version) under ``AGENTDEP#<tenant>`` / ``<agentId>#<version>``; a registered version
+with no record is ``draft``. ``GET /agents/{agentId}/deployments`` lists every version's record;
+``POST /agents/{agentId}/deployments`` applies one transition:
+
+- ``promote`` moves a version forward along draft → test → staged → active (``toState``, default: the next
+  state), or a ``paused`` version back to ``active``. Entering ``staged`` or ``active`` needs eval evidence:
+  ``evalRunId`` naming a completed eval run of this tenant that evaluated exactly this agent version, whose summary
+  passed, with no fixture miss, and which did not regress against its baseline; anything else is
+  ``422 eval_gate_unmet`` with the same bytes whatever the reason. ``active`` puts the version on ``channel``
+  (default ``stable``); the version that held the channel keeps its state and loses the channel, and becomes the
+  new version's rollback target.
+- ``pause`` (active → paused), ``deprecate`` (active → deprecated): the version leaves its channels.
+- ``rollback`` (active → rolled-back): the rollback target is restored to ``active`` on the same channels and is
+  named by ``rollbackPointer``.
+- ``adjust-canary``: this host does not split traffic (``canary: false``): refused.
+
+Channels: ``stable`` and ``canary`` are assigned by promotion; ``latest`` is reserved and resolves to the highest
+active version. A run resolves a channel once, at create, and records the version it got.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared import keys
+from shared.errors import NotFoundError, ProtocolError, ValidationError
+from shared.ports import Ports
+from shared.protocol import codes as c
+from shared.protocol.agents import semver_key
+from shared.services import agents
+from shared.services.common import Caller
+
+STATES = ("draft", "test", "staged", "active", "paused", "deprecated", "rolled-back")
+CHAIN = ("draft", "test", "staged", "active")
+GATED = ("staged", "active")
+CHANNELS = ("stable", "canary", "latest")
+ASSIGNABLE = ("stable", "canary")
+
+
+class EvalGateUnmetError(ProtocolError):
+    code = c.EVAL_GATE_UNMET
+
+    def __init__(self) -> None:
+        super().__init__("The eval run is not evidence that this version may be promoted.")
+
+
+class NoActiveDeploymentError(ProtocolError):
+    code = c.NO_ACTIVE_DEPLOYMENT
+
+
+def _pk(tenant: str) -> str:
+    return f"{keys.AGENT_DEPLOYMENT_PREFIX}{tenant}"
+
+
+def _records(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
+    """Every registered version's record (``draft`` when none was written), by version."""
+    stored = {sk.rsplit("#", 1)[1]: doc for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
+              if sk.rsplit("#", 1)[0] == agent_id}
+    return {v: stored.get(v) or {"agentId": agent_id, "version": v, "state": "draft"}
+            for v in agents.versions(ports, tenant, agent_id)}
+
+
+def _wire(doc: dict[str, Any]) -> dict[str, Any]:
+    """The official AgentDeployment shape (host-internal members dropped)."""
+    return {k: doc[k] for k in ("agentId", "version", "state", "canaryPercent", "rollbackPointer", "channels",
+                                "evalRunId") if doc.get(k) not in (None, [])}
+
+
+def list_deployments(ports: Ports, caller: Caller, agent_id: str) -> dict[str, Any]:
+    records = _records(ports, caller.tenant, agent_id)
+    if not records:
+        raise NotFoundError("No such agent.")
+    return {"deployments": [_wire(records[v]) for v in sorted(records, key=semver_key)]}
+
+
+def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id: str | None) -> str:
+    """The eval evidence for entering staged/active, or the uniform ``eval_gate_unmet``."""
+    from shared.engine import evalrun
+    from shared.services.evals import reference
+
+    if eval_run_id is None:
+        raise EvalGateUnmetError()
+    rec = reference(ports, caller, eval_run_id)
+    if rec is None or rec.kind != "eval" or rec.status != "completed" or not rec.summary:
+        raise EvalGateUnmetError()
+    try:
+        plan = evalrun.load_plan(ports, rec.run_id)
+    except Exception as exc:
+        raise EvalGateUnmetError() from exc
+    summary = rec.summary
+    regression = summary.get("regression") or {}
+    if (plan.get("agentId") != agent_id or plan.get("agentVersion") != version or not summary.get("passed")
+            or any(int(t.get("fixtureMissCount", 0)) for t in summary.get("tasks", []))
+            or regression.get("verdict") == "regressed" or float(regression.get("scoreDelta", 0)) < 0):
+        raise EvalGateUnmetError()
+    return rec.run_id
+
+
+def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[str, Any]:
+    records = _records(ports, caller.tenant, agent_id)
+    if not records:
+        raise NotFoundError("No such agent.")
+    version = body.version
+    if version not in records:
+        raise ValidationError("The agent has no such version.")
+    rec = dict(records[version])
+    state = rec["state"]
+    changed: dict[str, dict[str, Any]] = {}
+    if body.transition == "adjust-canary" or (body.canaryPercent is not None and body.canaryPercent < 100):
+        raise ValidationError("This host does not split traffic between versions (canary: false).")
+    if body.transition == "promote":
+        target = body.toState or (CHAIN[CHAIN.index(state) + 1] if state in CHAIN[:-1] else None)
+        resume = state == "paused" and target == "active"
+        if target is None or target not in CHAIN or not (
+                resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state))):
+            raise ValidationError(f"A {state} version cannot be promoted to {target or 'a later state'}.")
+        if target in GATED and not resume:
+            rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
+        elif body.evalRunId is not None:
+            rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
+        rec["state"] = target
+        if target == "active":
+            channel = body.channel or "stable"
+            if channel not in ASSIGNABLE:
+                raise ValidationError("The channel is not one this host assigns (stable, canary).")
+            for v, other in records.items():
+                if v != version and channel in (other.get("channels") or []):
+                    rec["previous"] = v
+                    changed[v] = {**other, "channels": [ch for ch in other["channels"] if ch != channel]}
+            rec["channels"] = sorted(set(rec.get("channels") or []) | {channel})
+    elif body.transition in ("pause", "deprecate"):
+        if state != "active":
+            raise ValidationError(f"Only an active version can be {body.transition}d.")
+        rec["state"] = "paused" if body.transition == "pause" else "deprecated"
+        rec["channels"] = []
+    elif body.transition == "rollback":
+        previous = rec.get("previous")
+        if state != "active" or previous not in records:
+            raise NoActiveDeploymentError("There is no earlier active version to roll back to.")
+        restored = {**records[previous], "state": "active",
+                    "channels": sorted(set(records[previous].get("channels") or []) | set(rec.get("channels") or []))}
+        changed[previous] = restored
+        rec.update(state="rolled-back", rollbackPointer=previous, channels=[])
+    if body.reason is not None:
+        rec["reason"] = body.reason
+    for v, doc in {**changed, version: rec}.items():
+        ports.host.put_item(_pk(caller.tenant), f"{agent_id}#{v}", doc)
+    return _wire(rec)
+
+
+def resolve_channel(ports: Ports, tenant: str, agent_id: str, channel: str) -> str:
+    """The version a channel serves now (``latest``: the highest active version); 400 no_active_deployment else."""
+    records = _records(ports, tenant, agent_id)
+    active = [v for v, r in records.items() if r["state"] == "active"]
+    if channel == "latest":
+        got = max(active, key=semver_key) if active else None
+    else:
+        got = next((v for v in sorted(active, key=semver_key, reverse=True)
+                    if channel in (records[v].get("channels") or [])), None)
+    if got is None:
+        raise NoActiveDeploymentError("The channel resolves to no active version of the agent.")
+    return got
