@@ -9,14 +9,10 @@ from __future__ import annotations
 import json
 import time
 
+from bench.bench_host import _create
 from bench.common import TENANT, api_event, call, line, start_stack, wait_status
 
 TURNS = 40
-
-
-def _create(body: dict) -> str:
-    out = call("create_run", api_event("POST", "/runs", "/runs", body))
-    return str(json.loads(out["body"])["runId"])
 
 
 def main() -> None:
@@ -47,7 +43,7 @@ def main() -> None:
         def run(workflow: str) -> tuple[str, int, float]:
             counter.reset()
             started = time.perf_counter()
-            run_id = _create({"workflowId": workflow})
+            run_id = _create(workflow)
             wait_status(ports, run_id, counter)
             return run_id, counter.total(), time.perf_counter() - started
 

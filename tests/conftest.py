@@ -74,3 +74,15 @@ def host(local_aws: LocalAws) -> Iterator[Host]:
         yield Host(base_url, "test-key-a", "test-key-b", "tenant-a", "tenant-b", local_aws, front, seeded)
     finally:
         front.stop()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[Any, str]]:
+    """The loopback HTTP tool server (``shared.local.demo_tools``), one per test module: ``(server, url)``.
+    A module with a server of its own (MCP, a chat-completions server) defines its own ``server``."""
+    from shared.local.demo_tools import DemoToolServer
+
+    s = DemoToolServer()
+    url = s.start()
+    yield s, url
+    s.stop()

@@ -47,3 +47,10 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         "memory": context.memory_limit_in_mb,
         "remainingMs": context.get_remaining_time_in_millis(),
     }
+
+
+def ports() -> Any:
+    """The ports of this process (the local stack's, once ``local_aws`` is up)."""
+    from shared.wiring import get_ports
+
+    return get_ports()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from openwop_client import WopError
-from openwop_client.types import AgentDeploymentTransition, CreateRunRequest
+from openwop_client.types import AgentDeploymentTransition
 
 from tests.integration.test_eval_runs import eval_request, golden, put_suite
 from tests.wire import all_events, raw, wait_terminal

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
-from shared.local.demo_tools import DemoToolServer
 from shared.protocol.ids import project_id
+from tests.helpers import ports as _ports
 from tests.helpers import unique
 from tests.wire import all_events, raw, wait_terminal
 from tests.workflows import definition, node, run_script, tool_returned, variable
@@ -22,18 +22,6 @@ from tests.workflows import definition, node, run_script, tool_returned, variabl
 BASE = "/host/openwop-serverless"
 
 
-def _ports():
-    from shared.wiring import get_ports
-
-    return get_ports()
-
-
-@pytest.fixture(scope="module")
-def server():
-    s = DemoToolServer()
-    url = s.start()
-    yield s, url
-    s.stop()
 
 
 def _org() -> str:

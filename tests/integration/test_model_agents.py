@@ -9,25 +9,11 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
-from shared.local.demo_tools import DemoToolServer
+from tests.helpers import ports as _ports
 from tests.wire import all_events, raw, wait_terminal
 from tests.workflows import definition, node, static
 
 BASE = "/host/openwop-serverless"
-
-
-def _ports() -> Any:
-    from shared.wiring import get_ports
-
-    return get_ports()
-
-
-@pytest.fixture(scope="module")
-def server():
-    s = DemoToolServer()
-    url = s.start()
-    yield s, url
-    s.stop()
 
 
 def _org() -> str:
