@@ -23,6 +23,7 @@ from shared.protocol.models import (
     ResolveInterruptRequest,
     ResumeRunRequest,
 )
+from shared.protocol.agents import AgentRegistration, DeploymentTransition
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 
 
@@ -131,6 +132,18 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("DELETE", "/host/openwop-serverless/credentials/{credentialRef}"): [
         Op("/host/openwop-serverless/credentials/{credentialRef}", "deleteCredential", {204: None},
            (401, 404, 406))],
+    ("POST", "/host/openwop-serverless/agents"): [
+        Op("/host/openwop-serverless/agents", "registerAgentVersion", {200: "AgentInventoryEntry",
+                                                                       201: "AgentInventoryEntry"},
+           (400, 401, 403, 406, 409, 413, 415), body="AgentRegistration")],
+    ("GET", "/agents"): [Op("/agents", "listAgents", {200: "AgentList"}, (401, 406))],
+    ("GET", "/agents/{agentId}"): [
+        Op("/agents/{agentId}", "getAgent", {200: "AgentInventoryEntry"}, (401, 404, 406))],
+    ("GET", "/agents/{agentId}/deployments"): [
+        Op("/agents/{agentId}/deployments", "listAgentDeployments", {200: "AgentDeploymentList"}, (401, 404, 406))],
+    ("POST", "/agents/{agentId}/deployments"): [
+        Op("/agents/{agentId}/deployments", "transitionAgentDeployment", {200: "AgentDeployment"},
+           (400, 401, 404, 406, 413, 415, 422), body="DeploymentTransition")],
 }
 
 # Wire run ids: "<tenant>/<opaque>" travels as one path segment with "/" written "~2F".
@@ -141,6 +154,7 @@ STREAM_MODE = r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$"
 PARAMETERS: dict[str, dict[str, Any]] = {
     "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
+    "agentId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._~:-]{1,128}$"}},
     "toolId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,200}$"}},
     "serverId": {"in": "path", "schema": {"type": "string", "pattern": r"^[a-z0-9-]{1,48}$"}},
     "credentialRef": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
@@ -231,6 +245,22 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "CredentialList": {"type": "object", "required": ["credentials"],
                        "properties": {"credentials": {"type": "array",
                                                       "items": {"$ref": "#/components/schemas/Credential"}}}},
+    "AgentInventoryEntry": {"type": "object", "required": ["agentId", "persona", "modelClass", "toolAllowlist"],
+                            "properties": {"agentId": _STR, "persona": _STR, "label": _STR, "modelClass": _STR,
+                                           "packName": _STR, "packVersion": _STR, "description": _STR,
+                                           "toolAllowlist": {"type": "array", "items": _STR},
+                                           "hasHandoffSchemas": {"type": "boolean"}, "version": _STR,
+                                           "versions": {"type": "array", "items": _STR}, "model": _OBJ,
+                                           "maxTurns": {"type": "integer"}}},
+    "AgentList": {"type": "object", "required": ["agents"], "properties": {"agents": {
+        "type": "array", "items": {"$ref": "#/components/schemas/AgentInventoryEntry"}}}},
+    "AgentDeployment": {"type": "object", "required": ["agentId", "version", "state"], "additionalProperties": False,
+                        "properties": {"agentId": _STR, "version": _STR, "state": {"enum": [
+                            "draft", "test", "staged", "active", "paused", "deprecated", "rolled-back"]},
+                            "canaryPercent": {"type": "integer"}, "rollbackPointer": _STR,
+                            "channels": {"type": "array", "items": _STR}, "evalRunId": _STR}},
+    "AgentDeploymentList": {"type": "object", "required": ["deployments"], "properties": {"deployments": {
+        "type": "array", "items": {"$ref": "#/components/schemas/AgentDeployment"}}}},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
 }
@@ -297,7 +327,7 @@ def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
     for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
                   BulkCancelRunsRequest, ResolveInterruptRequest, ToolRegistration, McpServerRegistration,
-                  CredentialPut):
+                  CredentialPut, AgentRegistration, DeploymentTransition):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub
