@@ -19,7 +19,7 @@ from typing import Any
 
 from shared.engine import evalrun, runner
 from shared.engine.canonical import same_json
-from shared.engine.tools import ToolRuntime
+from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
@@ -42,7 +42,7 @@ def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, 
             {"type": c.EVAL_STARTED, "payload": ev_started, "timestamp": now}]
 
 
-def advance(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> dict[str, Any]:
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
@@ -56,7 +56,7 @@ def advance(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     mode = str(fork["mode"])
     tools = ToolRuntime(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
                         int(ports.settings.run_tool_call_budget), calls if mode == "replay" else None,
-                        recorded_first=fixed)
+                        recorded_first=fixed, tally=tally)
     trials: dict[tuple[int, int], dict[str, Any]] = {}
     for item in evalrun.items(plan, rec.run_id):
         result = evalrun.run_trial(ports, rec, int(item["t"]), int(item["k"]), tools, plan=plan)
