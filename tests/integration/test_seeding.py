@@ -207,3 +207,23 @@ def test_the_seed_command_refuses_a_prod_stack_before_any_lookup(host, capsys, r
     assert code == 1
     assert capsys.readouterr().err.strip() == ("error: seeding is refused in the prod stage: fixtures and demo "
                                                "tools are for test stages")
+
+
+def test_seeding_the_conformance_fixtures_is_one_put_per_fixture(host):
+    from bench.common import RequestCounter
+    from shared.services import fixtures, seed
+    from shared.wiring import get_ports
+
+    ports = get_ports()
+    counter = RequestCounter()
+    client = ports.host._c  # type: ignore[attr-defined]
+    client.meta.events.register("before-call.*.*", counter)
+    try:
+        # When the conformance fixtures are seeded (again: seeding is idempotent)
+        seeded = seed.seed_stack(ports, seed.seed_plan("conformance"))
+    finally:
+        client.meta.events.unregister("before-call.*.*", counter)
+    # Then each fixture cost exactly one PutItem, and nothing else was asked of AWS
+    n = len(fixtures.workflows()) + len(fixtures.suites())
+    assert len(seeded["conformance"]) == n == 15
+    assert dict(counter.calls) == {"dynamodb:PutItem": n}
