@@ -752,3 +752,15 @@ def test_every_setting_the_code_reads_is_set_by_the_stack_or_from_context() -> N
     from_context = {s.env_var for s in RUNTIME_SETTINGS} | set(OTHER_CONTEXT.values())
     wired = set(settings.resource_env_vars())
     assert read - from_context - wired == set()
+
+
+def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(synth: Synth) -> None:
+    # Given the dashboard's body (a join of literal JSON and tokens)
+    (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    # Then the eval counters and the dimensioned counters (searched by their dimensions) are on it
+    for name in ("EvalsStarted", "EvalsFinished", "FixtureMisses"):
+        assert name in body, name
+    assert f"SEARCH('{{OpenWOP/{STAGE},service,transport,status,source}} MetricName=" in body
+    assert "ToolCalls" in body
+    assert f"SEARCH('{{OpenWOP/{STAGE},service,code}} MetricName=" in body and "RefusalsByCode" in body
