@@ -4,8 +4,11 @@ STAMP := .venv/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 STAGE ?= dev
 CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
+# cfn-lint's template: a synthesis of its own (the CDK app run directly: offline, no CDK CLI), never cdk.out
+LINT_OUT := build/cdk.lint.out
 
-.PHONY: install serve test lint test-unit test-integration test-infra bench build synth synth-py deploy lint-cfn clean
+.PHONY: install serve test lint test-unit test-integration test-infra bench build synth synth-py synth-cdk deploy \
+	lint-cfn e2e clean
 
 install: $(STAMP)
 
@@ -24,7 +27,7 @@ lint: $(STAMP)
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 
-test: $(STAMP) lint
+test: $(STAMP) lint lint-cfn
 	$(PY) -m pytest -q
 
 test-unit: $(STAMP)
@@ -39,20 +42,34 @@ test-infra: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench
 
+# The code asset always (offline); the dependencies layer only when build/layer.stamp is out of date (pip, network).
 build: $(STAMP)
 	$(PY) -m infra.packaging
 
+# The CDK app itself (cdk-nag on) into cdk.out: offline once the layer is built. Context: CONTEXT='-c k=v ...'.
 synth: build
-	$(CDK) synth --quiet --no-notices
+	$(PY) -m infra.app -c stage=$(STAGE) -c requireAssets=true $(CONTEXT)
 
-synth-py: build
-	$(PY) -m infra.app
+synth-py: synth
+
+# The same through the CDK CLI (npx fetches the CLI on first use: network).
+synth-cdk: build
+	$(CDK) synth --quiet --no-notices -c stage=$(STAGE) $(CONTEXT)
 
 deploy: build
-	$(CDK) deploy -c stage=$(STAGE) -c requireAssets=true
+	$(CDK) deploy -c stage=$(STAGE) -c requireAssets=true $(CONTEXT)
 
-lint-cfn:
-	.venv/bin/cfn-lint --ignore-checks W3005 -- cdk.out/*.template.json
+# cfn-lint over a fresh synthesis (placeholder assets when build/ is absent: the template is what is linted).
+lint-cfn: $(STAMP)
+	rm -rf $(LINT_OUT)
+	CDK_OUTDIR=$(LINT_OUT) $(PY) -m infra.app -c stage=prod
+	.venv/bin/cfn-lint --ignore-checks W3005 -- $(LINT_OUT)/*.template.json
+
+# Smoke test of a deployed stack: make e2e STAGE=qa REGION=eu-west-1 (needs AWS credentials; never in make test).
+e2e: $(STAMP)
+	@test -n "$(REGION)$(AWS_REGION)" || { echo "error: make e2e STAGE=<stage> REGION=<region>"; exit 2; }
+	OPENWOP_E2E_STACK=OpenWopHost-$(STAGE) OPENWOP_E2E_REGION=$(or $(REGION),$(AWS_REGION)) \
+		$(PY) -m pytest -q -m e2e tests/e2e
 
 clean:
 	rm -rf build cdk.out .pytest_cache .ruff_cache

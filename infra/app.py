@@ -1,7 +1,9 @@
 """CDK entry point: ``python -m infra.app`` (directly, or as the ``app`` of cdk.json).
 
 Context (``-c key=value`` on either command line): ``stage`` (default ``dev``), ``retentionDays`` (default 30),
-``requireAssets`` (``true``: fail instead of synthesizing placeholder assets when ``build/`` is missing).
+``requireAssets`` (``true``: fail instead of synthesizing placeholder assets when ``build/`` is missing), ``seed``
+and its companions (infra/constructs/seeding.py), the runtime settings (infra/constructs/runtime_settings.py) and
+the rest listed in docs/operations.md. Context the stack cannot honour stops synthesis with one ``error:`` line.
 No AWS API calls at synth: the stack is environment-agnostic.
 """
 
@@ -71,7 +73,10 @@ def _argv_context(argv: list[str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     outdir = None if "CDK_OUTDIR" in os.environ else str(ROOT / "cdk.out")
-    app, _ = build_app(_argv_context(sys.argv[1:] if argv is None else argv), outdir=outdir)
+    try:
+        app, _ = build_app(_argv_context(sys.argv[1:] if argv is None else argv), outdir=outdir)
+    except ValueError as exc:  # context it cannot honour (seed in prod, a malformed setting): one line
+        raise SystemExit(f"error: {exc}") from None
     app.synth()
 
 

@@ -13,6 +13,7 @@ from infra.constructs.functions import HostFunctions
 from infra.constructs.monitoring import HostMonitoring
 from infra.constructs.outputs import add_outputs
 from infra.constructs.secrets import HostSecrets
+from infra.constructs.seeding import HostSeeding, plan_from_context
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
 from infra.constructs.tables import HostTables
@@ -67,5 +68,9 @@ class HostStack(Stack):
         self.monitoring = HostMonitoring(self, "HostMonitoring", stage=stage, functions=self.functions,
                                          state_machines=self.state_machines, streams=self.streams, api=self.api,
                                          metrics_namespace=self.functions.metrics_namespace)
+        # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
+        seed_plan = plan_from_context(self, stage)
+        self.seeding = HostSeeding(self, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions) \
+            if seed_plan is not None else None
         self.outputs = add_outputs(self, stage=stage, tables=self.tables, fixtures=self.fixtures,
                                    secrets=self.secrets, state_machines=self.state_machines, api=self.api)

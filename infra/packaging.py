@@ -11,6 +11,12 @@ Byte code is written to ``__pycache__`` with *unchecked-hash* invalidation. Pyth
 ``.pyc`` files while the ``.py`` source sits next to them, and CDK zips assets with every mtime set to 1980, which
 would invalidate timestamp-based ``.pyc`` files; unchecked-hash files are used as they are.
 
+The layer is rebuilt only when it is out of date: ``build/layer.stamp`` holds the sha256 of what it was built from
+(the runtime requirements of pyproject.toml, the platform and the Python version), so ``make build`` and
+``make synth`` need no network once the layer exists (``--force-layer`` rebuilds it anyway, e.g. to pick up a new
+release within a version range). A rebuild installs into ``build/layer.new`` and replaces ``build/layer`` only once
+complete: a failed or interrupted pip leaves the previous layer in place.
+
 Synthesis never runs pip or copies sources: :func:`asset_dirs` only looks for the directories and falls back to an
 empty placeholder (with a warning) when they have not been built.
 """
@@ -19,12 +25,15 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import hashlib
+import json
 import py_compile
 import shutil
 import subprocess
 import sys
 import tomllib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD_DIR = ROOT / "build"
 LAMBDA_DIR = BUILD_DIR / "lambda"
 LAYER_DIR = BUILD_DIR / "layer"
+LAYER_STAMP = BUILD_DIR / "layer.stamp"
 PLACEHOLDER_DIR = BUILD_DIR / "placeholder"
 
 SOURCE_PACKAGES = ("functions", "shared")
@@ -111,12 +121,19 @@ def layer_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
     return keep
 
 
-def build_layer(target: Path = LAYER_DIR) -> Path:
-    """``pip install`` the layer for the Lambda platform into ``target/python`` (replacing ``target``)."""
-    if target.exists():
-        shutil.rmtree(target)
-    site = target / "python"
-    site.mkdir(parents=True)
+def layer_fingerprint(requirements: list[str] | None = None) -> str:
+    """sha256 of what the layer is built from: the requirement specs, the platform and the Python version."""
+    spec = {"requirements": sorted(layer_requirements() if requirements is None else requirements),
+            "platform": LAMBDA_PLATFORM, "python": list(LAMBDA_PYTHON)}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def layer_up_to_date(target: Path = LAYER_DIR, stamp: Path = LAYER_STAMP) -> bool:
+    """The layer exists and its stamp matches what it would be built from now."""
+    return (target / "python").is_dir() and stamp.is_file() and stamp.read_text().strip() == layer_fingerprint()
+
+
+def _pip_layer(site: Path) -> None:
     major, minor = LAMBDA_PYTHON
     cmd = [
         sys.executable,
@@ -138,9 +155,33 @@ def build_layer(target: Path = LAYER_DIR) -> Path:
         *layer_requirements(),
     ]
     subprocess.run(cmd, check=True)
-    # Console scripts are useless in a layer (their shebang names this machine's interpreter).
-    shutil.rmtree(site / "bin", ignore_errors=True)
-    _compile(site)
+
+
+def build_layer(target: Path = LAYER_DIR, stamp: Path = LAYER_STAMP, *,
+                install: Callable[[Path], None] = _pip_layer) -> Path:
+    """Install the layer for the Lambda platform into ``target/python``, replacing ``target`` only once the new
+    one is complete (built in ``<target>.new``); then write the stamp."""
+    staging = target.with_name(target.name + ".new")
+    retired = target.with_name(target.name + ".old")
+    for leftover in (staging, retired):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    site = staging / "python"
+    site.mkdir(parents=True)
+    try:
+        install(site)
+        # Console scripts are useless in a layer (their shebang names this machine's interpreter).
+        shutil.rmtree(site / "bin", ignore_errors=True)
+        _compile(site)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    stamp.unlink(missing_ok=True)  # a swap cut short leaves no stamp: the next build rebuilds
+    if target.exists():
+        target.rename(retired)
+    staging.rename(target)
+    stamp.write_text(layer_fingerprint() + "\n")
+    shutil.rmtree(retired, ignore_errors=True)
     return target
 
 
@@ -177,10 +218,16 @@ def _placeholder(name: str) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.packaging", description=__doc__.splitlines()[0])
     parser.add_argument("--skip-layer", action="store_true", help="build only build/lambda (no pip)")
+    parser.add_argument("--force-layer", action="store_true", help="rebuild the layer even when up to date")
     args = parser.parse_args(argv)
     print(f"building {build_lambda().relative_to(ROOT)}")
-    if not args.skip_layer:
-        print(f"building {build_layer().relative_to(ROOT)}")
+    if args.skip_layer:
+        return 0
+    if layer_up_to_date() and not args.force_layer:
+        print(f"{LAYER_DIR.relative_to(ROOT)} is up to date (requirements sha256 {layer_fingerprint()[:12]}): "
+              "not rebuilt, no network used")
+    else:
+        print(f"building {build_layer().relative_to(ROOT)} (pip: needs the package index)")
     return 0
 
 

@@ -80,7 +80,7 @@ class Function:
 
     name: str
     module: str
-    kind: Literal["api", "task", "stream"]
+    kind: Literal["api", "task", "stream", "setup"]  # setup: a CloudFormation custom resource
     tables: tuple[tuple[str, Access], ...] = ()
     bucket: Access | None = None
     starts: tuple[str, ...] = ()  # state machines it may start / stop
@@ -239,6 +239,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
     Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              secrets=(CURSOR,), resumes=("run", "fork")),
+    # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server.
+    Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
+             timeout_s=120, memory_mb=256),
 )
 
 RUN_ID = "{runId}"

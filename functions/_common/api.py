@@ -19,7 +19,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from functions._common.observability import count, observed
+from functions._common.observability import count, count_by, observed
 from shared.errors import (
     IdempotencyKeyInvalidError,
     InternalError,
@@ -55,6 +55,8 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
 
 def error_response(err: ProtocolError) -> Response[str]:
     count("ServerErrors" if err.status >= 500 else "Refusals")
+    if err.status < 500:
+        count_by("RefusalsByCode", {"code": err.code})
     headers: dict[str, str] = {}
     if err.status == 401:
         headers["WWW-Authenticate"] = "Bearer"

@@ -4,8 +4,13 @@
 - Tracer: X-Ray subsegments for the handler and the AWS SDK calls (``capture_response=False``: run payloads never
   reach a trace), only where tracing is on (in Lambda, unless ``POWERTOOLS_TRACE_DISABLED=true``).
 - Metrics: CloudWatch EMF (no API call), namespace from ``Settings.metrics_namespace``, flushed by
-  ``log_metrics`` at the end of each invocation. A few counters: ``RunsStarted``, ``RunsFinished``, ``RunsFailed``,
-  ``Forks``, ``Refusals`` (4xx answers), ``ServerErrors`` (5xx answers), ``RunsErased``.
+  ``log_metrics`` at the end of each invocation. A few counters: ``RunsStarted``, ``EvalsStarted``,
+  ``RunsFinished``, ``EvalsFinished``, ``RunsFailed``, ``Forks``, ``Refusals`` (4xx answers), ``ServerErrors`` (5xx
+  answers), ``RunsErased``. Counters with dimensions are single EMF documents (``count_by``): ``RefusalsByCode``
+  (``code``), ``ToolCalls`` (``transport``, ``status``, ``source``) and ``FixtureMisses`` (RFC 0252 misses served
+  in eval trials), counted by the task handlers from the engine's ``ToolTally``.
+  Model calls: ``count_model_calls`` is the hook for the model-provider work (``ModelCalls`` by ``provider`` and
+  ``status``); nothing calls it yet.
 
 Nothing is built at import: Powertools' Tracer imports the X-Ray SDK even when disabled (~250 ms), so the
 decorated handler assembles its wrappers on its first invocation, and the Tracer only when tracing is on.
@@ -61,6 +66,33 @@ def count(name: str, value: int = 1) -> None:
     if is_metrics_disabled():  # a disabled flush never clears: adding would only accumulate (local mode)
         return
     _tools()["metrics"].add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def count_by(name: str, dimensions: dict[str, str], value: int = 1) -> None:
+    """One counter with its own dimensions, printed at once as its own EMF document (Powertools ``single_metric``:
+    a ``Metrics`` flush has one dimension set for all its metrics)."""
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled() or value <= 0:
+        return
+    from shared.settings import get_settings
+
+    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=get_settings().metrics_namespace,
+                       default_dimensions={"service": SERVICE, **dimensions}):
+        pass
+
+
+def count_tools(tally: Any) -> None:
+    """``ToolCalls`` by transport, status and source, and ``FixtureMisses``, from a task's ``ToolTally``."""
+    for (transport, status, source), n in sorted(tally.calls.items()):
+        count_by("ToolCalls", {"transport": transport, "status": status, "source": source}, n)
+    count_by("FixtureMisses", {}, tally.fixture_misses)
+
+
+def count_model_calls(provider: str, status: str, value: int = 1) -> None:
+    """Hook for model calls (the model-provider work): ``ModelCalls`` by provider and status."""
+    count_by("ModelCalls", {"provider": provider, "status": status}, value)
 
 
 def observed(correlation_id_path: str) -> Callable[[H], H]:

@@ -29,6 +29,8 @@ def create_run() -> Response[str]:
                                         ports.ids.ulid(), once)
     if not replayed and status < 300:
         count("RunsStarted")
+        if req.mode == "eval":
+            count("EvalsStarted")
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 

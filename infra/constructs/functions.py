@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
 from infra.constructs.fixtures_bucket import FixturesBucket
+from infra.constructs.runtime_settings import runtime_environment
 from infra.constructs.secrets import HostSecrets
 from infra.constructs.tables import HostTables
 from infra.packaging import AssetDirs
@@ -146,6 +147,8 @@ class HostFunctions(Construct):
             "EVAL_MAX_CONCURRENCY": str(self.node.try_get_context("evalMaxConcurrency") or 4),
             # CDK context ``runStartsPerMinute``: run starts per tenant and minute (0: no quota).
             "RUN_STARTS_PER_MINUTE": str(self.node.try_get_context("runStartsPerMinute") or 0),
+            # CDK context for the other runtime settings (httpAllowlist, runToolCallBudget, conformance, ...)
+            **runtime_environment(self),
         }
         for key, _access in spec.tables:
             environment[manifest.table(key).env_var] = tables.table(key).table_name

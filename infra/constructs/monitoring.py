@@ -26,6 +26,7 @@ from infra.constructs.streams import StreamConsumers
 
 PERIOD = Duration.minutes(5)
 APP_METRICS = ("RunsStarted", "RunsFinished", "RunsFailed", "Forks", "Refusals", "ServerErrors", "RunsErased")
+EVAL_METRICS = ("EvalsStarted", "EvalsFinished", "FixtureMisses")
 
 
 class HostMonitoring(Construct):
@@ -94,6 +95,22 @@ class HostMonitoring(Construct):
         )
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
+        )
+        # Evals and tools: the counters with their own dimensions (functions/_common/observability.py, count_by)
+        evals = [cw.Metric(namespace=metrics_namespace, metric_name=m, dimensions_map={"service": "openwop-serverless"},
+                           period=PERIOD, statistic="Sum") for m in EVAL_METRICS]
+        tool_calls = cw.MathExpression(
+            expression=f"SEARCH('{{{metrics_namespace},service,transport,status,source}} MetricName=\"ToolCalls\"', "
+                       f"'Sum', {int(PERIOD.to_seconds())})",
+            using_metrics={}, label="ToolCalls", period=PERIOD)
+        refusals = cw.MathExpression(
+            expression=f"SEARCH('{{{metrics_namespace},service,code}} MetricName=\"RefusalsByCode\"', 'Sum', "
+                       f"{int(PERIOD.to_seconds())})",
+            using_metrics={}, label="RefusalsByCode", period=PERIOD)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Evals and fixture misses", left=evals, width=8),
+            cw.GraphWidget(title="Tool calls by transport, status and source", left=[tool_calls], width=8),
+            cw.GraphWidget(title="Refusals by code", left=[refusals], width=8),
         )
         CfnOutput(Stack.of(self), "AlarmTopicArn", value=self.topic.topic_arn,
                   description="SNS topic of the host's alarms (subscribe to be paged)")

@@ -23,7 +23,7 @@ from typing import Any
 from shared.engine import evalrun, runner
 from shared.engine.canonical import same_json
 from shared.engine.model_agent import ModelSession
-from shared.engine.tools import ToolRuntime
+from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
@@ -46,7 +46,7 @@ def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, 
             {"type": c.EVAL_STARTED, "payload": ev_started, "timestamp": now}]
 
 
-def advance(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> dict[str, Any]:
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
@@ -60,7 +60,7 @@ def advance(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     mode = str(fork["mode"])
     tools = ToolRuntime(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
                         int(ports.settings.run_tool_call_budget), calls if mode == "replay" else None,
-                        recorded_first=fixed)
+                        recorded_first=fixed, tally=tally)
     source_id = str(fork["sourceRunId"])
     # Model calls: a replay serves every one from the source's log; a branch serves those of the prefix.
     fixed_turns: dict[str, int] = {}

@@ -26,7 +26,7 @@ from shared.engine import grading, judge
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.model_agent import ModelSession, usage_payload
 from shared.engine.runner import ENGINE_VERSION, WRITABLE, EngineError, make_event, resolve_agent
-from shared.engine.tools import FixturePlan, ToolRuntime
+from shared.engine.tools import FixturePlan, ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
@@ -299,7 +299,7 @@ def store_trial(ports: Ports, rec: RunRecord, result: TrialResult) -> None:
     ports.runs.put_aux(rec.run_id, sk, doc, rec.expires_at)
 
 
-def trial_task(ports: Ports, item: dict[str, Any]) -> dict[str, Any]:
+def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = None) -> dict[str, Any]:
     """One Map iteration. Idempotent without a read of its own: a retried trial re-runs, every call it already
     made returns its recorded outcome (write-once by call key), and the TRIAL# item is rewritten equal."""
     run_id, task_index, trial = str(item["r"]), int(item["t"]), int(item["k"])
@@ -309,7 +309,7 @@ def trial_task(ports: Ports, item: dict[str, Any]) -> dict[str, Any]:
     try:
         plan = load_plan(ports, run_id)
         tools = ToolRuntime(ports, run_id, rec.tenant, "live", rec.expires_at,
-                            int(ports.settings.run_tool_call_budget))
+                            int(ports.settings.run_tool_call_budget), tally=tally)
         result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
         store_trial(ports, rec, result)
     except RunGoneError:

@@ -23,7 +23,7 @@ from shared.engine.canonical import same_json
 from shared.engine.dispatch import decode_body
 from shared.engine.model_agent import ModelSession
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
-from shared.engine.tools import Guard, ToolRuntime
+from shared.engine.tools import Guard, ToolRuntime, ToolTally
 from shared.engine.workflow import UnresolvedInputError, Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import AGENT_VERSION_PREFIX, run_prefix
@@ -63,6 +63,7 @@ class RunContext:
     _tools: ToolRuntime | None = None
     _models: ModelSession | None = None
     _agents: dict[str, AgentSpec | None] = field(default_factory=dict)
+    tally: ToolTally | None = None  # the task's tool-call counts, when its handler asks for them
 
     @property
     def run_id(self) -> str:
@@ -72,7 +73,7 @@ class RunContext:
         """The tool path for this task's steps (one catalog, so each registration is read once per task)."""
         if self._tools is None:
             self._tools = ToolRuntime(self.ports, self.run_id, self.record.tenant, self.mode, self.record.expires_at,
-                                      self.ports.settings.run_tool_call_budget, self.source_calls)
+                                      self.ports.settings.run_tool_call_budget, self.source_calls, tally=self.tally)
         return self._tools
 
     def models(self) -> ModelSession:
@@ -511,8 +512,10 @@ def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str,
     return upd
 
 
-def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000) -> dict[str, Any]:
-    """Advance one run; return ``{runId, next, waitSeconds}`` for the state machine."""
+def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000,
+            tally: ToolTally | None = None) -> dict[str, Any]:
+    """Advance one run; return ``{runId, next, waitSeconds}`` for the state machine. ``tally`` (optional) counts
+    the tool calls this step made, for the task's metrics."""
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return _halt(run_id, rec)
@@ -520,8 +523,9 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     if rec.kind == "eval" and fork:
         from shared.engine import evalfork
 
-        return evalfork.advance(ports, rec)
+        return evalfork.advance(ports, rec, tally=tally)
     ctx = build_context(ports, rec)
+    ctx.tally = tally
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
         return copy_prefix(ports, ctx)
     state = load_state(ports, rec)

@@ -50,6 +50,22 @@ class ToolOutcome:
 
 
 @dataclass
+class ToolTally:
+    """What one task's tool calls came to, for its handler's metrics (the engine emits nothing itself): calls by
+    (transport, status, source), and RFC 0252 fixture misses. A retried step's calls, answered from their stored
+    records, are not counted again."""
+
+    calls: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    fixture_misses: int = 0
+
+    def add(self, outcome: ToolOutcome) -> None:
+        key = (outcome.transport, outcome.status, outcome.source)
+        self.calls[key] = self.calls.get(key, 0) + 1
+        if outcome.miss:
+            self.fixture_misses += 1
+
+
+@dataclass
 class FixturePlan:
     """A task's fixtures: entries {tool, args?, argsMatch?, response?, isError?} and onMiss."""
 
@@ -129,6 +145,7 @@ class ToolRuntime:
     recorded_first: dict[tuple[str, int], dict[str, Any]] | None = None
     plan: FixturePlan | None = None
     catalog: Catalog | None = None
+    tally: ToolTally | None = None  # the calling task's counts (metrics), when it asks for them
 
     def __post_init__(self) -> None:
         if self.catalog is None:
@@ -166,6 +183,8 @@ class ToolRuntime:
             prior = self.ports.tool_calls.get_call(self.run_id, call_key)
             if prior is not None:
                 return outcome_of(prior)
+        if self.tally is not None:
+            self.tally.add(outcome)
         return outcome
 
     def _decide(

@@ -7,6 +7,7 @@
     openwop-serverless keys list --tenant T               [TARGET]
     openwop-serverless keys revoke KEY_ID                 [TARGET]
     openwop-serverless keys rotate-pepper | finish-rotation [TARGET]
+    openwop-serverless seed conformance[,demo] [--tenants T,U --demo-tools-url U --demo-mcp-url U] [TARGET]
 
     TARGET: --endpoint http://127.0.0.1:PORT  (a running local host: the moto endpoint ``serve`` prints)
           | --stack NAME [--region R]        (a deployed stack: resources read from its CloudFormation outputs)
@@ -212,13 +213,35 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id")
     target(keys.add_parser("rotate-pepper", help="new pepper for key hashes; keys under the old one keep working"))
     target(keys.add_parser("finish-rotation", help="drop the previous pepper (its keys stop working)"))
+
+    seeding = target(sub.add_parser("seed", help="seed the conformance fixtures and/or the demo (refused for a "
+                                                 "-prod stack)"))
+    seeding.add_argument("sets", help="conformance, demo, or conformance,demo")
+    seeding.add_argument("--tenants", default="", help="tenants the demo is registered for (comma-separated)")
+    seeding.add_argument("--demo-tools-url", default="", help="base URL of the demo HTTP tool server")
+    seeding.add_argument("--demo-mcp-url", default="", help="URL of the demo MCP server (listed when registered)")
     return parser
+
+
+def stack_stage(stack: str | None) -> str:
+    """The stage of a stack named ``OpenWopHost-<stage>`` (the CDK app's naming); empty for any other target."""
+    prefix = "OpenWopHost-"
+    return stack[len(prefix):] if stack and stack.startswith(prefix) else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args.host, args.port)
+    if args.command == "seed":  # checked before any AWS call (a -prod stack is refused without a lookup)
+        from shared.services.seed import SeedPlanError, seed_plan
+
+        try:
+            seed_plan(args.sets, tenants=args.tenants, demo_tools_url=args.demo_tools_url,
+                      demo_mcp_url=args.demo_mcp_url, stage=stack_stage(args.stack) or None)
+        except SeedPlanError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     _use_endpoint(args.endpoint)
     try:
         _use_stack(args.stack, args.region)
@@ -229,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _ops("put_suite", args.file)
     if args.command == "runs":
         return _ops("erase_run", args.run_id, args.tenant)
+    if args.command == "seed":
+        return _ops("seed", args.sets, args.tenants, args.demo_tools_url, args.demo_mcp_url, stack_stage(args.stack))
     if args.action == "create":
         return _ops("create_key", args.tenant, args.name)
     if args.action == "list":

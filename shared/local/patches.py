@@ -8,7 +8,8 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 2. DynamoDB Streams → Lambda event-source mapping (moto always takes the Docker path and drops the records):
    ``LambdaBackend.send_dynamodb_items`` delivers the stream event to the real handler on a background worker;
    ``StreamRecord.__init__`` marks TTL deletions with the TTL service identity (see ``shared.local.ttl``).
-3. JSONata (getmoto/moto#10105, PR #10112): the evaluator pointer is never set; plug in jsonata-python.
+3. (removed: JSONata. No ASL file of ours uses ``QueryLanguage: JSONata``; moto 5.2.5 fails such states,
+   getmoto/moto#10105, and ``tests/unit`` checks that none of our state machines uses JSONata.)
 4. ``states:startExecution`` casing (getmoto/moto#10076, PR #10101): PascalCase parameters go straight to boto3.
 5. ``fast_waits()`` (test-only, never applied by default): Wait states and Retry intervals become instant.
 6. ``TransactWriteItems`` without deep-copying whole tables per item (``shared.local.ddb_transactions``).
@@ -18,7 +19,7 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    waiting callbacks with an empty success (an error outcome would overwrite the stop and end ``FAILED``); the
    stopped program runs no further state, so the execution ends ``ABORTED``.
 
-When upstream fixes land (moto release with #10112 / #10101): bump the pin, delete the corresponding
+When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``_patch_*`` function and its call in ``apply_patches``, and keep the canary test in
 ``tests/integration/test_local_patches.py`` — it must still pass on the unpatched, fixed moto.
 """
@@ -350,24 +351,6 @@ def _patch_stream_record_identity() -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def _patch_jsonata() -> None:
-    """JSONata (getmoto/moto#10105, fix in open PR #10112). ``eval_jsonata_expression`` calls the module pointer
-    ``_eval_jsonata``, which moto never sets (it was LocalStack's JVM bridge), so every ``QueryLanguage: JSONata``
-    state and every ``Assign`` fails with ``TypeError: 'NoneType' object is not callable``. Plug in
-    jsonata-python 0.7.1; failures become the same ``JSONataException`` the JVM bridge raised."""
-    import jsonata
-    from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
-
-    def eval_jsonata(expression: str) -> Any:
-        try:
-            result = jsonata.Jsonata(expression).evaluate(None)
-            return None if result is None else json.loads(json.dumps(result))
-        except Exception as exc:  # noqa: BLE001 - mirror the JVM bridge: any failure is a JSONata error
-            raise moto_jsonata.JSONataException("UNKNOWN", str(exc)) from exc
-
-    moto_jsonata._eval_jsonata = eval_jsonata
-
-
 _sfn_model_lock = threading.Lock()
 _sfn_model: Any = None
 
@@ -495,7 +478,6 @@ def apply_patches() -> None:
         _patch_lambda_invoke()
         _patch_stream_delivery()
         _patch_stream_record_identity()
-        _patch_jsonata()
         _patch_sfn_start_execution()
         _patch_sfn_stop_wakes_callbacks()
         from shared.local.ddb_transactions import apply_transaction_patch

@@ -86,3 +86,19 @@ def finish_pepper_rotation(ports: Ports) -> str:
 
     stale = auth.finish_pepper_rotation(ports)
     return json.dumps({"pepper": "rotation finished", "previousKept": stale.previous is not None})
+
+
+def seed(ports: Ports, sets: str, tenants: str = "", demo_tools_url: str = "", demo_mcp_url: str = "",
+         stage: str = "") -> str:
+    """Seed the conformance fixtures and/or the demo (``shared.services.seed.seed_stack``, as the deploy-time
+    custom resource does); refused for the ``prod`` stage. One JSON line: what was seeded."""
+    from shared.services import seed as seeding
+
+    try:
+        plan = seeding.seed_plan(sets, tenants=tenants, demo_tools_url=demo_tools_url, demo_mcp_url=demo_mcp_url,
+                                 stage=stage or None)
+        return json.dumps(seeding.seed_stack(ports, plan))
+    except seeding.SeedPlanError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    except ProtocolError as exc:
+        raise SystemExit(f"error: {exc.code}: {exc.message}") from exc

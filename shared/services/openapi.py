@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 from shared import manifest
+from shared.protocol.agents import AgentRegistration, DeploymentTransition
 from shared.protocol.models import (
     BulkCancelRunsRequest,
     CancelRunRequest,
@@ -23,7 +24,6 @@ from shared.protocol.models import (
     ResolveInterruptRequest,
     ResumeRunRequest,
 )
-from shared.protocol.agents import AgentRegistration, DeploymentTransition
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 
 

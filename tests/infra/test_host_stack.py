@@ -683,3 +683,104 @@ def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path)
     assert asl["States"]["Trials"]["MaxConcurrencyPath"] == "$.maxConcurrency"
     assert "MaxConcurrency" not in asl["States"]["Trials"]
     assert asl["States"]["Prepare"]["ResultSelector"]["maxConcurrency.$"] == "$.Payload.maxConcurrency"
+
+
+# --- Seeding and runtime settings from context ------------------------------------------------------------------
+
+
+def test_no_seed_resource_unless_asked(synth: Synth) -> None:
+    # Given the default synthesis (no seed context)
+    # Then there is no seed custom resource (the seed_host function exists but nothing invokes it)
+    assert not synth.of_type("Custom::OpenWopSeed")
+    assert synth.stack.seeding is None
+
+
+def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) -> None:
+    from aws_cdk.assertions import Template
+
+    from infra.app import build_app
+    from infra.constructs.runtime_settings import RUNTIME_SETTINGS
+    from infra.constructs.seeding import fixtures_digest
+
+    # Given a test stage synthesized with seeding and every runtime setting from context
+    given = {"httpAllowlist": "api.example.com, hooks.example.com:8443", "runToolCallBudget": "50",
+             "toolResponseMaxBytes": "65536", "conformance": "False", "maxPollWaitSeconds": "10",
+             "apiKeyPepperMaxAgeSeconds": "300", "hostName": "acme-host", "buildId": "abc123",
+             "modelProviders": "bedrock, openai", "modelPrices": '{"m": {"input": 1, "output": 2}}',
+             "openaiBaseUrl": "https://llm.example.com/v1", "modelCallAttempts": "2", "judgeProvider": "bedrock",
+             "judgeModel": "judge-model"}
+    expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
+                "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
+                "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
+                "MODEL_PROVIDERS": "bedrock,openai", "MODEL_PRICES": '{"m": {"input": 1, "output": 2}}',
+                "OPENAI_BASE_URL": "https://llm.example.com/v1", "MODEL_CALL_ATTEMPTS": "2",
+                "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model"}
+    assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
+    _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
+                          "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
+                          **given}, outdir=str(tmp_path), nag=True)
+    template = Template.from_stack(stack).to_json()
+    resources = template["Resources"]
+    # Then every function's environment carries each setting as the code reads it
+    for spec in manifest.FUNCTIONS:
+        fn_id = stack.resolve(stack.functions.function(spec.name).node.default_child.ref)["Ref"]
+        env = resources[fn_id]["Properties"]["Environment"]["Variables"]
+        assert {k: env.get(k) for k in expected} == expected, spec.name
+    # and one seed resource is served by the seed_host function, with the plan and the fixtures' digest
+    (seed,) = [r for r in resources.values() if r["Type"] == "Custom::OpenWopSeed"]
+    seed_fn = stack.resolve(stack.functions.function("seed_host").node.default_child.ref)["Ref"]
+    assert seed["Properties"] == {
+        "ServiceToken": {"Fn::GetAtt": [seed_fn, "Arn"]}, "Stage": "qa", "Sets": "conformance,demo",
+        "Tenants": "acme,globex", "DemoToolsUrl": "https://tools.example.com",
+        "DemoMcpUrl": "https://mcp.example.com/mcp", "FixturesDigest": fixtures_digest()}
+    # and the seed function may write only the host table
+    statements = [s for p in resources.values() if p["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": resources[seed_fn]["Properties"]["Role"]["Fn::GetAtt"][0]} in p["Properties"]["Roles"]
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    tables = {json.dumps(r) for s in statements if any(str(a).startswith("dynamodb:") for a in _as_list(s["Action"]))
+              for r in _as_list(s["Resource"])}
+    host_table = stack.resolve(stack.tables.table(manifest.HOST).table_arn)
+    assert tables and all(json.dumps(host_table) in t for t in tables)
+
+
+@pytest.mark.parametrize(("context", "message"), [
+    ({"stage": "prod", "seed": "conformance"}, "seeding is refused in the prod stage"),
+    ({"stage": "qa", "seed": "demo"}, "the demo needs tenants"),
+    ({"stage": "qa", "seed": "fixtures"}, "unknown seed set fixtures"),
+    ({"stage": "qa", "runToolCallBudget": "lots"}, "context runToolCallBudget='lots': expected a non-negative"),
+    ({"stage": "qa", "conformance": "yes"}, "context conformance='yes': expected true or false"),
+])
+def test_context_that_cannot_be_deployed_fails_synthesis_with_one_line(tmp_path: Path, context: dict[str, str],
+                                                                       message: str) -> None:
+    from infra.app import build_app
+
+    # When the stack is synthesized with context it cannot honour
+    with pytest.raises(ValueError) as exc:
+        build_app(context, outdir=str(tmp_path), nag=False)
+    # Then synthesis stops with one line that says why
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_every_setting_the_code_reads_is_set_by_the_stack_or_from_context() -> None:
+    from infra.constructs.runtime_settings import OTHER_CONTEXT, RUNTIME_SETTINGS
+    from shared import settings
+
+    # Given the env vars shared/settings.py reads
+    source = (ROOT / "shared" / "settings.py").read_text()
+    read = set(re.findall(r'_env\("([A-Z0-9_]+)"', source))
+    # Then each is a resource the stack wires, or an operator setting from CDK context
+    from_context = {s.env_var for s in RUNTIME_SETTINGS} | set(OTHER_CONTEXT.values())
+    wired = set(settings.resource_env_vars())
+    assert read - from_context - wired == set()
+
+
+def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(synth: Synth) -> None:
+    # Given the dashboard's body (a join of literal JSON and tokens)
+    (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    # Then the eval counters and the dimensioned counters (searched by their dimensions) are on it
+    for name in ("EvalsStarted", "EvalsFinished", "FixtureMisses"):
+        assert name in body, name
+    assert f"SEARCH('{{OpenWOP/{STAGE},service,transport,status,source}} MetricName=" in body
+    assert "ToolCalls" in body
+    assert f"SEARCH('{{OpenWOP/{STAGE},service,code}} MetricName=" in body and "RefusalsByCode" in body

@@ -1,6 +1,6 @@
 """Canary tests for shared.local: the moto 5.2.5 patches and the manifest bootstrap.
 
-Each canary fails if its patch is removed. When an upstream fix lands (moto #10112 JSONata, #10101
+Each canary fails if its patch is removed. When an upstream fix lands (moto #10101
 startExecution casing), bump the moto pin, delete that ``_patch_*`` in shared/local/patches.py and keep
 the canary: it must still pass on the fixed, unpatched moto.
 """
@@ -282,28 +282,7 @@ def test_ttl_sweep_without_tables_finds_every_ttl_enabled_table(
     assert "Item" not in ddb.get_item(TableName=name, Key={"pk": {"S": "ancient"}})
 
 
-# -- c. JSONata, d. startExecution casing ---------------------------------------------------------------------------
-
-
-def test_jsonata_states_and_assign_evaluate(local_aws: LocalAws, role_arn: str) -> None:
-    definition = {
-        "QueryLanguage": "JSONata",
-        "StartAt": "Sum",
-        "States": {
-            "Sum": {
-                "Type": "Pass",
-                "Assign": {"runId": "{% $states.input.runId %}"},
-                "Output": {"sum": "{% $sum($states.input.xs) %}", "n": "{% $count($states.input.xs) %}"},
-                "Next": "Use",
-            },
-            "Use": {"Type": "Pass", "Output": {"got": "{% $runId %}", "sum": "{% $states.input.sum %}"}, "End": True},
-        },
-    }
-
-    result = run_machine(local_aws, role_arn, definition, {"runId": "run-1", "xs": [1, 2, 3]})
-
-    assert result["status"] == "SUCCEEDED", result
-    assert json.loads(result["output"]) == {"got": "run-1", "sum": 6}
+# -- c. startExecution casing ---------------------------------------------------------------------------
 
 
 def test_start_execution_sync2_runs_the_child_and_returns_its_output(local_aws: LocalAws, role_arn: str) -> None:

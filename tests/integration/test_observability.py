@@ -102,3 +102,59 @@ def test_importing_a_handler_builds_no_tracer_and_loads_no_xray_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # Then the X-Ray SDK (~250 ms of imports) was not loaded: tracing is assembled on the first traced invocation
     assert out.stdout.strip() == "False"
+
+
+def _dimensioned(out: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Each EMF document counting ``name`` alone (``count_by``): its dimension values and its value."""
+    found = []
+    for line in out.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            doc = json.loads(line)
+            (directive,) = doc["_aws"]["CloudWatchMetrics"]
+            if [m["Name"] for m in directive["Metrics"]] == [name]:
+                assert directive["Namespace"] == "OpenWOP/test"
+                dims = {d: doc[d] for d in directive["Dimensions"][0]}
+                value = doc[name]
+                found.append((dims, value[0] if isinstance(value, list) and len(value) == 1 else value))
+    return found
+
+
+def test_an_eval_start_and_each_refusal_code_are_counted(emf, capsys):
+    from shared.local.front import invoke_in_process
+
+    # When an eval run is created, and two requests are refused for different reasons
+    body = {"mode": "eval", "evalSuiteRef": "conformance-eval-trajectory", "agentId": "conformance-eval-agent"}
+    assert invoke_in_process("create_run", _authed(api_event("POST", "/runs", "/runs", body)))["statusCode"] == 201
+    bad = api_event("GET", "/runs", "/runs")
+    bad["headers"]["authorization"] = "Bearer not-a-key"
+    assert invoke_in_process("list_runs", bad)["statusCode"] == 401
+    unknown = _authed(api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop", "nope": 1}))
+    assert invoke_in_process("create_run", unknown)["statusCode"] == 400
+    out = capsys.readouterr().out
+    # Then the eval start is counted as a run and as an eval
+    started = [d for d in _metrics(out) if "EvalsStarted" in d]
+    assert len(started) == 1 and started[0]["EvalsStarted"] == [1.0] and started[0]["RunsStarted"] == [1.0]
+    # and each refusal is counted under its protocol code
+    assert sorted((dims["code"], value) for dims, value in _dimensioned(out, "RefusalsByCode")) == [
+        ("unauthenticated", 1.0), ("validation_error", 1.0)]
+    assert all(dims["service"] == "openwop-serverless" for dims, _ in _dimensioned(out, "RefusalsByCode"))
+
+
+def test_tool_calls_by_transport_status_and_source_and_fixture_misses_are_counted(host, emf, capsys):
+    from tests.integration.test_eval_runs import run_eval
+
+    client = host.client(host.key_a)
+    # Given a recorded source eval run (two live calls of the native counter tool)
+    source = run_eval(client, "conformance-eval-recorded-source")
+    out = capsys.readouterr().out
+    assert ({"service": "openwop-serverless", "transport": "native", "status": "ok", "source": "live"}, 2.0) \
+        in _dimensioned(out, "ToolCalls")
+    # When an eval whose task drifts from it is served that run's calls as fixtures (RFC 0252)
+    run_eval(client, "conformance-eval-recorded-drift", fixtureRuns={"record": source})
+    out = capsys.readouterr().out
+    # Then its trial counted one served call, one fail-closed miss, and no live call
+    calls = [(d["transport"], d["status"], d["source"], v) for d, v in _dimensioned(out, "ToolCalls")]
+    assert ("native", "ok", "fixture", 1.0) in calls and ("native", "error", "fixture", 1.0) in calls
+    assert [v for _, v in _dimensioned(out, "FixtureMisses")] == [1.0]
+    # and the eval's finish is counted
+    assert any(d.get("EvalsFinished") == [1.0] for d in _metrics(out))

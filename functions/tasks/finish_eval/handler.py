@@ -21,4 +21,5 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = FinishInput.model_validate(event)
     out = evalrun.finish(get_ports(), req.runId)
     count("RunsFinished")
+    count("EvalsFinished")
     return out

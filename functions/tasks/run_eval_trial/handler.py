@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from functions._common.observability import task_handler
+from functions._common.observability import count_tools, task_handler
 from shared.engine import evalrun
+from shared.engine.tools import ToolTally
 from shared.wiring import get_ports
 
 
@@ -35,4 +36,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return {**evalrun.prepare(ports, req.runId), "maxConcurrency": ports.settings.eval_max_concurrency}
     if req.item is None:
         raise ValueError("trial needs item")
-    return evalrun.trial_task(get_ports(), req.item.model_dump())
+    tally = ToolTally()
+    out = evalrun.trial_task(get_ports(), req.item.model_dump(), tally=tally)
+    count_tools(tally)  # the trial's tool calls, and the RFC 0252 fixture misses it was served
+    return out

@@ -1,0 +1,100 @@
+"""Runtime settings an operator sets from CDK context (``-c key=value`` or cdk.json), as the functions' environment.
+
+Each entry maps one context key to one env var that ``shared.settings.get_settings`` reads. A key that is not given
+leaves the variable unset, so the code's default applies (the defaults are in ``shared.settings``). Values are
+checked at synthesis: a non-integer budget or a ``conformance`` other than true/false fails ``cdk synth`` with one
+line, not a function that crashes on its first cold start.
+
+The older keys with a construct of their own (``retentionDays``, ``metricsNamespace``, ``evalMaxConcurrency``,
+``runStartsPerMinute``, ``egressAllow``) stay where they were set; they are listed in ``OTHER_CONTEXT`` so the
+docs and the settings-coverage test see every operator setting in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from constructs import Construct
+
+Kind = Literal["int", "bool", "list", "text"]
+
+
+@dataclass(frozen=True)
+class ContextSetting:
+    context: str  # the CDK context key
+    env_var: str  # the variable shared.settings reads
+    kind: Kind
+    doc: str
+
+
+RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
+    ContextSetting("httpAllowlist", "HTTP_ALLOWLIST", "list",
+                   "hosts (`host` or `host:port`) `core.http` nodes may call; default none"),
+    ContextSetting("runToolCallBudget", "RUN_TOOL_CALL_BUDGET", "int", "tool calls per run; default 1000"),
+    ContextSetting("toolResponseMaxBytes", "TOOL_RESPONSE_MAX_BYTES", "int",
+                   "largest tool or HTTP-node response read; default 1000000"),
+    ContextSetting("conformance", "OPENWOP_CONFORMANCE", "bool",
+                   "the conformance built-in tools (true/false); default true"),
+    ContextSetting("maxPollWaitSeconds", "MAX_POLL_WAIT_SECONDS", "int",
+                   "longest long-poll wait of `GET /runs/{runId}/events/poll`; default 25"),
+    ContextSetting("apiKeyPepperMaxAgeSeconds", "APIKEY_PEPPER_MAX_AGE_SECONDS", "int",
+                   "how long a function keeps the API-key pepper before re-reading it; default 900"),
+    ContextSetting("hostName", "HOST_NAME", "text", "the host name discovery reports; default openwop-serverless"),
+    ContextSetting("buildId", "BUILD_ID", "text", "the build id discovery reports (e.g. a commit); default unknown"),
+    ContextSetting("modelProviders", "MODEL_PROVIDERS", "list",
+                   "model providers agents may use (bedrock, openai, mock); default all three (never mock in prod)"),
+    ContextSetting("modelPrices", "MODEL_PRICES", "text",
+                   "JSON price overrides, USD per 1M tokens per model; default the built-in table"),
+    ContextSetting("openaiBaseUrl", "OPENAI_BASE_URL", "text",
+                   "the OpenAI-compatible endpoint for agent bindings without baseUrl; default none"),
+    ContextSetting("modelCallAttempts", "MODEL_CALL_ATTEMPTS", "int",
+                   "tries per model call when the provider says it may be retried; default 3"),
+    ContextSetting("judgeProvider", "JUDGE_PROVIDER", "text",
+                   "the default rubric judge's provider when an eval names none; default none"),
+    ContextSetting("judgeModel", "JUDGE_MODEL", "text", "the default rubric judge's model; default none"),
+)
+
+# Context keys handled by their own constructs (infra/constructs/functions.py, infra/app.py): context -> env var.
+OTHER_CONTEXT: Mapping[str, str] = {
+    "retentionDays": "RETENTION_DAYS",
+    "metricsNamespace": "METRICS_NAMESPACE",
+    "evalMaxConcurrency": "EVAL_MAX_CONCURRENCY",
+    "runStartsPerMinute": "RUN_STARTS_PER_MINUTE",
+    "egressAllow": "EGRESS_ALLOW",
+    "stage": "STAGE",
+}
+
+
+class ContextSettingError(ValueError):
+    """A context value that the runtime could not use."""
+
+
+def _check(setting: ContextSetting, raw: object) -> str:
+    if isinstance(raw, list | tuple) and setting.kind == "list":  # cdk.json may hold a JSON list
+        raw = ",".join(str(v) for v in raw)
+    value = str(raw).strip()
+    if setting.kind == "int":
+        try:
+            if int(value) < 0:
+                raise ValueError
+        except ValueError:
+            raise ContextSettingError(f"context {setting.context}={raw!r}: expected a non-negative integer") from None
+    elif setting.kind == "bool":
+        if value.lower() not in ("true", "false"):
+            raise ContextSettingError(f"context {setting.context}={raw!r}: expected true or false")
+        value = value.lower()
+    elif setting.kind == "list":
+        value = ",".join(p.strip() for p in value.split(",") if p.strip())
+    return value
+
+
+def runtime_environment(scope: Construct) -> dict[str, str]:
+    """The env vars of the runtime settings given in ``scope``'s context (the others stay unset)."""
+    env: dict[str, str] = {}
+    for setting in RUNTIME_SETTINGS:
+        raw = scope.node.try_get_context(setting.context)
+        if raw is not None and str(raw) != "":
+            env[setting.env_var] = _check(setting, raw)
+    return env
