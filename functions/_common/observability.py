@@ -9,8 +9,8 @@
   answers), ``RunsErased``. Counters with dimensions are single EMF documents (``count_by``): ``RefusalsByCode``
   (``code``), ``ToolCalls`` (``transport``, ``status``, ``source``) and ``FixtureMisses`` (RFC 0252 misses served
   in eval trials), counted by the task handlers from the engine's ``ToolTally``.
-  Model calls: ``count_model_calls`` is the hook for the model-provider work (``ModelCalls`` by ``provider`` and
-  ``status``); nothing calls it yet.
+  ``ModelCalls`` (``provider``, ``status``: ``ok`` or the error code) counts requests sent to a model provider
+  (answers served from a model-call log are not sent), from the same tally.
 
 Nothing is built at import: Powertools' Tracer imports the X-Ray SDK even when disabled (~250 ms), so the
 decorated handler assembles its wrappers on its first invocation, and the Tracer only when tracing is on.
@@ -88,11 +88,8 @@ def count_tools(tally: Any) -> None:
     for (transport, status, source), n in sorted(tally.calls.items()):
         count_by("ToolCalls", {"transport": transport, "status": status, "source": source}, n)
     count_by("FixtureMisses", {}, tally.fixture_misses)
-
-
-def count_model_calls(provider: str, status: str, value: int = 1) -> None:
-    """Hook for model calls (the model-provider work): ``ModelCalls`` by provider and status."""
-    count_by("ModelCalls", {"provider": provider, "status": status}, value)
+    for (provider, status), n in sorted(tally.model_calls.items()):
+        count_by("ModelCalls", {"provider": provider, "status": status}, n)
 
 
 def observed(correlation_id_path: str) -> Callable[[H], H]:

@@ -71,7 +71,8 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
         elif e["type"] == c.PROVIDER_USAGE and current is not None:
             fixed_turns[current] = fixed_turns.get(current, 0) + 1
     models = ModelSession(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
-                          (rec.data.get("configurable") or {}).get("ai"), source_id, fixed_turns=fixed_turns)
+                          (rec.data.get("configurable") or {}).get("ai"), source_id, fixed_turns=fixed_turns,
+                          tally=tally)
     trials: dict[tuple[int, int], dict[str, Any]] = {}
     for item in evalrun.items(plan, rec.run_id):
         result = evalrun.run_trial(ports, rec, int(item["t"]), int(item["k"]), tools, plan=plan, models=models)

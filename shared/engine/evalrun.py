@@ -177,7 +177,7 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     result = TrialResult(task_index, trial, task_id)
     overrides = (rec.data.get("configurable") or {}).get("ai")
     if models is None and agent.kind == "model":
-        models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides)
+        models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
     result.events.append({"type": c.AGENT_INVOCATION_STARTED,
                           "payload": started_payload(agent, agent.agent_id, inv, "run-api", overrides),
                           "timestamp": ports.clock.iso()})
@@ -220,7 +220,7 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     expected = task.get("expected") or {}
     if expected.get("kind") == "rubric" and result.decided and not result.fixture_miss_count:
         if models is None:
-            models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides)
+            models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
         try:
             met, entry = judge.judge(models, dict(plan.get("judge") or {}), f"judge:{inv}",
                                      order_key(task_index, trial) + "J", agent_input, result.decision,

@@ -119,6 +119,7 @@ class ModelSession:
     overrides: dict[str, Any] | None = None  # configurable.ai
     source_run_id: str | None = None
     fixed_turns: dict[str, int] = field(default_factory=dict)  # a branch: model calls of the copied prefix
+    tally: Any = None  # the task's ToolTally (model calls sent), when its handler counts them
     _log: dict[str, dict[int, dict[str, Any]]] | None = None
     _source: dict[tuple[str, int], dict[str, Any]] | None = None
     calls_made: int = 0  # provider calls this session sent (not served)
@@ -240,15 +241,20 @@ class ModelSession:
             started = self.ports.clock.now_ms()
             try:
                 reply = self.ports.models.complete(request)
-                self.calls_made += 1
+                self._count(req.provider, "ok")
                 return reply, max(0, self.ports.clock.now_ms() - started)
             except ModelProviderError as exc:
-                self.calls_made += 1
+                self._count(req.provider, exc.code)
                 if exc.retryable and attempt + 1 < attempts:
                     self.ports.clock.sleep(min(exc.retry_after_s or 0.5 * 2 ** attempt, MAX_RETRY_SLEEP_S))
                     continue
                 raise ModelCallFailed(exc.code, f"the model call failed: {exc.reason}") from exc
         raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "the model call failed")
+
+    def _count(self, provider: str, status: str) -> None:
+        self.calls_made += 1
+        if self.tally is not None:
+            self.tally.add_model_call(provider, status)
 
     def _store(self, order: str, turn: int, entry: dict[str, Any]) -> None:
         sk = f"{keys.MODEL_CALL_PREFIX}{order}#{turn:04d}"

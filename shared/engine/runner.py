@@ -82,7 +82,7 @@ class RunContext:
             ai = (self.record.data.get("configurable") or {}).get("ai")
             self._models = ModelSession(self.ports, self.run_id, self.record.tenant, self.mode,
                                         self.record.expires_at, ai,
-                                        self.source_run_id if self.mode == "replay" else None)
+                                        self.source_run_id if self.mode == "replay" else None, tally=self.tally)
         return self._models
 
     def agent(self, nid: str, node: dict[str, Any]) -> AgentSpec | None:

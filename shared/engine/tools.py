@@ -51,18 +51,23 @@ class ToolOutcome:
 
 @dataclass
 class ToolTally:
-    """What one task's tool calls came to, for its handler's metrics (the engine emits nothing itself): calls by
-    (transport, status, source), and RFC 0252 fixture misses. A retried step's calls, answered from their stored
+    """What one task's tool and model calls came to, for its handler's metrics (the engine emits nothing itself):
+    tool calls by (transport, status, source), RFC 0252 fixture misses, model calls sent by (provider, status). A retried step's calls, answered from their stored
     records, are not counted again."""
 
     calls: dict[tuple[str, str, str], int] = field(default_factory=dict)
     fixture_misses: int = 0
+    model_calls: dict[tuple[str, str], int] = field(default_factory=dict)  # sent to a provider: (provider, status)
 
     def add(self, outcome: ToolOutcome) -> None:
         key = (outcome.transport, outcome.status, outcome.source)
         self.calls[key] = self.calls.get(key, 0) + 1
         if outcome.miss:
             self.fixture_misses += 1
+
+    def add_model_call(self, provider: str, status: str) -> None:
+        """One request sent to a model provider (``ok`` or the error code); calls served from a log are not sent."""
+        self.model_calls[(provider, status)] = self.model_calls.get((provider, status), 0) + 1
 
 
 @dataclass

@@ -158,3 +158,28 @@ def test_tool_calls_by_transport_status_and_source_and_fixture_misses_are_counte
     assert [v for _, v in _dimensioned(out, "FixtureMisses")] == [1.0]
     # and the eval's finish is counted
     assert any(d.get("EvalsFinished") == [1.0] for d in _metrics(out))
+
+
+def test_model_calls_sent_are_counted_by_provider_and_status_and_served_ones_are_not(host, emf, capsys):
+    import uuid
+
+    from openwop_client.types import CreateRunRequest, ForkRunRequest
+
+    from tests.integration.test_model_agents import agent_workflow
+    from tests.wire import raw, wait_terminal
+
+    client = host.client(host.key_a)
+    agent_id = f"x{uuid.uuid4().hex[:8]}.counted"
+    body = {"version": "1.0.0", "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [
+        {"text": "one"}]}}, "manifest": {"agentId": agent_id, "persona": "P", "modelClass": "general",
+                                        "systemPrompt": "s"}}
+    assert raw(host.base_url, "POST", "/host/openwop-serverless/agents", body, key=host.key_a).status == 201
+    # Given a live run of a model-backed agent (one model call)
+    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
+    wait_terminal(client, run.runId)
+    out = capsys.readouterr().out
+    assert [(d["provider"], d["status"], v) for d, v in _dimensioned(out, "ModelCalls")] == [("mock", "ok", 1.0)]
+    # When it is replayed: the answer is served from the log, no provider call is counted
+    child = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
+    wait_terminal(client, child)
+    assert _dimensioned(capsys.readouterr().out, "ModelCalls") == []
