@@ -91,6 +91,12 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            query=("afterSequence", "timeout", "streamMode"))],
     ("GET", "/runs/{runId}/eval-summary"): [
         Op("/runs/{runId}/eval-summary", "getEvalSummary", {200: "Object"}, (*_READ, 409))],
+    ("GET", "/host/openwop-serverless/runs/{runId}/eval-report"): [
+        Op("/host/openwop-serverless/runs/{runId}/eval-report", "getEvalReport", {200: "Object"}, (*_READ, 409))],
+    ("GET", "/host/openwop-serverless/ui"): [
+        Op("/host/openwop-serverless/ui", "getViewer", {200: "Html"}, (406,), media="text/html")],
+    ("GET", "/host/openwop-serverless/ui/"): [
+        Op("/host/openwop-serverless/ui/", "getViewerPage", {200: "Html"}, (406,), media="text/html")],
     ("GET", "/workflows/{workflowId}"): [
         Op("/workflows/{workflowId}", "getWorkflow", {200: "Object"}, (400, 401, 404, 406))],
     ("GET", "/host/effect-seams"): [Op("/host/effect-seams", "getEffectSeamManifest", {200: "Object"}, (401, 406))],
@@ -231,6 +237,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "CredentialList": {"type": "object", "required": ["credentials"],
                        "properties": {"credentials": {"type": "array",
                                                       "items": {"$ref": "#/components/schemas/Credential"}}}},
+    "Html": {"type": "string"},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
 }
