@@ -11,7 +11,7 @@ host's agents make no model calls; a trial event carrying ``usage.costUsd`` is s
 Tenant-private: a well-formed id of another tenant takes the same path as an unknown one (one read of a key that
 cannot exist) and gets the same 404 bytes. A run that is not an eval run is ``404 not_found`` with its own
 message (the caller's own run: nothing leaks); a run not yet terminal is ``409 run_state_conflict``, as for the
-summary. Content-free agents (their events carry ``argsHash``) get no argument, response or decision values in
+summary, its details carrying the progress (tasks and trials done / total). Content-free agents (their events carry ``argsHash``) get no argument, response or decision values in
 the report: only pointers, provenance and grades.
 """
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from shared import keys
 from shared.engine import evalrun, grading
 from shared.engine.jsondiff import differing_pointers
 from shared.errors import NotFoundError, RunGoneError, RunStateConflictError
@@ -260,12 +261,30 @@ def build(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     }
 
 
+def progress(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+    """Tasks and trials done / total of an eval run in flight, from its stored ``TRIAL#`` keys (no bodies read)."""
+    try:
+        plan = evalrun.load_plan(ports, rec.run_id)
+    except RunGoneError:
+        return {}
+    suite = plan["suite"]
+    totals = [grading.task_trials(suite, t) for t in suite["tasks"]]
+    done: dict[int, int] = {}
+    for sk, _doc in ports.runs.query_aux(rec.run_id, keys.TRIAL_PREFIX):
+        task_part, _, _trial = sk[len(keys.TRIAL_PREFIX):].partition("#")
+        if task_part.isdigit():
+            done[int(task_part)] = done.get(int(task_part), 0) + 1
+    return {"tasks": {"done": sum(1 for i, n in enumerate(totals) if done.get(i, 0) >= n), "total": len(totals)},
+            "trials": {"done": sum(min(done.get(i, 0), n) for i, n in enumerate(totals)), "total": sum(totals)}}
+
+
 def eval_report(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
     rec = own_run_or_404(ports, caller, wire_run_id)
     if not _features().get("evalSuite") or rec.kind != "eval":
         raise NotFoundError("The run is not an eval run.")
     if not rec.terminal:
-        raise RunStateConflictError("The eval run has not finished.", {"runStatus": rec.status})
+        raise RunStateConflictError("The eval run has not finished.",
+                                    {"runStatus": rec.status, "progress": progress(ports, rec)})
     try:
         return build(ports, rec)
     except RunGoneError as exc:  # erased while we read

@@ -92,6 +92,9 @@ def test_a_workflow_run_is_a_404_envelope_and_a_running_eval_is_409(host):
     client.runs_cancel(run)
     assert r.status == 409, r.text
     assert r.json["error"] == "run_state_conflict" and r.json["details"]["runStatus"] in ("pending", "running")
+    prog = r.json["details"]["progress"]
+    assert prog["tasks"]["total"] == 12 and prog["trials"]["total"] == 120
+    assert 0 <= prog["trials"]["done"] <= 120 and 0 <= prog["tasks"]["done"] <= 12
     # cancelled: terminal, unverifiable
     wait_terminal(client, run)
     done = report(host, host.key_a, run).json
