@@ -111,9 +111,9 @@ def test_usage_and_connection_errors_exit_3(host, loop, capsys):
     assert capsys.readouterr().err.startswith("error: cannot reach the host")
     assert cli(host, "compare", loop["base"], key="not-a-key") == 3
     assert "401 unauthenticated" in capsys.readouterr().err
-    # another tenant's run: the same 404 as an unknown one, exit 3
+    # another tenant's run: refused by the protocol's path rule (GET /runs/{id}), exit 3
     assert cli(host, "compare", loop["base"], key=host.key_b) == 3
-    assert "error: the host answered 404 not_found" in capsys.readouterr().err
+    assert "error: the host answered 403 id_tenant_mismatch" in capsys.readouterr().err
     assert cli(host, "run", "--suite", "no-such-suite", "--agent", AGENT) == 3
     assert "400 validation_error" in capsys.readouterr().err
     assert cli(host, "run", "--suite", DRIFT, "--agent", AGENT, "--fixtures-from", "record") == 3
