@@ -77,7 +77,7 @@
   function allEvents(wire) {
     var out = [];
     function next(after) {
-      var qs = "?timeout=0" + (after === null ? "" : "&afterSequence=" + after);
+      var qs = "?timeout=1" + (after === null ? "" : "&afterSequence=" + after);
       return api("/runs/" + wire + "/events/poll" + qs).then(function (page) {
         var evs = page.events || [];
         out = out.concat(evs);
@@ -144,6 +144,13 @@
       } else if (e.nodeId && /^node\.(completed|failed|skipped|cancelled)$/.test(e.type) && spans[e.nodeId]) {
         spans[e.nodeId].to = e.sequence;
         spans[e.nodeId].outcome = e.type.slice(5);
+      }
+      if (e.type === "agent.invocation-started" && p.invocationId) {
+        spans["agent " + p.invocationId] = {from: e.sequence, to: null, outcome: "running"};
+        order.push("agent " + p.invocationId);
+      } else if (e.type === "agent.invocation-completed" && spans["agent " + p.invocationId]) {
+        spans["agent " + p.invocationId].to = e.sequence;
+        spans["agent " + p.invocationId].outcome = "completed";
       }
       if (p.usage && typeof p.usage === "object") {
         Object.keys(p.usage).forEach(function (k) {
@@ -252,6 +259,7 @@
         clear(ol);
         pair[1].forEach(function (e) {
           var li = document.createElement("li");
+          li.dataset.seq = e.sequence;
           li.textContent = e.type + (e.nodeId ? " [" + e.nodeId + "]" : "") +
             (e.payload && e.payload.status ? " " + e.payload.status : "");
           if (changed[e.sequence]) { li.className = "diverged"; li.title = changed[e.sequence]; }
