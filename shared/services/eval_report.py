@@ -23,7 +23,7 @@ from typing import Any
 from shared import keys
 from shared.engine import evalrun, grading
 from shared.engine.jsondiff import differing_pointers
-from shared.errors import NotFoundError, RunGoneError, RunStateConflictError
+from shared.errors import EvalRecordedFixturesGoneError, NotFoundError, RunGoneError, RunStateConflictError
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import tenant_of
@@ -123,7 +123,7 @@ def _entries_for(ports: Ports, plan: dict[str, Any], task: dict[str, Any]) -> tu
     source = (plan.get("fixtureRuns") or {}).get(task_id)
     try:
         derived = evalrun.derived_entries(ports, plan, task_id)
-    except Exception:  # the copy is gone (its source was erased): nothing to compare against
+    except EvalRecordedFixturesGoneError:  # the copy is gone (its source was erased): nothing to compare against
         derived = None
         source = None
     if derived is not None:
