@@ -164,3 +164,38 @@ def test_agent_at_version_pins_the_version_in_the_request_the_cli_sends(capsys):
                      "fixtureRuns": {"t1": "tenant-a/r-src"},
                      "configurable": {"version": 1, "extensions": {"openwop-serverless": {"agentVersion": "2.0.0"}}}}
     assert second == {"mode": "eval", "evalSuiteRef": "s.evals.x", "agentId": "support", "evalModes": ["golden"]}
+
+
+def _slow_suite(host) -> str:
+    from tests.helpers import unique
+    from tests.integration.test_eval_runs import put_suite
+
+    suite_id = f"tests.local.evals.{unique('progress')}"
+    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "trials": 5,
+           "tasks": [{"taskId": f"t{i}", "input": {"calls": [], "answer": "x"},
+                      "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "x"}}} for i in range(8)]}
+    assert put_suite(host, host.key_a, doc).status in (200, 201)
+    return f"{suite_id}@1.0.0"
+
+
+def test_wait_shows_tasks_and_trials_done_as_plain_lines_or_a_progress_bar(host):
+    import io
+
+    from rich.console import Console
+
+    from shared.local import evalcli
+
+    api = evalcli.Host(host.base_url, host.key_a)
+    for terminal in (False, True):
+        run = api.client.runs_create(evalcli.build_request(_slow_suite(host), AGENT, None, [], [])).runId
+        buf = io.StringIO()
+        console = Console(file=buf, force_terminal=terminal, width=120)
+        assert evalcli.wait(api, run, 120, console, show=True) == "completed"
+        out = buf.getvalue()
+        if terminal:  # rich's live bar: the trials row with its M/N count, redrawn with ANSI control codes
+            assert "\x1b[" in out and "trials" in out and "/40" in out
+        else:  # one plain line per change, then the terminal status
+            lines = out.splitlines()
+            assert lines[-1] == f"{run}: completed"
+            progress = [ln for ln in lines if ", trials " in ln]
+            assert progress and all(ln.endswith("/40") and "tasks " in ln and "/8," in ln for ln in progress)
