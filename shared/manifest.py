@@ -257,9 +257,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"/runs/{RUN_ID}/events/poll", "poll_run_events"),
     Route("GET", f"/runs/{RUN_ID}/eval-summary", "get_eval_summary"),
     Route("GET", f"/host/openwop-serverless/runs/{RUN_ID}/eval-report", "get_eval_report"),
-    # The viewer page (static; it calls the API with a key the user pastes): no auth on the page itself
+    # The viewer page (static; it calls the API with a key the user pastes): no auth on the page itself. A route
+    # path cannot end with "/", so ".../ui/" reaches $default, whose function serves the same page.
     Route("GET", "/host/openwop-serverless/ui", "get_ui", auth=False),
-    Route("GET", "/host/openwop-serverless/ui/", "get_ui", auth=False),
     Route("GET", "/workflows/{workflowId}", "get_workflow"),
     Route("GET", "/host/effect-seams", "get_effect_seams"),
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),

@@ -95,8 +95,6 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
         Op("/host/openwop-serverless/runs/{runId}/eval-report", "getEvalReport", {200: "Object"}, (*_READ, 409))],
     ("GET", "/host/openwop-serverless/ui"): [
         Op("/host/openwop-serverless/ui", "getViewer", {200: "Html"}, (406,), media="text/html")],
-    ("GET", "/host/openwop-serverless/ui/"): [
-        Op("/host/openwop-serverless/ui/", "getViewerPage", {200: "Html"}, (406,), media="text/html")],
     ("GET", "/workflows/{workflowId}"): [
         Op("/workflows/{workflowId}", "getWorkflow", {200: "Object"}, (400, 401, 404, 406))],
     ("GET", "/host/effect-seams"): [Op("/host/effect-seams", "getEffectSeamManifest", {200: "Object"}, (401, 406))],

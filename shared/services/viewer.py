@@ -2,7 +2,9 @@
 
 The inline ``<style>`` and ``<script>`` are allowed by their SHA-256 hashes only (no ``'unsafe-inline'``, no
 ``eval``), the page may fetch only its own origin (the API it is served by), and nothing may frame it. Built once
-per process from the package data in ``shared/ui/``.
+per process from the package data in ``shared/ui/``. Served at ``/host/openwop-serverless/ui`` (its route) and
+``/host/openwop-serverless/ui/`` (API Gateway route paths cannot end with ``/``, so that path reaches the
+``$default`` function, which serves the same bytes).
 """
 
 from __future__ import annotations
@@ -42,3 +44,6 @@ def page() -> tuple[str, dict[str, str]]:
         "Cache-Control": "no-cache",
     }
     return html, headers
+
+
+UI_PATHS = ("/host/openwop-serverless/ui", "/host/openwop-serverless/ui/")
