@@ -199,3 +199,19 @@ def test_wait_shows_tasks_and_trials_done_as_plain_lines_or_a_progress_bar(host)
             assert lines[-1] == f"{run}: completed"
             progress = [ln for ln in lines if ", trials " in ln]
             assert progress and all(ln.endswith("/40") and "tasks " in ln and "/8," in ln for ln in progress)
+
+
+def test_a_cancelled_eval_is_unverifiable_exit_2_and_every_task_fails_in_junit(host, tmp_path, capsys):
+    from tests.wire import wait_terminal
+
+    client = host.client(host.key_a)
+    from shared.local import evalcli
+
+    run = client.runs_create(evalcli.build_request(_slow_suite(host), AGENT, None, [], [])).runId
+    client.runs_cancel(run)
+    assert wait_terminal(client, run).status == "cancelled"
+    junit = tmp_path / "cancelled.xml"
+    assert cli(host, "compare", run, "--junit", str(junit)) == 2
+    assert "verdict: unverifiable (exit 2)" in capsys.readouterr().out
+    suite = ET.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("8", "8")
