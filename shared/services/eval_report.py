@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from shared import keys
-from shared.engine import evalrun, grading
+from shared.engine import grading
 from shared.engine.jsondiff import differing_pointers
 from shared.errors import EvalRecordedFixturesGoneError, NotFoundError, RunGoneError, RunStateConflictError
 from shared.ports import Ports, RunRecord, ToolCallRecord
@@ -30,6 +30,13 @@ from shared.protocol.ids import tenant_of
 from shared.services.common import Caller, decode_path_run_id
 
 _UNREADABLE = "~"  # an opaque part no run id can have
+
+
+def _evalrun() -> Any:
+    """The eval engine module, imported on first use (it pulls the run engine: kept off the cold import)."""
+    from shared.engine import evalrun
+
+    return evalrun
 
 
 def _features() -> dict[str, bool]:
@@ -122,7 +129,7 @@ def _entries_for(ports: Ports, plan: dict[str, Any], task: dict[str, Any]) -> tu
     task_id = str(task["taskId"])
     source = (plan.get("fixtureRuns") or {}).get(task_id)
     try:
-        derived = evalrun.derived_entries(ports, plan, task_id)
+        derived = _evalrun().derived_entries(ports, plan, task_id)
     except EvalRecordedFixturesGoneError:  # the copy is gone (its source was erased): nothing to compare against
         derived = None
         source = None
@@ -180,6 +187,7 @@ def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[
 
 
 def build(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+    evalrun = _evalrun()
     plan = evalrun.load_plan(ports, rec.run_id, cached=False)
     suite = plan["suite"]
     summary = rec.summary or {}
@@ -264,7 +272,7 @@ def build(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 def progress(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     """Tasks and trials done / total of an eval run in flight, from its stored ``TRIAL#`` keys (no bodies read)."""
     try:
-        plan = evalrun.load_plan(ports, rec.run_id)
+        plan = _evalrun().load_plan(ports, rec.run_id)
     except RunGoneError:
         return {}
     suite = plan["suite"]
