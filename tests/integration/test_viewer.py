@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
-from tests.evalseed import seed_regression
+from tests.evalseed import seed_drift, seed_regression
 from tests.wire import all_events, raw, types_of, wait_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +64,8 @@ def seeded(host):
     noop = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     wait_terminal(client, noop)
     source, fork = _diverged_fork(client)
-    return {"run": noop, "source": source, "fork": fork, **seed_regression(host, client, host.key_a)}
+    return {"run": noop, "source": source, "fork": fork, "drift": seed_drift(client)["drift"],
+            **seed_regression(host, client, host.key_a)}
 
 
 def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_divergence(host, seeded):
@@ -108,6 +109,14 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
             assert provs == ["live", "live", "served", "served"]
             page.screenshot(path=str(SHOTS / "eval.png"), full_page=True)
 
+            # an eval served from a recorded run, with a fixture miss: refused vs served calls, the differing pointer
+            page.evaluate(f"location.hash = 'run=' + encodeURIComponent({seeded['drift']!r})")
+            page.wait_for_selector("#eval-tasks tr.task-row.unverifiable")
+            assert page.eval_on_selector_all(".diagnostic .pointer", "els => els.map(e => e.textContent)") == ["/key"]
+            provs = page.eval_on_selector_all("#tool-calls td.provenance", "cells => cells.map(c => c.textContent)")
+            assert provs == ["refused", "served"]
+            page.screenshot(path=str(SHOTS / "eval-miss.png"), full_page=True)
+
             # a fork side by side with its source, the divergence highlighted
             page.evaluate(f"location.hash = 'run=' + encodeURIComponent({seeded['fork']!r})")
             page.wait_for_selector("#fork-fork li.diverged")
@@ -121,5 +130,5 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
             assert not [m for m in console if "Content Security Policy" in m or "pageerror" in m], console
         finally:
             browser.close()
-    for name in ("runs.png", "eval.png", "fork.png"):
+    for name in ("runs.png", "eval.png", "eval-miss.png", "fork.png"):
         assert (SHOTS / name).stat().st_size > 10_000
