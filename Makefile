@@ -7,8 +7,8 @@ CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
 # cfn-lint's template: a synthesis of its own (the CDK app run directly: offline, no CDK CLI), never cdk.out
 LINT_OUT := build/cdk.lint.out
 
-.PHONY: install serve test lint test-unit test-integration test-infra bench build synth synth-py synth-cdk deploy \
-	lint-cfn e2e clean
+.PHONY: install serve test lint browser test-unit test-integration test-infra bench build synth synth-py synth-cdk \
+	deploy lint-cfn e2e clean
 
 install: $(STAMP)
 
@@ -27,8 +27,17 @@ lint: $(STAMP)
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 
-test: $(STAMP) lint lint-cfn
+test: $(STAMP) lint lint-cfn browser
 	$(PY) -m pytest -q
+
+# The viewer test drives Debian's chromium (Playwright only drives it; it never downloads a browser).
+# Installed once with apt-get when /usr/bin/chromium is absent (CI runs as root on a clean Debian machine).
+browser:
+	@test -x /usr/bin/chromium || { \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq >/dev/null && \
+	  apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null 2>&1 && \
+	  test -x /usr/bin/chromium; } || { echo "make browser: could not install Debian chromium (needs root)" >&2; exit 1; }
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

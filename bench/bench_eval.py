@@ -110,6 +110,17 @@ def main() -> None:
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
         summary = rec.summary or {}
         line("summary aggregateScore / passedCount", f"{summary.get('aggregateScore')} / {summary.get('passedCount')}")
+        from shared.protocol.ids import project_id
+
+        path = f"/host/openwop-serverless/runs/{project_id(run_id)}/eval-report"
+        counter.reset()
+        t0 = time.perf_counter()
+        report = call("get_eval_report", api_event("GET", path, "/host/openwop-serverless/runs/{runId}/eval-report"))
+        report_ms = (time.perf_counter() - t0) * 1000
+        assert report["statusCode"] == 200, report["body"][:300]
+        line(f"GET eval-report ({TASKS} tasks x {TRIALS} trials): AWS requests", counter.total(),
+             f"({', '.join(f'{op} {n}' for op, n in Counter(counter.calls).most_common())})")
+        line("GET eval-report: time, body size", f"{report_ms:.0f} ms, {len(report['body']) // 1024}", "KiB")
     finally:
         aws.stop()
 

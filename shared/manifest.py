@@ -215,6 +215,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("stream_run_events", "functions.stream_run_events.handler", "api", _READ, bucket="read"),
     Function("poll_run_events", "functions.poll_run_events.handler", "api", _READ, bucket="read"),
     Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
+    Function("get_eval_report", "functions.get_eval_report.handler", "api",
+             ((RUNS, "read"), (EVENTS, "read"), (TOOL_CALLS, "read"), (HOST, "read")), bucket="read"),
+    Function("get_ui", "functions.get_ui.handler", "api", memory_mb=128),
     Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
     Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
     Function("put_eval_suite", "functions.put_eval_suite.handler", "api", ((HOST, "readwrite"),)),
@@ -258,6 +261,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"/runs/{RUN_ID}/events", "stream_run_events", streaming=True),
     Route("GET", f"/runs/{RUN_ID}/events/poll", "poll_run_events"),
     Route("GET", f"/runs/{RUN_ID}/eval-summary", "get_eval_summary"),
+    Route("GET", f"/host/openwop-serverless/runs/{RUN_ID}/eval-report", "get_eval_report"),
+    # The viewer page (static; it calls the API with a key the user pastes): no auth on the page itself. A route
+    # path cannot end with "/", so ".../ui/" reaches $default, whose function serves the same page.
+    Route("GET", "/host/openwop-serverless/ui", "get_ui", auth=False),
     Route("GET", "/workflows/{workflowId}", "get_workflow"),
     Route("GET", "/host/effect-seams", "get_effect_seams"),
     Route("POST", "/host/openwop-serverless/eval-suites", "put_eval_suite"),

@@ -317,7 +317,8 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
     return {"ok": True}
 
 
-def _load_trials(ports: Ports, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
+def load_trials(ports: Ports, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """Every stored trial of the run by (task index, trial)."""
     out: dict[tuple[int, int], dict[str, Any]] = {}
     for _sk, doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX):
         if "blob" in doc:
@@ -380,7 +381,7 @@ def finish(ports: Ports, run_id: str) -> dict[str, Any]:
         if rec is None or rec.status not in WRITABLE:
             return {"runId": run_id}
         plan = load_plan(ports, run_id)
-        drafts, summ = finish_drafts(plan, _load_trials(ports, run_id), ports.clock.iso())
+        drafts, summ = finish_drafts(plan, load_trials(ports, run_id), ports.clock.iso())
         already = rec.last_seq + 1 - PREPARED_EVENTS
         if already < 0:
             raise EngineError("the eval run was not prepared")

@@ -8,6 +8,7 @@
     openwop-serverless keys revoke KEY_ID                 [TARGET]
     openwop-serverless keys rotate-pepper | finish-rotation [TARGET]
     openwop-serverless seed conformance[,demo] [--tenants T,U --demo-tools-url U --demo-mcp-url U] [TARGET]
+    openwop-serverless eval run|compare ...               (HTTP to any host; ``eval --help``)
 
     TARGET: --endpoint http://127.0.0.1:PORT  (a running local host: the moto endpoint ``serve`` prints)
           | --stack NAME [--region R]        (a deployed stack: resources read from its CloudFormation outputs)
@@ -17,6 +18,11 @@
 ``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C.
 Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
 line and exit non-zero.
+
+``eval`` is a different kind of command: it talks HTTP to any host (``--endpoint URL --api-key KEY`` or
+``OPENWOP_BASE_URL``/``OPENWOP_API_KEY``), never to AWS, and its exit codes gate CI (0 no regression, 1 regressed,
+2 unverifiable, 3 usage or connection error). It is built with typer and rich (``shared/local/evalcli.py``) and
+dispatched from here, so there is one console script; the operator commands keep their argparse parser.
 """
 
 from __future__ import annotations
@@ -181,6 +187,8 @@ def _ops(command: str, *args: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openwop-serverless", description="OpenWOP v2 serverless host tools")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("eval", help="eval runs on any host over HTTP: run, compare; exit codes gate CI "
+                                "(see `openwop-serverless eval --help`)", add_help=False)
 
     serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
     serve.add_argument("--host", default="127.0.0.1")
@@ -230,6 +238,11 @@ def stack_stage(stack: str | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["eval"]:
+        from shared.local import evalcli
+
+        return evalcli.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args.host, args.port)

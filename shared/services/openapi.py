@@ -92,6 +92,10 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            query=("afterSequence", "timeout", "streamMode"))],
     ("GET", "/runs/{runId}/eval-summary"): [
         Op("/runs/{runId}/eval-summary", "getEvalSummary", {200: "Object"}, (*_READ, 409))],
+    ("GET", "/host/openwop-serverless/runs/{runId}/eval-report"): [
+        Op("/host/openwop-serverless/runs/{runId}/eval-report", "getEvalReport", {200: "Object"}, (*_READ, 409))],
+    ("GET", "/host/openwop-serverless/ui"): [
+        Op("/host/openwop-serverless/ui", "getViewer", {200: "Html"}, (406,), media="text/html")],
     ("GET", "/workflows/{workflowId}"): [
         Op("/workflows/{workflowId}", "getWorkflow", {200: "Object"}, (400, 401, 404, 406))],
     ("GET", "/host/effect-seams"): [Op("/host/effect-seams", "getEffectSeamManifest", {200: "Object"}, (401, 406))],
@@ -261,6 +265,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
                             "channels": {"type": "array", "items": _STR}, "evalRunId": _STR}},
     "AgentDeploymentList": {"type": "object", "required": ["deployments"], "properties": {"deployments": {
         "type": "array", "items": {"$ref": "#/components/schemas/AgentDeployment"}}}},
+    "Html": {"type": "string"},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
 }

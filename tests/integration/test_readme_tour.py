@@ -29,7 +29,7 @@ def _tour_blocks() -> list[tuple[str, str]]:
 
 def test_the_readme_tour_runs_as_written(tmp_path) -> None:
     blocks = _tour_blocks()
-    assert [lang for lang, _ in blocks] == ["sh", "python"]
+    assert [lang for lang, _ in blocks] == ["sh", "python", "sh"]
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
     env["PYTHONPATH"] = str(ROOT)
@@ -68,6 +68,21 @@ def test_the_readme_tour_runs_as_written(tmp_path) -> None:
         assert printed[1].startswith("completed ")
         assert "scoreDelta=0.333" in printed[2]
         assert printed[3] == "failed"
+
+        # The CLI tour, with the console script on PATH (the virtualenv activated)
+        cli_env = {**tour_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{tour_env.get('PATH', '')}"}
+        cli = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[2][1]], cwd=tmp_path, env=cli_env,
+                             capture_output=True, text=True, timeout=240)
+        assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
+        rows = [line for line in cli.stdout.splitlines() if line.startswith("│")]
+        assert [r.split("│")[1].strip() for r in rows] == ["shared-a", "shared-b", "candidate-only"]
+        assert [r.split("│")[-2].strip() for r in rows] == ["unchanged", "unchanged", "unpaired"]
+        assert "scoreDelta 0.333  paired verdict unchanged (2 paired tasks)" in cli.stdout
+        assert cli.stdout.rstrip().splitlines()[-1] == "verdict: unchanged (exit 0)"
+        assert "tasks" in cli.stderr or "completed" in cli.stderr  # progress lines (not a terminal)
+        junit = (tmp_path / "eval-junit.xml").read_text()
+        assert junit.count("<testcase ") == 3 and "<failure" not in junit
+        print(cli.stdout)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

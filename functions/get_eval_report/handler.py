@@ -1,0 +1,19 @@
+"""GET /host/openwop-serverless/runs/{runId}/eval-report: per-task diagnostics of a terminal eval run."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions._common import api
+from shared.services import eval_report
+
+app = api.build_resolver()
+
+
+@app.get("/host/openwop-serverless/runs/<run_id>/eval-report")
+def get_eval_report(run_id: str) -> Response[str]:
+    caller = api.caller(app)
+    return api.reply(200, eval_report.eval_report(api.ports(), caller, run_id))
+
+
+lambda_handler = api.make_handler(app)

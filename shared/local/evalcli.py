@@ -1,0 +1,450 @@
+"""``openwop-serverless eval``: start eval runs on any OpenWOP host over HTTP and gate CI on their verdict.
+
+Talks HTTP only (through ``openwop-client``): ``--endpoint``/``--api-key`` or ``OPENWOP_BASE_URL``/
+``OPENWOP_API_KEY``. The per-task table comes from the host's eval report
+(``GET /host/openwop-serverless/runs/{runId}/eval-report``); a plain OpenWOP host without it still gets the
+summary's scores and paired verdict (read as raw JSON: ``openwop-client`` 2.7.0's ``EvalRegression`` drops
+``verdict`` and ``pairedTaskCount``).
+
+Exit codes (every command): 0 no regression, 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
+run, no task paired with the baseline), 3 usage or connection error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from openwop_client import OpenwopClient, WopError
+from openwop_client.types import CreateRunRequest
+from openwop_client.wire_id import project_id
+from rich.console import Console
+from rich.table import Table
+
+OK, REGRESSED, UNVERIFIABLE, USAGE = 0, 1, 2, 3
+EXIT_CODES = """Exit codes: 0 no regression; 1 regressed; 2 unverifiable (a fixture miss, a failed or cancelled run,
+no task paired with the baseline); 3 usage or connection error."""
+TERMINAL = ("completed", "failed", "cancelled")
+EPSILON = 1e-9
+EXTENSION = "openwop-serverless"
+
+app = typer.Typer(
+    name="eval",
+    help="Eval runs on any OpenWOP host over HTTP: start one, wait for it, compare it with its baseline.\n\n"
+         + EXIT_CODES,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+Endpoint = Annotated[str | None, typer.Option("--endpoint", metavar="URL", envvar="OPENWOP_BASE_URL", show_envvar=True,
+                                              help="the host's base URL")]
+ApiKey = Annotated[str | None, typer.Option("--api-key", metavar="KEY", envvar="OPENWOP_API_KEY", show_envvar=True,
+                                            help="a tenant API key")]
+JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON document instead of the table")]
+Junit = Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="write a JUnit XML file (one testcase per task)",
+                                            dir_okay=False)]
+
+
+class CliError(Exception):
+    """A usage or connection problem: one ``error:`` line, exit 3."""
+
+
+class Verdict(Exception):  # noqa: N818 - not an error: how a command hands its exit code to main()
+    """A command's outcome: its exit code (raised so it passes through the CLI framework untouched)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+# --------------------------------------------------------------------------- wire
+
+
+class Host:
+    """The typed client for what its models carry; raw JSON (same client, same transport) where they drop fields."""
+
+    def __init__(self, endpoint: str | None, api_key: str | None) -> None:
+        if not endpoint:
+            raise CliError("no host: pass --endpoint or set OPENWOP_BASE_URL")
+        if not api_key:
+            raise CliError("no API key: pass --api-key or set OPENWOP_API_KEY")
+        self.client = OpenwopClient(endpoint.rstrip("/"), api_key)
+
+    def raw(self, path: str) -> dict[str, Any]:
+        return self.client._request_json("GET", path)
+
+    def report(self, run_id: str) -> dict[str, Any] | None:
+        """The eval report, or None on a host without it (404 for an eval run the summary knows)."""
+        try:
+            return self.raw(f"/host/{EXTENSION}/runs/{project_id(run_id)}/eval-report")
+        except WopError as err:
+            if err.status == 404 and err.envelope is not None and "not an eval run" not in err.envelope.message:
+                return None
+            raise
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        return self.raw(f"/runs/{project_id(run_id)}/eval-summary")
+
+
+def wire_error(err: WopError) -> CliError:
+    if err.status == 0:
+        return CliError(f"cannot reach the host: {err.raw_text}")
+    if err.envelope is not None:
+        return CliError(f"the host answered {err.status} {err.envelope.error}: {err.envelope.message}")
+    return CliError(f"the host answered {err.status}")
+
+
+# --------------------------------------------------------------------------- the request
+
+
+def parse_agent(value: str) -> tuple[str, str | None]:
+    """``ID[@VERSION]``."""
+    agent, sep, version = value.partition("@")
+    if not agent or (sep and not version):
+        raise CliError(f"--agent {value!r} is not ID or ID@VERSION")
+    return agent, (version or None)
+
+
+def parse_fixtures(values: list[str]) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    for v in values:
+        task, sep, run = v.partition("=")
+        if not sep or not task or not run:
+            raise CliError(f"--fixtures-from {v!r} is not TASK=RUN")
+        out[task] = run
+    return out or None
+
+
+def parse_modes(values: list[str], baseline: str | None) -> list[str] | None:
+    modes = [m.strip() for v in values for m in v.split(",") if m.strip()]
+    if not modes and baseline:
+        return ["golden", "regression"]  # a baseline needs the regression mode; golden is what this host grades
+    return modes or None
+
+
+def build_request(suite: str, agent: str, baseline: str | None, fixtures_from: list[str],
+                  modes: list[str]) -> CreateRunRequest:
+    """The ``POST /runs`` body of ``eval run``: ``@VERSION`` pins the agent version through the host's
+    ``configurable.extensions`` section (sent only when a version is named)."""
+    agent_id, version = parse_agent(agent)
+    kw: dict[str, Any] = {"mode": "eval", "evalSuiteRef": suite, "agentId": agent_id}
+    if baseline:
+        kw["baselineRunId"] = baseline
+    evals_modes = parse_modes(modes, baseline)
+    if evals_modes:
+        kw["evalModes"] = evals_modes
+    fixtures = parse_fixtures(fixtures_from)
+    if fixtures:
+        kw["fixtureRuns"] = fixtures
+    if version:
+        kw["configurable"] = {"version": 1, "extensions": {EXTENSION: {"agentVersion": version}}}
+    return CreateRunRequest(**kw)
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -> str:
+    """Poll until terminal; progress (tasks and trials done / total) as a bar on a terminal, lines otherwise."""
+    deadline = time.monotonic() + timeout
+    bar = None
+    last: tuple[Any, ...] | None = None
+    if show and err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
+                       transient=True)
+        bar.start()
+        tasks_bar = bar.add_task("tasks", total=None)
+        trials_bar = bar.add_task("trials", total=None)
+    try:
+        while True:
+            status = host.client.runs_get(run_id).status
+            if status in TERMINAL:
+                if show and bar is None:
+                    err.print(f"{run_id}: {status}", highlight=False)
+                return status
+            prog: dict[str, Any] = {}
+            try:
+                host.report(run_id)
+            except WopError as e:
+                if e.status == 409 and e.envelope is not None and isinstance(e.envelope.details, dict):
+                    prog = e.envelope.details.get("progress") or {}
+                elif e.status != 409:
+                    raise
+            tasks, trials = prog.get("tasks") or {}, prog.get("trials") or {}
+            if bar is not None:
+                bar.update(tasks_bar, completed=tasks.get("done", 0), total=tasks.get("total"))
+                bar.update(trials_bar, completed=trials.get("done", 0), total=trials.get("total"))
+            elif show:
+                now = (status, tasks.get("done"), tasks.get("total"), trials.get("done"), trials.get("total"))
+                if now != last:
+                    line = f"{run_id}: {status}"
+                    if tasks:
+                        line += (f", tasks {tasks['done']}/{tasks['total']},"
+                                 f" trials {trials.get('done')}/{trials.get('total')}")
+                    err.print(line, highlight=False)
+                    last = now
+            if time.monotonic() > deadline:
+                raise CliError(f"{run_id} is still {status} after {timeout:g} s")
+            time.sleep(0.5)
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _task_verdict(score: float, base: float | None, misses: int, has_baseline: bool) -> str:
+    if misses:
+        return "unverifiable"
+    if not has_baseline:
+        return "passed" if score >= 1.0 - EPSILON else "failed"
+    if base is None:
+        return "unpaired"
+    if score < base - EPSILON:
+        return "regressed"
+    if score > base + EPSILON:
+        return "improved"
+    return "unchanged"
+
+
+def _from_summary(run_id: str, status: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """A report-shaped document from a summary alone (a host without the eval report)."""
+    reg = summary.get("regression") or {}
+    return {"runId": run_id, "status": status, "suiteId": summary.get("suiteId"),
+            "suiteVersion": summary.get("suiteVersion"), "baselineRunId": reg.get("baselineRunId"),
+            "aggregateScore": summary.get("aggregateScore"), "scoreDelta": reg.get("scoreDelta"),
+            "pairedVerdict": reg.get("verdict"), "pairedTaskCount": reg.get("pairedTaskCount"),
+            "baselineAggregateScore": None,
+            "tasks": [{"taskId": t["taskId"], "score": float(t["score"]), "passed": t.get("passed"),
+                       "baselineScore": None, "fixtureMissCount": int(t.get("fixtureMissCount", 0)),
+                       "trials": None, "passAllK": None, "liveToolCalls": None, "costUsd": None, "latencyMs": None,
+                       "fixtureMisses": [], "verdict": None} for t in summary.get("tasks") or []]}
+
+
+def _load(host: Host, run_id: str) -> dict[str, Any]:
+    status = host.client.runs_get(run_id).status
+    if status not in TERMINAL:
+        raise CliError(f"{run_id} is still {status}: wait for it (eval run --wait) before comparing")
+    rep = host.report(run_id)
+    if rep is not None:
+        return rep
+    try:
+        return _from_summary(run_id, status, host.summary(run_id))
+    except WopError as err:
+        if err.status == 404 and status != "completed":
+            return {"runId": run_id, "status": status, "tasks": [], "baselineRunId": None}
+        raise
+
+
+def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
+    """The run's report, paired with ``baseline`` (default: the run's own baseline), and the verdict it implies."""
+    rep = _load(host, run_id)
+    if baseline and baseline != rep.get("baselineRunId"):
+        base = _load(host, baseline)
+        base_scores = {t["taskId"]: float(t["score"]) for t in base.get("tasks") or []}
+        rep["baselineRunId"] = baseline
+        rep["baselineAggregateScore"] = base.get("aggregateScore")
+        for t in rep["tasks"]:
+            t["baselineScore"] = base_scores.get(t["taskId"])
+        paired = [t for t in rep["tasks"] if t["baselineScore"] is not None]
+        fell = any(t["score"] < t["baselineScore"] - EPSILON for t in paired)
+        rose = any(t["score"] > t["baselineScore"] + EPSILON for t in paired)
+        rep["pairedTaskCount"] = len(paired)
+        rep["pairedVerdict"] = ("inconclusive" if not paired else "regressed" if fell else
+                                "improved" if rose else "unchanged")
+        if rep.get("aggregateScore") is not None and base.get("aggregateScore") is not None:
+            rep["scoreDelta"] = float(rep["aggregateScore"]) - float(base["aggregateScore"])
+        if base.get("status") != "completed":
+            rep["baselineStatus"] = base.get("status")
+    has_baseline = rep.get("baselineRunId") is not None
+    for t in rep["tasks"]:
+        t["verdict"] = _task_verdict(float(t["score"]), t.get("baselineScore"), int(t["fixtureMissCount"]),
+                                     has_baseline)
+    misses = sum(int(t["fixtureMissCount"]) for t in rep["tasks"])
+    if rep.get("status") != "completed" or misses or rep.get("baselineStatus"):
+        verdict = "unverifiable"
+    elif not has_baseline:
+        verdict = "no-baseline"
+    else:
+        verdict = str(rep.get("pairedVerdict"))
+    rep["verdict"] = verdict
+    rep["exitCode"] = {"regressed": REGRESSED, "unverifiable": UNVERIFIABLE, "inconclusive": UNVERIFIABLE}.get(
+        verdict, OK)
+    return rep
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{float(value):.{digits}f}"
+
+
+def _trials(t: dict[str, Any]) -> str:
+    tr = t.get("trials")
+    if not tr:
+        return "-"
+    return f"{tr['passed']}/{tr['total']} {'pass' if t.get('passAllK') else 'fail'}"
+
+
+STYLE = {"regressed": "bold red", "unverifiable": "yellow", "improved": "green", "failed": "red"}
+
+
+def table(rep: dict[str, Any], out: Console) -> None:
+    title = f"eval {rep['runId']}"
+    if rep.get("suiteId"):
+        title += f"  suite {rep['suiteId']}@{rep.get('suiteVersion')}"
+    t = Table(title=title, title_justify="left")
+    for col, just in (("task", "left"), ("baseline", "right"), ("candidate", "right"), ("trials (pass^k)", "right"),
+                      ("fixture misses", "right"), ("live tool calls", "right"), ("cost USD", "right"),
+                      ("latency ms", "right"), ("verdict", "left")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for task in rep["tasks"]:
+        t.add_row(task["taskId"], _num(task.get("baselineScore")), _num(task["score"]), _trials(task),
+                  str(task["fixtureMissCount"]), "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
+                  _num(task.get("costUsd"), 4), "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
+                  task["verdict"], style=STYLE.get(task["verdict"]))
+    out.print(t)
+    for task in rep["tasks"]:
+        for m in task.get("fixtureMisses") or []:
+            near = m.get("closest")
+            where = ", ".join(m.get("differingPointers") or []) or ("the tool name" if near else "-")
+            out.print(f"fixture miss in {task['taskId']} (trial {m.get('trial')}): {m['tool']} "
+                      f"{json.dumps(m.get('args'))}; closest recorded call "
+                      f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}", highlight=False)
+    line = f"status {rep.get('status')}"
+    if rep.get("baselineRunId"):
+        line += (f"  baseline {rep['baselineRunId']}  scoreDelta {_num(rep.get('scoreDelta'), 3)}"
+                 f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)")
+    else:
+        line += "  no baseline"
+    out.print(line, highlight=False)
+    out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]),
+              highlight=False)
+
+
+def junit(rep: dict[str, Any], path: Path) -> None:
+    """One testcase per task; regressed and unverifiable tasks fail (a run that did not complete fails all)."""
+    cases = rep["tasks"]
+    failing = {"regressed", "unverifiable"}
+    failures = sum(1 for t in cases if t["verdict"] in failing or rep.get("status") != "completed")
+    suite = ET.Element("testsuite", name=f"openwop eval {rep.get('suiteId') or rep['runId']}", tests=str(len(cases)),
+                       failures=str(failures), errors="0")
+    props = ET.SubElement(suite, "properties")
+    for k in ("runId", "baselineRunId", "scoreDelta", "pairedVerdict", "verdict"):
+        ET.SubElement(props, "property", name=k, value="" if rep.get(k) is None else str(rep.get(k)))
+    for t in cases:
+        case = ET.SubElement(suite, "testcase", classname=str(rep.get("suiteId") or "eval"), name=t["taskId"],
+                             time=f"{(t.get('latencyMs') or 0) / 1000:.3f}")
+        if t["verdict"] in failing or rep.get("status") != "completed":
+            verdict = t["verdict"] if t["verdict"] in failing else "unverifiable"
+            msg = (f"{verdict}: score {_num(t['score'])} vs baseline {_num(t.get('baselineScore'))}, "
+                   f"{t['fixtureMissCount']} fixture misses")
+            fail = ET.SubElement(case, "failure", message=msg, type=verdict)
+            fail.text = "\n".join(
+                f"fixture miss: {m['tool']} differs at {', '.join(m.get('differingPointers') or ['-'])}"
+                for m in t.get("fixtureMisses") or []) or msg
+    ET.indent(suite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None) -> int:
+    if junit_file is not None:
+        junit(rep, junit_file)
+    if as_json:
+        sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+    else:
+        table(rep, Console(width=None if sys.stdout.isatty() else 160))
+    return int(rep["exitCode"])
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@app.command("run", epilog=EXIT_CODES)
+def run_command(
+    suite: Annotated[str, typer.Option("--suite", metavar="REF", help="evalSuiteRef (suiteId, suiteId@version or a URI)")],
+    agent: Annotated[str, typer.Option("--agent", metavar="ID[@VERSION]", help="ID or ID@VERSION (a version pins the agent version)")],
+    baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN",
+                                               help="baseline eval run id (adds 'regression')")]
+    = None,
+    fixtures_from: Annotated[list[str] | None, typer.Option(
+        "--fixtures-from", metavar="TASK=RUN", help="TASK=RUN: serve TASK the tool answers RUN recorded (repeatable)")] = None,
+    modes: Annotated[list[str] | None, typer.Option(
+        "--modes", metavar="MODE[,MODE]", help="eval modes (repeatable or comma-separated); default: the suite's, plus regression "
+                        "with --baseline")] = None,
+    wait_: Annotated[bool, typer.Option("--wait", help="wait until terminal, then compare (exit code gates)")]
+    = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds --wait waits at most")] = 900.0,
+    endpoint: Endpoint = None,
+    api_key: ApiKey = None,
+    as_json: JsonOut = False,
+    junit_file: Junit = None,
+) -> None:
+    """Start an eval run; with --wait show progress until it ends, then print the comparison table."""
+    req = build_request(suite, agent, baseline, fixtures_from or [], modes or [])
+    host = Host(endpoint, api_key)
+    err = Console(stderr=True)
+    created = host.client.runs_create(req)
+    if not wait_:
+        if as_json:
+            sys.stdout.write(json.dumps({"runId": created.runId, "status": created.status}) + "\n")
+        else:
+            print(created.runId)
+        raise Verdict(OK)
+    err.print(f"eval run {created.runId} started", highlight=False)
+    wait(host, created.runId, timeout, err, show=True)
+    raise Verdict(emit(compare(host, created.runId, None), as_json, junit_file))
+
+
+@app.command("compare", epilog=EXIT_CODES)
+def compare_command(
+    run: Annotated[str, typer.Argument(help="the candidate eval run id")],
+    baseline: Annotated[str | None, typer.Option("--baseline", help="compare with this run instead of the "
+                                                                    "run's own baseline")] = None,
+    endpoint: Endpoint = None,
+    api_key: ApiKey = None,
+    as_json: JsonOut = False,
+    junit_file: Junit = None,
+) -> None:
+    """Print the per-task table of a finished eval run against its baseline, and the paired verdict."""
+    raise Verdict(emit(compare(Host(endpoint, api_key), run, baseline), as_json, junit_file))
+
+
+def main(argv: list[str]) -> int:
+    """Run the ``eval`` group; every failure that is not a verdict is exit 3 with one ``error:`` line.
+
+    The framework runs in its standalone mode (it prints usage errors itself and exits 2, help exits 0); a
+    command's verdict leaves as ``Verdict``, so the framework's own 2 can only mean a usage error (-> 3)."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="openwop-serverless eval", standalone_mode=True)
+    except Verdict as v:
+        return v.code
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else USAGE)
+        return OK if code == 0 else USAGE
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE
+    except WopError as exc:
+        print(f"error: {wire_error(exc)}", file=sys.stderr)
+        return USAGE
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE
+    return OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,303 @@
+"use strict";
+// The viewer: same-origin calls to this host's API with the key the user pasted (kept in sessionStorage only).
+// Every value from the API is written with textContent (never parsed as HTML).
+(function () {
+  var KEY = "openwop.viewer.apiKey";
+  var $ = function (id) { return document.getElementById(id); };
+
+  function projectId(id) {
+    var bytes = new TextEncoder().encode(id), out = "";
+    for (var i = 0; i < bytes.length; i++) {
+      var b = bytes[i], ch = String.fromCharCode(b);
+      out += /[A-Za-z0-9._-]/.test(ch) ? ch : "~" + (b < 16 ? "0" : "") + b.toString(16).toUpperCase();
+    }
+    return out;
+  }
+
+  function status(text, isError) {
+    var el = $("status");
+    el.textContent = text;
+    el.className = isError ? "error" : "";
+  }
+
+  function api(path) {
+    var key = sessionStorage.getItem(KEY);
+    if (!key) { return Promise.reject(new Error("paste an API key first")); }
+    return fetch(path, {headers: {"Authorization": "Bearer " + key, "OpenWOP-Version": "2.0",
+                                  "Accept": "application/json"}, credentials: "omit"})
+      .then(function (r) {
+        return r.text().then(function (text) {
+          var body = text ? JSON.parse(text) : null;
+          if (!r.ok) {
+            var err = new Error((body && body.error ? body.error + ": " + body.message : "HTTP " + r.status));
+            err.status = r.status;
+            throw err;
+          }
+          return body;
+        });
+      });
+  }
+
+  function cell(row, value, cls) {
+    var td = document.createElement("td");
+    td.textContent = value === null || value === undefined ? "-" : String(value);
+    if (cls) { td.className = cls; }
+    row.appendChild(td);
+    return td;
+  }
+
+  function clear(el) { while (el.firstChild) { el.removeChild(el.firstChild); } }
+
+  function fmt(n, digits) {
+    return typeof n === "number" ? n.toFixed(digits === undefined ? 2 : digits) : "-";
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  function loadRuns() {
+    return api("/runs?limit=100").then(function (page) {
+      var body = $("runs").tBodies[0];
+      clear(body);
+      (page.runs || []).forEach(function (run) {
+        var tr = document.createElement("tr");
+        tr.className = "clickable run-row";
+        tr.dataset.runId = run.runId;
+        cell(tr, run.runId);
+        cell(tr, run.parentRunId ? "fork of " + run.parentRunId : "-");
+        cell(tr, run.workflowId);
+        cell(tr, run.status, "badge");
+        cell(tr, run.startedAt);
+        tr.addEventListener("click", function () { location.hash = "run=" + encodeURIComponent(run.runId); });
+        body.appendChild(tr);
+      });
+      status((page.runs || []).length + " runs");
+    });
+  }
+
+  function allEvents(wire) {
+    var out = [];
+    function next(after) {
+      var qs = "?timeout=1" + (after === null ? "" : "&afterSequence=" + after);
+      return api("/runs/" + wire + "/events/poll" + qs).then(function (page) {
+        var evs = page.events || [];
+        out = out.concat(evs);
+        if (!evs.length) { return out; }
+        return next(evs[evs.length - 1].sequence);
+      });
+    }
+    return next(null);
+  }
+
+  // ------------------------------------------------------------------ one run
+
+  function showRun(runId) {
+    var wire = projectId(runId);
+    $("runs-view").hidden = false;
+    $("run-view").hidden = false;
+    $("eval-view").hidden = true;
+    $("fork-view").hidden = true;
+    $("run-id").textContent = runId;
+    status("loading " + runId);
+    return Promise.all([api("/runs/" + wire), allEvents(wire)]).then(function (res) {
+      var snap = res[0], events = res[1];
+      $("run-status").textContent = snap.status;
+      $("run-meta").textContent = "workflow " + (snap.workflowId || "-") + " · " + events.length + " events" +
+        (snap.parentRunId ? " · forked from " + snap.parentRunId : "");
+      var isEval = events.some(function (e) { return e.type === "eval.started"; });
+      var work = [];
+      var report = isEval && ["completed", "failed", "cancelled"].indexOf(snap.status) >= 0
+        ? api("/host/openwop-serverless/runs/" + wire + "/eval-report") : Promise.resolve(null);
+      work.push(report.then(function (rep) {
+        timeline(events, rep, snap);
+        if (rep) { evalView(rep); }
+      }));
+      if (snap.parentRunId) { work.push(forkView(snap.parentRunId, runId)); }
+      return Promise.all(work).then(function () { status("run " + runId); });
+    });
+  }
+
+  function provenanceByCall(rep) {
+    var out = {};
+    if (!rep) { return out; }
+    rep.tasks.forEach(function (t) {
+      t.trialResults.forEach(function (tr) {
+        tr.toolCalls.forEach(function (c) { out[c.callId] = c.provenance; });
+      });
+    });
+    return out;
+  }
+
+  function timeline(events, rep, snap) {
+    var list = $("events");
+    clear(list);
+    var spans = {}, order = [], usage = {}, prov = provenanceByCall(rep);
+    var calls = $("tool-calls").tBodies[0];
+    clear(calls);
+    events.forEach(function (e) {
+      var li = document.createElement("li");
+      li.textContent = e.type + (e.nodeId ? " [" + e.nodeId + "]" : "") + " " + (e.timestamp || "");
+      list.appendChild(li);
+      var p = e.payload || {};
+      if (e.nodeId && e.type === "node.started") {
+        spans[e.nodeId] = {from: e.sequence, to: null, outcome: "running"};
+        order.push(e.nodeId);
+      } else if (e.nodeId && /^node\.(completed|failed|skipped|cancelled)$/.test(e.type) && spans[e.nodeId]) {
+        spans[e.nodeId].to = e.sequence;
+        spans[e.nodeId].outcome = e.type.slice(5);
+      }
+      if (e.type === "agent.invocation-started" && p.invocationId) {
+        spans["agent " + p.invocationId] = {from: e.sequence, to: null, outcome: "running"};
+        order.push("agent " + p.invocationId);
+      } else if (e.type === "agent.invocation-completed" && spans["agent " + p.invocationId]) {
+        spans["agent " + p.invocationId].to = e.sequence;
+        spans["agent " + p.invocationId].outcome = "completed";
+      }
+      if (e.type === "provider.usage") {  // one model call: its tokens and estimated cost (RFC 0026)
+        usage["model calls"] = (usage["model calls"] || 0) + 1;
+        ["inputTokens", "outputTokens", "costEstimateUsd"].forEach(function (k) {
+          if (typeof p[k] === "number") { usage[k] = (usage[k] || 0) + p[k]; }
+        });
+      }
+      if (e.type === "agent.tool-returned") {
+        var kind = prov[p.callId];
+        if (!kind) {
+          if (p.error && (p.error.code === "replay_source_missing" || p.error.code === "forbidden")) {
+            kind = "refused";
+          } else {
+            kind = snap.parentRunId ? "recorded" : "live";
+          }
+        }
+        var tr = document.createElement("tr");
+        tr.className = "tool-call prov-" + kind;
+        cell(tr, e.sequence);
+        cell(tr, p.toolName);
+        cell(tr, p.callId);
+        cell(tr, p.status);
+        cell(tr, kind, "provenance");
+        calls.appendChild(tr);
+      }
+    });
+    var sbody = $("spans").tBodies[0];
+    clear(sbody);
+    order.forEach(function (id) {
+      var tr = document.createElement("tr");
+      cell(tr, id); cell(tr, spans[id].from); cell(tr, spans[id].to); cell(tr, spans[id].outcome);
+      sbody.appendChild(tr);
+    });
+    var keys = Object.keys(usage);
+    $("usage").textContent = keys.length ? "usage: " + keys.map(function (k) { return k + " " + usage[k]; }).join(", ")
+      : "usage: no model calls recorded";
+  }
+
+  // ------------------------------------------------------------------ eval compare + diagnostics
+
+  function evalView(rep) {
+    $("eval-view").hidden = false;
+    $("eval-aggregate").textContent = "suite " + rep.suiteId + "@" + rep.suiteVersion + " · agent " + rep.agentId +
+      " · aggregate " + fmt(rep.aggregateScore, 3) + (rep.baselineRunId ? " vs baseline " +
+      fmt(rep.baselineAggregateScore, 3) + " (scoreDelta " + fmt(rep.scoreDelta, 3) + ", paired verdict " +
+      rep.pairedVerdict + " over " + rep.pairedTaskCount + " tasks)" : " · no baseline") + " · verdict " + rep.verdict;
+    var body = $("eval-tasks").tBodies[0];
+    clear(body);
+    var diag = $("eval-diagnostics");
+    clear(diag);
+    rep.tasks.forEach(function (t) {
+      var tr = document.createElement("tr");
+      tr.className = "task-row " + t.verdict;
+      tr.dataset.taskId = t.taskId;
+      cell(tr, t.taskId);
+      cell(tr, t.baselineScore === null ? "-" : fmt(t.baselineScore));
+      cell(tr, fmt(t.score));
+      cell(tr, t.trials.passed + "/" + t.trials.total + (t.passAllK ? " ✓" : " ✗"));
+      cell(tr, t.fixtureMissCount);
+      cell(tr, t.liveToolCalls);
+      cell(tr, fmt(t.costUsd, 4));
+      cell(tr, t.latencyMs);
+      cell(tr, t.verdict, "verdict");
+      body.appendChild(tr);
+      if (!t.fixtureMisses.length && t.verdict !== "regressed") { return; }
+      var box = document.createElement("div");
+      box.className = "diagnostic";
+      var h = document.createElement("h4");
+      h.textContent = t.taskId + ": expected " + JSON.stringify(t.expected.match || t.expected.kind) +
+        ", actual " + t.trialResults.map(function (r) { return JSON.stringify(r.actual); }).join(" / ");
+      box.appendChild(h);
+      t.fixtureMisses.forEach(function (m) {
+        var p = document.createElement("p");
+        p.className = "miss";
+        p.appendChild(document.createTextNode("fixture miss (trial " + m.trial + "): " + m.tool + " " +
+          JSON.stringify(m.args) + "; closest recorded call " +
+          (m.closest ? JSON.stringify(m.closest.args) + " from " + (m.recordedFrom || "-") : "none") + "; differs at "));
+        (m.differingPointers.length ? m.differingPointers : ["(tool name)"]).forEach(function (ptr) {
+          var s = document.createElement("span");
+          s.className = "pointer";
+          s.textContent = ptr || "(root)";
+          p.appendChild(s);
+          p.appendChild(document.createTextNode(" "));
+        });
+        box.appendChild(p);
+      });
+      diag.appendChild(box);
+    });
+  }
+
+  // ------------------------------------------------------------------ fork side by side
+
+  function forkView(sourceId, forkId) {
+    var path = "/runs/" + projectId(sourceId) + ":diff?against=" + encodeURIComponent(projectId(forkId));
+    return Promise.all([api(path), allEvents(projectId(sourceId)), allEvents(projectId(forkId))]).then(function (res) {
+      var diff = res[0];
+      $("fork-view").hidden = false;
+      $("fork-source-id").textContent = sourceId;
+      $("fork-fork-id").textContent = forkId;
+      var changed = {};
+      (diff.eventDiffs || []).forEach(function (d) { changed[d.seq] = d.op; });
+      $("fork-summary").textContent = diff.divergedAtSeq === null || diff.divergedAtSeq === undefined
+        ? "identical logs" : "diverged at seq " + diff.divergedAtSeq + " (" + (diff.eventDiffs || []).length +
+        " differing events)";
+      [["fork-source", res[1]], ["fork-fork", res[2]]].forEach(function (pair) {
+        var ol = $(pair[0]);
+        clear(ol);
+        pair[1].forEach(function (e) {
+          var li = document.createElement("li");
+          li.dataset.seq = e.sequence;
+          li.textContent = e.type + (e.nodeId ? " [" + e.nodeId + "]" : "") +
+            (e.payload && e.payload.status ? " " + e.payload.status : "");
+          if (changed[e.sequence]) { li.className = "diverged"; li.title = changed[e.sequence]; }
+          ol.appendChild(li);
+        });
+      });
+    }).catch(function (err) { $("fork-summary").textContent = "diff unavailable: " + err.message; });
+  }
+
+  // ------------------------------------------------------------------ wiring
+
+  function route() {
+    var m = /^#run=(.+)$/.exec(location.hash);
+    var p = m ? showRun(decodeURIComponent(m[1])) : Promise.resolve();
+    return p.catch(function (err) { status(err.message, true); });
+  }
+
+  $("key-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var key = $("api-key").value.trim();
+    if (key) { sessionStorage.setItem(KEY, key); }
+    $("api-key").value = "";
+    loadRuns().then(route).catch(function (err) { status(err.message, true); });
+  });
+  $("forget-key").addEventListener("click", function () {
+    sessionStorage.removeItem(KEY);
+    clear($("runs").tBodies[0]);
+    $("run-view").hidden = true;
+    status("key forgotten");
+  });
+  $("reload-runs").addEventListener("click", function () {
+    loadRuns().catch(function (err) { status(err.message, true); });
+  });
+  window.addEventListener("hashchange", route);
+  if (sessionStorage.getItem(KEY)) {
+    loadRuns().then(route).catch(function (err) { status(err.message, true); });
+  } else {
+    status("paste an API key to start");
+  }
+})();

@@ -1,0 +1,101 @@
+"""GET /host/openwop-serverless/runs/{runId}/eval-report: per-task diagnostics, tenant-private."""
+
+from __future__ import annotations
+
+import pytest
+from openwop_client.types import CreateRunRequest
+
+from shared.protocol.ids import project_id
+from tests.evalseed import seed_drift, seed_regression
+from tests.helpers import unique
+from tests.integration.test_eval_runs import eval_request, put_suite
+from tests.wire import raw, wait_terminal
+
+PATH = "/host/openwop-serverless/runs/{}/eval-report"
+
+
+def report(host, key, run_id):
+    return raw(host.base_url, "GET", PATH.format(project_id(run_id)), key=key)
+
+
+@pytest.fixture(scope="module")
+def seeded(host):
+    client = host.client(host.key_a)
+    return {**seed_regression(host, client, host.key_a), **seed_drift(client)}
+
+
+def test_a_regressed_candidate_names_the_regressed_task_with_expected_and_actual(host, seeded):
+    r = report(host, host.key_a, seeded["candidate"])
+    assert r.status == 200, r.text
+    rep = r.json
+    assert (rep["runId"], rep["status"], rep["baselineRunId"]) == (seeded["candidate"], "completed", seeded["base"])
+    assert rep["verdict"] == rep["pairedVerdict"] == "regressed" and rep["pairedTaskCount"] == 3
+    assert rep["scoreDelta"] == pytest.approx(-1 / 3)
+    rows = {t["taskId"]: t for t in rep["tasks"]}
+    assert [t["taskId"] for t in rep["tasks"]] == ["steady", "served", "answer"]
+    assert {k: (v["baselineScore"], v["score"], v["verdict"]) for k, v in rows.items()} == {
+        "steady": (1.0, 1.0, "unchanged"), "served": (1.0, 1.0, "unchanged"), "answer": (1.0, 0.0, "regressed")}
+    answer = rows["answer"]
+    assert answer["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "the answer"}}
+    assert [t["actual"] for t in answer["trialResults"]] == ["a changed answer", "a changed answer"]
+    assert answer["trials"] == {"total": 2, "done": 2, "passed": 0} and answer["passAllK"] is False
+    # provenance: steady's echo went live, served's was answered by the suite's fixture (0 live calls)
+    assert rows["steady"]["liveToolCalls"] == 2 and rows["served"]["liveToolCalls"] == 0
+    assert [c["provenance"] for t in rows["served"]["trialResults"] for c in t["toolCalls"]] == ["served", "served"]
+    assert rows["served"]["servedFrom"] == "suite"
+    assert [c["provenance"] for t in rows["steady"]["trialResults"] for c in t["toolCalls"]] == ["live", "live"]
+    assert all(t["costUsd"] == 0.0 and isinstance(t["latencyMs"], int) for t in rep["tasks"])
+
+
+def test_a_fixture_miss_names_the_closest_recorded_call_and_the_differing_pointer(host, seeded):
+    rep = report(host, host.key_a, seeded["drift"]).json
+    assert rep["verdict"] == "unverifiable" and rep["baselineRunId"] is None
+    task = rep["tasks"][0]
+    assert (task["taskId"], task["fixtureMissCount"], task["verdict"]) == ("record", 1, "unverifiable")
+    assert task["servedFrom"] == seeded["source"] and task["liveToolCalls"] == 0
+    assert task["fixtureMisses"] == [{
+        "trial": 1, "callId": task["trialResults"][0]["toolCalls"][0]["callId"], "tool": "conformance.eval:counter",
+        "recordedFrom": seeded["source"], "args": {"op": "inc", "key": "k2"},
+        "closest": {"index": 0, "tool": "conformance.eval:counter", "args": {"op": "inc", "key": "k1"}},
+        "sameTool": True, "differingPointers": ["/key"]}]
+    assert [(c["provenance"], c["status"]) for c in task["trialResults"][0]["toolCalls"]] == [
+        ("refused", "error"), ("served", "ok")]
+    assert task["trialResults"][0]["toolCalls"][0]["errorCode"] == "openwop-serverless.fixture_miss"
+    assert task["trialResults"][0]["toolCalls"][1]["servedFrom"] == seeded["source"]
+
+
+def test_foreign_and_unknown_ids_get_identical_404_bytes(host, seeded):
+    foreign = report(host, host.key_b, seeded["candidate"])
+    unknown = report(host, host.key_b, "tenant-b/r-0000000000000000000000000000")
+    assert foreign.status == unknown.status == 404
+    assert foreign.text == unknown.text
+    assert foreign.json["error"] == "not_found" and "tenant-a" not in foreign.text
+    assert report(host, None, seeded["candidate"]).status == 401
+    assert report(host, host.key_a, "not a run id").status in (400, 404)
+
+
+def test_a_workflow_run_is_a_404_envelope_and_a_running_eval_is_409(host):
+    client = host.client(host.key_a)
+    noop = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    wait_terminal(client, noop)
+    r = report(host, host.key_a, noop)
+    assert (r.status, r.json) == (404, {"error": "not_found", "message": "The run is not an eval run."})
+    # a slow eval (many trials) is read while it runs: 409 with the run status, as the summary does
+    slow_id = f"tests.local.evals.{unique('slow')}"
+    slow = {"suiteId": slow_id, "version": "1.0.0", "modes": ["golden"], "trials": 10,
+            "tasks": [{"taskId": f"t{i}", "input": {"calls": [], "answer": "x"},
+                       "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "x"}}}
+                      for i in range(12)]}
+    assert put_suite(host, host.key_a, slow).status in (200, 201)
+    run = client.runs_create(eval_request(f"{slow_id}@1.0.0")).runId
+    r = report(host, host.key_a, run)
+    client.runs_cancel(run)
+    assert r.status == 409, r.text
+    assert r.json["error"] == "run_state_conflict" and r.json["details"]["runStatus"] in ("pending", "running")
+    prog = r.json["details"]["progress"]
+    assert prog["tasks"]["total"] == 12 and prog["trials"]["total"] == 120
+    assert 0 <= prog["trials"]["done"] <= 120 and 0 <= prog["tasks"]["done"] <= 12
+    # cancelled: terminal, unverifiable
+    wait_terminal(client, run)
+    done = report(host, host.key_a, run).json
+    assert done["status"] == "cancelled" and done["verdict"] == "unverifiable"

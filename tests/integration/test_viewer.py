@@ -1,0 +1,134 @@
+"""The viewer page (GET /host/openwop-serverless/ui/): served with a strict CSP, and driven in a real headless
+Chromium (Debian's ``chromium``, installed by ``make browser``; Playwright only drives it) against the local host:
+the page lists a run, shows an eval's regressed task in red, shows a fork's divergence. Screenshots go to
+``build/screenshots/``."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import time
+from pathlib import Path
+
+import pytest
+from openwop_client.types import CreateRunRequest, ForkRunRequest
+
+from tests.evalseed import seed_drift, seed_regression
+from tests.wire import all_events, raw, types_of, wait_terminal
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGE = "/host/openwop-serverless/ui/"
+
+
+def _sha(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def test_the_page_is_served_with_a_strict_content_security_policy(host):
+    r = raw(host.base_url, "GET", PAGE)
+    assert r.status == 200 and r.headers["content-type"].startswith("text/html")
+    csp = dict(part.strip().split(" ", 1) for part in r.headers["content-security-policy"].split(";"))
+    script = re.search(r"<script>(.*)</script>", r.text, re.S).group(1)
+    style = re.search(r"<style>(.*)</style>", r.text, re.S).group(1)
+    assert csp == {"default-src": "'none'", "script-src": _sha(script), "style-src": _sha(style),
+                   "connect-src": "'self'", "img-src": "'self' data:", "base-uri": "'none'",
+                   "form-action": "'none'", "frame-ancestors": "'none'"}
+    assert "unsafe" not in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert "sessionStorage" in script and "localStorage" not in script and "innerHTML" not in script
+    # no auth on the page itself; the same document without the trailing slash
+    assert raw(host.base_url, "GET", PAGE.rstrip("/")).text == r.text
+
+
+def _diverged_fork(client):
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 4000}))
+    deadline = time.monotonic() + 30
+    while ("node.started", "wait") not in types_of(all_events(client, src.runId)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client.runs_cancel(src.runId)
+    wait_terminal(client, src.runId)
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    wait_terminal(client, fork.runId, timeout=30)
+    return src.runId, fork.runId
+
+
+@pytest.fixture(scope="module")
+def seeded(host):
+    client = host.client(host.key_a)
+    noop = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    wait_terminal(client, noop)
+    source, fork = _diverged_fork(client)
+    return {"run": noop, "source": source, "fork": fork, "drift": seed_drift(client)["drift"],
+            **seed_regression(host, client, host.key_a)}
+
+
+def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_divergence(host, seeded):
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "Debian chromium is missing: run `make browser` (make test does)"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            console: list[str] = []
+            page.on("console", lambda msg: console.append(msg.text))
+            page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+            page.goto(host.base_url + PAGE)
+            assert page.title() == "openwop-serverless viewer"
+            assert page.text_content("#status") == "paste an API key to start"
+
+            # the key is pasted once and kept in sessionStorage; the tenant's runs are listed
+            page.fill("#api-key", host.key_a)
+            page.click("#key-form button[type=submit]")
+            page.wait_for_selector(f"tr.run-row[data-run-id='{seeded['run']}']")
+            assert page.evaluate("sessionStorage.getItem('openwop.viewer.apiKey')") == host.key_a
+            assert page.evaluate("localStorage.length") == 0
+            assert page.input_value("#api-key") == ""
+            listed = page.eval_on_selector_all("tr.run-row", "rows => rows.map(r => r.dataset.runId)")
+            assert {seeded["run"], seeded["candidate"], seeded["fork"]} <= set(listed)
+            assert all(r.startswith("tenant-a/") for r in listed)
+            page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
+
+            # an eval against its baseline: the regressed task is red, the others are not
+            page.evaluate(f"location.hash = 'run=' + encodeURIComponent({seeded['candidate']!r})")
+            page.wait_for_selector("#eval-tasks tr.task-row.regressed")
+            rows = page.eval_on_selector_all(
+                "#eval-tasks tr.task-row",
+                "rows => rows.map(r => [r.dataset.taskId, r.cells[8].textContent, getComputedStyle(r.cells[8]).color])")
+            assert rows == [["steady", "unchanged", "rgb(0, 0, 0)"], ["served", "unchanged", "rgb(0, 0, 0)"],
+                            ["answer", "regressed", "rgb(200, 30, 30)"]]
+            assert "paired verdict regressed" in page.text_content("#eval-aggregate")
+            provs = page.eval_on_selector_all("#tool-calls td.provenance", "cells => cells.map(c => c.textContent)")
+            assert provs == ["live", "live", "served", "served"]
+            page.screenshot(path=str(SHOTS / "eval.png"), full_page=True)
+
+            # an eval served from a recorded run, with a fixture miss: refused vs served calls, the differing pointer
+            page.evaluate(f"location.hash = 'run=' + encodeURIComponent({seeded['drift']!r})")
+            page.wait_for_selector("#eval-tasks tr.task-row.unverifiable")
+            assert page.eval_on_selector_all(".diagnostic .pointer", "els => els.map(e => e.textContent)") == ["/key"]
+            provs = page.eval_on_selector_all("#tool-calls td.provenance", "cells => cells.map(c => c.textContent)")
+            assert provs == ["refused", "served"]
+            page.screenshot(path=str(SHOTS / "eval-miss.png"), full_page=True)
+
+            # a fork side by side with its source, the divergence highlighted
+            page.evaluate(f"location.hash = 'run=' + encodeURIComponent({seeded['fork']!r})")
+            page.wait_for_selector("#fork-fork li.diverged")
+            assert page.text_content("#fork-source-id") == seeded["source"]
+            assert page.text_content("#fork-summary").startswith("diverged at seq 2")
+            first = page.eval_on_selector("#fork-fork li.diverged", "li => [li.dataset.seq, li.textContent]")
+            assert first[0] == "2" and "node.completed" in first[1]
+            bg = page.eval_on_selector("#fork-fork li.diverged", "li => getComputedStyle(li).backgroundColor")
+            assert bg == "rgb(255, 236, 179)"
+            page.screenshot(path=str(SHOTS / "fork.png"), full_page=True)
+            assert not [m for m in console if "Content Security Policy" in m or "pageerror" in m], console
+        finally:
+            browser.close()
+    for name in ("runs.png", "eval.png", "eval-miss.png", "fork.png"):
+        assert (SHOTS / name).stat().st_size > 10_000
