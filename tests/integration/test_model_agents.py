@@ -3,6 +3,7 @@ the model-call log, replay with zero model and tool calls, version pins, overrid
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -336,3 +337,67 @@ def test_rubric_tasks_are_graded_by_a_judge_model_and_replayed_without_judging_a
     assert wait_terminal(client, run2.runId).status == "completed"
     row = summary_json(host, host.key_a, run2.runId)["tasks"][0]
     assert row["score"] == 0 and row["passed"] is False
+
+
+def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promotion(host, server, tmp_path, capsys):
+    """``openwop-serverless eval run --agent ID@VERSION``: v2 against v1's production tool answers exits 2 (a
+    fixture miss, unverifiable) and names the differing pointer; the deployment gate refuses that eval."""
+    import xml.etree.ElementTree as ET
+
+    from shared.local.cli import main
+    from tests.integration.test_eval_runs import golden, put_suite
+
+    _, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.support"
+
+    def cases(customer_arg: str) -> dict[str, Any]:
+        return {"script": [{"text": "?"}], "cases": [
+            {"whenInput": "c-1", "script": lookup_then_answer(tool_id, "c-1")},
+            {"whenInput": "c-2", "script": lookup_then_answer(tool_id, customer_arg)}]}
+
+    for version, arg in (("1.0.0", "c-2"), ("2.0.0", "C-2")):
+        body = agent_body(agent_id, version, tool_id, [])
+        body["model"]["mockProvider"] = cases(arg)
+        assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
+    n = node("agent", "core.agent", inputs={"input": {"type": "variable", "variableName": "ticket"}})
+    n["agent"] = {"agentId": agent_id, "version": "1.0.0"}
+    wid = f"wf-{uuid.uuid4().hex[:10]}"
+    doc = definition(wid, [n], variables=[{"name": "ticket", "type": "string", "required": True}])
+    assert raw(host.base_url, "POST", f"{BASE}/workflows", doc, key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    tickets = {"login": "Customer c-1 cannot log in.", "billing": "Customer c-2 was billed twice."}
+    prod = {}
+    for task, ticket in tickets.items():
+        run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"ticket": ticket}))
+        wait_terminal(client, run.runId)
+        prod[task] = run.runId
+    suite_id = f"tests.{org}.evals.cli"
+    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"],
+                                        "targetAgentId": agent_id, "tasks": [
+        {"taskId": t, "input": ticket, "expected": golden("resolved")} for t, ticket in tickets.items()]}).status == 201
+
+    def cli(*args: str) -> int:
+        return main(["eval", *args, "--endpoint", host.base_url, "--api-key", host.key_a])
+
+    fixtures = [a for task, run_id in prod.items() for a in ("--fixtures-from", f"{task}={run_id}")]
+    assert cli("run", "--suite", f"{suite_id}@1.0.0", "--agent", f"{agent_id}@1.0.0", *fixtures, "--modes",
+               "golden", "--wait", "--json") == 0
+    baseline = json.loads(capsys.readouterr().out)["runId"]
+    junit = tmp_path / "eval.xml"
+    code = cli("run", "--suite", f"{suite_id}@1.0.0", "--agent", f"{agent_id}@2.0.0", *fixtures, "--baseline",
+               baseline, "--wait", "--json", "--junit", str(junit))
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "/customerId" in out  # the miss names the argument that differs from v1's recorded call
+    candidate = json.loads(out)["runId"]
+    cases_ = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert cases_["login"].find("failure") is None and cases_["billing"].find("failure") is not None
+    # The gate: the unverifiable v2 eval cannot promote v2; v1's clean eval promotes v1
+    refused = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments", {
+        "version": "2.0.0", "transition": "promote", "toState": "active", "evalRunId": candidate}, key=host.key_a)
+    assert refused.status == 422 and refused.json["error"] == "eval_gate_unmet"
+    r = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments",
+            {"version": "1.0.0", "transition": "promote", "toState": "active", "evalRunId": baseline}, key=host.key_a)
+    assert r.status == 200 and r.json["state"] == "active", r.text
