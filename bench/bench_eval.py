@@ -80,7 +80,9 @@ def main() -> None:
         suites.register(ports, TENANT, bench_suite(version))
         ref = f"bench.local.evals.throughput@{version}"
         body = {"mode": "eval", "evalSuiteRef": ref, "agentId": AGENT}
-        call("create_run", api_event("POST", "/runs", "/runs", {**body, "evalSuiteRef": "conformance-eval-trajectory"}))
+        warm = call("create_run", api_event("POST", "/runs", "/runs",
+                                            {**body, "evalSuiteRef": "conformance-eval-trajectory"}))
+        _wait(aws, str(json.loads(warm["body"])["runId"]))  # nothing else runs while the suite is measured
         meter.reset()
         started = time.perf_counter()
         with meter.origin("create"):

@@ -39,6 +39,7 @@ from shared.wiring import get_ports
 
 if TYPE_CHECKING:  # pydantic loads with the first body model a handler uses, not with every handler
     from pydantic import BaseModel
+
 logger = Logger(service="openwop-serverless")
 VERSION = "2.0"
 SUPPORTED_MAJORS = ("2",)

@@ -22,7 +22,7 @@ NEVER_AT_IMPORT = ("boto3", "botocore.client", "botocore.session", "mcp", "httpx
                    "shared.local", "shared.providers.bedrock", "shared.providers.openai", "shared.storage.dynamodb",
                    "shared.orchestration.step_functions", "shared.transports.mcp")
 # A handler that parses no request body with a pydantic model has no reason to load pydantic when it is imported.
-NO_PYDANTIC = ("get_run", "list_runs", "poll_run_events", "stream_run_events", "get_openapi", "not_found",
+NO_PYDANTIC = ("get_run", "list_runs", "poll_run_events", "stream_run_events", "not_found",
                "erase_run", "delete_run")
 
 _PROBE = """
