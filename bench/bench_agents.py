@@ -60,8 +60,8 @@ def main() -> None:
         line("AWS requests per model turn + its tool call", f"{per_turn:.2f}",
              f"({many_req} for the run, {one_req} for a one-turn run)")
         line("host time per turn (engine + moto)", f"{(many_wall - one_wall) * 1000 / TURNS:.1f}", "ms")
-        line("AWS cost per model turn + its tool call (model price aside)",
-             costs.breakdown(many.minus(one), 1 / TURNS))
+        line("AWS cost per 1,000 model turns + their tool calls (model price aside)",
+             costs.breakdown(many.minus(one), 1000 / TURNS))
         meter.reset()
         started = time.perf_counter()
         with meter.origin("fork"):

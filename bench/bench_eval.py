@@ -122,7 +122,7 @@ def main() -> None:
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
         meter.add_transitions(run_id, str(rec.execution_arn))
         used = meter.usage("create", run_id)
-        line("AWS cost per task-trial (model price aside)", costs.breakdown(used, 1 / trials))
+        line("AWS cost per 1,000 task-trials (model price aside)", costs.breakdown(used, 1000 / trials))
         summary = rec.summary or {}
         line("summary aggregateScore / passedCount", f"{summary.get('aggregateScore')} / {summary.get('passedCount')}")
     finally:
