@@ -358,6 +358,9 @@ def start_stack() -> tuple[Any, AwsMeter]:
     meter = _METER = AwsMeter(aws)
     clients = {id(c.meta.events): c for c in (ports.runs._c, ports.events._c, ports.tool_calls._c,  # type: ignore[attr-defined]
                                               ports.host._c, ports.blobs._c, ports.orchestrator._c)}  # type: ignore[attr-defined]
+    secrets = getattr(getattr(ports.secrets, "_client_factory", None), "__self__", None)  # wiring's LazyClient
+    if secrets is not None:
+        clients[id(secrets.meta.events)] = secrets
     for c in clients.values():
         meter.watch(c)
     meter.observe_invocations()
