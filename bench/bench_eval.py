@@ -2,8 +2,9 @@
 
 Each task runs the scripted conformance agent with two tool calls: a live ``echo`` and a counter ``inc``
 served by the task's fixture (fresh fixture state per trial). Prints: wall time (create -> completed), AWS
-requests per task-trial made through our ports (botocore ``before-call`` hook; the bench's own polling is not
-counted), and Step Functions state transitions from the execution history.
+requests and bytes per task-trial made through our ports (the exact meter of ``bench.common``: the create call and
+every task of the run, whatever thread ran it; the bench's own polling is not counted), Step Functions state
+transitions from the execution history, and the AWS cost per task-trial at list prices (``bench/prices.py``).
 
 Run: ``.venv/bin/python -m bench.bench_eval`` (or ``make bench``). Prints figures; asserts nothing.
 """
@@ -15,7 +16,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from bench.common import TENANT, api_event, call, line, start_stack
+from bench import costs
+from bench.common import TENANT, api_event, call, line, start_stack, wait_execution
 
 TASKS = 100
 TRIALS = 5
@@ -68,7 +70,7 @@ def _wait(aws: Any, run_id: str, timeout: float = 900) -> str:
 
 
 def main() -> None:
-    aws, counter = start_stack()
+    aws, meter = start_stack()
     from shared.services import suites
     from shared.wiring import get_ports
 
@@ -78,13 +80,19 @@ def main() -> None:
         suites.register(ports, TENANT, bench_suite(version))
         ref = f"bench.local.evals.throughput@{version}"
         body = {"mode": "eval", "evalSuiteRef": ref, "agentId": AGENT}
-        call("create_run", api_event("POST", "/runs", "/runs", {**body, "evalSuiteRef": "conformance-eval-trajectory"}))
-        counter.reset()
+        warm = call("create_run", api_event("POST", "/runs", "/runs",
+                                            {**body, "evalSuiteRef": "conformance-eval-trajectory"}))
+        _wait(aws, str(json.loads(warm["body"])["runId"]))  # nothing else runs while the suite is measured
+        meter.reset()
         started = time.perf_counter()
-        out = call("create_run", api_event("POST", "/runs", "/runs", body))
-        created_requests = counter.total()
+        with meter.origin("create"):
+            out = call("create_run", api_event("POST", "/runs", "/runs", body))
+        created_requests = meter.usage("create").total()
         run_id = str(json.loads(out["body"])["runId"])
         status = _wait(aws, run_id)
+        rec = ports.runs.get_run(run_id)
+        assert rec is not None
+        wait_execution(aws, str(rec.execution_arn), time.monotonic() + 300)
         wall = time.perf_counter() - started
         rec = ports.runs.get_run(run_id)
         assert rec is not None
@@ -96,10 +104,14 @@ def main() -> None:
         line("task-trials per second", f"{trials / wall:.1f}")
         line("events in the run's log", rec.last_seq + 1)
         line("AWS requests, POST /runs (create, plan, start)", created_requests)
-        total = counter.total()
+        used = meter.usage("create", run_id)
+        total = used.total()
         line("AWS requests, whole run (ports' clients)", total)
         line("AWS requests per task-trial", f"{total / trials:.2f}")
-        by_op = Counter({k: v for k, v in counter.calls.items()})
+        line("bytes sent / received per task-trial", f"{used.bytes_sent() // trials} / "
+             f"{used.bytes_received() // trials}", "B")
+        line("requests from other origins (polling aside)", meter.unattributed("create", run_id))
+        by_op = Counter({k: v for k, v in used.calls.items()})
         for op, n in by_op.most_common():
             line(f"  {op}", n, f"({n / trials:.2f} per task-trial)")
         history = _history(aws.client("stepfunctions"), str(rec.execution_arn))
@@ -108,20 +120,26 @@ def main() -> None:
         line("SFN history events", len(history))
         line("SFN state transitions (StateEntered events)", entered, f"({entered / trials:.2f} per task-trial)")
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
+        meter.add_transitions(run_id, str(rec.execution_arn))
+        used = meter.usage("create", run_id)
+        line("AWS cost per 1,000 task-trials (model price aside)", costs.breakdown(used, 1000 / trials))
         summary = rec.summary or {}
         line("summary aggregateScore / passedCount", f"{summary.get('aggregateScore')} / {summary.get('passedCount')}")
         from shared.protocol.ids import project_id
 
         path = f"/host/openwop-serverless/runs/{project_id(run_id)}/eval-report"
-        counter.reset()
         t0 = time.perf_counter()
-        report = call("get_eval_report", api_event("GET", path, "/host/openwop-serverless/runs/{runId}/eval-report"))
+        with meter.origin("report"):
+            report = call("get_eval_report", api_event("GET", path,
+                                                       "/host/openwop-serverless/runs/{runId}/eval-report"))
         report_ms = (time.perf_counter() - t0) * 1000
         assert report["statusCode"] == 200, report["body"][:300]
-        line(f"GET eval-report ({TASKS} tasks x {TRIALS} trials): AWS requests", counter.total(),
-             f"({', '.join(f'{op} {n}' for op, n in Counter(counter.calls).most_common())})")
+        got = meter.usage("report")
+        line(f"GET eval-report ({TASKS} tasks x {TRIALS} trials): AWS requests", got.total(),
+             f"({', '.join(f'{op} {n}' for op, n in got.calls.most_common())})")
         line("GET eval-report: time, body size", f"{report_ms:.0f} ms, {len(report['body']) // 1024}", "KiB")
     finally:
+        meter.close()
         aws.stop()
 
 

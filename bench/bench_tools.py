@@ -10,7 +10,7 @@ import json
 import time
 import urllib.request
 
-from bench.common import TENANT, api_event, call, line, start_stack, wait_status
+from bench.common import TENANT, Usage, api_event, call, line, start_stack, wait_status
 
 CALLS = 100
 
@@ -26,7 +26,7 @@ def main() -> None:
     from shared.wiring import get_ports
     from tests.workflows import definition, node, variable
 
-    aws, counter = start_stack()
+    aws, meter = start_stack()
     tools = DemoToolServer()
     url = tools.start()
     ports = get_ports()
@@ -39,17 +39,19 @@ def main() -> None:
             "bench-http-agent", [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
                                       inputs={"input": variable("script")})]))
 
-        def run(calls: int) -> tuple[int, float, dict]:
+        def run(calls: int) -> tuple[Usage, float]:
             script = {"calls": [{"tool": "bench.crm:lookup", "args": {"customerId": "c-1"}}] * calls, "answer": "ok"}
-            counter.reset()
+            meter.reset()
             started = time.perf_counter()
-            run_id = _create("bench-http-agent", {"script": script})
-            wait_status(ports, run_id, counter)
-            return counter.total(), time.perf_counter() - started, dict(counter.calls.most_common(6))
+            with meter.origin("create"):
+                run_id = _create("bench-http-agent", {"script": script})
+            wait_status(ports, run_id, meter)
+            return meter.usage("create", run_id), time.perf_counter() - started
 
         run(1)  # warm the catalog and credential caches of this process
-        base_requests, base_wall, _ = run(0)
-        requests, wall, by_op = run(CALLS)
+        base, base_wall = run(0)
+        used, wall = run(CALLS)
+        requests, base_requests, by_op = used.total(), base.total(), used.top()
         hits_before = tools.count()
         direct = time.perf_counter()
         for _ in range(CALLS):
@@ -61,10 +63,14 @@ def main() -> None:
         print(f"HTTP tools ({CALLS} calls of a registered tool on a loopback server, local moto)")
         line("AWS requests per HTTP-tool call", f"{(requests - base_requests) / CALLS:.2f}",
              f"({requests} for the run, {base_requests} for the same run without calls; {by_op})")
+        per_call = used.minus(base)
+        line("bytes sent / received per HTTP-tool call", f"{per_call.bytes_sent() // CALLS} / "
+             f"{per_call.bytes_received() // CALLS}", "B")
         line("host time per call (engine + moto + the call)", f"{(wall - base_wall) * 1000 / CALLS:.1f}", "ms")
         line("calling the tool server directly", f"{direct_ms:.2f}", "ms per call")
         line("tool server hits by the direct loop", tools.count() - hits_before)
     finally:
+        meter.close()
         tools.stop()
         aws.stop()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -19,6 +21,7 @@ from shared.ports import (
 from shared.settings import Settings, get_settings
 
 _override: Ports | None = None
+_built: Counter[str] = Counter()  # AWS clients this process has built, by service (see ``clients_built``)
 
 
 def _client(service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5) -> Any:
@@ -27,7 +30,50 @@ def _client(service: str, region: str | None = None, *, read_timeout: int = 30, 
 
     cfg = Config(retries={"max_attempts": max_attempts, "mode": "standard"}, connect_timeout=5,
                  read_timeout=read_timeout)
-    return boto3.session.Session(region_name=region).client(service, config=cfg)
+    client = boto3.session.Session(region_name=region).client(service, config=cfg)
+    _built[service] += 1
+    return client
+
+
+def clients_built() -> dict[str, int]:
+    """The AWS clients built by this module since the process started (or since ``reset_ports``), by service:
+    what a cold request actually paid for. Tests assert on it; nothing else reads it."""
+    return dict(_built)
+
+
+class LazyClient:
+    """A boto3 client built on first use, once per process (thread-safe): what each port implementation receives.
+
+    It stands for the client itself (attribute access is forwarded), so the ports' implementations and their
+    interfaces do not change; a function whose request never touches S3 or Step Functions never pays for building
+    those clients (~70 ms each on a cold Lambda)."""
+
+    __slots__ = ("_client", "_factory", "_lock", "service")
+
+    def __init__(self, service: str, factory: Callable[[], Any]) -> None:
+        self.service = service
+        self._factory = factory
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._client is not None
+
+    def get(self) -> Any:
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._factory()
+                client = self._client
+        return client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+    def __repr__(self) -> str:
+        return f"LazyClient({self.service!r}, built={self.built})"
 
 
 def build_stack_outputs(region: str | None) -> StackOutputs:
@@ -157,9 +203,9 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.transports.http import GuardedHttpTransport
 
-    ddb = _client("dynamodb")
+    ddb = LazyClient("dynamodb", lambda: _client("dynamodb"))
     clock = SystemClock()
-    blobs = S3BlobStore(_client("s3"), settings.fixtures_bucket)
+    blobs = S3BlobStore(LazyClient("s3", lambda: _client("s3")), settings.fixtures_bucket)
     http = GuardedHttpTransport(_egress(settings))
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs),
@@ -169,7 +215,7 @@ def build_ports(settings: Settings) -> Ports:
         blobs=blobs,
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
         orchestrator=StepFunctionsOrchestrator(
-            _client("stepfunctions"),
+            LazyClient("stepfunctions", lambda: _client("stepfunctions")),
             {"run": settings.run_state_machine_arn, "eval": settings.eval_state_machine_arn,
              "fork": settings.fork_state_machine_arn},
         ),
@@ -177,7 +223,7 @@ def build_ports(settings: Settings) -> Ports:
         ids=SystemIds(clock),
         http=http,
         mcp=_LazyMcp(settings),
-        secrets=SecretsManagerSecretStore(lambda: _client("secretsmanager")),
+        secrets=SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get),
         settings=settings,
         models=build_models(settings, http),
     )
@@ -202,3 +248,4 @@ def reset_ports() -> None:
     global _override
     _override = None
     _cached.cache_clear()
+    _built.clear()

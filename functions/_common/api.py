@@ -11,13 +11,12 @@ import base64
 import binascii
 import json
 import re
+import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
 
 from functions._common.observability import count, count_by, observed
 from shared.errors import (
@@ -38,13 +37,16 @@ from shared.services.auth import resolve_caller
 from shared.services.common import Caller
 from shared.wiring import get_ports
 
+if TYPE_CHECKING:  # pydantic loads with the first body model a handler uses, not with every handler
+    from pydantic import BaseModel
+
 logger = Logger(service="openwop-serverless")
 VERSION = "2.0"
 SUPPORTED_MAJORS = ("2",)
 _VERSION_RE = re.compile(r"^(\d+)(\.\d+)?$")
 # application/json or application/<anything>+json; the only charset parameter accepted is UTF-8.
 _JSON_MEDIA_RE = re.compile(r"^application/(json|[!#$%&'*.^_`|~0-9a-z-]+\+json)$")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
@@ -74,11 +76,6 @@ def build_resolver() -> APIGatewayHttpResolver:
             logger.exception("request failed", extra={"code": err.code})
         return error_response(err)
 
-    @app.exception_handler(PydanticValidationError)
-    def _pydantic(err: PydanticValidationError) -> Response[str]:
-        logger.info("request body invalid", extra={"errors": err.errors(include_input=False)})
-        return error_response(ValidationError("The request body is not valid."))
-
     @app.exception_handler(ItemTooLargeError)
     def _too_large(_err: ItemTooLargeError) -> Response[str]:
         return error_response(PayloadTooLargeError("The request is larger than this host can store."))
@@ -88,11 +85,21 @@ def build_resolver() -> APIGatewayHttpResolver:
         return error_response(NotFoundError("No such resource."))
 
     @app.exception_handler(Exception)
-    def _unexpected(_err: Exception) -> Response[str]:
+    def _unexpected(err: Exception) -> Response[str]:
+        if _is_pydantic_error(err):
+            logger.info("request body invalid", extra={"errors": err.errors(include_input=False)})  # type: ignore[attr-defined]
+            return error_response(ValidationError("The request body is not valid."))
         logger.exception("unexpected error")
         return error_response(InternalError())
 
     return app
+
+
+def _is_pydantic_error(err: Exception) -> bool:
+    """A pydantic ``ValidationError`` (a request body that fails its model), checked without importing pydantic:
+    if pydantic was never loaded, nothing could have raised one."""
+    core = sys.modules.get("pydantic_core")
+    return core is not None and isinstance(err, core.ValidationError)
 
 
 def negotiate(headers: dict[str, str]) -> ProtocolError | None:

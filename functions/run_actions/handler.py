@@ -11,7 +11,7 @@ from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.observability import count
 from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunRequest
-from shared.services import forks, lifecycle
+from shared.services import lifecycle
 
 app = api.build_resolver()
 
@@ -24,6 +24,8 @@ def fork_run(run_id: str) -> Response[str]:
     ports = api.ports()
 
     def once() -> tuple[int, dict]:
+        from shared.services import forks  # only the fork verb loads the fork service (and the engine it reads)
+
         created = forks.fork_run(ports, caller, run_id, req)
         return created.status, created.body
 

@@ -34,7 +34,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,23 @@ def resolve_target(name_or_arn: str) -> _Target:
     return _Target(name, lambda: load_handler(fn), lambda: context_for(fn))
 
 
+InvocationObserver = Callable[[str, Any], AbstractContextManager[Any]]
+_invocation_observers: list[InvocationObserver] = []
+
+
+def observe_invocations(observer: InvocationObserver) -> Callable[[], None]:
+    """Run ``observer(function_name, event)`` as a context around every in-process Lambda invocation (Step
+    Functions tasks, async invokes, stream batches), on the thread that runs the handler. For tooling (the bench's
+    request meter attributes a task's AWS requests to its run); returns the function that removes the observer."""
+    _invocation_observers.append(observer)
+
+    def remove() -> None:
+        if observer in _invocation_observers:
+            _invocation_observers.remove(observer)
+
+    return remove
+
+
 def invoke_target(target: _Target, event: Any) -> tuple[Any, dict[str, Any] | None]:
     """Run one invocation: ``(result, None)`` on success, ``(None, error_payload)`` if the handler raised.
 
@@ -111,7 +128,10 @@ def invoke_target(target: _Target, event: Any) -> tuple[Any, dict[str, Any] | No
     sees the exception class name as the error name."""
     context = target.context()
     try:
-        return target.handler()(event, context), None
+        with ExitStack() as observed:
+            for observer in tuple(_invocation_observers):
+                observed.enter_context(observer(target.name, event))
+            return target.handler()(event, context), None
     except Exception as exc:  # noqa: BLE001 - every handler failure becomes a Lambda function error
         log.warning("lambda %s raised %s: %s", target.name, type(exc).__name__, exc)
         return None, {

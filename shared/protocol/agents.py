@@ -33,7 +33,7 @@ _BASE = "https://openwop.dev/spec/v2/"
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def semver_key(version: str) -> tuple[Any, ...]:

@@ -12,7 +12,7 @@ from shared.protocol.codes import EVAL_MODES
 class Closed(BaseModel):
     """Closed bodies. Numbers are strict: ``true`` or ``"3"`` where an integer is expected is refused."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=False, defer_build=True)
 
 
 class RunSection(Closed):

@@ -51,7 +51,7 @@ def transport_of(tool_id: str, builtin: bool) -> str:
 
 
 class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def _check_headers(headers: dict[str, str] | None) -> dict[str, str] | None:

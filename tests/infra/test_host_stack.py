@@ -784,3 +784,17 @@ def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(s
     assert f"SEARCH('{{OpenWOP/{STAGE},service,transport,status,source}} MetricName=" in body
     assert "ToolCalls" in body
     assert f"SEARCH('{{OpenWOP/{STAGE},service,code}} MetricName=" in body and "RefusalsByCode" in body
+def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth) -> None:
+    """The bench prices the stack's idle month from ``shared.manifest`` (``bench.costs``); the synthesized template
+    must hold exactly that inventory, and nothing always-on (NAT, instances, KMS keys, provisioned capacity)."""
+    from bench.costs import idle_inventory_from_manifest, idle_inventory_from_template
+
+    # Given the synthesized template
+    counted = idle_inventory_from_template(synth.template.to_json())
+    # Then its billable-per-month resources are the ones the bench prices, and none is always-on compute
+    assert counted == idle_inventory_from_manifest()
+    assert counted["always_on"] == 0 and counted["secrets"] == len(manifest.SECRETS) > 0
+    # and the counter can see always-on resources: a provisioned table or a KMS key would be reported
+    fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"},
+                          "T": {"Type": "AWS::DynamoDB::GlobalTable", "Properties": {"BillingMode": "PROVISIONED"}}}}
+    assert idle_inventory_from_template(fake)["always_on"] == 2

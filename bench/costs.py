@@ -1,0 +1,138 @@
+"""Dollars from the meter's exact counts (``bench.common.Usage``) at the list prices of ``bench/prices.py``.
+
+What is priced, per unit of work:
+
+- DynamoDB: write and read request units, from each request's and response's wire items (``bench.common``);
+- Lambda: one request per invocation, and GB-seconds = the invocation's wall time here (handler + moto answering,
+  the local stand-in for AWS's service latency) x the function's memory in ``shared.manifest`` — the one figure
+  that is measured time, not a count, so it is only as good as this machine's speed;
+- Step Functions: state transitions (``*StateEntered`` history events of the executions the work caused);
+- S3: requests by class (PUT/COPY/POST/LIST; GET/HEAD/other; DELETE free);
+- API Gateway HTTP API: one request per API call;
+- Secrets Manager and SQS: API calls (none on these paths today: secrets are cached per container, SQS only
+  receives failed erasure records).
+
+The idle cost is what the deployed stack costs per month with no traffic, from the resources it creates
+(``idle_inventory``; an infra test checks the inventory against the synthesized template).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bench import prices as p
+from bench.common import Usage
+
+_S3_CHEAP = ("GetObject", "HeadObject", "GetObjectTagging", "HeadBucket")
+_S3_FREE = ("DeleteObject", "DeleteObjects")
+
+
+def dollars(usage: Usage) -> dict[str, float]:
+    """The usage's cost by service, in USD."""
+    s3_put = s3_get = 0
+    for op, n in usage.calls.items():
+        service, _, name = op.partition(":")
+        if service == "s3" and name not in _S3_FREE:
+            if name in _S3_CHEAP:
+                s3_get += n
+            else:
+                s3_put += n
+    secrets = sum(n for op, n in usage.calls.items() if op.startswith("secrets-manager:"))
+    sqs = sum(n for op, n in usage.calls.items() if op.startswith("sqs:"))
+    return {
+        "dynamodb": usage.units["wru"] * p.DDB_PER_WRITE_REQUEST_UNIT + usage.units["rru"] * p.DDB_PER_READ_REQUEST_UNIT,
+        "lambda": sum(usage.invocations.values()) * p.LAMBDA_PER_REQUEST
+        + usage.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64,
+        "stepfunctions": usage.transitions * p.SFN_PER_STATE_TRANSITION,
+        "s3": s3_put * p.S3_PER_PUT_COPY_POST_LIST + s3_get * p.S3_PER_GET_AND_OTHER,
+        "apigateway": usage.units["api"] * p.HTTP_API_PER_REQUEST,
+        "secretsmanager": secrets * p.SECRETS_PER_API_CALL,
+        "sqs": sqs * p.SQS_PER_REQUEST,
+    }
+
+
+def total(usage: Usage) -> float:
+    return sum(dollars(usage).values())
+
+
+def breakdown(usage: Usage, scale: float = 1.0) -> str:
+    """``$x (dynamodb $a, lambda $b, ...)`` for the usage times ``scale``, biggest first, zero lines left out."""
+    parts = sorted(((k, v * scale) for k, v in dollars(usage).items() if v), key=lambda kv: -kv[1])
+    return f"${total(usage) * scale:.4f} (" + ", ".join(f"{k} ${v:.4f}" for k, v in parts) + ")"
+
+
+# -- idle ---------------------------------------------------------------------------------------------------------------
+
+# Resource types that cost money every hour whether or not anything runs. The stack must create none of them unless an
+# operator opts in; ``idle_inventory`` lists any it finds.
+ALWAYS_ON_TYPES = (
+    "AWS::EC2::NatGateway", "AWS::EC2::Instance", "AWS::EC2::VPCEndpoint", "AWS::RDS::DBInstance",
+    "AWS::RDS::DBCluster", "AWS::ElastiCache::CacheCluster", "AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::LoadBalancer",
+    "AWS::KMS::Key", "AWS::ApiGateway::RestApi", "AWS::OpenSearchService::Domain", "AWS::Redshift::Cluster",
+)
+
+
+def idle_inventory_from_manifest() -> dict[str, int]:
+    """The per-month billable resources the CDK stack creates, derived from ``shared.manifest`` the way
+    ``infra/`` builds them: one secret per ``SECRETS`` entry; alarms (``infra/constructs/monitoring.py``): the API's
+    5xx (1 metric), per function errors + throttles (2 metrics), per state machine failed + timed out + aborted
+    (3 metrics), per stream consumer its failure queue (1 metric); one dashboard; no KMS key, NAT gateway,
+    provisioned capacity or always-on compute."""
+    from shared import manifest
+
+    return {
+        "secrets": len(manifest.SECRETS),
+        "alarm_metrics": 1 + 2 * len(manifest.FUNCTIONS) + 3 * len(manifest.STATE_MACHINES)
+        + len(manifest.STREAM_CONSUMERS),
+        "dashboards": 1,
+        "always_on": 0,
+    }
+
+
+def idle_inventory_from_template(template: Mapping[str, Any]) -> dict[str, int]:
+    """The same inventory, counted in a synthesized CloudFormation template (``infra`` tests compare the two)."""
+    resources = list((template.get("Resources") or {}).values())
+    alarm_metrics = 0
+    always_on = 0
+    for r in resources:
+        kind, props = r.get("Type", ""), r.get("Properties") or {}
+        if kind == "AWS::CloudWatch::Alarm":
+            metrics = props.get("Metrics")
+            alarm_metrics += sum(1 for m in metrics if "MetricStat" in m) if metrics else 1
+        if kind in ALWAYS_ON_TYPES:
+            always_on += 1
+        if kind == "AWS::DynamoDB::GlobalTable" and (props.get("BillingMode") or "PROVISIONED") != "PAY_PER_REQUEST":
+            always_on += 1
+        if kind == "AWS::DynamoDB::Table" and (props.get("BillingMode") or "PROVISIONED") != "PAY_PER_REQUEST":
+            always_on += 1
+        if kind == "AWS::Lambda::Alias" and props.get("ProvisionedConcurrencyConfig"):
+            always_on += 1
+        if kind == "AWS::Lambda::Version" and props.get("ProvisionedConcurrencyConfig"):
+            always_on += 1
+    return {
+        "secrets": sum(1 for r in resources if r.get("Type") == "AWS::SecretsManager::Secret"),
+        "alarm_metrics": alarm_metrics,
+        "dashboards": sum(1 for r in resources if r.get("Type") == "AWS::CloudWatch::Dashboard"),
+        "always_on": always_on,
+    }
+
+
+def idle_dollars_per_month(inventory: Mapping[str, int]) -> dict[str, float]:
+    """The stack's cost per month with no traffic, beyond storage (free tiers ignored)."""
+    return {
+        f"Secrets Manager: {inventory['secrets']} secrets": inventory["secrets"] * p.SECRETS_PER_SECRET_MONTH,
+        f"CloudWatch: {inventory['alarm_metrics']} alarm metrics": inventory["alarm_metrics"]
+        * p.CLOUDWATCH_PER_ALARM_METRIC_MONTH,
+        f"CloudWatch: {inventory['dashboards']} dashboard(s) (3 per account are free)": inventory["dashboards"]
+        * p.CLOUDWATCH_PER_DASHBOARD_MONTH,
+        f"always-on compute, NAT, provisioned capacity, KMS keys: {inventory['always_on']}": 0.0
+        if not inventory["always_on"] else float("nan"),
+    }
+
+
+STORAGE_PER_GB_MONTH = {
+    "DynamoDB tables (storage + point-in-time recovery)": p.DDB_STORAGE_PER_GB_MONTH + p.DDB_PITR_PER_GB_MONTH,
+    "S3 fixtures bucket and its access-log bucket": p.S3_STORAGE_PER_GB_MONTH,
+    "CloudWatch Logs (functions, state machines, API access logs)": p.CLOUDWATCH_LOGS_STORAGE_PER_GB_MONTH,
+}
