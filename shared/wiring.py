@@ -68,6 +68,7 @@ def build_ports(settings: Settings) -> Ports:
         S3BlobStore,
     )
     from shared.storage.secrets import SecretsManagerSecretStore
+    from shared.storage.sqs import SqsQueue
     from shared.transports.http import GuardedHttpTransport
 
     ddb = _client("dynamodb")
@@ -91,6 +92,7 @@ def build_ports(settings: Settings) -> Ports:
         mcp=_LazyMcp(settings),
         secrets=SecretsManagerSecretStore(lambda: _client("secretsmanager")),
         settings=settings,
+        queues={"webhooks": SqsQueue(lambda: _client("sqs"), settings.webhook_queue_url)},
     )
 
 

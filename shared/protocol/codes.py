@@ -34,6 +34,8 @@ INTERRUPT_EXPIRED = "interrupt_expired"
 CREDENTIAL_FORBIDDEN = "credential_forbidden"
 MOCK_PROVIDER_FORBIDDEN = "mock_provider_forbidden"
 EVAL_GATE_UNMET = "eval_gate_unmet"
+WEBHOOK_URL_REJECTED = "webhook_url_rejected"
+WEBHOOK_ENDPOINT_UNVERIFIED = "webhook_endpoint_unverified"
 # Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
 # Host decision (docs/decisions.md): the registry has no 405 code; a vendor code in the registry's vendor grammar.
@@ -64,6 +66,8 @@ HTTP_STATUS: dict[str, int] = {
     CREDENTIAL_FORBIDDEN: 403,
     MOCK_PROVIDER_FORBIDDEN: 403,
     EVAL_GATE_UNMET: 422,
+    WEBHOOK_URL_REJECTED: 400,
+    WEBHOOK_ENDPOINT_UNVERIFIED: 400,
     PAYLOAD_TOO_LARGE: 413,
     UNSUPPORTED_MEDIA_TYPE: 415,
     FORK_POINT_INVALID: 422,
