@@ -31,6 +31,10 @@ class QueuePoller:
         self._arn = queue_arn
         self._region = region
         self._stop = threading.Event()
+        # moto's ReceiveMessage is not atomic: two concurrent receives can each take a message of one FIFO group
+        # (SQS never hands out a group's next message while one is in flight). Receives are serialized here;
+        # the invocations still run concurrently.
+        self._receive_lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, name=f"openwop-sqs-{fn.name}-{i}", daemon=True)
                          for i in range(threads)]
         self.invocations = 0
@@ -56,9 +60,10 @@ class QueuePoller:
                 self._stop.wait(0.5)
 
     def poll_once(self) -> int:
-        answer = self._client.receive_message(QueueUrl=self._url, MaxNumberOfMessages=BATCH_SIZE,
-                                              WaitTimeSeconds=WAIT_S, AttributeNames=["All"],
-                                              MessageAttributeNames=["All"])
+        with self._receive_lock:
+            answer = self._client.receive_message(QueueUrl=self._url, MaxNumberOfMessages=BATCH_SIZE,
+                                                  WaitTimeSeconds=WAIT_S, AttributeNames=["All"],
+                                                  MessageAttributeNames=["All"])
         messages = answer.get("Messages", [])
         if not messages:
             return 0

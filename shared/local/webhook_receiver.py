@@ -2,7 +2,7 @@
 
 Used by ``openwop-serverless webhooks listen`` (prints verified deliveries) and by the tests (a real receiver they
 can stop for a while and start again on the same port). Paths choose behaviour:
-``.../no-echo`` answers a verification request without the challenge; ``.../fail`` answers 500 to everything.
+``.../no-echo`` answers a verification request without the challenge; ``.../fail`` answers 500 to every delivery.
 Anything else echoes a verification challenge and answers 200 to a delivery.
 """
 
@@ -107,12 +107,12 @@ class WebhookReceiver:
         return self.url
 
     def answer(self, hit: Hit) -> tuple[int, Any]:
-        if hit.path.endswith("/fail"):
-            return 500, {"error": "failing on purpose"}
         if hit.verification:
             if hit.path.endswith("/no-echo"):
                 return 200, {}
             return 200, {"challenge": hit.json()["challenge"]}
+        if hit.path.endswith("/fail"):
+            return 500, {"error": "failing on purpose"}
         return 200, {"ok": True}
 
     def stop(self) -> None:
