@@ -91,7 +91,7 @@ def standard_signatures(secrets: Sequence[str], message_id: str, timestamp: int,
     """``webhook-signature``: one ``v1,<base64>`` entry per secret, space-separated (Standard Webhooks 1.0.0)."""
     from standardwebhooks.webhooks import Webhook  # lazy: only deliveries to opted-in subscriptions need it
 
-    at = datetime.datetime.fromtimestamp(timestamp, tz=datetime.timezone.utc)
+    at = datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
     text = raw_body.decode("utf-8")
     return " ".join(Webhook(s).sign(message_id, at, text) for s in secrets)
 

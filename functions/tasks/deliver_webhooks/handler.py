@@ -50,8 +50,8 @@ def _record_handler(record: Any) -> None:
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    answer: dict[str, Any] = process_partial_response(event=event, record_handler=_record_handler,
-                                                      processor=_get_processor(), context=context)
+    answer: dict[str, Any] = dict(process_partial_response(event=event, record_handler=_record_handler,
+                                                           processor=_get_processor(), context=context))
     failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
     if failed:
         ports = get_ports()
