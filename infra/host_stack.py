@@ -12,6 +12,7 @@ from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions
 from infra.constructs.monitoring import HostMonitoring
 from infra.constructs.outputs import add_outputs
+from infra.constructs.queues import HostQueues
 from infra.constructs.secrets import HostSecrets
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
@@ -63,9 +64,11 @@ class HostStack(Stack):
         )
         self.functions.connect_state_machines(self.state_machines.machines)
         self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
+        self.queues = HostQueues(self, "HostQueues", stage=stage, functions=self.functions)
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
         self.monitoring = HostMonitoring(self, "HostMonitoring", stage=stage, functions=self.functions,
                                          state_machines=self.state_machines, streams=self.streams, api=self.api,
-                                         metrics_namespace=self.functions.metrics_namespace)
+                                         queues=self.queues, metrics_namespace=self.functions.metrics_namespace)
         self.outputs = add_outputs(self, stage=stage, tables=self.tables, fixtures=self.fixtures,
-                                   secrets=self.secrets, state_machines=self.state_machines, api=self.api)
+                                   secrets=self.secrets, state_machines=self.state_machines, api=self.api,
+                                   queues=self.queues)

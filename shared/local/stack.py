@@ -53,6 +53,8 @@ def resource_env() -> dict[str, str]:
     env.update({b.env_var: b.local_name for b in manifest.BUCKETS})
     env.update({sm.env_var: state_machine_arn(sm) for sm in manifest.STATE_MACHINES})
     env.update({sec.env_var: sec.local_name for sec in manifest.SECRETS})
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "http://127.0.0.1")
+    env.update({q.env_var: f"{endpoint}/{ACCOUNT}/{q.local_name}" for q in manifest.QUEUES})  # moto's URL form
     return env
 
 
