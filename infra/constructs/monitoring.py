@@ -21,8 +21,8 @@ from constructs import Construct
 from infra.constructs.api import RunsApi
 from infra.constructs.common import acknowledge, pascal
 from infra.constructs.functions import HostFunctions
-from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.queues import HostQueues
+from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
 
 PERIOD = Duration.minutes(5)
