@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-for name in ("bench.bench_host", "bench.bench_eval", "bench.bench_tools", "bench.bench_hardening"):
+for name in ("bench.bench_host", "bench.bench_eval", "bench.bench_tools", "bench.bench_hardening", "bench.bench_webhooks"):
     try:
         mod = importlib.import_module(name)
     except ModuleNotFoundError:

@@ -1,10 +1,10 @@
 """The SQS → Lambda event-source mapping for the embedded AWS: moto stores queues but invokes nothing.
 
 One ``QueuePoller`` per manifest function that ``consumes`` a queue: a few daemon threads long-poll the queue
-(``ReceiveMessage``, batch size 1 as the CDK mapping, 1 s wait), hand each message to the real handler as an
+(``ReceiveMessage``, batch size 1 as the CDK mapping; a 50 ms pause when the queue is empty), hand each message to the real handler as an
 AWS-shaped SQS event in this process, and delete what the handler did not report in ``batchItemFailures``; an
 invocation that raises leaves its message to come back after its visibility timeout, as on AWS. Bounded: the
-threads stop with the stack (``stop()``), and each receive waits at most one second.
+threads stop with the stack (``stop()``), and no receive waits.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from shared.local.patches import invoke_target, resolve_target
 
 log = logging.getLogger(__name__)
 BATCH_SIZE = 1  # as the deployed mapping: exact attempt counts per message, FIFO order per group
-WAIT_S = 1
+# moto's long poll re-checks the queue once a second, which would add up to a second to every delivery; the local
+# mapping polls without waiting and sleeps briefly when the queue is empty instead.
+WAIT_S = 0
+IDLE_SLEEP_S = 0.05
 
 
 class QueuePoller:
@@ -52,7 +55,8 @@ class QueuePoller:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.poll_once()
+                if not self.poll_once():
+                    self._stop.wait(IDLE_SLEEP_S)
             except Exception as exc:  # noqa: BLE001 - the server is stopping, or one receive failed: keep polling
                 if self._stop.is_set():
                     return

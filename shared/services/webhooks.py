@@ -242,12 +242,32 @@ def _matches(sub: dict[str, Any], event_type: str, run_tags: Iterable[str]) -> b
     return not tags or bool(set(tags) & set(run_tags))
 
 
+# Per warm fan-out process: a run's fork rule and tags are creation facts (immutable), so a run's later stream
+# batches need no GetItem. Bounded; an evicted run is read again.
+_RUN_FACTS: dict[str, tuple[int | None, tuple[str, ...]]] = {}
+_RUN_FACTS_MAX = 2048
+
+
+def _run_facts(ports: Ports, run_id: str, tenant: str) -> tuple[int | None, tuple[str, ...]] | None:
+    facts = _RUN_FACTS.get(run_id)
+    if facts is None:
+        rec = ports.runs.get_run(run_id, include_expired=True)
+        if rec is None or rec.tenant != tenant:
+            return None
+        facts = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+        if len(_RUN_FACTS) >= _RUN_FACTS_MAX:
+            _RUN_FACTS.pop(next(iter(_RUN_FACTS)))
+        _RUN_FACTS[run_id] = facts
+    return facts
+
+
 def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
     None when it must be read from the log), in log order. Returns the number of messages queued.
 
-    Requests: one Query of the tenant's subscriptions per tenant, and only when it has any, one GetItem of the
-    run, then one SendMessageBatch per ten messages; events come from the stream records themselves."""
+    Requests: one Query of the tenant's subscriptions per tenant and batch, and only when it has any, one GetItem of
+    the run (once per warm process), then one SendMessageBatch per ten messages; events come from the stream
+    records themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
@@ -260,13 +280,12 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
         subs = subs_of[tenant]
         if not subs:
             continue
-        rec = ports.runs.get_run(run_id, include_expired=True)
-        if rec is None or rec.tenant != tenant:
+        facts = _run_facts(ports, run_id, tenant)
+        if facts is None:
             continue
-        floor = _fixed_history_below(rec)
+        floor, run_tags = facts
         if floor is None:
             continue
-        run_tags = rec.data.get("tags") or []
         items = sorted(i for i in items if i[0] >= floor) if floor else sorted(items, key=lambda i: i[0])
         for seq, event in items:
             if event is None:
