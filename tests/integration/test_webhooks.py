@@ -281,3 +281,15 @@ def test_private_metadata_and_plain_http_callback_urls_are_refused(host, url):
     r = raw(host.base_url, "POST", "/webhooks", {"url": url, "events": ["run.completed"]}, key=host.key_a)
     assert r.status == 400 and r.json["error"] == "webhook_url_rejected"
     assert url.split("//", 1)[1].split("/")[0] not in r.json["message"]
+
+
+def test_the_listen_command_prints_verified_deliveries(host, receiver):
+    from shared.local.cli import describe_hit
+
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/cli", events=["run.completed"]))
+    run_id = _noop_run(client)
+    (hit,) = _wait(receiver, reg.subscriptionId, run_id, 1)
+    assert describe_hit(hit, [reg.secret]) == (
+        f"run.completed run={run_id} seq={hit.json()['event']['sequence']} webhook={reg.subscriptionId} v1 verified")
+    assert describe_hit(hit, [_whsec()]).endswith("v1 NOT VERIFIED")
