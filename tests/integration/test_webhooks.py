@@ -50,6 +50,32 @@ def _register(host: Any, key: str, url: str, events: list[str], **extra: Any) ->
     return raw(host.base_url, "POST", "/webhooks", {"url": url, "events": events, **extra}, key=key)
 
 
+# run-event.schema.json is not vendored here: its closed envelope (required members, no others) stands in for it,
+# the event types and formats are the log's own business (and the body's event is compared with the stored one).
+_RUN_EVENT_SHAPE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://openwop.dev/spec/v2/run-event.schema.json", "type": "object", "additionalProperties": False,
+    "required": ["eventId", "payload", "runId", "schemaVersion", "sequence", "timestamp", "type"],
+    "properties": {k: {} for k in ("eventId", "runId", "nodeId", "type", "payload", "timestamp", "sequence",
+                                   "schemaVersion", "engineVersion", "causationId")},
+}
+
+
+def _delivery_errors(body: Any) -> list[str]:
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    folder = Path(__file__).resolve().parents[2] / "shared" / "protocol" / "schemas" / "openwop-v2"
+    docs = {n: json.loads((folder / n).read_text("utf-8")) for n in ("webhook-delivery.schema.json",
+                                                                      "ids.schema.json")}
+    registry = Registry().with_resources(
+        [(d["$id"], Resource.from_contents(d)) for d in (*docs.values(), _RUN_EVENT_SHAPE)])
+    validator = Draft202012Validator(docs["webhook-delivery.schema.json"], registry=registry)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
+
+
 def _noop_run(client: Any) -> str:
     run = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
     wait_terminal(client, run.runId)
@@ -72,6 +98,8 @@ def test_registration_returns_the_generated_secret_once_and_deliveries_verify_un
     # the delivery envelope: {runId, event} with the verbatim stored event, headers of webhooks.md §Headers
     stored = [e for e in all_events(client, run_id) if e.type == "run.completed"][0]
     assert body["runId"] == run_id and set(body) == {"runId", "event"}
+    assert _delivery_errors(body) == []
+    assert _delivery_errors({**body, "workspaceId": host.tenant_a, "extra": 1}) != []  # the check can fail
     assert body["event"]["eventId"] == stored.eventId and body["event"]["type"] == "run.completed"
     assert hit.headers["openwop-webhook-id"] == reg.subscriptionId
     assert hit.headers["openwop-event-type"] == "run.completed"
