@@ -276,7 +276,8 @@ FUNCTIONS: tuple[Function, ...] = (
              ((HOST, "readwrite"),), egress=True),
     Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "read"), (EVENTS, "read"),
              (HOST, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
-    Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue", ((HOST, "readwrite"),),
+    Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
+             ((HOST, "readwrite"), (EVENTS, "read")), bucket="read",  # events too large to travel in the message
              consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60),
 )
 

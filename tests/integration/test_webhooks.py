@@ -321,3 +321,42 @@ def test_the_listen_command_prints_verified_deliveries(host, receiver):
     assert describe_hit(hit, [reg.secret]) == (
         f"run.completed run={run_id} seq={hit.json()['event']['sequence']} webhook={reg.subscriptionId} v1 verified")
     assert describe_hit(hit, [_whsec()]).endswith("v1 NOT VERIFIED")
+
+
+def test_no_delivery_carries_the_callers_credentials(host, receiver):
+    # inbound-credential-no-passthrough: the API key and two canaries sent on the run-creating request
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/creds", events=ALL))
+    c1, c2 = "c1-" + os.urandom(16).hex(), base64.b64encode(b"canary:" + os.urandom(16)).decode()
+    created = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
+                  headers={"Cookie": f"ow_canary={c1}", "Proxy-Authorization": f"Basic {c2}"})
+    assert created.status == 201
+    run_id = created.json["runId"]
+    wait_terminal(client, run_id)
+    hits = _wait(receiver, reg.subscriptionId, run_id, 4)
+    for hit in hits:
+        blob = "\n".join(f"{k}: {v}" for k, v in hit.headers.items()) + hit.body.decode()
+        for canary in (host.key_a, c1, c2):
+            assert canary not in blob
+        assert not {"authorization", "cookie", "proxy-authorization"} & set(hit.headers)
+
+
+def test_an_event_too_large_for_the_message_is_read_from_the_log_at_delivery(host, receiver):
+    from shared.protocol.webhooks import delivery_id
+    from shared.services import webhooks
+    from shared.wiring import get_ports
+
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/large", events=["node.started"]))
+    run_id = _noop_run(client)
+    stored = [e for e in get_ports().events.read_events(run_id) if e["type"] == "run.completed"][0]
+    big = {**stored, "payload": {"blob": "x" * (webhooks.MAX_INLINE_EVENT_BYTES + 1)}}
+    message = json.loads(webhooks._message(reg.subscriptionId, run_id, big).body)
+    assert "event" not in message and message["deliveryId"] == delivery_id(reg.subscriptionId, run_id,
+                                                                           stored["sequence"])
+    # the delivery reads the stored event itself
+    message = json.loads(webhooks._message(reg.subscriptionId, run_id, stored).body)
+    del message["event"]
+    assert webhooks.deliver(get_ports(), message, 1).status == 200
+    (hit,) = [h for h in receiver.deliveries(reg.subscriptionId, run_id) if h.json()["event"]["type"] == "run.completed"]
+    assert hit.json()["event"] == stored and verify_v1(reg.secret, hit)

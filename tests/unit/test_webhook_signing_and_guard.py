@@ -87,7 +87,8 @@ def _ports(resolved: dict[str, list[str]], allow: tuple[str, ...] = ()) -> Simpl
 
 
 @pytest.mark.parametrize("addresses", [["10.0.0.7"], ["169.254.169.254"], ["127.0.0.1"], ["fd00:ec2::254"],
-                                       ["::ffff:10.0.0.1"], ["fc00::5"], ["93.184.216.34", "192.168.1.1"]])
+                                       ["::ffff:10.0.0.1"], ["::ffff:7f00:1"], ["fc00::5"],
+                                       ["93.184.216.34", "192.168.1.1"]])
 def test_a_name_resolving_to_a_private_or_metadata_address_is_refused_at_registration(addresses) -> None:
     ports = _ports({"hooks.example.com": addresses})
     body = wh.RegisterWebhook(url="https://hooks.example.com/x", events=["run.completed"])
