@@ -1,7 +1,7 @@
 """The SQS → Lambda event-source mapping for the embedded AWS: moto stores queues but invokes nothing.
 
 One ``QueuePoller`` per manifest function that ``consumes`` a queue: a few daemon threads long-poll the queue
-(``ReceiveMessage``, batch size 1 as the CDK mapping; a 50 ms pause when the queue is empty), hand each message to the real handler as an
+(``ReceiveMessage``, batch size 1 as the CDK mapping; when the queue is empty, a pause until a message arrives), hand each message to the real handler as an
 AWS-shaped SQS event in this process, and delete what the handler did not report in ``batchItemFailures``; an
 invocation that raises leaves its message to come back after its visibility timeout, as on AWS. Bounded: the
 threads stop with the stack (``stop()``), and no receive waits.
@@ -19,10 +19,31 @@ from shared.local.patches import invoke_target, resolve_target
 
 log = logging.getLogger(__name__)
 BATCH_SIZE = 1  # as the deployed mapping: exact attempt counts per message, FIFO order per group
-# moto's long poll re-checks the queue once a second, which would add up to a second to every delivery; the local
-# mapping polls without waiting and sleeps briefly when the queue is empty instead.
+# moto's long poll spins on a queue whose visible messages belong to a group in flight; the local mapping polls
+# without waiting and, when the queue is empty, sleeps until a message is sent (moto's ``Queue.add_message`` is
+# wrapped to signal it; this process runs moto) or at most a second (a retry becoming visible again).
 WAIT_S = 0
-IDLE_SLEEP_S = 0.05
+IDLE_MAX_S = 1.0
+_arrived = threading.Event()
+_hooked = False
+_hook_lock = threading.Lock()
+
+
+def _hook_arrivals() -> None:
+    global _hooked
+    with _hook_lock:
+        if _hooked:
+            return
+        from moto.sqs.models import Queue
+
+        original = Queue.add_message
+
+        def add_message(self: Any, message: Any) -> None:
+            original(self, message)
+            _arrived.set()
+
+        Queue.add_message = add_message  # type: ignore[method-assign]
+        _hooked = True
 
 
 class QueuePoller:
@@ -44,11 +65,13 @@ class QueuePoller:
         self.errors: list[dict[str, Any]] = []
 
     def start(self) -> None:
+        _hook_arrivals()
         for t in self._threads:
             t.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        _arrived.set()
         for t in self._threads:
             t.join(timeout)
 
@@ -56,7 +79,8 @@ class QueuePoller:
         while not self._stop.is_set():
             try:
                 if not self.poll_once():
-                    self._stop.wait(IDLE_SLEEP_S)
+                    _arrived.wait(IDLE_MAX_S)
+                    _arrived.clear()
             except Exception as exc:  # noqa: BLE001 - the server is stopping, or one receive failed: keep polling
                 if self._stop.is_set():
                     return
