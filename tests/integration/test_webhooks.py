@@ -360,3 +360,15 @@ def test_an_event_too_large_for_the_message_is_read_from_the_log_at_delivery(hos
     assert webhooks.deliver(get_ports(), message, 1).status == 200
     (hit,) = [h for h in receiver.deliveries(reg.subscriptionId, run_id) if h.json()["event"]["type"] == "run.completed"]
     assert hit.json()["event"] == stored and verify_v1(reg.secret, hit)
+
+
+def test_tags_narrow_delivery_to_runs_with_an_overlapping_tag(host, receiver):
+    client = host.client(host.key_a)
+    reg = raw(host.base_url, "POST", "/webhooks", {"url": receiver.url + "/tags", "events": ["run.completed"],
+                                                   "tags": ["ci", "nightly"]}, key=host.key_a).json
+    tagged = client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["nightly"])).runId
+    plain = _noop_run(client)
+    wait_terminal(client, tagged)
+    _wait(receiver, reg["webhookId"], tagged, 1)
+    time.sleep(0.5)
+    assert receiver.deliveries(reg["webhookId"], plain) == []
