@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -10,6 +11,7 @@ from shared.ports import Ports, StackOutputs
 from shared.settings import Settings, get_settings
 
 _override: Ports | None = None
+_build_lock = threading.Lock()  # one build per settings even when threads race (local mode's background workers)
 
 
 def _client(service: str, region: str | None = None) -> Any:
@@ -103,7 +105,10 @@ def _cached(settings: Settings) -> Ports:
 
 def get_ports() -> Ports:
     """Ports for this process, built once per cold start (per settings). Tests may call ``set_ports``."""
-    return _override if _override is not None else _cached(get_settings())
+    if _override is not None:
+        return _override
+    with _build_lock:
+        return _cached(get_settings())
 
 
 def set_ports(ports: Ports | None) -> None:

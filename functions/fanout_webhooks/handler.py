@@ -18,11 +18,12 @@ from shared.wiring import get_ports
 
 @stream_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = [r for r in event.get("Records", []) if r.get("eventName") == "INSERT"]
+    if not records:
+        return {"batchItemFailures": []}
     ports = get_ports()
     stored: list[tuple[str, int, dict[str, Any] | None]] = []
-    for record in event.get("Records", []):
-        if record.get("eventName") != "INSERT":
-            continue
+    for record in records:
         data = record.get("dynamodb") or {}
         keys = data.get("Keys") or {}
         run_id = (keys.get("runId") or {}).get("S")
