@@ -83,6 +83,12 @@ def _load(ports: Ports, caller: Caller, wire: str) -> dict[str, Any]:
     return sub
 
 
+def _refusal(exc: EgressRefusedError) -> WebhookUrlRejectedError:
+    # the guard words its reasons for tools; the address itself is never in them
+    reason = exc.reason.replace("the tool's ", "its ")
+    return WebhookUrlRejectedError(f"The webhook URL is refused: {reason}.")
+
+
 def _check_url(ports: Ports, url: str) -> None:
     """webhooks.md §Egress at registration: https only, and no private, loopback, link-local, ULA or metadata
     destination. The operator's egress allowlist is the one exception (local mode allowlists loopback, where the
@@ -96,7 +102,7 @@ def _check_url(ports: Ports, url: str) -> None:
     try:
         allowlisted = ports.http.check(url)
     except EgressRefusedError as exc:
-        raise WebhookUrlRejectedError(f"The webhook URL is refused: {exc.reason}.") from exc
+        raise _refusal(exc) from exc
     except TransportError as exc:
         raise WebhookUrlRejectedError("The webhook URL is not a valid https URL.") from exc
     if parts.scheme != "https" and not allowlisted:
@@ -162,7 +168,7 @@ def _verify_endpoint(ports: Ports, url: str, secret: str) -> None:
     try:
         reply = ports.http.send("POST", url, headers, raw, timeout_s=VERIFY_TIMEOUT_S, max_bytes=MAX_REPLY_BYTES)
     except EgressRefusedError as exc:
-        raise WebhookUrlRejectedError(f"The webhook URL is refused: {exc.reason}.") from exc
+        raise _refusal(exc) from exc
     except TransportError as exc:
         raise WebhookEndpointUnverifiedError("The webhook endpoint did not answer the verification request.") from exc
     echoed = None
