@@ -12,6 +12,7 @@ from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions
 from infra.constructs.monitoring import HostMonitoring
 from infra.constructs.outputs import add_outputs
+from infra.constructs.queues import HostQueues
 from infra.constructs.secrets import HostSecrets
 from infra.constructs.seeding import HostSeeding, plan_from_context
 from infra.constructs.state_machines import HostStateMachines
@@ -64,13 +65,15 @@ class HostStack(Stack):
         )
         self.functions.connect_state_machines(self.state_machines.machines)
         self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
+        self.queues = HostQueues(self, "HostQueues", stage=stage, functions=self.functions)
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
         self.monitoring = HostMonitoring(self, "HostMonitoring", stage=stage, functions=self.functions,
                                          state_machines=self.state_machines, streams=self.streams, api=self.api,
-                                         metrics_namespace=self.functions.metrics_namespace)
+                                         queues=self.queues, metrics_namespace=self.functions.metrics_namespace)
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
         seed_plan = plan_from_context(self, stage)
         self.seeding = HostSeeding(self, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions) \
             if seed_plan is not None else None
         self.outputs = add_outputs(self, stage=stage, tables=self.tables, fixtures=self.fixtures,
-                                   secrets=self.secrets, state_machines=self.state_machines, api=self.api)
+                                   secrets=self.secrets, state_machines=self.state_machines, api=self.api,
+                                   queues=self.queues)

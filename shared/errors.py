@@ -36,6 +36,16 @@ class ValidationError(ProtocolError):
     default_message = "The request is not valid."
 
 
+class WebhookUrlRejectedError(ProtocolError):
+    code = codes.WEBHOOK_URL_REJECTED
+    default_message = "The webhook URL is not allowed."
+
+
+class WebhookEndpointUnverifiedError(ProtocolError):
+    code = codes.WEBHOOK_ENDPOINT_UNVERIFIED
+    default_message = "The webhook endpoint did not answer the verification challenge."
+
+
 class PayloadTooLargeError(ProtocolError):
     code = codes.PAYLOAD_TOO_LARGE
     default_message = "The request body is larger than limits.maxRequestBodyBytes."

@@ -80,7 +80,7 @@ class Function:
 
     name: str
     module: str
-    kind: Literal["api", "task", "stream", "setup"]  # setup: a CloudFormation custom resource
+    kind: Literal["api", "task", "stream", "setup", "queue"]  # setup: a CloudFormation custom resource
     tables: tuple[tuple[str, Access], ...] = ()
     bucket: Access | None = None
     starts: tuple[str, ...] = ()  # state machines it may start / stop
@@ -89,12 +89,40 @@ class Function:
     egress: bool = False  # calls tools / MCP servers outside AWS (egress settings apply)
     resumes: tuple[str, ...] = ()  # state machines whose waiting (task token) tasks it may resume
     models: bool = False  # calls model providers (Bedrock with its role; others through egress and credentials)
+    sends: tuple[str, ...] = ()  # queues it may send to
+    consumes: str | None = None  # the queue whose messages it is invoked with (event source mapping)
     timeout_s: int = 30
     memory_mb: int = 512
 
     @property
     def local_name(self) -> str:
         return f"openwop-{self.name.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class Queue:
+    """An SQS FIFO queue with its dead-letter queue. Functions get its URL in ``env_var``.
+
+    ``visibility_s`` is the first retry's delay; ``max_receives`` the attempts before SQS moves a message to the
+    dead-letter queue (the redrive policy's maxReceiveCount)."""
+
+    key: str
+    purpose: str = ""
+    visibility_s: int = 30
+    max_receives: int = 8
+    retention_days: int = 4
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_QUEUE_URL"
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.key}.fifo"
+
+    @property
+    def dlq_local_name(self) -> str:
+        return f"openwop-{self.key}-dlq.fifo"
 
 
 @dataclass(frozen=True)
@@ -150,7 +178,8 @@ TABLES: tuple[Table, ...] = (
         indexes=(Index("byTenant", ("gsi1pk", "S"), ("gsi1sk", "S")),),
         purpose="run items (sk RUN), fork source outcomes, eval trial results, tombstones",
     ),
-    Table(EVENTS, ("runId", "S"), ("seq", "N"), purpose="the run event logs"),
+    Table(EVENTS, ("runId", "S"), ("seq", "N"), stream=True,
+          purpose="the run event logs (the stream's INSERT records feed the webhook fan-out)"),
     Table(TOOL_CALLS, ("runId", "S"), ("callKey", "S"), purpose="as-executed tool calls"),
     Table(
         IDEMPOTENCY,
@@ -171,6 +200,12 @@ SECRETS: tuple[Secret, ...] = (
     Secret(CURSOR, purpose="HMAC key of the GET /runs list cursors"),
     Secret(APIKEY_PEPPER, purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
            json_key="current"),
+)
+
+WEBHOOKS = "webhooks"
+QUEUES: tuple[Queue, ...] = (
+    Queue(WEBHOOKS, purpose="webhook deliveries, one message per (subscription, event); FIFO, grouped per "
+          "(subscription, run)"),
 )
 
 _RW_ALL: tuple[tuple[str, Access], ...] = (
@@ -245,6 +280,13 @@ FUNCTIONS: tuple[Function, ...] = (
     # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server.
     Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
              timeout_s=120, memory_mb=256),
+    Function("manage_webhooks", "functions.manage_webhooks.handler", "api",
+             ((HOST, "readwrite"),), egress=True),
+    Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "read"), (EVENTS, "read"),
+             (HOST, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
+    Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
+             ((HOST, "readwrite"), (EVENTS, "read")), bucket="read",  # events too large to travel in the message
+             consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60),
 )
 
 RUN_ID = "{runId}"
@@ -293,6 +335,11 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/interrupts/{token}", "interrupts", auth=False),
     Route("POST", "/interrupts/{token}", "interrupts", auth=False),
     Route("POST", f"/host/openwop-serverless/runs/{RUN_ID}/interrupts/{{nodeId}}/token", "interrupts"),
+    # Webhooks (spec paths, webhooks.md): tenant-scoped subscriptions, signed durable delivery.
+    Route("POST", "/webhooks", "manage_webhooks"),
+    Route("DELETE", "/webhooks/{webhookId}", "manage_webhooks"),
+    Route("POST", "/webhooks/{webhookId}/rotate-secret", "manage_webhooks"),
+    Route("GET", "/webhooks/{webhookId}/dead-letters", "manage_webhooks"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
@@ -324,8 +371,17 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     ),
 )
 
-# The DynamoDB stream of the runs table feeds the erasure hook (REMOVE records only).
-STREAM_CONSUMERS: tuple[tuple[str, str], ...] = ((RUNS, "erase_run"),)
+# The DynamoDB stream of the runs table feeds the erasure hook (REMOVE records only); the events table's stream
+# feeds the webhook fan-out (INSERT records only: an event is fanned out once it is durably stored).
+STREAM_CONSUMERS: tuple[tuple[str, str], ...] = ((RUNS, "erase_run"), (EVENTS, "fanout_webhooks"))
+STREAM_EVENT_NAMES: dict[tuple[str, str], str] = {(RUNS, "erase_run"): "REMOVE", (EVENTS, "fanout_webhooks"): "INSERT"}
+
+
+def queue(key: str) -> Queue:
+    for q in QUEUES:
+        if q.key == key:
+            return q
+    raise KeyError(key)
 
 
 def function(name: str) -> Function:

@@ -93,6 +93,10 @@ class EventStore(Protocol):
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int: ...
     def read_page(self, run_id: str, after_seq: int) -> list[dict[str, Any]]: ...
     def delete_all(self, run_id: str) -> int: ...
+    def event_from_image(self, image: dict[str, Any]) -> dict[str, Any] | None:
+        """The event an item image of this store holds (a stream record's NewImage), or None when the event is
+        stored out of line (read it with ``read_events``)."""
+        ...
 
 
 @dataclass
@@ -126,7 +130,7 @@ class HostStore(Protocol):
 
     def get_item(self, pk: str, sk: str) -> dict[str, Any] | None: ...
     def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False,
-                 if_equals: dict[str, Any] | None = None) -> bool: ...
+                 if_equals: dict[str, Any] | None = None, expires_at: int = 0) -> bool: ...
     def query(self, pk: str, prefix: str = "") -> list[tuple[str, dict[str, Any]]]: ...
     def delete_item(self, pk: str, sk: str) -> bool: ...
     def put_effect(self, pk: str, sk: str, value: dict[str, Any], *, run_id: str, expires_at: int) -> bool: ...
@@ -176,6 +180,24 @@ class StackOutputs(Protocol):
     def read_outputs(self, stack_name: str) -> dict[str, str]: ...
 
 
+@dataclass(frozen=True)
+class QueueMessage:
+    """One message for a FIFO queue: ``group`` orders it (messages of one group are handed out one at a time, in
+    send order); ``dedup_id`` makes a re-send within the queue's deduplication window a no-op."""
+
+    body: str
+    group: str
+    dedup_id: str
+
+
+class Queue(Protocol):
+    """A message queue with a dead-letter queue behind it (SQS FIFO). Consumers are invoked by the platform
+    (an event source mapping); they only ever push a message's next attempt back."""
+
+    def send_batch(self, messages: Sequence[QueueMessage]) -> int: ...
+    def retry_later(self, receipts: Sequence[tuple[str, int]]) -> None: ...
+
+
 class Orchestrator(Protocol):
     def start(self, machine: str, run_id: str, payload: dict[str, Any]) -> str: ...
     def stop(self, execution_arn: str) -> None: ...
@@ -221,6 +243,11 @@ class HttpTransport(Protocol):
 
     def send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, timeout_s: float,
              max_bytes: int) -> HttpReply: ...
+    def check(self, url: str) -> bool:
+        """Resolve ``url``'s host through the guard without connecting: ``EgressRefusedError`` when refused,
+        ``TransportError`` when malformed; True when the destination passes only because the operator allowlisted
+        it (a private or loopback address in ``EGRESS_ALLOW``), False for a public one."""
+        ...
 
 
 class McpTransport(Protocol):
@@ -352,3 +379,4 @@ class Ports:
     secrets: SecretStore
     settings: Any
     models: ModelProviders
+    queues: dict[str, Queue] = field(default_factory=dict)

@@ -56,6 +56,13 @@ class Settings:
     def mock_providers_allowed(self) -> bool:
         """The spec's mock providers run only where they are enabled and never in ``prod``."""
         return "mock" in self.model_providers and self.stage != "prod"
+    webhook_queue_url: str = ""
+    webhook_max_attempts: int = 8  # the queue's maxReceiveCount: attempts before the dead-letter queue
+    webhook_retry_base_s: int = 30  # exponential backoff: base * 2^(attempt-1), capped
+    webhook_retry_cap_s: int = 900
+    webhook_rotation_overlap_s: int = 86_400
+    webhook_dead_letter_days: int = 14
+    webhook_timeout_s: float = 10.0
 
 
 def _env(name: str, default: str = "") -> str:
@@ -77,6 +84,7 @@ def get_settings() -> Settings:
     sm = {m.key: _env(m.env_var) for m in manifest.STATE_MACHINES}
     cursor = next(s for s in manifest.SECRETS if s.key == manifest.CURSOR)
     pepper = next(s for s in manifest.SECRETS if s.key == manifest.APIKEY_PEPPER)
+    webhooks = manifest.queue(manifest.WEBHOOKS)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
     return Settings(
         runs_table=t[manifest.RUNS],
@@ -112,6 +120,12 @@ def get_settings() -> Settings:
         model_providers=tuple(p.strip() for p in _env("MODEL_PROVIDERS", "bedrock,openai,mock").split(",")
                               if p.strip()),
         model_prices=_model_prices(_env("MODEL_PRICES")),
+        webhook_queue_url=_env(webhooks.env_var),
+        webhook_max_attempts=max(1, int(_env("WEBHOOK_MAX_ATTEMPTS", str(webhooks.max_receives)))),
+        webhook_retry_base_s=max(0, int(_env("WEBHOOK_RETRY_BASE_SECONDS", str(webhooks.visibility_s)))),
+        webhook_retry_cap_s=max(1, int(_env("WEBHOOK_RETRY_CAP_SECONDS", "900"))),
+        webhook_rotation_overlap_s=min(604_800, max(60, int(_env("WEBHOOK_ROTATION_OVERLAP_SECONDS", "86400")))),
+        webhook_dead_letter_days=max(1, int(_env("WEBHOOK_DEAD_LETTER_DAYS", "14"))),
     )
 
 
@@ -126,6 +140,7 @@ def resource_env_vars() -> tuple[str, ...]:
         + tuple(b.env_var for b in manifest.BUCKETS)
         + tuple(m.env_var for m in manifest.STATE_MACHINES)
         + tuple(s.env_var for s in manifest.SECRETS)
+        + tuple(q.env_var for q in manifest.QUEUES)
         + (CREDENTIALS_PREFIX_VAR,)
     )
 

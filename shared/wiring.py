@@ -22,6 +22,7 @@ from shared.settings import Settings, get_settings
 
 _override: Ports | None = None
 _built: Counter[str] = Counter()  # AWS clients this process has built, by service (see ``clients_built``)
+_build_lock = threading.Lock()  # one build per settings even when threads race (local mode's background workers)
 
 
 def _client(service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5) -> Any:
@@ -201,6 +202,7 @@ def build_ports(settings: Settings) -> Ports:
         S3BlobStore,
     )
     from shared.storage.secrets import SecretsManagerSecretStore
+    from shared.storage.sqs import SqsQueue
     from shared.transports.http import GuardedHttpTransport
 
     ddb = LazyClient("dynamodb", lambda: _client("dynamodb"))
@@ -226,6 +228,7 @@ def build_ports(settings: Settings) -> Ports:
         secrets=SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get),
         settings=settings,
         models=build_models(settings, http),
+        queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
     )
 
 
@@ -236,7 +239,10 @@ def _cached(settings: Settings) -> Ports:
 
 def get_ports() -> Ports:
     """Ports for this process, built once per cold start (per settings). Tests may call ``set_ports``."""
-    return _override if _override is not None else _cached(get_settings())
+    if _override is not None:
+        return _override
+    with _build_lock:
+        return _cached(get_settings())
 
 
 def set_ports(ports: Ports | None) -> None:

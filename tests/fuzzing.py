@@ -29,9 +29,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 EXAMPLES_PER_OPERATION = 20
 STATEFUL_EXAMPLES = 8
 MIN_REQUESTS = 400
-# Registering an MCP server connects to the URL it names (to list the server's tools): fuzzed URLs would make the
-# host resolve and dial arbitrary names. It is covered by explicit tests against a loopback MCP server instead.
-NOT_FUZZED = {"registerMcpServer"}
+# Registering an MCP server connects to the URL it names (to list the server's tools), and registering a webhook
+# resolves its URL (and verifies an opted-in endpoint): fuzzed URLs would make the host resolve and dial arbitrary
+# names. Both are covered by explicit tests against loopback servers instead.
+NOT_FUZZED = {"registerMcpServer", "registerWebhook"}
 # Operations that would hold a connection for their full wait on a live run; their arguments are bounded.
 BOUNDED_QUERY = {"streamRunEvents": {"bufferMs": 0}, "pollRunEvents": {"timeout": 1}}
 

@@ -21,6 +21,7 @@ from constructs import Construct
 from infra.constructs.api import RunsApi
 from infra.constructs.common import acknowledge, pascal
 from infra.constructs.functions import HostFunctions
+from infra.constructs.queues import HostQueues
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
 
@@ -31,7 +32,7 @@ EVAL_METRICS = ("EvalsStarted", "EvalsFinished", "FixtureMisses")
 
 class HostMonitoring(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions,
-                 state_machines: HostStateMachines, streams: StreamConsumers, api: RunsApi,
+                 state_machines: HostStateMachines, streams: StreamConsumers, api: RunsApi, queues: HostQueues,
                  metrics_namespace: str) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name=f"OpenWOP host alarms ({stage})", enforce_ssl=True)
@@ -77,10 +78,15 @@ class HostMonitoring(Construct):
             alarm(f"{pascal(key)}ExecutionProblems", problems,
                   f"Step Functions {key}: executions failed, timed out or were aborted (see docs/operations.md).")
         for (table_key, function_name), queue in streams.failure_queues.items():
-            alarm("ErasureFailures",
+            alarm("ErasureFailures" if function_name == "erase_run" else f"{pascal(function_name)}StreamFailures",
                   queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-                  f"Stream records of {table_key} that {function_name} could not process: erasures pending an "
+                  f"Stream records of {table_key} that {function_name} could not process: pending an "
                   "operator (see docs/operations.md).")
+        for key, dlq in queues.dead_letter_queues.items():
+            alarm(f"{pascal(key)}DeadLetters",
+                  dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                  f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md, "
+                  "\"Webhook dead letters\").")
 
         app = [cw.Metric(namespace=metrics_namespace, metric_name=m, dimensions_map={"service": "openwop-serverless"},
                          period=PERIOD, statistic="Sum") for m in APP_METRICS]

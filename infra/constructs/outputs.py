@@ -14,6 +14,7 @@ from aws_cdk import aws_ssm as ssm
 from infra.constructs.api import RunsApi
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import credentials_prefix
+from infra.constructs.queues import HostQueues
 from infra.constructs.secrets import HostSecrets
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.tables import HostTables
@@ -21,7 +22,7 @@ from shared import manifest, settings
 
 
 def add_outputs(stack: Stack, *, stage: str, tables: HostTables, fixtures: FixturesBucket, secrets: HostSecrets,
-                state_machines: HostStateMachines, api: RunsApi) -> dict[str, CfnOutput]:
+                state_machines: HostStateMachines, api: RunsApi, queues: HostQueues) -> dict[str, CfnOutput]:
     values: dict[str, str] = {}
     for t in manifest.TABLES:
         values[t.env_var] = tables.table(t.key).table_name
@@ -31,6 +32,8 @@ def add_outputs(stack: Stack, *, stage: str, tables: HostTables, fixtures: Fixtu
         values[m.env_var] = state_machines.machine(m.key).state_machine_arn
     for s in manifest.SECRETS:
         values[s.env_var] = secrets.secret(s.key).secret_arn
+    for q in manifest.QUEUES:
+        values[q.env_var] = queues.queues[q.key].queue_url
     values[settings.CREDENTIALS_PREFIX_VAR] = credentials_prefix(stage)
     missing = set(settings.resource_env_vars()) - set(values)
     if missing:

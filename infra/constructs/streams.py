@@ -1,4 +1,5 @@
-"""DynamoDB stream consumers from ``manifest.STREAM_CONSUMERS``: the erasure hook on the runs table."""
+"""DynamoDB stream consumers from ``manifest.STREAM_CONSUMERS``: the erasure hook on the runs table (REMOVE) and the
+webhook fan-out on the events table (INSERT)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ MAX_RECORD_AGE = Duration.days(1)
 
 
 class StreamConsumers(Construct):
-    """One event source mapping per (table, function) pair, keeping only ``REMOVE`` records.
+    """One event source mapping per (table, function) pair, keeping only its ``manifest.STREAM_EVENT_NAMES`` records.
 
     Starting position LATEST, batch size 100, bisect on error, partial batch responses (``ReportBatchItemFailures``).
     Records that still fail after the retries go to an SQS failure queue (``<Table><Function>Failures``) instead of
-    being dropped: a lost REMOVE would be an erasure that never happened.
+    being dropped: a lost REMOVE would be an erasure that never happened, a lost INSERT a webhook never delivered.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, tables: HostTables, functions: HostFunctions) -> None:
@@ -55,7 +56,8 @@ class StreamConsumers(Construct):
                     max_record_age=MAX_RECORD_AGE,
                     report_batch_item_failures=True,
                     on_failure=event_sources.SqsDlq(queue),
-                    filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("REMOVE")})],
+                    filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal(
+                        manifest.STREAM_EVENT_NAMES[(table_key, function_name)])})],
                 )
             )
             self.failure_queues[(table_key, function_name)] = queue

@@ -38,8 +38,14 @@ SEAM_TOOL_MCP = Seam("tool.mcp", "http", "EffectGuard (default-deny in replay) +
 SEAM_CREDENTIALS = Seam("secrets.credentials", "provider-sdk", "read-only GetSecretValue of the calling tenant's own "
                         "credential path; never fires in replay because no tool call is sent in replay",
                         branch_re_fires=True, note="AWS Secrets Manager reads of tool credentials (no write, no effect)")
-# Outbound paths that belong to no single node type or built-in tool: registered tools and their credentials.
-TRANSPORT_SEAMS = (SEAM_TOOL_HTTP, SEAM_TOOL_MCP, SEAM_CREDENTIALS)
+SEAM_WEBHOOKS = Seam("webhook.fanout", "webhook-fanout", "fan-out from the events table's stream reads replay-ness "
+                     "from the run item (never the event type): a replay fork delivers nothing, a branch fork nothing "
+                     "of its copied prefix [0, fromSeq); deliveries are keyed by (webhookId, runId, sequence)",
+                     branch_re_fires=True, note="signed POSTs to registered webhooks (POST /webhooks) through the "
+                     "SQS delivery queue and the egress guard")
+# Outbound paths that belong to no single node type or built-in tool: registered tools and their credentials, and
+# the webhook deliveries of stored events.
+TRANSPORT_SEAMS = (SEAM_TOOL_HTTP, SEAM_TOOL_MCP, SEAM_CREDENTIALS, SEAM_WEBHOOKS)
 
 _MODEL_REPLAY = ("in replay model answers are served from the run's content-addressed model-call log, never called; "
                  "a request missing from the log is a divergence (fail closed), never a live call")

@@ -9,6 +9,7 @@
     openwop-serverless keys rotate-pepper | finish-rotation [TARGET]
     openwop-serverless seed conformance[,demo] [--tenants T,U --demo-tools-url U --demo-mcp-url U] [TARGET]
     openwop-serverless eval run|compare ...               (HTTP to any host; ``eval --help``)
+    openwop-serverless webhooks listen [--host 127.0.0.1] [--port 8790] [--secret S]...
 
     TARGET: --endpoint http://127.0.0.1:PORT  (a running local host: the moto endpoint ``serve`` prints)
           | --stack NAME [--region R]        (a deployed stack: resources read from its CloudFormation outputs)
@@ -16,7 +17,9 @@
 
 ``serve`` starts moto in this process, bootstraps the stack from the manifest, seeds the API keys from
 ``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C.
-Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
+``webhooks listen`` runs a loopback webhook receiver: it answers endpoint verification, and prints one line per
+delivery (event type, run, sequence) with ``verified``/``NOT VERIFIED`` under the given secrets (scheme v1 and, when
+the delivery carries them, Standard Webhooks headers). Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
 line and exit non-zero.
 
 ``eval`` is a different kind of command: it talks HTTP to any host (``--endpoint URL --api-key KEY`` or
@@ -228,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     seeding.add_argument("--tenants", default="", help="tenants the demo is registered for (comma-separated)")
     seeding.add_argument("--demo-tools-url", default="", help="base URL of the demo HTTP tool server")
     seeding.add_argument("--demo-mcp-url", default="", help="URL of the demo MCP server (listed when registered)")
+    webhooks = sub.add_parser("webhooks", help="webhooks").add_subparsers(dest="action", required=True)
+    listen = webhooks.add_parser("listen", help="a loopback receiver that prints verified deliveries")
+    listen.add_argument("--host", default="127.0.0.1")
+    listen.add_argument("--port", type=int, default=8790)
+    listen.add_argument("--secret", action="append", default=[],
+                        help="a subscription secret to verify with (repeatable; from the 201 of POST /webhooks)")
     return parser
 
 
@@ -235,6 +244,43 @@ def stack_stage(stack: str | None) -> str:
     """The stage of a stack named ``OpenWopHost-<stage>`` (the CDK app's naming); empty for any other target."""
     prefix = "OpenWopHost-"
     return stack[len(prefix):] if stack and stack.startswith(prefix) else ""
+
+
+def describe_hit(hit: object, secrets: Sequence[str]) -> str:
+    """One printed line for a received request (``webhooks listen``)."""
+    from shared.local.webhook_receiver import Hit, verify_standard, verify_v1
+
+    assert isinstance(hit, Hit)
+    if hit.verification:
+        return "verification challenge answered"
+    try:
+        body = hit.json()
+        what = f"{hit.headers.get('openwop-event-type')} run={body.get('runId')} seq={body['event'].get('sequence')}"
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return f"not a delivery ({len(hit.body)} bytes)"
+    checks = []
+    if secrets:
+        checks.append("v1 " + ("verified" if any(verify_v1(s, hit) for s in secrets) else "NOT VERIFIED"))
+        if "webhook-signature" in hit.headers:
+            ok = any(verify_standard(s, hit) for s in secrets)
+            checks.append("standard-webhooks " + ("verified" if ok else "NOT VERIFIED"))
+    else:
+        checks.append("unverified (no --secret)")
+    return f"{what} webhook={hit.headers.get('openwop-webhook-id')} {' '.join(checks)}"
+
+
+def _listen(host: str, port: int, secrets: Sequence[str]) -> int:
+    from shared.local.webhook_receiver import WebhookReceiver
+
+    receiver = WebhookReceiver(host, port, on_hit=lambda hit: print(describe_hit(hit, secrets), flush=True))
+    url = receiver.start()
+    print(f"listening on {url}/ (register it with POST /webhooks; Ctrl-C stops)", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    receiver.stop()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SeedPlanError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+    if args.command == "webhooks":
+        return _listen(args.host, args.port, args.secret)
     _use_endpoint(args.endpoint)
     try:
         _use_stack(args.stack, args.region)

@@ -6,7 +6,8 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 1. Lambda registry (no upstream fix planned: moto's no-Docker Lambda echoes the payload by design):
    ``LambdaBackend.invoke`` / ``LambdaSimpleBackend.invoke`` run the real ``lambda_handler`` in-process.
 2. DynamoDB Streams → Lambda event-source mapping (moto always takes the Docker path and drops the records):
-   ``LambdaBackend.send_dynamodb_items`` delivers the stream event to the real handler on a background worker;
+   ``LambdaBackend.send_dynamodb_items`` delivers the stream event to the real handler on a background worker
+   per consuming function (a backlog coalesced into batches of up to 100 records, as the AWS poller does);
    ``StreamRecord.__init__`` marks TTL deletions with the TTL service identity (see ``shared.local.ttl``).
 3. (removed: JSONata. No ASL file of ours uses ``QueryLanguage: JSONata``; moto 5.2.5 fails such states,
    getmoto/moto#10105, and ``tests/unit`` checks that none of our state machines uses JSONata.)
@@ -208,10 +209,17 @@ class StreamDeliveryError:
     event: dict[str, Any]
 
 
+_stream_errors: list[StreamDeliveryError] = []
+STREAM_BATCH_SIZE = 100  # records per invocation, as the CDK event source mappings
+
+
 @dataclass
 class _StreamWorker:
-    """One background worker delivers stream batches in order, like one shard iterator."""
+    """One background worker per consuming function delivers its stream batches in order, like one event source
+    mapping reading one shard: batches queued while the handler ran are coalesced into one invocation of up to
+    ``STREAM_BATCH_SIZE`` records (as the AWS poller batches a shard's backlog)."""
 
+    name: str
     attempts: int = 3
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _queue: deque[tuple[_Target, dict[str, Any]]] = field(default_factory=deque)
@@ -219,7 +227,6 @@ class _StreamWorker:
     _thread: threading.Thread | None = None
     _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
     _seen_order: deque[str] = field(default_factory=deque)
-    errors: list[StreamDeliveryError] = field(default_factory=list)
 
     def submit(self, target: _Target, event: dict[str, Any]) -> None:
         with self._cond:
@@ -233,7 +240,8 @@ class _StreamWorker:
                 self._seen.discard(self._seen_order.popleft())
             self._queue.append((target, {"Records": fresh}))
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="openwop-ddb-stream", daemon=True)
+                self._thread = threading.Thread(target=self._run, name=f"openwop-ddb-stream-{self.name}",
+                                                daemon=True)
                 self._thread.start()
             self._cond.notify_all()
 
@@ -245,8 +253,11 @@ class _StreamWorker:
                     self._cond.notify_all()
                     self._cond.wait()
                 target, event = self._queue.popleft()
+                records = list(event["Records"])
+                while self._queue and len(records) + len(self._queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
+                    records.extend(self._queue.popleft()[1]["Records"])
                 self._busy = True
-            self._deliver(target, event)
+            self._deliver(target, {"Records": records})
 
     def _deliver(self, target: _Target, event: dict[str, Any]) -> None:
         for attempt in range(1, self.attempts + 1):
@@ -255,27 +266,51 @@ class _StreamWorker:
                 return
             if attempt == self.attempts:
                 log.error("stream batch for %s dropped after %d attempts: %s", target.name, attempt, error)
-                self.errors.append(StreamDeliveryError(target.name, error, event))
+                _stream_errors.append(StreamDeliveryError(target.name, error, event))
             else:
                 time.sleep(0.05 * attempt)
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._queue and not self._busy
 
     def wait_idle(self, timeout: float) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout)
 
 
-_stream_worker = _StreamWorker()
+_stream_workers: dict[str, _StreamWorker] = {}
+_stream_workers_lock = threading.Lock()
+
+
+def _stream_worker_for(name: str) -> _StreamWorker:
+    with _stream_workers_lock:
+        worker = _stream_workers.get(name)
+        if worker is None:
+            worker = _stream_workers[name] = _StreamWorker(name)
+        return worker
 
 
 def wait_for_stream_idle(timeout: float = 10.0) -> bool:
     """Block until every DynamoDB stream batch produced so far (and the batches its handlers caused) has been
-    delivered. Returns False on timeout."""
-    return _stream_worker.wait_idle(timeout)
+    delivered, by every consuming function. Returns False on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _stream_workers_lock:
+            workers = list(_stream_workers.values())
+        for worker in workers:
+            if not worker.wait_idle(max(0.0, deadline - time.monotonic())):
+                return False
+        with _stream_workers_lock:
+            if all(w.idle() for w in _stream_workers.values()):
+                return True
+        if time.monotonic() > deadline:
+            return False
 
 
 def stream_delivery_errors() -> list[StreamDeliveryError]:
     """Batches whose handler kept failing (delivered ``attempts`` times, then dropped). Tests may assert it empty."""
-    return list(_stream_worker.errors)
+    return list(_stream_errors)
 
 
 def _epoch_seconds(value: Any) -> Any:
@@ -314,11 +349,11 @@ def _patch_stream_delivery() -> None:
             target = resolve_target(function_arn)
         except LocalHandlerNotFoundError as exc:
             log.error("%s; %d stream records dropped", exc, len(records))
-            _stream_worker.errors.append(
+            _stream_errors.append(
                 StreamDeliveryError(function_name_from(function_arn), {"errorMessage": str(exc)}, {"Records": records})
             )
             return b"dropped"
-        _stream_worker.submit(target, {"Records": records})
+        _stream_worker_for(target.name).submit(target, {"Records": records})
         return b"queued"  # truthy: moto clears the shard's pending items, as its own ESM path does
 
     LambdaBackend.send_dynamodb_items = send_dynamodb_items  # type: ignore[method-assign]

@@ -53,6 +53,8 @@ def resource_env() -> dict[str, str]:
     env.update({b.env_var: b.local_name for b in manifest.BUCKETS})
     env.update({sm.env_var: state_machine_arn(sm) for sm in manifest.STATE_MACHINES})
     env.update({sec.env_var: sec.local_name for sec in manifest.SECRETS})
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "http://127.0.0.1")
+    env.update({q.env_var: f"{endpoint}/{ACCOUNT}/{q.local_name}" for q in manifest.QUEUES})  # moto's URL form
     return env
 
 
@@ -68,6 +70,11 @@ def local_policy_env() -> dict[str, str]:
     credential-free default of the demo agent). An operator's own ``EGRESS_ALLOW`` / ``MODEL_PROVIDERS`` win."""
     return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW,
             "MODEL_PROVIDERS": os.environ.get("MODEL_PROVIDERS") or LOCAL_MODEL_PROVIDERS,
+            # Webhook retries in seconds, not minutes: a local receiver that is down for a moment still gets
+            # every event, and an exhausted delivery reaches the dead letters while one watches.
+            "WEBHOOK_MAX_ATTEMPTS": os.environ.get("WEBHOOK_MAX_ATTEMPTS") or "4",
+            "WEBHOOK_RETRY_BASE_SECONDS": os.environ.get("WEBHOOK_RETRY_BASE_SECONDS") or "1",
+            "WEBHOOK_RETRY_CAP_SECONDS": os.environ.get("WEBHOOK_RETRY_CAP_SECONDS") or "2",
             # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true"}
 
@@ -143,6 +150,7 @@ class LocalAws:
         self._saved_env: dict[str, str | None] = {}
         self._clients: dict[str, Any] = {}
         self._session: boto3.session.Session | None = None
+        self.pollers: dict[str, Any] = {}
 
     @property
     def endpoint(self) -> str:
@@ -188,6 +196,7 @@ class LocalAws:
         if self._server is None:
             return
         try:
+            self._stop_pollers()
             self.stop_running_executions()
         finally:
             self._server.stop()
@@ -231,6 +240,10 @@ class LocalAws:
         self._functions(role_arn)
         self._state_machines(role_arn)
         self._stream_mappings()
+        self._queues()
+        settings.get_settings.cache_clear()
+        _forget_clients()
+        self._start_pollers()
 
     def _tables(self) -> None:
         ddb = self.client("dynamodb")
@@ -339,6 +352,41 @@ class LocalAws:
                 BatchSize=100,
                 Enabled=True,
             )
+
+    def _queues(self) -> None:
+        """Each manifest queue as on AWS: FIFO, content-free dead-letter queue behind it (redrive after the
+        configured attempts); their URLs exported as the runtime reads them."""
+        sqs = self.client("sqs")
+        attempts = os.environ.get("WEBHOOK_MAX_ATTEMPTS")
+        for q in manifest.QUEUES:
+            dlq_url = sqs.create_queue(QueueName=q.dlq_local_name, Attributes={
+                "FifoQueue": "true", "MessageRetentionPeriod": str(14 * 86400)})["QueueUrl"]
+            dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": int(attempts or q.max_receives)})
+            url = sqs.create_queue(QueueName=q.local_name, Attributes={
+                "FifoQueue": "true", "VisibilityTimeout": "30",
+                "MessageRetentionPeriod": str(q.retention_days * 86400)})["QueueUrl"]
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": redrive})
+            self._set_env({q.env_var: url, f"{q.key.upper()}_DLQ_URL": dlq_url})
+
+    def _start_pollers(self) -> None:
+        from shared.local.sqs_poller import QueuePoller
+
+        sqs = self.client("sqs")
+        for fn in manifest.FUNCTIONS:
+            if fn.consumes is None or fn.name in self.pollers:
+                continue
+            q = manifest.queue(fn.consumes)
+            url = os.environ[q.env_var]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            poller = QueuePoller(sqs, fn, url, arn, REGION)
+            poller.start()
+            self.pollers[fn.name] = poller
+
+    def _stop_pollers(self) -> None:
+        for poller in self.pollers.values():
+            poller.stop()
+        self.pollers = {}
 
     # -- maintenance ------------------------------------------------------------------------------------------------
 

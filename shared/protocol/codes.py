@@ -35,6 +35,8 @@ CREDENTIAL_FORBIDDEN = "credential_forbidden"
 MOCK_PROVIDER_FORBIDDEN = "mock_provider_forbidden"
 EVAL_GATE_UNMET = "eval_gate_unmet"
 NO_ACTIVE_DEPLOYMENT = "no_active_deployment"  # RFC 0082 (client 2.7.0: 400); not in the generated registry
+WEBHOOK_URL_REJECTED = "webhook_url_rejected"
+WEBHOOK_ENDPOINT_UNVERIFIED = "webhook_endpoint_unverified"
 # Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
 # Host decision (docs/decisions.md): the registry has no 405 code; a vendor code in the registry's vendor grammar.
@@ -66,6 +68,8 @@ HTTP_STATUS: dict[str, int] = {
     MOCK_PROVIDER_FORBIDDEN: 403,
     EVAL_GATE_UNMET: 422,
     NO_ACTIVE_DEPLOYMENT: 400,
+    WEBHOOK_URL_REJECTED: 400,
+    WEBHOOK_ENDPOINT_UNVERIFIED: 400,
     PAYLOAD_TOO_LARGE: 413,
     UNSUPPORTED_MEDIA_TYPE: 415,
     FORK_POINT_INVALID: 422,

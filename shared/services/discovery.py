@@ -82,6 +82,13 @@ def capabilities(ports: Ports) -> dict[str, Any]:
             doc["testing"] = {"mockProviders": list(models.mock_ids())}
     # RFC 0078 / 0204: the catalog of built-in, registered HTTP (connector) and MCP tools.
     doc["toolCatalog"] = {**FAMILY, "sources": ["connector", "mcp", "node-pack"]}
+    # webhooks.md: durable signed delivery (v1 always; Standard Webhooks per subscription, RFC 0201), retries with
+    # exponential backoff, the delivery dead-letter sink (RFC 0188), secret rotation with an overlap (RFC 0201 §E).
+    s = ports.settings
+    doc["webhooks"] = {**FAMILY, "signatureAlgorithms": ["v1", "standard-webhooks-1"],
+                       "retryPolicy": {"maxAttempts": int(s.webhook_max_attempts), "backoff": "exponential"},
+                       "deadLetter": {"retentionDays": int(s.webhook_dead_letter_days), "maxPageSize": 100},
+                       "secretRotation": {"overlapSeconds": int(s.webhook_rotation_overlap_s)}}
     return doc
 
 

@@ -25,6 +25,7 @@ from shared.protocol.models import (
     ResumeRunRequest,
 )
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
+from shared.protocol.webhooks import RegisterWebhook, RotateWebhookSecret
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,17 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("POST", "/agents/{agentId}/deployments"): [
         Op("/agents/{agentId}/deployments", "transitionAgentDeployment", {200: "AgentDeployment"},
            (400, 401, 404, 406, 413, 415, 422), body="DeploymentTransition")],
+    ("POST", "/webhooks"): [
+        Op("/webhooks", "registerWebhook", {201: "WebhookRegistration"}, (400, 401, 406, 413, 415),
+           body="RegisterWebhook")],
+    ("DELETE", "/webhooks/{webhookId}"): [
+        Op("/webhooks/{webhookId}", "unregisterWebhook", {204: None}, (400, 401, 403, 404, 406))],
+    ("POST", "/webhooks/{webhookId}/rotate-secret"): [
+        Op("/webhooks/{webhookId}/rotate-secret", "rotateWebhookSecret", {200: "RotatedWebhookSecret"},
+           (400, 401, 403, 404, 406, 413, 415), body="RotateWebhookSecret")],
+    ("GET", "/webhooks/{webhookId}/dead-letters"): [
+        Op("/webhooks/{webhookId}/dead-letters", "listWebhookDeadLetters", {200: "WebhookDeadLetterPage"},
+           (400, 401, 403, 404, 406), query=("limit", "cursor"))],
 }
 
 # Wire run ids: "<tenant>/<opaque>" travels as one path segment with "/" written "~2F".
@@ -159,6 +171,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
     "agentId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._~:-]{1,128}$"}},
+    "webhookId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "toolId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,200}$"}},
     "serverId": {"in": "path", "schema": {"type": "string", "pattern": r"^[a-z0-9-]{1,48}$"}},
     "credentialRef": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
@@ -266,6 +279,25 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "AgentDeploymentList": {"type": "object", "required": ["deployments"], "properties": {"deployments": {
         "type": "array", "items": {"$ref": "#/components/schemas/AgentDeployment"}}}},
     "Html": {"type": "string"},
+    "WebhookRegistration": {"type": "object", "required": ["webhookId", "subscriptionId", "url", "eventTypes",
+                                                           "createdAt"],
+                            "properties": {"webhookId": _STR, "subscriptionId": _STR, "url": _STR, "createdAt": _STR,
+                                           "eventTypes": {"type": "array", "items": _STR}, "secret": _STR,
+                                           "signatureAlgorithms": {"type": "array", "items": _STR}}},
+    "RotatedWebhookSecret": {"type": "object", "required": ["rotatedAt", "previousSecretExpiresAt"],
+                             "additionalProperties": False,
+                             "properties": {"rotatedAt": _STR, "previousSecretExpiresAt": _STR}},
+    "WebhookDeadLetterPage": {"type": "object", "required": ["deliveries"],
+                              "properties": {"deliveries": {"type": "array", "items": {
+                                  "type": "object", "additionalProperties": False,
+                                  "required": ["deliveryId", "webhookId", "runId", "eventId", "eventType", "attempts",
+                                               "deadLetteredAt", "expiresAt", "reason"],
+                                  "properties": {"deliveryId": _STR, "webhookId": _STR, "runId": _STR,
+                                                 "eventId": _STR, "eventType": _STR, "attempts": {"type": "integer"},
+                                                 "deadLetteredAt": _STR, "expiresAt": _STR,
+                                                 "reason": {"enum": ["retries_exhausted", "payload_unprojectable"]},
+                                                 "lastStatus": {"type": "integer"}}}},
+                                  "nextCursor": _STR}},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
 }
@@ -332,7 +364,7 @@ def document() -> dict[str, Any]:
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
     for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
                   BulkCancelRunsRequest, ResolveInterruptRequest, ToolRegistration, McpServerRegistration,
-                  CredentialPut, AgentRegistration, DeploymentTransition):
+                  CredentialPut, AgentRegistration, DeploymentTransition, RegisterWebhook, RotateWebhookSecret):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub

@@ -576,6 +576,13 @@ class DynamoEventStore:
             return page
         return []
 
+    def event_from_image(self, image: dict[str, Any]) -> dict[str, Any] | None:
+        it = from_item(image)
+        if "doc" not in it:
+            return None
+        ev: dict[str, Any] = json.loads(it["doc"])
+        return ev
+
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
         """Bulk-write a fork's copied prefix: ceil(N/25) BatchWriteItem requests (not per event)."""
         reqs = [{"PutRequest": {"Item": to_item(self._event_item(run_id, ev, expires_at))}} for ev in events]
@@ -690,9 +697,13 @@ class DynamoHostStore:
         return doc
 
     def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False,
-                 if_equals: dict[str, Any] | None = None) -> bool:
-        """Put; optionally only if absent, or only if the stored document still equals ``if_equals`` (CAS)."""
-        kwargs: dict[str, Any] = {"TableName": self._t, "Item": to_item({"pk": pk, "sk": sk, "doc": _dump(value)})}
+                 if_equals: dict[str, Any] | None = None, expires_at: int = 0) -> bool:
+        """Put; optionally only if absent, or only if the stored document still equals ``if_equals`` (CAS).
+        ``expires_at`` (epoch seconds) sets the item's TTL."""
+        item: dict[str, Any] = {"pk": pk, "sk": sk, "doc": _dump(value)}
+        if expires_at:
+            item[schema.TTL_ATTRIBUTE] = expires_at
+        kwargs: dict[str, Any] = {"TableName": self._t, "Item": to_item(item)}
         if if_absent:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
         elif if_equals is not None:

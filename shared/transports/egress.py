@@ -92,6 +92,12 @@ class EgressPolicy:
             ip = ip.ipv4_mapped
         return any(ip.version == net.version and ip in net for net in self.allow_networks)
 
+    def allowlisted(self, host: str, addresses: Sequence[str]) -> bool:
+        """True when a checked destination passed only through the operator's allowlist (not a public address)."""
+        if host.lower().rstrip(".") in self.allow_hosts:
+            return True
+        return any(classify(a) is not None for a in addresses)
+
     def resolve(self, host: str, port: int) -> list[str]:
         """The addresses a call to ``host:port`` may connect to (in resolver order), or ``EgressRefusedError``.
 

@@ -86,6 +86,10 @@ class GuardedHttpTransport:
                 conn.close()
         raise TransportError("the tool's host refused the connection") from last
 
+    def check(self, url: str) -> bool:
+        target = check_url(self._policy, url, "webhook")
+        return self._policy.allowlisted(target.host, target.addresses)
+
     def _connection(self, scheme: str, host: str, port: int, address: str, timeout_s: float) -> Any:
         if scheme == "https":
             ctx = self._ssl or ssl.create_default_context()

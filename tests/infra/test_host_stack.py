@@ -202,6 +202,11 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
         if spec.credentials:
             assert env["CREDENTIALS_SECRET_PREFIX"] == f"openwop-serverless/{STAGE}/credentials", spec.name
         assert ("EGRESS_ALLOW" in env) == spec.egress, spec.name
+        # the queue URLs of exactly the queues it sends to or consumes
+        queues = set(spec.sends) | ({spec.consumes} if spec.consumes else set())
+        assert {k for k in env if k.endswith("_QUEUE_URL")} == {manifest.queue(q).env_var for q in queues}
+        for q in queues:
+            assert env[manifest.queue(q).env_var] == synth.resolve(synth.stack.queues.queues[q].queue_url)
         assert not [k for k in env if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k)
                     and k not in secret_vars and k not in prefix_var]
 
@@ -490,9 +495,14 @@ def test_state_machines_invoke_exactly_their_functions(synth: Synth) -> None:
 # --- Streams ----------------------------------------------------------------------------------------------------
 
 
-def test_runs_stream_feeds_erase_run_with_remove_records_only(synth: Synth) -> None:
+def _stream_mappings(synth: Synth) -> list[dict[str, Any]]:
+    return [m for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+            if "StartingPosition" in m["Properties"]]
+
+
+def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts(synth: Synth) -> None:
     # Given the stream event source mappings
-    mappings = list(synth.of_type("AWS::Lambda::EventSourceMapping").values())
+    mappings = _stream_mappings(synth)
     assert len(mappings) == len(manifest.STREAM_CONSUMERS)
     for table_key, function_name in manifest.STREAM_CONSUMERS:
         (props,) = [
@@ -500,9 +510,11 @@ def test_runs_stream_feeds_erase_run_with_remove_records_only(synth: Synth) -> N
             for m in mappings
             if m["Properties"]["FunctionName"] == {"Ref": synth.function_logical_id(function_name)}
         ]
-        # Then the runs table stream reaches erase_run, filtered to REMOVE, with partial-failure semantics
+        # Then the runs table stream reaches erase_run filtered to REMOVE, the events table's the fan-out filtered
+        # to INSERT (an event is fanned out once stored), with partial-failure semantics
         assert props["EventSourceArn"] == synth.resolve(synth.stack.tables.table(table_key).table_stream_arn)
-        assert [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]] == [{"eventName": ["REMOVE"]}]
+        wanted = manifest.STREAM_EVENT_NAMES[(table_key, function_name)]
+        assert [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]] == [{"eventName": [wanted]}]
         assert props["StartingPosition"] == "LATEST"
         assert props["BatchSize"] == 100
         assert props["BisectBatchOnFunctionError"] is True
@@ -632,14 +644,16 @@ def test_alarms_cover_api_functions_machines_and_the_erasure_queue_and_notify_on
     # Then every alarm notifies that topic
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
-    # and there is one per function, one per state machine, one for API 5xx and one for the erasure failure queue
+    # and there is one per function, one per state machine, one for API 5xx, one per stream failure queue and one
+    # per dead-letter queue (webhook deliveries that exhausted their retries)
     mon = synth.stack.monitoring.alarms
-    assert len(alarms) == len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES) + 2 == len(mon)
+    assert len(alarms) == (len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES) + 1 + len(manifest.STREAM_CONSUMERS)
+                           + len(manifest.QUEUES)) == len(mon)
     blob = json.dumps(alarms)
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) in blob, spec.name
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
-    (queue,) = synth.stack.streams.failure_queues.values()
+    queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert erasure["Dimensions"][0]["Value"] == synth.resolve(queue.queue_name)
     run_machine = alarms[synth.logical_id(mon["RunExecutionProblems"])]["Properties"]
@@ -651,8 +665,9 @@ def test_alarms_cover_api_functions_machines_and_the_erasure_queue_and_notify_on
 
 def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
     # Given the runs-table event source mapping
-    (mapping,) = synth.of_type("AWS::Lambda::EventSourceMapping").values()
-    (queue,) = synth.stack.streams.failure_queues.values()
+    (mapping,) = [m for m in _stream_mappings(synth)
+                  if m["Properties"]["FunctionName"] == {"Ref": synth.function_logical_id("erase_run")}]
+    queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     # Then records that keep failing go to the alarmed queue
     dest = mapping["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
     assert dest == synth.resolve(queue.queue_arn)
@@ -798,3 +813,52 @@ def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth) -> 
     fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"},
                           "T": {"Type": "AWS::DynamoDB::GlobalTable", "Properties": {"BillingMode": "PROVISIONED"}}}}
     assert idle_inventory_from_template(fake)["always_on"] == 2
+# --- Webhook queues ---------------------------------------------------------------------------------------------
+
+
+def test_webhook_queue_and_dlq_are_fifo_kms_encrypted_tls_only_with_a_redrive(synth: Synth) -> None:
+    queues = synth.of_type("AWS::SQS::Queue")
+    for spec in manifest.QUEUES:
+        main = queues[synth.logical_id(synth.stack.queues.queues[spec.key])]["Properties"]
+        dlq_id = synth.logical_id(synth.stack.queues.dead_letter_queues[spec.key])
+        dlq = queues[dlq_id]["Properties"]
+        # Then both are FIFO and encrypted with a customer key that rotates
+        assert main["FifoQueue"] is True and dlq["FifoQueue"] is True
+        key_ref = main["KmsMasterKeyId"]
+        assert dlq["KmsMasterKeyId"] == key_ref
+        key = synth.resources[key_ref["Fn::GetAtt"][0]]["Properties"]
+        assert key["EnableKeyRotation"] is True
+        # and the main queue redrives to the DLQ after the manifest's attempts
+        assert main["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+                                         "maxReceiveCount": spec.max_receives}
+        consumer = next(f for f in manifest.FUNCTIONS if f.consumes == spec.key)
+        assert main["VisibilityTimeout"] >= 6 * consumer.timeout_s
+    # and every queue refuses requests without TLS
+    policies = json.dumps(synth.of_type("AWS::SQS::QueuePolicy"))
+    for qid in queues:
+        assert qid in policies
+    assert '"aws:SecureTransport": "false"' in policies
+
+
+def test_only_the_fanout_sends_and_only_the_delivery_function_consumes(synth: Synth) -> None:
+    webhook_queue = synth.resolve(synth.stack.queues.queues[manifest.WEBHOOKS].queue_arn)
+    for spec in manifest.FUNCTIONS:
+        on_queue = [st for st in synth.function_statements(spec.name) if webhook_queue in _as_list(st["Resource"])]
+        sends = any(a.startswith("sqs:SendMessage") for a in _actions(on_queue))
+        receives = any(a.startswith("sqs:ReceiveMessage") for a in _actions(on_queue))
+        assert sends == bool(spec.sends), spec.name
+        assert receives == (spec.consumes is not None), spec.name
+    # and the delivery function is invoked with one message per batch, reporting partial failures
+    (mapping,) = [m["Properties"] for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+                  if "StartingPosition" not in m["Properties"]]
+    assert mapping["FunctionName"] == {"Ref": synth.function_logical_id("deliver_webhooks")}
+    assert mapping["BatchSize"] == 1 and mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_webhook_dead_letters_are_alarmed(synth: Synth) -> None:
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    mon = synth.stack.monitoring.alarms
+    props = alarms[synth.logical_id(mon["WebhooksDeadLetters"])]["Properties"]
+    assert props["MetricName"] == "ApproximateNumberOfMessagesVisible" and props["Threshold"] == 1
+    dlq = synth.stack.queues.dead_letter_queues[manifest.WEBHOOKS]
+    assert props["Dimensions"][0]["Value"] == synth.resolve(dlq.queue_name)

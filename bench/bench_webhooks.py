@@ -1,0 +1,123 @@
+"""Webhook delivery: AWS requests per delivered event and the delivery lag (local, moto, loopback receiver).
+
+Runs of ``conformance-noop`` (4 events each) with one subscription for every event type. The requests counted are
+those of the delivery path only: the fan-out (events-table stream → queue) and the delivery function, plus the
+event-source mapping's own SQS calls (ReceiveMessage that returned a message, DeleteMessageBatch); idle long polls
+are reported apart (on AWS the mapping's pollers make them whatever the traffic). Lag is receiver arrival minus
+the event's own timestamp, so it includes the stream, the queue and the signing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from bench.common import api_event, call, line, start_stack, wait_status
+
+RUNS = 20
+QUIET_RUNS = 5
+PATH_THREADS = ("openwop-ddb-stream", "openwop-sqs-")
+
+
+class _PathCounter:
+    """Counts AWS calls made on the delivery path's threads (after the call, so an empty receive is told apart)."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.idle_receives = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, model: Any = None, parsed: Any = None, **_: Any) -> None:
+        if not threading.current_thread().name.startswith(PATH_THREADS):
+            return
+        name = getattr(model, "name", "?")
+        service = getattr(getattr(model, "service_model", None), "service_name", "?")
+        with self._lock:
+            if name == "ReceiveMessage" and not (parsed or {}).get("Messages"):
+                self.idle_receives += 1
+            else:
+                self.calls[f"{service}:{name}"] += 1
+
+
+def _ms(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def main() -> None:
+    from shared.local.webhook_receiver import WebhookReceiver
+    from shared.wiring import get_ports
+
+    aws, _ = start_stack()
+    receiver = WebhookReceiver()
+    receiver.start()
+    try:
+        ports = get_ports()
+        counter = _PathCounter()
+        clients = {id(c): c for c in (ports.runs._c, ports.host._c, ports.events._c,  # type: ignore[attr-defined]
+                                      ports.queues["webhooks"]._c, aws.client("sqs"))}  # type: ignore[attr-defined]
+        for c in clients.values():
+            c.meta.events.register("after-call.*.*", counter)
+        events = ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]
+        reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks",
+                                                {"url": receiver.url + "/bench", "events": events}))
+        assert reg["statusCode"] == 201, reg
+        import json
+
+        webhook_id = json.loads(reg["body"])["webhookId"]
+        t0 = time.monotonic()
+        run_ids = []
+        for _ in range(RUNS):
+            out = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop"}))
+            run_ids.append(json.loads(out["body"])["runId"])
+        for run_id in run_ids:
+            wait_status(ports, run_id)
+        expected = sum(len(ports.events.read_events(r)) for r in run_ids)
+        deadline = time.monotonic() + 120
+        while len(receiver.deliveries(webhook_id)) < expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        wall = time.monotonic() - t0
+        time.sleep(1.0)  # late duplicates would show here
+        hits = receiver.deliveries(webhook_id)
+        keys = [(h.json()["runId"], h.json()["event"]["sequence"]) for h in hits]
+        lags = sorted(h.at * 1000 - _ms(h.json()["event"]["timestamp"]) for h in hits)
+        in_order = all([s for r, s in keys if r == run_id] == sorted(s for r, s in keys if r == run_id)
+                       for run_id in run_ids)
+        delivered = len(set(keys))
+        total = sum(counter.calls.values())
+        line("events stored / delivered / duplicates", f"{expected} / {delivered} / {len(keys) - delivered}")
+        line("delivered in log order per run", in_order)
+        line("AWS requests per delivered event (delivery path)", f"{total / max(1, delivered):.2f}")
+        for op, n in sorted(counter.calls.items()):
+            line(f"  {op}", f"{n / max(1, delivered):.2f}", "per event")
+        line("empty ReceiveMessage polls (whole bench, not counted above)", counter.idle_receives)
+        poller = aws.pollers.get("deliver_webhooks")
+        line("delivery Lambda invocations per delivered event",
+             f"{(poller.invocations if poller else 0) / max(1, delivered):.2f}")
+        line(f"delivery lag p50 / p95, {RUNS} runs at once (event timestamp -> receiver)",
+             f"{statistics.median(lags):.0f} / {lags[int(0.95 * (len(lags) - 1))]:.0f}", "ms")
+        line(f"wall time for {RUNS} runs started at once and their deliveries", f"{wall:.1f}", "s")
+        # one run at a time: the lag of a quiet host
+        quiet: list[float] = []
+        for _ in range(QUIET_RUNS):
+            out = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop"}))
+            run_id = json.loads(out["body"])["runId"]
+            wait_status(ports, run_id)
+            n = len(ports.events.read_events(run_id))
+            deadline = time.monotonic() + 30
+            while len(receiver.deliveries(webhook_id, run_id)) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            quiet += [h.at * 1000 - _ms(h.json()["event"]["timestamp"]) for h in receiver.deliveries(webhook_id, run_id)]
+        quiet.sort()
+        line(f"delivery lag p50 / p95, one run at a time ({QUIET_RUNS} runs)",
+             f"{statistics.median(quiet):.0f} / {quiet[int(0.95 * (len(quiet) - 1))]:.0f}", "ms")
+    finally:
+        receiver.stop()
+        aws.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""DynamoDB stream consumer on the events table: every stored event is fanned out to the webhook queue.
+
+An INSERT record exists only once the event's transaction has committed, so nothing is fanned out that the log
+does not hold, and nothing in the engine waits on a receiver. The event-source mapping filters for INSERT; the
+handler checks again (local mode delivers everything). The stream image carries the event (a large event stored
+out of line is read from the log). A failing batch is retried by the mapping; re-sent messages are deduplicated
+by the queue (the delivery id is the FIFO deduplication id), so a retry never delivers twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions._common.observability import count, stream_handler
+from shared.services.webhooks import fan_out
+from shared.wiring import get_ports
+
+
+@stream_handler
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    records = [r for r in event.get("Records", []) if r.get("eventName") == "INSERT"]
+    if not records:
+        return {"batchItemFailures": []}
+    ports = get_ports()
+    stored: list[tuple[str, int, dict[str, Any] | None]] = []
+    for record in records:
+        data = record.get("dynamodb") or {}
+        keys = data.get("Keys") or {}
+        run_id = (keys.get("runId") or {}).get("S")
+        seq = (keys.get("seq") or {}).get("N")
+        if not run_id or seq is None:
+            continue
+        image = data.get("NewImage")
+        stored.append((run_id, int(seq), ports.events.event_from_image(image) if image else None))
+    if stored:
+        queued = fan_out(ports, stored)
+        if queued:
+            count("WebhookDeliveriesQueued", queued)
+    return {"batchItemFailures": []}

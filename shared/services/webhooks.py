@@ -1,0 +1,386 @@
+"""Webhooks (webhooks.md, RFC 0201/0188/0221): tenant-scoped subscriptions, fan-out of stored events to a queue,
+and signed delivery through the egress guard.
+
+Subscriptions live in the host table under ``WEBHOOK#<tenant>`` (sk = the bound webhookId), so a tenant's fan-out
+reads only its own subscriptions (one Query) and another tenant's id is never looked up. Dead-letter records live
+under ``WEBHOOKDL#<webhookId>`` with a TTL and carry no body, header or secret.
+
+The delivery path: the events table's stream (INSERT records: the event is already durably stored) invokes
+``fan_out``, which writes one queue message per (subscription, event) into a FIFO queue grouped by (subscription,
+run), deduplicated by the delivery id; the queue's consumer calls ``deliver`` per message. A failed attempt is
+retried by the queue (backoff through the message's visibility), and after the last attempt the message moves to
+the dead-letter queue with a record here naming it (``retries_exhausted``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import (
+    IdTenantMismatchError,
+    NotFoundError,
+    ValidationError,
+    WebhookEndpointUnverifiedError,
+    WebhookUrlRejectedError,
+)
+from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, TransportError
+from shared.protocol import webhooks as wh
+from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
+from shared.services.common import Caller, page_limit
+
+SUB_PK = "WEBHOOK#"
+DL_PK = "WEBHOOKDL#"
+MAX_SUBSCRIPTIONS_PER_TENANT = 50
+MAX_DEAD_LETTER_PAGE = 100
+VERIFY_TIMEOUT_S = 10.0
+MAX_REPLY_BYTES = 64 * 1024
+# A message carries its event inline up to this size; a larger event is read from the log at delivery.
+MAX_INLINE_EVENT_BYTES = 200_000
+SEAM = "webhook.fanout"
+
+
+class DeliveryFailedError(Exception):
+    """One attempt did not get a 2xx; ``status`` is the receiver's answer (None: no answer)."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Delivered:
+    delivery_id: str
+    status: int | None  # None: nothing sent (the subscription is gone)
+
+
+# -- registration ---------------------------------------------------------------------------------------------------
+
+
+def _decode_webhook_id(caller: Caller, wire: str) -> str:
+    """The path rule of every webhook route: a malformed id is 400; another tenant's is 403 id_tenant_mismatch
+    before any read (the tenant is part of the id); an unknown one of the caller's tenant is 404."""
+    try:
+        bound = decode_run_id(wire)  # same grammar: <tenant>/<16-128 id chars>
+    except BadIdError as exc:
+        raise ValidationError("The webhook id is malformed.") from exc
+    if tenant_of(bound) != caller.tenant:
+        raise IdTenantMismatchError()
+    return bound
+
+
+def _load(ports: Ports, caller: Caller, wire: str) -> dict[str, Any]:
+    webhook_id = _decode_webhook_id(caller, wire)
+    sub = ports.host.get_item(SUB_PK + caller.tenant, webhook_id)
+    if sub is None:
+        raise NotFoundError("No such webhook.")
+    return sub
+
+
+def _refusal(exc: EgressRefusedError) -> WebhookUrlRejectedError:
+    # the guard words its reasons for tools; the address itself is never in them
+    reason = exc.reason.replace("the tool's ", "its ")
+    return WebhookUrlRejectedError(f"The webhook URL is refused: {reason}.")
+
+
+def _check_url(ports: Ports, url: str) -> None:
+    """webhooks.md §Egress at registration: https only, and no private, loopback, link-local, ULA or metadata
+    destination. The operator's egress allowlist is the one exception (local mode allowlists loopback, where the
+    receivers speak plain http)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
+            or any(ch in url for ch in " \r\n\0"):
+        raise WebhookUrlRejectedError("The webhook URL must be an absolute https URL without credentials.")
+    try:
+        allowlisted = ports.http.check(url)
+    except EgressRefusedError as exc:
+        raise _refusal(exc) from exc
+    except TransportError as exc:
+        raise WebhookUrlRejectedError("The webhook URL is not a valid https URL.") from exc
+    if parts.scheme != "https" and not allowlisted:
+        raise WebhookUrlRejectedError("The webhook URL must use https.")
+
+
+def _algorithms(body: wh.RegisterWebhook) -> list[str]:
+    algs = body.signatureAlgorithms
+    if algs is None:
+        return [wh.V1]
+    if wh.V1 not in algs or len(set(algs)) != len(algs) or any(a not in wh.ALGORITHMS for a in algs):
+        raise ValidationError("signatureAlgorithms must list v1, without repeats, and only algorithms this host "
+                              "advertises (v1, standard-webhooks-1).")
+    return list(algs)
+
+
+def register(ports: Ports, caller: Caller, body: wh.RegisterWebhook) -> dict[str, Any]:
+    algorithms = _algorithms(body)
+    standard = wh.STANDARD_WEBHOOKS in algorithms
+    if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
+        raise ValidationError("A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
+    if len(set(body.events)) != len(body.events):
+        raise ValidationError("events must not repeat a type.")
+    _check_url(ports, body.url)
+    existing = ports.host.query(SUB_PK + caller.tenant)
+    if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
+        raise ValidationError(f"A tenant may hold at most {MAX_SUBSCRIPTIONS_PER_TENANT} webhooks.")
+    if standard:
+        assert body.secret is not None
+        _verify_endpoint(ports, body.url, body.secret)
+    generated = body.secret is None
+    secret = body.secret if body.secret is not None else "whsec_" + base64.b64encode(
+        _random_bytes(ports, 32)).decode("ascii")
+    webhook_id = f"{caller.tenant}/{ports.ids.ulid()}"
+    created_at = ports.clock.iso()
+    sub = {"webhookId": webhook_id, "tenant": caller.tenant, "url": body.url, "events": list(body.events),
+           "tags": list(body.tags or []), "signatureAlgorithms": algorithms, "secret": secret,
+           "createdAt": created_at, "createdBy": caller.subject_id}
+    ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
+    out: dict[str, Any] = {"webhookId": webhook_id, "subscriptionId": webhook_id, "url": body.url,
+                           "eventTypes": list(body.events), "createdAt": created_at}
+    if body.signatureAlgorithms is not None:
+        out["signatureAlgorithms"] = algorithms
+    if generated:
+        out["secret"] = secret  # RFC 0221: a generated secret is returned once; a supplied one never
+    return out
+
+
+def _random_bytes(ports: Ports, n: int) -> bytes:
+    token = ports.ids.token(n)
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+
+
+def _verify_endpoint(ports: Ports, url: str, secret: str) -> None:
+    """RFC 0201 §D: one signed challenge, no retry, no redirect, 10 s; anything but a 2xx echoing it refuses."""
+    challenge = ports.ids.token(24)  # 192 bits, base64url
+    raw = json.dumps({"type": wh.VERIFICATION_TYPE, "challenge": challenge}, separators=(",", ":")).encode()
+    now = ports.clock.now_ms() // 1000
+    message_id = "msg_" + hashlib.sha256(f"verify\n{challenge}".encode()).hexdigest()[:40]
+    headers = {"Content-Type": "application/json", "User-Agent": "openwop-serverless-webhooks/1",
+               "webhook-id": message_id, "webhook-timestamp": str(now),
+               "webhook-signature": wh.standard_signatures([secret], message_id, now, raw)}
+    try:
+        reply = ports.http.send("POST", url, headers, raw, timeout_s=VERIFY_TIMEOUT_S, max_bytes=MAX_REPLY_BYTES)
+    except EgressRefusedError as exc:
+        raise _refusal(exc) from exc
+    except TransportError as exc:
+        raise WebhookEndpointUnverifiedError("The webhook endpoint did not answer the verification request.") from exc
+    echoed = None
+    if 200 <= reply.status < 300:
+        try:
+            doc = json.loads(reply.body)
+            echoed = doc.get("challenge") if isinstance(doc, dict) else None
+        except ValueError:
+            echoed = None
+    if echoed != challenge:
+        raise WebhookEndpointUnverifiedError()
+
+
+def unregister(ports: Ports, caller: Caller, wire: str) -> None:
+    webhook_id = _decode_webhook_id(caller, wire)
+    if not ports.host.delete_item(SUB_PK + caller.tenant, webhook_id):
+        raise NotFoundError("No such webhook.")
+
+
+def rotate_secret(ports: Ports, caller: Caller, wire: str, body: wh.RotateWebhookSecret) -> dict[str, Any]:
+    """RFC 0201 §E: the new secret signs at once; the previous one keeps signing for the overlap, and a rotation
+    inside an overlap retires the oldest secret immediately (at most two entries)."""
+    sub = _load(ports, caller, wire)
+    if wh.STANDARD_WEBHOOKS not in sub.get("signatureAlgorithms", []):
+        raise ValidationError("Only a subscription that opted into standard-webhooks-1 can rotate its secret.")
+    if wh.whsec_key(body.secret) is None:
+        raise ValidationError("secret must be whsec_<base64 of 24-64 bytes>.")
+    now_ms = ports.clock.now_ms()
+    expires_ms = now_ms + int(ports.settings.webhook_rotation_overlap_s) * 1000
+    updated = {**sub, "secret": body.secret, "previousSecret": sub["secret"], "previousExpiresAtMs": expires_ms,
+               "rotatedAt": ports.clock.iso(now_ms)}
+    if not ports.host.put_item(SUB_PK + caller.tenant, sub["webhookId"], updated, if_equals=sub):
+        raise NotFoundError("No such webhook.")  # unregistered or rotated concurrently: nothing was changed
+    return {"rotatedAt": ports.clock.iso(now_ms), "previousSecretExpiresAt": ports.clock.iso(expires_ms)}
+
+
+def dead_letters(ports: Ports, caller: Caller, wire: str, params: dict[str, str]) -> dict[str, Any]:
+    """RFC 0188: newest first, content-free records; ``cursor`` is the last record's sort key (opaque)."""
+    sub = _load(ports, caller, wire)
+    limit = page_limit(params, 50, MAX_DEAD_LETTER_PAGE)
+    before = None
+    if params.get("cursor"):
+        try:
+            before = base64.urlsafe_b64decode(params["cursor"] + "=" * (-len(params["cursor"]) % 4)).decode()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValidationError("cursor is malformed.") from exc
+    rows = sorted(ports.host.query(DL_PK + sub["webhookId"]), key=lambda r: r[0], reverse=True)
+    now_s = ports.clock.now_ms() // 1000
+    rows = [(sk, doc) for sk, doc in rows if int(doc.get("expiresAtEpoch", now_s + 1)) > now_s
+            and (before is None or sk < before)]
+    page = rows[:limit]
+    out: dict[str, Any] = {"deliveries": [{k: v for k, v in doc.items() if k != "expiresAtEpoch"} for _, doc in page]}
+    if len(rows) > limit:
+        out["nextCursor"] = base64.urlsafe_b64encode(page[-1][0].encode()).decode().rstrip("=")
+    return out
+
+
+# -- fan-out --------------------------------------------------------------------------------------------------------
+
+
+def _fixed_history_below(rec: RunRecord) -> int | None:
+    """replay.md fan-out rule, read from the run (never from the event type): a ``replay`` fork re-emits fixed
+    history only, so nothing of it is delivered (None); a ``branch`` fork's copied prefix [0, fromSeq) is not
+    delivered, its own events are."""
+    fork = rec.data.get("fork")
+    if not fork:
+        return 0
+    if str(fork.get("mode")) == "replay":
+        return None
+    return int(fork.get("fromSeq", 0))
+
+
+def _matches(sub: dict[str, Any], event_type: str, run_tags: Iterable[str]) -> bool:
+    if event_type not in sub.get("events", []):
+        return False
+    tags = sub.get("tags") or []
+    return not tags or bool(set(tags) & set(run_tags))
+
+
+# Per warm fan-out process: a run's fork rule and tags are creation facts (immutable), so a run's later stream
+# batches need no GetItem. Bounded; an evicted run is read again.
+_RUN_FACTS: dict[str, tuple[int | None, tuple[str, ...]]] = {}
+_RUN_FACTS_MAX = 2048
+
+
+def _run_facts(ports: Ports, run_id: str, tenant: str) -> tuple[int | None, tuple[str, ...]] | None:
+    facts = _RUN_FACTS.get(run_id)
+    if facts is None:
+        rec = ports.runs.get_run(run_id, include_expired=True)
+        if rec is None or rec.tenant != tenant:
+            return None
+        facts = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+        if len(_RUN_FACTS) >= _RUN_FACTS_MAX:
+            _RUN_FACTS.pop(next(iter(_RUN_FACTS)))
+        _RUN_FACTS[run_id] = facts
+    return facts
+
+
+def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
+    """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
+    None when it must be read from the log), in log order. Returns the number of messages queued.
+
+    Requests: one Query of the tenant's subscriptions per tenant and batch, and only when it has any, one GetItem of
+    the run (once per warm process), then one SendMessageBatch per ten messages; events come from the stream
+    records themselves."""
+    by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
+    for run_id, seq, event in stored:
+        by_run[run_id].append((seq, event))
+    subs_of: dict[str, list[dict[str, Any]]] = {}
+    messages: list[QueueMessage] = []
+    for run_id, items in by_run.items():
+        tenant = tenant_of(run_id)
+        if tenant not in subs_of:
+            subs_of[tenant] = [doc for _, doc in ports.host.query(SUB_PK + tenant)]
+        subs = subs_of[tenant]
+        if not subs:
+            continue
+        facts = _run_facts(ports, run_id, tenant)
+        if facts is None:
+            continue
+        floor, run_tags = facts
+        if floor is None:
+            continue
+        items = sorted(i for i in items if i[0] >= floor) if floor else sorted(items, key=lambda i: i[0])
+        for seq, event in items:
+            if event is None:
+                found = ports.events.read_events(run_id, seq - 1, limit=1)
+                event = found[0] if found and int(found[0]["sequence"]) == seq else None
+            if event is None:
+                continue
+            for sub in subs:
+                if _matches(sub, str(event["type"]), run_tags):
+                    messages.append(_message(sub["webhookId"], run_id, event))
+    if messages:
+        ports.queues["webhooks"].send_batch(messages)
+    return len(messages)
+
+
+def _message(webhook_id: str, run_id: str, event: dict[str, Any]) -> QueueMessage:
+    seq = int(event["sequence"])
+    did = wh.delivery_id(webhook_id, run_id, seq)
+    body: dict[str, Any] = {"webhookId": webhook_id, "runId": run_id, "sequence": seq, "deliveryId": did,
+                            "eventId": event.get("eventId"), "eventType": event["type"]}
+    inline = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    if len(inline.encode("utf-8")) <= MAX_INLINE_EVENT_BYTES:
+        body["event"] = event
+    group = hashlib.sha256(f"{webhook_id}\n{run_id}".encode()).hexdigest()
+    return QueueMessage(json.dumps(body, separators=(",", ":"), ensure_ascii=False), group, did)
+
+
+# -- delivery -------------------------------------------------------------------------------------------------------
+
+
+def retry_delay_s(ports: Ports, attempt: int) -> int:
+    """Exponential backoff before attempt ``attempt + 1``: base * 2^(attempt-1), capped."""
+    base = int(ports.settings.webhook_retry_base_s)
+    return int(min(int(ports.settings.webhook_retry_cap_s), base * (2 ** max(0, attempt - 1))))
+
+
+def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
+    """One attempt of one delivery. A subscription that is gone (unregistered) gets nothing. A non-2xx answer
+    (3xx included: redirects are never followed), a refused destination or no answer raises DeliveryFailedError;
+    when ``attempt`` is the last one, the dead-letter record is written first."""
+    webhook_id = str(message["webhookId"])
+    run_id = str(message["runId"])
+    sub = ports.host.get_item(SUB_PK + tenant_of(webhook_id), webhook_id)
+    did = str(message["deliveryId"])
+    if sub is None or tenant_of(run_id) != sub["tenant"]:
+        return Delivered(did, None)
+    event = message.get("event")
+    if event is None:
+        found = ports.events.read_events(run_id, int(message["sequence"]) - 1, limit=1)
+        if not found:
+            return Delivered(did, None)  # the run was erased since: nothing left to deliver
+        event = found[0]
+    raw = json.dumps({"runId": run_id, "event": event}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    now_ms = ports.clock.now_ms()
+    previous = sub.get("previousSecret") if int(sub.get("previousExpiresAtMs", 0)) > now_ms else None
+    standard: list[str] = []
+    if wh.STANDARD_WEBHOOKS in sub.get("signatureAlgorithms", []):
+        standard = [sub["secret"], previous] if previous else [sub["secret"]]
+    headers = wh.delivery_headers(webhook_id=webhook_id, event_type=str(event["type"]), timestamp=now_ms // 1000,
+                                  raw_body=raw, v1_secret=previous or sub["secret"], standard=standard,
+                                  message_id=did)
+    status: int | None = None
+    try:
+        reply = ports.http.send("POST", sub["url"], headers, raw, timeout_s=float(ports.settings.webhook_timeout_s),
+                                max_bytes=MAX_REPLY_BYTES)
+        status = reply.status
+        if 200 <= reply.status < 300:
+            return Delivered(did, reply.status)
+        reason = f"the receiver answered {reply.status}"
+    except EgressRefusedError as exc:
+        reason = exc.reason
+    except TransportError as exc:
+        reason = exc.reason
+    if attempt >= int(ports.settings.webhook_max_attempts):
+        _dead_letter(ports, message, sub, attempt, status)
+    raise DeliveryFailedError(reason, status)
+
+
+def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], attempts: int,
+                 status: int | None) -> None:
+    now_ms = ports.clock.now_ms()
+    expires_s = now_ms // 1000 + int(ports.settings.webhook_dead_letter_days) * 86_400
+    record: dict[str, Any] = {
+        "deliveryId": str(message["deliveryId"]), "webhookId": sub["webhookId"], "runId": str(message["runId"]),
+        "eventId": str(message.get("eventId") or ""), "eventType": str(message["eventType"]), "attempts": attempts,
+        "deadLetteredAt": ports.clock.iso(now_ms), "expiresAt": ports.clock.iso(expires_s * 1000),
+        "reason": "retries_exhausted", "expiresAtEpoch": expires_s,
+    }
+    if status is not None:
+        record["lastStatus"] = status
+    sk = f"{record['deadLetteredAt']}#{record['deliveryId']}"
+    ports.host.put_item(DL_PK + sub["webhookId"], sk, record, expires_at=expires_s)

@@ -1,0 +1,374 @@
+"""Webhooks end to end through openwop-client against the local host, with a real loopback receiver.
+
+The delivery path is the deployed one: the events table's stream → fanout_webhooks → the SQS FIFO queue on moto →
+deliver_webhooks (driven by the local event-source mapping) → a signed POST through the egress guard.
+Signatures are checked with the ``standardwebhooks`` library (Standard Webhooks) and by recomputing the v1 HMAC.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+from openwop_client.types import CreateRunRequest, ForkRunRequest, RegisterWebhookRequest, RotateWebhookSecretRequest
+
+from shared.local.webhook_receiver import Hit, WebhookReceiver, verify_standard, verify_v1
+from shared.protocol.ids import project_id
+from tests.helpers import eventually
+from tests.wire import all_events, raw, wait_terminal
+
+TERMINAL = ["run.completed", "run.failed", "run.cancelled"]
+ALL = ["run.started", "node.started", "node.completed", *TERMINAL]
+
+
+@pytest.fixture
+def receiver(host):
+    from shared.services.webhooks import SUB_PK
+    from shared.wiring import get_ports
+
+    rx = WebhookReceiver()
+    rx.start()
+    yield rx
+    rx.stop()
+    # the subscriptions aimed at this receiver end with it (other tests' runs must not queue deliveries to it)
+    store = get_ports().host
+    for tenant in (host.tenant_a, host.tenant_b):
+        for sk, doc in store.query(SUB_PK + tenant):
+            if doc["url"].startswith(rx.url):
+                store.delete_item(SUB_PK + tenant, sk)
+
+
+def _whsec() -> str:
+    return "whsec_" + base64.b64encode(os.urandom(32)).decode()
+
+
+def _register(host: Any, key: str, url: str, events: list[str], **extra: Any) -> Any:
+    return raw(host.base_url, "POST", "/webhooks", {"url": url, "events": events, **extra}, key=key)
+
+
+# run-event.schema.json is not vendored here: its closed envelope (required members, no others) stands in for it,
+# the event types and formats are the log's own business (and the body's event is compared with the stored one).
+_RUN_EVENT_SHAPE = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://openwop.dev/spec/v2/run-event.schema.json", "type": "object", "additionalProperties": False,
+    "required": ["eventId", "payload", "runId", "schemaVersion", "sequence", "timestamp", "type"],
+    "properties": {k: {} for k in ("eventId", "runId", "nodeId", "type", "payload", "timestamp", "sequence",
+                                   "schemaVersion", "engineVersion", "causationId")},
+}
+
+
+def _delivery_errors(body: Any) -> list[str]:
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    folder = Path(__file__).resolve().parents[2] / "shared" / "protocol" / "schemas" / "openwop-v2"
+    docs = {n: json.loads((folder / n).read_text("utf-8")) for n in ("webhook-delivery.schema.json",
+                                                                      "ids.schema.json")}
+    registry = Registry().with_resources(
+        [(d["$id"], Resource.from_contents(d)) for d in (*docs.values(), _RUN_EVENT_SHAPE)])
+    validator = Draft202012Validator(docs["webhook-delivery.schema.json"], registry=registry)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
+
+
+def _noop_run(client: Any) -> str:
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+    wait_terminal(client, run.runId)
+    return str(run.runId)
+
+
+def _wait(rx: WebhookReceiver, webhook_id: str, run_id: str, n: int, timeout: float = 20.0) -> list[Hit]:
+    return eventually(lambda: (d := rx.deliveries(webhook_id, run_id)) and len(d) >= n and d, timeout=timeout,
+                      interval=0.1)
+
+
+def test_registration_returns_the_generated_secret_once_and_deliveries_verify_under_it(host, receiver):
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/a", events=["run.completed"]))
+    assert reg.secret.startswith("whsec_") and reg.eventTypes == ["run.completed"]
+    assert reg.subscriptionId.startswith(host.tenant_a + "/")
+    run_id = _noop_run(client)
+    (hit,) = _wait(receiver, reg.subscriptionId, run_id, 1)
+    body = hit.json()
+    # the delivery envelope: {runId, event} with the verbatim stored event, headers of webhooks.md §Headers
+    stored = [e for e in all_events(client, run_id) if e.type == "run.completed"][0]
+    assert body["runId"] == run_id and set(body) == {"runId", "event"}
+    assert _delivery_errors(body) == []
+    assert _delivery_errors({**body, "workspaceId": host.tenant_a, "extra": 1}) != []  # the check can fail
+    assert body["event"]["eventId"] == stored.eventId and body["event"]["type"] == "run.completed"
+    assert hit.headers["openwop-webhook-id"] == reg.subscriptionId
+    assert hit.headers["openwop-event-type"] == "run.completed"
+    assert verify_v1(reg.secret, hit)
+    assert not verify_v1(reg.secret[:-4] + "AAA=", hit)
+    # a subscription that did not opt in carries no Standard Webhooks header and was never verified
+    assert not [k for k in hit.headers if k.startswith("webhook-")]
+    assert not [h for h in receiver.hits if h.verification]
+    # nothing of the caller's credentials travels
+    assert not {"authorization", "cookie", "proxy-authorization"} & set(hit.headers)
+    # a supplied secret is never echoed
+    supplied = "conformance-" + "s" * 24
+    own = _register(host, host.key_a, receiver.url + "/b", ["run.completed"], secret=supplied)
+    assert own.status == 201 and supplied not in own.text and "secret" not in own.json
+
+
+def test_standard_webhooks_delivery_is_verified_by_the_library_and_the_id_is_stable(host, receiver):
+    client = host.client(host.key_a)
+    secret = _whsec()
+    reg = _register(host, host.key_a, receiver.url + "/sw", ["run.started", "run.completed"],
+                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=secret)
+    assert reg.status == 201, reg.text
+    doc = reg.json
+    assert doc["signatureAlgorithms"] == ["v1", "standard-webhooks-1"] and secret not in reg.text
+    webhook_id = doc["webhookId"]
+    (verification,) = [h for h in receiver.hits if h.verification]
+    assert "openwop-event-type" not in verification.headers and verify_standard(secret, verification)
+    run_id = _noop_run(client)
+    hits = _wait(receiver, webhook_id, run_id, 2)
+    assert [h.json()["event"]["type"] for h in hits] == ["run.started", "run.completed"]
+    for h in hits:
+        assert verify_standard(secret, h) and verify_v1(secret, h)
+        assert h.headers["webhook-timestamp"] == h.headers["openwop-timestamp"]
+        assert not verify_standard(_whsec(), h)
+    ids = [h.headers["webhook-id"] for h in hits]
+    assert len(set(ids)) == 2 and all(len(i) >= 16 for i in ids)
+
+
+def test_opted_in_registration_is_refused_without_the_echoed_challenge_and_persists_nothing(host, receiver):
+    secret = _whsec()
+    refused = _register(host, host.key_a, receiver.url + "/no-echo", ["run.completed"],
+                        signatureAlgorithms=["v1", "standard-webhooks-1"], secret=secret)
+    assert refused.status == 400 and refused.json["error"] == "webhook_endpoint_unverified"
+    assert len([h for h in receiver.hits if h.verification]) == 1  # one request, never retried
+    ok = _register(host, host.key_a, receiver.url + "/echo", ["run.completed"],
+                   signatureAlgorithms=["v1", "standard-webhooks-1"], secret=secret)
+    run_id = _noop_run(host.client(host.key_a))
+    _wait(receiver, ok.json["webhookId"], run_id, 1)
+    time.sleep(0.5)
+    assert not [h for h in receiver.deliveries(run_id=run_id) if h.path.endswith("/no-echo")]
+
+
+def test_a_receiver_that_is_down_gets_every_event_once_in_order_when_it_returns(host, receiver):
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/down", events=ALL))
+    # Given the receiver is down (its port refuses connections) while two runs emit their events
+    receiver.stop()
+    runs = [_noop_run(client), _noop_run(client)]
+    time.sleep(1.5)  # at least one failed attempt per run, backing off
+    # When it comes back on the same port
+    receiver.start()
+    # Then every event of each run arrives exactly once, in log order
+    for run_id in runs:
+        expected = [e.sequence for e in all_events(client, run_id) if e.type in ALL]
+        hits = _wait(receiver, reg.subscriptionId, run_id, len(expected), timeout=30)
+        time.sleep(0.5)
+        hits = receiver.deliveries(reg.subscriptionId, run_id)
+        assert [h.json()["event"]["sequence"] for h in hits] == expected
+    dead = client.webhooks_dead_letters(reg.subscriptionId)
+    assert dead.deliveries == []
+
+
+def test_secret_rotation_signs_with_both_secrets_during_the_overlap(host, receiver):
+    client = host.client(host.key_a)
+    s1, s2 = _whsec(), _whsec()
+    reg = _register(host, host.key_a, receiver.url + "/rot", ["run.completed"],
+                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=s1)
+    webhook_id = reg.json["webhookId"]
+    rotated = client.webhooks_rotate_secret(webhook_id, RotateWebhookSecretRequest(secret=s2))
+    span = time.mktime(time.strptime(rotated.previousSecretExpiresAt[:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(
+        time.strptime(rotated.rotatedAt[:19], "%Y-%m-%dT%H:%M:%S"))
+    caps = raw(host.base_url, "GET", "/.well-known/openwop").json
+    assert span == caps["webhooks"]["secretRotation"]["overlapSeconds"]
+    run_id = _noop_run(client)
+    (hit,) = _wait(receiver, webhook_id, run_id, 1)
+    entries = hit.headers["webhook-signature"].split(" ")
+    assert len(entries) == 2
+    assert verify_standard(s2, hit) and verify_standard(s1, hit)
+    assert verify_v1(s1, hit) and not verify_v1(s2, hit)  # OpenWOP-Signature stays on the previous secret
+    # a plain (v1-only) subscription cannot rotate; a foreign tenant's id is refused before any lookup
+    plain = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/plain", events=["run.completed"]))
+    assert raw(host.base_url, "POST", f"/webhooks/{project_id(plain.subscriptionId)}/rotate-secret",
+               {"secret": s2}, key=host.key_a).status == 400
+    cross = raw(host.base_url, "POST", f"/webhooks/{project_id(webhook_id)}/rotate-secret", {"secret": s2},
+                key=host.key_b)
+    assert cross.status == 403 and cross.json["error"] == "id_tenant_mismatch"
+    assert s2 not in json.dumps(rotated.__dict__)
+
+
+def test_nothing_is_delivered_after_unregister(host, receiver):
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/gone", events=["run.completed"]))
+    first = _noop_run(client)
+    _wait(receiver, reg.subscriptionId, first, 1)
+    client.webhooks_unregister(reg.subscriptionId)
+    second = _noop_run(client)
+    # a sync point: another subscription of the same tenant hears the second run
+    other = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/sync", events=["run.completed"]))
+    third = _noop_run(client)
+    _wait(receiver, other.subscriptionId, third, 1)
+    time.sleep(0.5)
+    assert receiver.deliveries(reg.subscriptionId, second) == []
+    assert receiver.deliveries(reg.subscriptionId, third) == []
+    again = raw(host.base_url, "DELETE", f"/webhooks/{project_id(reg.subscriptionId)}", None, key=host.key_a)
+    assert again.status == 404 and again.json["error"] == "not_found"
+
+
+def test_a_replay_fork_delivers_no_copied_prefix_event_and_a_branch_only_its_own(host, receiver):
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/fork", events=ALL))
+    source = _noop_run(client)
+    n = len([e for e in all_events(client, source) if e.type in ALL])
+    _wait(receiver, reg.subscriptionId, source, n)
+    replay = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert wait_terminal(client, replay.runId).status == "completed"
+    branch = client.runs_fork(source, ForkRunRequest(fromSeq=2, mode="branch"))
+    assert wait_terminal(client, branch.runId).status == "completed"
+    own = [e.sequence for e in all_events(client, branch.runId) if e.type in ALL and e.sequence >= 2]
+    assert own  # the branch re-executed from 2: its own events are new facts
+    hits = _wait(receiver, reg.subscriptionId, branch.runId, len(own))
+    time.sleep(0.5)
+    assert [h.json()["event"]["sequence"] for h in receiver.deliveries(reg.subscriptionId, branch.runId)] == own
+    # the replay fork's log carries the re-emitted events, and none of them was delivered
+    assert [e for e in all_events(client, replay.runId) if e.type in ALL]
+    assert receiver.deliveries(reg.subscriptionId, replay.runId) == []
+    assert hits
+
+
+def test_tenant_b_receiver_gets_nothing_from_tenant_a_runs(host, receiver):
+    a, b = host.client(host.key_a), host.client(host.key_b)
+    reg_b = b.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/b", events=ALL))
+    reg_a = a.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/a", events=["run.completed"]))
+    run_a = _noop_run(a)
+    run_b = _noop_run(b)
+    _wait(receiver, reg_a.subscriptionId, run_a, 1)
+    _wait(receiver, reg_b.subscriptionId, run_b, 1)
+    time.sleep(0.5)
+    assert receiver.deliveries(reg_b.subscriptionId, run_a) == []
+    assert all(h.json()["runId"].startswith(host.tenant_b + "/") for h in receiver.deliveries(reg_b.subscriptionId))
+    # tenant B cannot see or remove A's subscription; an unknown id of its own tenant is 404
+    wire_a = project_id(reg_a.subscriptionId)
+    for method, path in (("DELETE", f"/webhooks/{wire_a}"), ("GET", f"/webhooks/{wire_a}/dead-letters")):
+        r = raw(host.base_url, method, path, None, key=host.key_b)
+        assert r.status == 403 and r.json["error"] == "id_tenant_mismatch"
+    unknown = [raw(host.base_url, "GET", f"/webhooks/{project_id(host.tenant_b + '/' + 'x' * 26)}/dead-letters",
+                   None, key=host.key_b) for _ in range(2)]
+    assert unknown[0].status == 404 and unknown[0].text == unknown[1].text
+
+
+def test_an_exhausted_delivery_is_dead_lettered_with_its_reason_and_no_content(host, receiver):
+    client = host.client(host.key_a)
+    reg = _register(host, host.key_a, receiver.url + "/fail", ["run.completed"],
+                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=_whsec())
+    webhook_id = reg.json["webhookId"]
+    run_id = _noop_run(client)
+    attempts = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "4"))
+    page = eventually(lambda: (p := client.webhooks_dead_letters(webhook_id)).deliveries and p,
+                      timeout=30, interval=0.2)
+    (dead,) = page.deliveries
+    assert (dead.runId, dead.eventType, dead.reason, dead.attempts, dead.lastStatus) == (
+        run_id, "run.completed", "retries_exhausted", attempts, 500)
+    assert dead.deliveryId.startswith("msg_")
+    hits = receiver.deliveries(webhook_id, run_id)
+    assert len(hits) == attempts
+    # the message id is the same on every attempt (and is the dead letter's deliveryId); the backoff grew
+    assert {h.headers["webhook-id"] for h in hits} == {dead.deliveryId}
+    gaps = [b.at - a.at for a, b in zip(hits, hits[1:], strict=False)]
+    assert gaps[0] >= 0.9 and gaps[-1] >= gaps[0]
+    record = raw(host.base_url, "GET", f"/webhooks/{project_id(webhook_id)}/dead-letters", None,
+                 key=host.key_a).json["deliveries"][0]
+    assert set(record) <= {"deliveryId", "webhookId", "runId", "eventId", "eventType", "attempts", "deadLetteredAt",
+                           "expiresAt", "reason", "lastStatus"}
+
+
+@pytest.mark.parametrize("body", [
+    {"url": "https://hooks.example.com/x"},
+    {"url": "https://hooks.example.com/x", "events": []},
+    {"url": "https://hooks.example.com/x", "events": ["Run Completed"]},
+    {"url": "https://hooks.example.com/x", "events": ["run.completed"], "extra": 1},
+    {"url": "https://hooks.example.com/x", "events": ["run.completed"], "signatureAlgorithms": ["standard-webhooks-1"]},
+    {"url": "https://hooks.example.com/x", "events": ["run.completed"], "signatureAlgorithms": ["v1", "nope"]},
+    {"url": "https://hooks.example.com/x", "events": ["run.completed"],
+     "signatureAlgorithms": ["v1", "standard-webhooks-1"], "secret": "not-a-whsec-secret-at-all"},
+    {"events": ["run.completed"]},
+    [],
+])
+def test_bad_bodies_are_400_validation_error(host, body):
+    r = raw(host.base_url, "POST", "/webhooks", body, key=host.key_a)
+    assert r.status == 400 and r.json["error"] == "validation_error"
+
+
+@pytest.mark.parametrize("url", [
+    "https://10.1.2.3/hook", "https://169.254.169.254/latest/meta-data", "https://[fd00::1]/x",
+    "http://93.184.216.34/hook", "ftp://93.184.216.34/hook", "https://user:pw@93.184.216.34/x",
+])
+def test_private_metadata_and_plain_http_callback_urls_are_refused(host, url):
+    r = raw(host.base_url, "POST", "/webhooks", {"url": url, "events": ["run.completed"]}, key=host.key_a)
+    assert r.status == 400 and r.json["error"] == "webhook_url_rejected"
+    assert url.split("//", 1)[1].split("/")[0] not in r.json["message"]
+
+
+def test_the_listen_command_prints_verified_deliveries(host, receiver):
+    from shared.local.cli import describe_hit
+
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/cli", events=["run.completed"]))
+    run_id = _noop_run(client)
+    (hit,) = _wait(receiver, reg.subscriptionId, run_id, 1)
+    assert describe_hit(hit, [reg.secret]) == (
+        f"run.completed run={run_id} seq={hit.json()['event']['sequence']} webhook={reg.subscriptionId} v1 verified")
+    assert describe_hit(hit, [_whsec()]).endswith("v1 NOT VERIFIED")
+
+
+def test_no_delivery_carries_the_callers_credentials(host, receiver):
+    # inbound-credential-no-passthrough: the API key and two canaries sent on the run-creating request
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/creds", events=ALL))
+    c1, c2 = "c1-" + os.urandom(16).hex(), base64.b64encode(b"canary:" + os.urandom(16)).decode()
+    created = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
+                  headers={"Cookie": f"ow_canary={c1}", "Proxy-Authorization": f"Basic {c2}"})
+    assert created.status == 201
+    run_id = created.json["runId"]
+    wait_terminal(client, run_id)
+    hits = _wait(receiver, reg.subscriptionId, run_id, 4)
+    for hit in hits:
+        blob = "\n".join(f"{k}: {v}" for k, v in hit.headers.items()) + hit.body.decode()
+        for canary in (host.key_a, c1, c2):
+            assert canary not in blob
+        assert not {"authorization", "cookie", "proxy-authorization"} & set(hit.headers)
+
+
+def test_an_event_too_large_for_the_message_is_read_from_the_log_at_delivery(host, receiver):
+    from shared.protocol.webhooks import delivery_id
+    from shared.services import webhooks
+    from shared.wiring import get_ports
+
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/large", events=["node.started"]))
+    run_id = _noop_run(client)
+    stored = [e for e in get_ports().events.read_events(run_id) if e["type"] == "run.completed"][0]
+    big = {**stored, "payload": {"blob": "x" * (webhooks.MAX_INLINE_EVENT_BYTES + 1)}}
+    message = json.loads(webhooks._message(reg.subscriptionId, run_id, big).body)
+    assert "event" not in message and message["deliveryId"] == delivery_id(reg.subscriptionId, run_id,
+                                                                           stored["sequence"])
+    # the delivery reads the stored event itself
+    message = json.loads(webhooks._message(reg.subscriptionId, run_id, stored).body)
+    del message["event"]
+    assert webhooks.deliver(get_ports(), message, 1).status == 200
+    (hit,) = [h for h in receiver.deliveries(reg.subscriptionId, run_id) if h.json()["event"]["type"] == "run.completed"]
+    assert hit.json()["event"] == stored and verify_v1(reg.secret, hit)
+
+
+def test_tags_narrow_delivery_to_runs_with_an_overlapping_tag(host, receiver):
+    client = host.client(host.key_a)
+    reg = raw(host.base_url, "POST", "/webhooks", {"url": receiver.url + "/tags", "events": ["run.completed"],
+                                                   "tags": ["ci", "nightly"]}, key=host.key_a).json
+    tagged = client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["nightly"])).runId
+    plain = _noop_run(client)
+    wait_terminal(client, tagged)
+    _wait(receiver, reg["webhookId"], tagged, 1)
+    time.sleep(0.5)
+    assert receiver.deliveries(reg["webhookId"], plain) == []

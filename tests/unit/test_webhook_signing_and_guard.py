@@ -1,0 +1,112 @@
+"""Webhook signing (v1 checked by the official client's helper, Standard Webhooks by the ``standardwebhooks``
+library), delivery ids, and the registration egress check with an injected resolver (nothing connects)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import os
+from types import SimpleNamespace
+
+import pytest
+from openwop_client.webhook_helpers import verify_webhook_signature
+from standardwebhooks.webhooks import Webhook
+
+from shared.errors import WebhookUrlRejectedError
+from shared.protocol import webhooks as wh
+from shared.services import webhooks
+from shared.transports.egress import EgressPolicy
+from shared.transports.http import GuardedHttpTransport
+
+
+def _whsec() -> str:
+    return "whsec_" + base64.b64encode(os.urandom(32)).decode()
+
+
+def test_v1_signature_verifies_with_the_client_helper_and_fails_for_another_body() -> None:
+    secret = _whsec()
+    body = b'{"runId":"t/r","event":{"type":"run.completed"}}'
+    h = wh.delivery_headers(webhook_id="t/w", event_type="run.completed", timestamp=1_700_000_000, raw_body=body,
+                            v1_secret=secret)
+    ok = verify_webhook_signature(secret, h["OpenWOP-Signature"], h["OpenWOP-Timestamp"], body,
+                                  now_seconds=1_700_000_010, algorithm_header=h["OpenWOP-Signature-Algorithm"])
+    bad = verify_webhook_signature(secret, h["OpenWOP-Signature"], h["OpenWOP-Timestamp"], body + b" ",
+                                   now_seconds=1_700_000_010)
+    assert ok.valid and not bad.valid
+    assert not [k for k in h if k.startswith("webhook-")]
+
+
+def test_standard_webhooks_entries_one_per_secret_each_verifying_under_its_own() -> None:
+    new, old = _whsec(), _whsec()
+    now = int(datetime.datetime.now(datetime.UTC).timestamp())
+    body = b'{"runId":"t/r","event":{}}'
+    h = wh.delivery_headers(webhook_id="t/w", event_type="run.started", timestamp=now, raw_body=body,
+                            v1_secret=old, standard=[new, old], message_id="msg_" + "a" * 40)
+    assert len(h["webhook-signature"].split(" ")) == 2
+    sw = {k: v for k, v in h.items() if k.startswith("webhook-")}
+    for secret in (new, old):
+        Webhook(secret).verify(body, sw)
+    with pytest.raises(Exception):  # noqa: B017 - the library's own verification error
+        Webhook(_whsec()).verify(body, sw)
+    tampered = {**sw, "webhook-id": "msg_" + "b" * 40}  # the id is inside the signed bytes
+    with pytest.raises(Exception):  # noqa: B017
+        Webhook(new).verify(body, tampered)
+
+
+def test_delivery_id_is_stable_per_delivery_and_distinct_across() -> None:
+    a = wh.delivery_id("t/w1", "t/r1", 3)
+    assert a == wh.delivery_id("t/w1", "t/r1", 3)
+    assert len({a, wh.delivery_id("t/w1", "t/r1", 4), wh.delivery_id("t/w2", "t/r1", 3)}) == 3
+    import re
+
+    assert re.match(r"^[A-Za-z0-9_-]{16,128}$", a)
+
+
+def test_whsec_form() -> None:
+    assert wh.whsec_key(_whsec()) is not None
+    assert wh.whsec_key("whsec_" + base64.b64encode(b"x" * 8).decode()) is None  # too short
+    assert wh.whsec_key("whsec_not base64!") is None and wh.whsec_key("plain") is None
+
+
+class _Reached(Exception):
+    pass
+
+
+def _ports(resolved: dict[str, list[str]], allow: tuple[str, ...] = ()) -> SimpleNamespace:
+    def resolver(host: str, port: int) -> list[str]:
+        return resolved[host]
+
+    def never_connect(*_: object) -> None:
+        raise AssertionError("registration must not connect")
+
+    def reached(*_: object, **__: object) -> None:
+        raise _Reached  # the URL passed the guard; storage is next
+
+    http = GuardedHttpTransport(EgressPolicy.from_entries(allow, resolver=resolver), connect=never_connect)
+    return SimpleNamespace(http=http, host=SimpleNamespace(query=reached))
+
+
+@pytest.mark.parametrize("addresses", [["10.0.0.7"], ["169.254.169.254"], ["127.0.0.1"], ["fd00:ec2::254"],
+                                       ["::ffff:10.0.0.1"], ["::ffff:7f00:1"], ["fc00::5"],
+                                       ["93.184.216.34", "192.168.1.1"]])
+def test_a_name_resolving_to_a_private_or_metadata_address_is_refused_at_registration(addresses) -> None:
+    ports = _ports({"hooks.example.com": addresses})
+    body = wh.RegisterWebhook(url="https://hooks.example.com/x", events=["run.completed"])
+    with pytest.raises(WebhookUrlRejectedError) as err:
+        webhooks.register(ports, SimpleNamespace(tenant="t", subject_id="s"), body)  # type: ignore[arg-type]
+    assert "hooks.example.com" not in err.value.message and addresses[-1] not in err.value.message
+
+
+def test_a_public_https_name_passes_and_plain_http_only_when_allowlisted() -> None:
+    caller = SimpleNamespace(tenant="t", subject_id="s")
+    public = _ports({"hooks.example.com": ["93.184.216.34"]})
+    with pytest.raises(_Reached):
+        webhooks.register(public, caller, wh.RegisterWebhook(url="https://hooks.example.com/x",  # type: ignore[arg-type]
+                                                             events=["run.completed"]))
+    with pytest.raises(WebhookUrlRejectedError):
+        webhooks.register(public, caller, wh.RegisterWebhook(url="http://hooks.example.com/x",  # type: ignore[arg-type]
+                                                             events=["run.completed"]))
+    local = _ports({"127.0.0.1": ["127.0.0.1"]}, allow=("127.0.0.0/8",))
+    with pytest.raises(_Reached):
+        webhooks.register(local, caller, wh.RegisterWebhook(url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
+                                                            events=["run.completed"]))
