@@ -69,7 +69,7 @@ def breakdown(usage: Usage, scale: float = 1.0) -> str:
 ALWAYS_ON_TYPES = (
     "AWS::EC2::NatGateway", "AWS::EC2::Instance", "AWS::EC2::VPCEndpoint", "AWS::RDS::DBInstance",
     "AWS::RDS::DBCluster", "AWS::ElastiCache::CacheCluster", "AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::LoadBalancer",
-    "AWS::KMS::Key", "AWS::ApiGateway::RestApi", "AWS::OpenSearchService::Domain", "AWS::Redshift::Cluster",
+    "AWS::ApiGateway::RestApi", "AWS::OpenSearchService::Domain", "AWS::Redshift::Cluster",
 )
 
 
@@ -77,15 +77,17 @@ def idle_inventory_from_manifest() -> dict[str, int]:
     """The per-month billable resources the CDK stack creates, derived from ``shared.manifest`` the way
     ``infra/`` builds them: one secret per ``SECRETS`` entry; alarms (``infra/constructs/monitoring.py``): the API's
     5xx (1 metric), per function errors + throttles (2 metrics), per state machine failed + timed out + aborted
-    (3 metrics), per stream consumer its failure queue (1 metric); one dashboard; no KMS key, NAT gateway,
+    (3 metrics), per stream consumer its failure queue (1 metric), per queue its dead-letter depth (1 metric); one
+    dashboard; one customer managed KMS key per queue (its messages and dead letters; rotation on); no NAT gateway,
     provisioned capacity or always-on compute."""
     from shared import manifest
 
     return {
         "secrets": len(manifest.SECRETS),
         "alarm_metrics": 1 + 2 * len(manifest.FUNCTIONS) + 3 * len(manifest.STATE_MACHINES)
-        + len(manifest.STREAM_CONSUMERS),
+        + len(manifest.STREAM_CONSUMERS) + len(manifest.QUEUES),
         "dashboards": 1,
+        "kms_keys": len(manifest.QUEUES),
         "always_on": 0,
     }
 
@@ -114,6 +116,7 @@ def idle_inventory_from_template(template: Mapping[str, Any]) -> dict[str, int]:
         "secrets": sum(1 for r in resources if r.get("Type") == "AWS::SecretsManager::Secret"),
         "alarm_metrics": alarm_metrics,
         "dashboards": sum(1 for r in resources if r.get("Type") == "AWS::CloudWatch::Dashboard"),
+        "kms_keys": sum(1 for r in resources if r.get("Type") == "AWS::KMS::Key"),
         "always_on": always_on,
     }
 
@@ -126,7 +129,8 @@ def idle_dollars_per_month(inventory: Mapping[str, int]) -> dict[str, float]:
         * p.CLOUDWATCH_PER_ALARM_METRIC_MONTH,
         f"CloudWatch: {inventory['dashboards']} dashboard(s) (3 per account are free)": inventory["dashboards"]
         * p.CLOUDWATCH_PER_DASHBOARD_MONTH,
-        f"always-on compute, NAT, provisioned capacity, KMS keys: {inventory['always_on']}": 0.0
+        f"KMS: {inventory['kms_keys']} customer managed key(s)": inventory["kms_keys"] * p.KMS_PER_CUSTOMER_KEY_MONTH,
+        f"always-on compute, NAT, provisioned capacity: {inventory['always_on']}": 0.0
         if not inventory["always_on"] else float("nan"),
     }
 

@@ -41,7 +41,7 @@ SECRETS_PER_API_CALL = 0.05 / 10_000
 # SQS standard queues (a request is metered per 64 KB chunk)
 SQS_PER_REQUEST = 0.40 / 1_000_000
 
-# KMS (the stack creates no customer managed key: tables use the AWS owned/managed key, S3 uses SSE-S3)
+# KMS: one customer managed key per SQS queue (webhooks); tables use the AWS owned/managed key, S3 uses SSE-S3
 KMS_PER_CUSTOMER_KEY_MONTH = 1.00
 
 # CloudWatch (alarms are billed per metric they evaluate: a metric-math alarm over two metrics is two alarm metrics)

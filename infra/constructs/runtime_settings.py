@@ -54,7 +54,20 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
     ContextSetting("judgeProvider", "JUDGE_PROVIDER", "text",
                    "the default rubric judge's provider when an eval names none; default none"),
     ContextSetting("judgeModel", "JUDGE_MODEL", "text", "the default rubric judge's model; default none"),
+    ContextSetting("webhookRetryBaseSeconds", "WEBHOOK_RETRY_BASE_SECONDS", "int",
+                   "first webhook retry delay, doubled per attempt; default the queue's visibility timeout"),
+    ContextSetting("webhookRetryCapSeconds", "WEBHOOK_RETRY_CAP_SECONDS", "int",
+                   "longest delay between two webhook attempts; default 900"),
+    ContextSetting("webhookRotationOverlapSeconds", "WEBHOOK_ROTATION_OVERLAP_SECONDS", "int",
+                   "how long a rotated webhook secret still signs (60..604800); default 86400"),
+    ContextSetting("webhookDeadLetterDays", "WEBHOOK_DEAD_LETTER_DAYS", "int",
+                   "how long dead-letter records are kept; default 14"),
 )
+
+# Set by the stack itself from the manifest, never from context: env var -> what fixes it.
+STACK_DERIVED: Mapping[str, str] = {
+    "WEBHOOK_MAX_ATTEMPTS": "the webhook queue's maxReceiveCount (shared/manifest.py), so attempts match the redrive",
+}
 
 # Context keys handled by their own constructs (infra/constructs/functions.py, infra/app.py): context -> env var.
 OTHER_CONTEXT: Mapping[str, str] = {

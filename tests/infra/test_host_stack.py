@@ -723,13 +723,16 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
              "apiKeyPepperMaxAgeSeconds": "300", "hostName": "acme-host", "buildId": "abc123",
              "modelProviders": "bedrock, openai", "modelPrices": '{"m": {"input": 1, "output": 2}}',
              "openaiBaseUrl": "https://llm.example.com/v1", "modelCallAttempts": "2", "judgeProvider": "bedrock",
-             "judgeModel": "judge-model"}
+             "judgeModel": "judge-model", "webhookRetryBaseSeconds": "5", "webhookRetryCapSeconds": "60",
+             "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7"}
     expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
                 "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
                 "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
                 "MODEL_PROVIDERS": "bedrock,openai", "MODEL_PRICES": '{"m": {"input": 1, "output": 2}}',
                 "OPENAI_BASE_URL": "https://llm.example.com/v1", "MODEL_CALL_ATTEMPTS": "2",
-                "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model"}
+                "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model", "WEBHOOK_RETRY_BASE_SECONDS": "5",
+                "WEBHOOK_RETRY_CAP_SECONDS": "60", "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
+                "WEBHOOK_DEAD_LETTER_DAYS": "7"}
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
     _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
                           "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
@@ -777,14 +780,14 @@ def test_context_that_cannot_be_deployed_fails_synthesis_with_one_line(tmp_path:
 
 
 def test_every_setting_the_code_reads_is_set_by_the_stack_or_from_context() -> None:
-    from infra.constructs.runtime_settings import OTHER_CONTEXT, RUNTIME_SETTINGS
+    from infra.constructs.runtime_settings import OTHER_CONTEXT, RUNTIME_SETTINGS, STACK_DERIVED
     from shared import settings
 
     # Given the env vars shared/settings.py reads
     source = (ROOT / "shared" / "settings.py").read_text()
     read = set(re.findall(r'_env\("([A-Z0-9_]+)"', source))
-    # Then each is a resource the stack wires, or an operator setting from CDK context
-    from_context = {s.env_var for s in RUNTIME_SETTINGS} | set(OTHER_CONTEXT.values())
+    # Then each is a resource the stack wires, an operator setting from CDK context, or fixed by the manifest
+    from_context = {s.env_var for s in RUNTIME_SETTINGS} | set(OTHER_CONTEXT.values()) | set(STACK_DERIVED)
     wired = set(settings.resource_env_vars())
     assert read - from_context - wired == set()
 
@@ -801,7 +804,8 @@ def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(s
     assert f"SEARCH('{{OpenWOP/{STAGE},service,code}} MetricName=" in body and "RefusalsByCode" in body
 def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth) -> None:
     """The bench prices the stack's idle month from ``shared.manifest`` (``bench.costs``); the synthesized template
-    must hold exactly that inventory, and nothing always-on (NAT, instances, KMS keys, provisioned capacity)."""
+    must hold exactly that inventory (the webhook queue's KMS key priced per month), and nothing always-on (NAT,
+    instances, provisioned capacity)."""
     from bench.costs import idle_inventory_from_manifest, idle_inventory_from_template
 
     # Given the synthesized template
@@ -809,10 +813,13 @@ def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth) -> 
     # Then its billable-per-month resources are the ones the bench prices, and none is always-on compute
     assert counted == idle_inventory_from_manifest()
     assert counted["always_on"] == 0 and counted["secrets"] == len(manifest.SECRETS) > 0
-    # and the counter can see always-on resources: a provisioned table or a KMS key would be reported
-    fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"},
+    # and the counter can see always-on resources and keys: a provisioned table, a NAT gateway, a KMS key
+    fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"}, "N": {"Type": "AWS::EC2::NatGateway"},
                           "T": {"Type": "AWS::DynamoDB::GlobalTable", "Properties": {"BillingMode": "PROVISIONED"}}}}
-    assert idle_inventory_from_template(fake)["always_on"] == 2
+    got = idle_inventory_from_template(fake)
+    assert (got["always_on"], got["kms_keys"]) == (2, 1)
+
+
 # --- Webhook queues ---------------------------------------------------------------------------------------------
 
 
