@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-for name in ("bench.bench_host", "bench.bench_eval", "bench.bench_tools", "bench.bench_hardening", "bench.bench_providers", "bench.bench_agents"):
+for name in ("bench.bench_host", "bench.bench_eval", "bench.bench_tools", "bench.bench_hardening", "bench.bench_providers", "bench.bench_agents",
+             "bench.bench_scale"):
     try:
         mod = importlib.import_module(name)
     except ModuleNotFoundError:

@@ -355,7 +355,14 @@ def _patch_jsonata() -> None:
     ``_eval_jsonata``, which moto never sets (it was LocalStack's JVM bridge), so every ``QueryLanguage: JSONata``
     state and every ``Assign`` fails with ``TypeError: 'NoneType' object is not callable``. Plug in
     jsonata-python 0.7.1; failures become the same ``JSONataException`` the JVM bridge raised."""
+    import sys
+
+    limit = sys.getrecursionlimit()
     import jsonata
+
+    # jsonata-python raises the interpreter's recursion limit to 10,000 when imported; Lambda runs at Python's
+    # default, so local mode must too, or a recursive walk that fails deployed would pass here (issue 15).
+    sys.setrecursionlimit(limit)
     from moto.stepfunctions.parser.asl.jsonata import jsonata as moto_jsonata
 
     def eval_jsonata(expression: str) -> Any:

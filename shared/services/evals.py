@@ -30,7 +30,9 @@ from shared.services import suites
 from shared.services.common import Caller
 from shared.services.runs import Created, common_checks, start_run
 
-MAX_TASKS_PER_SUITE = 200
+# Suites run as a Distributed Map over an S3 item list (docs/decisions.md, "Scale"): 10,000 tasks (x trials) per
+# eval run; a suite that large must still fit the 1 MB request body and, compressed, a 400 KB host item.
+MAX_TASKS_PER_SUITE = 10_000
 FIXTURE_ERRORS = True  # agents.evalSuite.fixtureErrors: failed source calls become isError entries
 NO_DEFAULT_MODES = ("regression", "live-shadow")  # need a baseline / ignore fixtures: never implied
 _UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)

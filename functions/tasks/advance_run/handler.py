@@ -13,12 +13,19 @@ from shared.wiring import get_ports
 
 class AdvanceInput(BaseModel):
     runId: str
+    phase: str = "advance"  # "index": a fork's first task builds its source index (statemachines/fork-replay)
+    hops: int = 0  # Advance tasks this execution has made (continue-as-new after settings.execution_max_tasks)
+    execution: str = ""  # this execution's name (its generation)
 
 
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     req = AdvanceInput.model_validate(event)
-    out = runner.advance(get_ports(), req.runId)
+    if req.phase == "index":
+        from shared.engine import forkindex
+
+        return {**forkindex.index_fork(get_ports(), req.runId), "hops": req.hops}
+    out = runner.advance(get_ports(), req.runId, hops=req.hops, execution=req.execution)
     if out.get("next") == "done":
         count("RunsFinished")
     return out
