@@ -153,4 +153,34 @@ def test_discovery_advertises_the_suite_cap_the_host_enforces(host):
     from shared.services.evals import MAX_TASKS_PER_SUITE
 
     caps = raw(host.base_url, "GET", "/.well-known/openwop", key=host.key_a).json
-    assert caps["agents"]["evalSuite"]["maxTasksPerSuite"] == MAX_TASKS_PER_SUITE == 10_000
+    assert caps["agents"]["evalSuite"]["maxTasksPerSuite"] == MAX_TASKS_PER_SUITE == 200  # the schema's maxItems
+
+
+def test_an_eval_of_the_largest_suite_runs_as_a_distributed_map(host):
+    from shared.settings import get_settings
+    from tests.integration.test_eval_runs import eval_request, golden, put_suite, script
+
+    # Given a suite of 200 tasks (the schema's maximum) x 2 trials
+    suite_id = "tests.local.evals." + unique("wide").replace("-", "")
+    tasks = [{"taskId": f"t{i}", "input": script(answer=str(i % 2)), "expected": golden("0")} for i in range(200)]
+    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "trials": 2, "tasks": tasks}
+    assert put_suite(host, host.key_a, doc).status == 201
+    # When it runs
+    client = host.client(host.key_a)
+    run_id = client.runs_create(eval_request(f"{suite_id}@1.0.0")).runId
+    snap = _wait(client, run_id, 600)
+    # Then every trial ran and was graded (every even task passes)
+    assert snap.status == "completed", snap
+    summary = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/eval-summary", key=host.key_a).json
+    assert summary["taskCount"] == 200 and summary["passedCount"] == 100
+    # through a Distributed Map: the parent execution's history holds no iteration, its map run all 400
+    sfn = host.aws.client("stepfunctions")
+    arn = _run_item(host, run_id)["executionArn"]["S"]
+    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    assert not any(h["type"].startswith("MapIteration") for h in history)
+    assert len(history) < 100
+    runs = sfn.list_map_runs(executionArn=arn)["mapRuns"]
+    assert len(runs) == 1
+    counts = sfn.describe_map_run(mapRunArn=runs[0]["mapRunArn"])["itemCounts"]
+    assert counts["succeeded"] == counts["total"] == 400
+    assert get_settings().eval_max_concurrency == sfn.describe_map_run(mapRunArn=runs[0]["mapRunArn"])["maxConcurrency"]
