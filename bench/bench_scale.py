@@ -57,6 +57,10 @@ def _wait(ports: Any, run_id: str, timeout: float = 3600) -> tuple[str, int]:
 
 
 def main() -> None:
+    from shared.settings import get_settings
+
+    os.environ["RUN_TOOL_CALL_BUDGET"] = str(max(1000, int(os.environ.get("BENCH_SCALE_AGENT_CALLS", "10000"))))
+    get_settings.cache_clear()
     aws, counter = start_stack()
     from shared.services.workflows import register_workflow
     from shared.wiring import get_ports
@@ -69,6 +73,7 @@ def main() -> None:
         c.meta.events.register("before-send.*.*", nbytes.on_send)
         c.meta.events.register("after-call.*.*", nbytes.on_call)
     target = int(os.environ.get("BENCH_SCALE_EVENTS", "100000"))
+    agent_calls = int(os.environ.get("BENCH_SCALE_AGENT_CALLS", "10000"))
     iterations = max(1, (target - 4) // 4)
     try:
         # A loop of two noop nodes: 4 events per iteration (the fastest node type).
@@ -125,8 +130,35 @@ def main() -> None:
                  f"requests; bound ~{bound}; ratio {requests / bound:.2f}")
             line(f"{mode} fork: bytes read", f"{read / 1e6:.1f} MB",
                  f"{read / max(1, one_read):.2f}x one read of the source log")
+        _agent(ports, counter, nbytes, agent_calls)
     finally:
         aws.stop()
+
+
+def _agent(ports: Any, counter: Any, nbytes: ByteCounter, calls: int) -> None:
+    """An agent making ``calls`` tool calls in one invocation: the run item stays small, bytes stay linear."""
+    from shared.services.workflows import register_workflow
+    from tests.workflows import scripted_agent
+
+    if calls <= 0:
+        return
+    register_workflow(ports, TENANT, scripted_agent("bench-scale-agent"))
+    script = {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}} for i in range(calls)], "answer": "done"}
+    counter.reset()
+    nbytes.reset()
+    t0 = time.monotonic()
+    out = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": "bench-scale-agent",
+                                                                  "inputs": {"script": script}}))
+    run_id = str(json.loads(out["body"])["runId"])
+    status, polls = _wait(ports, run_id)
+    rec = ports.runs.get_run(run_id)
+    requests = counter.total() - polls - 1
+    line(f"agent with {calls:,} tool calls: {rec.last_seq + 1:,} events, {status}, {time.monotonic() - t0:.0f} s",
+         requests, f"requests ({requests / max(1, calls):.2f} per tool call)")
+    written = sum(nbytes.sent.values())
+    item = ports.runs._c.get_item(TableName=ports.runs._t, Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}})["Item"]  # type: ignore[attr-defined]
+    line("agent: bytes sent to AWS", f"{written / 1e6:.1f} MB",
+         f"for a log of {_log_bytes(ports, run_id) / 1e6:.1f} MB; run item now {len(json.dumps(item)) / 1000:.1f} KB")
 
 
 def _log_bytes(ports: Any, run_id: str) -> int:

@@ -634,7 +634,10 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int =
                                            run_updates=_state_updates(ports, run_id, state, next_seq - 1, inputs))
                 deferred = False
             return
-        updates = _state_updates(ports, run_id, state, buffer[-1]["sequence"], inputs, defer_large=not final)
+        if not final and deferred:
+            updates = {}  # large once in this task: no need to measure it again before the task's last append
+        else:
+            updates = _state_updates(ports, run_id, state, buffer[-1]["sequence"], inputs, defer_large=not final)
         deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
         if rec.started_at is None and state["status"] != "pending":
