@@ -28,7 +28,9 @@ class ByteCounter:
 
     def on_send(self, request: Any = None, **kw: Any) -> None:
         body = getattr(request, "body", None) or b""
-        self.sent[str(kw.get("event_name", "?")).split(".", 1)[-1]] += len(body)
+        size = len(body.getbuffer()) if hasattr(body, "getbuffer") else len(body) if isinstance(body, bytes | str) \
+            else int((getattr(request, "headers", None) or {}).get("Content-Length") or 0)
+        self.sent[str(kw.get("event_name", "?")).split(".", 1)[-1]] += size
 
     def on_call(self, http_response: Any = None, model: Any = None, **_: Any) -> None:
         content = getattr(http_response, "content", None) or b""

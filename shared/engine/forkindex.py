@@ -89,6 +89,11 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     fork = rec.data["fork"]
+    if rec.kind == "workflow" and fork.get("mode") == "branch":
+        # A workflow branch re-executes live after its prefix and resolves nothing from the source: it needs no
+        # index, so it reads nothing here (its prefix copy checks the prefix is whole).
+        ports.runs.put_aux(run_id, FORK_SOURCE_SK, {}, rec.expires_at)
+        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     src = ports.runs.get_run(str(fork["sourceRunId"]))
     side: set[str] | None = None
     if rec.kind == "workflow":
@@ -99,7 +104,7 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     if held != expected:
         details = {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": int(fork["fromSeq"]),
                    "boundary": max(0, expected - held)}
-        return _fail(ports, rec, details)
+        return fail_expired(ports, rec, details)
     if len(json.dumps(index, separators=(",", ":"))) > INLINE_INDEX_LIMIT:
         key = f"runs/{run_id}/fork-source.json"
         ports.blobs.put_json(key, index)
@@ -109,7 +114,7 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     return {"runId": run_id, "next": "continue", "waitSeconds": 0}
 
 
-def _fail(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[str, Any]:
+def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[str, Any]:
     """The source's history is gone: the child fails ``run_expired`` (its first and only events)."""
     from shared.engine import runner
 

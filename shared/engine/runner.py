@@ -709,8 +709,13 @@ def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None,
             ev["runId"] = rec.run_id
             ev["eventId"] = ports.ids.event_id(rec.run_id, int(src["sequence"]))
             copied.append(ev)
-    if not copied:
-        raise EngineError("fork source prefix is gone")
+    want = min(from_seq - 1, rec.last_seq + page_events) - rec.last_seq
+    if [int(e["sequence"]) for e in copied] != list(range(rec.last_seq + 1, rec.last_seq + 1 + want)):
+        # Part of the prefix is gone (past retention or purged): the child fails as its index task would.
+        from shared.engine import forkindex
+
+        return forkindex.fail_expired(ports, rec, {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": from_seq,
+                                                   "boundary": max(0, want - len(copied))})
     for ev in copied:
         st.apply(state, ev, wf)
     ports.events.copy_events(rec.run_id, copied, rec.expires_at)

@@ -220,6 +220,32 @@ def test_a_hole_in_the_history_fails_the_fork_run_expired_in_its_first_task(host
     assert types_of(all_events(client, r.json["runId"])) == [("run.failed", None)]
 
 
+def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
+    from shared.keys import FORK_SOURCE_SK
+
+    # Given a source whose log lost event 3
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    wait_terminal(client, src.runId)
+    ev = _ports().events
+    ev._c.delete_item(TableName=ev._t, Key={"runId": {"S": src.runId}, "seq": {"N": "3"}})
+
+    def branch(from_seq: int) -> str:
+        r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "branch", "fromSeq": from_seq},
+                key=host.key_a)
+        assert r.status == 201, r.text
+        return str(r.json["runId"])
+
+    # When a branch copies a prefix that holds the hole, it fails run_expired; one whose prefix ends before it runs
+    gone, whole = branch(5), branch(3)
+    assert wait_terminal(client, gone).status == "failed"
+    got = raw(host.base_url, "GET", f"/runs/{_wire(gone)}", key=host.key_a).json
+    assert got["error"]["code"] == "run_expired" and got["error"]["details"]["boundary"] == 1
+    assert wait_terminal(client, whole).status == "completed"
+    # and neither stored an index (a workflow branch resolves nothing from its source)
+    assert _ports().runs.get_aux(whole, FORK_SOURCE_SK) == {}
+
+
 def test_the_fork_index_holds_only_what_replay_needs(host):
     from shared.keys import FORK_SOURCE_SK
 
