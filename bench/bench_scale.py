@@ -33,8 +33,12 @@ class ByteCounter:
         self.sent[str(kw.get("event_name", "?")).split(".", 1)[-1]] += size
 
     def on_call(self, http_response: Any = None, model: Any = None, **_: Any) -> None:
-        content = getattr(http_response, "content", None) or b""
-        self.received[getattr(model, "name", "?")] += len(content)
+        # the Content-Length header: reading ``content`` would consume a streamed body (S3 GetObject)
+        headers = getattr(http_response, "headers", None) or {}
+        size = headers.get("content-length") or headers.get("Content-Length")
+        if size is None and not getattr(model, "has_streaming_output", False):
+            size = len(getattr(http_response, "content", None) or b"")
+        self.received[getattr(model, "name", "?")] += int(size or 0)
 
     def reset(self) -> None:
         self.sent.clear()
