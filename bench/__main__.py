@@ -8,7 +8,8 @@ import sys
 import traceback
 
 MODULES = ("bench.bench_host", "bench.bench_eval", "bench.bench_tools", "bench.bench_hardening",
-           "bench.bench_providers", "bench.bench_agents", "bench.bench_cost", "bench.bench_webhooks")
+           "bench.bench_providers", "bench.bench_agents", "bench.bench_cost", "bench.bench_webhooks",
+           "bench.bench_scale")
 
 failed = []
 for name in MODULES:

@@ -7,6 +7,9 @@ TOMBSTONE_SK = "TOMBSTONE"
 TRIAL_PREFIX = "TRIAL#"
 FORK_SOURCE_SK = "FORKSOURCE"
 EVAL_PLAN_SK = "EVALPLAN"
+# A run's pinned workflow definition: written once with the run item (same transaction), never rewritten; the run
+# item itself carries only a marker, so the item each 99-event append rewrites stays small (issue 15).
+DEFINITION_SK = "DEFINITION"
 # Lineage links under a run: what its erasure must reach beyond its own keys.
 CHILD_PREFIX = "CHILD#"  # a fork made from this run (erased with it, recursively)
 IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run

@@ -359,6 +359,7 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
             "RunEvalTrialFunction": "function:run_eval_trial",
             "FinishEvalFunction": "function:finish_eval",
             "FailRunFunction": "function:fail_run",
+            "FixturesBucket": f"bucket:{FIXTURES}",
         },
         invokes=("run_eval_trial", "finish_eval", "fail_run"),
     ),

@@ -40,6 +40,9 @@ class Settings:
     apikey_pepper_max_age_s: int = 900
     metrics_namespace: str = "OpenWOP"
     eval_max_concurrency: int = 4
+    # Advance tasks one run/fork execution makes before it continues in a new execution (continue-as-new): each
+    # task is ~10 history events, so 1,000 keeps an execution under ~10,000 of Step Functions' 25,000.
+    execution_max_tasks: int = 1000
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
     openai_base_url: str = ""  # the OpenAI-compatible endpoint an agent binding without baseUrl uses
     model_call_attempts: int = 3  # per model call: a retryable provider error is tried this often in the task
@@ -111,6 +114,7 @@ def get_settings() -> Settings:
         apikey_pepper_max_age_s=int(_env("APIKEY_PEPPER_MAX_AGE_SECONDS", "900")),
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
         eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
+        execution_max_tasks=max(2, int(_env("EXECUTION_MAX_TASKS", "1000"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
         openai_base_url=_env("OPENAI_BASE_URL"),
         model_call_attempts=max(1, int(_env("MODEL_CALL_ATTEMPTS", "3"))),

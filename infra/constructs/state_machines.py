@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -80,6 +81,8 @@ class HostStateMachines(Construct):
                     resources=[functions.function(f).function_arn for f in spec.invokes],
                 )
             )
+            if '"DISTRIBUTED"' in text:
+                self._grant_distributed_map(machine)
             acknowledge(
                 machine.role,
                 "AwsSolutions-IAM5[Resource::*]",
@@ -88,6 +91,41 @@ class HostStateMachines(Construct):
                 "CDK adds them for state machine logging and tracing.",
             )
             self._machines[spec.key] = machine
+
+    def _grant_distributed_map(self, machine: sfn.StateMachine) -> None:
+        """A Distributed Map reads its item list from S3 (ItemReader) and runs its iterations as child executions of this very state machine (whose ARN its own role cannot name
+        without a cycle: a pattern on this stack's machines)."""
+        stack = Stack.of(self)
+        bucket = self._fixtures.bucket
+        machine.add_to_role_policy(iam.PolicyStatement(
+            actions=["s3:GetObject"], resources=[bucket.arn_for_objects("runs/*")]))
+        machine.add_to_role_policy(iam.PolicyStatement(
+            actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        machine.add_to_role_policy(iam.PolicyStatement(
+            actions=["states:StartExecution"],
+            resources=[stack.format_arn(service="states", resource="stateMachine",
+                                        resource_name=f"*{pascal('eval')}StateMachine*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)]))
+        machine.add_to_role_policy(iam.PolicyStatement(
+            actions=["states:DescribeExecution", "states:StopExecution"],
+            resources=[stack.format_arn(service="states", resource="execution",
+                                        resource_name=f"*{pascal('eval')}StateMachine*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)]))
+        bucket_id = stack.get_logical_id(bucket.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            machine.role,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/runs/*]",
+            "A Distributed Map reads its item list from an S3 object under runs/<runId>/, named per run at "
+            "execution time.",
+        )
+        arn = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
+        for kind in ("stateMachine", "execution"):
+            acknowledge(
+                machine.role,
+                f"AwsSolutions-IAM5[Resource::{arn}:{kind}:*{pascal('eval')}StateMachine*]",
+                "A Distributed Map starts, describes and stops child executions of its own state machine, whose "
+                "generated name its role cannot reference without a dependency cycle: a name pattern instead.",
+            )
 
     def _resolve(self, ref: str) -> str:
         kind, _, key = ref.partition(":")

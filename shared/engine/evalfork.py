@@ -28,14 +28,11 @@ from shared.errors import ConflictError, RunGoneError
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 
-FORK_SOURCE_SK = "FORKSOURCE"
-
 
 def _index(ports: Ports, rec: RunRecord) -> dict[str, Any]:
-    src = ports.runs.get_aux(rec.run_id, FORK_SOURCE_SK) or {}
-    if "blob" in src:
-        src = ports.blobs.get_json(str(src["blob"])) or {}
-    return src
+    from shared.engine import forkindex
+
+    return forkindex.load(ports, rec.run_id)
 
 
 def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, Any]]:

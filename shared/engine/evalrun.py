@@ -1,8 +1,9 @@
 """Executing an eval run: Prepare, one trial (one agent invocation under its fixture plan), Finish.
 
 The eval state machine (statemachines/eval-run.asl.json) calls:
-- ``prepare``: emits ``run.started`` and ``eval.started`` and returns the task x trial items (small keys only);
-- ``trial_task`` per item (a Map with bounded concurrency): ``run_trial`` then stores the trial's event drafts
+- ``prepare``: emits ``run.started`` and ``eval.started`` and writes the task x trial items (small keys only) as a
+  JSON array to S3 under the run (``items_key``), which the Distributed Map's ItemReader reads;
+- ``trial_task`` per item (a Distributed Map, concurrency from ``EVAL_MAX_CONCURRENCY``): ``run_trial`` then stores the trial's event drafts
   and grade in a ``TRIAL#`` aux item of the run. Idempotent: a stored trial is not run again, and each tool
   call is write-once by call key, so a retried trial never re-fires an effect;
 - ``finish``: appends every trial's events in suite order with one ``eval.scored`` per task, then
@@ -266,15 +267,28 @@ def head_payloads(rec: RunRecord, plan: dict[str, Any]) -> tuple[dict[str, Any],
     return started, ev_started
 
 
+def items_key(run_id: str) -> str:
+    """The S3 object (a JSON array) the eval Map's ItemReader reads: under the run, so erasure removes it."""
+    return f"{keys.run_prefix(run_id)}eval-items.json"
+
+
+def _listed(ports: Ports, plan: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Write the trial items for the Distributed Map's ItemReader (no 256 KB state payload limit)."""
+    listed = items(plan, run_id)
+    ports.blobs.put_json(items_key(run_id), listed)
+    return {"runId": run_id, "count": len(listed), "itemsKey": items_key(run_id)}
+
+
 def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
-    """Emit run.started and eval.started (once) and list the trials to run."""
+    """Emit run.started and eval.started (once) and write the list of trials to run (``count`` of them)."""
+    none = {"runId": run_id, "count": 0, "itemsKey": ""}
     for _ in range(3):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status not in WRITABLE:
-            return {"runId": run_id, "items": []}
+            return none
         plan = load_plan(ports, run_id)
         if rec.last_seq + 1 >= PREPARED_EVENTS:
-            return {"runId": run_id, "items": items(plan, run_id)}
+            return _listed(ports, plan, run_id)
         started, ev_started = head_payloads(rec, plan)
         evs = [make_event(ports, run_id, 0, c.RUN_STARTED, started, None),
                make_event(ports, run_id, 1, c.EVAL_STARTED, ev_started, None)][rec.last_seq + 1:]
@@ -283,7 +297,7 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
                                        run_updates={"status": "running", "startedAt": evs[0]["timestamp"]},
                                        require_status=WRITABLE, expires_at=rec.expires_at)
         except RunGoneError:
-            return {"runId": run_id, "items": []}
+            return none
         except ConflictError:
             continue
     raise EngineError("could not start the eval run")
@@ -314,6 +328,13 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
         store_trial(ports, rec, result)
     except RunGoneError:
         return {"ok": True}
+    except EvalRecordedFixturesGoneError:
+        # A Distributed Map reports a failed iteration to its parent only as a tolerated-failure threshold
+        # exceeded, so the trial fails the run with the RFC 0252 code itself, then fails as before.
+        from shared.engine import runner
+
+        runner.fail_run(ports, run_id, {"Error": "EvalRecordedFixturesGoneError"})
+        raise
     return {"ok": True}
 
 

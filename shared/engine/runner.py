@@ -32,8 +32,11 @@ from shared.protocol import codes as c
 
 ENGINE_VERSION = 1
 FLUSH_AT = 99
-INLINE_STATE_LIMIT = 300_000
+# A folded state up to this size is stored inline on the run item with every append; a larger one goes to S3 (one
+# object per task, a pointer on the item), so the item each 99-event append rewrites stays small (issue 15).
+INLINE_STATE_LIMIT = 32_000
 SHORT_WAIT_MS = 1500
+SOURCE_PAGE = 1000  # events per read of a replay's source (a task appends at most 2,000)
 HOLD_MAX_MS = 60_000  # a conformance hold waits at most a minute (the fixtures document 1..60000 ms)
 
 
@@ -94,14 +97,14 @@ class RunContext:
         return self._agents[nid]
 
     def source_event(self, seq: int) -> dict[str, Any] | None:
+        """The source's event at ``seq``. A replay asks in increasing order, so the source is read sequentially:
+        one Query of at most ``SOURCE_PAGE`` events from ``seq`` on (DynamoDB ``Limit``: nothing read is thrown
+        away), the page replacing the last (bounded memory); a replay reads its source about once."""
         if self.source_run_id is None:
             return None
         if seq not in self._source_cache:
-            page = self.ports.events.read_events(self.source_run_id, seq - 1, limit=200)
-            for ev in page:
-                self._source_cache[int(ev["sequence"])] = ev
-            if seq not in self._source_cache:
-                return None
+            page = self.ports.events.read_page(self.source_run_id, seq - 1, SOURCE_PAGE)
+            self._source_cache = {int(ev["sequence"]): ev for ev in page}
         return self._source_cache.get(seq)
 
 
@@ -136,18 +139,30 @@ def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, An
     return ports.host.get_item("WORKFLOW#*", workflow_id)
 
 
-def build_context(ports: Ports, rec: RunRecord) -> RunContext:
-    doc = rec.data.get("definition") or load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
+def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
+    """The definition the run pinned at create (stored once beside its item), else the current registration."""
+    if rec.data.get("definition") is not None:  # runs created before the definition moved out of the item
+        return dict(rec.data["definition"])
+    if rec.data.get("definitionPinned"):
+        return ports.runs.get_definition(rec.run_id)
+    return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
+
+
+def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
+    doc = pinned_definition(ports, rec)
     if doc is None:
         raise EngineError("workflow definition is gone")
-    wf = load_workflow(doc, set(NODE_TYPES))
+    return load_workflow(doc, set(NODE_TYPES))
+
+
+def build_context(ports: Ports, rec: RunRecord) -> RunContext:
+    wf = run_workflow(ports, rec)
     fork = rec.data.get("fork") or {}
     ctx = RunContext(ports, rec, wf, str(fork.get("mode", "live")), fork.get("sourceRunId"))
     if fork:
-        src = ports.runs.get_aux(rec.run_id, "FORKSOURCE")
-        if src is not None and "blob" in src:
-            src = ports.blobs.get_json(src["blob"]) or {}
-        src = src or {}
+        from shared.engine import forkindex
+
+        src = forkindex.load(ports, rec.run_id)
         ctx.source_outcomes = src.get("outcomes", {})
         ctx.source_resolutions = src.get("resolutions", {})
         if ctx.mode == "replay":
@@ -266,7 +281,11 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
 
 def _inputs(state: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """The node's resolved inputs; a connection reads the upstream node's latest completed outputs."""
-    outputs = {k: v["outputs"] for k, v in state["nodes"].items() if v.get("outputs") is not None}
+    nodes = state["nodes"]
+    # Only the nodes a connection names (not every node's outputs, which made a long chain quadratic).
+    named = {b["nodeId"] for b in (node.get("inputs") or {}).values()
+             if isinstance(b, dict) and b.get("type") == "connection" and isinstance(b.get("nodeId"), str)}
+    outputs = {k: nodes[k]["outputs"] for k in named if k in nodes and nodes[k].get("outputs") is not None}
     return resolve_node_inputs(node, state["variables"], outputs)
 
 
@@ -473,18 +492,33 @@ def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> t
     return c.REPLAY_DIVERGED, payload
 
 
-def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int) -> dict[str, Any]:
-    import json
+def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
+                   inputs: dict[str, Any] | None = None, *, defer_large: bool = False) -> dict[str, Any]:
+    """The run-item updates that store the state folded up to ``seq``.
 
-    blob = json.dumps(state, separators=(",", ":"))
-    if len(blob) > INLINE_STATE_LIMIT:
-        key = f"runs/{run_id}/state/{seq:012d}.json"
-        ports.blobs.put_json(key, state)
-        return {"state": {"$ref": key}}
-    return {"state": state}
+    The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
+    creation facts hold them). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3 object
+    under the run with a pointer on the item, or, with ``defer_large`` (an append in the middle of a task), not
+    written at all: a reader folds the events after the stored snapshot's ``seq`` (``load_state``).
+    """
+    stored = dict(state)
+    stored["seq"] = seq
+    if inputs is not None and same_json(stored.get("variables"), inputs):
+        stored["variables"] = None
+        stored["variablesFromInputs"] = True
+    blob = json.dumps(stored, separators=(",", ":"))
+    if len(blob) <= INLINE_STATE_LIMIT:
+        return {"state": stored}
+    if defer_large:
+        return {}
+    key = f"runs/{run_id}/state/{seq:012d}.json"
+    ports.blobs.put_json(key, stored)
+    return {"state": {"$ref": key, "seq": seq}}
 
 
-state_updates = _state_updates  # the run-item updates that store a folded state (inline, or S3 when large)
+def state_updates(ports: Ports, rec: RunRecord, state: dict[str, Any], seq: int) -> dict[str, Any]:
+    """The run-item updates that store a folded state (inline, or S3 when large), for writers outside the engine."""
+    return _state_updates(ports, rec.run_id, state, seq, rec.data.get("inputs"))
 
 
 def _halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
@@ -493,14 +527,36 @@ def _halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
     return {"runId": run_id, "next": "park" if parked else "done", "waitSeconds": 0}
 
 
-def load_state(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+def state_behind(rec: RunRecord) -> bool:
+    """True when the stored snapshot is older than the log's end (a large state is stored once per task)."""
+    seq = (rec.state or {}).get("seq")
+    return seq is not None and int(seq) < rec.last_seq
+
+
+halt = _halt
+
+
+def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict[str, Any]:
+    """The run's folded state at ``lastSeq``: the stored snapshot, plus the events appended after it."""
     s = rec.state
-    if s and "$ref" in s:
+    if not s:
+        return st.new_state()
+    if "$ref" in s:
         got = ports.blobs.get_json(s["$ref"])
         if got is None:
             raise RunGoneError(rec.run_id)
-        return dict(got)
-    return s or st.new_state()
+        state = dict(got)
+    else:
+        state = dict(s)
+    seq = state.pop("seq", None)
+    if state.pop("variablesFromInputs", False):
+        state["variables"] = dict(rec.data.get("inputs") or {})
+    if seq is not None and int(seq) < rec.last_seq:
+        wf = wf if wf is not None else (run_workflow(ports, rec) if rec.kind == "workflow" else None)
+        for page in ports.events.iter_events(rec.run_id, int(seq), rec.last_seq):
+            for ev in page:
+                st.apply(state, ev, wf)
+    return state
 
 
 def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str, Any]) -> dict[str, Any]:
@@ -512,10 +568,45 @@ def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str,
     return upd
 
 
-def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000,
-            tally: ToolTally | None = None) -> dict[str, Any]:
-    """Advance one run; return ``{runId, next, waitSeconds}`` for the state machine. ``tally`` (optional) counts
-    the tool calls this step made, for the task's metrics."""
+def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000, hops: int = 0,
+            execution: str = "", tally: ToolTally | None = None) -> dict[str, Any]:
+    """Advance one run; return ``{runId, next, waitSeconds, hops}`` for the state machine.
+
+    ``hops`` counts the Advance tasks of this execution (the ASL carries it). When the run would go on (``continue``
+    or a long ``wait``) after ``settings.execution_max_tasks`` of them, it continues in a new execution of the same
+    state machine instead (continue-as-new: generation n+1 of ``execution``'s name, named, so a retried task
+    starts it once) and this one ends: no execution nears Step Functions' 25,000 history events, however many
+    holds or tasks a run takes. The new execution re-reads the run and resumes from its stored sequence.
+    ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
+    """
+    out = _advance(ports, run_id, max_events=max_events, max_ms=max_ms, tally=tally)
+    out["hops"] = hops + 1
+    if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
+        return renew(ports, run_id, execution, hops + 1)
+    return out
+
+
+def execution_generation(execution_name: str) -> int:
+    """The generation of an execution from its name (``...-g<n>``; none: 0)."""
+    import re
+
+    m = re.search(r"-g(\d+)$", execution_name or "")
+    return int(m.group(1)) if m else 0
+
+
+def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any]:
+    """Continue the run in a new execution of its state machine; this execution ends (``done``)."""
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return {**_halt(run_id, rec), "hops": hops}
+    machine = "fork" if rec.data.get("fork") else "run"
+    arn = ports.orchestrator.start(machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1)
+    ports.runs.set_execution(run_id, arn)
+    return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
+
+
+def _advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000,
+             tally: ToolTally | None = None) -> dict[str, Any]:
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return _halt(run_id, rec)
@@ -528,7 +619,8 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     ctx.tally = tally
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
         return copy_prefix(ports, ctx)
-    state = load_state(ports, rec)
+    state = load_state(ports, rec, ctx.wf)
+    inputs = rec.data.get("inputs")
     # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
     ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1
     began = ports.clock.now_ms()
@@ -536,11 +628,21 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
     next_seq = rec.last_seq + 1
     wrote = 0
 
-    def flush() -> None:
-        nonlocal buffer, next_seq, wrote
+    deferred = False  # a large state was not stored by an append of this task: the task's last write stores it
+
+    def flush(final: bool = True) -> None:
+        nonlocal buffer, next_seq, wrote, deferred
         if not buffer:
+            if final and deferred:
+                ports.events.append_events(run_id, next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at,
+                                           run_updates=_state_updates(ports, run_id, state, next_seq - 1, inputs))
+                deferred = False
             return
-        updates = _state_updates(ports, run_id, state, buffer[-1]["sequence"])
+        if not final and deferred:
+            updates = {}  # large once in this task: no need to measure it again before the task's last append
+        else:
+            updates = _state_updates(ports, run_id, state, buffer[-1]["sequence"], inputs, defer_large=not final)
+        deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
         if rec.started_at is None and state["status"] != "pending":
             updates["startedAt"] = next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED) \
@@ -566,7 +668,7 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                     st.apply(state, dev, ctx.wf)
                     buffer.append(dev)
                 if len(buffer) >= FLUSH_AT:
-                    flush()
+                    flush(final=False)
             if state["status"] in c.PARKED_STATUSES:  # an interrupt was requested: wait on a task token
                 flush()
                 return {"runId": run_id, "next": "park", "waitSeconds": 0}
@@ -574,7 +676,7 @@ def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 
                 flush()
                 return {"runId": run_id, "next": "done", "waitSeconds": 0}
             if step.wait_ms is not None:
-                flush()
+                flush(final=step.wait_ms > SHORT_WAIT_MS)
                 if step.wait_ms <= SHORT_WAIT_MS:
                     ports.clock.sleep(step.wait_ms / 1000)
                     fresh = ports.runs.get_run(run_id)  # a cancel, pause or erasure may have landed meanwhile
@@ -603,23 +705,26 @@ def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None,
     """The copy itself (workflow or eval child): ceil(N/25) BatchWriteItem requests, then one conditional update."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
-    state = load_state(ports, rec)
+    state = load_state(ports, rec, wf)
     copied: list[dict[str, Any]] = []
-    for page in ports.events.iter_events(str(fork["sourceRunId"]), rec.last_seq, from_seq - 1):
+    for page in ports.events.iter_events(str(fork["sourceRunId"]), rec.last_seq, from_seq - 1, limit=page_events):
         for src in page:
             ev = dict(src)
             ev["runId"] = rec.run_id
             ev["eventId"] = ports.ids.event_id(rec.run_id, int(src["sequence"]))
             copied.append(ev)
-        if len(copied) >= page_events:
-            break
-    if not copied:
-        raise EngineError("fork source prefix is gone")
+    want = min(from_seq - 1, rec.last_seq + page_events) - rec.last_seq
+    if [int(e["sequence"]) for e in copied] != list(range(rec.last_seq + 1, rec.last_seq + 1 + want)):
+        # Part of the prefix is gone (past retention or purged): the child fails as its index task would.
+        from shared.engine import forkindex
+
+        return forkindex.fail_expired(ports, rec, {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": from_seq,
+                                                   "boundary": max(0, want - len(copied))})
     for ev in copied:
         st.apply(state, ev, wf)
     ports.events.copy_events(rec.run_id, copied, rec.expires_at)
     last = int(copied[-1]["sequence"])
-    updates = _state_updates(ports, rec.run_id, state, last)
+    updates = _state_updates(ports, rec.run_id, state, last, rec.data.get("inputs"))
     updates["status"] = "running" if state["status"] != "pending" else "pending"
     try:
         ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)

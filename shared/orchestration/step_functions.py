@@ -13,9 +13,11 @@ class StepFunctionsOrchestrator:
         self._c = client
         self._machines = machines
 
-    def start(self, machine: str, run_id: str, payload: dict[str, Any]) -> str:
-        # Executions are always named (idempotent per run + purpose); '/' is not allowed in names.
-        name = (run_id.replace("/", "--") + "-" + machine)[:80]
+    def start(self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0) -> str:
+        # Executions are always named (idempotent per run + purpose + generation); '/' is not allowed in names.
+        # Generation n > 0 is the n-th continuation of a long run (continue-as-new): suffix ``-g<n>``, kept whole.
+        suffix = f"-g{generation}" if generation else ""
+        name = (run_id.replace("/", "--") + "-" + machine)[: 80 - len(suffix)] + suffix
         try:
             resp = self._c.start_execution(
                 stateMachineArn=self._machines[machine], name=name, input=json.dumps(payload)

@@ -71,7 +71,7 @@ def snapshot(rec: RunRecord, state: dict[str, Any] | None = None) -> dict[str, A
         snap["completedAt"] = rec.completed_at
     st = state if state is not None else (rec.state if rec.state and "$ref" not in rec.state else None)
     if st is not None:
-        snap["variables"] = st.get("variables", {})
+        snap["variables"] = (d.get("inputs") or {}) if st.get("variablesFromInputs") else st.get("variables", {})
         snap["channels"] = {}
         nodes = st.get("nodes") or {}
         if nodes:

@@ -30,6 +30,8 @@ from shared.services import suites
 from shared.services.common import Caller
 from shared.services.runs import Created, common_checks, start_run
 
+# The official EvalSuite schema's ``tasks.maxItems`` (trials <= 10): at most 2,000 task-trials per eval run. The
+# Distributed Map that runs them has no limit of its own (docs/decisions.md, "Scale").
 MAX_TASKS_PER_SUITE = 200
 FIXTURE_ERRORS = True  # agents.evalSuite.fixtureErrors: failed source calls become isError entries
 NO_DEFAULT_MODES = ("regression", "live-shadow")  # need a baseline / ignore fixtures: never implied

@@ -5,8 +5,9 @@ else byte-equal), folds them, and re-executes from ``fromSeq`` with the same eng
 the fork state machine. In ``replay`` mode every side-effecting node resolves the source's n-th
 recorded terminal outcome (or fails closed with ``replay_source_missing``), every agent tool call is
 served from the source's as-executed record (never live), and the EffectGuard denies any other
-effect. The outcome index is built here, once, from the whole source log, so the child never needs
-the source's effects again.
+effect. The outcome index is built by the fork execution's first task (``shared.engine.forkindex``), once,
+from the whole source log, so the request reads a constant amount and the child never needs the source's
+effects again.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from shared.errors import (
     RunGoneError,
     ValidationError,
 )
-from shared.keys import CHILD_PREFIX, EVAL_PLAN_SK, FORK_SOURCE_SK
+from shared.keys import CHILD_PREFIX, EVAL_PLAN_SK
 from shared.ports import Ports, RunRecord
-from shared.protocol import codes as c
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services.common import Caller, decode_path_run_id, links, own_run
 from shared.services.runs import Created, expires_at, new_run_id
@@ -62,33 +62,6 @@ def _from_seq(req: ForkRunRequest) -> int:
     return v
 
 
-def source_index(ports: Ports, src: RunRecord) -> tuple[dict[str, Any], int]:
-    """Index the source: per side-effecting node its terminal outcomes in order; its tool calls."""
-    outcomes: dict[str, list[dict[str, Any]]] = {}
-    resolutions: dict[str, list[dict[str, Any]]] = {}  # per node, its interrupt resolutions in order
-    count = 0
-    for page in ports.events.iter_events(src.run_id, -1):
-        for ev in page:
-            count += 1
-            if ev["type"] == c.INTERRUPT_RESOLVED and ev.get("nodeId"):
-                resolutions.setdefault(str(ev["nodeId"]), []).append(dict(ev.get("payload") or {}))
-            if ev["type"] in c.NODE_TERMINAL_OUTCOMES and ev.get("nodeId"):
-                p = ev.get("payload") or {}
-                o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
-                if ev["type"] == c.NODE_COMPLETED:
-                    o["outputs"] = p.get("outputs", {})
-                else:
-                    o["error"] = p.get("error")
-                outcomes.setdefault(str(ev["nodeId"]), []).append(o)
-    calls = []
-    for r in ports.tool_calls.list_calls(src.run_id):
-        index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
-        calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
-                      "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
-                      "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport")})
-    return {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}, count
-
-
 def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest) -> Created:
     src = _visible_source(ports, caller, wire_run_id)
     from_seq = _from_seq(req)
@@ -97,11 +70,12 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         raise ValidationError("A replay fork takes no runOptionsOverlay.")
     if from_seq > src.last_seq:
         raise ForkPointInvalidError()
-    index, held = source_index(ports, src)
-    if held != src.last_seq + 1:
-        # Part of the history the fork needs is gone (past retention or erased).
+    # The request reads a constant amount: the log's first event (a history purged from its start is 410 here);
+    # the fork's first task reads the whole log, indexes it and fails the child run_expired on any other hole.
+    first = ports.events.read_page(src.run_id, -1, 1)
+    if not first or int(first[0]["sequence"]) != 0:
         raise RunExpiredError(details={"sourceRunId": src.run_id, "fromSeq": from_seq,
-                                       "boundary": max(0, src.last_seq + 1 - held)})
+                                       "boundary": int(first[0]["sequence"]) if first else src.last_seq + 1})
     child_plan: dict[str, Any] | None = None
     if src.kind == "eval":
         from shared.engine import evalrun
@@ -111,11 +85,14 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         # The child re-reads the source's stored copies; it owns none (so erasing it never deletes them).
         child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items()
                       if k not in ("suiteBlob", "derivedKeys")}
-    data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId")}
+    data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId",
+                                                                          "definitionPinned")}
     if src.kind == "workflow":
         current = runner.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
-        if current is not None:
-            data["definition"] = current  # replay proves *current* code reproduces the history
+        # replay proves *current* code reproduces the history; without a registration, the source's pinned one
+        pinned = current if current is not None else runner.pinned_definition(ports, src)
+        if pinned is not None:
+            data["definition"] = pinned
     if req.mode == "branch" and overlay is not None:
         if overlay.tags is not None:
             data["tags"] = overlay.tags
@@ -150,12 +127,6 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
                 ports.blobs.put_json(key, child_plan.pop("suite"))
                 child_plan["suiteBlob"] = key
             ports.runs.put_aux(run_id, EVAL_PLAN_SK, child_plan, exp)
-        if len(json.dumps(index)) > INLINE_SOURCE_LIMIT:
-            key = f"runs/{run_id}/fork-source.json"
-            ports.blobs.put_json(key, index)
-            ports.runs.put_aux(run_id, FORK_SOURCE_SK, {"blob": key}, exp)
-        else:
-            ports.runs.put_aux(run_id, FORK_SOURCE_SK, index, exp)
         arn = ports.orchestrator.start("fork", run_id, {"runId": run_id})
         ports.runs.set_execution(run_id, arn)
     except Exception:

@@ -40,7 +40,7 @@ def transition(ports: Ports, rec: RunRecord, event_type: str, payload: dict[str,
     st = runner.load_state(ports, rec)
     ev = runner.make_event(ports, rec.run_id, rec.last_seq + 1, event_type, payload, node_id)
     state.apply(st, ev, None)
-    updates = runner.state_updates(ports, rec.run_id, st, rec.last_seq + 1)
+    updates = runner.state_updates(ports, rec, st, rec.last_seq + 1)
     updates["status"] = status
     ports.events.append_events(rec.run_id, rec.last_seq + 1, [ev], run_updates=updates,
                                require_status=allowed_from, expires_at=rec.expires_at)

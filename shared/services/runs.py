@@ -146,7 +146,9 @@ def get_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
 
 
 def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
-    state = _runner().load_state(ports, rec) if rec.state and "$ref" in rec.state else None
+    runner = _runner()
+    state = runner.load_state(ports, rec) if rec.state and ("$ref" in rec.state or runner.state_behind(rec)) \
+        else None
     return snapshot(rec, state)
 
 
@@ -242,7 +244,8 @@ def finish_cancel(ports: Ports, run_id: str) -> None:
             apply(state, ev, None)
         try:
             ports.events.append_events(run_id, seq, evs, run_updates={
-                "status": "cancelled", "completedAt": evs[-1]["timestamp"], "state": state},
+                "status": "cancelled", "completedAt": evs[-1]["timestamp"],
+                **_runner().state_updates(ports, rec, state, seq + len(evs) - 1)},
                 require_status=("cancelling",), expires_at=rec.expires_at)
             return
         except ConflictError:

@@ -80,7 +80,7 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
     suite = validate_suite(doc)
     sk = ref_for(suite)
     body = {"suiteId": suite["suiteId"], "version": suite["version"], "evalSuiteRef": sk}
-    if ports.host.put_item(suite_pk(tenant), sk, suite, if_absent=True):
+    if ports.host.put_item(suite_pk(tenant), sk, suite, if_absent=True, compress=True):
         return 201, body
     existing = ports.host.get_item(suite_pk(tenant), sk)
     if existing is not None and same_json(existing, suite):

@@ -152,7 +152,7 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
     body = {"workflowId": wid, "version": version, "name": doc["name"]}
     if ports.host.get_item(_pk(GLOBAL), wid) is not None:
         raise VersionConflictError("The workflowId names a host fixture, which cannot be registered over.")
-    if not ports.host.put_item(_versions_pk(tenant), f"{wid}#{version}", doc, if_absent=True):
+    if not ports.host.put_item(_versions_pk(tenant), f"{wid}#{version}", doc, if_absent=True, compress=True):
         existing = ports.host.get_item(_versions_pk(tenant), f"{wid}#{version}")
         if existing is not None and same_json(existing, doc):
             if ports.host.get_item(_index_pk(tenant), _index_sk(wid)) is None:  # a first attempt stopped half-way
@@ -165,7 +165,7 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
 
 def _publish(ports: Ports, tenant: str, doc: dict[str, Any], body: dict[str, Any]) -> None:
     """Make ``doc`` the current definition and list it (last registered wins)."""
-    ports.host.put_item(_pk(tenant), body["workflowId"], doc)
+    ports.host.put_item(_pk(tenant), body["workflowId"], doc, compress=True)
     ports.host.put_item(_index_pk(tenant), _index_sk(body["workflowId"]), {**body, "registeredAt": ports.clock.iso()})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
@@ -108,7 +109,22 @@ class DynamoRunStore:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
 
     def create_run(self, record: RunRecord) -> None:
-        data = _dump(record.data)
+        facts = dict(record.data)
+        definition = facts.pop("definition", None)
+        extra: list[dict[str, Any]] = []
+        if definition is not None:
+            # The pinned definition is written once beside the run item (same transaction), never with it: the run
+            # item is rewritten by every append, and a definition can be ~1 MB (DEFINITION_SK in shared/keys.py).
+            facts["definitionPinned"] = True
+            doc = _dump(definition)
+            aux: dict[str, Any] = {"pk": record.run_id, "sk": schema.DEFINITION_SK, schema.TTL_ATTRIBUTE: record.expires_at}
+            if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
+                self._blobs.put_json(schema.run_definition_key(record.run_id), definition)
+                aux["blob"] = schema.run_definition_key(record.run_id)
+            else:
+                aux["doc"] = doc
+            extra.append({"Put": {"TableName": self._t, "Item": to_item(aux)}})
+        data = _dump(facts)
         item: dict[str, Any] = {
             "pk": record.run_id,
             "sk": schema.RUN_SK,
@@ -128,7 +144,7 @@ class DynamoRunStore:
             # state snapshot within DynamoDB's 400 KB; erasure reaches the object through the run's prefix.
             del item["data"]
             item["dataRef"] = schema.run_data_key(record.run_id)
-            self._blobs.put_json(schema.run_data_key(record.run_id), record.data)
+            self._blobs.put_json(schema.run_data_key(record.run_id), facts)
         try:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
@@ -136,11 +152,12 @@ class DynamoRunStore:
                 {"ConditionCheck": {"TableName": self._t,
                                     "Key": to_item({"pk": record.run_id, "sk": schema.TOMBSTONE_SK}),
                                     "ConditionExpression": "attribute_not_exists(pk)"}},
+                *extra,
             ])
         except ClientError as exc:
             _refuse_too_large(exc)
             if _code(exc) == "TransactionCanceledException":
-                if _reasons(exc)[1:] == ["ConditionalCheckFailed"]:
+                if _reasons(exc)[1:2] == ["ConditionalCheckFailed"]:
                     self._blobs.delete_prefix(schema.run_prefix(record.run_id))
                     raise RunGoneError(record.run_id) from exc
                 raise ConflictError("run exists") from exc
@@ -264,6 +281,19 @@ class DynamoRunStore:
             if _code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
+
+    def get_definition(self, run_id: str) -> dict[str, Any] | None:
+        """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.DEFINITION_SK}),
+                                ConsistentRead=True)
+        if "Item" not in resp:
+            return None
+        it = from_item(resp["Item"])
+        if "blob" in it:
+            got = self._blobs.get_json(str(it["blob"]))
+            return dict(got) if isinstance(got, dict) else None
+        doc: dict[str, Any] = json.loads(it["doc"])
+        return doc
 
     def set_progress(self, run_id: str, expected_last_seq: int, new_last_seq: int, updates: dict[str, Any]) -> None:
         """Move lastSeq forward after a bulk copy (a fork's prefix), conditioned on where it was."""
@@ -538,9 +568,13 @@ class DynamoEventStore:
             raise RunGoneError(str(it.get("runId")))
         return dict(got)
 
-    def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None) -> Iterator[list[dict[str, Any]]]:
-        """Pages of events with ``after_seq < seq <= upto_seq``: one Query per 1 MB page."""
+    def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *,
+                    limit: int | None = None) -> Iterator[list[dict[str, Any]]]:
+        """Pages of events with ``after_seq < seq <= upto_seq``: one Query per 1 MB page; with ``limit``, at most that
+        many events in all (the Query's ``Limit``, so no more is read than is used)."""
         if upto_seq is not None and upto_seq <= after_seq:
+            return
+        if limit is not None and limit < 1:
             return
         key_cond = "runId = :r AND seq > :a"
         values: dict[str, Any] = {":r": {"S": run_id}, ":a": {"N": str(after_seq)}}
@@ -553,11 +587,18 @@ class DynamoEventStore:
             "ExpressionAttributeValues": values,
             "ConsistentRead": True,
         }
+        left = limit
         while True:
+            if left is not None:
+                kwargs["Limit"] = left
             resp = self._c.query(**kwargs)
             page = [self._doc(i) for i in resp.get("Items", [])]
             if page:
                 yield page
+            if left is not None:
+                left -= len(page)
+                if left <= 0:
+                    return
             if not resp.get("LastEvaluatedKey"):
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -570,9 +611,9 @@ class DynamoEventStore:
                 return out[:limit]
         return out
 
-    def read_page(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
-        """At most one Query (one 1 MB page) of events after ``after_seq``."""
-        for page in self.iter_events(run_id, after_seq):
+    def read_page(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]:
+        """At most one Query (one 1 MB page, at most ``limit`` events) of events after ``after_seq``."""
+        for page in self.iter_events(run_id, after_seq, limit=limit):
             return page
         return []
 
@@ -682,6 +723,27 @@ class DynamoToolCallStore:
         return query_keys(self._c, self._t, "runId", run_id, "runId, callKey")
 
 
+def _host_attr(value: dict[str, Any], compress: bool) -> tuple[str, dict[str, Any]]:
+    """How a host-table document is stored: JSON text in ``doc``, or zlib-compressed JSON in ``docz`` when large
+    and the caller allows it (workflow definitions, read whole by the engine only)."""
+    doc = _dump(value)
+    raw = doc.encode("utf-8")
+    if not compress or len(raw) <= schema.MAX_INLINE_BYTES:
+        return "doc", {"S": doc}
+    return "docz", {"B": zlib.compress(raw, 6)}
+
+
+def _host_doc(it: dict[str, Any]) -> dict[str, Any]:
+    if "doc" in it:
+        doc: dict[str, Any] = json.loads(it["doc"])
+        return doc
+    if "docz" in it:
+        z = it["docz"]
+        out: dict[str, Any] = json.loads(zlib.decompress(bytes(getattr(z, "value", z))).decode("utf-8"))
+        return out
+    return it
+
+
 class DynamoHostStore:
     def __init__(self, client: Any, table: str, runs_table: str) -> None:
         self._c = client
@@ -692,23 +754,27 @@ class DynamoHostStore:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ConsistentRead=True)
         if "Item" not in resp:
             return None
-        it = from_item(resp["Item"])
-        doc: dict[str, Any] = json.loads(it["doc"]) if "doc" in it else it
-        return doc
+        return _host_doc(from_item(resp["Item"]))
 
     def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False,
-                 if_equals: dict[str, Any] | None = None, expires_at: int = 0) -> bool:
+                 if_equals: dict[str, Any] | None = None, expires_at: int = 0, compress: bool = False) -> bool:
         """Put; optionally only if absent, or only if the stored document still equals ``if_equals`` (CAS).
-        ``expires_at`` (epoch seconds) sets the item's TTL."""
-        item: dict[str, Any] = {"pk": pk, "sk": sk, "doc": _dump(value)}
+        ``expires_at`` (epoch seconds) sets the item's TTL.
+
+        With ``compress``, a document over ``MAX_INLINE_BYTES`` (a 10,000-node workflow definition) is stored
+        zlib-compressed in the binary attribute ``docz``; one that is still too large is refused
+        (``ItemTooLargeError``, a 413)."""
+        name, attr = _host_attr(value, compress)
+        item: dict[str, Any] = {**to_item({"pk": pk, "sk": sk}), name: attr}
         if expires_at:
-            item[schema.TTL_ATTRIBUTE] = expires_at
-        kwargs: dict[str, Any] = {"TableName": self._t, "Item": to_item(item)}
+            item.update(to_item({schema.TTL_ATTRIBUTE: expires_at}))
+        kwargs: dict[str, Any] = {"TableName": self._t, "Item": item}
         if if_absent:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
         elif if_equals is not None:
-            kwargs["ConditionExpression"] = "doc = :old"
-            kwargs["ExpressionAttributeValues"] = {":old": {"S": _dump(if_equals)}}
+            old_name, old_attr = _host_attr(if_equals, compress)
+            kwargs["ConditionExpression"] = f"{old_name} = :old"
+            kwargs["ExpressionAttributeValues"] = {":old": old_attr}
         try:
             self._c.put_item(**kwargs)
             return True
@@ -725,7 +791,7 @@ class DynamoHostStore:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):
                 it = from_item(raw)
-                out.append((it["sk"], json.loads(it["doc"]) if "doc" in it else it))
+                out.append((it["sk"], _host_doc(it)))
             if not resp.get("LastEvaluatedKey"):
                 return out
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]

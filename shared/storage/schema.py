@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, services and CDK
+    DEFINITION_SK,
     EVAL_PLAN_SK,
     FORK_SOURCE_SK,
     RUN_SK,
@@ -32,6 +33,14 @@ MAX_EVENTS_PER_TRANSACTION = 99
 
 def run_data_key(run_id: str) -> str:
     return f"runs/{run_id}/data.json"
+
+
+def run_definition_key(run_id: str) -> str:
+    return f"runs/{run_id}/definition.json"
+
+
+def run_state_key(run_id: str, seq: int) -> str:
+    return f"runs/{run_id}/state/{seq:012d}.json"
 
 
 def large_event_key(run_id: str, seq: int) -> str:

@@ -59,6 +59,7 @@ def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host
     # its replay fork, a branch fork that re-ran the effect, and a fork of the fork (each with an Idempotency-Key)
     replay = _post(host, f"/runs/{project_id(source)}:fork", {"mode": "replay", "fromSeq": 0})["runId"]
     branch = _post(host, f"/runs/{project_id(source)}:fork", {"mode": "branch", "fromSeq": 10})["runId"]
+    wait_terminal(client, replay)  # its log must reach the fork point (a fork request no longer waits on a log read)
     grandchild = _post(host, f"/runs/{project_id(replay)}:fork", {"mode": "replay", "fromSeq": 1})["runId"]
     for run_id in (replay, branch, grandchild):
         wait_terminal(client, run_id)

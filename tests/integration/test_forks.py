@@ -201,6 +201,66 @@ def test_fork_of_a_purged_history_is_410_run_expired(host):
     assert r.json["details"]["sourceRunId"] == src.runId and r.json["details"]["fromSeq"] == 2
 
 
+def test_a_hole_in_the_history_fails_the_fork_run_expired_in_its_first_task(host):
+    # Given a source whose log lost an event in the middle (the request reads only the first event)
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    wait_terminal(client, src.runId)
+    ev = _ports().events
+    ev._c.delete_item(TableName=ev._t, Key={"runId": {"S": src.runId}, "seq": {"N": "3"}})
+    # When it is forked, the request answers at once (it no longer reads the whole log)
+    r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "replay", "fromSeq": 2},
+            key=host.key_a)
+    assert r.status == 201, r.text
+    # Then the fork's first task finds the hole and fails the child with the spec's code, before copying anything
+    snap = wait_terminal(client, r.json["runId"])
+    assert snap.status == "failed" and snap.error.code == "run_expired"
+    got = raw(host.base_url, "GET", f"/runs/{_wire(r.json['runId'])}", key=host.key_a).json
+    assert got["error"]["details"] == {"sourceRunId": src.runId, "fromSeq": 2, "boundary": 1}
+    assert types_of(all_events(client, r.json["runId"])) == [("run.failed", None)]
+
+
+def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
+    from shared.keys import FORK_SOURCE_SK
+
+    # Given a source whose log lost event 3
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    wait_terminal(client, src.runId)
+    ev = _ports().events
+    ev._c.delete_item(TableName=ev._t, Key={"runId": {"S": src.runId}, "seq": {"N": "3"}})
+
+    def branch(from_seq: int) -> str:
+        r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "branch", "fromSeq": from_seq},
+                key=host.key_a)
+        assert r.status == 201, r.text
+        return str(r.json["runId"])
+
+    # When a branch copies a prefix that holds the hole, it fails run_expired; one whose prefix ends before it runs
+    gone, whole = branch(5), branch(3)
+    assert wait_terminal(client, gone).status == "failed"
+    got = raw(host.base_url, "GET", f"/runs/{_wire(gone)}", key=host.key_a).json
+    assert got["error"]["code"] == "run_expired" and got["error"]["details"]["boundary"] == 1
+    assert wait_terminal(client, whole).status == "completed"
+    # and neither stored an index (a workflow branch resolves nothing from its source)
+    assert _ports().runs.get_aux(whole, FORK_SOURCE_SK) == {}
+
+
+def test_the_fork_index_holds_only_what_replay_needs(host):
+    from shared.keys import FORK_SOURCE_SK
+
+    # Given a completed run with a noop, a hold and a side-effecting node
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 10}))
+    assert wait_terminal(client, src.runId).status == "completed"
+    # When it is replayed
+    fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert wait_terminal(client, fork.runId).status == "completed"
+    # Then the index its first task stored names the side-effecting node's outcome and nothing else
+    index = _ports().runs.get_aux(fork.runId, FORK_SOURCE_SK)
+    assert list(index["outcomes"]) == ["effect"] and index["calls"] == [] and index["resolutions"] == {}
+
+
 def test_diff_names_the_first_divergence(host):
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 6000}))

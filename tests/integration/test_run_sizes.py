@@ -47,8 +47,13 @@ def test_large_metadata_on_a_fork_is_stored(host):
 
 
 def test_an_eval_suite_too_large_to_store_is_413_not_500(host):
-    # Given a schema-valid suite of ~700 KB (the body limit is 1 MB; a suite item must fit in 400 KB)
-    task = {"taskId": "t", "input": {"calls": [], "answer": "a" * 700_000},
+    # Given a schema-valid suite of ~700 KB that does not compress below 400 KB (random text: the body limit is 1 MB;
+    # a suite item, compressed, must fit in 400 KB)
+    import base64
+    import random
+
+    noise = base64.b64encode(random.Random(15).randbytes(525_000)).decode()
+    task = {"taskId": "t", "input": {"calls": [], "answer": noise},
             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}}}
     doc = {"suiteId": "tests.local.evals." + unique("big").replace("-", ""), "version": "1.0.0", "modes": ["golden"], "tasks": [task]}
     r = raw(host.base_url, "POST", "/host/openwop-serverless/eval-suites", doc, key=host.key_a)

@@ -1,0 +1,129 @@
+"""A fork's index of its source, built by the first task of the fork's execution (never inside the request).
+
+What a fork re-executes needs from its source, and only that (docs/decisions.md, "Replay and fork at scale"):
+
+- per side-effecting node of the child's definition, its terminal outcomes in order (a replay resolves the n-th
+  execution from the n-th outcome);
+- per approval gate, its interrupt resolutions in order (a replay never asks again);
+- the source's as-executed tool calls (a replay serves each from the record; a branch of an eval run serves the
+  prefix's).
+
+The index is written once under the child (``FORKSOURCE``, S3 when large) and is immutable: a task reads it
+once, and a warm container keeps the last one it read.
+
+Reading the whole source log also proves it is whole: if events are missing (past retention, or purged), the
+child fails ``run_expired`` with ``{sourceRunId, fromSeq, boundary}`` (the request refuses the common case, a
+missing first event, with ``410`` at once).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.engine.registry import NODE_TYPES
+from shared.errors import ConflictError, RunGoneError
+from shared.keys import FORK_SOURCE_SK
+from shared.ports import WRITABLE, Ports, RunRecord
+from shared.protocol import codes as c
+
+INLINE_INDEX_LIMIT = 300_000
+
+_cache: dict[str, dict[str, Any]] = {}  # child run id -> its index (immutable once written); one entry
+
+
+def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None) -> tuple[dict[str, Any], int]:
+    """Index the source up to its ``lastSeq``; return the index and how many events were found.
+
+    ``side_effect_nodes``: the nodes whose outcomes a replay resolves (None: none, an eval run's fork)."""
+    outcomes: dict[str, list[dict[str, Any]]] = {}
+    resolutions: dict[str, list[dict[str, Any]]] = {}
+    count = 0
+    for page in ports.events.iter_events(src.run_id, -1, src.last_seq):
+        for ev in page:
+            count += 1
+            nid = ev.get("nodeId")
+            if not nid:
+                continue
+            if ev["type"] == c.INTERRUPT_RESOLVED:
+                resolutions.setdefault(str(nid), []).append(dict(ev.get("payload") or {}))
+            elif ev["type"] in c.NODE_TERMINAL_OUTCOMES and side_effect_nodes and nid in side_effect_nodes:
+                p = ev.get("payload") or {}
+                o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
+                if ev["type"] == c.NODE_COMPLETED:
+                    o["outputs"] = p.get("outputs", {})
+                else:
+                    o["error"] = p.get("error")
+                outcomes.setdefault(str(nid), []).append(o)
+    calls = []
+    for r in ports.tool_calls.list_calls(src.run_id):
+        index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
+        calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
+                      "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
+                      "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport")})
+    return {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}, count
+
+
+def load(ports: Ports, run_id: str) -> dict[str, Any]:
+    """The child's index: one read per container (it never changes once written)."""
+    if run_id in _cache:
+        return _cache[run_id]
+    got = ports.runs.get_aux(run_id, FORK_SOURCE_SK)
+    if got is not None and "blob" in got:
+        got = ports.blobs.get_json(str(got["blob"]))
+    if got is None:
+        return {}
+    _cache.clear()
+    _cache[run_id] = dict(got)
+    return _cache[run_id]
+
+
+def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
+    """The fork execution's first task: build and store the index (idempotent), or fail the child if the source's
+    history is no longer whole. Answers like ``advance``: ``continue`` (go on to Advance) or ``done``."""
+    from shared.engine import runner
+
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return runner.halt(run_id, rec)
+    if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
+        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    fork = rec.data["fork"]
+    if rec.kind == "workflow" and fork.get("mode") == "branch":
+        # A workflow branch re-executes live after its prefix and resolves nothing from the source: it needs no
+        # index, so it reads nothing here (its prefix copy checks the prefix is whole).
+        ports.runs.put_aux(run_id, FORK_SOURCE_SK, {}, rec.expires_at)
+        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    src = ports.runs.get_run(str(fork["sourceRunId"]))
+    side: set[str] | None = None
+    if rec.kind == "workflow":
+        wf = runner.run_workflow(ports, rec)
+        side = {n for n in wf.node_ids if NODE_TYPES[wf.nodes[n]["typeId"]].role == "side-effect"}
+    index, held = build(ports, src, side) if src is not None else ({}, 0)
+    expected = (src.last_seq + 1) if src is not None else 1
+    if held != expected:
+        details = {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": int(fork["fromSeq"]),
+                   "boundary": max(0, expected - held)}
+        return fail_expired(ports, rec, details)
+    if len(json.dumps(index, separators=(",", ":"))) > INLINE_INDEX_LIMIT:
+        key = f"runs/{run_id}/fork-source.json"
+        ports.blobs.put_json(key, index)
+        ports.runs.put_aux(run_id, FORK_SOURCE_SK, {"blob": key}, rec.expires_at)
+    else:
+        ports.runs.put_aux(run_id, FORK_SOURCE_SK, index, rec.expires_at)
+    return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+
+
+def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[str, Any]:
+    """The source's history is gone: the child fails ``run_expired`` (its first and only events)."""
+    from shared.engine import runner
+
+    error = {"code": c.RUN_EXPIRED, "message": "part of the source run's history is gone", "details": details}
+    ev = runner.make_event(ports, rec.run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": error}, None)
+    try:
+        ports.events.append_events(rec.run_id, rec.last_seq + 1, [ev],
+                                   run_updates={"status": "failed", "completedAt": ev["timestamp"], "error": error},
+                                   require_status=WRITABLE, expires_at=rec.expires_at)
+    except (ConflictError, RunGoneError):
+        pass
+    return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
