@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
@@ -54,3 +56,39 @@ def ports() -> Any:
     from shared.wiring import get_ports
 
     return get_ports()
+
+
+@contextmanager
+def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
+    """``openwop-serverless serve`` on a free port in a subprocess (as ``make serve`` runs it), yielding the
+    environment its printed ``export ...`` line gives a newcomer's shell; stopped on exit."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
+    env["PYTHONPATH"] = str(root)
+    errors = (Path(tmp_path) / "serve.stderr").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", "--port", "0"], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=errors, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True).start()
+    try:
+        eventually(lambda: any("Ctrl-C" in line for line in lines), timeout=60)
+        exports = next(line for line in lines if line.startswith("export "))
+        tour_env = dict(env)
+        for pair in exports.split()[1:]:
+            name, _, value = pair.partition("=")
+            tour_env[name] = value
+        yield tour_env
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        errors.close()

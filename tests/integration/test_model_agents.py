@@ -56,6 +56,26 @@ def agent_workflow(host: Any, agent_id: str, version: str | None = None) -> str:
     return wid
 
 
+TICKETS = {"login": "Customer c-1 cannot log in.", "billing": "Customer c-2 was billed twice."}
+
+
+def record_production(host: Any, agent_id: str, version: str = "1.0.0") -> dict[str, str]:
+    """A workflow running ``agent_id@version`` on its ``ticket`` input, run once per ticket of ``TICKETS``: the
+    "production" runs (taskId -> runId), each completed."""
+    n = node("agent", "core.agent", inputs={"input": {"type": "variable", "variableName": "ticket"}})
+    n["agent"] = {"agentId": agent_id, "version": version}
+    wid = f"wf-{uuid.uuid4().hex[:10]}"
+    doc = definition(wid, [n], variables=[{"name": "ticket", "type": "string", "required": True}])
+    assert raw(host.base_url, "POST", f"{BASE}/workflows", doc, key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    runs = {}
+    for task, ticket in TICKETS.items():
+        run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"ticket": ticket}))
+        assert wait_terminal(client, run.runId).status == "completed"
+        runs[task] = str(run.runId)
+    return runs
+
+
 def test_register_versions_and_the_inventory(host, server):
     _, url = server
     org = _org()
@@ -245,18 +265,9 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     for body in (v1, v2):
         assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
 
-    n = node("agent", "core.agent", inputs={"input": {"type": "variable", "variableName": "ticket"}})
-    n["agent"] = {"agentId": agent_id, "version": "1.0.0"}
-    wid = f"wf-{uuid.uuid4().hex[:10]}"
-    doc = definition(wid, [n], variables=[{"name": "ticket", "type": "string", "required": True}])
-    assert raw(host.base_url, "POST", f"{BASE}/workflows", doc, key=host.key_a).status == 201
     client = host.client(host.key_a)
-    tickets = {"login": "Customer c-1 cannot log in.", "billing": "Customer c-2 was billed twice."}
-    production = {}
-    for task, ticket in tickets.items():
-        run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"ticket": ticket}))
-        assert wait_terminal(client, run.runId).status == "completed"
-        production[task] = run.runId
+    tickets = TICKETS
+    production = record_production(host, agent_id)
     hits = srv.count("/crm/lookup")
 
     suite_id = f"tests.{org}.evals.support"
@@ -361,18 +372,8 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
         body = agent_body(agent_id, version, tool_id, [])
         body["model"]["mockProvider"] = cases(arg)
         assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
-    n = node("agent", "core.agent", inputs={"input": {"type": "variable", "variableName": "ticket"}})
-    n["agent"] = {"agentId": agent_id, "version": "1.0.0"}
-    wid = f"wf-{uuid.uuid4().hex[:10]}"
-    doc = definition(wid, [n], variables=[{"name": "ticket", "type": "string", "required": True}])
-    assert raw(host.base_url, "POST", f"{BASE}/workflows", doc, key=host.key_a).status == 201
-    client = host.client(host.key_a)
-    tickets = {"login": "Customer c-1 cannot log in.", "billing": "Customer c-2 was billed twice."}
-    prod = {}
-    for task, ticket in tickets.items():
-        run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"ticket": ticket}))
-        wait_terminal(client, run.runId)
-        prod[task] = run.runId
+    tickets = TICKETS
+    prod = record_production(host, agent_id)
     suite_id = f"tests.{org}.evals.cli"
     assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"],
                                         "targetAgentId": agent_id, "tasks": [

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from tests.helpers import eventually
+from tests.helpers import local_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,21 +28,7 @@ def _tour_blocks() -> list[tuple[str, str]]:
 def test_the_readme_tour_runs_as_written(tmp_path) -> None:
     blocks = _tour_blocks()
     assert [lang for lang, _ in blocks] == ["sh", "python", "sh"]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
-    env["PYTHONPATH"] = str(ROOT)
-    errors = (tmp_path / "serve.stderr").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=errors, text=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True).start()
-    try:
-        eventually(lambda: any("Ctrl-C" in line for line in lines), timeout=60)
-        exports = next(line for line in lines if line.startswith("export "))
-        tour_env = dict(env)
-        for pair in exports.split()[1:]:
-            name, _, value = pair.partition("=")
-            tour_env[name] = value
+    with local_serve(tmp_path) as tour_env:
         assert {"OPENWOP_BASE_URL", "OPENWOP_API_KEY", "DEMO_TOOLS_URL"} <= set(tour_env)
 
         # The shell tour: real tool calls, then a replay that calls nothing
@@ -83,7 +67,3 @@ def test_the_readme_tour_runs_as_written(tmp_path) -> None:
         junit = (tmp_path / "eval-junit.xml").read_text()
         assert junit.count("<testcase ") == 3 and "<failure" not in junit
         print(cli.stdout)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        errors.close()
