@@ -54,6 +54,8 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
     ContextSetting("judgeProvider", "JUDGE_PROVIDER", "text",
                    "the default rubric judge's provider when an eval names none; default none"),
     ContextSetting("judgeModel", "JUDGE_MODEL", "text", "the default rubric judge's model; default none"),
+    ContextSetting("executionMaxTasks", "EXECUTION_MAX_TASKS", "int",
+                   "Advance tasks per Step Functions execution before a run continues in a new one; default 1000"),
     ContextSetting("webhookRetryBaseSeconds", "WEBHOOK_RETRY_BASE_SECONDS", "int",
                    "first webhook retry delay, doubled per attempt; default the queue's visibility timeout"),
     ContextSetting("webhookRetryCapSeconds", "WEBHOOK_RETRY_CAP_SECONDS", "int",

@@ -724,7 +724,8 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
              "modelProviders": "bedrock, openai", "modelPrices": '{"m": {"input": 1, "output": 2}}',
              "openaiBaseUrl": "https://llm.example.com/v1", "modelCallAttempts": "2", "judgeProvider": "bedrock",
              "judgeModel": "judge-model", "webhookRetryBaseSeconds": "5", "webhookRetryCapSeconds": "60",
-             "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7"}
+             "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7",
+             "executionMaxTasks": "500"}
     expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
                 "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
                 "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
@@ -732,7 +733,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
                 "OPENAI_BASE_URL": "https://llm.example.com/v1", "MODEL_CALL_ATTEMPTS": "2",
                 "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model", "WEBHOOK_RETRY_BASE_SECONDS": "5",
                 "WEBHOOK_RETRY_CAP_SECONDS": "60", "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
-                "WEBHOOK_DEAD_LETTER_DAYS": "7"}
+                "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500"}
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
     _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
                           "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
