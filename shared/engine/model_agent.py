@@ -122,7 +122,6 @@ class ModelSession:
     tally: Any = None  # the task's ToolTally (model calls sent), when its handler counts them
     _log: dict[str, dict[int, dict[str, Any]]] | None = None
     _source: dict[tuple[str, int], dict[str, Any]] | None = None
-    calls_made: int = 0  # provider calls this session sent (not served)
     _tools: dict[str, Any] = field(default_factory=dict)
 
     def _read(self, run_id: str) -> list[dict[str, Any]]:
@@ -225,8 +224,6 @@ class ModelSession:
         return entry
 
     def _call(self, req: ModelRequest, order: str, turn: int, cred_ref: str | None) -> tuple[ModelReply, int]:
-        if self.ports.models is None:
-            raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "no model provider is configured")
         # The call goes out only if the run is writable at this instant (ConflictError otherwise).
         self.ports.runs.claim_effect(self.run_id, f"model#{order}#{turn:04d}",
                                      {"seam": f"model.{req.provider}", "at": self.ports.clock.iso()},
@@ -252,7 +249,6 @@ class ModelSession:
         raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "the model call failed")
 
     def _count(self, provider: str, status: str) -> None:
-        self.calls_made += 1
         if self.tally is not None:
             self.tally.add_model_call(provider, status)
 

@@ -44,10 +44,6 @@ def _refuse(message: str, errors: list[dict[str, str]]) -> ValidationError:
     return ValidationError(message, {"errors": errors[:10]})
 
 
-def _providers(ports: Ports) -> tuple[str, ...]:
-    return tuple(ports.models.names()) if ports.models is not None else ()
-
-
 def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where: str) -> None:
     """A provider this host runs, a credential the tenant owns, a mock configuration the mock accepts."""
     provider = model.get("provider")
@@ -56,13 +52,11 @@ def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where:
         if not ports.settings.mock_providers_allowed:
             raise MockProviderForbiddenError("Mock providers are not served by this deployment.")
         try:
-            if ports.models is None:
-                raise ModelProviderError(c.VALIDATION_ERROR, "no model providers")
             ports.models.check_mock(mock or {"id": "stream-text"})
         except ModelProviderError as exc:
             raise _refuse("The mock provider configuration is not valid.",
                           [{"path": f"{where}/mockProvider", "keyword": "mockProvider"}]) from exc
-    if provider is not None and provider not in _providers(ports):
+    if provider is not None and provider not in ports.models.names():
         raise _refuse("The model provider is not one this host runs.", [{"path": f"{where}/provider",
                                                                          "keyword": "enum"}])
     ref = model.get("credentialRef")
@@ -205,10 +199,7 @@ def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, A
     if version is not None and not isinstance(version, str):
         raise _refuse("agentVersion is a string.", [{"path": f"/configurable/extensions/{EXTENSION}/agentVersion",
                                                      "keyword": "type"}])
-    got = pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
-    if version is not None and got is None:
-        raise _refuse("The agent has no such version.", [{"path": "/agentId", "keyword": "version"}])
-    return got
+    return pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
 
 
 def eval_judge(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared import keys
-from shared.errors import NotFoundError, ProtocolError, ValidationError
+from shared.errors import NotFoundError, ProtocolError, RunGoneError, ValidationError
 from shared.ports import Ports
 from shared.protocol import codes as c
 from shared.protocol.agents import semver_key
@@ -87,7 +87,7 @@ def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id
         raise EvalGateUnmetError()
     try:
         plan = evalrun.load_plan(ports, rec.run_id)
-    except Exception as exc:
+    except RunGoneError as exc:  # erased meanwhile
         raise EvalGateUnmetError() from exc
     summary = rec.summary
     regression = summary.get("regression") or {}
@@ -116,9 +116,7 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
         if target is None or target not in CHAIN or not (
                 resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state))):
             raise ValidationError(f"A {state} version cannot be promoted to {target or 'a later state'}.")
-        if target in GATED and not resume:
-            rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
-        elif body.evalRunId is not None:
+        if (target in GATED and not resume) or body.evalRunId is not None:  # named evidence is always checked
             rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
         rec["state"] = target
         if target == "active":
