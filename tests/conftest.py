@@ -86,3 +86,15 @@ def server() -> Iterator[tuple[Any, str]]:
     url = s.start()
     yield s, url
     s.stop()
+
+
+@pytest.fixture()
+def timer() -> Iterator[Any]:
+    """The API-key cache on a hand-moved clock (``tests.helpers.FakeTimer``); reset afterwards."""
+    from shared.services import auth
+    from tests.helpers import FakeTimer
+
+    fake = FakeTimer()
+    auth.reset_cache(timer=fake)
+    yield fake
+    auth.reset_cache()

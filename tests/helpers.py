@@ -92,3 +92,13 @@ def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
         except subprocess.TimeoutExpired:
             proc.kill()
         errors.close()
+
+
+class FakeTimer:
+    """A monotonic clock a test moves by hand (``timer.now += 61``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,29 +16,11 @@ from tests.helpers import unique
 from tests.wire import raw
 
 
-class FakeTimer:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture()
 def ports(host):
     from shared.wiring import get_ports
 
     return get_ports()
-
-
-@pytest.fixture()
-def timer() -> Iterator[FakeTimer]:
-    from shared.services import auth
-
-    fake = FakeTimer()
-    auth.reset_cache(timer=fake)
-    yield fake
-    auth.reset_cache()
 
 
 def _cli(host, capsys, *argv: str) -> str:

@@ -14,14 +14,6 @@ from shared.errors import UnauthenticatedError
 from tests.helpers import unique
 
 
-class FakeTimer:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class GetItemCounter:
     """Counts GetItem requests on a client; with ``answer_absent`` it answers them itself with DynamoDB's reply for
     a key that does not exist (as it would for random keys), so a 10,000-key flood does not take a minute."""
@@ -49,16 +41,6 @@ def ports(local_aws):
     from shared.wiring import get_ports
 
     return get_ports()
-
-
-@pytest.fixture()
-def timer() -> Iterator[FakeTimer]:
-    from shared.services import auth
-
-    fake = FakeTimer()
-    auth.reset_cache(timer=fake)
-    yield fake
-    auth.reset_cache()
 
 
 @pytest.fixture()
