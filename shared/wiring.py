@@ -212,7 +212,7 @@ def build_ports(settings: Settings) -> Ports:
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
-        tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs),
+        tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table),
         host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
         blobs=blobs,
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),

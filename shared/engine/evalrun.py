@@ -303,30 +303,51 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
     raise EngineError("could not start the eval run")
 
 
-def store_trial(ports: Ports, rec: RunRecord, result: TrialResult) -> None:
+def store_trial(ports: Ports, rec: RunRecord, result: TrialResult, calls: list[ToolCallRecord] | None = None) -> None:
+    """Write the trial's TRIAL# item with the records of its calls that claimed no effect (``calls``), in one
+    transaction while the run is writable (usually the trial's only write); ``ConflictError`` when it is not."""
     doc = result.stored()
     sk = trial_sk(result.task_index, result.trial)
     if len(json.dumps(doc, separators=(",", ":"))) > INLINE_LIMIT:
         key = f"{keys.run_prefix(rec.run_id)}trials/{result.task_index:05d}-{result.trial:03d}.json"
         ports.blobs.put_json(key, doc)
         doc = {"blob": key}
-    ports.runs.put_aux(rec.run_id, sk, doc, rec.expires_at)
+    ports.tool_calls.put_calls(rec.run_id, list(calls or []), rec.expires_at, aux=(sk, doc))
+
+
+_runs: OrderedDict[str, RunRecord] = OrderedDict()  # eval run id -> its record as first read in this container
+
+
+def _eval_record(ports: Ports, run_id: str) -> RunRecord | None:
+    """The eval run as a trial needs it (tenant, expiry, configuration: fixed at create), read once per container;
+    whether it is still writable is checked by the trial's write, not by a read."""
+    if run_id in _runs:
+        return _runs[run_id]
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return None
+    _runs[run_id] = rec
+    while len(_runs) > _PLAN_CACHE_SIZE:
+        _runs.popitem(last=False)
+    return rec
 
 
 def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = None) -> dict[str, Any]:
-    """One Map iteration. Idempotent without a read of its own: a retried trial re-runs, every call it already
-    made returns its recorded outcome (write-once by call key), and the TRIAL# item is rewritten equal."""
+    """One Map iteration. Idempotent without a read of its own: a retried trial re-runs, every call that claimed an
+    effect returns its recorded outcome (write-once by call key), the others are decided again equal, and the
+    TRIAL# item is rewritten with them. A warm container reads the run once for all its trials."""
     run_id, task_index, trial = str(item["r"]), int(item["t"]), int(item["k"])
-    rec = ports.runs.get_run(run_id)
-    if rec is None or rec.status not in WRITABLE:
+    rec = _eval_record(ports, run_id)
+    if rec is None:
         return {"ok": True}  # cancelled or erased: nothing to do
     try:
         plan = load_plan(ports, run_id)
         tools = ToolRuntime(ports, run_id, rec.tenant, "live", rec.expires_at,
-                            int(ports.settings.run_tool_call_budget), tally=tally)
+                            int(ports.settings.run_tool_call_budget), tally=tally, deferred=[])
         result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
-        store_trial(ports, rec, result)
-    except RunGoneError:
+        store_trial(ports, rec, result, tools.deferred)
+    except (RunGoneError, ConflictError):  # cancelled, finished or erased meanwhile: the trial writes nothing
+        _runs.pop(run_id, None)
         return {"ok": True}
     except EvalRecordedFixturesGoneError:
         # A Distributed Map reports a failed iteration to its parent only as a tolerated-failure threshold

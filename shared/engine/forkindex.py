@@ -8,6 +8,11 @@ What a fork re-executes needs from its source, and only that (docs/decisions.md,
 - the source's as-executed tool calls (a replay serves each from the record; a branch of an eval run serves the
   prefix's).
 
+A replay also gets one 8-byte digest per source event (BLAKE2b of the canonical form of what it must reproduce:
+type, nodeId and payload without clock fields), in one S3 object read by range as the replay goes: comparing its
+events costs a few kilobytes per thousand events instead of a second read of the source log. Only at a mismatch
+is the source event itself read (once: a replay stops comparing after its first divergence).
+
 The index is written once under the child (``FORKSOURCE``, S3 when large) and is immutable: a task reads it
 once, and a warm container keeps the last one it read.
 
@@ -18,9 +23,11 @@ missing first event, with ``410`` at once).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
+from shared.engine.canonical import canonical_bytes
 from shared.engine.registry import NODE_TYPES
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import FORK_SOURCE_SK
@@ -28,20 +35,43 @@ from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 INLINE_INDEX_LIMIT = 300_000
+DIGEST_SIZE = 8  # bytes per source event; a collision (2^-64 per event) would hide one divergence
+DIGEST_PAGE = 4096  # digests per ranged read (32 KB)
 
 _cache: dict[str, dict[str, Any]] = {}  # child run id -> its index (immutable once written); one entry
 
 
-def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None) -> tuple[dict[str, Any], int]:
+def comparable(ev: dict[str, Any]) -> dict[str, Any]:
+    """What a replay must reproduce: type, nodeId and payload (clock and duration fields excluded)."""
+    p = ev.get("payload")
+    if isinstance(p, dict):
+        p = {k: v for k, v in p.items() if k not in ("durationMs",)}
+    return {"type": ev.get("type"), "nodeId": ev.get("nodeId"), "payload": p}
+
+
+def event_digest(ev: dict[str, Any]) -> bytes:
+    """The digest a replay compares its event with (the source's, stored by ``build``)."""
+    return hashlib.blake2b(canonical_bytes(comparable(ev)), digest_size=DIGEST_SIZE).digest()
+
+
+def digests_key(run_id: str) -> str:
+    return f"runs/{run_id}/fork-digests.bin"
+
+
+def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
+          digests: bytearray | None = None) -> tuple[dict[str, Any], int]:
     """Index the source up to its ``lastSeq``; return the index and how many events were found.
 
-    ``side_effect_nodes``: the nodes whose outcomes a replay resolves (None: none, an eval run's fork)."""
+    ``side_effect_nodes``: the nodes whose outcomes a replay resolves (None: none, an eval run's fork).
+    ``digests``: when given, each event's digest is appended to it, in sequence order."""
     outcomes: dict[str, list[dict[str, Any]]] = {}
     resolutions: dict[str, list[dict[str, Any]]] = {}
     count = 0
     for page in ports.events.iter_events(src.run_id, -1, src.last_seq):
         for ev in page:
             count += 1
+            if digests is not None:
+                digests += event_digest(ev)
             nid = ev.get("nodeId")
             if not nid:
                 continue
@@ -96,15 +126,20 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     src = ports.runs.get_run(str(fork["sourceRunId"]))
     side: set[str] | None = None
+    digests: bytearray | None = None
     if rec.kind == "workflow":
         wf = runner.run_workflow(ports, rec)
         side = {n for n in wf.node_ids if NODE_TYPES[wf.nodes[n]["typeId"]].role == "side-effect"}
-    index, held = build(ports, src, side) if src is not None else ({}, 0)
+        digests = bytearray() if fork.get("mode") == "replay" else None
+    index, held = build(ports, src, side, digests) if src is not None else ({}, 0)
     expected = (src.last_seq + 1) if src is not None else 1
     if held != expected:
         details = {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": int(fork["fromSeq"]),
                    "boundary": max(0, expected - held)}
         return fail_expired(ports, rec, details)
+    if digests is not None:
+        ports.blobs.put_bytes(digests_key(run_id), bytes(digests))
+        index["digests"] = {"key": digests_key(run_id), "events": held}
     if len(json.dumps(index, separators=(",", ":"))) > INLINE_INDEX_LIMIT:
         key = f"runs/{run_id}/fork-source.json"
         ports.blobs.put_json(key, index)

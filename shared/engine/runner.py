@@ -21,6 +21,7 @@ from shared.engine import state as st
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.canonical import same_json
 from shared.engine.dispatch import decode_body
+from shared.engine.forkindex import DIGEST_PAGE, DIGEST_SIZE, comparable, event_digest
 from shared.engine.model_agent import ModelSession
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime, ToolTally
@@ -62,7 +63,9 @@ class RunContext:
     source_calls: dict[tuple[str, int], dict[str, Any]] | None = None
     source_resolutions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     restart: bool = False  # a fork whose prefix ends inside a node: that node starts again
+    source_digests: dict[str, Any] | None = None  # {key, events}: the replay's per-event digests of its source
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _digest_page: tuple[int, bytes] = (-1, b"")
     _tools: ToolRuntime | None = None
     _models: ModelSession | None = None
     _agents: dict[str, AgentSpec | None] = field(default_factory=dict)
@@ -96,16 +99,32 @@ class RunContext:
                                               pinned.get("version"))
         return self._agents[nid]
 
-    def source_event(self, seq: int) -> dict[str, Any] | None:
+    def source_event(self, seq: int, page: int = SOURCE_PAGE) -> dict[str, Any] | None:
         """The source's event at ``seq``. A replay asks in increasing order, so the source is read sequentially:
-        one Query of at most ``SOURCE_PAGE`` events from ``seq`` on (DynamoDB ``Limit``: nothing read is thrown
+        one Query of at most ``page`` events from ``seq`` on (DynamoDB ``Limit``: nothing read is thrown
         away), the page replacing the last (bounded memory); a replay reads its source about once."""
         if self.source_run_id is None:
             return None
         if seq not in self._source_cache:
-            page = self.ports.events.read_page(self.source_run_id, seq - 1, SOURCE_PAGE)
-            self._source_cache = {int(ev["sequence"]): ev for ev in page}
+            got = self.ports.events.read_page(self.source_run_id, seq - 1, page)
+            self._source_cache = {int(ev["sequence"]): ev for ev in got}
         return self._source_cache.get(seq)
+
+    def source_digest(self, seq: int) -> bytes | None:
+        """The digest of the source's event at ``seq`` (None past the source's end): one ranged S3 read per
+        ``DIGEST_PAGE`` events, the page replacing the last."""
+        assert self.source_digests is not None
+        if seq < 0 or seq >= int(self.source_digests["events"]):
+            return None
+        first = seq - seq % DIGEST_PAGE
+        if self._digest_page[0] != first:
+            got = self.ports.blobs.get_range(str(self.source_digests["key"]), first * DIGEST_SIZE,
+                                             (first + DIGEST_PAGE) * DIGEST_SIZE)
+            if got is None:
+                raise RunGoneError(self.run_id)
+            self._digest_page = (first, got)
+        at = (seq - first) * DIGEST_SIZE
+        return self._digest_page[1][at:at + DIGEST_SIZE]
 
 
 def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None = None) -> AgentSpec | None:
@@ -148,11 +167,23 @@ def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
     return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
 
 
+_pinned: dict[str, Workflow] = {}  # run id -> its pinned workflow (immutable once created); one entry per container
+
+
 def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
+    """The run's workflow, loaded. A pinned definition never changes, so a warm container reads and loads it once
+    per run (a long run's tasks do not read it again)."""
+    pinned = bool(rec.data.get("definitionPinned")) and rec.data.get("definition") is None
+    if pinned and rec.run_id in _pinned:
+        return _pinned[rec.run_id]
     doc = pinned_definition(ports, rec)
     if doc is None:
         raise EngineError("workflow definition is gone")
-    return load_workflow(doc, set(NODE_TYPES))
+    wf = load_workflow(doc, set(NODE_TYPES))
+    if pinned:
+        _pinned.clear()
+        _pinned[rec.run_id] = wf
+    return wf
 
 
 def build_context(ports: Ports, rec: RunRecord) -> RunContext:
@@ -165,6 +196,7 @@ def build_context(ports: Ports, rec: RunRecord) -> RunContext:
         src = forkindex.load(ports, rec.run_id)
         ctx.source_outcomes = src.get("outcomes", {})
         ctx.source_resolutions = src.get("resolutions", {})
+        ctx.source_digests = src.get("digests")
         if ctx.mode == "replay":
             ctx.source_calls = {(r["invocationId"], int(r["index"])): r for r in src.get("calls", [])}
     return ctx
@@ -467,21 +499,19 @@ def make_event(ports: Ports, run_id: str, seq: int, t: str, payload: dict[str, A
     return ev
 
 
-def comparable(ev: dict[str, Any]) -> dict[str, Any]:
-    """What a replay must reproduce: type, nodeId and payload (clock and duration fields excluded)."""
-    p = ev.get("payload")
-    if isinstance(p, dict):
-        p = {k: v for k, v in p.items() if k not in ("durationMs",)}
-    return {"type": ev.get("type"), "nodeId": ev.get("nodeId"), "payload": p}
-
-
 def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     if ctx.mode != "replay" or state.get("diverged") or ctx.source_run_id is None:
         return None
     seq = int(ev["sequence"]) - int(state.get("inserted", 0))
-    src = ctx.source_event(seq)
-    if src is not None and same_json(comparable(src), comparable(ev)):
-        return None
+    if ctx.source_digests is not None:  # compare digests; read the source event only at a mismatch
+        digest = ctx.source_digest(seq)
+        if digest is not None and digest == event_digest(ev):
+            return None
+        src = ctx.source_event(seq, page=1) if digest is not None else None
+    else:  # an index built before digests were stored: compare with the source's events
+        src = ctx.source_event(seq)
+        if src is not None and same_json(comparable(src), comparable(ev)):
+            return None
     payload: dict[str, Any] = {"sourceRunId": ctx.source_run_id, "atSequence": int(ev["sequence"]),
                                "divergencePoint": ev["type"]}
     if src is None:

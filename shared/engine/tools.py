@@ -23,8 +23,8 @@ from shared.engine import dispatch
 from shared.engine.canonical import same_json
 from shared.engine.catalog import Catalog, ResolvedTool
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
-from shared.errors import StorageError
-from shared.ports import EffectDeniedError, EffectGuard, Ports, ToolCallRecord
+from shared.errors import RunGoneError, StorageError
+from shared.ports import EffectDeniedError, Ports, ToolCallRecord
 from shared.protocol import codes as c
 from shared.protocol.tools import transport_of
 
@@ -47,6 +47,8 @@ class ToolOutcome:
     duration_ms: int | None = None
     miss: bool = False
     transport: str = "native"  # native | http | mcp: how the tool is reached (agent.tool-called.transport)
+    counter: str | None = None  # a counter increment to perform with the call's record (its key)
+    claimed: bool = False  # an outside effect was claimed for it: its record must be written before it is used
 
 
 @dataclass
@@ -108,26 +110,26 @@ def _error_obj(code: str, message: str) -> dict[str, Any]:
     return {"code": code, "message": message}
 
 
-def run_live_tool(ports: Ports, guard: EffectGuard, tenant: str, run_id: str, expires_at: int, effect_key: str,
-                  tool: str, args: Any) -> Any:
-    """The live tool implementations (each effect passes the guard first)."""
-    if tool == COUNTER_TOOL:
-        if not isinstance(args, dict) or args.get("op") not in ("inc", "read") or not isinstance(args.get("key"), str):
+def run_live_tool(ports: Ports, tenant: str, tool: str, args: Any) -> Any:
+    """The built-in tools without an effect (the counter's increment is ``ToolRuntime._increment``)."""
+    if tool == COUNTER_TOOL:  # a read (an increment is written with its record: ``ToolRuntime._increment``)
+        if not _counter_args(args, "read"):
             raise ToolError(c.VALIDATION_ERROR, "counter args are {op: inc|read, key: string}")
-        if set(args) - {"op", "key"}:
-            raise ToolError(c.VALIDATION_ERROR, "counter args are {op: inc|read, key: string}")
-        pk = f"COUNTER#{tenant}"
-        if args["op"] == "inc":
-            guard.check("storage.conformance-counter")
-            count = ports.host.counter_inc(pk, args["key"], effect_key, run_id=run_id, expires_at=expires_at)
-        else:
-            count = ports.host.counter_read(pk, args["key"])
-        return {"key": args["key"], "count": count}
+        return {"key": args["key"], "count": ports.host.counter_read(f"COUNTER#{tenant}", args["key"])}
     if tool == ECHO_TOOL:
         return args
     if tool == FAIL_TOOL:
         raise ToolError(c.EXTERNAL_CALL_FAILED, "the tool failed")
     raise ToolError(c.NOT_FOUND, "unknown tool")
+
+
+def _counter_args(args: Any, op: str) -> bool:
+    return isinstance(args, dict) and set(args) <= {"op", "key"} and args.get("op") == op \
+        and isinstance(args.get("key"), str)
+
+
+COUNTER_ATTEMPTS = 8  # optimistic increments of a contended counter before the call is an error outcome
+_counts: dict[tuple[str, str], int] = {}  # the last count this container saw per counter: a guess, checked on write
 
 
 def _recorded(rec: dict[str, Any]) -> ToolOutcome:
@@ -151,6 +153,9 @@ class ToolRuntime:
     plan: FixturePlan | None = None
     catalog: Catalog | None = None
     tally: ToolTally | None = None  # the calling task's counts (metrics), when it asks for them
+    # When a list: records of calls that claimed no outside effect are kept here for the caller to write with its
+    # own result (an eval trial: one transaction); deciding them again on a retry gives the same outcomes.
+    deferred: list[ToolCallRecord] | None = None
 
     def __post_init__(self) -> None:
         if self.catalog is None:
@@ -168,7 +173,7 @@ class ToolRuntime:
         calls_so_far: int,
     ) -> ToolOutcome:
         # No read first: deciding again is deterministic (recorded, fixture, forbidden, budget) or exactly-once
-        # (the counter increments once per effect key), and the write-once record below returns the outcome a
+        # (the counter moves only with its call's write-once record), and the write-once record below returns the outcome a
         # retried step already made. Deciding again also re-consumes the same fixture entry, as the first try did.
         call_key = f"{order_key}#{index:05d}"
         started = self.ports.clock.now_ms()
@@ -184,7 +189,13 @@ class ToolRuntime:
             started_at=self.ports.clock.iso(started), duration_ms=outcome.duration_ms,
             extra={"transport": outcome.transport, **({"miss": True} if outcome.miss else {})},
         )
-        if not self.ports.tool_calls.put_call(record, self.expires_at):
+        if outcome.counter is not None:
+            outcome, fresh = self._increment(record, outcome.counter)
+            if not fresh:
+                return outcome
+        elif self.deferred is not None and not outcome.claimed:
+            self.deferred.append(record)
+        elif not self.ports.tool_calls.put_call(record, self.expires_at):
             prior = self.ports.tool_calls.get_call(self.run_id, call_key)
             if prior is not None:
                 return outcome_of(prior)
@@ -231,9 +242,15 @@ class ToolRuntime:
         guard = Guard("live" if self.mode != "replay" else "replay")
         if resolved.transport != "native":
             return self._send(guard, resolved, call_key, args)
+        if tool == COUNTER_TOOL and _counter_args(args, "inc"):
+            try:
+                guard.check("storage.conformance-counter")
+            except EffectDeniedError:
+                return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
+                                   source="none")
+            return ToolOutcome("ok", source="live", counter=str(args["key"]))
         try:
-            result = run_live_tool(self.ports, guard, self.tenant, self.run_id, self.expires_at,
-                                   f"{self.run_id}#{call_key}", tool, args)
+            result = run_live_tool(self.ports, self.tenant, tool, args)
             return ToolOutcome("ok", result, source="live")
         except EffectDeniedError:
             return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
@@ -245,6 +262,39 @@ class ToolRuntime:
             raise  # the run stopped being writable (or storage failed): no outcome is recorded for this call
         except Exception:  # a tool that raises is an error outcome, never a lost call
             return ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the tool raised"), source="live")
+
+    def _increment(self, record: ToolCallRecord, key: str) -> tuple[ToolOutcome, bool]:
+        """The counter's increment and the call's record in one write (``put_counted_call``), from the count this
+        container last saw (read once when unknown; a stale guess costs one more write, told the current count).
+        A retried step finds its record and returns that outcome (``False``: not made now): the counter moved once
+        for the call."""
+        counter = (f"COUNTER#{self.tenant}", key)
+        expected = _counts.get(counter)
+        for _ in range(COUNTER_ATTEMPTS):
+            if expected is None:
+                expected = self.ports.host.counter_read(*counter)
+            record.result = {"key": key, "count": expected + 1}
+            got, count = self.ports.tool_calls.put_counted_call(record, self.expires_at, counter, expected)
+            if got == "written":
+                if len(_counts) >= 1024:
+                    _counts.clear()
+                _counts[counter] = int(count or 0)
+                return ToolOutcome("ok", record.result, source="live", duration_ms=record.duration_ms), True
+            if got == "recorded":
+                prior = self.ports.tool_calls.get_call(self.run_id, record.call_key)
+                if prior is None:
+                    raise RunGoneError(self.run_id)
+                return outcome_of(prior), False
+            expected = count
+        _counts.pop(counter, None)
+        outcome = ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the counter is contended"),
+                              source="live", duration_ms=record.duration_ms)
+        record.status, record.result, record.error = outcome.status, None, outcome.error
+        if not self.ports.tool_calls.put_call(record, self.expires_at):
+            prior = self.ports.tool_calls.get_call(self.run_id, record.call_key)
+            if prior is not None:
+                return outcome_of(prior), False
+        return outcome, True
 
     def _send(self, guard: Guard, tool: ResolvedTool, call_key: str, args: Any) -> ToolOutcome:
         """A registered HTTP or MCP tool: validated, claimed while the run is writable, sent at most once more."""
@@ -264,9 +314,11 @@ class ToolRuntime:
         if not claimed:  # a retried step: an outcome already recorded is returned, never sent again
             prior = self.ports.tool_calls.get_call(self.run_id, call_key)
             if prior is not None:
-                return outcome_of(prior)
+                again = outcome_of(prior)
+                again.claimed = True
+                return again
         status, result, error = dispatch.send(self.ports, tool, self.tenant, self.run_id, call_key, args)
-        return ToolOutcome(status, result, error, source="live")
+        return ToolOutcome(status, result, error, source="live", claimed=True)
 
 
 def outcome_of(rec: ToolCallRecord) -> ToolOutcome:

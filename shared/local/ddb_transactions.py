@@ -44,7 +44,6 @@ def apply_transaction_patch() -> None:
         return
     from moto.dynamodb import models as ddb_models
     from moto.dynamodb.exceptions import (
-        ConditionalCheckFailed,
         MockValidationException,
         MultipleTransactionsException,
         TooManyTransactionsException,
@@ -94,10 +93,9 @@ def apply_transaction_patch() -> None:
                         old = None
                         if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
                             old = current.to_json()["Attributes"]
-                        raise ConditionalCheckFailed(item=old)
+                        errors.append(("ConditionalCheckFailed", "The conditional request failed", old))
+                        continue
                 errors.append((None, None, None))
-            except ConditionalCheckFailed as e:
-                errors.append(("ConditionalCheckFailed", str(e.message), getattr(e, "item", None)))
             except MockValidationException:
                 raise
             except Exception as e:  # noqa: BLE001 - reported per item, as moto does

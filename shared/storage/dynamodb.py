@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -639,11 +638,12 @@ class DynamoEventStore:
 class DynamoToolCallStore:
     """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
 
-    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore) -> None:
+    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str = "") -> None:
         self._c = client
         self._t = table
         self._runs = runs_table
         self._blobs = blobs
+        self._host = host_table
 
     @staticmethod
     def _to_doc(r: ToolCallRecord) -> dict[str, Any]:
@@ -654,8 +654,8 @@ class DynamoToolCallStore:
             "durationMs": r.duration_ms, "extra": r.extra,
         }
 
-    def put_call(self, record: ToolCallRecord, expires_at: int) -> bool:
-        """Write once. False when this call key is already recorded (a retried step)."""
+    def _item(self, record: ToolCallRecord, expires_at: int) -> dict[str, Any]:
+        """The record's item; a large document goes to S3 under the run (``docRef``)."""
         doc = _dump(self._to_doc(record))
         item: dict[str, Any] = {"runId": record.run_id, "callKey": record.call_key, schema.TTL_ATTRIBUTE: expires_at}
         if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
@@ -664,6 +664,66 @@ class DynamoToolCallStore:
             item["docRef"] = key
         else:
             item["doc"] = doc
+        return item
+
+    def put_calls(self, run_id: str, records: list[ToolCallRecord], expires_at: int,
+                  aux: tuple[str, dict[str, Any]] | None = None) -> None:
+        """Write records whose outcomes are deterministic (no effect was claimed for them: a retried step rewrites
+        them equal) and, last, one auxiliary item of the run, only while the run is writable: one transaction per
+        98 items (usually one in all). ``ConflictError`` when the run is not writable: the last transaction, the
+        one holding ``aux``, writes nothing."""
+        items = [{"Put": {"TableName": self._t, "Item": to_item(self._item(r, expires_at))}} for r in records]
+        if aux is not None:
+            items.append({"Put": {"TableName": self._runs, "Item": to_item({
+                "pk": run_id, "sk": aux[0], "doc": _dump(aux[1]), schema.TTL_ATTRIBUTE: expires_at})}})
+        for at in range(0, len(items), 98):
+            try:
+                self._c.transact_write_items(TransactItems=[*items[at:at + 98], writable_check(self._runs, run_id)])
+            except ClientError as exc:
+                _refuse_too_large(exc)
+                if _code(exc) == "TransactionCanceledException":
+                    raise ConflictError(f"run {run_id} is not writable") from exc
+                raise
+
+    def put_counted_call(self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str],
+                         expected: int) -> tuple[str, int | None]:
+        """A counter increment and its call's record in one transaction, only while the run is writable.
+
+        The record (``record.result`` holds the new count) is written once per call key, so it is the increment's
+        marker: the count moves from ``expected`` to ``expected + 1`` exactly when the record is written.
+        Returns ``("written", expected + 1)``; ``("stale", current)`` when the count was not ``expected`` (nothing
+        written: try again from ``current``); ``("recorded", None)`` when the call was recorded before (a retried
+        step: its record holds its outcome). ``ConflictError`` when the run is not writable.
+        """
+        put = {"Put": {"TableName": self._t, "Item": to_item(self._item(record, expires_at)),
+                       "ConditionExpression": "attribute_not_exists(callKey)"}}
+        update = {"Update": {
+            "TableName": self._host, "Key": to_item({"pk": counter[0], "sk": counter[1]}),
+            "UpdateExpression": "SET #c = :new",
+            "ConditionExpression": "#c = :old" if expected else "attribute_not_exists(#c) OR #c = :old",
+            "ExpressionAttributeNames": {"#c": "count"},
+            "ExpressionAttributeValues": {":old": {"N": str(expected)}, ":new": {"N": str(expected + 1)}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }}
+        try:
+            self._c.transact_write_items(TransactItems=[put, update, writable_check(self._runs, record.run_id)])
+            return "written", expected + 1
+        except ClientError as exc:
+            if _code(exc) != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            codes = [str(r.get("Code", "None")) for r in reasons]
+            if len(codes) != 3 or codes[2] != "None":
+                raise ConflictError(f"run {record.run_id} is not writable") from exc
+            if codes[0] == "ConditionalCheckFailed":
+                return "recorded", None
+            if codes[1] == "ConditionalCheckFailed":
+                return "stale", int((reasons[1].get("Item") or {}).get("count", {}).get("N", "0"))
+            raise
+
+    def put_call(self, record: ToolCallRecord, expires_at: int) -> bool:
+        """Write once. False when this call key is already recorded (a retried step)."""
+        item = self._item(record, expires_at)
         try:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item),
@@ -812,28 +872,6 @@ class DynamoHostStore:
                        "ConditionExpression": "attribute_not_exists(pk)"}}
         return _effect_transaction(self._c, [put, writable_check(self._runs, run_id)], run_id)
 
-    def counter_inc(self, pk: str, sk: str, call_key: str, *, run_id: str, expires_at: int) -> int:
-        """Add one, exactly once per ``call_key`` and only while ``run_id`` is writable; return the count.
-
-        One transaction: a per-call marker under the run (written once, erased with the run), the increment, and
-        the run's writable check. A retried call, however many other calls came between, finds its marker and
-        adds nothing; ``ConflictError`` when the run is not writable.
-        """
-        digest = hashlib.sha256(call_key.encode("utf-8")).hexdigest()[:32]
-        marker = {"Put": {"TableName": self._runs,
-                          "Item": to_item({"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}counter#{digest}",
-                                           schema.TTL_ATTRIBUTE: expires_at}),
-                          "ConditionExpression": "attribute_not_exists(pk)"}}
-        update = {"Update": {
-            "TableName": self._t,
-            "Key": to_item({"pk": pk, "sk": sk}),
-            "UpdateExpression": "ADD #c :one",
-            "ExpressionAttributeNames": {"#c": "count"},
-            "ExpressionAttributeValues": {":one": {"N": "1"}},
-        }}
-        _effect_transaction(self._c, [marker, update, writable_check(self._runs, run_id)], run_id)
-        return self.counter_read(pk, sk)
-
     def delete_prefix(self, pk: str, prefix: str) -> int:
         """Delete every item of partition ``pk`` whose sort key starts with ``prefix`` (erasure of effect rows)."""
         keys = [{"pk": {"S": pk}, "sk": {"S": sk}} for sk, _ in self.query(pk, prefix)]
@@ -885,6 +923,25 @@ class S3BlobStore:
                 return None
             raise
         return json.loads(resp["Body"].read())
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._c.put_object(Bucket=self._b, Key=key, Body=data, ContentType="application/octet-stream",
+                           ServerSideEncryption="AES256")
+
+    def get_range(self, key: str, start: int, end: int) -> bytes | None:
+        """One ranged GetObject: bytes ``[start, end)``, fewer at the object's end, none past it."""
+        if end <= start:
+            return b""
+        try:
+            resp = self._c.get_object(Bucket=self._b, Key=key, Range=f"bytes={start}-{end - 1}")
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            if _code(exc) == "InvalidRange":
+                return b""
+            raise
+        data: bytes = resp["Body"].read()
+        return data
 
     def list_keys(self, prefix: str) -> list[str]:
         keys: list[str] = []

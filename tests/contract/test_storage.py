@@ -149,17 +149,24 @@ def test_tool_calls_are_write_once_and_ordered(ports):
     assert calls[0].status == "ok"
 
 
-def test_counter_increments_once_per_call_key(ports):
+def _counted(rec: RunRecord, call_key: str) -> ToolCallRecord:
+    return ToolCallRecord(run_id=rec.run_id, call_key=call_key, agent_id="a", invocation_id="i", delegate=False,
+                          tool_name="conformance.eval:counter", call_id=call_key, args={"op": "inc"}, status="ok")
+
+
+def test_a_counter_moves_once_per_call_record_in_one_write(ports):
     rec = _run(ports)
-    pk, key = "COUNTER#tenant-c", unique("k")
-    inc = {"run_id": rec.run_id, "expires_at": rec.expires_at}
-    assert ports.host.counter_inc(pk, key, "call-1", **inc) == 1
-    assert ports.host.counter_inc(pk, key, "call-1", **inc) == 1  # a retried call reads its count
-    assert ports.host.counter_inc(pk, key, "call-2", **inc) == 2
-    assert ports.host.counter_inc(pk, key, "call-1", **inc) == 2  # retried after another call: still adds nothing
-    assert ports.host.counter_read(pk, key) == 2
-    # the counter keeps a digest of the call key, never the key (it names a run)
-    assert "call-2" not in str(ports.host.get_item(pk, key))
+    counter = ("COUNTER#tenant-c", unique("k"))
+    # The first increment from a known count writes the record and moves the count
+    assert ports.tool_calls.put_counted_call(_counted(rec, "c#00000"), 0, counter, 0) == ("written", 1)
+    # A retried call finds its record: nothing moves
+    assert ports.tool_calls.put_counted_call(_counted(rec, "c#00000"), 0, counter, 1) == ("recorded", None)
+    # A stale guess writes nothing and is told the current count
+    assert ports.tool_calls.put_counted_call(_counted(rec, "c#00001"), 0, counter, 0) == ("stale", 1)
+    assert ports.tool_calls.get_call(rec.run_id, "c#00001") is None
+    assert ports.tool_calls.put_counted_call(_counted(rec, "c#00001"), 0, counter, 1) == ("written", 2)
+    assert ports.host.counter_read(*counter) == 2
+    assert [c.call_key for c in ports.tool_calls.list_calls(rec.run_id)] == ["c#00000", "c#00001"]
 
 
 @pytest.mark.parametrize("stop", ["cancelling", "cancelled", "completed", "erased"])
@@ -174,14 +181,14 @@ def test_effects_are_written_only_while_the_run_is_writable(ports, stop):
     pk, key = "COUNTER#tenant-c", unique("k")
     # When any effect is attempted for it
     with pytest.raises(ConflictError):
-        ports.host.counter_inc(pk, key, "call-1", run_id=rec.run_id, expires_at=0)
+        ports.tool_calls.put_counted_call(_counted(rec, "c#00000"), 0, (pk, key), 0)
     with pytest.raises(ConflictError):
         ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 1}, run_id=rec.run_id,
                               expires_at=0)
     with pytest.raises(ConflictError):
         ports.runs.claim_effect(rec.run_id, "n#000001", {"x": 1}, 0)
     # Then nothing was written
-    assert ports.host.counter_read(pk, key) == 0
+    assert ports.host.counter_read(pk, key) == 0 and ports.tool_calls.list_calls(rec.run_id) == []
     assert ports.host.query("LEDGER#tenant-c", rec.run_id) == []
     assert ports.runs.query_aux(rec.run_id, "EFFECT#") == []
 
