@@ -543,7 +543,12 @@ def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
         return {}
     key = f"runs/{run_id}/state/{seq:012d}.json"
     ports.blobs.put_json(key, stored)
+    _last_state.clear()
+    _last_state[key] = blob  # the next task of this run, in a warm container, reads it from here, not S3
     return {"state": {"$ref": key, "seq": seq}}
+
+
+_last_state: dict[str, str] = {}  # S3 key -> the large state snapshot this container last wrote (immutable)
 
 
 def state_updates(ports: Ports, rec: RunRecord, state: dict[str, Any], seq: int) -> dict[str, Any]:
@@ -572,7 +577,8 @@ def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict
     if not s:
         return st.new_state()
     if "$ref" in s:
-        got = ports.blobs.get_json(s["$ref"])
+        mine = _last_state.get(str(s["$ref"]))
+        got = json.loads(mine) if mine is not None else ports.blobs.get_json(s["$ref"])
         if got is None:
             raise RunGoneError(rec.run_id)
         state = dict(got)

@@ -52,21 +52,22 @@ def test_throttled_writes_are_absorbed_without_loss_or_duplication(host):
         runs = {m: _start(client, wid, m) for m in markers}
         for run_id in runs.values():
             wait_terminal(client, run_id)
-    # Then faults were really injected, and each run completed exactly once
-    assert got.throttled >= 3 * 3
+    # Then faults were really injected (about half of each run's ~5 writes), and each run completed exactly once
+    assert got.throttled >= 3 * 2
     for marker, run_id in runs.items():
         _assert_exactly_once(run_id, marker)
 
 
 def test_a_task_killed_after_any_of_its_writes_is_retried_exactly_once(host):
-    # Given six runs, each whose task dies right after its n-th transaction (n = 1..6: effect, record, append...)
+    # Given four runs, each whose task dies right after its n-th transaction naming the run's marker (n = 1..4:
+    # the first increment with its record, the echo's record, the second increment with its record, the append)
     client, wid = host.client(host.key_a), _workflow()
-    plan = {unique(f"kill{n}"): n for n in range(1, 7)}
+    plan = {unique(f"kill{n}"): n for n in range(1, 5)}
     with kill_after_write(_ports().runs._c, plan) as got:
         runs = {m: _start(client, wid, m) for m in plan}
         snaps = {m: wait_terminal(client, r, timeout=60) for m, r in runs.items()}
     # Then every task died once, Step Functions retried it, and nothing was lost, duplicated or re-fired
-    assert got.crashed == 6
+    assert got.crashed == 4
     for marker, run_id in runs.items():
         assert snaps[marker].status == "completed"
         _assert_exactly_once(run_id, marker)

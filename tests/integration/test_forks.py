@@ -339,3 +339,46 @@ def test_the_prefix_is_copied_with_batched_writes(host):
     # Then ceil(n/25) write requests copied it, never one per event
     assert len(calls) == -(-n // 25)
     assert _ports().runs.get_run(fork.runId).last_seq == n + 0
+
+
+def test_a_replay_reads_its_source_once_and_compares_digests(host):
+    # Given a 1,002-event source run
+    from shared.engine import forkindex
+    from shared.services.workflows import register_workflow
+
+    doc = definition(unique("digest-loop"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+                     settings={"maxLoopbackIterations": 249})
+    register_workflow(_ports(), "tenant-a", doc)
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
+    wait_terminal(client, src.runId)
+    n = _ports().runs.get_run(src.runId).last_seq + 1
+    read: list[int] = []
+
+    def mark(params=None, context=None, **_):  # a Query of the source's events, whatever thread sends it
+        if (params or {}).get("ExpressionAttributeValues", {}).get(":r", {}).get("S") == src.runId:
+            context["openwop_source"] = True
+
+    def returned(parsed=None, context=None, **_):
+        if (context or {}).get("openwop_source"):
+            read.append(len((parsed or {}).get("Items", [])))
+
+    ddb = _ports().events._c
+    ddb.meta.events.register("before-parameter-build.dynamodb.Query", mark)
+    ddb.meta.events.register("after-call.dynamodb.Query", returned)
+    try:
+        # When it is replayed from 0
+        fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+        assert wait_terminal(client, fork.runId).status == "completed"
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
+        ddb.meta.events.unregister("after-call.dynamodb.Query", returned)
+    # Then the source's events were read once (the request checks its first event is there; the index task reads
+    # the log), and the replay compared 8-byte digests instead of reading them again
+    assert sum(read) == 1 + n
+    assert not any(e["type"] == "replay.diverged" for e in _ports().events.read_events(fork.runId))
+    digests = _ports().blobs.get_range(forkindex.digests_key(fork.runId), 0, 10 * n)
+    assert len(digests) == 8 * n
+    first = _ports().events.read_events(src.runId)[0]
+    assert digests[:8] == forkindex.event_digest(first)
