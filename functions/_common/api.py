@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from functions._common.observability import count, count_by, observed
+from functions._common.resolver import APIGatewayHttpResolver, Response
 from shared.errors import (
     IdempotencyKeyInvalidError,
     InternalError,

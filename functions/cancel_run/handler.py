@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
 from functions._common.idempotency import idempotent
-from shared.protocol.models import BulkCancelRunsRequest, CancelRunRequest
+from functions._common.resolver import Response
 from shared.services import lifecycle, runs
 
 app = api.build_resolver()
@@ -14,6 +12,8 @@ app = api.build_resolver()
 
 @app.post("/runs/<run_id>/cancel")
 def cancel_run(run_id: str) -> Response[str]:
+    from shared.protocol.models import CancelRunRequest
+
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, CancelRunRequest)
@@ -26,6 +26,8 @@ def cancel_run(run_id: str) -> Response[str]:
 
 @app.post("/runs:bulk-cancel")
 def bulk_cancel() -> Response[str]:
+    from shared.protocol.models import BulkCancelRunsRequest
+
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, BulkCancelRunsRequest)

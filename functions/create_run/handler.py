@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.observability import count
-from shared.protocol.models import CreateRunRequest
+from functions._common.resolver import Response
 from shared.services import runs
 
 app = api.build_resolver()
@@ -15,6 +13,8 @@ app = api.build_resolver()
 
 @app.post("/runs")
 def create_run() -> Response[str]:
+    from shared.protocol.models import CreateRunRequest
+
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, CreateRunRequest)

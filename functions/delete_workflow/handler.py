@@ -6,9 +6,8 @@ bytes, for an unknown or another tenant's id; 409 version_conflict for a host fi
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
+from functions._common.resolver import Response
 from shared.services import workflows
 
 app = api.build_resolver()

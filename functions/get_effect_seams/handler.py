@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
+from functions._common.resolver import Response
 from shared.services import discovery
 
 app = api.build_resolver()

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
 from functions._common.idempotency import idempotent
-from shared.protocol.models import ResolveInterruptRequest
+from functions._common.resolver import Response
 from shared.services import interrupts
 from shared.services.common import Caller
 
@@ -25,6 +23,8 @@ def _once(caller: Caller, operation: str, body: dict, fn: Callable[[], dict]) ->
 
 @app.post("/runs/<run_id>/interrupts/<node_id>")
 def resolve_by_run(run_id: str, node_id: str) -> Response[str]:
+    from shared.protocol.models import ResolveInterruptRequest
+
     caller, req = api.caller(app), api.parse(app, ResolveInterruptRequest)
     return _once(caller, f"resolveInterrupt#{run_id}#{node_id}", req.model_dump(mode="json"),
                  lambda: interrupts.resolve_by_run(api.ports(), caller, run_id, node_id, req.resumeValue))
@@ -37,6 +37,8 @@ def inspect_by_token(token: str) -> Response[str]:
 
 @app.post("/interrupts/<token>")
 def resolve_by_token(token: str) -> Response[str]:
+    from shared.protocol.models import ResolveInterruptRequest
+
     req = api.parse(app, ResolveInterruptRequest)
     body = interrupts.read_token(api.ports(), token)  # the token is the credential: its run's tenant scopes the key
     return _once(Caller(str(body["r"]).split("/", 1)[0], f"token:{body['s']}"), f"resolveInterruptByToken#{token}",

@@ -7,10 +7,8 @@ GET|POST /agents/{agentId}/deployments (RFC 0082 records and transitions, the ev
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
-from shared.protocol.agents import AgentRegistration, DeploymentTransition
+from functions._common.resolver import Response
 from shared.services import agents, deployments
 
 app = api.build_resolver()
@@ -18,6 +16,8 @@ app = api.build_resolver()
 
 @app.post("/host/openwop-serverless/agents")
 def register_agent() -> Response[str]:
+    from shared.protocol.agents import AgentRegistration
+
     caller = api.caller(app)
     status, body = agents.register_agent(api.ports(), caller, api.parse(app, AgentRegistration))
     return api.reply(status, body)
@@ -40,6 +40,8 @@ def list_deployments(agent_id: str) -> Response[str]:
 
 @app.post("/agents/<agent_id>/deployments")
 def transition_deployment(agent_id: str) -> Response[str]:
+    from shared.protocol.agents import DeploymentTransition
+
     caller = api.caller(app)
     body = api.parse(app, DeploymentTransition)
     return api.reply(200, deployments.transition(api.ports(), caller, api.segment(agent_id), body))

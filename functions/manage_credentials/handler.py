@@ -6,10 +6,8 @@ PUT /host/openwop-serverless/credentials/{credentialRef} (201 new, 200 replaced)
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
-from shared.protocol.tools import CredentialPut
+from functions._common.resolver import Response
 from shared.services import tools
 
 app = api.build_resolver()
@@ -18,6 +16,8 @@ BASE = "/host/openwop-serverless/credentials"
 
 @app.put(f"{BASE}/<ref>")
 def put_credential(ref: str) -> Response[str]:
+    from shared.protocol.tools import CredentialPut
+
     caller = api.caller(app)
     status, body = tools.put_credential(api.ports(), caller, api.segment(ref), api.parse(app, CredentialPut))
     return api.reply(status, body)

@@ -7,10 +7,8 @@ the server's tools as an MCP client); DELETE /host/openwop-serverless/mcp-server
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
-from shared.protocol.tools import McpServerRegistration, ToolRegistration
+from functions._common.resolver import Response
 from shared.services import tools
 
 app = api.build_resolver()
@@ -19,6 +17,8 @@ BASE = "/host/openwop-serverless"
 
 @app.post(f"{BASE}/tools")
 def register_tool() -> Response[str]:
+    from shared.protocol.tools import ToolRegistration
+
     caller = api.caller(app)
     status, body = tools.register_tool(api.ports(), caller, api.parse(app, ToolRegistration))
     return api.reply(status, body)
@@ -32,6 +32,8 @@ def delete_tool(tool_id: str) -> Response[str]:
 
 @app.post(f"{BASE}/mcp-servers")
 def register_mcp_server() -> Response[str]:
+    from shared.protocol.tools import McpServerRegistration
+
     caller = api.caller(app)
     status, body = tools.register_mcp_server(api.ports(), caller, api.parse(app, McpServerRegistration))
     return api.reply(status, body)

@@ -7,10 +7,8 @@ GET /webhooks/{webhookId}/dead-letters (200, newest first).
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
-from shared.protocol.webhooks import RegisterWebhook, RotateWebhookSecret
+from functions._common.resolver import Response
 from shared.services import webhooks
 
 app = api.build_resolver()
@@ -18,6 +16,8 @@ app = api.build_resolver()
 
 @app.post("/webhooks")
 def register() -> Response[str]:
+    from shared.protocol.webhook_bodies import RegisterWebhook
+
     caller = api.caller(app)
     return api.reply(201, webhooks.register(api.ports(), caller, api.parse(app, RegisterWebhook)))
 
@@ -30,6 +30,8 @@ def unregister(webhook_id: str) -> Response[str]:
 
 @app.post("/webhooks/<webhook_id>/rotate-secret")
 def rotate_secret(webhook_id: str) -> Response[str]:
+    from shared.protocol.webhook_bodies import RotateWebhookSecret
+
     caller = api.caller(app)
     body = api.parse(app, RotateWebhookSecret)
     return api.reply(200, webhooks.rotate_secret(api.ports(), caller, api.segment(webhook_id), body))

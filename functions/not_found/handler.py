@@ -5,9 +5,8 @@ route path may end with) answers the page, the same bytes as ``functions/get_ui`
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
+from functions._common.resolver import Response
 
 app = api.build_resolver()  # every other request reaches the resolver's not-found handler
 

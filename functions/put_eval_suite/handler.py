@@ -7,9 +7,8 @@ and version; 400 validation_error for a suite that does not match the schema.
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
+from functions._common.resolver import Response
 from shared.services import suites
 
 app = api.build_resolver()

@@ -8,9 +8,8 @@ validation_error for a definition this host refuses; 422 capability_required for
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
+from functions._common.resolver import Response
 from shared.services import workflows
 
 app = api.build_resolver()

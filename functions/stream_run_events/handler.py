@@ -3,9 +3,8 @@ Last-Event-ID; the local front re-invokes it to stream, and on AWS the client re
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from functions._common import api
+from functions._common.resolver import Response
 from shared.services import runs
 
 app = api.build_resolver()

@@ -142,6 +142,8 @@ class HostFunctions(Construct):
             "STAGE": stage,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+            # we install no pydantic plugins: skip their entry-point scan (~25 ms of the first body a function checks)
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
             "METRICS_NAMESPACE": self.metrics_namespace,
             # CDK context ``evalMaxConcurrency``: trials of one eval run in flight at once (the Map's concurrency).
             "EVAL_MAX_CONCURRENCY": str(self.node.try_get_context("evalMaxConcurrency") or 4),

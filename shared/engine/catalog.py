@@ -12,7 +12,7 @@ from typing import Any
 from shared import keys
 from shared.engine.registry import TOOLS
 from shared.ports import Ports
-from shared.protocol.tools import split_mcp_tool_id
+from shared.protocol.toolids import split_mcp_tool_id
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, Ag
 from shared.errors import RunGoneError, StorageError
 from shared.ports import EffectDeniedError, Ports, ToolCallRecord
 from shared.protocol import codes as c
-from shared.protocol.tools import transport_of
+from shared.protocol.toolids import transport_of
 
 FIXTURE_MISS = "openwop-serverless.fixture_miss"
 

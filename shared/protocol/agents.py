@@ -18,13 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-from shared.protocol.tools import CREDENTIAL_REF_RE
+from shared.protocol.semver import SEMVER_RE
+from shared.protocol.toolids import CREDENTIAL_REF_RE
 
-SEMVER_RE = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
-)
 PROVIDER_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 MAX_TURNS = 50
 DEFAULT_MAX_TURNS = 8
@@ -34,18 +30,6 @@ _BASE = "https://openwop.dev/spec/v2/"
 
 class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-def semver_key(version: str) -> tuple[Any, ...]:
-    """Semantic-version precedence (semver.org §11): a release outranks its pre-releases; build metadata is ignored."""
-    m = SEMVER_RE.match(version)
-    if m is None:
-        return (-1,)
-    major, minor, patch, pre = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
-    if pre is None:
-        return (major, minor, patch, 1, ())
-    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
-    return (major, minor, patch, 0, ids)
 
 
 class ModelBinding(_Closed):

@@ -1,9 +1,10 @@
-"""Webhook bodies (closed shapes) and the two signature schemes of a delivery (webhooks.md, RFC 0201).
+"""The two signature schemes of a delivery (webhooks.md, RFC 0201).
 
 ``v1`` (every delivery): ``OpenWOP-Signature: sha256=<hex HMAC-SHA256(secret, "{timestamp}.{rawBody}")>``, keyed by
 the secret string as issued. ``standard-webhooks-1`` (opted-in subscriptions only): ``webhook-signature`` entries
 ``v1,<base64>`` over ``{webhook-id}.{webhook-timestamp}.{rawBody}``, keyed by the base64-decoded ``whsec_`` secret,
-computed by the ``standardwebhooks`` library. Pure: no I/O.
+computed by the ``standardwebhooks`` library. Pure: no I/O. The registration bodies are
+``shared.protocol.webhook_bodies`` (pydantic: loaded only by the routes that validate them).
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ import hashlib
 import hmac
 import re
 from collections.abc import Sequence
-from typing import Annotated
-
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 V1 = "v1"
 STANDARD_WEBHOOKS = "standard-webhooks-1"
@@ -26,42 +24,6 @@ EVENT_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
 TAG_RE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
 VERIFICATION_TYPE = "openwop.webhook.verification"
 MAX_SECRET_CHARS = 200
-
-
-def _event_type(value: str) -> str:
-    if not EVENT_TYPE_RE.match(value) or len(value) > 128:
-        raise ValueError("events[] holds v2 event type names (e.g. run.completed)")
-    return value
-
-
-def _tag(value: str) -> str:
-    if not TAG_RE.match(value):
-        raise ValueError("a tag is 1-64 characters of [A-Za-z0-9._:/-]")
-    return value
-
-
-EventType = Annotated[str, AfterValidator(_event_type)]
-Tag = Annotated[str, AfterValidator(_tag)]
-
-
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RegisterWebhook(_Closed):
-    """``POST /webhooks`` (registerWebhook)."""
-
-    url: str = Field(min_length=1, max_length=2048)
-    events: list[EventType] = Field(min_length=1, max_length=64)
-    secret: str | None = Field(default=None, min_length=16, max_length=MAX_SECRET_CHARS)
-    tags: list[Tag] | None = Field(default=None, max_length=32)
-    signatureAlgorithms: list[str] | None = Field(default=None, min_length=1, max_length=len(ALGORITHMS))
-
-
-class RotateWebhookSecret(_Closed):
-    """``POST /webhooks/{webhookId}/rotate-secret``: the new ``whsec_`` secret (never echoed)."""
-
-    secret: str = Field(min_length=1, max_length=MAX_SECRET_CHARS)
 
 
 def whsec_key(secret: str) -> bytes | None:

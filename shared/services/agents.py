@@ -14,15 +14,18 @@ the pin from the run, never resolve again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared import keys
 from shared.engine.canonical import same_json
 from shared.errors import NotFoundError, ProtocolError, ValidationError, VersionConflictError
 from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
-from shared.protocol.agents import AgentRegistration, manifest_errors, semver_key
+from shared.protocol.semver import semver_key
 from shared.services.common import Caller
+
+if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
+    from shared.protocol.agents import AgentRegistration
 
 EXTENSION = "openwop-serverless"
 _NOT_FOUND = "No such agent."
@@ -87,6 +90,8 @@ def _view(doc: dict[str, Any], versions: list[str]) -> dict[str, Any]:
 
 def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tuple[int, dict[str, Any]]:
     """201 a new version, 200 the identical version again, 409 another body under the same version."""
+    from shared.protocol.agents import manifest_errors
+
     errors = manifest_errors(body.manifest)
     if errors:
         raise _refuse("The manifest does not match the AgentManifest schema.", errors)

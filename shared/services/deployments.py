@@ -28,7 +28,7 @@ from shared import keys
 from shared.errors import NotFoundError, ProtocolError, RunGoneError, ValidationError
 from shared.ports import Ports
 from shared.protocol import codes as c
-from shared.protocol.agents import semver_key
+from shared.protocol.semver import semver_key
 from shared.services import agents
 from shared.services.common import Caller
 

@@ -13,21 +13,18 @@ never copied from an MCP server's annotations; an MCP tool the registration does
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared import keys
 from shared.engine.canonical import same_json
 from shared.engine.registry import COUNTER_TOOL, TOOLS
 from shared.errors import NotFoundError, ValidationError, VersionConflictError
 from shared.ports import EgressRefusedError, Ports, TransportError
-from shared.protocol.tools import (
-    CredentialPut,
-    McpServerRegistration,
-    ToolRegistration,
-    mcp_tool_id,
-    split_mcp_tool_id,
-)
+from shared.protocol.toolids import mcp_tool_id, split_mcp_tool_id
 from shared.services.common import Caller
+
+if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
+    from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 
 MAX_MCP_TOOLS = 200
 _BUILTIN_CLASS = {COUNTER_TOOL: ("write", "idempotent")}  # echo and fail: pure and deterministic
@@ -226,7 +223,7 @@ def _credential_view(ref: str, meta: dict[str, Any]) -> dict[str, Any]:
 
 def put_credential(ports: Ports, caller: Caller, ref: str, body: CredentialPut) -> tuple[int, dict[str, Any]]:
     """Store the secret material in Secrets Manager; keep only metadata here. 201 new, 200 replaced."""
-    from shared.protocol.tools import CREDENTIAL_REF_RE
+    from shared.protocol.toolids import CREDENTIAL_REF_RE
 
     if not CREDENTIAL_REF_RE.match(ref):
         raise ValidationError("The credentialRef is malformed.")

@@ -20,7 +20,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import (
     IdTenantMismatchError,
@@ -33,6 +33,9 @@ from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, Tra
 from shared.protocol import webhooks as wh
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services.common import Caller, page_limit
+
+if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
+    from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
 SUB_PK = "WEBHOOK#"
 DL_PK = "WEBHOOKDL#"
@@ -109,7 +112,7 @@ def _check_url(ports: Ports, url: str) -> None:
         raise WebhookUrlRejectedError("The webhook URL must use https.")
 
 
-def _algorithms(body: wh.RegisterWebhook) -> list[str]:
+def _algorithms(body: RegisterWebhook) -> list[str]:
     algs = body.signatureAlgorithms
     if algs is None:
         return [wh.V1]
@@ -119,7 +122,7 @@ def _algorithms(body: wh.RegisterWebhook) -> list[str]:
     return list(algs)
 
 
-def register(ports: Ports, caller: Caller, body: wh.RegisterWebhook) -> dict[str, Any]:
+def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, Any]:
     algorithms = _algorithms(body)
     standard = wh.STANDARD_WEBHOOKS in algorithms
     if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
@@ -188,7 +191,7 @@ def unregister(ports: Ports, caller: Caller, wire: str) -> None:
         raise NotFoundError("No such webhook.")
 
 
-def rotate_secret(ports: Ports, caller: Caller, wire: str, body: wh.RotateWebhookSecret) -> dict[str, Any]:
+def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSecret) -> dict[str, Any]:
     """RFC 0201 §E: the new secret signs at once; the previous one keeps signing for the overlap, and a rotation
     inside an overlap retires the oldest secret immediately (at most two entries)."""
     sub = _load(ports, caller, wire)

@@ -21,9 +21,9 @@ NEVER_AT_IMPORT = ("boto3", "botocore.client", "botocore.session", "mcp", "httpx
                    "referencing", "moto", "jsonata", "werkzeug", "openwop_client", "requests", "cachetools.func",
                    "shared.local", "shared.providers.bedrock", "shared.providers.openai", "shared.storage.dynamodb",
                    "shared.orchestration.step_functions", "shared.transports.mcp")
-# A handler that parses no request body with a pydantic model has no reason to load pydantic when it is imported.
-NO_PYDANTIC = ("get_run", "list_runs", "poll_run_events", "stream_run_events", "not_found",
-               "erase_run", "delete_run")
+# pydantic (~60 ms) loads with the first request body a route validates, never with a handler module; Powertools'
+# other resolvers (AppSync and its asyncio, ...) never load (functions._common.resolver).
+AT_FIRST_USE = ("pydantic", "aws_lambda_powertools.event_handler.appsync", "asyncio")
 
 _PROBE = """
 import json, sys
@@ -36,7 +36,7 @@ print(json.dumps({{"loaded": [m for m in {watch!r} if m in sys.modules],
 
 
 def _probe(module: str) -> dict:
-    watch = (*NEVER_AT_IMPORT, "pydantic")
+    watch = (*NEVER_AT_IMPORT, *AT_FIRST_USE)
     out = subprocess.run([sys.executable, "-c", _PROBE.format(module=module, watch=watch)], capture_output=True,
                          text=True, timeout=120, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -46,9 +46,7 @@ def _probe(module: str) -> dict:
 def test_handler_import_builds_nothing_and_loads_no_heavy_module(fn: manifest.Function) -> None:
     got = _probe(fn.module)
     assert got["ports_built"] == 0 and got["clients"] == {}
-    assert [m for m in got["loaded"] if m != "pydantic"] == []
-    if fn.name in NO_PYDANTIC:
-        assert "pydantic" not in got["loaded"]
+    assert got["loaded"] == []
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,3 +55,13 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Any, monkeypatch: pytest.Monkey
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
     got = _probe("heavy_handler")
     assert "boto3" in got["loaded"] and "botocore.session" in got["loaded"]
+
+
+def test_the_lazy_event_handler_package_still_serves_every_name() -> None:
+    """Importing the resolver shim first, any other Powertools event_handler name still resolves (loaded then)."""
+    code = ("import sys, functions._common.resolver as r\n"
+            "assert 'aws_lambda_powertools.event_handler.appsync' not in sys.modules\n"
+            "from aws_lambda_powertools.event_handler import AppSyncResolver, Response, content_types\n"
+            "print(AppSyncResolver.__module__, Response is r.Response, content_types.APPLICATION_JSON)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["aws_lambda_powertools.event_handler.appsync", "True", "application/json"]

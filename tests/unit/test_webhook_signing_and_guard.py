@@ -14,6 +14,7 @@ from standardwebhooks.webhooks import Webhook
 
 from shared.errors import WebhookUrlRejectedError
 from shared.protocol import webhooks as wh
+from shared.protocol.webhook_bodies import RegisterWebhook
 from shared.services import webhooks
 from shared.transports.egress import EgressPolicy
 from shared.transports.http import GuardedHttpTransport
@@ -91,7 +92,7 @@ def _ports(resolved: dict[str, list[str]], allow: tuple[str, ...] = ()) -> Simpl
                                        ["93.184.216.34", "192.168.1.1"]])
 def test_a_name_resolving_to_a_private_or_metadata_address_is_refused_at_registration(addresses) -> None:
     ports = _ports({"hooks.example.com": addresses})
-    body = wh.RegisterWebhook(url="https://hooks.example.com/x", events=["run.completed"])
+    body = RegisterWebhook(url="https://hooks.example.com/x", events=["run.completed"])
     with pytest.raises(WebhookUrlRejectedError) as err:
         webhooks.register(ports, SimpleNamespace(tenant="t", subject_id="s"), body)  # type: ignore[arg-type]
     assert "hooks.example.com" not in err.value.message and addresses[-1] not in err.value.message
@@ -101,12 +102,12 @@ def test_a_public_https_name_passes_and_plain_http_only_when_allowlisted() -> No
     caller = SimpleNamespace(tenant="t", subject_id="s")
     public = _ports({"hooks.example.com": ["93.184.216.34"]})
     with pytest.raises(_Reached):
-        webhooks.register(public, caller, wh.RegisterWebhook(url="https://hooks.example.com/x",  # type: ignore[arg-type]
+        webhooks.register(public, caller, RegisterWebhook(url="https://hooks.example.com/x",  # type: ignore[arg-type]
                                                              events=["run.completed"]))
     with pytest.raises(WebhookUrlRejectedError):
-        webhooks.register(public, caller, wh.RegisterWebhook(url="http://hooks.example.com/x",  # type: ignore[arg-type]
+        webhooks.register(public, caller, RegisterWebhook(url="http://hooks.example.com/x",  # type: ignore[arg-type]
                                                              events=["run.completed"]))
     local = _ports({"127.0.0.1": ["127.0.0.1"]}, allow=("127.0.0.0/8",))
     with pytest.raises(_Reached):
-        webhooks.register(local, caller, wh.RegisterWebhook(url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
+        webhooks.register(local, caller, RegisterWebhook(url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
                                                             events=["run.completed"]))

@@ -4,30 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
+from functions._common import task_input as ti
 from functions._common.observability import count, count_tools, task_handler
 from shared.engine import runner
 from shared.engine.tools import ToolTally
 from shared.wiring import get_ports
 
 
-class AdvanceInput(BaseModel):
-    runId: str
-    phase: str = "advance"  # "index": a fork's first task builds its source index (statemachines/fork-replay)
-    hops: int = 0  # Advance tasks this execution has made (continue-as-new after settings.execution_max_tasks)
-    execution: str = ""  # this execution's name (its generation)
-
-
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    req = AdvanceInput.model_validate(event)
-    if req.phase == "index":
+    run_id = ti.text(event, "runId")
+    phase = ti.text(event, "phase", "advance")  # "index": a fork's first task builds its source index
+    hops = ti.integer(event, "hops", 0)  # Advance tasks this execution has made (continue-as-new after a setting)
+    execution = ti.text(event, "execution", "")  # this execution's name (its generation)
+    if phase == "index":
         from shared.engine import forkindex
 
-        return {**forkindex.index_fork(get_ports(), req.runId), "hops": req.hops}
+        return {**forkindex.index_fork(get_ports(), run_id), "hops": hops}
     tally = ToolTally()
-    out = runner.advance(get_ports(), req.runId, hops=req.hops, execution=req.execution, tally=tally)
+    out = runner.advance(get_ports(), run_id, hops=hops, execution=execution, tally=tally)
     count_tools(tally)
     if out.get("next") == "done":
         count("RunsFinished")

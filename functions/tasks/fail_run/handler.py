@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
+from functions._common import task_input as ti
 from functions._common.observability import count, task_handler
 from shared.engine import runner
 from shared.wiring import get_ports
 
 
-class FailInput(BaseModel):
-    runId: str
-    error: dict[str, Any] | None = None
-
-
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    req = FailInput.model_validate(event)
-    out = runner.fail_run(get_ports(), req.runId, req.error)
+    out = runner.fail_run(get_ports(), ti.text(event, "runId"), ti.mapping(event, "error", None))
     if out.get("failed"):
         count("RunsFailed")
     return out

@@ -5,21 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
+from functions._common import task_input as ti
 from functions._common.observability import count, task_handler
 from shared.engine import evalrun
 from shared.wiring import get_ports
 
 
-class FinishInput(BaseModel):
-    runId: str
-
-
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    req = FinishInput.model_validate(event)
-    out = evalrun.finish(get_ports(), req.runId)
+    out = evalrun.finish(get_ports(), ti.text(event, "runId"))
     count("RunsFinished")
     count("EvalsFinished")
     return out

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
+from functions._common import task_input as ti
 from functions._common.observability import task_handler
 from shared.services import lifecycle
 from shared.wiring import get_ports
 
 
-class ParkInput(BaseModel):
-    runId: str
-    taskToken: str
-
-
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    req = ParkInput.model_validate(event)
-    return lifecycle.park(get_ports(), req.runId, req.taskToken)
+    return lifecycle.park(get_ports(), ti.text(event, "runId"), ti.text(event, "taskToken"))

@@ -3,40 +3,28 @@ one ``trial`` (one agent invocation of a task under its fixture plan); see share
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
-
+from functions._common import task_input as ti
 from functions._common.observability import count_tools, task_handler
 from shared.engine import evalrun
 from shared.engine.tools import ToolTally
 from shared.wiring import get_ports
 
 
-class TrialItem(BaseModel):
-    r: str  # runId
-    t: int  # task index in suite order
-    k: int  # trial number, 1-based
-
-
-class TrialInput(BaseModel):
-    phase: Literal["prepare", "trial"]
-    runId: str | None = None
-    item: TrialItem | None = None
-
-
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    req = TrialInput.model_validate(event)
-    if req.phase == "prepare":
-        if req.runId is None:
-            raise ValueError("prepare needs runId")
+    phase = ti.text(event, "phase")
+    if phase == "prepare":
         ports = get_ports()
         # the trials Map's MaxConcurrencyPath: a setting (EVAL_MAX_CONCURRENCY), not a constant of the ASL file
-        return {**evalrun.prepare(ports, req.runId), "maxConcurrency": ports.settings.eval_max_concurrency}
-    if req.item is None:
-        raise ValueError("trial needs item")
+        return {**evalrun.prepare(ports, ti.text(event, "runId")),
+                "maxConcurrency": ports.settings.eval_max_concurrency}
+    if phase != "trial":
+        raise ti.TaskInputError("phase is prepare or trial")
+    item = ti.mapping(event, "item")  # {r: runId, t: task index in suite order, k: trial number, 1-based}
     tally = ToolTally()
-    out = evalrun.trial_task(get_ports(), req.item.model_dump(), tally=tally)
+    out = evalrun.trial_task(get_ports(), {"r": ti.text(item, "r"), "t": ti.integer(item, "t"),
+                                           "k": ti.integer(item, "k")}, tally=tally)
     count_tools(tally)  # the trial's tool calls, and the RFC 0252 fixture misses it was served
     return out

@@ -1,0 +1,45 @@
+"""Webhook registration bodies (closed shapes; webhooks.md): ``POST /webhooks`` and the secret rotation."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from shared.protocol.webhooks import ALGORITHMS, EVENT_TYPE_RE, MAX_SECRET_CHARS, TAG_RE
+
+
+def _event_type(value: str) -> str:
+    if not EVENT_TYPE_RE.match(value) or len(value) > 128:
+        raise ValueError("events[] holds v2 event type names (e.g. run.completed)")
+    return value
+
+
+def _tag(value: str) -> str:
+    if not TAG_RE.match(value):
+        raise ValueError("a tag is 1-64 characters of [A-Za-z0-9._:/-]")
+    return value
+
+
+EventType = Annotated[str, AfterValidator(_event_type)]
+Tag = Annotated[str, AfterValidator(_tag)]
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class RegisterWebhook(_Closed):
+    """``POST /webhooks`` (registerWebhook)."""
+
+    url: str = Field(min_length=1, max_length=2048)
+    events: list[EventType] = Field(min_length=1, max_length=64)
+    secret: str | None = Field(default=None, min_length=16, max_length=MAX_SECRET_CHARS)
+    tags: list[Tag] | None = Field(default=None, max_length=32)
+    signatureAlgorithms: list[str] | None = Field(default=None, min_length=1, max_length=len(ALGORITHMS))
+
+
+class RotateWebhookSecret(_Closed):
+    """``POST /webhooks/{webhookId}/rotate-secret``: the new ``whsec_`` secret (never echoed)."""
+
+    secret: str = Field(min_length=1, max_length=MAX_SECRET_CHARS)
