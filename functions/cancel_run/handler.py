@@ -5,6 +5,7 @@ from __future__ import annotations
 from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.resolver import Response
+from shared.protocol.models import BulkCancelRunsRequest, CancelRunRequest
 from shared.services import lifecycle, runs
 
 app = api.build_resolver()
@@ -12,8 +13,6 @@ app = api.build_resolver()
 
 @app.post("/runs/<run_id>/cancel")
 def cancel_run(run_id: str) -> Response[str]:
-    from shared.protocol.models import CancelRunRequest
-
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, CancelRunRequest)
@@ -26,8 +25,6 @@ def cancel_run(run_id: str) -> Response[str]:
 
 @app.post("/runs:bulk-cancel")
 def bulk_cancel() -> Response[str]:
-    from shared.protocol.models import BulkCancelRunsRequest
-
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, BulkCancelRunsRequest)

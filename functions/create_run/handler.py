@@ -6,6 +6,7 @@ from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.observability import count
 from functions._common.resolver import Response
+from shared.protocol.models import CreateRunRequest
 from shared.services import runs
 
 app = api.build_resolver()
@@ -13,8 +14,6 @@ app = api.build_resolver()
 
 @app.post("/runs")
 def create_run() -> Response[str]:
-    from shared.protocol.models import CreateRunRequest
-
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, CreateRunRequest)

@@ -9,6 +9,7 @@ from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.observability import count
 from functions._common.resolver import Response
+from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunRequest
 from shared.services import lifecycle
 
 app = api.build_resolver()
@@ -16,8 +17,6 @@ app = api.build_resolver()
 
 @app.post("/runs/<run_id>:fork")
 def fork_run(run_id: str) -> Response[str]:
-    from shared.protocol.models import ForkRunRequest
-
     caller = api.caller(app)
     key = api.idempotency_key(app)
     req = api.parse(app, ForkRunRequest)
@@ -47,8 +46,6 @@ def _once(run_id: str, verb: str, body: dict, fn: Callable[[], dict]) -> Respons
 
 @app.post("/runs/<run_id>:pause")
 def pause_run(run_id: str) -> Response[str]:
-    from shared.protocol.models import PauseRunRequest
-
     req = api.parse(app, PauseRunRequest)
     return _once(run_id, "pauseRun", req.model_dump(mode="json"), lambda: lifecycle.pause_run(
         api.ports(), api.caller(app), run_id, req.reason, req.drainPolicy))
@@ -56,8 +53,6 @@ def pause_run(run_id: str) -> Response[str]:
 
 @app.post("/runs/<run_id>:resume")
 def resume_run(run_id: str) -> Response[str]:
-    from shared.protocol.models import ResumeRunRequest
-
     req = api.parse(app, ResumeRunRequest)
     return _once(run_id, "resumeRun", req.model_dump(mode="json"), lambda: lifecycle.resume_run(
         api.ports(), api.caller(app), run_id, req.reason))

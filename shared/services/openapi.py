@@ -14,6 +14,18 @@ from importlib import resources
 from typing import Any
 
 from shared import manifest
+from shared.protocol.agents import AgentRegistration, DeploymentTransition
+from shared.protocol.models import (
+    BulkCancelRunsRequest,
+    CancelRunRequest,
+    CreateRunRequest,
+    ForkRunRequest,
+    PauseRunRequest,
+    ResolveInterruptRequest,
+    ResumeRunRequest,
+)
+from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
+from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
 
 @dataclass(frozen=True)
@@ -346,20 +358,7 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
-    # the request bodies' models (pydantic) load with the document, not with the module
-    from shared.protocol.agents import AgentRegistration, DeploymentTransition
-    from shared.protocol.models import (
-        BulkCancelRunsRequest,
-        CancelRunRequest,
-        CreateRunRequest,
-        ForkRunRequest,
-        PauseRunRequest,
-        ResolveInterruptRequest,
-        ResumeRunRequest,
-    )
     from shared.protocol.schemas import load_schema
-    from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
-    from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
     descriptor = {k: v for k, v in load_schema("tool-descriptor.schema.json").items() if k not in ("$schema", "$id")}
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
