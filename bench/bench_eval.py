@@ -113,7 +113,8 @@ def main() -> None:
              "(bound ~1: the trial's one write, its calls' records with it)")
         line("bytes sent / received per task-trial", f"{used.bytes_sent() // trials} / "
              f"{used.bytes_received() // trials}", "B")
-        line("requests from other origins (polling aside)", meter.unattributed("create", run_id))
+        others = {o: n for o, n in meter.origins().items() if o not in ("create", run_id, "poll", "bench")}
+        line("requests from other origins (polling aside)", sum(others.values()), f"{others}")
         by_op = Counter({k: v for k, v in used.calls.items()})
         for op, n in by_op.most_common():
             line(f"  {op}", n, f"({n / trials:.2f} per task-trial)")

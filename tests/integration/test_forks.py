@@ -309,17 +309,23 @@ def test_discovery_advertises_replay_and_the_replay_fixtures(host):
     assert {"conformance-replay-side-effect", "conformance-replay-ordinal-loop"} <= set(caps.raw["fixtures"])
 
 
-def test_the_prefix_is_copied_with_batched_writes(host):
-    # Given a 1,002-event source run
+def _loop_source(client):
+    """A completed ~1,000-event run (a loop of two noop nodes, 4 events per iteration)."""
     from shared.services.workflows import register_workflow
 
-    doc = definition(unique("copy-loop"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+    doc = definition(unique("loop"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
                      [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
                      settings={"maxLoopbackIterations": 249})
     register_workflow(_ports(), "tenant-a", doc)
-    client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
     wait_terminal(client, src.runId)
+    return src
+
+
+def test_the_prefix_is_copied_with_batched_writes(host):
+    # Given a 1,002-event source run
+    client = host.client(host.key_a)
+    src = _loop_source(client)
     n = _ports().runs.get_run(src.runId).last_seq  # fork before the terminal event: copy n events
     calls: list[str] = []
 
@@ -342,17 +348,11 @@ def test_the_prefix_is_copied_with_batched_writes(host):
 
 
 def test_a_replay_reads_its_source_once_and_compares_digests(host):
-    # Given a 1,002-event source run
+    # Given a 1,000-event source run
     from shared.engine import forkindex
-    from shared.services.workflows import register_workflow
 
-    doc = definition(unique("digest-loop"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-                     settings={"maxLoopbackIterations": 249})
-    register_workflow(_ports(), "tenant-a", doc)
     client = host.client(host.key_a)
-    src = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
-    wait_terminal(client, src.runId)
+    src = _loop_source(client)
     n = _ports().runs.get_run(src.runId).last_seq + 1
     read: list[int] = []
 
