@@ -3,7 +3,7 @@ workflow and an agent making 10,000 tool calls, each next to its AWS lower bound
 
 Run: ``.venv/bin/python -m bench.bench_scale`` (part of ``make bench``; takes minutes). ``BENCH_SCALE_EVENTS`` sets
 the loop run's size (default 100,000), ``BENCH_SCALE_NODES`` the chain (default 10,000), ``BENCH_SCALE_AGENT_CALLS``
-the agent's tool calls (default 10,000). Prints AWS requests and bytes (the exact meter of ``bench.common``: every
+the agent's tool calls (default 10,000), ``BENCH_SCALE_FORKS`` the forks made (default ``branch,replay``). Prints AWS requests and bytes (the exact meter of ``bench.common``: every
 task of the run, whatever thread ran it; the bench's own polling apart) and their bounds; asserts nothing.
 
 Bounds: a run appends its events in transactions of at most 99 events plus the run item's update (⌈events/99⌉),
@@ -92,53 +92,14 @@ def main() -> None:
     aws, meter = start_stack()
     from shared.services.workflows import register_workflow
     from shared.wiring import get_ports
-    from tests.workflows import chain, definition, edge, node, scripted_agent
+    from tests.workflows import chain, scripted_agent
 
     ports = get_ports()
     target = int(os.environ.get("BENCH_SCALE_EVENTS", "100000"))
     nodes = int(os.environ.get("BENCH_SCALE_NODES", "10000"))
     try:
-        # A loop of two noop nodes: 4 events per iteration (the fastest node type).
-        doc = definition("bench-scale-loop", [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                         [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-                         settings={"maxLoopbackIterations": max(1, (target - 4) // 4)})
-        register_workflow(ports, TENANT, doc)
-        print(f"A run of ~{target:,} events (a loop of noop nodes) and its forks (local moto; counts, not seconds)")
-        run_id = _run(aws, ports, meter, "live run", {"workflowId": "bench-scale-loop"})
-        events = ports.runs.get_run(run_id).last_seq + 1
-
-        # One read of the source log: what a fork or replay must read at least.
-        meter.reset()
-        with meter.origin("one-read"):
-            sum(len(p) for p in ports.events.iter_events(run_id))
-        one = meter.usage("one-read")
-        line("one read of the log", f"{one.bytes_received() / 1e6:.2f} MB", f"{one.total()} Query requests")
-
-        for mode, from_seq in (("branch", events // 2), ("replay", 0)):
-            meter.reset()
-            t0 = time.monotonic()
-            with meter.origin("fork"):
-                out = call("run_actions", api_event("POST", f"/runs/{_wire(run_id)}:fork", "/runs/{runId}",
-                                                    {"mode": mode, "fromSeq": from_seq}))
-            asked = meter.usage("fork")
-            child = str(json.loads(out["body"])["runId"])
-            line(f"POST :fork ({mode}, fromSeq {from_seq:,})", asked.total(),
-                 f"requests {dict(asked.calls)} (constant in the log's size)")
-            status = wait_status(ports, child, meter, timeout=7200)
-            used = meter.usage("fork", child)
-            crec = ports.runs.get_run(child)
-            executed = crec.last_seq + 1 - from_seq
-            # A branch needs no index: it reads its prefix (copied) and nothing else of the source.
-            reads = one.total() if mode == "replay" else math.ceil(one.total() * from_seq / events)
-            bound = reads + math.ceil(from_seq / 25) + math.ceil(executed / 99) + 4
-            line(f"{mode} fork: {crec.last_seq + 1:,} events, {status}, {time.monotonic() - t0:.0f} s", used.total(),
-                 f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}")
-            need = one.bytes_received() * (1 if mode == "replay" else from_seq / events)
-            line(f"{mode} fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB",
-                 f"{used.bytes_received() / max(1, need):.3f}x one read of what it needs ({need / 1e6:.2f} MB)")
-            execs, most = _history_events(aws, child)
-            line(f"{mode} fork: Step Functions executions, most history events", f"{execs}, {most:,}")
-
+        if target > 0:
+            _loop_and_forks(aws, ports, meter, target)
         if nodes > 0:
             register_workflow(ports, TENANT, chain("bench-scale-chain", nodes))
             _run(aws, ports, meter, f"{nodes:,}-node chain", {"workflowId": "bench-scale-chain"})
@@ -156,6 +117,56 @@ def main() -> None:
     finally:
         meter.close()
         aws.stop()
+
+
+def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
+    """A live run of ~``target`` events, then a branch fork from its middle and a replay fork from 0."""
+    from shared.services.workflows import register_workflow
+    from tests.workflows import definition, edge, node
+
+    # A loop of two noop nodes: 4 events per iteration (the fastest node type).
+    doc = definition("bench-scale-loop", [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+                     settings={"maxLoopbackIterations": max(1, (target - 4) // 4)})
+    register_workflow(ports, TENANT, doc)
+    print(f"A run of ~{target:,} events (a loop of noop nodes) and its forks (local moto; counts, not seconds)")
+    run_id = _run(aws, ports, meter, "live run", {"workflowId": "bench-scale-loop"})
+    events = ports.runs.get_run(run_id).last_seq + 1
+
+    # One read of the source log: what a fork or replay must read at least.
+    meter.reset()
+    with meter.origin("one-read"):
+        sum(len(p) for p in ports.events.iter_events(run_id))
+    one = meter.usage("one-read")
+    line("one read of the log", f"{one.bytes_received() / 1e6:.2f} MB", f"{one.total()} Query requests")
+
+    modes = os.environ.get("BENCH_SCALE_FORKS", "branch,replay").split(",")  # which forks to make
+    for mode, from_seq in (("branch", events // 2), ("replay", 0)):
+        if mode not in modes:
+            continue
+        meter.reset()
+        t0 = time.monotonic()
+        with meter.origin("fork"):
+            out = call("run_actions", api_event("POST", f"/runs/{_wire(run_id)}:fork", "/runs/{runId}",
+                                                {"mode": mode, "fromSeq": from_seq}))
+        asked = meter.usage("fork")
+        child = str(json.loads(out["body"])["runId"])
+        line(f"POST :fork ({mode}, fromSeq {from_seq:,})", asked.total(),
+             f"requests {dict(asked.calls)} (constant in the log's size)")
+        status = wait_status(ports, child, meter, timeout=7200)
+        used = meter.usage("fork", child)
+        crec = ports.runs.get_run(child)
+        executed = crec.last_seq + 1 - from_seq
+        # A branch needs no index: it reads its prefix (copied) and nothing else of the source.
+        reads = one.total() if mode == "replay" else math.ceil(one.total() * from_seq / events)
+        bound = reads + math.ceil(from_seq / 25) + math.ceil(executed / 99) + 4
+        line(f"{mode} fork: {crec.last_seq + 1:,} events, {status}, {time.monotonic() - t0:.0f} s", used.total(),
+             f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}")
+        need = one.bytes_received() * (1 if mode == "replay" else from_seq / events)
+        line(f"{mode} fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB",
+             f"{used.bytes_received() / max(1, need):.3f}x one read of what it needs ({need / 1e6:.2f} MB)")
+        execs, most = _history_events(aws, child)
+        line(f"{mode} fork: Step Functions executions, most history events", f"{execs}, {most:,}")
 
 
 if __name__ == "__main__":

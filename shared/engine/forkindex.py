@@ -36,7 +36,7 @@ from shared.protocol import codes as c
 
 INLINE_INDEX_LIMIT = 300_000
 DIGEST_SIZE = 8  # bytes per source event; a collision (2^-64 per event) would hide one divergence
-DIGEST_PAGE = 4096  # digests per ranged read (32 KB)
+DIGEST_PAGE = 16_384  # digests per ranged read (128 KB)
 
 _cache: dict[str, dict[str, Any]] = {}  # child run id -> its index (immutable once written); one entry
 

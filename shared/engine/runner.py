@@ -33,6 +33,7 @@ from shared.protocol import codes as c
 
 ENGINE_VERSION = 1
 FLUSH_AT = 99
+TASK_EVENTS = 50 * FLUSH_AT  # events one Advance task appends at most (whole transactions: 4,950)
 # A folded state up to this size is stored inline on the run item with every append; a larger one goes to S3 (one
 # object per task, a pointer on the item), so the item each 99-event append rewrites stays small (issue 15).
 INLINE_STATE_LIMIT = 32_000
@@ -65,7 +66,6 @@ class RunContext:
     restart: bool = False  # a fork whose prefix ends inside a node: that node starts again
     source_digests: dict[str, Any] | None = None  # {key, events}: the replay's per-event digests of its source
     _source_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
-    _digest_page: tuple[int, bytes] = (-1, b"")
     _tools: ToolRuntime | None = None
     _models: ModelSession | None = None
     _agents: dict[str, AgentSpec | None] = field(default_factory=dict)
@@ -112,19 +112,21 @@ class RunContext:
 
     def source_digest(self, seq: int) -> bytes | None:
         """The digest of the source's event at ``seq`` (None past the source's end): one ranged S3 read per
-        ``DIGEST_PAGE`` events, the page replacing the last."""
+        ``DIGEST_PAGE`` events, the page replacing the last (kept by the container: digests never change)."""
         assert self.source_digests is not None
         if seq < 0 or seq >= int(self.source_digests["events"]):
             return None
         first = seq - seq % DIGEST_PAGE
-        if self._digest_page[0] != first:
-            got = self.ports.blobs.get_range(str(self.source_digests["key"]), first * DIGEST_SIZE,
-                                             (first + DIGEST_PAGE) * DIGEST_SIZE)
-            if got is None:
+        key = str(self.source_digests["key"])
+        page = _digest_pages.get((key, first))
+        if page is None:
+            page = self.ports.blobs.get_range(key, first * DIGEST_SIZE, (first + DIGEST_PAGE) * DIGEST_SIZE)
+            if page is None:
                 raise RunGoneError(self.run_id)
-            self._digest_page = (first, got)
+            _digest_pages.clear()  # one page per container: the next task of the replay usually goes on in it
+            _digest_pages[(key, first)] = page
         at = (seq - first) * DIGEST_SIZE
-        return self._digest_page[1][at:at + DIGEST_SIZE]
+        return page[at:at + DIGEST_SIZE]
 
 
 def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None = None) -> AgentSpec | None:
@@ -167,6 +169,7 @@ def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
     return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
 
 
+_digest_pages: dict[tuple[str, int], bytes] = {}  # (digests object, first sequence) -> a page of a replay's digests
 _pinned: dict[str, Workflow] = {}  # run id -> its pinned workflow (immutable once created); one entry per container
 
 
@@ -604,7 +607,7 @@ def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str,
     return upd
 
 
-def advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000, hops: int = 0,
+def advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, hops: int = 0,
             execution: str = "", tally: ToolTally | None = None) -> dict[str, Any]:
     """Advance one run; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 
@@ -641,7 +644,7 @@ def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any
     return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
 
 
-def _advance(ports: Ports, run_id: str, *, max_events: int = 2000, max_ms: int = 60_000,
+def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
              tally: ToolTally | None = None) -> dict[str, Any]:
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:

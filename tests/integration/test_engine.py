@@ -244,7 +244,7 @@ def test_a_10000_event_run_completes_with_bounded_history(host):
     assert rec.last_seq + 1 == 4 + 2500 * 4
     sfn = host.aws.client("stepfunctions")
     history = sfn.get_execution_history(executionArn=rec.execution_arn, maxResults=1000)["events"]
-    # each task advances up to 2,000 events: a handful of loop iterations, far inside 25,000
+    # each task advances up to 4,950 events: a handful of loop iterations, far inside 25,000
     assert len(history) < 100, len(history)
     first = _ports().events.read_events(run.runId, -1, limit=3)
     assert json.dumps(first[0]["payload"]["workflowId"]) == json.dumps(doc["id"])
