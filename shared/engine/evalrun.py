@@ -18,9 +18,10 @@ never inside the Step Functions payload.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
+
+from cachetools import LRUCache
 
 from shared import keys
 from shared.engine import grading, judge
@@ -75,15 +76,15 @@ def entries_from_records(records: list[ToolCallRecord], agent_id: str) -> list[d
 
 # --------------------------------------------------------------------------- the plan
 
-_plan_cache: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _PLAN_CACHE_SIZE = 16
+_plan_cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=_PLAN_CACHE_SIZE)
 
 
 def load_plan(ports: Ports, run_id: str, *, cached: bool = True) -> dict[str, Any]:
     """The eval run's pinned plan (immutable after create), suite included."""
-    if cached and run_id in _plan_cache:
-        _plan_cache.move_to_end(run_id)
-        return _plan_cache[run_id]
+    hit = _plan_cache.get(run_id) if cached else None
+    if hit is not None:
+        return hit
     doc = ports.runs.get_aux(run_id, keys.EVAL_PLAN_SK)
     if doc is None:
         raise RunGoneError(run_id)
@@ -93,8 +94,6 @@ def load_plan(ports: Ports, run_id: str, *, cached: bool = True) -> dict[str, An
             raise RunGoneError(run_id)
         doc = {**doc, "suite": suite}
     _plan_cache[run_id] = doc
-    while len(_plan_cache) > _PLAN_CACHE_SIZE:
-        _plan_cache.popitem(last=False)
     return doc
 
 
@@ -315,20 +314,19 @@ def store_trial(ports: Ports, rec: RunRecord, result: TrialResult, calls: list[T
     ports.tool_calls.put_calls(rec.run_id, list(calls or []), rec.expires_at, aux=(sk, doc))
 
 
-_runs: OrderedDict[str, RunRecord] = OrderedDict()  # eval run id -> its record as first read in this container
+_runs: LRUCache[str, RunRecord] = LRUCache(maxsize=_PLAN_CACHE_SIZE)  # eval run id -> its record as first read in this container
 
 
 def _eval_record(ports: Ports, run_id: str) -> RunRecord | None:
     """The eval run as a trial needs it (tenant, expiry, configuration: fixed at create), read once per container;
     whether it is still writable is checked by the trial's write, not by a read."""
-    if run_id in _runs:
-        return _runs[run_id]
+    rec = _runs.get(run_id)
+    if rec is not None:
+        return rec
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return None
     _runs[run_id] = rec
-    while len(_runs) > _PLAN_CACHE_SIZE:
-        _runs.popitem(last=False)
     return rec
 
 

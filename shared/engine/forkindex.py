@@ -27,6 +27,8 @@ import hashlib
 import json
 from typing import Any
 
+from cachetools import LRUCache
+
 from shared.engine.canonical import canonical_bytes
 from shared.engine.registry import NODE_TYPES
 from shared.errors import ConflictError, RunGoneError
@@ -38,7 +40,7 @@ INLINE_INDEX_LIMIT = 300_000
 DIGEST_SIZE = 8  # bytes per source event; a collision (2^-64 per event) would hide one divergence
 DIGEST_PAGE = 16_384  # digests per ranged read (128 KB)
 
-_cache: dict[str, dict[str, Any]] = {}  # child run id -> its index (immutable once written); one entry
+_cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=1)  # child run id -> its index (immutable once written)
 
 
 def comparable(ev: dict[str, Any]) -> dict[str, Any]:
@@ -96,14 +98,14 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
 
 def load(ports: Ports, run_id: str) -> dict[str, Any]:
     """The child's index: one read per container (it never changes once written)."""
-    if run_id in _cache:
-        return _cache[run_id]
+    hit = _cache.get(run_id)
+    if hit is not None:
+        return hit
     got = ports.runs.get_aux(run_id, FORK_SOURCE_SK)
     if got is not None and "blob" in got:
         got = ports.blobs.get_json(str(got["blob"]))
     if got is None:
         return {}
-    _cache.clear()
     _cache[run_id] = dict(got)
     return _cache[run_id]
 

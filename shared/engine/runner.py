@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from cachetools import LRUCache
+
 from shared.engine import state as st
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.canonical import same_json
@@ -123,8 +125,7 @@ class RunContext:
             page = self.ports.blobs.get_range(key, first * DIGEST_SIZE, (first + DIGEST_PAGE) * DIGEST_SIZE)
             if page is None:
                 raise RunGoneError(self.run_id)
-            _digest_pages.clear()  # one page per container: the next task of the replay usually goes on in it
-            _digest_pages[(key, first)] = page
+            _digest_pages[(key, first)] = page  # the next task of the replay usually goes on in this container
         at = (seq - first) * DIGEST_SIZE
         return page[at:at + DIGEST_SIZE]
 
@@ -169,22 +170,25 @@ def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
     return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
 
 
-_digest_pages: dict[tuple[str, int], bytes] = {}  # (digests object, first sequence) -> a page of a replay's digests
-_pinned: dict[str, Workflow] = {}  # run id -> its pinned workflow (immutable once created); one entry per container
+# Immutable things a warm container keeps, one of each: a page of a replay's digests ((object, first sequence)), a
+# run's pinned workflow (run id), the large state snapshot it last wrote (S3 key).
+_digest_pages: LRUCache[tuple[str, int], bytes] = LRUCache(maxsize=1)
+_pinned: LRUCache[str, Workflow] = LRUCache(maxsize=1)
+_last_state: LRUCache[str, str] = LRUCache(maxsize=1)
 
 
 def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
     """The run's workflow, loaded. A pinned definition never changes, so a warm container reads and loads it once
     per run (a long run's tasks do not read it again)."""
     pinned = bool(rec.data.get("definitionPinned")) and rec.data.get("definition") is None
-    if pinned and rec.run_id in _pinned:
-        return _pinned[rec.run_id]
+    hit = _pinned.get(rec.run_id) if pinned else None
+    if hit is not None:
+        return hit
     doc = pinned_definition(ports, rec)
     if doc is None:
         raise EngineError("workflow definition is gone")
     wf = load_workflow(doc, set(NODE_TYPES))
     if pinned:
-        _pinned.clear()
         _pinned[rec.run_id] = wf
     return wf
 
@@ -546,12 +550,8 @@ def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
         return {}
     key = f"runs/{run_id}/state/{seq:012d}.json"
     ports.blobs.put_json(key, stored)
-    _last_state.clear()
     _last_state[key] = blob  # the next task of this run, in a warm container, reads it from here, not S3
     return {"state": {"$ref": key, "seq": seq}}
-
-
-_last_state: dict[str, str] = {}  # S3 key -> the large state snapshot this container last wrote (immutable)
 
 
 def state_updates(ports: Ports, rec: RunRecord, state: dict[str, Any], seq: int) -> dict[str, Any]:

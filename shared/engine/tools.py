@@ -19,11 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cachetools import LRUCache
+
 from shared.engine import dispatch
 from shared.engine.canonical import same_json
 from shared.engine.catalog import Catalog, ResolvedTool
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
-from shared.errors import RunGoneError, StorageError
+from shared.errors import StorageError
 from shared.ports import EffectDeniedError, Ports, ToolCallRecord
 from shared.protocol import codes as c
 from shared.protocol.toolids import transport_of
@@ -129,7 +131,7 @@ def _counter_args(args: Any, op: str) -> bool:
 
 
 COUNTER_ATTEMPTS = 8  # optimistic increments of a contended counter before the call is an error outcome
-_counts: dict[tuple[str, str], int] = {}  # the last count this container saw per counter: a guess, checked on write
+_counts: LRUCache[tuple[str, str], int] = LRUCache(maxsize=1024)  # the last count this container saw per counter: a guess, checked on write
 
 
 def _recorded(rec: dict[str, Any]) -> ToolOutcome:
@@ -189,16 +191,18 @@ class ToolRuntime:
             started_at=self.ports.clock.iso(started), duration_ms=outcome.duration_ms,
             extra={"transport": outcome.transport, **({"miss": True} if outcome.miss else {})},
         )
-        if outcome.counter is not None:
-            outcome, fresh = self._increment(record, outcome.counter)
-            if not fresh:
-                return outcome
-        elif self.deferred is not None and not outcome.claimed:
+        counted = self._increment(record, outcome.counter) if outcome.counter is not None else None
+        if counted is not None:
+            outcome = counted  # written with its increment
+        elif self.deferred is not None and not outcome.claimed and outcome.counter is None:
             self.deferred.append(record)
-        elif not self.ports.tool_calls.put_call(record, self.expires_at):
-            prior = self.ports.tool_calls.get_call(self.run_id, call_key)
-            if prior is not None:
-                return outcome_of(prior)
+        else:
+            if outcome.counter is not None:  # recorded before (a retried step) or contended: the record says which
+                outcome = ToolOutcome(record.status, record.result, record.error, "live", record.duration_ms)
+            if not self.ports.tool_calls.put_call(record, self.expires_at):
+                prior = self.ports.tool_calls.get_call(self.run_id, call_key)
+                if prior is not None:
+                    return outcome_of(prior)
         if self.tally is not None:
             self.tally.add(outcome)
         return outcome
@@ -263,11 +267,12 @@ class ToolRuntime:
         except Exception:  # a tool that raises is an error outcome, never a lost call
             return ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the tool raised"), source="live")
 
-    def _increment(self, record: ToolCallRecord, key: str) -> tuple[ToolOutcome, bool]:
+    def _increment(self, record: ToolCallRecord, key: str) -> ToolOutcome | None:
         """The counter's increment and the call's record in one write (``put_counted_call``), from the count this
         container last saw (read once when unknown; a stale guess costs one more write, told the current count).
-        A retried step finds its record and returns that outcome (``False``: not made now): the counter moved once
-        for the call."""
+        None when nothing was written: the call was recorded before (a retried step: the caller's write-once record
+        path returns that outcome; the counter moved once for the call) or the counter stayed contended (``record``
+        now holds that error outcome, for the caller to write)."""
         counter = (f"COUNTER#{self.tenant}", key)
         expected = _counts.get(counter)
         for _ in range(COUNTER_ATTEMPTS):
@@ -276,25 +281,15 @@ class ToolRuntime:
             record.result = {"key": key, "count": expected + 1}
             got, count = self.ports.tool_calls.put_counted_call(record, self.expires_at, counter, expected)
             if got == "written":
-                if len(_counts) >= 1024:
-                    _counts.clear()
                 _counts[counter] = int(count or 0)
-                return ToolOutcome("ok", record.result, source="live", duration_ms=record.duration_ms), True
+                return ToolOutcome("ok", record.result, source="live", duration_ms=record.duration_ms)
             if got == "recorded":
-                prior = self.ports.tool_calls.get_call(self.run_id, record.call_key)
-                if prior is None:
-                    raise RunGoneError(self.run_id)
-                return outcome_of(prior), False
+                return None
             expected = count
         _counts.pop(counter, None)
-        outcome = ToolOutcome("error", error=_error_obj(c.EXTERNAL_CALL_FAILED, "the counter is contended"),
-                              source="live", duration_ms=record.duration_ms)
-        record.status, record.result, record.error = outcome.status, None, outcome.error
-        if not self.ports.tool_calls.put_call(record, self.expires_at):
-            prior = self.ports.tool_calls.get_call(self.run_id, record.call_key)
-            if prior is not None:
-                return outcome_of(prior), False
-        return outcome, True
+        record.status, record.result = "error", None
+        record.error = _error_obj(c.EXTERNAL_CALL_FAILED, "the counter is contended")
+        return None
 
     def _send(self, guard: Guard, tool: ResolvedTool, call_key: str, args: Any) -> ToolOutcome:
         """A registered HTTP or MCP tool: validated, claimed while the run is writable, sent at most once more."""

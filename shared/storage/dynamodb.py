@@ -638,7 +638,7 @@ class DynamoEventStore:
 class DynamoToolCallStore:
     """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
 
-    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str = "") -> None:
+    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str) -> None:
         self._c = client
         self._t = table
         self._runs = runs_table
@@ -912,8 +912,7 @@ class S3BlobStore:
         self._b = bucket
 
     def put_json(self, key: str, value: Any) -> None:
-        self._c.put_object(Bucket=self._b, Key=key, Body=_dump(value).encode("utf-8"),
-                           ContentType="application/json", ServerSideEncryption="AES256")
+        self.put_bytes(key, _dump(value).encode("utf-8"), "application/json")
 
     def get_json(self, key: str) -> Any | None:
         try:
@@ -924,9 +923,8 @@ class S3BlobStore:
             raise
         return json.loads(resp["Body"].read())
 
-    def put_bytes(self, key: str, data: bytes) -> None:
-        self._c.put_object(Bucket=self._b, Key=key, Body=data, ContentType="application/octet-stream",
-                           ServerSideEncryption="AES256")
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> None:
+        self._c.put_object(Bucket=self._b, Key=key, Body=data, ContentType=content_type, ServerSideEncryption="AES256")
 
     def get_range(self, key: str, start: int, end: int) -> bytes | None:
         """One ranged GetObject: bytes ``[start, end)``, fewer at the object's end, none past it."""
