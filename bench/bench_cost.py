@@ -1,7 +1,7 @@
 """What it costs: the exact counts of ``bench.common.AwsMeter`` turned into dollars at on-demand list prices
 (``bench/prices.py``, us-east-1): per 1,000 workflow runs, per branch fork and per replay fork of a 10,000-event run,
-and the deployed stack's idle cost per month. (The eval bench prints the cost per task-trial, the agents bench the
-cost per model turn.)
+and the deployed stack's idle cost per month, by default and with the operator's opt-ins. (The eval bench prints
+the cost per task-trial, the agents bench the cost per model turn.)
 
 Run: ``make bench`` (or ``.venv/bin/python -m bench.bench_cost``). Prints figures; asserts nothing.
 """
@@ -73,11 +73,22 @@ def main() -> None:
         meter.close()
         aws.stop()
 
-    inventory = costs.idle_inventory_from_manifest()
-    idle = costs.idle_dollars_per_month(inventory)
-    print(f"Idle cost of the deployed stack per month, no traffic (beyond storage): ${sum(idle.values()):.2f}")
-    for what, usd in idle.items():
-        line(what, f"${usd:.2f}")
+    idle()
+
+
+def idle() -> None:
+    """The idle month by default and with every opt-in, at list price and within CloudWatch's free tier."""
+    for label, inventory in (
+        ("by default", costs.idle_inventory_from_manifest()),
+        ("with -c detailedAlarms=true -c dashboard=true",
+         costs.idle_inventory_from_manifest(detailed=True, dashboard=True)),
+    ):
+        listed = costs.idle_dollars_per_month(inventory)
+        free = costs.idle_dollars_per_month(inventory, free_tier=True)
+        print(f"Idle cost of the deployed stack per month {label}, no traffic (beyond storage): "
+              f"${sum(listed.values()):.2f} (${sum(free.values()):.2f} within CloudWatch's free tier)")
+        for what, usd in listed.items():
+            line(what, f"${usd:.2f}")
     print("Storage, per GB-month")
     for what, usd in costs.STORAGE_PER_GB_MONTH.items():
         line(what, f"${usd:.3f}")

@@ -1,5 +1,5 @@
-"""Eval figures: one eval of the largest suite the official EvalSuite schema allows (200 tasks x 10 trials = 2,000
-task-trials; ``BENCH_EVAL_TASKS`` / ``BENCH_EVAL_TRIALS`` change it) on the embedded stack (moto in-process).
+"""Eval figures: one eval of 200 tasks x 10 trials = 2,000 task-trials (``BENCH_EVAL_TASKS`` / ``BENCH_EVAL_TRIALS``
+change it, up to 10,000 x 10) on the embedded stack (moto in-process).
 
 Each task runs the scripted conformance agent with two tool calls: a live ``echo`` and a counter ``inc``
 served by the task's fixture (fresh fixture state per trial). Prints: wall time (create -> completed), AWS
@@ -127,7 +127,9 @@ def main() -> None:
         meter.add_transitions(run_id, str(rec.execution_arn))
         used = meter.usage("create", run_id)
         line("AWS cost per 1,000 task-trials (model price aside)", costs.breakdown(used, 1000 / trials))
-        summary = rec.summary or {}
+        from shared.services import summaries
+
+        summary = summaries.stored(ports, rec) or {}
         line("summary aggregateScore / passedCount", f"{summary.get('aggregateScore')} / {summary.get('passedCount')}")
         from shared.protocol.ids import project_id
 

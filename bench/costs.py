@@ -12,8 +12,9 @@ What is priced, per unit of work:
 - Secrets Manager and SQS: API calls (none on these paths today: secrets are cached per container, SQS only
   receives failed erasure records).
 
-The idle cost is what the deployed stack costs per month with no traffic, from the resources it creates
-(``idle_inventory``; an infra test checks the inventory against the synthesized template).
+The idle cost is what the deployed stack costs per month with no traffic, from the resources it creates by default
+and with the operator's opt-ins (``idle_inventory_from_manifest``; infra tests check both against synthesized
+templates).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def breakdown(usage: Usage, scale: float = 1.0) -> str:
 # -- idle ---------------------------------------------------------------------------------------------------------------
 
 # Resource types that cost money every hour whether or not anything runs. The stack must create none of them unless an
-# operator opts in; ``idle_inventory`` lists any it finds.
+# operator opts in; ``idle_inventory_from_template`` counts any it finds.
 ALWAYS_ON_TYPES = (
     "AWS::EC2::NatGateway", "AWS::EC2::Instance", "AWS::EC2::VPCEndpoint", "AWS::RDS::DBInstance",
     "AWS::RDS::DBCluster", "AWS::ElastiCache::CacheCluster", "AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::LoadBalancer",
@@ -73,21 +74,24 @@ ALWAYS_ON_TYPES = (
 )
 
 
-def idle_inventory_from_manifest() -> dict[str, int]:
-    """The per-month billable resources the CDK stack creates, derived from ``shared.manifest`` the way
-    ``infra/`` builds them: one secret per ``SECRETS`` entry; alarms (``infra/constructs/monitoring.py``): the API's
-    5xx (1 metric), per function errors + throttles (2 metrics), per state machine failed + timed out + aborted
-    (3 metrics), per stream consumer its failure queue (1 metric), per queue its dead-letter depth (1 metric); one
-    dashboard; one customer managed KMS key per queue (its messages and dead letters; rotation on); no NAT gateway,
-    provisioned capacity or always-on compute."""
+def idle_inventory_from_manifest(*, detailed: bool = False, dashboard: bool = False) -> dict[str, int]:
+    """The per-month billable resources the CDK stack creates, derived from ``shared.manifest`` the way ``infra/``
+    builds them; ``detailed`` and ``dashboard`` are the operator's opt-ins (CDK context ``detailedAlarms`` and
+    ``dashboard``). One secret per ``SECRETS`` entry. Alarms (``infra/constructs/monitoring.py``), one metric each by
+    default: the API's 5xx, per state machine its failed executions, per stream consumer its failure queue, per queue
+    its dead-letter queue; ``detailed`` adds two metrics per function (errors + throttles) and per state machine
+    (timed out + aborted). No customer managed KMS key (queues use SSE-SQS), no NAT gateway, provisioned capacity
+    or always-on compute."""
     from shared import manifest
 
+    alarm_metrics = 1 + len(manifest.STATE_MACHINES) + len(manifest.STREAM_CONSUMERS) + len(manifest.QUEUES)
+    if detailed:
+        alarm_metrics += 2 * len(manifest.FUNCTIONS) + 2 * len(manifest.STATE_MACHINES)
     return {
         "secrets": len(manifest.SECRETS),
-        "alarm_metrics": 1 + 2 * len(manifest.FUNCTIONS) + 3 * len(manifest.STATE_MACHINES)
-        + len(manifest.STREAM_CONSUMERS) + len(manifest.QUEUES),
-        "dashboards": 1,
-        "kms_keys": len(manifest.QUEUES),
+        "alarm_metrics": alarm_metrics,
+        "dashboards": int(dashboard),
+        "kms_keys": 0,
         "always_on": 0,
     }
 
@@ -121,14 +125,20 @@ def idle_inventory_from_template(template: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def idle_dollars_per_month(inventory: Mapping[str, int]) -> dict[str, float]:
-    """The stack's cost per month with no traffic, beyond storage (free tiers ignored)."""
+def idle_dollars_per_month(inventory: Mapping[str, int], *, free_tier: bool = False) -> dict[str, float]:
+    """The stack's cost per month with no traffic, beyond storage. Free tiers are ignored unless ``free_tier``: then
+    the account is assumed to have no other alarms or dashboards, so CloudWatch's free alarm metrics and dashboards
+    go to this stack (the default alarms are sized to fit)."""
+    alarm_metrics, dashboards = inventory["alarm_metrics"], inventory["dashboards"]
+    if free_tier:
+        alarm_metrics = max(0, alarm_metrics - p.CLOUDWATCH_FREE_ALARM_METRICS)
+        dashboards = max(0, dashboards - p.CLOUDWATCH_FREE_DASHBOARDS)
     return {
         f"Secrets Manager: {inventory['secrets']} secrets": inventory["secrets"] * p.SECRETS_PER_SECRET_MONTH,
-        f"CloudWatch: {inventory['alarm_metrics']} alarm metrics": inventory["alarm_metrics"]
-        * p.CLOUDWATCH_PER_ALARM_METRIC_MONTH,
-        f"CloudWatch: {inventory['dashboards']} dashboard(s) (3 per account are free)": inventory["dashboards"]
-        * p.CLOUDWATCH_PER_DASHBOARD_MONTH,
+        f"CloudWatch: {inventory['alarm_metrics']} alarm metrics ({p.CLOUDWATCH_FREE_ALARM_METRICS} per account "
+        "are free)": alarm_metrics * p.CLOUDWATCH_PER_ALARM_METRIC_MONTH,
+        f"CloudWatch: {inventory['dashboards']} dashboard(s) ({p.CLOUDWATCH_FREE_DASHBOARDS} per account are free)":
+        dashboards * p.CLOUDWATCH_PER_DASHBOARD_MONTH,
         f"KMS: {inventory['kms_keys']} customer managed key(s)": inventory["kms_keys"] * p.KMS_PER_CUSTOMER_KEY_MONTH,
         f"always-on compute, NAT, provisioned capacity: {inventory['always_on']}": 0.0
         if not inventory["always_on"] else float("nan"),

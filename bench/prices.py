@@ -2,9 +2,9 @@
 
 Read from the providers' public price pages (aws.amazon.com/<service>/pricing) as of **2026-12-03**, for
 **us-east-1 (N. Virginia)**, standard/on-demand tiers, free tiers ignored (a figure is what the usage costs beyond
-any free allowance). Change a number here and every cost the bench prints follows. The bench's unit costs are
-exact counts (requests, request units, invocations, transitions) times these; Lambda duration is the only
-measured-time input (see ``bench/costs.py``).
+any free allowance; the idle month is also given within CloudWatch's free alarms and dashboards). Change a number
+here and every cost the bench prints follows. The bench's unit costs are exact counts (requests, request units,
+invocations, transitions) times these; Lambda duration is the only measured-time input (see ``bench/costs.py``).
 """
 
 from __future__ import annotations
@@ -41,10 +41,13 @@ SECRETS_PER_API_CALL = 0.05 / 10_000
 # SQS standard queues (a request is metered per 64 KB chunk)
 SQS_PER_REQUEST = 0.40 / 1_000_000
 
-# KMS: one customer managed key per SQS queue (webhooks); tables use the AWS owned/managed key, S3 uses SSE-S3
+# KMS customer managed keys: the stack creates none (tables use the AWS owned/managed key, S3 SSE-S3, SQS SSE-SQS);
+# priced so that one appearing in the template shows in the idle cost
 KMS_PER_CUSTOMER_KEY_MONTH = 1.00
 
 # CloudWatch (alarms are billed per metric they evaluate: a metric-math alarm over two metrics is two alarm metrics)
 CLOUDWATCH_PER_ALARM_METRIC_MONTH = 0.10  # standard resolution
-CLOUDWATCH_PER_DASHBOARD_MONTH = 3.00  # the first 3 dashboards of an account are free (ignored)
+CLOUDWATCH_FREE_ALARM_METRICS = 10  # per account and month (standard resolution); ignored unless asked for
+CLOUDWATCH_PER_DASHBOARD_MONTH = 3.00
+CLOUDWATCH_FREE_DASHBOARDS = 3  # per account; ignored unless asked for
 CLOUDWATCH_LOGS_STORAGE_PER_GB_MONTH = 0.03

@@ -65,7 +65,7 @@ class HostStack(Stack):
         )
         self.functions.connect_state_machines(self.state_machines.machines)
         self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
-        self.queues = HostQueues(self, "HostQueues", stage=stage, functions=self.functions)
+        self.queues = HostQueues(self, "HostQueues", functions=self.functions)
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
         self.monitoring = HostMonitoring(self, "HostMonitoring", stage=stage, functions=self.functions,
                                          state_machines=self.state_machines, streams=self.streams, api=self.api,

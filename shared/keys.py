@@ -41,3 +41,8 @@ MODEL_CALL_PREFIX = "MCALL#"
 def credential_secret_name(prefix: str, tenant: str, credential_ref: str) -> str:
     """The Secrets Manager name of a tenant's credential: every tenant under its own path (IAM can scope it)."""
     return f"{prefix.rstrip('/')}/{tenant}/{credential_ref}"
+
+
+def eval_summary_key(run_id: str) -> str:
+    """An EvalSummary too large for the run item (thousands of tasks), under the run so erasure reaches it."""
+    return f"{run_prefix(run_id)}eval-summary.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Acknowledgment, RemovalPolicy, Validations
 from aws_cdk import aws_logs as logs
-from constructs import IConstruct
+from constructs import Construct, IConstruct
 
 DEV_STAGE = "dev"
 MIN_REASON_CHARS = 10
@@ -22,6 +22,16 @@ def removal_policy(stage: str) -> RemovalPolicy:
 
 def log_retention(stage: str) -> logs.RetentionDays:
     return logs.RetentionDays.ONE_WEEK if stage == DEV_STAGE else logs.RetentionDays.ONE_MONTH
+
+
+def context_flag(scope: Construct, key: str) -> bool:
+    """An opt-in switch from CDK context: ``true`` (``-c key=true`` or JSON true) turns it on, absent or ``false``
+    leaves it off, anything else stops synthesis (a typo must not silently leave the switch off)."""
+    raw = scope.node.try_get_context(key)
+    value = "false" if raw is None or raw == "" else str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"context {key}={raw!r}: expected true or false")
+    return value == "true"
 
 
 def acknowledge(scope: IConstruct, rule_id: str, reason: str) -> None:

@@ -1,12 +1,24 @@
-"""Alarms and a dashboard: what an operator is paged for, and where to look (docs/operations.md, "Alarms").
+"""Alarms, and on request a dashboard: what an operator is paged for, and where to look (docs/operations.md).
 
 Plain CloudWatch L2 constructs, every alarm notifying one SNS topic (``AlarmTopicArn`` output; CDK context
-``alarmEmail`` subscribes an address):
+``alarmEmail`` subscribes an address). The default alarms watch one metric each, so together they fit CloudWatch's
+free tier of 10 alarm metrics per account (``bench.costs`` counts them; an infra test keeps them within it). A
+failing function still shows in them: an API handler as a 5xx, a Step Functions task as a failed execution (each
+machine's catch ends in a Fail state), a stream or queue consumer as records in its failure queue.
 
 - ``Api5xx``: the HTTP API answered 5xx (any in 5 minutes: the host maps every expected failure to a 4xx envelope).
+- ``<Machine>ExecutionsFailed``: Step Functions executions failed (a run, eval or fork its machine could not finish).
+- ``ErasureFailures``, ``<Function>StreamFailures``: records in a stream consumer's on-failure queue (for the
+  erasure hook, an erasure that did not happen).
+- ``<Queue>DeadLetters``: messages in a queue's dead-letter queue (deliveries that exhausted their retries).
+
+CDK context ``detailedAlarms=true`` adds, two metrics each (billed per metric):
+
 - ``<Function>Problems``: a function's Errors + Throttles over 5 minutes (one alarm per function).
-- ``<Machine>ExecutionProblems``: Step Functions executions failed, timed out or aborted.
-- ``ErasureFailures``: records in the erasure hook's on-failure queue (an erasure that did not happen).
+- ``<Machine>ExecutionsTimedOutOrAborted``: Step Functions executions timed out or aborted (cancels and erasures
+  abort executions, so a few are expected).
+
+CDK context ``dashboard=true`` adds the dashboard (billed beyond an account's first 3).
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from infra.constructs.api import RunsApi
-from infra.constructs.common import acknowledge, pascal
+from infra.constructs.common import acknowledge, context_flag, pascal
 from infra.constructs.functions import HostFunctions
 from infra.constructs.queues import HostQueues
 from infra.constructs.state_machines import HostStateMachines
@@ -57,26 +69,9 @@ class HostMonitoring(Construct):
 
         alarm("Api5xx", api.http_api.metric_server_error(period=PERIOD, statistic="Sum"),
               "The HTTP API answered 5xx: a handler failed unexpectedly (see docs/operations.md).")
-        for name, fn in functions.functions.items():
-            problems = cw.MathExpression(
-                expression="e + t",
-                using_metrics={"e": fn.metric_errors(period=PERIOD, statistic="Sum"),
-                               "t": fn.metric_throttles(period=PERIOD, statistic="Sum")},
-                period=PERIOD,
-                label=f"{name} errors + throttles",
-            )
-            alarm(f"{pascal(name)}Problems", problems, f"Lambda {name}: errors or throttles (see docs/operations.md).")
         for key, machine in state_machines.machines.items():
-            problems = cw.MathExpression(
-                expression="f + t + a",
-                using_metrics={"f": machine.metric_failed(period=PERIOD, statistic="Sum"),
-                               "t": machine.metric_timed_out(period=PERIOD, statistic="Sum"),
-                               "a": machine.metric_aborted(period=PERIOD, statistic="Sum")},
-                period=PERIOD,
-                label=f"{key} failed + timed out + aborted",
-            )
-            alarm(f"{pascal(key)}ExecutionProblems", problems,
-                  f"Step Functions {key}: executions failed, timed out or were aborted (see docs/operations.md).")
+            alarm(f"{pascal(key)}ExecutionsFailed", machine.metric_failed(period=PERIOD, statistic="Sum"),
+                  f"Step Functions {key}: executions failed (see docs/operations.md).")
         for (table_key, function_name), queue in streams.failure_queues.items():
             alarm("ErasureFailures" if function_name == "erase_run" else f"{pascal(function_name)}StreamFailures",
                   queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
@@ -85,13 +80,38 @@ class HostMonitoring(Construct):
         for key, dlq in queues.dead_letter_queues.items():
             alarm(f"{pascal(key)}DeadLetters",
                   dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-                  f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md, "
-                  "\"Webhook dead letters\").")
+                  f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md).")
+        if context_flag(self, "detailedAlarms"):
+            for name, fn in functions.functions.items():
+                problems = cw.MathExpression(
+                    expression="e + t",
+                    using_metrics={"e": fn.metric_errors(period=PERIOD, statistic="Sum"),
+                                   "t": fn.metric_throttles(period=PERIOD, statistic="Sum")},
+                    period=PERIOD,
+                    label=f"{name} errors + throttles",
+                )
+                alarm(f"{pascal(name)}Problems", problems,
+                      f"Lambda {name}: errors or throttles (see docs/operations.md).")
+            for key, machine in state_machines.machines.items():
+                stopped = cw.MathExpression(
+                    expression="t + a",
+                    using_metrics={"t": machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                                   "a": machine.metric_aborted(period=PERIOD, statistic="Sum")},
+                    period=PERIOD,
+                    label=f"{key} timed out + aborted",
+                )
+                alarm(f"{pascal(key)}ExecutionsTimedOutOrAborted", stopped,
+                      f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).")
 
+        self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
+        CfnOutput(Stack.of(self), "AlarmTopicArn", value=self.topic.topic_arn,
+                  description="SNS topic of the host's alarms (subscribe to be paged)")
+
+    def _dashboard(self, api: RunsApi, metrics_namespace: str) -> cw.Dashboard:
         app = [cw.Metric(namespace=metrics_namespace, metric_name=m, dimensions_map={"service": "openwop-serverless"},
                          period=PERIOD, statistic="Sum") for m in APP_METRICS]
-        self.dashboard = cw.Dashboard(self, "Dashboard")
-        self.dashboard.add_widgets(
+        dashboard = cw.Dashboard(self, "Dashboard")
+        dashboard.add_widgets(
             cw.GraphWidget(title="Runs and refusals", left=app, width=12),
             cw.GraphWidget(title="API answers", width=12, left=[
                 api.http_api.metric_count(period=PERIOD, statistic="Sum"),
@@ -99,7 +119,7 @@ class HostMonitoring(Construct):
                 api.http_api.metric_server_error(period=PERIOD, statistic="Sum")],
                 right=[api.http_api.metric_latency(period=PERIOD, statistic="p99")]),
         )
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
         )
         # Evals and tools: the counters with their own dimensions (functions/_common/observability.py, count_by)
@@ -113,10 +133,9 @@ class HostMonitoring(Construct):
             expression=f"SEARCH('{{{metrics_namespace},service,code}} MetricName=\"RefusalsByCode\"', 'Sum', "
                        f"{int(PERIOD.to_seconds())})",
             using_metrics={}, label="RefusalsByCode", period=PERIOD)
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(
             cw.GraphWidget(title="Evals and fixture misses", left=evals, width=8),
             cw.GraphWidget(title="Tool calls by transport, status and source", left=[tool_calls], width=8),
             cw.GraphWidget(title="Refusals by code", left=[refusals], width=8),
         )
-        CfnOutput(Stack.of(self), "AlarmTopicArn", value=self.topic.topic_arn,
-                  description="SNS topic of the host's alarms (subscribe to be paged)")
+        return dashboard

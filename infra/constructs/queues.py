@@ -1,22 +1,21 @@
 """SQS queues from ``manifest.QUEUES``: the webhook delivery queue (FIFO) and its dead-letter queue.
 
-Both are encrypted with one customer-managed KMS key per queue (rotation on), TLS-only (``enforce_ssl``), FIFO.
-The main queue's redrive policy moves a message to the dead-letter queue after ``max_receives`` attempts; its
-visibility timeout is six times the consumer's timeout (the AWS guidance for Lambda event sources), and each
-retry's backoff is set per message by the consumer. Functions get the URL (``<KEY>_QUEUE_URL``) and only the grants
-their manifest entry declares: ``sends`` (SendMessage) or ``consumes`` (the event source mapping, batch size 1,
-partial batch responses).
+Both are FIFO, TLS-only (``enforce_ssl``) and encrypted with SQS-managed keys (SSE-SQS: a customer managed KMS key
+would cost $1 a month with no traffic, and kms grants for every sender and consumer). The main queue's redrive
+policy moves a message to the dead-letter queue after ``max_receives`` attempts; its visibility timeout is six times
+the consumer's timeout (the AWS guidance for Lambda event sources), and each retry's backoff is set per message by
+the consumer. Functions get the URL (``<KEY>_QUEUE_URL``) and only the grants their manifest entry declares:
+``sends`` (SendMessage) or ``consumes`` (the event source mapping, batch size 1, partial batch responses).
 """
 
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.common import acknowledge, pascal, removal_policy
+from infra.constructs.common import acknowledge, pascal
 from infra.constructs.functions import HostFunctions
 from shared import manifest
 
@@ -24,24 +23,21 @@ DLQ_RETENTION = Duration.days(14)
 
 
 class HostQueues(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, functions: HostFunctions) -> None:
         super().__init__(scope, construct_id)
         self.queues: dict[str, sqs.Queue] = {}
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
         for spec in manifest.QUEUES:
             name = pascal(spec.key)
-            key = kms.Key(self, f"{name}QueueKey", enable_key_rotation=True,
-                          description=f"OpenWOP {spec.key} queue and dead-letter queue encryption",
-                          removal_policy=removal_policy(stage))
-            dlq = sqs.Queue(self, f"{name}DeadLetterQueue", fifo=True, encryption=sqs.QueueEncryption.KMS,
-                            encryption_master_key=key, enforce_ssl=True, retention_period=DLQ_RETENTION)
+            dlq = sqs.Queue(self, f"{name}DeadLetterQueue", fifo=True, encryption=sqs.QueueEncryption.SQS_MANAGED,
+                            enforce_ssl=True, retention_period=DLQ_RETENTION)
             acknowledge(dlq, "AwsSolutions-SQS3", "This is the dead-letter queue of the webhook delivery queue; "
                         "messages reaching it are named by dead-letter records and redriven by an operator "
                         "(docs/operations.md), never consumed automatically.")
             consumer_timeout = max((f.timeout_s for f in manifest.FUNCTIONS if f.consumes == spec.key), default=30)
             queue = sqs.Queue(
                 self, f"{name}Queue", fifo=True, content_based_deduplication=False,
-                encryption=sqs.QueueEncryption.KMS, encryption_master_key=key, enforce_ssl=True,
+                encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
                 visibility_timeout=Duration.seconds(6 * consumer_timeout),
                 retention_period=Duration.days(spec.retention_days),
                 dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=spec.max_receives),
@@ -54,12 +50,6 @@ class HostQueues(Construct):
                 q = self.queues[qkey]
                 fn.add_environment(manifest.queue(qkey).env_var, q.queue_url)
                 q.grant_send_messages(fn)
-                acknowledge(fn.role, "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",  # type: ignore[arg-type]
-                            "SendMessage to a KMS-encrypted queue needs data keys of that one queue key (the "
-                            "statement's resource is the key ARN); GenerateDataKey* names the two data-key actions.")
-                acknowledge(fn.role, "AwsSolutions-IAM5[Action::kms:ReEncrypt*]",  # type: ignore[arg-type]
-                            "CDK's grant for a KMS-encrypted queue includes ReEncrypt* on that one queue key only "
-                            "(the statement's resource is the key ARN); nothing else is re-encrypted.")
             if fspec.consumes is not None:
                 q = self.queues[fspec.consumes]
                 fn.add_environment(manifest.queue(fspec.consumes).env_var, q.queue_url)

@@ -56,6 +56,8 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
     ContextSetting("judgeModel", "JUDGE_MODEL", "text", "the default rubric judge's model; default none"),
     ContextSetting("executionMaxTasks", "EXECUTION_MAX_TASKS", "int",
                    "Advance tasks per Step Functions execution before a run continues in a new one; default 1000"),
+    ContextSetting("evalFinishPageTrials", "EVAL_FINISH_PAGE_TRIALS", "int",
+                   "task-trials whose events one eval Finish invocation appends (larger suites loop); default 2000"),
     ContextSetting("webhookRetryBaseSeconds", "WEBHOOK_RETRY_BASE_SECONDS", "int",
                    "first webhook retry delay, doubled per attempt; default the queue's visibility timeout"),
     ContextSetting("webhookRetryCapSeconds", "WEBHOOK_RETRY_CAP_SECONDS", "int",

@@ -93,12 +93,14 @@ class HostStateMachines(Construct):
             self._machines[spec.key] = machine
 
     def _grant_distributed_map(self, machine: sfn.StateMachine) -> None:
-        """A Distributed Map reads its item list from S3 (ItemReader) and runs its iterations as child executions of this very state machine (whose ARN its own role cannot name
-        without a cycle: a pattern on this stack's machines)."""
+        """A Distributed Map reads its item list from S3 (ItemReader), writes its result there (ResultWriter) and runs
+        its iterations as child executions of this very state machine (whose ARN its own role cannot name without a
+        cycle: a pattern on this stack's machines)."""
         stack = Stack.of(self)
         bucket = self._fixtures.bucket
-        machine.add_to_role_policy(iam.PolicyStatement(
-            actions=["s3:GetObject"], resources=[bucket.arn_for_objects("runs/*")]))
+        machine.add_to_role_policy(iam.PolicyStatement(  # ItemReader reads, ResultWriter writes (multipart)
+            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            resources=[bucket.arn_for_objects("runs/*")]))
         machine.add_to_role_policy(iam.PolicyStatement(
             actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
         machine.add_to_role_policy(iam.PolicyStatement(
@@ -115,8 +117,8 @@ class HostStateMachines(Construct):
         acknowledge(
             machine.role,
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/runs/*]",
-            "A Distributed Map reads its item list from an S3 object under runs/<runId>/, named per run at "
-            "execution time.",
+            "A Distributed Map reads its item list from, and writes its result to, S3 objects under runs/<runId>/, "
+            "named per run at execution time.",
         )
         arn = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
         for kind in ("stateMachine", "execution"):

@@ -6,9 +6,11 @@ The eval state machine (statemachines/eval-run.asl.json) calls:
 - ``trial_task`` per item (a Distributed Map, concurrency from ``EVAL_MAX_CONCURRENCY``): ``run_trial`` then stores the trial's event drafts
   and grade in a ``TRIAL#`` aux item of the run. Idempotent: a stored trial is not run again, and each tool
   call is write-once by call key, so a retried trial never re-fires an effect;
-- ``finish``: appends every trial's events in suite order with one ``eval.scored`` per task, then
-  ``eval.completed`` and ``run.completed`` (outputs = the EvalSummary), stores the summary on the run item and
-  completes the run. Idempotent: it skips what the run's ``lastSeq`` shows is already appended.
+- ``finish``, in pages of whole tasks (a Step Functions loop; a page up to ``EVAL_FINISH_PAGE_TRIALS`` task-trials):
+  appends the trials' events in suite order with one ``eval.scored`` per task; the last page appends
+  ``eval.completed`` and ``run.completed`` (outputs = the EvalSummary), stores the summary on the run item (or
+  under the run in S3 when large) and completes the run. Idempotent: a page skips what the run's ``lastSeq``
+  shows is already appended.
 
 The plan of an eval run (its ``EVALPLAN`` aux item, written at create) pins the suite, the agent, the modes,
 the baseline's scores, and the S3 keys of derived (RFC 0252) fixture copies. Large data travels by these keys,
@@ -38,6 +40,7 @@ INLINE_LIMIT = 300_000  # bytes of JSON kept inside a DynamoDB item; larger goes
 PREPARED_EVENTS = 2  # run.started, eval.started
 CHUNK_EVENTS = 99
 CHUNK_BYTES = 3_000_000  # TransactWriteItems carries at most 4 MB
+SUMMARY_INLINE_LIMIT = 100_000  # bytes of EvalSummary JSON kept on the run item; larger goes to S3 under the run
 
 
 def invocation_id(task_id: str, trial: int) -> str:
@@ -88,13 +91,23 @@ def load_plan(ports: Ports, run_id: str, *, cached: bool = True) -> dict[str, An
     doc = ports.runs.get_aux(run_id, keys.EVAL_PLAN_SK)
     if doc is None:
         raise RunGoneError(run_id)
-    if "suite" not in doc:
-        suite = ports.blobs.get_json(str(doc["suiteBlob"]))
-        if suite is None:
+    if "planBlob" in doc or "suiteBlob" in doc:  # a large plan, or (stored before planBlob) a large suite
+        got = ports.blobs.get_json(str(doc.get("planBlob") or doc["suiteBlob"]))
+        if got is None:
             raise RunGoneError(run_id)
-        doc = {**doc, "suite": suite}
+        doc = dict(got) if "planBlob" in doc else {**doc, "suite": got}
     _plan_cache[run_id] = doc
     return doc
+
+
+def store_plan(ports: Ports, run_id: str, plan: dict[str, Any], expires_at: int) -> None:
+    """Write the plan as the run's ``EVALPLAN`` item; a plan over ``INLINE_LIMIT`` (a large suite or baseline) is
+    an S3 object under the run, the item naming it and keeping the keys erasure needs (``derivedKeys``)."""
+    if len(json.dumps(plan, separators=(",", ":"))) > INLINE_LIMIT:
+        key = f"{keys.run_prefix(run_id)}eval-plan.json"
+        ports.blobs.put_json(key, plan)
+        plan = {"v": plan.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": plan.get("derivedKeys") or []}
+    ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, plan, expires_at)
 
 
 def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[dict[str, Any]] | None:
@@ -357,10 +370,13 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
     return {"ok": True}
 
 
-def load_trials(ports: Ports, run_id: str) -> dict[tuple[int, int], dict[str, Any]]:
-    """Every stored trial of the run by (task index, trial)."""
+def load_trials(ports: Ports, run_id: str, tasks: tuple[int, int] | None = None
+                ) -> dict[tuple[int, int], dict[str, Any]]:
+    """Every stored trial of the run by (task index, trial); with ``tasks`` = (start, end), those of tasks
+    ``start <= index < end`` only (one key-range Query: trial items sort by task index)."""
+    between = None if tasks is None else (f"{keys.TRIAL_PREFIX}{tasks[0]:05d}#", f"{keys.TRIAL_PREFIX}{tasks[1] - 1:05d}#~")
     out: dict[tuple[int, int], dict[str, Any]] = {}
-    for _sk, doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX):
+    for _sk, doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX, between=between):
         if "blob" in doc:
             got = ports.blobs.get_json(str(doc["blob"]))
             if got is None:
@@ -370,13 +386,30 @@ def load_trials(ports: Ports, run_id: str) -> dict[tuple[int, int], dict[str, An
     return out
 
 
-def finish_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], now: str
-                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every event after eval.started, in suite order, and the summary (pure)."""
+def page_end(plan: dict[str, Any], start: int, page_trials: int) -> int:
+    """The end (exclusive) of the Finish page of tasks that starts at ``start``: whole tasks, at least one, up to
+    ``page_trials`` task-trials (``EVAL_FINISH_PAGE_TRIALS``; a suite of at most that many takes one page)."""
+    suite = plan["suite"]
+    tasks = suite["tasks"]
+    end, trials = start, 0
+    while end < len(tasks):
+        n = grading.task_trials(suite, tasks[end])
+        if end > start and trials + n > page_trials:
+            break
+        trials += n
+        end += 1
+    return end
+
+
+def task_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], start: int, end: int,
+                now: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The events of tasks ``start <= index < end`` in suite order (each trial's, then the task's
+    ``eval.scored``) and the tasks' summary rows (pure)."""
     suite = plan["suite"]
     drafts: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
-    for i, task in enumerate(suite["tasks"]):
+    for i in range(start, end):
+        task = suite["tasks"][i]
         task_id = str(task["taskId"])
         done = []
         for k in range(1, grading.task_trials(suite, task) + 1):
@@ -390,15 +423,54 @@ def finish_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, 
         drafts.append({"type": c.EVAL_SCORED, "timestamp": now,
                        "payload": {"taskId": task_id, "score": row["score"], "passed": row["passed"],
                                    "fixtureMissCount": row["fixtureMissCount"]}})
+    return drafts, rows
+
+
+def closing_drafts(plan: dict[str, Any], rows: list[dict[str, Any]], now: str
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure)."""
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
-    summ = grading.summary(suite, rows, baseline)
+    summ = grading.summary(plan["suite"], rows, baseline)
     completed: dict[str, Any] = {"aggregateScore": summ["aggregateScore"], "passed": summ["passed"],
                                  "taskCount": summ["taskCount"], "passedCount": summ["passedCount"]}
     if "regression" in summ:
         completed["regressionVsBaseline"] = summ["regression"]["scoreDelta"]
-    drafts.append({"type": c.EVAL_COMPLETED, "payload": completed, "timestamp": now})
-    drafts.append({"type": c.RUN_COMPLETED, "payload": {"outputs": summ}, "timestamp": now})
-    return drafts, summ
+    return [{"type": c.EVAL_COMPLETED, "payload": completed, "timestamp": now},
+            {"type": c.RUN_COMPLETED, "payload": {"outputs": summ}, "timestamp": now}], summ
+
+
+def finish_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], now: str
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every event after eval.started, in suite order, and the summary (pure)."""
+    drafts, rows = task_drafts(plan, trials, 0, len(plan["suite"]["tasks"]), now)
+    closing, summ = closing_drafts(plan, rows, now)
+    return drafts + closing, summ
+
+
+def summary_updates(ports: Ports, run_id: str, summ: dict[str, Any]) -> dict[str, Any]:
+    """The run-item update that stores the summary: inline, or (a suite of thousands of tasks) an S3 object under
+    the run named by ``{"$ref": key}`` (read back with ``shared.services.summaries.stored``)."""
+    if len(json.dumps(summ, separators=(",", ":"))) <= SUMMARY_INLINE_LIMIT:
+        return {"summary": summ}
+    key = keys.eval_summary_key(run_id)
+    ports.blobs.put_json(key, summ)
+    return {"summary": {"$ref": key}}
+
+
+def _rows_key(run_id: str, start: int) -> str:
+    return f"{keys.run_prefix(run_id)}eval-rows/{start:05d}.json"
+
+
+def _earlier_rows(ports: Ports, run_id: str, upto: int) -> list[dict[str, Any]]:
+    """The summary rows the pages before task ``upto`` stored, in suite order (a page's object holds one row per
+    task, so the next page starts where its rows end, whatever the page size was)."""
+    rows: list[dict[str, Any]] = []
+    while len(rows) < upto:
+        got = ports.blobs.get_json(_rows_key(run_id, len(rows)))
+        if not got:
+            raise RunGoneError(run_id)
+        rows.extend(got)
+    return rows
 
 
 def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -414,39 +486,65 @@ def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return out
 
 
-def finish(ports: Ports, run_id: str) -> dict[str, Any]:
-    """Append the trials' events in suite order, grade, store the summary and complete the run."""
+def finish(ports: Ports, run_id: str, cursor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Append one page of tasks' events in suite order (``cursor``: the page's first task and first sequence; none
+    for the first page); a page other than the last stores its tasks' summary rows under the run and answers
+    ``more`` with the next cursor; the last page grades, stores the summary and completes the run. Idempotent: a
+    page skips what the run's ``lastSeq`` shows it already appended."""
+    start = int((cursor or {}).get("task", 0))
+    page_trials = int(ports.settings.eval_finish_page_trials)
+    first_seq = int((cursor or {}).get("seq", PREPARED_EVENTS))
+    done: dict[str, Any] = {"runId": run_id, "more": False, "cursor": {}}
     for _ in range(5):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status not in WRITABLE:
-            return {"runId": run_id}
-        plan = load_plan(ports, run_id)
-        drafts, summ = finish_drafts(plan, load_trials(ports, run_id), ports.clock.iso())
-        already = rec.last_seq + 1 - PREPARED_EVENTS
-        if already < 0:
-            raise EngineError("the eval run was not prepared")
-        seq = rec.last_seq + 1
-        events = []
-        for d in drafts[already:]:
-            ev = make_event(ports, run_id, seq, d["type"], d["payload"], None)
-            ev["timestamp"] = d["timestamp"]
-            events.append(ev)
-            seq += 1
-        if not events:
-            return {"runId": run_id}
-        chunks = _chunks(events)
+            return done
         try:
-            nxt = rec.last_seq + 1
-            for ci, chunk in enumerate(chunks):
-                last = ci == len(chunks) - 1
-                updates = {"status": "completed", "completedAt": chunk[-1]["timestamp"], "summary": summ} \
-                    if last else None
-                ports.events.append_events(run_id, nxt, chunk, run_updates=updates, require_status=WRITABLE,
-                                           expires_at=rec.expires_at)
-                nxt += len(chunk)
-            return {"runId": run_id}
+            plan = load_plan(ports, run_id)
+            end = page_end(plan, start, page_trials)
+            now = ports.clock.iso()
+            drafts, rows = task_drafts(plan, load_trials(ports, run_id, (start, end)), start, end, now)
+            last_page = end >= len(plan["suite"]["tasks"])
+            updates: dict[str, Any] | None = None
+            if last_page:
+                earlier = _earlier_rows(ports, run_id, start) if start else []
+                closing, summ = closing_drafts(plan, earlier + rows, now)
+                drafts += closing
+                updates = {"status": "completed", **summary_updates(ports, run_id, summ)}
+            else:
+                ports.blobs.put_json(_rows_key(run_id, start), rows)
+            already = rec.last_seq + 1 - first_seq
+            if already < 0:
+                raise EngineError("the eval run's earlier events are not appended")
+            _append(ports, rec, drafts[already:], updates)
         except RunGoneError:
-            return {"runId": run_id}
+            return done
         except ConflictError:
             continue
+        if last_page:
+            return done
+        return {"runId": run_id, "more": True, "cursor": {"task": end, "seq": first_seq + len(drafts)}}
     raise EngineError("could not finish the eval run")
+
+
+def _append(ports: Ports, rec: RunRecord, drafts: list[dict[str, Any]], updates: dict[str, Any] | None) -> None:
+    """Append the drafts after the run's last event in transactions of at most ``CHUNK_EVENTS`` events and ``CHUNK_BYTES``; the
+    last carries ``updates`` (with ``completedAt``, its last event's time)."""
+    seq = rec.last_seq + 1
+    events = []
+    for d in drafts:
+        ev = make_event(ports, rec.run_id, seq, d["type"], d["payload"], None)
+        ev["timestamp"] = d["timestamp"]
+        events.append(ev)
+        seq += 1
+    if not events:
+        return
+    chunks = _chunks(events)
+    nxt = rec.last_seq + 1
+    for ci, chunk in enumerate(chunks):
+        last = ci == len(chunks) - 1
+        ports.events.append_events(rec.run_id, nxt, chunk,
+                                   run_updates={**updates, "completedAt": chunk[-1]["timestamp"]}
+                                   if last and updates else None,
+                                   require_status=WRITABLE, expires_at=rec.expires_at)
+        nxt += len(chunk)

@@ -78,6 +78,7 @@ def list_deployments(ports: Ports, caller: Caller, agent_id: str) -> dict[str, A
 def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id: str | None) -> str:
     """The eval evidence for entering staged/active, or the uniform ``eval_gate_unmet``."""
     from shared.engine import evalrun
+    from shared.services import summaries
     from shared.services.evals import reference
 
     if eval_run_id is None:
@@ -89,7 +90,9 @@ def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id
         plan = evalrun.load_plan(ports, rec.run_id)
     except RunGoneError as exc:  # erased meanwhile
         raise EvalGateUnmetError() from exc
-    summary = rec.summary
+    summary = summaries.stored(ports, rec)
+    if summary is None:  # erased meanwhile
+        raise EvalGateUnmetError()
     regression = summary.get("regression") or {}
     if (plan.get("agentId") != agent_id or plan.get("agentVersion") != version or not summary.get("passed")
             or any(int(t.get("fixtureMissCount", 0)) for t in summary.get("tasks", []))

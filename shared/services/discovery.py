@@ -62,7 +62,7 @@ def capabilities(ports: Ports) -> dict[str, Any]:
     if FEATURES["evalSuite"]:
         suite: dict[str, Any] = {"modes": ["golden", "rubric", "regression"], "regressionVerdict": True,
                                  "fixtureMatching": True, "fixtureErrors": True, "baselineSelection": True,
-                                 "maxTasksPerSuite": 200}  # = evals.MAX_TASKS_PER_SUITE (a test checks)
+                                 "maxTasksPerSuite": 10_000}  # = evals.MAX_TASKS_PER_SUITE (a test checks)
         if FEATURES["recordedFixtures"]:
             suite["recordedFixtures"] = True
         doc["agents"] = {**FAMILY, "evalSuite": suite}

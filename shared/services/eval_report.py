@@ -27,6 +27,7 @@ from shared.errors import EvalRecordedFixturesGoneError, NotFoundError, RunGoneE
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import tenant_of
+from shared.services import summaries
 from shared.services.common import Caller, decode_path_run_id
 
 _UNREADABLE = "~"  # an opaque part no run id can have
@@ -194,7 +195,7 @@ def build(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     evalrun = _evalrun()
     plan = evalrun.load_plan(ports, rec.run_id, cached=False)
     suite = plan["suite"]
-    summary = rec.summary or {}
+    summary = summaries.stored(ports, rec) or {}
     rows = {str(t["taskId"]): t for t in summary.get("tasks") or []}
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
     base_scores = {str(k): float(v) for k, v in ((baseline or {}).get("tasks") or {}).items()}

@@ -26,13 +26,16 @@ from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import CreateRunRequest
 from shared.services import agents as agent_svc
-from shared.services import suites
+from shared.services import suites, summaries
 from shared.services.common import Caller
 from shared.services.runs import Created, common_checks, start_run
 
-# The official EvalSuite schema's ``tasks.maxItems`` (trials <= 10): at most 2,000 task-trials per eval run. The
-# Distributed Map that runs them has no limit of its own (docs/decisions.md, "Scale").
-MAX_TASKS_PER_SUITE = 200
+# Tasks per suite (advertised as ``maxTasksPerSuite``; the suite schema's ``tasks.maxItems``): with trials <= 10, at
+# most 100,000 task-trials per eval run, run by a Distributed Map and finished in pages (docs/decisions.md, "Scale").
+MAX_TASKS_PER_SUITE = 10_000
+# fixtureRuns entries per eval run: each source is checked and its calls copied inside the create request (RFC
+# 0252 refuses an unusable source at create), about four requests per entry (docs/decisions.md, "Scale").
+MAX_FIXTURE_RUNS = 200
 FIXTURE_ERRORS = True  # agents.evalSuite.fixtureErrors: failed source calls become isError entries
 NO_DEFAULT_MODES = ("regression", "live-shadow")  # need a baseline / ignore fixtures: never implied
 _UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)
@@ -78,6 +81,8 @@ def _fixture_runs_shape(value: Any) -> dict[str, str] | None:
         raise ValidationError("fixtureRuns must be an object with at least one entry.")
     if not all(isinstance(k, str) and k and isinstance(v, str) for k, v in value.items()):
         raise ValidationError("fixtureRuns maps taskIds to runIds.")
+    if len(value) > MAX_FIXTURE_RUNS:
+        raise ValidationError(f"fixtureRuns names more than {MAX_FIXTURE_RUNS} tasks.")
     return dict(value)
 
 
@@ -104,9 +109,11 @@ def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> 
     Returns the baseline's content-free scores (snapshotted into the plan)."""
     rec = reference(ports, caller, value)
     if (rec is None or rec.kind != "eval" or rec.data.get("suiteId") != suite_id or rec.status != "completed"
-            or not rec.summary or rec.summary.get("suiteId") != suite_id):
+            or not rec.summary):
         raise UnusableReferenceError()
-    s = rec.summary
+    s = summaries.stored(ports, rec)
+    if not s or s.get("suiteId") != suite_id:
+        raise UnusableReferenceError()
     return {"runId": rec.run_id, "aggregateScore": float(s["aggregateScore"]),
             "tasks": {str(t["taskId"]): float(t["score"]) for t in s.get("tasks", [])}}
 
@@ -234,16 +241,10 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
             "judge": judge,
             "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
             "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
+            "suite": suite,
         }
-        import json
-
-        if len(json.dumps(suite, separators=(",", ":"))) > evalrun.INLINE_LIMIT:
-            plan["suiteBlob"] = f"{keys.run_prefix(rec.run_id)}eval-suite.json"
-            ports.blobs.put_json(plan["suiteBlob"], suite)
-        else:
-            plan["suite"] = suite
         # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
-        ports.runs.put_aux(rec.run_id, keys.EVAL_PLAN_SK, plan, rec.expires_at)
+        evalrun.store_plan(ports, rec.run_id, plan, rec.expires_at)
         for task_id, key in derived_keys.items():
             ports.blobs.put_json(key, {"v": 1, "taskId": task_id, "onMiss": "fail", "entries": derived[task_id]})
         # A source erased while we copied: its hook may have run before our write, so drop the copy ourselves

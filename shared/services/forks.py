@@ -24,7 +24,7 @@ from shared.errors import (
     RunGoneError,
     ValidationError,
 )
-from shared.keys import CHILD_PREFIX, EVAL_PLAN_SK
+from shared.keys import CHILD_PREFIX
 from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services.common import Caller, decode_path_run_id, links, own_run
@@ -32,8 +32,6 @@ from shared.services.runs import Created, expires_at, new_run_id
 
 if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
     from shared.protocol.models import ForkRunRequest
-
-INLINE_SOURCE_LIMIT = 300_000
 
 
 def _visible_source(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
@@ -84,7 +82,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         evals.load_derived_plan(ports, src.run_id)  # 410 eval_recorded_fixtures_gone when erased
         # The child re-reads the source's stored copies; it owns none (so erasing it never deletes them).
         child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items()
-                      if k not in ("suiteBlob", "derivedKeys")}
+                      if k != "derivedKeys"}
     data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId",
                                                                           "definitionPinned")}
     if src.kind == "workflow":
@@ -119,14 +117,10 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     except RunGoneError as exc:
         raise NotFoundError("No such run.") from exc  # the source is being erased
     try:
-        import json
-
         if child_plan is not None:
-            if len(json.dumps(child_plan)) > INLINE_SOURCE_LIMIT:
-                key = f"runs/{run_id}/eval-suite.json"
-                ports.blobs.put_json(key, child_plan.pop("suite"))
-                child_plan["suiteBlob"] = key
-            ports.runs.put_aux(run_id, EVAL_PLAN_SK, child_plan, exp)
+            from shared.engine import evalrun
+
+            evalrun.store_plan(ports, run_id, child_plan, exp)
         arn = ports.orchestrator.start("fork", run_id, {"runId": run_id})
         ports.runs.set_execution(run_id, arn)
     except Exception:

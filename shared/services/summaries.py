@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.errors import NotFoundError, RunStateConflictError
-from shared.ports import Ports
+from shared.ports import Ports, RunRecord
 from shared.services.common import Caller, load_own_run
 
 
@@ -13,6 +13,16 @@ def _features() -> dict[str, bool]:
     from shared.services import discovery
 
     return discovery.FEATURES
+
+
+def stored(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
+    """The eval run's stored summary: on the run item, or the S3 object it names when large; None when it has
+    none (or its object is gone with an erasure)."""
+    s = rec.summary
+    if not s or "$ref" not in s:
+        return s
+    got = ports.blobs.get_json(str(s["$ref"]))
+    return dict(got) if got is not None else None
 
 
 def eval_summary(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
@@ -23,6 +33,7 @@ def eval_summary(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, An
         raise NotFoundError("The run is not an eval run.")
     if not rec.terminal:
         raise RunStateConflictError("The eval run has not finished.", {"runStatus": rec.status})
-    if not rec.summary:
+    summary = stored(ports, rec)
+    if not summary:
         raise NotFoundError("The eval run has no summary.")
-    return rec.summary
+    return summary

@@ -354,9 +354,14 @@ class DynamoRunStore:
         doc: dict[str, Any] = json.loads(from_item(raw)["doc"])
         return doc
 
-    def query_aux(self, run_id: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    def query_aux(self, run_id: str, prefix: str, *, between: tuple[str, str] | None = None
+                  ) -> list[tuple[str, dict[str, Any]]]:
+        """The run's aux items whose sort key starts with ``prefix``, or lies ``between`` (low, high) inclusive."""
         out: list[tuple[str, dict[str, Any]]] = []
-        kwargs: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True, **_partition_condition(run_id, prefix)}
+        cond = _partition_condition(run_id, prefix) if between is None else {
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+            "ExpressionAttributeValues": {":p": {"S": run_id}, ":a": {"S": between[0]}, ":b": {"S": between[1]}}}
+        kwargs: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True, **cond}
         while True:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):

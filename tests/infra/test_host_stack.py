@@ -1,6 +1,7 @@
 """Infra tier: the synthesized HostStack matches the resource manifest (shared/manifest.py) and passes cdk-nag.
 
-One synthesis per module (fixture ``synth``); every test reads that template. No Docker, no AWS calls.
+One default synthesis per module (fixture ``synth``) that most tests read, one with the monitoring opt-ins
+(``synth_opted_in``). No Docker, no AWS calls.
 """
 
 from __future__ import annotations
@@ -68,20 +69,28 @@ class Synth:
         return self.role_statements(fn["Properties"]["Role"]["Fn::GetAtt"][0])
 
 
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The module's one synthesis (a few seconds): cdk.json feature flags, stage ``prod``, cdk-nag not attached."""
+def _synthesize(outdir: Path, **context: Any) -> Synth:
     from aws_cdk.assertions import Template
 
     from infra.app import build_app
 
-    _, stack = build_app(
-        {"stage": STAGE, "retentionDays": str(RETENTION_DAYS)},
-        outdir=str(tmp_path_factory.mktemp("cdk.out")),
-        nag=False,
-    )
+    _, stack = build_app({"stage": STAGE, "retentionDays": str(RETENTION_DAYS), **context}, outdir=str(outdir),
+                         nag=False)
     template = Template.from_stack(stack)
     return Synth(stack=stack, template=template, resources=template.to_json()["Resources"])
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The module's one synthesis (a few seconds): cdk.json feature flags, stage ``prod``, cdk-nag not attached."""
+    return _synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="module")
+def synth_opted_in(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The same with the operator's monitoring opt-ins: ``detailedAlarms`` as the CDK CLI passes ``-c`` values (a
+    string), ``dashboard`` as cdk.json would hold it (JSON true)."""
+    return _synthesize(tmp_path_factory.mktemp("cdk.out"), detailedAlarms="true", dashboard=True)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -526,11 +535,12 @@ def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts
 # --- cdk-nag ----------------------------------------------------------------------------------------------------
 
 
-def test_cdk_nag_reports_no_error(synth: Synth) -> None:
+@pytest.mark.parametrize("which", ["synth", "synth_opted_in"])
+def test_cdk_nag_reports_no_error(which: str, request: pytest.FixtureRequest) -> None:
     from cdk_nag import AwsSolutionsChecks
 
-    # Given the AwsSolutions pack run over the stack (acknowledgments applied)
-    report = AwsSolutionsChecks().validate_scope(synth.stack)
+    # Given the AwsSolutions pack run over the stack, by default and opted in (acknowledgments applied)
+    report = AwsSolutionsChecks().validate_scope(request.getfixturevalue(which).stack)
     # Then no error-level finding is left
     errors = [
         f"{v.rule_name}: {[r.construct_path for r in v.violating_resources]}"
@@ -637,30 +647,72 @@ def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> N
 # --- Alarms and dashboard ---------------------------------------------------------------------------------------
 
 
-def test_alarms_cover_api_functions_machines_and_the_erasure_queue_and_notify_one_topic(synth: Synth) -> None:
-    # Given the synthesized alarms and the alarm topic
+def _default_alarm_names() -> set[str]:
+    from infra.constructs.common import pascal
+
+    return ({"Api5xx"} | {f"{pascal(m.key)}ExecutionsFailed" for m in manifest.STATE_MACHINES}
+            | {"ErasureFailures" if fn == "erase_run" else f"{pascal(fn)}StreamFailures"
+               for _, fn in manifest.STREAM_CONSUMERS}
+            | {f"{pascal(q.key)}DeadLetters" for q in manifest.QUEUES})
+
+
+def test_default_alarms_cover_api_machines_and_every_failure_queue_within_the_free_tier(synth: Synth) -> None:
+    from bench.costs import idle_inventory_from_template
+    from bench.prices import CLOUDWATCH_FREE_ALARM_METRICS
+    from infra.constructs.common import pascal
+
+    # Given the synthesized alarms of the default stack and the alarm topic
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
     (topic_id,) = synth.of_type("AWS::SNS::Topic")
     # Then every alarm notifies that topic
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
-    # and there is one per function, one per state machine, one for API 5xx, one per stream failure queue and one
-    # per dead-letter queue (webhook deliveries that exhausted their retries)
+    # and there is one for API 5xx, one per state machine, one per stream failure queue and one per dead-letter queue
+    # (webhook deliveries that exhausted their retries), and no per-function alarm
     mon = synth.stack.monitoring.alarms
-    assert len(alarms) == (len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES) + 1 + len(manifest.STREAM_CONSUMERS)
-                           + len(manifest.QUEUES)) == len(mon)
+    assert set(mon) == _default_alarm_names() and len(alarms) == len(mon)
     blob = json.dumps(alarms)
     for spec in manifest.FUNCTIONS:
-        assert synth.function_logical_id(spec.name) in blob, spec.name
+        assert synth.function_logical_id(spec.name) not in blob, spec.name
+    # and each watches one metric, so together they fit CloudWatch's free alarm metrics
+    assert all("Metrics" not in a["Properties"] for a in alarms.values())
+    assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == len(alarms)
+    assert len(alarms) <= CLOUDWATCH_FREE_ALARM_METRICS
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert erasure["Dimensions"][0]["Value"] == synth.resolve(queue.queue_name)
-    run_machine = alarms[synth.logical_id(mon["RunExecutionProblems"])]["Properties"]
-    names = {m["MetricStat"]["Metric"]["MetricName"] for m in run_machine["Metrics"] if "MetricStat" in m}
-    assert names == {"ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted"}
+    for key, machine in synth.stack.state_machines.machines.items():
+        failed = alarms[synth.logical_id(mon[f"{pascal(key)}ExecutionsFailed"])]["Properties"]
+        assert (failed["Namespace"], failed["MetricName"]) == ("AWS/States", "ExecutionsFailed")
+        assert failed["Dimensions"] == [{"Name": "StateMachineArn",
+                                         "Value": synth.resolve(machine.state_machine_arn)}]
     # and the topic ARN is an output, for subscriptions
     assert "AlarmTopicArn" in synth.template.to_json()["Outputs"]
+
+
+def test_detailed_alarms_add_function_and_execution_alarms_when_asked(synth_opted_in: Synth) -> None:
+    # Given the stack synthesized with detailedAlarms=true
+    alarms = synth_opted_in.of_type("AWS::CloudWatch::Alarm")
+    mon = synth_opted_in.stack.monitoring.alarms
+    # Then the default alarms are there, plus one per function and one more per state machine
+    assert _default_alarm_names() < set(mon) and len(alarms) == len(mon)
+    assert len(mon) == len(_default_alarm_names()) + len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES)
+    blob = json.dumps(alarms)
+    for spec in manifest.FUNCTIONS:
+        assert synth_opted_in.function_logical_id(spec.name) in blob, spec.name
+    run_machine = alarms[synth_opted_in.logical_id(mon["RunExecutionsTimedOutOrAborted"])]["Properties"]
+    names = {m["MetricStat"]["Metric"]["MetricName"] for m in run_machine["Metrics"] if "MetricStat" in m}
+    assert names == {"ExecutionsTimedOut", "ExecutionsAborted"}
+    (topic_id,) = synth_opted_in.of_type("AWS::SNS::Topic")
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for a in alarms.values())
+
+
+def test_no_dashboard_unless_asked(synth: Synth, synth_opted_in: Synth) -> None:
+    # Given the default synthesis
+    # Then there is no dashboard; with dashboard=true there is one
+    assert synth.of_type("AWS::CloudWatch::Dashboard") == {} and synth.stack.monitoring.dashboard is None
+    assert len(synth_opted_in.of_type("AWS::CloudWatch::Dashboard")) == 1
 
 
 def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
@@ -725,7 +777,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
              "openaiBaseUrl": "https://llm.example.com/v1", "modelCallAttempts": "2", "judgeProvider": "bedrock",
              "judgeModel": "judge-model", "webhookRetryBaseSeconds": "5", "webhookRetryCapSeconds": "60",
              "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7",
-             "executionMaxTasks": "500"}
+             "executionMaxTasks": "500", "evalFinishPageTrials": "400"}
     expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
                 "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
                 "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
@@ -733,7 +785,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
                 "OPENAI_BASE_URL": "https://llm.example.com/v1", "MODEL_CALL_ATTEMPTS": "2",
                 "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model", "WEBHOOK_RETRY_BASE_SECONDS": "5",
                 "WEBHOOK_RETRY_CAP_SECONDS": "60", "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
-                "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500"}
+                "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500", "EVAL_FINISH_PAGE_TRIALS": "400"}
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
     _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
                           "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
@@ -768,6 +820,8 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     ({"stage": "qa", "seed": "fixtures"}, "unknown seed set fixtures"),
     ({"stage": "qa", "runToolCallBudget": "lots"}, "context runToolCallBudget='lots': expected a non-negative"),
     ({"stage": "qa", "conformance": "yes"}, "context conformance='yes': expected true or false"),
+    ({"stage": "qa", "detailedAlarms": "yes"}, "context detailedAlarms='yes': expected true or false"),
+    ({"stage": "qa", "dashboard": "on"}, "context dashboard='on': expected true or false"),
 ])
 def test_context_that_cannot_be_deployed_fails_synthesis_with_one_line(tmp_path: Path, context: dict[str, str],
                                                                        message: str) -> None:
@@ -793,9 +847,9 @@ def test_every_setting_the_code_reads_is_set_by_the_stack_or_from_context() -> N
     assert read - from_context - wired == set()
 
 
-def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(synth: Synth) -> None:
+def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(synth_opted_in: Synth) -> None:
     # Given the dashboard's body (a join of literal JSON and tokens)
-    (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    (dashboard,) = synth_opted_in.of_type("AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     # Then the eval counters and the dimensioned counters (searched by their dimensions) are on it
     for name in ("EvalsStarted", "EvalsFinished", "FixtureMisses"):
@@ -803,17 +857,27 @@ def test_the_dashboard_shows_evals_fixture_misses_tool_calls_and_refusal_codes(s
     assert f"SEARCH('{{OpenWOP/{STAGE},service,transport,status,source}} MetricName=" in body
     assert "ToolCalls" in body
     assert f"SEARCH('{{OpenWOP/{STAGE},service,code}} MetricName=" in body and "RefusalsByCode" in body
-def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth) -> None:
-    """The bench prices the stack's idle month from ``shared.manifest`` (``bench.costs``); the synthesized template
-    must hold exactly that inventory (the webhook queue's KMS key priced per month), and nothing always-on (NAT,
-    instances, provisioned capacity)."""
-    from bench.costs import idle_inventory_from_manifest, idle_inventory_from_template
 
-    # Given the synthesized template
+
+def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth, synth_opted_in: Synth) -> None:
+    """The bench prices the stack's idle month from ``shared.manifest`` (``bench.costs``), by default and opted in;
+    each synthesized template must hold exactly that inventory, and nothing always-on (NAT, instances, provisioned
+    capacity) or priced per key."""
+    from bench.costs import idle_dollars_per_month, idle_inventory_from_manifest, idle_inventory_from_template
+    from bench.prices import SECRETS_PER_SECRET_MONTH
+
+    # Given the synthesized templates, default and with detailedAlarms and dashboard
     counted = idle_inventory_from_template(synth.template.to_json())
-    # Then its billable-per-month resources are the ones the bench prices, and none is always-on compute
+    opted_in = idle_inventory_from_template(synth_opted_in.template.to_json())
+    # Then their billable-per-month resources are the ones the bench prices, and none is always-on compute
     assert counted == idle_inventory_from_manifest()
-    assert counted["always_on"] == 0 and counted["secrets"] == len(manifest.SECRETS) > 0
+    assert opted_in == idle_inventory_from_manifest(detailed=True, dashboard=True)
+    assert counted["always_on"] == opted_in["always_on"] == 0 and counted["secrets"] == len(manifest.SECRETS) > 0
+    assert counted["kms_keys"] == opted_in["kms_keys"] == 0 and counted["dashboards"] == 0
+    assert opted_in["alarm_metrics"] > counted["alarm_metrics"] and opted_in["dashboards"] == 1
+    # and by default, within CloudWatch's free tier, the secrets are the whole idle month
+    free = idle_dollars_per_month(counted, free_tier=True)
+    assert sum(free.values()) == pytest.approx(len(manifest.SECRETS) * SECRETS_PER_SECRET_MONTH)
     # and the counter can see always-on resources and keys: a provisioned table, a NAT gateway, a KMS key
     fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"}, "N": {"Type": "AWS::EC2::NatGateway"},
                           "T": {"Type": "AWS::DynamoDB::GlobalTable", "Properties": {"BillingMode": "PROVISIONED"}}}}
@@ -824,18 +888,16 @@ def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth) -> 
 # --- Webhook queues ---------------------------------------------------------------------------------------------
 
 
-def test_webhook_queue_and_dlq_are_fifo_kms_encrypted_tls_only_with_a_redrive(synth: Synth) -> None:
+def test_webhook_queue_and_dlq_are_fifo_sqs_encrypted_tls_only_with_a_redrive(synth: Synth) -> None:
     queues = synth.of_type("AWS::SQS::Queue")
     for spec in manifest.QUEUES:
         main = queues[synth.logical_id(synth.stack.queues.queues[spec.key])]["Properties"]
         dlq_id = synth.logical_id(synth.stack.queues.dead_letter_queues[spec.key])
         dlq = queues[dlq_id]["Properties"]
-        # Then both are FIFO and encrypted with a customer key that rotates
+        # Then both are FIFO and encrypted with SQS-managed keys (no customer key, nothing billed while idle)
         assert main["FifoQueue"] is True and dlq["FifoQueue"] is True
-        key_ref = main["KmsMasterKeyId"]
-        assert dlq["KmsMasterKeyId"] == key_ref
-        key = synth.resources[key_ref["Fn::GetAtt"][0]]["Properties"]
-        assert key["EnableKeyRotation"] is True
+        assert main["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
+        assert "KmsMasterKeyId" not in main and "KmsMasterKeyId" not in dlq
         # and the main queue redrives to the DLQ after the manifest's attempts
         assert main["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
                                          "maxReceiveCount": spec.max_receives}
@@ -846,6 +908,10 @@ def test_webhook_queue_and_dlq_are_fifo_kms_encrypted_tls_only_with_a_redrive(sy
     for qid in queues:
         assert qid in policies
     assert '"aws:SecureTransport": "false"' in policies
+    # and the stack has no customer managed key, so no function is granted kms actions for one
+    assert synth.of_type("AWS::KMS::Key") == {}
+    for spec in manifest.FUNCTIONS:
+        assert not any(a.startswith("kms:") for a in _actions(synth.function_statements(spec.name))), spec.name
 
 
 def test_only_the_fanout_sends_and_only_the_delivery_function_consumes(synth: Synth) -> None:

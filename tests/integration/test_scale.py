@@ -151,36 +151,92 @@ def test_a_run_longer_than_an_executions_budget_continues_in_a_new_execution(hos
 
 def test_discovery_advertises_the_suite_cap_the_host_enforces(host):
     from shared.services.evals import MAX_TASKS_PER_SUITE
+    from tests.integration.test_eval_runs import golden, put_suite
 
     caps = raw(host.base_url, "GET", "/.well-known/openwop", key=host.key_a).json
-    assert caps["agents"]["evalSuite"]["maxTasksPerSuite"] == MAX_TASKS_PER_SUITE == 200  # the schema's maxItems
+    assert caps["agents"]["evalSuite"]["maxTasksPerSuite"] == MAX_TASKS_PER_SUITE == 10_000
+    # and the suite schema refuses one task more (compact tasks: the body stays under maxRequestBodyBytes)
+    tasks = [{"taskId": f"t{i}", "input": {}, "expected": golden("x")} for i in range(10_001)]
+    doc = {"suiteId": "tests.local.evals." + unique("over").replace("-", ""), "version": "1.0.0",
+           "modes": ["golden"], "tasks": tasks}
+    got = put_suite(host, host.key_a, doc)
+    assert got.status == 400 and got.json["error"] == "validation_error"
+    assert {"path": "/tasks", "keyword": "maxItems"} in got.json["details"]["errors"]
 
 
-def test_an_eval_of_the_largest_suite_runs_as_a_distributed_map(host):
+def _eval_history(host: Any, run_id: str) -> list[dict[str, Any]]:
+    sfn = host.aws.client("stepfunctions")
+    arn = _run_item(host, run_id)["executionArn"]["S"]
+    events: list[dict[str, Any]] = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return events
+
+
+def test_a_large_eval_runs_as_a_distributed_map_and_finishes_in_pages(host, monkeypatch):
+    from shared import keys
     from shared.settings import get_settings
     from tests.integration.test_eval_runs import eval_request, golden, put_suite, script
 
-    # Given a suite of 200 tasks (the schema's maximum) x 2 trials
+    # Given a suite of 560 tasks with 128-character ids and padded inputs (its summary is over the run item's
+    # inline limit, its plan over the plan item's), one task in seven run twice, and Finish pages of 200 trials
+    pad = "p" * 300
+    tasks = [{"taskId": f"{i:04d}-" + "x" * 123, "input": {**script(answer=str(i % 2)), "note": pad},
+              "expected": golden("0"), **({"trials": 2} if i % 7 == 0 else {})} for i in range(560)]
+    trials = sum(2 if i % 7 == 0 else 1 for i in range(560))
     suite_id = "tests.local.evals." + unique("wide").replace("-", "")
-    tasks = [{"taskId": f"t{i}", "input": script(answer=str(i % 2)), "expected": golden("0")} for i in range(200)]
-    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "trials": 2, "tasks": tasks}
+    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"], "tasks": tasks}
     assert put_suite(host, host.key_a, doc).status == 201
-    # When it runs
-    client = host.client(host.key_a)
-    run_id = client.runs_create(eval_request(f"{suite_id}@1.0.0")).runId
-    snap = _wait(client, run_id, 600)
-    # Then every trial ran and was graded (every even task passes)
-    assert snap.status == "completed", snap
-    summary = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/eval-summary", key=host.key_a).json
-    assert summary["taskCount"] == 200 and summary["passedCount"] == 100
-    # through a Distributed Map: the parent execution's history holds no iteration, its map run all 400
-    sfn = host.aws.client("stepfunctions")
-    arn = _run_item(host, run_id)["executionArn"]["S"]
-    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    monkeypatch.setenv("EVAL_FINISH_PAGE_TRIALS", "200")
+    get_settings.cache_clear()
+    try:
+        client = host.client(host.key_a)
+        run_id = client.runs_create(eval_request(f"{suite_id}@1.0.0")).runId
+        snap = _wait(client, run_id, 600)
+        assert snap.status == "completed", snap
+        # When a regression eval names it as its baseline
+        again = client.runs_create(eval_request(f"{suite_id}@1.0.0", evalModes=["golden", "regression"],
+                                                baselineRunId=run_id)).runId
+        snap2 = _wait(client, again, 600)
+        assert snap2.status == "completed", snap2
+    finally:
+        monkeypatch.delenv("EVAL_FINISH_PAGE_TRIALS")
+        get_settings.cache_clear()
+    # Then every trial ran and was graded (every even task passes), the summary read back whole from S3
+    run_pid = project_id(run_id)
+    summary = raw(host.base_url, "GET", f"/runs/{run_pid}/eval-summary", key=host.key_a).json
+    assert summary["taskCount"] == 560 and summary["passedCount"] == 280
+    assert [t["taskId"] for t in summary["tasks"]] == [t["taskId"] for t in tasks]
+    assert _run_item(host, run_id)["summary"]["S"] == json.dumps({"$ref": keys.eval_summary_key(run_id)},
+                                                                 separators=(",", ":"))
+    # the log holds every trial's invocation and one eval.scored per task, in suite order, then the two closers
+    seen: list[Any] = []
+    while not seen or seen[-1].type != "run.completed":
+        got = client.runs_poll_events(run_id, after_sequence=seen[-1].sequence if seen else None, timeout_seconds=1)
+        assert got.events
+        seen.extend(got.events)
+    assert [e.sequence for e in seen] == list(range(len(seen)))
+    scored = [e.payload["taskId"] for e in seen if e.type == "eval.scored"]
+    assert scored == [t["taskId"] for t in tasks]
+    assert sum(1 for e in seen if e.type == "agent.invocation-started") == trials
+    assert [e.type for e in seen[-2:]] == ["eval.completed", "run.completed"]
+    # through a Distributed Map (no iteration in the parent's history) and a Finish loop of four pages
+    history = _eval_history(host, run_id)
     assert not any(h["type"].startswith("MapIteration") for h in history)
-    assert len(history) < 100
-    runs = sfn.list_map_runs(executionArn=arn)["mapRuns"]
-    assert len(runs) == 1
+    finishes = [h for h in history
+                if h["type"] == "TaskStateEntered" and h["stateEnteredEventDetails"]["name"] == "Finish"]
+    assert len(finishes) == 4  # whole tasks up to 200 trials: 175 + 175 + 175 + 35 tasks
+    sfn = host.aws.client("stepfunctions")
+    runs = sfn.list_map_runs(executionArn=_run_item(host, run_id)["executionArn"]["S"])["mapRuns"]
     counts = sfn.describe_map_run(mapRunArn=runs[0]["mapRunArn"])["itemCounts"]
-    assert counts["succeeded"] == counts["total"] == 400
+    assert counts["succeeded"] == counts["total"] == trials
     assert get_settings().eval_max_concurrency == sfn.describe_map_run(mapRunArn=runs[0]["mapRunArn"])["maxConcurrency"]
+    # the Map's result, the pages' rows and the plan were written under the run (erasure reaches them)
+    listed = [o["Key"] for o in host.aws.client("s3").list_objects_v2(
+        Bucket=get_settings().fixtures_bucket, Prefix=keys.run_prefix(run_id))["Contents"]]
+    assert any(k.startswith(f"{keys.run_prefix(run_id)}eval-map/") for k in listed)
+    assert sorted(k for k in listed if "/eval-rows/" in k) == [
+        f"{keys.run_prefix(run_id)}eval-rows/{n:05d}.json" for n in (0, 175, 350)]
+    assert f"{keys.run_prefix(run_id)}eval-plan.json" in listed
+    # and the regression eval compared against the baseline read from S3: every task unchanged
+    regression = raw(host.base_url, "GET", f"/runs/{project_id(again)}/eval-summary", key=host.key_a).json
+    assert regression["regression"]["baselineRunId"] == run_id
+    assert regression["regression"]["verdict"] == "unchanged" and regression["regression"]["scoreDelta"] == 0

@@ -1,5 +1,5 @@
-"""Step Functions task of the eval state machine: append the trials' events in suite order, grade, store the
-EvalSummary and complete the run (idempotent); see shared.engine.evalrun.finish."""
+"""Step Functions task of the eval state machine: append one page of the trials' events in suite order; the last
+page grades, stores the EvalSummary and completes the run (idempotent); see shared.engine.evalrun.finish."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from shared.wiring import get_ports
 
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    out = evalrun.finish(get_ports(), ti.text(event, "runId"))
-    count("RunsFinished")
-    count("EvalsFinished")
+    out = evalrun.finish(get_ports(), ti.text(event, "runId"), ti.mapping(event, "cursor", None))
+    if not out["more"]:
+        count("RunsFinished")
+        count("EvalsFinished")
     return out
