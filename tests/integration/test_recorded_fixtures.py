@@ -159,6 +159,11 @@ def test_fixture_runs_field_refusals(host, sources):
     ]
     for body in cases:
         refused(client, {**body, "tags": [marker]}, host, host.key_a)
+    # more sources than one create request checks and copies (refused before any is read)
+    many = {"record": source, **{f"t{i}": source for i in range(200)}}
+    text = refused(client, {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": many,
+                            "tags": [marker]}, host, host.key_a)
+    assert "more than 200" in text
     # a task whose fixtures carry only onMiss is refused as a target too
     suite = {"suiteId": "tests.local.evals.onmiss", "version": f"1.0.{int(time.time() * 1000) % 1000000}",
              "modes": ["golden"], "tasks": [{"taskId": "record", "input": script(), "expected": golden("done"),

@@ -7,7 +7,16 @@ import copy
 import pytest
 
 from shared.engine import grading
-from shared.engine.evalrun import entries_from_records, finish_drafts, items, order_key, trial_sk
+from shared.engine.evalrun import (
+    closing_drafts,
+    entries_from_records,
+    finish_drafts,
+    items,
+    order_key,
+    page_end,
+    task_drafts,
+    trial_sk,
+)
 from shared.engine.tools import FixturePlan
 from shared.errors import ValidationError
 from shared.ports import ToolCallRecord
@@ -228,6 +237,33 @@ def test_finish_drafts_put_trials_in_suite_order_with_one_scored_event_per_task(
             assert not leaks & set(d["payload"])
     for row in summ["tasks"]:
         assert not leaks & set(row)
+
+
+def test_finish_pages_hold_whole_tasks_and_join_to_the_one_page_log():
+    # Given tasks of 3, 1, 4 and 2 trials and pages of at most 4 task-trials
+    counts = [3, 1, 4, 2]
+    suite = {"suiteId": "x.evals.y", "version": "1.0.0",
+             "tasks": [{"taskId": f"t{i}", "input": {}, "expected": {}, "trials": n} for i, n in enumerate(counts)]}
+    plan = {"suite": suite, "modes": ["golden"]}
+    starts, start = [], 0
+    while start < len(counts):
+        starts.append(start)
+        start = page_end(plan, start, 4)
+    # Then a page never splits a task, fills up to the limit, and a task over the limit is a page of its own
+    assert starts == [0, 2, 3]
+    assert page_end(plan, 0, 1) == 1 and page_end(plan, 0, 100) == 4
+    # and the pages' events and rows joined are the one-page result
+    trials = {(i, k): {"taskIndex": i, "trial": k, "events": [{"type": "agent.decided", "payload": {"i": i, "k": k},
+                                                                "timestamp": "t"}],
+                       "score": float(k % 2), "passed": k % 2 == 1, "fixtureMissCount": 0}
+              for i, n in enumerate(counts) for k in range(1, n + 1)}
+    drafts, rows = [], []
+    for a, b in zip(starts, starts[1:] + [len(counts)], strict=True):
+        d, r = task_drafts(plan, trials, a, b, "now")
+        drafts += d
+        rows += r
+    closing, summ = closing_drafts(plan, rows, "now")
+    assert (drafts + closing, summ) == finish_drafts(plan, trials, "now")
 
 
 # --------------------------------------------------------------------------- suites
