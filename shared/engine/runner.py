@@ -530,13 +530,17 @@ def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> t
 
 
 def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
-                   inputs: dict[str, Any] | None = None, *, defer_large: bool = False) -> dict[str, Any]:
+                   inputs: dict[str, Any] | None = None, *, defer_large: bool = False,
+                   behind_bytes: int | None = None) -> dict[str, Any]:
     """The run-item updates that store the state folded up to ``seq``.
 
     The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
     creation facts hold them). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3 object
-    under the run with a pointer on the item, or, with ``defer_large`` (an append in the middle of a task), not
-    written at all: a reader folds the events after the stored snapshot's ``seq`` (``load_state``).
+    under the run with a pointer on the item, or not written at all: with ``defer_large`` (an append in the middle
+    of a task), or while the log after the stored snapshot (``behind_bytes``) is smaller than the snapshot would
+    be. A reader folds the events after the stored snapshot's ``seq`` (``load_state``). So the snapshots a run
+    writes add up to at most its log's bytes (each is paid for by as many bytes of events), and a reader folds at
+    most about one snapshot's worth of events.
     """
     stored = dict(state)
     stored["seq"] = seq
@@ -546,7 +550,7 @@ def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
     blob = json.dumps(stored, separators=(",", ":"))
     if len(blob) <= INLINE_STATE_LIMIT:
         return {"state": stored}
-    if defer_large:
+    if defer_large or (behind_bytes is not None and behind_bytes < len(blob)):
         return {}
     key = f"runs/{run_id}/state/{seq:012d}.json"
     ports.blobs.put_json(key, stored)
@@ -667,20 +671,35 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
     next_seq = rec.last_seq + 1
     wrote = 0
 
-    deferred = False  # a large state was not stored by an append of this task: the task's last write stores it
+    deferred = False  # a large state was not stored by an append of this task: the task's last write may store it
+    stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
+    sizes = [0, 0]  # bytes and count of the events this task appended: their mean sizes the log behind the snapshot
+
+    def behind(last: int) -> int | None:
+        """Estimated bytes of the log after the stored snapshot up to ``last``; None (store it) once terminal."""
+        if state["status"] in c.TERMINAL_STATUSES or not sizes[1]:
+            return None
+        return (last - stored_seq) * sizes[0] // sizes[1]
 
     def flush(final: bool = True) -> None:
-        nonlocal buffer, next_seq, wrote, deferred
+        nonlocal buffer, next_seq, wrote, deferred, stored_seq
         if not buffer:
             if final and deferred:
-                ports.events.append_events(run_id, next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at,
-                                           run_updates=_state_updates(ports, run_id, state, next_seq - 1, inputs))
+                updates = _state_updates(ports, run_id, state, next_seq - 1, inputs, behind_bytes=behind(next_seq - 1))
+                if updates:
+                    ports.events.append_events(run_id, next_seq, [], require_status=WRITABLE,
+                                               expires_at=rec.expires_at, run_updates=updates)
+                    stored_seq = next_seq - 1
                 deferred = False
             return
+        sizes[0] += sum(len(json.dumps(e, separators=(",", ":"))) for e in buffer)
+        sizes[1] += len(buffer)
+        last = int(buffer[-1]["sequence"])
         if not final and deferred:
             updates = {}  # large once in this task: no need to measure it again before the task's last append
         else:
-            updates = _state_updates(ports, run_id, state, buffer[-1]["sequence"], inputs, defer_large=not final)
+            updates = _state_updates(ports, run_id, state, last, inputs, defer_large=not final,
+                                     behind_bytes=behind(last) if final else None)
         deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
         if rec.started_at is None and state["status"] != "pending":
@@ -689,6 +708,8 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
             rec.started_at = updates["startedAt"]
         ports.events.append_events(run_id, next_seq, buffer, run_updates=updates, require_status=WRITABLE,
                                    expires_at=rec.expires_at)
+        if "state" in updates:
+            stored_seq = last
         next_seq += len(buffer)
         wrote += len(buffer)
         buffer = []

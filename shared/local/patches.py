@@ -19,6 +19,10 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    timeout, so the execution stays ``RUNNING`` forever; AWS aborts it at once. Stopping also completes the
    waiting callbacks with an empty success (an error outcome would overwrite the stop and end ``FAILED``); the
    stopped program runs no further state, so the execution ends ``ABORTED``.
+8. A Distributed Map's worker takes its next item by recursion (``DistributedItemProcessorWorker._eval_pool``,
+   no upstream issue filed yet): at Python's default recursion limit, which the local stack keeps (Lambda runs
+   at it), a worker fails after ~980 items, so an eval of more than ~4,000 task-trials cannot finish locally; AWS
+   has no such bound. The patch runs the same steps in a loop.
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``_patch_*`` function and its call in ``apply_patches``, and keep the canary test in
@@ -489,6 +493,31 @@ def _patch_sfn_stop_wakes_callbacks() -> None:
     ExecutionWorker.stop = stop  # type: ignore[method-assign]
 
 
+def _patch_sfn_distributed_map_worker_loop() -> None:
+    """Patch 8: the Distributed Map worker's job loop, iterative (moto's recurses once per item)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor import (
+        distributed_item_processor_worker as worker,
+    )
+
+    def _eval_pool(self: Any, job: Any, worker_frame: Any) -> None:
+        while job is not None:
+            job_frame = worker_frame.open_inner_frame()
+            self._eval_job(env=job_frame, job=job)
+            worker_frame.delete_frame(job_frame)
+            if isinstance(job.job_output, Exception) or self.stopped():
+                break
+            next_job = self._job_pool.next_job()
+            if next_job is None:
+                break  # the frame is closed before the job, as moto does: the Map awaits jobs, not workers
+            self._job_pool.close_job(job)
+            job = next_job
+        self._env.delete_frame(worker_frame)
+        if job is not None:
+            self._job_pool.close_job(job)
+
+    worker.DistributedItemProcessorWorker._eval_pool = _eval_pool  # type: ignore[method-assign]
+
+
 @contextmanager
 def fast_waits() -> Iterator[None]:
     """TEST ONLY. While active, Wait states and Retry intervals take no time (moto's interpreter really sleeps:
@@ -535,6 +564,7 @@ def apply_patches() -> None:
         _patch_stream_record_identity()
         _patch_sfn_start_execution()
         _patch_sfn_stop_wakes_callbacks()
+        _patch_sfn_distributed_map_worker_loop()
         from shared.local.ddb_transactions import apply_transaction_patch
 
         apply_transaction_patch()  # TransactWriteItems without a table deep-copy per item

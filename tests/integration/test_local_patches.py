@@ -470,3 +470,21 @@ def test_bootstrap_creates_the_manifest_stack_and_is_idempotent(local_aws: Local
 
     assert get_settings().run_state_machine_arn == state_machine_arn(run_sm)
     assert get_settings().runs_table == "openwop-runs"
+
+
+def test_a_distributed_map_worker_runs_more_items_than_the_recursion_limit(local_aws: LocalAws, role_arn: str) -> None:
+    import sys
+
+    # Given a Distributed Map of one worker over more items than Python's default recursion limit
+    assert sys.getrecursionlimit() <= 1000
+    items = list(range(1_500))
+    definition = {"StartAt": "Each", "States": {"Each": {
+        "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 1,
+        "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                          "StartAt": "Double", "States": {"Double": {
+                              "Type": "Pass", "Parameters": {"n.$": "States.MathAdd($, $)"}, "End": True}}},
+        "End": True}}}
+    # When it runs, then every item ran, in order
+    done = run_machine(local_aws, role_arn, definition, {"items": items})
+    assert done["status"] == "SUCCEEDED", done
+    assert [o["n"] for o in json.loads(done["output"])] == [2 * i for i in items]
