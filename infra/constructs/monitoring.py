@@ -82,25 +82,18 @@ class HostMonitoring(Construct):
                   dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                   f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md).")
         if context_flag(self, "detailedAlarms"):
+            def summed(a: cw.IMetric, b: cw.IMetric, label: str) -> cw.MathExpression:
+                return cw.MathExpression(expression="a + b", using_metrics={"a": a, "b": b}, period=PERIOD, label=label)
+
             for name, fn in functions.functions.items():
-                problems = cw.MathExpression(
-                    expression="e + t",
-                    using_metrics={"e": fn.metric_errors(period=PERIOD, statistic="Sum"),
-                                   "t": fn.metric_throttles(period=PERIOD, statistic="Sum")},
-                    period=PERIOD,
-                    label=f"{name} errors + throttles",
-                )
-                alarm(f"{pascal(name)}Problems", problems,
+                alarm(f"{pascal(name)}Problems",
+                      summed(fn.metric_errors(period=PERIOD, statistic="Sum"),
+                             fn.metric_throttles(period=PERIOD, statistic="Sum"), f"{name} errors + throttles"),
                       f"Lambda {name}: errors or throttles (see docs/operations.md).")
             for key, machine in state_machines.machines.items():
-                stopped = cw.MathExpression(
-                    expression="t + a",
-                    using_metrics={"t": machine.metric_timed_out(period=PERIOD, statistic="Sum"),
-                                   "a": machine.metric_aborted(period=PERIOD, statistic="Sum")},
-                    period=PERIOD,
-                    label=f"{key} timed out + aborted",
-                )
-                alarm(f"{pascal(key)}ExecutionsTimedOutOrAborted", stopped,
+                alarm(f"{pascal(key)}ExecutionsTimedOutOrAborted",
+                      summed(machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                             machine.metric_aborted(period=PERIOD, statistic="Sum"), f"{key} timed out + aborted"),
                       f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).")
 
         self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None

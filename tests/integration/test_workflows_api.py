@@ -296,6 +296,8 @@ def test_more_than_the_node_bound_is_refused_never_a_crash(host):
 
 def test_a_huge_body_is_413(host):
     doc = _noop(unique("big"))
-    doc["description"] = "x" * 1_100_000
+    from shared.protocol.body import MAX_REQUEST_BODY_BYTES
+
+    doc["description"] = "x" * (MAX_REQUEST_BODY_BYTES + 100_000)
     r = _post(host, doc)
     assert r.status == 413 and r.json["error"] == "payload_too_large"
