@@ -99,17 +99,8 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
             events.append(dev)
             seq += 1
     try:
-        stored = evalrun.summary_updates(ports, rec.run_id, summary)
-        nxt = rec.last_seq + 1
-        chunks = [events[i: i + runner.FLUSH_AT] for i in range(0, len(events), runner.FLUSH_AT)] or [[]]
-        for ci, chunk in enumerate(chunks):
-            last = ci == len(chunks) - 1
-            updates = {"status": "completed", "completedAt": chunk[-1]["timestamp"], **stored} \
-                if last and chunk else None
-            if chunk:
-                ports.events.append_events(rec.run_id, nxt, chunk, run_updates=updates,
-                                           require_status=runner.WRITABLE, expires_at=rec.expires_at)
-                nxt += len(chunk)
+        evalrun.append_chunked(ports, rec, events,
+                               {"status": "completed", **evalrun.summary_updates(ports, rec.run_id, summary)})
     except (ConflictError, RunGoneError):
-        return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
+        pass
     return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}

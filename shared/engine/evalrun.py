@@ -528,8 +528,7 @@ def finish(ports: Ports, run_id: str, cursor: dict[str, Any] | None = None) -> d
 
 
 def _append(ports: Ports, rec: RunRecord, drafts: list[dict[str, Any]], updates: dict[str, Any] | None) -> None:
-    """Append the drafts after the run's last event in transactions of at most ``CHUNK_EVENTS`` events and ``CHUNK_BYTES``; the
-    last carries ``updates`` (with ``completedAt``, its last event's time)."""
+    """Append the drafts as events after the run's last one (``append_chunked``)."""
     seq = rec.last_seq + 1
     events = []
     for d in drafts:
@@ -537,10 +536,15 @@ def _append(ports: Ports, rec: RunRecord, drafts: list[dict[str, Any]], updates:
         ev["timestamp"] = d["timestamp"]
         events.append(ev)
         seq += 1
-    if not events:
-        return
-    chunks = _chunks(events)
+    append_chunked(ports, rec, events, updates)
+
+
+def append_chunked(ports: Ports, rec: RunRecord, events: list[dict[str, Any]], updates: dict[str, Any] | None) -> None:
+    """Append ``events`` (numbered from the run's last one) in transactions of at most ``CHUNK_EVENTS`` events and
+    ``CHUNK_BYTES``; the last carries ``updates`` with ``completedAt``, its last event's time. Nothing to append:
+    nothing is written."""
     nxt = rec.last_seq + 1
+    chunks = _chunks(events) if events else []
     for ci, chunk in enumerate(chunks):
         last = ci == len(chunks) - 1
         ports.events.append_events(rec.run_id, nxt, chunk,

@@ -673,33 +673,32 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
 
     deferred = False  # a large state was not stored by an append of this task: the task's last write may store it
     stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
-    sizes = [0, 0]  # bytes and count of the events this task appended: their mean sizes the log behind the snapshot
 
-    def behind(last: int) -> int | None:
-        """Estimated bytes of the log after the stored snapshot up to ``last``; None (store it) once terminal."""
-        if state["status"] in c.TERMINAL_STATUSES or not sizes[1]:
+    def behind(events: list[dict[str, Any]]) -> int | None:
+        """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
+        the count); None (store it) once terminal or with nothing to measure. Once per task: its last append."""
+        if state["status"] in c.TERMINAL_STATUSES or not events:
             return None
-        return (last - stored_seq) * sizes[0] // sizes[1]
+        size = sum(len(json.dumps(e, separators=(",", ":"))) for e in events)
+        return (int(events[-1]["sequence"]) - stored_seq) * size // len(events)
 
     def flush(final: bool = True) -> None:
         nonlocal buffer, next_seq, wrote, deferred, stored_seq
         if not buffer:
             if final and deferred:
-                updates = _state_updates(ports, run_id, state, next_seq - 1, inputs, behind_bytes=behind(next_seq - 1))
+                updates = _state_updates(ports, run_id, state, next_seq - 1, inputs)
                 if updates:
                     ports.events.append_events(run_id, next_seq, [], require_status=WRITABLE,
                                                expires_at=rec.expires_at, run_updates=updates)
                     stored_seq = next_seq - 1
                 deferred = False
             return
-        sizes[0] += sum(len(json.dumps(e, separators=(",", ":"))) for e in buffer)
-        sizes[1] += len(buffer)
         last = int(buffer[-1]["sequence"])
         if not final and deferred:
             updates = {}  # large once in this task: no need to measure it again before the task's last append
         else:
             updates = _state_updates(ports, run_id, state, last, inputs, defer_large=not final,
-                                     behind_bytes=behind(last) if final else None)
+                                     behind_bytes=behind(buffer) if final else None)
         deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
         if rec.started_at is None and state["status"] != "pending":
