@@ -8,7 +8,7 @@ CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
 LINT_OUT := build/cdk.lint.out
 
 .PHONY: install serve test lint browser test-unit test-integration test-infra bench build synth synth-py synth-cdk \
-	deploy lint-cfn e2e clean
+	deploy lint-cfn e2e clean openapi
 
 install: $(STAMP)
 
@@ -50,6 +50,10 @@ test-infra: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The served OpenAPI document (shared/services/openapi.json) from the route table and the body models.
+openapi: $(STAMP)
+	$(PY) -m shared.services.openapi
 
 # The code asset always (offline); the dependencies layer only when build/layer.stamp is out of date (pip, network).
 build: $(STAMP)

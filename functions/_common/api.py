@@ -40,6 +40,8 @@ from shared.wiring import get_ports
 if TYPE_CHECKING:  # pydantic loads with the first body model a handler uses, not with every handler
     from pydantic import BaseModel
 
+    from shared.protocol.models import Closed
+
 logger = Logger(service="openwop-serverless")
 VERSION = "2.0"
 SUPPORTED_MAJORS = ("2",)
@@ -47,6 +49,7 @@ _VERSION_RE = re.compile(r"^(\d+)(\.\d+)?$")
 # application/json or application/<anything>+json; the only charset parameter accepted is UTF-8.
 _JSON_MEDIA_RE = re.compile(r"^application/(json|[!#$%&'*.^_`|~0-9a-z-]+\+json)$")
 M = TypeVar("M", bound="BaseModel")
+B = TypeVar("B", bound="Closed")
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
@@ -217,11 +220,29 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
         raise ValidationError(str(exc)) from exc
 
 
-def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:
+def _object(app: APIGatewayHttpResolver) -> dict[str, Any]:
     data = json_body(app)
     if not isinstance(data, dict):
         raise ValidationError("The request body must be a JSON object.")
-    return model.model_validate(data)
+    return data
+
+
+def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:
+    """A host registration body (pydantic; a body that fails its model is answered by the resolver's handler)."""
+    return model.model_validate(_object(app))
+
+
+def parse_run_body(app: APIGatewayHttpResolver, body: type[B]) -> B:
+    """A run-lifecycle body (``shared.protocol.models``); one that does not fit is ``400 validation_error``."""
+    import msgspec
+
+    from shared.protocol.models import parse as convert
+
+    try:
+        return convert(_object(app), body)
+    except msgspec.ValidationError as exc:
+        logger.info("request body invalid", extra={"errors": str(exc)})
+        raise ValidationError("The request body is not valid.") from exc
 
 
 def idempotency_key(app: APIGatewayHttpResolver) -> str | None:

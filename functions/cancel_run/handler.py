@@ -5,7 +5,7 @@ from __future__ import annotations
 from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.resolver import Response
-from shared.protocol.models import BulkCancelRunsRequest, CancelRunRequest
+from shared.protocol.models import BulkCancelRunsRequest, CancelRunRequest, dump
 from shared.services import lifecycle, runs
 
 app = api.build_resolver()
@@ -15,10 +15,10 @@ app = api.build_resolver()
 def cancel_run(run_id: str) -> Response[str]:
     caller = api.caller(app)
     key = api.idempotency_key(app)
-    req = api.parse(app, CancelRunRequest)
+    req = api.parse_run_body(app, CancelRunRequest)
     ports = api.ports()
     status, body, replayed = idempotent(
-        caller, f"cancelRun#{run_id}", key, req.model_dump(mode="json"), app.lambda_context, ports.ids.ulid(),
+        caller, f"cancelRun#{run_id}", key, dump(req), app.lambda_context, ports.ids.ulid(),
         lambda: (200, runs.cancel_run(ports, caller, run_id)))
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
@@ -27,10 +27,10 @@ def cancel_run(run_id: str) -> Response[str]:
 def bulk_cancel() -> Response[str]:
     caller = api.caller(app)
     key = api.idempotency_key(app)
-    req = api.parse(app, BulkCancelRunsRequest)
+    req = api.parse_run_body(app, BulkCancelRunsRequest)
     ports = api.ports()
     status, body, replayed = idempotent(
-        caller, "bulkCancelRuns", key, req.model_dump(mode="json"), app.lambda_context, ports.ids.ulid(),
+        caller, "bulkCancelRuns", key, dump(req), app.lambda_context, ports.ids.ulid(),
         lambda: (200, lifecycle.bulk_cancel(ports, caller, req.runIds)))
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 

@@ -6,7 +6,7 @@ from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.observability import count
 from functions._common.resolver import Response
-from shared.protocol.models import CreateRunRequest
+from shared.protocol.models import CreateRunRequest, dump
 from shared.services import runs
 
 app = api.build_resolver()
@@ -16,7 +16,7 @@ app = api.build_resolver()
 def create_run() -> Response[str]:
     caller = api.caller(app)
     key = api.idempotency_key(app)
-    req = api.parse(app, CreateRunRequest)
+    req = api.parse_run_body(app, CreateRunRequest)
     ports = api.ports()
     dedup = (api.header(app, "openwop-dedup") or "").strip().lower() == "enforce"
 
@@ -24,7 +24,7 @@ def create_run() -> Response[str]:
         created = runs.create(ports, caller, req, dedup=dedup)
         return created.status, created.body
 
-    status, body, replayed = idempotent(caller, "createRun", key, req.model_dump(mode="json"), app.lambda_context,
+    status, body, replayed = idempotent(caller, "createRun", key, dump(req), app.lambda_context,
                                         ports.ids.ulid(), once)
     if not replayed and status < 300:
         count("RunsStarted")

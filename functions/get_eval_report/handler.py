@@ -1,4 +1,6 @@
-"""GET /host/openwop-serverless/runs/{runId}/eval-report: per-task diagnostics of a terminal eval run."""
+"""GET /host/openwop-serverless/runs/{runId}/eval-report: per-task diagnostics of a terminal eval run.
+
+Query: limit (tasks per page, 1..1000, default 200), cursor (the nextCursor of the previous page)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ app = api.build_resolver()
 @app.get("/host/openwop-serverless/runs/<run_id>/eval-report")
 def get_eval_report(run_id: str) -> Response[str]:
     caller = api.caller(app)
-    return api.reply(200, eval_report.eval_report(api.ports(), caller, run_id))
+    return api.reply(200, eval_report.eval_report(api.ports(), caller, run_id, api.query(app)))
 
 
 lambda_handler = api.make_handler(app)

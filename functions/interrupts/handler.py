@@ -23,10 +23,10 @@ def _once(caller: Caller, operation: str, body: dict, fn: Callable[[], dict]) ->
 
 @app.post("/runs/<run_id>/interrupts/<node_id>")
 def resolve_by_run(run_id: str, node_id: str) -> Response[str]:
-    from shared.protocol.models import ResolveInterruptRequest
+    from shared.protocol.models import ResolveInterruptRequest, dump
 
-    caller, req = api.caller(app), api.parse(app, ResolveInterruptRequest)
-    return _once(caller, f"resolveInterrupt#{run_id}#{node_id}", req.model_dump(mode="json"),
+    caller, req = api.caller(app), api.parse_run_body(app, ResolveInterruptRequest)
+    return _once(caller, f"resolveInterrupt#{run_id}#{node_id}", dump(req),
                  lambda: interrupts.resolve_by_run(api.ports(), caller, run_id, node_id, req.resumeValue))
 
 
@@ -37,12 +37,12 @@ def inspect_by_token(token: str) -> Response[str]:
 
 @app.post("/interrupts/<token>")
 def resolve_by_token(token: str) -> Response[str]:
-    from shared.protocol.models import ResolveInterruptRequest
+    from shared.protocol.models import ResolveInterruptRequest, dump
 
-    req = api.parse(app, ResolveInterruptRequest)
+    req = api.parse_run_body(app, ResolveInterruptRequest)
     body = interrupts.read_token(api.ports(), token)  # the token is the credential: its run's tenant scopes the key
     return _once(Caller(str(body["r"]).split("/", 1)[0], f"token:{body['s']}"), f"resolveInterruptByToken#{token}",
-                 req.model_dump(mode="json"), lambda: interrupts.resolve_by_token(api.ports(), token, req.resumeValue))
+                 dump(req), lambda: interrupts.resolve_by_token(api.ports(), token, req.resumeValue))
 
 
 @app.post("/host/openwop-serverless/runs/<run_id>/interrupts/<node_id>/token")

@@ -9,7 +9,7 @@ from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.observability import count
 from functions._common.resolver import Response
-from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunRequest
+from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunRequest, dump
 from shared.services import lifecycle
 
 app = api.build_resolver()
@@ -19,7 +19,7 @@ app = api.build_resolver()
 def fork_run(run_id: str) -> Response[str]:
     caller = api.caller(app)
     key = api.idempotency_key(app)
-    req = api.parse(app, ForkRunRequest)
+    req = api.parse_run_body(app, ForkRunRequest)
     ports = api.ports()
 
     def once() -> tuple[int, dict]:
@@ -28,7 +28,7 @@ def fork_run(run_id: str) -> Response[str]:
         created = forks.fork_run(ports, caller, run_id, req)
         return created.status, created.body
 
-    status, body, replayed = idempotent(caller, f"forkRun#{run_id}", key, req.model_dump(mode="json"),
+    status, body, replayed = idempotent(caller, f"forkRun#{run_id}", key, dump(req),
                                         app.lambda_context,
                                         ports.ids.ulid(), once)
     if not replayed and status < 300:
@@ -46,15 +46,15 @@ def _once(run_id: str, verb: str, body: dict, fn: Callable[[], dict]) -> Respons
 
 @app.post("/runs/<run_id>:pause")
 def pause_run(run_id: str) -> Response[str]:
-    req = api.parse(app, PauseRunRequest)
-    return _once(run_id, "pauseRun", req.model_dump(mode="json"), lambda: lifecycle.pause_run(
+    req = api.parse_run_body(app, PauseRunRequest)
+    return _once(run_id, "pauseRun", dump(req), lambda: lifecycle.pause_run(
         api.ports(), api.caller(app), run_id, req.reason, req.drainPolicy))
 
 
 @app.post("/runs/<run_id>:resume")
 def resume_run(run_id: str) -> Response[str]:
-    req = api.parse(app, ResumeRunRequest)
-    return _once(run_id, "resumeRun", req.model_dump(mode="json"), lambda: lifecycle.resume_run(
+    req = api.parse_run_body(app, ResumeRunRequest)
+    return _once(run_id, "resumeRun", dump(req), lambda: lifecycle.resume_run(
         api.ports(), api.caller(app), run_id, req.reason))
 
 

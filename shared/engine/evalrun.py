@@ -52,6 +52,11 @@ def order_key(task_index: int, trial: int) -> str:
     return f"T{task_index:05d}-{trial:03d}"
 
 
+def call_keys_between(start: int, end: int) -> tuple[str, str]:
+    """The (low, high) call keys of tasks ``start <= index < end``, trials and judge calls included."""
+    return f"T{start:05d}-", f"T{end - 1:05d}-~"
+
+
 def trial_sk(task_index: int, trial: int) -> str:
     return f"{keys.TRIAL_PREFIX}{task_index:05d}#{trial:03d}"
 

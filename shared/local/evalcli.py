@@ -18,6 +18,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from openwop_client import OpenwopClient, WopError
@@ -79,10 +80,21 @@ class Host:
     def raw(self, path: str) -> dict[str, Any]:
         return self.client._request_json("GET", path)
 
-    def report(self, run_id: str) -> dict[str, Any] | None:
-        """The eval report, or None on a host without it (404 for an eval run the summary knows)."""
+    def report(self, run_id: str, *, whole: bool = True) -> dict[str, Any] | None:
+        """The eval report, every page's tasks joined (``whole``) or only its header and first task; None on a
+        host without it (404 for an eval run the summary knows)."""
+        path = f"/host/{EXTENSION}/runs/{project_id(run_id)}/eval-report"
         try:
-            return self.raw(f"/host/{EXTENSION}/runs/{project_id(run_id)}/eval-report")
+            rep = self.raw(path + ("?limit=1000" if whole else "?limit=1"))
+            cursor = rep.pop("nextCursor", None) if whole else None
+            # Each page holds at least one task, so a report of N tasks has at most N pages.
+            for _ in range(int(rep.get("taskCount") or 0)):
+                if not cursor:
+                    break
+                page = self.raw(f"{path}?limit=1000&cursor={quote(str(cursor), safe='')}")
+                rep["tasks"].extend(page["tasks"])
+                cursor = page.get("nextCursor")
+            return rep
         except WopError as err:
             if err.status == 404 and err.envelope is not None and "not an eval run" not in err.envelope.message:
                 return None
@@ -172,7 +184,7 @@ def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -
                 return status
             prog: dict[str, Any] = {}
             try:
-                host.report(run_id)
+                host.report(run_id, whole=False)
             except WopError as e:
                 if e.status == 409 and e.envelope is not None and isinstance(e.envelope.details, dict):
                     prog = e.envelope.details.get("progress") or {}

@@ -11,26 +11,45 @@ durations), and its model calls (``provider.usage``: calls, tokens, estimated co
 Tenant-private: a well-formed id of another tenant takes the same path as an unknown one (one read of a key that
 cannot exist) and gets the same 404 bytes. A run that is not an eval run is ``404 not_found`` with its own
 message (the caller's own run: nothing leaks); a run not yet terminal is ``409 run_state_conflict``, as for the
-summary, its details carrying the progress (tasks and trials done / total). Content-free agents (their events carry ``argsHash``) get no argument, response or decision values in
-the report: only pointers, provenance and grades.
+summary, its details carrying the progress (tasks and trials done / total). Content-free agents (their events
+carry ``argsHash``) get no argument, response or decision values in the report: only pointers, provenance and
+grades.
+
+Paged by task, in suite order: ``limit`` tasks (default 200, at most 1,000) and no more than ``PAGE_BYTES`` of
+task rows after the first; ``nextCursor`` (present while tasks remain) is the next page's ``cursor``. Every page
+carries the same header (scores, verdicts, ``taskCount``), so a caller that needs only the verdict reads one page.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime
 from typing import Any
 
 from shared import keys
 from shared.engine import grading
 from shared.engine.jsondiff import differing_pointers
-from shared.errors import EvalRecordedFixturesGoneError, NotFoundError, RunGoneError, RunStateConflictError
+from shared.errors import (
+    EvalRecordedFixturesGoneError,
+    NotFoundError,
+    RunGoneError,
+    RunStateConflictError,
+    ValidationError,
+)
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import tenant_of
 from shared.services import summaries
-from shared.services.common import Caller, decode_path_run_id
+from shared.services.common import Caller, decode_path_run_id, page_limit
 
 _UNREADABLE = "~"  # an opaque part no run id can have
+DEFAULT_PAGE_TASKS = 200
+MAX_PAGE_TASKS = 1000
+# Task rows per page after the first: an answer stays well inside Lambda's 6 MB response (its JSON is escaped
+# once more inside the proxy response) whatever the trials hold.
+PAGE_BYTES = 2_000_000
+_CURSOR_RE = re.compile(r"^tasks-(\d{5})$")
 
 
 def _evalrun() -> Any:
@@ -191,69 +210,91 @@ def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[
     return trial, misses
 
 
-def build(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], row: dict[str, Any] | None,
+              base_scores: dict[str, float], has_baseline: bool, trials: dict[tuple[int, int], dict[str, Any]],
+              by_invocation: dict[str, list[ToolCallRecord]]) -> dict[str, Any]:
+    suite = plan["suite"]
+    task_id = str(task["taskId"])
+    entries, served_from = _entries_for(ports, plan, task)
+    k = grading.task_trials(suite, task)
+    trial_rows: list[dict[str, Any]] = []
+    misses: list[dict[str, Any]] = []
+    hidden = False
+    for n in range(1, k + 1):
+        doc = trials.get((i, n))
+        if doc is None:
+            continue
+        calls = by_invocation.get(_evalrun().invocation_id(task_id, n), [])
+        content_free = any("argsHash" in (e.get("payload") or {}) for e in doc.get("events") or [])
+        hidden = hidden or content_free
+        trial, trial_misses = _trial(doc, calls, entries, served_from, content_free)
+        trial_rows.append(trial)
+        misses.extend({"trial": n, **m} for m in trial_misses)
+    score = float(row["score"]) if row else (sum(t["score"] for t in trial_rows) / len(trial_rows)
+                                             if trial_rows else 0.0)
+    miss_count = int(row["fixtureMissCount"]) if row else sum(t["fixtureMissCount"] for t in trial_rows)
+    expected: dict[str, Any] = {"kind": (task.get("expected") or {}).get("kind")}
+    if not hidden:
+        expected.update({k2: v for k2, v in (task.get("expected") or {}).items() if k2 != "kind"})
+        if task.get("trajectory") is not None:
+            expected["trajectory"] = task["trajectory"]
+    latencies = [t["latencyMs"] for t in trial_rows if t["latencyMs"] is not None]
+    return {
+        "taskId": task_id,
+        "expected": expected,
+        "score": score,
+        "passed": bool(row["passed"]) if row else False,
+        "baselineScore": base_scores.get(task_id),
+        "verdict": task_verdict(score, base_scores.get(task_id), miss_count, has_baseline)
+        if trial_rows else "unverifiable",
+        "trials": {"total": k, "done": len(trial_rows), "passed": sum(1 for t in trial_rows if t["passed"])},
+        "passAllK": len(trial_rows) == k and all(t["passed"] for t in trial_rows),
+        "fixtureMissCount": miss_count,
+        "fixtureMisses": misses,
+        "servedFrom": served_from,
+        "liveToolCalls": sum(t["liveToolCalls"] for t in trial_rows),
+        "costUsd": sum(t["costUsd"] for t in trial_rows),
+        "latencyMs": round(sum(latencies) / len(latencies)) if latencies else None,
+        "trialResults": trial_rows,
+    }
+
+
+def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None,
+          page_bytes: int = PAGE_BYTES) -> dict[str, Any]:
+    """The report's page of tasks ``start, start + 1, ...``: at most ``limit`` tasks (all when None) and, after
+    the first, no more than ``page_bytes`` of task rows; ``nextCursor`` names the next page's first task. Only
+    that page's trials and tool calls are read (one key-range Query each); the header (scores, verdicts) is the
+    same on every page, from the plan and the summary."""
     evalrun = _evalrun()
     plan = evalrun.load_plan(ports, rec.run_id, cached=False)
     suite = plan["suite"]
+    n_tasks = len(suite["tasks"])
+    if start >= n_tasks > 0:
+        raise ValidationError("The cursor is not valid.")
     summary = summaries.stored(ports, rec) or {}
     rows = {str(t["taskId"]): t for t in summary.get("tasks") or []}
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
     base_scores = {str(k): float(v) for k, v in ((baseline or {}).get("tasks") or {}).items()}
-    trials = evalrun.load_trials(ports, rec.run_id)
-    by_invocation: dict[str, list[ToolCallRecord]] = {}
-    for call in ports.tool_calls.list_calls(rec.run_id):
-        by_invocation.setdefault(call.invocation_id, []).append(call)
+    end = n_tasks if limit is None else min(n_tasks, start + limit)
     tasks: list[dict[str, Any]] = []
-    total_misses = 0
-    for i, task in enumerate(suite["tasks"]):
-        task_id = str(task["taskId"])
-        entries, served_from = _entries_for(ports, plan, task)
-        k = grading.task_trials(suite, task)
-        trial_rows: list[dict[str, Any]] = []
-        misses: list[dict[str, Any]] = []
-        hidden = False
-        for n in range(1, k + 1):
-            doc = trials.get((i, n))
-            if doc is None:
-                continue
-            calls = by_invocation.get(evalrun.invocation_id(task_id, n), [])
-            content_free = any("argsHash" in (e.get("payload") or {}) for e in doc.get("events") or [])
-            hidden = hidden or content_free
-            trial, trial_misses = _trial(doc, calls, entries, served_from, content_free)
-            trial_rows.append(trial)
-            misses.extend({"trial": n, **m} for m in trial_misses)
-        row = rows.get(task_id)
-        score = float(row["score"]) if row else (sum(t["score"] for t in trial_rows) / len(trial_rows)
-                                                 if trial_rows else 0.0)
-        miss_count = int(row["fixtureMissCount"]) if row else sum(t["fixtureMissCount"] for t in trial_rows)
-        total_misses += miss_count
-        expected: dict[str, Any] = {"kind": (task.get("expected") or {}).get("kind")}
-        if not hidden:
-            expected.update({k2: v for k2, v in (task.get("expected") or {}).items() if k2 != "kind"})
-            if task.get("trajectory") is not None:
-                expected["trajectory"] = task["trajectory"]
-        latencies = [t["latencyMs"] for t in trial_rows if t["latencyMs"] is not None]
-        tasks.append({
-            "taskId": task_id,
-            "expected": expected,
-            "score": score,
-            "passed": bool(row["passed"]) if row else False,
-            "baselineScore": base_scores.get(task_id),
-            "verdict": task_verdict(score, base_scores.get(task_id), miss_count, baseline is not None)
-            if trial_rows else "unverifiable",
-            "trials": {"total": k, "done": len(trial_rows),
-                       "passed": sum(1 for t in trial_rows if t["passed"])},
-            "passAllK": len(trial_rows) == k and all(t["passed"] for t in trial_rows),
-            "fixtureMissCount": miss_count,
-            "fixtureMisses": misses,
-            "servedFrom": served_from,
-            "liveToolCalls": sum(t["liveToolCalls"] for t in trial_rows),
-            "costUsd": sum(t["costUsd"] for t in trial_rows),
-            "latencyMs": round(sum(latencies) / len(latencies)) if latencies else None,
-            "trialResults": trial_rows,
-        })
+    if end > start:
+        trials = evalrun.load_trials(ports, rec.run_id, (start, end))
+        by_invocation: dict[str, list[ToolCallRecord]] = {}
+        for call in ports.tool_calls.list_calls(rec.run_id, between=evalrun.call_keys_between(start, end)):
+            by_invocation.setdefault(call.invocation_id, []).append(call)
+        size = 0
+        for i in range(start, end):
+            if tasks and size >= page_bytes:
+                break
+            task = suite["tasks"][i]
+            tasks.append(_task_row(ports, plan, i, task, rows.get(str(task["taskId"])), base_scores,
+                                   baseline is not None, trials, by_invocation))
+            size += len(json.dumps(tasks[-1], separators=(",", ":"), default=str))
     regression = summary.get("regression")
-    return {
+    # A completed run has a summary row for every task; a run that did not complete is unverifiable whatever
+    # its rows say, so the verdict never needs the other pages' trials.
+    total_misses = sum(int(r.get("fixtureMissCount", 0)) for r in rows.values())
+    out: dict[str, Any] = {
         "runId": rec.run_id,
         "status": rec.status,
         "suiteId": suite["suiteId"],
@@ -270,8 +311,28 @@ def build(ports: Ports, rec: RunRecord) -> dict[str, Any]:
         "pairedTaskCount": (regression or {}).get("pairedTaskCount"),
         "verdict": overall_verdict(rec.status, regression, total_misses),
         "error": rec.error.get("code") if rec.error else None,
+        "taskCount": n_tasks,
         "tasks": tasks,
     }
+    if start + len(tasks) < n_tasks:
+        out["nextCursor"] = _cursor(start + len(tasks))
+    return out
+
+
+def _cursor(index: int) -> str:
+    return f"tasks-{index:05d}"
+
+
+def _page(params: dict[str, str]) -> tuple[int, int]:
+    """(first task, limit) from ``cursor`` (a ``nextCursor`` of this report) and ``limit``; else ``400``."""
+    limit = page_limit(params, DEFAULT_PAGE_TASKS, MAX_PAGE_TASKS)
+    cursor = params.get("cursor")
+    if cursor is None:
+        return 0, limit
+    match = _CURSOR_RE.match(cursor)
+    if match is None:
+        raise ValidationError("The cursor is not valid.")
+    return int(match.group(1)), limit
 
 
 def progress(ports: Ports, rec: RunRecord) -> dict[str, Any]:
@@ -291,7 +352,9 @@ def progress(ports: Ports, rec: RunRecord) -> dict[str, Any]:
             "trials": {"done": sum(min(done.get(i, 0), n) for i, n in enumerate(totals)), "total": sum(totals)}}
 
 
-def eval_report(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
+def eval_report(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str] | None = None
+                ) -> dict[str, Any]:
+    start, limit = _page(params or {})
     rec = own_run_or_404(ports, caller, wire_run_id)
     if not _features().get("evalSuite") or rec.kind != "eval":
         raise NotFoundError("The run is not an eval run.")
@@ -299,6 +362,6 @@ def eval_report(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any
         raise RunStateConflictError("The eval run has not finished.",
                                     {"runStatus": rec.status, "progress": progress(ports, rec)})
     try:
-        return build(ports, rec)
+        return build(ports, rec, start, limit)
     except RunGoneError as exc:  # erased while we read
         raise NotFoundError("No such run.") from exc

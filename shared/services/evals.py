@@ -24,7 +24,7 @@ from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
-from shared.protocol.models import CreateRunRequest
+from shared.protocol.models import CreateRunRequest, present
 from shared.services import agents as agent_svc
 from shared.services import suites, summaries
 from shared.services.common import Caller
@@ -177,7 +177,7 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     suite = resolved.suite
     if len(suite.get("tasks") or []) > MAX_TASKS_PER_SUITE:
         raise ValidationError("The suite has more tasks than this host runs (maxTasksPerSuite).")
-    configurable = req.configurable.model_dump(exclude_none=True) if req.configurable else None
+    configurable = present(req.configurable) if req.configurable else None
     agent_version = agent_svc.eval_pin(ports, caller.tenant, req.agentId, configurable)
     if agent_version is None and resolve_agent(ports, caller.tenant, req.agentId) is None:
         raise ValidationError("agentId names no agent this host runs.")

@@ -27,10 +27,11 @@ from shared.errors import (
 from shared.keys import CHILD_PREFIX
 from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
+from shared.protocol.models import present
 from shared.services.common import Caller, decode_path_run_id, links, own_run
 from shared.services.runs import Created, expires_at, new_run_id
 
-if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
+if TYPE_CHECKING:
     from shared.protocol.models import ForkRunRequest
 
 
@@ -64,7 +65,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     src = _visible_source(ports, caller, wire_run_id)
     from_seq = _from_seq(req)
     overlay = req.runOptionsOverlay
-    if req.mode == "replay" and overlay is not None and overlay.model_dump(exclude_none=True):
+    if req.mode == "replay" and overlay is not None and present(overlay):
         raise ValidationError("A replay fork takes no runOptionsOverlay.")
     if from_seq > src.last_seq:
         raise ForkPointInvalidError()
@@ -97,7 +98,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         if overlay.metadata is not None:
             data["metadata"] = {**(src.data.get("metadata") or {}), **overlay.metadata}
         if overlay.configurable is not None:
-            data["configurable"] = overlay.configurable.model_dump(exclude_none=True)
+            data["configurable"] = present(overlay.configurable)
             from shared.services import agents as agent_svc
 
             agent_svc.check_ai_overrides(ports, caller.tenant, data["configurable"])

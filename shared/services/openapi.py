@@ -15,15 +15,7 @@ from typing import Any
 
 from shared import manifest
 from shared.protocol.agents import AgentRegistration, DeploymentTransition
-from shared.protocol.models import (
-    BulkCancelRunsRequest,
-    CancelRunRequest,
-    CreateRunRequest,
-    ForkRunRequest,
-    PauseRunRequest,
-    ResolveInterruptRequest,
-    ResumeRunRequest,
-)
+from shared.protocol.models import BODIES
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
@@ -94,7 +86,8 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("GET", "/runs/{runId}/eval-summary"): [
         Op("/runs/{runId}/eval-summary", "getEvalSummary", {200: "Object"}, (*_READ, 409))],
     ("GET", "/host/openwop-serverless/runs/{runId}/eval-report"): [
-        Op("/host/openwop-serverless/runs/{runId}/eval-report", "getEvalReport", {200: "Object"}, (*_READ, 409))],
+        Op("/host/openwop-serverless/runs/{runId}/eval-report", "getEvalReport", {200: "Object"}, (*_READ, 409),
+           query=("limit", "cursor"))],
     ("GET", "/host/openwop-serverless/ui"): [
         Op("/host/openwop-serverless/ui", "getViewer", {200: "Html"}, (406,), media="text/html")],
     ("GET", "/workflows/{workflowId}"): [
@@ -362,9 +355,11 @@ def document() -> dict[str, Any]:
 
     descriptor = {k: v for k, v in load_schema("tool-descriptor.schema.json").items() if k not in ("$schema", "$id")}
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
-    for model in (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
-                  BulkCancelRunsRequest, ResolveInterruptRequest, ToolRegistration, McpServerRegistration,
-                  CredentialPut, AgentRegistration, DeploymentTransition, RegisterWebhook, RotateWebhookSecret):
+    import msgspec
+
+    schemas.update(msgspec.json.schema_components(BODIES, ref_template="#/components/schemas/{name}")[1])
+    for model in (ToolRegistration, McpServerRegistration, CredentialPut, AgentRegistration, DeploymentTransition,
+                  RegisterWebhook, RotateWebhookSecret):
         js = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub
@@ -383,3 +378,20 @@ def document() -> dict[str, Any]:
         "components": {"schemas": schemas,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
+
+
+STORED = "openapi.json"
+"""The generated document as this package serves it (``make openapi`` writes it; a test keeps it equal to
+``document()``): serving it takes no validation library, where generating it imports every body model."""
+
+
+def stored_text() -> str:
+    return json.dumps(document(), indent=1) + "\n"
+
+
+def main() -> None:
+    (resources.files("shared.services") / STORED).write_text(stored_text(), encoding="utf-8")  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

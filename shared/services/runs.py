@@ -27,7 +27,7 @@ from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.services.common import Caller, links, load_own_run, page_limit, snapshot
 
-if TYPE_CHECKING:  # the pydantic models cost cold-start time; only create needs them
+if TYPE_CHECKING:
     from shared.protocol.models import CreateRunRequest
 
 MAX_PAGE = 100
@@ -85,7 +85,9 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
         raise ValidationError(f"The workflow definition cannot run: {exc}.") from exc
     except InputsError as exc:
         raise ValidationError(str(exc)) from exc
-    configurable = req.configurable.model_dump(exclude_none=True) if req.configurable else None
+    from shared.protocol.models import present
+
+    configurable = present(req.configurable) if req.configurable else None
     if isinstance(doc.get("configurableSchema"), dict):
         from shared.services.workflows import check_configurable
 

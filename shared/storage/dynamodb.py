@@ -766,7 +766,8 @@ class DynamoToolCallStore:
                                 ConsistentRead=True)
         return self._from(resp["Item"]) if "Item" in resp else None
 
-    def list_calls(self, run_id: str) -> list[ToolCallRecord]:
+    def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]:
+        """The run's records by call key; with ``between`` = (low, high), those whose key lies in it, inclusive."""
         out: list[ToolCallRecord] = []
         kwargs: dict[str, Any] = {
             "TableName": self._t,
@@ -774,6 +775,9 @@ class DynamoToolCallStore:
             "ExpressionAttributeValues": {":r": {"S": run_id}},
             "ConsistentRead": True,
         }
+        if between is not None:
+            kwargs["KeyConditionExpression"] = "runId = :r AND callKey BETWEEN :a AND :b"
+            kwargs["ExpressionAttributeValues"].update({":a": {"S": between[0]}, ":b": {"S": between[1]}})
         while True:
             resp = self._c.query(**kwargs)
             out.extend(self._from(i) for i in resp.get("Items", []))

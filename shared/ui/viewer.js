@@ -88,6 +88,22 @@
     return next(null);
   }
 
+  function wholeReport(wire) {
+    // Every page of the eval report, its tasks joined (a page holds at least one task).
+    var path = "/host/openwop-serverless/runs/" + wire + "/eval-report?limit=1000";
+    return api(path).then(function (rep) {
+      var pages = rep.taskCount || 0;
+      function more(cursor) {
+        if (!cursor || pages-- <= 0) { delete rep.nextCursor; return rep; }
+        return api(path + "&cursor=" + encodeURIComponent(cursor)).then(function (page) {
+          rep.tasks = rep.tasks.concat(page.tasks);
+          return more(page.nextCursor);
+        });
+      }
+      return more(rep.nextCursor);
+    });
+  }
+
   // ------------------------------------------------------------------ one run
 
   function showRun(runId) {
@@ -106,7 +122,7 @@
       var isEval = events.some(function (e) { return e.type === "eval.started"; });
       var work = [];
       var report = isEval && ["completed", "failed", "cancelled"].indexOf(snap.status) >= 0
-        ? api("/host/openwop-serverless/runs/" + wire + "/eval-report") : Promise.resolve(null);
+        ? wholeReport(wire) : Promise.resolve(null);
       work.push(report.then(function (rep) {
         timeline(events, rep, snap);
         if (rep) { evalView(rep); }

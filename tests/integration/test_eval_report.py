@@ -8,14 +8,14 @@ from openwop_client.types import CreateRunRequest
 from shared.protocol.ids import project_id
 from tests.evalseed import seed_drift, seed_regression
 from tests.helpers import unique
-from tests.integration.test_eval_runs import eval_request, put_suite
+from tests.integration.test_eval_runs import _ports, eval_request, put_suite
 from tests.wire import raw, wait_terminal
 
 PATH = "/host/openwop-serverless/runs/{}/eval-report"
 
 
-def report(host, key, run_id):
-    return raw(host.base_url, "GET", PATH.format(project_id(run_id)), key=key)
+def report(host, key, run_id, query=""):
+    return raw(host.base_url, "GET", PATH.format(project_id(run_id)) + query, key=key)
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +99,43 @@ def test_a_workflow_run_is_a_404_envelope_and_a_running_eval_is_409(host):
     wait_terminal(client, run)
     done = report(host, host.key_a, run).json
     assert done["status"] == "cancelled" and done["verdict"] == "unverifiable"
+
+
+def test_the_report_pages_by_task_with_the_same_header_on_every_page(host, seeded):
+    whole = report(host, host.key_a, seeded["candidate"]).json
+    assert whole["taskCount"] == 3 and "nextCursor" not in whole
+    pages, query = [], "?limit=1"
+    for _ in range(4):
+        page = report(host, host.key_a, seeded["candidate"], query)
+        assert page.status == 200, page.text
+        pages.append(page.json)
+        if "nextCursor" not in page.json:
+            break
+        query = f"?limit=1&cursor={page.json['nextCursor']}"
+    assert [len(p["tasks"]) for p in pages] == [1, 1, 1]
+    assert [p.get("nextCursor") for p in pages] == ["tasks-00001", "tasks-00002", None]
+    assert [t for p in pages for t in p["tasks"]] == whole["tasks"]
+    header = {k: v for k, v in whole.items() if k != "tasks"}
+    assert all({k: v for k, v in p.items() if k not in ("tasks", "nextCursor")} == header for p in pages)
+    assert header["verdict"] == "regressed"  # the verdict is the whole run's on every page
+    two = report(host, host.key_a, seeded["candidate"], "?limit=2&cursor=tasks-00001").json
+    assert [t["taskId"] for t in two["tasks"]] == ["served", "answer"] and "nextCursor" not in two
+
+
+@pytest.mark.parametrize("query", ["?cursor=tasks-00003", "?cursor=tasks-1", "?cursor=nonsense-cursor",
+                                   "?limit=0", "?limit=two"])
+def test_a_bad_cursor_or_limit_is_a_400_envelope(host, seeded, query):
+    r = report(host, host.key_a, seeded["candidate"], query)
+    assert r.status == 400, r.text
+    assert r.json["error"] == "validation_error" and seeded["candidate"] not in r.text
+
+
+def test_a_page_stops_at_its_byte_budget_after_its_first_task(host, seeded):
+    from shared.services import eval_report
+
+    ports = _ports()
+    rec = ports.runs.get_run(seeded["candidate"])
+    one = eval_report.build(ports, rec, 0, 1000, page_bytes=1)
+    assert [t["taskId"] for t in one["tasks"]] == ["steady"] and one["nextCursor"] == "tasks-00001"
+    rest = eval_report.build(ports, rec, 1, 1000, page_bytes=10**9)
+    assert [t["taskId"] for t in rest["tasks"]] == ["served", "answer"] and "nextCursor" not in rest
