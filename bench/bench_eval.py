@@ -153,9 +153,35 @@ def main() -> None:
         line("GET eval-report: slowest page, largest page, all pages",
              f"{max(ms for ms, _ in pages):.0f} ms, {max(b for _, b in pages) // 1024} KiB,"
              f" {sum(ms for ms, _ in pages):.0f} ms / {sum(b for _, b in pages) // 1024}", "KiB")
+        _fork(aws, ports, meter, run_id, rec.last_seq + 1, trials)
     finally:
         meter.close()
         aws.stop()
+
+
+def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: int) -> None:
+    """A replay fork from 0 of the eval: its trials re-run in one task, every tool and model answer from the
+    source's record (0 live calls)."""
+    from shared.protocol.ids import project_id
+
+    meter.reset()
+    t0 = time.perf_counter()
+    with meter.origin("fork"):
+        out = call("run_actions", api_event("POST", f"/runs/{project_id(run_id)}:fork", "/runs/{runId}",
+                                            {"mode": "replay", "fromSeq": 0}))
+    assert out["statusCode"] == 201, out["body"][:300]
+    child = str(json.loads(out["body"])["runId"])
+    status = _wait(aws, child)
+    rec = ports.runs.get_run(child)
+    wait_execution(aws, str(rec.execution_arn), time.monotonic() + 300)
+    wall = time.perf_counter() - t0
+    used = meter.usage("fork", child)
+    diverged = [e for e in ports.events.read_events(child) if e["type"] == "replay.diverged"]
+    line(f"replay fork from 0 of the eval ({events:,} events): status, time", f"{status}, {wall:.0f} s",
+         f"({len(diverged)} divergences)")
+    line("replay fork: AWS requests", used.total(),
+         f"({used.total() / trials:.2f} per task-trial; {used.top(4)})")
+    line("replay fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB")
 
 
 if __name__ == "__main__":

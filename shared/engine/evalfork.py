@@ -57,7 +57,7 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
     mode = str(fork["mode"])
     tools = ToolRuntime(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
                         int(ports.settings.run_tool_call_budget), calls if mode == "replay" else None,
-                        recorded_first=fixed, tally=tally)
+                        recorded_first=fixed, tally=tally, deferred=[])
     source_id = str(fork["sourceRunId"])
     # Model calls: a replay serves every one from the source's log; a branch serves those of the prefix.
     fixed_turns: dict[str, int] = {}
@@ -99,6 +99,10 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
             events.append(dev)
             seq += 1
     try:
+        # Records of calls that claimed no effect (every call of a replay: recorded or refused) are written here,
+        # 98 to a transaction, before the events that name them; a retried task decides and writes them equal.
+        if tools.deferred:
+            ports.tool_calls.put_calls(rec.run_id, tools.deferred, rec.expires_at)
         evalrun.append_chunked(ports, rec, events,
                                {"status": "completed", **evalrun.summary_updates(ports, rec.run_id, summary)})
     except (ConflictError, RunGoneError):
