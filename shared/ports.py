@@ -43,6 +43,9 @@ class RunRecord:
     execution_arn: str | None = None
     expires_at: int = 0
     summary: dict[str, Any] | None = None
+    # Where a run that works in pages goes on (an eval fork: its next task, draft position, divergence), written
+    # with the page's last append so it moves exactly when the page's events are stored.
+    cursor: dict[str, Any] | None = None
 
     @property
     def kind(self) -> str:

@@ -2,8 +2,9 @@
 
 The fork request copied the source's plan (suite, agent, modes, baseline, the keys of its stored derived
 fixture copies: never the source runs they came from) to the child. Here the child's first tasks copy the
-prefix, then one task re-runs every trial in suite order and appends ``full[fromSeq:]``, where ``full`` is
-the eval's whole log as this code produces it. Tool calls:
+prefix, then each task re-runs the trials of one page of whole tasks in suite order (as the eval's Finish
+pages) and appends that page's part of ``full[fromSeq:]``, where ``full`` is the eval's whole log as this code
+produces it; the last page grades and completes the child. Tool calls:
 
 - ``replay``: every call is resolved from the source eval run's as-executed record at the same
   (invocation, call index), args included; anything else fails closed. No live tool runs, ever.
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import evalrun, runner
+from shared.engine import evalrun, grading, runner
 from shared.engine.canonical import same_json
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import Ports, RunRecord
+from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 
@@ -43,16 +44,42 @@ def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, 
             {"type": c.EVAL_STARTED, "payload": ev_started, "timestamp": now}]
 
 
+def _prefix(ports: Ports, rec: RunRecord, index: dict[str, Any], from_seq: int) -> dict[str, Any]:
+    """What the copied prefix fixed: the callIds returned in it and each invocation's model calls in it (from the
+    index; an index built before it held them: read from the child's prefix)."""
+    if "prefix" in index:
+        return dict(index["prefix"])
+    calls: list[str] = []
+    turns: dict[str, int] = {}
+    current = None
+    for e in ports.events.read_events(rec.run_id, -1, limit=max(0, from_seq)) if from_seq else []:
+        if e["type"] == c.AGENT_TOOL_RETURNED:
+            calls.append(str(e["payload"].get("callId")))
+        elif e["type"] == c.AGENT_INVOCATION_STARTED:
+            current = str(e["payload"].get("invocationId"))
+        elif e["type"] == c.PROVIDER_USAGE and current is not None:
+            turns[current] = turns.get(current, 0) + 1
+    return {"calls": calls, "turns": turns}
+
+
 def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> dict[str, Any]:
+    """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
+    ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or
+    after ``fromSeq``, compared with the source's at the same sequence (a replay; one ranged read of the source
+    per page). The run's ``cursor`` (next task, draft position, diverged) moves with the page's last append, so
+    a retried page rebuilds the same events and skips what ``lastSeq`` shows appended. The last page grades
+    (with the rows earlier pages stored under the run) and completes the child."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
         return runner.copy_prefix_events(ports, rec)
     plan = evalrun.load_plan(ports, rec.run_id)
     index = _index(ports, rec)
+    cur = dict(rec.cursor or {"task": 0, "pos": 0, "diverged": False})
+    start, pos0, diverged = int(cur["task"]), int(cur["pos"]), bool(cur["diverged"])
     calls = {(str(r["invocationId"]), int(r["index"])): r for r in index.get("calls", [])}
-    prefix = ports.events.read_events(rec.run_id, -1, limit=max(0, from_seq)) if from_seq else []
-    in_prefix = {str(e["payload"].get("callId")) for e in prefix if e["type"] == c.AGENT_TOOL_RETURNED}
+    prefix = _prefix(ports, rec, index, from_seq)
+    in_prefix = set(prefix["calls"])
     fixed = {k: v for k, v in calls.items() if f"{k[0]}#{k[1]}" in in_prefix}
     mode = str(fork["mode"])
     tools = ToolRuntime(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
@@ -60,31 +87,41 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
                         recorded_first=fixed, tally=tally, deferred=[])
     source_id = str(fork["sourceRunId"])
     # Model calls: a replay serves every one from the source's log; a branch serves those of the prefix.
-    fixed_turns: dict[str, int] = {}
-    current = None
-    for e in prefix:
-        if e["type"] == c.AGENT_INVOCATION_STARTED:
-            current = str(e["payload"].get("invocationId"))
-        elif e["type"] == c.PROVIDER_USAGE and current is not None:
-            fixed_turns[current] = fixed_turns.get(current, 0) + 1
     models = ModelSession(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
-                          (rec.data.get("configurable") or {}).get("ai"), source_id, fixed_turns=fixed_turns,
-                          tally=tally)
+                          (rec.data.get("configurable") or {}).get("ai"), source_id,
+                          fixed_turns={str(k): int(v) for k, v in prefix["turns"].items()}, tally=tally)
+    suite = plan["suite"]
+    end = evalrun.page_end(plan, start, int(ports.settings.eval_finish_page_trials))
     trials: dict[tuple[int, int], dict[str, Any]] = {}
-    for item in evalrun.items(plan, rec.run_id):
-        result = evalrun.run_trial(ports, rec, int(item["t"]), int(item["k"]), tools, plan=plan, models=models)
-        trials[(result.task_index, result.trial)] = result.stored()
-    drafts, summary = evalrun.finish_drafts(plan, trials, ports.clock.iso())
-    full = _head(ports, rec, plan) + drafts
-    source = {int(e["sequence"]): e for e in ports.events.read_events(source_id)}
-    seq = rec.last_seq + 1
+    for i in range(start, end):
+        for k in range(1, grading.task_trials(suite, suite["tasks"][i]) + 1):
+            result = evalrun.run_trial(ports, rec, i, k, tools, plan=plan, models=models)
+            trials[(i, k)] = result.stored()
+    now = ports.clock.iso()
+    drafts, rows = evalrun.task_drafts(plan, trials, start, end, now)
+    if start == 0:
+        drafts = _head(ports, rec, plan) + drafts
+    last_page = end >= len(suite["tasks"])
+    summary: dict[str, Any] = {}
+    if last_page:
+        earlier = evalrun.earlier_rows(ports, rec.run_id, start) if start else []
+        closing, summary = evalrun.closing_drafts(plan, earlier + rows, now)
+        drafts += closing
+    # Drafts before fromSeq are the copied prefix's; a child sequence is its draft's position, plus one after the
+    # divergence event (a replay reports only its first divergence, so positions shift at most once).
+    lo = max(pos0, from_seq)
+    hi = pos0 + len(drafts)
+    source: dict[int, dict[str, Any]] = {}
+    if mode == "replay" and not diverged and lo < hi:
+        source = {int(e["sequence"]): e for e in ports.events.read_events(source_id, lo - 1, limit=hi - lo)}
+    first_seq = seq = lo + (1 if diverged else 0)
     events: list[dict[str, Any]] = []
-    diverged = False
-    for d in full[from_seq:]:
+    for pos in range(lo, hi):
+        d = drafts[pos - pos0]
         ev = runner.make_event(ports, rec.run_id, seq, d["type"], d["payload"], None)
         events.append(ev)
         seq += 1
-        src = source.get(int(ev["sequence"]))
+        src = source.get(pos)
         if mode == "replay" and not diverged and (src is None or not same_json(runner.comparable(src),
                                                                                runner.comparable(ev))):
             diverged = True
@@ -98,13 +135,24 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
             dev["causationId"] = ev["eventId"]
             events.append(dev)
             seq += 1
+    already = rec.last_seq + 1 - first_seq
+    if already < 0 or already > len(events):
+        raise runner.EngineError("the eval fork's earlier events are not appended")
+    updates: dict[str, Any] = {"status": "completed", **evalrun.summary_updates(ports, rec.run_id, summary)} \
+        if last_page else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}
     try:
+        if not last_page:
+            ports.blobs.put_json(evalrun.rows_key(rec.run_id, start), rows)
         # Records of calls that claimed no effect (every call of a replay: recorded or refused) are written here,
-        # 98 to a transaction, before the events that name them; a retried task decides and writes them equal.
+        # 98 to a transaction, before the events that name them; a retried page decides and writes them equal.
         if tools.deferred:
             ports.tool_calls.put_calls(rec.run_id, tools.deferred, rec.expires_at)
-        evalrun.append_chunked(ports, rec, events,
-                               {"status": "completed", **evalrun.summary_updates(ports, rec.run_id, summary)})
+        if events[already:]:
+            evalrun.append_chunked(ports, rec, events[already:], updates)
+        else:  # a page wholly inside the prefix (or retried after its events): only the cursor or the end moves
+            ports.events.append_events(rec.run_id, rec.last_seq + 1, [],
+                                       run_updates={**updates, "completedAt": now} if last_page else updates,
+                                       require_status=WRITABLE, expires_at=rec.expires_at)
     except (ConflictError, RunGoneError):
-        pass
-    return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
+        return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
+    return {"runId": rec.run_id, "next": "done" if last_page else "continue", "waitSeconds": 0}

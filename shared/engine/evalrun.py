@@ -462,16 +462,16 @@ def summary_updates(ports: Ports, run_id: str, summ: dict[str, Any]) -> dict[str
     return {"summary": {"$ref": key}}
 
 
-def _rows_key(run_id: str, start: int) -> str:
+def rows_key(run_id: str, start: int) -> str:
     return f"{keys.run_prefix(run_id)}eval-rows/{start:05d}.json"
 
 
-def _earlier_rows(ports: Ports, run_id: str, upto: int) -> list[dict[str, Any]]:
+def earlier_rows(ports: Ports, run_id: str, upto: int) -> list[dict[str, Any]]:
     """The summary rows the pages before task ``upto`` stored, in suite order (a page's object holds one row per
     task, so the next page starts where its rows end, whatever the page size was)."""
     rows: list[dict[str, Any]] = []
     while len(rows) < upto:
-        got = ports.blobs.get_json(_rows_key(run_id, len(rows)))
+        got = ports.blobs.get_json(rows_key(run_id, len(rows)))
         if not got:
             raise RunGoneError(run_id)
         rows.extend(got)
@@ -512,12 +512,12 @@ def finish(ports: Ports, run_id: str, cursor: dict[str, Any] | None = None) -> d
             last_page = end >= len(plan["suite"]["tasks"])
             updates: dict[str, Any] | None = None
             if last_page:
-                earlier = _earlier_rows(ports, run_id, start) if start else []
+                earlier = earlier_rows(ports, run_id, start) if start else []
                 closing, summ = closing_drafts(plan, earlier + rows, now)
                 drafts += closing
                 updates = {"status": "completed", **summary_updates(ports, run_id, summ)}
             else:
-                ports.blobs.put_json(_rows_key(run_id, start), rows)
+                ports.blobs.put_json(rows_key(run_id, start), rows)
             already = rec.last_seq + 1 - first_seq
             if already < 0:
                 raise EngineError("the eval run's earlier events are not appended")

@@ -61,19 +61,32 @@ def digests_key(run_id: str) -> str:
 
 
 def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
-          digests: bytearray | None = None) -> tuple[dict[str, Any], int]:
+          digests: bytearray | None = None, prefix_upto: int | None = None) -> tuple[dict[str, Any], int]:
     """Index the source up to its ``lastSeq``; return the index and how many events were found.
 
     ``side_effect_nodes``: the nodes whose outcomes a replay resolves (None: none, an eval run's fork).
-    ``digests``: when given, each event's digest is appended to it, in sequence order."""
+    ``digests``: when given, each event's digest is appended to it, in sequence order.
+    ``prefix_upto`` (an eval run's fork: its ``fromSeq``): also index what the copied prefix fixed, the callIds
+    of the tool calls returned before it and each invocation's model calls before it (``prefix``)."""
     outcomes: dict[str, list[dict[str, Any]]] = {}
     resolutions: dict[str, list[dict[str, Any]]] = {}
+    prefix_calls: list[str] = []
+    prefix_turns: dict[str, int] = {}
+    invocation: str | None = None
     count = 0
     for page in ports.events.iter_events(src.run_id, -1, src.last_seq):
         for ev in page:
             count += 1
             if digests is not None:
                 digests += event_digest(ev)
+            if prefix_upto is not None and int(ev["sequence"]) < prefix_upto:
+                p = ev.get("payload") or {}
+                if ev["type"] == c.AGENT_TOOL_RETURNED:
+                    prefix_calls.append(str(p.get("callId")))
+                elif ev["type"] == c.AGENT_INVOCATION_STARTED:
+                    invocation = str(p.get("invocationId"))
+                elif ev["type"] == c.PROVIDER_USAGE and invocation is not None:
+                    prefix_turns[invocation] = prefix_turns.get(invocation, 0) + 1
             nid = ev.get("nodeId")
             if not nid:
                 continue
@@ -93,7 +106,10 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
         calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
                       "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
                       "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport")})
-    return {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}, count
+    out: dict[str, Any] = {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}
+    if prefix_upto is not None:
+        out["prefix"] = {"calls": prefix_calls, "turns": prefix_turns}
+    return out, count
 
 
 def load(ports: Ports, run_id: str) -> dict[str, Any]:
@@ -133,7 +149,8 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
         wf = runner.run_workflow(ports, rec)
         side = {n for n in wf.node_ids if NODE_TYPES[wf.nodes[n]["typeId"]].role == "side-effect"}
         digests = bytearray() if fork.get("mode") == "replay" else None
-    index, held = build(ports, src, side, digests) if src is not None else ({}, 0)
+    upto = int(fork["fromSeq"]) if rec.kind == "eval" else None
+    index, held = build(ports, src, side, digests, upto) if src is not None else ({}, 0)
     expected = (src.last_seq + 1) if src is not None else 1
     if held != expected:
         details = {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": int(fork["fromSeq"]),

@@ -184,6 +184,7 @@ class DynamoRunStore:
             execution_arn=it.get("executionArn"),
             expires_at=int(it.get(schema.TTL_ATTRIBUTE, 0)),
             summary=json.loads(it["summary"]) if it.get("summary") else None,
+            cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
         )
 
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:

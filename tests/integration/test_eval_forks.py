@@ -85,3 +85,74 @@ def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host):
             key=host.key_a)
     assert r.status == 410 and r.json["error"] == "eval_recorded_fixtures_gone"
     assert src.runId not in r.text
+
+
+def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host, monkeypatch):
+    """Forks of an eval re-run its trials a page of whole tasks at a time (the eval's Finish page size, 3 trials
+    here): a replay from 0 reproduces the log, a branch from inside the second page appends only after its prefix,
+    and a replay of a source whose log was altered reports one divergence and numbers the later pages after it."""
+    import json
+
+    from shared.keys import run_prefix
+    from shared.settings import get_settings
+    from tests.helpers import unique
+    from tests.integration.test_eval_runs import eval_request, golden, put_suite, script
+
+    tasks = [{"taskId": f"t{i:02d}", "input": script(("conformance.eval:echo", {"i": i}), answer=str(i % 2)),
+              "expected": golden("0")} for i in range(10)]
+    suite_id = "tests.local.evals." + unique("pages").replace("-", "")
+    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
+                                        "tasks": tasks}).status == 201
+    client = host.client(host.key_a)
+    monkeypatch.setenv("EVAL_FINISH_PAGE_TRIALS", "3")
+    get_settings.cache_clear()
+    try:
+        src = client.runs_create(eval_request(f"{suite_id}@1.0.0")).runId
+        assert wait_terminal(client, src, timeout=60).status == "completed"
+        source = all_events(client, src)
+        replay = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
+        assert wait_terminal(client, replay, timeout=60).status == "completed"
+        inside = [e.sequence for e in source if e.type == "eval.scored"][4]  # the second page's middle task
+        branch = client.runs_fork(src, ForkRunRequest(fromSeq=inside, mode="branch")).runId
+        assert wait_terminal(client, branch, timeout=60).status == "completed"
+        # alter what the source recorded for the eighth task (page three): the replay must notice it there
+        altered = [e.sequence for e in source if e.type == "eval.scored"][7]
+        table = get_settings().events_table
+        ddb = host.aws.client("dynamodb")
+        item = ddb.get_item(TableName=table, Key={"runId": {"S": src}, "seq": {"N": str(altered)}})["Item"]
+        doc = json.loads(item["doc"]["S"])
+        doc["payload"]["score"] = 0.5
+        ddb.put_item(TableName=table, Item={**item, "doc": {"S": json.dumps(doc)}})
+        diverged = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
+        assert wait_terminal(client, diverged, timeout=60).status == "completed"
+    finally:
+        monkeypatch.delenv("EVAL_FINISH_PAGE_TRIALS")
+        get_settings.cache_clear()
+
+    def shape(events):
+        return [(e.type, e.payload.get("taskId"), e.payload.get("score")) for e in events]
+
+    # the replay reproduces every event in order, with no divergence and the source's summary
+    got = all_events(client, replay)
+    assert [e.sequence for e in got] == list(range(len(source)))
+    assert shape(got) == shape(source) and not [e for e in got if e.type == "replay.diverged"]
+    assert client.runs_eval_summary(replay).aggregateScore == client.runs_eval_summary(src).aggregateScore == 0.5
+    # the branch holds the source's prefix and re-ran the rest: the same shape, one log without gaps
+    got = all_events(client, branch)
+    assert [e.sequence for e in got] == list(range(len(source))) and shape(got) == shape(source)
+    assert [e.eventId for e in got[inside:]] != [e.eventId for e in source[inside:]]
+    # the altered source: one divergence, at the altered event, and every later event one sequence further on
+    got = all_events(client, diverged)
+    marks = [e for e in got if e.type == "replay.diverged"]
+    assert len(marks) == 1 and marks[0].sequence == altered + 1
+    assert (marks[0].payload["atSequence"], marks[0].payload["divergenceKind"]) == (altered, "output")
+    assert marks[0].payload["originalEventId"] == source[altered].eventId
+    assert [e.sequence for e in got] == list(range(len(source) + 1))
+    assert shape([e for e in got if e.type != "replay.diverged"]) == shape(source[:altered]) + [
+        ("eval.scored", "t07", 0.0)] + shape(source[altered + 1:])
+    # four pages each (3 + 3 + 3 + 1 tasks): the first three kept their rows under the child for the last one
+    s3 = host.aws.client("s3")
+    for child in (replay, branch, diverged):
+        listed = s3.list_objects_v2(Bucket=get_settings().fixtures_bucket, Prefix=f"{run_prefix(child)}eval-rows/")
+        assert sorted(o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])) == [
+            "00000.json", "00003.json", "00006.json"], child
