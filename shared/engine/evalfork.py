@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import evalrun, grading, runner
+from shared.engine import evalrun, forkindex, grading, runner
 from shared.engine.canonical import same_json
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
@@ -111,8 +111,9 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
     # divergence event (a replay reports only its first divergence, so positions shift at most once).
     lo = max(pos0, from_seq)
     hi = pos0 + len(drafts)
+    digests = index.get("digests")
     source: dict[int, dict[str, Any]] = {}
-    if mode == "replay" and not diverged and lo < hi:
+    if mode == "replay" and not diverged and lo < hi and digests is None:  # an index built before digests
         source = {int(e["sequence"]): e for e in ports.events.read_events(source_id, lo - 1, limit=hi - lo)}
     first_seq = seq = lo + (1 if diverged else 0)
     events: list[dict[str, Any]] = []
@@ -121,20 +122,21 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
         ev = runner.make_event(ports, rec.run_id, seq, d["type"], d["payload"], None)
         events.append(ev)
         seq += 1
-        src = source.get(pos)
-        if mode == "replay" and not diverged and (src is None or not same_json(runner.comparable(src),
-                                                                               runner.comparable(ev))):
-            diverged = True
-            payload: dict[str, Any] = {"sourceRunId": source_id, "atSequence": ev["sequence"],
-                                       "divergencePoint": ev["type"],
-                                       "divergenceKind": "extra" if src is None else
-                                       ("type-mismatch" if src["type"] != ev["type"] else "output")}
-            if src is not None:
-                payload["originalEventId"] = src["eventId"]
-            dev = runner.make_event(ports, rec.run_id, seq, c.REPLAY_DIVERGED, payload, None)
-            dev["causationId"] = ev["eventId"]
-            events.append(dev)
-            seq += 1
+        if mode != "replay" or diverged:
+            continue
+        if digests is not None:  # compare digests; read the source event only at a mismatch
+            same, src = forkindex.reproduces(ports, digests, source_id, pos, ev, rec.run_id)
+        else:
+            src = source.get(pos)
+            same = src is not None and same_json(runner.comparable(src), runner.comparable(ev))
+        if same:
+            continue
+        diverged = True
+        dev = runner.make_event(ports, rec.run_id, seq, c.REPLAY_DIVERGED, forkindex.divergence(source_id, ev, src),
+                                None)
+        dev["causationId"] = ev["eventId"]
+        events.append(dev)
+        seq += 1
     already = rec.last_seq + 1 - first_seq
     if already < 0 or already > len(events):
         raise runner.EngineError("the eval fork's earlier events are not appended")

@@ -60,6 +60,52 @@ def digests_key(run_id: str) -> str:
     return f"runs/{run_id}/fork-digests.bin"
 
 
+# A page of a replay's digests ((object, first sequence)): immutable, so a warm container keeps the last one read.
+_digest_pages: LRUCache[tuple[str, int], bytes] = LRUCache(maxsize=1)
+
+
+def digest_at(ports: Ports, digests: dict[str, Any], seq: int, run_id: str) -> bytes | None:
+    """The digest of the source's event at ``seq`` (None past the source's end) from the index's ``digests``
+    (``{key, events}``): one ranged S3 read per ``DIGEST_PAGE`` events, the page replacing the last. A replay
+    asks in increasing order, so it reads each page once."""
+    if seq < 0 or seq >= int(digests["events"]):
+        return None
+    first = seq - seq % DIGEST_PAGE
+    key = str(digests["key"])
+    page = _digest_pages.get((key, first))
+    if page is None:
+        page = ports.blobs.get_range(key, first * DIGEST_SIZE, (first + DIGEST_PAGE) * DIGEST_SIZE)
+        if page is None:
+            raise RunGoneError(run_id)
+        _digest_pages[(key, first)] = page
+    at = (seq - first) * DIGEST_SIZE
+    return page[at:at + DIGEST_SIZE]
+
+
+def reproduces(ports: Ports, digests: dict[str, Any], source_run_id: str, seq: int, ev: dict[str, Any],
+               run_id: str) -> tuple[bool, dict[str, Any] | None]:
+    """Whether ``ev`` reproduces the source's event at ``seq`` (compared by digest), and at a mismatch that
+    source event (one read; None past the source's end)."""
+    digest = digest_at(ports, digests, seq, run_id)
+    if digest is not None and digest == event_digest(ev):
+        return True, None
+    got = ports.events.read_page(source_run_id, seq - 1, 1) if digest is not None else []
+    return False, (got[0] if got else None)
+
+
+def divergence(source_run_id: str, ev: dict[str, Any], src: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``replay.diverged`` payload for ``ev``, which does not reproduce ``src`` (None: the source has no
+    event there)."""
+    payload: dict[str, Any] = {"sourceRunId": source_run_id, "atSequence": int(ev["sequence"]),
+                               "divergencePoint": ev["type"]}
+    if src is None:
+        payload["divergenceKind"] = "extra"
+    else:
+        payload["originalEventId"] = src["eventId"]
+        payload["divergenceKind"] = "type-mismatch" if src["type"] != ev["type"] else "output"
+    return payload
+
+
 def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
           digests: bytearray | None = None, prefix_upto: int | None = None) -> tuple[dict[str, Any], int]:
     """Index the source up to its ``lastSeq``; return the index and how many events were found.
@@ -148,7 +194,8 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     if rec.kind == "workflow":
         wf = runner.run_workflow(ports, rec)
         side = {n for n in wf.node_ids if NODE_TYPES[wf.nodes[n]["typeId"]].role == "side-effect"}
-        digests = bytearray() if fork.get("mode") == "replay" else None
+    if fork.get("mode") == "replay":
+        digests = bytearray()
     upto = int(fork["fromSeq"]) if rec.kind == "eval" else None
     index, held = build(ports, src, side, digests, upto) if src is not None else ({}, 0)
     expected = (src.last_seq + 1) if src is not None else 1

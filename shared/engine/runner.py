@@ -23,7 +23,7 @@ from shared.engine import state as st
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.canonical import same_json
 from shared.engine.dispatch import decode_body
-from shared.engine.forkindex import DIGEST_PAGE, DIGEST_SIZE, comparable, event_digest
+from shared.engine.forkindex import comparable, divergence, reproduces
 from shared.engine.model_agent import ModelSession
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime, ToolTally
@@ -112,23 +112,6 @@ class RunContext:
             self._source_cache = {int(ev["sequence"]): ev for ev in got}
         return self._source_cache.get(seq)
 
-    def source_digest(self, seq: int) -> bytes | None:
-        """The digest of the source's event at ``seq`` (None past the source's end): one ranged S3 read per
-        ``DIGEST_PAGE`` events, the page replacing the last (kept by the container: digests never change)."""
-        assert self.source_digests is not None
-        if seq < 0 or seq >= int(self.source_digests["events"]):
-            return None
-        first = seq - seq % DIGEST_PAGE
-        key = str(self.source_digests["key"])
-        page = _digest_pages.get((key, first))
-        if page is None:
-            page = self.ports.blobs.get_range(key, first * DIGEST_SIZE, (first + DIGEST_PAGE) * DIGEST_SIZE)
-            if page is None:
-                raise RunGoneError(self.run_id)
-            _digest_pages[(key, first)] = page  # the next task of the replay usually goes on in this container
-        at = (seq - first) * DIGEST_SIZE
-        return page[at:at + DIGEST_SIZE]
-
 
 def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None = None) -> AgentSpec | None:
     """A built-in or scripted agent by id; a model-backed agent by the exact version its run pinned."""
@@ -170,9 +153,8 @@ def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
     return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
 
 
-# Immutable things a warm container keeps, one of each: a page of a replay's digests ((object, first sequence)), a
-# run's pinned workflow (run id), the large state snapshot it last wrote (S3 key).
-_digest_pages: LRUCache[tuple[str, int], bytes] = LRUCache(maxsize=1)
+# Immutable things a warm container keeps, one of each: a run's pinned workflow (run id), the large state snapshot
+# it last wrote (S3 key).
 _pinned: LRUCache[str, Workflow] = LRUCache(maxsize=1)
 _last_state: LRUCache[str, str] = LRUCache(maxsize=1)
 
@@ -511,22 +493,14 @@ def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> t
         return None
     seq = int(ev["sequence"]) - int(state.get("inserted", 0))
     if ctx.source_digests is not None:  # compare digests; read the source event only at a mismatch
-        digest = ctx.source_digest(seq)
-        if digest is not None and digest == event_digest(ev):
+        same, src = reproduces(ctx.ports, ctx.source_digests, ctx.source_run_id, seq, ev, ctx.run_id)
+        if same:
             return None
-        src = ctx.source_event(seq, page=1) if digest is not None else None
     else:  # an index built before digests were stored: compare with the source's events
         src = ctx.source_event(seq)
         if src is not None and same_json(comparable(src), comparable(ev)):
             return None
-    payload: dict[str, Any] = {"sourceRunId": ctx.source_run_id, "atSequence": int(ev["sequence"]),
-                               "divergencePoint": ev["type"]}
-    if src is None:
-        payload["divergenceKind"] = "extra"
-    else:
-        payload["originalEventId"] = src["eventId"]
-        payload["divergenceKind"] = "type-mismatch" if src["type"] != ev["type"] else "output"
-    return c.REPLAY_DIVERGED, payload
+    return c.REPLAY_DIVERGED, divergence(ctx.source_run_id, ev, src)
 
 
 def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
