@@ -165,6 +165,15 @@ def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: in
     from shared.protocol.ids import project_id
 
     meter.reset()
+    with meter.origin("one"):  # one read of the source log: what a replay must read at least
+        ports.events.read_events(run_id)
+    one = meter.usage("one").bytes_received()
+    with meter.origin("needs"):  # and the rest of what it serves from: the source's call records, the plan
+        ports.tool_calls.list_calls(run_id)
+        from shared.engine import evalrun
+
+        evalrun.load_plan(ports, run_id, cached=False)
+    needs = one + meter.usage("needs").bytes_received()
     t0 = time.perf_counter()
     with meter.origin("fork"):
         out = call("run_actions", api_event("POST", f"/runs/{project_id(run_id)}:fork", "/runs/{runId}",
@@ -181,7 +190,10 @@ def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: in
          f"({len(diverged)} divergences)")
     line("replay fork: AWS requests", used.total(),
          f"({used.total() / trials:.2f} per task-trial; {used.top(4)})")
-    line("replay fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB")
+    line("replay fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB",
+         f"{used.bytes_received() / max(1, one):.3f}x one read of the source's log ({one / 1e6:.2f} MB), "
+         f"{used.bytes_received() / max(1, needs):.3f}x one read of the log, the call records and the plan "
+         f"({needs / 1e6:.2f} MB)")
 
 
 if __name__ == "__main__":

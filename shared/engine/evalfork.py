@@ -65,8 +65,8 @@ def _prefix(ports: Ports, rec: RunRecord, index: dict[str, Any], from_seq: int) 
 def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> dict[str, Any]:
     """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
     ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or
-    after ``fromSeq``, compared with the source's at the same sequence (a replay; one ranged read of the source
-    per page). The run's ``cursor`` (next task, draft position, diverged) moves with the page's last append, so
+    after ``fromSeq``, compared in a replay with the source's at the same sequence (by the index's digests; a
+    source event is read only at a mismatch). The run's ``cursor`` (next task, draft position, diverged) moves with the page's last append, so
     a retried page rebuilds the same events and skips what ``lastSeq`` shows appended. The last page grades
     (with the rows earlier pages stored under the run) and completes the child."""
     fork = rec.data["fork"]
