@@ -26,7 +26,7 @@ from shared.engine.canonical import same_json
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import WRITABLE, Ports, RunRecord
+from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 
 
@@ -66,9 +66,9 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
     """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
     ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or
     after ``fromSeq``, compared in a replay with the source's at the same sequence (by the index's digests; a
-    source event is read only at a mismatch). The run's ``cursor`` (next task, draft position, diverged) moves with the page's last append, so
-    a retried page rebuilds the same events and skips what ``lastSeq`` shows appended. The last page grades
-    (with the rows earlier pages stored under the run) and completes the child."""
+    source event is read only at a mismatch). The run's ``cursor`` (next task, draft position, diverged) moves
+    with the page's last append, so a retried page rebuilds the same events and skips what ``lastSeq`` shows
+    appended. The last page grades (with the rows earlier pages stored under the run) and completes the child."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
@@ -140,7 +140,8 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
     already = rec.last_seq + 1 - first_seq
     if already < 0 or already > len(events):
         raise runner.EngineError("the eval fork's earlier events are not appended")
-    updates: dict[str, Any] = {"status": "completed", **evalrun.summary_updates(ports, rec.run_id, summary)} \
+    updates: dict[str, Any] = {"status": "completed", "completedAt": now,
+                               **evalrun.summary_updates(ports, rec.run_id, summary)} \
         if last_page else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}
     try:
         if not last_page:
@@ -149,12 +150,8 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
         # 98 to a transaction, before the events that name them; a retried page decides and writes them equal.
         if tools.deferred:
             ports.tool_calls.put_calls(rec.run_id, tools.deferred, rec.expires_at)
-        if events[already:]:
-            evalrun.append_chunked(ports, rec, events[already:], updates)
-        else:  # a page wholly inside the prefix (or retried after its events): only the cursor or the end moves
-            ports.events.append_events(rec.run_id, rec.last_seq + 1, [],
-                                       run_updates={**updates, "completedAt": now} if last_page else updates,
-                                       require_status=WRITABLE, expires_at=rec.expires_at)
+        # A page wholly inside the prefix appends nothing: only its cursor moves.
+        evalrun.append_chunked(ports, rec, events[already:], updates)
     except (ConflictError, RunGoneError):
         return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
     return {"runId": rec.run_id, "next": "done" if last_page else "continue", "waitSeconds": 0}

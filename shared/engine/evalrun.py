@@ -546,14 +546,18 @@ def _append(ports: Ports, rec: RunRecord, drafts: list[dict[str, Any]], updates:
 
 def append_chunked(ports: Ports, rec: RunRecord, events: list[dict[str, Any]], updates: dict[str, Any] | None) -> None:
     """Append ``events`` (numbered from the run's last one) in transactions of at most ``CHUNK_EVENTS`` events and
-    ``CHUNK_BYTES``; the last carries ``updates`` with ``completedAt``, its last event's time. Nothing to append:
-    nothing is written."""
+    ``CHUNK_BYTES``; the last carries ``updates``, and when they end the run, ``completedAt``: its last event's
+    time (or the updates' own when there is no event). No event: ``updates`` alone (none: nothing is written)."""
+    if not events:
+        if updates:
+            ports.events.append_events(rec.run_id, rec.last_seq + 1, [], run_updates=updates,
+                                       require_status=WRITABLE, expires_at=rec.expires_at)
+        return
+    if updates and updates.get("status") in c.TERMINAL_STATUSES:
+        updates = {**updates, "completedAt": events[-1]["timestamp"]}
     nxt = rec.last_seq + 1
-    chunks = _chunks(events) if events else []
+    chunks = _chunks(events)
     for ci, chunk in enumerate(chunks):
-        last = ci == len(chunks) - 1
-        ports.events.append_events(rec.run_id, nxt, chunk,
-                                   run_updates={**updates, "completedAt": chunk[-1]["timestamp"]}
-                                   if last and updates else None,
+        ports.events.append_events(rec.run_id, nxt, chunk, run_updates=updates if ci == len(chunks) - 1 else None,
                                    require_status=WRITABLE, expires_at=rec.expires_at)
         nxt += len(chunk)

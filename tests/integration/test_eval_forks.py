@@ -156,3 +156,29 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
         listed = s3.list_objects_v2(Bucket=get_settings().fixtures_bucket, Prefix=f"{run_prefix(child)}eval-rows/")
         assert sorted(o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])) == [
             "00000.json", "00003.json", "00006.json"], child
+
+
+def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_append_nothing(host):
+    """``append_chunked``: a page's cursor update leaves the run running (no ``completedAt``); an update with no
+    event is still written (a fork page wholly inside its prefix, or a last page with nothing left to append)."""
+    from shared.engine import evalrun, runner
+    from shared.ports import RunRecord
+    from tests.helpers import unique
+
+    ports = _ports()
+    run_id = f"tenant-a/{unique('r-pages')}"
+    ports.runs.create_run(RunRecord(run_id=run_id, tenant="tenant-a", status="running", last_seq=-1,
+                                    created_at=ports.clock.iso(), data={"kind": "eval", "owner": "o"},
+                                    expires_at=ports.clock.now_ms() // 1000 + 3600))
+    rec = ports.runs.get_run(run_id)
+    events = [runner.make_event(ports, run_id, n, "run.started", {"n": n}, None) for n in range(3)]
+    evalrun.append_chunked(ports, rec, events, {"cursor": {"task": 3, "pos": 3, "diverged": False}})
+    rec = ports.runs.get_run(run_id)
+    assert (rec.status, rec.last_seq, rec.cursor, rec.completed_at) == (
+        "running", 2, {"task": 3, "pos": 3, "diverged": False}, None)
+    evalrun.append_chunked(ports, rec, [], {"cursor": {"task": 5, "pos": 3, "diverged": False}})
+    rec = ports.runs.get_run(run_id)
+    assert (rec.last_seq, rec.cursor["task"], rec.completed_at) == (2, 5, None)
+    evalrun.append_chunked(ports, rec, [], {"status": "completed", "completedAt": "2026-01-01T00:00:00.000Z"})
+    rec = ports.runs.get_run(run_id)
+    assert (rec.status, rec.last_seq, rec.completed_at) == ("completed", 2, "2026-01-01T00:00:00.000Z")
