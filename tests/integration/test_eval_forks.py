@@ -163,12 +163,17 @@ def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_ap
     event is still written (a fork page wholly inside its prefix, or a last page with nothing left to append)."""
     from shared.engine import evalrun, runner
     from shared.ports import RunRecord
+    from shared.services.common import Caller
     from tests.helpers import unique
 
     ports = _ports()
-    run_id = f"tenant-a/{unique('r-pages')}"
-    ports.runs.create_run(RunRecord(run_id=run_id, tenant="tenant-a", status="running", last_seq=-1,
-                                    created_at=ports.clock.iso(), data={"kind": "eval", "owner": "o"},
+    # a tenant no API key names, so no listing of the suite's tenants ever shows this bare record
+    tenant = "tenant-appendpages"
+    run_id = f"{tenant}/{unique('r-pages')}"
+    ports.runs.create_run(RunRecord(run_id=run_id, tenant=tenant, status="running", last_seq=-1,
+                                    created_at=ports.clock.iso(),
+                                    data={"kind": "eval", "workflowId": "conformance-eval",
+                                          "owner": Caller(tenant, "key-pages").owner},
                                     expires_at=ports.clock.now_ms() // 1000 + 3600))
     rec = ports.runs.get_run(run_id)
     events = [runner.make_event(ports, run_id, n, "run.started", {"n": n}, None) for n in range(3)]
