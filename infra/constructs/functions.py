@@ -138,7 +138,8 @@ class HostFunctions(Construct):
         )
         environment = {
             "RETENTION_DAYS": str(retention_days),
-            # the stage names the deployment; ``prod`` never serves mock model providers (docs/decisions.md)
+            # the stage names the deployment; ``prod`` never serves mock model providers
+            # (docs/decisions/0065-no-mocks-in-prod.md)
             "STAGE": stage,
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",

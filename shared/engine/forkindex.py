@@ -1,6 +1,6 @@
 """A fork's index of its source, built by the first task of the fork's execution (never inside the request).
 
-What a fork re-executes needs from its source, and only that (docs/decisions.md, "Replay and fork at scale"):
+What a fork re-executes needs from its source, and only that (docs/decisions/0083-fork-request-and-index.md):
 
 - per side-effecting node of the child's definition, its terminal outcomes in order (a replay resolves the n-th
   execution from the n-th outcome);

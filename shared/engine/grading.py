@@ -1,6 +1,6 @@
 """Eval grading, pure: golden matching, trajectory expectations, trial/task scores, the summary, the paired verdict.
 
-Decisions (docs/decisions-eval.md):
+Decisions (docs/decisions/0031-eval-grading-and-summary.md):
 - A trial scores 1 when its golden match holds, its trajectory expectation (if any) holds and no call missed
   under ``onMiss: "fail"``; otherwise 0. A task's score is the mean of its trial scores; it passes when every
   trial passed. ``aggregateScore`` is the plain mean of the task scores.

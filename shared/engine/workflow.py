@@ -11,7 +11,7 @@ TRIGGER_RULES = ("all_success", "any_success", "all_complete", "none_failed", "a
 VARIABLE_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str, "number": (int, float), "boolean": bool, "object": dict, "array": list,
 }
-# Bounds on a definition (docs/decisions.md, "Workflows a tenant registers"): larger is refused before any graph work.
+# Bounds on a definition (docs/decisions/0010-workflow-validation.md): larger is refused before any graph work.
 MAX_NODES = 10_000
 MAX_EDGES = 20_000
 # The PortValue kinds of workflow-definition.schema.json; `expression` is refused at registration (no grammar).
@@ -231,8 +231,8 @@ def resolve_node_inputs(node: dict[str, Any], variables: dict[str, Any], outputs
 def check_bindings(wf: Workflow) -> list[tuple[str, str, str]]:
     """What registration refuses in node inputs: ``[(nodeId, inputKey, reason)]``, empty when every binding can
     resolve. A connection must name an upstream node (an ancestor over forward edges) other than the node itself;
-    expressions are refused (docs/decisions.md). A variable binding may name an undeclared variable: run inputs
-    that no variable declares are bound too (``bind_inputs``)."""
+    expressions are refused (docs/decisions/0013-expressions-refused.md). A variable binding may name an undeclared
+    variable: run inputs that no variable declares are bound too (``bind_inputs``)."""
     faults: list[tuple[str, str, str]] = []
     ancestors: dict[str, int] | None = None
     index = {n: i for i, n in enumerate(wf.node_ids)}

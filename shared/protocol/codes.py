@@ -37,9 +37,11 @@ EVAL_GATE_UNMET = "eval_gate_unmet"
 NO_ACTIVE_DEPLOYMENT = "no_active_deployment"  # RFC 0082 (client 2.7.0: 400); not in the generated registry
 WEBHOOK_URL_REJECTED = "webhook_url_rejected"
 WEBHOOK_ENDPOINT_UNVERIFIED = "webhook_endpoint_unverified"
-# Host decision (docs/decisions.md): not in the public registry; 410 like run_expired.
+# Host decision (docs/decisions/0020-fork-point-retention-and-clock.md): not in the public registry; 410 like
+# run_expired.
 EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
-# Host decision (docs/decisions.md): the registry has no 405 code; a vendor code in the registry's vendor grammar.
+# Host decision (docs/decisions/0047-local-mode-front-and-moto.md): the registry has no 405 code; a vendor code in
+# the registry's vendor grammar.
 METHOD_NOT_ALLOWED = "openwop-serverless.method_not_allowed"
 
 HTTP_STATUS: dict[str, int] = {

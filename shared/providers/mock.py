@@ -2,7 +2,7 @@
 
 A configuration is the spec's ``configurable.ai.mockProvider`` shape, ``{"id": <catalog id>, "config": {...}}``,
 or the scripted shorthand ``{"script": [<answer>, ...]}`` (the same as ``{"id": "openwop-serverless.script",
-"config": {"script": [...]}}``). Catalog (see docs/decisions.md for what is inferred):
+"config": {"script": [...]}}``). Catalog (see docs/decisions/0064-mock-provider-semantics.md for what is inferred):
 
 - ``stream-text``: answers ``"".join(tokens)`` (default ``["mock", " response"]``) with ``finishReason`` (default
   ``stop``) and ``usage`` (default ``promptTokens = 1``, ``completionTokens = len(tokens)``, as the spec says);

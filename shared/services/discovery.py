@@ -13,7 +13,8 @@ from shared.services import fixtures
 
 FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "witnessable-gated"}
 
-# Families and facets are advertised only once each works end to end (see docs/decisions.md).
+# Families and facets are advertised only once each works end to end
+# (see docs/decisions/0003-openapi-and-discovery-families.md).
 FEATURES = {"replay": True, "evalSuite": True, "recordedFixtures": True}
 
 

@@ -31,10 +31,12 @@ from shared.services.common import Caller
 from shared.services.runs import Created, common_checks, start_run
 
 # Tasks per suite (advertised as ``maxTasksPerSuite``; the suite schema's ``tasks.maxItems``): with trials <= 10, at
-# most 100,000 task-trials per eval run, run by a Distributed Map and finished in pages (docs/decisions.md, "Scale").
+# most 100,000 task-trials per eval run, run by a Distributed Map and finished in pages
+# (docs/decisions/0090-ten-thousand-task-suites.md).
 MAX_TASKS_PER_SUITE = 10_000
 # fixtureRuns entries per eval run: each source is checked and its calls copied inside the create request (RFC
-# 0252 refuses an unusable source at create), about four requests per entry (docs/decisions.md, "Scale").
+# 0252 refuses an unusable source at create), about four requests per entry
+# (docs/decisions/0090-ten-thousand-task-suites.md).
 MAX_FIXTURE_RUNS = 200
 FIXTURE_ERRORS = True  # agents.evalSuite.fixtureErrors: failed source calls become isError entries
 NO_DEFAULT_MODES = ("regression", "live-shadow")  # need a baseline / ignore fixtures: never implied

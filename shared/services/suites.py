@@ -5,7 +5,7 @@ Storage (host table):
 - user suites: ``pk SUITE#<tenant>``, ``sk <suiteId>@<version>`` (several versions of one suiteId coexist);
 - host-wide suites registered by an operator (CLI): ``pk SUITE#*``, ``sk <suiteId>@<version>``.
 
-``evalSuiteRef`` forms (docs/decisions-eval.md):
+``evalSuiteRef`` forms (docs/decisions/0025-eval-suite-registration-and-refs.md):
 - a conformance fixture id (``conformance-eval-regression-base``), or
   ``https://conformance.openwop.dev/eval-suites/<fixture-id>``;
 - a registered suite by its own id: ``<suiteId>`` (the highest version visible to the tenant) or

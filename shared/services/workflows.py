@@ -1,5 +1,5 @@
-"""Workflows a tenant registers: validation, versions, listing, deletion (docs/decisions.md, "Workflows a tenant
-registers").
+"""Workflows a tenant registers: validation, versions, listing, deletion (docs/decisions/README.md, "Workflows a
+tenant registers").
 
 Storage (host table):
 - ``WORKFLOW#<tenant>`` / ``<workflowId>``: the current definition (the version registered last), which runs of
