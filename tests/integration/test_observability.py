@@ -38,6 +38,20 @@ def _metrics(out: str) -> list[dict[str, Any]]:
     return docs
 
 
+def _read_until(capsys, name: str, timeout_s: float = 30.0) -> str:
+    """Stdout until an EMF document carries ``name``: a task flushes its metrics when its handler returns, which
+    can be just after the client saw the run's terminal status (bounded wait)."""
+    import time
+
+    out = ""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out += capsys.readouterr().out
+        if any(name in d for d in _metrics(out)) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
 def _authed(event: dict[str, Any]) -> dict[str, Any]:
     event["headers"]["authorization"] = f"Bearer {KEY_A}"
     return event
@@ -151,7 +165,7 @@ def test_tool_calls_by_transport_status_and_source_and_fixture_misses_are_counte
         in _dimensioned(out, "ToolCalls")
     # When an eval whose task drifts from it is served that run's calls as fixtures (RFC 0252)
     run_eval(client, "conformance-eval-recorded-drift", fixtureRuns={"record": source})
-    out = capsys.readouterr().out
+    out = _read_until(capsys, "EvalsFinished")
     # Then its trial counted one served call, one fail-closed miss, and no live call
     calls = [(d["transport"], d["status"], d["source"], v) for d, v in _dimensioned(out, "ToolCalls")]
     assert ("native", "ok", "fixture", 1.0) in calls and ("native", "error", "fixture", 1.0) in calls
@@ -177,9 +191,9 @@ def test_model_calls_sent_are_counted_by_provider_and_status_and_served_ones_are
     # Given a live run of a model-backed agent (one model call)
     run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
     wait_terminal(client, run.runId)
-    out = capsys.readouterr().out
+    out = _read_until(capsys, "RunsFinished")
     assert [(d["provider"], d["status"], v) for d, v in _dimensioned(out, "ModelCalls")] == [("mock", "ok", 1.0)]
     # When it is replayed: the answer is served from the log, no provider call is counted
     child = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
     wait_terminal(client, child)
-    assert _dimensioned(capsys.readouterr().out, "ModelCalls") == []
+    assert _dimensioned(_read_until(capsys, "RunsFinished"), "ModelCalls") == []
