@@ -1,10 +1,10 @@
 """Model-backed agents a tenant registers in versions, the inventory it reads, and the version a run pins.
 
-Versions live in the host table under ``AGENTV#<tenant>`` with sk ``<agentId>#<version>``: one immutable item per
-version (an identical re-post is 200, another body under the same version 409 ``version_conflict``). Another
-tenant's agent is simply not found, with the same bytes as an unknown one. The inventory (``GET /agents``,
-``GET /agents/{agentId}``, RFC 0072 §A) projects each agent's latest version and never carries the system prompt,
-the model binding's credential or the mock script.
+Versions live in the host table under ``AGENTV#<tenant>`` with sk ``<agentId>#<version>`` (``agent_versions``
+reads them): one immutable item per version (an identical re-post is 200, another body under the same version 409
+``version_conflict``). Another tenant's agent is simply not found, with the same bytes as an unknown one. The
+inventory (``GET /agents``, ``GET /agents/{agentId}``, RFC 0072 §A) projects each agent's latest version and never
+carries the system prompt, the model binding's credential or the mock script.
 
 Which version a run uses is decided once, at create, and stored on the run (``data.agentPins``): a workflow's
 ``core.agent`` node pins it with its AgentRef ``version`` (absent: the latest version at create); an eval run pins
@@ -22,6 +22,7 @@ from shared.errors import NotFoundError, ProtocolError, ValidationError, Version
 from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
 from shared.protocol.semver import semver_key
+from shared.services import agent_versions as av
 from shared.services.common import Caller
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
@@ -37,10 +38,6 @@ class CredentialForbiddenError(ProtocolError):
 
 class MockProviderForbiddenError(ProtocolError):
     code = c.MOCK_PROVIDER_FORBIDDEN
-
-
-def _pk(tenant: str) -> str:
-    return f"{keys.AGENT_VERSION_PREFIX}{tenant}"
 
 
 def _refuse(message: str, errors: list[dict[str, str]]) -> ValidationError:
@@ -106,8 +103,8 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
     check_model_binding(ports, caller.tenant, model, "/model")
     doc = {"version": body.version, "manifest": body.manifest, "model": model, "maxTurns": body.maxTurns}
     agent_id = str(body.manifest["agentId"])
-    sk = f"{agent_id}#{body.version}"
-    pk = _pk(caller.tenant)
+    sk = av.sk(agent_id, body.version)
+    pk = av.pk(caller.tenant)
     if ports.host.put_item(pk, sk, doc, if_absent=True):
         status = 201
     else:
@@ -115,46 +112,24 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
         if current is None or not same_json(current, doc):
             raise VersionConflictError("Another agent definition is registered under this agentId and version.")
         status = 200
-    return status, _view(doc, versions(ports, caller.tenant, agent_id))
-
-
-def _versions(ports: Ports, tenant: str, agent_id: str) -> list[tuple[str, dict[str, Any]]]:
-    rows = [(sk.rsplit("#", 1)[1], doc) for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
-            if sk.rsplit("#", 1)[0] == agent_id]
-    return sorted(rows, key=lambda r: semver_key(r[0]))
-
-
-def versions(ports: Ports, tenant: str, agent_id: str) -> list[str]:
-    return [v for v, _ in _versions(ports, tenant, agent_id)]
-
-
-def _latest(rows: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]] | None:
-    """The highest release; a pre-release only when the agent has no release yet."""
-    releases = [r for r in rows if "-" not in r[0].split("+", 1)[0]]
-    pick = releases or rows
-    return pick[-1] if pick else None
-
-
-def latest(ports: Ports, tenant: str, agent_id: str) -> str | None:
-    got = _latest(_versions(ports, tenant, agent_id))
-    return got[0] if got else None
+    return status, _view(doc, av.versions(ports, caller.tenant, agent_id))
 
 
 def list_agents(ports: Ports, caller: Caller) -> dict[str, Any]:
     by_agent: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for sk, doc in ports.host.query(_pk(caller.tenant)):
+    for sk, doc in ports.host.query(av.pk(caller.tenant)):
         agent_id, version = sk.rsplit("#", 1)
         by_agent.setdefault(agent_id, []).append((version, doc))
     out = []
     for agent_id in sorted(by_agent):
         rows = sorted(by_agent[agent_id], key=lambda r: semver_key(r[0]))
-        out.append(_view(_latest(rows)[1], [v for v, _ in rows]))  # type: ignore[index]
+        out.append(_view(av.latest_row(rows)[1], [v for v, _ in rows]))  # type: ignore[index]
     return {"agents": out}
 
 
 def get_agent(ports: Ports, caller: Caller, agent_id: str) -> dict[str, Any]:
-    rows = _versions(ports, caller.tenant, agent_id)
-    got = _latest(rows)
+    rows = av.rows(ports, caller.tenant, agent_id)
+    got = av.latest_row(rows)
     if got is None:
         raise NotFoundError(_NOT_FOUND)
     return _view(got[1], [v for v, _ in rows])
@@ -164,10 +139,10 @@ def pin(ports: Ports, tenant: str, agent_id: str, version: str | None, where: st
     """The version a run uses: the exact pin if it exists, else the latest; None for an agent with no versions
     (a built-in or scripted agent). A pin naming no version of a registered agent is a 400."""
     if version is not None:
-        if ports.host.get_item(_pk(tenant), f"{agent_id}#{version}") is None:
+        if not av.exists(ports, tenant, agent_id, version):
             raise _refuse("The agent has no such version.", [{"path": where, "keyword": "version"}])
         return version
-    return latest(ports, tenant, agent_id)
+    return av.latest(ports, tenant, agent_id)
 
 
 def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, dict[str, str]]:

@@ -11,6 +11,7 @@ from shared.protocol.ids import BadIdError, decode_run_id, project_id, tenant_of
 
 EVENT_LOG_SCHEMA_VERSION = 3
 ISSUER = "urn:openwop-serverless:api-key"
+_UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,22 @@ def own_run(ports: Ports, caller: Caller, run_id: str) -> RunRecord:
     rec = ports.runs.get_run(run_id)
     if rec is None:
         raise NotFoundError("No such run.")
+    return rec
+
+
+def reference(ports: Ports, caller: Caller, value: str) -> RunRecord | None:
+    """A run a body names (an eval baseline, a fixture source, a promotion's evidence), read the same way
+    whatever the value: exactly one read, of the run when it is the caller's tenant's, else of a key that cannot
+    exist. Undecodable, unknown and foreign ids all come back None after the same work."""
+    run_id: str | None
+    try:
+        run_id = decode_run_id(value)
+    except BadIdError:
+        run_id = None
+    own = run_id is not None and tenant_of(run_id) == caller.tenant
+    rec = ports.runs.get_run(run_id if own and run_id is not None else f"{caller.tenant}/{_UNREADABLE}")
+    if not own or rec is None or rec.run_id != run_id:
+        return None
     return rec
 
 

@@ -29,8 +29,8 @@ from shared.errors import NotFoundError, ProtocolError, RunGoneError, Validation
 from shared.ports import Ports
 from shared.protocol import codes as c
 from shared.protocol.semver import semver_key
-from shared.services import agents
-from shared.services.common import Caller
+from shared.services import agent_versions
+from shared.services.common import Caller, reference
 
 STATES = ("draft", "test", "staged", "active", "paused", "deprecated", "rolled-back")
 CHAIN = ("draft", "test", "staged", "active")
@@ -59,7 +59,7 @@ def _records(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, An
     stored = {sk.rsplit("#", 1)[1]: doc for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
               if sk.rsplit("#", 1)[0] == agent_id}
     return {v: stored.get(v) or {"agentId": agent_id, "version": v, "state": "draft"}
-            for v in agents.versions(ports, tenant, agent_id)}
+            for v in agent_versions.versions(ports, tenant, agent_id)}
 
 
 def _wire(doc: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +79,6 @@ def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id
     """The eval evidence for entering staged/active, or the uniform ``eval_gate_unmet``."""
     from shared.engine import evalrun
     from shared.services import summaries
-    from shared.services.evals import reference
 
     if eval_run_id is None:
         raise EvalGateUnmetError()

@@ -4,7 +4,7 @@ Every refusal happens before any run item exists. An unusable baseline or source
 byte-identical ``400 validation_error`` (``UnusableReferenceError``) whatever the reason, and every such
 check takes the same path for an unknown id and another tenant's id: decode, compare the tenant, then
 exactly one ``get_run`` -- of the id when it is the caller's tenant's, else of a key that cannot exist -- so
-a foreign id is never read and costs the same as an unknown one.
+a foreign id is never read and costs the same as an unknown one (``common.reference``).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from shared.errors import (
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
-from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
+from shared.protocol.ids import decode_run_id
 from shared.protocol.models import CreateRunRequest, present
 from shared.services import agents as agent_svc
 from shared.services import suites, summaries
-from shared.services.common import Caller
-from shared.services.runs import Created, common_checks, start_run
+from shared.services.common import Caller, reference
+from shared.services.run_start import Created, common_checks, start_run
 
 # Tasks per suite (advertised as ``maxTasksPerSuite``; the suite schema's ``tasks.maxItems``): with trials <= 10, at
 # most 100,000 task-trials per eval run, run by a Distributed Map and finished in pages
@@ -40,7 +40,6 @@ MAX_TASKS_PER_SUITE = 10_000
 MAX_FIXTURE_RUNS = 200
 FIXTURE_ERRORS = True  # agents.evalSuite.fixtureErrors: failed source calls become isError entries
 NO_DEFAULT_MODES = ("regression", "live-shadow")  # need a baseline / ignore fixtures: never implied
-_UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)
 
 
 def _features() -> dict[str, bool]:
@@ -89,21 +88,6 @@ def _fixture_runs_shape(value: Any) -> dict[str, str] | None:
 
 
 # --------------------------------------------------------------------------- referenced runs (uniform path)
-
-
-def reference(ports: Ports, caller: Caller, value: str) -> RunRecord | None:
-    """Exactly one read whatever the value: the run when it is the caller's tenant's, else a key that cannot
-    exist. Undecodable, unknown and foreign ids all come back None after the same work."""
-    run_id: str | None
-    try:
-        run_id = decode_run_id(value)
-    except BadIdError:
-        run_id = None
-    own = run_id is not None and tenant_of(run_id) == caller.tenant
-    rec = ports.runs.get_run(run_id if own and run_id is not None else f"{caller.tenant}/{_UNREADABLE}")
-    if not own or rec is None or rec.run_id != run_id:
-        return None
-    return rec
 
 
 def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import present
 from shared.services.common import Caller, decode_path_run_id, links, own_run
-from shared.services.runs import Created, expires_at, new_run_id
+from shared.services.run_start import Created, expires_at, new_run_id
 
 if TYPE_CHECKING:
     from shared.protocol.models import ForkRunRequest

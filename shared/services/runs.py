@@ -7,17 +7,11 @@ import hashlib
 import hmac
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import (
     ConflictError,
-    ForbiddenError,
-    ItemTooLargeError,
     NotFoundError,
-    ProtocolError,
-    ResidencyUnavailableError,
     RunTerminalError,
     ServiceUnavailableError,
     UnsupportedStreamModeError,
@@ -25,7 +19,8 @@ from shared.errors import (
 )
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
-from shared.services.common import Caller, links, load_own_run, page_limit, snapshot
+from shared.services.common import Caller, load_own_run, page_limit, snapshot
+from shared.services.run_start import Created, common_checks, start_run
 
 if TYPE_CHECKING:
     from shared.protocol.models import CreateRunRequest
@@ -39,29 +34,6 @@ def _runner():  # type: ignore[no-untyped-def]
 
     return runner
 DEFAULT_PAGE = 50
-
-
-@dataclass
-class Created:
-    status: int
-    body: dict[str, Any]
-
-
-def expires_at(ports: Ports) -> int:
-    return ports.clock.now_ms() // 1000 + int(ports.settings.retention_days) * 86400
-
-
-def new_run_id(ports: Ports, tenant: str) -> str:
-    return f"{tenant}/r-{ports.ids.ulid().lower()}"
-
-
-def common_checks(caller: Caller, req: CreateRunRequest) -> None:
-    if req.tenantId is not None and req.tenantId != caller.tenant:
-        raise ForbiddenError("The body tenantId is not the credential's tenant.")
-    if req.callbackUrl is not None:
-        raise ValidationError("This host does not deliver callbacks.", {"field": "callbackUrl"})
-    if req.residency is not None:
-        raise ResidencyUnavailableError()
 
 
 def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
@@ -110,37 +82,6 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
         "scopeId": req.scopeId,
     }
     return start_run(ports, caller, data, "run")
-
-
-def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, *,
-              before_start: Callable[[RunRecord], None] | None = None) -> Created:
-    """Write the run item, then start its execution; a failed start leaves no run behind.
-
-    ``before_start(record)`` writes what the execution needs under the new run id (an eval run's plan and its
-    derived fixture copies) after the run item exists and before the execution starts; if it fails, the run
-    and whatever it wrote are erased like a failed start.
-    """
-    from shared.engine.state import new_state
-
-    run_id = new_run_id(ports, caller.tenant)
-    now = ports.clock.iso()
-    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="pending", last_seq=-1, created_at=now,
-                    data={k: v for k, v in data.items() if v is not None}, state=new_state(),
-                    expires_at=expires_at(ports))
-    ports.runs.create_run(rec)
-    try:
-        if before_start is not None:
-            before_start(rec)
-        arn = ports.orchestrator.start(machine, run_id, {"runId": run_id})
-        ports.runs.set_execution(run_id, arn)
-    except Exception as exc:
-        from shared.services.erasure import erase_now
-
-        erase_now(ports, run_id, tombstone=False)
-        if isinstance(exc, ProtocolError | ItemTooLargeError):
-            raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
-        raise ServiceUnavailableError() from exc
-    return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})
 
 
 def get_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:

@@ -1,0 +1,80 @@
+"""Starting a run: the checks every create shares, the run item, its execution.
+
+Both kinds of create call it: a workflow run (``runs``) and an eval run (``evals``); a fork (``forks``) mints its
+run id and expiry here. It imports neither of them, so ``runs`` may dispatch an eval create to ``evals``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shared.errors import (
+    ForbiddenError,
+    ItemTooLargeError,
+    ProtocolError,
+    ResidencyUnavailableError,
+    ServiceUnavailableError,
+    ValidationError,
+)
+from shared.ports import Ports, RunRecord
+from shared.services.common import Caller, links
+
+if TYPE_CHECKING:
+    from shared.protocol.models import CreateRunRequest
+
+
+@dataclass
+class Created:
+    status: int
+    body: dict[str, Any]
+
+
+def expires_at(ports: Ports) -> int:
+    return ports.clock.now_ms() // 1000 + int(ports.settings.retention_days) * 86400
+
+
+def new_run_id(ports: Ports, tenant: str) -> str:
+    return f"{tenant}/r-{ports.ids.ulid().lower()}"
+
+
+def common_checks(caller: Caller, req: CreateRunRequest) -> None:
+    if req.tenantId is not None and req.tenantId != caller.tenant:
+        raise ForbiddenError("The body tenantId is not the credential's tenant.")
+    if req.callbackUrl is not None:
+        raise ValidationError("This host does not deliver callbacks.", {"field": "callbackUrl"})
+    if req.residency is not None:
+        raise ResidencyUnavailableError()
+
+
+def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, *,
+              before_start: Callable[[RunRecord], None] | None = None) -> Created:
+    """Write the run item, then start its execution; a failed start leaves no run behind.
+
+    ``before_start(record)`` writes what the execution needs under the new run id (an eval run's plan and its
+    derived fixture copies) after the run item exists and before the execution starts; if it fails, the run
+    and whatever it wrote are erased like a failed start.
+    """
+    from shared.engine.state import new_state
+
+    run_id = new_run_id(ports, caller.tenant)
+    now = ports.clock.iso()
+    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="pending", last_seq=-1, created_at=now,
+                    data={k: v for k, v in data.items() if v is not None}, state=new_state(),
+                    expires_at=expires_at(ports))
+    ports.runs.create_run(rec)
+    try:
+        if before_start is not None:
+            before_start(rec)
+        arn = ports.orchestrator.start(machine, run_id, {"runId": run_id})
+        ports.runs.set_execution(run_id, arn)
+    except Exception as exc:
+        from shared.services.erasure import erase_now
+
+        erase_now(ports, run_id, tombstone=False)
+        if isinstance(exc, ProtocolError | ItemTooLargeError):
+            raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
+        raise ServiceUnavailableError() from exc
+    return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})
+
