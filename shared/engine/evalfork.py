@@ -21,19 +21,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import evalrun, forkindex, grading, runner
+from shared.engine import evalrun, forkindex, grading
 from shared.engine.canonical import same_json
+from shared.engine.kernel import TASK_EVENTS, EngineError, make_event
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
-
-
-def _index(ports: Ports, rec: RunRecord) -> dict[str, Any]:
-    from shared.engine import forkindex
-
-    return forkindex.load(ports, rec.run_id)
 
 
 def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -62,19 +57,22 @@ def _prefix(ports: Ports, rec: RunRecord, index: dict[str, Any], from_seq: int) 
     return {"calls": calls, "turns": turns}
 
 
-def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> dict[str, Any]:
+def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
+            tally: ToolTally | None = None) -> dict[str, Any]:
     """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
     ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or
     after ``fromSeq``, compared in a replay with the source's at the same sequence (by the index's digests; a
     source event is read only at a mismatch). The run's ``cursor`` (next task, draft position, diverged) moves
     with the page's last append, so a retried page rebuilds the same events and skips what ``lastSeq`` shows
-    appended. The last page grades (with the rows earlier pages stored under the run) and completes the child."""
+    appended. The last page grades (with the rows earlier pages stored under the run) and completes the child.
+    ``max_events`` and ``max_ms`` (``kernel.advance``'s) do not bound it: a page does
+    (``EVAL_FINISH_PAGE_TRIALS``)."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
-        return runner.copy_prefix_events(ports, rec)
+        return forkindex.copy_prefix(ports, rec)
     plan = evalrun.load_plan(ports, rec.run_id)
-    index = _index(ports, rec)
+    index = forkindex.load(ports, rec.run_id)
     cur = dict(rec.cursor or {"task": 0, "pos": 0, "diverged": False})
     start, pos0, diverged = int(cur["task"]), int(cur["pos"]), bool(cur["diverged"])
     calls = {(str(r["invocationId"]), int(r["index"])): r for r in index.get("calls", [])}
@@ -119,7 +117,7 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
     events: list[dict[str, Any]] = []
     for pos in range(lo, hi):
         d = drafts[pos - pos0]
-        ev = runner.make_event(ports, rec.run_id, seq, d["type"], d["payload"], None)
+        ev = make_event(ports, rec.run_id, seq, d["type"], d["payload"], None)
         events.append(ev)
         seq += 1
         if mode != "replay" or diverged:
@@ -128,18 +126,17 @@ def advance(ports: Ports, rec: RunRecord, *, tally: ToolTally | None = None) -> 
             same, src = forkindex.reproduces(ports, digests, source_id, pos, ev, rec.run_id)
         else:
             src = source.get(pos)
-            same = src is not None and same_json(runner.comparable(src), runner.comparable(ev))
+            same = src is not None and same_json(forkindex.comparable(src), forkindex.comparable(ev))
         if same:
             continue
         diverged = True
-        dev = runner.make_event(ports, rec.run_id, seq, c.REPLAY_DIVERGED, forkindex.divergence(source_id, ev, src),
-                                None)
+        dev = make_event(ports, rec.run_id, seq, c.REPLAY_DIVERGED, forkindex.divergence(source_id, ev, src), None)
         dev["causationId"] = ev["eventId"]
         events.append(dev)
         seq += 1
     already = rec.last_seq + 1 - first_seq
     if already < 0 or already > len(events):
-        raise runner.EngineError("the eval fork's earlier events are not appended")
+        raise EngineError("the eval fork's earlier events are not appended")
     updates: dict[str, Any] = {"status": "completed", "completedAt": now,
                                **evalrun.summary_updates(ports, rec.run_id, summary)} \
         if last_page else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}

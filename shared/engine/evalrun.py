@@ -28,11 +28,11 @@ from cachetools import LRUCache
 from shared import keys
 from shared.engine import grading, judge
 from shared.engine.agents import invocation_step, started_payload
+from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
-from shared.engine.runner import ENGINE_VERSION, WRITABLE, EngineError, make_event, resolve_agent
 from shared.engine.tools import FixturePlan, ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
-from shared.ports import Ports, RunRecord, ToolCallRecord
+from shared.ports import WRITABLE, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
 PLAN_VERSION = 1
@@ -368,9 +368,7 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
     except EvalRecordedFixturesGoneError:
         # A Distributed Map reports a failed iteration to its parent only as a tolerated-failure threshold
         # exceeded, so the trial fails the run with the RFC 0252 code itself, then fails as before.
-        from shared.engine import runner
-
-        runner.fail_run(ports, run_id, {"Error": "EvalRecordedFixturesGoneError"})
+        fail_run(ports, run_id, {"Error": "EvalRecordedFixturesGoneError"})
         raise
     return {"ok": True}
 

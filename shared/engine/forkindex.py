@@ -1,4 +1,5 @@
-"""A fork's index of its source, built by the first task of the fork's execution (never inside the request).
+"""A fork's source: its index, built by the first task of the fork's execution (never inside the request), and
+the copy of its prefix, made by the next tasks (``copy_prefix``), for workflow and eval forks alike.
 
 What a fork re-executes needs from its source, and only that (docs/decisions/0083-fork-request-and-index.md):
 
@@ -29,10 +30,13 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
+from shared.engine.kernel import halt, load_state, make_event, run_workflow, state_updates
 from shared.engine.registry import NODE_TYPES
+from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import FORK_SOURCE_SK
+from shared.keys import FORK_SOURCE_SK, run_prefix
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -175,11 +179,9 @@ def load(ports: Ports, run_id: str) -> dict[str, Any]:
 def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     """The fork execution's first task: build and store the index (idempotent), or fail the child if the source's
     history is no longer whole. Answers like ``advance``: ``continue`` (go on to Advance) or ``done``."""
-    from shared.engine import runner
-
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
-        return runner.halt(run_id, rec)
+        return halt(run_id, rec)
     if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     fork = rec.data["fork"]
@@ -192,7 +194,7 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     side: set[str] | None = None
     digests: bytearray | None = None
     if rec.kind == "workflow":
-        wf = runner.run_workflow(ports, rec)
+        wf = run_workflow(ports, rec)
         side = {n for n in wf.node_ids if NODE_TYPES[wf.nodes[n]["typeId"]].role == "side-effect"}
     if fork.get("mode") == "replay":
         digests = bytearray()
@@ -217,10 +219,8 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
 
 def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[str, Any]:
     """The source's history is gone: the child fails ``run_expired`` (its first and only events)."""
-    from shared.engine import runner
-
     error = {"code": c.RUN_EXPIRED, "message": "part of the source run's history is gone", "details": details}
-    ev = runner.make_event(ports, rec.run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": error}, None)
+    ev = make_event(ports, rec.run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": error}, None)
     try:
         ports.events.append_events(rec.run_id, rec.last_seq + 1, [ev],
                                    run_updates={"status": "failed", "completedAt": ev["timestamp"], "error": error},
@@ -228,3 +228,42 @@ def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[
     except (ConflictError, RunGoneError):
         pass
     return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
+
+
+def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
+                page_events: int = 2500) -> dict[str, Any]:
+    """Copy the next page of the fork's prefix ``[0, fromSeq)`` (workflow or eval child), fold it and store the state:
+    ceil(N/25) BatchWriteItem requests, then one conditional update."""
+    fork = rec.data["fork"]
+    from_seq = int(fork["fromSeq"])
+    state = load_state(ports, rec, wf)
+    copied: list[dict[str, Any]] = []
+    for page in ports.events.iter_events(str(fork["sourceRunId"]), rec.last_seq, from_seq - 1, limit=page_events):
+        for src in page:
+            ev = dict(src)
+            ev["runId"] = rec.run_id
+            ev["eventId"] = ports.ids.event_id(rec.run_id, int(src["sequence"]))
+            copied.append(ev)
+    want = min(from_seq - 1, rec.last_seq + page_events) - rec.last_seq
+    if [int(e["sequence"]) for e in copied] != list(range(rec.last_seq + 1, rec.last_seq + 1 + want)):
+        # Part of the prefix is gone (past retention or purged): the child fails as its index task would.
+        return fail_expired(ports, rec, {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": from_seq,
+                                         "boundary": max(0, want - len(copied))})
+    for ev in copied:
+        st.apply(state, ev, wf)
+    ports.events.copy_events(rec.run_id, copied, rec.expires_at)
+    last = int(copied[-1]["sequence"])
+    updates = state_updates(ports, rec, state, last)
+    updates["status"] = "running" if state["status"] != "pending" else "pending"
+    try:
+        ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
+    except ConflictError:
+        if ports.runs.is_tombstoned(rec.run_id):
+            # Erased while we copied (batch writes cannot check the tombstone): its hook may have run before
+            # our writes landed, so remove what we wrote.
+            ports.events.delete_all(rec.run_id)
+            ports.blobs.delete_prefix(run_prefix(rec.run_id))
+            raise RunGoneError(rec.run_id) from None
+        raise
+    return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}
+

@@ -13,7 +13,7 @@ from typing import Any
 
 from shared import keys
 from shared.engine import evalrun
-from shared.engine.runner import resolve_agent
+from shared.engine.kernel import resolve_agent
 from shared.errors import (
     EvalRecordedFixturesGoneError,
     RunGoneError,

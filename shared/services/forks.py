@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from shared.engine import runner
+from shared.engine import forkindex, kernel
 from shared.engine.canonical import same_json
 from shared.engine.state import new_state
 from shared.errors import (
@@ -87,9 +87,9 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId",
                                                                           "definitionPinned")}
     if src.kind == "workflow":
-        current = runner.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
+        current = kernel.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
         # replay proves *current* code reproduces the history; without a registration, the source's pinned one
-        pinned = current if current is not None else runner.pinned_definition(ports, src)
+        pinned = current if current is not None else kernel.pinned_definition(ports, src)
         if pinned is not None:
             data["definition"] = pinned
     if req.mode == "branch" and overlay is not None:
@@ -153,7 +153,7 @@ def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict
     for seq in sorted(set(ea) | set(eb)):
         x, y = ea.get(seq), eb.get(seq)
         if x is not None and y is not None:
-            if same_json(runner.comparable(x), runner.comparable(y)):
+            if same_json(forkindex.comparable(x), forkindex.comparable(y)):
                 continue
             diffs.append({"seq": seq, "op": "changed", "aEvent": x, "bEvent": y})
         elif x is not None:
@@ -162,7 +162,7 @@ def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict
             diffs.append({"seq": seq, "op": "added", "bEvent": y})
         if first is None:
             first = seq
-    sa, sb = runner.load_state(ports, a), runner.load_state(ports, b)
+    sa, sb = kernel.load_state(ports, a), kernel.load_state(ports, b)
     state_diff: dict[str, Any] = {}
     for key, va, vb in (("status", a.status, b.status), ("variables", sa.get("variables"), sb.get("variables")),
                         ("channels", {}, {})):

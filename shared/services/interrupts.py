@@ -76,12 +76,12 @@ def _eligible(pending: dict[str, Any], subject_id: str) -> None:
 def resolve(ports: Ports, rec: RunRecord, node_id: str, value: Any, resolver: Caller,
             interrupt_id: str | None = None) -> dict[str, Any]:
     """Record the decision and wake the run; the loser of a race (or a late resolve) is ``409``."""
-    from shared.engine import runner
+    from shared.engine import kernel
 
     for _ in range(_ATTEMPTS):
         if rec.terminal:
             raise InterruptAlreadyResolvedError()
-        state = runner.load_state(ports, rec)
+        state = kernel.load_state(ports, rec)
         pending = _pending(state, node_id)
         if pending is None or (interrupt_id is not None and pending.get("interruptId") != interrupt_id):
             if interrupt_id is not None or (state.get("nodes") or {}).get(node_id, {}).get("resolutions"):
@@ -140,13 +140,13 @@ def _mac(key: bytes, head: str) -> str:
 
 def mint_token(ports: Ports, caller: Caller, wire_run_id: str, node_id: str) -> dict[str, Any]:
     """A resume token for the interrupt pending at ``node_id``, for an approver to hand on (a mail link)."""
-    from shared.engine import runner
+    from shared.engine import kernel
 
     rec = load_own_run(ports, caller, wire_run_id)
     node_id = _node_id(node_id)
     if rec.terminal:
         raise InterruptAlreadyResolvedError()
-    pending = _pending(runner.load_state(ports, rec), node_id)
+    pending = _pending(kernel.load_state(ports, rec), node_id)
     if pending is None:
         raise NotFoundError("No interrupt is pending at this node.")
     _eligible(pending, caller.subject_id)
@@ -191,11 +191,11 @@ def _token_run(ports: Ports, body: dict[str, Any]) -> RunRecord:
 
 
 def inspect_by_token(ports: Ports, token: str) -> dict[str, Any]:
-    from shared.engine import runner
+    from shared.engine import kernel
 
     body = read_token(ports, token)
     rec = _token_run(ports, body)
-    pending = None if rec.terminal else _pending(runner.load_state(ports, rec), str(body["n"]))
+    pending = None if rec.terminal else _pending(kernel.load_state(ports, rec), str(body["n"]))
     if pending is None or pending.get("interruptId") != body["i"]:
         raise InterruptAlreadyResolvedError()
     return {"kind": pending.get("kind"), "key": pending.get("key"), "data": pending.get("data")}

@@ -35,12 +35,12 @@ _ATTEMPTS = 10
 def transition(ports: Ports, rec: RunRecord, event_type: str, payload: dict[str, Any], status: str,
                allowed_from: tuple[str, ...], node_id: str | None = None) -> dict[str, Any]:
     """Append one event and move the run to ``status``, conditioned on the log's end and the run's status."""
-    from shared.engine import runner, state
+    from shared.engine import kernel, state
 
-    st = runner.load_state(ports, rec)
-    ev = runner.make_event(ports, rec.run_id, rec.last_seq + 1, event_type, payload, node_id)
+    st = kernel.load_state(ports, rec)
+    ev = kernel.make_event(ports, rec.run_id, rec.last_seq + 1, event_type, payload, node_id)
     state.apply(st, ev, None)
-    updates = runner.state_updates(ports, rec, st, rec.last_seq + 1)
+    updates = kernel.state_updates(ports, rec, st, rec.last_seq + 1)
     updates["status"] = status
     ports.events.append_events(rec.run_id, rec.last_seq + 1, [ev], run_updates=updates,
                                require_status=allowed_from, expires_at=rec.expires_at)

@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 MAX_PAGE = 100
 
 
-def _runner():  # type: ignore[no-untyped-def]
-    """The engine, imported on first use: read-only handlers (get, list, poll) never pay for it."""
-    from shared.engine import runner
+def _kernel():  # type: ignore[no-untyped-def]
+    """The engine's kernel, imported on first use: read-only handlers (get, list, poll) never pay for it."""
+    from shared.engine import kernel
 
-    return runner
+    return kernel
 DEFAULT_PAGE = 50
 
 
@@ -47,7 +47,7 @@ def create_workflow_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> 
     from shared.engine.registry import NODE_TYPES
     from shared.engine.workflow import DefinitionError, InputsError, bind_inputs, load_workflow
 
-    doc = _runner().load_definition(ports, caller.tenant, req.workflowId)
+    doc = _kernel().load_definition(ports, caller.tenant, req.workflowId)
     if doc is None:
         raise NotFoundError("No such workflow.")
     try:
@@ -89,8 +89,8 @@ def get_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
 
 
 def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
-    runner = _runner()
-    state = runner.load_state(ports, rec) if rec.state and ("$ref" in rec.state or runner.state_behind(rec)) \
+    kernel = _kernel()
+    state = kernel.load_state(ports, rec) if rec.state and ("$ref" in rec.state or kernel.state_behind(rec)) \
         else None
     return snapshot(rec, state)
 
@@ -172,14 +172,14 @@ def finish_cancel(ports: Ports, run_id: str) -> None:
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status != "cancelling":
             return
-        state = _runner().load_state(ports, rec)
+        state = _kernel().load_state(ports, rec)
         seq = rec.last_seq + 1
         evs = []
         active = state.get("active")
         if active:
-            evs.append(_runner().make_event(ports, run_id, seq, c.NODE_CANCELLED,
+            evs.append(_kernel().make_event(ports, run_id, seq, c.NODE_CANCELLED,
                                          {"nodeId": active["nodeId"], "reason": "run-cancelled"}, active["nodeId"]))
-        evs.append(_runner().make_event(ports, run_id, seq + len(evs), c.RUN_CANCELLED,
+        evs.append(_kernel().make_event(ports, run_id, seq + len(evs), c.RUN_CANCELLED,
                                      {"reason": "cancelled by request", "cancelledBy": "api"}, None))
         from shared.engine.state import apply
 
@@ -188,7 +188,7 @@ def finish_cancel(ports: Ports, run_id: str) -> None:
         try:
             ports.events.append_events(run_id, seq, evs, run_updates={
                 "status": "cancelled", "completedAt": evs[-1]["timestamp"],
-                **_runner().state_updates(ports, rec, state, seq + len(evs) - 1)},
+                **_kernel().state_updates(ports, rec, state, seq + len(evs) - 1)},
                 require_status=("cancelling",), expires_at=rec.expires_at)
             return
         except ConflictError:
@@ -313,7 +313,7 @@ def _frame(seq: int, event: str, data: Any) -> str:
 
 
 def get_workflow(ports: Ports, caller: Caller, workflow_id: str) -> dict[str, Any]:
-    doc = _runner().load_definition(ports, caller.tenant, workflow_id)
+    doc = _kernel().load_definition(ports, caller.tenant, workflow_id)
     if doc is None:
         raise NotFoundError("No such workflow.")
     return doc

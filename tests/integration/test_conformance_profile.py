@@ -315,7 +315,7 @@ def test_a_resume_landing_while_the_park_task_stores_its_token_never_strands_the
 
 
 def test_a_parked_run_whose_park_task_failed_for_good_fails_never_stays_parked(host):
-    from shared.engine.runner import fail_run
+    from shared.engine.kernel import fail_run
 
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable", inputs={"delayMs": 60000}))

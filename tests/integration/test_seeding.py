@@ -133,7 +133,7 @@ def test_the_custom_resource_seeds_the_demo_and_its_run_calls_the_real_tool_serv
                                             "PhysicalResourceId": out["PhysicalResourceId"]})
     assert again["Status"] == "SUCCESS" and again["PhysicalResourceId"] == out["PhysicalResourceId"]
     # and another tenant has none of it (the demo is registered per tenant)
-    from shared.engine.runner import load_definition
+    from shared.engine.kernel import load_definition
 
     assert load_definition(get_ports(), unique("tenant-other"), "demo-support") is None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.engine.runner import HOLD_MAX_MS, _hold_delay
+from shared.engine.workflowrun import HOLD_MAX_MS, _hold_delay
 
 
 @pytest.mark.parametrize(("value", "expected"), [

@@ -6,13 +6,13 @@ from typing import Any
 
 from functions._common import task_input as ti
 from functions._common.observability import count, task_handler
-from shared.engine import runner
+from shared.engine import kernel
 from shared.wiring import get_ports
 
 
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    out = runner.fail_run(get_ports(), ti.text(event, "runId"), ti.mapping(event, "error", None))
+    out = kernel.fail_run(get_ports(), ti.text(event, "runId"), ti.mapping(event, "error", None))
     if out.get("failed"):
         count("RunsFailed")
     return out

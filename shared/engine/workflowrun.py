@@ -1,13 +1,13 @@
-"""The run engine: advance a run step by step from its folded state.
+"""The workflow run kind: a workflow run, and its replay and branch forks, advanced step by step from its folded
+state.
 
-``advance`` is what the Step Functions task calls. It reads the run item (with
-its state snapshot), takes steps, appends their events transactionally in
-batches (each batch also stores the new snapshot, conditioned on the last
-sequence and on the run still being writable), and returns what the state
-machine does next: ``continue`` (loop), ``wait`` (a Wait state, for holds) or
-``done``. A retried task starts from the stored sequence, so nothing is
-appended twice; effects are keyed by (run, node, ordinal) or (run, call key),
-so nothing fires twice either.
+``advance`` is one Advance task (``kernel.advance``, what the Step Functions task calls, hands a workflow run to
+it). It takes steps from the run's stored state, appends their events transactionally in batches (each batch
+also stores the new snapshot, conditioned on the last sequence and on the run still being writable), and returns
+what the state machine does next: ``continue`` (loop), ``wait`` (a Wait state, for holds), ``park`` (an interrupt)
+or ``done``. A retried task starts from the stored sequence, so nothing is appended twice; effects are keyed by
+(run, node, ordinal) or (run, call key), so nothing fires twice either. A fork's first tasks copy its prefix
+(``forkindex.copy_prefix``); a replay compares each event with its source's (``forkindex.reproduces``).
 """
 
 from __future__ import annotations
@@ -17,35 +17,36 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachetools import LRUCache
-
+from shared.engine import forkindex
 from shared.engine import state as st
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.canonical import same_json
 from shared.engine.dispatch import decode_body
 from shared.engine.forkindex import comparable, divergence, reproduces
+from shared.engine.kernel import (
+    ENGINE_VERSION,
+    FLUSH_AT,
+    TASK_EVENTS,
+    EngineError,
+    fail_obj,
+    halt,
+    load_state,
+    make_event,
+    resolve_agent,
+    run_workflow,
+    snapshot_updates,
+)
 from shared.engine.model_agent import ModelSession
-from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
+from shared.engine.registry import NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime, ToolTally
-from shared.engine.workflow import UnresolvedInputError, Workflow, load_workflow, resolve_node_inputs
+from shared.engine.workflow import UnresolvedInputError, Workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import AGENT_VERSION_PREFIX, run_prefix
 from shared.ports import WRITABLE, EffectDeniedError, EgressRefusedError, Ports, RunRecord, TransportError
 from shared.protocol import codes as c
 
-ENGINE_VERSION = 1
-FLUSH_AT = 99
-TASK_EVENTS = 50 * FLUSH_AT  # events one Advance task appends at most (whole transactions: 4,950)
-# A folded state up to this size is stored inline on the run item with every append; a larger one goes to S3 (one
-# object per task, a pointer on the item), so the item each 99-event append rewrites stays small (issue 15).
-INLINE_STATE_LIMIT = 32_000
 SHORT_WAIT_MS = 1500
 SOURCE_PAGE = 1000  # events per read of a replay's source (a task appends at most 2,000)
 HOLD_MAX_MS = 60_000  # a conformance hold waits at most a minute (the fixtures document 1..60000 ms)
-
-
-class EngineError(Exception):
-    pass
 
 
 @dataclass
@@ -113,66 +114,9 @@ class RunContext:
         return self._source_cache.get(seq)
 
 
-def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None = None) -> AgentSpec | None:
-    """A built-in or scripted agent by id; a model-backed agent by the exact version its run pinned."""
-    if version is not None:
-        from shared.engine.registry import agent_from_version
-
-        doc = ports.host.get_item(f"{AGENT_VERSION_PREFIX}{tenant}", f"{agent_id}#{version}")
-        return agent_from_version(doc) if doc is not None else None
-    if agent_id in AGENTS:
-        return AGENTS[agent_id]
-    doc = ports.host.get_item(f"AGENT#{tenant}", agent_id)
-    if doc is None:
-        return None
-    from shared.engine.registry import agent_from_json
-
-    return agent_from_json(doc)
-
-
 def node_agent_id(node: dict[str, Any]) -> str:
     """The agent a ``core.agent`` node invokes: its AgentRef (``agent.agentId``), else ``config.agentId``."""
     return str((node.get("agent") or {}).get("agentId") or (node.get("config") or {}).get("agentId") or "")
-
-
-def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, Any] | None:
-    """The tenant's current registered definition, else the global fixture. A deleted registration leaves a
-    ``{"$deleted": ...}`` marker (no definition can carry that key: the schema is closed), read as absent."""
-    own = ports.host.get_item(f"WORKFLOW#{tenant}", workflow_id)
-    if own is not None and "$deleted" not in own:
-        return own
-    return ports.host.get_item("WORKFLOW#*", workflow_id)
-
-
-def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
-    """The definition the run pinned at create (stored once beside its item), else the current registration."""
-    if rec.data.get("definition") is not None:  # runs created before the definition moved out of the item
-        return dict(rec.data["definition"])
-    if rec.data.get("definitionPinned"):
-        return ports.runs.get_definition(rec.run_id)
-    return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
-
-
-# Immutable things a warm container keeps, one of each: a run's pinned workflow (run id), the large state snapshot
-# it last wrote (S3 key).
-_pinned: LRUCache[str, Workflow] = LRUCache(maxsize=1)
-_last_state: LRUCache[str, str] = LRUCache(maxsize=1)
-
-
-def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
-    """The run's workflow, loaded. A pinned definition never changes, so a warm container reads and loads it once
-    per run (a long run's tasks do not read it again)."""
-    pinned = bool(rec.data.get("definitionPinned")) and rec.data.get("definition") is None
-    hit = _pinned.get(rec.run_id) if pinned else None
-    if hit is not None:
-        return hit
-    doc = pinned_definition(ports, rec)
-    if doc is None:
-        raise EngineError("workflow definition is gone")
-    wf = load_workflow(doc, set(NODE_TYPES))
-    if pinned:
-        _pinned[rec.run_id] = wf
-    return wf
 
 
 def build_context(ports: Ports, rec: RunRecord) -> RunContext:
@@ -180,8 +124,6 @@ def build_context(ports: Ports, rec: RunRecord) -> RunContext:
     fork = rec.data.get("fork") or {}
     ctx = RunContext(ports, rec, wf, str(fork.get("mode", "live")), fork.get("sourceRunId"))
     if fork:
-        from shared.engine import forkindex
-
         src = forkindex.load(ports, rec.run_id)
         ctx.source_outcomes = src.get("outcomes", {})
         ctx.source_resolutions = src.get("resolutions", {})
@@ -196,10 +138,6 @@ def build_context(ports: Ports, rec: RunRecord) -> RunContext:
 
 def _node_ev(t: str, nid: str, **payload: Any) -> tuple[str, dict[str, Any], str | None]:
     return (t, {"nodeId": nid, **payload}, nid)
-
-
-def _fail_obj(code: str, message: str) -> dict[str, Any]:
-    return {"code": code, "message": message}
 
 
 def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
@@ -222,11 +160,11 @@ def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
         evs = []
         if active:
             evs.append(_node_ev(c.NODE_CANCELLED, active["nodeId"], reason="run-timeout"))
-        evs.append((c.RUN_FAILED, {"error": _fail_obj(c.RUN_TIMEOUT, "the run exceeded settings.timeout")}, None))
+        evs.append((c.RUN_FAILED, {"error": fail_obj(c.RUN_TIMEOUT, "the run exceeded settings.timeout")}, None))
         return Step(evs, done=True)
     if state.get("failure"):
         f = state["failure"]
-        err = f.get("error") or _fail_obj(c.NODE_EXECUTION_FAILED, "a node failed")
+        err = f.get("error") or fail_obj(c.NODE_EXECUTION_FAILED, "a node failed")
         return Step([(c.RUN_FAILED, {"error": err, "failedNodeId": f["nodeId"]}, None)], done=True)
     if state.get("skips"):
         return Step([_node_ev(c.NODE_SKIPPED, state["skips"][0], reason="trigger rule not satisfied")])
@@ -257,7 +195,7 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     try:
         inputs = _inputs(state, node)
     except UnresolvedInputError as exc:
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
     if ctx.mode == "replay" and nt.role == "side-effect":
         # (sourceRunId, nodeId, n): n = 1 + this node's terminal outcomes so far, inherited prefix included.
         n = int(state["nodes"][nid]["terminals"]) + 1
@@ -267,7 +205,7 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
             if o["type"] == c.NODE_COMPLETED:
                 return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=o.get("outputs", {}))])
             return Step([started, _node_ev(c.NODE_FAILED, nid, error=o.get("error"))])
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(
             c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"))])
     if type_id == "core.conformance.hold":
         return Step([started])
@@ -293,10 +231,10 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     try:
         outputs = _execute_once(ctx, guard, nid, node, inputs, ordinal)
     except EffectDeniedError:
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(
             c.REPLAY_SOURCE_MISSING, "an effect seam refused an effect in replay"))])
     except NodeFailure as exc:
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=_fail_obj(exc.code, exc.message))])
+        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(exc.code, exc.message))])
     return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
 
 
@@ -369,7 +307,7 @@ def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any],
         out = ctx.tools().call(agent=agent, invocation_id=f"{nid}:{ordinal}", order_key=f"N{nid}:{ordinal:06d}",
                                index=0, tool=tool, args=inputs, calls_so_far=0)
         if out.status != "ok":
-            err = out.error or _fail_obj(c.EXTERNAL_CALL_FAILED, "tool call failed")
+            err = out.error or fail_obj(c.EXTERNAL_CALL_FAILED, "tool call failed")
             raise NodeFailure(str(err.get("code", c.EXTERNAL_CALL_FAILED)), str(err.get("message", "tool failed")))
         return {"result": out.result}
     if type_id == "core.http":
@@ -414,7 +352,7 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
     try:
         inputs = _inputs(state, node)
     except UnresolvedInputError as exc:
-        return Step([_node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
+        return Step([_node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
     if type_id == "core.conformance.hold":
         until = int(active["startedAtMs"]) + _hold_delay(inputs)
         if now >= until:
@@ -437,7 +375,7 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         agent = ctx.agent(nid, node)
         progress = active.get("agent")
         if agent is None or progress is None:
-            return Step([_node_ev(c.NODE_FAILED, nid, error=_fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
+            return Step([_node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
         agent_input = inputs.get("input", inputs)
         turn = invocation_step(agent, agent_input, progress, ctx.tools(), int(state["toolCalls"]),
                                ctx.models() if agent.kind == "model" else None)
@@ -471,23 +409,6 @@ def _restart(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
 # --------------------------------------------------------------------------- events and the loop
 
 
-def make_event(ports: Ports, run_id: str, seq: int, t: str, payload: dict[str, Any],
-               node_id: str | None) -> dict[str, Any]:
-    ev: dict[str, Any] = {
-        "eventId": ports.ids.event_id(run_id, seq),
-        "runId": run_id,
-        "type": t,
-        "payload": payload,
-        "timestamp": ports.clock.iso(),
-        "sequence": seq,
-        "schemaVersion": 1,
-        "engineVersion": ENGINE_VERSION,
-    }
-    if node_id:
-        ev["nodeId"] = node_id
-    return ev
-
-
 def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     if ctx.mode != "replay" or state.get("diverged") or ctx.source_run_id is None:
         return None
@@ -503,79 +424,6 @@ def _divergence(ctx: RunContext, state: dict[str, Any], ev: dict[str, Any]) -> t
     return c.REPLAY_DIVERGED, divergence(ctx.source_run_id, ev, src)
 
 
-def _state_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
-                   inputs: dict[str, Any] | None = None, *, defer_large: bool = False,
-                   behind_bytes: int | None = None) -> dict[str, Any]:
-    """The run-item updates that store the state folded up to ``seq``.
-
-    The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
-    creation facts hold them). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3 object
-    under the run with a pointer on the item, or not written at all: with ``defer_large`` (an append in the middle
-    of a task), or while the log after the stored snapshot (``behind_bytes``) is smaller than the snapshot would
-    be. A reader folds the events after the stored snapshot's ``seq`` (``load_state``). So the snapshots a run
-    writes add up to at most its log's bytes (each is paid for by as many bytes of events), and a reader folds at
-    most about one snapshot's worth of events.
-    """
-    stored = dict(state)
-    stored["seq"] = seq
-    if inputs is not None and same_json(stored.get("variables"), inputs):
-        stored["variables"] = None
-        stored["variablesFromInputs"] = True
-    blob = json.dumps(stored, separators=(",", ":"))
-    if len(blob) <= INLINE_STATE_LIMIT:
-        return {"state": stored}
-    if defer_large or (behind_bytes is not None and behind_bytes < len(blob)):
-        return {}
-    key = f"runs/{run_id}/state/{seq:012d}.json"
-    ports.blobs.put_json(key, stored)
-    _last_state[key] = blob  # the next task of this run, in a warm container, reads it from here, not S3
-    return {"state": {"$ref": key, "seq": seq}}
-
-
-def state_updates(ports: Ports, rec: RunRecord, state: dict[str, Any], seq: int) -> dict[str, Any]:
-    """The run-item updates that store a folded state (inline, or S3 when large), for writers outside the engine."""
-    return _state_updates(ports, rec.run_id, state, seq, rec.data.get("inputs"))
-
-
-def _halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
-    """The engine may not write: a parked run waits on a task token (``Park``), anything else is done."""
-    parked = rec is not None and rec.status in c.PARKED_STATUSES
-    return {"runId": run_id, "next": "park" if parked else "done", "waitSeconds": 0}
-
-
-def state_behind(rec: RunRecord) -> bool:
-    """True when the stored snapshot is older than the log's end (a large state is stored once per task)."""
-    seq = (rec.state or {}).get("seq")
-    return seq is not None and int(seq) < rec.last_seq
-
-
-halt = _halt
-
-
-def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict[str, Any]:
-    """The run's folded state at ``lastSeq``: the stored snapshot, plus the events appended after it."""
-    s = rec.state
-    if not s:
-        return st.new_state()
-    if "$ref" in s:
-        mine = _last_state.get(str(s["$ref"]))
-        got = json.loads(mine) if mine is not None else ports.blobs.get_json(s["$ref"])
-        if got is None:
-            raise RunGoneError(rec.run_id)
-        state = dict(got)
-    else:
-        state = dict(s)
-    seq = state.pop("seq", None)
-    if state.pop("variablesFromInputs", False):
-        state["variables"] = dict(rec.data.get("inputs") or {})
-    if seq is not None and int(seq) < rec.last_seq:
-        wf = wf if wf is not None else (run_workflow(ports, rec) if rec.kind == "workflow" else None)
-        for page in ports.events.iter_events(rec.run_id, int(seq), rec.last_seq):
-            for ev in page:
-                st.apply(state, ev, wf)
-    return state
-
-
 def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str, Any]) -> dict[str, Any]:
     upd: dict[str, Any] = {"status": state["status"]}
     if state["status"] in c.TERMINAL_STATUSES:
@@ -585,57 +433,16 @@ def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str,
     return upd
 
 
-def advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, hops: int = 0,
-            execution: str = "", tally: ToolTally | None = None) -> dict[str, Any]:
-    """Advance one run; return ``{runId, next, waitSeconds, hops}`` for the state machine.
-
-    ``hops`` counts the Advance tasks of this execution (the ASL carries it). When the run would go on (``continue``
-    or a long ``wait``) after ``settings.execution_max_tasks`` of them, it continues in a new execution of the same
-    state machine instead (continue-as-new: generation n+1 of ``execution``'s name, named, so a retried task
-    starts it once) and this one ends: no execution nears Step Functions' 25,000 history events, however many
-    holds or tasks a run takes. The new execution re-reads the run and resumes from its stored sequence.
-    ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
-    """
-    out = _advance(ports, run_id, max_events=max_events, max_ms=max_ms, tally=tally)
-    out["hops"] = hops + 1
-    if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
-        return renew(ports, run_id, execution, hops + 1)
-    return out
-
-
-def execution_generation(execution_name: str) -> int:
-    """The generation of an execution from its name (``...-g<n>``; none: 0)."""
-    import re
-
-    m = re.search(r"-g(\d+)$", execution_name or "")
-    return int(m.group(1)) if m else 0
-
-
-def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any]:
-    """Continue the run in a new execution of its state machine; this execution ends (``done``)."""
-    rec = ports.runs.get_run(run_id)
-    if rec is None or rec.status not in WRITABLE:
-        return {**_halt(run_id, rec), "hops": hops}
-    machine = "fork" if rec.data.get("fork") else "run"
-    arn = ports.orchestrator.start(machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1)
-    ports.runs.set_execution(run_id, arn)
-    return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
-
-
-def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
-             tally: ToolTally | None = None) -> dict[str, Any]:
-    rec = ports.runs.get_run(run_id)
-    if rec is None or rec.status not in WRITABLE:
-        return _halt(run_id, rec)
+def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
+            tally: ToolTally | None = None) -> dict[str, Any]:
+    """One Advance task of the writable workflow run ``rec``: steps until it parks, ends or waits long, or the task
+    has appended ``max_events`` events or spent ``max_ms``; a fork's first tasks copy its prefix instead."""
+    run_id = rec.run_id
     fork = rec.data.get("fork") or {}
-    if rec.kind == "eval" and fork:
-        from shared.engine import evalfork
-
-        return evalfork.advance(ports, rec, tally=tally)
     ctx = build_context(ports, rec)
     ctx.tally = tally
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
-        return copy_prefix(ports, ctx)
+        return forkindex.copy_prefix(ports, rec, ctx.wf)
     state = load_state(ports, rec, ctx.wf)
     inputs = rec.data.get("inputs")
     # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
@@ -660,7 +467,7 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
         nonlocal buffer, next_seq, wrote, deferred, stored_seq
         if not buffer:
             if final and deferred:
-                updates = _state_updates(ports, run_id, state, next_seq - 1, inputs)
+                updates = snapshot_updates(ports, run_id, state, next_seq - 1, inputs)
                 if updates:
                     ports.events.append_events(run_id, next_seq, [], require_status=WRITABLE,
                                                expires_at=rec.expires_at, run_updates=updates)
@@ -671,8 +478,8 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
         if not final and deferred:
             updates = {}  # large once in this task: no need to measure it again before the task's last append
         else:
-            updates = _state_updates(ports, run_id, state, last, inputs, defer_large=not final,
-                                     behind_bytes=behind(buffer) if final else None)
+            updates = snapshot_updates(ports, run_id, state, last, inputs, defer_large=not final,
+                                       behind_bytes=behind(buffer) if final else None)
         deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
         if rec.started_at is None and state["status"] != "pending":
@@ -714,7 +521,7 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
                     ports.clock.sleep(step.wait_ms / 1000)
                     fresh = ports.runs.get_run(run_id)  # a cancel, pause or erasure may have landed meanwhile
                     if fresh is None or fresh.status not in WRITABLE:
-                        return _halt(run_id, fresh)
+                        return halt(run_id, fresh)
                     continue
                 return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(step.wait_ms / 1000))}
             if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
@@ -724,73 +531,6 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
         # Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written.
         fresh = ports.runs.get_run(run_id)
         if fresh is None or fresh.status not in WRITABLE:
-            return _halt(run_id, fresh)
+            return halt(run_id, fresh)
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
 
-
-def copy_prefix(ports: Ports, ctx: RunContext, *, page_events: int = 2500) -> dict[str, Any]:
-    """Copy the next page of the fork's prefix ``[0, fromSeq)`` with batched writes, fold it, store the state."""
-    return copy_prefix_events(ports, ctx.record, ctx.wf, page_events=page_events)
-
-
-def copy_prefix_events(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
-                       page_events: int = 2500) -> dict[str, Any]:
-    """The copy itself (workflow or eval child): ceil(N/25) BatchWriteItem requests, then one conditional update."""
-    fork = rec.data["fork"]
-    from_seq = int(fork["fromSeq"])
-    state = load_state(ports, rec, wf)
-    copied: list[dict[str, Any]] = []
-    for page in ports.events.iter_events(str(fork["sourceRunId"]), rec.last_seq, from_seq - 1, limit=page_events):
-        for src in page:
-            ev = dict(src)
-            ev["runId"] = rec.run_id
-            ev["eventId"] = ports.ids.event_id(rec.run_id, int(src["sequence"]))
-            copied.append(ev)
-    want = min(from_seq - 1, rec.last_seq + page_events) - rec.last_seq
-    if [int(e["sequence"]) for e in copied] != list(range(rec.last_seq + 1, rec.last_seq + 1 + want)):
-        # Part of the prefix is gone (past retention or purged): the child fails as its index task would.
-        from shared.engine import forkindex
-
-        return forkindex.fail_expired(ports, rec, {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": from_seq,
-                                                   "boundary": max(0, want - len(copied))})
-    for ev in copied:
-        st.apply(state, ev, wf)
-    ports.events.copy_events(rec.run_id, copied, rec.expires_at)
-    last = int(copied[-1]["sequence"])
-    updates = _state_updates(ports, rec.run_id, state, last, rec.data.get("inputs"))
-    updates["status"] = "running" if state["status"] != "pending" else "pending"
-    try:
-        ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
-    except ConflictError:
-        if ports.runs.is_tombstoned(rec.run_id):
-            # Erased while we copied (batch writes cannot check the tombstone): its hook may have run before
-            # our writes landed, so remove what we wrote.
-            ports.events.delete_all(rec.run_id)
-            ports.blobs.delete_prefix(run_prefix(rec.run_id))
-            raise RunGoneError(rec.run_id) from None
-        raise
-    return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}
-
-
-def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
-    """The state machine's Catch: the run fails with a registered code, never silently."""
-    rec = ports.runs.get_run(run_id)
-    failable = (*WRITABLE, *sorted(c.PARKED_STATUSES))  # a parked run whose Park task failed for good fails too
-    if rec is None or rec.status not in failable:
-        return {"runId": run_id, "failed": False}
-    name = str((error or {}).get("Error", ""))
-    if name.endswith("RunGoneError"):
-        return {"runId": run_id, "failed": False}
-    failure = _fail_obj(c.NODE_EXECUTION_FAILED, "the run's orchestration failed after retries")
-    if name.endswith("EvalRecordedFixturesGoneError"):
-        # RFC 0252: a fixture source erased mid-run took the derived copy with it; never derived again
-        failure = _fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
-    ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": failure}, None)
-    try:
-        ports.events.append_events(run_id, rec.last_seq + 1, [ev],
-                                   run_updates={"status": "failed", "completedAt": ev["timestamp"],
-                                                "error": ev["payload"]["error"]},
-                                   require_status=failable, expires_at=rec.expires_at)
-    except (ConflictError, RunGoneError):
-        return {"runId": run_id, "failed": False}
-    return {"runId": run_id, "failed": True}

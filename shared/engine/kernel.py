@@ -1,0 +1,301 @@
+"""The engine's kernel: what every kind of run shares, and ``advance``, which hands a run to its kind.
+
+A run's kind is how it executes. The kinds sit above this module, each in its own:
+
+- ``workflowrun``: a workflow run, and its replay and branch forks, step by step from its folded state;
+- ``forkindex``: a fork's first task indexes its source; its next tasks copy the prefix;
+- ``evalrun``: an eval run's own tasks (Prepare, a trial, Finish pages);
+- ``evalfork``: a fork of an eval run re-runs its trials after the prefix, a page of tasks at a time.
+
+Each kind imports this module; this module imports none of them. ``advance`` (the Step Functions task) finds the
+kind by name in ``RUN_KINDS``; import-linter's contracts in pyproject.toml keep the order (kernel, forkindex, then
+workflowrun and evalrun, then evalfork) and fail on any circle.
+
+Here: events (``make_event``, ``ENGINE_VERSION``, ``EngineError``), what a run executes (its pinned definition, its
+agent), the state store (the folded state stored with the run item: ``load_state``, ``snapshot_updates``), halting
+and failing a run, and continue-as-new (``renew``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from cachetools import LRUCache
+
+from shared.engine import state as st
+from shared.engine.canonical import same_json
+from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
+from shared.engine.workflow import Workflow, load_workflow
+from shared.errors import ConflictError, RunGoneError
+from shared.keys import AGENT_VERSION_PREFIX
+from shared.ports import WRITABLE, Ports, RunRecord
+from shared.protocol import codes as c
+
+if TYPE_CHECKING:
+    from shared.engine.tools import ToolTally
+
+ENGINE_VERSION = 1
+FLUSH_AT = 99  # events per append transaction (with the run item's update: TransactWriteItems' 100 items)
+TASK_EVENTS = 50 * FLUSH_AT  # events one Advance task appends at most (whole transactions: 4,950)
+# A folded state up to this size is stored inline on the run item with every append; a larger one goes to S3 (one
+# object per task, a pointer on the item), so the item each 99-event append rewrites stays small (issue 15).
+INLINE_STATE_LIMIT = 32_000
+
+
+class EngineError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- events
+
+
+def make_event(ports: Ports, run_id: str, seq: int, t: str, payload: dict[str, Any],
+               node_id: str | None) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "eventId": ports.ids.event_id(run_id, seq),
+        "runId": run_id,
+        "type": t,
+        "payload": payload,
+        "timestamp": ports.clock.iso(),
+        "sequence": seq,
+        "schemaVersion": 1,
+        "engineVersion": ENGINE_VERSION,
+    }
+    if node_id:
+        ev["nodeId"] = node_id
+    return ev
+
+
+def fail_obj(code: str, message: str) -> dict[str, Any]:
+    return {"code": code, "message": message}
+
+
+# --------------------------------------------------------------------------- what a run executes
+
+
+def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None = None) -> AgentSpec | None:
+    """A built-in or scripted agent by id; a model-backed agent by the exact version its run pinned."""
+    if version is not None:
+        from shared.engine.registry import agent_from_version
+
+        doc = ports.host.get_item(f"{AGENT_VERSION_PREFIX}{tenant}", f"{agent_id}#{version}")
+        return agent_from_version(doc) if doc is not None else None
+    if agent_id in AGENTS:
+        return AGENTS[agent_id]
+    doc = ports.host.get_item(f"AGENT#{tenant}", agent_id)
+    if doc is None:
+        return None
+    from shared.engine.registry import agent_from_json
+
+    return agent_from_json(doc)
+
+
+def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, Any] | None:
+    """The tenant's current registered definition, else the global fixture. A deleted registration leaves a
+    ``{"$deleted": ...}`` marker (no definition can carry that key: the schema is closed), read as absent."""
+    own = ports.host.get_item(f"WORKFLOW#{tenant}", workflow_id)
+    if own is not None and "$deleted" not in own:
+        return own
+    return ports.host.get_item("WORKFLOW#*", workflow_id)
+
+
+def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
+    """The definition the run pinned at create (stored once beside its item), else the current registration."""
+    if rec.data.get("definition") is not None:  # runs created before the definition moved out of the item
+        return dict(rec.data["definition"])
+    if rec.data.get("definitionPinned"):
+        return ports.runs.get_definition(rec.run_id)
+    return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
+
+
+# A run's pinned workflow (run id), immutable: a warm container keeps one.
+_pinned: LRUCache[str, Workflow] = LRUCache(maxsize=1)
+
+
+def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
+    """The run's workflow, loaded. A pinned definition never changes, so a warm container reads and loads it once
+    per run (a long run's tasks do not read it again)."""
+    pinned = bool(rec.data.get("definitionPinned")) and rec.data.get("definition") is None
+    hit = _pinned.get(rec.run_id) if pinned else None
+    if hit is not None:
+        return hit
+    doc = pinned_definition(ports, rec)
+    if doc is None:
+        raise EngineError("workflow definition is gone")
+    wf = load_workflow(doc, set(NODE_TYPES))
+    if pinned:
+        _pinned[rec.run_id] = wf
+    return wf
+
+
+# --------------------------------------------------------------------------- the state store
+
+# The large state snapshot this container last wrote (S3 key), immutable: the run's next task here reads it back.
+_last_state: LRUCache[str, str] = LRUCache(maxsize=1)
+
+
+def snapshot_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
+                     inputs: dict[str, Any] | None = None, *, defer_large: bool = False,
+                     behind_bytes: int | None = None) -> dict[str, Any]:
+    """The run-item updates that store the state folded up to ``seq``.
+
+    The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
+    creation facts hold them). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3 object
+    under the run with a pointer on the item, or not written at all: with ``defer_large`` (an append in the middle
+    of a task), or while the log after the stored snapshot (``behind_bytes``) is smaller than the snapshot would
+    be. A reader folds the events after the stored snapshot's ``seq`` (``load_state``). So the snapshots a run
+    writes add up to at most its log's bytes (each is paid for by as many bytes of events), and a reader folds at
+    most about one snapshot's worth of events.
+    """
+    stored = dict(state)
+    stored["seq"] = seq
+    if inputs is not None and same_json(stored.get("variables"), inputs):
+        stored["variables"] = None
+        stored["variablesFromInputs"] = True
+    blob = json.dumps(stored, separators=(",", ":"))
+    if len(blob) <= INLINE_STATE_LIMIT:
+        return {"state": stored}
+    if defer_large or (behind_bytes is not None and behind_bytes < len(blob)):
+        return {}
+    key = f"runs/{run_id}/state/{seq:012d}.json"
+    ports.blobs.put_json(key, stored)
+    _last_state[key] = blob  # the next task of this run, in a warm container, reads it from here, not S3
+    return {"state": {"$ref": key, "seq": seq}}
+
+
+def state_updates(ports: Ports, rec: RunRecord, state: dict[str, Any], seq: int) -> dict[str, Any]:
+    """The run-item updates that store a folded state (inline, or S3 when large), for writers outside the engine."""
+    return snapshot_updates(ports, rec.run_id, state, seq, rec.data.get("inputs"))
+
+
+def state_behind(rec: RunRecord) -> bool:
+    """True when the stored snapshot is older than the log's end (a large state is stored once per task)."""
+    seq = (rec.state or {}).get("seq")
+    return seq is not None and int(seq) < rec.last_seq
+
+
+def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict[str, Any]:
+    """The run's folded state at ``lastSeq``: the stored snapshot, plus the events appended after it."""
+    s = rec.state
+    if not s:
+        return st.new_state()
+    if "$ref" in s:
+        mine = _last_state.get(str(s["$ref"]))
+        got = json.loads(mine) if mine is not None else ports.blobs.get_json(s["$ref"])
+        if got is None:
+            raise RunGoneError(rec.run_id)
+        state = dict(got)
+    else:
+        state = dict(s)
+    seq = state.pop("seq", None)
+    if state.pop("variablesFromInputs", False):
+        state["variables"] = dict(rec.data.get("inputs") or {})
+    if seq is not None and int(seq) < rec.last_seq:
+        wf = wf if wf is not None else (run_workflow(ports, rec) if rec.kind == "workflow" else None)
+        for page in ports.events.iter_events(rec.run_id, int(seq), rec.last_seq):
+            for ev in page:
+                st.apply(state, ev, wf)
+    return state
+
+
+# --------------------------------------------------------------------------- halting and failing
+
+
+def halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
+    """The engine may not write: a parked run waits on a task token (``Park``), anything else is done."""
+    parked = rec is not None and rec.status in c.PARKED_STATUSES
+    return {"runId": run_id, "next": "park" if parked else "done", "waitSeconds": 0}
+
+
+def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
+    """The state machine's Catch: the run fails with a registered code, never silently."""
+    rec = ports.runs.get_run(run_id)
+    failable = (*WRITABLE, *sorted(c.PARKED_STATUSES))  # a parked run whose Park task failed for good fails too
+    if rec is None or rec.status not in failable:
+        return {"runId": run_id, "failed": False}
+    name = str((error or {}).get("Error", ""))
+    if name.endswith("RunGoneError"):
+        return {"runId": run_id, "failed": False}
+    failure = fail_obj(c.NODE_EXECUTION_FAILED, "the run's orchestration failed after retries")
+    if name.endswith("EvalRecordedFixturesGoneError"):
+        # RFC 0252: a fixture source erased mid-run took the derived copy with it; never derived again
+        failure = fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
+    ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": failure}, None)
+    try:
+        ports.events.append_events(run_id, rec.last_seq + 1, [ev],
+                                   run_updates={"status": "failed", "completedAt": ev["timestamp"],
+                                                "error": ev["payload"]["error"]},
+                                   require_status=failable, expires_at=rec.expires_at)
+    except (ConflictError, RunGoneError):
+        return {"runId": run_id, "failed": False}
+    return {"runId": run_id, "failed": True}
+
+
+# --------------------------------------------------------------------------- advancing a run
+
+# The kinds ``advance`` hands a run to, by module name: imported on first use, so the kernel imports none of them.
+RUN_KINDS: dict[str, str] = {
+    "workflow": "shared.engine.workflowrun",  # a workflow run, its replays and branches: the step loop
+    "eval-fork": "shared.engine.evalfork",  # a fork of an eval run: its trials re-run, a page of tasks per task
+}
+
+
+class RunKind(Protocol):
+    """What a module of ``RUN_KINDS`` provides: one Advance task's work on a writable run."""
+
+    def advance(self, ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
+                tally: ToolTally | None = None) -> dict[str, Any]: ...
+
+
+def run_kind(rec: RunRecord) -> str:
+    """The key in ``RUN_KINDS`` of the kind that advances ``rec`` (an eval run itself is advanced by its own
+    tasks, ``evalrun``'s, never by ``advance``)."""
+    return "eval-fork" if rec.kind == "eval" and rec.data.get("fork") else "workflow"
+
+
+def advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, hops: int = 0,
+            execution: str = "", tally: ToolTally | None = None) -> dict[str, Any]:
+    """Advance one run; return ``{runId, next, waitSeconds, hops}`` for the state machine.
+
+    ``hops`` counts the Advance tasks of this execution (the ASL carries it). When the run would go on (``continue``
+    or a long ``wait``) after ``settings.execution_max_tasks`` of them, it continues in a new execution of the same
+    state machine instead (continue-as-new: generation n+1 of ``execution``'s name, named, so a retried task
+    starts it once) and this one ends: no execution nears Step Functions' 25,000 history events, however many
+    holds or tasks a run takes. The new execution re-reads the run and resumes from its stored sequence.
+    ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
+    """
+    out = _advance(ports, run_id, max_events=max_events, max_ms=max_ms, tally=tally)
+    out["hops"] = hops + 1
+    if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
+        return renew(ports, run_id, execution, hops + 1)
+    return out
+
+
+def execution_generation(execution_name: str) -> int:
+    """The generation of an execution from its name (``...-g<n>``; none: 0)."""
+    import re
+
+    m = re.search(r"-g(\d+)$", execution_name or "")
+    return int(m.group(1)) if m else 0
+
+
+def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any]:
+    """Continue the run in a new execution of its state machine; this execution ends (``done``)."""
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return {**halt(run_id, rec), "hops": hops}
+    machine = "fork" if rec.data.get("fork") else "run"
+    arn = ports.orchestrator.start(machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1)
+    ports.runs.set_execution(run_id, arn)
+    return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
+
+
+def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
+             tally: ToolTally | None = None) -> dict[str, Any]:
+    rec = ports.runs.get_run(run_id)
+    if rec is None or rec.status not in WRITABLE:
+        return halt(run_id, rec)
+    kind = cast(RunKind, importlib.import_module(RUN_KINDS[run_kind(rec)]))
+    return kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
