@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
-from shared.protocol.codes import EVAL_MODES
+from shared.protocol.codes import EVAL_MODES, MAX_BULK_CANCEL_RUN_IDS
 
 _WORKFLOW_ID = r"^[A-Za-z0-9._~:-]{1,128}$"
 _WORKFLOW_ID_RE = re.compile(_WORKFLOW_ID.replace("$", r"\Z"))  # ``$`` would let a trailing newline through
@@ -99,7 +99,7 @@ class ResolveInterruptRequest(Closed):
 
 
 class BulkCancelRunsRequest(Closed):
-    runIds: list[str]
+    runIds: Annotated[list[str], msgspec.Meta(min_length=1, max_length=MAX_BULK_CANCEL_RUN_IDS)]
     reason: Reason | None = None
 
 
