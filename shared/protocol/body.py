@@ -54,10 +54,19 @@ def _refuse_constant(name: str) -> Any:
     raise BodyError(f"{name} is not JSON.")
 
 
-def _finite_float(text: str) -> float:
+EXACT_INT = 2**53
+"""Integral numbers written with a fraction or an exponent (``1.0``, ``2e3``) up to this size read as integers."""
+
+
+def _finite_float(text: str) -> float | int:
+    """A JSON number with a fraction or exponent. One that is an integer (``1.0``) reads as one: JSON Schema's
+    ``integer`` admits it, and its canonical (RFC 8785) form is ``1``, so a field the document calls an integer takes
+    it, as a schema-driven client may send it. Past 2**53 a double no longer holds every integer, so it stays a float."""
     value = float(text)
     if not math.isfinite(value):
         raise BodyError("A number is out of range.")
+    if value.is_integer() and abs(value) <= EXACT_INT:
+        return int(value)
     return value
 
 

@@ -141,3 +141,16 @@ def test_every_route_serves_exactly_the_operations_the_document_declares():
     served = {(r.method, op) for r in manifest.ROUTES for op in r.operations}
     # Then they name the same (method, path) pairs, so a 405's Allow is the document's own list
     assert declared == served
+
+
+
+def test_an_integer_written_with_a_fraction_is_the_integer(host):
+    # Given a create whose integer members are written with a fraction and an exponent
+    text = '{"workflowId": "conformance-noop", "configurable": {"version": 1.0, "run": {"recursionLimit": 1e2}}}'
+    got = raw(host.base_url, "POST", "/runs", key=host.key_a, data=text.encode(),
+              headers={"Content-Type": "application/json"})
+    # Then they are those integers (JSON Schema's integer admits 1.0; RFC 8785 writes it 1), and a fraction is not
+    assert got.status == 201, got.text
+    half = text.replace("1e2", "1.5")
+    assert raw(host.base_url, "POST", "/runs", key=host.key_a, data=half.encode(),
+               headers={"Content-Type": "application/json"}).status == 400
