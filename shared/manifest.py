@@ -9,6 +9,7 @@ standard library.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 KeyType = Literal["S", "N"]
@@ -134,11 +135,19 @@ class Route:
     function: str
     auth: bool = True
     streaming: bool = False
+    carries: tuple[str, ...] = ()
+    """The operation paths this route serves when they are not just its own path: API Gateway route keys have no
+    ``:``, so a ``:verb`` operation (``/runs/{runId}:fork``) rides the route of its resource."""
 
     @property
     def key(self) -> str:
         """The API Gateway route key: ``METHOD /path``, or ``$default`` for the catch-all."""
         return DEFAULT_ROUTE if self.path == DEFAULT_ROUTE else f"{self.method} {self.path}"
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        """The operation paths (as the OpenAPI document names them) this route serves; none for ``$default``."""
+        return () if self.path == DEFAULT_ROUTE else self.carries or (self.path,)
 
 
 @dataclass(frozen=True)
@@ -296,8 +305,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/openapi.json", "get_openapi", auth=False),
     Route("POST", "/runs", "create_run"),
     Route("GET", "/runs", "list_runs"),
-    Route("GET", f"/runs/{RUN_ID}", "get_run"),  # plain get and the ":diff" verb
-    Route("POST", f"/runs/{RUN_ID}", "run_actions"),  # the ":fork" verb
+    Route("GET", f"/runs/{RUN_ID}", "get_run", carries=(f"/runs/{RUN_ID}", f"/runs/{RUN_ID}:diff")),
+    Route("POST", f"/runs/{RUN_ID}", "run_actions",
+          carries=(f"/runs/{RUN_ID}:fork", f"/runs/{RUN_ID}:pause", f"/runs/{RUN_ID}:resume")),
     Route("DELETE", f"/runs/{RUN_ID}", "delete_run"),
     Route("POST", f"/runs/{RUN_ID}/cancel", "cancel_run"),
     Route("GET", f"/runs/{RUN_ID}/events", "stream_run_events", streaming=True),
@@ -330,7 +340,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
     Route("DELETE", "/host/openwop-serverless/workflows/{workflowId}", "delete_workflow"),
     # "/runs:bulk-cancel": one whole segment with a verb; cancel_run matches the verb inside (no ":" in route keys)
-    Route("POST", "/{collection}", "cancel_run"),
+    Route("POST", "/{collection}", "cancel_run", carries=("/runs:bulk-cancel",)),
     Route("POST", f"/runs/{RUN_ID}/interrupts/{{nodeId}}", "interrupts"),
     Route("GET", "/interrupts/{token}", "interrupts", auth=False),
     Route("POST", "/interrupts/{token}", "interrupts", auth=False),
@@ -343,6 +353,39 @@ ROUTES: tuple[Route, ...] = (
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
+
+@dataclass(frozen=True)
+class Cors:
+    """The HTTP API's CORS configuration (API Gateway's ``CorsConfiguration``; the local front does the same).
+
+    Preflights (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) are answered by API Gateway
+    itself, before any route; an actual request from a granted origin gets ``Access-Control-Allow-Origin`` and
+    ``Access-Control-Expose-Headers`` added to its answer. headers.md §Cross-origin preflight: a granted origin must
+    be admitted the operation's method and every request header the contract declares for it (``Authorization``
+    listed by name: a ``*`` does not admit it); admitting the union on every operation conforms. No credentials
+    mode: callers authenticate with a bearer key their script sets, never with a cookie."""
+
+    allow_methods: tuple[str, ...] = ("GET", "POST", "PUT", "DELETE")
+    allow_headers: tuple[str, ...] = (
+        "Accept-Language", "Authorization", "Content-Type", "Idempotency-Key", "If-None-Match", "Last-Event-ID",
+        "OpenWOP-Client-Version", "OpenWOP-Dedup", "OpenWOP-Force-Engine-Version", "OpenWOP-Version")
+    expose_headers: tuple[str, ...] = (
+        "Allow", "ETag", "OpenWOP-Idempotent-Replay", "OpenWOP-Version", "Retry-After", "WWW-Authenticate")
+    max_age_s: int = 600
+
+
+CORS = Cors()
+CORS_ANY_ORIGIN = "*"
+
+
+def cors_origins(raw: str | None) -> tuple[str, ...]:
+    """The origins granted, from a setting (``OPENWOP_CORS_ORIGINS`` locally, CDK context ``corsOrigins``):
+    unset is every origin (``*``: bearer keys only, no cookies, so no ambient credential crosses origins), a comma
+    list is those origins exactly, and an empty value grants none (CORS off)."""
+    if raw is None:
+        return (CORS_ANY_ORIGIN,)
+    return tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+
 
 STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
@@ -376,6 +419,46 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
 # feeds the webhook fan-out (INSERT records only: an event is fanned out once it is durably stored).
 STREAM_CONSUMERS: tuple[tuple[str, str], ...] = ((RUNS, "erase_run"), (EVENTS, "fanout_webhooks"))
 STREAM_EVENT_NAMES: dict[tuple[str, str], str] = {(RUNS, "erase_run"): "REMOVE", (EVENTS, "fanout_webhooks"): "INSERT"}
+
+
+def _segment_rank(pattern: str, segment: str) -> int:
+    """How specifically an operation path's segment matches a raw request segment: 0 not at all, then ``{x}``
+    (1), ``{x}:verb`` (2), a literal (3)."""
+    if pattern.startswith("{"):
+        name_end = pattern.find("}")
+        suffix = pattern[name_end + 1:]
+        if not suffix:
+            return 1 if segment else 0
+        return 2 if segment.endswith(suffix) and len(segment) > len(suffix) else 0
+    return 3 if pattern == segment else 0
+
+
+def allowed_methods(raw_path: str, routes: tuple[Route, ...] | None = None) -> tuple[str, ...] | None:
+    """The methods the operations at ``raw_path`` (still percent-encoded) are served with, sorted, or ``None``
+    when no operation has that path (a ``404``, not a ``405``). The most specific operation path wins:
+    ``/runs/x:diff`` is ``/runs/{runId}:diff`` (``GET``), not ``/runs/{runId}`` (``GET``, ``DELETE``)."""
+    segments = raw_path.split("/")[1:] if raw_path.startswith("/") else raw_path.split("/")
+    best: tuple[int, ...] = ()
+    methods: set[str] = set()
+    for method, patterns in _operation_patterns(ROUTES if routes is None else routes).get(len(segments), ()):
+        rank = tuple(_segment_rank(p, s) for p, s in zip(patterns, segments, strict=True))
+        if 0 in rank or rank < best:
+            continue
+        if rank > best:
+            best, methods = rank, set()
+        methods.add(method)
+    return tuple(sorted(methods)) if methods else None
+
+
+@lru_cache(maxsize=4)
+def _operation_patterns(routes: tuple[Route, ...]) -> dict[int, list[tuple[str, tuple[str, ...]]]]:
+    """(method, path segments) of every operation of ``routes``, by segment count (computed once per table)."""
+    out: dict[int, list[tuple[str, tuple[str, ...]]]] = {}
+    for route in routes:
+        for path in route.operations:
+            patterns = tuple(path.split("/")[1:])
+            out.setdefault(len(patterns), []).append((route.method.upper(), patterns))
+    return out
 
 
 def queue(key: str) -> Queue:

@@ -1,6 +1,6 @@
 """Schema-driven fuzzing of the served OpenAPI document (schemathesis) against a running host: ``fuzz(url, key)``.
 
-Used by ``tests/integration/test_fuzz.py`` and ``make bench``.
+Used by ``make bench`` (the suite runs every schemathesis check instead: ``tests/integration/test_openapi_truth.py``).
 
 Every operation gets positive and negative examples (tenant A's bearer key), then a short stateful pass follows
 the document's links (createRun -> get / poll / cancel / fork / diff of the created run). Every response must be

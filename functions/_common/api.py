@@ -19,10 +19,12 @@ from aws_lambda_powertools import Logger
 
 from functions._common.observability import count, count_by, observed
 from functions._common.resolver import APIGatewayHttpResolver, Response
+from shared import manifest
 from shared.errors import (
     IdempotencyKeyInvalidError,
     InternalError,
     ItemTooLargeError,
+    MethodNotAllowedError,
     NotFoundError,
     PayloadTooLargeError,
     ProtocolError,
@@ -107,7 +109,7 @@ def _is_pydantic_error(err: Exception) -> bool:
 
 def negotiate(headers: dict[str, str]) -> ProtocolError | None:
     raw = headers.get("openwop-version")
-    if raw is None or raw.strip() == "":
+    if raw is None:  # absent: the preferred version; present but empty names no version, so it is refused below
         return None
     m = _VERSION_RE.match(raw.strip())
     if m is None or m.group(1) not in SUPPORTED_MAJORS:
@@ -132,9 +134,29 @@ def _event_answer(err: ProtocolError) -> dict[str, Any]:
     return {"statusCode": resp.status_code, "headers": resp.headers, "body": resp.body, "isBase64Encoded": False}
 
 
+def method_answer(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A method the request's path is not served with: ``405`` with ``Allow`` (RFC 9110 §15.5.6), or, for a plain
+    ``OPTIONS`` (a CORS preflight never gets here: API Gateway, or the local front, answers it), ``204`` with
+    ``Allow``. ``None`` when the method is served there or no operation has that path (the route's own ``404``)."""
+    allowed = manifest.allowed_methods(str(event.get("rawPath") or ""))
+    method = str(((event.get("requestContext") or {}).get("http") or {}).get("method") or "").upper()
+    if allowed is None or method in allowed:
+        return None
+    allow = {"Allow": ", ".join(allowed)}
+    if method == "OPTIONS":
+        return {"statusCode": 204, "headers": {"OpenWOP-Version": VERSION, **allow}, "body": "",
+                "isBase64Encoded": False}
+    answer = _event_answer(MethodNotAllowedError())
+    answer["headers"].update(allow)
+    return answer
+
+
 def make_handler(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     @observed("requestContext.requestId")
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        refused = method_answer(event)
+        if refused is not None:
+            return refused
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         problem = negotiate(headers)
         if problem is not None:
@@ -217,7 +239,7 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
     try:
         return wire_body.loads(text)
     except wire_body.BodyError as exc:  # its messages are fixed texts, never the caller's input
-        raise ValidationError(str(exc)) from exc
+        raise ValidationError(str(exc), exc.details) from exc
 
 
 def _object(app: APIGatewayHttpResolver) -> dict[str, Any]:
@@ -232,14 +254,19 @@ def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:
     return model.model_validate(_object(app))
 
 
-def parse_run_body(app: APIGatewayHttpResolver, body: type[B]) -> B:
-    """A run-lifecycle body (``shared.protocol.models``); one that does not fit is ``400 validation_error``."""
+def parse_run_body(app: APIGatewayHttpResolver, body: type[B],
+                   first: Callable[[dict[str, Any]], None] | None = None) -> B:
+    """A run-lifecycle body (``shared.protocol.models``); one that does not fit is ``400 validation_error``.
+    ``first`` sees the JSON object before the model does (a refusal that must come before any other)."""
     import msgspec
 
     from shared.protocol.models import parse as convert
 
+    data = _object(app)
+    if first is not None:
+        first(data)
     try:
-        return convert(_object(app), body)
+        return convert(data, body)
     except msgspec.ValidationError as exc:
         logger.info("request body invalid", extra={"errors": str(exc)})
         raise ValidationError("The request body is not valid.") from exc

@@ -52,6 +52,41 @@ def _lazy_package() -> None:
 
 _lazy_package()
 
-from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response  # noqa: E402
+import threading  # noqa: E402
+
+from aws_lambda_powertools.event_handler.api_gateway import (  # noqa: E402
+    APIGatewayHttpResolver as _PowertoolsHttpResolver,
+)
+from aws_lambda_powertools.event_handler.api_gateway import Response  # noqa: E402
+
+
+class APIGatewayHttpResolver(_PowertoolsHttpResolver):
+    """Powertools' resolver, with the request it resolves kept per thread.
+
+    Powertools keeps the current request on a class (``BaseRouter.current_event`` and ``lambda_context``), shared by
+    every resolver in the process. A Lambda container serves one request at a time, so that is safe deployed; the
+    local host calls the handlers from one thread per connection, where a request could route, read its body or its
+    credential from another request in flight (schemathesis with two workers saw a POST answered as unrouted).
+    """
+
+    _request = threading.local()
+
+    @property
+    def current_event(self) -> Any:  # type: ignore[override]
+        return self._request.event
+
+    @property
+    def lambda_context(self) -> Any:  # type: ignore[override]
+        return self._request.context
+
+    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+        self._request.context = context
+        return super().resolve(event, context)
+
+    def _to_proxy_event(self, event: dict[str, Any]) -> Any:
+        proxy = super()._to_proxy_event(event)
+        self._request.event = proxy  # what Powertools then reads as self.current_event, in this thread only
+        return proxy
+
 
 __all__ = ["APIGatewayHttpResolver", "Response"]

@@ -27,7 +27,7 @@ def cancel_run(run_id: str) -> Response[str]:
 def bulk_cancel() -> Response[str]:
     caller = api.caller(app)
     key = api.idempotency_key(app)
-    req = api.parse_run_body(app, BulkCancelRunsRequest)
+    req = api.parse_run_body(app, BulkCancelRunsRequest, lifecycle.refuse_over_cap)
     ports = api.ports()
     status, body, replayed = idempotent(
         caller, "bulkCancelRuns", key, dump(req), app.lambda_context, ports.ids.ulid(),

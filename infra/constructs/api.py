@@ -6,6 +6,7 @@ import json
 import re
 
 import jsii
+from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_logs as logs
@@ -47,8 +48,25 @@ def route_key(route: manifest.Route) -> str:
     return route.key
 
 
+def cors_preflight(origins: tuple[str, ...]) -> apigwv2.CorsPreflightOptions | None:
+    """The HTTP API's CORS configuration (``manifest.Cors``) for these origins; None (no CORS) when there are none."""
+    if not origins:
+        return None
+    return apigwv2.CorsPreflightOptions(
+        allow_origins=list(origins),
+        allow_methods=[apigwv2.CorsHttpMethod(m) for m in manifest.CORS.allow_methods],
+        allow_headers=[h.lower() for h in manifest.CORS.allow_headers],
+        expose_headers=list(manifest.CORS.expose_headers),
+        max_age=Duration.seconds(manifest.CORS.max_age_s),
+        allow_credentials=False,
+    )
+
+
 class RunsApi(Construct):
-    """``aws_apigatewayv2.HttpApi`` (payload v2) with the ``$default`` stage, JSON access logs and no CORS.
+    """``aws_apigatewayv2.HttpApi`` (payload v2) with the ``$default`` stage, JSON access logs and CORS.
+
+    CDK context ``corsOrigins``: the origins granted (a comma list; unset: ``*``; empty: CORS off), see
+    ``manifest.cors_origins``. API Gateway answers preflights itself and adds the CORS headers to answers.
 
     Route keys are exactly ``METHOD path`` from the manifest. ``:verb`` operations (``POST /runs/{runId}:fork``)
     are not routes: ``POST /runs/{runId}`` reaches ``run_actions``, whose resolver dispatches the verb.
@@ -64,6 +82,7 @@ class RunsApi(Construct):
             "HttpApi",
             description="OpenWOP v2 host (serverless)",
             create_default_stage=False,
+            cors_preflight=cors_preflight(manifest.cors_origins(self.node.try_get_context("corsOrigins"))),
         )
         self.stage = apigwv2.HttpStage(
             self,

@@ -16,7 +16,8 @@
           | nothing                          (resource names from the environment, e.g. inside AWS)
 
 ``serve`` starts moto in this process, bootstraps the stack from the manifest, seeds the API keys from
-``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C.
+``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C;
+``OPENWOP_CORS_ORIGINS`` lists the origins its CORS configuration grants (unset: every origin; empty: none).
 ``webhooks listen`` runs a loopback webhook receiver: it answers endpoint verification, and prints one line per
 delivery (event type, run, sequence) with ``verified``/``NOT VERIFIED`` under the given secrets (scheme v1 and, when
 the delivery carries them, Standard Webhooks headers). Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
@@ -37,6 +38,8 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+
+from shared import manifest
 
 DEFAULT_API_KEYS = "dev-key-tenant-a=tenant-a,dev-key-tenant-b=tenant-b"
 
@@ -77,7 +80,7 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
     api_keys = parse_api_keys(os.environ.get("OPENWOP_API_KEYS") or DEFAULT_API_KEYS)
     aws = LocalAws()
     aws.start()
-    front = LocalFront()
+    front = LocalFront(cors_origins=manifest.cors_origins(os.environ.get("OPENWOP_CORS_ORIGINS")))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too (set before "Ctrl-C to stop.")
     demo = None

@@ -300,8 +300,41 @@ class _Handler(BaseHTTPRequestHandler):
     def _allowed_methods(self) -> list[str]:
         raw_path = urlsplit(self.path).path if self.path.startswith(("http://", "https://")) else self.path
         raw_path = raw_path.partition("?")[0]
-        found = [m for m in SERVED_METHODS if self.front.router.match(m, raw_path) is not None]
-        return found or sorted({r.method.upper() for r in self.front.router.routes if r.method.upper() != "ANY"})
+        found = manifest.allowed_methods(raw_path, self.front.router.routes)
+        return list(found) if found else sorted(
+            {r.method.upper() for r in self.front.router.routes if r.method.upper() != "ANY"})
+
+    # -- CORS: what API Gateway's CorsConfiguration does in front of the routes --------------------------------
+
+    def _granted_origin(self) -> str | None:
+        """The ``Access-Control-Allow-Origin`` value for this request's ``Origin``, or None when not granted."""
+        headers = getattr(self, "headers", None)  # absent when the request line itself was refused
+        origin = ((headers.get("Origin") if headers is not None else None) or "").strip()
+        origins = self.front.cors_origins
+        if not origin or not origins:
+            return None
+        if manifest.CORS_ANY_ORIGIN in origins:
+            return manifest.CORS_ANY_ORIGIN
+        return origin if origin in origins else None
+
+    def _cors_headers(self) -> list[tuple[str, str]]:
+        granted = self._granted_origin()
+        if granted is None:
+            return []
+        headers = [("Access-Control-Allow-Origin", granted),
+                   ("Access-Control-Expose-Headers", ",".join(manifest.CORS.expose_headers))]
+        return headers if granted == manifest.CORS_ANY_ORIGIN else [*headers, ("Vary", "Origin")]
+
+    def _preflight(self) -> HttpResponse:
+        """A CORS preflight, answered before any route (and any credential) as API Gateway does."""
+        headers = self._cors_headers()[:1]
+        if headers:
+            headers += [("Access-Control-Allow-Methods", ",".join(manifest.CORS.allow_methods)),
+                        ("Access-Control-Allow-Headers", ",".join(h.lower() for h in manifest.CORS.allow_headers)),
+                        ("Access-Control-Max-Age", str(manifest.CORS.max_age_s))]
+            if headers[0][1] != manifest.CORS_ANY_ORIGIN:
+                headers.append(("Vary", "Origin"))
+        return HttpResponse(204, headers, b"")
 
     def _refuse(self, err: ProtocolError, extra: Sequence[tuple[str, str]] = (), unread: int = 0) -> None:
         self.close_connection = True
@@ -382,6 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
         except _Refused as refused:
             self._refuse(refused.err, unread=refused.unread)
             return
+        if self.command == "OPTIONS" and self.headers.get("Origin") and self.headers.get(
+                "Access-Control-Request-Method"):
+            self._send(self._preflight(), preflight=True)
+            return
         matched = self.front.router.match(self.command, raw_path)
         if matched is None and self.front.router.default is not None:
             matched = (self.front.router.default, {})
@@ -414,11 +451,16 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("handler %s failed for %s", route.function, event["routeKey"])
             return HttpResponse(500, [("Content-Type", "application/json")], INTERNAL_ERROR_BODY)
 
-    def _send(self, response: HttpResponse) -> None:
+    def _send(self, response: HttpResponse, preflight: bool = False) -> None:
+        """Send ``response``; unless it is a preflight's, its CORS headers are the front's own (API Gateway ignores
+        the ones an integration returns)."""
         self.send_response(response.status)
         for name, value in response.headers:
-            if name.lower() not in ("content-length", "transfer-encoding", STREAM_CONTROL_HEADER):
+            if name.lower() not in ("content-length", "transfer-encoding", STREAM_CONTROL_HEADER) and (
+                    preflight or not name.lower().startswith("access-control-")):
                 self.send_header(name, value)
+        for name, value in [] if preflight else self._cors_headers():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(response.body)))
         self.end_headers()
         if self.command != "HEAD":
@@ -433,12 +475,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         skip = ("content-length", "content-type", "transfer-encoding", "connection", STREAM_CONTROL_HEADER)
         for name, value in response.headers:
-            if name.lower() not in skip:
+            if name.lower() not in skip and not name.lower().startswith("access-control-"):
                 self.send_header(name, value)
         self.send_header("Content-Type", "text/event-stream")
         if response.header("Cache-Control") is None:
             self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
+        for name, value in self._cors_headers():
+            self.send_header(name, value)
         self.end_headers()
         last_id = event["headers"].get("last-event-id")
         while True:
@@ -475,11 +519,14 @@ class _Server(ThreadingHTTPServer):
 
 
 class LocalFront:
-    """The HTTP front. ``routes`` defaults to ``manifest.ROUTES``; ``invoke`` to the in-process manifest handlers."""
+    """The HTTP front. ``routes`` defaults to ``manifest.ROUTES``; ``invoke`` to the in-process manifest handlers;
+    ``cors_origins`` are the origins its CORS configuration grants (``manifest.Cors``)."""
 
-    def __init__(self, routes: Iterable[manifest.Route] | None = None, invoke: Invoker | None = None) -> None:
+    def __init__(self, routes: Iterable[manifest.Route] | None = None, invoke: Invoker | None = None,
+                 cors_origins: tuple[str, ...] = (manifest.CORS_ANY_ORIGIN,)) -> None:
         self.router = Router(manifest.ROUTES if routes is None else routes)
         self.invoke: Invoker = invoke or invoke_in_process
+        self.cors_origins = cors_origins  # as manifest.cors_origins reads the setting; () grants none
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 

@@ -22,6 +22,7 @@ from shared.protocol.semver import SEMVER_RE
 from shared.protocol.toolids import CREDENTIAL_REF_RE
 
 PROVIDER_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+BASE_URL_RE = re.compile(r"^https?://[^\s/?#]+(?:/[^\s?#]*)?$")
 MAX_TURNS = 50
 DEFAULT_MAX_TURNS = 8
 MAX_SYSTEM_PROMPT_CHARS = 100_000
@@ -33,38 +34,39 @@ class _Closed(BaseModel):
 
 
 class ModelBinding(_Closed):
-    provider: str
+    # Fields checked by a validator name its pattern in their JSON schema too, so the OpenAPI document tells the truth.
+    provider: str = Field(json_schema_extra={"pattern": PROVIDER_RE.pattern})
     model: str = Field(min_length=1, max_length=256)
     temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
     maxTokens: StrictInt | None = Field(default=None, ge=1, le=200_000)
-    credentialRef: str | None = None
-    baseUrl: str | None = Field(default=None, max_length=2048)
+    credentialRef: str | None = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
+    baseUrl: str | None = Field(default=None, max_length=2048, json_schema_extra={"pattern": BASE_URL_RE.pattern})
     mockProvider: dict[str, Any] | None = None
 
     @field_validator("provider")
     @classmethod
     def _provider(cls, v: str) -> str:
-        if not PROVIDER_RE.match(v):
+        if not PROVIDER_RE.fullmatch(v):
             raise ValueError("provider is a lower-case provider id")
         return v
 
     @field_validator("credentialRef")
     @classmethod
     def _cred(cls, v: str | None) -> str | None:
-        if v is not None and not CREDENTIAL_REF_RE.match(v):
+        if v is not None and not CREDENTIAL_REF_RE.fullmatch(v):
             raise ValueError("credentialRef is malformed")
         return v
 
     @field_validator("baseUrl")
     @classmethod
     def _base_url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[^\s/?#]+(?:/[^\s?#]*)?$", v):
+        if v is not None and not BASE_URL_RE.fullmatch(v):
             raise ValueError("baseUrl is an http(s) URL without query or fragment")
         return v
 
 
 class AgentRegistration(_Closed):
-    version: str = Field(min_length=5, max_length=64)
+    version: str = Field(min_length=5, max_length=64, json_schema_extra={"pattern": SEMVER_RE.pattern})
     manifest: dict[str, Any]
     model: ModelBinding
     maxTurns: StrictInt = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
@@ -72,7 +74,7 @@ class AgentRegistration(_Closed):
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not SEMVER_RE.match(v):
+        if not SEMVER_RE.fullmatch(v):
             raise ValueError("version is a semantic version (MAJOR.MINOR.PATCH)")
         return v
 

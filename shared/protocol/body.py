@@ -2,9 +2,12 @@
 
 ``loads`` refuses what ``json.loads`` would accept but the rest of the host cannot carry: nesting deeper than
 ``MAX_JSON_DEPTH`` (checked over the raw text before parsing, so the parser never recurses deeply), the
-non-JSON constants ``NaN``/``Infinity``/``-Infinity``, numbers that overflow to infinity (``1e400``), and
-lone UTF-16 surrogates written as ``\\ud800`` escapes (they cannot be encoded as UTF-8, so storing them fails).
-Every refusal is a ``BodyError`` (a ``ValueError``); the caller turns it into ``400 validation_error``.
+non-JSON constants ``NaN``/``Infinity``/``-Infinity``, numbers that overflow to infinity (``1e400``),
+lone UTF-16 surrogates written as ``\\ud800`` escapes (they cannot be encoded as UTF-8, so storing them fails),
+and an object that names one member twice (I-JSON, RFC 7493 §2.3: ``json.loads`` would keep the last value, so
+the body's meaning would depend on the parser's rule; a canonical-JSON host cannot accept that).
+Every refusal is a ``BodyError`` (a ``ValueError``) with a fixed message and, for a repeated member, its name in
+``details``; the caller turns it into ``400 validation_error``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,16 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+MAX_MEMBER_NAME_ECHO = 128
+"""A repeated member's name is named in the refusal's ``details.member``, cut to this many characters."""
+
+
 class BodyError(ValueError):
-    """The body is not JSON this host accepts."""
+    """The body is not JSON this host accepts. ``details`` (optional) go into the refusal's envelope."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 def json_depth(text: str) -> int:
@@ -43,11 +54,33 @@ def _refuse_constant(name: str) -> Any:
     raise BodyError(f"{name} is not JSON.")
 
 
-def _finite_float(text: str) -> float:
+EXACT_INT = 2**53
+"""Integral numbers written with a fraction or an exponent (``1.0``, ``2e3``) up to this size read as integers."""
+
+
+def _finite_float(text: str) -> float | int:
+    """A JSON number with a fraction or exponent. One that is an integer (``1.0``) reads as one: JSON Schema's
+    ``integer`` admits it, and its canonical (RFC 8785) form is ``1``, so a field the document calls an integer takes
+    it, as a schema-driven client may send it. Past 2**53 a double no longer holds every integer, so it stays a float."""
     value = float(text)
     if not math.isfinite(value):
         raise BodyError("A number is out of range.")
+    if value.is_integer() and abs(value) <= EXACT_INT:
+        return int(value)
     return value
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: the object, unless a member name repeats (compared after unescaping, as RFC 7493)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise BodyError("The body names an object member more than once.",
+                                {"member": name[:MAX_MEMBER_NAME_ECHO]})
+            seen.add(name)
+    return obj
 
 
 def loads(text: str) -> Any:
@@ -55,7 +88,8 @@ def loads(text: str) -> Any:
     if json_depth(text) > MAX_JSON_DEPTH:
         raise BodyError(f"The body nests deeper than {MAX_JSON_DEPTH} levels.")
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
+                          object_pairs_hook=_unique_members)
     except BodyError:
         raise
     except (ValueError, RecursionError) as exc:

@@ -1,7 +1,8 @@
 """Wire request bodies of the run lifecycle (closed bodies: unknown keys are ``400 validation_error``).
 
 msgspec Structs, converted with ``strict=True``: a number is never read from a string, ``true`` is not a number,
-and an integer field refuses ``1.0``. These bodies are validated on every route of ``create_run``, ``cancel_run``
+and an integer field refuses a fraction (``1.5``; the request reader hands ``1.0`` over as ``1``,
+as JSON Schema reads it). These bodies are validated on every route of ``create_run``, ``cancel_run``
 and ``run_actions``, so their library is imported with those handlers: msgspec imports in ~15 ms where pydantic
 took ~90 ms of a cold start. Host registration bodies (tools, agents, webhooks), validated by routes of their own,
 keep pydantic, loaded only by those routes.
@@ -14,7 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
-from shared.protocol.codes import EVAL_MODES
+from shared.protocol.codes import EVAL_MODES, MAX_BULK_CANCEL_RUN_IDS
 
 _WORKFLOW_ID = r"^[A-Za-z0-9._~:-]{1,128}$"
 _WORKFLOW_ID_RE = re.compile(_WORKFLOW_ID.replace("$", r"\Z"))  # ``$`` would let a trailing newline through
@@ -99,7 +100,7 @@ class ResolveInterruptRequest(Closed):
 
 
 class BulkCancelRunsRequest(Closed):
-    runIds: list[str]
+    runIds: Annotated[list[str], msgspec.Meta(min_length=1, max_length=MAX_BULK_CANCEL_RUN_IDS)]
     reason: Reason | None = None
 
 

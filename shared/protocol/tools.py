@@ -29,16 +29,24 @@ def _check_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
     if len(headers) > 32:
         raise ValueError("at most 32 headers")
     for name, value in headers.items():
-        if not re.match(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", name) or name.lower() in FORBIDDEN_HEADERS:
+        if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}", name) or name.lower() in FORBIDDEN_HEADERS:
             raise ValueError("a header name is not allowed (credentials go through credentialRef)")
         if not isinstance(value, str) or len(value) > 1024 or any(ch in value for ch in "\r\n\0"):
             raise ValueError("a header value is not allowed")
     return headers
 
 
+URL_RE = re.compile(r"^https?://(?:[^\s/?#@\[\]:\x00]+|\[[0-9A-Fa-f:.]+\])"
+                    r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
+                    r"(?:[/?#][^\s\x00]*)?$")
+"""An absolute http(s) URL: no credentials, no space or NUL, a port within range (the document's pattern too)."""
+
+
 def _check_url(url: str) -> str:
     from urllib.parse import urlsplit
 
+    if len(url) > 2048 or not URL_RE.fullmatch(url):
+        raise ValueError("the URL must be an absolute http(s) URL without credentials")
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018 - raises on an invalid port
@@ -46,19 +54,18 @@ def _check_url(url: str) -> str:
         raise ValueError("the URL has an invalid port") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
         raise ValueError("the URL must be an absolute http(s) URL without credentials")
-    if len(url) > 2048 or any(ch in url for ch in " \r\n\0"):
-        raise ValueError("the URL is not allowed")
     return url
 
 
 def _check_ref(ref: str) -> str:
-    if not CREDENTIAL_REF_RE.match(ref):
+    if not CREDENTIAL_REF_RE.fullmatch(ref):
         raise ValueError("credentialRef is malformed")
     return ref
 
 
-ToolUrl = Annotated[str, AfterValidator(_check_url)]
-CredentialRef = Annotated[str, AfterValidator(_check_ref)]
+# Fields checked by a validator name its pattern in their JSON schema too, so the OpenAPI document tells the truth.
+ToolUrl = Annotated[str, AfterValidator(_check_url), Field(max_length=2048, json_schema_extra={"pattern": URL_RE.pattern})]
+CredentialRef = Annotated[str, AfterValidator(_check_ref), Field(json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})]
 TimeoutMs = Annotated[StrictInt, Field(ge=100, le=30_000)]
 
 
@@ -78,7 +85,8 @@ class HttpToolSource(_Closed):
 class ToolRegistration(_Closed):
     """``POST /host/openwop-serverless/tools``: an HTTP tool."""
 
-    toolId: str
+    toolId: str = Field(json_schema_extra={"pattern": TOOL_ID_RE.pattern,
+                                           "not": {"pattern": r"^(conformance|openwop|core|mcp)\."}})
     version: str | None = Field(default=None, min_length=1, max_length=64)
     title: str | None = Field(default=None, max_length=200)
     description: str = Field(min_length=1, max_length=2000)
@@ -92,7 +100,7 @@ class ToolRegistration(_Closed):
     @field_validator("toolId")
     @classmethod
     def _tool_id(cls, v: str) -> str:
-        if not TOOL_ID_RE.match(v) or v.split(".", 1)[0] in RESERVED_ORGS:
+        if not TOOL_ID_RE.fullmatch(v) or v.split(".", 1)[0] in RESERVED_ORGS:
             raise ValueError("toolId must be <org>.<pack>:<tool> with a non-reserved lower-case org")
         return v
 
@@ -107,7 +115,7 @@ class McpToolClass(_Closed):
 class McpServerRegistration(_Closed):
     """``POST /host/openwop-serverless/mcp-servers``: a streamable-HTTP MCP server."""
 
-    serverId: str = Field(min_length=1, max_length=48)
+    serverId: str = Field(min_length=1, max_length=48, json_schema_extra={"pattern": SERVER_ID_RE.pattern})
     url: ToolUrl
     description: str | None = Field(default=None, max_length=2000)
     credentialRef: CredentialRef | None = None
@@ -117,7 +125,7 @@ class McpServerRegistration(_Closed):
     @field_validator("serverId")
     @classmethod
     def _server_id(cls, v: str) -> str:
-        if not SERVER_ID_RE.match(v):
+        if not SERVER_ID_RE.fullmatch(v):
             raise ValueError("serverId must be lower-case letters, digits and inner hyphens")
         return v
 
@@ -127,16 +135,26 @@ class BearerCredential(_Closed):
     token: str = Field(min_length=1, max_length=8192)
 
 
+HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
+_CREDENTIAL_HEADERS_REFUSED = sorted(FORBIDDEN_HEADERS - {"authorization", "proxy-authorization", "cookie"})
+
+
+def _any_case(words: list[str]) -> str:
+    """A pattern matching exactly these words (letters and ``-``) in any case (a JSON-schema pattern has no flags)."""
+    return "^(?:" + "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in w)
+                             for w in words) + ")$"
+
+
 class HeaderCredential(_Closed):
     type: Literal["header"]
-    name: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=64, json_schema_extra={
+        "pattern": HEADER_NAME, "not": {"pattern": _any_case(_CREDENTIAL_HEADERS_REFUSED)}})
     value: str = Field(min_length=1, max_length=8192)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.match(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$", v) or v.lower() in FORBIDDEN_HEADERS - {
-                "authorization", "proxy-authorization", "cookie"}:
+        if not re.fullmatch(HEADER_NAME[1:-1], v) or v.lower() in _CREDENTIAL_HEADERS_REFUSED:
             raise ValueError("the header name is not allowed")
         return v
 

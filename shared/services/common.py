@@ -110,6 +110,20 @@ def etag(rec: RunRecord) -> str:
     return f'"{rec.last_seq}-{rec.status}"'
 
 
+def run_list_filters(params: dict[str, str]) -> None:
+    """``GET /runs`` query values the document constrains: a ``workflowId`` in the id grammar, a ``status`` a run can
+    have, a non-empty ``cursor``. Anything else is ``400`` (never silently read as "no filter")."""
+    from shared.protocol.codes import RUN_STATUSES
+    from shared.protocol.ids import NAME_ID_RE
+
+    if "workflowId" in params and not NAME_ID_RE.fullmatch(params["workflowId"]):
+        raise ValidationError("workflowId is not a workflow id.")
+    if "status" in params and params["status"] not in RUN_STATUSES:
+        raise ValidationError("status is not a run status.")
+    if "cursor" in params and not params["cursor"]:
+        raise ValidationError("The cursor is not valid.")
+
+
 def page_limit(params: dict[str, str], default: int, maximum: int) -> int:
     """The ``limit`` query parameter of a listing: an integer >= 1, capped at ``maximum`` (400 otherwise)."""
     if "limit" not in params:

@@ -28,7 +28,7 @@ from shared.protocol.ids import project_id
 from shared.services.common import Caller, load_own_run
 
 PARK_SK = "PARK"
-MAX_BULK_CANCEL = 100
+MAX_BULK_CANCEL = c.MAX_BULK_CANCEL_RUN_IDS
 _ATTEMPTS = 10
 
 
@@ -120,12 +120,19 @@ def park(ports: Ports, run_id: str, task_token: str) -> dict[str, Any]:
     return {"runId": run_id, "parked": True}
 
 
+def refuse_over_cap(body: dict[str, Any]) -> None:
+    """runs.md §Bulk cancel: over the cap is ``400 validation_error`` with ``details.maxRunIds``, decided on the
+    count alone, before anything about the ids (their grammar, tenant or existence) is looked at."""
+    run_ids = body.get("runIds")
+    if isinstance(run_ids, list) and len(run_ids) > MAX_BULK_CANCEL:
+        raise ValidationError(f"At most {MAX_BULK_CANCEL} runIds per request.", {"maxRunIds": MAX_BULK_CANCEL})
+
+
 def bulk_cancel(ports: Ports, caller: Caller, run_ids: list[str]) -> dict[str, Any]:
     """Each id on its own: results in request order; a refusal stays inside its entry."""
     from shared.services.runs import cancel_run
 
-    if len(run_ids) > MAX_BULK_CANCEL:
-        raise ValidationError(f"At most {MAX_BULK_CANCEL} runIds per request.", {"maxRunIds": MAX_BULK_CANCEL})
+    refuse_over_cap({"runIds": run_ids})
     results: list[dict[str, Any]] = []
     for run_id in run_ids:
         try:

@@ -1,6 +1,6 @@
 """Our served OpenAPI document for the implemented surface, generated from the route table and models.
 
-It is complete enough for a schema-driven fuzzer (tests/integration/test_fuzz.py): every parameter with its
+It is complete enough for schemathesis (tests/integration/test_openapi_truth.py, --checks all): every parameter with its
 grammar, the bearer scheme, each operation's statuses with their bodies, and links from createRun to the
 operations on the created run.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 from shared import manifest
 from shared.protocol.agents import AgentRegistration, DeploymentTransition
+from shared.protocol.codes import RUN_STATUSES
 from shared.protocol.models import BODIES
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
@@ -102,7 +103,7 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            body="Object")],
     ("GET", "/host/openwop-serverless/workflows"): [
         Op("/host/openwop-serverless/workflows", "listWorkflows", {200: "WorkflowList"}, (400, 401, 406),
-           query=("limit", "cursor"))],
+           query=("limit", "cursor?workflows"))],
     ("DELETE", "/host/openwop-serverless/workflows/{workflowId}"): [
         Op("/host/openwop-serverless/workflows/{workflowId}", "deleteWorkflow", {204: None}, (401, 404, 406, 409))],
     ("GET", "/tools"): [Op("/tools", "listTools", {200: "ToolList"}, (401, 406))],
@@ -174,18 +175,21 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "limit": {"in": "query", "schema": {"type": "integer", "minimum": 1}},
     "cursor": {"in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{8,2048}$"}},
     "workflowId?": {"in": "query", "schema": {"type": "string", "pattern": NAME_ID}},
-    "status": {"in": "query", "schema": {"type": "string",
-                                          "enum": ["pending", "running", "completed", "failed", "cancelled"]}},
+    "status": {"in": "query", "schema": {"type": "string", "enum": list(RUN_STATUSES)}},
+    # listWorkflows pages by workflowId (the last one of the previous page), not by an opaque cursor
+    "cursor?workflows": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z][a-z0-9_-]{0,127}$"}},
     "against": {"in": "query", "required": True, "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "streamMode": {"in": "query", "schema": {"type": "string", "pattern": STREAM_MODE}},
     "bufferMs": {"in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 5000}},
     "afterSequence": {"in": "query", "schema": {"type": "integer", "minimum": 0}},
     "timeout": {"in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 60}},
-    "If-None-Match": {"in": "header", "schema": {"type": "string", "pattern": r'^"[A-Za-z0-9-]{1,64}"$'}},
+    # Any value (the spec's own document: a string): one that is not the current ETag is simply no match.
+    "If-None-Match": {"in": "header", "schema": {"type": "string"}},
     "Idempotency-Key": {"in": "header", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._~-]{22,128}$"}},
     "OpenWOP-Dedup": {"in": "header", "schema": {"type": "string", "enum": ["enforce"]}},
     "Last-Event-ID": {"in": "header", "schema": {"type": "string", "pattern": r"^[0-9]{1,9}$"}},
-    "OpenWOP-Version": {"in": "header", "schema": {"type": "string", "pattern": r"^2(\.[0-9]{1,3})?$"}},
+    # The major alone or major.minor (versioning.md §1): present but empty names no version and is a 406.
+    "OpenWOP-Version": {"in": "header", "schema": {"type": "string", "pattern": r"^2(\.[0-9]+)?$"}},
 }
 
 _STR = {"type": "string"}
@@ -313,7 +317,7 @@ def _eval_suite_schemas() -> dict[str, Any]:
 
 def _parameter(name: str) -> dict[str, Any]:
     spec = PARAMETERS[name]
-    return {"name": name.rstrip("?"), "required": spec["in"] == "path" or spec.get("required", False),
+    return {"name": name.partition("?")[0], "required": spec["in"] == "path" or spec.get("required", False),
             **{k: v for k, v in spec.items() if k != "required"}}
 
 
@@ -349,6 +353,16 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
     return out
 
 
+def _create_run_requires(schema: dict[str, Any]) -> None:
+    """runs.md §Create: ``mode: eval`` requires ``evalSuiteRef`` and ``agentId``, any other run ``workflowId``
+    (a string: ``null`` is absent). The body struct cannot say it, so the document does."""
+    string = {"type": "string", "minLength": 1}
+    schema["if"] = {"required": ["mode"], "properties": {"mode": {"const": "eval"}}}
+    schema["then"] = {"required": ["evalSuiteRef", "agentId"],
+                      "properties": {"evalSuiteRef": string, "agentId": string}}
+    schema["else"] = {"required": ["workflowId"], "properties": {"workflowId": string}}
+
+
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
     from shared.protocol.schemas import load_schema
@@ -364,11 +378,15 @@ def document() -> dict[str, Any]:
         for name, sub in js.pop("$defs", {}).items():
             schemas[name] = sub
         schemas[model.__name__] = js
+    _create_run_requires(schemas["CreateRunRequest"])
     paths: dict[str, Any] = {}
     for route in manifest.ROUTES:
         if route.path == manifest.DEFAULT_ROUTE:
             continue
-        for op in OPERATIONS[(route.method, route.path)]:
+        ops = OPERATIONS[(route.method, route.path)]
+        if tuple(op.path for op in ops) != route.operations:  # the manifest's 405s answer from route.operations
+            raise ValueError(f"{route.key}: the document's operations differ from the route table's")
+        for op in ops:
             paths.setdefault(op.path, {})[route.method.lower()] = _operation(op, route.auth)
     return {
         "openapi": "3.1.0",

@@ -179,7 +179,7 @@ def list_workflows(ports: Ports, tenant: str, params: dict[str, str]) -> dict[st
     is the last workflowId of the previous page (the caller's own id; anything else is 400)."""
     limit = page_limit(params, DEFAULT_PAGE, MAX_PAGE)
     after = params.get("cursor")
-    if after is not None and not _SCHEMA_ID_RE.match(after):
+    if after is not None and not _SCHEMA_ID_RE.fullmatch(after):
         raise ValidationError("The cursor is not valid.")
     rows = [doc for sk, doc in ports.host.query(_index_pk(tenant), "w#")
             if after is None or sk > _index_sk(after)]

@@ -137,18 +137,37 @@ def test_routes_have_no_verb_segments(synth: Synth) -> None:
     assert "POST /runs/{runId}" in keys
 
 
-def test_api_is_http_with_default_stage_access_logs_and_no_cors(synth: Synth) -> None:
+def test_api_is_http_with_default_stage_access_logs_and_cors(synth: Synth) -> None:
     # Given the one HTTP API and its stage
     (api,) = synth.of_type("AWS::ApiGatewayV2::Api").values()
     (stage,) = synth.of_type("AWS::ApiGatewayV2::Stage").values()
-    # Then it is an HTTP API without CORS, on $default, with JSON access logs carrying the request id
+    # Then it is an HTTP API whose CORS configuration (no corsOrigins context: every origin, no credentials) admits
+    # every method and request header the protocol declares, Authorization by name
     assert api["Properties"]["ProtocolType"] == "HTTP"
-    assert "CorsConfiguration" not in api["Properties"]
+    assert api["Properties"]["CorsConfiguration"] == {
+        "AllowCredentials": False, "AllowOrigins": ["*"], "AllowMethods": ["GET", "POST", "PUT", "DELETE"],
+        "AllowHeaders": ["accept-language", "authorization", "content-type", "idempotency-key", "if-none-match",
+                         "last-event-id", "openwop-client-version", "openwop-dedup", "openwop-force-engine-version",
+                         "openwop-version"],
+        "ExposeHeaders": ["Allow", "ETag", "OpenWOP-Idempotent-Replay", "OpenWOP-Version", "Retry-After",
+                          "WWW-Authenticate"],
+        "MaxAge": 600}
+    # and on the same stage, with JSON access logs carrying the request id
     assert stage["Properties"]["StageName"] == "$default"
     assert stage["Properties"]["AutoDeploy"] is True
     settings = stage["Properties"]["AccessLogSettings"]
     assert settings["DestinationArn"] == synth.resolve(synth.stack.api.access_logs.log_group_arn)
     assert json.loads(settings["Format"])["requestId"] == "$context.requestId"
+
+
+def test_cors_origins_come_from_context_and_an_empty_list_turns_cors_off() -> None:
+    from infra.constructs.api import cors_preflight
+
+    # Given the corsOrigins context as an operator writes it
+    listed = cors_preflight(manifest.cors_origins("https://app.example, https://admin.example/"))
+    # Then a list grants exactly those origins, and an empty value no CORS configuration at all
+    assert listed is not None and listed.allow_origins == ["https://app.example", "https://admin.example"]
+    assert cors_preflight(manifest.cors_origins("")) is None
 
 
 # --- Lambda functions -------------------------------------------------------------------------------------------
