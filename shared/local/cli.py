@@ -136,11 +136,11 @@ def _serve(host: str, port: int, stop: threading.Event | None = None, *, data_di
         aws.bootstrap()
         seed(api_keys)
         from shared.local.demo import start_demo
-        from shared.local.resume import resume_unfinished
+        from shared.local.resume import Resumed, resume_unfinished
         from shared.wiring import get_ports
 
         demo = start_demo(get_ports(), sorted(set(api_keys.values())), port)
-        resumed = resume_unfinished(get_ports(), aws.client("dynamodb"))
+        resumed = resume_unfinished(get_ports(), aws.journal.lock) if aws.journal is not None else Resumed()
         try:
             base_url = front.start(host, port)
         except OSError as exc:  # taken between the check and now

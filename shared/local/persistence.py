@@ -272,6 +272,11 @@ def _backends() -> dict[str, Any]:
             "sqs": sqs_backends[DEFAULT_ACCOUNT][DEFAULT_REGION]}
 
 
+def dynamodb_table(name: str) -> Any:
+    """moto's table object (this process's moto: the local host's own reads that the API makes slow)."""
+    return _backends()["dynamodb"].tables[name]
+
+
 def collect_state() -> dict[str, Any]:
     """References to the kept containers (pickled as they are at the moment of the call)."""
     b = _backends()
@@ -371,7 +376,8 @@ def write_snapshot(data_dir: DataDir, header: dict[str, Any], state: dict[str, A
     """Write ``snapshot.pickle`` whole or not at all. Returns its size in bytes."""
     path = data_dir.snapshot
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb", buffering=1 << 20) as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds secrets: the owner's only
+    with open(fd, "wb", buffering=1 << 20) as f:
         dump_snapshot(state, header, f, dispatch)
         f.flush()
         os.fsync(f.fileno())

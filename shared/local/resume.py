@@ -10,9 +10,9 @@ cancelled (``runs.finish_cancel``), as the cancel request would have finished it
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
-
 from shared.ports import Ports
 from shared.protocol import codes as c
 from shared.storage import schema
@@ -28,29 +28,29 @@ class Resumed:
         return len(self.runs) + len(self.cancelled)
 
 
-def unfinished_runs(ddb: Any, table: str) -> list[str]:
-    """The ids of every run item whose status is not terminal (one Scan of the runs table, keys and status only)."""
-    names = {"#s": "status", "#sk": "sk"}
-    values: dict[str, Any] = {":run": {"S": schema.RUN_SK}}
-    terminal = []
-    for i, status in enumerate(sorted(c.TERMINAL_STATUSES)):
-        values[f":t{i}"] = {"S": status}
-        terminal.append(f":t{i}")
-    found: list[str] = []
-    for page in ddb.get_paginator("scan").paginate(
-            TableName=table, ProjectionExpression="pk", ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            FilterExpression=f"#sk = :run AND NOT #s IN ({', '.join(terminal)})"):
-        found.extend(item["pk"]["S"] for item in page.get("Items", []))
+def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str]:
+    """The ids of every run item whose status is not terminal. Read from moto's table in this process, holding
+    ``writes`` (the journal's lock: no write changes the table while it is read): a Scan through the API evaluates
+    its filter in Python page by page and took 92 s (22 s CPU) over 10,000 stored runs; this takes well under a
+    second."""
+    from shared.local.persistence import dynamodb_table
+
+    found = []
+    with writes:
+        for item in dynamodb_table(table).all_items():
+            sk, status = item.attrs.get("sk"), item.attrs.get("status")
+            if sk is not None and sk.value == schema.RUN_SK and status is not None \
+                    and status.value not in c.TERMINAL_STATUSES:
+                found.append(str(item.attrs["pk"].value))
     return sorted(found)
 
 
-def resume_unfinished(ports: Ports, ddb: Any) -> Resumed:
+def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resumed:
     from shared.engine.runner import execution_generation
     from shared.services.runs import finish_cancel
 
     done = Resumed()
-    for run_id in unfinished_runs(ddb, ports.settings.runs_table):
+    for run_id in unfinished_runs(ports.settings.runs_table, writes):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.terminal:
             continue
