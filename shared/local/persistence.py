@@ -569,7 +569,7 @@ class Journal:
                 gc.enable()
         gc.freeze()  # what was loaded lives as long as the process: keep the collector (and forks) off it
         report.stream_batches = [(name, event) for name, events in pending.items() for event in events]
-        self._segment = (max(segments) if segments else through) + 1
+        self._segment = max([through, *segments]) + 1  # never a number a snapshot already covers
         self._open_segment()
         report.seconds = time.perf_counter() - started
         return report
@@ -589,7 +589,7 @@ class Journal:
         environ = dict(saved)
         environ.update({"wsgi.input": io.BytesIO(body), "wsgi.errors": io.StringIO(), "wsgi.version": (1, 0),
                         "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False})
-        status, response = _call(self.app, environ)
+        _, response = _call(self.app, environ)
         if extra and extra.get("sent"):
             answered = _sqs_sent_ids(extra["operation"], response)
             _sqs_restore_ids(extra["queue"], answered, extra["sent"])
@@ -604,7 +604,7 @@ class Journal:
         saved = {k: environ[k] for k in _KEPT_ENVIRON if k in environ}
         saved.update({k: v for k, v in environ.items() if k.startswith("HTTP_") and k != "HTTP_TRANSFER_ENCODING"})
         with self.lock:
-            if self.closed:
+            if self.closed or self._fd < 0:  # stopping (or not started): nothing is applied that is not kept
                 return _refuse(start_response)
             record: tuple[Any, ...] | None = None
             extra: dict[str, Any] | None = None

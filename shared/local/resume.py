@@ -13,6 +13,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
+
 from shared.ports import Ports
 from shared.protocol import codes as c
 from shared.storage import schema

@@ -64,16 +64,6 @@ def _serve(tmp_path: Path, data_dir: Path, name: str, **env: str) -> ServeProces
 
 
 @pytest.fixture
-def tool_server():
-    from shared.local.demo_tools import DemoToolServer
-
-    server = DemoToolServer()
-    url = server.start()
-    yield server, url
-    server.stop()
-
-
-@pytest.fixture
 def receiver():
     from shared.local.webhook_receiver import WebhookReceiver
 
@@ -84,10 +74,10 @@ def receiver():
 
 
 @pytest.mark.timeout(900)
-def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path, tool_server, receiver):
+def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path, server, receiver):
     from shared.local.webhook_receiver import verify_v1
 
-    tools, tools_url = tool_server
+    tools, tools_url = server  # this process's loopback tool server (conftest): its hits span the restarts
     data = tmp_path / "state"
     org = "t" + uuid.uuid4().hex[:8]
     tool_id, agent_id, suite_id = f"{org}.crm:lookup", f"{org}.support", f"{org}.evals.support"
@@ -131,6 +121,8 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         holding = _create(b, slow, {"customer": "c-2"})
         eventually(lambda: '"node.started"' in _events_body(b, holding) and
                    json.loads(_events_body(b, holding))["events"][-1]["nodeId"] == "h", timeout=60, interval=0.2)
+        gated = _create(b, "conformance-approval")  # and a run parked on an approval
+        eventually(lambda: _status(b, gated) == "waiting-approval", timeout=60, interval=0.2)
         hits = tools.count("/crm/lookup")
         assert hits == 2
         # When the host is killed (no shutdown code runs) and started again on the same folder
@@ -141,7 +133,7 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
     again = _serve(tmp_path, data, "second")
     b = again.base_url
     try:
-        assert f"local state: {data.resolve()}" in again.out and "1 unfinished run resumed" in again.out
+        assert f"local state: {data.resolve()}" in again.out and "2 unfinished runs resumed" in again.out
         # Then every registration reads back as it was
         assert raw(b, "GET", f"/tools/{tool_id}", key=KEY).text == tool_doc
         assert raw(b, "GET", f"/agents/{agent_id}", key=KEY).text == agent_doc
@@ -154,6 +146,12 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         assert _finished(b, holding) == "completed"
         held = [e["type"] for e in json.loads(_events_body(b, holding))["events"]]
         assert held.count("node.completed") == 3 and held[-1] == "run.completed"
+        # the parked run waits again, and its approval completes it
+        assert _status(b, gated) == "waiting-approval"
+        accepted = raw(b, "POST", f"/runs/{_wire(gated)}/interrupts/gate", {"resumeValue": {"action": "accept"}},
+                       key=KEY)
+        assert accepted.status == 200, accepted.text
+        assert _finished(b, gated) == "completed"
         # a replay fork of the recorded run serves every answer: zero tool hits
         fork = raw(b, "POST", f"/runs/{_wire(recorded)}:fork", {"fromSeq": 0, "mode": "replay"}, key=KEY)
         assert fork.status == 201, fork.text
