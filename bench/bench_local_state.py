@@ -199,12 +199,9 @@ def _store(n: int, folder: str) -> dict[str, Any]:
 def _fork_pause(aws: Any) -> float:
     """How long a background snapshot holds the writers (the lock is held from the state's capture to the fork)."""
     journal = aws.journal
-    with journal.lock:
-        started = time.perf_counter()
-        journal.snapshot_in_background()
-        held = (time.perf_counter() - started) * 1000
-    journal.wait_for_snapshot(timeout=1800)
-    return held
+    journal.request_snapshot()
+    assert journal.wait_for_snapshot(timeout=1800)
+    return float(journal.last_pause_ms)
 
 
 # -- the parent -------------------------------------------------------------------------------------------------------

@@ -529,9 +529,14 @@ class Journal:
         self.closed = False
         self.snapshots = 0
         """Snapshots this process wrote (children that succeeded)."""
+        self.last_pause_ms = 0.0
+        """How long the last background snapshot held mutating requests (capture and fork)."""
         self._fd = -1
         self._segment = 0
         self._child: int | None = None
+        self._wanted = threading.Event()
+        self._busy = False
+        self._snapshotter: threading.Thread | None = None
 
     # -- recovery -------------------------------------------------------------------------------------------------
 
@@ -643,13 +648,38 @@ class Journal:
     # -- snapshots --------------------------------------------------------------------------------------------------
 
     def _maybe_snapshot(self) -> None:
-        if self.since_snapshot < self.snapshot_bytes or self._child is not None:
-            return
-        self.snapshot_in_background()
+        if self.since_snapshot >= self.snapshot_bytes and self._child is None:
+            self.request_snapshot()
 
-    def snapshot_in_background(self) -> int:
-        """Fork a child that writes the snapshot of this instant (call with ``self.lock`` held: no mutating
-        request in flight). Returns the child's pid."""
+    def request_snapshot(self) -> None:
+        """Ask the snapshot thread for a snapshot of the next instant no mutating request is in flight."""
+        if self._snapshotter is None:
+            self._snapshotter = threading.Thread(target=self._snapshots, name="openwop-snapshots", daemon=True)
+            self._snapshotter.start()
+        self._wanted.set()
+
+    def _snapshots(self) -> None:
+        """The one thread that forks snapshot children, for the journal's whole life: the child's parent-death
+        signal follows the thread that forked it (``prctl(2)``), so a request thread, which ends with its request,
+        must not fork."""
+        while True:
+            self._wanted.wait()
+            self._busy = True
+            self._wanted.clear()
+            try:
+                with self.lock:
+                    if self.closed or self._fd < 0:
+                        return
+                    started = time.perf_counter()
+                    pid, through = self._fork_snapshot()
+                    self.last_pause_ms = (time.perf_counter() - started) * 1000
+                self._reap(pid, through)
+            finally:
+                self._busy = False
+
+    def _fork_snapshot(self) -> tuple[int, int]:
+        """Fork a child that writes the snapshot of this instant (``self.lock`` held: no mutating request in
+        flight); the journal goes on in a new segment. Returns the child's pid and the last segment it covers."""
         through = self._segment
         # Everything the child needs is made here: after a fork only the forking thread runs, and a lock another
         # thread held at that instant (an import lock, a logging handler's) would never be released in the child.
@@ -671,9 +701,7 @@ class Journal:
             finally:
                 os._exit(code)
         self._child = pid
-        threading.Thread(target=self._reap, args=(pid, through), name="openwop-snapshot-reaper",
-                         daemon=True).start()
-        return pid
+        return pid, through
 
     def _reap(self, pid: int, through: int) -> None:
         deadline = time.monotonic() + SNAPSHOT_TIMEOUT_S
@@ -699,10 +727,14 @@ class Journal:
                     self.data_dir.segment(number).unlink()
 
     def wait_for_snapshot(self, timeout: float = 120.0) -> bool:
+        """Wait until no snapshot is wanted or being written; False on timeout."""
         deadline = time.monotonic() + timeout
-        while self._child is not None and time.monotonic() < deadline:
+        while self._snapshotting() and time.monotonic() < deadline:
             time.sleep(0.02)
-        return self._child is None
+        return not self._snapshotting()
+
+    def _snapshotting(self) -> bool:
+        return self._busy or self._child is not None or (self._wanted.is_set() and not self.closed)
 
     def snapshot_now(self) -> int:
         """Write a snapshot in this process and drop the journal it covers (the bench, an operator's compaction).
@@ -738,6 +770,7 @@ class Journal:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+        self._wanted.set()  # the snapshot thread sees closed and ends
 
 
 def _prctl() -> Any:

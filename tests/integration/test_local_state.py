@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -229,6 +230,46 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
             assert _events_body(b, run_id) == body, (seed, run_id)
     finally:
         assert final.stop() == 0, final.stderr[-3000:]
+
+
+@pytest.mark.timeout(900)
+def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
+    import boto3
+
+    data = tmp_path / "state"
+    host = _serve(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1")
+    try:
+        endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", host.out).group(1)  # type: ignore
+        ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+        # Given ~4 MB of writes (8,000 items of 400 B, in batches of 25) through moto's endpoint
+        pad = "x" * 400
+        for batch in range(320):
+            ddb.batch_write_item(RequestItems={"openwop-host": [
+                {"PutRequest": {"Item": {"pk": {"S": f"BULK#{batch}"}, "sk": {"S": f"{i:02d}"}, "v": {"S": pad}}}}
+                for i in range(25)]})
+        # Then snapshots were written while it served (each taking longer than the request that asked for it),
+        # and the journal they cover is gone
+        eventually(lambda: (data / "snapshot.pickle").exists(), timeout=120, interval=0.2)
+        eventually(lambda: sum(p.stat().st_size for p in data.glob("journal-*.log")) < 2_500_000, timeout=120,
+                   interval=0.2)
+        assert "snapshot failed" not in host.stderr and "snapshot child" not in host.stderr
+        host.kill()
+    finally:
+        if host.proc.poll() is None:
+            host.kill()
+    # And a start after a kill has every item (the snapshot plus the journal after it)
+    again = _serve(tmp_path, data, "after-snapshots")
+    try:
+        endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", again.out).group(1)  # type: ignore
+        ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+        count = sum(page["Count"] for page in ddb.get_paginator("scan").paginate(
+            TableName="openwop-host", FilterExpression="begins_with(pk, :b)",
+            ExpressionAttributeValues={":b": {"S": "BULK#"}}, Select="COUNT"))
+        assert count == 8000
+    finally:
+        assert again.stop() == 0, again.stderr[-3000:]
 
 
 # -- refusals ---------------------------------------------------------------------------------------------------------
