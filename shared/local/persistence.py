@@ -51,6 +51,7 @@ import os
 import pickle
 import re
 import signal
+import stat
 import struct
 import threading
 import time
@@ -694,6 +695,7 @@ class Journal:
             code = 1
             try:
                 _die_with_parent(parent, prctl)
+                _close_sockets()
                 write_snapshot(self.data_dir, header, state, dispatch)
                 code = 0
             except BaseException as exc:  # noqa: BLE001 - reported by the parent's reaper; a line on stderr here
@@ -771,6 +773,17 @@ class Journal:
                 os.close(self._fd)
                 self._fd = -1
         self._wanted.set()  # the snapshot thread sees closed and ends
+
+
+def _close_sockets() -> None:
+    """In the snapshot child: close the sockets inherited from the host (its listeners, its clients' connections),
+    so a connection the host closes is closed for its client at once, not when the child exits."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError, ValueError):
+                fd = int(name)
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.close(fd)
 
 
 def _prctl() -> Any:

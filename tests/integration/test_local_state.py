@@ -123,6 +123,9 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         eventually(lambda: '"node.started"' in _events_body(b, holding) and
                    json.loads(_events_body(b, holding))["events"][-1]["nodeId"] == "h", timeout=60, interval=0.2)
         gated = _create(b, "conformance-approval")  # and a run parked on an approval
+        evaluated = raw(b, "POST", "/runs", {"mode": "eval", "evalSuiteRef": f"{suite_id}@1.0.0",
+                                             "agentId": agent_id}, key=KEY)  # and an eval run, likely in flight
+        assert evaluated.status == 201, evaluated.text
         eventually(lambda: _status(b, gated) == "waiting-approval", timeout=60, interval=0.2)
         hits = tools.count("/crm/lookup")
         assert hits == 2
@@ -134,7 +137,9 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
     again = _serve(tmp_path, data, "second")
     b = again.base_url
     try:
-        assert f"local state: {data.resolve()}" in again.out and "2 unfinished runs resumed" in again.out
+        assert f"local state: {data.resolve()}" in again.out
+        resumed = re.search(r"; (\d+) unfinished runs? resumed", again.out)
+        assert resumed and int(resumed.group(1)) >= 2, again.out  # the held run and the parked one (and the eval?)
         # Then every registration reads back as it was
         assert raw(b, "GET", f"/tools/{tool_id}", key=KEY).text == tool_doc
         assert raw(b, "GET", f"/agents/{agent_id}", key=KEY).text == agent_doc
@@ -153,6 +158,12 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
                        key=KEY)
         assert accepted.status == 200, accepted.text
         assert _finished(b, gated) == "completed"
+        # the eval run finished (resumed from Prepare if it was in flight: stored trials are not run again)
+        eval_id = evaluated.json["runId"]
+        assert _finished(b, eval_id) == "completed"
+        summary = raw(b, "GET", f"/runs/{_wire(eval_id)}/eval-summary", key=KEY)
+        assert summary.status == 200, summary.text
+        assert [(t["taskId"], t["passed"]) for t in summary.json["tasks"]] == [("one", True)]
         # a replay fork of the recorded run serves every answer: zero tool hits
         fork = raw(b, "POST", f"/runs/{_wire(recorded)}:fork", {"fromSeq": 0, "mode": "replay"}, key=KEY)
         assert fork.status == 201, fork.text
