@@ -17,10 +17,11 @@ How (docs/decisions/local-state.md has the evidence and the cost):
   Reads are not journaled and not serialised. Two requests are journaled by meaning instead of by bytes: an SQS
   delete names the message ids its receipt handles designated (receipt handles die with the process), and an SQS
   send keeps the message ids moto answered, so a replayed message gets its first id back.
-- **Snapshots.** When the journal since the last snapshot passes ``snapshot_bytes``, the host forks: the child
-  (a copy-on-write image of the parent at a moment when no mutating request was in flight) pickles moto's data
-  containers to ``snapshot.pickle`` (written beside, fsynced, renamed: a snapshot is whole or absent) and exits;
-  the parent never waits for it, and deletes the journal segments the snapshot covers once the child succeeded.
+- **Snapshots.** When the journal since the last snapshot passes ``snapshot_bytes``, the journal's snapshot thread
+  forks: the child (a copy-on-write image of the parent at a moment when no mutating request was in flight) pickles
+  moto's data containers to ``snapshot.pickle`` (written beside, fsynced, renamed: a snapshot is whole or absent)
+  and exits; the host goes on serving, and deletes the journal segments the snapshot covers once the child
+  succeeded.
 - **Start.** Load the snapshot (if any) into moto's backends, replay the later segments in order through moto's
   own WSGI application (in process, no sockets), then go on appending to a new segment. A torn last record (the
   process died inside its ``write``; that request got no answer) is dropped; a damaged record anywhere else stops
@@ -75,7 +76,7 @@ SNAPSHOT_FILE = "snapshot.pickle"
 SEGMENT_RE = re.compile(r"^journal-(\d{8})\.log$")
 SNAPSHOT_TIMEOUT_S = 900.0
 """A snapshot child still running after this is killed (the journal keeps everything; another is tried later)."""
-DEFAULT_SNAPSHOT_BYTES = 64 * 1024 * 1024
+DEFAULT_SNAPSHOT_BYTES = 16 * 1024 * 1024
 """Journal bytes after which a snapshot is taken (``OPENWOP_SNAPSHOT_JOURNAL_MB`` overrides): the most a start
 replays after a crash."""
 
@@ -513,6 +514,8 @@ class Recovery:
     snapshot_bytes: int = 0
     records: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """CPU of the whole process while it loaded (nothing else runs then)."""
     stream_batches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
@@ -544,7 +547,7 @@ class Journal:
     def recover(self) -> Recovery:
         """Load the snapshot and replay the later segments into moto (nothing else may run yet); then open a new
         segment for this process. Returns what was found (the stream batches to deliver again included)."""
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         report = Recovery()
         self.data_dir.remove_stale()
         loaded = read_snapshot(self.data_dir.snapshot)
@@ -578,6 +581,7 @@ class Journal:
         self._segment = max([through, *segments]) + 1  # never a number a snapshot already covers
         self._open_segment()
         report.seconds = time.perf_counter() - started
+        report.cpu_seconds = time.process_time() - used
         return report
 
     def _replay(self, record: tuple[Any, ...], pending: dict[str, list[dict[str, Any]]]) -> None:
