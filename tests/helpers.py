@@ -58,40 +58,96 @@ def ports() -> Any:
     return get_ports()
 
 
+class ServeProcess:
+    """``openwop-serverless serve ARGS`` in a subprocess (as ``make serve`` runs it, from the checkout), stdout read
+    line by line; stderr kept in ``tmp_path/<name>.stderr``. ``start()`` waits until it serves (or exits)."""
+
+    def __init__(self, tmp_path: Any, *args: str, name: str = "serve", env: dict[str, str] | None = None,
+                 cwd: Any = None) -> None:
+        import os
+        from pathlib import Path
+
+        self.root = Path(__file__).resolve().parents[1]
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
+        self.env = {**base, "PYTHONPATH": str(self.root), **(env or {})}
+        self.args = args
+        self.cwd = Path(cwd) if cwd is not None else self.root
+        self.stderr_path = Path(tmp_path) / f"{name}.stderr"
+        self.lines: list[str] = []
+        self.proc: Any = None
+
+    def start(self, timeout: float = 120) -> ServeProcess:
+        import subprocess
+        import sys
+        import threading
+
+        errors = self.stderr_path.open("w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", *self.args], cwd=self.cwd,
+                                     env=self.env, stdout=subprocess.PIPE, stderr=errors, text=True)
+        errors.close()
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout or []), daemon=True).start()
+        eventually(lambda: self.serving or self.proc.poll() is not None, timeout=timeout, interval=0.1)
+        return self
+
+    @property
+    def serving(self) -> bool:
+        return any("Ctrl-C" in line for line in self.lines)
+
+    @property
+    def out(self) -> str:
+        return "".join(self.lines)
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    @property
+    def exports(self) -> dict[str, str]:
+        """The environment the printed ``export ...`` line gives a newcomer's shell."""
+        exports = next(line for line in self.lines if line.startswith("export "))
+        return dict(pair.partition("=")[::2] for pair in exports.split()[1:])
+
+    @property
+    def base_url(self) -> str:
+        return self.exports["OPENWOP_BASE_URL"]
+
+    def wait(self, timeout: float = 120) -> int:
+        code: int = self.proc.wait(timeout=timeout)
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> int:
+        """SIGTERM, as Ctrl-C; the exit code."""
+        import subprocess
+
+        self.proc.terminate()
+        try:
+            return self.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.wait(timeout=30)
+
+
 @contextmanager
 def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
-    """``openwop-serverless serve`` on a free port in a subprocess (as ``make serve`` runs it), yielding the
-    environment its printed ``export ...`` line gives a newcomer's shell; stopped on exit."""
-    import os
-    import subprocess
-    import sys
-    import threading
+    """``openwop-serverless serve`` on a free port in a subprocess (as ``make serve`` runs it, its state kept in a
+    folder of ``tmp_path``), yielding the environment its printed ``export ...`` line gives a newcomer's shell;
+    stopped on exit."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
-    env["PYTHONPATH"] = str(root)
-    errors = (Path(tmp_path) / "serve.stderr").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", "--port", "0"], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=errors, text=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True).start()
+    serve = ServeProcess(tmp_path, "--port", "0", "--data-dir", str(Path(tmp_path) / "openwop-state"))
     try:
-        eventually(lambda: any("Ctrl-C" in line for line in lines), timeout=60)
-        exports = next(line for line in lines if line.startswith("export "))
-        tour_env = dict(env)
-        for pair in exports.split()[1:]:
-            name, _, value = pair.partition("=")
-            tour_env[name] = value
-        yield tour_env
+        serve.start(timeout=120)
+        assert serve.serving, serve.stderr[-3000:]
+        yield {**serve.env, **serve.exports}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        errors.close()
+        if serve.proc is not None and serve.proc.poll() is None:
+            serve.stop()
 
 
 class FakeTimer:

@@ -97,7 +97,7 @@ def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: s
     reply = ports.http.send(method, url, sent, body, timeout_s=int(source.get("timeoutMs", 10_000)) / 1000,
                             max_bytes=int(ports.settings.tool_response_max_bytes))
     result = decode_body(reply.body)
-    if reply.status >= 400:
+    if not 200 <= reply.status < 300:  # a 3xx too: redirects are never followed (egress), so it is no answer
         return "error", None, _error(f"the tool answered HTTP {reply.status}")
     return "ok", result, None
 

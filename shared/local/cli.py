@@ -1,6 +1,6 @@
 """``openwop-serverless``: run the embedded host, and a few operator commands.
 
-    openwop-serverless serve [--host 127.0.0.1] [--port 8787]
+    openwop-serverless serve [--host 127.0.0.1] [--port 8787] [--data-dir .openwop | --ephemeral]
     openwop-serverless suites put FILE                    [TARGET]
     openwop-serverless runs delete RUN_ID --tenant T      [TARGET]
     openwop-serverless keys create --tenant T [--name N]  [TARGET]
@@ -18,6 +18,10 @@
 ``serve`` starts moto in this process, bootstraps the stack from the manifest, seeds the API keys from
 ``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C;
 ``OPENWOP_CORS_ORIGINS`` lists the origins its CORS configuration grants (unset: every origin; empty: none).
+What the host stores is kept in ``--data-dir`` (default ``.openwop`` in the working directory) and is there again
+at the next start, unfinished runs resuming where their log ends; ``--ephemeral`` keeps everything in memory only.
+A folder another host holds, or one another version wrote, and a taken ``--port``, are one ``error:`` line and exit
+2. The demo tool servers listen on the two ports after ``--port``, or on free ones when those are taken.
 ``webhooks listen`` runs a loopback webhook receiver: it answers endpoint verification, and prints one line per
 delivery (event type, run, sequence) with ``verified``/``NOT VERIFIED`` under the given secrets (scheme v1 and, when
 the delivery carries them, Standard Webhooks headers). Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
@@ -73,13 +77,60 @@ def seed(api_keys: dict[str, str]) -> bool:
     return True
 
 
-def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
+DEFAULT_DATA_DIR = ".openwop"
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (``None``: it can), checked before the slow part of the start."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the front's server binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def _state_line(aws: object, resumed: object) -> str:
+    from shared.local.resume import Resumed
+    from shared.local.stack import LocalAws
+
+    assert isinstance(aws, LocalAws) and isinstance(resumed, Resumed)
+    if aws.data_dir_path is None:
+        return "local state: in memory only (--ephemeral): nothing is kept when the host stops"
+    line = f"local state: {aws.data_dir_path} (kept across restarts; --ephemeral keeps nothing)"
+    found = aws.recovery
+    if found is not None and (found.snapshot_bytes or found.records):
+        line += (f"; loaded {found.snapshot_bytes // 1024} KiB snapshot + {found.records} journal records in "
+                 f"{found.seconds:.1f} s")
+    if len(resumed):
+        line += f"; {len(resumed.runs)} unfinished run{'' if len(resumed.runs) == 1 else 's'} resumed"
+        if resumed.cancelled:
+            line += f", {len(resumed.cancelled)} cancellations finished"
+    if resumed.failed:
+        line += f"; {len(resumed.failed)} runs could not be restarted: {', '.join(resumed.failed[:3])}"
+    return line
+
+
+def _serve(host: str, port: int, stop: threading.Event | None = None, *, data_dir: str | None = DEFAULT_DATA_DIR) -> int:
     from shared.local.front import LocalFront
+    from shared.local.persistence import DataDirError
     from shared.local.stack import LocalAws
 
     api_keys = parse_api_keys(os.environ.get("OPENWOP_API_KEYS") or DEFAULT_API_KEYS)
-    aws = LocalAws()
-    aws.start()
+    if port and (why := _port_taken(host, port)) is not None:
+        print(f"error: cannot listen on {host}:{port} ({why}); stop what uses port {port} or choose another --port",
+              file=sys.stderr)
+        return 2
+    aws = LocalAws(data_dir=data_dir)
+    try:
+        aws.start()
+    except DataDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     front = LocalFront(cors_origins=manifest.cors_origins(os.environ.get("OPENWOP_CORS_ORIGINS")))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too (set before "Ctrl-C to stop.")
@@ -88,15 +139,25 @@ def _serve(host: str, port: int, stop: threading.Event | None = None) -> int:
         aws.bootstrap()
         seed(api_keys)
         from shared.local.demo import start_demo
+        from shared.local.resume import Resumed, resume_unfinished
         from shared.wiring import get_ports
 
         demo = start_demo(get_ports(), sorted(set(api_keys.values())), port)
-        base_url = front.start(host, port)
+        resumed = resume_unfinished(get_ports(), aws.journal.lock) if aws.journal is not None else Resumed()
+        try:
+            base_url = front.start(host, port)
+        except OSError as exc:  # taken between the check and now
+            print(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port",
+                  file=sys.stderr)
+            return 2
         print(f"openwop-serverless local host: {base_url}")
         print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
+        print(_state_line(aws, resumed))
         for key, tenant in api_keys.items():
             print(f"  API key {key} -> tenant {tenant}")
         print(f"demo tool server (HTTP): {demo.tools_url}   demo MCP server: {demo.mcp_url}")
+        for note in demo.notes:
+            print(f"  note: {note}")
         keys = list(api_keys)
         exports = f"export OPENWOP_BASE_URL={base_url} OPENWOP_API_KEY={keys[0]}" if keys else ""
         if len(keys) > 1:
@@ -199,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
+    kept = serve.add_mutually_exclusive_group()
+    kept.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                      help="folder that keeps the host's state across restarts (default: .openwop in the working "
+                           "directory)")
+    kept.add_argument("--ephemeral", action="store_true", help="keep nothing: all state in memory, gone at stop")
 
     def target(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         group = p.add_mutually_exclusive_group()
@@ -294,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return evalcli.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "serve":
-        return _serve(args.host, args.port)
+        return _serve(args.host, args.port, data_dir=None if args.ephemeral else args.data_dir)
     if args.command == "seed":  # checked before any AWS call (a -prod stack is refused without a lookup)
         from shared.services.seed import SeedPlanError, seed_plan
 

@@ -15,7 +15,7 @@ and the servers see no request (``GET <demo tools>/hits`` shows the count).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.local.demo_tools import DemoToolServer
@@ -31,6 +31,8 @@ class Demo:
     tools_url: str
     mcp: Any
     mcp_url: str
+    notes: list[str] = field(default_factory=list)
+    """One line per server that is not on the port it would have had (that port was taken)."""
 
     def stop(self) -> None:
         self.tools.stop()
@@ -41,14 +43,41 @@ def start_demo(ports: Ports, tenants: list[str], base_port: int = 0) -> Demo:
     """Start both demo servers on loopback and register them for each tenant.
 
     With the host on ``base_port`` (not 0), the HTTP tool server listens on ``base_port + 1`` and the MCP server on
-    ``base_port + 2`` (8788 and 8789 for the default 8787); with 0, on ephemeral ports.
+    ``base_port + 2`` (8788 and 8789 for the default 8787), or on a free port when that one is taken (``notes``
+    says so); with 0, on free ports. On kept state, demo tools registered at another URL by an earlier start are
+    registered again at this one.
     """
     from shared.local.demo_mcp import DemoMcpServer
 
+    notes: list[str] = []
     http = DemoToolServer()
-    http_url = http.start(port=base_port + 1 if base_port else 0)
-    mcp = DemoMcpServer(port=base_port + 2 if base_port else 0)
-    mcp_url = mcp.start()
+    wanted = base_port + 1 if base_port else 0
+    try:
+        http_url = http.start(port=wanted)
+    except OSError as exc:
+        http_url = http.start(port=0)
+        notes.append(f"port {wanted} is taken ({exc.strerror or exc}): the demo tool server is on {http_url}")
+    wanted = base_port + 2 if base_port else 0
+    mcp = DemoMcpServer(port=wanted)
+    try:
+        mcp_url = mcp.start()
+    except OSError as exc:
+        mcp = DemoMcpServer(port=0)
+        mcp_url = mcp.start()
+        notes.append(f"port {wanted} is taken ({exc.strerror or exc}): the demo MCP server is on {mcp_url}")
     for tenant in tenants:
+        _forget_moved_tools(ports, tenant, http_url)
         seed_demo(ports, tenant, http_url, mcp_url)
-    return Demo(http, http_url, mcp, mcp_url)
+    return Demo(http, http_url, mcp, mcp_url, notes)
+
+
+def _forget_moved_tools(ports: Ports, tenant: str, tools_url: str) -> None:
+    """The demo's HTTP tools registered by an earlier start at another URL (kept state, the server on another
+    port): deleted, so seeding registers them at this URL (one version, one URL: a changed URL is a conflict)."""
+    from shared import keys
+    from shared.services.demo import http_tools
+
+    for doc in http_tools(tools_url):
+        current = ports.host.get_item(f"{keys.TOOL_PREFIX}{tenant}", doc["toolId"])
+        if current is not None and (current.get("source") or {}).get("url") != doc["source"]["url"]:
+            ports.host.delete_item(f"{keys.TOOL_PREFIX}{tenant}", doc["toolId"])

@@ -6,6 +6,7 @@ Endpoints (JSON in, JSON out; deterministic):
   under distinct ``Idempotency-Key`` values; a repeated key answers the first ticket again);
 - ``GET /weather?city=...`` -> ``{"city", "forecast"}``;
 - ``POST /fail`` -> 500;
+- ``GET|POST /redirect`` -> 302 to ``/crm/lookup`` (a tool that answers a redirect: the host follows none);
 - ``GET /hits`` -> ``{"count": n}``: how many tool requests it has served (this request not counted).
 
 ``DemoToolServer.hits`` lists ``(method, path, headers, body)`` per request, headers lower-cased, so tests can
@@ -54,6 +55,8 @@ class DemoToolServer:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if 300 <= status < 400:
+                    self.send_header("Location", body["location"])
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -108,4 +111,6 @@ class DemoToolServer:
             return 200, {"city": city, "forecast": "sunny" if len(city) % 2 else "rain"}
         if path == "/fail":
             return 500, {"error": "the demo tool failed"}
+        if path == "/redirect":
+            return 302, {"location": "/crm/lookup"}
         return 404, {"error": "no such endpoint"}

@@ -231,6 +231,8 @@ class _StreamWorker:
     _thread: threading.Thread | None = None
     _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
     _seen_order: deque[str] = field(default_factory=deque)
+    _current: tuple[str, dict[str, Any]] | None = None  # the batch being delivered
+    _delivered: bool = False  # a batch was delivered since the worker last went idle
 
     def submit(self, target: _Target, event: dict[str, Any]) -> None:
         with self._cond:
@@ -251,17 +253,37 @@ class _StreamWorker:
 
     def _run(self) -> None:
         while True:
+            announce = False
             with self._cond:
                 while not self._queue:
                     self._busy = False
                     self._cond.notify_all()
+                    if self._delivered:  # drained: say so once (outside the condition), then wait
+                        self._delivered, announce = False, True
+                        break
                     self._cond.wait()
-                target, event = self._queue.popleft()
-                records = list(event["Records"])
-                while self._queue and len(records) + len(self._queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
-                    records.extend(self._queue.popleft()[1]["Records"])
-                self._busy = True
+                if not announce:
+                    target, event = self._queue.popleft()
+                    records = list(event["Records"])
+                    while self._queue and len(records) + len(self._queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
+                        records.extend(self._queue.popleft()[1]["Records"])
+                    self._busy = True
+                    self._current = (target.name, {"Records": records})
+            if announce:
+                listener = _idle_listener
+                if listener is not None:
+                    listener(self)  # it takes the journal's lock, then asks idle(): never under the condition
+                continue
             self._deliver(target, {"Records": records})
+            with self._cond:
+                self._current = None
+                self._delivered = True
+
+    def pending(self) -> list[tuple[str, dict[str, Any]]]:
+        """The batches not yet delivered, the one being delivered first: ``[(function name, stream event)]``."""
+        with self._cond:
+            batches = [self._current] if self._current is not None else []
+            return batches + [(target.name, event) for target, event in self._queue]
 
     def _deliver(self, target: _Target, event: dict[str, Any]) -> None:
         for attempt in range(1, self.attempts + 1):
@@ -285,6 +307,26 @@ class _StreamWorker:
 
 _stream_workers: dict[str, _StreamWorker] = {}
 _stream_workers_lock = threading.Lock()
+_idle_listener: Callable[[_StreamWorker], None] | None = None
+
+
+def on_stream_idle(listener: Callable[[_StreamWorker], None] | None) -> None:
+    """Call ``listener(worker)`` each time a stream worker has delivered everything queued to it (the local
+    state's journal marks it, so a restart does not deliver those records again); ``None`` removes it."""
+    global _idle_listener
+    _idle_listener = listener
+
+
+def pending_stream_batches() -> list[tuple[str, dict[str, Any]]]:
+    """Every stream batch queued or being delivered, by consuming function: what a snapshot keeps."""
+    with _stream_workers_lock:
+        workers = list(_stream_workers.values())
+    return [batch for worker in workers for batch in worker.pending()]
+
+
+def deliver_stream_batch(function_name: str, event: dict[str, Any]) -> None:
+    """Queue a stream batch for its consuming function again (a batch a restart found undelivered)."""
+    _stream_worker_for(function_name).submit(resolve_target(function_name), event)
 
 
 def _stream_worker_for(name: str) -> _StreamWorker:

@@ -3,6 +3,11 @@
 ``LocalAws().start()`` starts the server and points every boto3 client of the process at it through the
 environment; ``bootstrap()`` creates the tables, bucket, functions, state machines and stream mappings the CDK
 stack would create, and exports the env vars ``shared.settings`` reads. Both are idempotent.
+
+``LocalAws()`` keeps everything in memory (the tests' host); ``LocalAws(data_dir=...)`` keeps the data in that folder
+across restarts (``shared.local.persistence``): ``start()`` takes the folder (or raises ``DataDirError``) and loads
+what it holds before anything else runs, and the first ``bootstrap()`` delivers the stream records a consumer had not
+finished.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ import secrets
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from shared import manifest, settings
 from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION, function_arn
 from shared.local.patches import apply_patches
+
+if TYPE_CHECKING:
+    from shared.local.persistence import DataDir, Journal, Recovery
 
 REGION = DEFAULT_REGION
 ACCOUNT = DEFAULT_ACCOUNT
@@ -140,10 +148,33 @@ def _dummy_zip() -> bytes:
     return buf.getvalue()
 
 
-class LocalAws:
-    """moto in server mode, in this process (so the Lambda registry patch can call our handlers)."""
+def _moto_server(host: str, port: int, wrap: Any) -> Any:
+    """moto's ``ThreadedMotoServer`` whose WSGI application is ``wrap(moto's application)`` (the journal of kept
+    state) when ``wrap`` is given. Pinned to moto 5.2.5's ``_server_entry`` (it makes the application and serves)."""
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    if wrap is None:
+        return ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+
+    class _Server(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            from moto.moto_server.threaded_moto_server import MotoRequestHandler, make_server
+            from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+            app = wrap(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return _Server(ip_address=host, port=port, verbose=False)
+
+
+class LocalAws:
+    """moto in server mode, in this process (so the Lambda registry patch can call our handlers). With
+    ``data_dir``, its data is kept in that folder (see the module's docstring)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, data_dir: str | os.PathLike[str] | None = None,
+                 snapshot_bytes: int | None = None) -> None:
         self.host = host
         self.port = port
         self._server: Any = None
@@ -151,6 +182,17 @@ class LocalAws:
         self._clients: dict[str, Any] = {}
         self._session: boto3.session.Session | None = None
         self.pollers: dict[str, Any] = {}
+        self.data_dir_path = Path(data_dir).resolve() if data_dir is not None else None
+        self._snapshot_bytes = snapshot_bytes
+        self.data_dir: DataDir | None = None
+        self.journal: Journal | None = None
+        self.recovery: Recovery | None = None
+        self._stream_backlog = False
+
+    @property
+    def kept(self) -> bool:
+        """Whether the data is kept in a folder (False: in memory only)."""
+        return self.data_dir_path is not None
 
     @property
     def endpoint(self) -> str:
@@ -170,11 +212,35 @@ class LocalAws:
         """Start the server, point this process at it, configure moto and apply the patches. Returns the endpoint."""
         if self._server is not None:
             return self.endpoint
-        from moto.server import ThreadedMotoServer
-
         for name in ("moto", "werkzeug", "botocore.credentials"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
+        wrap = None
+        if self.data_dir_path is not None:
+            from shared.local.persistence import DataDir
+
+            self.data_dir = DataDir.open(self.data_dir_path)  # DataDirError before anything starts
+            wrap = self._journal_for
+        try:
+            self._start_server(wrap)
+        except BaseException:
+            self.stop()  # a folder it could not read: the server stops, the environment and the folder are released
+            if self.data_dir is not None:
+                self.data_dir.close()
+                self.data_dir = None
+            raise
+        return self.endpoint
+
+    def _journal_for(self, app: Any) -> Any:
+        from shared.local.patches import pending_stream_batches
+        from shared.local.persistence import Journal
+
+        assert self.data_dir is not None
+        self.journal = Journal(self.data_dir, app, snapshot_bytes=self._snapshot_bytes,
+                               pending_streams=pending_stream_batches)
+        return self.journal
+
+    def _start_server(self, wrap: Any) -> None:
+        server = _moto_server(self.host, self.port, wrap)
         server.start()
         self._server = server
         self.port = server.get_host_and_port()[1]
@@ -188,7 +254,25 @@ class LocalAws:
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
         apply_patches()
-        return self.endpoint
+        if self.journal is not None:
+            self.recovery = self.journal.recover()  # before any client: the kept data is there when they come
+            self._stream_backlog = True
+            self._listen_for_idle_streams()
+
+    def _listen_for_idle_streams(self) -> None:
+        from shared.local.patches import on_stream_idle
+
+        journal = self.journal
+        assert journal is not None
+        consumers = {manifest.function(fn).local_name: manifest.table(t).local_name
+                     for t, fn in manifest.STREAM_CONSUMERS}
+
+        def idle(worker: Any) -> None:
+            table = consumers.get(worker.name)
+            if table is not None:
+                journal.mark_idle(worker.name, table, worker.idle)
+
+        on_stream_idle(idle)
 
     def stop(self) -> None:
         """Stop running Step Functions executions (their threads would call a dead endpoint), then the server;
@@ -199,8 +283,17 @@ class LocalAws:
             self._stop_pollers()
             self.stop_running_executions()
         finally:
+            if self.journal is not None:
+                from shared.local.patches import on_stream_idle
+
+                on_stream_idle(None)
+                self.journal.close()  # later writes are refused (503), never half-kept
             self._server.stop()
             self._server = None
+            self.journal = None
+            if self.data_dir is not None:
+                self.data_dir.close()
+                self.data_dir = None
             self._clients = {}
             for name, old in self._saved_env.items():
                 if old is None:
@@ -244,6 +337,20 @@ class LocalAws:
         settings.get_settings.cache_clear()
         _forget_clients()
         self._start_pollers()
+        if self._stream_backlog:
+            self._deliver_stream_backlog()
+
+    def _deliver_stream_backlog(self) -> None:
+        """Once, after the first bootstrap on kept data: the stream batches the snapshot found undelivered, then
+        the records replaying the journal made again (both as the consumers would have had them)."""
+        from shared.local.patches import deliver_stream_batch
+        from shared.local.persistence import flush_stream_backlog
+
+        self._stream_backlog = False
+        assert self.recovery is not None
+        for function_name, event in self.recovery.stream_batches:
+            deliver_stream_batch(function_name, event)
+        flush_stream_backlog()
 
     def _tables(self) -> None:
         ddb = self.client("dynamodb")

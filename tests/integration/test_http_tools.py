@@ -274,3 +274,22 @@ def test_a_call_retried_after_a_crash_is_sent_at_most_once_more_with_the_same_ke
     assert tools.count("/tickets") - before == len(hits)
     assert len(_ports().tool_calls.list_calls(run_id)) == 1
     assert len({r["outcome"]["ticketId"] for r in _returned(client, run_id)}) == 1
+
+
+def test_a_redirect_is_a_failed_call_with_its_status_and_is_not_followed(host, server):
+    tools, url = server
+    moved = f"{_org()}.crm:lookup"
+    # Given a tool whose server answers 302 (to an endpoint that would answer 200)
+    assert _register(host, host.key_a, url, moved, path="/redirect").status == 201
+    before_redirect, before_target = tools.count("/redirect"), tools.count("/crm/lookup")
+    client = host.client(host.key_a)
+    # When an agent calls it
+    run_id = _run_agent(client, [(moved, {"customerId": "c-1"})])
+    # Then the call failed with the status it got, the redirect was not followed, and the record says so
+    returned = _returned(client, run_id)
+    assert returned[0]["status"] == "error", returned
+    assert returned[0]["error"] == {"code": "external_call_failed", "message": "the tool answered HTTP 302"}
+    assert "outcome" not in returned[0] or returned[0]["outcome"] is None
+    assert (tools.count("/redirect") - before_redirect, tools.count("/crm/lookup") - before_target) == (1, 0)
+    records = _ports().tool_calls.list_calls(run_id)
+    assert [(r.tool_name, r.status, r.source) for r in records] == [(moved, "error", "live")]

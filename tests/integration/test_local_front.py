@@ -19,7 +19,7 @@ import pytest
 
 from shared import manifest
 from shared.local.front import LocalFront, Router, last_event_id
-from tests.helpers import eventually
+from tests.helpers import ServeProcess, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 Route = manifest.Route
@@ -298,7 +298,7 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
     env |= {"PYTHONPATH": str(ROOT), "OPENWOP_API_KEYS": "k1=tenant-one,k2=tenant-two"}
     errors = (tmp_path / "stderr.txt").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.local.cli", "serve", "--port", "0"],
+        [sys.executable, "-m", "shared.local.cli", "serve", "--port", "0", "--data-dir", str(tmp_path / "state")],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -321,6 +321,7 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
         assert "API key k1 -> tenant tenant-one" in out
         assert f"OPENWOP_BASE_URL={base_url} OPENWOP_API_KEY=k1 OPENWOP_TEST_TENANT_B_API_KEY=k2" in out
         assert re.search(r"moto endpoint .*: http://127\.0\.0\.1:\d+", out)
+        assert f"local state: {(tmp_path / 'state').resolve()} (kept across restarts" in out
 
         status, headers, body = request(base_url, "GET", "/definitely/not/a/route")
         assert (status, headers["openwop-version"]) == (404, "2.0")
@@ -330,6 +331,88 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
         code = proc.wait(timeout=15)
         errors.close()
         assert code == 0, (tmp_path / "stderr.txt").read_text()[-3000:]
+
+
+def _three_free_ports() -> int:
+    """A port P with P, P+1 and P+2 free on loopback (the host and the demo's two servers)."""
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + 2 > 65535:
+            continue
+        free = True
+        for port in (base, base + 1, base + 2):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    free = False
+        if free:
+            return base
+    raise AssertionError("no three consecutive free ports")
+
+
+def _occupy(port: int) -> Any:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    return s
+
+
+def test_serve_moves_the_demo_servers_to_free_ports_when_theirs_are_taken(tmp_path) -> None:
+    from urllib.parse import urlsplit
+
+    from tests.wire import raw
+
+    # Given the two ports after P held by something else
+    base = _three_free_ports()
+    held = [_occupy(base + 1), _occupy(base + 2)]
+    try:
+        serve = ServeProcess(tmp_path, "--port", str(base), "--ephemeral").start()
+        try:
+            # Then the host serves on P, the demo servers on other ports, and says so
+            assert serve.serving, serve.stderr[-3000:]
+            assert serve.base_url == f"http://127.0.0.1:{base}"
+            tools_url = serve.exports["DEMO_TOOLS_URL"]
+            mcp_url = re.search(r"demo MCP server: (http://\S+)", serve.out).group(1)  # type: ignore[union-attr]
+            moved = {urlsplit(tools_url).port, urlsplit(mcp_url).port}
+            assert not moved & {base + 1, base + 2}, serve.out
+            assert f"note: port {base + 1} is taken" in serve.out and f"the demo tool server is on {tools_url}" \
+                in serve.out
+            assert f"note: port {base + 2} is taken" in serve.out and f"the demo MCP server is on {mcp_url}" \
+                in serve.out
+            # and the demo works there: its run calls both servers where they really are
+            run = raw(serve.base_url, "POST", "/runs", {"workflowId": "demo-support"}, key="dev-key-tenant-a")
+            assert run.status == 201, run.text
+            wire = run.json["runId"].replace("/", "~2F")
+            status = eventually(lambda: (s := raw(serve.base_url, "GET", f"/runs/{wire}", key="dev-key-tenant-a")
+                                         .json["status"]) in ("completed", "failed") and s, timeout=60)
+            assert status == "completed"
+            assert raw(tools_url, "GET", "/hits").json["count"] == 2
+        finally:
+            assert serve.stop() == 0
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_serve_on_a_taken_port_is_one_line_and_exit_2(tmp_path) -> None:
+    base = _three_free_ports()
+    held = _occupy(base)
+    try:
+        serve = ServeProcess(tmp_path, "--port", str(base), "--ephemeral").start()
+        assert serve.wait(60) == 2
+        (line,) = serve.stderr.strip().splitlines()
+        assert line == (f"error: cannot listen on 127.0.0.1:{base} (Address already in use); stop what uses port "
+                        f"{base} or choose another --port")
+        assert serve.out == ""
+    finally:
+        held.close()
 
 
 def test_cli_parses_api_keys_and_rejects_malformed_entries() -> None:
