@@ -47,7 +47,7 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
 
 
 def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resumed:
-    from shared.engine.runner import execution_generation
+    from shared.engine.kernel import execution_generation
     from shared.services.runs import finish_cancel
 
     done = Resumed()
