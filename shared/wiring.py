@@ -193,14 +193,15 @@ def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:
 
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
+    from shared.storage.builds import BuildStampedRunStore
     from shared.storage.dynamodb import (
         DynamoEventStore,
         DynamoHostStore,
         DynamoIdempotencyStore,
-        DynamoRunStore,
         DynamoToolCallStore,
         S3BlobStore,
     )
+    from shared.storage.ratelimit import DynamoRateLimiter
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
     from shared.transports.http import GuardedHttpTransport
@@ -210,7 +211,7 @@ def build_ports(settings: Settings) -> Ports:
     blobs = S3BlobStore(LazyClient("s3", lambda: _client("s3")), settings.fixtures_bucket)
     http = GuardedHttpTransport(_egress(settings))
     return Ports(
-        runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs),
+        runs=BuildStampedRunStore(ddb, settings.runs_table, clock, blobs, build_id=settings.build_id),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table),
         host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
@@ -228,6 +229,7 @@ def build_ports(settings: Settings) -> Ports:
         secrets=SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get),
         settings=settings,
         models=build_models(settings, http),
+        rate_limits=DynamoRateLimiter(ddb, settings.host_table),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
     )
 

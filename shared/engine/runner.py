@@ -27,13 +27,13 @@ from shared.engine.forkindex import comparable, divergence, reproduces
 from shared.engine.model_agent import ModelSession
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime, ToolTally
+from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import UnresolvedInputError, Workflow, load_workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import AGENT_VERSION_PREFIX, run_prefix
 from shared.ports import WRITABLE, EffectDeniedError, EgressRefusedError, Ports, RunRecord, TransportError
 from shared.protocol import codes as c
 
-ENGINE_VERSION = 1
 FLUSH_AT = 99
 TASK_EVENTS = 50 * FLUSH_AT  # events one Advance task appends at most (whole transactions: 4,950)
 # A folded state up to this size is stored inline on the run item with every append; a larger one goes to S3 (one
@@ -627,6 +627,7 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return _halt(run_id, rec)
+    check_engine(rec.data)  # a build of another engine version never advances the run (shared/engine/version.py)
     fork = rec.data.get("fork") or {}
     if rec.kind == "eval" and fork:
         from shared.engine import evalfork
@@ -782,6 +783,8 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
     if name.endswith("RunGoneError"):
         return {"runId": run_id, "failed": False}
     failure = _fail_obj(c.NODE_EXECUTION_FAILED, "the run's orchestration failed after retries")
+    if name == "States.Timeout":  # the Park task's TimeoutSeconds: paused or waiting longer than parkedTimeout
+        failure = _fail_obj(c.RUN_TIMEOUT, "the run stayed paused or waiting longer than the host's parked timeout")
     if name.endswith("EvalRecordedFixturesGoneError"):
         # RFC 0252: a fixture source erased mid-run took the derived copy with it; never derived again
         failure = _fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
