@@ -52,14 +52,18 @@ class Flood:
 
 
 @contextmanager
-def flooding(url: str, key: str, workflow_id: str, *, threads: int = 6, per_thread: int = 60) -> Iterator[Flood]:
+def flooding(url: str, key: str, workflow_id: str, *, threads: int = 6, per_thread: int = 60,
+             until_block_ends: bool = False) -> Iterator[Flood]:
     """``threads`` clients of one tenant each POST /runs ``per_thread`` times back to back, while the block runs;
-    the flood is over (joined) when the block ends."""
-    flood, lock = Flood(), threading.Lock()
+    the flood is over (joined) when the block ends. ``until_block_ends``: each client stops early once the block
+    has ended (``per_thread`` still bounds it)."""
+    flood, lock, ended = Flood(), threading.Lock(), threading.Event()
     began = time.perf_counter()
 
     def client() -> None:
         for _ in range(per_thread):
+            if until_block_ends and ended.is_set():
+                break
             answer, _seconds = create(url, key, workflow_id)
             with lock:
                 flood.statuses[answer.status] += 1
@@ -74,6 +78,38 @@ def flooding(url: str, key: str, workflow_id: str, *, threads: int = 6, per_thre
     try:
         yield flood
     finally:
+        ended.set()
         for w in workers:
             w.join()
         flood.seconds = time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tests.isolation URL KEY WORKFLOW THREADS PER_THREAD SECONDS``: flood from this process (so its
+    client CPU is not the host's) for at most SECONDS; prints ``{status: count, ..., "seconds": s}`` as JSON."""
+    import json
+    import sys
+
+    url, key, workflow, threads, per_thread, seconds = (argv if argv is not None else sys.argv[1:])
+    deadline = time.monotonic() + float(seconds)
+    flood, lock = Flood(), threading.Lock()
+    began = time.perf_counter()
+
+    def client() -> None:
+        for _ in range(int(per_thread)):
+            if time.monotonic() > deadline:
+                break
+            answer, _took = create(url, key, workflow)
+            with lock:
+                flood.statuses[answer.status] += 1
+
+    workers = [threading.Thread(target=client) for _ in range(int(threads))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    print(json.dumps({**{str(k): v for k, v in flood.statuses.items()}, "seconds": time.perf_counter() - began}))
+
+
+if __name__ == "__main__":
+    main()

@@ -23,14 +23,14 @@ from constructs import Construct
 
 from infra.constructs.common import DEV_STAGE, acknowledge, pascal
 from infra.constructs.functions import HostFunctions
+from infra.deploy_configs import SHIFT_MINUTES
 
 CONFIGS = {
     "canary": codedeploy.LambdaDeploymentConfig.CANARY_10_PERCENT_5_MINUTES,
     "linear": codedeploy.LambdaDeploymentConfig.LINEAR_10_PERCENT_EVERY_1_MINUTE,
     "allAtOnce": codedeploy.LambdaDeploymentConfig.ALL_AT_ONCE,
 }
-# Minutes a shift lasts (the Step Functions retries of a task refused by another engine version outlast it).
-SHIFT_MINUTES = {"canary": 5, "linear": 10, "allAtOnce": 0}
+assert set(CONFIGS) == set(SHIFT_MINUTES)
 
 
 def deployment_config_name(scope: Construct, stage: str) -> str:

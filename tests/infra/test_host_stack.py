@@ -60,6 +60,10 @@ class Synth:
         """The function's ``live`` alias: what every route, state machine and event source invokes."""
         return self.logical_id(self.stack.functions.alias(name))
 
+    def names_alias(self, value: Any, name: str) -> bool:
+        """``value`` (a FunctionName: the alias ARN, or ``<function name>:live`` built from it) names the alias."""
+        return json.dumps({"Ref": self.alias_logical_id(name)}) in json.dumps(value)
+
     def role_statements(self, role_logical_id: str) -> list[dict[str, Any]]:
         """Every statement of every AWS::IAM::Policy attached to the role."""
         statements: list[dict[str, Any]] = []
@@ -526,7 +530,7 @@ def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts
         (props,) = [
             m["Properties"]
             for m in mappings
-            if m["Properties"]["FunctionName"] == {"Ref": synth.alias_logical_id(function_name)}
+            if synth.names_alias(m["Properties"]["FunctionName"], function_name)
         ]
         # Then the runs table stream reaches erase_run filtered to REMOVE, the events table's the fan-out filtered
         # to INSERT (an event is fanned out once stored), with partial-failure semantics
@@ -738,7 +742,7 @@ def test_no_dashboard_unless_asked(synth: Synth, synth_opted_in: Synth) -> None:
 def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
     # Given the runs-table event source mapping
     (mapping,) = [m for m in _stream_mappings(synth)
-                  if m["Properties"]["FunctionName"] == {"Ref": synth.alias_logical_id("erase_run")}]
+                  if synth.names_alias(m["Properties"]["FunctionName"], "erase_run")]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     # Then records that keep failing go to the alarmed queue
     dest = mapping["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
@@ -948,7 +952,7 @@ def test_only_the_fanout_sends_and_only_the_delivery_function_consumes(synth: Sy
     # and the delivery function is invoked with one message per batch, reporting partial failures
     (mapping,) = [m["Properties"] for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
                   if "StartingPosition" not in m["Properties"]]
-    assert mapping["FunctionName"] == {"Ref": synth.alias_logical_id("deliver_webhooks")}
+    assert synth.names_alias(mapping["FunctionName"], "deliver_webhooks")
     assert mapping["BatchSize"] == 1 and mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
