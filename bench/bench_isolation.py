@@ -50,28 +50,15 @@ def _series(url: str, key: str, n: int) -> tuple[list[float], list[str]]:
 
 
 def main() -> None:
-    import logging
-
-    logging.getLogger("moto").setLevel(logging.CRITICAL)
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
     from openwop_client import OpenwopClient
 
-    from shared.local.front import LocalFront
-    from shared.local.stack import LocalAws
-    from shared.services.seed import seed_host
-    from shared.wiring import get_ports
+    from bench.common import served_host
     from tests.isolation import write_limits
     from tests.wire import wait_terminal
 
-    aws = LocalAws()
-    aws.start()
-    front = LocalFront()
-    try:
-        aws.bootstrap()
-        stamp = str(int(time.time()))
-        key_a, key_b = f"bench-iso-a-{stamp}", f"bench-iso-b-{stamp}"
-        seed_host({key_a: f"tenant-iso-a-{stamp}", key_b: f"tenant-iso-b-{stamp}"}, get_ports())
-        url = front.start("127.0.0.1", 0)
+    stamp = str(int(time.time()))
+    key_a, key_b = f"bench-iso-a-{stamp}", f"bench-iso-b-{stamp}"
+    with served_host({key_a: f"tenant-iso-a-{stamp}", key_b: f"tenant-iso-b-{stamp}"}) as (_aws, url):
         unloaded: list[float] = []
         loaded: list[float] = []
         statuses: Counter[int] = Counter()
@@ -106,9 +93,6 @@ def main() -> None:
              f"({sum(statuses.values()) / flood_seconds:.0f} req/s over {flood_seconds:.0f} s; other: "
              f"{sum(v for k, v in statuses.items() if k not in (201, 429))})")
         line("B's runs completed", f"{finished} / {len(runs)}")
-    finally:
-        front.stop()
-        aws.stop()
 
 
 if __name__ == "__main__":

@@ -313,6 +313,12 @@ class HostFunctions(Construct):
         """The ``live`` alias of a function: what every caller invokes."""
         return self._aliases[name]
 
+    def alias_arn(self, name: str) -> str:
+        """The ``live`` alias's ARN spelled from the function's (``<function ARN>:live``), for the state machines:
+        a reference to the alias resource would close a cycle (alias -> its CodeDeploy group -> the rollback alarm
+        on the machine's failed executions -> the machine -> the alias)."""
+        return f"{self._functions[name].function_arn}:{ALIAS_NAME}"
+
     @property
     def aliases(self) -> dict[str, lambda_.Alias]:
         return dict(self._aliases)

@@ -94,7 +94,7 @@ class HostStateMachines(Construct):
             machine.add_to_role_policy(  # the live aliases only: a task never runs $LATEST or an old version
                 iam.PolicyStatement(
                     actions=["lambda:InvokeFunction"],
-                    resources=[functions.alias(f).function_arn for f in spec.invokes],
+                    resources=[functions.alias_arn(f) for f in spec.invokes],
                 )
             )
             if '"DISTRIBUTED"' in text:
@@ -148,7 +148,7 @@ class HostStateMachines(Construct):
     def _resolve(self, ref: str) -> str:
         kind, _, key = ref.partition(":")
         if kind == "function":
-            return self._functions.alias(key).function_arn
+            return self._functions.alias_arn(key)
         if kind == "setting":
             return str(asl_setting(self, key))
         if kind == "table":

@@ -492,7 +492,7 @@ def test_state_machine_definitions_are_the_asl_files(synth: Synth) -> None:
         for name, ref in spec.substitutions.items():
             kind, _, key = ref.partition(":")
             if kind == "function":  # the live alias: a task never invokes $LATEST
-                expected = synth.resolve(synth.stack.functions.alias(key).function_arn)
+                expected = synth.resolve(synth.stack.functions.alias_arn(key))
             elif kind == "setting":
                 expected = str(manifest.ASL_SETTINGS[key][1])
             elif kind == "table":
@@ -510,7 +510,7 @@ def test_state_machines_invoke_exactly_their_functions(synth: Synth) -> None:
         invoke = _statements_with(statements, "lambda:InvokeFunction")
         resources = [r for s in invoke for r in _as_list(s["Resource"])]
         # Then it may invoke exactly the manifest's functions' live aliases (what the ASL files' placeholders name)
-        expected = [synth.resolve(synth.stack.functions.alias(f).function_arn) for f in spec.invokes]
+        expected = [synth.resolve(synth.stack.functions.alias_arn(f)) for f in spec.invokes]
         assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.key
 
 
