@@ -8,6 +8,11 @@ name the package defines runs the real package body, so code that asks for, say,
 still gets it. Nothing else changes: the classes are Powertools' own.
 
 Import ``Response`` and ``APIGatewayHttpResolver`` from here, never from the package.
+
+Powertools keeps the request being resolved in *class* attributes (``BaseRouter.current_event`` and
+``lambda_context``): one slot for every resolver of the process. Lambda runs one request per instance at a time, but
+the local host runs each function's handler in many threads at once, where one request would read another's
+headers or body. The resolver here keeps both per thread (and so per request); in Lambda nothing changes.
 """
 
 from __future__ import annotations
@@ -52,6 +57,40 @@ def _lazy_package() -> None:
 
 _lazy_package()
 
-from aws_lambda_powertools.event_handler.api_gateway import APIGatewayHttpResolver, Response  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+
+from aws_lambda_powertools.event_handler.api_gateway import (  # noqa: E402
+    APIGatewayHttpResolver as _PowertoolsHttpResolver,
+)
+from aws_lambda_powertools.event_handler.api_gateway import Response  # noqa: E402
+
+
+class APIGatewayHttpResolver(_PowertoolsHttpResolver):
+    """Powertools' HTTP API resolver with the current event and Lambda context kept per thread."""
+
+    _request = threading.local()
+
+    @property  # type: ignore[override]
+    def current_event(self) -> Any:
+        return self._request.event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._request.event = value
+
+    @property  # type: ignore[override]
+    def lambda_context(self) -> Any:
+        return self._request.context
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._request.context = value
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        self._request.event = self._to_proxy_event(dict(event))
+        self._request.context = context
+        return super().resolve(event, context)
+
 
 __all__ = ["APIGatewayHttpResolver", "Response"]
