@@ -172,26 +172,14 @@ def _erasure(host_url: str, client: Any, ports: Any, aws: Any, wid: str) -> None
 
 
 def main() -> None:
-    import logging
-
-    logging.getLogger("moto").setLevel(logging.CRITICAL)
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
     from openwop_client import OpenwopClient
 
-    from shared.local.front import LocalFront
-    from shared.local.stack import LocalAws
-    from shared.services.seed import seed_host
+    from bench.common import served_host
     from shared.wiring import get_ports
     from tests.fuzzing import fuzz, summary
 
-    aws = LocalAws()
-    aws.start()
-    front = LocalFront()
-    try:
-        aws.bootstrap()
+    with served_host({KEY_A: TENANT_A}) as (aws, url):
         ports = get_ports()
-        seed_host({KEY_A: TENANT_A}, ports)
-        url = front.start("127.0.0.1", 0)
         client = OpenwopClient(url, KEY_A)
         wid = _agent_workflow(ports)
         print("Hardening (local moto; every count below the first of each group must be 0)")
@@ -202,9 +190,6 @@ def main() -> None:
         _faults(client, ports, wid)
         _cancels(client, ports)
         _erasure(url, client, ports, aws, wid)
-    finally:
-        front.stop()
-        aws.stop()
 
 
 if __name__ == "__main__":

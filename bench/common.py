@@ -342,6 +342,29 @@ class AwsMeter:
         return sum(n for o, n in self.origins().items() if o not in skip)
 
 
+@contextmanager
+def served_host(api_keys: dict[str, str]) -> Iterator[tuple[Any, str]]:
+    """The local stack (moto in-process) and the HTTP front on a free loopback port, with ``api_keys`` (key ->
+    tenant) seeded: ``(aws, base_url)``, both stopped when the block ends."""
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    from shared.local.front import LocalFront
+    from shared.local.stack import LocalAws
+    from shared.services.seed import seed_host
+    from shared.wiring import get_ports
+
+    aws = LocalAws()
+    aws.start()
+    front = LocalFront()
+    try:
+        aws.bootstrap()
+        seed_host(api_keys, get_ports())
+        yield aws, front.start("127.0.0.1", 0)
+    finally:
+        front.stop()
+        aws.stop()
+
+
 def start_stack() -> tuple[Any, AwsMeter]:
     logging.getLogger("moto").setLevel(logging.CRITICAL)
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)

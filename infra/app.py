@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Validations
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from infra.host_stack import DEFAULT_RETENTION_DAYS, HostStack
 from infra.packaging import asset_dirs
@@ -56,8 +56,8 @@ def build_app(
         description=f"OpenWOP v2 serverless host ({stage})",
     )
     if nag:
-        # Any unacknowledged AwsSolutions finding interrupts synthesis.
-        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        # Any unacknowledged AwsSolutions or Serverless finding interrupts synthesis.
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
     return app, stack
 
 

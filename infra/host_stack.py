@@ -8,6 +8,8 @@ from aws_cdk import Stack, Tags
 from constructs import Construct
 
 from infra.constructs.api import RunsApi
+from infra.constructs.backups import HostBackups
+from infra.constructs.deployments import HostDeployments
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions
 from infra.constructs.monitoring import HostMonitoring
@@ -25,7 +27,8 @@ DEFAULT_RETENTION_DAYS = 30
 
 
 class HostStack(Stack):
-    """Tables, fixtures bucket, secrets, functions, state machines, the stream consumer and the HTTP API."""
+    """Tables, fixtures bucket, secrets, functions (versioned, behind aliases CodeDeploy moves), state machines, the
+    stream consumers, the queues, the HTTP API, alarms, and on request a backup plan."""
 
     def __init__(
         self,
@@ -69,7 +72,13 @@ class HostStack(Stack):
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
         self.monitoring = HostMonitoring(self, "HostMonitoring", stage=stage, functions=self.functions,
                                          state_machines=self.state_machines, streams=self.streams, api=self.api,
-                                         queues=self.queues, metrics_namespace=self.functions.metrics_namespace)
+                                         queues=self.queues, tables=self.tables,
+                                         metrics_namespace=self.functions.metrics_namespace)
+        # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on alarms.
+        self.deployments = HostDeployments(self, "HostDeployments", stage=stage, functions=self.functions,
+                                           rollback_alarms=self.monitoring.rollback_alarms)
+        # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
+        self.backups = HostBackups.from_context(self, "HostBackups", tables=self.tables, stage=stage)
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
         seed_plan = plan_from_context(self, stage)
         self.seeding = HostSeeding(self, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions) \

@@ -13,6 +13,9 @@ from functools import lru_cache
 from typing import Literal
 
 KeyType = Literal["S", "N"]
+
+# The Lambda runtime of every function (infra/runtimes.py holds AWS's support dates; the layer is built for it).
+RUNTIME = "python3.13"
 Access = Literal["read", "write", "readwrite"]
 
 
@@ -154,8 +157,9 @@ class Route:
 class StateMachine:
     """A Step Functions state machine defined by an ASL file with ``${Name}`` placeholders.
 
-    ``substitutions`` maps a placeholder to ``function:<name>`` (the function ARN),
-    ``table:<key>`` (the table name) or ``bucket:<key>`` (the bucket name).
+    ``substitutions`` maps a placeholder to ``function:<name>`` (the function's ``live`` alias on AWS, the function
+    locally), ``table:<key>`` (the table name), ``bucket:<key>`` (the bucket name) or ``setting:<name>`` (an
+    operator setting of ``ASL_SETTINGS``: CDK context on AWS, the environment locally).
     """
 
     key: str
@@ -387,12 +391,17 @@ def cors_origins(raw: str | None) -> tuple[str, ...]:
     return tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
 
 
+# Operator settings the ASL files read through a placeholder: name (the CDK context key) -> (the env var the local
+# stack reads, the default). ``parkedTimeout``: seconds a run may stay paused or waiting in the Park task before it
+# fails ``run_timeout`` (7 days; at most the run's retention, checked at synthesis).
+ASL_SETTINGS: dict[str, tuple[str, int]] = {"parkedTimeout": ("PARKED_TIMEOUT_SECONDS", 7 * 86_400)}
+
 STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "run",
         "statemachines/run.asl.json",
         {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
-         "ParkRunFunction": "function:park_run"},
+         "ParkRunFunction": "function:park_run", "ParkedTimeoutSeconds": "setting:parkedTimeout"},
         invokes=("advance_run", "fail_run", "park_run"),
     ),
     StateMachine(
@@ -410,7 +419,7 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
         "fork",
         "statemachines/fork-replay.asl.json",
         {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
-         "ParkRunFunction": "function:park_run"},
+         "ParkRunFunction": "function:park_run", "ParkedTimeoutSeconds": "setting:parkedTimeout"},
         invokes=("advance_run", "fail_run", "park_run"),
     ),
 )

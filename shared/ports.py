@@ -212,6 +212,29 @@ class Queue(Protocol):
     def retry_later(self, receipts: Sequence[tuple[str, int]]) -> None: ...
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    """A token bucket: ``burst`` tokens at most, refilled at ``per_second``; each request takes one."""
+
+    per_second: float
+    burst: int
+
+
+@dataclass(frozen=True)
+class RateDecision:
+    """A bucket's answer: ``allowed``, or refused until ``retry_after_ms`` from now (when a token is back)."""
+
+    allowed: bool
+    retry_after_ms: int = 0
+
+
+class RateLimiter(Protocol):
+    """Token buckets by key (a tenant and a route class), shared by every instance of every function: each
+    ``take`` is one conditional write of the bucket's item, and refused takes change nothing."""
+
+    def take(self, key: str, limit: RateLimit, now_ms: int) -> RateDecision: ...
+
+
 class Orchestrator(Protocol):
     def start(self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0) -> str: ...
     def stop(self, execution_arn: str) -> None: ...
@@ -393,4 +416,5 @@ class Ports:
     secrets: SecretStore
     settings: Any
     models: ModelProviders
+    rate_limits: RateLimiter
     queues: dict[str, Queue] = field(default_factory=dict)

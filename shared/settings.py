@@ -47,6 +47,9 @@ class Settings:
     # task is ~10 history events, so 1,000 keeps an execution under ~10,000 of Step Functions' 25,000.
     execution_max_tasks: int = 1000
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
+    # per-tenant token bucket on every write request (shared/services/ratelimits.py); rate 0: off
+    tenant_write_rate: float = 20.0  # tokens per second
+    tenant_write_burst: int = 40
     openai_base_url: str = ""  # the OpenAI-compatible endpoint an agent binding without baseUrl uses
     model_call_attempts: int = 3  # per model call: a retryable provider error is tried this often in the task
     judge_provider: str = ""  # the default rubric judge (RFC 0244) when an eval run names none
@@ -120,6 +123,8 @@ def get_settings() -> Settings:
         eval_finish_page_trials=max(1, int(_env("EVAL_FINISH_PAGE_TRIALS", "2000"))),
         execution_max_tasks=max(2, int(_env("EXECUTION_MAX_TASKS", "1000"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
+        tenant_write_rate=max(0.0, float(_env("TENANT_WRITE_RATE", "20"))),
+        tenant_write_burst=max(1, int(_env("TENANT_WRITE_BURST", "40"))),
         openai_base_url=_env("OPENAI_BASE_URL"),
         model_call_attempts=max(1, int(_env("MODEL_CALL_ATTEMPTS", "3"))),
         judge_provider=_env("JUDGE_PROVIDER"),

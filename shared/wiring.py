@@ -201,6 +201,7 @@ def build_ports(settings: Settings) -> Ports:
         DynamoToolCallStore,
         S3BlobStore,
     )
+    from shared.storage.ratelimit import DynamoRateLimiter
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
     from shared.transports.http import GuardedHttpTransport
@@ -228,6 +229,7 @@ def build_ports(settings: Settings) -> Ports:
         secrets=SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get),
         settings=settings,
         models=build_models(settings, http),
+        rate_limits=DynamoRateLimiter(ddb, settings.host_table),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
     )
 

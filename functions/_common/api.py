@@ -37,6 +37,7 @@ from shared.protocol import body as wire_body
 from shared.protocol.ids import IDEMPOTENCY_KEY_RE
 from shared.services.auth import resolve_caller
 from shared.services.common import Caller
+from shared.services.ratelimits import WRITE_METHODS, check_write
 from shared.wiring import get_ports
 
 if TYPE_CHECKING:  # pydantic loads with the first body model a handler uses, not with every handler
@@ -190,8 +191,12 @@ def header(app: APIGatewayHttpResolver, name: str) -> str | None:
 
 
 def caller(app: APIGatewayHttpResolver) -> Caller:
+    """The authenticated caller. A write (POST, PUT, PATCH, DELETE) also takes a token of the caller's tenant's
+    write bucket here, before the route reads its body: past the tenant's rate it is ``429 rate_limited``."""
     c = resolve_caller(ports(), header(app, "authorization"))
     logger.append_keys(tenant=c.tenant)
+    if app.current_event.http_method.upper() in WRITE_METHODS:
+        check_write(ports(), c.tenant)
     return c
 
 

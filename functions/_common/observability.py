@@ -2,7 +2,9 @@
 
 - Logger: JSON, one service name; API requests correlate on the API Gateway request id, tasks on the run id.
 - Tracer: X-Ray subsegments for the handler and the AWS SDK calls (``capture_response=False``: run payloads never
-  reach a trace), only where tracing is on (in Lambda, unless ``POWERTOOLS_TRACE_DISABLED=true``).
+  reach a trace), only where tracing is on: in Lambda, unless ``POWERTOOLS_TRACE_DISABLED=true``, and only when
+  the X-Ray SDK is installed. The deployed layer leaves it out (it carried a second botocore, 32 MB: see
+  docs/decisions/deploy-runtime-and-layer.md); Lambda's active tracing still records every invocation's segment.
 - Metrics: CloudWatch EMF (no API call), namespace from ``Settings.metrics_namespace``, flushed by
   ``log_metrics`` at the end of each invocation. A few counters: ``RunsStarted``, ``EvalsStarted``,
   ``RunsFinished``, ``EvalsFinished``, ``RunsFailed``, ``Forks``, ``Refusals`` (4xx answers), ``ServerErrors`` (5xx
@@ -31,9 +33,13 @@ _built: dict[str, Any] = {}
 
 
 def _tracing_on() -> bool:
-    """Powertools' own rule: in a Lambda environment, unless POWERTOOLS_TRACE_DISABLED is true."""
+    """Powertools' own rule (in a Lambda environment, unless POWERTOOLS_TRACE_DISABLED is true), and only where the
+    X-Ray SDK its Tracer needs is installed (the deployed layer leaves it out)."""
+    import importlib.util
+
     disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "true", "yes", "on")
-    return bool(os.environ.get("LAMBDA_TASK_ROOT")) and not disabled
+    return (bool(os.environ.get("LAMBDA_TASK_ROOT")) and not disabled
+            and importlib.util.find_spec("aws_xray_sdk") is not None)
 
 
 def _tools() -> dict[str, Any]:

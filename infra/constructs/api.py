@@ -101,7 +101,7 @@ class RunsApi(Construct):
         self.routes: dict[str, apigwv2.HttpRoute] = {}
         for route in manifest.ROUTES:
             rid = route_id(route)
-            fn = functions.function(route.function)
+            fn = functions.alias(route.function)  # the live alias, never $LATEST
             http_route = apigwv2.HttpRoute(
                 self,
                 rid,

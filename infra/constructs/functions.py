@@ -13,16 +13,19 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
+from infra.constructs.concurrency import reserved_concurrency
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.runtime_settings import runtime_environment
 from infra.constructs.secrets import HostSecrets
 from infra.constructs.tables import HostTables
-from infra.packaging import AssetDirs
+from infra.packaging import AssetDirs, code_fingerprint
+from infra.runtimes import LAMBDA_PYTHON, LAMBDA_RUNTIME
 from shared import manifest
 
-RUNTIME = lambda_.Runtime.PYTHON_3_11
+RUNTIME: lambda_.Runtime = getattr(lambda_.Runtime, f"PYTHON_{LAMBDA_PYTHON[0]}_{LAMBDA_PYTHON[1]}")
 ARCHITECTURE = lambda_.Architecture.ARM_64
 SERVICE_NAME = "openwop-serverless"
+ALIAS_NAME = "live"  # what every caller invokes: API routes, state machines, event sources (never $LATEST)
 
 
 _BUCKET_ACTION_WILDCARDS: dict[manifest.Access, tuple[str, ...]] = {
@@ -80,11 +83,15 @@ def _logical_id(construct: Construct) -> str:
 
 
 class HostFunctions(Construct):
-    """One ``aws_lambda.Function`` per ``manifest.FUNCTIONS`` entry (python3.11, arm64).
+    """One ``aws_lambda.Function`` per ``manifest.FUNCTIONS`` entry (python3.13, arm64), published as a version
+    behind the alias ``live``.
 
     Each function gets its own role and log group; the role holds exactly the grants its manifest entry declares
     (tables and their indexes, the fixtures bucket, the state machines it starts) plus writing to its log group.
-    Construct ids are ``<Name>Function`` / ``<Name>Role`` / ``<Name>Logs`` (``CreateRunFunction`` ...).
+    Every deploy that changes a function publishes a new version; callers only ever invoke the alias, which
+    CodeDeploy moves to the new version (``infra/constructs/deployments.py``: a canary that rolls back on alarms).
+    The run-advancing tasks and the long polls have reserved concurrency (``infra/constructs/concurrency.py``).
+    Construct ids are ``<Name>Function`` / ``<Name>Live`` / ``<Name>Role`` / ``<Name>Logs`` (``CreateRunFunction``).
     """
 
     def __init__(
@@ -104,7 +111,12 @@ class HostFunctions(Construct):
         # CDK context ``metricsNamespace`` (default OpenWOP/<stage>): where the functions' EMF metrics land.
         self.metrics_namespace = str(self.node.try_get_context("metricsNamespace") or f"OpenWOP/{stage}")
         self._functions: dict[str, lambda_.Function] = {}
+        self._aliases: dict[str, lambda_.Alias] = {}
         self._roles: dict[str, iam.Role] = {}
+        self.reserved = reserved_concurrency(self)
+        # CDK context ``buildId`` names the build (e.g. a commit); by default the code asset's content hash. Every run
+        # records the build that started it (shared/engine/version.py), and discovery reports it.
+        self.build_id = str(self.node.try_get_context("buildId") or code_fingerprint(assets.code))
         code = lambda_.Code.from_asset(str(assets.code))
         self.layer = lambda_.LayerVersion(
             self,
@@ -115,7 +127,10 @@ class HostFunctions(Construct):
             description="Runtime dependencies of the OpenWOP host (pyproject.toml without boto3/botocore)",
         )
         for spec in manifest.FUNCTIONS:
-            self._functions[spec.name] = self._function(spec, stage, code, tables, fixtures, retention_days)
+            fn = self._functions[spec.name] = self._function(spec, stage, code, tables, fixtures, retention_days)
+            self._aliases[spec.name] = lambda_.Alias(self, f"{pascal(spec.name)}Live", alias_name=ALIAS_NAME,
+                                                     version=fn.current_version,
+                                                     description=f"what callers of {spec.name} invoke")
 
     def _function(
         self,
@@ -152,7 +167,12 @@ class HostFunctions(Construct):
             "RUN_STARTS_PER_MINUTE": str(self.node.try_get_context("runStartsPerMinute") or 0),
             # CDK context for the other runtime settings (httpAllowlist, runToolCallBudget, conformance, ...)
             **runtime_environment(self),
+            "BUILD_ID": self.build_id,
         }
+        if spec.name == "poll_run_events" and int(environment.get("MAX_POLL_WAIT_SECONDS", "25")) > spec.timeout_s - 5:
+            # the hold is bounded by the function: a poll must answer before its Lambda times out (then a 5xx)
+            raise ValueError(f"context maxPollWaitSeconds={environment['MAX_POLL_WAIT_SECONDS']}: at most "
+                             f"{spec.timeout_s - 5} (the long poll's function timeout less 5 s)")
         for key, _access in spec.tables:
             environment[manifest.table(key).env_var] = tables.table(key).table_name
         if spec.bucket is not None:
@@ -179,6 +199,7 @@ class HostFunctions(Construct):
             log_group=log_group,
             environment=environment,
             tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=self.reserved.get(spec.name),
         )
         self._roles[spec.name] = role
         log_group.grant_write(role)
@@ -200,10 +221,21 @@ class HostFunctions(Construct):
         )
         acknowledge(
             fn,
-            "AwsSolutions-L1",
-            "Python 3.11 is pinned on purpose: it is the CI interpreter, requires-python and the version the "
-            "ahead-of-time byte code in the asset is compiled for.",
+            "Serverless-LambdaDLQ",
+            f"{spec.name} is never invoked asynchronously: API Gateway and Step Functions invoke it synchronously "
+            "(and retry), stream and queue event source mappings keep their own on-failure queue or redrive, and "
+            "CloudFormation waits on the seed custom resource; an async dead-letter target would never receive a "
+            "message.",
         )
+        for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
+            acknowledge(
+                fn,
+                rule,
+                f"{LAMBDA_RUNTIME.name} ({LAMBDA_RUNTIME.os}) is pinned on purpose: supported by Lambda until "
+                f"{LAMBDA_RUNTIME.deprecated.isoformat()} (infra/runtimes.py; a test fails once a function's runtime "
+                "is past its date), the version the layer's wheels and the assets' byte code are built for, and "
+                "the newest the dependencies are tested on.",
+            )
         return fn
 
     def _grant_models(self, role: iam.Role) -> None:
@@ -277,6 +309,20 @@ class HostFunctions(Construct):
 
     def function(self, name: str) -> lambda_.Function:
         return self._functions[name]
+
+    def alias(self, name: str) -> lambda_.Alias:
+        """The ``live`` alias of a function: what every caller invokes."""
+        return self._aliases[name]
+
+    def alias_arn(self, name: str) -> str:
+        """The ``live`` alias's ARN spelled from the function's (``<function ARN>:live``), for the state machines:
+        a reference to the alias resource would close a cycle (alias -> its CodeDeploy group -> the rollback alarm
+        on the machine's failed executions -> the machine -> the alias)."""
+        return f"{self._functions[name].function_arn}:{ALIAS_NAME}"
+
+    @property
+    def aliases(self) -> dict[str, lambda_.Alias]:
+        return dict(self._aliases)
 
     @property
     def functions(self) -> dict[str, lambda_.Function]:

@@ -11,6 +11,17 @@ machine's catch ends in a Fail state), a stream or queue consumer as records in 
 - ``ErasureFailures``, ``<Function>StreamFailures``: records in a stream consumer's on-failure queue (for the
   erasure hook, an erasure that did not happen).
 - ``<Queue>DeadLetters``: messages in a queue's dead-letter queue (deliveries that exhausted their retries).
+- ``DynamoDbThrottles``: read or write requests DynamoDB throttled on any table (a hot partition, or on-demand
+  capacity outgrown): one math alarm over ``ReadThrottleEvents`` + ``WriteThrottleEvents`` of every table (two
+  metrics per table, billed per metric).
+- ``WebhookFanoutLag``: the webhook fan-out's stream iterator age (``IteratorAge`` of ``fanout_webhooks``) over
+  ``WEBHOOK_LAG_MS``: events are being stored faster than they are queued for delivery.
+- ``<Queue>QueueAge``: the oldest message of the webhook queue (``ApproximateAgeOfOldestMessage``) over
+  ``QUEUE_AGE_S``: deliveries are backing up (a receiver down, or the delivery function throttled).
+
+Together the default alarms watch 19 metrics: 9 more than CloudWatch's 10 free alarm metrics ($0.90 a month at list
+price, in ``bench.costs``). The rollback alarms of a deploy are ``Api5xx`` and the ``ExecutionsFailed`` ones
+(``infra/constructs/deployments.py``).
 
 CDK context ``detailedAlarms=true`` adds, two metrics each (billed per metric):
 
@@ -36,8 +47,11 @@ from infra.constructs.functions import HostFunctions
 from infra.constructs.queues import HostQueues
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
+from infra.constructs.tables import HostTables
 
 PERIOD = Duration.minutes(5)
+WEBHOOK_LAG_MS = 5 * 60 * 1000  # the fan-out's stream iterator age that pages (5 minutes behind the event log)
+QUEUE_AGE_S = 15 * 60  # the webhook queue's oldest message that pages (one retry cap: a receiver down for a while)
 APP_METRICS = ("RunsStarted", "RunsFinished", "RunsFailed", "Forks", "Refusals", "ServerErrors", "RunsErased")
 EVAL_METRICS = ("EvalsStarted", "EvalsFinished", "FixtureMisses")
 
@@ -45,7 +59,7 @@ EVAL_METRICS = ("EvalsStarted", "EvalsFinished", "FixtureMisses")
 class HostMonitoring(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions,
                  state_machines: HostStateMachines, streams: StreamConsumers, api: RunsApi, queues: HostQueues,
-                 metrics_namespace: str) -> None:
+                 tables: HostTables, metrics_namespace: str) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name=f"OpenWOP host alarms ({stage})", enforce_ssl=True)
         acknowledge(
@@ -81,6 +95,24 @@ class HostMonitoring(Construct):
             alarm(f"{pascal(key)}DeadLetters",
                   dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                   f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md).")
+        throttles = {f"{kind[0].lower()}{i}": cw.Metric(namespace="AWS/DynamoDB", metric_name=f"{kind}ThrottleEvents",
+                                                         dimensions_map={"TableName": table.table_name},
+                                                         period=PERIOD, statistic="Sum")
+                     for i, table in enumerate(tables.tables.values()) for kind in ("Read", "Write")}
+        alarm("DynamoDbThrottles",
+              cw.MathExpression(expression="SUM(METRICS())", using_metrics=throttles, period=PERIOD,
+                                label="DynamoDB throttled requests, all tables"),
+              "DynamoDB throttled reads or writes on a host table: a hot partition or outgrown on-demand capacity "
+              "(see docs/operations.md).")
+        fanout = functions.function("fanout_webhooks")
+        alarm("WebhookFanoutLag", fanout.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+              "The webhook fan-out is more than 5 minutes behind the event log (see docs/operations.md).",
+              threshold=WEBHOOK_LAG_MS)
+        for key, queue in queues.queues.items():
+            alarm(f"{pascal(key)}QueueAge",
+                  queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                  f"The oldest message of the {key} queue is over 15 minutes old: deliveries are backing up "
+                  "(see docs/operations.md).", threshold=QUEUE_AGE_S)
         if context_flag(self, "detailedAlarms"):
             def summed(a: cw.IMetric, b: cw.IMetric, label: str) -> cw.MathExpression:
                 return cw.MathExpression(expression="a + b", using_metrics={"a": a, "b": b}, period=PERIOD, label=label)
@@ -96,6 +128,9 @@ class HostMonitoring(Construct):
                              machine.metric_aborted(period=PERIOD, statistic="Sum"), f"{key} timed out + aborted"),
                       f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).")
 
+        # The alarms that roll a deploy back (infra/constructs/deployments.py): a failing handler or task.
+        self.rollback_alarms = [self.alarms["Api5xx"]] + [self.alarms[f"{pascal(k)}ExecutionsFailed"]
+                                                         for k in state_machines.machines]
         self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
         CfnOutput(Stack.of(self), "AlarmTopicArn", value=self.topic.topic_arn,
                   description="SNS topic of the host's alarms (subscribe to be paged)")

@@ -30,12 +30,28 @@ def placeholders(text: str) -> set[str]:
     return set(PLACEHOLDER.findall(text))
 
 
+def asl_setting(scope: Construct, name: str) -> int:
+    """An ASL setting (``manifest.ASL_SETTINGS``) from CDK context, checked: ``parkedTimeout`` is whole seconds,
+    at least 60 and at most the run retention (a parked run must time out before its data expires)."""
+    _env_var, default = manifest.ASL_SETTINGS[name]
+    raw = scope.node.try_get_context(name)
+    try:
+        value = default if raw in (None, "") else int(str(raw))
+    except ValueError:
+        raise ValueError(f"context {name}={raw!r}: expected whole seconds") from None
+    retention_s = int(scope.node.try_get_context("retentionDays") or 30) * 86_400
+    if name == "parkedTimeout" and not 60 <= value <= retention_s:
+        raise ValueError(f"context {name}={raw!r}: expected 60 to {retention_s} seconds (the run retention)")
+    return value
+
+
 class HostStateMachines(Construct):
     """One STANDARD ``sfn.StateMachine`` per ``manifest.STATE_MACHINES`` entry.
 
     The ASL file is inlined byte for byte (``DefinitionBody.from_string``); ``${Name}`` placeholders resolve
-    through ``definition_substitutions``: ``function:<name>`` -> function ARN, ``table:<key>`` -> table name,
-    ``bucket:<key>`` -> bucket name. The role may invoke exactly the manifest's ``invokes`` functions. Logging: ALL
+    through ``definition_substitutions``: ``function:<name>`` -> the function's ``live`` alias ARN (a task never
+    invokes $LATEST: a deploy moves the alias, a canary first), ``table:<key>`` -> table name, ``bucket:<key>`` ->
+    bucket name, ``setting:<name>`` -> an operator setting from CDK context (``asl_setting``). The role may invoke exactly the manifest's ``invokes`` functions. Logging: ALL
     levels, without execution data (run payloads must not outlive erasure in a log group).
     Construct ids are ``<Key>StateMachine`` (``RunStateMachine``, ``EvalStateMachine``, ``ForkStateMachine``).
     """
@@ -75,10 +91,10 @@ class HostStateMachines(Construct):
                 logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
                 tracing_enabled=True,
             )
-            machine.add_to_role_policy(
+            machine.add_to_role_policy(  # the live aliases only: a task never runs $LATEST or an old version
                 iam.PolicyStatement(
                     actions=["lambda:InvokeFunction"],
-                    resources=[functions.function(f).function_arn for f in spec.invokes],
+                    resources=[functions.alias_arn(f) for f in spec.invokes],
                 )
             )
             if '"DISTRIBUTED"' in text:
@@ -132,7 +148,9 @@ class HostStateMachines(Construct):
     def _resolve(self, ref: str) -> str:
         kind, _, key = ref.partition(":")
         if kind == "function":
-            return self._functions.function(key).function_arn
+            return self._functions.alias_arn(key)
+        if kind == "setting":
+            return str(asl_setting(self, key))
         if kind == "table":
             return self._tables.table(key).table_name
         if kind == "bucket" and key == manifest.FIXTURES:

@@ -39,13 +39,14 @@ class StreamConsumers(Construct):
                 enforce_ssl=True,
                 retention_period=Duration.days(14),
             )
-            acknowledge(
-                queue,
-                "AwsSolutions-SQS3",
-                "This queue is itself the on-failure destination of the stream event source mapping; records "
-                "reaching it are inspected and replayed by an operator, never consumed automatically.",
-            )
-            fn = functions.function(function_name)
+            for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+                acknowledge(
+                    queue,
+                    rule,
+                    "This queue is itself the on-failure destination of the stream event source mapping; records "
+                    "reaching it are inspected and replayed by an operator, never consumed automatically.",
+                )
+            fn = functions.alias(function_name)  # the live alias: a canary deploy shifts stream batches too
             fn.add_event_source(
                 event_sources.DynamoEventSource(
                     tables.table(table_key),

@@ -27,6 +27,7 @@ from cachetools import LRUCache
 from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
+from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import AGENT_VERSION_PREFIX
@@ -36,7 +37,6 @@ from shared.protocol import codes as c
 if TYPE_CHECKING:
     from shared.engine.tools import ToolTally
 
-ENGINE_VERSION = 1
 FLUSH_AT = 99  # events per append transaction (with the run item's update: TransactWriteItems' 100 items)
 TASK_EVENTS = 50 * FLUSH_AT  # events one Advance task appends at most (whole transactions: 4,950)
 # A folded state up to this size is stored inline on the run item with every append; a larger one goes to S3 (one
@@ -219,6 +219,8 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
     if name.endswith("RunGoneError"):
         return {"runId": run_id, "failed": False}
     failure = fail_obj(c.NODE_EXECUTION_FAILED, "the run's orchestration failed after retries")
+    if name == "States.Timeout":  # the Park task's TimeoutSeconds: paused or waiting longer than parkedTimeout
+        failure = fail_obj(c.RUN_TIMEOUT, "the run stayed paused or waiting longer than the host's parked timeout")
     if name.endswith("EvalRecordedFixturesGoneError"):
         # RFC 0252: a fixture source erased mid-run took the derived copy with it; never derived again
         failure = fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
@@ -297,5 +299,6 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return halt(run_id, rec)
+    check_engine(rec.data)  # a build of another engine version never advances the run (shared/engine/version.py)
     kind = cast(RunKind, importlib.import_module(RUN_KINDS[run_kind(rec)]))
     return kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)

@@ -84,7 +84,11 @@ def local_policy_env() -> dict[str, str]:
             "WEBHOOK_RETRY_BASE_SECONDS": os.environ.get("WEBHOOK_RETRY_BASE_SECONDS") or "1",
             "WEBHOOK_RETRY_CAP_SECONDS": os.environ.get("WEBHOOK_RETRY_CAP_SECONDS") or "2",
             # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
-            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true"}
+            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true",
+            # The per-tenant write bucket is on locally too, ten times the deployed default: one developer's
+            # scripts and the test suite's loops run unthrottled, and every write still takes a token.
+            "TENANT_WRITE_RATE": os.environ.get("TENANT_WRITE_RATE") or "200",
+            "TENANT_WRITE_BURST": os.environ.get("TENANT_WRITE_BURST") or "400"}
 
 
 def endpoint_env(endpoint: str) -> dict[str, str]:
@@ -113,6 +117,9 @@ def substitute(definition: str, sm: manifest.StateMachine) -> str:
             return manifest.table(key).local_name
         if kind == "bucket":
             return next(b.local_name for b in manifest.BUCKETS if b.key == key)
+        if kind == "setting":
+            env_var, default = manifest.ASL_SETTINGS[key]
+            return str(int(os.environ.get(env_var) or default))
         raise ValueError(f"{sm.key}: unknown substitution kind in {ref!r}")
 
     values = {name: value(ref) for name, ref in sm.substitutions.items()}
@@ -422,7 +429,7 @@ class LocalAws:
                 continue
             lam.create_function(
                 FunctionName=fn.local_name,
-                Runtime="python3.11",
+                Runtime=manifest.RUNTIME,
                 Role=role_arn,
                 Handler=f"{fn.module}.lambda_handler",
                 Code={"ZipFile": code},

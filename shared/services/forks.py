@@ -29,7 +29,7 @@ from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import present
 from shared.services.common import Caller, decode_path_run_id, links, own_run
-from shared.services.run_start import Created, expires_at, new_run_id
+from shared.services.run_start import Created, expires_at, new_run_id, stamped
 
 if TYPE_CHECKING:
     from shared.protocol.models import ForkRunRequest
@@ -110,7 +110,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     exp = expires_at(ports)
     status = "pending" if from_seq == 0 else "running"
     rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=ports.clock.iso(),
-                    data=data, state=new_state(), expires_at=exp)
+                    data=stamped(ports, data), state=new_state(), expires_at=exp)
     try:
         # Lineage first: the source's erasure reaches every fork through this link, even one still being made.
         ports.runs.put_aux(src.run_id, f"{CHILD_PREFIX}{run_id}", {"runId": run_id}, exp)

@@ -48,6 +48,15 @@ def common_checks(caller: Caller, req: CreateRunRequest) -> None:
         raise ResidencyUnavailableError()
 
 
+def stamped(ports: Ports, data: dict[str, Any]) -> dict[str, Any]:
+    """A new run's creation facts with the build that starts it (``data.build``: its id and engine version), so
+    only a build of that engine version advances it (``shared.engine.version``). Part of the run item's one
+    ``PutItem``: no extra request."""
+    from shared.engine.version import BUILD_KEY, build_stamp
+
+    return {**data, BUILD_KEY: build_stamp(ports.settings.build_id)}
+
+
 def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, *,
               before_start: Callable[[RunRecord], None] | None = None) -> Created:
     """Write the run item, then start its execution; a failed start leaves no run behind.
@@ -61,7 +70,7 @@ def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, 
     run_id = new_run_id(ports, caller.tenant)
     now = ports.clock.iso()
     rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="pending", last_seq=-1, created_at=now,
-                    data={k: v for k, v in data.items() if v is not None}, state=new_state(),
+                    data=stamped(ports, {k: v for k, v in data.items() if v is not None}), state=new_state(),
                     expires_at=expires_at(ports))
     ports.runs.create_run(rec)
     try:

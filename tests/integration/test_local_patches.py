@@ -38,7 +38,7 @@ def make_function(local_aws: LocalAws, role_arn: str) -> Iterator[Callable[..., 
     def make(handler: Callable[[Any, Any], Any] | None = None, name: str | None = None) -> str:
         name = name or unique("canary-fn")
         arn: str = local_aws.client("lambda").create_function(
-            FunctionName=name, Runtime="python3.11", Role=role_arn, Handler="x.lambda_handler", Code={"ZipFile": ZIP}
+            FunctionName=name, Runtime="python3.13", Role=role_arn, Handler="x.lambda_handler", Code={"ZipFile": ZIP}
         )["FunctionArn"]
         if handler is not None:
             patches.register_handler(name, handler)

@@ -1,0 +1,46 @@
+"""The engine version: what a run's stored state and event log mean, and which builds may advance a run.
+
+Every run records, at creation, the build that started it and this engine version (``data.build``: written by the
+run-start service, ``shared.services.run_start.stamped``). Builds cross under running runs: a deploy
+moves the functions' alias (a canary first), so the next task of a run started on build N may run on build N+1.
+That is safe while both builds have the same ``ENGINE_VERSION``: a task folds the stored log and state from the
+stored sequence and appends idempotently, whatever build wrote them. A build whose engine version differs from
+the run's refuses to advance it (:class:`EngineVersionMismatchError`); Step Functions retries the task for as long
+as a traffic shift lasts (statemachines/*.asl.json), so a run lands on a build of its own engine version, and a
+run whose engine is gone for good (a rollback, or a finished shift to a new engine) fails after the retries with
+``node_execution_failed``. Raise ``ENGINE_VERSION`` only with a change to what the log or the state means, and
+list the versions a build still reads in ``READS`` when it can continue them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+ENGINE_VERSION = 1
+# Engine versions whose runs this build may advance (its own, and any it still reads).
+READS = frozenset({ENGINE_VERSION})
+BUILD_KEY = "build"  # the run's creation facts: data["build"] = {"buildId": ..., "engineVersion": ...}
+
+
+class EngineVersionMismatchError(Exception):
+    """This build's engine does not read the run's engine version. The task fails with this error name, which the
+    state machines retry (then catch: the run fails)."""
+
+
+def build_stamp(build_id: str) -> dict[str, Any]:
+    """What a run records about the build that started it."""
+    return {"buildId": build_id, "engineVersion": ENGINE_VERSION}
+
+
+def run_engine_version(data: Mapping[str, Any]) -> int:
+    """The engine version a run was started on; runs created before builds were recorded are version 1."""
+    return int((data.get(BUILD_KEY) or {}).get("engineVersion", 1))
+
+
+def check_engine(data: Mapping[str, Any]) -> None:
+    """Raise :class:`EngineVersionMismatchError` unless this build may advance a run with creation facts ``data``."""
+    version = run_engine_version(data)
+    if version not in READS:
+        raise EngineVersionMismatchError(
+            f"the run was started on engine version {version}; this build reads {sorted(READS)}")

@@ -1,0 +1,252 @@
+"""The synthesized prod template is deployable today and safe to deploy again: every function on a supported
+runtime (python3.13, arm64), published as a version behind the ``live`` alias that CodeDeploy shifts with a canary
+and rolls back on alarms; reserved concurrency on the run tasks and long polls; alarms on DynamoDB throttles and
+the webhooks' lag and queue age; a parked timeout, a backup plan and limits from context."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared import manifest
+
+pytestmark = pytest.mark.infra
+
+
+def _synth(tmp_path: Path, **context: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
+    from aws_cdk.assertions import Template
+
+    from infra.app import build_app
+
+    _, stack = build_app({"stage": "prod", **context}, outdir=str(tmp_path), nag=False)
+    return stack, Template.from_stack(stack).to_json()["Resources"]
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict[str, Any]]]:
+    return _synth(tmp_path_factory.mktemp("cdk.out"))
+
+
+def _of_type(resources: dict[str, dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in resources.items() if r["Type"] == kind}
+
+
+def _id(stack: Any, construct: Any) -> str:
+    return str(stack.resolve(construct.node.default_child.ref)["Ref"])
+
+
+# --- Runtime --------------------------------------------------------------------------------------------------
+
+
+def test_no_function_runs_on_a_runtime_past_its_deprecation_date(prod) -> None:
+    from infra.runtimes import RUNTIMES, past_deprecation
+
+    _stack, resources = prod
+    runtimes = {r["Properties"]["Runtime"] for r in _of_type(resources, "AWS::Lambda::Function").values()}
+    layers = {rt for r in _of_type(resources, "AWS::Lambda::LayerVersion").values()
+              for rt in r["Properties"]["CompatibleRuntimes"]}
+    # Then every function and the layer are on python3.13, which Lambda supports today
+    assert runtimes == layers == {"python3.13"}
+    assert [rt for rt in runtimes if past_deprecation(rt, date.today())] == []
+    # and the check can fail: python3.11 (what the stack ran) is past its date today, as is a runtime not in the table
+    assert past_deprecation("python3.11", date(2026, 12, 3)) and past_deprecation("python3.9", date.today())
+    assert RUNTIMES["python3.11"].updates_blocked == date(2026, 8, 31)
+
+
+def test_every_function_is_arm64_and_versioned_behind_a_live_alias_codedeploy_shifts(prod) -> None:
+    stack, resources = prod
+    functions = _of_type(resources, "AWS::Lambda::Function")
+    versions = _of_type(resources, "AWS::Lambda::Version")
+    aliases = _of_type(resources, "AWS::Lambda::Alias")
+    groups = _of_type(resources, "AWS::CodeDeploy::DeploymentGroup")
+    assert len(functions) == len(versions) == len(aliases) == len(groups) == len(manifest.FUNCTIONS)
+    for spec in manifest.FUNCTIONS:
+        fn_id = _id(stack, stack.functions.function(spec.name))
+        alias_id = _id(stack, stack.functions.alias(spec.name))
+        # Given a function: arm64
+        assert functions[fn_id]["Properties"]["Architectures"] == ["arm64"]
+        # Then a version of it is published, and the alias "live" points at that version
+        alias = aliases[alias_id]
+        version_id = alias["Properties"]["FunctionVersion"]["Fn::GetAtt"][0]
+        assert versions[version_id]["Properties"]["FunctionName"] == {"Ref": fn_id}
+        assert alias["Properties"]["Name"] == "live" and alias["Properties"]["FunctionName"] == {"Ref": fn_id}
+        # and CloudFormation hands the alias update to CodeDeploy (the deployment group of this function)
+        update = alias["UpdatePolicy"]["CodeDeployLambdaAliasUpdate"]
+        group_id = update["DeploymentGroupName"]["Ref"]
+        assert group_id in groups and update["ApplicationName"] == groups[group_id]["Properties"]["ApplicationName"]
+
+
+def test_nothing_invokes_latest_every_caller_names_the_alias(prod) -> None:
+    stack, resources = prod
+    fn_ids = {_id(stack, f) for f in stack.functions.functions.values()}
+    # Given everything that invokes a function: API integrations, event source mappings, state machine substitutions
+    callers = [r["Properties"]["IntegrationUri"] for r in _of_type(resources, "AWS::ApiGatewayV2::Integration").values()]
+    callers += [r["Properties"]["FunctionName"] for r in _of_type(resources, "AWS::Lambda::EventSourceMapping").values()]
+    callers += [v for r in _of_type(resources, "AWS::StepFunctions::StateMachine").values()
+                for k, v in r["Properties"]["DefinitionSubstitutions"].items() if k.endswith("Function")]
+    # Then each names an alias: its ARN, or "<function name or ARN>:live" (event sources; the state machines, whose
+    # reference to the alias resource would close a cycle through its rollback alarm), never a bare function (whose
+    # unqualified ARN is $LATEST)
+    assert len(callers) == len(manifest.ROUTES) + 3 + sum(len(m.invokes) for m in manifest.STATE_MACHINES)
+    for value in callers:
+        assert _names_live_alias(value, resources), value
+    # and the state machines may invoke the aliases only
+    invokable = [res for p in _of_type(resources, "AWS::IAM::Policy").values()
+                 for s in p["Properties"]["PolicyDocument"]["Statement"] if "lambda:InvokeFunction" in
+                 (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+                 for res in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+    assert len(invokable) == sum(len(m.invokes) for m in manifest.STATE_MACHINES)
+    assert all(_names_live_alias(r, resources) for r in invokable)
+    assert fn_ids  # (the functions' own ids appear only inside a ":live" join)
+
+
+def _names_live_alias(value: Any, resources: dict[str, dict[str, Any]]) -> bool:
+    if set(value) == {"Ref"}:
+        return resources[value["Ref"]]["Type"] == "AWS::Lambda::Alias"
+    parts = value.get("Fn::Join", ["", []])[1]
+    named = re.findall(r'"(?:Ref|Fn::GetAtt)": \[?"([A-Za-z0-9]+)"', json.dumps(parts))
+    return bool(parts) and parts[-1] == ":live" and len(named) == 1 and \
+        resources[named[0]]["Type"] in ("AWS::Lambda::Function", "AWS::Lambda::Alias")
+
+
+def test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms(prod, tmp_path: Path) -> None:
+    stack, resources = prod
+    rollback = sorted(stack.resolve(a.alarm_name)["Ref"] for a in stack.monitoring.rollback_alarms)
+    assert len(rollback) == 1 + len(manifest.STATE_MACHINES)
+    assert {_id(stack, stack.monitoring.alarms["Api5xx"])} < set(rollback)
+    for group in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").values():
+        props = group["Properties"]
+        # Then outside dev each deploy is a canary: 10% for 5 minutes, then all
+        assert props["DeploymentConfigName"] == "CodeDeployDefault.LambdaCanary10Percent5Minutes"
+        # and it rolls back when the API answers 5xx or an execution fails, or the deployment fails or is stopped
+        assert props["AlarmConfiguration"]["Enabled"] is True
+        assert sorted(a["Name"]["Ref"] for a in props["AlarmConfiguration"]["Alarms"]) == rollback
+        assert set(props["AutoRollbackConfiguration"]["Events"]) == {
+            "DEPLOYMENT_FAILURE", "DEPLOYMENT_STOP_ON_REQUEST", "DEPLOYMENT_STOP_ON_ALARM"}
+    # and one service role serves them all
+    assert len({g["Properties"]["ServiceRoleArn"]["Fn::GetAtt"][0]
+                for g in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").values()}) == 1
+    # and dev deploys at once, linear and a typo come from context
+    for context, expected in (({"stage": "dev"}, "CodeDeployDefault.LambdaAllAtOnce"),
+                              ({"deploymentConfig": "linear"}, "CodeDeployDefault.LambdaLinear10PercentEvery1Minute")):
+        _s, other = _synth(tmp_path / str(len(expected)), **context)
+        assert {g["Properties"]["DeploymentConfigName"]
+                for g in _of_type(other, "AWS::CodeDeploy::DeploymentGroup").values()} == {expected}
+
+
+def test_every_function_records_one_build_id(prod, tmp_path: Path) -> None:
+    stack, resources = prod
+    ids = {r["Properties"]["Environment"]["Variables"]["BUILD_ID"]
+           for r in _of_type(resources, "AWS::Lambda::Function").values()}
+    # Then every function names the same build: by default the code asset's content hash
+    assert ids == {stack.functions.build_id} and len(stack.functions.build_id) == 12
+
+
+# --- Isolation --------------------------------------------------------------------------------------------------
+
+
+def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(prod) -> None:
+    from infra.constructs.concurrency import DEFAULT_RESERVED, LONG_POLLS, TASKS, UNRESERVED_MINIMUM
+
+    stack, resources = prod
+    reserved = {spec.name: resources[_id(stack, stack.functions.function(spec.name))]["Properties"]
+                .get("ReservedConcurrentExecutions") for spec in manifest.FUNCTIONS}
+    # Then the run-advancing tasks have a floor and the long polls a ceiling, and nothing else is reserved
+    assert {k: v for k, v in reserved.items() if v is not None} == dict(DEFAULT_RESERVED)
+    assert set(TASKS) | set(LONG_POLLS) == set(DEFAULT_RESERVED)
+    assert all(reserved[name] >= 10 for name in (*TASKS, *LONG_POLLS))
+    # and the account's default 1,000 keeps Lambda's 100 unreserved
+    assert sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
+
+
+@pytest.mark.parametrize(("context", "message"), [
+    ({"reservedConcurrency": '{"advance_run": 950}'}, "context reservedConcurrency: 1230 reserved executions leave"),
+    ({"reservedConcurrency": '{"nope": 3}'}, "context reservedConcurrency="),
+    ({"reservedConcurrency": "lots"}, "context reservedConcurrency="),
+    ({"parkedTimeout": "30"}, "context parkedTimeout='30': expected 60 to 2592000"),
+    ({"parkedTimeout": "a week"}, "context parkedTimeout='a week': expected whole seconds"),
+    ({"maxPollWaitSeconds": "29"}, "context maxPollWaitSeconds=29: at most 25"),
+    ({"deploymentConfig": "blue-green"}, "context deploymentConfig='blue-green': expected one of"),
+    ({"backup": "true", "backupRetentionDays": "0"}, "context backupRetentionDays='0'"),
+])
+def test_deploy_context_that_cannot_work_stops_synthesis(tmp_path: Path, context: dict[str, str], message: str) -> None:
+    from infra.app import build_app
+
+    with pytest.raises(ValueError) as exc:
+        build_app({"stage": "prod", **context}, outdir=str(tmp_path), nag=False)
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_reservations_and_parked_timeout_come_from_context(tmp_path: Path) -> None:
+    stack, resources = _synth(tmp_path, reservedConcurrency='{"advance_run": 400, "stream_run_events": 0}',
+                              parkedTimeout="86400", tenantWriteRate="3", tenantWriteBurst="6")
+    fn = {spec.name: resources[_id(stack, stack.functions.function(spec.name))]["Properties"]
+          for spec in manifest.FUNCTIONS}
+    assert fn["advance_run"]["ReservedConcurrentExecutions"] == 400
+    assert "ReservedConcurrentExecutions" not in fn["stream_run_events"]
+    assert fn["create_run"]["Environment"]["Variables"]["TENANT_WRITE_RATE"] == "3"
+    assert fn["manage_tools"]["Environment"]["Variables"]["TENANT_WRITE_BURST"] == "6"
+    for machine in _of_type(resources, "AWS::StepFunctions::StateMachine").values():
+        subs = machine["Properties"]["DefinitionSubstitutions"]
+        if "ParkedTimeoutSeconds" in subs:
+            assert subs["ParkedTimeoutSeconds"] == "86400"
+    # and reservedConcurrency=off reserves nothing (an account with a small quota)
+    stack, resources = _synth(tmp_path / "off", reservedConcurrency="off")
+    assert not any("ReservedConcurrentExecutions" in r["Properties"]
+                   for r in _of_type(resources, "AWS::Lambda::Function").values())
+
+
+# --- Alarms and backups -----------------------------------------------------------------------------------------
+
+
+def test_alarms_watch_dynamodb_throttles_the_fanouts_lag_and_the_webhook_queues_age(prod) -> None:
+    stack, resources = prod
+    alarms = _of_type(resources, "AWS::CloudWatch::Alarm")
+    mon = stack.monitoring.alarms
+    # Given the DynamoDB throttle alarm: read and write throttle events of every table, summed
+    throttles = alarms[_id(stack, mon["DynamoDbThrottles"])]["Properties"]
+    stats = [m["MetricStat"]["Metric"] for m in throttles["Metrics"] if "MetricStat" in m]
+    watched = {(m["MetricName"], json.dumps(m["Dimensions"][0]["Value"])) for m in stats}
+    tables = {json.dumps(stack.resolve(t.table_name)) for t in stack.tables.tables.values()}
+    assert watched == {(f"{k}ThrottleEvents", t) for k in ("Read", "Write") for t in tables}
+    assert {m["Namespace"] for m in stats} == {"AWS/DynamoDB"} and throttles["Threshold"] == 1
+    # and the fan-out's stream lag (iterator age over 5 minutes)
+    lag = alarms[_id(stack, mon["WebhookFanoutLag"])]["Properties"]
+    assert (lag["Namespace"], lag["MetricName"], lag["Statistic"], lag["Threshold"]) == (
+        "AWS/Lambda", "IteratorAge", "Maximum", 300_000)
+    assert lag["Dimensions"] == [{"Name": "FunctionName",
+                                  "Value": {"Ref": _id(stack, stack.functions.function("fanout_webhooks"))}}]
+    # and the webhook queue's oldest message (over 15 minutes)
+    age = alarms[_id(stack, mon["WebhooksQueueAge"])]["Properties"]
+    assert (age["Namespace"], age["MetricName"], age["Threshold"]) == ("AWS/SQS", "ApproximateAgeOfOldestMessage", 900)
+    queue = stack.queues.queues[manifest.WEBHOOKS]
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": stack.resolve(queue.queue_name)}]
+    # and each has a runbook row in docs/operations.md
+    runbook = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    for name in mon:  # every default alarm: by its name, or its family's row (<Machine>ExecutionsFailed)
+        row = "<Machine>ExecutionsFailed" if name.endswith("ExecutionsFailed") else name
+        assert f"| `{row}` |" in runbook, name
+
+
+def test_a_backup_plan_only_when_asked_covering_every_table(prod, tmp_path: Path) -> None:
+    _stack, resources = prod
+    assert not _of_type(resources, "AWS::Backup::BackupPlan") and not _of_type(resources, "AWS::Backup::BackupVault")
+    # Given backup=true with a copy vault elsewhere
+    copy = "arn:aws:backup:eu-west-2:111122223333:backup-vault:openwop-dr"
+    stack, resources = _synth(tmp_path, backup="true", backupCopyVaultArn=copy, backupRetentionDays="14")
+    (plan,) = _of_type(resources, "AWS::Backup::BackupPlan").values()
+    (rule,) = plan["Properties"]["BackupPlan"]["BackupPlanRule"]
+    # Then a daily rule keeps backups 14 days and copies each to the other vault
+    assert rule["ScheduleExpression"] == "cron(0 3 * * ? *)" and rule["Lifecycle"]["DeleteAfterDays"] == 14
+    assert rule["CopyActions"] == [{"DestinationBackupVaultArn": copy, "Lifecycle": {"DeleteAfterDays": 14}}]
+    # and the selection names every table of the stack, nothing else
+    (selection,) = _of_type(resources, "AWS::Backup::BackupSelection").values()
+    chosen = {json.dumps(r) for r in selection["Properties"]["BackupSelection"]["Resources"]}
+    assert chosen == {json.dumps(stack.resolve(t.table_arn)) for t in stack.tables.tables.values()}
+    (vault,) = _of_type(resources, "AWS::Backup::BackupVault").values()
+    assert vault["DeletionPolicy"] == "Retain"
