@@ -1,5 +1,6 @@
-"""The HostStore port on DynamoDB: host-wide items by (pk, sk): API key hashes, workflows, eval suites and rows,
-webhook subscriptions, tool counters, the effect ledger (key layout in ``shared.keys``)."""
+"""The HostStore port on DynamoDB: host-wide items by (pk, sk): API key hashes, what tenants register (workflows,
+agents, tools, MCP servers, credential references, eval suites, webhook subscriptions), counters and the effect
+ledger. A large document is stored compressed where its caller allows it (``compress``: ``ddb.pack_doc``)."""
 
 from __future__ import annotations
 
