@@ -193,17 +193,15 @@ def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:
 
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
-    from shared.storage.dynamodb import (
-        DynamoEventStore,
-        DynamoHostStore,
-        DynamoIdempotencyStore,
-        DynamoRunStore,
-        DynamoToolCallStore,
-        S3BlobStore,
-    )
+    from shared.storage.blobs import S3BlobStore
+    from shared.storage.events import DynamoEventStore
+    from shared.storage.host import DynamoHostStore
+    from shared.storage.idempotency import DynamoIdempotencyStore
     from shared.storage.ratelimit import DynamoRateLimiter
+    from shared.storage.runs import DynamoRunStore
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
+    from shared.storage.tool_calls import DynamoToolCallStore
     from shared.transports.http import GuardedHttpTransport
 
     ddb = LazyClient("dynamodb", lambda: _client("dynamodb"))

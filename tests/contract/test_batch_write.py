@@ -73,7 +73,7 @@ def _count(ddb: Any, table: str, pk: str) -> int:
 
 
 def test_batch_write_resends_unprocessed_items_with_growing_backoff_until_all_are_written(ddb):
-    from shared.storage.dynamodb import batch_write
+    from shared.storage.ddb import batch_write
 
     # Given 60 puts and a table that leaves all but one item of a request unprocessed three times in a row
     table, pk = _host_table(), unique("BATCH")
@@ -94,7 +94,7 @@ def test_batch_write_resends_unprocessed_items_with_growing_backoff_until_all_ar
 
 
 def test_batch_write_gives_up_with_a_storage_error_after_the_attempt_limit(ddb):
-    from shared.storage.dynamodb import BATCH_WRITE_ATTEMPTS, batch_write
+    from shared.storage.ddb import BATCH_WRITE_ATTEMPTS, batch_write
 
     # Given a table that never accepts more than one item per request
     table, pk = _host_table(), unique("BATCH")
@@ -114,7 +114,7 @@ def test_batch_write_gives_up_with_a_storage_error_after_the_attempt_limit(ddb):
 
 
 def test_fork_prefix_copy_and_erasure_survive_unprocessed_items(local_aws, ddb):
-    from shared.storage.dynamodb import DynamoEventStore
+    from shared.storage.events import DynamoEventStore
     from shared.wiring import get_ports
 
     # Given an event store on a client that sees two partial BatchWriteItem answers

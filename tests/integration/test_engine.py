@@ -202,7 +202,7 @@ def test_http_node_refuses_hosts_off_the_allowlist(host):
 
 def test_a_crash_after_the_write_is_retried_without_duplicates(host, monkeypatch):
     # Given an append that succeeds and then the task dies (as if the Lambda crashed after the write)
-    from shared.storage.dynamodb import DynamoEventStore
+    from shared.storage.events import DynamoEventStore
 
     wid = _register("tenant-a", agent_workflow(unique("crash-wf")))
     key = unique("k")

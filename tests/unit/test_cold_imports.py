@@ -16,10 +16,11 @@ import pytest
 from shared import manifest
 
 # Never needed to import a handler: clients are built on first use (shared.wiring), the MCP SDK and its HTTP stack
-# on the first MCP call, JSON Schema validation on the first schema check, the local stack never in Lambda.
+# on the first MCP call, JSON Schema validation on the first schema check, the local stack never in Lambda, the
+# DynamoDB and S3 stores (each imports shared.storage.ddb) only when the ports are built.
 NEVER_AT_IMPORT = ("boto3", "botocore.client", "botocore.session", "mcp", "httpx", "anyio", "jsonschema",
                    "referencing", "moto", "jsonata", "werkzeug", "openwop_client", "requests", "cachetools.func",
-                   "shared.local", "shared.providers.bedrock", "shared.providers.openai", "shared.storage.dynamodb",
+                   "shared.local", "shared.providers.bedrock", "shared.providers.openai", "shared.storage.ddb",
                    "shared.orchestration.step_functions", "shared.transports.mcp")
 # Powertools' other resolvers (AppSync and its asyncio, ...) never load (functions._common.resolver).
 NOT_NEEDED = ("aws_lambda_powertools.event_handler.appsync", "asyncio")

@@ -1,0 +1,326 @@
+"""The RunStore port on DynamoDB: the run item, its auxiliary items (definition, effect claims, pages), its erasure
+tombstone; large creation facts and definitions in S3 (the BlobStore)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.errors import ConflictError, RunGoneError
+from shared.ports import BlobStore, Clock, ListPage, RunRecord
+from shared.storage import schema
+from shared.storage.ddb import (
+    add_updates,
+    batch_delete,
+    dump,
+    effect_transaction,
+    error_code,
+    from_item,
+    partition_condition,
+    query_all,
+    query_keys,
+    reasons,
+    refuse_too_large,
+    to_item,
+    tombstone_check,
+    writable_check,
+)
+
+
+class DynamoRunStore:
+    def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore) -> None:
+        self._c = client
+        self._t = table
+        self._clock = clock
+        self._blobs = blobs
+
+    def _expired(self, expires_at: int) -> bool:
+        return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
+
+    def create_run(self, record: RunRecord) -> None:
+        facts = dict(record.data)
+        definition = facts.pop("definition", None)
+        extra: list[dict[str, Any]] = []
+        if definition is not None:
+            # The pinned definition is written once beside the run item (same transaction), never with it: the run
+            # item is rewritten by every append, and a definition can be ~1 MB (DEFINITION_SK in shared/keys.py).
+            facts["definitionPinned"] = True
+            doc = dump(definition)
+            aux: dict[str, Any] = {"pk": record.run_id, "sk": schema.DEFINITION_SK, schema.TTL_ATTRIBUTE: record.expires_at}
+            if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
+                self._blobs.put_json(schema.run_definition_key(record.run_id), definition)
+                aux["blob"] = schema.run_definition_key(record.run_id)
+            else:
+                aux["doc"] = doc
+            extra.append({"Put": {"TableName": self._t, "Item": to_item(aux)}})
+        data = dump(facts)
+        item: dict[str, Any] = {
+            "pk": record.run_id,
+            "sk": schema.RUN_SK,
+            "tenant": record.tenant,
+            "gsi1pk": record.tenant,
+            "gsi1sk": f"{record.created_at}#{record.run_id}",
+            "status": record.status,
+            "lastSeq": record.last_seq,
+            "createdAt": record.created_at,
+            "workflowId": record.data.get("workflowId"),
+            "data": data,
+            "state": dump(record.state) if record.state is not None else None,
+            schema.TTL_ATTRIBUTE: record.expires_at,
+        }
+        if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
+            # Large creation facts (inputs, metadata, a definition) live in S3, so the run item keeps room for its
+            # state snapshot within DynamoDB's 400 KB; erasure reaches the object through the run's prefix.
+            del item["data"]
+            item["dataRef"] = schema.run_data_key(record.run_id)
+            self._blobs.put_json(schema.run_data_key(record.run_id), facts)
+        try:
+            self._c.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
+                # an id erased before its run exists (a fork whose source is being erased) is never created
+                tombstone_check(self._t, record.run_id),
+                *extra,
+            ])
+        except ClientError as exc:
+            refuse_too_large(exc)
+            if error_code(exc) == "TransactionCanceledException":
+                if reasons(exc)[1:2] == ["ConditionalCheckFailed"]:
+                    self._blobs.delete_prefix(schema.run_prefix(record.run_id))
+                    raise RunGoneError(record.run_id) from exc
+                raise ConflictError("run exists") from exc
+            raise
+
+    def _record(self, raw: dict[str, Any]) -> RunRecord:
+        it = from_item(raw)
+        if "dataRef" in it:
+            data = self._blobs.get_json(it["dataRef"])
+            if data is None:
+                raise RunGoneError(it["pk"])
+        else:
+            data = json.loads(it["data"])
+        return RunRecord(
+            run_id=it["pk"],
+            tenant=it["tenant"],
+            status=it["status"],
+            last_seq=int(it["lastSeq"]),
+            created_at=it["createdAt"],
+            data=data,
+            state=json.loads(it["state"]) if it.get("state") else None,
+            error=json.loads(it["error"]) if it.get("error") else None,
+            started_at=it.get("startedAt"),
+            completed_at=it.get("completedAt"),
+            execution_arn=it.get("executionArn"),
+            expires_at=int(it.get(schema.TTL_ATTRIBUTE, 0)),
+            summary=json.loads(it["summary"]) if it.get("summary") else None,
+            cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
+        )
+
+    def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
+        resp = self._c.get_item(
+            TableName=self._t,
+            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            ConsistentRead=consistent,
+        )
+        raw = resp.get("Item")
+        if not raw:
+            return None
+        try:
+            rec = self._record(raw)
+        except RunGoneError:
+            return None  # its creation facts are gone: being erased
+        if self._expired(rec.expires_at) and not include_expired:
+            return None  # TTL deletion can lag for days: an expired run reads as gone
+        return rec
+
+    def list_runs(
+        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str]
+    ) -> ListPage:
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "IndexName": schema.TENANT_INDEX,
+            "KeyConditionExpression": "gsi1pk = :t",
+            "ExpressionAttributeValues": {":t": {"S": tenant}, ":now": {"N": str(self._clock.now_ms() // 1000)}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        conds = [f"{schema.TTL_ATTRIBUTE} > :now"]
+        names: dict[str, str] = {}
+        for i, (k, v) in enumerate(sorted(filters.items())):
+            names[f"#f{i}"] = k
+            kwargs["ExpressionAttributeValues"][f":f{i}"] = {"S": v}
+            conds.append(f"#f{i} = :f{i}")
+        kwargs["FilterExpression"] = " AND ".join(conds)
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if start_key:
+            kwargs["ExclusiveStartKey"] = to_item(start_key)
+        runs: list[RunRecord] = []
+        next_key: dict[str, Any] | None = None
+        # A filter can leave a page short: keep reading until the page is full or the index ends.
+        while True:
+            resp = self._c.query(**kwargs)
+            for raw in resp.get("Items", []):
+                try:
+                    runs.append(self._record(raw))
+                except RunGoneError:
+                    continue  # being erased
+            lek = resp.get("LastEvaluatedKey")
+            if not lek:
+                next_key = None
+                break
+            if len(runs) >= limit:
+                next_key = from_item(lek)
+                break
+            kwargs["ExclusiveStartKey"] = lek
+            kwargs["Limit"] = limit - len(runs)
+        if len(runs) > limit:
+            runs = runs[:limit]
+            last = runs[-1]
+            next_key = {"pk": last.run_id, "sk": schema.RUN_SK, "gsi1pk": tenant,
+                        "gsi1sk": f"{last.created_at}#{last.run_id}"}
+        return ListPage(runs=runs, next_key=next_key)
+
+    def set_execution(self, run_id: str, execution_arn: str) -> None:
+        self._c.update_item(
+            TableName=self._t,
+            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            UpdateExpression="SET executionArn = :a",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":a": {"S": execution_arn}},
+        )
+
+    def update_status(self, run_id: str, status: str, *, allowed_from: Sequence[str]) -> bool:
+        values: dict[str, Any] = {":s": {"S": status}}
+        conds = []
+        for i, s in enumerate(allowed_from):
+            values[f":a{i}"] = {"S": s}
+            conds.append(f":a{i}")
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="SET #st = :s",
+                ConditionExpression=f"attribute_exists(pk) AND #st IN ({', '.join(conds)})",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def get_definition(self, run_id: str) -> dict[str, Any] | None:
+        """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.DEFINITION_SK}),
+                                ConsistentRead=True)
+        if "Item" not in resp:
+            return None
+        it = from_item(resp["Item"])
+        if "blob" in it:
+            got = self._blobs.get_json(str(it["blob"]))
+            return dict(got) if isinstance(got, dict) else None
+        doc: dict[str, Any] = json.loads(it["doc"])
+        return doc
+
+    def set_progress(self, run_id: str, expected_last_seq: int, new_last_seq: int, updates: dict[str, Any]) -> None:
+        """Move lastSeq forward after a bulk copy (a fork's prefix), conditioned on where it was."""
+        sets = ["lastSeq = :new"]
+        values: dict[str, Any] = {":new": {"N": str(new_last_seq)}, ":old": {"N": str(expected_last_seq)}}
+        names: dict[str, str] = {}
+        add_updates(updates, sets, values, names)
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="attribute_exists(pk) AND lastSeq = :old",
+                ExpressionAttributeValues=values,
+                **({"ExpressionAttributeNames": names} if names else {}),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise ConflictError("run moved") from exc
+            raise
+
+    def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None:
+        """Write an auxiliary item; a late write for an erased run fails (``RunGoneError``): its tombstone blocks it."""
+        try:
+            self._c.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._t,
+                         "Item": to_item({"pk": run_id, "sk": sk, "doc": dump(value),
+                                          schema.TTL_ATTRIBUTE: expires_at})}},
+                tombstone_check(self._t, run_id),
+            ])
+        except ClientError as exc:
+            refuse_too_large(exc)
+            if error_code(exc) == "TransactionCanceledException":
+                raise RunGoneError(run_id) from exc
+            raise
+
+    def claim_effect(self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int) -> bool:
+        """Record the intent of an outside effect under the run, only while the run is writable (one transaction).
+
+        True when newly claimed, False when this effect key was claimed before (a retried step);
+        ``ConflictError`` when the run is no longer writable: the caller must not perform the effect.
+        """
+        put = {"Put": {"TableName": self._t,
+                       "Item": to_item({"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}{effect_key}", "doc": dump(value),
+                                        schema.TTL_ATTRIBUTE: expires_at}),
+                       "ConditionExpression": "attribute_not_exists(pk)"}}
+        return effect_transaction(self._c, [put, writable_check(self._t, run_id)], run_id)
+
+    def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)
+        raw = resp.get("Item")
+        if not raw:
+            return None
+        doc: dict[str, Any] = json.loads(from_item(raw)["doc"])
+        return doc
+
+    def query_aux(self, run_id: str, prefix: str, *, between: tuple[str, str] | None = None
+                  ) -> list[tuple[str, dict[str, Any]]]:
+        """The run's aux items whose sort key starts with ``prefix``, or lies ``between`` (low, high) inclusive."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        cond = partition_condition(run_id, prefix) if between is None else {
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+            "ExpressionAttributeValues": {":p": {"S": run_id}, ":a": {"S": between[0]}, ":b": {"S": between[1]}}}
+        for raw in query_all(self._c, {"TableName": self._t, "ConsistentRead": True, **cond}):
+            it = from_item(raw)
+            out.append((it["sk"], json.loads(it["doc"])))
+        return out
+
+    def is_tombstoned(self, run_id: str) -> bool:
+        resp = self._c.get_item(
+            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}), ConsistentRead=True
+        )
+        return "Item" in resp
+
+    # -- erasure ---------------------------------------------------------------
+    def all_keys(self, run_id: str) -> list[dict[str, Any]]:
+        return query_keys(self._c, self._t, "pk", run_id, "pk, sk")
+
+    def delete_run_item(self, run_id: str) -> bool:
+        """Delete the run item (the stream REMOVE record then drives the rest of the erasure)."""
+        resp = self._c.delete_item(
+            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.RUN_SK}), ReturnValues="ALL_OLD"
+        )
+        return "Attributes" in resp
+
+    def delete_aux_all(self, run_id: str) -> int:
+        """Every item under the run's key but its tombstone."""
+        keys = [k for k in self.all_keys(run_id) if k["sk"]["S"] != schema.TOMBSTONE_SK]
+        return batch_delete(self._c, self._t, keys)
+
+    def delete_tombstone(self, run_id: str) -> None:
+        self._c.delete_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}))
+
+    def write_tombstone(self, run_id: str, tenant: str, at: str, expires_at: int) -> None:
+        self._c.put_item(
+            TableName=self._t,
+            Item=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK, "tenant": tenant, "erasedAt": at,
+                          schema.TTL_ATTRIBUTE: expires_at}),
+        )

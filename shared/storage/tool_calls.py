@@ -1,0 +1,169 @@
+"""The ToolCallStore port on DynamoDB: the as-executed tool-call records (partition runId, sort callKey), each
+written only while its run is writable (or not erased); large records in S3 (the BlobStore)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.errors import ConflictError, RunGoneError
+from shared.ports import BlobStore, ToolCallRecord
+from shared.storage import schema
+from shared.storage.ddb import (
+    batch_delete,
+    dump,
+    error_code,
+    from_item,
+    query_all,
+    query_keys,
+    refuse_too_large,
+    to_item,
+    tombstone_check,
+    writable_check,
+)
+
+
+class DynamoToolCallStore:
+    """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
+
+    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str) -> None:
+        self._c = client
+        self._t = table
+        self._runs = runs_table
+        self._blobs = blobs
+        self._host = host_table
+
+    @staticmethod
+    def _to_doc(r: ToolCallRecord) -> dict[str, Any]:
+        return {
+            "agentId": r.agent_id, "invocationId": r.invocation_id, "delegate": r.delegate,
+            "toolName": r.tool_name, "callId": r.call_id, "args": r.args, "status": r.status,
+            "result": r.result, "error": r.error, "source": r.source, "startedAt": r.started_at,
+            "durationMs": r.duration_ms, "extra": r.extra,
+        }
+
+    def _item(self, record: ToolCallRecord, expires_at: int) -> dict[str, Any]:
+        """The record's item; a large document goes to S3 under the run (``docRef``)."""
+        doc = dump(self._to_doc(record))
+        item: dict[str, Any] = {"runId": record.run_id, "callKey": record.call_key, schema.TTL_ATTRIBUTE: expires_at}
+        if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
+            key = schema.large_call_key(record.run_id, record.call_key)
+            self._blobs.put_json(key, self._to_doc(record))
+            item["docRef"] = key
+        else:
+            item["doc"] = doc
+        return item
+
+    def put_calls(self, run_id: str, records: list[ToolCallRecord], expires_at: int,
+                  aux: tuple[str, dict[str, Any]] | None = None) -> None:
+        """Write records whose outcomes are deterministic (no effect was claimed for them: a retried step rewrites
+        them equal) and, last, one auxiliary item of the run, only while the run is writable: one transaction per
+        98 items (usually one in all). ``ConflictError`` when the run is not writable: the last transaction, the
+        one holding ``aux``, writes nothing."""
+        items = [{"Put": {"TableName": self._t, "Item": to_item(self._item(r, expires_at))}} for r in records]
+        if aux is not None:
+            items.append({"Put": {"TableName": self._runs, "Item": to_item({
+                "pk": run_id, "sk": aux[0], "doc": dump(aux[1]), schema.TTL_ATTRIBUTE: expires_at})}})
+        for at in range(0, len(items), 98):
+            try:
+                self._c.transact_write_items(TransactItems=[*items[at:at + 98], writable_check(self._runs, run_id)])
+            except ClientError as exc:
+                refuse_too_large(exc)
+                if error_code(exc) == "TransactionCanceledException":
+                    raise ConflictError(f"run {run_id} is not writable") from exc
+                raise
+
+    def put_counted_call(self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str],
+                         expected: int) -> tuple[str, int | None]:
+        """A counter increment and its call's record in one transaction, only while the run is writable.
+
+        The record (``record.result`` holds the new count) is written once per call key, so it is the increment's
+        marker: the count moves from ``expected`` to ``expected + 1`` exactly when the record is written.
+        Returns ``("written", expected + 1)``; ``("stale", current)`` when the count was not ``expected`` (nothing
+        written: try again from ``current``); ``("recorded", None)`` when the call was recorded before (a retried
+        step: its record holds its outcome). ``ConflictError`` when the run is not writable.
+        """
+        put = {"Put": {"TableName": self._t, "Item": to_item(self._item(record, expires_at)),
+                       "ConditionExpression": "attribute_not_exists(callKey)"}}
+        update = {"Update": {
+            "TableName": self._host, "Key": to_item({"pk": counter[0], "sk": counter[1]}),
+            "UpdateExpression": "SET #c = :new",
+            "ConditionExpression": "#c = :old" if expected else "attribute_not_exists(#c) OR #c = :old",
+            "ExpressionAttributeNames": {"#c": "count"},
+            "ExpressionAttributeValues": {":old": {"N": str(expected)}, ":new": {"N": str(expected + 1)}},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }}
+        try:
+            self._c.transact_write_items(TransactItems=[put, update, writable_check(self._runs, record.run_id)])
+            return "written", expected + 1
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            codes = [str(r.get("Code", "None")) for r in reasons]
+            if len(codes) != 3 or codes[2] != "None":
+                raise ConflictError(f"run {record.run_id} is not writable") from exc
+            if codes[0] == "ConditionalCheckFailed":
+                return "recorded", None
+            if codes[1] == "ConditionalCheckFailed":
+                return "stale", int((reasons[1].get("Item") or {}).get("count", {}).get("N", "0"))
+            raise
+
+    def put_call(self, record: ToolCallRecord, expires_at: int) -> bool:
+        """Write once. False when this call key is already recorded (a retried step)."""
+        item = self._item(record, expires_at)
+        try:
+            self._c.transact_write_items(TransactItems=[
+                {"Put": {"TableName": self._t, "Item": to_item(item),
+                         "ConditionExpression": "attribute_not_exists(callKey)"}},
+                # A late write for an erased run must fail: its tombstone blocks it.
+                tombstone_check(self._runs, record.run_id),
+            ])
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                reasons = exc.response.get("CancellationReasons") or []
+                if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                    if "docRef" in item:
+                        self._blobs.delete_prefix(item["docRef"])  # erased: undo our S3 write
+                    raise RunGoneError(record.run_id) from exc
+                return False
+            raise
+
+    def _from(self, raw: dict[str, Any]) -> ToolCallRecord:
+        it = from_item(raw)
+        doc = json.loads(it["doc"]) if "doc" in it else self._blobs.get_json(it["docRef"])
+        if doc is None:
+            raise RunGoneError(it["runId"])
+        return ToolCallRecord(
+            run_id=it["runId"], call_key=it["callKey"], agent_id=doc["agentId"], invocation_id=doc["invocationId"],
+            delegate=bool(doc["delegate"]), tool_name=doc["toolName"], call_id=doc["callId"], args=doc["args"],
+            status=doc["status"], result=doc.get("result"), error=doc.get("error"), source=doc.get("source", "live"),
+            started_at=doc.get("startedAt", ""), duration_ms=doc.get("durationMs"), extra=doc.get("extra") or {},
+        )
+
+    def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None:
+        resp = self._c.get_item(TableName=self._t, Key=to_item({"runId": run_id, "callKey": call_key}),
+                                ConsistentRead=True)
+        return self._from(resp["Item"]) if "Item" in resp else None
+
+    def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]:
+        """The run's records by call key; with ``between`` = (low, high), those whose key lies in it, inclusive."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._t,
+            "KeyConditionExpression": "runId = :r",
+            "ExpressionAttributeValues": {":r": {"S": run_id}},
+            "ConsistentRead": True,
+        }
+        if between is not None:
+            kwargs["KeyConditionExpression"] = "runId = :r AND callKey BETWEEN :a AND :b"
+            kwargs["ExpressionAttributeValues"].update({":a": {"S": between[0]}, ":b": {"S": between[1]}})
+        return [self._from(i) for i in query_all(self._c, kwargs)]
+
+    def delete_all(self, run_id: str) -> int:
+        return batch_delete(self._c, self._t, self.all_keys(run_id))
+
+    def all_keys(self, run_id: str) -> list[dict[str, Any]]:
+        return query_keys(self._c, self._t, "runId", run_id, "runId, callKey")
