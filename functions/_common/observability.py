@@ -4,7 +4,7 @@
 - Tracer: X-Ray subsegments for the handler and the AWS SDK calls (``capture_response=False``: run payloads never
   reach a trace), only where tracing is on: in Lambda, unless ``POWERTOOLS_TRACE_DISABLED=true``, and only when
   the X-Ray SDK is installed. The deployed layer leaves it out (it carried a second botocore, 32 MB: see
-  docs/decisions/deploy-runtime-and-layer.md); Lambda's active tracing still records every invocation's segment.
+  docs/decisions/0098-deploy-runtime-and-layer.md); Lambda's active tracing still records every invocation's segment.
 - Metrics: CloudWatch EMF (no API call), namespace from ``Settings.metrics_namespace``, flushed by
   ``log_metrics`` at the end of each invocation. A few counters: ``RunsStarted``, ``EvalsStarted``,
   ``RunsFinished``, ``EvalsFinished``, ``RunsFailed``, ``Forks``, ``Refusals`` (4xx answers), ``ServerErrors`` (5xx

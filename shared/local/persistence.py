@@ -7,7 +7,7 @@ manifest at every start. Step Functions executions are not kept either: the runs
 status and state), and ``shared.local.resume`` starts their state machine again after a restart, which resumes each
 run where its log ends (the engine's design: a task re-reads the run and goes on from ``lastSeq``).
 
-How (docs/decisions/local-state.md has the evidence and the cost):
+How (docs/decisions/0095-local-state.md has the evidence and the cost):
 
 - **Journal.** A WSGI layer in front of moto's server appends every *mutating* request of those four services (the
   method, path, headers and body as moto received them) to the current journal segment, with one ``write`` of a
