@@ -1,6 +1,6 @@
 """The per-key token buckets on moto (``shared.storage.ratelimit``): exact admission at any concurrency, a refusal
 that says when the next token comes back, at most one write per admitted request and none for a remembered
-refusal, and the build every new run records."""
+refusal. (The build a new run records is stamped by the run-start service: test_deploy_safety, through the API.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from shared.ports import RateLimit, RunRecord
+from shared.ports import RateLimit
 from tests.helpers import unique
 
 
@@ -90,19 +90,3 @@ def test_tenants_have_their_own_buckets(table):
     assert [limiter.take(a, limit, t0).allowed for _ in range(3)] == [True, True, False]
     # Then tenant B's is whole
     assert [limiter.take(b, limit, t0).allowed for _ in range(3)] == [True, True, False]
-
-
-def test_every_new_run_records_the_build_that_started_it(local_aws):
-    from shared.engine.version import ENGINE_VERSION
-    from shared.wiring import get_ports
-
-    # Given the deployment's run store and a new run item
-    ports = get_ports()
-    rec = RunRecord(run_id=f"tenant-c/{unique('r-build')}", tenant="tenant-c", status="pending", last_seq=-1,
-                    created_at=ports.clock.iso(), data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
-                    expires_at=ports.clock.now_ms() // 1000 + 3600)
-    ports.runs.create_run(rec)
-    # Then the stored creation facts name this build and its engine version
-    stored = ports.runs.get_run(rec.run_id)
-    assert stored is not None
-    assert stored.data["build"] == {"buildId": ports.settings.build_id, "engineVersion": ENGINE_VERSION}
