@@ -27,8 +27,11 @@ lint: $(STAMP)
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 
+# The suite in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time: most of a test's time is
+# one Python process waiting on its own threads (moto, the handlers), so two workers use both cores.
+TEST_WORKERS ?= 2
 test: $(STAMP) lint lint-cfn browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The viewer test drives Debian's chromium (Playwright only drives it; it never downloads a browser).
 # Installed once with apt-get when /usr/bin/chromium is absent (CI runs as root on a clean Debian machine).
