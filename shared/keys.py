@@ -11,8 +11,9 @@ EVAL_PLAN_SK = "EVALPLAN"
 # item itself carries only a marker, so the item each 99-event append rewrites stays small (issue 15).
 DEFINITION_SK = "DEFINITION"
 # Lineage links under a run: what its erasure must reach beyond its own keys.
-CHILD_PREFIX = "CHILD#"  # a fork made from this run (erased with it, recursively)
+CHILD_PREFIX = "CHILD#"  # a fork, or an eval run served from this run's record (erased with it, recursively)
 IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run
+DEAD_LETTER_PREFIX = "DEADLETTER#"  # a webhook dead-letter record naming this run and one of its events
 
 
 def run_prefix(run_id: str) -> str:

@@ -1,5 +1,9 @@
 """Creating eval runs (RFC 0081, RFC 0251 baselines, RFC 0252 recorded fixtures) and the eval summary.
 
+An eval run served a source's recorded answers (``fixtureRuns``) is linked under each source like a fork
+(``CHILD#``): erasing a source erases it, its forks and everything they hold
+(docs/decisions/0108-erasure-reaches-served-evals.md).
+
 Every refusal happens before any run item exists. An unusable baseline or source run is refused with one
 byte-identical ``400 validation_error`` (``UnusableReferenceError``) whatever the reason, and every such
 check takes the same path for an unknown id and another tenant's id: decode, compare the tenant, then
@@ -221,6 +225,16 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     }
 
     def write_plan(rec: RunRecord) -> None:
+        try:
+            _write_plan(rec)
+        except RunGoneError as exc:  # a source erased meanwhile, its erasure reaching this run too: refused
+            raise UnusableReferenceError() from exc
+
+    def _write_plan(rec: RunRecord) -> None:
+        # Lineage first: an eval run served a source's recorded answers is derived from it, so the source's
+        # erasure erases it (and its forks) like a fork. Its tombstone refuses the link once that erasure began.
+        for source in sorted(set(sources.values())):
+            ports.runs.put_aux(source, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at)
         derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
         plan: dict[str, Any] = {
             "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "agentVersion": agent_version, "modes": modes,

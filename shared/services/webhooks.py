@@ -3,7 +3,8 @@ and signed delivery through the egress guard.
 
 Subscriptions live in the host table under ``WEBHOOK#<tenant>`` (sk = the bound webhookId), so a tenant's fan-out
 reads only its own subscriptions (one Query) and another tenant's id is never looked up. Dead-letter records live
-under ``WEBHOOKDL#<webhookId>`` with a TTL and carry no body, header or secret.
+under ``WEBHOOKDL#<webhookId>`` with a TTL and carry no body, header or secret; each is linked under the run it
+names (``DEADLETTER#``), so erasing the run deletes it.
 
 The delivery path: the events table's stream (INSERT records: the event is already durably stored) invokes
 ``fan_out``, which writes one queue message per (subscription, event) into a FIFO queue grouped by (subscription,
@@ -387,3 +388,6 @@ def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], att
         record["lastStatus"] = status
     sk = f"{record['deadLetteredAt']}#{record['deliveryId']}"
     ports.host.put_item(DL_PK + sub["webhookId"], sk, record, expires_at=expires_s)
+    from shared.services.erasure import link_dead_letter
+
+    link_dead_letter(ports, record["runId"], DL_PK + sub["webhookId"], sk, expires_s)  # the run's erasure reaches it

@@ -144,3 +144,140 @@ def test_an_eval_whose_fixture_source_is_erased_mid_run_fails_with_fixtures_gone
     assert failed
     assert raw(host.base_url, "GET", f"/runs/{project_id(failed[0].runId)}", key=host.key_a).json["error"] == {
         "code": "eval_recorded_fixtures_gone", "message": "the recorded fixtures this eval run was served are gone"}
+
+
+def _served_suites(host: Any, marker: str) -> tuple[str, str]:
+    """A recording suite whose echo tool answers ``marker`` (the source's tool output), and a suite replaying it."""
+    from tests.integration.test_eval_runs import golden, put_suite, script
+
+    calls = script(("conformance.eval:echo", {"note": marker}), ("conformance.eval:echo", {"again": marker}))
+    version = f"1.0.{uuid.uuid4().int % 1_000_000}"
+    record = {"suiteId": "tests.local.evals.erased-source", "version": version, "modes": ["golden"],
+              "tasks": [{"taskId": "t", "input": calls, "expected": golden("done"),
+                         "fixtures": {"toolResponses": [], "onMiss": "live"}}]}
+    replay = {"suiteId": "tests.local.evals.erased-replay", "version": version, "modes": ["golden"],
+              "tasks": [{"taskId": "t", "input": calls, "expected": golden("done")}]}
+    for doc in (record, replay):
+        assert put_suite(host, host.key_a, doc).status == 201
+    return f"{record['suiteId']}@{version}", f"{replay['suiteId']}@{version}"
+
+
+def _scan_answers(host: Any, ids: list[str], marker: str, suites: tuple[str, str]) -> list[tuple[str, str]]:
+    """``_scan`` for the ids and the echoed answer, once the two suites are dropped: their task inputs hold the
+    same bytes as the echo's answer, and they are the tenant's own registrations, not derived from any run."""
+    from shared.services.suites import suite_pk
+
+    for ref in suites:
+        assert _ports().host.delete_item(suite_pk("tenant-a"), ref)
+    return _scan(host, [*ids, marker])
+
+
+def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_letters(host):
+    from shared.local.patches import wait_for_stream_idle
+    from shared.local.webhook_receiver import WebhookReceiver
+    from shared.services.webhooks import SUB_PK
+    from shared.settings import get_settings
+    from tests.helpers import eventually
+    from tests.integration.test_eval_runs import run_eval
+    from tests.wire import all_events
+
+    # Given a receiver that fails every delivery, subscribed to the completion of runs tagged for this test,
+    marker, tag = unique("served-answer"), unique("erase")
+    client = host.client(host.key_a)
+    rx = WebhookReceiver()
+    rx.start()
+    try:
+        hook = raw(host.base_url, "POST", "/webhooks", {"url": rx.url + "/fail", "events": ["run.completed"],
+                                                        "tags": [tag]}, key=host.key_a).json["webhookId"]
+        # a source R whose tool answered the marker, an eval E served from R, and a replay fork of E
+        record, replay = _served_suites(host, marker)
+        source = run_eval(client, record, tags=[tag])
+        served = run_eval(client, replay, fixtureRuns={"t": source}, tags=[tag])
+        returned = [e.payload for e in all_events(client, served) if e.type == "agent.tool-returned"]
+        assert [r["outcome"] for r in returned] == [{"note": marker}, {"again": marker}]
+        fork = _post(host, f"/runs/{project_id(served)}:fork", {"mode": "replay", "fromSeq": 0})["runId"]
+        assert wait_terminal(client, fork).status == "completed"
+        # and the deliveries of R's and E's completion dead-lettered (a replay fork delivers nothing)
+        dead = eventually(lambda: (d := raw(host.base_url, "GET", f"/webhooks/{project_id(hook)}/dead-letters",
+                                            key=host.key_a).json["deliveries"]) and len(d) >= 2 and d,
+                          timeout=60, interval=0.5)
+        assert sorted(d["runId"] for d in dead) == sorted([source, served])
+        ids = [source, served, fork]
+        held = {t for t, _ in _scan(host, ids + [marker])}
+        assert {get_settings().runs_table, get_settings().host_table} <= held  # runs, dead letters
+
+        # When R is erased
+        assert raw(host.base_url, "DELETE", f"/runs/{project_id(source)}", key=host.key_a).status == 204
+        assert wait_for_stream_idle(30)
+
+        # Then R, the eval served from it and the eval's fork answer 404 like unknown runs, their logs included,
+        unknown = raw(host.base_url, "GET", f"/runs/{project_id('tenant-a/r-' + '0' * 22)}/events/poll",
+                      key=host.key_a)
+        for run_id in ids:
+            assert raw(host.base_url, "GET", f"/runs/{project_id(run_id)}", key=host.key_a).status == 404
+            poll = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/events/poll", key=host.key_a)
+            assert (poll.status, poll.json) == (unknown.status, unknown.json) and unknown.status == 404
+        # the webhook's dead letters no longer name them,
+        page = raw(host.base_url, "GET", f"/webhooks/{project_id(hook)}/dead-letters", key=host.key_a)
+        assert (page.status, page.json["deliveries"]) == (200, [])
+        # and no table and no object holds their ids or the tool output R's agent was served
+        assert _scan_answers(host, ids, marker, (record, replay)) == []
+    finally:
+        rx.stop()
+        _ports().host.delete_item(SUB_PK + "tenant-a", hook)
+
+
+def test_an_eval_in_flight_when_its_source_is_erased_goes_with_it(host):
+    from shared.local.patches import wait_for_stream_idle
+    from tests.helpers import wait_for_execution
+    from tests.integration.test_eval_runs import eval_request, run_eval
+
+    # Given a source whose tool answered a marker, and an eval served from it that was just started
+    marker = unique("in-flight-answer")
+    client = host.client(host.key_a)
+    record, replay = _served_suites(host, marker)
+    source = run_eval(client, record)
+    served = client.runs_create(eval_request(replay, fixtureRuns={"t": source})).runId
+    arn = _ports().runs.get_run(served).execution_arn
+
+    # When the source is erased while the eval runs
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(source)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(30)
+    wait_for_execution(host.aws.client("stepfunctions"), arn, timeout=30)  # stopped, or finished just before
+    assert wait_for_stream_idle(30)
+
+    # Then the eval is erased too: 404, and nothing it wrote (before or after the erasure) holds the answer
+    assert raw(host.base_url, "GET", f"/runs/{project_id(served)}", key=host.key_a).status == 404
+    assert _scan_answers(host, [source, served], marker, (record, replay)) == []
+
+
+def test_an_eval_whose_source_erasure_begins_while_it_is_created_is_refused_and_leaves_nothing(host):
+    from shared.local.patches import wait_for_stream_idle
+    from shared.services.erasure import request_erasure
+    from tests.integration.test_eval_runs import eval_request, refused, run_eval
+
+    # Given a recorded source, and the uniform refusal of an unusable source
+    marker, tag = unique("racing-answer"), unique("racing")
+    client = host.client(host.key_a)
+    record, replay = _served_suites(host, marker)
+    source = run_eval(client, record)
+    unknown = refused(client, eval_request(replay, fixtureRuns={"t": "tenant-a/r-" + "1" * 22}))
+    ports = _ports()
+    ddb = ports.runs._c
+
+    def erase_first(params: Any = None, **_: Any) -> None:  # the source's erasure begins just before the link
+        if "CHILD#" in json.dumps(params, default=str) and source in json.dumps(params, default=str):
+            ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems", erase_first)
+            request_erasure(ports, source)
+
+    # When an eval served from it is created while its erasure begins (after the source was checked)
+    ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", erase_first)
+    try:
+        text = refused(client, eval_request(replay, fixtureRuns={"t": source}, tags=[tag]))
+    finally:
+        ddb.meta.events.unregister("before-call.dynamodb.TransactWriteItems", erase_first)
+    assert wait_for_stream_idle(30)
+
+    # Then it is refused with the same bytes as an unknown source, and no eval run, copy or answer is left
+    assert text == unknown and source not in text
+    assert _scan_answers(host, [source, tag], marker, (record, replay)) == []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.wire import all_events, raw, wait_terminal
@@ -64,6 +62,8 @@ def test_branch_fork_refires_only_after_the_fork_point(host):
 
 
 def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host):
+    from shared.local.patches import wait_for_stream_idle
+
     client = host.client(host.key_a)
     src = _eval(client, "conformance-eval-recorded-source")
     wait_terminal(client, src.runId)
@@ -73,18 +73,19 @@ def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host):
     ok = client.runs_fork(rep.runId, ForkRunRequest(fromSeq=0, mode="replay"))
     assert wait_terminal(client, ok.runId, timeout=30).status == "completed"
     assert _scored(client, ok.runId) == _scored(client, rep.runId)
-    # When the source is erased, its derived copies go with it
-    wire = src.runId.replace("/", "~2F")
-    assert raw(host.base_url, "DELETE", f"/runs/{wire}", key=host.key_a).status == 204
-    deadline = time.monotonic() + 10
-    while _ports().blobs.list_keys(f"derived/{src.runId}/") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _ports().blobs.list_keys(f"derived/{src.runId}/") == []
+    # When its derived copies are gone (the source's erasure deletes them first, before it reaches the eval run)
+    assert _ports().blobs.delete_prefix(f"derived/{src.runId}/") == 1
     # Then forking the eval run that used them is refused, never re-derived, never live
     r = raw(host.base_url, "POST", f"/runs/{rep.runId.replace('/', '~2F')}:fork", {"mode": "replay", "fromSeq": 0},
             key=host.key_a)
     assert r.status == 410 and r.json["error"] == "eval_recorded_fixtures_gone"
     assert src.runId not in r.text
+    # and once the source's erasure is done, the eval run and its fork are gone with it (decision 0108)
+    wire = src.runId.replace("/", "~2F")
+    assert raw(host.base_url, "DELETE", f"/runs/{wire}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(30)
+    for run_id in (rep.runId, ok.runId):
+        assert raw(host.base_url, "GET", f"/runs/{run_id.replace('/', '~2F')}", key=host.key_a).status == 404
 
 
 def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host, monkeypatch):

@@ -1,5 +1,6 @@
 """RFC 0252 end to end through openwop-client: fixtures derived from a recorded run, uniform refusals, the
-content-free lane, failed source calls, and erasure of a source reaching every copy derived from it."""
+content-free lane, failed source calls, and erasure of a source reaching every copy derived from it and every
+eval run served from it."""
 
 from __future__ import annotations
 
@@ -219,7 +220,7 @@ def test_a_source_with_a_failed_call_is_usable_and_its_entry_is_an_error(host):
 
 def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host):
     from shared import keys
-    from shared.errors import EvalRecordedFixturesGoneError, RunGoneError
+    from shared.errors import RunGoneError
     from shared.local.patches import wait_for_stream_idle
     from shared.ports import ToolCallRecord
     from shared.services.evals import load_derived_plan
@@ -244,12 +245,11 @@ def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host
     assert ports.tool_calls.list_calls(source) == []
     assert ports.blobs.list_keys(keys.derived_prefix(source)) == []
     assert raw(host.base_url, "GET", f"/runs/{project_id(source)}", key=host.key_a).status == 404
-    with pytest.raises(EvalRecordedFixturesGoneError):
-        load_derived_plan(ports, used)
+    # the eval run served from it is derived from it: erased with it (its plan, log and summary), 404 like any run
+    assert ports.runs.get_run(used) is None and load_derived_plan(ports, used) == {}
+    assert ports.events.read_events(used) == [] and ports.tool_calls.list_calls(used) == []
     fork = raw(host.base_url, "POST", f"/runs/{project_id(used)}:fork", {"mode": "replay"}, key=host.key_a)
-    assert (fork.status, fork.json["error"]) == (410, "eval_recorded_fixtures_gone")
-    # the eval run that used it keeps its own log and summary
-    assert summary_json(host, host.key_a, used)["tasks"][0]["fixtureMissCount"] == 0
+    assert (fork.status, fork.json["error"]) == (404, "not_found")
     # late writes for the erased source fail
     late = ToolCallRecord(run_id=source, call_key="Z#00000", agent_id=AGENT, invocation_id="late:1", delegate=False,
                           tool_name="conformance.eval:echo", call_id="late:1#0", args={}, status="ok", result={})
@@ -283,7 +283,6 @@ def test_the_cli_erases_a_run_of_the_named_tenant(host, capsys):
 def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
     """Retention: an expired source reads as gone at once, and the TTL service's removal erases its copies."""
     from shared import keys
-    from shared.errors import EvalRecordedFixturesGoneError
     from shared.local.patches import wait_for_stream_idle
     from shared.local.ttl import ttl_sweep
     from shared.services.evals import load_derived_plan
@@ -306,5 +305,6 @@ def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
     assert wait_for_stream_idle(20)
     assert ports.blobs.list_keys(keys.derived_prefix(source)) == []
     assert ports.tool_calls.list_calls(source) == [] and ports.events.read_events(source) == []
-    with pytest.raises(EvalRecordedFixturesGoneError):
-        load_derived_plan(ports, used)
+    # the eval run served from it goes with it
+    assert ports.runs.get_run(used, include_expired=True) is None and load_derived_plan(ports, used) == {}
+    assert ports.events.read_events(used) == []
