@@ -46,7 +46,7 @@ def _post(host: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     # Given a source run whose agent saw a unique marker, made tool calls and performed an effect,
     marker = unique("personal-data")
@@ -82,7 +82,7 @@ def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host
 
 
 def test_an_idempotency_key_of_an_erased_run_no_longer_answers_with_its_id(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     # Given a run created with an Idempotency-Key, then erased
     key = _idem_key()
