@@ -137,7 +137,7 @@ def _cancels(client: Any, ports: Any) -> None:
 def _erasure(host_url: str, client: Any, ports: Any, aws: Any, wid: str) -> None:
     import uuid
 
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.protocol.ids import project_id
     from shared.settings import get_settings
     from tests.faults import scan_for

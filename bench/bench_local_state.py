@@ -79,7 +79,8 @@ def _journal_work() -> dict[str, Any]:
     record, one write() to the segment (of the PutItem above)."""
     import io
 
-    from shared.local.persistence import DataDir, Journal
+    from shared.local.datadir import DataDir
+    from shared.local.persistence import Journal
 
     folder = tempfile.mkdtemp(prefix="openwop-bench-")
     def moto(environ: dict[str, Any], start: Any) -> list[bytes]:  # stands in for moto: answers at once
@@ -131,8 +132,8 @@ def _recorded_demo(folder: str | None = None) -> tuple[Any, str, str, int]:
     """A kept host with one recorded demo-support run: (aws, run id, folder, journal bytes the run added)."""
     from bench.common import API_KEY, TENANT, api_event, call, wait_status
     from shared.local.cli import seed
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.local.demo import start_demo
-    from shared.local.patches import wait_for_stream_idle
     from shared.local.stack import LocalAws
     from shared.wiring import get_ports
 
@@ -163,10 +164,10 @@ def _store(n: int, folder: str) -> dict[str, Any]:
     """``n`` stored runs in ``folder``: one recorded demo run and n-1 copies of its items; then a snapshot."""
     from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-    from shared.local.persistence import _backends
+    from shared.local.moto_data import backends
 
     aws, run_id, _, _ = _recorded_demo(folder)
-    tables = _backends()["dynamodb"].tables
+    tables = backends()["dynamodb"].tables
     started = time.perf_counter()
     copied = 0
     for name in ("openwop-runs", "openwop-events", "openwop-toolcalls"):

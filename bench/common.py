@@ -11,7 +11,7 @@ How the meter counts (exactly, whatever the thread):
   bench sets the origin of its own thread (``meter.origin("create")`` around an API call; ``"poll"`` while
   ``wait_status`` polls; ``"bench"`` otherwise). Work done on other threads — Step Functions tasks, async invokes
   and DynamoDB stream batches, which moto runs on its own threads — enters through the local Lambda invoke
-  (``shared.local.patches.invoke_target``), where the meter's observer sets the thread's origin to the run the
+  (``shared.local.lambda_registry.invoke_target``), where the meter's observer sets the thread's origin to the run the
   invocation works for (the first run id found in its event, e.g. ``{"runId": ...}`` or an eval trial's item),
   or ``lambda:<function>`` when the event names no run. A figure for "one operation" is the sum of the origins
   that are that operation's work: the API call's tag plus the run(s) it caused (``meter.usage("create", run_id)``).
@@ -207,7 +207,7 @@ class AwsMeter:
         client.meta.events.register("response-received.*.*", self._response_received)
 
     def observe_invocations(self) -> None:
-        from shared.local.patches import observe_invocations
+        from shared.local.lambda_registry import observe_invocations
 
         self._remove_observer = observe_invocations(self._invocation)
 

@@ -116,8 +116,8 @@ def _state_line(aws: object, resumed: object) -> str:
 
 
 def _serve(host: str, port: int, stop: threading.Event | None = None, *, data_dir: str | None = DEFAULT_DATA_DIR) -> int:
+    from shared.local.datadir import DataDirError
     from shared.local.front import LocalFront
-    from shared.local.persistence import DataDirError
     from shared.local.stack import LocalAws
 
     api_keys = parse_api_keys(os.environ.get("OPENWOP_API_KEYS") or DEFAULT_API_KEYS)

@@ -35,476 +35,66 @@ The folder: ``FORMAT`` (JSON: format number, the host and moto versions that wro
 the running host: a second host on the folder refuses to start), ``snapshot.pickle``, ``journal-<n>.log``. Another
 format or another moto version is refused with both versions named (moto's pickled classes are the snapshot's
 format), never read as empty.
+
+This module is the journal (``Journal``: the WSGI layer, recovery, the snapshot child). Beside it:
+``shared.local.datadir`` (the folder, its format and lock), ``shared.local.journal_records`` (which requests are
+journaled, a record's framing), ``shared.local.snapshots`` (the pickled containers) and ``shared.local.moto_data``
+(which containers are kept, and the edits a replay makes to them).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copyreg
 import ctypes
-import errno
-import fcntl
 import gc
 import io
 import json
 import logging
 import os
 import pickle
-import re
 import signal
 import stat
-import struct
 import threading
 import time
-import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION
+from shared.local.datadir import FORMAT, DataDir, host_version, moto_version
+from shared.local.journal_records import classify, frame, read_segment
+from shared.local.moto_data import (
+    clear_stream_backlog,
+    collect_state,
+    install_state,
+    sqs_delete_ids,
+    sqs_ids_for_handles,
+    sqs_restore_ids,
+    sqs_sent_ids,
+)
+from shared.local.snapshots import (  # a snapshot names the two rebuilders here (snapshots.PICKLED_IN)
+    _rebuild_key_store,  # noqa: F401
+    _rebuild_limited_dict,  # noqa: F401
+    dispatch_table,
+    read_snapshot,
+    write_snapshot,
+)
 
 log = logging.getLogger("shared.local.persistence")
 
-FORMAT = 1
-"""The data folder's format. Change it (and teach ``DataDir.open`` to read or refuse the older one) whenever what a
-snapshot or a journal record holds changes meaning."""
-
-FORMAT_FILE = "FORMAT"
-LOCK_FILE = "lock"
-SNAPSHOT_FILE = "snapshot.pickle"
-SEGMENT_RE = re.compile(r"^journal-(\d{8})\.log$")
 SNAPSHOT_TIMEOUT_S = 900.0
 """A snapshot child still running after this is killed (the journal keeps everything; another is tried later)."""
 DEFAULT_SNAPSHOT_BYTES = 16 * 1024 * 1024
 """Journal bytes after which a snapshot is taken (``OPENWOP_SNAPSHOT_JOURNAL_MB`` overrides): the most a start
 replays after a crash."""
 
-_HEADER = struct.Struct("<II")  # payload length, CRC-32 of the payload
-_KEPT_SERVICES = ("dynamodb", "s3", "secretsmanager", "sqs")
-_CREDENTIAL_SERVICE = re.compile(r"Credential=[^/,\s]+/\d{8}/[^/,\s]+/([^/,\s]+)/aws4_request")
-_READ_PREFIXES = ("Get", "BatchGet", "Describe", "List", "Query", "Scan", "TransactGet", "Validate")
-_SQS_WRITES = frozenset({"SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch", "CreateQueue",
-                         "DeleteQueue", "PurgeQueue", "SetQueueAttributes", "TagQueue", "UntagQueue",
-                         "AddPermission", "RemovePermission"})
 _KEPT_ENVIRON = ("REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "REQUEST_URI", "RAW_URI",
                  "CONTENT_TYPE", "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
                  "wsgi.url_scheme")
 
 
-class DataDirError(Exception):
-    """The data folder cannot be used (in use, another format, damaged): one line for the operator."""
-
-
-def host_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("openwop-serverless")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def moto_version() -> str:
-    import moto
-
-    return str(moto.__version__)
-
-
 def snapshot_bytes_setting() -> int:
     raw = os.environ.get("OPENWOP_SNAPSHOT_JOURNAL_MB")
     return int(float(raw) * 1024 * 1024) if raw else DEFAULT_SNAPSHOT_BYTES
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# The folder: format, lock, segments
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class DataDir:
-    path: Path
-    _lock_fd: int = -1
-
-    @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> DataDir:
-        """Take the folder for this host: create it (and its ``FORMAT``) if new, refuse it if another host holds it,
-        if it is another format or moto version, or if it is not empty and not a data folder."""
-        folder = Path(path).resolve()
-        try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise DataDirError(f"data folder {folder} cannot be used: {exc.strerror or exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DataDirError(f"data folder {folder} is in use by another openwop-serverless host (pid {holder});"
-                                   " stop it, or start this one with another --data-dir or --ephemeral") from exc
-            raise DataDirError(f"data folder {folder} cannot be locked: {exc.strerror or exc}") from exc
-        data_dir = cls(folder, fd)
-        try:
-            data_dir._check_format()
-        except BaseException:
-            data_dir.close()
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return data_dir
-
-    def _check_format(self) -> None:
-        fmt = self.path / FORMAT_FILE
-        ours = {"format": FORMAT, "host": host_version(), "moto": moto_version()}
-        if not fmt.exists():
-            others = [p.name for p in self.path.iterdir() if p.name not in (LOCK_FILE,) and not p.name.startswith(".")]
-            if others:
-                raise DataDirError(f"{self.path} is not an openwop-serverless data folder (it has no {FORMAT_FILE} "
-                                   f"file but holds {', '.join(sorted(others)[:3])}); choose an empty or new folder")
-            _write_atomically(fmt, (json.dumps(ours, indent=1) + "\n").encode())
-            return
-        try:
-            found = json.loads(fmt.read_text(encoding="utf-8"))
-            found_format = int(found["format"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataDirError(f"{fmt} is unreadable; this host writes format {FORMAT} "
-                               f"(openwop-serverless {ours['host']}); move the folder away to start empty") from exc
-        found_host, found_moto = found.get("host", "unknown"), found.get("moto", "unknown")
-        if found_format != FORMAT or found_moto != ours["moto"]:
-            raise DataDirError(
-                f"data folder {self.path} was written in format {found_format} by openwop-serverless {found_host} "
-                f"(moto {found_moto}); this is openwop-serverless {ours['host']} (format {FORMAT}, moto "
-                f"{ours['moto']}), which cannot read it: start the version that wrote it, or use another --data-dir "
-                f"or --ephemeral (the folder was left as it is)")
-        if found_host != ours["host"]:  # same format, same moto: readable; the file names the newest writer
-            _write_atomically(fmt, (json.dumps(ours, indent=1) + "\n").encode())
-
-    def close(self) -> None:
-        if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-
-    @property
-    def snapshot(self) -> Path:
-        return self.path / SNAPSHOT_FILE
-
-    def segment(self, number: int) -> Path:
-        return self.path / f"journal-{number:08d}.log"
-
-    def segments(self) -> list[int]:
-        return sorted(int(m.group(1)) for p in self.path.iterdir() if (m := SEGMENT_RE.match(p.name)))
-
-    def remove_stale(self) -> None:
-        """Leftovers of a snapshot that died half-written."""
-        for p in self.path.glob(f"{SNAPSHOT_FILE}.*.tmp"):
-            with contextlib.suppress(OSError):
-                p.unlink()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Which requests change what is kept
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Mutation:
-    service: str
-    operation: str
-
-
-def classify(environ: dict[str, Any]) -> Mutation | None:
-    """The kept service and operation of a request that may change kept data; ``None`` for anything else (reads,
-    other services, unsigned requests such as moto's own API)."""
-    found = _CREDENTIAL_SERVICE.search(environ.get("HTTP_AUTHORIZATION", ""))
-    if found is None or found.group(1) not in _KEPT_SERVICES:
-        return None
-    service = found.group(1)
-    method = environ.get("REQUEST_METHOD", "GET")
-    if service == "s3":
-        return Mutation(service, method) if method in ("PUT", "POST", "DELETE") else None
-    target = environ.get("HTTP_X_AMZ_TARGET", "")
-    operation = target.rpartition(".")[2] if target else ""
-    if service == "sqs":
-        if not operation:  # the query protocol: journaled whole, without the id bookkeeping of the JSON protocol
-            return Mutation(service, "query") if method == "POST" else None
-        return Mutation(service, operation) if operation in _SQS_WRITES else None
-    if service == "dynamodb" and not target.startswith("DynamoDB_"):
-        return None  # DynamoDB Streams reads
-    if not operation or operation.startswith(_READ_PREFIXES):
-        return None
-    return Mutation(service, operation)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Snapshots: moto's data containers, pickled
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _backends() -> dict[str, Any]:
-    from moto.dynamodb.models import dynamodb_backends
-    from moto.s3.models import s3_backends
-    from moto.secretsmanager.models import secretsmanager_backends
-    from moto.sqs.models import sqs_backends
-
-    return {"dynamodb": dynamodb_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
-            "s3": s3_backends[DEFAULT_ACCOUNT]["aws"],
-            "secretsmanager": secretsmanager_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
-            "sqs": sqs_backends[DEFAULT_ACCOUNT][DEFAULT_REGION]}
-
-
-def dynamodb_table(name: str) -> Any:
-    """moto's table object (this process's moto: the local host's own reads that the API makes slow)."""
-    return _backends()["dynamodb"].tables[name]
-
-
-def collect_state() -> dict[str, Any]:
-    """References to the kept containers (pickled as they are at the moment of the call)."""
-    b = _backends()
-    return {"dynamodb": b["dynamodb"].tables, "s3": b["s3"].buckets,
-            "secretsmanager": b["secretsmanager"].secrets, "sqs": b["sqs"].queues}
-
-
-def install_state(state: dict[str, Any]) -> None:
-    from moto.s3.models import s3_backends
-
-    b = _backends()
-    b["dynamodb"].tables = state["dynamodb"]
-    b["s3"].buckets = state["s3"]
-    for name, bucket in state["s3"].items():
-        s3_backends.bucket_accounts[name] = (bucket.partition, DEFAULT_ACCOUNT)
-    b["secretsmanager"].secrets = state["secretsmanager"]
-    b["sqs"].queues = state["sqs"]
-
-
-def _rebuild_limited_dict(values: dict[str, Any]) -> Any:
-    from moto.dynamodb.models.dynamo_type import LimitedSizeDict
-
-    rebuilt = LimitedSizeDict.__new__(LimitedSizeDict)
-    dict.update(rebuilt, values)  # the items passed the size check when written: not checked again, O(n) not O(n^2)
-    return rebuilt
-
-
-def _rebuild_key_store(values: dict[str, list[Any]]) -> Any:
-    from moto.s3.utils import _VersionedKeyStore
-
-    rebuilt = _VersionedKeyStore()
-    for name, versions in values.items():
-        dict.__setitem__(rebuilt, name, versions)  # every version, not just the latest (its items() view)
-    return rebuilt
-
-
-def _key_value(key: Any) -> bytes:
-    """An S3 object's bytes without its lock or moving its file offset: in a forked child, another thread of the
-    parent may have held the lock at the fork, and a rolled-over buffer's file offset is shared with the parent."""
-    buffer = key._value_buffer
-    if buffer.closed:
-        return b""
-    inner = buffer._file
-    if isinstance(inner, io.BytesIO):
-        return inner.getvalue()
-    size, chunks, offset = os.fstat(inner.fileno()).st_size, [], 0
-    while offset < size:
-        chunk = os.pread(inner.fileno(), size - offset, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
-
-
-def _dispatch_table() -> dict[Any, Callable[[Any], Any]]:
-    from moto.dynamodb.models.dynamo_type import LimitedSizeDict
-    from moto.dynamodb.models.table import Table
-    from moto.s3.models import FakeKey
-    from moto.s3.utils import _VersionedKeyStore
-    from moto.sqs.models import Queue
-
-    def without(obj: Any, *names: str, **replaced: Any) -> tuple[Any, ...]:
-        state = {k: v for k, v in obj.__dict__.items() if k not in names}
-        state.update(replaced)
-        return copyreg.__newobj__, (type(obj),), state  # type: ignore[attr-defined]
-
-    def fake_key(key: Any) -> tuple[Any, ...]:
-        return without(key, "lock", "_value_buffer", value=_key_value(key))  # FakeKey.__setstate__ rebuilds them
-
-    table: dict[Any, Callable[[Any], Any]] = dict(copyreg.dispatch_table)
-    table.update({
-        LimitedSizeDict: lambda d: (_rebuild_limited_dict, (dict(d),)),
-        _VersionedKeyStore: lambda d: (_rebuild_key_store, (dict(dict.items(d)),)),
-        FakeKey: fake_key,
-        # Stream mappings point at Lambda functions, which bootstrap makes again: not data
-        Table: lambda t: without(t, lambda_event_source_mappings={}),
-        Queue: lambda q: without(q, "_messages_lock", lambda_event_source_mappings={},
-                                 _messages_lock=threading.Condition()),
-        type(threading.Lock()): lambda _: (threading.Lock, ()),
-        type(threading.RLock()): lambda _: (threading.RLock, ()),
-        threading.Condition: lambda _: (threading.Condition, ()),
-    })
-    return table
-
-
-def dump_snapshot(state: dict[str, Any], header: dict[str, Any], out: Any,
-                  dispatch: dict[Any, Callable[[Any], Any]] | None = None) -> None:
-    pickle.dump(header, out, protocol=5)
-    pickler = pickle.Pickler(out, protocol=5)
-    pickler.dispatch_table = dispatch or _dispatch_table()  # type: ignore[assignment]
-    pickler.dump(state)
-
-
-def write_snapshot(data_dir: DataDir, header: dict[str, Any], state: dict[str, Any],
-                   dispatch: dict[Any, Callable[[Any], Any]] | None = None) -> int:
-    """Write ``snapshot.pickle`` whole or not at all. Returns its size in bytes."""
-    path = data_dir.snapshot
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds secrets: the owner's only
-    with open(fd, "wb", buffering=1 << 20) as f:
-        dump_snapshot(state, header, f, dispatch)
-        f.flush()
-        os.fsync(f.fileno())
-        size = f.tell()
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    return size
-
-
-def read_snapshot(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    if not path.exists():
-        return None
-    gc_was = gc.isenabled()
-    gc.disable()  # millions of small objects: the collector would rescan them all while they are made (4x slower)
-    try:
-        with open(path, "rb") as f:
-            header = pickle.load(f)
-            state = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError) as exc:
-        raise DataDirError(f"the snapshot {path} cannot be read ({type(exc).__name__}: {exc}); the folder was left "
-                           "as it is") from exc
-    finally:
-        if gc_was:
-            gc.enable()
-    return header, state
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Journal records
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _frame(payload: bytes) -> bytes:
-    return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
-
-
-def read_segment(path: Path, *, last: bool) -> Iterator[tuple[Any, ...]]:
-    """The records of one segment. A torn record at the end of the last segment (the process died inside the
-    write, so its request got no answer) ends it, and is cut off the file (so the segment, no longer the last
-    once this process writes, reads whole next time); anything else damaged is a ``DataDirError``."""
-    data = path.read_bytes()
-    offset = 0
-    while offset < len(data):
-        torn = len(data) - offset < _HEADER.size
-        if not torn:
-            length, crc = _HEADER.unpack_from(data, offset)
-            payload = data[offset + _HEADER.size: offset + _HEADER.size + length]
-            torn = len(payload) < length or zlib.crc32(payload) != crc
-        if torn:
-            if last and _only_tail(data, offset):
-                log.warning("journal %s: a torn last record at byte %d was dropped (it was never answered)",
-                            path.name, offset)
-                os.truncate(path, offset)
-                return
-            raise DataDirError(f"journal {path} is damaged at byte {offset} of {len(data)}; the folder was left as "
-                               "it is")
-        yield pickle.loads(payload)
-        offset += _HEADER.size + length
-
-
-def _only_tail(data: bytes, offset: int) -> bool:
-    """A torn write leaves at most one partial record: nothing decodable may follow it."""
-    if len(data) - offset < _HEADER.size:
-        return True
-    length, _ = _HEADER.unpack_from(data, offset)
-    return offset + _HEADER.size + length >= len(data)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# SQS by meaning: message ids instead of receipt handles
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _queue_for(url_or_name: str) -> Any:
-    name = url_or_name.rstrip("/").rsplit("/", 1)[-1]
-    return _backends()["sqs"].queues.get(name)
-
-
-def _sqs_ids_for_handles(body: dict[str, Any], batch: bool) -> tuple[str, list[str]]:
-    queue = _queue_for(str(body.get("QueueUrl", "")))
-    handles = [e.get("ReceiptHandle") for e in body.get("Entries", [])] if batch else [body.get("ReceiptHandle")]
-    ids: list[str] = []
-    if queue is not None:
-        for handle in handles:
-            ids.extend(m.id for m in list(queue._messages) if handle and m.had_receipt_handle(handle))
-    return str(body.get("QueueUrl", "")), ids
-
-
-def _sqs_delete_ids(queue_url: str, ids: Iterable[str]) -> None:
-    queue = _queue_for(queue_url)
-    if queue is None:
-        return
-    gone = set(ids)
-    with queue._messages_lock:
-        for message in [m for m in queue._messages if m.id in gone]:
-            queue.pending_messages.discard(message)
-        queue._messages = [m for m in queue._messages if m.id not in gone]
-
-
-def _sqs_sent_ids(operation: str, response: bytes) -> dict[str, str]:
-    """``{entry id (or ""): message id}`` from a SendMessage(Batch) JSON answer."""
-    try:
-        answer = json.loads(response or b"{}")
-    except ValueError:
-        return {}
-    if operation == "SendMessage":
-        return {"": str(answer["MessageId"])} if "MessageId" in answer else {}
-    return {str(e["Id"]): str(e["MessageId"]) for e in answer.get("Successful", []) if "MessageId" in e}
-
-
-def _sqs_restore_ids(queue_url: str, replayed: dict[str, str], original: dict[str, str]) -> None:
-    """Give the messages a replayed send made the ids the first send answered (a deduplicated send made none)."""
-    queue = _queue_for(queue_url)
-    if queue is None:
-        return
-    by_id = {m.id: m for m in queue._messages[-len(replayed):]} if replayed else {}
-    for entry, new_id in replayed.items():
-        message = by_id.get(new_id)
-        if message is not None and entry in original:
-            message.id = original[entry]
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# The journal: a WSGI layer in front of moto, snapshots, recovery
-# ---------------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -589,11 +179,11 @@ class Journal:
         if kind == "idle":  # the consumer had delivered everything before this point
             _, consumer, table = record
             pending.pop(consumer, None)
-            _clear_stream_backlog(table)
+            clear_stream_backlog(table)
             return
         if kind == "sqs-delete":
             _, queue_url, ids = record
-            _sqs_delete_ids(queue_url, ids)
+            sqs_delete_ids(queue_url, ids)
             return
         _, saved, body, extra = record
         environ = dict(saved)
@@ -601,8 +191,8 @@ class Journal:
                         "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False})
         _, response = _call(self.app, environ)
         if extra and extra.get("sent"):
-            answered = _sqs_sent_ids(extra["operation"], response)
-            _sqs_restore_ids(extra["queue"], answered, extra["sent"])
+            answered = sqs_sent_ids(extra["operation"], response)
+            sqs_restore_ids(extra["queue"], answered, extra["sent"])
 
     # -- the WSGI layer ---------------------------------------------------------------------------------------------
 
@@ -619,13 +209,13 @@ class Journal:
             record: tuple[Any, ...] | None = None
             extra: dict[str, Any] | None = None
             if mutation.service == "sqs" and mutation.operation in ("DeleteMessage", "DeleteMessageBatch"):
-                queue_url, ids = _sqs_ids_for_handles(_json(body), mutation.operation == "DeleteMessageBatch")
+                queue_url, ids = sqs_ids_for_handles(_json(body), mutation.operation == "DeleteMessageBatch")
                 record = ("sqs-delete", queue_url, ids)
             status, response, headers = _call_capturing(self.app, environ)
             if record is None:
                 if mutation.service == "sqs" and mutation.operation in ("SendMessage", "SendMessageBatch"):
                     extra = {"operation": mutation.operation, "queue": str(_json(body).get("QueueUrl", "")),
-                             "sent": _sqs_sent_ids(mutation.operation, response)}
+                             "sent": sqs_sent_ids(mutation.operation, response)}
                 record = ("http", saved, body, extra)
             self._append(pickle.dumps(record, protocol=5))
             self._maybe_snapshot()
@@ -641,11 +231,12 @@ class Journal:
             self._append(pickle.dumps(("idle", consumer, table), protocol=5))
 
     def _append(self, payload: bytes) -> None:
-        view = memoryview(_frame(payload))
+        framed = frame(payload)
+        view = memoryview(framed)
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
-        self.since_snapshot += len(payload) + _HEADER.size
+        self.since_snapshot += len(framed)
 
     def _open_segment(self) -> None:
         self._fd = os.open(self.data_dir.segment(self._segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -688,7 +279,7 @@ class Journal:
         through = self._segment
         # Everything the child needs is made here: after a fork only the forking thread runs, and a lock another
         # thread held at that instant (an import lock, a logging handler's) would never be released in the child.
-        header, state, dispatch = self._header(through, self.pending_streams()), collect_state(), _dispatch_table()
+        header, state, dispatch = self._header(through, self.pending_streams()), collect_state(), dispatch_table()
         os.close(self._fd)
         self._segment += 1
         self._open_segment()
@@ -807,29 +398,6 @@ def _die_with_parent(parent: int, prctl: Any) -> None:
     if os.getppid() != parent:
         os._exit(1)
 
-
-def _clear_stream_backlog(table_name: str) -> None:
-    table = _backends()["dynamodb"].tables.get(table_name)
-    if table is not None and table.stream_shard is not None:
-        table.stream_shard.items = []
-
-
-def flush_stream_backlog() -> int:
-    """Hand the stream records replay made (kept on each table's shard while no mapping existed) to the mappings
-    bootstrap made, as moto would at the table's next write. Returns how many records were handed over."""
-    from moto.awslambda.utils import get_backend
-
-    handed = 0
-    for table in list(_backends()["dynamodb"].tables.values()):
-        shard = table.stream_shard
-        if shard is None or not shard.items or not table.lambda_event_source_mappings:
-            continue
-        for arn, esm in table.lambda_event_source_mappings.items():
-            get_backend(DEFAULT_ACCOUNT, arn.split(":")[3]).send_dynamodb_items(arn, shard.items,
-                                                                                esm.event_source_arn)
-        handed += len(shard.items)
-        shard.items = []
-    return handed
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:

@@ -34,7 +34,7 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
     ``writes`` (the journal's lock: no write changes the table while it is read): a Scan through the API evaluates
     its filter in Python page by page and took 92 s (22 s CPU) over 10,000 stored runs; this takes well under a
     second."""
-    from shared.local.persistence import dynamodb_table
+    from shared.local.moto_data import dynamodb_table
 
     found = []
     with writes:

@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from shared import manifest
-from shared.local.patches import invoke_target, resolve_target
+from shared.local.lambda_registry import invoke_target, resolve_target
 
 log = logging.getLogger(__name__)
 BATCH_SIZE = 1  # as the deployed mapping: exact attempt counts per message, FIFO order per group

@@ -30,7 +30,8 @@ from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION, function_arn
 from shared.local.patches import apply_patches
 
 if TYPE_CHECKING:
-    from shared.local.persistence import DataDir, Journal, Recovery
+    from shared.local.datadir import DataDir
+    from shared.local.persistence import Journal, Recovery
 
 REGION = DEFAULT_REGION
 ACCOUNT = DEFAULT_ACCOUNT
@@ -223,7 +224,7 @@ class LocalAws:
             logging.getLogger(name).setLevel(logging.CRITICAL)
         wrap = None
         if self.data_dir_path is not None:
-            from shared.local.persistence import DataDir
+            from shared.local.datadir import DataDir
 
             self.data_dir = DataDir.open(self.data_dir_path)  # DataDirError before anything starts
             wrap = self._journal_for
@@ -238,7 +239,7 @@ class LocalAws:
         return self.endpoint
 
     def _journal_for(self, app: Any) -> Any:
-        from shared.local.patches import pending_stream_batches
+        from shared.local.ddb_streams import pending_stream_batches
         from shared.local.persistence import Journal
 
         assert self.data_dir is not None
@@ -267,7 +268,7 @@ class LocalAws:
             self._listen_for_idle_streams()
 
     def _listen_for_idle_streams(self) -> None:
-        from shared.local.patches import on_stream_idle
+        from shared.local.ddb_streams import on_stream_idle
 
         journal = self.journal
         assert journal is not None
@@ -291,7 +292,7 @@ class LocalAws:
             self.stop_running_executions()
         finally:
             if self.journal is not None:
-                from shared.local.patches import on_stream_idle
+                from shared.local.ddb_streams import on_stream_idle
 
                 on_stream_idle(None)
                 self.journal.close()  # later writes are refused (503), never half-kept
@@ -350,8 +351,8 @@ class LocalAws:
     def _deliver_stream_backlog(self) -> None:
         """Once, after the first bootstrap on kept data: the stream batches the snapshot found undelivered, then
         the records replaying the journal made again (both as the consumers would have had them)."""
-        from shared.local.patches import deliver_stream_batch
-        from shared.local.persistence import flush_stream_backlog
+        from shared.local.ddb_streams import deliver_stream_batch
+        from shared.local.moto_data import flush_stream_backlog
 
         self._stream_backlog = False
         assert self.recovery is not None

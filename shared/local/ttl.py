@@ -4,7 +4,7 @@
 item whose TTL attribute is a number ``<= now`` in every TTL-enabled table, and the resulting REMOVE stream
 records carry the TTL service identity (``userIdentity {type: Service, principalId: dynamodb.amazonaws.com}``)
 so stream consumers can tell expiry from user deletes. Stream handlers run asynchronously: call
-``shared.local.patches.wait_for_stream_idle()`` before asserting on their effects.
+``shared.local.ddb_streams.wait_for_stream_idle()`` before asserting on their effects.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 
-from shared.local.patches import ttl_deletion
+from shared.local.ddb_streams import ttl_deletion
 
 
 def ttl_sweep(now_epoch: int, *, tables: Iterable[str] | None = None, client: Any = None) -> int:

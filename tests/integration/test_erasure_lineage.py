@@ -46,7 +46,7 @@ def _post(host: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     # Given a source run whose agent saw a unique marker, made tool calls and performed an effect,
     marker = unique("personal-data")
@@ -82,7 +82,7 @@ def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host
 
 
 def test_an_idempotency_key_of_an_erased_run_no_longer_answers_with_its_id(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     # Given a run created with an Idempotency-Key, then erased
     key = _idem_key()
@@ -173,7 +173,7 @@ def _scan_answers(host: Any, ids: list[str], marker: str, suites: tuple[str, str
 
 
 def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_letters(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.local.webhook_receiver import WebhookReceiver
     from shared.services.webhooks import SUB_PK
     from shared.settings import get_settings
@@ -228,7 +228,7 @@ def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_lett
 
 
 def test_an_eval_in_flight_when_its_source_is_erased_goes_with_it(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
     from tests.helpers import wait_for_execution
     from tests.integration.test_eval_runs import eval_request, run_eval
 
@@ -252,7 +252,7 @@ def test_an_eval_in_flight_when_its_source_is_erased_goes_with_it(host):
 
 
 def test_an_eval_whose_source_erasure_begins_while_it_is_created_is_refused_and_leaves_nothing(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.services.erasure import request_erasure
     from tests.integration.test_eval_runs import eval_request, refused, run_eval
 

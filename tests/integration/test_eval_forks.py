@@ -62,7 +62,7 @@ def test_branch_fork_refires_only_after_the_fork_point(host):
 
 
 def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     client = host.client(host.key_a)
     src = _eval(client, "conformance-eval-recorded-source")

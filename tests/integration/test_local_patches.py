@@ -1,8 +1,8 @@
 """Canary tests for shared.local: the moto 5.2.5 patches and the manifest bootstrap.
 
 Each canary fails if its patch is removed. When an upstream fix lands (moto #10101
-startExecution casing), bump the moto pin, delete that ``_patch_*`` in shared/local/patches.py and keep
-the canary: it must still pass on the fixed, unpatched moto.
+startExecution casing), bump the moto pin, delete that ``patch_*`` (shared/local/sfn_patches.py) and its call in
+shared/local/patches.py, and keep the canary: it must still pass on the fixed, unpatched moto.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from shared import manifest
-from shared.local import patches
+from shared.local import ddb_streams, lambda_registry, sfn_patches
 from shared.local.stack import LocalAws, state_machine_arn
 from shared.local.ttl import ttl_sweep
 from tests.helpers import unique, wait_for_execution
@@ -41,13 +41,13 @@ def make_function(local_aws: LocalAws, role_arn: str) -> Iterator[Callable[..., 
             FunctionName=name, Runtime="python3.13", Role=role_arn, Handler="x.lambda_handler", Code={"ZipFile": ZIP}
         )["FunctionArn"]
         if handler is not None:
-            patches.register_handler(name, handler)
+            lambda_registry.register_handler(name, handler)
         names.append(name)
         return arn
 
     yield make
     for name in names:
-        patches.unregister_handler(name)
+        lambda_registry.unregister_handler(name)
 
 
 def run_machine(local_aws: LocalAws, role_arn: str, definition: dict[str, Any], payload: Any = None) -> dict[str, Any]:
@@ -159,7 +159,7 @@ def test_step_functions_retry_and_catch_see_the_exception_class(
     }
 
     # When a state machine runs the failing task (Retry intervals made instant)
-    with patches.fast_waits():
+    with sfn_patches.fast_waits():
         result = run_machine(local_aws, role_arn, definition, {"runId": "r-1"})
 
     # Then States.TaskFailed retried it twice and the Catch matched the exception class name
@@ -230,7 +230,7 @@ def test_stream_records_reach_the_handler_as_a_dynamodb_stream_event(
     ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "1"}})
     ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "2"}})
     ddb.delete_item(TableName=name, Key={"pk": {"S": "run-7"}})
-    assert patches.wait_for_stream_idle(10)
+    assert ddb_streams.wait_for_stream_idle(10)
 
     # Then the handler saw three records in order, shaped like AWS's
     assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "REMOVE"]
@@ -258,7 +258,7 @@ def test_ttl_sweep_deletes_expired_items_with_the_ttl_identity(
 
     # When the TTL service sweeps at t=1500 (only this table: the stack is shared by the session)
     swept = ttl_sweep(1500, tables=[name])
-    assert patches.wait_for_stream_idle(10)
+    assert ddb_streams.wait_for_stream_idle(10)
 
     # Then only the expired item is gone, and its REMOVE record carries the TTL service identity
     assert swept == 1
@@ -333,7 +333,7 @@ def test_wait_states_really_wait_unless_fast_waits(local_aws: LocalAws, role_arn
     sfn.stop_execution(executionArn=held)
 
     # Under fast_waits the same Wait passes at once
-    with patches.fast_waits():
+    with sfn_patches.fast_waits():
         quick = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input="{}")["executionArn"]
         assert wait_for_execution(sfn, quick, timeout=5)["status"] == "SUCCEEDED"
 

@@ -295,7 +295,7 @@ def _folder_bytes(folder: Path) -> dict[str, bytes]:
     {"format": 1, "host": "0.0.9", "moto": "5.1.0"},
 ])
 def test_a_folder_another_version_wrote_is_refused_naming_both_and_left_as_it_is(tmp_path, written_by):
-    from shared.local.persistence import FORMAT, host_version, moto_version
+    from shared.local.datadir import FORMAT, host_version, moto_version
 
     data = tmp_path / "old"
     data.mkdir()
@@ -366,13 +366,14 @@ def test_state_is_kept_in_dot_openwop_of_the_working_directory_unless_ephemeral(
 def test_a_torn_last_record_is_dropped_and_damage_elsewhere_is_refused(tmp_path):
     import pickle
 
-    from shared.local.persistence import DataDirError, _frame, read_segment
+    from shared.local.datadir import DataDirError
+    from shared.local.journal_records import frame, read_segment
 
     records = [("idle", f"fn-{i}", "table") for i in range(3)]
-    whole = b"".join(_frame(pickle.dumps(r)) for r in records)
+    whole = b"".join(frame(pickle.dumps(r)) for r in records)
     path = tmp_path / "journal-00000001.log"
     # a write the kill cut short: the records before it are read, the torn one is dropped
-    torn = whole + _frame(pickle.dumps(("idle", "cut", "t")))[:-3]
+    torn = whole + frame(pickle.dumps(("idle", "cut", "t")))[:-3]
     path.write_bytes(torn)
     assert list(read_segment(path, last=True)) == records
     # and cut off the file: once later segments follow it, it still reads whole
@@ -383,7 +384,7 @@ def test_a_torn_last_record_is_dropped_and_damage_elsewhere_is_refused(tmp_path)
     with pytest.raises(DataDirError, match="is damaged at byte"):
         list(read_segment(path, last=False))
     damaged = bytearray(whole)
-    damaged[len(_frame(pickle.dumps(records[0]))) + 12] ^= 0xFF
+    damaged[len(frame(pickle.dumps(records[0]))) + 12] ^= 0xFF
     path.write_bytes(bytes(damaged))
     with pytest.raises(DataDirError, match="is damaged at byte"):
         list(read_segment(path, last=True))
@@ -407,10 +408,43 @@ def test_a_torn_last_record_is_dropped_and_damage_elsewhere_is_refused(tmp_path)
     ("", "", "POST", False),
 ])
 def test_only_requests_that_change_kept_data_are_journaled(auth, target, method, kept):
-    from shared.local.persistence import classify
+    from shared.local.journal_records import classify
 
     environ = {"REQUEST_METHOD": method, "HTTP_X_AMZ_TARGET": target}
     if auth:
         environ["HTTP_AUTHORIZATION"] = (f"AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{auth}/aws4_request, "
                                          "SignedHeaders=host, Signature=abc")
     assert (classify(environ) is not None) is kept
+
+
+def test_a_snapshot_names_its_rebuilders_where_format_1_wrote_them():
+    """A pickle refers to a function by module and name: the two rebuilders a snapshot holds keep the module they
+    had when format 1 was written (``shared.local.persistence``), so a folder reads with a host before the
+    modules were split or after."""
+    import io
+    import pickle
+
+    from moto.dynamodb.models.dynamo_type import LimitedSizeDict
+    from moto.s3.utils import _VersionedKeyStore
+
+    from shared.local.snapshots import dump_snapshot
+
+    # Given an item's attributes and an S3 bucket's keys with two versions of one object
+    attributes = LimitedSizeDict()
+    attributes["pk"] = "run-1"
+    keys = _VersionedKeyStore()
+    keys["a.json"] = "v1"
+    keys["a.json"] = "v2"
+    # When they are written as a snapshot is
+    out = io.BytesIO()
+    dump_snapshot({"attributes": attributes, "keys": keys}, {"format": 1}, out)
+    data = out.getvalue()
+    # Then the snapshot names both rebuilders in shared.local.persistence, and nothing in the newer modules
+    assert b"shared.local.persistence" in data and b"shared.local.snapshots" not in data
+    assert b"_rebuild_limited_dict" in data and b"_rebuild_key_store" in data
+    # And it reads back whole: the header, then the containers with every version
+    back = io.BytesIO(data)
+    assert pickle.load(back) == {"format": 1}
+    state = pickle.load(back)
+    assert type(state["attributes"]) is LimitedSizeDict and dict(state["attributes"]) == {"pk": "run-1"}
+    assert type(state["keys"]) is _VersionedKeyStore and dict(dict.items(state["keys"])) == {"a.json": ["v1", "v2"]}

@@ -221,7 +221,7 @@ def test_a_source_with_a_failed_call_is_usable_and_its_entry_is_an_error(host):
 def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host):
     from shared import keys
     from shared.errors import RunGoneError
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.ports import ToolCallRecord
     from shared.services.evals import load_derived_plan
 
@@ -266,7 +266,7 @@ def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host
 
 def test_the_cli_erases_a_run_of_the_named_tenant(host, capsys):
     from shared.local.cli import main
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     client = host.client(host.key_a)
     run = run_eval(client, SOURCE)
@@ -283,7 +283,7 @@ def test_the_cli_erases_a_run_of_the_named_tenant(host, capsys):
 def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
     """Retention: an expired source reads as gone at once, and the TTL service's removal erases its copies."""
     from shared import keys
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.local.ttl import ttl_sweep
     from shared.services.evals import load_derived_plan
     from shared.settings import get_settings

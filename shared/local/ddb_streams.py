@@ -1,0 +1,264 @@
+"""DynamoDB Streams → Lambda in the embedded AWS (patch 2 in ``shared.local.patches``): stream records delivered
+to the real handlers on one ordered background worker per consuming function, and TTL deletions' REMOVE records
+marked with the TTL service identity (``shared.local.ttl``)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.local.context import function_name_from
+from shared.local.lambda_registry import LocalHandlerNotFoundError, Target, invoke_target, resolve_target
+
+TTL_IDENTITY: dict[str, str] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+log = logging.getLogger("shared.local")
+
+
+@dataclass
+class StreamDeliveryError:
+    function: str
+    error: dict[str, Any]
+    event: dict[str, Any]
+
+
+_stream_errors: list[StreamDeliveryError] = []
+STREAM_BATCH_SIZE = 100  # records per invocation, as the CDK event source mappings
+
+
+@dataclass
+class _StreamWorker:
+    """One background worker per consuming function delivers its stream batches in order, like one event source
+    mapping reading one shard: batches queued while the handler ran are coalesced into one invocation of up to
+    ``STREAM_BATCH_SIZE`` records (as the AWS poller batches a shard's backlog)."""
+
+    name: str
+    attempts: int = 3
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _queue: deque[tuple[Target, dict[str, Any]]] = field(default_factory=deque)
+    _busy: bool = False
+    _thread: threading.Thread | None = None
+    _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
+    _seen_order: deque[str] = field(default_factory=deque)
+    _current: tuple[str, dict[str, Any]] | None = None  # the batch being delivered
+    _delivered: bool = False  # a batch was delivered since the worker last went idle
+
+    def submit(self, target: Target, event: dict[str, Any]) -> None:
+        with self._cond:
+            fresh = [r for r in event["Records"] if r["eventID"] not in self._seen]
+            if not fresh:
+                return
+            for record in fresh:
+                self._seen.add(record["eventID"])
+                self._seen_order.append(record["eventID"])
+            while len(self._seen_order) > 10_000:
+                self._seen.discard(self._seen_order.popleft())
+            self._queue.append((target, {"Records": fresh}))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=f"openwop-ddb-stream-{self.name}",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            announce = False
+            with self._cond:
+                while not self._queue:
+                    self._busy = False
+                    self._cond.notify_all()
+                    if self._delivered:  # drained: say so once (outside the condition), then wait
+                        self._delivered, announce = False, True
+                        break
+                    self._cond.wait()
+                if not announce:
+                    target, event = self._queue.popleft()
+                    records = list(event["Records"])
+                    while self._queue and len(records) + len(self._queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
+                        records.extend(self._queue.popleft()[1]["Records"])
+                    self._busy = True
+                    self._current = (target.name, {"Records": records})
+            if announce:
+                listener = _idle_listener
+                if listener is not None:
+                    listener(self)  # it takes the journal's lock, then asks idle(): never under the condition
+                continue
+            self._deliver(target, {"Records": records})
+            with self._cond:
+                self._current = None
+                self._delivered = True
+
+    def pending(self) -> list[tuple[str, dict[str, Any]]]:
+        """The batches not yet delivered, the one being delivered first: ``[(function name, stream event)]``."""
+        with self._cond:
+            batches = [self._current] if self._current is not None else []
+            return batches + [(target.name, event) for target, event in self._queue]
+
+    def _deliver(self, target: Target, event: dict[str, Any]) -> None:
+        for attempt in range(1, self.attempts + 1):
+            _, error = invoke_target(target, event)
+            if error is None:
+                return
+            if attempt == self.attempts:
+                log.error("stream batch for %s dropped after %d attempts: %s", target.name, attempt, error)
+                _stream_errors.append(StreamDeliveryError(target.name, error, event))
+            else:
+                time.sleep(0.05 * attempt)
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._queue and not self._busy
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout)
+
+
+_stream_workers: dict[str, _StreamWorker] = {}
+_stream_workers_lock = threading.Lock()
+_idle_listener: Callable[[_StreamWorker], None] | None = None
+
+
+def on_stream_idle(listener: Callable[[_StreamWorker], None] | None) -> None:
+    """Call ``listener(worker)`` each time a stream worker has delivered everything queued to it (the local
+    state's journal marks it, so a restart does not deliver those records again); ``None`` removes it."""
+    global _idle_listener
+    _idle_listener = listener
+
+
+def pending_stream_batches() -> list[tuple[str, dict[str, Any]]]:
+    """Every stream batch queued or being delivered, by consuming function: what a snapshot keeps."""
+    with _stream_workers_lock:
+        workers = list(_stream_workers.values())
+    return [batch for worker in workers for batch in worker.pending()]
+
+
+def deliver_stream_batch(function_name: str, event: dict[str, Any]) -> None:
+    """Queue a stream batch for its consuming function again (a batch a restart found undelivered)."""
+    _stream_worker_for(function_name).submit(resolve_target(function_name), event)
+
+
+def _stream_worker_for(name: str) -> _StreamWorker:
+    with _stream_workers_lock:
+        worker = _stream_workers.get(name)
+        if worker is None:
+            worker = _stream_workers[name] = _StreamWorker(name)
+        return worker
+
+
+def wait_for_stream_idle(timeout: float = 10.0) -> bool:
+    """Block until every DynamoDB stream batch produced so far (and the batches its handlers caused) has been
+    delivered, by every consuming function. Returns False on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _stream_workers_lock:
+            workers = list(_stream_workers.values())
+        for worker in workers:
+            if not worker.wait_idle(max(0.0, deadline - time.monotonic())):
+                return False
+        with _stream_workers_lock:
+            if all(w.idle() for w in _stream_workers.values()):
+                return True
+        if time.monotonic() > deadline:
+            return False
+
+
+def stream_delivery_errors() -> list[StreamDeliveryError]:
+    """Batches whose handler kept failing (delivered ``attempts`` times, then dropped). Tests may assert it empty."""
+    return list(_stream_errors)
+
+
+def _epoch_seconds(value: Any) -> Any:
+    from moto.core.utils import unix_time  # moto's datetimes are naive UTC
+
+    return int(unix_time(value)) if isinstance(value, datetime.datetime) else value
+
+
+def patch_stream_delivery() -> None:
+    """DynamoDB Streams → Lambda event-source mapping. moto's ``send_dynamodb_items`` calls
+    ``LambdaFunction.invoke``, which always takes the Docker path (even with ``use_docker: False``), fails and
+    drops the records (research/tooling.md §1a). Deliver them instead as an AWS-shaped stream event to the real
+    handler, asynchronously (as the AWS poller does) on one ordered worker; ``wait_for_stream_idle()`` lets tests
+    wait. moto does not apply FilterCriteria or batching windows: handlers filter for themselves."""
+    from moto.awslambda.models import LambdaBackend
+
+    def send_dynamodb_items(self: LambdaBackend, function_arn: str, items: list[Any], source: str) -> bytes:
+        records = []
+        for item in items:
+            raw = item.to_json()
+            dynamodb = dict(raw["dynamodb"])
+            dynamodb["ApproximateCreationDateTime"] = _epoch_seconds(dynamodb.get("ApproximateCreationDateTime"))
+            record: dict[str, Any] = {
+                "eventID": raw["eventID"],
+                "eventName": raw["eventName"],
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": self.region_name,
+                "dynamodb": json.loads(json.dumps(dynamodb, default=str)),
+                "eventSourceARN": source,
+            }
+            if "userIdentity" in raw:
+                record["userIdentity"] = dict(raw["userIdentity"])
+            records.append(record)
+        try:
+            target = resolve_target(function_arn)
+        except LocalHandlerNotFoundError as exc:
+            log.error("%s; %d stream records dropped", exc, len(records))
+            _stream_errors.append(
+                StreamDeliveryError(function_name_from(function_arn), {"errorMessage": str(exc)}, {"Records": records})
+            )
+            return b"dropped"
+        _stream_worker_for(target.name).submit(target, {"Records": records})
+        return b"queued"  # truthy: moto clears the shard's pending items, as its own ESM path does
+
+    LambdaBackend.send_dynamodb_items = send_dynamodb_items  # type: ignore[method-assign]
+
+
+_ttl_lock = threading.Lock()
+_ttl_pending: set[tuple[str, str]] = set()
+
+
+def _key_id(keys: dict[str, Any]) -> str:
+    return json.dumps(keys, sort_keys=True, separators=(",", ":"))
+
+
+@contextmanager
+def ttl_deletion(table_name: str, keys: dict[str, Any]) -> Iterator[None]:
+    """While active, the REMOVE stream record of this exact item (table + DynamoDB-JSON key) carries the TTL
+    service identity, as real DynamoDB sets it on TTL expiry. Used by ``shared.local.ttl.ttl_sweep``."""
+    entry = (table_name, _key_id(keys))
+    with _ttl_lock:
+        _ttl_pending.add(entry)
+    try:
+        yield
+    finally:
+        with _ttl_lock:
+            _ttl_pending.discard(entry)
+
+
+def patch_stream_record_identity() -> None:
+    """TTL deletions. moto never expires items (no upstream sweeper), so ``ttl_sweep`` deletes them through the
+    API; wrap ``StreamRecord.__init__`` so those deletions' REMOVE records carry
+    ``userIdentity {type: Service, principalId: dynamodb.amazonaws.com}`` like AWS's TTL service."""
+    from moto.dynamodb.models.table import StreamRecord
+
+    original = StreamRecord.__init__
+
+    def init(self: Any, table: Any, stream_type: str, event_name: str, old: Any, new: Any, seq: int) -> None:
+        original(self, table, stream_type, event_name, old, new, seq)
+        if event_name == "REMOVE" and _ttl_pending:
+            entry = (table.name, _key_id(self.record["dynamodb"]["Keys"]))
+            with _ttl_lock:
+                marked = entry in _ttl_pending
+            if marked:
+                self.record["userIdentity"] = dict(TTL_IDENTITY)
+
+    StreamRecord.__init__ = init  # type: ignore[method-assign]
