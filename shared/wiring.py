@@ -259,6 +259,15 @@ def get_ports() -> Ports:
         return _cached(get_settings())
 
 
+def flush_spans() -> None:
+    """Export the spans this process has ended (the end of a Lambda invocation); nothing when no ports were built."""
+    ports = _override
+    if ports is None and _cached.cache_info().currsize:
+        ports = _cached(get_settings())
+    if ports is not None:
+        ports.tracing.flush()
+
+
 def set_ports(ports: Ports | None) -> None:
     global _override
     _override = ports
