@@ -143,15 +143,14 @@ def get_settings() -> Settings:
         webhook_retry_cap_s=max(1, int(_env("WEBHOOK_RETRY_CAP_SECONDS", "900"))),
         webhook_rotation_overlap_s=min(604_800, max(60, int(_env("WEBHOOK_ROTATION_OVERLAP_SECONDS", "86400")))),
         webhook_dead_letter_days=max(1, int(_env("WEBHOOK_DEAD_LETTER_DAYS", "14"))),
-        tracing_endpoint=_env(TRACING_ENDPOINT_VAR).strip(),
-        tracing_capture_content=_env(TRACING_CONTENT_VAR).strip().lower() in ("1", "true", "yes", "on"),
+        # the OpenTelemetry SDK's own names: an operator who knows OTLP knows these
+        tracing_endpoint=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").strip(),
+        tracing_capture_content=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower()
+        in ("1", "true", "yes", "on"),
     )
 
 
 CREDENTIALS_PREFIX_VAR = "CREDENTIALS_SECRET_PREFIX"
-# The OpenTelemetry SDK's own names: an operator who knows OTLP knows these.
-TRACING_ENDPOINT_VAR = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-TRACING_CONTENT_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 API_URL_OUTPUT = "ApiUrl"
 
 

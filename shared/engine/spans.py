@@ -3,7 +3,8 @@
 A run's spans form one trace: the run's span (opened where the run is created; its ``traceparent`` is stored in
 the run item's creation facts under ``TRACE_KEY``), one span per Advance task under it (``openwop.task``), one per
 step under that (``openwop.node`` for a step of a node's execution, ``openwop.run.step`` for the run's own events),
-and the model and tool calls of a step under the step. Model and tool calls follow OpenTelemetry's GenAI semantic
+and the model and tool calls of a step under the step; an eval trial is one ``openwop.eval.trial`` span under its
+eval run's span, with its calls under it. Model and tool calls follow OpenTelemetry's GenAI semantic
 conventions (``chat <model>``, ``execute_tool <tool>``); the rest are ``openwop.*``. A replay's diverging step
 carries ``openwop.replay.diverged: true`` (replay.md §7).
 
@@ -28,6 +29,7 @@ DIVERGED_SEQ = "openwop.replay.diverged_seq"
 
 RUN_SPAN = "openwop.run"
 TASK_SPAN = "openwop.task"
+TRIAL_SPAN = "openwop.eval.trial"  # one eval trial (a Map iteration), under the eval run's span
 STEP_SPAN = "openwop.step"  # renamed once the step is known (``name_step``)
 NODE_SPAN = "openwop.node"
 RUN_STEP_SPAN = "openwop.run.step"

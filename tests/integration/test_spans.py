@@ -213,3 +213,27 @@ def test_tool_calls_are_spans_and_a_replay_serves_model_calls_from_the_log(host,
     assert [s.attributes["openwop.tool.source"] for s in replayed
             if s.attributes.get("gen_ai.operation.name") == "execute_tool"] == ["recorded"]
     assert not [s for s in replayed if "openwop.replay.diverged" in s.attributes]
+
+
+def test_each_eval_trial_is_a_span_in_the_eval_runs_trace(host, traced):
+    from tests.evalseed import register_loop_suites
+    from tests.integration.test_eval_runs import run_eval
+
+    # Given a suite of three tasks, two trials each (one task's echo call served by a fixture)
+    suite_id = register_loop_suites(host, host.key_a)
+    client = host.client(host.key_a)
+    # When an eval run of it completes
+    run_id = run_eval(client, f"{suite_id}@1.0.0")
+    spans = traced.trace(run_id)
+    # Then each trial is one span under the eval run's span
+    root = next(s for s in spans if s.name == "openwop.run")
+    assert root.attributes["openwop.run.kind"] == "eval"
+    trials = [s for s in spans if s.name == "openwop.eval.trial"]
+    assert sorted((s.attributes["openwop.eval.task_index"], s.attributes["openwop.eval.trial"]) for s in trials) == [
+        (t, k) for t in range(3) for k in (1, 2)]
+    assert {s.parent.span_id for s in trials} == {root.context.span_id}
+    # and its tool calls are its children: the live echo and the fixture-served one
+    trial_ids = {s.context.span_id: s.attributes["openwop.eval.task_index"] for s in trials}
+    calls = sorted((trial_ids[s.parent.span_id], s.attributes["openwop.tool.source"]) for s in spans
+                   if s.attributes.get("gen_ai.operation.name") == "execute_tool")
+    assert calls == [(0, "live"), (0, "live"), (1, "fixture"), (1, "fixture")]
