@@ -76,6 +76,21 @@ def chat() -> Iterator[ScriptedChatServer]:
     s.stop()
 
 
+def _credentialed_run(host: Any, chat: ScriptedChatServer, usage: tuple[int, int]) -> str:
+    """A completed run of an OpenAI-wire agent bound to a tenant credential (``SECRET``) whose model answers
+    "the answer is hello" with ``usage`` tokens; its run id."""
+    ref = "llm-" + uuid.uuid4().hex[:6]
+    r = raw(host.base_url, "PUT", f"{BASE}/credentials/{ref}", {"credential": {"type": "bearer", "token": SECRET}},
+            key=host.key_a)
+    assert r.status in (200, 201), r.text
+    chat.answers = [(200, completion("the answer is hello", usage=usage), {})]
+    agent_id = _agent(host, chat.url, credential=ref)
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
+    assert wait_terminal(client, run.runId).status == "completed"
+    return str(run.runId)
+
+
 def _dump(spans: list[Any]) -> str:
     return "\n".join(s.to_json() for s in spans)
 
@@ -116,18 +131,10 @@ def test_a_divergent_replay_marks_the_diverging_node_span(host, traced):
 
 def test_a_model_call_span_has_the_gen_ai_attributes_and_no_content_or_secret(host, traced, chat):
     # Given an agent on the OpenAI-compatible wire with a tenant credential, answering with known token counts
-    ref = "llm-" + uuid.uuid4().hex[:6]
-    r = raw(host.base_url, "PUT", f"{BASE}/credentials/{ref}", {"credential": {"type": "bearer", "token": SECRET}},
-            key=host.key_a)
-    assert r.status in (200, 201), r.text
-    chat.answers = [(200, completion("the answer is hello", usage=(21, 4)), {})]
-    agent_id = _agent(host, chat.url, credential=ref)
-    client = host.client(host.key_a)
     # When a run invokes it
-    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
-    assert wait_terminal(client, run.runId).status == "completed"
+    run_id = _credentialed_run(host, chat, (21, 4))
     assert chat.requests[0]["headers"]["authorization"] == f"Bearer {SECRET}"
-    spans = traced.trace(run.runId)
+    spans = traced.trace(run_id)
     # Then its model call is one client span named after the model, with the GenAI conventions' attributes
     calls = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert len(calls) == 1
@@ -139,7 +146,7 @@ def test_a_model_call_span_has_the_gen_ai_attributes_and_no_content_or_secret(ho
         "openwop.tenant", "openwop.model_call.source")} == {
         "gen_ai.system": "openai", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test",
         "gen_ai.request.temperature": 0.2, "gen_ai.response.model": "gpt-test-1", "gen_ai.usage.input_tokens": 21,
-        "gen_ai.usage.output_tokens": 4, "openwop.run.id": run.runId, "openwop.tenant": "tenant-a",
+        "gen_ai.usage.output_tokens": 4, "openwop.run.id": run_id, "openwop.tenant": "tenant-a",
         "openwop.model_call.source": "live"}
     assert tuple(call.attributes["gen_ai.response.finish_reasons"]) == ("end_turn",)
     # and it is a child of the agent node's span
@@ -158,17 +165,9 @@ def test_a_model_call_span_has_the_gen_ai_attributes_and_no_content_or_secret(ho
 def test_with_the_content_opt_in_a_model_span_carries_the_messages_and_still_no_secret(host, traced, chat):
     # Given the operator's opt-in to message content in spans
     traced.use(capture_content=True)
-    ref = "llm-" + uuid.uuid4().hex[:6]
-    r = raw(host.base_url, "PUT", f"{BASE}/credentials/{ref}", {"credential": {"type": "bearer", "token": SECRET}},
-            key=host.key_a)
-    assert r.status in (200, 201), r.text
-    chat.answers = [(200, completion("the answer is hello", usage=(9, 2)), {})]
-    agent_id = _agent(host, chat.url, credential=ref)
-    client = host.client(host.key_a)
-    # When a run invokes the agent
-    run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
-    assert wait_terminal(client, run.runId).status == "completed"
-    call = next(s for s in traced.trace(run.runId) if s.attributes.get("gen_ai.operation.name") == "chat")
+    # When a run invokes an agent with a tenant credential
+    run_id = _credentialed_run(host, chat, (9, 2))
+    call = next(s for s in traced.trace(run_id) if s.attributes.get("gen_ai.operation.name") == "chat")
     # Then the span carries the system prompt, the input and the answer as the GenAI content attributes
     assert json.loads(call.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": "You help."}]
     assert json.loads(call.attributes["gen_ai.input.messages"]) == [
