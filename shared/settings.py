@@ -72,6 +72,10 @@ class Settings:
     webhook_rotation_overlap_s: int = 86_400
     webhook_dead_letter_days: int = 14
     webhook_timeout_s: float = 10.0
+    # OpenTelemetry spans (shared/telemetry/otel.py): the OTLP/HTTP traces endpoint; "" = off (no span, nothing
+    # imported). Prompt, message and tool-argument text reach spans only with the opt-in below.
+    tracing_endpoint: str = ""
+    tracing_capture_content: bool = False
 
 
 def _env(name: str, default: str = "") -> str:
@@ -139,6 +143,10 @@ def get_settings() -> Settings:
         webhook_retry_cap_s=max(1, int(_env("WEBHOOK_RETRY_CAP_SECONDS", "900"))),
         webhook_rotation_overlap_s=min(604_800, max(60, int(_env("WEBHOOK_ROTATION_OVERLAP_SECONDS", "86400")))),
         webhook_dead_letter_days=max(1, int(_env("WEBHOOK_DEAD_LETTER_DAYS", "14"))),
+        # the OpenTelemetry SDK's own names: an operator who knows OTLP knows these
+        tracing_endpoint=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").strip(),
+        tracing_capture_content=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower()
+        in ("1", "true", "yes", "on"),
     )
 
 

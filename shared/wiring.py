@@ -17,6 +17,7 @@ from shared.ports import (
     ModelRequest,
     Ports,
     StackOutputs,
+    Tracing,
 )
 from shared.settings import Settings, get_settings
 
@@ -191,6 +192,18 @@ def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:
                        mock_allowed=settings.stage != "prod")
 
 
+def build_tracing(settings: Settings) -> Tracing:
+    """Spans over OTLP/HTTP when ``settings.tracing_endpoint`` is set (OpenTelemetry imported only then), else none."""
+    if not settings.tracing_endpoint:
+        from shared.ports import NoTracing
+
+        return NoTracing()
+    from shared.telemetry.otel import OtelTracing
+
+    return OtelTracing.otlp(settings.tracing_endpoint, service_name=settings.host_name,
+                            capture_content=settings.tracing_capture_content)
+
+
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
     from shared.storage.blobs import S3BlobStore
@@ -229,6 +242,7 @@ def build_ports(settings: Settings) -> Ports:
         models=build_models(settings, http),
         rate_limits=DynamoRateLimiter(ddb, settings.host_table),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
+        tracing=build_tracing(settings),
     )
 
 
@@ -243,6 +257,15 @@ def get_ports() -> Ports:
         return _override
     with _build_lock:
         return _cached(get_settings())
+
+
+def flush_spans() -> None:
+    """Export the spans this process has ended (the end of a Lambda invocation); nothing when no ports were built."""
+    ports = _override
+    if ports is None and _cached.cache_info().currsize:
+        ports = _cached(get_settings())
+    if ports is not None:
+        ports.tracing.flush()
 
 
 def set_ports(ports: Ports | None) -> None:

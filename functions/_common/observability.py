@@ -5,6 +5,8 @@
   reach a trace), only where tracing is on: in Lambda, unless ``POWERTOOLS_TRACE_DISABLED=true``, and only when
   the X-Ray SDK is installed. The deployed layer leaves it out (it carried a second botocore, 32 MB: see
   docs/decisions/0098-deploy-runtime-and-layer.md); Lambda's active tracing still records every invocation's segment.
+- Spans: OpenTelemetry through the Tracing port (``Ports.tracing``, off unless ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+  is set), flushed at the end of each invocation.
 - Metrics: CloudWatch EMF (no API call), namespace from ``Settings.metrics_namespace``, flushed by
   ``log_metrics`` at the end of each invocation. A few counters: ``RunsStarted``, ``EvalsStarted``,
   ``RunsFinished``, ``EvalsFinished``, ``RunsFailed``, ``Forks``, ``Refusals`` (4xx answers), ``ServerErrors`` (5xx
@@ -118,7 +120,12 @@ def observed(correlation_id_path: str) -> Callable[[H], H]:
             from shared.settings import get_settings
 
             tools["metrics"].namespace = get_settings().metrics_namespace
-            return wrapped[0 if context is not None else 1](event, context)
+            try:
+                return wrapped[0 if context is not None else 1](event, context)
+            finally:
+                from shared.wiring import flush_spans
+
+                flush_spans()  # a frozen container exports nothing: the spans this invocation ended go now
 
         return wrapper  # type: ignore[return-value]
 

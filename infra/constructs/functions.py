@@ -126,6 +126,12 @@ class HostFunctions(Construct):
             compatible_architectures=[ARCHITECTURE],
             description="Runtime dependencies of the OpenWOP host (pyproject.toml without boto3/botocore)",
         )
+        # CDK context ``tracingLayerArn``: an OpenTelemetry collector extension layer (the ADOT collector's) added to
+        # every function, so the spans sent to ``tracingEndpoint`` (http://localhost:4318/v1/traces) reach X-Ray or
+        # the backend its configuration names (docs/operations.md, "Spans").
+        collector = self.node.try_get_context("tracingLayerArn")
+        self.layers = [self.layer] + ([lambda_.LayerVersion.from_layer_version_arn(
+            self, "TracingCollectorLayer", str(collector))] if collector else [])
         for spec in manifest.FUNCTIONS:
             fn = self._functions[spec.name] = self._function(spec, stage, code, tables, fixtures, retention_days)
             self._aliases[spec.name] = lambda_.Alias(self, f"{pascal(spec.name)}Live", alias_name=ALIAS_NAME,
@@ -192,7 +198,7 @@ class HostFunctions(Construct):
             architecture=ARCHITECTURE,
             handler=f"{spec.module}.lambda_handler",
             code=code,
-            layers=[self.layer],
+            layers=self.layers,
             memory_size=spec.memory_mb,
             timeout=Duration.seconds(spec.timeout_s),
             role=role,

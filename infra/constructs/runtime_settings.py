@@ -72,6 +72,11 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
                    "how long a rotated webhook secret still signs (60..604800); default 86400"),
     ContextSetting("webhookDeadLetterDays", "WEBHOOK_DEAD_LETTER_DAYS", "int",
                    "how long dead-letter records are kept; default 14"),
+    ContextSetting("tracingEndpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "text",
+                   "the OTLP/HTTP traces URL spans are sent to (OTLP/JSON; e.g. a collector beside the function, "
+                   "http://localhost:4318/v1/traces); default none: no spans"),
+    ContextSetting("tracingCaptureContent", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "bool",
+                   "prompts, messages and tool arguments/results in spans (true/false); default false"),
 )
 
 # Set by the stack itself from the manifest, never from context: env var -> what fixes it.

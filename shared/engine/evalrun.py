@@ -26,7 +26,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from shared import keys
-from shared.engine import grading, judge
+from shared.engine import grading, judge, spans
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
@@ -356,12 +356,15 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
     rec = _eval_record(ports, run_id)
     if rec is None:
         return {"ok": True}  # cancelled or erased: nothing to do
+    attrs = {**spans.run_attributes(rec), "openwop.eval.task_index": task_index, "openwop.eval.trial": trial}
     try:
-        plan = load_plan(ports, run_id)
-        tools = ToolRuntime(ports, run_id, rec.tenant, "live", rec.expires_at,
-                            int(ports.settings.run_tool_call_budget), tally=tally, deferred=[])
-        result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
-        store_trial(ports, rec, result, tools.deferred)
+        # the trial's span joins the eval run's trace; its model and tool calls are its children
+        with ports.tracing.span(spans.TRIAL_SPAN, attrs, parent=spans.trace_parent(rec)):
+            plan = load_plan(ports, run_id)
+            tools = ToolRuntime(ports, run_id, rec.tenant, "live", rec.expires_at,
+                                int(ports.settings.run_tool_call_budget), tally=tally, deferred=[])
+            result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
+            store_trial(ports, rec, result, tools.deferred)
     except (RunGoneError, ConflictError):  # cancelled, finished or erased meanwhile: the trial writes nothing
         _runs.pop(run_id, None)
         return {"ok": True}

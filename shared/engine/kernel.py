@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cachetools import LRUCache
 
+from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
@@ -301,4 +302,9 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
         return halt(run_id, rec)
     check_engine(rec.data)  # a build of another engine version never advances the run (shared/engine/version.py)
     kind = cast(RunKind, importlib.import_module(RUN_KINDS[run_kind(rec)]))
-    return kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
+    # The task's span joins the run's trace (the context stored when the run was created), whatever execution
+    # or continuation this task belongs to.
+    with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
+        out = kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
+        span.set("openwop.task.next", str(out.get("next", "")))
+        return out

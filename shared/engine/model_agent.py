@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import keys
+from shared.engine import spans
 from shared.engine.canonical import canonical_bytes
 from shared.engine.registry import AgentSpec
 from shared.ports import (
@@ -198,6 +199,20 @@ class ModelSession:
         log = self.log(invocation_id)
         if turn in log:
             return log[turn]
+        tracing = self.ports.tracing
+        attrs = spans.model_request(req, self.run_id, self.tenant, invocation_id, turn, tracing.capture_content)
+        with tracing.span(f"chat {req.model}", attrs, kind="client") as span:
+            try:
+                entry = self._serve(invocation_id, order, turn, req, cred_ref, calls_before)
+            except ModelCallFailed as exc:
+                span.fail(exc.code)
+                raise
+            spans.model_reply(span, entry, tracing.capture_content)
+        return entry
+
+    def _serve(self, invocation_id: str, order: str, turn: int, req: ModelRequest, cred_ref: str | None,
+               calls_before: int) -> dict[str, Any]:
+        log = self.log(invocation_id)
         key = content_key(req)
         entry: dict[str, Any] = {"invocationId": invocation_id, "turn": turn, "key": key,
                                  "callsBefore": calls_before, "provider": req.provider}

@@ -21,7 +21,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from shared.engine import dispatch
+from shared.engine import dispatch, spans
 from shared.engine.canonical import same_json
 from shared.engine.catalog import Catalog, ResolvedTool
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
@@ -177,6 +177,16 @@ class ToolRuntime:
         # No read first: deciding again is deterministic (recorded, fixture, forbidden, budget) or exactly-once
         # (the counter moves only with its call's write-once record), and the write-once record below returns the outcome a
         # retried step already made. Deciding again also re-consumes the same fixture entry, as the first try did.
+        tracing = self.ports.tracing
+        with tracing.span(f"execute_tool {tool}", spans.tool_call(tool, f"{invocation_id}#{index}", self.run_id,
+                                                                   self.tenant)) as span:
+            outcome = self._call(agent, invocation_id, order_key, index, tool, args, calls_so_far)
+            spans.tool_outcome(span, outcome.status, outcome.source, outcome.transport, outcome.error, args,
+                               outcome.result, tracing.capture_content)
+        return outcome
+
+    def _call(self, agent: AgentSpec, invocation_id: str, order_key: str, index: int, tool: str, args: Any,
+              calls_so_far: int) -> ToolOutcome:
         call_key = f"{order_key}#{index:05d}"
         started = self.ports.clock.now_ms()
         outcome = self._decide(agent, invocation_id, index, tool, args, calls_so_far, call_key)

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.engine import forkindex
+from shared.engine import forkindex, spans
 from shared.engine import state as st
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.canonical import same_json
@@ -496,19 +496,24 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
 
     try:
         while True:
-            step = next_step(ctx, state)
-            for t, payload, node_id in step.events:
-                ev = make_event(ports, run_id, next_seq + len(buffer), t, payload, node_id)
-                st.apply(state, ev, ctx.wf)
-                buffer.append(ev)
-                div = _divergence(ctx, state, ev)
-                if div is not None:
-                    dev = make_event(ports, run_id, next_seq + len(buffer), div[0], div[1], None)
-                    dev["causationId"] = ev["eventId"]
-                    st.apply(state, dev, ctx.wf)
-                    buffer.append(dev)
-                if len(buffer) >= FLUSH_AT:
-                    flush(final=False)
+            with ports.tracing.span(spans.STEP_SPAN) as span:
+                active = (state.get("active") or {}).get("nodeId")
+                step = next_step(ctx, state)
+                spans.name_step(span, step.events, step.wait_ms is not None, ctx.wf.nodes, active)
+                for t, payload, node_id in step.events:
+                    ev = make_event(ports, run_id, next_seq + len(buffer), t, payload, node_id)
+                    st.apply(state, ev, ctx.wf)
+                    buffer.append(ev)
+                    div = _divergence(ctx, state, ev)
+                    if div is not None:
+                        span.set(spans.DIVERGED, True)  # replay.md §7: the diverging step's span says so
+                        span.set(spans.DIVERGED_SEQ, int(ev["sequence"]))
+                        dev = make_event(ports, run_id, next_seq + len(buffer), div[0], div[1], None)
+                        dev["causationId"] = ev["eventId"]
+                        st.apply(state, dev, ctx.wf)
+                        buffer.append(dev)
+                    if len(buffer) >= FLUSH_AT:
+                        flush(final=False)
             if state["status"] in c.PARKED_STATUSES:  # an interrupt was requested: wait on a task token
                 flush()
                 return {"runId": run_id, "next": "park", "waitSeconds": 0}

@@ -29,7 +29,7 @@ from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import present
 from shared.services.common import Caller, decode_path_run_id, links, own_run
-from shared.services.run_start import Created, expires_at, new_run_id, stamped
+from shared.services.run_start import Created, expires_at, new_run_id, run_span, stamped, traced
 
 if TYPE_CHECKING:
     from shared.protocol.models import ForkRunRequest
@@ -107,10 +107,16 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq,
                     "startedAtMs": ports.clock.now_ms()}
     run_id = new_run_id(ports, caller.tenant)
+    with run_span(ports, run_id, caller.tenant, data):
+        return _create_fork(ports, caller, src, run_id, data, from_seq, req.mode, child_plan)
+
+
+def _create_fork(ports: Ports, caller: Caller, src: RunRecord, run_id: str, data: dict[str, Any], from_seq: int,
+                 mode: str, child_plan: dict[str, Any] | None) -> Created:
     exp = expires_at(ports)
     status = "pending" if from_seq == 0 else "running"
     rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=ports.clock.iso(),
-                    data=stamped(ports, data), state=new_state(), expires_at=exp)
+                    data=traced(ports, stamped(ports, data)), state=new_state(), expires_at=exp)
     try:
         # Lineage first: the source's erasure reaches every fork through this link, even one still being made.
         ports.runs.put_aux(src.run_id, f"{CHILD_PREFIX}{run_id}", {"runId": run_id}, exp)
@@ -129,7 +135,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
 
         erase_now(ports, run_id, tombstone=False)
         raise
-    return Created(201, {"runId": run_id, "sourceRunId": src.run_id, "fromSeq": from_seq, "mode": req.mode,
+    return Created(201, {"runId": run_id, "sourceRunId": src.run_id, "fromSeq": from_seq, "mode": mode,
                          "status": status, **links(run_id)})
 
 

@@ -7,6 +7,7 @@ run id and expiry here. It imports neither of them, so ``runs`` may dispatch an 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from shared.errors import (
     ServiceUnavailableError,
     ValidationError,
 )
-from shared.ports import Ports, RunRecord
+from shared.ports import Ports, RunRecord, Span
 from shared.services.common import Caller, links
 
 if TYPE_CHECKING:
@@ -57,6 +58,28 @@ def stamped(ports: Ports, data: dict[str, Any]) -> dict[str, Any]:
     return {**data, BUILD_KEY: build_stamp(ports.settings.build_id)}
 
 
+def run_span(ports: Ports, run_id: str, tenant: str, data: dict[str, Any]) -> AbstractContextManager[Span]:
+    """The run's span, around its creation: the root of the run's trace (``shared.engine.spans``)."""
+    from shared.engine import spans
+
+    fork = data.get("fork") or {}
+    return ports.tracing.span(spans.RUN_SPAN, {spans.RUN_ID: run_id, spans.TENANT: tenant,
+                                               "openwop.run.kind": str(data.get("kind", "workflow")),
+                                               "openwop.run.mode": str(fork.get("mode", "live"))})
+
+
+def traced(ports: Ports, data: dict[str, Any]) -> dict[str, Any]:
+    """A new run's creation facts with the trace context of its open span (``run_span``), which every task of the
+    run joins; never a source run's (a fork copies its source's facts). Tracing off: no context."""
+    from shared.engine.spans import TRACE_KEY
+
+    out = {k: v for k, v in data.items() if k != TRACE_KEY}
+    tp = ports.tracing.current()
+    if tp:
+        out[TRACE_KEY] = tp
+    return out
+
+
 def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, *,
               before_start: Callable[[RunRecord], None] | None = None) -> Created:
     """Write the run item, then start its execution; a failed start leaves no run behind.
@@ -65,13 +88,19 @@ def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, 
     derived fixture copies) after the run item exists and before the execution starts; if it fails, the run
     and whatever it wrote are erased like a failed start.
     """
+    run_id = new_run_id(ports, caller.tenant)
+    with run_span(ports, run_id, caller.tenant, data):
+        return _start_run(ports, caller, run_id, data, machine, before_start)
+
+
+def _start_run(ports: Ports, caller: Caller, run_id: str, data: dict[str, Any], machine: str,
+               before_start: Callable[[RunRecord], None] | None) -> Created:
     from shared.engine.state import new_state
 
-    run_id = new_run_id(ports, caller.tenant)
     now = ports.clock.iso()
     rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="pending", last_seq=-1, created_at=now,
-                    data=stamped(ports, {k: v for k, v in data.items() if v is not None}), state=new_state(),
-                    expires_at=expires_at(ports))
+                    data=traced(ports, stamped(ports, {k: v for k, v in data.items() if v is not None})),
+                    state=new_state(), expires_at=expires_at(ports))
     ports.runs.create_run(rec)
     try:
         if before_start is not None:

@@ -805,6 +805,9 @@ def test_no_seed_resource_unless_asked(synth: Synth) -> None:
     assert synth.stack.seeding is None
 
 
+COLLECTOR_LAYER = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1"
+
+
 def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) -> None:
     from aws_cdk.assertions import Template
 
@@ -821,7 +824,8 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
              "judgeModel": "judge-model", "webhookRetryBaseSeconds": "5", "webhookRetryCapSeconds": "60",
              "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7",
              "executionMaxTasks": "500", "evalFinishPageTrials": "400", "tenantWriteRate": "7",
-             "tenantWriteBurst": "9"}
+             "tenantWriteBurst": "9", "tracingEndpoint": "http://localhost:4318/v1/traces",
+             "tracingCaptureContent": "False"}
     expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
                 "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
                 "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
@@ -830,11 +834,13 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
                 "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model", "WEBHOOK_RETRY_BASE_SECONDS": "5",
                 "WEBHOOK_RETRY_CAP_SECONDS": "60", "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
                 "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500", "EVAL_FINISH_PAGE_TRIALS": "400",
-                "TENANT_WRITE_RATE": "7", "TENANT_WRITE_BURST": "9"}
+                "TENANT_WRITE_RATE": "7", "TENANT_WRITE_BURST": "9",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://localhost:4318/v1/traces",
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
     _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
                           "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
-                          **given}, outdir=str(tmp_path), nag=True)
+                          "tracingLayerArn": COLLECTOR_LAYER, **given}, outdir=str(tmp_path), nag=True)
     template = Template.from_stack(stack).to_json()
     resources = template["Resources"]
     # Then every function's environment carries each setting as the code reads it
@@ -842,6 +848,9 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         fn_id = stack.resolve(stack.functions.function(spec.name).node.default_child.ref)["Ref"]
         env = resources[fn_id]["Properties"]["Environment"]["Variables"]
         assert {k: env.get(k) for k in expected} == expected, spec.name
+        # and the collector layer from context rides beside the dependencies layer
+        layers = resources[fn_id]["Properties"]["Layers"]
+        assert len(layers) == 2 and layers[1] == COLLECTOR_LAYER, spec.name
     # and one seed resource is served by the seed_host function, with the plan and the fixtures' digest
     (seed,) = [r for r in resources.values() if r["Type"] == "Custom::OpenWopSeed"]
     seed_fn = stack.resolve(stack.functions.function("seed_host").node.default_child.ref)["Ref"]
