@@ -13,6 +13,10 @@ DEFINITION_SK = "DEFINITION"
 # Lineage links under a run: what its erasure must reach beyond its own keys.
 CHILD_PREFIX = "CHILD#"  # a fork made from this run (erased with it, recursively)
 IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run
+# Effects: a claimed outside effect under its run (sk EFFECT#<key>); a side-effect node's ledger row in the host
+# table (pk LEDGER#<tenant>, sk <runId>#<nodeId>#<ordinal>).
+EFFECT_PREFIX = "EFFECT#"
+LEDGER_PK_PREFIX = "LEDGER#"
 
 
 def run_prefix(run_id: str) -> str:

@@ -90,6 +90,11 @@ def capabilities(ports: Ports) -> dict[str, Any]:
                        "retryPolicy": {"maxAttempts": int(s.webhook_max_attempts), "backoff": "exponential"},
                        "deadLetter": {"retentionDays": int(s.webhook_dead_letter_days), "maxPageSize": 100},
                        "secretRotation": {"overlapSeconds": int(s.webhook_rotation_overlap_s)}}
+    if s.conformance_seams:
+        # RFC 0168 §C.1: the seams profile is advertised only where it is served (a certification-stage setting)
+        from shared.services.seams import SEAMS_PROFILE
+
+        doc["conformance"] = {"seamsProfile": SEAMS_PROFILE}
     return doc
 
 
