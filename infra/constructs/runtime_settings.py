@@ -124,4 +124,6 @@ def runtime_environment(scope: Construct) -> dict[str, str]:
         raw = scope.node.try_get_context(setting.context)
         if raw is not None and str(raw) != "":
             env[setting.env_var] = _check(setting, raw)
+    if env.get("OPENWOP_CONFORMANCE_SEAMS") == "true" and str(scope.node.try_get_context("stage") or "") == "prod":
+        raise ContextSettingError("conformanceSeams is refused in the prod stage (a certification-stage setting)")
     return env

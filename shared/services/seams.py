@@ -26,7 +26,6 @@ from shared.services.run_start import Created, expires_at, new_run_id, stamped, 
 if TYPE_CHECKING:
     from shared.protocol.seams_bodies import FireEffectSeam, SeedEventLog
 
-SEAMS_PROFILE = "openwop-conformance-seams-v2"
 FIRE_WORKFLOW_ID = "conformance-effect-seam-fire"
 FIXTURE_DESTINATION = "http://127.0.0.1:1/"  # settings.SEAM_FIXTURE_TARGET: nothing listens there
 # How long the fire seam waits for its run to settle (its effect is claimed long before): bounded polling.

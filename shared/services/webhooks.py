@@ -30,8 +30,8 @@ from shared.errors import (
     WebhookUrlRejectedError,
 )
 from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, TransportError
-from shared.protocol.codemap import ERA_V1
 from shared.protocol import webhooks as wh
+from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services.common import Caller, page_limit
 

@@ -657,6 +657,17 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
 # --- Stack outputs ----------------------------------------------------------------------------------------------
 
 
+def test_the_conformance_seams_are_off_unless_context_turns_them_on(synth: Synth) -> None:
+    # Given the stack synthesized without conformanceSeams
+    envs = {spec.name: synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"]
+            for spec in manifest.FUNCTIONS}
+    # Then no function gets the setting (the code's default: off), while the seam routes exist and refuse
+    assert all("OPENWOP_CONFORMANCE_SEAMS" not in env for env in envs.values())
+    routes = {r["Properties"]["RouteKey"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()}
+    assert {"POST /conformance/seams/sample/event-log/seed", "POST /conformance/seams/sample/effect-seams/fire",
+            "GET /runs/{runId}/effects"} <= routes
+
+
 def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> None:
     from shared import settings
 
@@ -821,7 +832,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
              "judgeModel": "judge-model", "webhookRetryBaseSeconds": "5", "webhookRetryCapSeconds": "60",
              "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7",
              "executionMaxTasks": "500", "evalFinishPageTrials": "400", "tenantWriteRate": "7",
-             "tenantWriteBurst": "9"}
+             "tenantWriteBurst": "9", "conformanceSeams": "True"}
     expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
                 "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
                 "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
@@ -830,7 +841,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
                 "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model", "WEBHOOK_RETRY_BASE_SECONDS": "5",
                 "WEBHOOK_RETRY_CAP_SECONDS": "60", "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
                 "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500", "EVAL_FINISH_PAGE_TRIALS": "400",
-                "TENANT_WRITE_RATE": "7", "TENANT_WRITE_BURST": "9"}
+                "TENANT_WRITE_RATE": "7", "TENANT_WRITE_BURST": "9", "OPENWOP_CONFORMANCE_SEAMS": "true"}
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
     _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
                           "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
@@ -865,6 +876,8 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     ({"stage": "qa", "seed": "fixtures"}, "unknown seed set fixtures"),
     ({"stage": "qa", "runToolCallBudget": "lots"}, "context runToolCallBudget='lots': expected a non-negative"),
     ({"stage": "qa", "conformance": "yes"}, "context conformance='yes': expected true or false"),
+    ({"stage": "qa", "conformanceSeams": "on"}, "context conformanceSeams='on': expected true or false"),
+    ({"stage": "prod", "conformanceSeams": "true"}, "conformanceSeams is refused in the prod stage"),
     ({"stage": "qa", "detailedAlarms": "yes"}, "context detailedAlarms='yes': expected true or false"),
     ({"stage": "qa", "dashboard": "on"}, "context dashboard='on': expected true or false"),
 ])
