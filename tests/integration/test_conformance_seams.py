@@ -179,6 +179,11 @@ def test_firing_the_effect_ledger_seam_writes_one_ledger_row(host):
     assert len(_ports().host.query(f"LEDGER#{host.tenant_a}", f"{run_id}#")) == 1
 
 
+def test_a_seam_path_is_served_with_post_only(host):
+    got = raw(host.base_url, "GET", SEED, key=host.key_a)
+    assert (got.status, got.json["error"], got.headers.get("allow")) == (405, "openwop-serverless.method_not_allowed", "POST")
+
+
 @pytest.mark.parametrize(("body", "status", "code"), [
     ({"seam": "no.such-seam"}, 404, "not_found"),
     ({"seam": "model.bedrock"}, 404, "not_found"),  # a manifest row no workflow node of this host drives
@@ -207,6 +212,7 @@ def test_with_the_setting_off_the_seams_answer_as_unserved_paths_and_are_not_adv
         seeded = raw(host.base_url, "POST", SEED, {"eventLogSchemaVersion": 2, "status": "completed",
                                                    "events": _v1_log()}, key=host.key_a)
         anonymous = raw(host.base_url, "POST", FIRE, {"seam": "http.fetch"})
+        other_method = raw(host.base_url, "GET", SEED, key=host.key_a)
         doc = raw(host.base_url, "GET", "/.well-known/openwop").json
     finally:
         monkeypatch.undo()  # the local stack's own value (true) comes back
@@ -214,4 +220,5 @@ def test_with_the_setting_off_the_seams_answer_as_unserved_paths_and_are_not_adv
     # Then every seam is the 404 of a path never served, with or without a credential, and nothing is advertised
     assert (seeded.status, seeded.json) == (404, unknown.json)
     assert (anonymous.status, anonymous.json) == (404, unknown.json)
+    assert (other_method.status, other_method.json, "allow" in other_method.headers) == (404, unknown.json, False)
     assert "conformance" not in doc
