@@ -222,3 +222,16 @@ def test_with_the_setting_off_the_seams_answer_as_unserved_paths_and_are_not_adv
     assert (anonymous.status, anonymous.json) == (404, unknown.json)
     assert (other_method.status, other_method.json, "allow" in other_method.headers) == (404, unknown.json, False)
     assert "conformance" not in doc
+
+
+def test_a_seeded_running_run_can_be_cancelled_and_its_log_still_reads(host):
+    client = host.client(host.key_a)
+    # Given a seeded era-2 run left running (no execution drives it)
+    run_id = _seed(host, _v1_log()[:2], status="running").json["runId"]
+    # When it is cancelled
+    got = raw(host.base_url, "POST", f"/runs/{project_id(run_id)}/cancel", {}, key=host.key_a)
+    # Then it ends cancelled and the whole log reads, the seeded rows translated and run.cancelled after them
+    assert (got.status, got.json["status"]) == (200, "cancelled")
+    assert client.runs_get(run_id).status == "cancelled"
+    assert [e["type"] for e in _poll(host, run_id).json["events"]] == [
+        "run.started", "agent.tool-called", "run.cancelled"]
