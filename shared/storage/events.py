@@ -2,8 +2,9 @@
 the run item's ``lastSeq``; events over the inline limit in S3 (the BlobStore).
 
 This is the seat of the era-2 reader (persistence.md §The seat): a row of a log in v1 vocabulary carries ``era`` = 2
-(and its ``run.started`` the run's stored ``owner``), and every read of a row passes through ``_doc`` (or
-``event_from_image``), which translates it through the codemap. The stored bytes are never rewritten."""
+(and its ``run.started`` the run's stored ``owner``), and every read of a row passes through ``_doc``, which
+translates it through the codemap (a stream image of one is not decoded: ``event_from_image`` answers None). The
+stored bytes are never rewritten."""
 
 from __future__ import annotations
 
