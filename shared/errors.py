@@ -169,6 +169,14 @@ class InternalError(ProtocolError):
     default_message = "Internal error."
 
 
+class EventTypeUnmappedError(ProtocolError):
+    """An era-2 row whose type the codemap does not name (and that carries no vendor prefix), or a malformed row:
+    the read fails rather than guess (persistence.md, the reader rule)."""
+
+    code = codes.EVENT_TYPE_UNMAPPED
+    default_message = "A stored event cannot be read through the codemap."
+
+
 class ServiceUnavailableError(ProtocolError):
     code = codes.SERVICE_UNAVAILABLE
     default_message = "The service is busy; retry later."

@@ -14,6 +14,10 @@ DEFINITION_SK = "DEFINITION"
 CHILD_PREFIX = "CHILD#"  # a fork, or an eval run served from this run's record (erased with it, recursively)
 IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run
 DEAD_LETTER_PREFIX = "DEADLETTER#"  # a webhook dead-letter record naming this run and one of its events
+# Effects: a claimed outside effect under its run (sk EFFECT#<key>); a side-effect node's ledger row in the host
+# table (pk LEDGER#<tenant>, sk <runId>#<nodeId>#<ordinal>).
+EFFECT_PREFIX = "EFFECT#"
+LEDGER_PK_PREFIX = "LEDGER#"
 
 
 def run_prefix(run_id: str) -> str:

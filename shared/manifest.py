@@ -287,6 +287,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
     Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
     Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
+    # The conformance seams (certification stage only): seed an era-2 log (runs, events), fire an effect seam (a run).
+    Function("conformance_seams", "functions.conformance_seams.handler", "api", _RW_ALL, bucket="readwrite",
+             starts=("run",)),
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
     Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              secrets=(CURSOR,), resumes=("run", "fork")),
@@ -304,6 +307,7 @@ FUNCTIONS: tuple[Function, ...] = (
 
 RUN_ID = "{runId}"
 DEFAULT_ROUTE = "$default"
+SEAMS_PATH = "/conformance/seams/"
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/.well-known/openwop", "get_capabilities", auth=False),
     Route("GET", "/openapi.json", "get_openapi", auth=False),
@@ -316,6 +320,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"/runs/{RUN_ID}/cancel", "cancel_run"),
     Route("GET", f"/runs/{RUN_ID}/events", "stream_run_events", streaming=True),
     Route("GET", f"/runs/{RUN_ID}/events/poll", "poll_run_events"),
+    Route("GET", f"/runs/{RUN_ID}/effects", "get_run"),
     Route("GET", f"/runs/{RUN_ID}/eval-summary", "get_eval_summary"),
     Route("GET", f"/host/openwop-serverless/runs/{RUN_ID}/eval-report", "get_eval_report"),
     # The viewer page (static; it calls the API with a key the user pastes): no auth on the page itself. A route
@@ -354,6 +359,10 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/webhooks/{webhookId}", "manage_webhooks"),
     Route("POST", "/webhooks/{webhookId}/rotate-secret", "manage_webhooks"),
     Route("GET", "/webhooks/{webhookId}/dead-letters", "manage_webhooks"),
+    # The conformance seams profile (api/seams-v2.yaml): routed always, served only with OPENWOP_CONFORMANCE_SEAMS
+    # (CDK context conformanceSeams, off by default); without it every request is the 404 of a path never served.
+    Route("POST", f"{SEAMS_PATH}sample/event-log/seed", "conformance_seams"),
+    Route("POST", f"{SEAMS_PATH}sample/effect-seams/fire", "conformance_seams"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )

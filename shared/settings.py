@@ -28,6 +28,9 @@ class Settings:
     retention_days: int = 30
     max_poll_wait_s: int = 25
     conformance_enabled: bool = True
+    # The conformance seams profile (/conformance/seams/..., openwop-conformance-seams-v2): a certification-stage
+    # setting, off unless OPENWOP_CONFORMANCE_SEAMS=true (CDK context conformanceSeams; the local host turns it on).
+    conformance_seams: bool = False
     host_name: str = "openwop-serverless"
     build_id: str = "unknown"
     http_allowlist: tuple[str, ...] = ()
@@ -90,6 +93,12 @@ def _model_prices(raw: str) -> str:
     return raw
 
 
+# The unreachable fixture destination of the effect-seam fire seam (api/seams-v2.yaml fireEffectSeam): a core.http
+# node of a fired run sends to it after its effect is claimed; on loopback port 1 the connection is refused (or the
+# egress guard refuses loopback first), so the witness is the effect ledger, never a delivery.
+SEAM_FIXTURE_TARGET = "127.0.0.1:1"
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """Read the environment once. Tests that change it call ``get_settings.cache_clear()``."""
@@ -99,6 +108,9 @@ def get_settings() -> Settings:
     pepper = next(s for s in manifest.SECRETS if s.key == manifest.APIKEY_PEPPER)
     webhooks = manifest.queue(manifest.WEBHOOKS)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
+    seams = _env("OPENWOP_CONFORMANCE_SEAMS", "false").strip().lower() == "true"
+    if seams and SEAM_FIXTURE_TARGET not in allow:
+        allow += (SEAM_FIXTURE_TARGET,)  # the fire seam's destination: loopback port 1, where nothing listens
     return Settings(
         runs_table=t[manifest.RUNS],
         events_table=t[manifest.EVENTS],
@@ -112,6 +124,7 @@ def get_settings() -> Settings:
         retention_days=int(_env("RETENTION_DAYS", "30")),
         max_poll_wait_s=int(_env("MAX_POLL_WAIT_SECONDS", "25")),
         conformance_enabled=_env("OPENWOP_CONFORMANCE", "true").lower() == "true",
+        conformance_seams=seams,
         host_name=_env("HOST_NAME", "openwop-serverless"),
         build_id=_env("BUILD_ID", "unknown"),
         http_allowlist=allow,

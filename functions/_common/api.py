@@ -139,10 +139,13 @@ def method_answer(event: dict[str, Any]) -> dict[str, Any] | None:
     """A method the request's path is not served with: ``405`` with ``Allow`` (RFC 9110 §15.5.6), or, for a plain
     ``OPTIONS`` (a CORS preflight never gets here: API Gateway, or the local front, answers it), ``204`` with
     ``Allow``. ``None`` when the method is served there or no operation has that path (the route's own ``404``)."""
-    allowed = manifest.allowed_methods(str(event.get("rawPath") or ""))
+    raw_path = str(event.get("rawPath") or "")
+    allowed = manifest.allowed_methods(raw_path)
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method") or "").upper()
     if allowed is None or method in allowed:
         return None
+    if raw_path.startswith(manifest.SEAMS_PATH) and not get_ports().settings.conformance_seams:
+        return None  # the seams profile off: its paths are not served at all (404), whatever the method
     allow = {"Allow": ", ".join(allowed)}
     if method == "OPTIONS":
         return {"statusCode": 204, "headers": {"OpenWOP-Version": VERSION, **allow}, "body": "",

@@ -1,4 +1,4 @@
-"""GET /runs/{runId} (RunSnapshot, ETag) and the GET verbs on a run (":diff")."""
+"""GET /runs/{runId} (RunSnapshot, ETag), the GET verbs on a run (":diff") and its effect ledger (/effects)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def diff_run(run_id: str) -> Response[str]:
 
     caller = api.caller(app)
     return api.reply(200, forks.diff(api.ports(), caller, run_id, api.query(app).get("against")))
+
+
+@app.get("/runs/<run_id>/effects")
+def get_run_effects(run_id: str) -> Response[str]:
+    from shared.services import effects
+
+    caller = api.caller(app)
+    return api.reply(200, effects.run_effects(api.ports(), caller, run_id))
 
 
 @app.get("/runs/<run_id>")

@@ -37,6 +37,10 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
                    "largest tool or HTTP-node response read; default 1000000"),
     ContextSetting("conformance", "OPENWOP_CONFORMANCE", "bool",
                    "the conformance built-in tools (true/false); default true"),
+    ContextSetting("conformanceSeams", "OPENWOP_CONFORMANCE_SEAMS", "bool",
+                   "certification stage only: serve the conformance seams profile (/conformance/seams/...: seeding "
+                   "an era-2 log, firing an effect seam) and advertise it (true/false); default false, and the seams "
+                   "refuse every request without it"),
     ContextSetting("maxPollWaitSeconds", "MAX_POLL_WAIT_SECONDS", "int",
                    "longest long-poll wait of `GET /runs/{runId}/events/poll`; default 25"),
     ContextSetting("apiKeyPepperMaxAgeSeconds", "APIKEY_PEPPER_MAX_AGE_SECONDS", "int",
@@ -125,4 +129,6 @@ def runtime_environment(scope: Construct) -> dict[str, str]:
         raw = scope.node.try_get_context(setting.context)
         if raw is not None and str(raw) != "":
             env[setting.env_var] = _check(setting, raw)
+    if env.get("OPENWOP_CONFORMANCE_SEAMS") == "true" and str(scope.node.try_get_context("stage") or "") == "prod":
+        raise ContextSettingError("conformanceSeams is refused in the prod stage (a certification-stage setting)")
     return env

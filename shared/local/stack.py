@@ -89,7 +89,10 @@ def local_policy_env() -> dict[str, str]:
             # The per-tenant write bucket is on locally too, ten times the deployed default: one developer's
             # scripts and the test suite's loops run unthrottled, and every write still takes a token.
             "TENANT_WRITE_RATE": os.environ.get("TENANT_WRITE_RATE") or "200",
-            "TENANT_WRITE_BURST": os.environ.get("TENANT_WRITE_BURST") or "400"}
+            "TENANT_WRITE_BURST": os.environ.get("TENANT_WRITE_BURST") or "400",
+            # The conformance seams profile is on locally (the official suite drives it); a deployed stack only with
+            # CDK context conformanceSeams=true. OPENWOP_CONFORMANCE_SEAMS=false turns it off here too.
+            "OPENWOP_CONFORMANCE_SEAMS": os.environ.get("OPENWOP_CONFORMANCE_SEAMS") or "true"}
 
 
 def endpoint_env(endpoint: str) -> dict[str, str]:

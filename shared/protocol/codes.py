@@ -22,6 +22,7 @@ FORK_POINT_INVALID = "fork_point_invalid"
 CAPABILITY_NOT_PROVIDED = "capability_not_provided"
 CAPABILITY_REQUIRED = "capability_required"
 INTERNAL_ERROR = "internal_error"
+EVENT_TYPE_UNMAPPED = "event_type_unmapped"
 SERVICE_UNAVAILABLE = "service_unavailable"
 RATE_LIMITED = "rate_limited"
 RESIDENCY_UNAVAILABLE = "residency_unavailable"
@@ -80,6 +81,7 @@ HTTP_STATUS: dict[str, int] = {
     RESIDENCY_UNAVAILABLE: 422,
     RATE_LIMITED: 429,
     INTERNAL_ERROR: 500,
+    EVENT_TYPE_UNMAPPED: 500,
     SERVICE_UNAVAILABLE: 503,
 }
 

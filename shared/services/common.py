@@ -79,7 +79,8 @@ def snapshot(rec: RunRecord, state: dict[str, Any] | None = None) -> dict[str, A
         "workflowId": d.get("workflowId"),
         "status": rec.status,
         "owner": d["owner"],
-        "eventLogSchemaVersion": EVENT_LOG_SCHEMA_VERSION,
+        # every run this host creates is era 3; a log seeded as a v1 host wrote it is era 2 (persistence.md)
+        "eventLogSchemaVersion": int(d.get("eventLogSchemaVersion") or EVENT_LOG_SCHEMA_VERSION),
         "engineVersion": 1,
     }
     if rec.started_at:

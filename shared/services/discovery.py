@@ -11,6 +11,9 @@ from shared.ports import Ports
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 from shared.services import fixtures
 
+# The conformance seams profile this host serves with OPENWOP_CONFORMANCE_SEAMS (shared/services/seams.py).
+SEAMS_PROFILE = "openwop-conformance-seams-v2"
+
 FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "witnessable-gated"}
 
 # Families and facets are advertised only once each works end to end
@@ -90,6 +93,9 @@ def capabilities(ports: Ports) -> dict[str, Any]:
                        "retryPolicy": {"maxAttempts": int(s.webhook_max_attempts), "backoff": "exponential"},
                        "deadLetter": {"retentionDays": int(s.webhook_dead_letter_days), "maxPageSize": 100},
                        "secretRotation": {"overlapSeconds": int(s.webhook_rotation_overlap_s)}}
+    if s.conformance_seams:
+        # RFC 0168 §C.1: the seams profile is advertised only where it is served (a certification-stage setting)
+        doc["conformance"] = {"seamsProfile": SEAMS_PROFILE}
     return doc
 
 

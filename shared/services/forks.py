@@ -84,8 +84,10 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         # The child re-reads the source's stored copies; it owns none (so erasing it never deletes them).
         child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items()
                       if k != "derivedKeys"}
+    # The child is era 3 whatever the source's era: its log is the translated prefix, then v2 events.
     data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId",
-                                                                          "definitionPinned")}
+                                                                          "definitionPinned",
+                                                                          "eventLogSchemaVersion")}
     if src.kind == "workflow":
         current = kernel.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
         # replay proves *current* code reproduces the history; without a registration, the source's pinned one

@@ -84,6 +84,8 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("GET", "/runs/{runId}/events/poll"): [
         Op("/runs/{runId}/events/poll", "pollRunEvents", {200: "PollPage"}, _READ,
            query=("afterSequence", "timeout", "streamMode"))],
+    ("GET", "/runs/{runId}/effects"): [
+        Op("/runs/{runId}/effects", "getRunEffects", {200: "EffectLedgerProjection"}, _READ)],
     ("GET", "/runs/{runId}/eval-summary"): [
         Op("/runs/{runId}/eval-summary", "getEvalSummary", {200: "Object"}, (*_READ, 409))],
     ("GET", "/host/openwop-serverless/runs/{runId}/eval-report"): [
@@ -216,6 +218,13 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "RunList": {"type": "object", "required": ["runs"],
                 "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSnapshot"}},
                                "nextCursor": _STR}},
+    "EffectLedgerProjection": {
+        "type": "object", "required": ["runId", "effects"],
+        "properties": {"runId": _STR, "effects": {"type": "array", "items": {
+            "type": "object", "required": ["effectId", "nodeId", "attempt", "keying", "state", "at"],
+            "properties": {"effectId": _STR, "nodeId": _STR, "attempt": {"type": "integer", "minimum": 1},
+                           "keying": {"enum": ["business-identity", "activity-recipe"]},
+                           "state": {"enum": ["claimed", "completed", "released", "escaped"]}, "at": _STR}}}}},
     "CancelRunResponse": {"type": "object", "required": ["runId", "status"],
                           "properties": {"runId": _STR, "status": {"const": "cancelled"}}},
     "PauseRunResponse": {"type": "object", "required": ["runId", "status"],
@@ -381,8 +390,8 @@ def document() -> dict[str, Any]:
     _create_run_requires(schemas["CreateRunRequest"])
     paths: dict[str, Any] = {}
     for route in manifest.ROUTES:
-        if route.path == manifest.DEFAULT_ROUTE:
-            continue
+        if route.path == manifest.DEFAULT_ROUTE or route.path.startswith(manifest.SEAMS_PATH):
+            continue  # the seams profile has its own document (api/seams-v2.yaml), and is off by default
         ops = OPERATIONS[(route.method, route.path)]
         if tuple(op.path for op in ops) != route.operations:  # the manifest's 405s answer from route.operations
             raise ValueError(f"{route.key}: the document's operations differ from the route table's")

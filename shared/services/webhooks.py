@@ -32,6 +32,7 @@ from shared.errors import (
 )
 from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, TransportError
 from shared.protocol import webhooks as wh
+from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services.common import Caller, page_limit
 
@@ -236,7 +237,9 @@ def dead_letters(ports: Ports, caller: Caller, wire: str, params: dict[str, str]
 def _fixed_history_below(rec: RunRecord) -> int | None:
     """replay.md fan-out rule, read from the run (never from the event type): a ``replay`` fork re-emits fixed
     history only, so nothing of it is delivered (None); a ``branch`` fork's copied prefix [0, fromSeq) is not
-    delivered, its own events are."""
+    delivered, its own events are. An era-2 log (seeded as a v1 host wrote it) is not delivered either."""
+    if rec.data.get("eventLogSchemaVersion") == ERA_V1:
+        return None  # a log seeded as a v1 host wrote it (the seams profile) is history, never news to deliver
     fork = rec.data.get("fork")
     if not fork:
         return 0

@@ -1,5 +1,10 @@
 """The EventStore port on DynamoDB: run event logs (partition runId, sort seq), appended in transactions that move
-the run item's ``lastSeq``; events over the inline limit in S3 (the BlobStore)."""
+the run item's ``lastSeq``; events over the inline limit in S3 (the BlobStore).
+
+This is the seat of the era-2 reader (persistence.md §The seat): a row of a log in v1 vocabulary carries ``era`` = 2
+(and its ``run.started`` the run's stored ``owner``), and every read of a row passes through ``_doc``, which
+translates it through the codemap (a stream image of one is not decoded: ``event_from_image`` answers None). The
+stored bytes are never rewritten."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore
+from shared.protocol.codemap import ERA_V1, translate
 from shared.storage import schema
 from shared.storage.ddb import (
     add_updates,
@@ -127,11 +133,24 @@ class DynamoEventStore:
         it = from_item(raw)
         if "doc" in it:
             doc: dict[str, Any] = json.loads(it["doc"])
-            return doc
-        got = self._blobs.get_json(it["docRef"])
-        if got is None:
-            raise RunGoneError(str(it.get("runId")))
-        return dict(got)
+        else:
+            got = self._blobs.get_json(it["docRef"])
+            if got is None:
+                raise RunGoneError(str(it.get("runId")))
+            doc = dict(got)
+        return _read(it, doc)
+
+    def seed_log(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, owner: dict[str, Any]) -> int:
+        """Store a log a v1 host wrote (era 2): each row verbatim, marked ``era`` = 2, its ``run.started`` with the
+        run's owner; read back only through the codemap. Batched writes; the run item is the caller's."""
+        reqs = []
+        for ev in events:
+            item = self._event_item(run_id, ev, expires_at)
+            item["era"] = ERA_V1
+            if ev.get("type") == "run.started":
+                item["owner"] = dump(owner)
+            reqs.append({"PutRequest": {"Item": to_item(item)}})
+        return batch_write(self._c, self._t, reqs)
 
     def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *,
                     limit: int | None = None) -> Iterator[list[dict[str, Any]]]:
@@ -184,8 +203,8 @@ class DynamoEventStore:
 
     def event_from_image(self, image: dict[str, Any]) -> dict[str, Any] | None:
         it = from_item(image)
-        if "doc" not in it:
-            return None
+        if "doc" not in it or it.get("era") == ERA_V1:
+            return None  # out of line, or an era-2 row: read it with read_events (which translates it)
         ev: dict[str, Any] = json.loads(it["doc"])
         return ev
 
@@ -199,3 +218,10 @@ class DynamoEventStore:
 
     def all_keys(self, run_id: str) -> list[dict[str, Any]]:
         return query_keys(self._c, self._t, "runId", run_id, "runId, seq")
+
+
+def _read(item: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """A stored row as v2: an era-2 row through the codemap, any other as stored."""
+    if item.get("era") != ERA_V1:
+        return doc
+    return translate(doc, json.loads(item["owner"]) if "owner" in item else None)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, services and CDK
     DEFINITION_SK,
+    EFFECT_PREFIX,
     EVAL_PLAN_SK,
     FORK_SOURCE_SK,
+    LEDGER_PK_PREFIX,
     RUN_SK,
     TOMBSTONE_SK,
     TRIAL_PREFIX,
@@ -20,8 +22,6 @@ TTL_ATTRIBUTE = "expiresAt"
 APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"
 COUNTER_PK_PREFIX = "COUNTER#"
-LEDGER_PK_PREFIX = "LEDGER#"
-EFFECT_PREFIX = "EFFECT#"
 
 # DynamoDB's item limit is 400 KB; anything larger than this goes to S3 with a pointer.
 MAX_INLINE_BYTES = 350_000

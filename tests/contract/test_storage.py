@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -203,3 +204,30 @@ def test_an_effect_row_is_written_once_per_key_while_writable(ports):
     assert ports.runs.claim_effect(rec.run_id, "n#000001", {"x": 1}, rec.expires_at) is False
     assert ports.host.delete_prefix("LEDGER#tenant-c", rec.run_id + "#") == 1
     assert ports.host.query("LEDGER#tenant-c", rec.run_id) == []
+
+
+def test_an_era_2_log_is_stored_verbatim_and_every_read_translates_it(ports):
+    from shared.protocol.codemap import legacy_owner
+
+    # Given a log in v1 vocabulary seeded through the store, one row large enough for S3
+    rec = _run(ports)
+    owner = legacy_owner(rec.tenant, "key-1")
+    big = "x" * 400_000
+    rows = [{"eventId": ports.ids.event_id(rec.run_id, 0), "runId": rec.run_id, "type": "run.started", "sequence": 0,
+             "payload": {"workflowId": "w"}, "timestamp": ports.clock.iso()},
+            {"eventId": ports.ids.event_id(rec.run_id, 1), "runId": rec.run_id, "type": "agent.toolCalled",
+             "sequence": 1, "payload": {"big": big}, "timestamp": ports.clock.iso()}]
+    assert ports.events.seed_log(rec.run_id, rows, rec.expires_at, owner) == 2
+    # Then the stored items keep the v1 types, marked era 2
+    items = ports.events._c.query(TableName=ports.settings.events_table, KeyConditionExpression="runId = :r",
+                                  ExpressionAttributeValues={":r": {"S": rec.run_id}})["Items"]
+    assert [i["era"]["N"] for i in items] == ["2", "2"] and "docRef" in items[1]
+    assert json.loads(items[0]["doc"]["S"])["type"] == "run.started" and "owner" in items[0]
+    assert ports.blobs.get_json(items[1]["docRef"]["S"])["type"] == "agent.toolCalled"
+    # And every read (whole log, one page, a range) translates, S3-held rows included, run.started stamped
+    for got in (ports.events.read_events(rec.run_id), ports.events.read_page(rec.run_id, -1),
+                [e for page in ports.events.iter_events(rec.run_id, -1, 1) for e in page]):
+        assert [e["type"] for e in got] == ["run.started", "agent.tool-called"]
+        assert got[0]["payload"] == {"workflowId": "w", "owner": owner} and got[1]["payload"] == {"big": big}
+    # And a stream image of such a row is not decoded (readers go through the log)
+    assert ports.events.event_from_image(items[0]) is None

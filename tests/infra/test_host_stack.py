@@ -657,6 +657,17 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
 # --- Stack outputs ----------------------------------------------------------------------------------------------
 
 
+def test_the_conformance_seams_are_off_unless_context_turns_them_on(synth: Synth) -> None:
+    # Given the stack synthesized without conformanceSeams
+    envs = {spec.name: synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"]
+            for spec in manifest.FUNCTIONS}
+    # Then no function gets the setting (the code's default: off), while the seam routes exist and refuse
+    assert all("OPENWOP_CONFORMANCE_SEAMS" not in env for env in envs.values())
+    routes = {r["Properties"]["RouteKey"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()}
+    assert {"POST /conformance/seams/sample/event-log/seed", "POST /conformance/seams/sample/effect-seams/fire",
+            "GET /runs/{runId}/effects"} <= routes
+
+
 def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> None:
     from shared import settings
 
@@ -825,7 +836,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
              "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7",
              "executionMaxTasks": "500", "evalFinishPageTrials": "400", "tenantWriteRate": "7",
              "tenantWriteBurst": "9", "tracingEndpoint": "http://localhost:4318/v1/traces",
-             "tracingCaptureContent": "False"}
+             "tracingCaptureContent": "False", "conformanceSeams": "True"}
     expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
                 "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
                 "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
@@ -836,7 +847,8 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
                 "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500", "EVAL_FINISH_PAGE_TRIALS": "400",
                 "TENANT_WRITE_RATE": "7", "TENANT_WRITE_BURST": "9",
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://localhost:4318/v1/traces",
-                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false"}
+                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false",
+                "OPENWOP_CONFORMANCE_SEAMS": "true"}
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
     _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
                           "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
@@ -874,6 +886,8 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     ({"stage": "qa", "seed": "fixtures"}, "unknown seed set fixtures"),
     ({"stage": "qa", "runToolCallBudget": "lots"}, "context runToolCallBudget='lots': expected a non-negative"),
     ({"stage": "qa", "conformance": "yes"}, "context conformance='yes': expected true or false"),
+    ({"stage": "qa", "conformanceSeams": "on"}, "context conformanceSeams='on': expected true or false"),
+    ({"stage": "prod", "conformanceSeams": "true"}, "conformanceSeams is refused in the prod stage"),
     ({"stage": "qa", "detailedAlarms": "yes"}, "context detailedAlarms='yes': expected true or false"),
     ({"stage": "qa", "dashboard": "on"}, "context dashboard='on': expected true or false"),
 ])
