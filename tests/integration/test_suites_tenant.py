@@ -105,3 +105,183 @@ def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, 
     # and the report names each task's source
     report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report?limit=1000", key=host.key_a).json
     assert {t["servedFrom"] for t in report["tasks"]} == set(recorded["runs"])
+
+
+def _listed(host: Any, key: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(100):
+        page = raw(host.base_url, "GET", f"{SUITES}?limit=100" + (f"&cursor={cursor}" if cursor else ""), key=key)
+        assert page.status == 200, page.text
+        out.extend(page.json["suites"])
+        cursor = page.json.get("nextCursor")
+        if not cursor:
+            return out
+    raise AssertionError("the listing did not end")
+
+
+def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded):
+    suite_id = _suite_id()
+    runs = recorded["runs"]
+    # Given two versions of tenant A's suite: one from two named runs, the next appending a third to it
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": runs[:2]}).status == 201
+    r = _from_runs(host, host.key_a, suite_id, {"runIds": [runs[1], runs[2]], "base": "latest"})
+    assert r.status == 201, r.text
+    assert (r.json["version"], r.json["taskCount"], r.json["addedCount"]) == ("1.1.0", 3, 1)
+    # Then the tenant lists it with its versions and latest task count, and reads each version
+    mine = [s for s in _listed(host, host.key_a) if s["suiteId"] == suite_id]
+    assert len(mine) == 1 and mine[0]["versions"] == ["1.0.0", "1.1.0"] and mine[0]["taskCount"] == 3
+    got = raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a)
+    assert got.status == 200
+    assert [(i["version"], i["taskCount"], i["evalSuiteRef"]) for i in got.json["items"]] == [
+        ("1.0.0", 2, f"{suite_id}@1.0.0"), ("1.1.0", 3, f"{suite_id}@1.1.0")]
+    v1 = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).json
+    assert [t["sourceRunId"] for t in v1["tasks"]] == runs[:3]
+    # and tenant B sees none of it: the same 404 bytes as an unknown or malformed id
+    assert suite_id not in [s["suiteId"] for s in _listed(host, host.key_b)]
+    unknown = raw(host.base_url, "GET", f"{SUITES}/{_suite_id()}", key=host.key_b)
+    assert unknown.status == 404 and unknown.json["error"] == "not_found"
+    for path in (f"{SUITES}/{suite_id}", f"{SUITES}/{suite_id}/versions/1.0.0", f"{SUITES}/not-a-suite",
+                 f"{SUITES}/{suite_id}/versions/x"):
+        foreign = raw(host.base_url, "GET", path, key=host.key_b)
+        assert (foreign.status, foreign.text) == (404, unknown.text), path
+    deleted = raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_b)
+    assert (deleted.status, deleted.text) == (404, unknown.text)
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).status == 200
+
+
+def test_a_version_an_eval_run_references_is_not_deleted(host, recorded):
+    from shared.local.patches import wait_for_stream_idle
+
+    client = host.client(host.key_a)
+    suite_id = _suite_id()
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": recorded["runs"][3:4]}).status == 201
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": recorded["runs"][4:5]}).status == 201
+    # Given an eval run of version 1.0.0
+    run = _eval(client, f"{suite_id}@1.0.0")
+    # Then deleting 1.0.0 is refused naming it, while 1.1.0 (never run) is deleted
+    refused = raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a)
+    assert (refused.status, refused.json["error"]) == (409, "version_conflict")
+    assert refused.json["details"] == {"runIds": [run]}
+    assert raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).status == 204
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).status == 404
+    # and once the eval run is erased, 1.0.0 goes too, and the suite with it
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(run)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(20)
+    assert raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).status == 204
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
+    assert _ports().host.get_item(f"SUITE#tenant-a", f"{suite_id}@1.0.0") is None
+
+
+def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, recorded):
+    client_b = host.client(host.key_b)
+    workflow_b = register_scripted_agent("tenant-b", "recorded-b")
+    foreign = _recorded_runs(client_b, workflow_b, "conformance.eval:echo", 1)[0]
+    noop = host.client(host.key_a).runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    wait_terminal(host.client(host.key_a), noop)
+    good = recorded["runs"][5]
+    suite_id = _suite_id()
+
+    def doc(source: str) -> dict[str, Any]:
+        return {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
+                "tasks": [{"taskId": "ok", "input": {"calls": [], "answer": "a"},
+                           "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+                           "sourceRunId": good},
+                          {"taskId": "bad", "input": {"calls": [], "answer": "a"},
+                           "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+                           "sourceRunId": source}]}
+
+    unknown = "tenant-a/r-0000000000000000000000000000"
+    reference = raw(host.base_url, "POST", SUITES, doc(unknown), key=host.key_a)
+    assert (reference.status, reference.json["error"]) == (400, "validation_error")
+    # Then every unusable source, in a registration or a from-runs request, gets the same bytes, without the id
+    for reason, value in {"tenant B's run": foreign, "never invoked the agent": noop,
+                          "not a run id": "not a run id"}.items():
+        r = raw(host.base_url, "POST", SUITES, doc(value), key=host.key_a)
+        assert (r.status, r.text) == (400, reference.text), reason
+        assert value not in r.text
+        r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": [good, value]})
+        assert (r.status, r.text) == (400, reference.text), reason
+    # and no version was written
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
+    assert _ports().host.get_item("SUITE#tenant-a", f"{suite_id}@1.0.0") is None
+    # a source must be checked against an agent: no targetAgentId is a 400 too
+    no_target = {k: v for k, v in doc(good).items() if k != "targetAgentId"}
+    r = raw(host.base_url, "POST", SUITES, no_target, key=host.key_a)
+    assert (r.status, r.json["error"]) == (400, "validation_error")
+
+
+@pytest.mark.parametrize("body", [
+    {"agentId": AGENT, "runIds": ["x"], "limit": 3},  # runIds and a filter
+    {"agentId": AGENT, "seed": "s"},  # seed without sampleRate
+    {"agentId": AGENT, "sampleRate": 0},
+    {"agentId": AGENT, "sampleRate": 1.5},
+    {"agentId": AGENT, "limit": 0},
+    {"agentId": AGENT, "status": "running"},
+    {"agentId": AGENT, "startedAfter": "yesterday at noon"},
+    {"agentId": AGENT, "strategy": "fuzzy"},
+    {"agentId": AGENT, "base": "latest"},  # no version to append to
+    {"agentId": AGENT, "unknown": 1},
+    {"runIds": ["x"]},  # no agent
+    {"agentId": AGENT, "workflowId": "no-such-workflow-anywhere"},  # selects nothing
+    [],
+])
+def test_bad_from_runs_requests_are_400_and_write_nothing(host, body):
+    suite_id = _suite_id()
+    r = _from_runs(host, host.key_a, suite_id, body)
+    assert (r.status, r.json["error"]) == (400, "validation_error"), r.text
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
+    bad_id = _from_runs(host, host.key_a, "Not_A_Suite", {"agentId": AGENT})
+    assert (bad_id.status, bad_id.json["error"]) == (400, "validation_error")
+
+
+def test_a_sample_is_deterministic_for_its_seed(host, recorded):
+    # Given two suites sampled from the same runs with the same seed, and one with another seed
+    picks = []
+    for seed in ("s1", "s1", "s2"):
+        suite_id = _suite_id()
+        r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"],
+                                                    "sampleRate": 0.5, "seed": seed, "limit": 50,
+                                                    "metadata": {"batch": "b1"}})
+        assert r.status == 201, r.text
+        doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
+        picks.append(sorted(t["sourceRunId"] for t in doc["tasks"]))
+    # Then the same seed picks the same runs, and the sample is a proper subset
+    assert picks[0] == picks[1]
+    assert picks[0] != picks[2]
+    assert 5 < len(picks[0]) < 45
+    # and a metadata value no run carries selects nothing
+    r = _from_runs(host, host.key_a, _suite_id(), {"agentId": AGENT, "workflowId": recorded["workflowId"],
+                                                   "metadata": {"batch": "other"}})
+    assert r.status == 400
+
+
+def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, server):
+    from shared.local.patches import wait_for_stream_idle
+
+    client = host.client(host.key_a)
+    tools, _ = server
+    workflow_id = register_scripted_agent("tenant-a", "erased")
+    sources = _recorded_runs(client, workflow_id, recorded["tool"], 2)
+    suite_id = _suite_id()
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": sources[:1]}).status == 201
+    assert _from_runs(host, host.key_a, suite_id, {"runIds": sources[1:], "base": "latest"}).status == 201
+    erased_task = sources[0].partition("/")[2].lower()
+    # When the first source run is erased
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(sources[0])}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(20)
+    # Then its task is tombstoned in both versions (its input and answer gone), the other task untouched
+    for version in ("1.0.0", "1.1.0"):
+        doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/{version}", key=host.key_a).json
+        assert doc["tasks"][0] == {"taskId": erased_task, "tombstoned": True}
+        assert sources[0] not in str(doc)
+    # and the next eval reports it unverifiable, the other task passing from its own source, with no live hit
+    before = tools.count()
+    run = _eval(client, f"{suite_id}@1.1.0")
+    assert tools.count() == before
+    rows = {t["taskId"]: t for t in _summary(host, run)["tasks"]}
+    assert (rows[erased_task]["passed"], rows[erased_task]["fixtureMissCount"]) == (False, 1)
+    assert (rows[sources[1].partition("/")[2].lower()]["passed"]) is True
+    report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report", key=host.key_a).json
+    assert {t["taskId"]: t["verdict"] for t in report["tasks"]}[erased_task] == "unverifiable"
+    assert report["verdict"] == "unverifiable"
