@@ -170,7 +170,7 @@ def test_a_version_an_eval_run_references_is_not_deleted(host, recorded):
     assert wait_for_stream_idle(20)
     assert raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).status == 204
     assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
-    assert _ports().host.get_item(f"SUITE#tenant-a", f"{suite_id}@1.0.0") is None
+    assert _ports().host.get_item("SUITE#tenant-a", f"{suite_id}@1.0.0") is None
 
 
 def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, recorded):
@@ -285,3 +285,57 @@ def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, s
     report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report", key=host.key_a).json
     assert {t["taskId"]: t["verdict"] for t in report["tasks"]}[erased_task] == "unverifiable"
     assert report["verdict"] == "unverifiable"
+
+
+def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, recorded, capsys, monkeypatch,
+                                                                        tmp_path):
+    import json
+
+    from shared.local.cli import main
+
+    monkeypatch.delenv("OPENWOP_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENWOP_API_KEY", raising=False)
+    suite_id = _suite_id()
+    # When tenant A builds a suite from two named runs with the eval CLI
+    code = main(["eval", "suite", "from-runs", suite_id, "--agent", AGENT, "--run-id", recorded["runs"][6],
+                 "--run-id", recorded["runs"][7], "--endpoint", host.base_url, "--api-key", host.key_a])
+    assert code == 0
+    assert capsys.readouterr().out.strip() == f"{suite_id}@1.0.0 2 tasks (2 added)"
+    # Then `suites list|get` with --base-url/--api-key (or the env) read it as tenant A, and not as tenant B
+    assert main(["suites", "list", "--base-url", host.base_url, "--api-key", host.key_a]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [s["versions"] for s in listed if s["suiteId"] == suite_id] == [["1.0.0"]]
+    monkeypatch.setenv("OPENWOP_BASE_URL", host.base_url)
+    monkeypatch.setenv("OPENWOP_API_KEY", host.key_a)
+    assert main(["suites", "get", suite_id, "--version", "1.0.0"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["tasks"]) == 2
+    assert main(["suites", "get", suite_id, "--api-key", host.key_b]) == 1
+    assert "404 not_found" in capsys.readouterr().err
+    # and a tenant's put goes through the same checks as the API (an unusable source: the uniform refusal)
+    doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
+    f = tmp_path / "suite.json"
+    f.write_text(json.dumps({**doc, "version": "2.0.0"}), encoding="utf-8")
+    assert main(["suites", "put", str(f), "--api-key", host.key_b]) == 1
+    assert "400 validation_error" in capsys.readouterr().err
+    assert main(["suites", "put", str(f)]) == 0
+    assert json.loads(capsys.readouterr().out)["evalSuiteRef"] == f"{suite_id}@2.0.0"
+    # without a base URL or key, `suites list` is the operator's host-wide view, which holds no tenant's suite
+    monkeypatch.delenv("OPENWOP_BASE_URL")
+    monkeypatch.delenv("OPENWOP_API_KEY")
+    assert main(["suites", "list"]) == 0
+    assert suite_id not in capsys.readouterr().out
+    # a bad duration is a usage error (exit 3), before any request
+    assert main(["eval", "suite", "from-runs", suite_id, "--agent", AGENT, "--since", "yesterday",
+                 "--endpoint", host.base_url, "--api-key", host.key_a]) == 3
+    assert "--since" in capsys.readouterr().err
+
+
+def test_since_and_sample_flags_make_the_filter_body():
+    from shared.local.suitecli import from_runs_body, since_iso
+
+    # Given the CLI flags of a filtered build
+    body = from_runs_body("agent-x@2", "24h", 0.1, None, 20, [], True, None, now_s=86_400 * 2)
+    # Then they become the request's filter fields, the version a filter on agentVersion
+    assert body == {"agentId": "agent-x", "agentVersion": "2", "startedAfter": "1970-01-02T00:00:00Z",
+                    "sampleRate": 0.1, "seed": "openwop", "limit": 20, "base": "latest"}
+    assert since_iso("30m", 3600) == "1970-01-01T00:30:00Z"
