@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from functions._common import api
 from functions._common.resolver import Response
-from shared.services import suite_runs
 
 app = api.build_resolver()
 
 
 @app.post("/host/openwop-serverless/eval-suites")
 def put_eval_suite() -> Response[str]:
+    from shared.services import suite_runs  # the source-run checks load the eval service on first use
+
     caller = api.caller(app)
     status, body = suite_runs.register(api.ports(), caller.tenant, api.json_body(app))
     return api.reply(status, body)

@@ -23,14 +23,15 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from shared.clock import ms_from_iso
-from shared.errors import RunGoneError, UnusableReferenceError, ValidationError
+from shared.errors import RunGoneError, UnusableReferenceError, ValidationError, VersionConflictError
 from shared.ports import Ports, RunRecord
 from shared.services import evals, suites
 from shared.services.common import Caller
 
 CHECK_WORKERS = 16  # source checks run in parallel (each is ~4 reads); boto3 clients are thread-safe
 DEFAULT_FROM_RUNS = 100
-CANDIDATES_PER_TASK = 20  # a filter reads at most this many run items per task it may add (bounded)
+CANDIDATES_PER_TASK = 20  # a filter reads at most this many run items per task it may add,
+MAX_CANDIDATES = 20_000  # and at most this many in all (200 index pages)
 LIST_PAGE = 100
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -138,7 +139,7 @@ def _request(body: Any) -> dict[str, Any]:
         if k in body:
             try:
                 ms_from_iso(str(body[k]))
-            except ValueError as exc:
+            except (ValueError, OverflowError, OSError) as exc:
                 raise ValidationError(f"{k} is not an RFC 3339 date-time.") from exc
     return body
 
@@ -186,7 +187,7 @@ def _candidates(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -
     out: list[RunRecord] = []
     start: dict[str, Any] | None = None
     read = 0
-    while read < limit * CANDIDATES_PER_TASK:
+    while read < min(limit * CANDIDATES_PER_TASK, MAX_CANDIDATES):
         page = ports.runs.list_runs(tenant, LIST_PAGE, start, filters, created_between=between)
         read += len(page.runs)
         out.extend(r for r in page.runs if _matches(r, req, agent_id))
@@ -229,7 +230,7 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
         raise ValidationError("agentId differs from the base version's targetAgentId.")
     version = str(req.get("version") or _next_version(latest))
     if suites.exists(ports, tenant, suite_id, version):
-        raise ValidationError("That version of the suite exists; a from-runs request makes a new one.")
+        raise VersionConflictError("That version of the suite exists; a from-runs request makes a new one.")
     strategy = str(req.get("strategy", "exact"))
     if "runIds" in req:
         checked = _parallel(lambda v: evals.usable_source(ports, caller, v, agent_id, replay=True), req["runIds"])
@@ -264,9 +265,11 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
                           if any(t.get(suites.TOMBSTONED) for t in suite["tasks"]) else suite)
     recs = {rec.run_id: rec for rec, _c, _l in checked if rec.run_id in {t["sourceRunId"] for t in added}}
     # the base's own sources keep their links (written when the base was registered) and get this version's too
+    base_sources = sorted({str(t["sourceRunId"]) for t in base_tasks if "sourceRunId" in t} - set(recs))
+    found = dict(zip(base_sources, _parallel(ports.runs.get_run, base_sources), strict=True))
     for i, t in enumerate(base_tasks):
-        if "sourceRunId" in t and t["sourceRunId"] not in recs:
-            src = ports.runs.get_run(str(t["sourceRunId"]))
+        if str(t.get("sourceRunId")) in found:
+            src = found[str(t["sourceRunId"])]
             if src is not None:
                 recs[src.run_id] = src
             else:  # being erased: its hook may not reach this new version

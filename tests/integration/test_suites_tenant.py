@@ -339,3 +339,36 @@ def test_since_and_sample_flags_make_the_filter_body():
     assert body == {"agentId": "agent-x", "agentVersion": "2", "startedAfter": "1970-01-02T00:00:00Z",
                     "sampleRate": 0.1, "seed": "openwop", "limit": 20, "base": "latest"}
     assert since_iso("30m", 3600) == "1970-01-01T00:30:00Z"
+
+
+def test_from_runs_costs_a_bounded_number_of_requests_per_run(host, recorded):
+    """The measured cost in docs/decisions/0112: requests of one ``:from-runs`` over 50 named runs."""
+    import threading
+    import time
+    from collections import Counter
+
+    from shared.services import suite_runs
+    from shared.services.common import Caller
+
+    client = _ports().runs._c
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def before_call(model: Any = None, **_: Any) -> None:
+        with lock:
+            seen[model.name] += 1
+
+    client.meta.events.register("before-call.dynamodb.*", before_call)
+    try:
+        # When a suite is built from 50 named runs
+        began = time.monotonic()
+        status, body = suite_runs.from_runs(_ports(), Caller("tenant-a", "measure"), _suite_id(),
+                                            {"agentId": AGENT, "runIds": recorded["runs"]})
+        took = time.monotonic() - began
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.*", before_call)
+    # Then it takes at most 10 DynamoDB requests per run (checks, links, the version and its row)
+    assert (status, body["taskCount"]) == (201, 50)
+    total = sum(seen.values())
+    print(f"\nfrom-runs over 50 runs: {total} DynamoDB requests {dict(seen)} in {took:.2f} s")
+    assert total <= 10 * 50
