@@ -104,12 +104,14 @@ def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) ->
         raise ValidationError("A host-wide suite cannot name source runs.")
     sk = ref_for(suite)
     body = {"suiteId": suite["suiteId"], "version": suite["version"], "evalSuiteRef": sk}
+    row = {"suiteId": suite["suiteId"], "version": suite["version"], "taskCount": len(suite["tasks"]),
+           "createdAt": ports.clock.iso()}
     if ports.host.put_item(suite_pk(tenant), sk, suite, if_absent=True, compress=True):
-        ports.host.put_item(index_pk(tenant), sk, {"suiteId": suite["suiteId"], "version": suite["version"],
-                                                   "taskCount": len(suite["tasks"]), "createdAt": ports.clock.iso()})
+        ports.host.put_item(index_pk(tenant), sk, row)
         return 201, body
     existing = ports.host.get_item(suite_pk(tenant), sk)
     if existing is not None and same_json(existing, suite):
+        ports.host.put_item(index_pk(tenant), sk, row, if_absent=True)  # a retry after a crash between the two writes
         return 200, body
     raise VersionConflictError()
 
