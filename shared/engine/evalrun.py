@@ -126,10 +126,27 @@ def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[di
     return list(copy["entries"])
 
 
-def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any]) -> FixturePlan | None:
-    """Which plan a task gets (eval.md §5.1): derived entries under ``onMiss: "fail"``; else the suite's
-    ``fixtures`` (``onMiss`` default ``"fail"``); else live tools (``None``)."""
+def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str) -> list[dict[str, Any]]:
+    """A task whose suite names its ``sourceRunId`` (checked when the suite was registered): the entries of the
+    eval's agent, read from the source's as-executed record at each trial (the eval's pinned suite is the grant; no
+    copy). A source of another tenant, or one being erased (its tombstone is written before its calls go), serves
+    nothing: every call misses (fail-closed)."""
+    source = str(task["sourceRunId"])
+    if source.partition("/")[0] != tenant:
+        return []
+    records = ports.tool_calls.list_calls(source)
+    if not records or ports.runs.is_tombstoned(source):
+        return []
+    return entries_from_records(records, str(plan["agentId"]))
+
+
+def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "") -> FixturePlan | None:
+    """Which plan a task gets (eval.md §5.1): derived entries (``fixtureRuns``) under ``onMiss: "fail"``; else the
+    entries of the task's own ``sourceRunId``, the same way; else the suite's ``fixtures`` (``onMiss`` default
+    ``"fail"``); else live tools (``None``)."""
     entries = derived_entries(ports, plan, str(task["taskId"]))
+    if entries is None and task.get("sourceRunId"):
+        entries = source_entries(ports, plan, task, tenant)
     if entries is not None:
         return FixturePlan(entries, "fail")
     if "live-shadow" in (plan.get("modes") or []):
@@ -186,10 +203,14 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     suite = plan["suite"]
     task = suite["tasks"][task_index]
     task_id = str(task["taskId"])
+    if task.get("tombstoned"):
+        # Its source run was erased with the task's input and answer: nothing to run; reported unverifiable.
+        return TrialResult(task_index, trial, task_id, fixture_miss_count=1,
+                           error={"code": c.EVAL_RECORDED_FIXTURES_GONE, "message": "the task's source run is gone"})
     agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
     if agent is None:
         raise EngineError("the eval's agent is gone")
-    fp = fixture_plan(ports, plan, task)
+    fp = fixture_plan(ports, plan, task, rec.tenant)
     tools.plan = fp.fresh() if fp is not None else None
     inv = invocation_id(task_id, trial)
     result = TrialResult(task_index, trial, task_id)

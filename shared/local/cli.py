@@ -1,7 +1,7 @@
 """``openwop-serverless``: run the embedded host, and a few operator commands.
 
     openwop-serverless serve [--host 127.0.0.1] [--port 8787] [--data-dir .openwop | --ephemeral]
-    openwop-serverless suites put FILE                    [TARGET]
+    openwop-serverless suites put FILE | list | get SUITE [--version V]  [TARGET | TENANT]
     openwop-serverless runs delete RUN_ID --tenant T      [TARGET]
     openwop-serverless keys create --tenant T [--name N]  [TARGET]
     openwop-serverless keys list --tenant T               [TARGET]
@@ -11,6 +11,8 @@
     openwop-serverless eval run|compare ...               (HTTP to any host; ``eval --help``)
     openwop-serverless webhooks listen [--host 127.0.0.1] [--port 8790] [--secret S]...
 
+    TENANT: --base-url URL --api-key KEY     (or OPENWOP_BASE_URL/OPENWOP_API_KEY: over HTTP, as that key's tenant;
+                                              without them ``suites`` acts host-wide, as the operator)
     TARGET: --endpoint http://127.0.0.1:PORT  (a running local host: the moto endpoint ``serve`` prints)
           | --stack NAME [--region R]        (a deployed stack: resources read from its CloudFormation outputs)
           | nothing                          (resource names from the environment, e.g. inside AWS)
@@ -274,9 +276,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--region", help="AWS region of --stack (default: the AWS environment's)")
         return p
 
+    def tenant(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--base-url", help="a host's base URL: act as the --api-key's tenant over HTTP "
+                                          "(default: OPENWOP_BASE_URL)")
+        p.add_argument("--api-key", help="a tenant API key (default: OPENWOP_API_KEY)")
+        return target(p)
+
     suites = sub.add_parser("suites", help="eval suites").add_subparsers(dest="action", required=True)
-    put = target(suites.add_parser("put", help="store an eval suite from a JSON file"))
+    put = tenant(suites.add_parser("put", help="store an eval suite from a JSON file"))
     put.add_argument("file")
+    tenant(suites.add_parser("list", help="the suites (a tenant's, or the host-wide ones)"))
+    got = tenant(suites.add_parser("get", help="a suite's versions, or one version's document"))
+    got.add_argument("suite_id")
+    got.add_argument("--version")
 
     runs = sub.add_parser("runs", help="runs").add_subparsers(dest="action", required=True)
     delete = target(runs.add_parser("delete", help="erase a run"))
@@ -372,6 +384,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     if args.command == "webhooks":
         return _listen(args.host, args.port, args.secret)
+    if args.command == "suites":
+        from shared.local import suitecli
+
+        try:
+            as_tenant = suitecli.tenant_target(args.base_url, args.api_key)
+        except suitecli.SuiteCliError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        if as_tenant is not None:
+            return suitecli.run_tenant(args.action, as_tenant, args)
     _use_endpoint(args.endpoint)
     try:
         _use_stack(args.stack, args.region)
@@ -379,6 +401,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 1
     if args.command == "suites":
+        if args.action == "list":
+            return _ops("list_suites")
+        if args.action == "get":
+            return _ops("get_suite", args.suite_id, *([args.version] if args.version else []))
         return _ops("put_suite", args.file)
     if args.command == "runs":
         return _ops("erase_run", args.run_id, args.tenant)

@@ -27,6 +27,8 @@ from openwop_client.wire_id import project_id
 from rich.console import Console
 from rich.table import Table
 
+from shared.local.suitecli import SuiteCliError, suite_app
+
 OK, REGRESSED, UNVERIFIABLE, USAGE = 0, 1, 2, 3
 EXIT_CODES = """Exit codes: 0 no regression; 1 regressed; 2 unverifiable (a fixture miss, a failed or cancelled run,
 no task paired with the baseline); 3 usage or connection error."""
@@ -50,6 +52,9 @@ ApiKey = Annotated[str | None, typer.Option("--api-key", metavar="KEY", envvar="
 JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON document instead of the table")]
 Junit = Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="write a JUnit XML file (one testcase per task)",
                                             dir_okay=False)]
+
+
+app.add_typer(suite_app)  # ``eval suite from-runs``
 
 
 class CliError(Exception):
@@ -446,7 +451,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else USAGE)
         return OK if code == 0 else USAGE
-    except CliError as exc:
+    except (CliError, SuiteCliError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE
     except WopError as exc:

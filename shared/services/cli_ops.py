@@ -1,6 +1,7 @@
 """Operator commands behind ``openwop-serverless`` (shared/local/cli.py imports this lazily).
 
     openwop-serverless suites put FILE               -> put_suite(ports, FILE)
+    openwop-serverless suites list | get SUITE [--version V] -> list_suites(ports), get_suite(ports, SUITE, V)
     openwop-serverless runs delete RUN_ID --tenant T -> erase_run(ports, RUN_ID, T)
 
 The CLI talks to the stack directly (no API key), as an operator: a suite it registers is host-wide (every
@@ -26,11 +27,36 @@ def put_suite(ports: Ports, path: str, tenant: str | None = None) -> str:
     except (OSError, ValueError) as exc:
         raise SystemExit(f"error: cannot read a JSON suite from {path}: {exc}") from exc
     try:
-        status, body = suites.register(ports, tenant or suites.GLOBAL, doc)
+        if tenant:
+            from shared.services import suite_runs
+
+            status, body = suite_runs.register(ports, tenant, doc)
+        else:
+            status, body = suites.register(ports, suites.GLOBAL, doc)
     except ProtocolError as exc:
         detail = f" {json.dumps(exc.details)}" if exc.details else ""
         raise SystemExit(f"error: {exc.code}: {exc.message}{detail}") from exc
     return json.dumps({**body, "created": status == 201})
+
+
+def list_suites(ports: Ports) -> str:
+    """The host-wide suites an operator registered, one JSON object a line (``GET .../eval-suites`` for ``*``)."""
+    from shared.services import suites
+
+    listed = suites.list_suites(ports, suites.GLOBAL, {"limit": "100"})["suites"]
+    return "\n".join(json.dumps(s) for s in listed) or "(no host-wide suites)"
+
+
+def get_suite(ports: Ports, suite_id: str, version: str | None = None) -> str:
+    """A host-wide suite's versions, or one version's document."""
+    from shared.services import suites
+
+    try:
+        got = (suites.get_version(ports, suites.GLOBAL, suite_id, version) if version
+               else suites.get_suite(ports, suites.GLOBAL, suite_id))
+    except ProtocolError as exc:
+        raise SystemExit(f"error: {exc.code}: {exc.message}") from exc
+    return json.dumps(got)
 
 
 def erase_run(ports: Ports, run_id: str, tenant: str) -> str:

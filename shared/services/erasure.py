@@ -9,6 +9,7 @@ which erases, in this order:
   too; every idempotency record whose stored answer names it (``IDEM#``); every webhook dead-letter record
   naming it (``DEADLETTER#``);
 - its effect-ledger rows (``LEDGER#<tenant>`` / ``<runId>#...``);
+- the suite tasks that name it as their ``sourceRunId``, tombstoned in every suite version (``SUITELINK#`` links);
 - the derived fixture copies it made from other runs, and every copy other runs made from it;
 - its events, tool calls, auxiliary items and S3 objects.
 
@@ -84,7 +85,7 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     if not ports.runs.is_tombstoned(run_id):
         _tombstone(ports, run_id)
     counts = {"events": 0, "toolCalls": 0, "aux": 0, "objects": 0, "derived": 0, "forks": 0, "ledger": 0,
-              "idempotency": 0, "deadLetters": 0}
+              "idempotency": 0, "deadLetters": 0, "suiteTasks": 0}
     for sk, _ in ports.runs.query_aux(run_id, keys.CHILD_PREFIX):
         request_erasure(ports, sk[len(keys.CHILD_PREFIX):], lineage=True)
         counts["forks"] += 1
@@ -94,6 +95,10 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     for _, link in ports.runs.query_aux(run_id, keys.DEAD_LETTER_PREFIX):
         counts["deadLetters"] += int(ports.host.delete_item(str(link["pk"]), str(link["sk"])))
     counts["ledger"] = ports.host.delete_prefix(f"LEDGER#{tenant_of(run_id)}", f"{run_id}#")
+    # Suite tasks that name it as their source (SUITELINK# links, written before the version): tombstoned.
+    from shared.services.suites import on_source_erased
+
+    counts["suiteTasks"] = on_source_erased(ports, run_id)
     # Copies this run made from other sources are listed in its plan; delete them too.
     plan = ports.runs.get_aux(run_id, keys.EVAL_PLAN_SK)
     for key in (plan or {}).get("derivedKeys", []):

@@ -157,6 +157,8 @@ def _entries_for(ports: Ports, plan: dict[str, Any], task: dict[str, Any]) -> tu
         source = None
     if derived is not None:
         return derived, source
+    if task.get("sourceRunId") and plan.get("tenant"):
+        return _evalrun().source_entries(ports, plan, task, str(plan["tenant"])), str(task["sourceRunId"])
     fx = task.get("fixtures")
     if fx is not None and "live-shadow" not in (plan.get("modes") or []):
         return list(fx.get("toolResponses") or []), "suite"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared import keys
-from shared.engine import evalrun
+from shared.engine import evalrun, recorded
 from shared.engine.kernel import resolve_agent
 from shared.errors import (
     EvalRecordedFixturesGoneError,
@@ -24,8 +24,7 @@ from shared.errors import (
     UnusableReferenceError,
     ValidationError,
 )
-from shared.ports import Ports, RunRecord
-from shared.protocol import codes as c
+from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
 from shared.protocol.ids import decode_run_id
 from shared.protocol.models import CreateRunRequest, present
@@ -108,42 +107,47 @@ def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> 
             "tasks": {str(t["taskId"]): float(t["score"]) for t in s.get("tasks", [])}}
 
 
-def _agent_in_log(ports: Ports, run_id: str, agent_id: str) -> tuple[bool, set[str]]:
-    """Whether the run's log shows an invocation of the agent, and the callIds of the agent's tool calls."""
-    invoked = False
-    call_ids: set[str] = set()
-    for page in ports.events.iter_events(run_id):
-        for ev in page:
-            p = ev.get("payload") or {}
-            if not isinstance(p, dict) or p.get("agentId") != agent_id:
-                continue
-            if ev.get("type") == c.AGENT_INVOCATION_STARTED:
-                invoked = True
-            elif ev.get("type") == c.AGENT_TOOL_CALLED:
-                call_ids.add(str(p.get("callId")))
-    return invoked, call_ids
+def _source_log(ports: Ports, rec: RunRecord, agent_id: str, *, replay: bool) -> recorded.AgentLog:
+    """The source's log read for the agent (with ``replay``: also its first invocation's input, which a workflow run
+    resolves from its pinned definition and an eval run from its pinned suite)."""
+    definition = task_inputs = None
+    if replay and rec.kind == "eval":
+        task_inputs = {str(t["taskId"]): t.get("input") for t in evalrun.load_plan(ports, rec.run_id)["suite"]["tasks"]}
+    elif replay:
+        definition = ports.runs.get_definition(rec.run_id)
+    return recorded.read_agent_log(ports.events.iter_events(rec.run_id), agent_id, definition=definition,
+                                   task_inputs=task_inputs)
 
 
-def derive_from_source(ports: Ports, caller: Caller, value: str, agent_id: str) -> list[dict[str, Any]]:
-    """RFC 0252 §C/§D: refuse an unusable source uniformly; else the derived entries, read from the
-    as-executed tool-call record (the log is only checked: the agent ran there, and every call it shows is
-    still held in the record)."""
+def usable_source(ports: Ports, caller: Caller, value: str, agent_id: str, *, replay: bool = False
+                  ) -> tuple[RunRecord, list[ToolCallRecord], recorded.AgentLog]:
+    """RFC 0252 §C: refuse an unusable source uniformly (``UnusableReferenceError``); else the run, the agent's own
+    as-executed calls and what its log shows. The log is only checked: the agent ran there, and every call it shows
+    is still held in the record. With ``replay`` the run must also show the first invocation's input and decision
+    (a suite task is built from them)."""
     rec = reference(ports, caller, value)
     if rec is None or not rec.terminal:
         raise UnusableReferenceError()
     try:
         records = ports.tool_calls.list_calls(rec.run_id)
-        invoked, logged_calls = _agent_in_log(ports, rec.run_id, agent_id)
+        log = _source_log(ports, rec, agent_id, replay=replay)
     except RunGoneError as exc:  # a stored body is gone: the host no longer holds it
         raise UnusableReferenceError() from exc
     mine = [r for r in records if r.agent_id == agent_id and not r.delegate]
-    if not invoked or not logged_calls <= {r.call_id for r in mine}:
+    if not log.invoked or not log.call_ids <= {r.call_id for r in mine} or (replay and not log.replayable):
         raise UnusableReferenceError()
     for r in mine:
         if r.status not in ("ok", "error", "forbidden", "rate_limited"):
             raise UnusableReferenceError()
         if r.status != "ok" and not FIXTURE_ERRORS:
             raise UnusableReferenceError()
+    return rec, mine, log
+
+
+def derive_from_source(ports: Ports, caller: Caller, value: str, agent_id: str) -> list[dict[str, Any]]:
+    """RFC 0252 §C/§D: refuse an unusable source uniformly; else the derived entries, read from the
+    as-executed tool-call record."""
+    _rec, mine, _log = usable_source(ports, caller, value, agent_id)
     return evalrun.entries_from_records(mine, agent_id)
 
 
@@ -241,8 +245,10 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
             "judge": judge,
             "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
             "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
-            "suite": suite,
+            "suite": suite, "tenant": caller.tenant,
         }
+        if resolved.fixture_id is None:  # a registered version: a delete of it must find this run
+            suites.record_reference(ports, resolved.owner, suite, rec.run_id, rec.expires_at)
         # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
         evalrun.store_plan(ports, rec.run_id, plan, rec.expires_at)
         for task_id, key in derived_keys.items():

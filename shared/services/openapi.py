@@ -99,6 +99,21 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("POST", "/host/openwop-serverless/eval-suites"): [
         Op("/host/openwop-serverless/eval-suites", "putEvalSuite", {200: "SuiteRegistration", 201: "SuiteRegistration"},
            (400, 401, 406, 409, 413, 415), body="EvalSuite")],
+    ("GET", "/host/openwop-serverless/eval-suites"): [
+        Op("/host/openwop-serverless/eval-suites", "listEvalSuites", {200: "EvalSuiteList"}, (400, 401, 406),
+           query=("limit", "cursor?suites"))],
+    ("GET", "/host/openwop-serverless/eval-suites/{suiteId}"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}", "getEvalSuite", {200: "EvalSuiteVersions"},
+           (401, 404, 406))],
+    ("POST", "/host/openwop-serverless/eval-suites/{suiteId}"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}:from-runs", "evalSuiteFromRuns",
+           {201: "SuiteFromRuns"}, (400, 401, 404, 406, 409, 413, 415), body="EvalSuiteFromRunsRequest")],
+    ("GET", "/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}", "getEvalSuiteVersion",
+           {200: "Object"}, (401, 404, 406))],
+    ("DELETE", "/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}", "deleteEvalSuiteVersion",
+           {204: None}, (401, 404, 406, 409))],
     ("POST", "/host/openwop-serverless/workflows"): [
         Op("/host/openwop-serverless/workflows", "registerWorkflow",
            {200: "WorkflowRegistration", 201: "WorkflowRegistration"}, (400, 401, 406, 409, 413, 415, 422),
@@ -180,6 +195,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "status": {"in": "query", "schema": {"type": "string", "enum": list(RUN_STATUSES)}},
     # listWorkflows pages by workflowId (the last one of the previous page), not by an opaque cursor
     "cursor?workflows": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z][a-z0-9_-]{0,127}$"}},
+    "suiteId": {"in": "path", "schema": {"type": "string", "maxLength": 200}},
+    "version": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
+    # listEvalSuites pages by suiteId (the last one of the previous page)
+    "cursor?suites": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z0-9.-]+\.evals\.[a-z0-9-]+$"}},
     "against": {"in": "query", "required": True, "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "streamMode": {"in": "query", "schema": {"type": "string", "pattern": STREAM_MODE}},
     "bufferMs": {"in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 5000}},
@@ -306,6 +325,22 @@ RESPONSES: dict[str, dict[str, Any]] = {
                                   "nextCursor": _STR}},
     "SuiteRegistration": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef"],
                           "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR}},
+    "SuiteFromRuns": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef", "taskCount", "addedCount"],
+                      "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR,
+                                     "taskCount": {"type": "integer"}, "addedCount": {"type": "integer"}}},
+    "EvalSuiteList": {"type": "object", "required": ["suites"], "properties": {
+        "suites": {"type": "array", "items": {"$ref": "#/components/schemas/EvalSuiteEntry"}}, "nextCursor": _STR}},
+    "EvalSuiteEntry": {"type": "object", "required": ["suiteId", "versions", "taskCount", "createdAt"],
+                       "properties": {"suiteId": _STR, "versions": {"type": "array", "items": _STR},
+                                      "taskCount": {"type": "integer"}, "createdAt": _STR}},
+    "EvalSuiteVersions": {"type": "object", "required": ["suiteId", "versions", "taskCount", "createdAt", "items"],
+                          "properties": {"suiteId": _STR, "versions": {"type": "array", "items": _STR},
+                                         "taskCount": {"type": "integer"}, "createdAt": _STR,
+                                         "items": {"type": "array", "items": {
+                                             "type": "object", "required": ["version", "evalSuiteRef", "taskCount",
+                                                                            "createdAt"],
+                                             "properties": {"version": _STR, "evalSuiteRef": _STR,
+                                                            "taskCount": {"type": "integer"}, "createdAt": _STR}}}}},
 }
 
 # createRun's links: the created run's id, in its wire form, feeds the operations on it.
@@ -377,7 +412,9 @@ def document() -> dict[str, Any]:
     from shared.protocol.schemas import load_schema
 
     descriptor = {k: v for k, v in load_schema("tool-descriptor.schema.json").items() if k not in ("$schema", "$id")}
-    schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor}
+    from_runs = {k: v for k, v in load_schema("eval-suite-from-runs.schema.json").items() if k not in ("$schema", "$id")}
+    schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor,
+                               "EvalSuiteFromRunsRequest": from_runs}
     import msgspec
 
     schemas.update(msgspec.json.schema_components(BODIES, ref_template="#/components/schemas/{name}")[1])

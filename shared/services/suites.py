@@ -11,6 +11,13 @@ Storage (host table):
 - a registered suite by its own id: ``<suiteId>`` (the highest version visible to the tenant) or
   ``<suiteId>@<version>``, bare or as ``<host base URL>/eval-suites/<suiteId>[@<version>]``.
 A tenant's own suites shadow host-wide ones of the same version; no tenant reads another tenant's suites.
+
+A tenant's resource (issue 24, docs/decisions/0112-suites-from-recorded-runs.md):
+- a listing row per version, ``pk SUITEIDX#<tenant>``, ``sk <suiteId>@<version>`` {suiteId, version, taskCount,
+  createdAt} (the list and get routes never read the documents);
+- an eval run that pinned a version: ``pk SUITEREF#<owner>``, ``sk <suiteId>@<version>#<runId>`` (what a delete checks);
+- a task may name its ``sourceRunId``: a link under that run (``SUITELINK#<suiteId>@<version>``) lets its erasure
+  tombstone the task in every version that names it, with no scan.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.engine.canonical import same_json
-from shared.errors import ValidationError, VersionConflictError
+from shared.errors import NotFoundError, ValidationError, VersionConflictError
 from shared.ports import Ports
+from shared.protocol.ids import tenant_of
 
 GLOBAL = "*"
 CONFORMANCE_ORIGIN = "conformance.openwop.dev"
@@ -33,8 +41,21 @@ VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _URL_NAME_RE = re.compile(r"^(?:.*/)?eval-suites/([^/]+)$")
 
 
+SUITE_LINK_PREFIX = "SUITELINK#"  # under a source run: a suite version one of whose tasks names it
+NOT_FOUND = "No such eval suite."  # one answer for unknown, foreign and malformed ids
+TOMBSTONED = "tombstoned"
+
+
 def suite_pk(tenant: str) -> str:
     return f"SUITE#{tenant}"
+
+
+def index_pk(tenant: str) -> str:
+    return f"SUITEIDX#{tenant}"
+
+
+def refs_pk(tenant: str) -> str:
+    return f"SUITEREF#{tenant}"
 
 
 @lru_cache(maxsize=1)
@@ -74,24 +95,149 @@ def ref_for(suite: dict[str, Any]) -> str:
     return f"{suite['suiteId']}@{suite['version']}"
 
 
-def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
-    """Store a suite under (tenant, suiteId, version). New: 201; the identical document again: 200;
-    another document under the same suiteId and version: 409 version_conflict."""
-    suite = validate_suite(doc)
+def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) -> tuple[int, dict[str, Any]]:
+    """Store a suite under (tenant, suiteId, version) with its listing row. New: 201; the identical document again:
+    200; another document under the same suiteId and version: 409 version_conflict. A suite whose tasks name source
+    runs is registered through ``suite_runs.register``, which checks them first (``validated``)."""
+    suite = doc if validated else validate_suite(doc)
+    if not validated and any("sourceRunId" in t for t in suite["tasks"]):
+        raise ValidationError("A host-wide suite cannot name source runs.")
     sk = ref_for(suite)
     body = {"suiteId": suite["suiteId"], "version": suite["version"], "evalSuiteRef": sk}
+    row = {"suiteId": suite["suiteId"], "version": suite["version"], "taskCount": len(suite["tasks"]),
+           "createdAt": ports.clock.iso()}
     if ports.host.put_item(suite_pk(tenant), sk, suite, if_absent=True, compress=True):
+        ports.host.put_item(index_pk(tenant), sk, row)
         return 201, body
     existing = ports.host.get_item(suite_pk(tenant), sk)
     if existing is not None and same_json(existing, suite):
+        ports.host.put_item(index_pk(tenant), sk, row, if_absent=True)  # a retry after a crash between the two writes
         return 200, body
     raise VersionConflictError()
+
+
+def exists(ports: Ports, tenant: str, suite_id: str, version: str) -> bool:
+    return ports.host.get_item(index_pk(tenant), f"{suite_id}@{version}") is not None
+
+
+def latest_version(ports: Ports, tenant: str, suite_id: str) -> str | None:
+    """The highest version of the tenant's own suite (its listing rows), or None."""
+    versions = [str(r["version"]) for _, r in ports.host.query(index_pk(tenant), f"{suite_id}@")]
+    return max(versions, key=_semver) if versions else None
+
+
+# --------------------------------------------------------------------------- a tenant's resource
+
+
+def _rows(ports: Ports, tenant: str, suite_id: str = "") -> dict[str, list[dict[str, Any]]]:
+    """The listing rows by suiteId, each suite's versions in SemVer order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for _, row in ports.host.query(index_pk(tenant), f"{suite_id}@" if suite_id else ""):
+        out.setdefault(str(row["suiteId"]), []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: _semver(str(r["version"])))
+    return out
+
+
+def _entry(suite_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"suiteId": suite_id, "versions": [str(r["version"]) for r in rows],
+            "taskCount": int(rows[-1]["taskCount"]), "createdAt": str(rows[0]["createdAt"])}
+
+
+def list_suites(ports: Ports, tenant: str, params: dict[str, str]) -> dict[str, Any]:
+    """The tenant's own suites by suiteId (``taskCount``: its latest version's; ``createdAt``: its first version's),
+    ``limit`` (1..100, default 50) per page; ``cursor`` is the last suiteId of the previous page."""
+    from shared.services.common import page_limit
+
+    limit = page_limit(params, 50, 100)
+    after = params.get("cursor")
+    if after is not None and not SUITE_ID_RE.fullmatch(after):
+        raise ValidationError("The cursor is not valid.")
+    rows = sorted((sid, r) for sid, r in _rows(ports, tenant).items() if after is None or sid > after)
+    page = rows[:limit]
+    out: dict[str, Any] = {"suites": [_entry(sid, r) for sid, r in page]}
+    if len(rows) > limit:
+        out["nextCursor"] = page[-1][0]
+    return out
+
+
+def get_suite(ports: Ports, tenant: str, suite_id: str) -> dict[str, Any]:
+    """One of the tenant's suites and its versions; unknown, foreign or malformed: the same 404."""
+    rows = _rows(ports, tenant, suite_id).get(suite_id) if SUITE_ID_RE.fullmatch(suite_id) else None
+    if not rows:
+        raise NotFoundError(NOT_FOUND)
+    return {**_entry(suite_id, rows),
+            "items": [{"version": r["version"], "evalSuiteRef": f"{suite_id}@{r['version']}",
+                       "taskCount": int(r["taskCount"]), "createdAt": r["createdAt"]} for r in rows]}
+
+
+def get_version(ports: Ports, tenant: str, suite_id: str, version: str) -> dict[str, Any]:
+    """The stored document of one version (a tombstoned task keeps only its taskId); the same 404 otherwise."""
+    doc = None
+    if SUITE_ID_RE.fullmatch(suite_id) and VERSION_RE.fullmatch(version) and exists(ports, tenant, suite_id, version):
+        doc = ports.host.get_item(suite_pk(tenant), f"{suite_id}@{version}")
+    if doc is None:
+        raise NotFoundError(NOT_FOUND)
+    return doc
+
+
+def record_reference(ports: Ports, owner: str, suite: dict[str, Any], run_id: str, expires_at: int) -> None:
+    """Remember that an eval run pinned this version (the row expires with the run)."""
+    ports.host.put_item(refs_pk(owner), f"{ref_for(suite)}#{run_id}", {"runId": run_id}, expires_at=expires_at)
+
+
+def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> None:
+    """Delete a version no eval run of the host still holds (409 version_conflict naming them otherwise: they are
+    the tenant's own runs). A reference whose run is gone (erased, expired) is dropped here."""
+    get_version(ports, tenant, suite_id, version)
+    ref = f"{suite_id}@{version}"
+    holding: list[str] = []
+    for sk, row in ports.host.query(refs_pk(tenant), f"{ref}#"):
+        if ports.runs.get_run(str(row["runId"])) is None:
+            ports.host.delete_item(refs_pk(tenant), sk)
+        else:
+            holding.append(str(row["runId"]))
+    if holding:
+        raise VersionConflictError("Eval runs reference this suite version.", {"runIds": sorted(holding)})
+    ports.host.delete_item(index_pk(tenant), ref)
+    ports.host.delete_item(suite_pk(tenant), ref)
+
+
+# --------------------------------------------------------------------------- source runs (erasure follows lineage)
+
+
+def tombstone(task: dict[str, Any]) -> dict[str, Any]:
+    """What a task whose source run was erased keeps: its id and trial count (its input and expected answer were
+    the source's content). An eval reports it ``unverifiable``."""
+    return {"taskId": task["taskId"], TOMBSTONED: True, **({"trials": task["trials"]} if "trials" in task else {})}
+
+
+def tombstone_in(ports: Ports, tenant: str, ref: str, run_id: str) -> int:
+    """Tombstone the tasks of one version that name ``run_id`` (compare-and-set; a concurrent rewrite retries)."""
+    for _ in range(5):
+        doc = ports.host.get_item(suite_pk(tenant), ref)
+        if doc is None:
+            return 0
+        hit = [i for i, t in enumerate(doc["tasks"]) if t.get("sourceRunId") == run_id]
+        if not hit:
+            return 0
+        new = {**doc, "tasks": [tombstone(t) if i in hit else t for i, t in enumerate(doc["tasks"])]}
+        if ports.host.put_item(suite_pk(tenant), ref, new, if_equals=doc, compress=True):
+            return len(hit)
+    raise VersionConflictError("The suite version kept changing while a source run was erased.")
+
+
+def on_source_erased(ports: Ports, run_id: str) -> int:
+    """The erasure hook's part: every version linked from the run has the tasks naming it tombstoned."""
+    return sum(tombstone_in(ports, tenant_of(run_id), sk[len(SUITE_LINK_PREFIX):], run_id)
+               for sk, _ in ports.runs.query_aux(run_id, SUITE_LINK_PREFIX))
 
 
 @dataclass(frozen=True)
 class ResolvedSuite:
     suite: dict[str, Any]
     fixture_id: str | None  # set when the ref named a conformance fixture
+    owner: str = GLOBAL  # the tenant whose registration it is (GLOBAL: host-wide)
 
     @property
     def stand_in_workflow_id(self) -> str:
@@ -125,13 +271,16 @@ def resolve(ports: Ports, tenant: str, ref: str) -> ResolvedSuite | None:
     if version:
         if not VERSION_RE.match(version):
             return None
-        doc = ports.host.get_item(suite_pk(tenant), name) or ports.host.get_item(suite_pk(GLOBAL), name)
-        return ResolvedSuite(doc, None) if doc is not None else None
-    candidates: dict[str, dict[str, Any]] = {}
-    for pk in (suite_pk(GLOBAL), suite_pk(tenant)):  # the tenant's own shadow host-wide ones
-        for sk, doc in ports.host.query(pk, f"{suite_id}@"):
-            candidates[sk.partition("@")[2]] = doc
+        for owner in (tenant, GLOBAL):
+            doc = ports.host.get_item(suite_pk(owner), name)
+            if doc is not None:
+                return ResolvedSuite(doc, None, owner)
+        return None
+    candidates: dict[str, tuple[dict[str, Any], str]] = {}
+    for owner in (GLOBAL, tenant):  # the tenant's own shadow host-wide ones
+        for sk, doc in ports.host.query(suite_pk(owner), f"{suite_id}@"):
+            candidates[sk.partition("@")[2]] = (doc, owner)
     if not candidates:
         return None
     best = max((v for v in candidates if VERSION_RE.match(v)), key=_semver, default=None)
-    return ResolvedSuite(candidates[best], None) if best is not None else None
+    return ResolvedSuite(candidates[best][0], None, candidates[best][1]) if best is not None else None

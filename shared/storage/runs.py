@@ -136,8 +136,11 @@ class DynamoRunStore:
         return rec
 
     def list_runs(
-        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str]
+        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,
+        created_between: tuple[str, str] | None = None,
     ) -> ListPage:
+        """The tenant's runs, newest first (the tenant index); ``created_between`` (low, high) narrows the index's
+        key condition to those ``createdAt`` range (its sort key starts with it)."""
         kwargs: dict[str, Any] = {
             "TableName": self._t,
             "IndexName": schema.TENANT_INDEX,
@@ -146,6 +149,10 @@ class DynamoRunStore:
             "ScanIndexForward": False,
             "Limit": limit,
         }
+        if created_between is not None:
+            kwargs["KeyConditionExpression"] = "gsi1pk = :t AND gsi1sk BETWEEN :lo AND :hi"
+            kwargs["ExpressionAttributeValues"].update({":lo": {"S": created_between[0]},
+                                                        ":hi": {"S": created_between[1]}})
         conds = [f"{schema.TTL_ATTRIBUTE} > :now"]
         names: dict[str, str] = {}
         for i, (k, v) in enumerate(sorted(filters.items())):

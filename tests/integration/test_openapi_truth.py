@@ -45,8 +45,11 @@ STATE_DEPENDENT = {
     "transitionAgentDeployment": ("400", "422"),
     # a credentialRef must name a stored credential; the egress policy decides which URLs a tool may call
     "registerTool": ("400",),
-    # taskIds unique within the suite (JSON Schema's uniqueItems compares whole items, not one member of them)
+    # taskIds unique within the suite (JSON Schema's uniqueItems compares whole items, not one member of them); a
+    # task's sourceRunId must name a usable run of the tenant (RFC 0252 §C: one uniform 400)
     "putEvalSuite": ("400",),
+    # the runs named or selected must be usable sources of the agent (RFC 0252 §C), and a base must exist
+    "evalSuiteFromRuns": ("400",),
 }
 POSITIVE_DEFAULT = ("2xx", "3xx", "401", "403", "404", "409", "429", "5xx")  # schemathesis' own default
 

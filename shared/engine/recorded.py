@@ -1,0 +1,89 @@
+"""What a recorded run shows of one agent: read from its event log (pure; the caller pages the log in).
+
+Used by RFC 0252's source check (the agent ran there; every call the log shows is held in the as-executed record)
+and by suites built from recorded runs (issue 24): the input of the agent's first invocation and the decision it
+reached, so a task replays the run. The input is rebuilt the way the engine built it: a workflow run's agent node
+resolves its bindings against the run's inputs (``run.started``) and the outputs its upstream nodes had completed
+with before it started; an eval run's invocation ``<taskId>:<trial>`` took that task's input from its pinned suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.engine.workflow import UnresolvedInputError, resolve_node_inputs
+from shared.protocol import codes as c
+
+_MISSING = object()
+
+
+@dataclass
+class AgentLog:
+    invoked: bool = False
+    call_ids: set[str] = field(default_factory=set)
+    first_invocation: str | None = None  # the invocationId of the agent's first invocation
+    agent_node: str | None = None  # the workflow node that ran it (a workflow run)
+    input: Any = _MISSING
+    decision: Any = _MISSING
+
+    @property
+    def replayable(self) -> bool:
+        """The first invocation's input and decision are both known (a task can be built from them)."""
+        return self.input is not _MISSING and self.decision is not _MISSING
+
+
+def _agent_nodes(definition: dict[str, Any] | None, agent_id: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for node in (definition or {}).get("nodes") or []:
+        ref = node.get("agent") or {}
+        if node.get("typeId") == "core.agent" and str(
+                ref.get("agentId") or (node.get("config") or {}).get("agentId") or "") == agent_id:
+            out[str(node.get("id"))] = node
+    return out
+
+
+def read_agent_log(pages: Iterable[list[dict[str, Any]]], agent_id: str, *,
+                   definition: dict[str, Any] | None = None,
+                   task_inputs: dict[str, Any] | None = None) -> AgentLog:
+    """Fold the log for ``agent_id``. ``definition``: a workflow run's pinned definition; ``task_inputs``: an eval
+    run's suite task inputs by taskId."""
+    log = AgentLog()
+    nodes = _agent_nodes(definition, agent_id)
+    variables: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    for page in pages:
+        for ev in page:
+            t = ev.get("type")
+            p = ev.get("payload") or {}
+            if not isinstance(p, dict):
+                continue
+            if t == c.RUN_STARTED:
+                variables = dict(p.get("inputs") or {})
+            elif t == c.NODE_STARTED and log.agent_node is None and str(p.get("nodeId")) in nodes:
+                log.agent_node = str(p["nodeId"])
+                try:
+                    resolved = resolve_node_inputs(nodes[log.agent_node], variables, outputs)
+                    log.input = resolved.get("input", resolved)
+                except UnresolvedInputError:
+                    pass
+            elif t == c.NODE_COMPLETED:
+                outputs[str(p.get("nodeId"))] = p.get("outputs") or {}
+                if (str(p.get("nodeId")) == log.agent_node and log.decision is _MISSING
+                        and "decision" in (p.get("outputs") or {})):
+                    log.decision = p["outputs"]["decision"]
+            if p.get("agentId") != agent_id:
+                continue
+            if t == c.AGENT_INVOCATION_STARTED:
+                log.invoked = True
+                if log.first_invocation is None:
+                    log.first_invocation = str(p.get("invocationId"))
+                    task_id = log.first_invocation.rpartition(":")[0]
+                    if task_inputs is not None and task_id in task_inputs:
+                        log.input = task_inputs[task_id]
+            elif t == c.AGENT_TOOL_CALLED:
+                log.call_ids.add(str(p.get("callId")))
+            elif t == c.AGENT_DECIDED and log.decision is _MISSING and "decision" in p:
+                log.decision = p["decision"]
+    return log

@@ -1,0 +1,278 @@
+"""Suites whose tasks carry their source run (issue 24 part 2) and suites built from recorded runs (part 3).
+
+A task may name ``sourceRunId``: an eval of the suite serves that task's tool fixtures from the source run's
+as-executed record (RFC 0252 semantics: the agent's own calls, ``onMiss: "fail"``) with no ``fixtureRuns`` in the
+request; ``fixtureRuns`` still overrides per task. Sources are checked when the version is registered, not at each
+eval (docs/decisions/0112-suites-from-recorded-runs.md): an unusable or foreign run is the one uniform refusal RFC
+0252 uses. Before the version is written, each source gets a ``SUITELINK#`` link (its erasure tombstones the task);
+a source erased while we registered is tombstoned by us after the write.
+
+``from_runs`` builds a new version from runs named (``runIds``) or found by a filter on the tenant index of runs
+(never a scan): each task's input is the input of the agent's first invocation in the run, its expected answer the
+decision it reached (``golden``, strategy ``exact`` unless named), its ``sourceRunId`` the run and its taskId the
+run's own opaque id (stable). Every check happens before the one write of the version: a refused request writes
+nothing but links, which name no version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from shared.clock import ms_from_iso
+from shared.errors import RunGoneError, UnusableReferenceError, ValidationError, VersionConflictError
+from shared.ports import Ports, RunRecord
+from shared.services import evals, suites
+from shared.services.common import Caller
+
+CHECK_WORKERS = 16  # source checks run in parallel (each is ~4 reads); boto3 clients are thread-safe
+DEFAULT_FROM_RUNS = 100
+CANDIDATES_PER_TASK = 20  # a filter reads at most this many run items per task it may add,
+MAX_CANDIDATES = 20_000  # and at most this many in all (200 index pages)
+LIST_PAGE = 100
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _parallel(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+    todo = list(items)
+    if len(todo) <= 1:
+        return [fn(x) for x in todo]
+    with ThreadPoolExecutor(max_workers=min(CHECK_WORKERS, len(todo))) as pool:
+        return list(pool.map(fn, todo))
+
+
+def _caller(tenant: str) -> Caller:
+    return Caller(tenant, "suite-registration")
+
+
+# --------------------------------------------------------------------------- registration with sources
+
+
+def _link_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord]) -> None:
+    ref = suites.ref_for(suite)
+
+    def link(rec: RunRecord) -> None:
+        try:
+            ports.runs.put_aux(rec.run_id, f"{suites.SUITE_LINK_PREFIX}{ref}",
+                               {"suiteId": suite["suiteId"], "version": suite["version"]}, rec.expires_at)
+        except RunGoneError as exc:  # erased since we read it: unusable, like any other reason
+            raise UnusableReferenceError() from exc
+
+    _parallel(link, recs.values())
+
+
+def _store_with_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord]
+                        ) -> tuple[int, dict[str, Any]]:
+    """Links first (so the source's erasure reaches the version), then the version; a source erased meanwhile may
+    have missed it, so its tasks are tombstoned here (its tombstone is written before its hook runs)."""
+    _link_sources(ports, tenant, suite, recs)
+    status, body = suites.register(ports, tenant, suite, validated=True)
+    gone = [rid for rid, erased in zip(recs, _parallel(ports.runs.is_tombstoned, recs), strict=True) if erased]
+    for rid in gone:
+        suites.tombstone_in(ports, tenant, suites.ref_for(suite), rid)
+    return status, body
+
+
+def _sources_rule(suite: dict[str, Any]) -> str | None:
+    """The agent the sources are checked for (the suite's targetAgentId), or None when no task names a source."""
+    named = [i for i, t in enumerate(suite["tasks"]) if "sourceRunId" in t]
+    if not named:
+        return None
+    if not suite.get("targetAgentId"):
+        raise ValidationError("A suite whose tasks name sourceRunId must name targetAgentId.",
+                              {"errors": [{"path": "/targetAgentId", "keyword": "required"}]})
+    for i in named:
+        fx = suite["tasks"][i].get("fixtures") or {}
+        if "toolResponses" in fx or "onMiss" in fx:
+            raise ValidationError("A task that names sourceRunId must not carry its own fixtures.",
+                                  {"errors": [{"path": f"/tasks/{i}/fixtures", "keyword": "not"}]})
+    return str(suite["targetAgentId"])
+
+
+def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
+    """``POST /host/openwop-serverless/eval-suites`` for a tenant: the schema, then every named source run checked
+    (one uniform refusal for any unusable one), then the version."""
+    suite = suites.validate_suite(doc)
+    agent_id = _sources_rule(suite)
+    if agent_id is None:
+        return suites.register(ports, tenant, suite, validated=True)
+    values = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t})
+    caller = _caller(tenant)
+    checked = _parallel(lambda v: evals.usable_source(ports, caller, v, agent_id)[0], values)
+    recs = {rec.run_id: rec for rec in checked}
+    bound = dict(zip(values, (r.run_id for r in checked), strict=True))
+    tasks = [{**t, "sourceRunId": bound[str(t["sourceRunId"])]} if "sourceRunId" in t else t for t in suite["tasks"]]
+    return _store_with_sources(ports, tenant, {**suite, "tasks": tasks}, recs)
+
+
+# --------------------------------------------------------------------------- from recorded runs
+
+
+@lru_cache(maxsize=1)
+def _request_validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    from shared.protocol.schemas import load_schema
+
+    return Draft202012Validator(load_schema("eval-suite-from-runs.schema.json"))
+
+
+FILTER_FIELDS = ("agentVersion", "workflowId", "status", "metadata", "startedAfter", "startedBefore", "limit",
+                 "sampleRate", "seed")
+
+
+def _request(body: Any) -> dict[str, Any]:
+    errors = sorted(_request_validator().iter_errors(body), key=lambda e: list(e.absolute_path))
+    if errors:
+        details = [{"path": suites._pointer(e.absolute_path), "keyword": str(e.validator)} for e in errors[:10]]
+        raise ValidationError("The request does not match the from-runs body.", {"errors": details})
+    assert isinstance(body, dict)
+    if "runIds" in body and any(k in body for k in FILTER_FIELDS):
+        raise ValidationError("Name runIds or a filter, not both.")
+    if "seed" in body and "sampleRate" not in body:
+        raise ValidationError("seed needs sampleRate.")
+    for k in ("startedAfter", "startedBefore"):
+        if k in body:
+            try:
+                ms_from_iso(str(body[k]))
+            except (ValueError, OverflowError, OSError) as exc:
+                raise ValidationError(f"{k} is not an RFC 3339 date-time.") from exc
+    return body
+
+
+def sampled(seed: str, run_id: str, rate: float) -> bool:
+    """A deterministic sample: the same (seed, run) is always in or always out."""
+    digest = hashlib.sha256(f"{seed}\n{run_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < rate
+
+
+def _matches(rec: RunRecord, req: dict[str, Any], agent_id: str) -> bool:
+    """The filter fields the index does not hold (checked on the run items a page of it read)."""
+    d = rec.data
+    if "sampleRate" in req and not sampled(str(req.get("seed", "")), rec.run_id, float(req["sampleRate"])):
+        return False
+    meta = d.get("metadata") or {}
+    if any(meta.get(k) != v for k, v in (req.get("metadata") or {}).items()):
+        return False
+    started = ms_from_iso(rec.started_at) if rec.started_at else None
+    if "startedAfter" in req and (started is None or started < ms_from_iso(req["startedAfter"])):
+        return False
+    if "startedBefore" in req and (started is None or started >= ms_from_iso(req["startedBefore"])):
+        return False
+    if "agentVersion" in req:
+        pins = [p.get("version") for p in (d.get("agentPins") or {}).values() if p.get("agentId") == agent_id]
+        if d.get("agentId") == agent_id:
+            pins.append(d.get("agentVersion"))
+        if req["agentVersion"] not in pins:
+            return False
+    return True
+
+
+def _candidates(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -> list[RunRecord]:
+    """The tenant's runs the filter selects, newest first: pages of the tenant index (``createdAt`` range as its key
+    condition, workflowId and status as its filter), at most ``CANDIDATES_PER_TASK`` run items per task wanted."""
+    limit = int(req.get("limit", DEFAULT_FROM_RUNS))
+    between = None
+    if "startedAfter" in req or "startedBefore" in req:
+        lo = ports.clock.iso(ms_from_iso(req["startedAfter"])) if "startedAfter" in req else ""
+        hi = ports.clock.iso(ms_from_iso(req["startedBefore"])) if "startedBefore" in req else "~"
+        between = (lo, hi + "~")  # createdAt <= startedAt: the index range can only be wider than the filter
+    filters = {"status": str(req.get("status", "completed"))}
+    if "workflowId" in req:
+        filters["workflowId"] = str(req["workflowId"])
+    out: list[RunRecord] = []
+    start: dict[str, Any] | None = None
+    read = 0
+    while read < min(limit * CANDIDATES_PER_TASK, MAX_CANDIDATES):
+        page = ports.runs.list_runs(tenant, LIST_PAGE, start, filters, created_between=between)
+        read += len(page.runs)
+        out.extend(r for r in page.runs if _matches(r, req, agent_id))
+        start = page.next_key
+        if start is None:
+            break
+    return out
+
+
+def _task(rec: RunRecord, log: Any, strategy: str) -> dict[str, Any]:
+    return {"taskId": rec.run_id.partition("/")[2].lower(), "input": log.input,
+            "expected": {"kind": "golden", "match": {"strategy": strategy, "value": log.decision}},
+            "sourceRunId": rec.run_id}
+
+
+def _next_version(latest: str | None) -> str:
+    if latest is None:
+        return "1.0.0"
+    major, minor, _patch = (int(x) for x in latest.split("."))
+    return f"{major}.{minor + 1}.0"
+
+
+def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int, dict[str, Any]]:
+    """``POST /host/openwop-serverless/eval-suites/{suiteId}:from-runs``: 201 {suiteId, version, evalSuiteRef,
+    taskCount, addedCount}."""
+    if not suites.SUITE_ID_RE.fullmatch(suite_id):
+        raise ValidationError("The suiteId is not a suite id.")
+    req = _request(body)
+    tenant = caller.tenant
+    base: dict[str, Any] | None = None
+    latest = suites.latest_version(ports, tenant, suite_id)
+    if req.get("base") == "latest":
+        if latest is None:
+            raise ValidationError("base 'latest' names no version of this suite.")
+        base = suites.get_version(ports, tenant, suite_id, latest)
+    agent_id = str(req.get("agentId") or (base or {}).get("targetAgentId") or "")
+    if not agent_id:
+        raise ValidationError("Name agentId (the agent whose runs become tasks).")
+    if base is not None and base.get("targetAgentId") not in (None, agent_id):
+        raise ValidationError("agentId differs from the base version's targetAgentId.")
+    version = str(req.get("version") or _next_version(latest))
+    if suites.exists(ports, tenant, suite_id, version):
+        raise VersionConflictError("That version of the suite exists; a from-runs request makes a new one.")
+    strategy = str(req.get("strategy", "exact"))
+    if "runIds" in req:
+        checked = _parallel(lambda v: evals.usable_source(ports, caller, v, agent_id, replay=True), req["runIds"])
+    else:
+        def check(rec: RunRecord) -> Any:
+            try:
+                return evals.usable_source(ports, caller, rec.run_id, agent_id, replay=True)
+            except UnusableReferenceError:
+                return None  # a filter skips a run it cannot use; a named run is refused
+
+        checked = [c for c in _parallel(check, _candidates(ports, tenant, req, agent_id)) if c is not None]
+        checked = checked[:int(req.get("limit", DEFAULT_FROM_RUNS))]
+    base_tasks = list((base or {}).get("tasks") or [])
+    have = {str(t["taskId"]) for t in base_tasks}
+    added = []
+    for rec, _calls, log in checked:
+        task = _task(rec, log, strategy)
+        if task["taskId"] not in have:
+            have.add(task["taskId"])
+            added.append(task)
+    if not added:
+        raise ValidationError("No run the request names or selects can become a task.")
+    suite: dict[str, Any] = {"suiteId": suite_id, "version": version, "modes": list((base or {}).get("modes") or
+                                                                                     ["golden"]),
+                             "targetAgentId": agent_id, "tasks": base_tasks + added}
+    for k in ("description", "thresholds", "trials", "allowedModels"):
+        if base is not None and k in base:
+            suite[k] = base[k]
+    if len(suite["tasks"]) > evals.MAX_TASKS_PER_SUITE:
+        raise ValidationError(f"The suite would hold more than {evals.MAX_TASKS_PER_SUITE} tasks.")
+    suites.validate_suite({**suite, "tasks": [t for t in suite["tasks"] if not t.get(suites.TOMBSTONED)]}
+                          if any(t.get(suites.TOMBSTONED) for t in suite["tasks"]) else suite)
+    recs = {rec.run_id: rec for rec, _c, _l in checked if rec.run_id in {t["sourceRunId"] for t in added}}
+    # the base's own sources keep their links (written when the base was registered) and get this version's too
+    base_sources = sorted({str(t["sourceRunId"]) for t in base_tasks if "sourceRunId" in t} - set(recs))
+    found = dict(zip(base_sources, _parallel(ports.runs.get_run, base_sources), strict=True))
+    for i, t in enumerate(base_tasks):
+        if str(t.get("sourceRunId")) in found:
+            src = found[str(t["sourceRunId"])]
+            if src is not None:
+                recs[src.run_id] = src
+            else:  # being erased: its hook may not reach this new version
+                suite["tasks"][i] = suites.tombstone(t)
+    status, out = _store_with_sources(ports, tenant, suite, recs)
+    return status, {**out, "taskCount": len(suite["tasks"]), "addedCount": len(added)}

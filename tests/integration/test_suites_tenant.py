@@ -1,0 +1,374 @@
+"""Eval suites as a tenant's resource (issue 24): listing, reading and deleting versions, isolation; tasks that
+carry their source run (served from its record, checked at registration, tombstoned when it is erased); suites
+built from recorded runs with ``:from-runs``. A real loopback tool server counts every live hit."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from openwop_client.types import CreateRunRequest
+
+from shared.protocol.ids import project_id
+from tests.helpers import ports as _ports
+from tests.wire import all_events, raw, wait_terminal
+from tests.workflows import register_scripted_agent
+
+BASE = "/host/openwop-serverless"
+SUITES = f"{BASE}/eval-suites"
+AGENT = "conformance-eval-agent"
+
+
+def _suite_id() -> str:
+    return f"tests.local.evals.s{uuid.uuid4().hex[:10]}"
+
+
+def _lookup_tool(host: Any, url: str) -> str:
+    tool_id = f"t{uuid.uuid4().hex[:8]}.crm:lookup"
+    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
+            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
+                            "required": ["customerId"], "additionalProperties": False}}
+    assert raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a).status == 201
+    return tool_id
+
+
+def _recorded_runs(client: Any, workflow_id: str, tool_id: str, n: int, *, metadata: dict[str, Any] | None = None
+                   ) -> list[str]:
+    """``n`` completed runs of the scripted agent, each looking one customer up and answering with its id."""
+    out = []
+    for i in range(n):
+        script = {"calls": [{"tool": tool_id, "args": {"customerId": f"c-{i}"}}], "answer": f"answer-{i}"}
+        run = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"script": script},
+                                                  metadata=metadata))
+        out.append(run.runId)
+    for run_id in out:
+        assert wait_terminal(client, run_id, timeout=120).status == "completed"
+    return out
+
+
+def _from_runs(host: Any, key: str, suite_id: str, body: dict[str, Any]) -> Any:
+    return raw(host.base_url, "POST", f"{SUITES}/{suite_id}:from-runs", body, key=key)
+
+
+def _eval(client: Any, ref: str, **kw: Any) -> str:
+    run = client.runs_create(CreateRunRequest(mode="eval", evalSuiteRef=ref, agentId=AGENT, **kw))
+    assert wait_terminal(client, run.runId, timeout=180).status == "completed"
+    return run.runId
+
+
+def _summary(host: Any, run_id: str) -> dict[str, Any]:
+    r = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/eval-summary", key=host.key_a)
+    assert r.status == 200, r.text
+    return r.json
+
+
+@pytest.fixture(scope="module")
+def recorded(host, server):
+    """Tenant A's recorded runs of one workflow calling a loopback tool, and the tool server."""
+    tools, url = server
+    tool_id = _lookup_tool(host, url)
+    workflow_id = register_scripted_agent("tenant-a", "recorded")
+    client = host.client(host.key_a)
+    runs = _recorded_runs(client, workflow_id, tool_id, 50, metadata={"batch": "b1"})
+    return {"tools": tools, "tool": tool_id, "workflowId": workflow_id, "runs": runs}
+
+
+def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, recorded):
+    client = host.client(host.key_a)
+    suite_id = _suite_id()
+    # Given a suite built from 50 recorded runs selected by a filter
+    r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"],
+                                                "limit": 50})
+    assert r.status == 201, r.text
+    assert r.json == {"suiteId": suite_id, "version": "1.0.0", "evalSuiteRef": f"{suite_id}@1.0.0",
+                      "taskCount": 50, "addedCount": 50}
+    doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
+    by_source = {t["sourceRunId"]: t for t in doc["tasks"]}
+    assert set(by_source) == set(recorded["runs"]) and doc["targetAgentId"] == AGENT
+    first = by_source[recorded["runs"][0]]
+    assert first["taskId"] == recorded["runs"][0].partition("/")[2].lower()
+    assert first["input"] == {"calls": [{"tool": recorded["tool"], "args": {"customerId": "c-0"}}],
+                              "answer": "answer-0"}
+    assert first["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "answer-0"}}
+    before = recorded["tools"].count()
+    # When it is evaluated with no fixtureRuns
+    run = _eval(client, f"{suite_id}@1.0.0")
+    # Then every task passes from its own source's record, and the tool server saw no request
+    assert recorded["tools"].count() == before
+    summary = _summary(host, run)
+    assert len(summary["tasks"]) == 50
+    assert all((t["passed"], t["fixtureMissCount"]) == (True, 0) for t in summary["tasks"])
+    started = [e.payload for e in all_events(client, run) if e.type == "eval.started"][0]
+    assert "fixtureRuns" not in started and started["taskCount"] == 50
+    assert {c.source for c in _ports().tool_calls.list_calls(run)} == {"fixture"}
+    # and the report names each task's source
+    report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report?limit=1000", key=host.key_a).json
+    assert {t["servedFrom"] for t in report["tasks"]} == set(recorded["runs"])
+
+
+def _listed(host: Any, key: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(100):
+        page = raw(host.base_url, "GET", f"{SUITES}?limit=100" + (f"&cursor={cursor}" if cursor else ""), key=key)
+        assert page.status == 200, page.text
+        out.extend(page.json["suites"])
+        cursor = page.json.get("nextCursor")
+        if not cursor:
+            return out
+    raise AssertionError("the listing did not end")
+
+
+def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded):
+    suite_id = _suite_id()
+    runs = recorded["runs"]
+    # Given two versions of tenant A's suite: one from two named runs, the next appending a third to it
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": runs[:2]}).status == 201
+    r = _from_runs(host, host.key_a, suite_id, {"runIds": [runs[1], runs[2]], "base": "latest"})
+    assert r.status == 201, r.text
+    assert (r.json["version"], r.json["taskCount"], r.json["addedCount"]) == ("1.1.0", 3, 1)
+    # Then the tenant lists it with its versions and latest task count, and reads each version
+    mine = [s for s in _listed(host, host.key_a) if s["suiteId"] == suite_id]
+    assert len(mine) == 1 and mine[0]["versions"] == ["1.0.0", "1.1.0"] and mine[0]["taskCount"] == 3
+    got = raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a)
+    assert got.status == 200
+    assert [(i["version"], i["taskCount"], i["evalSuiteRef"]) for i in got.json["items"]] == [
+        ("1.0.0", 2, f"{suite_id}@1.0.0"), ("1.1.0", 3, f"{suite_id}@1.1.0")]
+    v1 = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).json
+    assert [t["sourceRunId"] for t in v1["tasks"]] == runs[:3]
+    # and tenant B sees none of it: the same 404 bytes as an unknown or malformed id
+    assert suite_id not in [s["suiteId"] for s in _listed(host, host.key_b)]
+    unknown = raw(host.base_url, "GET", f"{SUITES}/{_suite_id()}", key=host.key_b)
+    assert unknown.status == 404 and unknown.json["error"] == "not_found"
+    for path in (f"{SUITES}/{suite_id}", f"{SUITES}/{suite_id}/versions/1.0.0", f"{SUITES}/not-a-suite",
+                 f"{SUITES}/{suite_id}/versions/x"):
+        foreign = raw(host.base_url, "GET", path, key=host.key_b)
+        assert (foreign.status, foreign.text) == (404, unknown.text), path
+    deleted = raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_b)
+    assert (deleted.status, deleted.text) == (404, unknown.text)
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).status == 200
+
+
+def test_a_version_an_eval_run_references_is_not_deleted(host, recorded):
+    from shared.local.patches import wait_for_stream_idle
+
+    client = host.client(host.key_a)
+    suite_id = _suite_id()
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": recorded["runs"][3:4]}).status == 201
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": recorded["runs"][4:5]}).status == 201
+    # Given an eval run of version 1.0.0
+    run = _eval(client, f"{suite_id}@1.0.0")
+    # Then deleting 1.0.0 is refused naming it, while 1.1.0 (never run) is deleted
+    refused = raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a)
+    assert (refused.status, refused.json["error"]) == (409, "version_conflict")
+    assert refused.json["details"] == {"runIds": [run]}
+    assert raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).status == 204
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).status == 404
+    # and once the eval run is erased, 1.0.0 goes too, and the suite with it
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(run)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(20)
+    assert raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).status == 204
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
+    assert _ports().host.get_item("SUITE#tenant-a", f"{suite_id}@1.0.0") is None
+
+
+def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, recorded):
+    client_b = host.client(host.key_b)
+    workflow_b = register_scripted_agent("tenant-b", "recorded-b")
+    foreign = _recorded_runs(client_b, workflow_b, "conformance.eval:echo", 1)[0]
+    noop = host.client(host.key_a).runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    wait_terminal(host.client(host.key_a), noop)
+    good = recorded["runs"][5]
+    suite_id = _suite_id()
+
+    def doc(source: str) -> dict[str, Any]:
+        return {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
+                "tasks": [{"taskId": "ok", "input": {"calls": [], "answer": "a"},
+                           "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+                           "sourceRunId": good},
+                          {"taskId": "bad", "input": {"calls": [], "answer": "a"},
+                           "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+                           "sourceRunId": source}]}
+
+    unknown = "tenant-a/r-0000000000000000000000000000"
+    reference = raw(host.base_url, "POST", SUITES, doc(unknown), key=host.key_a)
+    assert (reference.status, reference.json["error"]) == (400, "validation_error")
+    # Then every unusable source, in a registration or a from-runs request, gets the same bytes, without the id
+    for reason, value in {"tenant B's run": foreign, "never invoked the agent": noop,
+                          "not a run id": "not a run id"}.items():
+        r = raw(host.base_url, "POST", SUITES, doc(value), key=host.key_a)
+        assert (r.status, r.text) == (400, reference.text), reason
+        assert value not in r.text
+        r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": [good, value]})
+        assert (r.status, r.text) == (400, reference.text), reason
+    # and no version was written
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
+    assert _ports().host.get_item("SUITE#tenant-a", f"{suite_id}@1.0.0") is None
+    # a source must be checked against an agent: no targetAgentId is a 400 too
+    no_target = {k: v for k, v in doc(good).items() if k != "targetAgentId"}
+    r = raw(host.base_url, "POST", SUITES, no_target, key=host.key_a)
+    assert (r.status, r.json["error"]) == (400, "validation_error")
+
+
+@pytest.mark.parametrize("body", [
+    {"agentId": AGENT, "runIds": ["x"], "limit": 3},  # runIds and a filter
+    {"agentId": AGENT, "seed": "s"},  # seed without sampleRate
+    {"agentId": AGENT, "sampleRate": 0},
+    {"agentId": AGENT, "sampleRate": 1.5},
+    {"agentId": AGENT, "limit": 0},
+    {"agentId": AGENT, "status": "running"},
+    {"agentId": AGENT, "startedAfter": "yesterday at noon"},
+    {"agentId": AGENT, "strategy": "fuzzy"},
+    {"agentId": AGENT, "base": "latest"},  # no version to append to
+    {"agentId": AGENT, "unknown": 1},
+    {"runIds": ["x"]},  # no agent
+    {"agentId": AGENT, "workflowId": "no-such-workflow-anywhere"},  # selects nothing
+    [],
+])
+def test_bad_from_runs_requests_are_400_and_write_nothing(host, body):
+    suite_id = _suite_id()
+    r = _from_runs(host, host.key_a, suite_id, body)
+    assert (r.status, r.json["error"]) == (400, "validation_error"), r.text
+    assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
+    bad_id = _from_runs(host, host.key_a, "Not_A_Suite", {"agentId": AGENT})
+    assert (bad_id.status, bad_id.json["error"]) == (400, "validation_error")
+
+
+def test_a_sample_is_deterministic_for_its_seed(host, recorded):
+    # Given two suites sampled from the same runs with the same seed, and one with another seed
+    picks = []
+    for seed in ("s1", "s1", "s2"):
+        suite_id = _suite_id()
+        r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"],
+                                                    "sampleRate": 0.5, "seed": seed, "limit": 50,
+                                                    "metadata": {"batch": "b1"}})
+        assert r.status == 201, r.text
+        doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
+        picks.append(sorted(t["sourceRunId"] for t in doc["tasks"]))
+    # Then the same seed picks the same runs, and the sample is a proper subset
+    assert picks[0] == picks[1]
+    assert picks[0] != picks[2]
+    assert 5 < len(picks[0]) < 45
+    # and a metadata value no run carries selects nothing
+    r = _from_runs(host, host.key_a, _suite_id(), {"agentId": AGENT, "workflowId": recorded["workflowId"],
+                                                   "metadata": {"batch": "other"}})
+    assert r.status == 400
+
+
+def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, server):
+    from shared.local.patches import wait_for_stream_idle
+
+    client = host.client(host.key_a)
+    tools, _ = server
+    workflow_id = register_scripted_agent("tenant-a", "erased")
+    sources = _recorded_runs(client, workflow_id, recorded["tool"], 2)
+    suite_id = _suite_id()
+    assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": sources[:1]}).status == 201
+    assert _from_runs(host, host.key_a, suite_id, {"runIds": sources[1:], "base": "latest"}).status == 201
+    erased_task = sources[0].partition("/")[2].lower()
+    # When the first source run is erased
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(sources[0])}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(20)
+    # Then its task is tombstoned in both versions (its input and answer gone), the other task untouched
+    for version in ("1.0.0", "1.1.0"):
+        doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/{version}", key=host.key_a).json
+        assert doc["tasks"][0] == {"taskId": erased_task, "tombstoned": True}
+        assert sources[0] not in str(doc)
+    # and the next eval reports it unverifiable, the other task passing from its own source, with no live hit
+    before = tools.count()
+    run = _eval(client, f"{suite_id}@1.1.0")
+    assert tools.count() == before
+    rows = {t["taskId"]: t for t in _summary(host, run)["tasks"]}
+    assert (rows[erased_task]["passed"], rows[erased_task]["fixtureMissCount"]) == (False, 1)
+    assert (rows[sources[1].partition("/")[2].lower()]["passed"]) is True
+    report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report", key=host.key_a).json
+    assert {t["taskId"]: t["verdict"] for t in report["tasks"]}[erased_task] == "unverifiable"
+    assert report["verdict"] == "unverifiable"
+
+
+def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, recorded, capsys, monkeypatch,
+                                                                        tmp_path):
+    import json
+
+    from shared.local.cli import main
+
+    monkeypatch.delenv("OPENWOP_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENWOP_API_KEY", raising=False)
+    suite_id = _suite_id()
+    # When tenant A builds a suite from two named runs with the eval CLI
+    code = main(["eval", "suite", "from-runs", suite_id, "--agent", AGENT, "--run-id", recorded["runs"][6],
+                 "--run-id", recorded["runs"][7], "--endpoint", host.base_url, "--api-key", host.key_a])
+    assert code == 0
+    assert capsys.readouterr().out.strip() == f"{suite_id}@1.0.0 2 tasks (2 added)"
+    # Then `suites list|get` with --base-url/--api-key (or the env) read it as tenant A, and not as tenant B
+    assert main(["suites", "list", "--base-url", host.base_url, "--api-key", host.key_a]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [s["versions"] for s in listed if s["suiteId"] == suite_id] == [["1.0.0"]]
+    monkeypatch.setenv("OPENWOP_BASE_URL", host.base_url)
+    monkeypatch.setenv("OPENWOP_API_KEY", host.key_a)
+    assert main(["suites", "get", suite_id, "--version", "1.0.0"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["tasks"]) == 2
+    assert main(["suites", "get", suite_id, "--api-key", host.key_b]) == 1
+    assert "404 not_found" in capsys.readouterr().err
+    # and a tenant's put goes through the same checks as the API (an unusable source: the uniform refusal)
+    doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
+    f = tmp_path / "suite.json"
+    f.write_text(json.dumps({**doc, "version": "2.0.0"}), encoding="utf-8")
+    assert main(["suites", "put", str(f), "--api-key", host.key_b]) == 1
+    assert "400 validation_error" in capsys.readouterr().err
+    assert main(["suites", "put", str(f)]) == 0
+    assert json.loads(capsys.readouterr().out)["evalSuiteRef"] == f"{suite_id}@2.0.0"
+    # without a base URL or key, `suites list` is the operator's host-wide view, which holds no tenant's suite
+    monkeypatch.delenv("OPENWOP_BASE_URL")
+    monkeypatch.delenv("OPENWOP_API_KEY")
+    assert main(["suites", "list"]) == 0
+    assert suite_id not in capsys.readouterr().out
+    # a bad duration is a usage error (exit 3), before any request
+    assert main(["eval", "suite", "from-runs", suite_id, "--agent", AGENT, "--since", "yesterday",
+                 "--endpoint", host.base_url, "--api-key", host.key_a]) == 3
+    assert "--since" in capsys.readouterr().err
+
+
+def test_since_and_sample_flags_make_the_filter_body():
+    from shared.local.suitecli import from_runs_body, since_iso
+
+    # Given the CLI flags of a filtered build
+    body = from_runs_body("agent-x@2", "24h", 0.1, None, 20, [], True, None, now_s=86_400 * 2)
+    # Then they become the request's filter fields, the version a filter on agentVersion
+    assert body == {"agentId": "agent-x", "agentVersion": "2", "startedAfter": "1970-01-02T00:00:00Z",
+                    "sampleRate": 0.1, "seed": "openwop", "limit": 20, "base": "latest"}
+    assert since_iso("30m", 3600) == "1970-01-01T00:30:00Z"
+
+
+def test_from_runs_costs_a_bounded_number_of_requests_per_run(host, recorded):
+    """The measured cost in docs/decisions/0112: requests of one ``:from-runs`` over 50 named runs."""
+    import threading
+    import time
+    from collections import Counter
+
+    from shared.services import suite_runs
+    from shared.services.common import Caller
+
+    client = _ports().runs._c
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def before_call(model: Any = None, **_: Any) -> None:
+        with lock:
+            seen[model.name] += 1
+
+    client.meta.events.register("before-call.dynamodb.*", before_call)
+    try:
+        # When a suite is built from 50 named runs
+        began = time.monotonic()
+        status, body = suite_runs.from_runs(_ports(), Caller("tenant-a", "measure"), _suite_id(),
+                                            {"agentId": AGENT, "runIds": recorded["runs"]})
+        took = time.monotonic() - began
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.*", before_call)
+    # Then it takes at most 10 DynamoDB requests per run (checks, links, the version and its row)
+    assert (status, body["taskCount"]) == (201, 50)
+    total = sum(seen.values())
+    print(f"\nfrom-runs over 50 runs: {total} DynamoDB requests {dict(seen)} in {took:.2f} s")
+    assert total <= 10 * 50
