@@ -126,27 +126,39 @@ def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[di
     return list(copy["entries"])
 
 
-def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str) -> list[dict[str, Any]]:
+def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str,
+                   served: RunRecord | None = None) -> list[dict[str, Any]]:
     """A task whose suite names its ``sourceRunId`` (checked when the suite was registered): the entries of the
     eval's agent, read from the source's as-executed record at each trial (the eval's pinned suite is the grant; no
     copy). A source of another tenant, or one being erased (its tombstone is written before its calls go), serves
-    nothing: every call misses (fail-closed)."""
+    nothing: every call misses (fail-closed).
+
+    ``served`` is the eval run a trial serves: before anything is read it is linked under the source (``CHILD#``,
+    conditioned on the source's tombstone, one write), so the source's erasure erases the eval run that holds its
+    answers (decision 0108); a source whose erasure began refuses the link and serves nothing."""
     source = str(task["sourceRunId"])
     if source.partition("/")[0] != tenant:
         return []
+    if served is not None:
+        try:
+            ports.runs.put_aux(source, f"{keys.CHILD_PREFIX}{served.run_id}", {"runId": served.run_id},
+                               served.expires_at)
+        except RunGoneError:
+            return []
     records = ports.tool_calls.list_calls(source)
     if not records or ports.runs.is_tombstoned(source):
         return []
     return entries_from_records(records, str(plan["agentId"]))
 
 
-def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "") -> FixturePlan | None:
+def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "",
+                 served: RunRecord | None = None) -> FixturePlan | None:
     """Which plan a task gets (eval.md §5.1): derived entries (``fixtureRuns``) under ``onMiss: "fail"``; else the
     entries of the task's own ``sourceRunId``, the same way; else the suite's ``fixtures`` (``onMiss`` default
     ``"fail"``); else live tools (``None``)."""
     entries = derived_entries(ports, plan, str(task["taskId"]))
     if entries is None and task.get("sourceRunId"):
-        entries = source_entries(ports, plan, task, tenant)
+        entries = source_entries(ports, plan, task, tenant, served)
     if entries is not None:
         return FixturePlan(entries, "fail")
     if "live-shadow" in (plan.get("modes") or []):
@@ -210,7 +222,7 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
     if agent is None:
         raise EngineError("the eval's agent is gone")
-    fp = fixture_plan(ports, plan, task, rec.tenant)
+    fp = fixture_plan(ports, plan, task, rec.tenant, served=rec)
     tools.plan = fp.fresh() if fp is not None else None
     inv = invocation_id(task_id, trial)
     result = TrialResult(task_index, trial, task_id)

@@ -151,7 +151,7 @@ def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded)
 
 
 def test_a_version_an_eval_run_references_is_not_deleted(host, recorded):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     client = host.client(host.key_a)
     suite_id = _suite_id()
@@ -257,7 +257,7 @@ def test_a_sample_is_deterministic_for_its_seed(host, recorded):
 
 
 def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, server):
-    from shared.local.patches import wait_for_stream_idle
+    from shared.local.ddb_streams import wait_for_stream_idle
 
     client = host.client(host.key_a)
     tools, _ = server
@@ -267,9 +267,15 @@ def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, s
     assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": sources[:1]}).status == 201
     assert _from_runs(host, host.key_a, suite_id, {"runIds": sources[1:], "base": "latest"}).status == 201
     erased_task = sources[0].partition("/")[2].lower()
+    # and an eval of 1.0.0 served from the first source's record (its tool-call records hold the source's answers)
+    served = _eval(client, f"{suite_id}@1.0.0")
+    assert {c.source for c in _ports().tool_calls.list_calls(served)} == {"fixture"}
     # When the first source run is erased
     assert raw(host.base_url, "DELETE", f"/runs/{project_id(sources[0])}", key=host.key_a).status == 204
     assert wait_for_stream_idle(20)
+    # Then the eval served from it is erased with it (decision 0108): 404, and none of its records is left
+    assert raw(host.base_url, "GET", f"/runs/{project_id(served)}", key=host.key_a).status == 404
+    assert _ports().tool_calls.list_calls(served) == [] and _ports().events.read_events(served) == []
     # Then its task is tombstoned in both versions (its input and answer gone), the other task untouched
     for version in ("1.0.0", "1.1.0"):
         doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/{version}", key=host.key_a).json
