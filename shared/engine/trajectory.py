@@ -123,12 +123,13 @@ def describe(div: dict[str, Any]) -> str:
         label = step.get("type", "")
         if step.get("tool"):
             label += f" {step['tool']}"
-        return label if value is None else f"{label} {_short(value)}"
+        return label if value is None else f"{label} {short(value)}"
 
     return (f"trial {div.get('trial', 1)} step {div['step']} {div['kind']} at {where}: "
             f"baseline {side(div.get('baseline'))} / candidate {side(div.get('candidate'))}")
 
 
-def _short(value: Any, limit: int = 120) -> str:
+def short(value: Any, limit: int = 120) -> str:
+    """Compact JSON, cut at ``limit`` characters."""
     text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."

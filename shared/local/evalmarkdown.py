@@ -8,30 +8,22 @@ its trajectory departs from the baseline's, ``shared.engine.trajectory``), else 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from shared.engine.trajectory import describe, task_divergence
+from shared.engine.trajectory import describe, short, task_divergence
 
 FAILING = ("regressed", "unverifiable")
-_LIMIT = 120
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
-    return text if len(text) <= _LIMIT else text[: _LIMIT - 3] + "..."
-
 
 def expected_actual(task: dict[str, Any]) -> str:
     """``expected X, actual Y / Z`` (one actual per trial); ``-`` where the report does not carry them."""
     exp = task.get("expected") or {}
     want = (exp.get("match") or {}).get("value", exp.get("kind")) if exp else None
     actual = [t.get("actual") for t in task.get("trialResults") or [] if "actual" in t]
-    got = " / ".join(_short(a) for a in actual) if actual else "-"
-    return f"expected {_short(want) if exp else '-'}, actual {got}"
+    got = " / ".join(short(a) for a in actual) if actual else "-"
+    return f"expected {short(want) if exp else '-'}, actual {got}"
 
 
 def what_changed(task: dict[str, Any]) -> str:

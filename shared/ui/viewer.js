@@ -48,6 +48,17 @@
 
   function clear(el) { while (el.firstChild) { el.removeChild(el.firstChild); } }
 
+  function pointers(el, ptrs, root) {
+    // RFC 6901 pointers as marked spans ("" is the whole value: ``root`` names it).
+    ptrs.forEach(function (ptr) {
+      var s = document.createElement("span");
+      s.className = "pointer";
+      s.textContent = ptr || root;
+      el.appendChild(s);
+      el.appendChild(document.createTextNode(" "));
+    });
+  }
+
   function fmt(n, digits) {
     return typeof n === "number" ? n.toFixed(digits === undefined ? 2 : digits) : "-";
   }
@@ -244,13 +255,7 @@
         p.appendChild(document.createTextNode("fixture miss (trial " + m.trial + "): " + m.tool + " " +
           JSON.stringify(m.args) + "; closest recorded call " +
           (m.closest ? JSON.stringify(m.closest.args) + " from " + (m.recordedFrom || "-") : "none") + "; differs at "));
-        (m.differingPointers.length ? m.differingPointers : ["(tool name)"]).forEach(function (ptr) {
-          var s = document.createElement("span");
-          s.className = "pointer";
-          s.textContent = ptr || "(root)";
-          p.appendChild(s);
-          p.appendChild(document.createTextNode(" "));
-        });
+        pointers(p, m.differingPointers.length ? m.differingPointers : ["(tool name)"], "(root)");
         box.appendChild(p);
       });
       diag.appendChild(box);
@@ -325,13 +330,7 @@
         var summary = document.createElement("summary");
         summary.textContent = t.taskId + " (trial " + n + "): " + (div ? "first divergence at step " + div.step +
           ", " + div.kind + " " : "same steps");
-        (div ? div.pointers : []).forEach(function (ptr) {
-          var s = document.createElement("span");
-          s.className = "pointer";
-          s.textContent = ptr || "(whole value)";
-          summary.appendChild(s);
-          summary.appendChild(document.createTextNode(" "));
-        });
+        pointers(summary, div ? div.pointers : [], "(whole value)");
         details.appendChild(summary);
         var grid = document.createElement("div");
         grid.className = "side-by-side";

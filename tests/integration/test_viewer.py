@@ -68,6 +68,22 @@ def seeded(host):
             **seed_regression(host, client, host.key_a)}
 
 
+def _open(browser, host, *, check_start: bool = False):
+    """A page of the viewer with the tenant-a key pasted; its console, page errors and HTTP errors collected."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
+    page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+    page.on("response", lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None)
+    page.goto(host.base_url + PAGE)
+    if check_start:
+        assert page.title() == "openwop-serverless viewer"
+        assert page.text_content("#status") == "paste an API key to start"
+    page.fill("#api-key", host.key_a)
+    page.click("#key-form button[type=submit]")
+    return page, console
+
+
 def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_divergence(host, seeded):
     from playwright.sync_api import sync_playwright
 
@@ -76,17 +92,8 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            console: list[str] = []
-            page.on("console", lambda msg: console.append(msg.text))
-            page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-            page.goto(host.base_url + PAGE)
-            assert page.title() == "openwop-serverless viewer"
-            assert page.text_content("#status") == "paste an API key to start"
-
             # the key is pasted once and kept in sessionStorage; the tenant's runs are listed
-            page.fill("#api-key", host.key_a)
-            page.click("#key-form button[type=submit]")
+            page, console = _open(browser, host, check_start=True)
             page.wait_for_selector(f"tr.run-row[data-run-id='{seeded['run']}']")
             assert page.evaluate("sessionStorage.getItem('openwop.viewer.apiKey')") == host.key_a
             assert page.evaluate("localStorage.length") == 0
@@ -143,14 +150,7 @@ def test_the_viewer_shows_baseline_and_candidate_trajectories_side_by_side_with_
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            console: list[str] = []
-            page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
-            page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-            page.on("response", lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None)
-            page.goto(host.base_url + PAGE)
-            page.fill("#api-key", host.key_a)
-            page.click("#key-form button[type=submit]")
+            page, console = _open(browser, host)
             page.wait_for_selector("tr.run-row")
             # When the candidate is opened
             page.evaluate(f"location.hash = 'run=' + encodeURIComponent({changed['candidate']!r})")
