@@ -5,8 +5,8 @@ Reads every page of ``GET /host/openwop-serverless/runs/{runId}/eval-report`` (`
 and prints pages, AWS requests and bytes received through our ports, against a stated lower bound: per page, one
 read each of what a page with divergences must hold, made directly through the ports — the candidate's run item
 and plan, its page of trials and of tool-call records (one key-range Query each), and the baseline's page of trials
-(one key-range Query) — plus the baseline's plan once (immutable: one container serving the pages keeps it). The
-API key's lookup is the report's and not the bound's. The report's figure over the bound should stay within 1.2x.
+(one key-range Query) — plus the baseline's plan once (immutable: one container serving the pages keeps it). The report's
+figure over the bound should stay within 1.2x.
 
 Run: ``.venv/bin/python -m bench.bench_divergence`` (or ``make bench``). Prints figures; asserts nothing.
 """
