@@ -63,7 +63,7 @@ def _num(value: Any, digits: int = 2) -> str:
 
 
 def _link(viewer_url: str | None, run_id: str) -> str:
-    return f"{viewer_url.rstrip('/')}#run={quote(run_id, safe='')}" if viewer_url else ""
+    return f"{viewer_url}#run={quote(run_id, safe='')}" if viewer_url else ""
 
 
 def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
