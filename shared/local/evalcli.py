@@ -6,6 +6,10 @@ Talks HTTP only (through ``openwop-client``): ``--endpoint``/``--api-key`` or ``
 summary's scores and paired verdict (read as raw JSON: ``openwop-client`` 2.7.0's ``EvalRegression`` drops
 ``verdict`` and ``pairedTaskCount``).
 
+Under the table, each regressed or unverifiable task gets one line saying what changed (its first trajectory
+divergence from the baseline, else expected vs actual); ``--markdown FILE`` writes the same as a pull-request
+comment, appended to ``$GITHUB_STEP_SUMMARY`` when set (``shared/local/evalmarkdown.py``).
+
 Exit codes (every command): 0 no regression, 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
 run, no task paired with the baseline), 3 usage or connection error.
 """
