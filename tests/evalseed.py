@@ -55,3 +55,31 @@ def seed_drift(client: Any) -> dict[str, str]:
     source = run_eval(client, SOURCE)
     drift = run_eval(client, DRIFT, fixtureRuns={"record": source})
     return {"source": source, "drift": drift, "agent": AGENT}
+
+
+def argument_suite(suite_id: str, version: str, limit: int) -> dict[str, Any]:
+    """One task, ``lookup``: an echo call whose argument ``/opts/limit`` is ``limit``, graded by an exact trajectory
+    expectation of ``limit`` 1 (a version that sends another limit fails it) and its answer; and ``same``, unchanged."""
+    call = {"tool": "conformance.eval:echo", "args": {"text": "find", "opts": {"limit": limit}}}
+    return {
+        "suiteId": suite_id, "version": version, "modes": ["golden", "regression"], "trials": 1,
+        "tasks": [
+            {"taskId": "same", "input": {"calls": [], "answer": "same"},
+             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "same"}}},
+            {"taskId": "lookup", "input": {"calls": [call], "answer": "found"},
+             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "found"}},
+             "trajectory": {"match": "exact", "calls": [{"tool": "conformance.eval:echo",
+                                                         "args": {"text": "find", "opts": {"limit": 1}}}]}},
+        ],
+    }
+
+
+def seed_argument_change(host: Any, client: Any, key: str) -> dict[str, str]:
+    """A baseline (v1.0.0, ``limit`` 1) and a candidate (v2.0.0, ``limit`` 2: ``lookup`` regresses) vs it."""
+    suite_id = f"tests.local.evals.{unique('args')}"
+    for version, limit in (("1.0.0", 1), ("2.0.0", 2)):
+        r = put_suite(host, key, argument_suite(suite_id, version, limit))
+        assert r.status in (200, 201), r.text
+    base = run_eval(client, f"{suite_id}@1.0.0")
+    cand = run_eval(client, f"{suite_id}@2.0.0", evalModes=["golden", "regression"], baselineRunId=base)
+    return {"suite": suite_id, "base": base, "candidate": cand}

@@ -6,6 +6,10 @@ Talks HTTP only (through ``openwop-client``): ``--endpoint``/``--api-key`` or ``
 summary's scores and paired verdict (read as raw JSON: ``openwop-client`` 2.7.0's ``EvalRegression`` drops
 ``verdict`` and ``pairedTaskCount``).
 
+Under the table, each regressed or unverifiable task gets one line saying what changed (its first trajectory
+divergence from the baseline, else expected vs actual); ``--markdown FILE`` writes the same as a pull-request
+comment, appended to ``$GITHUB_STEP_SUMMARY`` when set (``shared/local/evalmarkdown.py``).
+
 Exit codes (every command): 0 no regression, 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
 run, no task paired with the baseline), 3 usage or connection error.
 """
@@ -27,6 +31,7 @@ from openwop_client.wire_id import project_id
 from rich.console import Console
 from rich.table import Table
 
+from shared.local import evalmarkdown
 from shared.local.suitecli import SuiteCliError, suite_app
 
 OK, REGRESSED, UNVERIFIABLE, USAGE = 0, 1, 2, 3
@@ -52,6 +57,12 @@ ApiKey = Annotated[str | None, typer.Option("--api-key", metavar="KEY", envvar="
 JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON document instead of the table")]
 Junit = Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="write a JUnit XML file (one testcase per task)",
                                             dir_okay=False)]
+Markdown = Annotated[Path | None, typer.Option("--markdown", metavar="FILE", dir_okay=False,
+                                               help="write a pull-request comment (markdown); it is also appended "
+                                                    "to $GITHUB_STEP_SUMMARY when that is set")]
+ViewerUrl = Annotated[str | None, typer.Option("--viewer-url", metavar="URL",
+                                               help="the viewer's URL (.../host/openwop-serverless/ui): the "
+                                                    "markdown links each run to it")]
 
 
 app.add_typer(suite_app)  # ``eval suite from-runs``
@@ -282,6 +293,7 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
             rep["scoreDelta"] = float(rep["aggregateScore"]) - float(base["aggregateScore"])
         if base.get("status") != "completed":
             rep["baselineStatus"] = base.get("status")
+        evalmarkdown.rediverge(rep, base)
     has_baseline = rep.get("baselineRunId") is not None
     for t in rep["tasks"]:
         t["verdict"] = _task_verdict(float(t["score"]), t.get("baselineScore"), int(t["fixtureMissCount"]),
@@ -338,6 +350,10 @@ def table(rep: dict[str, Any], out: Console) -> None:
             out.print(f"fixture miss in {task['taskId']} (trial {m.get('trial')}): {m['tool']} "
                       f"{json.dumps(m.get('args'))}; closest recorded call "
                       f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}", highlight=False)
+    for task in rep["tasks"]:
+        if task["verdict"] in evalmarkdown.FAILING:
+            out.print(f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False,
+                      soft_wrap=True)
     line = f"status {rep.get('status')}"
     if rep.get("baselineRunId"):
         line += (f"  baseline {rep['baselineRunId']}  scoreDelta {_num(rep.get('scoreDelta'), 3)}"
@@ -365,19 +381,21 @@ def junit(rep: dict[str, Any], path: Path) -> None:
         if t["verdict"] in failing or rep.get("status") != "completed":
             verdict = t["verdict"] if t["verdict"] in failing else "unverifiable"
             msg = (f"{verdict}: score {_num(t['score'])} vs baseline {_num(t.get('baselineScore'))}, "
-                   f"{t['fixtureMissCount']} fixture misses")
+                   f"{t['fixtureMissCount']} fixture misses; {evalmarkdown.what_changed(t)}")
             fail = ET.SubElement(case, "failure", message=msg, type=verdict)
-            fail.text = "\n".join(
+            fail.text = "\n".join([msg, *(
                 f"fixture miss: {m['tool']} differs at {', '.join(m.get('differingPointers') or ['-'])}"
-                for m in t.get("fixtureMisses") or []) or msg
+                for m in t.get("fixtureMisses") or [])])
     ET.indent(suite)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None) -> int:
+def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None, markdown_file: Path | None = None,
+         viewer_url: str | None = None) -> int:
     if junit_file is not None:
         junit(rep, junit_file)
+    evalmarkdown.write(rep, markdown_file, viewer_url)
     if as_json:
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")
     else:
@@ -407,6 +425,8 @@ def run_command(
     api_key: ApiKey = None,
     as_json: JsonOut = False,
     junit_file: Junit = None,
+    markdown_file: Markdown = None,
+    viewer_url: ViewerUrl = None,
 ) -> None:
     """Start an eval run; with --wait show progress until it ends, then print the comparison table."""
     req = build_request(suite, agent, baseline, fixtures_from or [], modes or [])
@@ -421,7 +441,7 @@ def run_command(
         raise Verdict(OK)
     err.print(f"eval run {created.runId} started", highlight=False)
     wait(host, created.runId, timeout, err, show=True)
-    raise Verdict(emit(compare(host, created.runId, None), as_json, junit_file))
+    raise Verdict(emit(compare(host, created.runId, None), as_json, junit_file, markdown_file, viewer_url))
 
 
 @app.command("compare", epilog=EXIT_CODES)
@@ -433,9 +453,12 @@ def compare_command(
     api_key: ApiKey = None,
     as_json: JsonOut = False,
     junit_file: Junit = None,
+    markdown_file: Markdown = None,
+    viewer_url: ViewerUrl = None,
 ) -> None:
     """Print the per-task table of a finished eval run against its baseline, and the paired verdict."""
-    raise Verdict(emit(compare(Host(endpoint, api_key), run, baseline), as_json, junit_file))
+    raise Verdict(emit(compare(Host(endpoint, api_key), run, baseline), as_json, junit_file, markdown_file,
+                       viewer_url))
 
 
 def main(argv: list[str]) -> int:

@@ -6,7 +6,8 @@ scores, the derived fixture copies), the ``TRIAL#`` items (each trial's events a
 trial's actual one, every tool call's provenance (``served`` from the source run or the suite's fixtures,
 ``refused``, ``live``, ``recorded``), each fixture miss with the closest recorded call and the RFC 6901 pointers
 at which the arguments differ, the paired per-task verdict against the baseline, latency (the trial's recorded call
-durations), and its model calls (``provider.usage``: calls, tokens, estimated cost).
+durations), and its model calls (``provider.usage``: calls, tokens, estimated cost). Each trial carries its
+``trajectory`` and each task its first ``divergence`` from the baseline's (``shared.services.eval_trajectories``).
 
 Tenant-private: a well-formed id of another tenant takes the same path as an unknown one (one read of a key that
 cannot exist) and gets the same 404 bytes. A run that is not an eval run is ``404 not_found`` with its own
@@ -40,7 +41,7 @@ from shared.errors import (
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import tenant_of
-from shared.services import summaries
+from shared.services import eval_trajectories, summaries
 from shared.services.common import Caller, decode_path_run_id, page_limit
 
 _UNREADABLE = "~"  # an opaque part no run id can have
@@ -284,6 +285,10 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
         by_invocation: dict[str, list[ToolCallRecord]] = {}
         for call in ports.tool_calls.list_calls(rec.run_id, between=evalrun.call_keys_between(start, end)):
             by_invocation.setdefault(call.invocation_id, []).append(call)
+        turns = eval_trajectories.model_turns(ports, rec.run_id, start, end) \
+            if eval_trajectories.uses_models(trials) else {}
+        base_steps = eval_trajectories.baseline_page(ports, plan, [str(t["taskId"])
+                                                                   for t in suite["tasks"][start:end]])
         size = 0
         for i in range(start, end):
             if tasks and size >= page_bytes:
@@ -291,6 +296,7 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
             task = suite["tasks"][i]
             tasks.append(_task_row(ports, plan, i, task, rows.get(str(task["taskId"])), base_scores,
                                    baseline is not None, trials, by_invocation))
+            eval_trajectories.annotate(tasks[-1], i, trials, turns, base_steps)
             size += len(json.dumps(tasks[-1], separators=(",", ":"), default=str))
     regression = summary.get("regression")
     # A completed run has a summary row for every task; a run that did not complete is unverifiable whatever

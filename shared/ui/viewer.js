@@ -48,6 +48,17 @@
 
   function clear(el) { while (el.firstChild) { el.removeChild(el.firstChild); } }
 
+  function pointers(el, ptrs, root) {
+    // RFC 6901 pointers as marked spans ("" is the whole value: ``root`` names it).
+    ptrs.forEach(function (ptr) {
+      var s = document.createElement("span");
+      s.className = "pointer";
+      s.textContent = ptr || root;
+      el.appendChild(s);
+      el.appendChild(document.createTextNode(" "));
+    });
+  }
+
   function fmt(n, digits) {
     return typeof n === "number" ? n.toFixed(digits === undefined ? 2 : digits) : "-";
   }
@@ -125,7 +136,7 @@
         ? wholeReport(wire) : Promise.resolve(null);
       work.push(report.then(function (rep) {
         timeline(events, rep, snap);
-        if (rep) { evalView(rep); }
+        if (rep) { evalView(rep); return trajectoriesView(rep); }
       }));
       if (snap.parentRunId) { work.push(forkView(snap.parentRunId, runId)); }
       return Promise.all(work).then(function () { status("run " + runId); });
@@ -244,17 +255,100 @@
         p.appendChild(document.createTextNode("fixture miss (trial " + m.trial + "): " + m.tool + " " +
           JSON.stringify(m.args) + "; closest recorded call " +
           (m.closest ? JSON.stringify(m.closest.args) + " from " + (m.recordedFrom || "-") : "none") + "; differs at "));
-        (m.differingPointers.length ? m.differingPointers : ["(tool name)"]).forEach(function (ptr) {
-          var s = document.createElement("span");
-          s.className = "pointer";
-          s.textContent = ptr || "(root)";
-          p.appendChild(s);
-          p.appendChild(document.createTextNode(" "));
-        });
+        pointers(p, m.differingPointers.length ? m.differingPointers : ["(tool name)"], "(root)");
         box.appendChild(p);
       });
       diag.appendChild(box);
     });
+  }
+
+  // ------------------------------------------------------------------ trajectories side by side
+
+  function short(value) {
+    var text = JSON.stringify(value);
+    return text === undefined ? "" : (text.length > 160 ? text.slice(0, 157) + "..." : text);
+  }
+
+  function stepText(s) {
+    var parts = [s.type];
+    if (s.tool) { parts.push(s.tool); }
+    if (s.status && s.status !== "ok") { parts.push(s.status); }
+    ["args", "answer", "output", "text"].forEach(function (k) { if (k in s) { parts.push(short(s[k])); } });
+    if (s.argsHash) { parts.push(s.argsHash); }
+    return parts.join(" ");
+  }
+
+  function trialOf(task, n) {
+    return (task.trialResults || []).filter(function (r) { return r.trial === n; })[0] || null;
+  }
+
+  function stepsList(steps, div) {
+    var ol = document.createElement("ol");
+    ol.start = 0;
+    ol.className = "trajectory";
+    (steps || []).forEach(function (s, i) {
+      var li = document.createElement("li");
+      li.dataset.step = i;
+      li.textContent = stepText(s);
+      if (div && div.step === i) { li.className = "diverged"; li.title = div.kind; }
+      ol.appendChild(li);
+    });
+    if (div && div.step >= (steps || []).length) {
+      var end = document.createElement("li");
+      end.className = "diverged ended";
+      end.dataset.step = div.step;
+      end.textContent = "(the trajectory ends)";
+      ol.appendChild(end);
+    }
+    return ol;
+  }
+
+  function trajectoriesView(rep) {
+    // Per task, the baseline's and the candidate's trajectory of the same trial (the divergence's, else trial 1),
+    // the first divergence marked on both sides. The baseline's steps come from its own report.
+    var box = $("eval-trajectories");
+    clear(box);
+    if (!rep.baselineRunId) { box.hidden = true; return Promise.resolve(); }
+    box.hidden = false;
+    var head = document.createElement("h4");
+    head.textContent = "Trajectories, baseline | candidate";
+    box.appendChild(head);
+    var note = document.createElement("p");
+    note.id = "trajectories-status";
+    note.textContent = "loading the baseline's trajectories";
+    box.appendChild(note);
+    return wholeReport(projectId(rep.baselineRunId)).then(function (base) {
+      var byTask = {};
+      base.tasks.forEach(function (t) { byTask[t.taskId] = t; });
+      note.textContent = "baseline " + rep.baselineRunId + " vs candidate " + rep.runId;
+      rep.tasks.forEach(function (t) {
+        var div = t.divergence || null, n = div ? div.trial : 1;
+        var details = document.createElement("details");
+        details.className = "trajectory-pair" + (div ? " has-divergence" : "");
+        details.dataset.taskId = t.taskId;
+        details.open = !!div;
+        var summary = document.createElement("summary");
+        summary.textContent = t.taskId + " (trial " + n + "): " + (div ? "first divergence at step " + div.step +
+          ", " + div.kind + " " : "same steps");
+        pointers(summary, div ? div.pointers : [], "(whole value)");
+        details.appendChild(summary);
+        var grid = document.createElement("div");
+        grid.className = "side-by-side";
+        var bt = byTask[t.taskId] ? trialOf(byTask[t.taskId], n) : null, ct = trialOf(t, n);
+        [["baseline", bt], ["candidate", ct]].forEach(function (side) {
+          var col = document.createElement("div");
+          col.className = "trajectory-" + side[0];
+          var h = document.createElement("h4");
+          h.textContent = side[0];
+          col.appendChild(h);
+          if (side[1]) { col.appendChild(stepsList(side[1].trajectory, div)); }
+          else { col.appendChild(document.createTextNode("no such trial")); }
+          grid.appendChild(col);
+        });
+        details.appendChild(grid);
+        box.appendChild(details);
+      });
+    }).catch(function (err) { note.textContent = "baseline trajectories unavailable: " + err.message; });
   }
 
   // ------------------------------------------------------------------ fork side by side

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.evalseed import DRIFT, register_loop_suites, seed_drift
+from tests.evalseed import DRIFT, register_loop_suites, seed_argument_change, seed_drift
 from tests.integration.test_eval_runs import AGENT, run_eval
 
 
@@ -19,6 +19,16 @@ def cli(host: Any, *args: str, key: str | None = None) -> int:
     from shared.local.cli import main
 
     return main(["eval", *args, "--endpoint", host.base_url, "--api-key", key or host.key_a])
+
+
+@pytest.fixture(autouse=True)
+def _no_step_summary(monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)  # a CI job's own summary is not these tests' output
+
+
+@pytest.fixture(scope="module")
+def changed(host):
+    return seed_argument_change(host, host.client(host.key_a), host.key_a)
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +225,84 @@ def test_a_cancelled_eval_is_unverifiable_exit_2_and_every_task_fails_in_junit(h
     assert "verdict: unverifiable (exit 2)" in capsys.readouterr().out
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("failures")) == ("8", "8")
+
+
+def test_a_changed_tool_argument_shows_in_the_table_json_and_junit(host, changed, tmp_path, capsys):
+    # Given a v2 whose task "lookup" sends /opts/limit 2 where its baseline sent 1
+    junit = tmp_path / "args.xml"
+    # When it is compared in a table with a JUnit file
+    assert cli(host, "compare", changed["candidate"], "--junit", str(junit)) == 1
+    out = capsys.readouterr().out
+    # Then one indented line names the divergence: trial, step, kind, pointer and both values
+    line = ('  lookup: trial 1 step 0 tool-arguments at /opts/limit: baseline tool-call conformance.eval:echo '
+            '{"opts":{"limit":1},"text":"find"} / candidate tool-call conformance.eval:echo '
+            '{"opts":{"limit":2},"text":"find"}')
+    assert line in out.splitlines()
+    assert not any(ln.startswith("  same:") for ln in out.splitlines())  # unchanged: no line
+    # and the JUnit failure's message carries it
+    failure = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}["lookup"].find("failure")
+    assert failure.get("type") == "regressed"
+    assert failure.get("message").endswith(line.split(": ", 1)[1]) and "/opts/limit" in failure.text
+    # and --json carries the divergence member
+    assert cli(host, "compare", changed["candidate"], "--json") == 1
+    doc = json.loads(capsys.readouterr().out)
+    div = {t["taskId"]: t["divergence"] for t in doc["tasks"]}
+    assert div["same"] is None
+    assert (div["lookup"]["kind"], div["lookup"]["pointers"], div["lookup"]["step"]) == (
+        "tool-arguments", ["/opts/limit"], 0)
+
+
+def test_an_answer_regression_without_a_changed_step_shows_expected_vs_actual(host, loop, capsys):
+    # Given a candidate compared against another baseline, its changed answer the first divergence
+    client = host.client(host.key_a)
+    cand = run_eval(client, f"{loop['suite']}@1.1.0")
+    # When compared client-side against the baseline
+    assert cli(host, "compare", cand, "--baseline", loop["base"], "--json") == 1
+    doc = json.loads(capsys.readouterr().out)
+    rows = {t["taskId"]: t for t in doc["tasks"]}
+    # Then the divergence is recomputed from both reports' trajectories
+    assert rows["answer"]["divergence"]["kind"] == "final-output"
+    assert rows["answer"]["divergence"]["candidate"] == {"type": "final-output", "output": "a changed answer"}
+    assert rows["steady"]["divergence"] is None
+
+
+def test_markdown_is_written_and_appended_to_the_step_summary(host, changed, tmp_path, monkeypatch, capsys):
+    # Given a step summary file already holding another step's text
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    comment = tmp_path / "out" / "comment.md"
+    viewer = "http://127.0.0.1:8080/host/openwop-serverless/ui"
+    # When the regressed candidate is compared with --markdown and --viewer-url
+    assert cli(host, "compare", changed["candidate"], "--markdown", str(comment), "--viewer-url", viewer) == 1
+    capsys.readouterr()
+    text = comment.read_text(encoding="utf-8")
+    # Then the comment has the summary line, the per-task table, the divergence and the viewer links
+    lines = text.splitlines()
+    from urllib.parse import quote
+
+    link = f"{viewer}#run={quote(changed['candidate'], safe='')}"
+    assert lines[2].startswith(f"**eval regressed** (exit 1) · run [`{changed['candidate']}`]({link})")
+    assert f"vs baseline [`{changed['base']}`]({viewer}#run={quote(changed['base'], safe='')})" in lines[2]
+    assert "| same | 1.00 | 1.00 | 1/1 | 0 | unchanged |" in lines
+    assert "| lookup | 1.00 | 0.00 | 0/1 | 0 | regressed |" in lines
+    assert ('- **lookup** (regressed): `trial 1 step 0 tool-arguments at /opts/limit: baseline tool-call '
+            'conformance.eval:echo {"opts":{"limit":1},"text":"find"} / candidate tool-call conformance.eval:echo '
+            '{"opts":{"limit":2},"text":"find"}`') in lines
+    assert lines[-1] == f"[Side by side in the viewer]({link})"
+    # and the same markdown is appended to the step summary
+    assert summary.read_text(encoding="utf-8") == "earlier step\n" + text
+
+
+def test_the_step_summary_alone_gets_the_markdown_of_eval_run(host, changed, tmp_path, monkeypatch, capsys):
+    # Given only GITHUB_STEP_SUMMARY (no --markdown)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    # When eval run --wait finishes an unchanged candidate
+    code = cli(host, "run", "--suite", f"{changed['suite']}@1.0.0", "--agent", AGENT, "--baseline",
+               changed["base"], "--wait")
+    capsys.readouterr()
+    # Then the summary holds its comment: no divergences, no viewer link
+    text = summary.read_text(encoding="utf-8")
+    assert code == 0 and "**eval unchanged** (exit 0)" in text
+    assert "What changed" not in text and "viewer" not in text

@@ -6,7 +6,7 @@ import pytest
 from openwop_client.types import CreateRunRequest
 
 from shared.protocol.ids import project_id
-from tests.evalseed import seed_drift, seed_regression
+from tests.evalseed import seed_argument_change, seed_drift, seed_regression
 from tests.helpers import unique
 from tests.integration.test_eval_runs import _ports, eval_request, put_suite
 from tests.wire import raw, wait_terminal
@@ -139,3 +139,72 @@ def test_a_page_stops_at_its_byte_budget_after_its_first_task(host, seeded):
     assert [t["taskId"] for t in one["tasks"]] == ["steady"] and one["nextCursor"] == "tasks-00001"
     rest = eval_report.build(ports, rec, 1, 1000, page_bytes=10**9)
     assert [t["taskId"] for t in rest["tasks"]] == ["served", "answer"] and "nextCursor" not in rest
+
+
+@pytest.fixture(scope="module")
+def changed(host):
+    return seed_argument_change(host, host.client(host.key_a), host.key_a)
+
+
+def test_a_changed_tool_argument_is_the_divergence_with_its_pointer(host, changed):
+    # Given a v2 that sends one tool argument (/opts/limit) differently than its baseline
+    # When the candidate's report is read
+    rep = report(host, host.key_a, changed["candidate"]).json
+    rows = {t["taskId"]: t for t in rep["tasks"]}
+    # Then the regressed task names the first differing step: the tool call's arguments, at their pointer
+    assert rows["lookup"]["verdict"] == "regressed"
+    assert rows["lookup"]["divergence"] == {
+        "trial": 1, "step": 0, "kind": "tool-arguments", "pointers": ["/opts/limit"],
+        "baseline": {"type": "tool-call", "tool": "conformance.eval:echo",
+                     "args": {"text": "find", "opts": {"limit": 1}}},
+        "candidate": {"type": "tool-call", "tool": "conformance.eval:echo",
+                      "args": {"text": "find", "opts": {"limit": 2}}}}
+    # and each trial carries its trajectory: the call, its answer, the final output
+    assert [s["type"] for s in rows["lookup"]["trialResults"][0]["trajectory"]] == [
+        "tool-call", "tool-answer", "final-output"]
+    assert rows["lookup"]["trialResults"][0]["trajectory"][2] == {"type": "final-output", "output": "found"}
+    # and the unchanged task has none
+    assert rows["same"]["verdict"] == "unchanged" and rows["same"]["divergence"] is None
+
+
+def test_a_changed_final_output_is_a_final_output_divergence(host, seeded):
+    # Given the candidate whose task "answer" decides another answer (no tool calls)
+    rows = {t["taskId"]: t for t in report(host, host.key_a, seeded["candidate"]).json["tasks"]}
+    # Then its divergence is the final output at step 0, the whole value differing
+    div = rows["answer"]["divergence"]
+    assert (div["trial"], div["step"], div["kind"], div["pointers"]) == (1, 0, "final-output", [""])
+    assert (div["baseline"]["output"], div["candidate"]["output"]) == ("the answer", "a changed answer")
+    assert rows["steady"]["divergence"] is None and rows["served"]["divergence"] is None
+
+
+def test_a_run_without_a_baseline_has_no_divergence(host, seeded):
+    # Given the baseline itself (no baselineRunId)
+    rep = report(host, host.key_a, seeded["base"]).json
+    # Then no task has a divergence, and every trial still has its trajectory
+    assert [t["divergence"] for t in rep["tasks"]] == [None, None, None]
+    assert all(tr["trajectory"] for t in rep["tasks"] for tr in t["trialResults"])
+
+
+def test_the_baseline_is_read_once_per_page_in_one_range_of_its_trials(host, changed):
+    # Given the candidate's report built on moto with a counting view of the run store
+    from shared.services import eval_report
+
+    ports = _ports()
+    rec = ports.runs.get_run(changed["candidate"])
+    seen: list[tuple[str, str]] = []
+    real = ports.runs.query_aux
+
+    def counted(run_id, prefix, **kw):
+        seen.append((run_id, prefix))
+        return real(run_id, prefix, **kw)
+
+    ports.runs.query_aux = counted  # type: ignore[method-assign]
+    try:
+        # When one page of both tasks is built
+        page = eval_report.build(ports, rec, 0, 1000)
+    finally:
+        del ports.runs.query_aux
+    # Then the baseline's trials were one Query (no model log: the agent is scripted)
+    assert seen.count((changed["base"], "TRIAL#")) == 1
+    assert [r for r in seen if r[1] == "MCALL#"] == []
+    assert page["tasks"][1]["divergence"]["pointers"] == ["/opts/limit"]

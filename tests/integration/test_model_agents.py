@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
+from shared.protocol.ids import project_id
 from tests.helpers import ports as _ports
 from tests.wire import all_events, raw, wait_terminal
 from tests.workflows import definition, node, static
@@ -301,6 +302,15 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     assert {p["resolvedAgentVersion"] for p in started} == {"2.0.0"}
     calls = _ports().tool_calls.list_calls(candidate)
     assert sorted((r.source, r.status) for r in calls) == [("fixture", "error"), ("fixture", "ok")]
+    # the eval report says what changed: the model's turns read the same, the tool call's argument does not
+    rep = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(candidate)}/eval-report", key=host.key_a).json
+    div = {t["taskId"]: t["divergence"] for t in rep["tasks"]}
+    assert div["login"] is None
+    assert (div["billing"]["step"], div["billing"]["kind"], div["billing"]["pointers"]) == (
+        1, "tool-arguments", ["/customerId"])
+    assert div["billing"]["baseline"] == {"type": "tool-call", "tool": tool_id, "args": {"customerId": "c-2"}}
+    steps = next(t for t in rep["tasks"] if t["taskId"] == "billing")["trialResults"][0]["trajectory"]
+    assert steps[0]["type"] == "model-output" and steps[0]["turn"] == 0
 
 
 def test_rubric_tasks_are_graded_by_a_judge_model_and_replayed_without_judging_again(host, server):

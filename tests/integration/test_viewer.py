@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
-from tests.evalseed import seed_drift, seed_regression
+from tests.evalseed import seed_argument_change, seed_drift, seed_regression
 from tests.wire import all_events, raw, types_of, wait_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +68,22 @@ def seeded(host):
             **seed_regression(host, client, host.key_a)}
 
 
+def _open(browser, host, *, check_start: bool = False):
+    """A page of the viewer with the tenant-a key pasted; its console, page errors and HTTP errors collected."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
+    page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
+    page.on("response", lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None)
+    page.goto(host.base_url + PAGE)
+    if check_start:
+        assert page.title() == "openwop-serverless viewer"
+        assert page.text_content("#status") == "paste an API key to start"
+    page.fill("#api-key", host.key_a)
+    page.click("#key-form button[type=submit]")
+    return page, console
+
+
 def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_divergence(host, seeded):
     from playwright.sync_api import sync_playwright
 
@@ -76,17 +92,8 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            console: list[str] = []
-            page.on("console", lambda msg: console.append(msg.text))
-            page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-            page.goto(host.base_url + PAGE)
-            assert page.title() == "openwop-serverless viewer"
-            assert page.text_content("#status") == "paste an API key to start"
-
             # the key is pasted once and kept in sessionStorage; the tenant's runs are listed
-            page.fill("#api-key", host.key_a)
-            page.click("#key-form button[type=submit]")
+            page, console = _open(browser, host, check_start=True)
             page.wait_for_selector(f"tr.run-row[data-run-id='{seeded['run']}']")
             assert page.evaluate("sessionStorage.getItem('openwop.viewer.apiKey')") == host.key_a
             assert page.evaluate("localStorage.length") == 0
@@ -132,3 +139,48 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
             browser.close()
     for name in ("runs.png", "eval.png", "eval-miss.png", "fork.png"):
         assert (SHOTS / name).stat().st_size > 10_000
+
+
+def test_the_viewer_shows_baseline_and_candidate_trajectories_side_by_side_with_the_divergence(host):
+    from playwright.sync_api import sync_playwright
+
+    # Given a v2 that changes one tool argument of task "lookup" against its baseline
+    changed = seed_argument_change(host, host.client(host.key_a), host.key_a)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page, console = _open(browser, host)
+            page.wait_for_selector("tr.run-row")
+            # When the candidate is opened
+            page.evaluate(f"location.hash = 'run=' + encodeURIComponent({changed['candidate']!r})")
+            pair = "#eval-trajectories details.trajectory-pair[data-task-id='lookup']"
+            page.wait_for_selector(f"{pair} .trajectory-candidate li.diverged")
+            # Then both sides list the task's steps, the first divergence (step 0, the call) marked on each
+            sides = page.eval_on_selector_all(
+                f"{pair} ol.trajectory",
+                "ols => ols.map(ol => Array.from(ol.children).map(li => [li.dataset.step, li.className, li.textContent]))")
+            assert sides == [
+                [["0", "diverged", 'tool-call conformance.eval:echo {"text":"find","opts":{"limit":1}}'],
+                 ["1", "", 'tool-answer conformance.eval:echo {"text":"find","opts":{"limit":1}}'],
+                 ["2", "", 'final-output "found"']],
+                [["0", "diverged", 'tool-call conformance.eval:echo {"text":"find","opts":{"limit":2}}'],
+                 ["1", "", 'tool-answer conformance.eval:echo {"text":"find","opts":{"limit":2}}'],
+                 ["2", "", 'final-output "found"']]]
+            assert page.eval_on_selector(pair, "d => d.open") is True
+            assert page.text_content(f"{pair} summary").startswith(
+                "lookup (trial 1): first divergence at step 0, tool-arguments")
+            assert page.eval_on_selector_all(f"{pair} .pointer", "els => els.map(e => e.textContent)") == [
+                "/opts/limit"]
+            bg = page.eval_on_selector(f"{pair} li.diverged", "li => getComputedStyle(li).backgroundColor")
+            assert bg == "rgb(255, 236, 179)"
+            # and the unchanged task is listed closed, with no mark
+            same = "#eval-trajectories details.trajectory-pair[data-task-id='same']"
+            assert page.eval_on_selector(same, "d => d.open") is False
+            assert page.eval_on_selector_all(f"{same} li.diverged", "els => els.length") == 0
+            page.eval_on_selector(same, "d => { d.open = true; }")
+            page.screenshot(path=str(SHOTS / "eval-trajectories.png"), full_page=True)
+            assert not [m for m in console if m.startswith(("error", "pageerror"))], console
+        finally:
+            browser.close()
+    assert (SHOTS / "eval-trajectories.png").stat().st_size > 10_000
