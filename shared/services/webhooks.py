@@ -122,13 +122,23 @@ def _algorithms(body: RegisterWebhook) -> list[str]:
     return list(algs)
 
 
+def _check_events(events: Sequence[str]) -> None:
+    """webhooks.md: ``events[]`` are v2 event type names; an unknown one is refused by name (a subscription to a
+    type that never fires would be accepted and silently deliver nothing)."""
+    unknown = wh.unknown_event_types(events)
+    if unknown:
+        raise ValidationError(f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
+                              {"field": "events", "unknownEventTypes": unknown})
+    if len(set(events)) != len(events):
+        raise ValidationError("events must not repeat a type.")
+
+
 def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, Any]:
+    _check_events(body.events)
     algorithms = _algorithms(body)
     standard = wh.STANDARD_WEBHOOKS in algorithms
     if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
         raise ValidationError("A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
-    if len(set(body.events)) != len(body.events):
-        raise ValidationError("events must not repeat a type.")
     _check_url(ports, body.url)
     existing = ports.host.query(SUB_PK + caller.tenant)
     if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
@@ -206,6 +216,30 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
     if not ports.host.put_item(SUB_PK + caller.tenant, sub["webhookId"], updated, if_equals=sub):
         raise NotFoundError("No such webhook.")  # unregistered or rotated concurrently: nothing was changed
     return {"rotatedAt": ports.clock.iso(now_ms), "previousSecretExpiresAt": ports.clock.iso(expires_ms)}
+
+
+LIST_MEMBERS = ("webhookId", "url", "events", "tags", "signatureAlgorithms", "createdAt")
+_LIST_CURSOR_KEY = frozenset({"webhookId"})
+
+
+def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
+    """``GET /webhooks``: the caller's tenant's subscriptions, oldest first (ids are ULIDs), ``limit`` a page
+    (default and most: the tenant's cap), ``nextCursor`` while more remain (the runs list's MAC'd cursor). Each entry
+    is what the registration set, never a secret: id, url, events, tags, the signing schemes applied (``v1``
+    always) and when it was created. One Query of the tenant's own partition: no other tenant's item is read."""
+    from shared.services.cursors import mint_cursor, read_cursor
+
+    limit = page_limit(params, MAX_SUBSCRIPTIONS_PER_TENANT, MAX_SUBSCRIPTIONS_PER_TENANT)
+    if "cursor" in params and not params["cursor"]:
+        raise ValidationError("The cursor is not valid.")
+    after = read_cursor(ports, caller.tenant, params["cursor"], _LIST_CURSOR_KEY)["webhookId"] \
+        if params.get("cursor") else ""
+    rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant) if sk > after)
+    page = rows[:limit]
+    out: dict[str, Any] = {"webhooks": [{k: doc[k] for k in LIST_MEMBERS if k in doc} for _, doc in page]}
+    if len(rows) > limit:
+        out["nextCursor"] = mint_cursor(ports, caller.tenant, {"webhookId": page[-1][0]})
+    return out
 
 
 def dead_letters(ports: Ports, caller: Caller, wire: str, params: dict[str, str]) -> dict[str, Any]:
