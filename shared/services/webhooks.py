@@ -360,9 +360,12 @@ def _message(webhook_id: str, run_id: str, event: dict[str, Any]) -> QueueMessag
 
 
 def retry_delay_s(ports: Ports, attempt: int) -> int:
-    """Exponential backoff before attempt ``attempt + 1``: base * 2^(attempt-1), capped."""
-    base = int(ports.settings.webhook_retry_base_s)
-    return int(min(int(ports.settings.webhook_retry_cap_s), base * (2 ** max(0, attempt - 1))))
+    """Exponential backoff before attempt ``attempt + 1``: base * 2^(attempt-1), capped (deployed: 30 s doubling to
+    15 min, 8 attempts over ~45 min). Local mode keeps that shape and divides each delay by
+    ``WEBHOOK_RETRY_DIVISOR`` (rounded up to whole seconds, the queue's unit): 30 gives 1, 2, 4, 8, 16, 30, 30 s."""
+    s = ports.settings
+    delay = int(min(int(s.webhook_retry_cap_s), int(s.webhook_retry_base_s) * (2 ** max(0, attempt - 1))))
+    return -(-delay // max(1, int(s.webhook_retry_divisor)))
 
 
 def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:

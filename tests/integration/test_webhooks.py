@@ -265,9 +265,12 @@ def test_an_exhausted_delivery_is_dead_lettered_with_its_reason_and_no_content(h
                     signatureAlgorithms=["v1", "standard-webhooks-1"], secret=_whsec())
     webhook_id = reg.json["webhookId"]
     run_id = _noop_run(client)
-    attempts = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "4"))
+    from shared.wiring import get_ports
+
+    attempts = get_ports().settings.webhook_max_attempts
+    assert attempts == 8  # the deployed count (the queue's maxReceiveCount); only the delays are shortened
     page = eventually(lambda: (p := client.webhooks_dead_letters(webhook_id)).deliveries and p,
-                      timeout=30, interval=0.2)
+                      timeout=60, interval=0.2)
     (dead,) = page.deliveries
     assert (dead.runId, dead.eventType, dead.reason, dead.attempts, dead.lastStatus) == (
         run_id, "run.completed", "retries_exhausted", attempts, 500)
@@ -473,3 +476,63 @@ def test_register_honours_idempotency_key_like_create_run(host, receiver):
     assert refused.status == 400
     fixed = raw(host.base_url, "POST", "/webhooks", body, key=host.key_a, headers=key2)
     assert fixed.status == 201 and "openwop-idempotent-replay" not in fixed.headers
+
+
+def test_messages_behind_a_failing_delivery_wait_in_order_and_keep_every_attempt(host, receiver):
+    # Given a receiver that refuses the first event of each run (sequence 0) every time and takes the others
+    base = receiver.answer
+
+    def answer(hit: Hit) -> tuple[int, Any]:
+        if not hit.verification and hit.path.endswith("/head-fails") and hit.json()["event"]["sequence"] == 0:
+            return 500, {"error": "failing on purpose"}
+        return base(hit)
+
+    receiver.answer = answer  # type: ignore[method-assign]
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/head-fails", events=ALL))
+    # When a run emits its events (one message group: the later ones queue behind sequence 0)
+    run_id = _noop_run(client)
+    expected = [e.sequence for e in all_events(client, run_id) if e.type in ALL]
+    # Then sequence 0 is dead-lettered after all its attempts, and only then the others arrive, once each, in order:
+    # being handed over behind the failing one never counted as an attempt of theirs (none reached the DLQ unsent)
+    from shared.wiring import get_ports
+
+    attempts = get_ports().settings.webhook_max_attempts
+    page = eventually(lambda: (p := client.webhooks_dead_letters(reg.subscriptionId)).deliveries and p,
+                      timeout=60, interval=0.2)
+    assert [(d.attempts, d.reason) for d in page.deliveries] == [(attempts, "retries_exhausted")]
+    hits = _wait(receiver, reg.subscriptionId, run_id, attempts + len(expected) - 1, timeout=30)
+    time.sleep(0.5)
+    hits = receiver.deliveries(reg.subscriptionId, run_id)
+    seqs = [h.json()["event"]["sequence"] for h in hits]
+    assert seqs == [expected[0]] * attempts + expected[1:]
+    assert client.webhooks_dead_letters(reg.subscriptionId).deliveries == page.deliveries
+
+
+def test_different_runs_deliver_concurrently_while_one_runs_receiver_is_slow(host, receiver):
+    # Given a receiver that answers some runs' deliveries slowly (3 s each) and the others at once
+    base = receiver.answer
+    slow: set[str] = set()
+
+    def answer(hit: Hit) -> tuple[int, Any]:
+        if not hit.verification and hit.json().get("runId") in slow:
+            time.sleep(3)
+        return base(hit)
+
+    receiver.answer = answer  # type: ignore[method-assign]
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/lanes", events=ALL))
+    # (three slow runs: more groups than the two delivery threads the local mapping used to have)
+    slow_runs = [str(client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId) for _ in range(3)]
+    slow.update(slow_runs)
+    for run_id in slow_runs:
+        wait_terminal(client, run_id)
+    # When another run follows
+    started = time.time()
+    other = _noop_run(client)
+    n = len([e for e in all_events(client, other) if e.type in ALL])
+    # Then the other run's deliveries all arrive while the slow run's group is still being answered (in order)
+    hits = _wait(receiver, reg.subscriptionId, other, n, timeout=20)
+    assert [h.json()["event"]["sequence"] for h in hits] == sorted(h.json()["event"]["sequence"] for h in hits)
+    assert all(len(receiver.deliveries(reg.subscriptionId, r)) < n for r in slow_runs)  # slow groups not done
+    assert hits[-1].at - started < 3 * n

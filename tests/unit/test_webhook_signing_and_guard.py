@@ -111,3 +111,33 @@ def test_a_public_https_name_passes_and_plain_http_only_when_allowlisted() -> No
     with pytest.raises(_Reached):
         webhooks.register(local, caller, RegisterWebhook(url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
                                                             events=["run.completed"]))
+
+
+def _schedule(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from shared.settings import get_settings
+
+    for name in ("WEBHOOK_MAX_ATTEMPTS", "WEBHOOK_RETRY_BASE_SECONDS", "WEBHOOK_RETRY_CAP_SECONDS",
+                 "WEBHOOK_RETRY_DIVISOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = get_settings.__wrapped__()  # read now, not the process's cached settings
+    ports = SimpleNamespace(settings=settings)
+    return [webhooks.retry_delay_s(ports, a) for a in range(1, settings.webhook_max_attempts)]  # type: ignore[arg-type]
+
+
+def test_the_deployed_retry_schedule_spans_45_minutes_and_local_keeps_its_shape_divided(monkeypatch) -> None:
+    from shared.local.stack import LOCAL_WEBHOOK_RETRY_DIVISOR
+
+    # Given the deployed defaults (no setting) and the local divisor
+    deployed = _schedule({}, monkeypatch)
+    local = _schedule({"WEBHOOK_RETRY_DIVISOR": str(LOCAL_WEBHOOK_RETRY_DIVISOR)}, monkeypatch)
+    # Then the deployed schedule is 8 attempts, 30 s doubling to the 15 min cap (~45 min before the last one)
+    assert deployed == [30, 60, 120, 240, 480, 900, 900] and sum(deployed) == 2730
+    # and local mode has the same attempts and shape, every delay divided by 30
+    assert local == [1, 2, 4, 8, 16, 30, 30]
+    assert [-(-d // LOCAL_WEBHOOK_RETRY_DIVISOR) for d in deployed] == local
+    # so a receiver down for 21 s (the old local schedule, 4 tries 1-2 s apart, dead-lettered that) still gets it:
+    # the attempts start at 0, 1, 3, 7, 15, 31, 61, 91 s
+    starts = [sum(local[:i]) for i in range(len(local) + 1)]
+    assert starts == [0, 1, 3, 7, 15, 31, 61, 91] and any(t > 21 for t in starts)
