@@ -7,6 +7,7 @@ import base64
 import datetime
 import os
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from openwop_client.webhook_helpers import verify_webhook_signature
@@ -141,3 +142,32 @@ def test_the_deployed_retry_schedule_spans_45_minutes_and_local_keeps_its_shape_
     # the attempts start at 0, 1, 3, 7, 15, 31, 61, 91 s
     starts = [sum(local[:i]) for i in range(len(local) + 1)]
     assert starts == [0, 1, 3, 7, 15, 31, 61, 91] and any(t > 21 for t in starts)
+
+
+def _docs_verifier() -> dict[str, Any]:
+    """The ``verify.py`` sample of docs/webhooks.md, executed as a receiver would copy it."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text("utf-8")
+    block = next(b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python\n# verify.py"))
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "docs/webhooks.md:verify.py", "exec"), namespace)  # noqa: S102 - our own documentation
+    return namespace
+
+
+def test_the_documented_receiver_checks_verify_real_delivery_headers_and_refuse_tampering() -> None:
+    # Given the docs' verify.py and the headers this host sends for an opted-in subscription
+    docs = _docs_verifier()
+    secret, now = _whsec(), 1_700_000_000
+    body = b'{"runId":"t/r","event":{"type":"run.completed","sequence":3}}'
+    h = wh.delivery_headers(webhook_id="t/w", event_type="run.completed", timestamp=now, raw_body=body,
+                            v1_secret=secret, standard=[secret], message_id=wh.delivery_id("t/w", "t/r", 3))
+    headers = {k.lower(): v for k, v in h.items()}
+    # Then both documented checks accept the delivery as sent
+    assert docs["verify_openwop"](secret, headers, body, now + 10)
+    assert docs["verify_standard"](secret, headers, body, now + 10)
+    # and refuse another body, another secret, a stale timestamp and an unknown algorithm
+    assert not docs["verify_openwop"](secret, headers, body + b" ", now)
+    assert not docs["verify_standard"](_whsec(), headers, body, now)
+    assert not docs["verify_openwop"](secret, headers, body, now + 301)
+    assert not docs["verify_openwop"](secret, {**headers, "openwop-signature-algorithm": "v2"}, body, now)
