@@ -11,6 +11,7 @@ one at a time, in order:
 - the messages of one receive are split by ``MessageGroupId`` into lanes, and ``workers`` threads (bounded) run the
   lanes: each message of a lane is one invocation of the real handler with a one-record SQS event (batch size 1, as
   the deployed mapping), in order; what succeeded is deleted (one ``DeleteMessageBatch`` per lane);
+- moto's queue scans read the clock once per scan instead of once per message (``_one_clock_read_per_scan``);
 - when a message fails (reported in ``batchItemFailures``: its handler already set its backoff) or the invocation
   raises, the lane stops: the messages behind it in its group are not attempted, made visible again (they stay
   behind the failed one, whose group SQS holds while it is in flight) and their receive is uncounted, so every
@@ -55,7 +56,32 @@ def _hook_arrivals() -> None:
             _arrived.set()
 
         Queue.add_message = add_message  # type: ignore[method-assign]
+        _one_clock_read_per_scan(Queue)
         _hooked = True
+
+
+def _one_clock_read_per_scan(queue_class: Any) -> None:
+    """moto's queue scans (the visible messages a receive walks, and the three approximate counts, which every
+    SendMessage computes up to four times through ``Queue.attributes``) read the clock once per message; under
+    load that made one SendMessageBatch to a queue of a few hundred messages take a second or more. The same
+    predicates (``Message.visible`` / ``delayed``), the clock read once per scan."""
+    from moto.core.utils import unix_time_millis
+
+    def visible(self: Any) -> list[Any]:
+        now = unix_time_millis()
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def count(test: Any) -> Any:
+        def counted(self: Any) -> int:
+            now = unix_time_millis()
+            return sum(1 for m in list(self._messages) if test(m, now))
+        return property(counted)
+
+    queue_class.messages = property(visible)
+    queue_class.approximate_number_of_messages = count(
+        lambda m, now: now > m.visible_at and not now < m.delayed_until)
+    queue_class.approximate_number_of_messages_not_visible = count(lambda m, now: not now > m.visible_at)
+    queue_class.approximate_number_of_messages_delayed = count(lambda m, now: now < m.delayed_until)
 
 
 def _uncount(queue_url: str, message_ids: Sequence[str]) -> None:

@@ -291,39 +291,43 @@ _RUN_FACTS: dict[str, tuple[int | None, tuple[str, ...]]] = {}
 _RUN_FACTS_MAX = 2048
 
 
-def _run_facts(ports: Ports, run_id: str, tenant: str) -> tuple[int | None, tuple[str, ...]] | None:
-    facts = _RUN_FACTS.get(run_id)
-    if facts is None:
-        rec = ports.runs.get_run(run_id, include_expired=True)
-        if rec is None or rec.tenant != tenant:
-            return None
-        facts = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+def _load_run_facts(ports: Ports, run_ids: Sequence[str]) -> None:
+    """Cache the fork rule and tags of the runs not cached yet: one BatchGetItem per 100 runs."""
+    missing = [r for r in run_ids if r not in _RUN_FACTS]
+    if not missing:
+        return
+    for run_id, rec in ports.runs.get_runs(missing, include_expired=True).items():
+        if rec.tenant != tenant_of(run_id):
+            continue
         if len(_RUN_FACTS) >= _RUN_FACTS_MAX:
             _RUN_FACTS.pop(next(iter(_RUN_FACTS)))
-        _RUN_FACTS[run_id] = facts
-    return facts
+        _RUN_FACTS[run_id] = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+
+
+def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
+    return _RUN_FACTS.get(run_id)
 
 
 def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
     None when it must be read from the log), in log order. Returns the number of messages queued.
 
-    Requests: one Query of the tenant's subscriptions per tenant and batch, and only when it has any, one GetItem of
-    the run (once per warm process), then one SendMessageBatch per ten messages; events come from the stream
-    records themselves."""
+    Requests: one Query of the tenant's subscriptions per tenant and batch, and for the runs of tenants that have
+    any, one BatchGetItem of the runs not seen yet by this warm process (per 100), then one SendMessageBatch per ten
+    messages; events come from the stream records themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
     subs_of: dict[str, list[dict[str, Any]]] = {}
+    for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
+        subs_of[tenant] = [doc for _, doc in ports.host.query(SUB_PK + tenant)]
+    _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():
-        tenant = tenant_of(run_id)
-        if tenant not in subs_of:
-            subs_of[tenant] = [doc for _, doc in ports.host.query(SUB_PK + tenant)]
-        subs = subs_of[tenant]
+        subs = subs_of[tenant_of(run_id)]
         if not subs:
             continue
-        facts = _run_facts(ports, run_id, tenant)
+        facts = _run_facts(run_id)
         if facts is None:
             continue
         floor, run_tags = facts
