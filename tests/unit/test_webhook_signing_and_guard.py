@@ -171,3 +171,22 @@ def test_the_documented_receiver_checks_verify_real_delivery_headers_and_refuse_
     assert not docs["verify_standard"](_whsec(), headers, body, now)
     assert not docs["verify_openwop"](secret, headers, body, now + 301)
     assert not docs["verify_openwop"](secret, {**headers, "openwop-signature-algorithm": "v2"}, body, now)
+
+
+def test_queue_sends_split_by_whole_groups_keep_each_groups_order() -> None:
+    from shared.ports import QueueMessage
+    from shared.storage.sqs import MAX_BATCH, SEND_LANES, _lanes
+
+    # Given 45 messages of 7 groups, interleaved
+    messages = [QueueMessage(f"{g}:{i}", f"g{g}", f"d{g}-{i}") for i in range(7) for g in range(7)][:45]
+    # When they are split for the concurrent senders
+    lanes = _lanes(messages, SEND_LANES)
+    # Then there are at most SEND_LANES lanes, each group in exactly one, in its send order, nothing lost
+    assert 1 < len(lanes) <= SEND_LANES
+    assert sorted(m.body for lane in lanes for m in lane) == sorted(m.body for m in messages)
+    for g in {m.group for m in messages}:
+        holding = [lane for lane in lanes if any(m.group == g for m in lane)]
+        assert len(holding) == 1
+        assert [m.body for m in holding[0] if m.group == g] == [m.body for m in messages if m.group == g]
+    # and what fits one request stays one lane
+    assert _lanes(messages[:MAX_BATCH], SEND_LANES) == [messages[:MAX_BATCH]] and _lanes([], SEND_LANES) == []
