@@ -190,3 +190,16 @@ def test_queue_sends_split_by_whole_groups_keep_each_groups_order() -> None:
         assert [m.body for m in holding[0] if m.group == g] == [m.body for m in messages if m.group == g]
     # and what fits one request stays one lane
     assert _lanes(messages[:MAX_BATCH], SEND_LANES) == [messages[:MAX_BATCH]] and _lanes([], SEND_LANES) == []
+
+
+def test_every_event_type_this_host_emits_is_a_registered_v2_name_a_webhook_can_subscribe_to() -> None:
+    from shared.protocol import codes
+    from shared.protocol.event_types import V2_EVENT_TYPES
+
+    # Given the event-type constants the host emits (shared.protocol.codes: "<domain>.<verb>" strings)
+    emitted = {v for k, v in vars(codes).items() if k.isupper() and isinstance(v, str) and "." in v
+               and wh.EVENT_TYPE_RE.match(v)}
+    # Then each is registered (so a subscription naming it is accepted), and an unregistered one is named
+    assert emitted and emitted <= V2_EVENT_TYPES and len(V2_EVENT_TYPES) == 118
+    assert wh.unknown_event_types(sorted(emitted)) == []
+    assert wh.unknown_event_types(["run.completed", "run.bogus", "Run Done"]) == ["run.bogus", "events[2]"]
