@@ -286,8 +286,11 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "WebhookList": {"type": "object", "required": ["webhooks"],
                     "properties": {"webhooks": {"type": "array", "items": {
                         "type": "object", "additionalProperties": False,
-                        "required": ["webhookId", "url", "events", "signatureAlgorithms", "createdAt"],
-                        "properties": {"webhookId": _STR, "url": _STR, "events": {"type": "array", "items": _STR},
+                        "required": ["webhookId", "subscriptionId", "url", "events", "eventTypes", "tags",
+                                     "signatureAlgorithms", "createdAt"],
+                        "properties": {"webhookId": _STR, "subscriptionId": _STR, "url": _STR,
+                                       "events": {"type": "array", "items": _STR},
+                                       "eventTypes": {"type": "array", "items": _STR},
                                        "tags": {"type": "array", "items": _STR},
                                        "signatureAlgorithms": {"type": "array", "items": _STR},
                                        "createdAt": _STR}}},

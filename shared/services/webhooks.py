@@ -218,8 +218,15 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
     return {"rotatedAt": ports.clock.iso(now_ms), "previousSecretExpiresAt": ports.clock.iso(expires_ms)}
 
 
-LIST_MEMBERS = ("webhookId", "url", "events", "tags", "signatureAlgorithms", "createdAt")
 _LIST_CURSOR_KEY = frozenset({"webhookId"})
+
+
+def _listed(doc: dict[str, Any]) -> dict[str, Any]:
+    """One subscription as listed: the registration's answer (its member names: ``subscriptionId``,
+    ``eventTypes``) without the secret, plus the request's own names (``events``, ``tags``) and the schemes applied."""
+    return {"webhookId": doc["webhookId"], "subscriptionId": doc["webhookId"], "url": doc["url"],
+            "events": list(doc["events"]), "eventTypes": list(doc["events"]), "tags": list(doc.get("tags") or []),
+            "signatureAlgorithms": list(doc.get("signatureAlgorithms") or [wh.V1]), "createdAt": doc["createdAt"]}
 
 
 def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
@@ -236,7 +243,7 @@ def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[
         if params.get("cursor") else ""
     rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant) if sk > after)
     page = rows[:limit]
-    out: dict[str, Any] = {"webhooks": [{k: doc[k] for k in LIST_MEMBERS if k in doc} for _, doc in page]}
+    out: dict[str, Any] = {"webhooks": [_listed(doc) for _, doc in page]}
     if len(rows) > limit:
         out["nextCursor"] = mint_cursor(ports, caller.tenant, {"webhookId": page[-1][0]})
     return out

@@ -411,8 +411,11 @@ def test_list_webhooks_shows_the_callers_subscriptions_without_secrets_and_no_ot
     assert page_a.status == 200
     mine = {w["webhookId"]: w for w in page_a.json["webhooks"]}
     assert mine[gen.json["webhookId"]] == {
-        "webhookId": gen.json["webhookId"], "url": receiver.url + "/list-1", "events": ["run.completed"],
-        "tags": ["blue"], "signatureAlgorithms": ["v1"], "createdAt": gen.json["createdAt"]}
+        "webhookId": gen.json["webhookId"], "subscriptionId": gen.json["webhookId"], "url": receiver.url + "/list-1",
+        "events": ["run.completed"], "eventTypes": ["run.completed"], "tags": ["blue"], "signatureAlgorithms": ["v1"],
+        "createdAt": gen.json["createdAt"]}
+    # the registration's answer is the listed entry without the secret
+    assert {k: v for k, v in gen.json.items() if k != "secret"}.items() <= mine[gen.json["webhookId"]].items()
     assert mine[std.json["webhookId"]]["signatureAlgorithms"] == ["v1", "standard-webhooks-1"]
     assert mine[std.json["webhookId"]]["events"] == ["run.started", "run.failed"]
     assert gen.json["secret"] not in page_a.text and whsec not in page_a.text and "secret" not in page_a.text
