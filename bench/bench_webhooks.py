@@ -5,10 +5,18 @@ those of the delivery path only: the fan-out (events-table stream → queue) and
 event-source mapping's own SQS calls (ReceiveMessage that returned a message, DeleteMessageBatch); idle long polls
 are reported apart (on AWS the mapping's pollers make them whatever the traffic). Lag is receiver arrival minus
 the event's own timestamp, so it includes the stream, the queue and the signing.
+
+The load row: ``BENCH_WEBHOOK_CLIENTS`` clients (default 20) each create a run, wait for it to end and create the
+next, for ``BENCH_WEBHOOK_SECONDS`` (default 30; the issue's figure was 150 s), with one subscription to every event
+type; then the bench waits (at most 300 s) for every delivery. First delivery is, per run, the receiver's first hit
+for that run minus the moment its ``POST /runs`` returned; "queued at the end" is the webhook queue's depth when
+the clients stop. Everything is loopback, every loop bounded by a deadline.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import threading
 import time
@@ -20,6 +28,9 @@ from bench.common import api_event, call, line, start_stack, wait_status
 
 RUNS = 20
 QUIET_RUNS = 5
+LOAD_CLIENTS = int(os.environ.get("BENCH_WEBHOOK_CLIENTS", "20"))
+LOAD_SECONDS = float(os.environ.get("BENCH_WEBHOOK_SECONDS", "30"))
+DRAIN_S = 300
 PATH_THREADS = ("openwop-ddb-stream", "openwop-sqs-")
 
 
@@ -65,8 +76,6 @@ def main() -> None:
         reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks",
                                                 {"url": receiver.url + "/bench", "events": events}))
         assert reg["statusCode"] == 201, reg
-        import json
-
         webhook_id = json.loads(reg["body"])["webhookId"]
         t0 = time.monotonic()
         run_ids = []
@@ -114,9 +123,76 @@ def main() -> None:
         quiet.sort()
         line(f"delivery lag p50 / p95, one run at a time ({QUIET_RUNS} runs)",
              f"{statistics.median(quiet):.0f} / {quiet[int(0.95 * (len(quiet) - 1))]:.0f}", "ms")
+        _load(aws, ports, receiver, webhook_id)
     finally:
         receiver.stop()
         aws.stop()
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))] if ordered else float("nan")
+
+
+def _load(aws: Any, ports: Any, receiver: Any, webhook_id: str) -> None:
+    """Clients creating runs back to back for a bounded time; first delivery per run, and the drain."""
+    created: list[tuple[str, float]] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + LOAD_SECONDS
+
+    def client() -> None:
+        while time.monotonic() < stop_at:
+            out = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop"}))
+            if out["statusCode"] != 201:
+                time.sleep(0.2)  # throttled: the tenant's write bucket; try again
+                continue
+            run_id = json.loads(out["body"])["runId"]
+            with lock:
+                created.append((run_id, time.time()))
+            wait_status(ports, run_id, timeout=120)
+
+    threads = [threading.Thread(target=client, name=f"bench-client-{i}", daemon=True) for i in range(LOAD_CLIENTS)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(LOAD_SECONDS + 180)
+    sqs = aws.client("sqs")
+    depth = sqs.get_queue_attributes(QueueUrl=os.environ["WEBHOOKS_QUEUE_URL"],
+                                     AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    queued = int(depth.get("ApproximateNumberOfMessages", 0))
+    expected = sum(len(ports.events.read_events(r)) for r, _ in created)
+    run_ids = {r for r, _ in created}
+    deadline = time.monotonic() + DRAIN_S
+
+    def arrived() -> list[Any]:
+        return [h for h in receiver.deliveries(webhook_id) if h.json()["runId"] in run_ids]
+
+    while len(arrived()) < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    drained = time.monotonic() - t0
+    hits = arrived()
+    first: dict[str, tuple[float, float]] = {}  # run -> (arrival, event timestamp) of its first delivery
+    for h in hits:
+        doc = h.json()
+        if doc["runId"] not in first or h.at < first[doc["runId"]][0]:
+            first[doc["runId"]] = (h.at, _ms(doc["event"]["timestamp"]) / 1000)
+    latencies = [first[r][0] - at for r, at in created if r in first]
+    stored = [first[r][1] - at for r, at in created if r in first]
+    pipeline = [arrival - ts for arrival, ts in first.values()]
+    keys = {(h.json()["runId"], h.json()["event"]["sequence"]) for h in hits}
+    poller = aws.pollers.get("deliver_webhooks")
+    workers = getattr(poller, "workers", "?")
+    line(f"load: {LOAD_CLIENTS} clients creating runs for {LOAD_SECONDS:.0f} s", f"{len(created)} runs")
+    line("load: deliveries arrived / expected", f"{len(keys)} / {expected}")
+    line("load: first delivery after its run's POST, p50 / p95",
+         f"{_pct(latencies, 0.5):.1f} / {_pct(latencies, 0.95):.1f}", "s")
+    line("load:   of which: POST -> first event stored, p50", f"{_pct(stored, 0.5):.1f}", "s")
+    line("load:   of which: event stored -> delivered (stream, queue, POST), p50 / p95",
+         f"{_pct(pipeline, 0.5):.1f} / {_pct(pipeline, 0.95):.1f}", "s")
+    line("load: queued when the clients stopped", queued)
+    line("load: delivery rate (all delivered / time from start)", f"{len(keys) / max(drained, 0.001):.1f}", "/s")
+    line("load: local delivery workers", workers)
 
 
 if __name__ == "__main__":

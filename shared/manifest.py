@@ -210,7 +210,7 @@ BUCKETS: tuple[Bucket, ...] = (Bucket(FIXTURES, purpose="derived fixture copies 
 CURSOR = "cursor"
 APIKEY_PEPPER = "pepper"
 SECRETS: tuple[Secret, ...] = (
-    Secret(CURSOR, purpose="HMAC key of the GET /runs list cursors"),
+    Secret(CURSOR, purpose="HMAC key of the list cursors (GET /runs, GET /webhooks)"),
     Secret(APIKEY_PEPPER, purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
            json_key="current"),
 )
@@ -299,7 +299,7 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
              timeout_s=120, memory_mb=256),
     Function("manage_webhooks", "functions.manage_webhooks.handler", "api",
-             ((HOST, "readwrite"),), egress=True),
+             ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite")), secrets=(CURSOR,), egress=True),
     Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "read"), (EVENTS, "read"),
              (HOST, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
     Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
@@ -365,6 +365,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", f"/host/openwop-serverless/runs/{RUN_ID}/interrupts/{{nodeId}}/token", "interrupts"),
     # Webhooks (spec paths, webhooks.md): tenant-scoped subscriptions, signed durable delivery.
     Route("POST", "/webhooks", "manage_webhooks"),
+    Route("GET", "/webhooks", "manage_webhooks"),  # the caller's subscriptions (this host's; no spec operation)
     Route("DELETE", "/webhooks/{webhookId}", "manage_webhooks"),
     Route("POST", "/webhooks/{webhookId}/rotate-secret", "manage_webhooks"),
     Route("GET", "/webhooks/{webhookId}/dead-letters", "manage_webhooks"),

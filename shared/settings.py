@@ -72,6 +72,8 @@ class Settings:
     webhook_max_attempts: int = 8  # the queue's maxReceiveCount: attempts before the dead-letter queue
     webhook_retry_base_s: int = 30  # exponential backoff: base * 2^(attempt-1), capped
     webhook_retry_cap_s: int = 900
+    # Local mode only (never set on AWS): every backoff delay divided by this, the schedule's shape kept (local 30)
+    webhook_retry_divisor: int = 1
     webhook_rotation_overlap_s: int = 86_400
     webhook_dead_letter_days: int = 14
     webhook_timeout_s: float = 10.0
@@ -154,6 +156,7 @@ def get_settings() -> Settings:
         webhook_max_attempts=max(1, int(_env("WEBHOOK_MAX_ATTEMPTS", str(webhooks.max_receives)))),
         webhook_retry_base_s=max(0, int(_env("WEBHOOK_RETRY_BASE_SECONDS", str(webhooks.visibility_s)))),
         webhook_retry_cap_s=max(1, int(_env("WEBHOOK_RETRY_CAP_SECONDS", "900"))),
+        webhook_retry_divisor=max(1, int(_env("WEBHOOK_RETRY_DIVISOR", "1"))),
         webhook_rotation_overlap_s=min(604_800, max(60, int(_env("WEBHOOK_ROTATION_OVERLAP_SECONDS", "86400")))),
         webhook_dead_letter_days=max(1, int(_env("WEBHOOK_DEAD_LETTER_DAYS", "14"))),
         # the OpenTelemetry SDK's own names: an operator who knows OTLP knows these

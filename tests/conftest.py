@@ -33,8 +33,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
     """moto server in this process, patched and bootstrapped from shared.manifest; stopped at session end."""
+    import os
+
     from shared.local.stack import LocalAws
 
+    # Webhook retries keep the deployed schedule's shape, each delay divided by 240 instead of the local 30:
+    # 1, 1, 1, 1, 2, 4, 4 s, so an exhausted delivery is dead-lettered within a test's patience (~14 s)
+    os.environ.setdefault("WEBHOOK_RETRY_DIVISOR", "240")
     aws = LocalAws()
     aws.start()
     try:

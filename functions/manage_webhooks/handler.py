@@ -1,6 +1,7 @@
-"""Webhooks (spec paths, webhooks.md): register, unregister, rotate a Standard Webhooks secret, read dead letters.
+"""Webhooks (spec paths, webhooks.md): register, list, unregister, rotate a Standard Webhooks secret, dead letters.
 
-POST /webhooks (201; an opted-in registration is verified against its endpoint first);
+POST /webhooks (201; an opted-in registration is verified against its endpoint first; ``Idempotency-Key`` as on
+POST /runs); GET /webhooks (200, the caller's subscriptions, never a secret);
 DELETE /webhooks/{webhookId} (204); POST /webhooks/{webhookId}/rotate-secret (200);
 GET /webhooks/{webhookId}/dead-letters (200, newest first).
 """
@@ -8,6 +9,7 @@ GET /webhooks/{webhookId}/dead-letters (200, newest first).
 from __future__ import annotations
 
 from functions._common import api
+from functions._common.idempotency import idempotent
 from functions._common.resolver import Response
 from shared.services import webhooks
 
@@ -19,7 +21,19 @@ def register() -> Response[str]:
     from shared.protocol.webhook_bodies import RegisterWebhook
 
     caller = api.caller(app)
-    return api.reply(201, webhooks.register(api.ports(), caller, api.parse(app, RegisterWebhook)))
+    key = api.idempotency_key(app)
+    body = api.parse(app, RegisterWebhook)
+    ports = api.ports()
+    status, out, replayed = idempotent(caller, "registerWebhook", key, body.model_dump(mode="json"),
+                                       app.lambda_context, ports.ids.ulid(),
+                                       lambda: (201, webhooks.register(ports, caller, body)))
+    return api.reply(status, out, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
+
+
+@app.get("/webhooks")
+def list_webhooks() -> Response[str]:
+    caller = api.caller(app)
+    return api.reply(200, webhooks.list_webhooks(api.ports(), caller, api.query(app)))
 
 
 @app.delete("/webhooks/<webhook_id>")

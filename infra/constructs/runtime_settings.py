@@ -86,6 +86,8 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
 # Set by the stack itself from the manifest, never from context: env var -> what fixes it.
 STACK_DERIVED: Mapping[str, str] = {
     "WEBHOOK_MAX_ATTEMPTS": "the webhook queue's maxReceiveCount (shared/manifest.py), so attempts match the redrive",
+    "WEBHOOK_RETRY_DIVISOR": "local mode only (shared/local/stack.py sets 30); never set on AWS, so deployed delays "
+                             "are the schedule's own (divisor 1)",
 }
 
 # Context keys handled by their own constructs (infra/constructs/functions.py, infra/app.py): context -> env var.

@@ -71,6 +71,7 @@ LOCAL_EGRESS_ALLOW = "127.0.0.0/8,::1/128"
 
 
 LOCAL_MODEL_PROVIDERS = "bedrock,openai,mock"
+LOCAL_WEBHOOK_RETRY_DIVISOR = 30
 
 
 def local_policy_env() -> dict[str, str]:
@@ -79,11 +80,10 @@ def local_policy_env() -> dict[str, str]:
     credential-free default of the demo agent). An operator's own ``EGRESS_ALLOW`` / ``MODEL_PROVIDERS`` win."""
     return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW,
             "MODEL_PROVIDERS": os.environ.get("MODEL_PROVIDERS") or LOCAL_MODEL_PROVIDERS,
-            # Webhook retries in seconds, not minutes: a local receiver that is down for a moment still gets
-            # every event, and an exhausted delivery reaches the dead letters while one watches.
-            "WEBHOOK_MAX_ATTEMPTS": os.environ.get("WEBHOOK_MAX_ATTEMPTS") or "4",
-            "WEBHOOK_RETRY_BASE_SECONDS": os.environ.get("WEBHOOK_RETRY_BASE_SECONDS") or "1",
-            "WEBHOOK_RETRY_CAP_SECONDS": os.environ.get("WEBHOOK_RETRY_CAP_SECONDS") or "2",
+            # Webhook retries keep the deployed schedule (8 attempts, 30 s doubling to 15 min) with every delay
+            # divided by WEBHOOK_RETRY_DIVISOR (30: 1, 2, 4, ... 30 s, ~91 s in all): a local receiver down for a
+            # minute still gets every event, and an exhausted delivery reaches the dead letters within two minutes.
+            "WEBHOOK_RETRY_DIVISOR": os.environ.get("WEBHOOK_RETRY_DIVISOR") or str(LOCAL_WEBHOOK_RETRY_DIVISOR),
             # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true",
             # The per-tenant write bucket is on locally too, ten times the deployed default: one developer's

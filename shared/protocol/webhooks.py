@@ -21,9 +21,19 @@ V1 = "v1"
 STANDARD_WEBHOOKS = "standard-webhooks-1"
 ALGORITHMS = (V1, STANDARD_WEBHOOKS)
 EVENT_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$")
+MAX_EVENT_TYPE_CHARS = 128
 TAG_RE = re.compile(r"^[A-Za-z0-9._:/-]{1,64}$")
 VERIFICATION_TYPE = "openwop.webhook.verification"
 MAX_SECRET_CHARS = 200
+
+
+def unknown_event_types(events: Sequence[str]) -> list[str]:
+    """The entries of a subscription's ``events[]`` that are not registered v2 event type names (events.md §2),
+    in order; an entry outside the type-name grammar is named by its index (``events[3]``), never echoed."""
+    from shared.protocol.event_types import V2_EVENT_TYPES
+
+    return [e if EVENT_TYPE_RE.match(e) else f"events[{i}]" for i, e in enumerate(events)
+            if e not in V2_EVENT_TYPES]
 
 
 def whsec_key(secret: str) -> bytes | None:

@@ -161,8 +161,10 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
         Op("/agents/{agentId}/deployments", "transitionAgentDeployment", {200: "AgentDeployment"},
            (400, 401, 404, 406, 413, 415, 422), body="DeploymentTransition")],
     ("POST", "/webhooks"): [
-        Op("/webhooks", "registerWebhook", {201: "WebhookRegistration"}, (400, 401, 406, 413, 415),
-           body="RegisterWebhook")],
+        Op("/webhooks", "registerWebhook", {201: "WebhookRegistration"}, (400, 401, 406, 409, 413, 415),
+           body="RegisterWebhook", headers=("Idempotency-Key",))],
+    ("GET", "/webhooks"): [
+        Op("/webhooks", "listWebhooks", {200: "WebhookList"}, (400, 401, 406), query=("limit", "cursor"))],
     ("DELETE", "/webhooks/{webhookId}"): [
         Op("/webhooks/{webhookId}", "unregisterWebhook", {204: None}, (400, 401, 403, 404, 406))],
     ("POST", "/webhooks/{webhookId}/rotate-secret"): [
@@ -309,6 +311,18 @@ RESPONSES: dict[str, dict[str, Any]] = {
                             "properties": {"webhookId": _STR, "subscriptionId": _STR, "url": _STR, "createdAt": _STR,
                                            "eventTypes": {"type": "array", "items": _STR}, "secret": _STR,
                                            "signatureAlgorithms": {"type": "array", "items": _STR}}},
+    "WebhookList": {"type": "object", "required": ["webhooks"],
+                    "properties": {"webhooks": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": False,
+                        "required": ["webhookId", "subscriptionId", "url", "events", "eventTypes", "tags",
+                                     "signatureAlgorithms", "createdAt"],
+                        "properties": {"webhookId": _STR, "subscriptionId": _STR, "url": _STR,
+                                       "events": {"type": "array", "items": _STR},
+                                       "eventTypes": {"type": "array", "items": _STR},
+                                       "tags": {"type": "array", "items": _STR},
+                                       "signatureAlgorithms": {"type": "array", "items": _STR},
+                                       "createdAt": _STR}}},
+                                   "nextCursor": _STR}},
     "RotatedWebhookSecret": {"type": "object", "required": ["rotatedAt", "previousSecretExpiresAt"],
                              "additionalProperties": False,
                              "properties": {"rotatedAt": _STR, "previousSecretExpiresAt": _STR}},

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -20,6 +17,7 @@ from shared.errors import (
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.services.common import Caller, load_own_run, page_limit, snapshot
+from shared.services.cursors import mint_cursor, read_cursor
 from shared.services.run_start import Created, common_checks, start_run
 
 if TYPE_CHECKING:
@@ -97,40 +95,13 @@ def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- list
 
-_CURSOR_RE = re.compile(r"^[A-Za-z0-9_-]{8,2048}$")
 _CURSOR_KEYS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk"})
 
 
-def _cursor_mac(ports: Ports, tenant: str, key: dict[str, Any]) -> str:
-    """HMAC-SHA-256 over (tenant, start key) under the deployment's cursor secret (one read per cold start)."""
-    secret = ports.secrets.get_secret(ports.settings.cursor_secret_id).encode("utf-8")
-    body = json.dumps(key, separators=(",", ":"), sort_keys=True)
-    return hmac.new(secret, f"{tenant}\n{body}".encode(), hashlib.sha256).hexdigest()
-
-
-def _mint_cursor(ports: Ports, tenant: str, key: dict[str, Any]) -> str:
-    raw = json.dumps({"k": key, "m": _cursor_mac(ports, tenant, key)}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
 def _read_cursor(ports: Ports, tenant: str, cursor: str) -> dict[str, Any]:
-    """The start key of a cursor this deployment minted for this tenant; anything else is ``400``."""
-    bad = ValidationError("The cursor was not minted by this host.")
-    if len(cursor) > 2048 or not _CURSOR_RE.match(cursor):
-        raise bad
-    try:
-        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, RecursionError) as exc:  # bad base64, UTF-8 or JSON; JSON nested too deep
-        raise bad from exc
-    if not isinstance(raw, dict) or set(raw) != {"k", "m"} or not isinstance(raw["m"], str):
-        raise bad
-    key = raw["k"]
-    if not isinstance(key, dict) or set(key) != _CURSOR_KEYS or not all(isinstance(v, str) for v in key.values()):
-        raise bad
-    if not hmac.compare_digest(raw["m"].encode("utf-8"), _cursor_mac(ports, tenant, key).encode("utf-8")):
-        raise bad
+    key = read_cursor(ports, tenant, cursor, _CURSOR_KEYS)
     if key["gsi1pk"] != tenant:  # minted for this tenant, so never true; kept as a second lock on the partition
-        raise bad
+        raise ValidationError("The cursor was not minted by this host.")
     return key
 
 
@@ -141,7 +112,7 @@ def list_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str,
     page = ports.runs.list_runs(caller.tenant, limit, start, filters)
     body: dict[str, Any] = {"runs": [run_snapshot(ports, r) for r in page.runs]}
     if page.next_key:
-        body["nextCursor"] = _mint_cursor(ports, caller.tenant, page.next_key)
+        body["nextCursor"] = mint_cursor(ports, caller.tenant, page.next_key)
     return body
 
 

@@ -124,13 +124,23 @@ def _algorithms(body: RegisterWebhook) -> list[str]:
     return list(algs)
 
 
+def _check_events(events: Sequence[str]) -> None:
+    """webhooks.md: ``events[]`` are v2 event type names; an unknown one is refused by name (a subscription to a
+    type that never fires would be accepted and silently deliver nothing)."""
+    unknown = wh.unknown_event_types(events)
+    if unknown:
+        raise ValidationError(f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
+                              {"field": "events", "unknownEventTypes": unknown})
+    if len(set(events)) != len(events):
+        raise ValidationError("events must not repeat a type.")
+
+
 def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, Any]:
+    _check_events(body.events)
     algorithms = _algorithms(body)
     standard = wh.STANDARD_WEBHOOKS in algorithms
     if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
         raise ValidationError("A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
-    if len(set(body.events)) != len(body.events):
-        raise ValidationError("events must not repeat a type.")
     _check_url(ports, body.url)
     existing = ports.host.query(SUB_PK + caller.tenant)
     if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
@@ -210,6 +220,37 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
     return {"rotatedAt": ports.clock.iso(now_ms), "previousSecretExpiresAt": ports.clock.iso(expires_ms)}
 
 
+_LIST_CURSOR_KEY = frozenset({"webhookId"})
+
+
+def _listed(doc: dict[str, Any]) -> dict[str, Any]:
+    """One subscription as listed: the registration's answer (its member names: ``subscriptionId``,
+    ``eventTypes``) without the secret, plus the request's own names (``events``, ``tags``) and the schemes applied."""
+    return {"webhookId": doc["webhookId"], "subscriptionId": doc["webhookId"], "url": doc["url"],
+            "events": list(doc["events"]), "eventTypes": list(doc["events"]), "tags": list(doc.get("tags") or []),
+            "signatureAlgorithms": list(doc.get("signatureAlgorithms") or [wh.V1]), "createdAt": doc["createdAt"]}
+
+
+def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
+    """``GET /webhooks``: the caller's tenant's subscriptions, oldest first (ids are ULIDs), ``limit`` a page
+    (default and most: the tenant's cap), ``nextCursor`` while more remain (the runs list's MAC'd cursor). Each entry
+    is what the registration set, never a secret: id, url, events, tags, the signing schemes applied (``v1``
+    always) and when it was created. One Query of the tenant's own partition: no other tenant's item is read."""
+    from shared.services.cursors import mint_cursor, read_cursor
+
+    limit = page_limit(params, MAX_SUBSCRIPTIONS_PER_TENANT, MAX_SUBSCRIPTIONS_PER_TENANT)
+    if "cursor" in params and not params["cursor"]:
+        raise ValidationError("The cursor is not valid.")
+    after = read_cursor(ports, caller.tenant, params["cursor"], _LIST_CURSOR_KEY)["webhookId"] \
+        if params.get("cursor") else ""
+    rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant) if sk > after)
+    page = rows[:limit]
+    out: dict[str, Any] = {"webhooks": [_listed(doc) for _, doc in page]}
+    if len(rows) > limit:
+        out["nextCursor"] = mint_cursor(ports, caller.tenant, {"webhookId": page[-1][0]})
+    return out
+
+
 def dead_letters(ports: Ports, caller: Caller, wire: str, params: dict[str, str]) -> dict[str, Any]:
     """RFC 0188: newest first, content-free records; ``cursor`` is the last record's sort key (opaque)."""
     sub = _load(ports, caller, wire)
@@ -261,39 +302,43 @@ _RUN_FACTS: dict[str, tuple[int | None, tuple[str, ...]]] = {}
 _RUN_FACTS_MAX = 2048
 
 
-def _run_facts(ports: Ports, run_id: str, tenant: str) -> tuple[int | None, tuple[str, ...]] | None:
-    facts = _RUN_FACTS.get(run_id)
-    if facts is None:
-        rec = ports.runs.get_run(run_id, include_expired=True)
-        if rec is None or rec.tenant != tenant:
-            return None
-        facts = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+def _load_run_facts(ports: Ports, run_ids: Sequence[str]) -> None:
+    """Cache the fork rule and tags of the runs not cached yet: one BatchGetItem per 100 runs."""
+    missing = [r for r in run_ids if r not in _RUN_FACTS]
+    if not missing:
+        return
+    for run_id, rec in ports.runs.get_runs(missing, include_expired=True).items():
+        if rec.tenant != tenant_of(run_id):
+            continue
         if len(_RUN_FACTS) >= _RUN_FACTS_MAX:
             _RUN_FACTS.pop(next(iter(_RUN_FACTS)))
-        _RUN_FACTS[run_id] = facts
-    return facts
+        _RUN_FACTS[run_id] = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+
+
+def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
+    return _RUN_FACTS.get(run_id)
 
 
 def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
     None when it must be read from the log), in log order. Returns the number of messages queued.
 
-    Requests: one Query of the tenant's subscriptions per tenant and batch, and only when it has any, one GetItem of
-    the run (once per warm process), then one SendMessageBatch per ten messages; events come from the stream
-    records themselves."""
+    Requests: one Query of the tenant's subscriptions per tenant and batch, and for the runs of tenants that have
+    any, one BatchGetItem of the runs not seen yet by this warm process (per 100), then one SendMessageBatch per ten
+    messages; events come from the stream records themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
     subs_of: dict[str, list[dict[str, Any]]] = {}
+    for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
+        subs_of[tenant] = [doc for _, doc in ports.host.query(SUB_PK + tenant)]
+    _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():
-        tenant = tenant_of(run_id)
-        if tenant not in subs_of:
-            subs_of[tenant] = [doc for _, doc in ports.host.query(SUB_PK + tenant)]
-        subs = subs_of[tenant]
+        subs = subs_of[tenant_of(run_id)]
         if not subs:
             continue
-        facts = _run_facts(ports, run_id, tenant)
+        facts = _run_facts(run_id)
         if facts is None:
             continue
         floor, run_tags = facts
@@ -330,9 +375,12 @@ def _message(webhook_id: str, run_id: str, event: dict[str, Any]) -> QueueMessag
 
 
 def retry_delay_s(ports: Ports, attempt: int) -> int:
-    """Exponential backoff before attempt ``attempt + 1``: base * 2^(attempt-1), capped."""
-    base = int(ports.settings.webhook_retry_base_s)
-    return int(min(int(ports.settings.webhook_retry_cap_s), base * (2 ** max(0, attempt - 1))))
+    """Exponential backoff before attempt ``attempt + 1``: base * 2^(attempt-1), capped (deployed: 30 s doubling to
+    15 min, 8 attempts over ~45 min). Local mode keeps that shape and divides each delay by
+    ``WEBHOOK_RETRY_DIVISOR`` (rounded up to whole seconds, the queue's unit): 30 gives 1, 2, 4, 8, 16, 30, 30 s."""
+    s = ports.settings
+    delay = int(min(int(s.webhook_retry_cap_s), int(s.webhook_retry_base_s) * (2 ** max(0, attempt - 1))))
+    return -(-delay // max(1, int(s.webhook_retry_divisor)))
 
 
 def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:

@@ -9,10 +9,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.errors import ConflictError, RunGoneError
+from shared.clock import full_jitter_sleep
+from shared.errors import ConflictError, RunGoneError, StorageError
 from shared.ports import BlobStore, Clock, ListPage, RunRecord
 from shared.storage import schema
 from shared.storage.ddb import (
+    BATCH_WRITE_ATTEMPTS,
     add_updates,
     batch_delete,
     dump,
@@ -134,6 +136,32 @@ class DynamoRunStore:
         if self._expired(rec.expires_at) and not include_expired:
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
+
+    def get_runs(self, run_ids: Sequence[str], *, include_expired: bool = False) -> dict[str, RunRecord]:
+        """``get_run`` for many runs: BatchGetItem, 100 keys a request, strongly consistent; what DynamoDB leaves
+        unprocessed is asked again (at most ``BATCH_WRITE_ATTEMPTS`` requests a chunk, then ``StorageError``). Runs
+        absent, being erased or (unless ``include_expired``) expired are left out."""
+        ids = list(dict.fromkeys(run_ids))
+        out: dict[str, RunRecord] = {}
+        for i in range(0, len(ids), 100):
+            pending: dict[str, Any] = {self._t: {"ConsistentRead": True, "Keys": [
+                to_item({"pk": r, "sk": schema.RUN_SK}) for r in ids[i:i + 100]]}}
+            for attempt in range(1, BATCH_WRITE_ATTEMPTS + 1):
+                resp = self._c.batch_get_item(RequestItems=pending)
+                for raw in resp.get("Responses", {}).get(self._t, []):
+                    try:
+                        rec = self._record(raw)
+                    except RunGoneError:
+                        continue
+                    if include_expired or not self._expired(rec.expires_at):
+                        out[rec.run_id] = rec
+                pending = resp.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                if attempt == BATCH_WRITE_ATTEMPTS:
+                    raise StorageError(f"{self._t}: keys still unprocessed after {attempt} BatchGetItem requests")
+                full_jitter_sleep(attempt)
+        return out
 
     def list_runs(
         self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,

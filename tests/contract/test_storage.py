@@ -231,3 +231,17 @@ def test_an_era_2_log_is_stored_verbatim_and_every_read_translates_it(ports):
         assert got[0]["payload"] == {"workflowId": "w", "owner": owner} and got[1]["payload"] == {"big": big}
     # And a stream image of such a row is not decoded (readers go through the log)
     assert ports.events.event_from_image(items[0]) is None
+
+
+def test_get_runs_reads_many_runs_at_once_and_leaves_out_absent_and_expired_ones(ports):
+    # Given 120 runs (more than one BatchGetItem of 100), one expired, and an id that names no run
+    live = [_run(ports) for _ in range(119)]
+    expired = _run(ports, expires_at=ports.clock.now_ms() // 1000 - 10)
+    ids = [r.run_id for r in live] + [expired.run_id, "tenant-c/" + "z" * 26]
+    # When they are read together (an id repeated once)
+    found = ports.runs.get_runs(ids + [live[0].run_id])
+    with_expired = ports.runs.get_runs(ids, include_expired=True)
+    # Then every live run comes back as get_run reads it, the expired one only when asked, the unknown one never
+    assert set(found) == {r.run_id for r in live}
+    assert found[live[7].run_id] == ports.runs.get_run(live[7].run_id)
+    assert set(with_expired) == {r.run_id for r in live} | {expired.run_id}

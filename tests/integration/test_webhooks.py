@@ -265,9 +265,12 @@ def test_an_exhausted_delivery_is_dead_lettered_with_its_reason_and_no_content(h
                     signatureAlgorithms=["v1", "standard-webhooks-1"], secret=_whsec())
     webhook_id = reg.json["webhookId"]
     run_id = _noop_run(client)
-    attempts = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "4"))
+    from shared.wiring import get_ports
+
+    attempts = get_ports().settings.webhook_max_attempts
+    assert attempts == 8  # the deployed count (the queue's maxReceiveCount); only the delays are shortened
     page = eventually(lambda: (p := client.webhooks_dead_letters(webhook_id)).deliveries and p,
-                      timeout=30, interval=0.2)
+                      timeout=60, interval=0.2)
     (dead,) = page.deliveries
     assert (dead.runId, dead.eventType, dead.reason, dead.attempts, dead.lastStatus) == (
         run_id, "run.completed", "retries_exhausted", attempts, 500)
@@ -372,3 +375,167 @@ def test_tags_narrow_delivery_to_runs_with_an_overlapping_tag(host, receiver):
     _wait(receiver, reg["webhookId"], tagged, 1)
     time.sleep(0.5)
     assert receiver.deliveries(reg["webhookId"], plain) == []
+
+
+def test_an_unknown_event_type_is_400_naming_it_and_stores_nothing(host, receiver):
+    # Given a registration whose events[] mixes a v2 type with one that is not registered
+    before = raw(host.base_url, "GET", "/webhooks", None, key=host.key_a).json["webhooks"]
+    # When it is posted
+    r = _register(host, host.key_a, receiver.url + "/bogus", ["run.completed", "run.bogus"])
+    # Then it is 400 validation_error naming the unknown type (and only it), and nothing was stored
+    assert r.status == 400 and r.json["error"] == "validation_error"
+    assert "run.bogus" in r.json["message"] and "run.completed" not in r.json["message"]
+    assert r.json["details"]["unknownEventTypes"] == ["run.bogus"]
+    assert raw(host.base_url, "GET", "/webhooks", None, key=host.key_a).json["webhooks"] == before
+    # an entry outside the type-name grammar is named by its index, never echoed
+    odd = _register(host, host.key_a, receiver.url + "/bogus", ["run.completed", "<b>Run Done</b>"])
+    assert odd.status == 400 and "events[1]" in odd.json["message"] and "<b>" not in odd.text
+    # every registered v2 type is accepted, including ones this host never emits
+    ok = _register(host, host.key_a, receiver.url + "/ok", ["run.completed", "artifact.created", "approval.granted"])
+    assert ok.status == 201
+
+
+def test_list_webhooks_shows_the_callers_subscriptions_without_secrets_and_no_other_tenants(host, receiver):
+    # Given tenant A registers two subscriptions (one generated secret, one opted into Standard Webhooks)
+    # and tenant B one
+    gen = _register(host, host.key_a, receiver.url + "/list-1", ["run.completed"], tags=["blue"])
+    whsec = _whsec()
+    std = _register(host, host.key_a, receiver.url + "/list-2", ["run.started", "run.failed"],
+                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=whsec)
+    other = _register(host, host.key_b, receiver.url + "/list-b", ["run.completed"])
+    assert (gen.status, std.status, other.status) == (201, 201, 201)
+    # When each tenant lists its webhooks
+    page_a = raw(host.base_url, "GET", "/webhooks", None, key=host.key_a)
+    page_b = raw(host.base_url, "GET", "/webhooks", None, key=host.key_b)
+    # Then A sees its own two as registered, with the applied signing schemes, and never a secret
+    assert page_a.status == 200
+    mine = {w["webhookId"]: w for w in page_a.json["webhooks"]}
+    assert mine[gen.json["webhookId"]] == {
+        "webhookId": gen.json["webhookId"], "subscriptionId": gen.json["webhookId"], "url": receiver.url + "/list-1",
+        "events": ["run.completed"], "eventTypes": ["run.completed"], "tags": ["blue"], "signatureAlgorithms": ["v1"],
+        "createdAt": gen.json["createdAt"]}
+    # the registration's answer is the listed entry without the secret
+    assert {k: v for k, v in gen.json.items() if k != "secret"}.items() <= mine[gen.json["webhookId"]].items()
+    assert mine[std.json["webhookId"]]["signatureAlgorithms"] == ["v1", "standard-webhooks-1"]
+    assert mine[std.json["webhookId"]]["events"] == ["run.started", "run.failed"]
+    assert gen.json["secret"] not in page_a.text and whsec not in page_a.text and "secret" not in page_a.text
+    # and nothing of B's; B sees only its own
+    assert all(w["webhookId"].startswith(host.tenant_a + "/") for w in page_a.json["webhooks"])
+    assert other.json["webhookId"] not in page_a.text
+    assert other.json["webhookId"] in {w["webhookId"] for w in page_b.json["webhooks"]}
+    assert all(w["webhookId"].startswith(host.tenant_b + "/") for w in page_b.json["webhooks"])
+    # an unregistered subscription leaves the list
+    raw(host.base_url, "DELETE", f"/webhooks/{project_id(gen.json['webhookId'])}", None, key=host.key_a)
+    after = raw(host.base_url, "GET", "/webhooks", None, key=host.key_a).json["webhooks"]
+    assert gen.json["webhookId"] not in {w["webhookId"] for w in after}
+
+
+def test_list_webhooks_pages_with_a_cursor_no_other_tenant_can_use(host, receiver):
+    # Given tenant A holds at least three subscriptions
+    ids = {_register(host, host.key_a, receiver.url + f"/page-{i}", ["run.completed"]).json["webhookId"]
+           for i in range(3)}
+    # When it lists them two at a time
+    seen: list[str] = []
+    first = raw(host.base_url, "GET", "/webhooks?limit=2", None, key=host.key_a).json
+    assert len(first["webhooks"]) == 2 and first["nextCursor"]
+    page, cursor = first, None
+    for _ in range(30):  # bounded: the tenant holds at most 50
+        seen += [w["webhookId"] for w in page["webhooks"]]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+        page = raw(host.base_url, "GET", f"/webhooks?limit=2&cursor={cursor}", None, key=host.key_a).json
+    # Then every subscription appears exactly once, in id order
+    assert ids <= set(seen) and len(seen) == len(set(seen)) and seen == sorted(seen)
+    # and A's cursor is refused to B with the same bytes as a forged one
+    stolen = raw(host.base_url, "GET", f"/webhooks?cursor={first['nextCursor']}", None, key=host.key_b)
+    forged = raw(host.base_url, "GET", "/webhooks?cursor=" + "A" * 40, None, key=host.key_b)
+    assert stolen.status == 400 and stolen.json["error"] == "validation_error" and stolen.text == forged.text
+    bad_limit = raw(host.base_url, "GET", "/webhooks?limit=0", None, key=host.key_a)
+    assert bad_limit.status == 400 and bad_limit.json["error"] == "validation_error"
+
+
+def test_register_honours_idempotency_key_like_create_run(host, receiver):
+    body = {"url": receiver.url + "/idem", "events": ["run.completed"]}
+    key = {"Idempotency-Key": "webhook-idem-" + os.urandom(6).hex()}
+    # Given a registration sent with an Idempotency-Key
+    first = raw(host.base_url, "POST", "/webhooks", body, key=host.key_a, headers=key)
+    # When the same request is sent again with the same key
+    again = raw(host.base_url, "POST", "/webhooks", body, key=host.key_a, headers=key)
+    # Then the stored answer comes back (marked as a replay) and one subscription exists
+    assert first.status == again.status == 201 and again.json == first.json
+    assert again.headers.get("openwop-idempotent-replay") == "true" and "openwop-idempotent-replay" not in first.headers
+    listed = raw(host.base_url, "GET", "/webhooks", None, key=host.key_a).json["webhooks"]
+    assert [w["webhookId"] for w in listed if w["url"] == body["url"]] == [first.json["webhookId"]]
+    # the same key with another body is 409 idempotency_key_mismatch; another tenant's same key is its own
+    changed = raw(host.base_url, "POST", "/webhooks", {**body, "events": ["run.failed"]}, key=host.key_a, headers=key)
+    assert changed.status == 409 and changed.json["error"] == "idempotency_key_mismatch"
+    theirs = raw(host.base_url, "POST", "/webhooks", body, key=host.key_b, headers=key)
+    assert theirs.status == 201 and theirs.json["webhookId"].startswith(host.tenant_b + "/")
+    assert "openwop-idempotent-replay" not in theirs.headers
+    # a refusal is not stored: the corrected retry under the same key registers
+    key2 = {"Idempotency-Key": "webhook-idem-" + os.urandom(6).hex()}
+    refused = raw(host.base_url, "POST", "/webhooks", {**body, "events": ["run.bogus"]}, key=host.key_a, headers=key2)
+    assert refused.status == 400
+    fixed = raw(host.base_url, "POST", "/webhooks", body, key=host.key_a, headers=key2)
+    assert fixed.status == 201 and "openwop-idempotent-replay" not in fixed.headers
+
+
+def test_messages_behind_a_failing_delivery_wait_in_order_and_keep_every_attempt(host, receiver):
+    # Given a receiver that refuses the first event of each run (sequence 0) every time and takes the others
+    base = receiver.answer
+
+    def answer(hit: Hit) -> tuple[int, Any]:
+        if not hit.verification and hit.path.endswith("/head-fails") and hit.json()["event"]["sequence"] == 0:
+            return 500, {"error": "failing on purpose"}
+        return base(hit)
+
+    receiver.answer = answer  # type: ignore[method-assign]
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/head-fails", events=ALL))
+    # When a run emits its events (one message group: the later ones queue behind sequence 0)
+    run_id = _noop_run(client)
+    expected = [e.sequence for e in all_events(client, run_id) if e.type in ALL]
+    # Then sequence 0 is dead-lettered after all its attempts, and only then the others arrive, once each, in order:
+    # being handed over behind the failing one never counted as an attempt of theirs (none reached the DLQ unsent)
+    from shared.wiring import get_ports
+
+    attempts = get_ports().settings.webhook_max_attempts
+    page = eventually(lambda: (p := client.webhooks_dead_letters(reg.subscriptionId)).deliveries and p,
+                      timeout=60, interval=0.2)
+    assert [(d.attempts, d.reason) for d in page.deliveries] == [(attempts, "retries_exhausted")]
+    hits = _wait(receiver, reg.subscriptionId, run_id, attempts + len(expected) - 1, timeout=30)
+    time.sleep(0.5)
+    hits = receiver.deliveries(reg.subscriptionId, run_id)
+    seqs = [h.json()["event"]["sequence"] for h in hits]
+    assert seqs == [expected[0]] * attempts + expected[1:]
+    assert client.webhooks_dead_letters(reg.subscriptionId).deliveries == page.deliveries
+
+
+def test_different_runs_deliver_concurrently_while_one_runs_receiver_is_slow(host, receiver):
+    # Given a receiver that answers some runs' deliveries slowly (3 s each) and the others at once
+    base = receiver.answer
+    slow: set[str] = set()
+
+    def answer(hit: Hit) -> tuple[int, Any]:
+        if not hit.verification and hit.json().get("runId") in slow:
+            time.sleep(3)
+        return base(hit)
+
+    receiver.answer = answer  # type: ignore[method-assign]
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/lanes", events=ALL))
+    # (three slow runs: more groups than the two delivery threads the local mapping used to have)
+    slow_runs = [str(client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId) for _ in range(3)]
+    slow.update(slow_runs)
+    for run_id in slow_runs:
+        wait_terminal(client, run_id)
+    # When another run follows
+    started = time.time()
+    other = _noop_run(client)
+    n = len([e for e in all_events(client, other) if e.type in ALL])
+    # Then the other run's deliveries all arrive while the slow run's group is still being answered (in order)
+    hits = _wait(receiver, reg.subscriptionId, other, n, timeout=20)
+    assert [h.json()["event"]["sequence"] for h in hits] == sorted(h.json()["event"]["sequence"] for h in hits)
+    assert all(len(receiver.deliveries(reg.subscriptionId, r)) < n for r in slow_runs)  # slow groups not done
+    assert hits[-1].at - started < 3 * n

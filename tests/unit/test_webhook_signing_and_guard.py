@@ -7,6 +7,7 @@ import base64
 import datetime
 import os
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from openwop_client.webhook_helpers import verify_webhook_signature
@@ -111,3 +112,94 @@ def test_a_public_https_name_passes_and_plain_http_only_when_allowlisted() -> No
     with pytest.raises(_Reached):
         webhooks.register(local, caller, RegisterWebhook(url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
                                                             events=["run.completed"]))
+
+
+def _schedule(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from shared.settings import get_settings
+
+    for name in ("WEBHOOK_MAX_ATTEMPTS", "WEBHOOK_RETRY_BASE_SECONDS", "WEBHOOK_RETRY_CAP_SECONDS",
+                 "WEBHOOK_RETRY_DIVISOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = get_settings.__wrapped__()  # read now, not the process's cached settings
+    ports = SimpleNamespace(settings=settings)
+    return [webhooks.retry_delay_s(ports, a) for a in range(1, settings.webhook_max_attempts)]  # type: ignore[arg-type]
+
+
+def test_the_deployed_retry_schedule_spans_45_minutes_and_local_keeps_its_shape_divided(monkeypatch) -> None:
+    from shared.local.stack import LOCAL_WEBHOOK_RETRY_DIVISOR
+
+    # Given the deployed defaults (no setting) and the local divisor
+    deployed = _schedule({}, monkeypatch)
+    local = _schedule({"WEBHOOK_RETRY_DIVISOR": str(LOCAL_WEBHOOK_RETRY_DIVISOR)}, monkeypatch)
+    # Then the deployed schedule is 8 attempts, 30 s doubling to the 15 min cap (~45 min before the last one)
+    assert deployed == [30, 60, 120, 240, 480, 900, 900] and sum(deployed) == 2730
+    # and local mode has the same attempts and shape, every delay divided by 30
+    assert local == [1, 2, 4, 8, 16, 30, 30]
+    assert [-(-d // LOCAL_WEBHOOK_RETRY_DIVISOR) for d in deployed] == local
+    # so a receiver down for 21 s (the old local schedule, 4 tries 1-2 s apart, dead-lettered that) still gets it:
+    # the attempts start at 0, 1, 3, 7, 15, 31, 61, 91 s
+    starts = [sum(local[:i]) for i in range(len(local) + 1)]
+    assert starts == [0, 1, 3, 7, 15, 31, 61, 91] and any(t > 21 for t in starts)
+
+
+def _docs_verifier() -> dict[str, Any]:
+    """The ``verify.py`` sample of docs/webhooks.md, executed as a receiver would copy it."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text("utf-8")
+    block = next(b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith("python\n# verify.py"))
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "docs/webhooks.md:verify.py", "exec"), namespace)  # noqa: S102 - our own documentation
+    return namespace
+
+
+def test_the_documented_receiver_checks_verify_real_delivery_headers_and_refuse_tampering() -> None:
+    # Given the docs' verify.py and the headers this host sends for an opted-in subscription
+    docs = _docs_verifier()
+    secret, now = _whsec(), 1_700_000_000
+    body = b'{"runId":"t/r","event":{"type":"run.completed","sequence":3}}'
+    h = wh.delivery_headers(webhook_id="t/w", event_type="run.completed", timestamp=now, raw_body=body,
+                            v1_secret=secret, standard=[secret], message_id=wh.delivery_id("t/w", "t/r", 3))
+    headers = {k.lower(): v for k, v in h.items()}
+    # Then both documented checks accept the delivery as sent
+    assert docs["verify_openwop"](secret, headers, body, now + 10)
+    assert docs["verify_standard"](secret, headers, body, now + 10)
+    # and refuse another body, another secret, a stale timestamp and an unknown algorithm
+    assert not docs["verify_openwop"](secret, headers, body + b" ", now)
+    assert not docs["verify_standard"](_whsec(), headers, body, now)
+    assert not docs["verify_openwop"](secret, headers, body, now + 301)
+    assert not docs["verify_openwop"](secret, {**headers, "openwop-signature-algorithm": "v2"}, body, now)
+
+
+def test_queue_sends_split_by_whole_groups_keep_each_groups_order() -> None:
+    from shared.ports import QueueMessage
+    from shared.storage.sqs import MAX_BATCH, SEND_LANES, _lanes
+
+    # Given 45 messages of 7 groups, interleaved
+    messages = [QueueMessage(f"{g}:{i}", f"g{g}", f"d{g}-{i}") for i in range(7) for g in range(7)][:45]
+    # When they are split for the concurrent senders
+    lanes = _lanes(messages, SEND_LANES)
+    # Then there are at most SEND_LANES lanes, each group in exactly one, in its send order, nothing lost
+    assert 1 < len(lanes) <= SEND_LANES
+    assert sorted(m.body for lane in lanes for m in lane) == sorted(m.body for m in messages)
+    for g in {m.group for m in messages}:
+        holding = [lane for lane in lanes if any(m.group == g for m in lane)]
+        assert len(holding) == 1
+        assert [m.body for m in holding[0] if m.group == g] == [m.body for m in messages if m.group == g]
+    # and what fits one request stays one lane
+    assert _lanes(messages[:MAX_BATCH], SEND_LANES) == [messages[:MAX_BATCH]] and _lanes([], SEND_LANES) == []
+
+
+def test_every_event_type_this_host_emits_is_a_registered_v2_name_a_webhook_can_subscribe_to() -> None:
+    from shared.protocol import codes
+    from shared.protocol.event_types import V2_EVENT_TYPES
+
+    # Given the event-type constants the host emits (shared.protocol.codes: "<domain>.<verb>" strings)
+    emitted = {v for k, v in vars(codes).items() if k.isupper() and isinstance(v, str) and "." in v
+               and wh.EVENT_TYPE_RE.match(v)}
+    # Then each is registered (so a subscription naming it is accepted), and an unregistered one is named
+    assert emitted and emitted <= V2_EVENT_TYPES and len(V2_EVENT_TYPES) == 118
+    assert wh.unknown_event_types(sorted(emitted)) == []
+    assert wh.unknown_event_types(["run.completed", "run.bogus", "Run Done"]) == ["run.bogus", "events[2]"]
