@@ -109,7 +109,8 @@ def build_resolver() -> APIGatewayHttpResolver:
 _KEYWORDS = {"missing": "required", "extra_forbidden": "additionalProperties", "string_pattern_mismatch": "pattern",
              "literal_error": "enum", "enum": "enum", "string_too_short": "minLength", "string_too_long": "maxLength",
              "too_short": "minItems", "too_long": "maxItems", "greater_than_equal": "minimum",
-             "less_than_equal": "maximum", "greater_than": "exclusiveMinimum", "less_than": "exclusiveMaximum"}
+             "less_than_equal": "maximum", "greater_than": "exclusiveMinimum", "less_than": "exclusiveMaximum",
+             "value_error": "format"}  # our validators check an id's or a URL's form
 
 
 def _fault(e: dict[str, Any]) -> dict[str, str]:

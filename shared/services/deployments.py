@@ -179,8 +179,9 @@ def _rolled_back(records: dict[str, dict[str, Any]], current: str, target: str) 
     return {target: restored, current: {**rec, "state": "rolled-back", "rollbackPointer": target, "channels": []}}
 
 
-def _serving(records: dict[str, dict[str, Any]], channel: str) -> str | None:
-    """The version a channel serves (``latest``: the highest active version), or None."""
+def serving(records: dict[str, dict[str, Any]], channel: str) -> str | None:
+    """The version a channel serves (``latest``: the highest active version), or None. ``records`` are the
+    deployment records by version (stored or as ``GET /agents/{agentId}/deployments`` lists them)."""
     active = sorted((v for v, r in records.items() if r["state"] == "active"), key=semver_key, reverse=True)
     if channel == "latest":
         return active[0] if active else None
@@ -198,8 +199,8 @@ def _write(ports: Ports, caller: Caller, agent_id: str, records: dict[str, dict[
     after = {**records, **changed}
     at = ports.clock.iso()
     for channel in ASSIGNABLE:
-        now = _serving(after, channel)
-        if now == _serving(records, channel):
+        now = serving(after, channel)
+        if now == serving(records, channel):
             continue
         n = len(_history(ports, caller.tenant, agent_id, channel))
         entry = {"version": now, "evalRunId": after[now].get("evalRunId") if now else None, "at": at,
@@ -229,7 +230,7 @@ def channel_history(ports: Ports, caller: Caller, agent_id: str, channel: str) -
 def rollback_channel(ports: Ports, caller: Caller, agent_id: str, channel: str) -> dict[str, Any]:
     """``POST /host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback``."""
     records = _channel_records(ports, caller, agent_id, channel)
-    current = _serving(records, channel)
+    current = serving(records, channel)
     earlier = [e.get("version") for e in reversed(_history(ports, caller.tenant, agent_id, channel))]
     target = next((v for v in earlier if v is not None and v != current and v in records
                    and records[v]["state"] == "active"), None)
@@ -241,7 +242,7 @@ def rollback_channel(ports: Ports, caller: Caller, agent_id: str, channel: str) 
 
 def resolve_channel(ports: Ports, tenant: str, agent_id: str, channel: str) -> str:
     """The version a channel serves now (``latest``: the highest active version); 400 no_active_deployment else."""
-    got = _serving(_records(ports, tenant, agent_id), channel)
+    got = serving(_records(ports, tenant, agent_id), channel)
     if got is None:
         raise NoActiveDeploymentError("The channel resolves to no active version of the agent.")
     return got
@@ -254,7 +255,7 @@ def default_version(ports: Ports, tenant: str, agent_id: str) -> str | None:
     stored = _stored(ports, tenant, agent_id)
     if not stored:
         return agent_versions.latest(ports, tenant, agent_id)
-    got = _serving(stored, "stable")
+    got = serving(stored, "stable")
     if got is None:
         raise NoActiveDeploymentError("The agent has deployments and none serves stable: name a version or a "
                                       "channel.")
