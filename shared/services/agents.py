@@ -24,7 +24,6 @@ from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
 from shared.protocol.semver import semver_key
 from shared.services import agent_versions as av
-from shared.services import deployments
 from shared.services.common import Caller
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
@@ -165,7 +164,9 @@ def pin(ports: Ports, tenant: str, agent_id: str, version: str | None, where: st
         if not av.exists(ports, tenant, agent_id, version):
             raise invalid("The agent has no such version.", [fault(where, "version")])
         return version
-    return deployments.default_version(ports, tenant, agent_id)
+    from shared.services.deployments import default_version
+
+    return default_version(ports, tenant, agent_id)
 
 
 def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -179,9 +180,11 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
         if not agent_id:
             continue
         if ref.get("channel") is not None:
+            from shared.services.deployments import resolve_channel
+
             channel = str(ref["channel"])
             pins[str(node["id"])] = {"agentId": agent_id, "channel": channel,
-                                     "version": deployments.resolve_channel(ports, tenant, agent_id, channel)}
+                                     "version": resolve_channel(ports, tenant, agent_id, channel)}
             continue
         version = pin(ports, tenant, agent_id, ref.get("version"), f"/nodes/{i}/agent/version")
         if version is not None:
