@@ -155,7 +155,7 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
 
             # a model-backed agent's run shows the version it was resolved to at create
             page.evaluate(f"location.hash = 'run=' + encodeURIComponent({agent_run!r})")
-            page.wait_for_function("document.getElementById('agent-versions').textContent !== ''")
+            page.wait_for_selector("#agent-versions:not(:empty)")
             assert page.text_content("#agent-versions") == f"agent versions: {agent_id}@1.1.0"
             assert not [m for m in console if "Content Security Policy" in m or "pageerror" in m], console
         finally:
