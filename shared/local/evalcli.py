@@ -152,7 +152,8 @@ def resolve_version(host: Host, agent_id: str, err: Console) -> str | None:
     except WopError as exc:
         if exc.status != 404:
             raise
-        err.print(f"agent {agent_id}: no registered versions (a built-in agent); no version pinned", highlight=False)
+        err.print(f"agent {agent_id}: no registered versions (a built-in agent); no version pinned", highlight=False,
+                  soft_wrap=True)
         return None
     records = {str(d["version"]): {"state": d.get("state"), "channels": d.get("channels") or []} for d in listed}
     if all(r["state"] == "draft" for r in records.values()):
@@ -163,7 +164,7 @@ def resolve_version(host: Host, agent_id: str, err: Console) -> str | None:
             raise CliError(f"agent {agent_id} has deployments and none serves stable: pass --agent-version")
         version, why = got, "what its stable channel serves"
     err.print(f"agent {agent_id}: no version named; running {version} ({why}); pin one with --agent-version",
-              highlight=False)
+              highlight=False, soft_wrap=True)
     return version
 
 
