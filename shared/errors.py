@@ -36,6 +36,46 @@ class ValidationError(ProtocolError):
     default_message = "The request is not valid."
 
 
+MAX_FAULTS = 10
+MAX_POINTER_SEGMENT = 128  # a member name longer than this is cut in a pointer (never a whole echoed body)
+_FAULT_MESSAGES = {
+    "required": "A required member is missing.",
+    "additionalProperties": "This member is not allowed here.",
+    "unsupported": "This host does not serve this member.",
+    "enum": "The value is not one of the allowed values.",
+    "const": "The value is not the allowed value.",
+    "type": "The value has the wrong type.",
+    "pattern": "The value does not match the required pattern.",
+    "format": "The value does not have the required format.",
+    "minLength": "The value is too short.",
+    "maxLength": "The value is too long.",
+    "minItems": "The list has too few items.",
+    "maxItems": "The list has too many items.",
+    "minimum": "The number is too small.",
+    "maximum": "The number is too large.",
+    "unique": "The value must be unique.",
+    "oneOf": "The value matches none (or more than one) of the allowed forms.",
+    "anyOf": "The value matches none of the allowed forms.",
+}
+
+
+def pointer(parts: Any = ()) -> str:
+    """An RFC 6901 JSON Pointer to ``parts`` of the request body: ``""`` is the whole body."""
+    return "".join("/" + str(p)[:MAX_POINTER_SEGMENT].replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def fault(at: str, keyword: str, message: str | None = None) -> dict[str, str]:
+    """One entry of ``details.errors``: where (a JSON Pointer), what rule (a schema keyword or a host word), and a
+    fixed text that never carries the offending value."""
+    return {"pointer": at, "keyword": keyword,
+            "message": message or _FAULT_MESSAGES.get(keyword, f"The value fails the {keyword} rule.")}
+
+
+def invalid(message: str, faults: list[dict[str, str]]) -> ValidationError:
+    """``400 validation_error`` with ``details.errors`` (at most ``MAX_FAULTS``)."""
+    return ValidationError(message, {"errors": faults[:MAX_FAULTS]})
+
+
 class WebhookUrlRejectedError(ProtocolError):
     code = codes.WEBHOOK_URL_REJECTED
     default_message = "The webhook URL is not allowed."

@@ -38,6 +38,7 @@ TOOL_PREFIX = "TOOL#"
 MCP_SERVER_PREFIX = "MCPSERVER#"
 CREDENTIAL_PREFIX = "CRED#"
 AGENT_DEPLOYMENT_PREFIX = "AGENTDEP#"  # sk = "<agentId>#<version>": the version's deployment record (RFC 0082)
+AGENT_CHANNEL_PREFIX = "AGENTCHAN#"  # sk = "<agentId>#<channel>#<n:08d>": the n-th change of what a channel serves
 AGENT_VERSION_PREFIX = "AGENTV#"  # sk = "<agentId>#<version>": one immutable item per registered version
 # Under a run: the content-addressed model-call log, one item per (invocation, turn) in event order.
 MODEL_CALL_PREFIX = "MCALL#"

@@ -354,6 +354,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/agents/{agentId}", "manage_agents"),
     Route("GET", "/agents/{agentId}/deployments", "manage_agents"),
     Route("POST", "/agents/{agentId}/deployments", "manage_agents"),
+    # Safe channels (issue 24): a channel back to its previous deployment, and every change of what it serves.
+    Route("POST", "/host/openwop-serverless/agents/{agentId}/deployments/{channel}", "manage_agents",
+          carries=("/host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback",)),
+    Route("GET", "/host/openwop-serverless/agents/{agentId}/deployments/{channel}/history", "manage_agents"),
     Route("POST", "/host/openwop-serverless/workflows", "register_workflow"),
     Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
     Route("DELETE", "/host/openwop-serverless/workflows/{workflowId}", "delete_workflow"),

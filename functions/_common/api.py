@@ -31,6 +31,9 @@ from shared.errors import (
     ProtocolVersionUnsupportedError,
     UnsupportedMediaTypeError,
     ValidationError,
+    fault,
+    invalid,
+    pointer,
 )
 from shared.ports import Ports
 from shared.protocol import body as wire_body
@@ -93,12 +96,30 @@ def build_resolver() -> APIGatewayHttpResolver:
     @app.exception_handler(Exception)
     def _unexpected(err: Exception) -> Response[str]:
         if _is_pydantic_error(err):
-            logger.info("request body invalid", extra={"errors": err.errors(include_input=False)})  # type: ignore[attr-defined]
-            return error_response(ValidationError("The request body is not valid."))
+            found = err.errors(include_input=False, include_url=False)  # type: ignore[attr-defined]
+            logger.info("request body invalid", extra={"errors": found})
+            return error_response(invalid("The request body is not valid.", [_fault(e) for e in found]))
         logger.exception("unexpected error")
         return error_response(InternalError())
 
     return app
+
+
+# pydantic's error types as the JSON Schema keyword a client knows them by (anything else keeps pydantic's name).
+_KEYWORDS = {"missing": "required", "extra_forbidden": "additionalProperties", "string_pattern_mismatch": "pattern",
+             "literal_error": "enum", "enum": "enum", "string_too_short": "minLength", "string_too_long": "maxLength",
+             "too_short": "minItems", "too_long": "maxItems", "greater_than_equal": "minimum",
+             "less_than_equal": "maximum", "greater_than": "exclusiveMinimum", "less_than": "exclusiveMaximum",
+             "value_error": "format"}  # our validators check an id's or a URL's form
+
+
+def _fault(e: dict[str, Any]) -> dict[str, str]:
+    """One pydantic error as a ``details.errors`` entry: its location as a JSON Pointer, its rule, pydantic's
+    message (it names the rule, never the input: errors are read with ``include_input=False``)."""
+    kind = str(e.get("type", ""))
+    keyword = _KEYWORDS.get(kind, "type" if kind.endswith("_type") or kind.endswith("_parsing") else kind)
+    message = str(e.get("msg") or "").removeprefix("Value error, ")
+    return fault(pointer(e.get("loc") or ()), keyword, message[:300] or None)
 
 
 def _is_pydantic_error(err: Exception) -> bool:
@@ -247,13 +268,13 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
     try:
         return wire_body.loads(text)
     except wire_body.BodyError as exc:  # its messages are fixed texts, never the caller's input
-        raise ValidationError(str(exc), exc.details) from exc
+        raise ValidationError(str(exc), {**(exc.details or {}), "errors": [fault("", "json", str(exc))]}) from exc
 
 
 def _object(app: APIGatewayHttpResolver) -> dict[str, Any]:
     data = json_body(app)
     if not isinstance(data, dict):
-        raise ValidationError("The request body must be a JSON object.")
+        raise invalid("The request body must be a JSON object.", [fault("", "type")])
     return data
 
 

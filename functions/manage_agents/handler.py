@@ -2,7 +2,9 @@
 
 POST /host/openwop-serverless/agents (201 a new version, 200 the identical version, 409 version_conflict);
 GET /agents; GET /agents/{agentId} (the latest version's inventory entry, never the system prompt);
-GET|POST /agents/{agentId}/deployments (RFC 0082 records and transitions, the eval promotion gate).
+GET|POST /agents/{agentId}/deployments (RFC 0082 records and transitions, the eval promotion gate);
+POST /host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback (the channel's previous deployment) and
+GET .../deployments/{channel}/history (every change of what the channel serves).
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ def transition_deployment(agent_id: str) -> Response[str]:
     caller = api.caller(app)
     body = api.parse(app, DeploymentTransition)
     return api.reply(200, deployments.transition(api.ports(), caller, api.segment(agent_id), body))
+
+
+@app.post("/host/openwop-serverless/agents/<agent_id>/deployments/<channel>:rollback")
+def rollback_channel(agent_id: str, channel: str) -> Response[str]:
+    caller = api.caller(app)
+    return api.reply(200, deployments.rollback_channel(api.ports(), caller, api.segment(agent_id),
+                                                       api.segment(channel)))
+
+
+@app.get("/host/openwop-serverless/agents/<agent_id>/deployments/<channel>/history")
+def channel_history(agent_id: str, channel: str) -> Response[str]:
+    return api.reply(200, deployments.channel_history(api.ports(), api.caller(app), api.segment(agent_id),
+                                                      api.segment(channel)))
 
 
 lambda_handler = api.make_handler(app)

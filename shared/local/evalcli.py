@@ -156,11 +156,42 @@ def parse_modes(values: list[str], baseline: str | None) -> list[str] | None:
     return modes or None
 
 
+def resolve_version(host: Host, agent_id: str, err: Console) -> str | None:
+    """The version ``eval run`` pins when none is named, said on stderr: what ``stable`` serves once the agent has
+    a deployment, else its newest registered version, as the host resolves an unpinned reference (None for an agent
+    with no registered versions: a built-in or scripted one)."""
+    from shared.services.deployments import serving
+
+    wire = quote(agent_id, safe="")
+    try:
+        listed = host.raw(f"/agents/{wire}/deployments").get("deployments") or []
+    except WopError as exc:
+        if exc.status != 404:
+            raise
+        err.print(f"agent {agent_id}: no registered versions (a built-in agent); no version pinned", highlight=False,
+                  soft_wrap=True)
+        return None
+    records = {str(d["version"]): {"state": d.get("state"), "channels": d.get("channels") or []} for d in listed}
+    if all(r["state"] == "draft" for r in records.values()):
+        version, why = str(host.raw(f"/agents/{wire}")["version"]), "its newest registered version: nothing deployed"
+    else:
+        got = serving(records, "stable")
+        if got is None:
+            raise CliError(f"agent {agent_id} has deployments and none serves stable: pass --agent-version")
+        version, why = got, "what its stable channel serves"
+    err.print(f"agent {agent_id}: no version named; running {version} ({why}); pin one with --agent-version",
+              highlight=False, soft_wrap=True)
+    return version
+
+
 def build_request(suite: str, agent: str, baseline: str | None, fixtures_from: list[str],
-                  modes: list[str]) -> CreateRunRequest:
-    """The ``POST /runs`` body of ``eval run``: ``@VERSION`` pins the agent version through the host's
-    ``configurable.extensions`` section (sent only when a version is named)."""
-    agent_id, version = parse_agent(agent)
+                  modes: list[str], version: str | None = None) -> CreateRunRequest:
+    """The ``POST /runs`` body of ``eval run``: ``@VERSION`` (or ``version``) pins the agent version through the
+    host's ``configurable.extensions`` section (sent only when a version is named)."""
+    agent_id, named = parse_agent(agent)
+    if version and named and version != named:
+        raise CliError(f"--agent {agent!r} and --agent-version {version!r} name two versions")
+    version = version or named
     kw: dict[str, Any] = {"mode": "eval", "evalSuiteRef": suite, "agentId": agent_id}
     if baseline:
         kw["baselineRunId"] = baseline
@@ -410,6 +441,9 @@ def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None, markdown_f
 def run_command(
     suite: Annotated[str, typer.Option("--suite", metavar="REF", help="evalSuiteRef (suiteId, suiteId@version or a URI)")],
     agent: Annotated[str, typer.Option("--agent", metavar="ID[@VERSION]", help="ID or ID@VERSION (a version pins the agent version)")],
+    agent_version: Annotated[str | None, typer.Option(
+        "--agent-version", metavar="VERSION", help="the agent version to evaluate; without it (or ID@VERSION) the "
+        "CLI pins what the agent's stable channel serves, else its newest version, and says which")] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN",
                                                help="baseline eval run id (adds 'regression')")]
     = None,
@@ -429,9 +463,13 @@ def run_command(
     viewer_url: ViewerUrl = None,
 ) -> None:
     """Start an eval run; with --wait show progress until it ends, then print the comparison table."""
-    req = build_request(suite, agent, baseline, fixtures_from or [], modes or [])
+    req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], agent_version)
     host = Host(endpoint, api_key)
     err = Console(stderr=True)
+    if req.configurable is None:  # no version named: resolve it as the host would, pin it, and say so
+        resolved = resolve_version(host, req.agentId or "", err)
+        if resolved is not None:
+            req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], resolved)
     created = host.client.runs_create(req)
     if not wait_:
         if as_json:

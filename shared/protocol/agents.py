@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from shared.protocol.semver import SEMVER_RE
-from shared.protocol.toolids import CREDENTIAL_REF_RE
+from shared.protocol.toolids import ALLOWLIST_ID_RE, CREDENTIAL_REF_RE, MAX_ALLOWLIST
 
 PROVIDER_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 BASE_URL_RE = re.compile(r"^https?://[^\s/?#]+(?:/[^\s?#]*)?$")
@@ -27,6 +27,7 @@ MAX_TURNS = 50
 DEFAULT_MAX_TURNS = 8
 MAX_SYSTEM_PROMPT_CHARS = 100_000
 _BASE = "https://openwop.dev/spec/v2/"
+AGENT_ID_PATTERN = r"^[A-Za-z0-9._~:-]{1,128}$"  # ids.schema.json#/$defs/agentId
 
 
 class _Closed(BaseModel):
@@ -67,7 +68,11 @@ class ModelBinding(_Closed):
 
 class AgentRegistration(_Closed):
     version: str = Field(min_length=5, max_length=64, json_schema_extra={"pattern": SEMVER_RE.pattern})
-    manifest: dict[str, Any]
+    # The official AgentManifest (checked against the vendored schema); the document shows the ids it must use.
+    manifest: dict[str, Any] = Field(json_schema_extra={"properties": {
+        "agentId": {"type": "string", "pattern": AGENT_ID_PATTERN},
+        "toolAllowlist": {"type": "array", "maxItems": MAX_ALLOWLIST,
+                          "items": {"type": "string", "pattern": ALLOWLIST_ID_RE.pattern}}}})
     model: ModelBinding
     maxTurns: StrictInt = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
 
@@ -97,11 +102,13 @@ def _manifest_validator() -> Any:
 
 
 def manifest_errors(manifest: Any) -> list[dict[str, str]]:
-    """Where the manifest breaks the official schema: ``[{path, keyword}]`` (never the offending values)."""
+    """Where the manifest breaks the official schema: ``[{pointer, keyword, message}]`` (never the offending
+    values)."""
+    from shared.errors import fault, pointer
+
     errors = sorted(_manifest_validator().iter_errors(manifest), key=lambda e: (list(e.absolute_path),
                                                                                  str(e.validator)))
-    return [{"path": "/manifest" + ("/" + "/".join(str(p) for p in e.absolute_path) if e.absolute_path else ""),
-             "keyword": str(e.validator)} for e in errors]
+    return [fault("/manifest" + pointer(e.absolute_path), str(e.validator)) for e in errors]
 
 
 DeploymentState = Literal["draft", "test", "staged", "active", "paused", "deprecated", "rolled-back"]

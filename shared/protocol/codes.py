@@ -44,6 +44,9 @@ EVAL_RECORDED_FIXTURES_GONE = "eval_recorded_fixtures_gone"
 # Host decision (docs/decisions/0047-local-mode-front-and-moto.md): the registry has no 405 code; a vendor code in
 # the registry's vendor grammar.
 METHOD_NOT_ALLOWED = "openwop-serverless.method_not_allowed"
+# Host decision (docs/decisions/0111-safe-channels-rollback-strict-registration.md): no registered 409 code says "this
+# channel has nothing earlier to return to"; a vendor code in the registry's vendor grammar.
+NO_PREVIOUS_DEPLOYMENT = "openwop-serverless.no_previous_deployment"
 
 HTTP_STATUS: dict[str, int] = {
     VALIDATION_ERROR: 400,
@@ -64,6 +67,7 @@ HTTP_STATUS: dict[str, int] = {
     RUN_EXPIRED: 410,
     EVAL_RECORDED_FIXTURES_GONE: 410,
     METHOD_NOT_ALLOWED: 405,
+    NO_PREVIOUS_DEPLOYMENT: 409,
     INTERRUPT_TOKEN_INVALID: 401,
     INTERRUPT_ALREADY_RESOLVED: 409,
     INTERRUPT_EXPIRED: 410,

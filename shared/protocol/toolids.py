@@ -14,6 +14,11 @@ from typing import Literal
 
 TOOL_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 SERVER_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+# What an agent's toolAllowlist may name: a registered (or built-in) tool id, or an MCP server's tool (a listed name
+# is 1-128 characters without whitespace or control characters). The served OpenAPI document carries it.
+ALLOWLIST_ID_RE = re.compile(
+    "^(?:" + TOOL_ID_RE.pattern[1:-1] + r"|mcp:[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[^\s\x00-\x1f]{1,128})$")
+MAX_ALLOWLIST = 256  # tools one agent version may name (each is checked against the tenant's catalog)
 CREDENTIAL_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MCP_PREFIX = "mcp:"
 RESERVED_ORGS = frozenset({"conformance", "openwop", "core", "mcp"})

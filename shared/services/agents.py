@@ -7,8 +7,9 @@ inventory (``GET /agents``, ``GET /agents/{agentId}``, RFC 0072 §A) projects ea
 carries the system prompt, the model binding's credential or the mock script.
 
 Which version a run uses is decided once, at create, and stored on the run (``data.agentPins``): a workflow's
-``core.agent`` node pins it with its AgentRef ``version`` (absent: the latest version at create); an eval run pins
-it with ``configurable.extensions["openwop-serverless"].agentVersion`` (absent: the latest). Replay and fork re-read
+``core.agent`` node pins it with its AgentRef ``version`` or ``channel``; an eval run pins it with
+``configurable.extensions["openwop-serverless"].agentVersion``. Absent both: what the ``stable`` channel serves once
+the agent has any deployment, the newest registered release only while it has none. Replay and fork re-read
 the pin from the run, never resolve again.
 """
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import keys
 from shared.engine.canonical import same_json
-from shared.errors import NotFoundError, ProtocolError, ValidationError, VersionConflictError
+from shared.errors import MAX_FAULTS, NotFoundError, ProtocolError, VersionConflictError, fault, invalid
 from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
 from shared.protocol.semver import semver_key
@@ -40,10 +41,6 @@ class MockProviderForbiddenError(ProtocolError):
     code = c.MOCK_PROVIDER_FORBIDDEN
 
 
-def _refuse(message: str, errors: list[dict[str, str]]) -> ValidationError:
-    return ValidationError(message, {"errors": errors[:10]})
-
-
 def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where: str) -> None:
     """A provider this host runs, a credential the tenant owns, a mock configuration the mock accepts."""
     provider = model.get("provider")
@@ -54,17 +51,40 @@ def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where:
         try:
             ports.models.check_mock(mock or {"id": "stream-text"})
         except ModelProviderError as exc:
-            raise _refuse("The mock provider configuration is not valid.",
-                          [{"path": f"{where}/mockProvider", "keyword": "mockProvider"}]) from exc
+            raise invalid("The mock provider configuration is not valid.",
+                          [fault(f"{where}/mockProvider", "mockProvider")]) from exc
     if provider is not None and provider not in ports.models.names():
-        raise _refuse("The model provider is not one this host runs.", [{"path": f"{where}/provider",
-                                                                         "keyword": "enum"}])
+        raise invalid("The model provider is not one this host runs.", [fault(f"{where}/provider", "enum")])
     ref = model.get("credentialRef")
     if ref is not None and ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{tenant}", str(ref)) is None:
         raise CredentialForbiddenError("credentialRef names no credential this tenant may use.")
     if provider == "openai" and not model.get("baseUrl") and not ports.settings.openai_base_url:
-        raise _refuse("An OpenAI-compatible binding needs a baseUrl.", [{"path": f"{where}/baseUrl",
-                                                                          "keyword": "required"}])
+        raise invalid("An OpenAI-compatible binding needs a baseUrl.", [fault(f"{where}/baseUrl", "required")])
+
+
+def check_allowlist(ports: Ports, tenant: str, allowlist: list[Any]) -> None:
+    """Every tool an agent may call is one the tenant can call now (built in, registered, or listed by one of its
+    MCP servers): the engine's own catalog decides, so registration and the run agree. ``400`` with a pointer to
+    each tool that is not (one read per distinct id)."""
+    from shared.engine.catalog import Catalog
+    from shared.protocol.toolids import ALLOWLIST_ID_RE, MAX_ALLOWLIST
+
+    if len(allowlist) > MAX_ALLOWLIST:
+        raise invalid(f"A toolAllowlist names at most {MAX_ALLOWLIST} tools.", [fault("/manifest/toolAllowlist",
+                                                                                       "maxItems")])
+    catalog = Catalog(ports, tenant)
+    faults = []
+    for i, tool in enumerate(allowlist):
+        at = f"/manifest/toolAllowlist/{i}"
+        if not ALLOWLIST_ID_RE.fullmatch(str(tool)):
+            faults.append(fault(at, "pattern", "A tool id is <org>.<pack>:<tool> or mcp:<serverId>.<tool>."))
+        elif catalog.resolve(str(tool)) is None:
+            faults.append(fault(at, "toolId", "No tool this tenant can call has this id: register the tool (or "
+                                              "its MCP server) first."))
+        if len(faults) >= MAX_FAULTS:
+            break
+    if faults:
+        raise invalid("The toolAllowlist names a tool this tenant cannot call.", faults)
 
 
 def _view(doc: dict[str, Any], versions: list[str]) -> dict[str, Any]:
@@ -91,16 +111,17 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
 
     errors = manifest_errors(body.manifest)
     if errors:
-        raise _refuse("The manifest does not match the AgentManifest schema.", errors)
+        raise invalid("The manifest does not match the AgentManifest schema.", errors)
     if "systemPromptRef" in body.manifest:
-        raise _refuse("systemPromptRef needs an agent pack; register the prompt inline as systemPrompt.",
-                      [{"path": "/manifest/systemPromptRef", "keyword": "unsupported"}])
+        raise invalid("systemPromptRef needs an agent pack; register the prompt inline as systemPrompt.",
+                      [fault("/manifest/systemPromptRef", "unsupported")])
     for key in ("handoff", "memoryShape", "evalSuiteRef", "promptLibraryRef", "promptOverrides"):
         if key in body.manifest:
-            raise _refuse(f"This host does not serve manifest member {key}.",
-                          [{"path": f"/manifest/{key}", "keyword": "unsupported"}])
+            raise invalid(f"This host does not serve manifest member {key}.",
+                          [fault(f"/manifest/{key}", "unsupported")])
     model = body.model.model_dump(mode="json", exclude_none=True)
     check_model_binding(ports, caller.tenant, model, "/model")
+    check_allowlist(ports, caller.tenant, body.manifest.get("toolAllowlist") or [])
     doc = {"version": body.version, "manifest": body.manifest, "model": model, "maxTurns": body.maxTurns}
     agent_id = str(body.manifest["agentId"])
     sk = av.sk(agent_id, body.version)
@@ -136,13 +157,16 @@ def get_agent(ports: Ports, caller: Caller, agent_id: str) -> dict[str, Any]:
 
 
 def pin(ports: Ports, tenant: str, agent_id: str, version: str | None, where: str) -> str | None:
-    """The version a run uses: the exact pin if it exists, else the latest; None for an agent with no versions
-    (a built-in or scripted agent). A pin naming no version of a registered agent is a 400."""
+    """The version a run uses: the exact pin if it exists, else what ``stable`` serves once the agent has a
+    deployment, else the newest registered release (``deployments.default_version``); None for an agent with no
+    versions (a built-in or scripted agent). A pin naming no version of a registered agent is a 400."""
     if version is not None:
         if not av.exists(ports, tenant, agent_id, version):
-            raise _refuse("The agent has no such version.", [{"path": where, "keyword": "version"}])
+            raise invalid("The agent has no such version.", [fault(where, "version")])
         return version
-    return av.latest(ports, tenant, agent_id)
+    from shared.services.deployments import default_version
+
+    return default_version(ports, tenant, agent_id)
 
 
 def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -159,8 +183,8 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
             from shared.services.deployments import resolve_channel
 
             channel = str(ref["channel"])
-            pins[str(node["id"])] = {"agentId": agent_id, "version": resolve_channel(ports, tenant, agent_id, channel),
-                                     "channel": channel}
+            pins[str(node["id"])] = {"agentId": agent_id, "channel": channel,
+                                     "version": resolve_channel(ports, tenant, agent_id, channel)}
             continue
         version = pin(ports, tenant, agent_id, ref.get("version"), f"/nodes/{i}/agent/version")
         if version is not None:
@@ -172,13 +196,11 @@ def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, A
     ext = ((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}
     unknown = set(ext) - {"agentVersion", "judge"}
     if unknown:
-        raise _refuse("Unknown member of the openwop-serverless extension.",
-                      [{"path": f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}",
-                        "keyword": "additionalProperties"}])
+        raise invalid("Unknown member of the openwop-serverless extension.",
+                      [fault(f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}", "additionalProperties")])
     version = ext.get("agentVersion")
     if version is not None and not isinstance(version, str):
-        raise _refuse("agentVersion is a string.", [{"path": f"/configurable/extensions/{EXTENSION}/agentVersion",
-                                                     "keyword": "type"}])
+        raise invalid("agentVersion is a string.", [fault(f"/configurable/extensions/{EXTENSION}/agentVersion", "type")])
     return pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
 
 
@@ -197,7 +219,7 @@ def eval_judge(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -
     try:
         judge = ModelBinding.model_validate(raw).model_dump(mode="json", exclude_none=True)
     except PydanticError as exc:
-        raise _refuse("The judge is not a valid model binding.", [{"path": where, "keyword": "judge"}]) from exc
+        raise invalid("The judge is not a valid model binding.", [fault(where, "judge")]) from exc
     check_model_binding(ports, tenant, judge, where)
     return judge
 

@@ -203,7 +203,7 @@ def resolve_caller(ports: Ports, authorization: str | None) -> Caller:
                 break
         with _lock:
             if item:
-                caller = Caller(str(item["tenant"]), str(item["subjectId"]))
+                caller = Caller(str(item["tenant"]), str(item["subjectId"]), str(item.get("keyId") or ""))
                 _hits[ck] = caller
             else:
                 _misses[ck] = True

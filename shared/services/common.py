@@ -18,6 +18,7 @@ _UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ ch
 class Caller:
     tenant: str
     subject_id: str
+    key_id: str = ""  # the API key's id (``keys list``), recorded on what the caller changes; never the key
 
     @property
     def subject(self) -> dict[str, Any]:

@@ -17,7 +17,17 @@ with no record is ``draft``. ``GET /agents/{agentId}/deployments`` lists every v
 - ``adjust-canary``: this host does not split traffic (``canary: false``): refused.
 
 Channels: ``stable`` and ``canary`` are assigned by promotion; ``latest`` is reserved and resolves to the highest
-active version. A run resolves a channel once, at create, and records the version it got.
+active version. A run resolves a channel once, at create, and records the version it got. A reference with neither
+a version nor a channel follows ``stable`` as soon as the agent has any deployment (``default_version``): registering
+a version never changes what such a run gets.
+
+Host routes (``/host/openwop-serverless/agents/{agentId}/deployments/{channel}``): every change of the version a
+channel serves is one history item under ``AGENTCHAN#<tenant>`` / ``<agentId>#<channel>#<n>`` (``{version,
+evalRunId, at, keyId}``, ``version`` null when the channel was left serving nothing), written before the records
+change (``if_absent`` on ``n``: two concurrent changes cannot both land); ``GET .../history`` lists them oldest
+first; ``POST ...:rollback`` rolls the serving version back (``rolled-back``, as the official ``rollback``) to the
+latest earlier version of that channel's history that is still ``active``, else ``409
+openwop-serverless.no_previous_deployment``.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared import keys
-from shared.errors import NotFoundError, ProtocolError, RunGoneError, ValidationError
+from shared.errors import NotFoundError, ProtocolError, RunGoneError, ValidationError, VersionConflictError
 from shared.ports import Ports
 from shared.protocol import codes as c
 from shared.protocol.semver import semver_key
@@ -50,14 +60,28 @@ class NoActiveDeploymentError(ProtocolError):
     code = c.NO_ACTIVE_DEPLOYMENT
 
 
+class NoPreviousDeploymentError(ProtocolError):
+    code = c.NO_PREVIOUS_DEPLOYMENT
+    default_message = "The channel has no earlier deployment that is still active to roll back to."
+
+
 def _pk(tenant: str) -> str:
     return f"{keys.AGENT_DEPLOYMENT_PREFIX}{tenant}"
 
 
+def _history_pk(tenant: str) -> str:
+    return f"{keys.AGENT_CHANNEL_PREFIX}{tenant}"
+
+
+def _stored(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
+    """The deployment records written for the agent (versions never deployed have none), by version."""
+    return {sk.rsplit("#", 1)[1]: doc for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
+            if sk.rsplit("#", 1)[0] == agent_id}
+
+
 def _records(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
     """Every registered version's record (``draft`` when none was written), by version."""
-    stored = {sk.rsplit("#", 1)[1]: doc for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
-              if sk.rsplit("#", 1)[0] == agent_id}
+    stored = _stored(ports, tenant, agent_id)
     return {v: stored.get(v) or {"agentId": agent_id, "version": v, "state": "draft"}
             for v in agent_versions.versions(ports, tenant, agent_id)}
 
@@ -139,26 +163,100 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
         previous = rec.get("previous")
         if state != "active" or previous not in records:
             raise NoActiveDeploymentError("There is no earlier active version to roll back to.")
-        restored = {**records[previous], "state": "active",
-                    "channels": sorted(set(records[previous].get("channels") or []) | set(rec.get("channels") or []))}
-        changed[previous] = restored
-        rec.update(state="rolled-back", rollbackPointer=previous, channels=[])
+        changed.update(_rolled_back({**records, version: rec}, version, previous))
+        rec = changed.pop(version)
     if body.reason is not None:
         rec["reason"] = body.reason
-    for v, doc in {**changed, version: rec}.items():
-        ports.host.put_item(_pk(caller.tenant), f"{agent_id}#{v}", doc)
+    _write(ports, caller, agent_id, records, {**changed, version: rec})
     return _wire(rec)
+
+
+def _rolled_back(records: dict[str, dict[str, Any]], current: str, target: str) -> dict[str, dict[str, Any]]:
+    """``current`` rolled back to ``target``: the target is active again on every channel the current one held."""
+    rec = records[current]
+    restored = {**records[target], "state": "active",
+                "channels": sorted(set(records[target].get("channels") or []) | set(rec.get("channels") or []))}
+    return {target: restored, current: {**rec, "state": "rolled-back", "rollbackPointer": target, "channels": []}}
+
+
+def serving(records: dict[str, dict[str, Any]], channel: str) -> str | None:
+    """The version a channel serves (``latest``: the highest active version), or None. ``records`` are the
+    deployment records by version (stored or as ``GET /agents/{agentId}/deployments`` lists them)."""
+    active = sorted((v for v, r in records.items() if r["state"] == "active"), key=semver_key, reverse=True)
+    if channel == "latest":
+        return active[0] if active else None
+    return next((v for v in active if channel in (records[v].get("channels") or [])), None)
+
+
+def _history(ports: Ports, tenant: str, agent_id: str, channel: str) -> list[dict[str, Any]]:
+    return [doc for _, doc in ports.host.query(_history_pk(tenant), f"{agent_id}#{channel}#")]
+
+
+def _write(ports: Ports, caller: Caller, agent_id: str, records: dict[str, dict[str, Any]],
+           changed: dict[str, dict[str, Any]]) -> None:
+    """Store a transition: first one history item per channel whose serving version it changes (claimed by
+    position, so a concurrent change of the same channel loses with ``409``), then the changed records."""
+    after = {**records, **changed}
+    at = ports.clock.iso()
+    for channel in ASSIGNABLE:
+        now = serving(after, channel)
+        if now == serving(records, channel):
+            continue
+        n = len(_history(ports, caller.tenant, agent_id, channel))
+        entry = {"version": now, "evalRunId": after[now].get("evalRunId") if now else None, "at": at,
+                 "keyId": caller.key_id or None}
+        if not ports.host.put_item(_history_pk(caller.tenant), f"{agent_id}#{channel}#{n:08d}", entry,
+                                   if_absent=True):
+            raise VersionConflictError("The channel changed meanwhile; read it again and retry.")
+    for v, doc in changed.items():
+        ports.host.put_item(_pk(caller.tenant), f"{agent_id}#{v}", doc)
+
+
+def _channel_records(ports: Ports, caller: Caller, agent_id: str, channel: str) -> dict[str, dict[str, Any]]:
+    if channel not in ASSIGNABLE:
+        raise ValidationError("The channel is not one this host assigns (stable, canary).")
+    records = _records(ports, caller.tenant, agent_id)
+    if not records:
+        raise NotFoundError("No such agent.")
+    return records
+
+
+def channel_history(ports: Ports, caller: Caller, agent_id: str, channel: str) -> dict[str, Any]:
+    """``GET /host/openwop-serverless/agents/{agentId}/deployments/{channel}/history``: every change, oldest first."""
+    _channel_records(ports, caller, agent_id, channel)
+    return {"agentId": agent_id, "channel": channel, "history": _history(ports, caller.tenant, agent_id, channel)}
+
+
+def rollback_channel(ports: Ports, caller: Caller, agent_id: str, channel: str) -> dict[str, Any]:
+    """``POST /host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback``."""
+    records = _channel_records(ports, caller, agent_id, channel)
+    current = serving(records, channel)
+    earlier = [e.get("version") for e in reversed(_history(ports, caller.tenant, agent_id, channel))]
+    target = next((v for v in earlier if v is not None and v != current and v in records
+                   and records[v]["state"] == "active"), None)
+    if current is None or target is None:
+        raise NoPreviousDeploymentError()
+    _write(ports, caller, agent_id, records, _rolled_back(records, current, target))
+    return {"agentId": agent_id, "channel": channel, "version": target, "rolledBackVersion": current}
 
 
 def resolve_channel(ports: Ports, tenant: str, agent_id: str, channel: str) -> str:
     """The version a channel serves now (``latest``: the highest active version); 400 no_active_deployment else."""
-    records = _records(ports, tenant, agent_id)
-    active = [v for v, r in records.items() if r["state"] == "active"]
-    if channel == "latest":
-        got = max(active, key=semver_key) if active else None
-    else:
-        got = next((v for v in sorted(active, key=semver_key, reverse=True)
-                    if channel in (records[v].get("channels") or [])), None)
+    got = serving(_records(ports, tenant, agent_id), channel)
     if got is None:
         raise NoActiveDeploymentError("The channel resolves to no active version of the agent.")
+    return got
+
+
+def default_version(ports: Ports, tenant: str, agent_id: str) -> str | None:
+    """The version a reference with neither a version nor a channel gets: what ``stable`` serves once the agent has
+    any deployment (none active there: ``400 no_active_deployment``), the newest registered release while it has
+    none; None for an agent with no versions (a built-in or scripted agent)."""
+    stored = _stored(ports, tenant, agent_id)
+    if not stored:
+        return agent_versions.latest(ports, tenant, agent_id)
+    got = serving(stored, "stable")
+    if got is None:
+        raise NoActiveDeploymentError("The agent has deployments and none serves stable: name a version or a "
+                                      "channel.")
     return got

@@ -308,8 +308,7 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
         "suiteId": suite["suiteId"],
         "suiteVersion": suite["version"],
         "agentId": plan.get("agentId"),
-        "agentVersion": ((rec.data.get("configurable") or {}).get("extensions") or {})
-        .get("openwop-serverless", {}).get("agentVersion"),
+        "agentVersion": plan.get("agentVersion"),  # what ran: the pin, or what the host resolved at create
         "modes": list(plan.get("modes") or []),
         "baselineRunId": plan.get("baselineRunId"),
         "aggregateScore": summary.get("aggregateScore"),

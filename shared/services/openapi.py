@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any
 
 from shared import manifest
-from shared.protocol.agents import AgentRegistration, DeploymentTransition
+from shared.protocol.agents import AGENT_ID_PATTERN, AgentRegistration, DeploymentTransition
 from shared.protocol.codes import RUN_STATUSES
 from shared.protocol.models import BODIES
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
@@ -160,6 +160,12 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("POST", "/agents/{agentId}/deployments"): [
         Op("/agents/{agentId}/deployments", "transitionAgentDeployment", {200: "AgentDeployment"},
            (400, 401, 404, 406, 413, 415, 422), body="DeploymentTransition")],
+    ("POST", "/host/openwop-serverless/agents/{agentId}/deployments/{channel}"): [
+        Op("/host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback", "rollbackAgentChannel",
+           {200: "ChannelRollback"}, (400, 401, 404, 406, 409))],
+    ("GET", "/host/openwop-serverless/agents/{agentId}/deployments/{channel}/history"): [
+        Op("/host/openwop-serverless/agents/{agentId}/deployments/{channel}/history", "listAgentChannelHistory",
+           {200: "ChannelHistory"}, (400, 401, 404, 406))],
     ("POST", "/webhooks"): [
         Op("/webhooks", "registerWebhook", {201: "WebhookRegistration"}, (400, 401, 406, 409, 413, 415),
            body="RegisterWebhook", headers=("Idempotency-Key",))],
@@ -183,7 +189,8 @@ STREAM_MODE = r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$"
 PARAMETERS: dict[str, dict[str, Any]] = {
     "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
-    "agentId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._~:-]{1,128}$"}},
+    "agentId": {"in": "path", "schema": {"type": "string", "pattern": AGENT_ID_PATTERN}},
+    "channel": {"in": "path", "schema": {"type": "string", "enum": ["stable", "canary"]}},
     "webhookId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "toolId": {"in": "path", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,200}$"}},
     "serverId": {"in": "path", "schema": {"type": "string", "pattern": r"^[a-z0-9-]{1,48}$"}},
@@ -303,6 +310,16 @@ RESPONSES: dict[str, dict[str, Any]] = {
                             "draft", "test", "staged", "active", "paused", "deprecated", "rolled-back"]},
                             "canaryPercent": {"type": "integer"}, "rollbackPointer": _STR,
                             "channels": {"type": "array", "items": _STR}, "evalRunId": _STR}},
+    "ChannelRollback": {"type": "object", "required": ["agentId", "channel", "version", "rolledBackVersion"],
+                        "additionalProperties": False,
+                        "properties": {"agentId": _STR, "channel": _STR, "version": _STR, "rolledBackVersion": _STR}},
+    "ChannelHistory": {"type": "object", "required": ["agentId", "channel", "history"], "additionalProperties": False,
+                       "properties": {"agentId": _STR, "channel": _STR, "history": {"type": "array", "items": {
+                           "type": "object", "required": ["version", "evalRunId", "at", "keyId"],
+                           "additionalProperties": False,
+                           "properties": {"version": {"type": ["string", "null"]},
+                                          "evalRunId": {"type": ["string", "null"]}, "at": _STR,
+                                          "keyId": {"type": ["string", "null"]}}}}}},
     "AgentDeploymentList": {"type": "object", "required": ["deployments"], "properties": {"deployments": {
         "type": "array", "items": {"$ref": "#/components/schemas/AgentDeployment"}}}},
     "Html": {"type": "string"},

@@ -23,7 +23,15 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from shared.clock import ms_from_iso
-from shared.errors import RunGoneError, UnusableReferenceError, ValidationError, VersionConflictError
+from shared.errors import (
+    RunGoneError,
+    UnusableReferenceError,
+    ValidationError,
+    VersionConflictError,
+    fault,
+    invalid,
+    pointer,
+)
 from shared.ports import Ports, RunRecord
 from shared.services import evals, suites
 from shared.services.common import Caller
@@ -128,8 +136,8 @@ FILTER_FIELDS = ("agentVersion", "workflowId", "status", "metadata", "startedAft
 def _request(body: Any) -> dict[str, Any]:
     errors = sorted(_request_validator().iter_errors(body), key=lambda e: list(e.absolute_path))
     if errors:
-        details = [{"path": suites._pointer(e.absolute_path), "keyword": str(e.validator)} for e in errors[:10]]
-        raise ValidationError("The request does not match the from-runs body.", {"errors": details})
+        raise invalid("The request does not match the from-runs body.",
+                      [fault(pointer(e.absolute_path), str(e.validator)) for e in errors])
     assert isinstance(body, dict)
     if "runIds" in body and any(k in body for k in FILTER_FIELDS):
         raise ValidationError("Name runIds or a filter, not both.")

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.engine.canonical import same_json
-from shared.errors import NotFoundError, ValidationError, VersionConflictError
+from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
 from shared.ports import Ports
 from shared.protocol.ids import tenant_of
 
@@ -70,23 +70,18 @@ def _validator() -> Any:
     return Draft202012Validator(schema)
 
 
-def _pointer(path: Any) -> str:
-    return "/" + "/".join(str(p) for p in path) if path else "/"
-
-
 def validate_suite(doc: Any) -> dict[str, Any]:
     """Schema, then the rules a schema cannot say (unique taskIds). Raises 400 validation_error with the
     failing locations (JSON pointers and schema keywords, never the offending values)."""
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), e.validator))
     if errors:
-        details = [{"path": _pointer(e.absolute_path), "keyword": str(e.validator)} for e in errors[:10]]
-        raise ValidationError("The eval suite does not match the suite schema.", {"errors": details})
+        raise invalid("The eval suite does not match the suite schema.",
+                      [fault(pointer(e.absolute_path), str(e.validator)) for e in errors])
     assert isinstance(doc, dict)
     seen: set[str] = set()
     for i, task in enumerate(doc["tasks"]):
         if task["taskId"] in seen:
-            raise ValidationError("Each taskId must be unique in the suite.",
-                                  {"errors": [{"path": f"/tasks/{i}/taskId", "keyword": "unique"}]})
+            raise invalid("Each taskId must be unique in the suite.", [fault(f"/tasks/{i}/taskId", "unique")])
         seen.add(task["taskId"])
     return doc
 

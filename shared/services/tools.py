@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from shared import keys
 from shared.engine.canonical import same_json
 from shared.engine.registry import COUNTER_TOOL, TOOLS
-from shared.errors import NotFoundError, ValidationError, VersionConflictError
+from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
 from shared.ports import EgressRefusedError, Ports, TransportError
 from shared.protocol.toolids import mcp_tool_id, split_mcp_tool_id
 from shared.services.common import Caller
@@ -118,12 +118,12 @@ def _check_schema(schema: Any, field: str) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise ValidationError(f"{field} is not a valid JSON Schema.") from exc
+        raise invalid(f"{field} is not a valid JSON Schema.", [fault(f"/{field}", "schema")]) from exc
 
 
 def _check_credential(ports: Ports, caller: Caller, ref: str | None) -> None:
     if ref is not None and ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{caller.tenant}", ref) is None:
-        raise ValidationError("credentialRef names no credential of this tenant.")
+        raise invalid("credentialRef names no credential of this tenant.", [fault("/credentialRef", "credentialRef")])
 
 
 def register_tool(ports: Ports, caller: Caller, body: ToolRegistration) -> tuple[int, dict[str, Any]]:
@@ -177,14 +177,15 @@ def register_mcp_server(ports: Ports, caller: Caller, body: McpServerRegistratio
         headers = credential_headers(ports, caller.tenant, body.credentialRef)
         listed = ports.mcp.list_tools(body.url, headers, timeout_s=body.timeoutMs / 1000)
     except EgressRefusedError as exc:
-        raise ValidationError(f"The MCP server's URL is refused: {exc.reason}.") from exc
+        raise invalid(f"The MCP server's URL is refused: {exc.reason}.", [fault("/url", "egress")]) from exc
     except TransportError as exc:
-        raise ValidationError(f"The MCP server could not be listed: {exc.reason}.") from exc
+        raise invalid(f"The MCP server could not be listed: {exc.reason}.", [fault("/url", "reachable")]) from exc
     tools = [t for t in (_listed(x) for x in listed[:MAX_MCP_TOOLS]) if t is not None]
     names = {t["name"] for t in tools}
     classes = {name: c.model_dump() for name, c in (body.tools or {}).items()}
     if set(classes) - names:
-        raise ValidationError("tools names a tool the MCP server does not list.")
+        raise invalid("tools names a tool the MCP server does not list.",
+                      [fault("/tools" + pointer([sorted(set(classes) - names)[0]]), "listed")])
     doc = {**body.model_dump(mode="json", exclude_none=True, exclude={"tools"}), "tools": tools, "classes": classes}
     pk = f"{keys.MCP_SERVER_PREFIX}{caller.tenant}"
     existed = ports.host.get_item(pk, body.serverId) is not None

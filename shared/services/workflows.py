@@ -18,7 +18,15 @@ from functools import lru_cache
 from typing import Any
 
 from shared.engine.canonical import same_json
-from shared.errors import CapabilityRequiredError, NotFoundError, ValidationError, VersionConflictError
+from shared.errors import (
+    CapabilityRequiredError,
+    NotFoundError,
+    ValidationError,
+    VersionConflictError,
+    fault,
+    invalid,
+    pointer,
+)
 from shared.ports import Ports
 from shared.services.common import page_limit
 
@@ -70,14 +78,6 @@ def _validator() -> Any:
     return Draft202012Validator(docs["workflow-definition.schema.json"], registry=registry)
 
 
-def _pointer(path: Any) -> str:
-    return "/" + "/".join(str(p) for p in path) if path else "/"
-
-
-def _refuse(message: str, errors: list[dict[str, str]]) -> ValidationError:
-    return ValidationError(message, {"errors": errors[:10]})
-
-
 def validate_definition(doc: Any) -> Any:
     """Schema (closed shape), then what this host cannot run, then the graph and bindings; returns the loaded
     ``Workflow``. Refusals are 400 ``validation_error`` with ``details.errors: [{path, keyword}]`` (never values),
@@ -89,32 +89,32 @@ def validate_definition(doc: Any) -> Any:
     if isinstance(doc, dict):
         for key, bound in (("nodes", MAX_NODES), ("edges", MAX_EDGES)):
             if isinstance(doc.get(key), list) and len(doc[key]) > bound:
-                raise _refuse(f"The workflow definition has more than {bound} {key}.",
-                              [{"path": f"/{key}", "keyword": "maxItems"}])
+                raise invalid(f"The workflow definition has more than {bound} {key}.",
+                              [fault(f"/{key}", "maxItems")])
         settings = doc.get("settings")
         if isinstance(settings, dict) and "compensation" in settings:  # workflow-definition.schema.json: refuse it
             raise CapabilityRequiredError("This host does not advertise compensation.",
                                           {"requiredCapability": "compensation"})
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), str(e.validator)))
     if errors:
-        raise _refuse("The workflow definition does not match the WorkflowDefinition schema.",
-                      [{"path": _pointer(e.absolute_path), "keyword": str(e.validator or "unsupported")}
+        raise invalid("The workflow definition does not match the WorkflowDefinition schema.",
+                      [fault(pointer(e.absolute_path), str(e.validator or "unsupported"))
                        for e in errors])
     assert isinstance(doc, dict)
     if len(doc["version"]) > MAX_VERSION_CHARS:
-        raise _refuse("The workflow version is too long.", [{"path": "/version", "keyword": "maxLength"}])
+        raise invalid("The workflow version is too long.", [fault("/version", "maxLength")])
     _refuse_unserved(doc)
     if "configurableSchema" in doc:
         _check_configurable_schema(doc["configurableSchema"])
     try:
         wf = load_workflow(doc, set(NODE_TYPES))
     except DefinitionError as exc:
-        raise _refuse(f"The workflow definition cannot run: {exc}.", [{"path": "/", "keyword": "graph"}]) from exc
+        raise invalid(f"The workflow definition cannot run: {exc}.", [fault("", "graph")]) from exc
     index = {n: i for i, n in enumerate(wf.node_ids)}
     faults = check_bindings(wf)
     if faults:
-        raise _refuse("A node input cannot be resolved here.",
-                      [{"path": f"/nodes/{index[n]}/inputs/{k}", "keyword": why} for n, k, why in faults])
+        raise invalid("A node input cannot be resolved here.",
+                      [fault(f"/nodes/{index[n]}/inputs/{k}", why) for n, k, why in faults])
     return wf
 
 
@@ -124,24 +124,24 @@ def _refuse_unserved(doc: dict[str, Any]) -> None:
 
     errors: list[dict[str, str]] = []
     if "channels" in doc:
-        errors.append({"path": "/channels", "keyword": "unsupported"})
+        errors.append(fault("/channels", "unsupported"))
     for i, e in enumerate(doc["edges"]):
         for key in ("condition", "sourceOutput", "targetInput"):
             if key in e:
-                errors.append({"path": f"/edges/{i}/{key}", "keyword": "unsupported"})
+                errors.append(fault(f"/edges/{i}/{key}", "unsupported"))
     for i, n in enumerate(doc["nodes"]):
         if n.get("disabled"):
-            errors.append({"path": f"/nodes/{i}/disabled", "keyword": "unsupported"})
+            errors.append(fault(f"/nodes/{i}/disabled", "unsupported"))
         ref = n.get("agent")
         if ref is not None and n.get("typeId") != "core.agent":
-            errors.append({"path": f"/nodes/{i}/agent", "keyword": "unsupported"})
+            errors.append(fault(f"/nodes/{i}/agent", "unsupported"))
         elif ref is not None and "channel" in ref and ref["channel"] not in ("stable", "canary", "latest"):
-            errors.append({"path": f"/nodes/{i}/agent/channel", "keyword": "enum"})
+            errors.append(fault(f"/nodes/{i}/agent/channel", "enum"))
         comp = n.get("compensation")
         if comp is not None and comp.get("nodeTypeId") not in NODE_TYPES:
-            errors.append({"path": f"/nodes/{i}/compensation/nodeTypeId", "keyword": "unknown-type"})
+            errors.append(fault(f"/nodes/{i}/compensation/nodeTypeId", "unknown-type"))
     if errors:
-        raise _refuse("The workflow definition uses a feature this host does not run.", errors)
+        raise invalid("The workflow definition uses a feature this host does not run.", errors)
 
 
 def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
@@ -213,17 +213,16 @@ def _check_configurable_schema(schema: Any) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise _refuse("configurableSchema is not a JSON Schema 2020-12.",
-                      [{"path": "/configurableSchema" + _pointer(exc.absolute_path).rstrip("/"),
-                        "keyword": str(exc.validator)}]) from exc
+        raise invalid("configurableSchema is not a JSON Schema 2020-12.",
+                      [fault("/configurableSchema" + pointer(exc.absolute_path), str(exc.validator))]) from exc
     stack: list[Any] = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             for key in ("$ref", "$dynamicRef"):
                 if key in node and not (isinstance(node[key], str) and node[key].startswith("#")):
-                    raise _refuse("configurableSchema may only use local references.",
-                                  [{"path": "/configurableSchema", "keyword": key}])
+                    raise invalid("configurableSchema may only use local references.",
+                                  [fault("/configurableSchema", key)])
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
@@ -242,6 +241,5 @@ def check_configurable(schema: dict[str, Any], configurable: dict[str, Any]) -> 
     except (SchemaError, SchemaValidationError, Unresolvable, RecursionError) as exc:
         raise ValidationError("The workflow's configurableSchema cannot be evaluated.") from exc
     if errors:
-        raise _refuse("configurable does not satisfy the workflow's configurableSchema.",
-                      [{"path": "/configurable" + _pointer(e.absolute_path).rstrip("/"),
-                        "keyword": str(e.validator)} for e in errors])
+        raise invalid("configurable does not satisfy the workflow's configurableSchema.",
+                      [fault("/configurable" + pointer(e.absolute_path), str(e.validator)) for e in errors])

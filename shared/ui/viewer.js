@@ -157,7 +157,7 @@
   function timeline(events, rep, snap) {
     var list = $("events");
     clear(list);
-    var spans = {}, order = [], usage = {}, prov = provenanceByCall(rep);
+    var spans = {}, order = [], usage = {}, prov = provenanceByCall(rep), resolved = [];
     var calls = $("tool-calls").tBodies[0];
     clear(calls);
     events.forEach(function (e) {
@@ -175,6 +175,11 @@
       if (e.type === "agent.invocation-started" && p.invocationId) {
         spans["agent " + p.invocationId] = {from: e.sequence, to: null, outcome: "running"};
         order.push("agent " + p.invocationId);
+        if (p.resolvedAgentVersion) {  // the version decided at create: by pin, by channel, or stable by default
+          var what = p.agentId + "@" + p.resolvedAgentVersion + (p.resolvedChannel ? " (channel " +
+            p.resolvedChannel + ")" : "");
+          if (resolved.indexOf(what) < 0) { resolved.push(what); }
+        }
       } else if (e.type === "agent.invocation-completed" && spans["agent " + p.invocationId]) {
         spans["agent " + p.invocationId].to = e.sequence;
         spans["agent " + p.invocationId].outcome = "completed";
@@ -211,6 +216,7 @@
       cell(tr, id); cell(tr, spans[id].from); cell(tr, spans[id].to); cell(tr, spans[id].outcome);
       sbody.appendChild(tr);
     });
+    $("agent-versions").textContent = resolved.length ? "agent versions: " + resolved.join(", ") : "";
     var keys = Object.keys(usage);
     $("usage").textContent = keys.length ? "usage: " + keys.map(function (k) { return k + " " + usage[k]; }).join(", ")
       : "usage: no model calls recorded";

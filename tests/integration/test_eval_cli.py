@@ -132,6 +132,7 @@ def test_usage_and_connection_errors_exit_3(host, loop, capsys):
 
 class _Capture(BaseHTTPRequestHandler):
     bodies: list[tuple[str, dict[str, str], Any]] = []
+    gets: list[str] = []
 
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -139,6 +140,16 @@ class _Capture(BaseHTTPRequestHandler):
         out = json.dumps({"runId": "tenant-a/r-captured00000000000000000000", "status": "pending",
                           "eventsUrl": "/runs/x/events"}).encode()
         self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def do_GET(self) -> None:  # noqa: N802
+        # "support" is not a registered agent here (as a built-in or scripted one): no version to pin
+        _Capture.gets.append(self.path)
+        out = json.dumps({"error": "not_found", "message": "No such agent."}).encode()
+        self.send_response(404)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
@@ -156,24 +167,34 @@ def test_agent_at_version_pins_the_version_in_the_request_the_cli_sends(capsys):
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         _Capture.bodies.clear()
+        _Capture.gets.clear()
         assert main(["eval", "run", "--suite", "s.evals.x@1.0.0", "--agent", "support@2.0.0", "--baseline",
                      "tenant-a/r-base", "--fixtures-from", "t1=tenant-a/r-src", "--endpoint", url,
                      "--api-key", "k"]) == 0
         assert main(["eval", "run", "--suite", "s.evals.x", "--agent", "support", "--modes", "golden",
                      "--endpoint", url, "--api-key", "k", "--json"]) == 0
+        assert main(["eval", "run", "--suite", "s.evals.x", "--agent", "support", "--agent-version", "3.0.0",
+                     "--endpoint", url, "--api-key", "k"]) == 0
+        assert main(["eval", "run", "--suite", "s.evals.x", "--agent", "support@1.0.0", "--agent-version",
+                     "3.0.0", "--endpoint", url, "--api-key", "k"]) == 3
     finally:
         server.shutdown()
         server.server_close()
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     assert out[0] == "tenant-a/r-captured00000000000000000000"
     assert json.loads(out[1]) == {"runId": "tenant-a/r-captured00000000000000000000", "status": "pending"}
-    (path1, headers1, first), (_, _, second) = _Capture.bodies
+    (path1, headers1, first), (_, _, second), (_, _, third) = _Capture.bodies
+    # Only the run without a version asked the host which version it would get
+    assert _Capture.gets == ["/agents/support/deployments"]
+    assert "agent support: no registered versions" in captured.err and "name two versions" in captured.err
     assert path1 == "/runs" and headers1["Authorization"] == "Bearer k"
     assert first == {"mode": "eval", "evalSuiteRef": "s.evals.x@1.0.0", "agentId": "support",
                      "baselineRunId": "tenant-a/r-base", "evalModes": ["golden", "regression"],
                      "fixtureRuns": {"t1": "tenant-a/r-src"},
                      "configurable": {"version": 1, "extensions": {"openwop-serverless": {"agentVersion": "2.0.0"}}}}
     assert second == {"mode": "eval", "evalSuiteRef": "s.evals.x", "agentId": "support", "evalModes": ["golden"]}
+    assert third["configurable"] == {"version": 1, "extensions": {"openwop-serverless": {"agentVersion": "3.0.0"}}}
 
 
 def _slow_suite(host) -> str:

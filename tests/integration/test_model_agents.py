@@ -129,6 +129,54 @@ def test_bad_registrations_are_refused(host, mutate, status, code):
     assert r.json["error"] == code
 
 
+def test_an_allowlist_naming_a_tool_the_tenant_cannot_call_is_refused_with_pointers(host, server):
+    _, url = server
+    org = _org()
+    tool_id = register_tool(host, url, org)
+    agent_id = f"{org}.strict"
+    # Given an allowlist with the tenant's tool, an unregistered one, a malformed id and tenant B's tool
+    foreign = f"{_org()}.crm:lookup"
+    body = {"toolId": foreign, "description": "B's", "source": {"kind": "http", "url": url + "/crm/lookup"},
+            "inputSchema": {"type": "object"}}
+    assert raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_b).status == 201
+    agent = agent_body(agent_id, "1.0.0", tool_id, [{"text": "hi"}])
+    agent["manifest"]["toolAllowlist"] = [tool_id, f"{org}.crm:missing", "not a tool id", foreign]
+    # When it is registered
+    r = raw(host.base_url, "POST", f"{BASE}/agents", agent, key=host.key_a)
+    # Then a 400 points at each tool it may not name, and nothing was stored
+    assert r.status == 400 and r.json["error"] == "validation_error", r.text
+    errors = r.json["details"]["errors"]
+    assert [(e["pointer"], e["keyword"]) for e in errors] == [
+        ("/manifest/toolAllowlist/1", "toolId"), ("/manifest/toolAllowlist/2", "pattern"),
+        ("/manifest/toolAllowlist/3", "toolId")]
+    assert all(e["message"] for e in errors) and "not a tool id" not in r.text and foreign not in r.text
+    assert raw(host.base_url, "GET", f"/agents/{agent_id}", key=host.key_a).status == 404
+    # And with only the tenant's own tool it is registered
+    agent["manifest"]["toolAllowlist"] = [tool_id]
+    assert raw(host.base_url, "POST", f"{BASE}/agents", agent, key=host.key_a).status == 201
+
+
+@pytest.mark.parametrize(("route", "body", "expected"), [
+    ("/tools", {"toolId": "Not-A-Tool", "source": {"kind": "http", "url": "http://127.0.0.1:1/x"},
+                "inputSchema": {"type": "object"}}, ("/toolId", "format")),
+    ("/agents", {"version": "1.0.0.0", "manifest": {}, "model": {"provider": "mock", "model": "m"}},
+     ("/version", "format")),
+    ("/agents", {"version": "1.0.0", "manifest": {}, "model": {"provider": "mock", "model": "m"}, "extra": 1},
+     ("/extra", "additionalProperties")),
+    ("/eval-suites", {"suiteId": "tests.x.evals.y", "version": "1.0.0", "modes": ["golden"], "tasks": "no"},
+     ("/tasks", "type")),
+    ("/workflows", [1], ("", "type")),
+])
+def test_every_registration_refusal_points_at_the_member(host, route, body, expected):
+    # When a registration route gets a body that breaks its schema
+    r = raw(host.base_url, "POST", f"{BASE}{route}", body, key=host.key_a)
+    # Then the 400 names the member with an RFC 6901 pointer, the rule and a message
+    assert r.status == 400 and r.json["error"] == "validation_error", r.text
+    errors = r.json["details"]["errors"]
+    assert expected in [(e["pointer"], e["keyword"]) for e in errors], errors
+    assert all(isinstance(e["message"], str) and e["message"] for e in errors)
+
+
 def _payloads(client: Any, run_id: str, type_: str) -> list[dict[str, Any]]:
     return [e.payload for e in all_events(client, run_id) if e.type == type_]
 
@@ -412,3 +460,9 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
     r = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments",
             {"version": "1.0.0", "transition": "promote", "toState": "active", "evalRunId": baseline}, key=host.key_a)
     assert r.status == 200 and r.json["state"] == "active", r.text
+    # Without a version the CLI pins what stable serves (1.0.0, not the newer 2.0.0) and says so
+    assert cli("run", "--suite", f"{suite_id}@1.0.0", "--agent", agent_id, *fixtures, "--modes", "golden",
+               "--wait", "--json") == 0
+    out, err = capsys.readouterr()
+    assert f"agent {agent_id}: no version named; running 1.0.0 (what its stable channel serves)" in err
+    assert json.loads(out)["agentVersion"] == "1.0.0"

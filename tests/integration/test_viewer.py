@@ -84,8 +84,33 @@ def _open(browser, host, *, check_start: bool = False):
     return page, console
 
 
+def _model_agent_run(host) -> tuple[str, str]:
+    """A run of a model-backed agent named without a version (no deployment: its newest registered version)."""
+    import uuid
+
+    from tests.workflows import definition, node, static
+
+    agent_id = f"v{uuid.uuid4().hex[:8]}.answerer"
+    for version in ("1.0.0", "1.1.0"):
+        body = {"version": version, "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [
+            {"text": "42"}]}}, "manifest": {"agentId": agent_id, "persona": "Answerer", "modelClass": "general",
+                                            "systemPrompt": "answer"}}
+        assert raw(host.base_url, "POST", "/host/openwop-serverless/agents", body, key=host.key_a).status == 201
+    n = node("agent", "core.agent", inputs={"input": static("six times seven?")})
+    n["agent"] = {"agentId": agent_id}
+    wid = f"wf-{uuid.uuid4().hex[:10]}"
+    assert raw(host.base_url, "POST", "/host/openwop-serverless/workflows", definition(wid, [n]),
+               key=host.key_a).status == 201
+    client = host.client(host.key_a)
+    run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+    assert wait_terminal(client, run_id).status == "completed"
+    return agent_id, run_id
+
+
 def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_divergence(host, seeded):
     from playwright.sync_api import sync_playwright
+
+    agent_id, agent_run = _model_agent_run(host)
 
     assert Path(CHROMIUM).exists(), "Debian chromium is missing: run `make browser` (make test does)"
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -134,6 +159,11 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
             bg = page.eval_on_selector("#fork-fork li.diverged", "li => getComputedStyle(li).backgroundColor")
             assert bg == "rgb(255, 236, 179)"
             page.screenshot(path=str(SHOTS / "fork.png"), full_page=True)
+
+            # a model-backed agent's run shows the version it was resolved to at create
+            page.evaluate(f"location.hash = 'run=' + encodeURIComponent({agent_run!r})")
+            page.wait_for_selector("#agent-versions:not(:empty)")
+            assert page.text_content("#agent-versions") == f"agent versions: {agent_id}@1.1.0"
             assert not [m for m in console if "Content Security Policy" in m or "pageerror" in m], console
         finally:
             browser.close()

@@ -66,10 +66,12 @@ def test_a_circle_through_a_lazy_import_is_found() -> None:
 
 
 def test_lazy_imports_are_in_the_graph() -> None:
-    """The import inside ``agents.workflow_pins`` (channel resolution) is an edge like a top-level one."""
+    """The imports inside ``agents.pin`` (the default: stable once deployed) and ``agents.workflow_pins`` (channel
+    resolution) are edges like top-level ones."""
     lines = [d["line_contents"] for d in _graph().get_import_details(importer=f"{SERVICES}.agents",
                                                                       imported=f"{SERVICES}.deployments")]
-    assert lines == ["from shared.services.deployments import resolve_channel"]
+    assert sorted(lines) == ["from shared.services.deployments import default_version",
+                             "from shared.services.deployments import resolve_channel"]
 
 
 def test_the_kernel_imports_no_run_kind() -> None:

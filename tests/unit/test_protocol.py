@@ -45,7 +45,7 @@ def _all_error_classes():
 
 
 def test_every_registered_code_has_the_registry_status():
-    # Our own decisions (eval_recorded_fixtures_gone, the vendor 405 code) are the codes the registry lacks.
+    # Our own decisions (eval_recorded_fixtures_gone, the vendor 405 and 409 codes) are the codes the registry lacks.
     for code, status in codes.HTTP_STATUS.items():
         if code == codes.EVAL_RECORDED_FIXTURES_GONE:
             assert code not in ERROR_CODE_HTTP_STATUS and status == 410
@@ -53,8 +53,9 @@ def test_every_registered_code_has_the_registry_status():
         if code == codes.NO_ACTIVE_DEPLOYMENT:  # named by RFC 0082 and the client (400), absent from its registry
             assert code not in ERROR_CODE_HTTP_STATUS and status == 400
             continue
-        if code == codes.METHOD_NOT_ALLOWED:
-            assert code not in ERROR_CODE_HTTP_STATUS and status == 405
+        vendor = {codes.METHOD_NOT_ALLOWED: 405, codes.NO_PREVIOUS_DEPLOYMENT: 409}  # decisions 0047, 0111
+        if code in vendor:
+            assert code not in ERROR_CODE_HTTP_STATUS and status == vendor[code]
             assert re.fullmatch(r"(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9_]*", code)
             continue
         assert ERROR_CODE_HTTP_STATUS[code] == status, code
