@@ -26,7 +26,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from shared import keys
-from shared.engine import grading, judge
+from shared.engine import grading, judge, scorers
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
@@ -160,6 +160,7 @@ class TrialResult:
     output_tokens: int = 0
     cost_usd: float | None = None
     latency_ms: int = 0
+    scorer: dict[str, Any] | None = None  # the scorer's {strategy, score, passed, reason, parts}: the report's
 
     def stored(self) -> dict[str, Any]:
         """What the TRIAL# item keeps: the drafts and the grade (no decision, no call content beyond events)."""
@@ -171,6 +172,8 @@ class TrialResult:
             doc["costUsd"] = self.cost_usd
         if self.error is not None:
             doc["errorCode"] = self.error.get("code")
+        if self.scorer is not None:
+            doc["scorer"] = self.scorer
         return doc
 
 
@@ -251,8 +254,9 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
             result.error = {"code": exc.code, "message": exc.message}
     pass_score = (suite.get("thresholds") or {}).get("passScore")
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,
-                            met=met, pass_score=None if pass_score is None else float(pass_score))
-    result.score, result.passed = g.score, g.passed
+                            met=met, pass_score=None if pass_score is None else float(pass_score),
+                            facts=scorers.Facts(result.cost_usd, result.latency_ms))
+    result.score, result.passed, result.scorer = g.score, g.passed, g.scorer
     return result
 
 

@@ -11,39 +11,20 @@ Decisions (docs/decisions/0031-eval-grading-and-summary.md):
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from shared.engine.canonical import canonical, same_json
+from shared.engine import scorers
+from shared.engine.canonical import same_json
 
 EPSILON = 1e-9
 
 
-def _text(value: Any) -> str:
-    """The "stringified output": a string as is, anything else as canonical JSON."""
-    return value if isinstance(value, str) else canonical(value)
-
-
-def _as_json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def golden_match(strategy: str, decision: Any, value: Any) -> bool:
     """``exact``: stringified output equals the value; ``contains``: it contains the stringified value;
-    ``json-match``: deep JSON equality (key order and whitespace insensitive; a JSON string is parsed first)."""
-    if strategy == "exact":
-        return _text(decision) == _text(value)
-    if strategy == "contains":
-        return _text(value) in _text(decision)
-    if strategy == "json-match":
-        return same_json(_as_json(decision), _as_json(value))
-    return False
+    ``json-match``: deep JSON equality (key order and whitespace insensitive; a JSON string is parsed first);
+    the host's further strategies (``shared.engine.scorers``) that need nothing but ``value``."""
+    return scorers.score({"strategy": strategy, "value": value}, decision).passed
 
 
 def _call_matches(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
@@ -69,6 +50,7 @@ def trajectory_match(expectation: dict[str, Any], calls: list[dict[str, Any]]) -
 class TrialGrade:
     score: float
     passed: bool
+    scorer: dict[str, Any] | None = field(default=None, compare=False)  # {strategy, score, passed, reason, parts}
 
 
 RUBRIC_PASS_SCORE = 1.0  # without thresholds.passScore, a rubric task passes when every criterion is met
@@ -83,27 +65,36 @@ def rubric_score(rubric: list[dict[str, Any]], met: list[bool]) -> float:
     return sum(w for w, m in zip(weights, met, strict=True) if m) / total
 
 
+def _graded(score: float, ok: bool, why: scorers.Scored) -> TrialGrade:
+    return TrialGrade(score, ok, why.doc())
+
+
 def grade_trial(task: dict[str, Any], decided: bool, decision: Any, calls: list[dict[str, Any]],
                 fixture_miss_count: int, *, met: list[bool] | None = None,
-                pass_score: float | None = None) -> TrialGrade:
-    if fixture_miss_count > 0 or not decided:
-        return TrialGrade(0.0, False)
+                pass_score: float | None = None, facts: scorers.Facts | None = None) -> TrialGrade:
+    """The trial's score and pass, with the scorer's result and reason (``scorer``) for the eval report."""
     expected = task.get("expected") or {}
+    kind = "rubric" if expected.get("kind") == "rubric" else str((expected.get("match") or {}).get("strategy"))
+    if fixture_miss_count > 0:
+        return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "a tool call missed its fixtures"))
+    if not decided:
+        return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "the agent did not decide"))
     if expected.get("kind") == "rubric":
         if met is None:
-            return TrialGrade(0.0, False)
+            return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "no judgement"))
         score = rubric_score(list(expected.get("rubric") or []), met)
         ok = score + EPSILON >= (RUBRIC_PASS_SCORE if pass_score is None else pass_score)
-        if ok and task.get("trajectory") is not None:
-            ok = trajectory_match(task["trajectory"], calls)
-        return TrialGrade(score, ok)
-    if expected.get("kind") != "golden":
-        return TrialGrade(0.0, False)
-    match = expected.get("match") or {}
-    ok = golden_match(str(match.get("strategy")), decision, match.get("value"))
-    if ok and task.get("trajectory") is not None:
-        ok = trajectory_match(task["trajectory"], calls)
-    return TrialGrade(1.0 if ok else 0.0, ok)
+        result = scorers.Scored(kind, score, ok, f"{sum(1 for m in met if m)} of {len(met)} criteria met")
+    elif expected.get("kind") == "golden":
+        result = scorers.score(dict(expected.get("match") or {}), decision, facts)
+        score, ok = result.score, result.passed
+    else:
+        return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "unknown expectation kind"))
+    if ok and task.get("trajectory") is not None and not trajectory_match(task["trajectory"], calls):
+        doc = result.doc()
+        doc.update(passed=False, reason=f"{result.reason}; the trajectory does not match")
+        return TrialGrade(0.0 if expected.get("kind") == "golden" else score, False, doc)
+    return TrialGrade(score, ok, result.doc())
 
 
 def task_trials(suite: dict[str, Any], task: dict[str, Any]) -> int:

@@ -210,6 +210,14 @@ def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[
     return trial, misses
 
 
+def _scorer(doc: dict[str, Any], content_free: bool) -> dict[str, Any]:
+    """A trial's scorer result as stored; a content-free agent's keeps no reason (a tool scorer's may quote it)."""
+    out = {k: v for k, v in doc.items() if k != "parts" and not (content_free and k == "reason")}
+    if doc.get("parts"):
+        out["parts"] = [_scorer(p, content_free) for p in doc["parts"]]
+    return out
+
+
 def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], row: dict[str, Any] | None,
               base_scores: dict[str, float], has_baseline: bool, trials: dict[tuple[int, int], dict[str, Any]],
               by_invocation: dict[str, list[ToolCallRecord]]) -> dict[str, Any]:
@@ -219,6 +227,7 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
     k = grading.task_trials(suite, task)
     trial_rows: list[dict[str, Any]] = []
     misses: list[dict[str, Any]] = []
+    scored: list[dict[str, Any]] = []
     hidden = False
     for n in range(1, k + 1):
         doc = trials.get((i, n))
@@ -229,6 +238,8 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         hidden = hidden or content_free
         trial, trial_misses = _trial(doc, calls, entries, served_from, content_free)
         trial_rows.append(trial)
+        if doc.get("scorer") is not None:
+            scored.append({"trial": n, **_scorer(doc["scorer"], content_free)})
         misses.extend({"trial": n, **m} for m in trial_misses)
     score = float(row["score"]) if row else (sum(t["score"] for t in trial_rows) / len(trial_rows)
                                              if trial_rows else 0.0)
@@ -255,6 +266,7 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         "liveToolCalls": sum(t["liveToolCalls"] for t in trial_rows),
         "costUsd": sum(t["costUsd"] for t in trial_rows),
         "latencyMs": round(sum(latencies) / len(latencies)) if latencies else None,
+        "scorers": scored,
         "trialResults": trial_rows,
     }
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from shared.engine import scorers
 from shared.engine.canonical import same_json
 from shared.errors import ValidationError, VersionConflictError
 from shared.ports import Ports
@@ -67,6 +68,10 @@ def validate_suite(doc: Any) -> dict[str, Any]:
             raise ValidationError("Each taskId must be unique in the suite.",
                                   {"errors": [{"path": f"/tasks/{i}/taskId", "keyword": "unique"}]})
         seen.add(task["taskId"])
+        if "match" in task["expected"]:
+            found = scorers.problems(task["expected"]["match"], f"/tasks/{i}/expected/match")
+            if found:
+                raise ValidationError("The eval suite does not match the suite schema.", {"errors": found[:10]})
     return doc
 
 
