@@ -20,19 +20,20 @@ never inside the Step Functions payload.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
 
 from shared import keys
-from shared.engine import grading, judge, scorers
+from shared.engine import evalstats, grading, judge, scorers, toolscorer
 from shared.engine.agents import invocation_step, started_payload
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
 from shared.engine.tools import FixturePlan, ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
-from shared.ports import WRITABLE, Ports, RunRecord, ToolCallRecord
+from shared.ports import WRITABLE, Draws, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
 PLAN_VERSION = 1
@@ -252,10 +253,14 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
                 result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
         except (judge.ModelCallFailed, judge.JudgementError) as exc:
             result.error = {"code": exc.code, "message": exc.message}
+    answers = None
+    if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:
+        answers = toolscorer.answers(tools, agent, f"score:{inv}", order_key(task_index, trial) + "S",
+                                     dict(expected.get("match") or {}), agent_input, result.decision, result.calls)
     pass_score = (suite.get("thresholds") or {}).get("passScore")
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,
                             met=met, pass_score=None if pass_score is None else float(pass_score),
-                            facts=scorers.Facts(result.cost_usd, result.latency_ms))
+                            facts=scorers.Facts(result.cost_usd, result.latency_ms, answers))
     result.score, result.passed, result.scorer = g.score, g.passed, g.scorer
     return result
 
@@ -433,11 +438,13 @@ def task_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, An
     return drafts, rows
 
 
-def closing_drafts(plan: dict[str, Any], rows: list[dict[str, Any]], now: str
-                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure)."""
+def closing_drafts(plan: dict[str, Any], rows: list[dict[str, Any]], now: str,
+                   seeded: Callable[[str], Draws] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure; ``seeded``, the
+    IdSource's seeded generator, draws the bootstrap of a regression's delta)."""
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
-    summ = grading.summary(plan["suite"], rows, baseline)
+    draws = seeded(evalstats.seed(plan["suite"], str(baseline["runId"]))) if baseline and seeded else None
+    summ = grading.summary(plan["suite"], rows, baseline, draws)
     completed: dict[str, Any] = {"aggregateScore": summ["aggregateScore"], "passed": summ["passed"],
                                  "taskCount": summ["taskCount"], "passedCount": summ["passedCount"]}
     if "regression" in summ:
@@ -515,7 +522,7 @@ def finish(ports: Ports, run_id: str, cursor: dict[str, Any] | None = None) -> d
             updates: dict[str, Any] | None = None
             if last_page:
                 earlier = earlier_rows(ports, run_id, start) if start else []
-                closing, summ = closing_drafts(plan, earlier + rows, now)
+                closing, summ = closing_drafts(plan, earlier + rows, now, ports.ids.seeded)
                 drafts += closing
                 updates = {"status": "completed", **summary_updates(ports, run_id, summ)}
             else:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.engine import scorers
+from shared.engine import evalstats, scorers
 from shared.engine.canonical import same_json
+from shared.ports import Draws
 
 EPSILON = 1e-9
 
@@ -110,6 +111,7 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
         "score": score,
         "passed": n > 0 and all(bool(t["passed"]) for t in trials),
         "fixtureMissCount": sum(int(t["fixtureMissCount"]) for t in trials),
+        **evalstats.trial_stats([bool(t["passed"]) for t in trials]),
     }
     costs = [float(t["costUsd"]) for t in trials if t.get("costUsd") is not None]
     if costs:
@@ -120,13 +122,21 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def pair(candidate: dict[str, float], baseline: dict[str, float]) -> tuple[int, str]:
-    """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only."""
+def pair(candidate: dict[str, float], baseline: dict[str, float], flaky: frozenset[str] = frozenset(),
+         interval: dict[str, Any] | None = None) -> tuple[int, str]:
+    """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only. A task flaky in the
+    baseline moves the verdict only when the bootstrap interval of the delta agrees (wholly below 0 for a fall,
+    above 0 for a rise): a flaky task alone is never ``regressed``."""
     shared = [t for t in candidate if t in baseline]
     if not shared:
         return 0, "inconclusive"
-    rose = sum(1 for t in shared if candidate[t] > baseline[t] + EPSILON)
-    fell = sum(1 for t in shared if candidate[t] < baseline[t] - EPSILON)
+    below = interval is not None and float(interval["high"]) < 0
+    above = interval is not None and float(interval["low"]) > 0
+    counted = [t for t in shared if t not in flaky]
+    fell = any(candidate[t] < baseline[t] - EPSILON for t in counted) or (
+        below and any(candidate[t] < baseline[t] - EPSILON for t in shared))
+    rose = any(candidate[t] > baseline[t] + EPSILON for t in counted) or (
+        above and any(candidate[t] > baseline[t] + EPSILON for t in shared))
     if fell:
         return len(shared), "regressed"
     if rose:
@@ -134,19 +144,40 @@ def pair(candidate: dict[str, float], baseline: dict[str, float]) -> tuple[int, 
     return len(shared), "unchanged"
 
 
-def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any]) -> dict[str, Any]:
-    """``baseline`` is ``{runId, aggregateScore, tasks: {taskId: score}}`` (snapshotted at create)."""
-    paired, verdict = pair({t["taskId"]: float(t["score"]) for t in tasks},
-                           {k: float(v) for k, v in (baseline.get("tasks") or {}).items()})
-    return {
+def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any],
+                     draws: Draws | None = None) -> dict[str, Any]:
+    """``baseline`` is ``{runId, aggregateScore, tasks: {taskId: score}, flaky?: [taskId]}`` (snapshotted at
+    create). With ``draws``: the paired bootstrap interval of the delta (``scoreDeltaInterval``)."""
+    cand = {t["taskId"]: float(t["score"]) for t in tasks}
+    base = {k: float(v) for k, v in (baseline.get("tasks") or {}).items()}
+    shared = [t for t in cand if t in base]
+    interval = (evalstats.bootstrap([cand[t] - base[t] for t in shared], draws)
+                if draws is not None and shared else None)
+    flaky = frozenset(str(t) for t in baseline.get("flaky") or [])
+    paired, verdict = pair(cand, base, flaky, interval)
+    block: dict[str, Any] = {
         "baselineRunId": baseline["runId"],
         "scoreDelta": float(aggregate) - float(baseline["aggregateScore"]),
         "verdict": verdict,
         "pairedTaskCount": paired,
     }
+    if interval is not None:
+        block["scoreDeltaInterval"] = interval
+    if "flaky" in baseline:
+        block["flakyTasks"] = [t for t in shared if t in flaky]
+    return block
 
 
-def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None) -> dict[str, Any]:
+def baseline_snapshot(run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """What a candidate keeps of its baseline's summary (content-free): scores, and the tasks whose trials
+    disagreed (flaky)."""
+    rows = list(summary.get("tasks") or [])
+    return {"runId": run_id, "aggregateScore": float(summary["aggregateScore"]),
+            "tasks": {str(t["taskId"]): float(t["score"]) for t in rows}, "flaky": evalstats.flaky_tasks(rows)}
+
+
+def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None,
+            draws: Draws | None = None) -> dict[str, Any]:
     """The EvalSummary (content-free): scores, counts, per-task rows, the regression block when asked for.
 
     ``passed``: ``aggregateScore >= thresholds.passScore`` when the suite declares one, else every task passed;
@@ -179,5 +210,5 @@ def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[s
     if costs:
         out["totalCostUsd"] = sum(costs)
     if baseline is not None:
-        out["regression"] = regression_block(aggregate, tasks, baseline)
+        out["regression"] = regression_block(aggregate, tasks, baseline, draws)
     return out

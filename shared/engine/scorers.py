@@ -28,7 +28,8 @@ BASE = ("exact", "contains", "json-match", "regex", "json-schema", "json-path", 
 FACTS = ("cost-below", "latency-below")
 NEGATED = tuple(f"not-{s}" for s in BASE)
 COMPOSITE = ("all-of",)
-STRATEGIES = BASE + NEGATED + FACTS + COMPOSITE
+TOOL = "tool"  # a registered tool's answer (shared.engine.toolscorer), fetched before scoring
+STRATEGIES = BASE + NEGATED + FACTS + COMPOSITE + (TOOL,)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Facts:
 
     cost_usd: float | None = None
     latency_ms: int = 0
+    tools: dict[str, Scored] | None = None  # the scorer tools' answers by the match's pointer in the tree
 
 
 @dataclass(frozen=True)
@@ -169,8 +171,9 @@ def _base(strategy: str, match: dict[str, Any], output: Any) -> tuple[bool, str]
                 else f"the output is further than {tolerance:g} from the value")
 
 
-def score(match: dict[str, Any], output: Any, facts: Facts | None = None) -> Scored:
-    """Score one golden expectation; an unknown strategy scores 0 (the suite schema refuses it first)."""
+def score(match: dict[str, Any], output: Any, facts: Facts | None = None, at: str = "") -> Scored:
+    """Score one golden expectation (``at``: its pointer in the match tree); an unknown strategy scores 0 (the
+    suite schema refuses it first)."""
     facts = facts or Facts()
     strategy = str(match.get("strategy"))
     if strategy in BASE:
@@ -189,7 +192,7 @@ def score(match: dict[str, Any], output: Any, facts: Facts | None = None) -> Sco
         return Scored(strategy, 1.0 if ok else 0.0, ok, f"latency {facts.latency_ms} ms is "
                       f"{'below' if ok else 'not below'} {float(match.get('value', 0)):g}")
     if strategy == "all-of":
-        parts = tuple(score(p, output, facts) for p in match.get("of") or [])
+        parts = tuple(score(p, output, facts, f"{at}/of/{i}") for i, p in enumerate(match.get("of") or []))
         weights = [float(p.get("weight", 1)) for p in match.get("of") or []]
         total = sum(weights)
         if not parts:
@@ -201,6 +204,9 @@ def score(match: dict[str, Any], output: Any, facts: Facts | None = None) -> Sco
         why = (f"all {len(parts)} parts passed" if ok else
                f"{len(parts) - len(failing)} of {len(parts)} parts passed (failed: {', '.join(failing)})")
         return Scored(strategy, s, ok, why, parts)
+    if strategy == TOOL:
+        got = (facts.tools or {}).get(at)
+        return got if got is not None else Scored(strategy, 0.0, False, "the scorer tool was not called")
     return Scored(strategy, 0.0, False, "unknown strategy")
 
 

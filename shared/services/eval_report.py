@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from shared import keys
-from shared.engine import grading
+from shared.engine import evalstats, grading
 from shared.engine.jsondiff import differing_pointers
 from shared.errors import (
     EvalRecordedFixturesGoneError,
@@ -117,15 +117,18 @@ def provenance(rec: ToolCallRecord) -> str:
     return rec.source  # live | recorded
 
 
-def task_verdict(score: float, baseline: float | None, misses: int, has_baseline: bool) -> str:
-    """``unverifiable`` (a fixture miss), else paired against the baseline: ``regressed`` | ``improved`` |
-    ``unchanged``; ``unpaired`` when the baseline has no such task; without a baseline ``passed``/``failed``."""
+def task_verdict(score: float, baseline: float | None, misses: int, has_baseline: bool, flaky: bool = False) -> str:
+    """``unverifiable`` (a fixture miss), else paired against the baseline: ``flaky`` when the baseline's trials
+    of the task disagreed, else ``regressed`` | ``improved`` | ``unchanged``; ``unpaired`` when the baseline has no
+    such task; without a baseline ``passed``/``failed``."""
     if misses:
         return "unverifiable"
     if not has_baseline:
         return "passed" if score >= 1.0 - grading.EPSILON else "failed"
     if baseline is None:
         return "unpaired"
+    if flaky:
+        return "flaky"
     if score < baseline - grading.EPSILON:
         return "regressed"
     if score > baseline + grading.EPSILON:
@@ -250,16 +253,20 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         if task.get("trajectory") is not None:
             expected["trajectory"] = task["trajectory"]
     latencies = [t["latencyMs"] for t in trial_rows if t["latencyMs"] is not None]
+    passed = sum(1 for t in trial_rows if t["passed"])
+    flaky = set((plan.get("baseline") or {}).get("flaky") or [])
     return {
         "taskId": task_id,
         "expected": expected,
         "score": score,
         "passed": bool(row["passed"]) if row else False,
         "baselineScore": base_scores.get(task_id),
-        "verdict": task_verdict(score, base_scores.get(task_id), miss_count, has_baseline)
+        "verdict": task_verdict(score, base_scores.get(task_id), miss_count, has_baseline, task_id in flaky)
         if trial_rows else "unverifiable",
-        "trials": {"total": k, "done": len(trial_rows), "passed": sum(1 for t in trial_rows if t["passed"])},
+        "baselineFlaky": task_id in flaky if has_baseline else None,
+        "trials": {"total": k, "done": len(trial_rows), "passed": passed},
         "passAllK": len(trial_rows) == k and all(t["passed"] for t in trial_rows),
+        **(evalstats.curves(len(trial_rows), passed) if k > 1 else {}),
         "fixtureMissCount": miss_count,
         "fixtureMisses": misses,
         "servedFrom": served_from,
@@ -321,6 +328,8 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
         "scoreDelta": (regression or {}).get("scoreDelta"),
         "pairedVerdict": (regression or {}).get("verdict"),
         "pairedTaskCount": (regression or {}).get("pairedTaskCount"),
+        "scoreDeltaInterval": (regression or {}).get("scoreDeltaInterval"),
+        "flakyTasks": (regression or {}).get("flakyTasks"),
         "verdict": overall_verdict(rec.status, regression, total_misses),
         "error": rec.error.get("code") if rec.error else None,
         "taskCount": n_tasks,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared import keys
-from shared.engine import evalrun
+from shared.engine import evalrun, grading
 from shared.engine.kernel import resolve_agent
 from shared.errors import (
     EvalRecordedFixturesGoneError,
@@ -100,8 +100,7 @@ def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> 
     s = summaries.stored(ports, rec)
     if not s or s.get("suiteId") != suite_id:
         raise UnusableReferenceError()
-    return {"runId": rec.run_id, "aggregateScore": float(s["aggregateScore"]),
-            "tasks": {str(t["taskId"]): float(t["score"]) for t in s.get("tasks", [])}}
+    return grading.baseline_snapshot(rec.run_id, s)
 
 
 def _agent_in_log(ports: Ports, run_id: str, agent_id: str) -> tuple[bool, set[str]]:
