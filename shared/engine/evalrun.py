@@ -240,22 +240,23 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     result.decision = progress["decision"]
     met = None
     expected = task.get("expected") or {}
-    if expected.get("kind") == "rubric" and result.decided and not result.fixture_miss_count:
+    rubric = judge.criteria(expected)  # a rubric task's criteria, or a golden task's judge matches
+    answers: dict[str, scorers.Scored] = {}
+    if rubric and result.decided and not result.fixture_miss_count:
         if models is None:
             models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
         try:
             met, entry = judge.judge(models, dict(plan.get("judge") or {}), f"judge:{inv}",
-                                     order_key(task_index, trial) + "J", agent_input, result.decision,
-                                     list(expected.get("rubric") or []))
+                                     order_key(task_index, trial) + "J", agent_input, result.decision, rubric)
+            answers = judge.scored(expected, met) if expected.get("kind") == "golden" else {}
             result.events.append({"type": c.PROVIDER_USAGE, "payload": usage_payload(entry),
                                   "timestamp": ports.clock.iso()})
             if entry.get("costUsd") is not None:
                 result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
         except (judge.ModelCallFailed, judge.JudgementError) as exc:
             result.error = {"code": exc.code, "message": exc.message}
-    answers = None
     if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:
-        answers = toolscorer.answers(tools, agent, f"score:{inv}", order_key(task_index, trial) + "S",
+        answers |= toolscorer.answers(tools, agent, f"score:{inv}", order_key(task_index, trial) + "S",
                                      dict(expected.get("match") or {}), agent_input, result.decision, result.calls)
     pass_score = (suite.get("thresholds") or {}).get("passScore")
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,

@@ -28,8 +28,9 @@ BASE = ("exact", "contains", "json-match", "regex", "json-schema", "json-path", 
 FACTS = ("cost-below", "latency-below")
 NEGATED = tuple(f"not-{s}" for s in BASE)
 COMPOSITE = ("all-of",)
-TOOL = "tool"  # a registered tool's answer (shared.engine.toolscorer), fetched before scoring
-STRATEGIES = BASE + NEGATED + FACTS + COMPOSITE + (TOOL,)
+# Answered before scoring: a registered tool (shared.engine.toolscorer), the LLM judge (shared.engine.judge).
+ANSWERED = ("tool", "judge")
+STRATEGIES = BASE + NEGATED + FACTS + COMPOSITE + ANSWERED
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Facts:
 
     cost_usd: float | None = None
     latency_ms: int = 0
-    tools: dict[str, Scored] | None = None  # the scorer tools' answers by the match's pointer in the tree
+    answers: dict[str, Scored] | None = None  # the tools' and the judge's answers by the match's pointer
 
 
 @dataclass(frozen=True)
@@ -204,10 +205,20 @@ def score(match: dict[str, Any], output: Any, facts: Facts | None = None, at: st
         why = (f"all {len(parts)} parts passed" if ok else
                f"{len(parts) - len(failing)} of {len(parts)} parts passed (failed: {', '.join(failing)})")
         return Scored(strategy, s, ok, why, parts)
-    if strategy == TOOL:
-        got = (facts.tools or {}).get(at)
-        return got if got is not None else Scored(strategy, 0.0, False, "the scorer tool was not called")
+    if strategy in ANSWERED:
+        got = (facts.answers or {}).get(at)
+        return got if got is not None else Scored(strategy, 0.0, False, f"no {strategy} answer")
     return Scored(strategy, 0.0, False, "unknown strategy")
+
+
+def find(match: dict[str, Any], strategy: str, at: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every match of ``strategy`` in a match tree, by its pointer (``""``, ``/of/1``, ...), in document order."""
+    if match.get("strategy") == strategy:
+        return [(at, match)]
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, part in enumerate(match.get("of") or []):
+        out.extend(find(part, strategy, f"{at}/of/{i}"))
+    return out
 
 
 def problems(match: dict[str, Any], at: str) -> list[dict[str, str]]:

@@ -13,21 +13,11 @@ import dataclasses
 from typing import Any
 
 from shared.engine.registry import AgentSpec
-from shared.engine.scorers import Scored
+from shared.engine.scorers import Scored, find
 from shared.engine.tools import ToolRuntime
 
 SCORER_AGENT = "openwop-serverless.scorer"
 REASON_LIMIT = 1000
-
-
-def tool_matches(match: dict[str, Any], at: str = "") -> list[tuple[str, dict[str, Any]]]:
-    """Every ``tool`` match in a match tree, by its pointer (``""``, ``/of/1``, ...), in document order."""
-    if match.get("strategy") == "tool":
-        return [(at, match)]
-    out: list[tuple[str, dict[str, Any]]] = []
-    for i, part in enumerate(match.get("of") or []):
-        out.extend(tool_matches(part, f"{at}/of/{i}"))
-    return out
 
 
 def read_answer(status: str, result: Any, error: dict[str, Any] | None) -> Scored:
@@ -46,7 +36,7 @@ def read_answer(status: str, result: Any, error: dict[str, Any] | None) -> Score
 def answers(tools: ToolRuntime, agent: AgentSpec, invocation_id: str, order: str, match: dict[str, Any],
             task_input: Any, output: Any, trajectory: list[dict[str, Any]]) -> dict[str, Scored]:
     """Call each tool match's tool once; the answers by pointer, for ``scorers.score``."""
-    found = tool_matches(match)
+    found = find(match, "tool")
     if not found:
         return {}
     scorer = dataclasses.replace(agent, agent_id=SCORER_AGENT, tool_allowlist=None)

@@ -117,3 +117,44 @@ def test_a_bad_pattern_or_schema_is_refused_at_registration(host):
                   {"strategy": "numeric", "value": "x"}, {"strategy": "exact", "value": 1, "tolerance": 1}):
         r = put_suite(host, host.key_a, suite(match))
         assert (r.status, r.json["error"]) == (400, "validation_error"), match
+
+
+def test_the_llm_judge_scores_through_the_model_port_and_a_replay_makes_no_judge_call(host):
+    from openwop_client.types import ForkRunRequest
+
+    from tests.integration.test_eval_runs import _ports, eval_request
+    from tests.wire import all_events, wait_terminal
+
+    client = host.client(host.key_a)
+    suite_id = f"tests.local.evals.{unique('judged')}"
+    polite = {"strategy": "judge", "value": "is polite"}
+    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "tasks": [
+        _task("judged-pass", {"strategy": "all-of", "of": [{"strategy": "contains", "value": "refund"}, polite]},
+              answer="Thank you: your refund is on its way."),
+        _task("judged-fail", polite, answer="Go away.")]}
+    assert put_suite(host, host.key_a, suite).status == 201
+    # Given a judge model that finds only the refund answer polite
+    judge = {"provider": "mock", "model": "judge-1", "mockProvider": {"script": [{"text": '{"met": [false]}'}],
+             "cases": [{"whenInput": "refund is on its way", "script": [{"text": '{"met": [true]}'}]}]}}
+    # When the eval runs with it
+    run = client.runs_create(eval_request(f"{suite_id}@1.0.0", configurable={
+        "version": 1, "extensions": {"openwop-serverless": {"judge": judge}}})).runId
+    assert wait_terminal(client, run, timeout=60).status == "completed"
+    rows = {t["taskId"]: t for t in summary_json(host, host.key_a, run)["tasks"]}
+    # Then the judged task passed, the other failed, and each judge call was logged like any model call
+    assert (rows["judged-pass"]["passed"], rows["judged-fail"]["passed"]) == (True, False)
+    usage = [e.payload for e in all_events(client, run) if e.type == "provider.usage"]
+    assert [u["model"] for u in usage] == ["judge-1", "judge-1"]
+    log = _ports().runs.query_aux(run, "MCALL#")
+    assert sorted(d["invocationId"] for _, d in log) == ["judge:judged-fail:1", "judge:judged-pass:1"]
+    rep = raw(host.base_url, "GET", REPORT.format(project_id(run)), key=host.key_a).json
+    tasks = {t["taskId"]: t for t in rep["tasks"]}
+    assert tasks["judged-fail"]["scorers"][0]["reason"] == "the judge found the criterion not met"
+    assert tasks["judged-pass"]["scorers"][0]["parts"][1] == {
+        "strategy": "judge", "score": 1.0, "passed": True, "reason": "the judge found the criterion met"}
+    # And a replay of the eval re-reads the judgements: 0 judge calls, the same rows
+    child = client.runs_fork(run, ForkRunRequest(mode="replay", fromSeq=0)).runId
+    assert wait_terminal(client, child, timeout=60).status == "completed"
+    assert [d["source"] for _, d in _ports().runs.query_aux(child, "MCALL#")] == ["recorded", "recorded"]
+    assert _ports().runs.query_aux(child, "EFFECT#model") == []
+    assert summary_json(host, host.key_a, child)["tasks"] == list(rows.values())
