@@ -5,7 +5,8 @@
 - A task is **flaky** in a baseline when its trials disagree (some passed, some did not); the baseline snapshot
   names its flaky tasks.
 - The paired bootstrap interval of ``scoreDelta``: the paired tasks' score differences resampled with replacement
-  ``RESAMPLES`` times, the percentile interval of their means at ``CONFIDENCE``. The draws come from the IdSource
+  ``RESAMPLES`` times, the percentile interval of their means at ``CONFIDENCE`` (``pairedMean`` is their mean,
+  equal to ``scoreDelta`` when every task pairs). The draws come from the IdSource
   port's seeded generator, seeded from the run's plan (suite, version, baseline): the same run (and its replay)
   always reports the same interval.
 """
@@ -20,6 +21,10 @@ from shared.ports import Draws
 
 RESAMPLES = 1000
 CONFIDENCE = 0.95
+# Draws one Finish may spend on the interval: a suite of more than 2,000 paired tasks gets fewer resamples (at
+# least MIN_RESAMPLES; 10,000 tasks: 200), so the bootstrap stays near a second (bench/bench_stats.py).
+DRAW_BUDGET = 2_000_000
+MIN_RESAMPLES = 200
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -65,13 +70,19 @@ def seed(plan_suite: dict[str, Any], baseline_run_id: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def bootstrap(diffs: list[float], draws: Draws, resamples: int = RESAMPLES,
+def resamples_for(n: int) -> int:
+    return min(RESAMPLES, max(MIN_RESAMPLES, DRAW_BUDGET // max(1, n)))
+
+
+def bootstrap(diffs: list[float], draws: Draws, resamples: int | None = None,
               confidence: float = CONFIDENCE) -> dict[str, Any]:
-    """The percentile interval of the mean paired difference, from ``resamples`` resamples of ``diffs``."""
+    """The percentile interval of the mean paired difference, from ``resamples`` resamples of ``diffs`` (default
+    ``resamples_for(len(diffs))``)."""
     n = len(diffs)
+    resamples = resamples_for(n) if resamples is None else resamples
     means = sorted(sum(draws.choices(diffs, k=n)) / n for _ in range(resamples))
     tail = (1.0 - confidence) / 2
     lo = means[max(0, math.floor(tail * resamples))]
     hi = means[min(resamples - 1, math.ceil((1.0 - tail) * resamples) - 1)]
-    return {"low": max(-1.0, lo), "high": min(1.0, hi), "confidence": confidence, "resamples": resamples,
-            "method": "paired-bootstrap"}
+    return {"pairedMean": sum(diffs) / n, "low": max(-1.0, lo), "high": min(1.0, hi), "confidence": confidence,
+            "resamples": resamples, "method": "paired-bootstrap"}

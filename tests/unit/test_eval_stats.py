@@ -84,7 +84,8 @@ def test_the_summary_interval_is_seeded_from_the_plan_so_a_replay_reports_the_sa
     _, one = closing_drafts(plan, rows, "now", SystemIds().seeded)
     _, two = closing_drafts(plan, rows, "later", SystemIds().seeded)
     assert one == two
-    assert one["regression"]["scoreDeltaInterval"] == {"low": -1.0, "high": 0.0, "confidence": 0.95,
-                                                       "resamples": 1000, "method": "paired-bootstrap"}
+    assert one["regression"]["scoreDeltaInterval"] == {"pairedMean": -0.5, "low": -1.0, "high": 0.0,
+                                                       "confidence": 0.95, "resamples": 1000,
+                                                       "method": "paired-bootstrap"}
     _, plain = closing_drafts(plan, rows, "now")
     assert "scoreDeltaInterval" not in plain["regression"]
