@@ -1,12 +1,14 @@
 """Eval grading, pure: golden matching, trajectory expectations, trial/task scores, the summary, the paired verdict.
 
 Decisions (docs/decisions/0031-eval-grading-and-summary.md):
-- A trial scores 1 when its golden match holds, its trajectory expectation (if any) holds and no call missed
-  under ``onMiss: "fail"``; otherwise 0. A task's score is the mean of its trial scores; it passes when every
-  trial passed. ``aggregateScore`` is the plain mean of the task scores.
+- A golden trial scores what its scorer says (``shared.engine.scorers``: 1 or 0, a weighted ``all-of`` in between)
+  when its trajectory expectation (if any) holds and no call missed under ``onMiss: "fail"``; otherwise 0. A
+  task's score is the mean of its trial scores; it passes when every trial passed. ``aggregateScore`` is the
+  plain mean of the task scores.
 - Regression verdict from paired per-task scores only (never from the aggregates): ``improved`` iff at least
   one paired score rose and none fell, ``regressed`` iff at least one fell, else ``unchanged``;
-  ``inconclusive`` when no task pairs.
+  ``inconclusive`` when no task pairs. A task flaky in the baseline counts only with the bootstrap interval
+  (``shared.engine.evalstats``, decision 0114).
 """
 
 from __future__ import annotations
