@@ -221,12 +221,44 @@ def find(match: dict[str, Any], strategy: str, at: str = "") -> list[tuple[str, 
     return out
 
 
+_NUMBER_VALUE = ("numeric", "not-numeric", "cost-below", "latency-below")
+_PATHS = ("json-path", "not-json-path", "numeric", "not-numeric")
+
+
+def _member_problems(match: dict[str, Any], strategy: str) -> list[str]:
+    """The members a strategy must or must not have, as (member, keyword): the suite schema stays flat, so a
+    schema-driven fuzzer or client generates bodies quickly; this host checks the rest."""
+    out: list[str] = []
+    composite = strategy == "all-of"
+    if composite != ("of" in match) or composite == ("value" in match):
+        out.append("of" if composite != ("of" in match) else "value")
+    if (strategy == "tool") != ("tool" in match):
+        out.append("tool")
+    if ("path" in match) and strategy not in _PATHS or strategy in ("json-path", "not-json-path") and "path" not in match:
+        out.append("path")
+    if "op" in match and strategy not in ("json-path", "not-json-path"):
+        out.append("op")
+    if "tolerance" in match and strategy not in ("numeric", "not-numeric"):
+        out.append("tolerance")
+    value = match.get("value")
+    if "value" in match and (
+            strategy in _NUMBER_VALUE and (not isinstance(value, int | float) or isinstance(value, bool))
+            or strategy in FACTS and isinstance(value, int | float) and value < 0
+            or strategy in ("regex", "not-regex") and not (isinstance(value, str) and len(value) <= 1000)
+            or strategy == "judge" and not (isinstance(value, str) and 0 < len(value) <= 4000)
+            or strategy in ("json-schema", "not-json-schema") and not isinstance(value, dict | bool)):
+        out.append("value")
+    return out
+
+
 def problems(match: dict[str, Any], at: str) -> list[dict[str, str]]:
-    """What a schema cannot check in a match: a pattern that does not compile, a schema that is not a schema.
-    (JSON pointers and keywords only, never the offending values.)"""
+    """What the flat suite schema does not check in a match: each strategy's members, a pattern that does not
+    compile, a schema that is not a schema. (JSON pointers and keywords only, never the offending values.)"""
     strategy = str(match.get("strategy"))
+    out = [{"path": f"{at}/{m}", "keyword": strategy} for m in _member_problems(match, strategy)]
+    if out:
+        return out
     base = strategy[4:] if strategy.startswith("not-") else strategy
-    out: list[dict[str, str]] = []
     if base == "regex" and _pattern(str(match.get("value"))) is None:
         out.append({"path": f"{at}/value", "keyword": "regex"})
     if base == "json-schema":

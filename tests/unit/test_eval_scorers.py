@@ -6,7 +6,7 @@ import pytest
 
 from shared.engine import grading
 from shared.engine.jsondiff import resolve
-from shared.engine.scorers import Facts, score
+from shared.engine.scorers import Facts, problems, score
 
 OUT = {"a": {"b/c": [1, 2.5, "x"], "~k": True}, "n": "7.25"}
 
@@ -88,3 +88,34 @@ def test_rfc6901_pointers_resolve_and_refuse_what_is_not_there():
     assert resolve(OUT, "/a/b~1c/-") == (False, None)
     assert resolve(OUT, "a") == (False, None)
     assert resolve(OUT, "/n/0") == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("match", "member"),
+    [
+        ({"strategy": "all-of", "value": 1}, "of"),
+        ({"strategy": "exact", "value": 1, "of": [{"strategy": "exact", "value": 1}]}, "of"),
+        ({"strategy": "exact"}, "value"),
+        ({"strategy": "tool", "value": 1}, "tool"),
+        ({"strategy": "exact", "value": 1, "tool": "a.b:c"}, "tool"),
+        ({"strategy": "json-path", "value": 1}, "path"),
+        ({"strategy": "regex", "value": "x", "path": "/a"}, "path"),
+        ({"strategy": "exact", "value": 1, "op": "contains"}, "op"),
+        ({"strategy": "json-path", "path": "/a", "value": 1, "tolerance": 1}, "tolerance"),
+        ({"strategy": "numeric", "value": "1"}, "value"),
+        ({"strategy": "cost-below", "value": -1}, "value"),
+        ({"strategy": "regex", "value": 1}, "value"),
+        ({"strategy": "judge", "value": ""}, "value"),
+        ({"strategy": "json-schema", "value": []}, "value"),
+        ({"strategy": "regex", "value": "(unclosed"}, "value"),
+        ({"strategy": "not-json-schema", "value": {"type": "nope"}}, "value"),
+    ],
+)
+def test_the_members_a_strategy_takes_are_checked_by_pointer(match, member):
+    # Given a match with a member its strategy does not take (or lacks one it needs) / When checked
+    # Then one problem names the member's pointer, never the value
+    found = problems(match, "/tasks/0/expected/match")
+    assert [p["path"] for p in found] == [f"/tasks/0/expected/match/{member}"]
+    assert "unclosed" not in str(found)
+    assert problems({"strategy": "all-of", "of": [{"strategy": "numeric", "path": "/n", "value": 1,
+                                                   "tolerance": 0.5, "weight": 2}]}, "") == []
