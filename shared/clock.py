@@ -49,6 +49,10 @@ class SystemIds:
         """Deterministic per (run, sequence): a retried append mints the same id."""
         return "ev-" + hashlib.sha256(f"{run_id}#{seq}".encode()).hexdigest()[:29]
 
+    def seeded(self, seed: str) -> random.Random:
+        """A reproducible generator (Mersenne Twister seeded with the string): statistics, never secrets."""
+        return random.Random(seed)
+
 
 def iso_from_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -103,7 +103,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
     summary: dict[str, Any] = {}
     if last_page:
         earlier = evalrun.earlier_rows(ports, rec.run_id, start) if start else []
-        closing, summary = evalrun.closing_drafts(plan, earlier + rows, now)
+        closing, summary = evalrun.closing_drafts(plan, earlier + rows, now, ports.ids.seeded)
         drafts += closing
     # Drafts before fromSeq are the copied prefix's; a child sequence is its draft's position, plus one after the
     # divergence event (a replay reports only its first divergence, so positions shift at most once).

@@ -20,23 +20,27 @@ never inside the Step Functions payload.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
 
 from shared import keys
-from shared.engine import grading, judge, spans
+from shared.engine import evalstats, grading, judge, scorers, spans, toolscorer
 from shared.engine.agents import invocation_step, started_payload
+from shared.engine.evalplan import INLINE_LIMIT as INLINE_LIMIT
+from shared.engine.evalplan import PLAN_VERSION as PLAN_VERSION
+from shared.engine.evalplan import _plan_cache as _plan_cache
+from shared.engine.evalplan import load_plan as load_plan
+from shared.engine.evalplan import store_plan as store_plan
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
 from shared.engine.tools import FixturePlan, ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
-from shared.ports import WRITABLE, Ports, RunRecord, ToolCallRecord
+from shared.ports import WRITABLE, Draws, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
-PLAN_VERSION = 1
-INLINE_LIMIT = 300_000  # bytes of JSON kept inside a DynamoDB item; larger goes to S3 under the run's prefix
 PREPARED_EVENTS = 2  # run.started, eval.started
 CHUNK_EVENTS = 99
 CHUNK_BYTES = 3_000_000  # TransactWriteItems carries at most 4 MB
@@ -80,39 +84,6 @@ def entries_from_records(records: list[ToolCallRecord], agent_id: str) -> list[d
             entry["response"] = r.error or {"code": c.EXTERNAL_CALL_FAILED, "message": "the call failed"}
         out.append(entry)
     return out
-
-
-# --------------------------------------------------------------------------- the plan
-
-_PLAN_CACHE_SIZE = 16
-_plan_cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=_PLAN_CACHE_SIZE)
-
-
-def load_plan(ports: Ports, run_id: str, *, cached: bool = True) -> dict[str, Any]:
-    """The eval run's pinned plan (immutable after create), suite included."""
-    hit = _plan_cache.get(run_id) if cached else None
-    if hit is not None:
-        return hit
-    doc = ports.runs.get_aux(run_id, keys.EVAL_PLAN_SK)
-    if doc is None:
-        raise RunGoneError(run_id)
-    if "planBlob" in doc or "suiteBlob" in doc:  # a large plan, or (stored before planBlob) a large suite
-        got = ports.blobs.get_json(str(doc.get("planBlob") or doc["suiteBlob"]))
-        if got is None:
-            raise RunGoneError(run_id)
-        doc = dict(got) if "planBlob" in doc else {**doc, "suite": got}
-    _plan_cache[run_id] = doc
-    return doc
-
-
-def store_plan(ports: Ports, run_id: str, plan: dict[str, Any], expires_at: int) -> None:
-    """Write the plan as the run's ``EVALPLAN`` item; a plan over ``INLINE_LIMIT`` (a large suite or baseline) is
-    an S3 object under the run, the item naming it and keeping the keys erasure needs (``derivedKeys``)."""
-    if len(json.dumps(plan, separators=(",", ":"))) > INLINE_LIMIT:
-        key = f"{keys.run_prefix(run_id)}eval-plan.json"
-        ports.blobs.put_json(key, plan)
-        plan = {"v": plan.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": plan.get("derivedKeys") or []}
-    ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, plan, expires_at)
 
 
 def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[dict[str, Any]] | None:
@@ -189,6 +160,7 @@ class TrialResult:
     output_tokens: int = 0
     cost_usd: float | None = None
     latency_ms: int = 0
+    scorer: dict[str, Any] | None = None  # the scorer's {strategy, score, passed, reason, parts}: the report's
 
     def stored(self) -> dict[str, Any]:
         """What the TRIAL# item keeps: the drafts and the grade (no decision, no call content beyond events)."""
@@ -200,6 +172,8 @@ class TrialResult:
             doc["costUsd"] = self.cost_usd
         if self.error is not None:
             doc["errorCode"] = self.error.get("code")
+        if self.scorer is not None:
+            doc["scorer"] = self.scorer
         return doc
 
 
@@ -269,23 +243,29 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     result.decision = progress["decision"]
     met = None
     expected = task.get("expected") or {}
-    if expected.get("kind") == "rubric" and result.decided and not result.fixture_miss_count:
+    rubric = judge.criteria(expected)  # a rubric task's criteria, or a golden task's judge matches
+    answers: dict[str, scorers.Scored] = {}
+    if rubric and result.decided and not result.fixture_miss_count:
         if models is None:
             models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
         try:
             met, entry = judge.judge(models, dict(plan.get("judge") or {}), f"judge:{inv}",
-                                     order_key(task_index, trial) + "J", agent_input, result.decision,
-                                     list(expected.get("rubric") or []))
+                                     order_key(task_index, trial) + "J", agent_input, result.decision, rubric)
+            answers = judge.scored(expected, met) if expected.get("kind") == "golden" else {}
             result.events.append({"type": c.PROVIDER_USAGE, "payload": usage_payload(entry),
                                   "timestamp": ports.clock.iso()})
             if entry.get("costUsd") is not None:
                 result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
         except (judge.ModelCallFailed, judge.JudgementError) as exc:
             result.error = {"code": exc.code, "message": exc.message}
+    if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:
+        answers |= toolscorer.answers(tools, agent, f"score:{inv}", order_key(task_index, trial) + "S",
+                                     dict(expected.get("match") or {}), agent_input, result.decision, result.calls)
     pass_score = (suite.get("thresholds") or {}).get("passScore")
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,
-                            met=met, pass_score=None if pass_score is None else float(pass_score))
-    result.score, result.passed = g.score, g.passed
+                            met=met, pass_score=None if pass_score is None else float(pass_score),
+                            facts=scorers.Facts(result.cost_usd, result.latency_ms, answers))
+    result.score, result.passed, result.scorer = g.score, g.passed, g.scorer
     return result
 
 
@@ -365,7 +345,7 @@ def store_trial(ports: Ports, rec: RunRecord, result: TrialResult, calls: list[T
     ports.tool_calls.put_calls(rec.run_id, list(calls or []), rec.expires_at, aux=(sk, doc))
 
 
-_runs: LRUCache[str, RunRecord] = LRUCache(maxsize=_PLAN_CACHE_SIZE)  # eval run id -> its record as first read in this container
+_runs: LRUCache[str, RunRecord] = LRUCache(maxsize=16)  # eval run id -> its record as first read in this container
 
 
 def _eval_record(ports: Ports, run_id: str) -> RunRecord | None:
@@ -465,11 +445,13 @@ def task_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, An
     return drafts, rows
 
 
-def closing_drafts(plan: dict[str, Any], rows: list[dict[str, Any]], now: str
-                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure)."""
+def closing_drafts(plan: dict[str, Any], rows: list[dict[str, Any]], now: str,
+                   seeded: Callable[[str], Draws] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure; ``seeded``, the
+    IdSource's seeded generator, draws the bootstrap of a regression's delta)."""
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
-    summ = grading.summary(plan["suite"], rows, baseline)
+    draws = seeded(evalstats.seed(plan["suite"], str(baseline["runId"]))) if baseline and seeded else None
+    summ = grading.summary(plan["suite"], rows, baseline, draws)
     completed: dict[str, Any] = {"aggregateScore": summ["aggregateScore"], "passed": summ["passed"],
                                  "taskCount": summ["taskCount"], "passedCount": summ["passedCount"]}
     if "regression" in summ:
@@ -547,7 +529,7 @@ def finish(ports: Ports, run_id: str, cursor: dict[str, Any] | None = None) -> d
             updates: dict[str, Any] | None = None
             if last_page:
                 earlier = earlier_rows(ports, run_id, start) if start else []
-                closing, summ = closing_drafts(plan, earlier + rows, now)
+                closing, summ = closing_drafts(plan, earlier + rows, now, ports.ids.seeded)
                 drafts += closing
                 updates = {"status": "completed", **summary_updates(ports, run_id, summ)}
             else:

@@ -1,49 +1,33 @@
 """Eval grading, pure: golden matching, trajectory expectations, trial/task scores, the summary, the paired verdict.
 
 Decisions (docs/decisions/0031-eval-grading-and-summary.md):
-- A trial scores 1 when its golden match holds, its trajectory expectation (if any) holds and no call missed
-  under ``onMiss: "fail"``; otherwise 0. A task's score is the mean of its trial scores; it passes when every
-  trial passed. ``aggregateScore`` is the plain mean of the task scores.
+- A golden trial scores what its scorer says (``shared.engine.scorers``: 1 or 0, a weighted ``all-of`` in between)
+  when its trajectory expectation (if any) holds and no call missed under ``onMiss: "fail"``; otherwise 0. A
+  task's score is the mean of its trial scores; it passes when every trial passed. ``aggregateScore`` is the
+  plain mean of the task scores.
 - Regression verdict from paired per-task scores only (never from the aggregates): ``improved`` iff at least
   one paired score rose and none fell, ``regressed`` iff at least one fell, else ``unchanged``;
-  ``inconclusive`` when no task pairs.
+  ``inconclusive`` when no task pairs. A task flaky in the baseline counts only with the bootstrap interval
+  (``shared.engine.evalstats``, decision 0114).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from shared.engine.canonical import canonical, same_json
+from shared.engine import evalstats, scorers
+from shared.engine.canonical import same_json
+from shared.ports import Draws
 
 EPSILON = 1e-9
 
 
-def _text(value: Any) -> str:
-    """The "stringified output": a string as is, anything else as canonical JSON."""
-    return value if isinstance(value, str) else canonical(value)
-
-
-def _as_json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def golden_match(strategy: str, decision: Any, value: Any) -> bool:
     """``exact``: stringified output equals the value; ``contains``: it contains the stringified value;
-    ``json-match``: deep JSON equality (key order and whitespace insensitive; a JSON string is parsed first)."""
-    if strategy == "exact":
-        return _text(decision) == _text(value)
-    if strategy == "contains":
-        return _text(value) in _text(decision)
-    if strategy == "json-match":
-        return same_json(_as_json(decision), _as_json(value))
-    return False
+    ``json-match``: deep JSON equality (key order and whitespace insensitive; a JSON string is parsed first);
+    the host's further strategies (``shared.engine.scorers``) that need nothing but ``value``."""
+    return scorers.score({"strategy": strategy, "value": value}, decision).passed
 
 
 def _call_matches(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
@@ -69,6 +53,7 @@ def trajectory_match(expectation: dict[str, Any], calls: list[dict[str, Any]]) -
 class TrialGrade:
     score: float
     passed: bool
+    scorer: dict[str, Any] | None = field(default=None, compare=False)  # {strategy, score, passed, reason, parts}
 
 
 RUBRIC_PASS_SCORE = 1.0  # without thresholds.passScore, a rubric task passes when every criterion is met
@@ -83,27 +68,36 @@ def rubric_score(rubric: list[dict[str, Any]], met: list[bool]) -> float:
     return sum(w for w, m in zip(weights, met, strict=True) if m) / total
 
 
+def _graded(score: float, ok: bool, why: scorers.Scored) -> TrialGrade:
+    return TrialGrade(score, ok, why.doc())
+
+
 def grade_trial(task: dict[str, Any], decided: bool, decision: Any, calls: list[dict[str, Any]],
                 fixture_miss_count: int, *, met: list[bool] | None = None,
-                pass_score: float | None = None) -> TrialGrade:
-    if fixture_miss_count > 0 or not decided:
-        return TrialGrade(0.0, False)
+                pass_score: float | None = None, facts: scorers.Facts | None = None) -> TrialGrade:
+    """The trial's score and pass, with the scorer's result and reason (``scorer``) for the eval report."""
     expected = task.get("expected") or {}
+    kind = "rubric" if expected.get("kind") == "rubric" else str((expected.get("match") or {}).get("strategy"))
+    if fixture_miss_count > 0:
+        return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "a tool call missed its fixtures"))
+    if not decided:
+        return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "the agent did not decide"))
     if expected.get("kind") == "rubric":
         if met is None:
-            return TrialGrade(0.0, False)
+            return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "no judgement"))
         score = rubric_score(list(expected.get("rubric") or []), met)
         ok = score + EPSILON >= (RUBRIC_PASS_SCORE if pass_score is None else pass_score)
-        if ok and task.get("trajectory") is not None:
-            ok = trajectory_match(task["trajectory"], calls)
-        return TrialGrade(score, ok)
-    if expected.get("kind") != "golden":
-        return TrialGrade(0.0, False)
-    match = expected.get("match") or {}
-    ok = golden_match(str(match.get("strategy")), decision, match.get("value"))
-    if ok and task.get("trajectory") is not None:
-        ok = trajectory_match(task["trajectory"], calls)
-    return TrialGrade(1.0 if ok else 0.0, ok)
+        result = scorers.Scored(kind, score, ok, f"{sum(1 for m in met if m)} of {len(met)} criteria met")
+    elif expected.get("kind") == "golden":
+        result = scorers.score(dict(expected.get("match") or {}), decision, facts)
+        score, ok = result.score, result.passed
+    else:
+        return _graded(0.0, False, scorers.Scored(kind, 0.0, False, "unknown expectation kind"))
+    if ok and task.get("trajectory") is not None and not trajectory_match(task["trajectory"], calls):
+        doc = result.doc()
+        doc.update(passed=False, reason=f"{result.reason}; the trajectory does not match")
+        return TrialGrade(0.0 if expected.get("kind") == "golden" else score, False, doc)
+    return TrialGrade(score, ok, result.doc())
 
 
 def task_trials(suite: dict[str, Any], task: dict[str, Any]) -> int:
@@ -119,6 +113,7 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
         "score": score,
         "passed": n > 0 and all(bool(t["passed"]) for t in trials),
         "fixtureMissCount": sum(int(t["fixtureMissCount"]) for t in trials),
+        **evalstats.trial_stats([bool(t["passed"]) for t in trials]),
     }
     costs = [float(t["costUsd"]) for t in trials if t.get("costUsd") is not None]
     if costs:
@@ -129,13 +124,21 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def pair(candidate: dict[str, float], baseline: dict[str, float]) -> tuple[int, str]:
-    """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only."""
+def pair(candidate: dict[str, float], baseline: dict[str, float], flaky: frozenset[str] = frozenset(),
+         interval: dict[str, Any] | None = None) -> tuple[int, str]:
+    """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only. A task flaky in the
+    baseline moves the verdict only when the bootstrap interval of the delta agrees (wholly below 0 for a fall,
+    above 0 for a rise): a flaky task alone is never ``regressed``."""
     shared = [t for t in candidate if t in baseline]
     if not shared:
         return 0, "inconclusive"
-    rose = sum(1 for t in shared if candidate[t] > baseline[t] + EPSILON)
-    fell = sum(1 for t in shared if candidate[t] < baseline[t] - EPSILON)
+    below = interval is not None and float(interval["high"]) < 0
+    above = interval is not None and float(interval["low"]) > 0
+    counted = [t for t in shared if t not in flaky]
+    fell = any(candidate[t] < baseline[t] - EPSILON for t in counted) or (
+        below and any(candidate[t] < baseline[t] - EPSILON for t in shared))
+    rose = any(candidate[t] > baseline[t] + EPSILON for t in counted) or (
+        above and any(candidate[t] > baseline[t] + EPSILON for t in shared))
     if fell:
         return len(shared), "regressed"
     if rose:
@@ -143,19 +146,40 @@ def pair(candidate: dict[str, float], baseline: dict[str, float]) -> tuple[int, 
     return len(shared), "unchanged"
 
 
-def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any]) -> dict[str, Any]:
-    """``baseline`` is ``{runId, aggregateScore, tasks: {taskId: score}}`` (snapshotted at create)."""
-    paired, verdict = pair({t["taskId"]: float(t["score"]) for t in tasks},
-                           {k: float(v) for k, v in (baseline.get("tasks") or {}).items()})
-    return {
+def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any],
+                     draws: Draws | None = None) -> dict[str, Any]:
+    """``baseline`` is ``{runId, aggregateScore, tasks: {taskId: score}, flaky?: [taskId]}`` (snapshotted at
+    create). With ``draws``: the paired bootstrap interval of the delta (``scoreDeltaInterval``)."""
+    cand = {t["taskId"]: float(t["score"]) for t in tasks}
+    base = {k: float(v) for k, v in (baseline.get("tasks") or {}).items()}
+    shared = [t for t in cand if t in base]
+    interval = (evalstats.bootstrap([cand[t] - base[t] for t in shared], draws)
+                if draws is not None and shared else None)
+    flaky = frozenset(str(t) for t in baseline.get("flaky") or [])
+    paired, verdict = pair(cand, base, flaky, interval)
+    block: dict[str, Any] = {
         "baselineRunId": baseline["runId"],
         "scoreDelta": float(aggregate) - float(baseline["aggregateScore"]),
         "verdict": verdict,
         "pairedTaskCount": paired,
     }
+    if interval is not None:
+        block["scoreDeltaInterval"] = interval
+    if "flaky" in baseline:
+        block["flakyTasks"] = [t for t in shared if t in flaky]
+    return block
 
 
-def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None) -> dict[str, Any]:
+def baseline_snapshot(run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """What a candidate keeps of its baseline's summary (content-free): scores, and the tasks whose trials
+    disagreed (flaky)."""
+    rows = list(summary.get("tasks") or [])
+    return {"runId": run_id, "aggregateScore": float(summary["aggregateScore"]),
+            "tasks": {str(t["taskId"]): float(t["score"]) for t in rows}, "flaky": evalstats.flaky_tasks(rows)}
+
+
+def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None,
+            draws: Draws | None = None) -> dict[str, Any]:
     """The EvalSummary (content-free): scores, counts, per-task rows, the regression block when asked for.
 
     ``passed``: ``aggregateScore >= thresholds.passScore`` when the suite declares one, else every task passed;
@@ -188,5 +212,5 @@ def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[s
     if costs:
         out["totalCostUsd"] = sum(costs)
     if baseline is not None:
-        out["regression"] = regression_block(aggregate, tasks, baseline)
+        out["regression"] = regression_block(aggregate, tasks, baseline, draws)
     return out

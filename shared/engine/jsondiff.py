@@ -48,3 +48,28 @@ def differing_pointers(a: Any, b: Any, base: str = "") -> list[str]:
     if isinstance(a, dict | list) or isinstance(b, dict | list):
         return [base]
     return [] if _same_scalar(a, b) else [base]
+
+
+_MISSING = object()
+
+
+def resolve(doc: Any, pointer: str) -> tuple[bool, Any]:
+    """(found, value) at an RFC 6901 pointer (``""`` is the whole document; ``~1`` is ``/``, ``~0`` is ``~``).
+    An array index is decimal digits without a leading zero; ``-`` (past the end) is never found."""
+    if pointer == "":
+        return True, doc
+    if not pointer.startswith("/"):
+        return False, None
+    value = doc
+    for raw in pointer[1:].split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict):
+            value = value.get(token, _MISSING)
+        elif isinstance(value, list) and token.isdigit() and (token == "0" or not token.startswith("0")) \
+                and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return False, None
+        if value is _MISSING:
+            return False, None
+    return True, value

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from shared.engine.model_agent import ModelCallFailed, ModelSession
+from shared.engine.scorers import Scored, find
 from shared.ports import ModelMessage, ModelRequest
 
 SYSTEM = (
@@ -65,4 +66,21 @@ def judge(models: ModelSession, judge_binding: dict[str, Any], invocation_id: st
     return parse(entry.get("text"), len(criteria)), entry
 
 
-__all__ = ["JudgementError", "ModelCallFailed", "judge", "parse"]
+def criteria(expected: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the judge is asked about a task: a rubric task's criteria, or one criterion per ``judge`` match of a
+    golden task (top level or inside ``all-of``), in document order; none for anything else."""
+    if expected.get("kind") == "rubric":
+        return list(expected.get("rubric") or [])
+    if expected.get("kind") == "golden":
+        return [{"criterion": str(m.get("value")), "weight": 1} for _, m in find(expected.get("match") or {}, "judge")]
+    return []
+
+
+def scored(expected: dict[str, Any], met: list[bool]) -> dict[str, Scored]:
+    """A golden task's ``judge`` matches as scorer results, by their pointer (one judgement per criterion)."""
+    return {at: Scored("judge", 1.0 if ok else 0.0, ok, "the judge found the criterion met" if ok
+                       else "the judge found the criterion not met")
+            for (at, _), ok in zip(find(expected.get("match") or {}, "judge"), met, strict=True)}
+
+
+__all__ = ["JudgementError", "ModelCallFailed", "criteria", "judge", "parse", "scored"]

@@ -11,7 +11,9 @@ divergence from the baseline, else expected vs actual); ``--markdown FILE`` writ
 comment, appended to ``$GITHUB_STEP_SUMMARY`` when set (``shared/local/evalmarkdown.py``).
 
 Exit codes (every command): 0 no regression, 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
-run, no task paired with the baseline), 3 usage or connection error.
+run, no task paired with the baseline), 3 usage or connection error. A task whose baseline trials disagreed is
+``flaky``: listed apart, it never makes exit 1 on its own (the host counts its fall only when the bootstrap
+interval of ``scoreDelta`` lies wholly below 0; a client-side comparison never counts it).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from shared.local.suitecli import SuiteCliError, suite_app
 
 OK, REGRESSED, UNVERIFIABLE, USAGE = 0, 1, 2, 3
 EXIT_CODES = """Exit codes: 0 no regression; 1 regressed; 2 unverifiable (a fixture miss, a failed or cancelled run,
-no task paired with the baseline); 3 usage or connection error."""
+no task paired with the baseline); 3 usage or connection error. A flaky task (its baseline trials disagreed) never
+makes exit 1 on its own."""
 TERMINAL = ("completed", "failed", "cancelled")
 EPSILON = 1e-9
 EXTENSION = "openwop-serverless"
@@ -261,13 +264,15 @@ def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -
 # --------------------------------------------------------------------------- comparing
 
 
-def _task_verdict(score: float, base: float | None, misses: int, has_baseline: bool) -> str:
+def _task_verdict(score: float, base: float | None, misses: int, has_baseline: bool, flaky: bool = False) -> str:
     if misses:
         return "unverifiable"
     if not has_baseline:
         return "passed" if score >= 1.0 - EPSILON else "failed"
     if base is None:
         return "unpaired"
+    if flaky:
+        return "flaky"
     if score < base - EPSILON:
         return "regressed"
     if score > base + EPSILON:
@@ -275,15 +280,27 @@ def _task_verdict(score: float, base: float | None, misses: int, has_baseline: b
     return "unchanged"
 
 
+def _disagree(row: dict[str, Any]) -> bool:
+    """A task's trials disagreed: from a report row's trial counts, or a summary row's pass@k / pass^k."""
+    tr = row.get("trials")
+    if isinstance(tr, dict):
+        return 0 < int(tr.get("passed", 0)) < int(tr.get("done", 0))
+    return "passAtK" in row and float(row["passAtK"]) > 0 and float(row.get("passHatK", 0)) < 1
+
+
 def _from_summary(run_id: str, status: str, summary: dict[str, Any]) -> dict[str, Any]:
     """A report-shaped document from a summary alone (a host without the eval report)."""
     reg = summary.get("regression") or {}
+    flaky = set(reg.get("flakyTasks") or [])
     return {"runId": run_id, "status": status, "suiteId": summary.get("suiteId"),
             "suiteVersion": summary.get("suiteVersion"), "baselineRunId": reg.get("baselineRunId"),
             "aggregateScore": summary.get("aggregateScore"), "scoreDelta": reg.get("scoreDelta"),
             "pairedVerdict": reg.get("verdict"), "pairedTaskCount": reg.get("pairedTaskCount"),
+            "scoreDeltaInterval": reg.get("scoreDeltaInterval"), "flakyTasks": reg.get("flakyTasks"),
             "baselineAggregateScore": None,
             "tasks": [{"taskId": t["taskId"], "score": float(t["score"]), "passed": t.get("passed"),
+                       "baselineFlaky": t["taskId"] in flaky, "passAtK": t.get("passAtK"),
+                       "passHatK": t.get("passHatK"),
                        "baselineScore": None, "fixtureMissCount": int(t.get("fixtureMissCount", 0)),
                        "trials": None, "passAllK": None, "liveToolCalls": None, "costUsd": None, "latencyMs": None,
                        "fixtureMisses": [], "verdict": None} for t in summary.get("tasks") or []]}
@@ -310,13 +327,18 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
     if baseline and baseline != rep.get("baselineRunId"):
         base = _load(host, baseline)
         base_scores = {t["taskId"]: float(t["score"]) for t in base.get("tasks") or []}
+        base_flaky = {t["taskId"] for t in base.get("tasks") or [] if _disagree(t)}
         rep["baselineRunId"] = baseline
         rep["baselineAggregateScore"] = base.get("aggregateScore")
         for t in rep["tasks"]:
             t["baselineScore"] = base_scores.get(t["taskId"])
+            t["baselineFlaky"] = t["taskId"] in base_flaky
         paired = [t for t in rep["tasks"] if t["baselineScore"] is not None]
-        fell = any(t["score"] < t["baselineScore"] - EPSILON for t in paired)
-        rose = any(t["score"] > t["baselineScore"] + EPSILON for t in paired)
+        counted = [t for t in paired if not t["baselineFlaky"]]  # no interval client-side: flaky never counts
+        fell = any(t["score"] < t["baselineScore"] - EPSILON for t in counted)
+        rose = any(t["score"] > t["baselineScore"] + EPSILON for t in counted)
+        rep["flakyTasks"] = [t["taskId"] for t in paired if t["baselineFlaky"]]
+        rep["scoreDeltaInterval"] = None
         rep["pairedTaskCount"] = len(paired)
         rep["pairedVerdict"] = ("inconclusive" if not paired else "regressed" if fell else
                                 "improved" if rose else "unchanged")
@@ -328,7 +350,7 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
     has_baseline = rep.get("baselineRunId") is not None
     for t in rep["tasks"]:
         t["verdict"] = _task_verdict(float(t["score"]), t.get("baselineScore"), int(t["fixtureMissCount"]),
-                                     has_baseline)
+                                     has_baseline, bool(t.get("baselineFlaky")))
     misses = sum(int(t["fixtureMissCount"]) for t in rep["tasks"])
     if rep.get("status") != "completed" or misses or rep.get("baselineStatus"):
         verdict = "unverifiable"
@@ -356,7 +378,7 @@ def _trials(t: dict[str, Any]) -> str:
     return f"{tr['passed']}/{tr['total']} {'pass' if t.get('passAllK') else 'fail'}"
 
 
-STYLE = {"regressed": "bold red", "unverifiable": "yellow", "improved": "green", "failed": "red"}
+STYLE = {"regressed": "bold red", "unverifiable": "yellow", "improved": "green", "failed": "red", "flaky": "magenta"}
 
 
 def table(rep: dict[str, Any], out: Console) -> None:
@@ -387,11 +409,17 @@ def table(rep: dict[str, Any], out: Console) -> None:
                       soft_wrap=True)
     line = f"status {rep.get('status')}"
     if rep.get("baselineRunId"):
-        line += (f"  baseline {rep['baselineRunId']}  scoreDelta {_num(rep.get('scoreDelta'), 3)}"
-                 f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)")
+        line += f"  baseline {rep['baselineRunId']}  scoreDelta {_num(rep.get('scoreDelta'), 3)}"
+        ci = rep.get("scoreDeltaInterval")
+        if ci:
+            line += f" [{round(100 * float(ci['confidence']))}% {_num(ci['low'], 3)}, {_num(ci['high'], 3)}]"
+        line += f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)"
     else:
         line += "  no baseline"
     out.print(line, highlight=False)
+    if rep.get("flakyTasks"):
+        out.print(f"flaky (baseline trials disagreed, never a regression alone): {', '.join(rep['flakyTasks'])}",
+                  highlight=False)
     out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]),
               highlight=False)
 
@@ -403,6 +431,9 @@ def junit(rep: dict[str, Any], path: Path) -> None:
     failures = sum(1 for t in cases if t["verdict"] in failing or rep.get("status") != "completed")
     suite = ET.Element("testsuite", name=f"openwop eval {rep.get('suiteId') or rep['runId']}", tests=str(len(cases)),
                        failures=str(failures), errors="0")
+    flaky = sum(1 for t in cases if t["verdict"] == "flaky" and rep.get("status") == "completed")
+    if flaky:
+        suite.set("skipped", str(flaky))
     props = ET.SubElement(suite, "properties")
     for k in ("runId", "baselineRunId", "scoreDelta", "pairedVerdict", "verdict"):
         ET.SubElement(props, "property", name=k, value="" if rep.get(k) is None else str(rep.get(k)))
@@ -417,6 +448,9 @@ def junit(rep: dict[str, Any], path: Path) -> None:
             fail.text = "\n".join([msg, *(
                 f"fixture miss: {m['tool']} differs at {', '.join(m.get('differingPointers') or ['-'])}"
                 for m in t.get("fixtureMisses") or [])])
+        elif t["verdict"] == "flaky":
+            ET.SubElement(case, "skipped", message=f"flaky: the baseline's trials disagreed; score {_num(t['score'])} "
+                          f"vs baseline {_num(t.get('baselineScore'))}")
     ET.indent(suite)
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from shared import keys
-from shared.engine import grading
+from shared.engine import evalstats, grading
 from shared.engine.jsondiff import differing_pointers
 from shared.errors import (
     EvalRecordedFixturesGoneError,
@@ -118,15 +118,18 @@ def provenance(rec: ToolCallRecord) -> str:
     return rec.source  # live | recorded
 
 
-def task_verdict(score: float, baseline: float | None, misses: int, has_baseline: bool) -> str:
-    """``unverifiable`` (a fixture miss), else paired against the baseline: ``regressed`` | ``improved`` |
-    ``unchanged``; ``unpaired`` when the baseline has no such task; without a baseline ``passed``/``failed``."""
+def task_verdict(score: float, baseline: float | None, misses: int, has_baseline: bool, flaky: bool = False) -> str:
+    """``unverifiable`` (a fixture miss), else paired against the baseline: ``flaky`` when the baseline's trials
+    of the task disagreed, else ``regressed`` | ``improved`` | ``unchanged``; ``unpaired`` when the baseline has no
+    such task; without a baseline ``passed``/``failed``."""
     if misses:
         return "unverifiable"
     if not has_baseline:
         return "passed" if score >= 1.0 - grading.EPSILON else "failed"
     if baseline is None:
         return "unpaired"
+    if flaky:
+        return "flaky"
     if score < baseline - grading.EPSILON:
         return "regressed"
     if score > baseline + grading.EPSILON:
@@ -213,6 +216,14 @@ def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[
     return trial, misses
 
 
+def _scorer(doc: dict[str, Any], content_free: bool) -> dict[str, Any]:
+    """A trial's scorer result as stored; a content-free agent's keeps no reason (a tool scorer's may quote it)."""
+    out = {k: v for k, v in doc.items() if k != "parts" and not (content_free and k == "reason")}
+    if doc.get("parts"):
+        out["parts"] = [_scorer(p, content_free) for p in doc["parts"]]
+    return out
+
+
 def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], row: dict[str, Any] | None,
               base_scores: dict[str, float], has_baseline: bool, trials: dict[tuple[int, int], dict[str, Any]],
               by_invocation: dict[str, list[ToolCallRecord]]) -> dict[str, Any]:
@@ -222,6 +233,7 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
     k = grading.task_trials(suite, task)
     trial_rows: list[dict[str, Any]] = []
     misses: list[dict[str, Any]] = []
+    scored: list[dict[str, Any]] = []
     hidden = False
     for n in range(1, k + 1):
         doc = trials.get((i, n))
@@ -232,6 +244,8 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         hidden = hidden or content_free
         trial, trial_misses = _trial(doc, calls, entries, served_from, content_free)
         trial_rows.append(trial)
+        if doc.get("scorer") is not None:
+            scored.append({"trial": n, **_scorer(doc["scorer"], content_free)})
         misses.extend({"trial": n, **m} for m in trial_misses)
     score = float(row["score"]) if row else (sum(t["score"] for t in trial_rows) / len(trial_rows)
                                              if trial_rows else 0.0)
@@ -242,22 +256,27 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         if task.get("trajectory") is not None:
             expected["trajectory"] = task["trajectory"]
     latencies = [t["latencyMs"] for t in trial_rows if t["latencyMs"] is not None]
+    passed = sum(1 for t in trial_rows if t["passed"])
+    flaky = set((plan.get("baseline") or {}).get("flaky") or [])
     return {
         "taskId": task_id,
         "expected": expected,
         "score": score,
         "passed": bool(row["passed"]) if row else False,
         "baselineScore": base_scores.get(task_id),
-        "verdict": task_verdict(score, base_scores.get(task_id), miss_count, has_baseline)
+        "verdict": task_verdict(score, base_scores.get(task_id), miss_count, has_baseline, task_id in flaky)
         if trial_rows else "unverifiable",
-        "trials": {"total": k, "done": len(trial_rows), "passed": sum(1 for t in trial_rows if t["passed"])},
+        "baselineFlaky": task_id in flaky if has_baseline else None,
+        "trials": {"total": k, "done": len(trial_rows), "passed": passed},
         "passAllK": len(trial_rows) == k and all(t["passed"] for t in trial_rows),
+        **(evalstats.curves(len(trial_rows), passed) if k > 1 else {}),
         "fixtureMissCount": miss_count,
         "fixtureMisses": misses,
         "servedFrom": served_from,
         "liveToolCalls": sum(t["liveToolCalls"] for t in trial_rows),
         "costUsd": sum(t["costUsd"] for t in trial_rows),
         "latencyMs": round(sum(latencies) / len(latencies)) if latencies else None,
+        "scorers": scored,
         "trialResults": trial_rows,
     }
 
@@ -316,6 +335,8 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
         "scoreDelta": (regression or {}).get("scoreDelta"),
         "pairedVerdict": (regression or {}).get("verdict"),
         "pairedTaskCount": (regression or {}).get("pairedTaskCount"),
+        "scoreDeltaInterval": (regression or {}).get("scoreDeltaInterval"),
+        "flakyTasks": (regression or {}).get("flakyTasks"),
         "verdict": overall_verdict(rec.status, regression, total_misses),
         "error": rec.error.get("code") if rec.error else None,
         "taskCount": n_tasks,

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared import keys
-from shared.engine import evalrun, recorded
+from shared.engine import evalrun, grading, recorded
+from shared.engine import judge as judge_of
 from shared.engine.kernel import resolve_agent
 from shared.errors import (
     EvalRecordedFixturesGoneError,
@@ -103,8 +104,7 @@ def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> 
     s = summaries.stored(ports, rec)
     if not s or s.get("suiteId") != suite_id:
         raise UnusableReferenceError()
-    return {"runId": rec.run_id, "aggregateScore": float(s["aggregateScore"]),
-            "tasks": {str(t["taskId"]): float(t["score"]) for t in s.get("tasks", [])}}
+    return grading.baseline_snapshot(rec.run_id, s)
 
 
 def _source_log(ports: Ports, rec: RunRecord, agent_id: str, *, replay: bool) -> recorded.AgentLog:
@@ -179,8 +179,8 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     if suite.get("targetAgentId") is not None and suite["targetAgentId"] != req.agentId:
         raise ValidationError("The suite targets another agent.")
     judge = agent_svc.eval_judge(ports, caller.tenant, configurable)
-    if judge is None and any((t.get("expected") or {}).get("kind") == "rubric" for t in suite["tasks"]):
-        raise ValidationError("The suite has a rubric task and no judge is configured: name one in "
+    if judge is None and any(judge_of.criteria(t.get("expected") or {}) for t in suite["tasks"]):
+        raise ValidationError("The suite has a rubric task or a judge scorer and no judge is configured: name one in "
                               "configurable.extensions[\"openwop-serverless\"].judge.")
     modes = _run_modes(suite, requested)
     if req.baselineRunId is not None and "regression" not in modes:

@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from shared.engine import scorers
 from shared.engine.canonical import same_json
 from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
 from shared.ports import Ports
@@ -83,6 +84,10 @@ def validate_suite(doc: Any) -> dict[str, Any]:
         if task["taskId"] in seen:
             raise invalid("Each taskId must be unique in the suite.", [fault(f"/tasks/{i}/taskId", "unique")])
         seen.add(task["taskId"])
+        if "match" in task["expected"]:
+            found = scorers.problems(task["expected"]["match"], f"/tasks/{i}/expected/match")
+            if found:
+                raise ValidationError("The eval suite does not match the suite schema.", {"errors": found[:10]})
     return doc
 
 

@@ -53,7 +53,8 @@ def test_a_regressed_candidate_exits_1_and_its_junit_fails_the_regressed_task(ho
         "served": ["1.00", "1.00", "2/2 pass", "0", "0", "0.0000", rows["served"][6], "unchanged"],
         "answer": ["1.00", "0.00", "0/2 fail", "0", "0", "0.0000", rows["answer"][6], "regressed"],
     }
-    assert f"baseline {loop['base']}  scoreDelta -0.333  paired verdict regressed (3 paired tasks)" in out
+    assert (f"baseline {loop['base']}  scoreDelta -0.333 [95% -1.000, 0.000]  paired verdict regressed"
+            " (3 paired tasks)") in out  # the paired bootstrap interval of the delta beside it
     assert "verdict: regressed (exit 1)" in out
     assert "started" in err and ": completed" in err  # plain progress lines (not a terminal)
     # JUnit: one testcase per task, only the regressed one failed

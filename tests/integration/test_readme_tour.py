@@ -61,7 +61,7 @@ def test_the_readme_tour_runs_as_written(tmp_path) -> None:
         rows = [line for line in cli.stdout.splitlines() if line.startswith("│")]
         assert [r.split("│")[1].strip() for r in rows] == ["shared-a", "shared-b", "candidate-only"]
         assert [r.split("│")[-2].strip() for r in rows] == ["unchanged", "unchanged", "unpaired"]
-        assert "scoreDelta 0.333  paired verdict unchanged (2 paired tasks)" in cli.stdout
+        assert "scoreDelta 0.333 [95% 0.000, 0.000]  paired verdict unchanged (2 paired tasks)" in cli.stdout
         assert cli.stdout.rstrip().splitlines()[-1] == "verdict: unchanged (exit 0)"
         assert "tasks" in cli.stderr or "completed" in cli.stderr  # progress lines (not a terminal)
         junit = (tmp_path / "eval-junit.xml").read_text()

@@ -81,9 +81,10 @@ def test_task_score_is_the_mean_over_trials_and_passes_only_if_every_trial_passe
             {"score": 0.0, "passed": False, "fixtureMissCount": 2},
             {"score": 1.0, "passed": True, "fixtureMissCount": 0}]
     r = grading.task_result("t", rows)
-    assert r == {"taskId": "t", "score": pytest.approx(2 / 3), "passed": False, "fixtureMissCount": 2}
-    assert grading.task_result("t", rows[:1])["passed"] is True
-    assert set(r) == {"taskId", "score", "passed", "fixtureMissCount"}  # content-free
+    assert r == {"taskId": "t", "score": pytest.approx(2 / 3), "passed": False, "fixtureMissCount": 2,
+                 "trials": 3, "passAtK": 1.0, "passHatK": 0.0}  # content-free; pass@k / pass^k at k = 3
+    assert grading.task_result("t", rows[:1]) == {"taskId": "t", "score": 1.0, "passed": True,
+                                                  "fixtureMissCount": 0}
 
 
 def test_trials_suite_level_task_level_default():
@@ -306,7 +307,7 @@ def test_the_six_conformance_suites_validate_and_have_the_contract_shape():
         lambda s: s.update(extra=1),
         lambda s: s["tasks"][0].update(taskId="Bad_Id"),
         lambda s: s["tasks"][0].pop("expected"),
-        lambda s: s["tasks"][0]["expected"]["match"].update(strategy="regex"),
+        lambda s: s["tasks"][0]["expected"]["match"].update(strategy="glob"),  # not a scorer of this host
         lambda s: s["tasks"][0].update(fixtures={"onMiss": "skip"}),
         lambda s: s["tasks"][0].update(fixtures={"toolResponses": [{"args": {}}]}),
         lambda s: s["tasks"][0].update(fixtures={"memorySeed": []}),

@@ -1,0 +1,45 @@
+"""Eval statistics figures (decision 0114): the paired bootstrap of ``scoreDelta`` (1,000 resamples through the
+IdSource's seeded generator) per suite size, and the golden scorers per output. Pure CPU, no AWS.
+
+Run: ``.venv/bin/python -m bench.bench_stats`` (or ``make bench``). Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.common import line
+from shared.clock import SystemIds
+from shared.engine import evalstats, scorers
+
+SIZES = (10, 200, 1000, 10000)
+OUTPUT = {"order": {"id": 42, "items": ["tea", "cake"], "total": 12.5}, "status": "shipped"}
+MATCHES = {
+    "regex": {"strategy": "regex", "value": r'"status":"ship+ed"'},
+    "json-schema": {"strategy": "json-schema", "value": {"type": "object", "required": ["order", "status"]}},
+    "json-path": {"strategy": "json-path", "path": "/order/id", "value": 42},
+    "numeric": {"strategy": "numeric", "path": "/order/total", "value": 12.4, "tolerance": 0.2},
+    "all-of (3 parts)": {"strategy": "all-of", "of": [{"strategy": "contains", "value": "tea"},
+                                                      {"strategy": "json-path", "path": "/status", "value": "shipped"},
+                                                      {"strategy": "not-contains", "value": "cancelled"}]},
+}
+
+
+def main() -> None:
+    ids = SystemIds()
+    for n in SIZES:
+        diffs = [((i * 7919) % 5 - 2) / 4 for i in range(n)]  # scores in {-0.5 .. 0.5}
+        t0 = time.perf_counter()
+        ci = evalstats.bootstrap(diffs, ids.seeded(f"bench-{n}"))
+        ms = (time.perf_counter() - t0) * 1000
+        line(f"paired bootstrap, {n} paired tasks x {ci['resamples']} resamples", f"{ms:.1f}", "ms")
+    for name, match in MATCHES.items():
+        scorers.score(match, OUTPUT)  # warm: compiled pattern, built validator
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            scorers.score(match, OUTPUT)
+        line(f"scorer {name}, per output", f"{(time.perf_counter() - t0) * 1000:.1f}", "us")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Eval statistics (decision 0114), pure: pass@k / pass^k, flaky baseline tasks, the seeded paired bootstrap."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.clock import SystemIds
+from shared.engine import evalstats, grading
+from shared.engine.evalrun import closing_drafts
+
+SUITE = {"suiteId": "x.evals.y", "version": "1.0.0", "tasks": []}
+
+
+def test_pass_at_k_and_pass_hat_k_are_the_unbiased_estimators():
+    # Given 4 trials of which 1 passed
+    # Then pass@1 = 1/4, pass@2 = 1 - C(3,2)/C(4,2) = 1/2, pass@4 = 1; pass^1 = 1/4, pass^2 = 0
+    assert evalstats.pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert evalstats.pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert evalstats.pass_at_k(4, 1, 4) == 1.0
+    assert evalstats.pass_hat_k(4, 1, 1) == pytest.approx(0.25)
+    assert evalstats.pass_hat_k(4, 1, 2) == 0.0
+    assert evalstats.pass_hat_k(4, 3, 2) == pytest.approx(3 / 6)
+    assert evalstats.curves(2, 1) == {"passAtK": {"1": 0.5, "2": 1.0}, "passHatK": {"1": 0.5, "2": 0.0}}
+
+
+def test_a_task_row_of_several_trials_carries_pass_at_k_and_pass_hat_k_at_k_equal_n():
+    rows = [{"score": 1.0, "passed": True, "fixtureMissCount": 0}, {"score": 0.0, "passed": False,
+                                                                   "fixtureMissCount": 0}]
+    row = grading.task_result("t", rows)
+    assert (row["trials"], row["passAtK"], row["passHatK"]) == (2, 1.0, 0.0)
+    assert evalstats.is_flaky(row) is True
+    assert evalstats.is_flaky(grading.task_result("t", [rows[0], rows[0]])) is False
+    assert "passAtK" not in grading.task_result("t", rows[:1])  # one trial: no statistics
+
+
+def test_the_baseline_snapshot_names_its_flaky_tasks():
+    summary = {"aggregateScore": 0.75, "tasks": [
+        {"taskId": "steady", "score": 1.0, "passed": True, "trials": 2, "passAtK": 1.0, "passHatK": 1.0},
+        {"taskId": "wobbly", "score": 0.5, "passed": False, "trials": 2, "passAtK": 1.0, "passHatK": 0.0},
+        {"taskId": "single", "score": 0.5, "passed": False}]}
+    assert grading.baseline_snapshot("t/b", summary) == {
+        "runId": "t/b", "aggregateScore": 0.75, "tasks": {"steady": 1.0, "wobbly": 0.5, "single": 0.5},
+        "flaky": ["wobbly"]}
+
+
+def test_a_flaky_task_alone_is_never_regressed():
+    # Given a baseline whose "wobbly" task's trials disagreed, and a candidate where only wobbly fell
+    base = {"runId": "t/b", "aggregateScore": 0.75, "tasks": {"steady": 1.0, "wobbly": 0.5}, "flaky": ["wobbly"]}
+    cand = [{"taskId": "steady", "score": 1.0}, {"taskId": "wobbly", "score": 0.0}]
+    block = grading.regression_block(0.5, cand, base, SystemIds().seeded("s"))
+    # Then the verdict is unchanged, wobbly is listed apart, pairing and delta keep their shape
+    assert (block["verdict"], block["pairedTaskCount"], block["flakyTasks"]) == ("unchanged", 2, ["wobbly"])
+    assert block["scoreDelta"] == -0.25
+    # and a non-flaky task falling is still a regression
+    cand[0]["score"] = 0.0
+    assert grading.regression_block(0.0, cand, base, SystemIds().seeded("s"))["verdict"] == "regressed"
+
+
+def test_a_flaky_fall_counts_when_the_interval_lies_below_zero():
+    base = {"a": 1.0, "b": 1.0}
+    cand = {"a": 0.0, "b": 0.5}
+    assert grading.pair(cand, base, frozenset({"a", "b"})) == (2, "unchanged")
+    assert grading.pair(cand, base, frozenset({"a", "b"}), {"low": -1.0, "high": -0.5}) == (2, "regressed")
+    assert grading.pair(cand, base, frozenset({"a", "b"}), {"low": -1.0, "high": 0.2}) == (2, "unchanged")
+
+
+def test_the_bootstrap_is_seeded_reproducible_and_brackets_the_mean():
+    diffs = [0.0, -1.0, 0.0, 0.5, -0.5, 0.0, 0.0, -1.0]
+    a = evalstats.bootstrap(diffs, SystemIds().seeded("seed-1"))
+    b = evalstats.bootstrap(diffs, SystemIds().seeded("seed-1"))
+    c = evalstats.bootstrap(diffs, SystemIds().seeded("seed-2"))
+    assert a == b and a != c
+    mean = sum(diffs) / len(diffs)
+    assert a["low"] <= mean <= a["high"] and -1.0 <= a["low"] < a["high"] <= 1.0
+    assert (a["confidence"], a["resamples"], a["method"]) == (0.95, 1000, "paired-bootstrap")
+    assert evalstats.bootstrap([0.0, 0.0], SystemIds().seeded("x"))["low"] == 0.0  # no spread: a point
+
+
+def test_the_summary_interval_is_seeded_from_the_plan_so_a_replay_reports_the_same():
+    plan = {"suite": {**SUITE, "tasks": [{"taskId": "a"}, {"taskId": "b"}]}, "modes": ["golden", "regression"],
+            "baseline": {"runId": "t/base", "aggregateScore": 1.0, "tasks": {"a": 1.0, "b": 1.0}, "flaky": []}}
+    rows = [{"taskId": "a", "score": 0.0, "passed": False, "fixtureMissCount": 0},
+            {"taskId": "b", "score": 1.0, "passed": True, "fixtureMissCount": 0}]
+    _, one = closing_drafts(plan, rows, "now", SystemIds().seeded)
+    _, two = closing_drafts(plan, rows, "later", SystemIds().seeded)
+    assert one == two
+    assert one["regression"]["scoreDeltaInterval"] == {"pairedMean": -0.5, "low": -1.0, "high": 0.0,
+                                                       "confidence": 0.95, "resamples": 1000,
+                                                       "method": "paired-bootstrap"}
+    _, plain = closing_drafts(plan, rows, "now")
+    assert "scoreDeltaInterval" not in plain["regression"]
