@@ -21,6 +21,7 @@ class Settings:
     tool_calls_table: str
     idempotency_table: str
     host_table: str
+    signing_table: str
     fixtures_bucket: str
     run_state_machine_arn: str
     eval_state_machine_arn: str
@@ -72,6 +73,7 @@ class Settings:
     webhook_rotation_overlap_s: int = 86_400
     webhook_dead_letter_days: int = 14
     webhook_timeout_s: float = 10.0
+    signing_key_id: str = ""  # the KMS key webhook signing secrets are encrypted with
 
 
 def _env(name: str, default: str = "") -> str:
@@ -94,6 +96,7 @@ def get_settings() -> Settings:
     cursor = next(s for s in manifest.SECRETS if s.key == manifest.CURSOR)
     pepper = next(s for s in manifest.SECRETS if s.key == manifest.APIKEY_PEPPER)
     webhooks = manifest.queue(manifest.WEBHOOKS)
+    signing = manifest.kms_key(manifest.SIGNING)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
     return Settings(
         runs_table=t[manifest.RUNS],
@@ -101,6 +104,7 @@ def get_settings() -> Settings:
         tool_calls_table=t[manifest.TOOL_CALLS],
         idempotency_table=t[manifest.IDEMPOTENCY],
         host_table=t[manifest.HOST],
+        signing_table=t[manifest.SIGNING],
         fixtures_bucket=_env(manifest.BUCKETS[0].env_var, manifest.BUCKETS[0].local_name),
         run_state_machine_arn=sm["run"],
         eval_state_machine_arn=sm["eval"],
@@ -139,6 +143,7 @@ def get_settings() -> Settings:
         webhook_retry_cap_s=max(1, int(_env("WEBHOOK_RETRY_CAP_SECONDS", "900"))),
         webhook_rotation_overlap_s=min(604_800, max(60, int(_env("WEBHOOK_ROTATION_OVERLAP_SECONDS", "86400")))),
         webhook_dead_letter_days=max(1, int(_env("WEBHOOK_DEAD_LETTER_DAYS", "14"))),
+        signing_key_id=_env(signing.env_var, signing.local_name),
     )
 
 
@@ -154,6 +159,7 @@ def resource_env_vars() -> tuple[str, ...]:
         + tuple(m.env_var for m in manifest.STATE_MACHINES)
         + tuple(s.env_var for s in manifest.SECRETS)
         + tuple(q.env_var for q in manifest.QUEUES)
+        + tuple(k.env_var for k in manifest.KEYS)
         + (CREDENTIALS_PREFIX_VAR,)
     )
 

@@ -179,6 +179,8 @@ class HostFunctions(Construct):
             environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
         for key in manifest.secrets_of(spec):
             environment[_secret_spec(key).env_var] = self._secrets.secret(key).secret_arn
+        for key, _access in spec.keys:
+            environment[manifest.kms_key(key).env_var] = self._secrets.key(key).key_arn
         if spec.credentials is not None:
             environment["CREDENTIALS_SECRET_PREFIX"] = credentials_prefix(stage)
         if spec.egress:
@@ -209,6 +211,10 @@ class HostFunctions(Construct):
             _grant_bucket(fixtures, role, spec.bucket)
         for key in manifest.secrets_of(spec):
             self._secrets.secret(key).grant_read(role)
+        for key, access in spec.keys:
+            # Encrypt alone for write (CDK's grant_encrypt adds ReEncrypt*, which can open a value), Decrypt for read
+            actions = {"read": ["kms:Decrypt"], "write": ["kms:Encrypt"], "readwrite": ["kms:Encrypt", "kms:Decrypt"]}
+            self._secrets.key(key).grant(role, *actions[access])
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
         if spec.models:
