@@ -37,6 +37,8 @@ class Table:
     stream: bool = False
     indexes: tuple[Index, ...] = ()
     purpose: str = ""
+    # in the DynamoDbThrottles alarm (a math alarm takes at most 10 metrics: two per table, five tables)
+    throttle_alarm: bool = True
 
     @property
     def env_var(self) -> str:
@@ -224,7 +226,10 @@ TABLES: tuple[Table, ...] = (
     Table(HOST, ("pk", "S"), ("sk", "S"), purpose="API key hashes, eval suites, counters, effect ledger"),
     # A table of its own, so only the roles granted it (webhook registration and delivery) can read it at all; its
     # values are encrypted with the signing key besides (shared/services/webhook_secrets.py).
-    Table(SIGNING, ("pk", "S"), ("sk", "S"), purpose="webhook signing secrets, encrypted with the signing key"),
+    # (Not in the throttle alarm: read once per delivery, a throttled read fails the delivery, which the queue retries
+    # and the WebhooksDeadLetters alarm reports.)
+    Table(SIGNING, ("pk", "S"), ("sk", "S"), purpose="webhook signing secrets, encrypted with the signing key",
+          throttle_alarm=False),
 )
 
 FIXTURES = "fixtures"
