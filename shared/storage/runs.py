@@ -200,7 +200,7 @@ class DynamoRunStore:
                 rec = self._record(items.get(run_id, []))
             except RunGoneError:
                 continue  # being erased
-            if rec is not None:
+            if rec is not None and not self._expired(rec.expires_at):
                 runs.append(rec)
         return ListPage(runs=runs, next_key=next_key)
 
