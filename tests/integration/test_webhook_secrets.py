@@ -12,26 +12,13 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest
 
-from shared.local.webhook_receiver import WebhookReceiver, verify_v1
+from shared.local.webhook_receiver import verify_v1
 from shared.protocol.ids import project_id
 from tests.helpers import eventually
+from tests.integration import test_webhooks
 from tests.wire import raw, wait_terminal
 
-
-@pytest.fixture
-def receiver(host):
-    from shared.services.webhooks import SUB_PK
-    from shared.wiring import get_ports
-
-    rx = WebhookReceiver()
-    rx.start()
-    yield rx
-    rx.stop()
-    store = get_ports().host
-    for tenant in (host.tenant_a, host.tenant_b):
-        for sk, doc in store.query(SUB_PK + tenant):
-            if doc["url"].startswith(rx.url):
-                store.delete_item(SUB_PK + tenant, sk)
+receiver = test_webhooks.receiver  # the loopback receiver fixture (its subscriptions end with it)
 
 
 def _raw_item(host: Any, table: str, pk: str, sk: str) -> dict[str, Any] | None:
