@@ -265,10 +265,15 @@ class DynamoRunStore:
             **({"ExpressionAttributeNames": names} if names else {}),
         }
         try:
-            self._c.transact_write_items(TransactItems=[{"Update": update}, *parts.items])
+            if parts.items:  # a state or a listed field: their items move in the same transaction
+                self._c.transact_write_items(TransactItems=[{"Update": update}, *parts.items])
+            else:
+                self._c.update_item(**update)
         except ClientError as exc:
             refuse_too_large(exc)
-            if error_code(exc) == "TransactionCanceledException" and reasons(exc)[:1] == ["ConditionalCheckFailed"]:
+            if error_code(exc) == "ConditionalCheckFailedException" or (
+                    error_code(exc) == "TransactionCanceledException"
+                    and reasons(exc)[:1] == ["ConditionalCheckFailed"]):
                 raise ConflictError("run moved") from exc
             raise
 
