@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 RUN_SK = "RUN"
-# The run's other items of the same prefix (one Query of ``begins_with(sk, "RUN")`` reads them all). The run item
+# The run's other items (one BatchGetItem reads a run: run, facts and state items by key). The run item
 # (``RUN``) holds only what changes and is small; each append rewrites it. Its creation facts (written once), its
 # folded state (written when it changes) and its tenant-index entry (written when a listed field changes: status,
 # times) are items of their own, so an append pays for none of them (issue 27; docs/decisions/0109).

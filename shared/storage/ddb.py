@@ -206,14 +206,14 @@ def batch_write(
 BATCH_GET_SIZE = 100
 
 
-def batch_get(client: Any, table: str, keys: Sequence[dict[str, Any]], *,
+def batch_get(client: Any, table: str, keys: Sequence[dict[str, Any]], *, consistent: bool = True,
               pause: Callable[[int], object] = full_jitter_sleep, max_attempts: int = BATCH_WRITE_ATTEMPTS
               ) -> list[dict[str, Any]]:
-    """The items of ``keys`` (DynamoDB JSON) that exist, strongly consistent: 100 keys per BatchGetItem, keys left
-    unprocessed sent again after ``pause(attempt)``, at most ``max_attempts`` requests a chunk (then ``StorageError``)."""
+    """The items of ``keys`` (DynamoDB JSON) that exist: 100 keys per BatchGetItem, keys left unprocessed sent again
+    after ``pause(attempt)``, at most ``max_attempts`` requests a chunk (then ``StorageError``)."""
     out: list[dict[str, Any]] = []
     for i in range(0, len(keys), BATCH_GET_SIZE):
-        pending: dict[str, Any] = {table: {"Keys": list(keys[i : i + BATCH_GET_SIZE]), "ConsistentRead": True}}
+        pending: dict[str, Any] = {table: {"Keys": list(keys[i : i + BATCH_GET_SIZE]), "ConsistentRead": consistent}}
         attempt = 1
         while True:
             resp = client.batch_get_item(RequestItems=pending)

@@ -133,10 +133,14 @@ class DynamoRunStore:
             cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
         )
 
+    @staticmethod
+    def _run_keys(run_id: str) -> list[dict[str, Any]]:
+        return [to_item({"pk": run_id, "sk": sk}) for sk in (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK)]
+
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
-        # one Query for the run item and its facts and state items (and the small index item)
-        raws = list(query_all(self._c, {"TableName": self._t, "ConsistentRead": consistent,
-                                        **partition_condition(run_id, schema.RUN_SK)}))
+        # one BatchGetItem of the run item and its facts and state items (by key: a Query would walk the partition's
+        # other items on moto, thousands for a long agent)
+        raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=consistent)
         try:
             rec = self._record(raws)
         except RunGoneError:
@@ -189,8 +193,7 @@ class DynamoRunStore:
             found = found[:limit]
             next_key = found[-1][1]
         # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
-        keys = [to_item({"pk": run_id, "sk": sk}) for run_id, _ in found
-                for sk in (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK)]
+        keys = [key for run_id, _ in found for key in self._run_keys(run_id)]
         items: dict[str, list[dict[str, Any]]] = {}
         for raw in batch_get(self._c, self._t, keys):
             items.setdefault(raw["pk"]["S"], []).append(raw)

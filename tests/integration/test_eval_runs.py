@@ -273,16 +273,17 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     lock = threading.Lock()
 
     def hook(params: dict[str, Any], **_: Any) -> None:
-        if params.get("TableName") == runs_table and "IndexName" not in params:
-            # a GetItem's key, or a Query's partition (a run and its items: one Query)
-            pk = params["Key"]["pk"]["S"] if "Key" in params else params["ExpressionAttributeValues"][":p"]["S"]
+        # a GetItem's key, or a BatchGetItem's run (a run and its items: one BatchGetItem)
+        batch = (params.get("RequestItems") or {}).get(runs_table)
+        if params.get("TableName") == runs_table or batch:
+            pk = params["Key"]["pk"]["S"] if "Key" in params else batch["Keys"][0]["pk"]["S"]
             if pk.startswith(("tenant-a/", "tenant-b/")):
                 with lock:
                     seen.append(("read", pk))
 
     ddb = _ports().runs._c  # the real client of the real store: observe, change nothing
     ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", hook)
-    ddb.meta.events.register("before-parameter-build.dynamodb.Query", hook)
+    ddb.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", hook)
     try:
         unknown = "tenant-a/r-1111111111111111111111111111"
         foreign = runs["base_b"]
@@ -303,7 +304,7 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
             assert reads("garbage id", field) == [("read", "tenant-a/~")]
     finally:
         ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", hook)
-        ddb.meta.events.unregister("before-parameter-build.dynamodb.Query", hook)
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.BatchGetItem", hook)
 
 
 def test_discovery_advertises_the_eval_facet_and_suite_fixtures(host):
