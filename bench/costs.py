@@ -80,21 +80,21 @@ def idle_inventory_from_manifest(*, detailed: bool = False, dashboard: bool = Fa
     ``dashboard``). One secret per ``SECRETS`` entry. Alarms (``infra/constructs/monitoring.py``), one metric each by
     default: the API's 5xx, per state machine its failed executions, per stream consumer its failure queue, per queue
     its dead-letter queue and its oldest message's age, the webhook fan-out's iterator age, and DynamoDB throttles
-    (one alarm, two metrics per table: read and write throttle events); ``detailed`` adds two metrics per function
-    (errors + throttles) and per state machine (timed out + aborted). No customer managed KMS key (queues use
-    SSE-SQS), no NAT gateway, provisioned capacity or always-on compute; reserved concurrency, function versions and
+    (one alarm, two metrics per table it watches: read and write throttle events); ``detailed`` adds two metrics per function
+    (errors + throttles) and per state machine (timed out + aborted). One customer managed KMS key per ``KEYS`` entry
+    (the webhook signing key; queues use SSE-SQS, tables AWS-managed keys), no NAT gateway, provisioned capacity or always-on compute; reserved concurrency, function versions and
     aliases, and the CodeDeploy application and groups bill nothing while idle."""
     from shared import manifest
 
     alarm_metrics = (1 + len(manifest.STATE_MACHINES) + len(manifest.STREAM_CONSUMERS) + 2 * len(manifest.QUEUES)
-                     + 1 + 2 * len(manifest.TABLES))
+                     + 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm))
     if detailed:
         alarm_metrics += 2 * len(manifest.FUNCTIONS) + 2 * len(manifest.STATE_MACHINES)
     return {
         "secrets": len(manifest.SECRETS),
         "alarm_metrics": alarm_metrics,
         "dashboards": int(dashboard),
-        "kms_keys": 0,
+        "kms_keys": len(manifest.KEYS),
         "always_on": 0,
     }
 

@@ -41,8 +41,9 @@ SECRETS_PER_API_CALL = 0.05 / 10_000
 # SQS standard queues (a request is metered per 64 KB chunk)
 SQS_PER_REQUEST = 0.40 / 1_000_000
 
-# KMS customer managed keys: the stack creates none (tables use the AWS owned/managed key, S3 SSE-S3, SQS SSE-SQS);
-# priced so that one appearing in the template shows in the idle cost
+# KMS customer managed keys: the stack creates one, the webhook signing key (tables use the AWS owned/managed key,
+# S3 SSE-S3, SQS SSE-SQS) ($0.03 per 10,000
+# requests: one Encrypt per registration or rotation, one Decrypt per secret and warm delivery container)
 KMS_PER_CUSTOMER_KEY_MONTH = 1.00
 
 # CloudWatch (alarms are billed per metric they evaluate: a metric-math alarm over two metrics is two alarm metrics)

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 RUN_SK = "RUN"
+# The run's other items (one BatchGetItem reads a run: run, facts and state items by key). The run item
+# (``RUN``) holds only what changes and is small; each append rewrites it. Its creation facts (written once), its
+# folded state (written when it changes) and its tenant-index entry (written when a listed field changes: status,
+# times) are items of their own, so an append pays for none of them (issue 27; docs/decisions/0109).
+RUN_FACTS_SK = "RUN#FACTS"
+RUN_STATE_SK = "RUN#STATE"
+RUN_INDEX_SK = "RUN#INDEX"
 TOMBSTONE_SK = "TOMBSTONE"
 TRIAL_PREFIX = "TRIAL#"
 FORK_SOURCE_SK = "FORKSOURCE"

@@ -16,7 +16,10 @@ KeyType = Literal["S", "N"]
 
 # The Lambda runtime of every function (infra/runtimes.py holds AWS's support dates; the layer is built for it).
 RUNTIME = "python3.13"
-Access = Literal["read", "write", "readwrite"]
+Access = Literal["read", "write", "readwrite", "write+replay"]
+# The KMS encryption context of a value sealed only to be answered again (an idempotent replay): a role granted
+# "write+replay" decrypts only values sealed with it.
+REPLAY_CONTEXT = ("purpose", "idempotent-replay")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class Table:
     stream: bool = False
     indexes: tuple[Index, ...] = ()
     purpose: str = ""
+    # in the DynamoDbThrottles alarm (a math alarm takes at most 10 metrics: two per table, five tables)
+    throttle_alarm: bool = True
 
     @property
     def env_var(self) -> str:
@@ -79,6 +84,24 @@ class Secret:
 
 
 @dataclass(frozen=True)
+class Key:
+    """A KMS key (symmetric, rotated yearly) for values encrypted in the application before they are stored.
+    Functions get its ARN (locally its alias) in ``env_var``; ``Function.keys`` grants Encrypt (write), Decrypt
+    (read) or both."""
+
+    key: str
+    purpose: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_KEY_ID"
+
+    @property
+    def local_name(self) -> str:
+        return f"alias/openwop-{self.key}"
+
+
+@dataclass(frozen=True)
 class Function:
     """One Lambda function. ``module`` exposes ``lambda_handler``."""
 
@@ -95,6 +118,8 @@ class Function:
     models: bool = False  # calls model providers (Bedrock with its role; others through egress and credentials)
     sends: tuple[str, ...] = ()  # queues it may send to
     consumes: str | None = None  # the queue whose messages it is invoked with (event source mapping)
+    keys: tuple[tuple[str, Access], ...] = ()  # KMS keys it may use: read = Decrypt, write = Encrypt,
+    # write+replay = Encrypt, and Decrypt only of what was sealed for an idempotent replay (REPLAY_CONTEXT)
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -181,6 +206,7 @@ EVENTS = "events"
 TOOL_CALLS = "toolcalls"
 IDEMPOTENCY = "idempotency"
 HOST = "host"
+SIGNING = "signing"
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -202,6 +228,12 @@ TABLES: tuple[Table, ...] = (
         purpose="Powertools idempotency records",
     ),
     Table(HOST, ("pk", "S"), ("sk", "S"), purpose="API key hashes, eval suites, counters, effect ledger"),
+    # A table of its own, so only the roles granted it (webhook registration and delivery) can read it at all; its
+    # values are encrypted with the signing key besides (shared/services/webhook_secrets.py).
+    # (Not in the throttle alarm: read once per delivery, a throttled read fails the delivery, which the queue retries
+    # and the WebhooksDeadLetters alarm reports.)
+    Table(SIGNING, ("pk", "S"), ("sk", "S"), purpose="webhook signing secrets, encrypted with the signing key",
+          throttle_alarm=False),
 )
 
 FIXTURES = "fixtures"
@@ -214,6 +246,8 @@ SECRETS: tuple[Secret, ...] = (
     Secret(APIKEY_PEPPER, purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
            json_key="current"),
 )
+
+KEYS: tuple[Key, ...] = (Key(SIGNING, purpose="encrypts webhook signing secrets (registration and delivery only)"),)
 
 WEBHOOKS = "webhooks"
 QUEUES: tuple[Queue, ...] = (
@@ -298,13 +332,17 @@ FUNCTIONS: tuple[Function, ...] = (
     # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server.
     Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
              timeout_s=120, memory_mb=256),
+    # Signing secrets: registration encrypts them (it never decrypts one), delivery decrypts them (and encrypts a
+    # subscription's cleartext secret of before the signing table once, when it first delivers for it).
     Function("manage_webhooks", "functions.manage_webhooks.handler", "api",
-             ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite")), secrets=(CURSOR,), egress=True),
+             ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite"), (SIGNING, "readwrite")), secrets=(CURSOR,),
+             egress=True, keys=((SIGNING, "write+replay"),)),
     Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "read"), (EVENTS, "read"),
              (HOST, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
     Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
-             ((HOST, "readwrite"), (EVENTS, "read")), bucket="read",  # events too large to travel in the message
-             consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60),
+             ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite")),
+             bucket="read",  # events too large to travel in the message
+             consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60, keys=((SIGNING, "readwrite"),)),
 )
 
 RUN_ID = "{runId}"
@@ -505,6 +543,13 @@ def function(name: str) -> Function:
         if f.name == name:
             return f
     raise KeyError(name)
+
+
+def kms_key(key: str) -> Key:
+    for k in KEYS:
+        if k.key == key:
+            return k
+    raise KeyError(key)
 
 
 def table(key: str) -> Table:

@@ -192,6 +192,15 @@ class SecretStore(Protocol):
     def delete_secret(self, name: str) -> bool: ...
 
 
+class Cipher(Protocol):
+    """Encryption of small values (at most 4 KB) under a named key of the manifest (``manifest.KEYS``), bound to
+    a context: a ciphertext only decrypts with the context it was sealed with (so it cannot be moved to another
+    item). Who may encrypt or decrypt is the platform's grant, not the caller's choice."""
+
+    def encrypt(self, key: str, plaintext: bytes, context: dict[str, str]) -> bytes: ...
+    def decrypt(self, key: str, ciphertext: bytes, context: dict[str, str]) -> bytes: ...
+
+
 class StackLookupError(Exception):
     """A deployed stack's outputs cannot be read; ``reason`` is one line for the operator (no secret, no trace)."""
 
@@ -486,6 +495,8 @@ class Ports:
     http: HttpTransport
     mcp: McpTransport
     secrets: SecretStore
+    cipher: Cipher
+    signing: HostStore  # webhook signing secrets (sealed by ``cipher``): a table only registration and delivery read
     settings: Any
     models: ModelProviders
     rate_limits: RateLimiter

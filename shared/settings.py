@@ -21,6 +21,7 @@ class Settings:
     tool_calls_table: str
     idempotency_table: str
     host_table: str
+    signing_table: str
     fixtures_bucket: str
     run_state_machine_arn: str
     eval_state_machine_arn: str
@@ -81,6 +82,7 @@ class Settings:
     # imported). Prompt, message and tool-argument text reach spans only with the opt-in below.
     tracing_endpoint: str = ""
     tracing_capture_content: bool = False
+    signing_key_id: str = ""  # the KMS key webhook signing secrets are encrypted with
 
 
 def _env(name: str, default: str = "") -> str:
@@ -109,6 +111,7 @@ def get_settings() -> Settings:
     cursor = next(s for s in manifest.SECRETS if s.key == manifest.CURSOR)
     pepper = next(s for s in manifest.SECRETS if s.key == manifest.APIKEY_PEPPER)
     webhooks = manifest.queue(manifest.WEBHOOKS)
+    signing = manifest.kms_key(manifest.SIGNING)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
     seams = _env("OPENWOP_CONFORMANCE_SEAMS", "false").strip().lower() == "true"
     if seams and SEAM_FIXTURE_TARGET not in allow:
@@ -119,6 +122,7 @@ def get_settings() -> Settings:
         tool_calls_table=t[manifest.TOOL_CALLS],
         idempotency_table=t[manifest.IDEMPOTENCY],
         host_table=t[manifest.HOST],
+        signing_table=t[manifest.SIGNING],
         fixtures_bucket=_env(manifest.BUCKETS[0].env_var, manifest.BUCKETS[0].local_name),
         run_state_machine_arn=sm["run"],
         eval_state_machine_arn=sm["eval"],
@@ -163,6 +167,7 @@ def get_settings() -> Settings:
         tracing_endpoint=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").strip(),
         tracing_capture_content=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower()
         in ("1", "true", "yes", "on"),
+        signing_key_id=_env(signing.env_var, signing.local_name),
     )
 
 
@@ -178,6 +183,7 @@ def resource_env_vars() -> tuple[str, ...]:
         + tuple(m.env_var for m in manifest.STATE_MACHINES)
         + tuple(s.env_var for s in manifest.SECRETS)
         + tuple(q.env_var for q in manifest.QUEUES)
+        + tuple(k.env_var for k in manifest.KEYS)
         + (CREDENTIALS_PREFIX_VAR,)
     )
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from shared import manifest
 from shared.clock import SystemClock, SystemIds
 from shared.ports import (
     HttpTransport,
@@ -210,6 +211,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.events import DynamoEventStore
     from shared.storage.host import DynamoHostStore
     from shared.storage.idempotency import DynamoIdempotencyStore
+    from shared.storage.kms import KmsCipher
     from shared.storage.ratelimit import DynamoRateLimiter
     from shared.storage.runs import DynamoRunStore
     from shared.storage.secrets import SecretsManagerSecretStore
@@ -238,6 +240,8 @@ def build_ports(settings: Settings) -> Ports:
         http=http,
         mcp=_LazyMcp(settings),
         secrets=SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get),
+        cipher=KmsCipher(LazyClient("kms", lambda: _client("kms")), {manifest.SIGNING: settings.signing_key_id}),
+        signing=DynamoHostStore(ddb, settings.signing_table, settings.runs_table),
         settings=settings,
         models=build_models(settings, http),
         rate_limits=DynamoRateLimiter(ddb, settings.host_table),

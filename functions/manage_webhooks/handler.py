@@ -11,7 +11,7 @@ from __future__ import annotations
 from functions._common import api
 from functions._common.idempotency import idempotent
 from functions._common.resolver import Response
-from shared.services import webhooks
+from shared.services import webhook_secrets, webhooks
 
 app = api.build_resolver()
 
@@ -24,9 +24,12 @@ def register() -> Response[str]:
     key = api.idempotency_key(app)
     body = api.parse(app, RegisterWebhook)
     ports = api.ports()
+    # the record keeps a generated secret sealed (webhook_secrets.seal_answer), never in the clear
     status, out, replayed = idempotent(caller, "registerWebhook", key, body.model_dump(mode="json"),
                                        app.lambda_context, ports.ids.ulid(),
-                                       lambda: (201, webhooks.register(ports, caller, body)))
+                                       lambda: (201, webhook_secrets.seal_answer(ports,
+                                                                                 webhooks.register(ports, caller, body))))
+    out = webhook_secrets.open_answer(ports, out) if status == 201 else out
     return api.reply(status, out, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 

@@ -185,6 +185,8 @@ class HostFunctions(Construct):
             environment[_bucket_spec().env_var] = fixtures.bucket.bucket_name
         for key in manifest.secrets_of(spec):
             environment[_secret_spec(key).env_var] = self._secrets.secret(key).secret_arn
+        for key, _access in spec.keys:
+            environment[manifest.kms_key(key).env_var] = self._secrets.key(key).key_arn
         if spec.credentials is not None:
             environment["CREDENTIALS_SECRET_PREFIX"] = credentials_prefix(stage)
         if spec.egress:
@@ -215,6 +217,16 @@ class HostFunctions(Construct):
             _grant_bucket(fixtures, role, spec.bucket)
         for key in manifest.secrets_of(spec):
             self._secrets.secret(key).grant_read(role)
+        for key, access in spec.keys:
+            # Encrypt alone for write (CDK's grant_encrypt adds ReEncrypt*, which can open a value), Decrypt for read
+            actions = {"read": ["kms:Decrypt"], "write": ["kms:Encrypt"], "readwrite": ["kms:Encrypt", "kms:Decrypt"],
+                       "write+replay": ["kms:Encrypt"]}
+            self._secrets.key(key).grant(role, *actions[access])
+            if access == "write+replay":  # Decrypt only of values sealed for an idempotent replay
+                name, value = manifest.REPLAY_CONTEXT
+                role.add_to_principal_policy(iam.PolicyStatement(
+                    actions=["kms:Decrypt"], resources=[self._secrets.key(key).key_arn],
+                    conditions={"StringEquals": {f"kms:EncryptionContext:{name}": value}}))
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
         if spec.models:

@@ -13,7 +13,9 @@ machine's catch ends in a Fail state), a stream or queue consumer as records in 
 - ``<Queue>DeadLetters``: messages in a queue's dead-letter queue (deliveries that exhausted their retries).
 - ``DynamoDbThrottles``: read or write requests DynamoDB throttled on any table (a hot partition, or on-demand
   capacity outgrown): one math alarm over ``ReadThrottleEvents`` + ``WriteThrottleEvents`` of every table (two
-  metrics per table, billed per metric).
+  metrics per table, billed per metric; a math alarm takes at most 10 metrics, so a table
+  whose ``throttle_alarm`` is off is left out: the signing table, read once per webhook delivery, where a throttled
+  read fails the delivery, which the queue retries and ``WebhooksDeadLetters`` reports).
 - ``WebhookFanoutLag``: the webhook fan-out's stream iterator age (``IteratorAge`` of ``fanout_webhooks``) over
   ``WEBHOOK_LAG_MS``: events are being stored faster than they are queued for delivery.
 - ``<Queue>QueueAge``: the oldest message of the webhook queue (``ApproximateAgeOfOldestMessage``) over
@@ -48,6 +50,7 @@ from infra.constructs.queues import HostQueues
 from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
 from infra.constructs.tables import HostTables
+from shared import manifest
 
 PERIOD = Duration.minutes(5)
 WEBHOOK_LAG_MS = 5 * 60 * 1000  # the fan-out's stream iterator age that pages (5 minutes behind the event log)
@@ -98,7 +101,8 @@ class HostMonitoring(Construct):
         throttles = {f"{kind[0].lower()}{i}": cw.Metric(namespace="AWS/DynamoDB", metric_name=f"{kind}ThrottleEvents",
                                                          dimensions_map={"TableName": table.table_name},
                                                          period=PERIOD, statistic="Sum")
-                     for i, table in enumerate(tables.tables.values()) for kind in ("Read", "Write")}
+                     for i, (key, table) in enumerate(tables.tables.items()) if manifest.table(key).throttle_alarm
+                     for kind in ("Read", "Write")}
         alarm("DynamoDbThrottles",
               cw.MathExpression(expression="SUM(METRICS())", using_metrics=throttles, period=PERIOD,
                                 label="DynamoDB throttled requests, all tables"),

@@ -34,6 +34,8 @@ def add_outputs(stack: Stack, *, stage: str, tables: HostTables, fixtures: Fixtu
         values[s.env_var] = secrets.secret(s.key).secret_arn
     for q in manifest.QUEUES:
         values[q.env_var] = queues.queues[q.key].queue_url
+    for k in manifest.KEYS:
+        values[k.env_var] = secrets.key(k.key).key_arn
     values[settings.CREDENTIALS_PREFIX_VAR] = credentials_prefix(stage)
     missing = set(settings.resource_env_vars()) - set(values)
     if missing:

@@ -1,7 +1,9 @@
-"""The manifest's Secrets Manager secrets, each with a value CloudFormation generates (never in the template)."""
+"""The manifest's Secrets Manager secrets, each with a value CloudFormation generates (never in the template), and
+its KMS keys (values the application encrypts before it stores them)."""
 
 from __future__ import annotations
 
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -19,7 +21,9 @@ _NO_ROTATION_LAMBDA = {
 
 
 class HostSecrets(Construct):
-    """One secret per ``manifest.SECRETS`` entry; construct ids are ``<Key>Secret`` (``CursorSecret``)."""
+    """One secret per ``manifest.SECRETS`` entry; construct ids are ``<Key>Secret`` (``CursorSecret``). One
+    symmetric KMS key per ``manifest.KEYS`` entry (``<Key>Key``: ``SigningKey``), rotated yearly; the key policy is
+    the account's default, so only the roles whose IAM policy names the key (``Function.keys``) can use it."""
 
     def __init__(self, scope: Construct, construct_id: str, *, stage: str) -> None:
         super().__init__(scope, construct_id)
@@ -39,6 +43,14 @@ class HostSecrets(Construct):
             )
             acknowledge(secret, "AwsSolutions-SMG4", _NO_ROTATION_LAMBDA[spec.key])
             self._secrets[spec.key] = secret
+        self._keys: dict[str, kms.Key] = {}
+        for key_spec in manifest.KEYS:
+            self._keys[key_spec.key] = kms.Key(
+                self, f"{pascal(key_spec.key)}Key", description=f"OpenWOP {key_spec.key}: {key_spec.purpose}",
+                enable_key_rotation=True, removal_policy=removal_policy(stage))
+
+    def key(self, key: str) -> kms.Key:
+        return self._keys[key]
 
     def secret(self, key: str) -> secretsmanager.Secret:
         return self._secrets[key]

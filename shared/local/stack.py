@@ -62,6 +62,7 @@ def resource_env() -> dict[str, str]:
     env.update({b.env_var: b.local_name for b in manifest.BUCKETS})
     env.update({sm.env_var: state_machine_arn(sm) for sm in manifest.STATE_MACHINES})
     env.update({sec.env_var: sec.local_name for sec in manifest.SECRETS})
+    env.update({k.env_var: k.local_name for k in manifest.KEYS})
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "http://127.0.0.1")
     env.update({q.env_var: f"{endpoint}/{ACCOUNT}/{q.local_name}" for q in manifest.QUEUES})  # moto's URL form
     return env
@@ -340,6 +341,9 @@ class LocalAws:
         self._tables()
         self._buckets()
         self._secrets()
+        from shared.local.kms_keys import ensure_keys
+
+        ensure_keys(self.client("kms"), self.client("secretsmanager"))
         role_arn = self._role()
         self._functions(role_arn)
         self._state_machines(role_arn)

@@ -2,7 +2,8 @@
 and signed delivery through the egress guard.
 
 Subscriptions live in the host table under ``WEBHOOK#<tenant>`` (sk = the bound webhookId), so a tenant's fan-out
-reads only its own subscriptions (one Query) and another tenant's id is never looked up. Dead-letter records live
+reads only its own subscriptions (one Query) and another tenant's id is never looked up. Their signing secrets do
+not: they are sealed in the signing table (``shared.services.webhook_secrets``). Dead-letter records live
 under ``WEBHOOKDL#<webhookId>`` with a TTL and carry no body, header or secret; each is linked under the run it
 names (``DEADLETTER#``), so erasing the run deletes it.
 
@@ -34,6 +35,7 @@ from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, Tra
 from shared.protocol import webhooks as wh
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
+from shared.services import webhook_secrets
 from shared.services.common import Caller, page_limit
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
@@ -154,8 +156,9 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
     webhook_id = f"{caller.tenant}/{ports.ids.ulid()}"
     created_at = ports.clock.iso()
     sub = {"webhookId": webhook_id, "tenant": caller.tenant, "url": body.url, "events": list(body.events),
-           "tags": list(body.tags or []), "signatureAlgorithms": algorithms, "secret": secret,
+           "tags": list(body.tags or []), "signatureAlgorithms": algorithms,
            "createdAt": created_at, "createdBy": caller.subject_id}
+    webhook_secrets.store(ports, caller.tenant, webhook_id, secret)  # sealed, in the signing table
     ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
     out: dict[str, Any] = {"webhookId": webhook_id, "subscriptionId": webhook_id, "url": body.url,
                            "eventTypes": list(body.events), "createdAt": created_at}
@@ -201,6 +204,7 @@ def unregister(ports: Ports, caller: Caller, wire: str) -> None:
     webhook_id = _decode_webhook_id(caller, wire)
     if not ports.host.delete_item(SUB_PK + caller.tenant, webhook_id):
         raise NotFoundError("No such webhook.")
+    webhook_secrets.delete(ports, caller.tenant, webhook_id)
 
 
 def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSecret) -> dict[str, Any]:
@@ -213,9 +217,7 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
         raise ValidationError("secret must be whsec_<base64 of 24-64 bytes>.")
     now_ms = ports.clock.now_ms()
     expires_ms = now_ms + int(ports.settings.webhook_rotation_overlap_s) * 1000
-    updated = {**sub, "secret": body.secret, "previousSecret": sub["secret"], "previousExpiresAtMs": expires_ms,
-               "rotatedAt": ports.clock.iso(now_ms)}
-    if not ports.host.put_item(SUB_PK + caller.tenant, sub["webhookId"], updated, if_equals=sub):
+    if not webhook_secrets.rotate(ports, sub, body.secret, expires_ms):
         raise NotFoundError("No such webhook.")  # unregistered or rotated concurrently: nothing was changed
     return {"rotatedAt": ports.clock.iso(now_ms), "previousSecretExpiresAt": ports.clock.iso(expires_ms)}
 
@@ -401,12 +403,15 @@ def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
         event = found[0]
     raw = json.dumps({"runId": run_id, "event": event}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     now_ms = ports.clock.now_ms()
-    previous = sub.get("previousSecret") if int(sub.get("previousExpiresAtMs", 0)) > now_ms else None
+    secrets = webhook_secrets.signing_secrets(ports, sub, now_ms)
+    if secrets is None:
+        return Delivered(did, None)  # unregistered while this message waited (its secret went with it)
+    current, previous = secrets
     standard: list[str] = []
     if wh.STANDARD_WEBHOOKS in sub.get("signatureAlgorithms", []):
-        standard = [sub["secret"], previous] if previous else [sub["secret"]]
+        standard = [current, previous] if previous else [current]
     headers = wh.delivery_headers(webhook_id=webhook_id, event_type=str(event["type"]), timestamp=now_ms // 1000,
-                                  raw_body=raw, v1_secret=previous or sub["secret"], standard=standard,
+                                  raw_body=raw, v1_secret=previous or current, standard=standard,
                                   message_id=did)
     status: int | None = None
     try:

@@ -203,6 +203,31 @@ def batch_write(
     return len(requests)
 
 
+BATCH_GET_SIZE = 100
+
+
+def batch_get(client: Any, table: str, keys: Sequence[dict[str, Any]], *, consistent: bool = True,
+              pause: Callable[[int], object] = full_jitter_sleep, max_attempts: int = BATCH_WRITE_ATTEMPTS
+              ) -> list[dict[str, Any]]:
+    """The items of ``keys`` (DynamoDB JSON) that exist: 100 keys per BatchGetItem, keys left unprocessed sent again
+    after ``pause(attempt)``, at most ``max_attempts`` requests a chunk (then ``StorageError``)."""
+    out: list[dict[str, Any]] = []
+    for i in range(0, len(keys), BATCH_GET_SIZE):
+        pending: dict[str, Any] = {table: {"Keys": list(keys[i : i + BATCH_GET_SIZE]), "ConsistentRead": consistent}}
+        attempt = 1
+        while True:
+            resp = client.batch_get_item(RequestItems=pending)
+            out.extend(resp.get("Responses", {}).get(table, []))
+            pending = resp.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+            if attempt >= max_attempts:
+                raise StorageError(f"keys of {table} still unprocessed after {attempt} BatchGetItem requests")
+            pause(attempt)
+            attempt += 1
+    return out
+
+
 def batch_delete(client: Any, table: str, keys: Sequence[dict[str, Any]]) -> int:
     """Delete keys (already in DynamoDB JSON) 25 per request (``batch_write``)."""
     return batch_write(client, table, [{"DeleteRequest": {"Key": k}} for k in keys])

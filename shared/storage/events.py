@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore
 from shared.protocol.codemap import ERA_V1, translate
-from shared.storage import schema
+from shared.storage import runitems, schema
 from shared.storage.ddb import (
     add_updates,
     batch_delete,
@@ -74,16 +74,23 @@ class DynamoEventStore:
         for i, ev in enumerate(events):
             if int(ev["sequence"]) != expected_next_seq + i:
                 raise ValueError("events must be contiguous from expected_next_seq")
-        chunks = [events[i : i + schema.MAX_EVENTS_PER_TRANSACTION]
-                  for i in range(0, len(events), schema.MAX_EVENTS_PER_TRANSACTION)] or [[]]
+        # The run updates ride the last chunk; those of its state or listed fields write the run's state or index
+        # item in the same transaction (runitems), so that chunk holds as many fewer events.
+        parts = runitems.split(self._runs, run_id, dict(run_updates or {}), expires_at)
+        size = schema.MAX_EVENTS_PER_TRANSACTION
+        chunks = [events[i : i + size] for i in range(0, len(events), size)] or [[]]
+        room = size - len(parts.items)
+        if len(chunks[-1]) > room:
+            tail = chunks.pop()
+            chunks += [tail[:room], tail[room:]]
         nxt = expected_next_seq
         for ci, chunk in enumerate(chunks):
             last = nxt + len(chunk) - 1
-            updates = dict(run_updates or {}) if ci == len(chunks) - 1 else {}
+            final = ci == len(chunks) - 1
             sets = ["lastSeq = :last"]
             values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
             names: dict[str, str] = {}
-            add_updates(updates, sets, values, names)
+            add_updates(parts.run if final else {}, sets, values, names)
             cond = "attribute_exists(pk) AND lastSeq = :prev"
             if require_status:
                 names["#st"] = "status"
@@ -95,13 +102,13 @@ class DynamoEventStore:
             update: dict[str, Any] = {
                 "TableName": self._runs,
                 "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
-                "UpdateExpression": "SET " + ", ".join(sets),
+                "UpdateExpression": parts.run_expression(sets, names) if final else "SET " + ", ".join(sets),
                 "ConditionExpression": cond,
                 "ExpressionAttributeValues": values,
             }
             if names:
                 update["ExpressionAttributeNames"] = names
-            items: list[dict[str, Any]] = [{"Update": update}]
+            items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
             for ev in chunk:
                 items.append({
                     "Put": {

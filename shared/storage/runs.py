@@ -1,5 +1,6 @@
-"""The RunStore port on DynamoDB: the run item, its auxiliary items (definition, effect claims, pages), its erasure
-tombstone; large creation facts and definitions in S3 (the BlobStore)."""
+"""The RunStore port on DynamoDB: the run item and its facts, state and tenant-index items (``runitems``), its
+auxiliary items (definition, effect claims, pages), its erasure tombstone; large creation facts and definitions in S3
+(the BlobStore)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.clock import full_jitter_sleep
-from shared.errors import ConflictError, RunGoneError, StorageError
+from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore, Clock, ListPage, RunRecord
-from shared.storage import schema
+from shared.storage import runitems, schema
 from shared.storage.ddb import (
-    BATCH_WRITE_ATTEMPTS,
     add_updates,
     batch_delete,
+    batch_get,
     dump,
     effect_transaction,
     error_code,
@@ -59,26 +59,30 @@ class DynamoRunStore:
                 aux["doc"] = doc
             extra.append({"Put": {"TableName": self._t, "Item": to_item(aux)}})
         data = dump(facts)
+        # The run item: only what changes (each append rewrites it, billed at its whole size). The creation facts,
+        # the state and the tenant-index entry are items of their own (shared/storage/runitems.py).
         item: dict[str, Any] = {
             "pk": record.run_id,
             "sk": schema.RUN_SK,
             "tenant": record.tenant,
-            "gsi1pk": record.tenant,
-            "gsi1sk": f"{record.created_at}#{record.run_id}",
             "status": record.status,
             "lastSeq": record.last_seq,
             "createdAt": record.created_at,
             "workflowId": record.data.get("workflowId"),
-            "data": data,
-            "state": dump(record.state) if record.state is not None else None,
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
+        facts_item: dict[str, Any] = {"pk": record.run_id, "sk": schema.RUN_FACTS_SK, "data": data,
+                                      schema.TTL_ATTRIBUTE: record.expires_at}
         if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
-            # Large creation facts (inputs, metadata, a definition) live in S3, so the run item keeps room for its
-            # state snapshot within DynamoDB's 400 KB; erasure reaches the object through the run's prefix.
-            del item["data"]
-            item["dataRef"] = schema.run_data_key(record.run_id)
+            # Large creation facts (inputs, metadata) live in S3; erasure reaches the object through the run's prefix.
+            del facts_item["data"]
+            facts_item["dataRef"] = schema.run_data_key(record.run_id)
             self._blobs.put_json(schema.run_data_key(record.run_id), facts)
+        state_item = {"pk": record.run_id, "sk": schema.RUN_STATE_SK, schema.TTL_ATTRIBUTE: record.expires_at,
+                      runitems.STATE: dump(record.state) if record.state is not None else None}
+        listed = {"status": record.status, "workflowId": record.data.get("workflowId")}
+        index = runitems.index_item(record.run_id, record.tenant, record.created_at, listed, record.expires_at)
+        extra += [{"Put": {"TableName": self._t, "Item": to_item(it)}} for it in (facts_item, state_item, index)]
         try:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
@@ -95,14 +99,23 @@ class DynamoRunStore:
                 raise ConflictError("run exists") from exc
             raise
 
-    def _record(self, raw: dict[str, Any]) -> RunRecord:
-        it = from_item(raw)
-        if "dataRef" in it:
-            data = self._blobs.get_json(it["dataRef"])
+    def _record(self, raws: Sequence[dict[str, Any]]) -> RunRecord | None:
+        """The record of one run from its items (``RUN`` and, in this layout, ``RUN#FACTS`` / ``RUN#STATE``); None
+        without a run item. ``RunGoneError`` when its creation facts are gone (being erased)."""
+        by_sk = {raw["sk"]["S"]: raw for raw in raws}
+        if schema.RUN_SK not in by_sk:
+            return None
+        it = from_item(by_sk[schema.RUN_SK])
+        facts = from_item(by_sk[schema.RUN_FACTS_SK]) if schema.RUN_FACTS_SK in by_sk else it  # older: inline
+        if "dataRef" in facts:
+            data = self._blobs.get_json(facts["dataRef"])
             if data is None:
                 raise RunGoneError(it["pk"])
+        elif "data" in facts:
+            data = json.loads(facts["data"])
         else:
-            data = json.loads(it["data"])
+            raise RunGoneError(it["pk"])  # its facts item is already erased
+        state_of = from_item(by_sk[schema.RUN_STATE_SK]) if schema.RUN_STATE_SK in by_sk else it
         return RunRecord(
             run_id=it["pk"],
             tenant=it["tenant"],
@@ -110,7 +123,7 @@ class DynamoRunStore:
             last_seq=int(it["lastSeq"]),
             created_at=it["createdAt"],
             data=data,
-            state=json.loads(it["state"]) if it.get("state") else None,
+            state=json.loads(state_of["state"]) if state_of.get("state") else None,
             error=json.loads(it["error"]) if it.get("error") else None,
             started_at=it.get("startedAt"),
             completed_at=it.get("completedAt"),
@@ -120,47 +133,40 @@ class DynamoRunStore:
             cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
         )
 
+    @staticmethod
+    def _run_keys(run_id: str) -> list[dict[str, Any]]:
+        return [to_item({"pk": run_id, "sk": sk}) for sk in (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK)]
+
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
-        resp = self._c.get_item(
-            TableName=self._t,
-            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
-            ConsistentRead=consistent,
-        )
-        raw = resp.get("Item")
-        if not raw:
-            return None
+        # one BatchGetItem of the run item and its facts and state items (by key: a Query would walk the partition's
+        # other items on moto, thousands for a long agent)
+        raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=consistent)
         try:
-            rec = self._record(raw)
+            rec = self._record(raws)
         except RunGoneError:
             return None  # its creation facts are gone: being erased
+        if rec is None:
+            return None
         if self._expired(rec.expires_at) and not include_expired:
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
 
     def get_runs(self, run_ids: Sequence[str], *, include_expired: bool = False) -> dict[str, RunRecord]:
-        """``get_run`` for many runs: BatchGetItem, 100 keys a request, strongly consistent; what DynamoDB leaves
-        unprocessed is asked again (at most ``BATCH_WRITE_ATTEMPTS`` requests a chunk, then ``StorageError``). Runs
-        absent, being erased or (unless ``include_expired``) expired are left out."""
+        """``get_run`` for many runs: their items (run, facts, state) in BatchGetItem requests of 100 keys, strongly
+        consistent, unprocessed keys asked again (``ddb.batch_get``). Runs absent, being erased or (unless
+        ``include_expired``) expired are left out."""
         ids = list(dict.fromkeys(run_ids))
+        by_run: dict[str, list[dict[str, Any]]] = {r: [] for r in ids}
+        for raw in batch_get(self._c, self._t, [k for r in ids for k in self._run_keys(r)]):
+            by_run[raw["pk"]["S"]].append(raw)
         out: dict[str, RunRecord] = {}
-        for i in range(0, len(ids), 100):
-            pending: dict[str, Any] = {self._t: {"ConsistentRead": True, "Keys": [
-                to_item({"pk": r, "sk": schema.RUN_SK}) for r in ids[i:i + 100]]}}
-            for attempt in range(1, BATCH_WRITE_ATTEMPTS + 1):
-                resp = self._c.batch_get_item(RequestItems=pending)
-                for raw in resp.get("Responses", {}).get(self._t, []):
-                    try:
-                        rec = self._record(raw)
-                    except RunGoneError:
-                        continue
-                    if include_expired or not self._expired(rec.expires_at):
-                        out[rec.run_id] = rec
-                pending = resp.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                if attempt == BATCH_WRITE_ATTEMPTS:
-                    raise StorageError(f"{self._t}: keys still unprocessed after {attempt} BatchGetItem requests")
-                full_jitter_sleep(attempt)
+        for run_id, raws in by_run.items():
+            try:
+                rec = self._record(raws)
+            except RunGoneError:
+                continue
+            if rec is not None and (include_expired or not self._expired(rec.expires_at)):
+                out[run_id] = rec
         return out
 
     def list_runs(
@@ -192,30 +198,38 @@ class DynamoRunStore:
             kwargs["ExpressionAttributeNames"] = names
         if start_key:
             kwargs["ExclusiveStartKey"] = to_item(start_key)
-        runs: list[RunRecord] = []
+        found: list[tuple[str, dict[str, Any]]] = []  # (runId, its index entry's key), in index order
         next_key: dict[str, Any] | None = None
         # A filter can leave a page short: keep reading until the page is full or the index ends.
         while True:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):
-                try:
-                    runs.append(self._record(raw))
-                except RunGoneError:
-                    continue  # being erased
+                found.append((raw["pk"]["S"], {k: raw[k]["S"] for k in ("pk", "sk", "gsi1pk", "gsi1sk")}))
             lek = resp.get("LastEvaluatedKey")
             if not lek:
                 next_key = None
                 break
-            if len(runs) >= limit:
+            if len(found) >= limit:
                 next_key = from_item(lek)
                 break
             kwargs["ExclusiveStartKey"] = lek
-            kwargs["Limit"] = limit - len(runs)
-        if len(runs) > limit:
-            runs = runs[:limit]
-            last = runs[-1]
-            next_key = {"pk": last.run_id, "sk": schema.RUN_SK, "gsi1pk": tenant,
-                        "gsi1sk": f"{last.created_at}#{last.run_id}"}
+            kwargs["Limit"] = limit - len(found)
+        if len(found) > limit:
+            found = found[:limit]
+            next_key = found[-1][1]
+        # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
+        keys = [key for run_id, _ in found for key in self._run_keys(run_id)]
+        items: dict[str, list[dict[str, Any]]] = {}
+        for raw in batch_get(self._c, self._t, keys):
+            items.setdefault(raw["pk"]["S"], []).append(raw)
+        runs: list[RunRecord] = []
+        for run_id, _ in found:
+            try:
+                rec = self._record(items.get(run_id, []))
+            except RunGoneError:
+                continue  # being erased
+            if rec is not None and not self._expired(rec.expires_at):
+                runs.append(rec)
         return ListPage(runs=runs, next_key=next_key)
 
     def set_execution(self, run_id: str, execution_arn: str) -> None:
@@ -233,18 +247,20 @@ class DynamoRunStore:
         for i, s in enumerate(allowed_from):
             values[f":a{i}"] = {"S": s}
             conds.append(f":a{i}")
-        try:
-            self._c.update_item(
-                TableName=self._t,
-                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
-                UpdateExpression="SET #st = :s",
-                ConditionExpression=f"attribute_exists(pk) AND #st IN ({', '.join(conds)})",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=values,
-            )
+        update = {"Update": {
+            "TableName": self._t,
+            "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            "UpdateExpression": "SET #st = :s",
+            "ConditionExpression": f"attribute_exists(pk) AND #st IN ({', '.join(conds)})",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": values,
+        }}
+        try:  # the status is a listed field: its index entry moves in the same transaction
+            self._c.transact_write_items(TransactItems=[update, *runitems.split(self._t, run_id,
+                                                                                {"status": status}).items])
             return True
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if error_code(exc) == "TransactionCanceledException" and reasons(exc)[:1] == ["ConditionalCheckFailed"]:
                 return False
             raise
 
@@ -263,21 +279,29 @@ class DynamoRunStore:
 
     def set_progress(self, run_id: str, expected_last_seq: int, new_last_seq: int, updates: dict[str, Any]) -> None:
         """Move lastSeq forward after a bulk copy (a fork's prefix), conditioned on where it was."""
+        parts = runitems.split(self._t, run_id, updates)
         sets = ["lastSeq = :new"]
         values: dict[str, Any] = {":new": {"N": str(new_last_seq)}, ":old": {"N": str(expected_last_seq)}}
         names: dict[str, str] = {}
-        add_updates(updates, sets, values, names)
+        add_updates(parts.run, sets, values, names)
+        update: dict[str, Any] = {
+            "TableName": self._t,
+            "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            "UpdateExpression": parts.run_expression(sets, names),
+            "ConditionExpression": "attribute_exists(pk) AND lastSeq = :old",
+            "ExpressionAttributeValues": values,
+            **({"ExpressionAttributeNames": names} if names else {}),
+        }
         try:
-            self._c.update_item(
-                TableName=self._t,
-                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression="attribute_exists(pk) AND lastSeq = :old",
-                ExpressionAttributeValues=values,
-                **({"ExpressionAttributeNames": names} if names else {}),
-            )
+            if parts.items:  # a state or a listed field: their items move in the same transaction
+                self._c.transact_write_items(TransactItems=[{"Update": update}, *parts.items])
+            else:
+                self._c.update_item(**update)
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            refuse_too_large(exc)
+            if error_code(exc) == "ConditionalCheckFailedException" or (
+                    error_code(exc) == "TransactionCanceledException"
+                    and reasons(exc)[:1] == ["ConditionalCheckFailed"]):
                 raise ConflictError("run moved") from exc
             raise
 

@@ -725,11 +725,11 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
     blob = json.dumps({k: a for k, a in alarms.items() if k != synth.logical_id(mon["WebhookFanoutLag"])})
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) not in blob, spec.name
-    # and each watches one metric but the throttle alarm (read + write throttles of every table): 19 alarm metrics,
+    # and each watches one metric but the throttle alarm (read + write throttles of each watched table): 19 metrics,
     # 9 past CloudWatch's 10 free ones ($0.90 a month at list price, what bench.costs prices)
     throttles_id = synth.logical_id(mon["DynamoDbThrottles"])
     assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id)
-    metrics = len(alarms) - 1 + 2 * len(manifest.TABLES)
+    metrics = len(alarms) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
     assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == metrics == 19
     assert metrics - CLOUDWATCH_FREE_ALARM_METRICS == 9
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
@@ -932,7 +932,7 @@ def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth, syn
     each synthesized template must hold exactly that inventory, and nothing always-on (NAT, instances, provisioned
     capacity) or priced per key."""
     from bench.costs import idle_dollars_per_month, idle_inventory_from_manifest, idle_inventory_from_template
-    from bench.prices import SECRETS_PER_SECRET_MONTH
+    from bench.prices import KMS_PER_CUSTOMER_KEY_MONTH, SECRETS_PER_SECRET_MONTH
 
     # Given the synthesized templates, default and with detailedAlarms and dashboard
     counted = idle_inventory_from_template(synth.template.to_json())
@@ -941,11 +941,12 @@ def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth, syn
     assert counted == idle_inventory_from_manifest()
     assert opted_in == idle_inventory_from_manifest(detailed=True, dashboard=True)
     assert counted["always_on"] == opted_in["always_on"] == 0 and counted["secrets"] == len(manifest.SECRETS) > 0
-    assert counted["kms_keys"] == opted_in["kms_keys"] == 0 and counted["dashboards"] == 0
+    assert counted["kms_keys"] == opted_in["kms_keys"] == len(manifest.KEYS) == 1 and counted["dashboards"] == 0
     assert opted_in["alarm_metrics"] > counted["alarm_metrics"] and opted_in["dashboards"] == 1
-    # and by default, within CloudWatch's free tier, the secrets are the whole idle month
+    # and by default, within CloudWatch's free tier, the secrets and the signing key are the whole idle month
     free = idle_dollars_per_month(counted, free_tier=True)
     assert sum(free.values()) == pytest.approx(len(manifest.SECRETS) * SECRETS_PER_SECRET_MONTH
+                                               + len(manifest.KEYS) * KMS_PER_CUSTOMER_KEY_MONTH
                                                + (counted["alarm_metrics"] - 10) * 0.10)
     # and the counter can see always-on resources and keys: a provisioned table, a NAT gateway, a KMS key
     fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"}, "N": {"Type": "AWS::EC2::NatGateway"},
@@ -977,10 +978,13 @@ def test_webhook_queue_and_dlq_are_fifo_sqs_encrypted_tls_only_with_a_redrive(sy
     for qid in queues:
         assert qid in policies
     assert '"aws:SecureTransport": "false"' in policies
-    # and the stack has no customer managed key, so no function is granted kms actions for one
-    assert synth.of_type("AWS::KMS::Key") == {}
+    # and the stack's one customer managed key is the webhook signing key: only the functions the manifest names may
+    # use it, for exactly their access (the queues never do; tests/infra/test_signing_secrets.py has who reads what)
+    assert list(synth.of_type("AWS::KMS::Key")) == [synth.logical_id(synth.stack.secrets.key(manifest.SIGNING))]
+    wanted = {"read": {"kms:Decrypt"}, "write": {"kms:Encrypt"}, "readwrite": {"kms:Encrypt", "kms:Decrypt"}}
     for spec in manifest.FUNCTIONS:
-        assert not any(a.startswith("kms:") for a in _actions(synth.function_statements(spec.name))), spec.name
+        kms = {a for a in _actions(synth.function_statements(spec.name)) if a.startswith("kms:")}
+        assert kms == set().union(*(wanted[access] for _, access in spec.keys)), spec.name
 
 
 def test_only_the_fanout_sends_and_only_the_delivery_function_consumes(synth: Synth) -> None:

@@ -273,14 +273,17 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     lock = threading.Lock()
 
     def hook(params: dict[str, Any], **_: Any) -> None:
-        if params.get("TableName") == runs_table:
-            pk = params["Key"]["pk"]["S"]
+        # a GetItem's key, or a BatchGetItem's run (a run and its items: one BatchGetItem)
+        batch = (params.get("RequestItems") or {}).get(runs_table)
+        if params.get("TableName") == runs_table or batch:
+            pk = params["Key"]["pk"]["S"] if "Key" in params else batch["Keys"][0]["pk"]["S"]
             if pk.startswith(("tenant-a/", "tenant-b/")):
                 with lock:
-                    seen.append(("GetItem", pk))
+                    seen.append(("read", pk))
 
     ddb = _ports().runs._c  # the real client of the real store: observe, change nothing
     ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", hook)
+    ddb.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", hook)
     try:
         unknown = "tenant-a/r-1111111111111111111111111111"
         foreign = runs["base_b"]
@@ -296,11 +299,12 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
                 return list(seen)
 
         for field in ("baselineRunId", "fixtureRuns"):
-            assert reads(unknown, field) == [("GetItem", unknown)]
-            assert reads(foreign, field) == [("GetItem", "tenant-a/~")]  # the caller's partition, never B's item
-            assert reads("garbage id", field) == [("GetItem", "tenant-a/~")]
+            assert reads(unknown, field) == [("read", unknown)]
+            assert reads(foreign, field) == [("read", "tenant-a/~")]  # the caller's partition, never B's item
+            assert reads("garbage id", field) == [("read", "tenant-a/~")]
     finally:
         ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", hook)
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.BatchGetItem", hook)
 
 
 def test_discovery_advertises_the_eval_facet_and_suite_fixtures(host):
