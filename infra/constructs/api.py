@@ -1,4 +1,6 @@
-"""The HTTP API: one route per ``manifest.ROUTES`` entry, each with its own Lambda proxy integration."""
+"""The HTTP API: one route per ``manifest.ROUTES`` entry; one Lambda proxy integration and one invoke permission per
+function, shared by its routes (a CloudFormation stack holds at most 500 resources: an integration and a permission
+per route cost two resources a route)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import json
 import re
 
 import jsii
-from aws_cdk import Duration
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
@@ -99,20 +103,20 @@ class RunsApi(Construct):
             ),
         )
         self.routes: dict[str, apigwv2.HttpRoute] = {}
+        integrations: dict[str, _FunctionIntegration] = {}
         for route in manifest.ROUTES:
             rid = route_id(route)
-            fn = functions.alias(route.function)  # the live alias, never $LATEST
+            integration = integrations.get(route.function)
+            if integration is None:  # the live alias, never $LATEST
+                integration = integrations[route.function] = _FunctionIntegration(
+                    f"{pascal(route.function)}Integration", functions.alias(route.function))
             http_route = apigwv2.HttpRoute(
                 self,
                 rid,
                 http_api=self.http_api,
                 route_key=apigwv2.HttpRouteKey.DEFAULT if route.path == manifest.DEFAULT_ROUTE
                 else apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod(route.method)),
-                integration=HttpLambdaIntegration(
-                    f"{pascal(route.function)}Integration",
-                    fn,
-                    payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
-                ),
+                integration=integration,
             )
             acknowledge(
                 http_route,
@@ -122,6 +126,26 @@ class RunsApi(Construct):
                 "documents.",
             )
             self.routes[route_key(route)] = http_route
+
+
+class _FunctionIntegration(HttpLambdaIntegration):
+    """A function's one Lambda proxy integration, shared by all its routes, with one invoke permission for this API
+    (any stage, method and path of it: the function itself routes) instead of CDK's one per route."""
+
+    def __init__(self, construct_id: str, handler: lambda_.IFunction) -> None:
+        super().__init__(construct_id, handler, payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0)
+        self._target = handler
+        self._granted = False
+
+    @jsii.member(jsii_name="completeBind")
+    def _complete_bind(self, *, route: apigwv2.IHttpRoute, scope: Construct) -> None:
+        if self._granted:
+            return
+        self._granted = True
+        self._target.add_permission(
+            "ApiInvoke", principal=iam.ServicePrincipal("apigateway.amazonaws.com"),
+            source_arn=Stack.of(route).format_arn(service="execute-api", resource=route.http_api.api_id,
+                                                  resource_name="*/*", arn_format=ArnFormat.SLASH_RESOURCE_NAME))
 
 
 @jsii.implements(apigwv2.IAccessLogSettings)

@@ -117,6 +117,19 @@ def _statements_with(statements: list[dict[str, Any]], action: str) -> list[dict
 # --- API routes -------------------------------------------------------------------------------------------------
 
 
+def test_the_stack_keeps_clear_of_cloudformations_500_resources(synth: Synth, synth_opted_in: Synth) -> None:
+    # Given the functions that serve routes
+    served = {r.function for r in manifest.ROUTES}
+    # Then each has one API integration and one invoke permission for the API, whatever number of routes it serves
+    assert len(synth.of_type("AWS::ApiGatewayV2::Integration")) == len(served)
+    api_permissions = [p for p in synth.of_type("AWS::Lambda::Permission").values()
+                       if p["Properties"]["Principal"] == "apigateway.amazonaws.com"]
+    assert len(api_permissions) == len(served)
+    # and the template, opt-ins included, stays under the limit with room for new routes (a stack over 500 resources
+    # does not deploy; CDK refuses to synthesize it)
+    assert len(synth.resources) <= 460 and len(synth_opted_in.resources) <= 500
+
+
 def test_routes_match_manifest_in_both_directions(synth: Synth) -> None:
     # Given the manifest route table
     expected = {r.key: r.function for r in manifest.ROUTES}
