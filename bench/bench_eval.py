@@ -125,8 +125,14 @@ def main() -> None:
         line("SFN state transitions (StateEntered events)", entered, f"({entered / trials:.2f} per task-trial)")
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
         meter.add_transitions(run_id, str(rec.execution_arn))
+        # the Map's STANDARD child executions: one per task-trial, its Trial state entered once per attempt
+        attempts = sum(n for f, n in meter.usage("create", run_id).invocations.items()
+                       if f.endswith("run_eval_trial")) - 1  # Prepare is the same function, outside the Map
+        children = meter.add_map_children(run_id, trials, attempts)
+        line("SFN transitions of the Map's child executions", children, f"({children / trials:.2f} per task-trial)")
         used = meter.usage("create", run_id)
         line("AWS cost per 1,000 task-trials (model price aside)", costs.breakdown(used, 1000 / trials))
+        _bound(used, trials)
         from shared.services import summaries
 
         summary = summaries.stored(ports, rec) or {}
@@ -157,6 +163,21 @@ def main() -> None:
     finally:
         meter.close()
         aws.stop()
+
+
+def _bound(used: Any, trials: int) -> None:
+    """The eval's counted cost (Lambda's measured GB-seconds aside) against its lower bound per task-trial: the
+    child execution the Map starts for it (2 transitions: the start and its Trial state), one Lambda invocation,
+    and its one transactional write (2 WRU)."""
+    from bench import prices as p
+
+    parts = costs.dollars(used)
+    counted = sum(parts.values()) - used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64
+    bound = trials * (2 * p.SFN_PER_STATE_TRANSITION + p.LAMBDA_PER_REQUEST + 2 * p.DDB_PER_WRITE_REQUEST_UNIT)
+    line("per 1,000 task-trials: counted cost / bound (GB-seconds aside)",
+         f"${counted * 1000 / trials:.4f} / ${bound * 1000 / trials:.4f}",
+         f"ratio {counted / bound:.3f}; GB-seconds add ${used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64 * 1000 / trials:.4f}"
+         f"; {used.units['wru'] / trials:.1f} WRU, {used.units['rru'] / trials:.2f} RRU per task-trial")
 
 
 def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: int) -> None:
