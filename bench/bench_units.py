@@ -112,9 +112,9 @@ def _fan_out(label: str, used: Usage, events: int, subscribed: bool) -> None:
     sqs_usd = used.units["sqs_fifo"] * p.SQS_FIFO_PER_REQUEST
     measured = _ddb_usd(used.units["wru"], used.units["rru"]) + sqs_usd
     bound = math.ceil(events / 10) * p.SQS_FIFO_PER_REQUEST if subscribed else 0.0
-    ratio = f"ratio {measured / bound:.3f}" if bound else ("ratio 1 (0 = 0)" if not measured else "bound 0")
-    line(f"{label}: per 1,000 events", f"${measured * 1000 / events:.6f}",
-         f"bound ${bound * 1000 / events:.6f}; {ratio}; {used.total():,} requests "
+    ratio = f"ratio {measured / bound:.3f}" if bound else "bound $0"
+    line(f"{label}: per million events", f"${measured * 1e6 / events:.4f}",
+         f"bound ${bound * 1e6 / events:.4f}; {ratio}; {used.units['rru']:.1f} RRU; {used.total():,} requests "
          f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}); {queries} subscription Queries; "
          f"{sum(used.invocations.values())} fan-out invocations")
 
