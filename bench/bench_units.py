@@ -37,13 +37,17 @@ def _kb(item: Any, unit: int) -> int:
     return max(1, -(-len(json.dumps(item, separators=(",", ":"))) // unit))
 
 
-def _items(aws: Any, run_id: str) -> list[dict[str, Any]]:
-    """The run's event items as DynamoDB holds them (wire form), in sequence order."""
+def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", prefix: str = "") -> list[dict[str, Any]]:
+    """A run's items of one table as DynamoDB holds them (wire form), in key order (by default its events); read
+    through a client the meter does not watch."""
     from shared.settings import get_settings
 
     ddb, out = aws.client("dynamodb"), []
-    kwargs: dict[str, Any] = {"TableName": get_settings().events_table, "KeyConditionExpression": "runId = :r",
-                              "ExpressionAttributeValues": {":r": {"S": run_id}}}
+    kwargs: dict[str, Any] = {"TableName": getattr(get_settings(), f"{table}_table"),
+                              "KeyConditionExpression": f"{key} = :r", "ExpressionAttributeValues": {":r": {"S": run_id}}}
+    if prefix:
+        kwargs["KeyConditionExpression"] += " AND begins_with(sk, :s)"
+        kwargs["ExpressionAttributeValues"][":s"] = {"S": prefix}
     while True:
         page = ddb.query(**kwargs)
         out.extend(page["Items"])
