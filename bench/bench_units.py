@@ -30,6 +30,8 @@ from typing import Any
 
 from bench import costs
 from bench import prices as p
+from bench.bench_cost import _fork
+from bench.bench_host import _create
 from bench.common import TENANT, AwsMeter, Usage, api_event, call, line, start_stack, wait_status
 
 
@@ -84,19 +86,6 @@ def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any) -> tuple[str, Usa
     wait_status(ports, run_id, meter, timeout=3600)
     meter.add_transitions(run_id, str(ports.runs.get_run(run_id).execution_arn))
     return run_id, meter.usage("op", run_id)
-
-
-def _create(workflow: str) -> str:
-    out = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": workflow}))
-    assert out["statusCode"] == 201, out["body"][:300]
-    return str(json.loads(out["body"])["runId"])
-
-
-def _fork(source: str, mode: str, from_seq: int) -> str:
-    out = call("run_actions", api_event("POST", f"/runs/{source.replace('/', '~2F')}:fork", "/runs/{runId}",
-                                        {"mode": mode, "fromSeq": from_seq}))
-    assert out["statusCode"] in (200, 201, 202), out["body"][:300]
-    return str(json.loads(out["body"])["runId"])
 
 
 def _loop(ports: Any, events: int) -> str:

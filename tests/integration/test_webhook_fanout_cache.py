@@ -9,33 +9,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from openwop_client.types import CreateRunRequest
 
-from shared.local.webhook_receiver import WebhookReceiver
 from tests.helpers import eventually, unique
+from tests.integration import test_webhooks
 from tests.wire import all_events, raw, wait_terminal
 
+receiver = test_webhooks.receiver  # the same loopback receiver fixture and its clean-up
 ALL = ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]
-
-
-@pytest.fixture
-def receiver(host: Any) -> Iterator[WebhookReceiver]:
-    from shared.services.webhooks import SUB_PK
-    from shared.wiring import get_ports
-
-    rx = WebhookReceiver()
-    rx.start()
-    yield rx
-    rx.stop()
-    store = get_ports().host
-    for tenant in (host.tenant_a, host.tenant_b):
-        for sk, doc in store.query(SUB_PK + tenant):
-            if doc["url"].startswith(rx.url):
-                store.delete_item(SUB_PK + tenant, sk)
 
 
 class _Queries:
