@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 from bench import costs, prices
@@ -69,11 +70,44 @@ def main() -> None:
             line(f"one {mode} fork of the {events}-event run (fromSeq {from_seq})", costs.breakdown(used),
                  f"[{used.total()} requests, {used.bytes_received() // 1024} KiB read, "
                  f"{meter.unattributed('op', child)} unattributed]")
+        watcher(meter, ports)
     finally:
         meter.close()
         aws.stop()
 
     idle()
+
+
+def watcher(meter: AwsMeter, ports: Any) -> None:
+    """An SSE watcher left open on a quiet run (a hold: nothing new to send). On AWS each invocation of
+    GET /runs/{runId}/events waits up to its WAIT_S for more and the client reconnects, so one watcher is
+    3,600 / WAIT_S invocations an hour; one invocation is measured here and priced per hour."""
+    from functions.stream_run_events.handler import WAIT_S
+    from shared.services.workflows import register_workflow
+    from tests.workflows import definition, node, static
+
+    register_workflow(ports, TENANT, definition("bench-cost-hold", [node("h", "core.conformance.hold",
+                                                                         inputs={"delayMs": static(40_000)})]))
+    run_id = _create("bench-cost-hold")
+    wire = run_id.replace("/", "~2F")
+    deadline = time.monotonic() + 30
+    while ports.runs.get_run(run_id).last_seq < 1 and time.monotonic() < deadline:  # run.started, node.started
+        time.sleep(0.1)
+    time.sleep(1)  # the run is holding: nothing new until the hold ends
+    last = ports.runs.get_run(run_id).last_seq
+    meter.reset()
+    with meter.origin("watch"):
+        event = api_event("GET", f"/runs/{wire}/events", "/runs/{runId}/events")
+        event["headers"]["last-event-id"] = str(last)
+        out = call("stream_run_events", event)
+    used = meter.usage("watch")
+    per_hour = 3600 / WAIT_S
+    line(f"an open SSE watcher on a quiet run, per hour ({per_hour:.0f} invocations of {WAIT_S:.0f} s)",
+         costs.breakdown(used, per_hour),
+         f"[one invocation: {out['statusCode']} {out['body'][:14]!r}, {used.total()} requests "
+         f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}), {used.units['rru']:.1f} RRU, "
+         f"{used.gb_seconds:.2f} GB-s]")
+    wait_status(ports, run_id, meter)
 
 
 def idle() -> None:

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any
 
 from bench import costs
-from bench.common import TENANT, api_event, call, line, start_stack, wait_execution
+from bench.common import TENANT, _function, api_event, call, line, start_stack, wait_execution
 
 TASKS = int(os.environ.get("BENCH_EVAL_TASKS", "200"))
 TRIALS = int(os.environ.get("BENCH_EVAL_TRIALS", "10"))
@@ -113,7 +113,8 @@ def main() -> None:
              "(bound ~1: the trial's one write, its calls' records with it)")
         line("bytes sent / received per task-trial", f"{used.bytes_sent() // trials} / "
              f"{used.bytes_received() // trials}", "B")
-        others = {o: n for o, n in meter.origins().items() if o not in ("create", run_id, "poll", "bench")}
+        others = {o: n for o, n in meter.origins().items()
+                  if o.split("|", 1)[0] not in ("create", run_id, "poll", "bench")}
         line("requests from other origins (polling aside)", sum(others.values()), f"{others}")
         by_op = Counter({k: v for k, v in used.calls.items()})
         for op, n in by_op.most_common():
@@ -125,8 +126,14 @@ def main() -> None:
         line("SFN state transitions (StateEntered events)", entered, f"({entered / trials:.2f} per task-trial)")
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
         meter.add_transitions(run_id, str(rec.execution_arn))
+        # the Map's STANDARD child executions: one per task-trial, its Trial state entered once per attempt
+        attempts = sum(n for f, n in meter.usage("create", run_id).invocations.items()
+                       if getattr(_function(f), "name", "") == "run_eval_trial") - 1  # Prepare: the same function, outside the Map
+        children = meter.add_map_children(run_id, trials, attempts)
+        line("SFN transitions of the Map's child executions", children, f"({children / trials:.2f} per task-trial)")
         used = meter.usage("create", run_id)
         line("AWS cost per 1,000 task-trials (model price aside)", costs.breakdown(used, 1000 / trials))
+        _bound(aws, run_id, used, trials)
         from shared.services import summaries
 
         summary = summaries.stored(ports, rec) or {}
@@ -157,6 +164,27 @@ def main() -> None:
     finally:
         meter.close()
         aws.stop()
+
+
+def _bound(aws: Any, run_id: str, used: Any, trials: int) -> None:
+    """The eval's counted cost (Lambda's measured GB-seconds aside) against its lower bound: per task-trial the
+    child execution the Map starts for it (2 transitions: the start and its Trial state) and one Lambda
+    invocation; every stored item written once in a transaction (2 WRU per KB): the trials' ``TRIAL#`` items, their
+    calls' records and the log's events (from the stored items)."""
+    from bench import prices as p
+    from bench.bench_units import _items, _kb
+
+    stored = (_items(aws, run_id) + _items(aws, run_id, "runs", "pk", "TRIAL#")
+              + _items(aws, run_id, "tool_calls"))
+    wru = sum(2 * _kb(i, 1024) for i in stored)
+    parts = costs.dollars(used)
+    counted = sum(parts.values()) - used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64
+    bound = trials * (2 * p.SFN_PER_STATE_TRANSITION + p.LAMBDA_PER_REQUEST) + wru * p.DDB_PER_WRITE_REQUEST_UNIT
+    line("per 1,000 task-trials: counted cost / bound (GB-seconds aside)",
+         f"${counted * 1000 / trials:.4f} / ${bound * 1000 / trials:.4f}",
+         f"ratio {counted / bound:.3f}; GB-seconds add ${used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64 * 1000 / trials:.4f}"
+         f"; {used.units['wru'] / trials:.1f} WRU (bound {wru / trials:.1f}), {used.units['rru'] / trials:.2f} RRU "
+         f"per task-trial")
 
 
 def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: int) -> None:

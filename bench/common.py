@@ -16,9 +16,10 @@ How the meter counts (exactly, whatever the thread):
   or ``lambda:<function>`` when the event names no run. A figure for "one operation" is the sum of the origins
   that are that operation's work: the API call's tag plus the run(s) it caused (``meter.usage("create", run_id)``).
   Nothing is paused and nothing is dropped: polling is simply another origin, left out of the sum.
-- **When**: ``wait_status`` returns only once the run is terminal *and* its Step Functions execution has ended
-  (checked through a client the meter does not watch), so no task of the run is still sending when the bench
-  reads its counts; ``unattributed()`` reports requests from origins the bench did not ask about, so a payload
+- **When**: ``wait_status`` returns only once the run is terminal, its Step Functions execution has ended
+  (checked through a client the meter does not watch) and the stream consumers are idle, so no task of the run
+  and no fan-out of its events is still sending when the bench reads its counts (a stream batch or an SQS
+  message is attributed to the first run id in it: the bench runs one operation at a time); ``unattributed()`` reports requests from origins the bench did not ask about, so a payload
   change that hides a run id shows up as a number rather than vanishing.
 """
 
@@ -106,22 +107,33 @@ def _run_id_in(event: Any, budget: int = 200) -> str | None:
         node = queue.pop(0)
         budget -= 1
         if isinstance(node, dict):
-            for key in ("runId", "r"):
-                if is_run_id(node.get(key)):
-                    return str(node[key])
+            for key in ("runId", "r", "pk"):
+                value = node.get(key)
+                if isinstance(value, dict):  # a stream record's key: {"S": "<runId>"}
+                    value = value.get("S")
+                if is_run_id(value):
+                    return str(value)
+            body = node.get("body")
+            if isinstance(body, str) and body.startswith("{"):  # an SQS record: its message body names the run
+                queue.append(_json_body(body))
             queue.extend(v for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
             queue.extend(v for v in node[:20] if isinstance(v, dict | list))
     return None
 
 
-def _memory_mb(function_name: str) -> int:
+def _function(function_name: str) -> Any:
     from shared import manifest
 
     for f in manifest.FUNCTIONS:
         if function_name in (f.name, f.local_name):
-            return f.memory_mb
-    return 128
+            return f
+    return None
+
+
+def _memory_mb(function_name: str) -> int:
+    f = _function(function_name)
+    return int(f.memory_mb) if f is not None else 128
 
 
 def _json_body(body: Any) -> dict[str, Any]:
@@ -234,7 +246,14 @@ class AwsMeter:
                 self._local.origin = previous
 
     def _invocation(self, function_name: str, event: Any) -> Any:
-        return self.invoked(function_name, _run_id_in(event) or f"lambda:{function_name}")
+        """A stream or queue consumer's invocation is the run's too, under ``<runId>|<function>`` (so its share
+        can be read apart: ``usage(f"{run_id}|fanout_webhooks")``); ``usage(run_id)`` includes it."""
+        run_id = _run_id_in(event)
+        if run_id is None:
+            return self.invoked(function_name, f"lambda:{function_name}")
+        f = _function(function_name)
+        consumer = f is not None and f.kind in ("stream", "queue")
+        return self.invoked(function_name, f"{run_id}|{f.name}" if consumer else run_id)
 
     @contextmanager
     def invoked(self, function_name: str, origin: str | None = None) -> Iterator[None]:
@@ -252,6 +271,15 @@ class AwsMeter:
                     usage = self._usage(name)
                     usage.invocations[function_name] += 1
                     usage.gb_seconds += seconds * memory_mb / 1024
+
+    def add_map_children(self, origin: str, children: int, state_entries: int) -> int:
+        """Add the state transitions of a Distributed Map's STANDARD child executions, which moto runs inside the
+        parent (they have no history of their own here): AWS bills one transition per child execution the Map
+        starts, and the child's own states entered (a Task's retry enters it again). ``state_entries`` is counted
+        by the caller (the child's Task invocations, retries included)."""
+        with self._lock:
+            self._usage(origin).transitions += children + state_entries
+        return children + state_entries
 
     def add_transitions(self, origin: str, execution_arn: str) -> int:
         """Add the state transitions of a finished Step Functions execution (its ``*StateEntered`` history events,
@@ -294,16 +322,21 @@ class AwsMeter:
     def _before_send(self, request: Any = None, event_name: str = "", **_: Any) -> None:
         body = getattr(request, "body", None)
         op, size = self._op(event_name), self._size(body, getattr(request, "headers", None))
-        wru = 0
+        wru = fifo = 0
         if op.startswith("dynamodb:"):
             params = _json_body(body)
             self._local.ddb_read = _read_factor(op, params)
             wru = _write_units(op, params)
+        elif op.startswith("sqs:") and isinstance(body, bytes | str) and \
+                (b".fifo" if isinstance(body, bytes) else ".fifo") in body:  # type: ignore[operator]
+            fifo = max(1, -(-size // 65536))  # SQS bills a request per 64 KB of its payload
         with self._lock:
             usage = self._usage(self.current())
             usage.calls[op] += 1
             usage.sent[op] += size
             usage.units["wru"] += wru
+            usage.units["sqs_fifo"] += fifo
+            usage.units["sqs_fifo_requests"] += int(fifo > 0)
 
     def _response_received(self, response_dict: Any = None, event_name: str = "", **_: Any) -> None:
         if not response_dict:
@@ -325,11 +358,12 @@ class AwsMeter:
             self._by_origin.clear()
 
     def usage(self, *origins: str) -> Usage:
+        """The sum of these origins' usage; a run id's includes its stream and queue consumers' (``<runId>|...``)."""
         out = Usage()
         with self._lock:
-            for origin in origins:
-                if origin in self._by_origin:
-                    out.add(self._by_origin[origin])
+            for name, used in self._by_origin.items():
+                if name in origins or name.split("|", 1)[0] in origins and "|" in name:
+                    out.add(used)
         return out
 
     def origins(self) -> dict[str, int]:
@@ -339,7 +373,7 @@ class AwsMeter:
     def unattributed(self, *origins: str) -> int:
         """Requests since the last reset from origins other than these, polling and the bench's own set-up."""
         skip = {*origins, POLL, BENCH}
-        return sum(n for o, n in self.origins().items() if o not in skip)
+        return sum(n for o, n in self.origins().items() if o not in skip and o.split("|", 1)[0] not in skip)
 
 
 @contextmanager
@@ -380,7 +414,8 @@ def start_stack() -> tuple[Any, AwsMeter]:
     global _METER
     meter = _METER = AwsMeter(aws)
     clients = {id(c.meta.events): c for c in (ports.runs._c, ports.events._c, ports.tool_calls._c,  # type: ignore[attr-defined]
-                                              ports.host._c, ports.blobs._c, ports.orchestrator._c)}  # type: ignore[attr-defined]
+                                              ports.host._c, ports.blobs._c, ports.orchestrator._c,  # type: ignore[attr-defined]
+                                              *(q._c for q in ports.queues.values()))}  # type: ignore[attr-defined]
     secrets = getattr(getattr(ports.secrets, "_client_factory", None), "__self__", None)  # wiring's LazyClient
     if secrets is not None:
         clients[id(secrets.meta.events)] = secrets
@@ -431,6 +466,7 @@ def wait_status(ports: Any, run_id: str, meter: AwsMeter | None = None, timeout:
             if rec is not None and rec.terminal:
                 if meter is not None and meter.aws is not None and rec.execution_arn:
                     wait_execution(meter.aws, str(rec.execution_arn), deadline)
+                    wait_streams(deadline)
                 return str(rec.status)
             time.sleep(0.05)
     raise TimeoutError(run_id)
@@ -443,6 +479,15 @@ def wait_execution(aws: Any, arn: str, deadline: float) -> None:
             return
         time.sleep(0.05)
     raise TimeoutError(arn)
+
+
+def wait_streams(deadline: float) -> None:
+    """Until the stream consumers have handled every record written so far (the fan-out of a run's events is the
+    run's work, counted with it)."""
+    from shared.local.ddb_streams import wait_for_stream_idle
+
+    if not wait_for_stream_idle(max(0.1, deadline - time.monotonic())):
+        raise TimeoutError("stream consumers")
 
 
 @contextmanager

@@ -9,8 +9,10 @@ What is priced, per unit of work:
 - Step Functions: state transitions (``*StateEntered`` history events of the executions the work caused);
 - S3: requests by class (PUT/COPY/POST/LIST; GET/HEAD/other; DELETE free);
 - API Gateway HTTP API: one request per API call;
-- Secrets Manager and SQS: API calls (none on these paths today: secrets are cached per container, SQS only
-  receives failed erasure records).
+- Secrets Manager and SQS: API calls (secrets are cached per container); SQS per 64 KB of a request, FIFO queues
+  (the webhook queue: the fan-out's SendMessageBatch) at the FIFO price.
+- Step Functions: a Distributed Map's child executions too (one transition per child started and its states
+  entered: ``AwsMeter.add_map_children``).
 
 The idle cost is what the deployed stack costs per month with no traffic, from the resources it creates by default
 and with the operator's opt-ins (``idle_inventory_from_manifest``; infra tests check both against synthesized
@@ -40,7 +42,8 @@ def dollars(usage: Usage) -> dict[str, float]:
             else:
                 s3_put += n
     secrets = sum(n for op, n in usage.calls.items() if op.startswith("secrets-manager:"))
-    sqs = sum(n for op, n in usage.calls.items() if op.startswith("sqs:"))
+    sqs_fifo = usage.units["sqs_fifo"]  # 64 KB chunks of requests to FIFO queues
+    sqs = sum(n for op, n in usage.calls.items() if op.startswith("sqs:")) - usage.units["sqs_fifo_requests"]
     return {
         "dynamodb": usage.units["wru"] * p.DDB_PER_WRITE_REQUEST_UNIT + usage.units["rru"] * p.DDB_PER_READ_REQUEST_UNIT,
         "lambda": sum(usage.invocations.values()) * p.LAMBDA_PER_REQUEST
@@ -49,7 +52,7 @@ def dollars(usage: Usage) -> dict[str, float]:
         "s3": s3_put * p.S3_PER_PUT_COPY_POST_LIST + s3_get * p.S3_PER_GET_AND_OTHER,
         "apigateway": usage.units["api"] * p.HTTP_API_PER_REQUEST,
         "secretsmanager": secrets * p.SECRETS_PER_API_CALL,
-        "sqs": sqs * p.SQS_PER_REQUEST,
+        "sqs": sqs * p.SQS_PER_REQUEST + sqs_fifo * p.SQS_FIFO_PER_REQUEST,
     }
 
 

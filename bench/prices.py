@@ -38,8 +38,9 @@ HTTP_API_PER_REQUEST = 1.00 / 1_000_000
 SECRETS_PER_SECRET_MONTH = 0.40
 SECRETS_PER_API_CALL = 0.05 / 10_000
 
-# SQS standard queues (a request is metered per 64 KB chunk)
+# SQS (a request is metered per 64 KB chunk): standard queues, and FIFO queues (the webhook queue)
 SQS_PER_REQUEST = 0.40 / 1_000_000
+SQS_FIFO_PER_REQUEST = 0.50 / 1_000_000
 
 # KMS customer managed keys: the stack creates one, the webhook signing key (tables use the AWS owned/managed key,
 # S3 SSE-S3, SQS SSE-SQS) ($0.03 per 10,000

@@ -160,6 +160,7 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
            "createdAt": created_at, "createdBy": caller.subject_id}
     webhook_secrets.store(ports, caller.tenant, webhook_id, secret)  # sealed, in the signing table
     ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
+    _outlast_no_subscriber_answers(ports, caller.tenant, webhook_id)
     out: dict[str, Any] = {"webhookId": webhook_id, "subscriptionId": webhook_id, "url": body.url,
                            "eventTypes": list(body.events), "createdAt": created_at}
     if body.signatureAlgorithms is not None:
@@ -321,19 +322,63 @@ def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
     return _RUN_FACTS.get(run_id)
 
 
+# A tenant without subscriptions, per warm fan-out process: when (clock ms, read before the Query was sent) a
+# strongly consistent Query found none. The answer is used for NO_SUBSCRIBER_CACHE_S, so a tenant without webhooks
+# costs one Query per that many seconds and process, not one per stream batch. A registration cannot reach these
+# processes, so it outlasts them instead (``_outlast_no_subscriber_answers``): any answer given before its write
+# has expired when it returns. Subscriptions found are never cached (an unregistered one stops at once).
+NO_SUBSCRIBER_CACHE_S = 2.0
+# A subscription written longer ago than this (its createdAt, read just before its write) was visible to every
+# Query sent since: a tenant that has one needs no wait.
+SUBSCRIPTION_SETTLED_S = 60.0
+_NO_SUBSCRIBERS: dict[str, int] = {}
+_NO_SUBSCRIBERS_MAX = 4096
+
+
+def _subscriptions(ports: Ports, tenant: str) -> list[dict[str, Any]]:
+    """The tenant's subscriptions, or [] without a request while an empty answer is younger than the cache's life
+    (a clock that went back does not extend it)."""
+    now = ports.clock.now_ms()
+    asked = _NO_SUBSCRIBERS.get(tenant)
+    if asked is not None and 0 <= now - asked < NO_SUBSCRIBER_CACHE_S * 1000:
+        return []
+    subs = [doc for _, doc in ports.host.query(SUB_PK + tenant, consistent=True)]
+    if subs:
+        _NO_SUBSCRIBERS.pop(tenant, None)
+    else:
+        if len(_NO_SUBSCRIBERS) >= _NO_SUBSCRIBERS_MAX:
+            _NO_SUBSCRIBERS.pop(next(iter(_NO_SUBSCRIBERS)))
+        _NO_SUBSCRIBERS[tenant] = now
+    return subs
+
+
+def _outlast_no_subscriber_answers(ports: Ports, tenant: str, webhook_id: str) -> None:
+    """After a subscription's write: unless the tenant holds another settled subscription (so no fan-out can have
+    found it without any), wait out the no-subscriber cache, so every event stored after the registration answers
+    is fanned out to it. Only a tenant's first subscription waits (NO_SUBSCRIBER_CACHE_S plus a quarter second)."""
+    from shared.clock import ms_from_iso
+
+    settled_before = ports.clock.now_ms() - (SUBSCRIPTION_SETTLED_S + NO_SUBSCRIBER_CACHE_S) * 1000
+    for sk, doc in ports.host.query(SUB_PK + tenant, consistent=True):
+        if sk != webhook_id and ms_from_iso(str(doc["createdAt"])) < settled_before:
+            return
+    ports.clock.sleep(NO_SUBSCRIBER_CACHE_S + 0.25)
+
+
 def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
     None when it must be read from the log), in log order. Returns the number of messages queued.
 
-    Requests: one Query of the tenant's subscriptions per tenant and batch, and for the runs of tenants that have
-    any, one BatchGetItem of the runs not seen yet by this warm process (per 100), then one SendMessageBatch per ten
-    messages; events come from the stream records themselves."""
+    Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
+    NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
+    not seen yet by this warm process (per 100), then one SendMessageBatch per ten messages; events come from the
+    stream records themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
     subs_of: dict[str, list[dict[str, Any]]] = {}
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
-        subs_of[tenant] = [doc for _, doc in ports.host.query(SUB_PK + tenant)]
+        subs_of[tenant] = _subscriptions(ports, tenant)
     _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():

@@ -65,9 +65,11 @@ class DynamoHostStore:
                 return False
             raise
 
-    def query(self, pk: str, prefix: str = "") -> list[tuple[str, dict[str, Any]]]:
+    def query(self, pk: str, prefix: str = "", *, consistent: bool = False) -> list[tuple[str, dict[str, Any]]]:
+        """Every item of the partition (under ``prefix``); ``consistent`` reads strongly (twice the read units)."""
         out: list[tuple[str, dict[str, Any]]] = []
-        for raw in query_all(self._c, {"TableName": self._t, **partition_condition(pk, prefix)}):
+        kwargs = {"TableName": self._t, **partition_condition(pk, prefix), **({"ConsistentRead": True} if consistent else {})}
+        for raw in query_all(self._c, kwargs):
             it = from_item(raw)
             out.append((it["sk"], unpack_doc(it)))
         return out

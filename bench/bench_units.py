@@ -1,0 +1,170 @@
+"""Honest costs (issue 27): DynamoDB capacity units per operation against a stated lower bound, at 1,000 and 10,000
+events (``BENCH_UNITS_SIZES``, comma-separated), with the stream consumers' work counted against the run.
+
+Each row is one operation's work as the exact meter of ``bench.common`` sees it: the API call, every task of the run
+or fork it caused and the webhook fan-out of its events (the events table's stream, attributed to the run). Write
+units are billed per 1 KB of an item (2 in a transaction), read units per 4 KB read (half when eventually
+consistent); both are computed from the wire items, as the meter does.
+
+Lower bounds, from the stored items themselves (read afterwards through a client the meter does not watch):
+
+- **live run**: every event written once, in a transaction with the log's head (2 WRU per KB of each event item),
+  and the run item once (1 WRU per KB); nothing read;
+- **branch fork from k**: its prefix copied once (1 WRU per KB of each copied item), its own events as a live run's,
+  its run item once; the source's prefix read once, eventually consistent (0.5 RRU per 4 KB);
+- **replay fork from 0**: its events as a live run's; the whole source log read once (0.5 RRU per 4 KB);
+- **fan-out without a subscriber**: 0; **with one** (every event type): one SQS FIFO request per 10 messages (one
+  per event), nothing read or written in DynamoDB.
+
+The ratio is DynamoDB dollars measured / bound (write and read units at their prices). The other services' cost is
+printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+from bench import costs
+from bench import prices as p
+from bench.bench_cost import _fork
+from bench.bench_host import _create
+from bench.common import TENANT, AwsMeter, Usage, api_event, call, line, start_stack, wait_status
+
+
+def _kb(item: Any, unit: int) -> int:
+    return max(1, -(-len(json.dumps(item, separators=(",", ":"))) // unit))
+
+
+def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", prefix: str = "") -> list[dict[str, Any]]:
+    """A run's items of one table as DynamoDB holds them (wire form), in key order (by default its events); read
+    through a client the meter does not watch."""
+    from shared.settings import get_settings
+
+    ddb, out = aws.client("dynamodb"), []
+    kwargs: dict[str, Any] = {"TableName": getattr(get_settings(), f"{table}_table"),
+                              "KeyConditionExpression": f"{key} = :r", "ExpressionAttributeValues": {":r": {"S": run_id}}}
+    if prefix:
+        kwargs["KeyConditionExpression"] += " AND begins_with(sk, :s)"
+        kwargs["ExpressionAttributeValues"][":s"] = {"S": prefix}
+    while True:
+        page = ddb.query(**kwargs)
+        out.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return out
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _run_item(aws: Any, run_id: str) -> dict[str, Any]:
+    from shared.settings import get_settings
+
+    return dict(aws.client("dynamodb").get_item(TableName=get_settings().runs_table,
+                                                Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}})["Item"])
+
+
+def _ddb_usd(wru: float, rru: float) -> float:
+    return wru * p.DDB_PER_WRITE_REQUEST_UNIT + rru * p.DDB_PER_READ_REQUEST_UNIT
+
+
+def _row(label: str, used: Usage, wru_bound: float, rru_bound: float) -> float:
+    measured = _ddb_usd(used.units["wru"], used.units["rru"])
+    bound = _ddb_usd(wru_bound, rru_bound)
+    ratio = measured / bound if bound else float("inf")
+    line(f"{label}: WRU / RRU", f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
+         f"bound {wru_bound:,} / {rru_bound:,.1f}; ratio {ratio:.3f}; {used.total():,} requests; "
+         f"all services {costs.breakdown(used)}")
+    return ratio
+
+
+def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any) -> tuple[str, Usage]:
+    meter.reset()
+    with meter.origin("op"):
+        run_id = make()
+    wait_status(ports, run_id, meter, timeout=3600)
+    meter.add_transitions(run_id, str(ports.runs.get_run(run_id).execution_arn))
+    return run_id, meter.usage("op", run_id)
+
+
+def _loop(ports: Any, events: int) -> str:
+    from shared.services.workflows import register_workflow
+    from tests.workflows import definition, edge, node
+
+    workflow = f"bench-units-loop-{events}"
+    register_workflow(ports, TENANT, definition(
+        workflow, [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+        settings={"maxLoopbackIterations": max(1, (events - 4) // 4)}))
+    return workflow
+
+
+def _fan_out(label: str, used: Usage, events: int, subscribed: bool) -> None:
+    queries = used.calls["dynamodb:Query"]
+    sqs_usd = used.units["sqs_fifo"] * p.SQS_FIFO_PER_REQUEST
+    measured = _ddb_usd(used.units["wru"], used.units["rru"]) + sqs_usd
+    bound = math.ceil(events / 10) * p.SQS_FIFO_PER_REQUEST if subscribed else 0.0
+    ratio = f"ratio {measured / bound:.3f}" if bound else "bound $0"
+    line(f"{label}: per million events", f"${measured * 1e6 / events:.4f}",
+         f"bound ${bound * 1e6 / events:.4f}; {ratio}; {used.units['rru']:.1f} RRU; {used.total():,} requests "
+         f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}); {queries} subscription Queries; "
+         f"{sum(used.invocations.values())} fan-out invocations")
+
+
+def main() -> None:
+    from shared.local.webhook_receiver import WebhookReceiver
+    from shared.wiring import get_ports
+
+    sizes = [int(s) for s in os.environ.get("BENCH_UNITS_SIZES", "1000,10000").split(",") if s.strip()]
+    print("Capacity units per operation against their lower bounds (local moto; exact counts; DynamoDB write and "
+          f"read units at ${p.DDB_PER_WRITE_REQUEST_UNIT * 1e6:.3f} / ${p.DDB_PER_READ_REQUEST_UNIT * 1e6:.3f} per "
+          "million)")
+    aws, meter = start_stack()
+    ports = get_ports()
+    loops: dict[int, str] = {}
+    receiver = WebhookReceiver()  # deliveries go to it until the stack stops
+    try:
+        _measure(aws, ports, meter, lambda: _create("conformance-noop"))  # warm caches
+        for n in sizes:
+            loops[n] = _loop(ports, n)
+            t0 = time.monotonic()
+            source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
+            items = _items(aws, source)
+            events = len(items)
+            _row(f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)", used,
+                 sum(2 * _kb(i, 1024) for i in items) + _kb(_run_item(aws, source), 1024), 0.0)
+            log = sum(len(json.dumps(ports.events.event_from_image(i), separators=(",", ":"))) for i in items)
+            wire = sum(len(json.dumps(i, separators=(",", ":"))) for i in items)
+            sent = used.bytes_sent()
+            line(f"live run, {events:,} events: bytes sent", f"{sent / 1e6:.2f} MB",
+                 f"{sent / log:.2f}x the log's events as JSON ({log / 1e6:.2f} MB), {sent / wire:.2f}x its items in "
+                 f"DynamoDB's wire JSON ({wire / 1e6:.2f} MB)")
+            _fan_out(f"fan-out without a subscriber, {events:,} events", meter.usage(f"{source}|fanout_webhooks"),
+                     events, subscribed=False)
+            for mode, from_seq in (("branch", events // 2), ("replay", 0)):
+                child, used = _measure(aws, ports, meter, lambda m=mode, f=from_seq, s=source: _fork(s, m, f))
+                mine = _items(aws, child)
+                prefix = sum(len(json.dumps(i, separators=(",", ":"))) for i in items[:from_seq or events])
+                copied = sum(_kb(i, 1024) for i in mine[:from_seq])
+                own = sum(2 * _kb(i, 1024) for i in mine[from_seq:])
+                _row(f"{mode} fork from {from_seq:,} of the {events:,}-event run", used,
+                     copied + own + _kb(_run_item(aws, child), 1024), 0.5 * math.ceil(prefix / 4096))
+        receiver.start()
+        reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks", {
+            "url": receiver.url + "/bench-units",
+            "events": ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]}))
+        assert reg["statusCode"] == 201, reg["body"][:300]
+        for n in sizes:
+            source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
+            events = ports.runs.get_run(source).last_seq + 1
+            _fan_out(f"fan-out with a subscriber to every event, {events:,} events",
+                     meter.usage(f"{source}|fanout_webhooks"), events, subscribed=True)
+    finally:
+        meter.close()
+        aws.stop()
+        receiver.stop()
+
+
+if __name__ == "__main__":
+    main()
