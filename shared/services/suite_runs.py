@@ -263,8 +263,9 @@ def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_
     """Store ``base``'s tasks plus ``added`` as a new version (``:from-runs`` and ``:publish``). ``recs``: the
     sources already read; every other source is read here, and one that is gone (being erased) is tombstoned."""
     base_tasks = list((base or {}).get("tasks") or [])
+    # recorded runs are golden answers and a regression set (an eval names a baseline to use the latter)
     suite: dict[str, Any] = {"suiteId": suite_id, "version": version, "modes": list((base or {}).get("modes") or
-                                                                                     ["golden"]),
+                                                                                     ["golden", "regression"]),
                              "targetAgentId": agent_id, "tasks": base_tasks + added}
     for k in ("description", "thresholds", "trials", "allowedModels"):
         if base is not None and k in base:
