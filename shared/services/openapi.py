@@ -109,7 +109,7 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
         Op("/host/openwop-serverless/eval-suites/{suiteId}:from-runs", "evalSuiteFromRuns",
            {201: "SuiteFromRuns"}, (400, 401, 404, 406, 409, 413, 415), body="EvalSuiteFromRunsRequest"),
         Op("/host/openwop-serverless/eval-suites/{suiteId}:publish", "publishEvalSuiteDraft",
-           {201: "SuiteFromRuns"}, (400, 401, 406, 409, 413, 415), body="Object")],
+           {201: "SuiteFromRuns"}, (400, 401, 406, 409, 413, 415), body="EvalSuitePublishRequest")],
     ("GET", "/host/openwop-serverless/eval-suites/{suiteId}/rules"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}/rules", "listEvalSuiteRules", {200: "Object"},
            (401, 404, 406))],
@@ -430,7 +430,10 @@ def document() -> dict[str, Any]:
     from_runs = {k: v for k, v in load_schema("eval-suite-from-runs.schema.json").items() if k not in ("$schema", "$id")}
     rule = {k: v for k, v in load_schema("eval-suite-rule.schema.json").items() if k not in ("$schema", "$id")}
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor,
-                               "EvalSuiteFromRunsRequest": from_runs, "EvalSuiteRuleRequest": rule}
+                               "EvalSuiteFromRunsRequest": from_runs, "EvalSuiteRuleRequest": rule,
+                               "EvalSuitePublishRequest": {"type": "object", "additionalProperties": False,
+                                                           "properties": {"version": {
+                                                               "type": "string", "pattern": r"^\d+\.\d+\.\d+$"}}}}
     import msgspec
 
     schemas.update(msgspec.json.schema_components(BODIES, ref_template="#/components/schemas/{name}")[1])
