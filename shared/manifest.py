@@ -332,13 +332,14 @@ FUNCTIONS: tuple[Function, ...] = (
     # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server.
     Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
              timeout_s=120, memory_mb=256),
-    # Signing secrets: registration encrypts them (it never decrypts one), delivery decrypts them (and encrypts a
-    # subscription's cleartext secret of before the signing table once, when it first delivers for it).
+    # Signing secrets: registration encrypts them (it decrypts only an idempotent answer it sealed), delivery decrypts
+    # them (and encrypts a subscription's cleartext secret of before the signing table once, when it first delivers).
     Function("manage_webhooks", "functions.manage_webhooks.handler", "api",
              ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite"), (SIGNING, "readwrite")), secrets=(CURSOR,),
              egress=True, keys=((SIGNING, "write+replay"),)),
-    Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "read"), (EVENTS, "read"),
-             (HOST, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
+    # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
+    Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "readwrite"), (EVENTS, "read"),
+             (HOST, "readwrite"), (TOOL_CALLS, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
     Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
              ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite")),
              bucket="read",  # events too large to travel in the message
@@ -373,7 +374,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/host/openwop-serverless/eval-suites", "manage_eval_suites"),
     Route("GET", "/host/openwop-serverless/eval-suites/{suiteId}", "manage_eval_suites"),
     Route("POST", "/host/openwop-serverless/eval-suites/{suiteId}", "manage_eval_suites",
-          carries=("/host/openwop-serverless/eval-suites/{suiteId}:from-runs",)),
+          carries=("/host/openwop-serverless/eval-suites/{suiteId}:from-runs",
+                   "/host/openwop-serverless/eval-suites/{suiteId}:publish")),
+    Route("GET", "/host/openwop-serverless/eval-suites/{suiteId}/rules", "manage_eval_suites"),
+    Route("POST", "/host/openwop-serverless/eval-suites/{suiteId}/rules", "manage_eval_suites"),
+    Route("DELETE", "/host/openwop-serverless/eval-suites/{suiteId}/rules/{ruleId}", "manage_eval_suites"),
+    Route("GET", "/host/openwop-serverless/eval-suites/{suiteId}/draft", "manage_eval_suites"),
     Route("GET", "/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}", "manage_eval_suites"),
     Route("DELETE", "/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}", "manage_eval_suites"),
     Route("GET", "/tools", "get_tools"),

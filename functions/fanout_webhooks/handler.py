@@ -5,6 +5,9 @@ does not hold, and nothing in the engine waits on a receiver. The event-source m
 handler checks again (local mode delivers everything). The stream image carries the event (a large event stored
 out of line is read from the log). A failing batch is retried by the mapping; re-sent messages are deduplicated
 by the queue (the delivery id is the FIFO deduplication id), so a retry never delivers twice.
+
+The same records drive the sampling rules (``shared.services.sampling``): a ``run.completed`` adds its run's task
+to the drafts whose rules sample it; a retried batch adds nothing twice (the draft holds each run once).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from functions._common.observability import count, stream_handler
+from shared.protocol.codes import RUN_COMPLETED
 from shared.services.webhooks import fan_out
 from shared.wiring import get_ports
 
@@ -36,4 +40,10 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         queued = fan_out(ports, stored)
         if queued:
             count("WebhookDeliveriesQueued", queued)
+        if any(e is not None and e.get("type") == RUN_COMPLETED for _, _, e in stored):
+            from shared.services.sampling import on_stored  # only a batch with a completed run loads the rules
+
+            sampled = on_stored(ports, stored)
+            if sampled:
+                count("SuiteTasksSampled", sampled)
     return {"batchItemFailures": []}

@@ -8,6 +8,10 @@ GET  /host/openwop-serverless/eval-suites/{suiteId}/versions/{version}     200 t
 DELETE the same                                                            204; 409 version_conflict naming the eval
                                                                                runs that reference it
 POST /host/openwop-serverless/eval-suites/{suiteId}:from-runs              201 a new version built from recorded runs
+POST /host/openwop-serverless/eval-suites/{suiteId}/rules                  201 a sampling rule; GET lists them
+DELETE /host/openwop-serverless/eval-suites/{suiteId}/rules/{ruleId}       204
+GET  /host/openwop-serverless/eval-suites/{suiteId}/draft                  200 the draft the rules fill
+POST /host/openwop-serverless/eval-suites/{suiteId}:publish                201 the draft as a new version
 Unknown, foreign and malformed ids: the same 404 bytes.
 """
 
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from functions._common import api
 from functions._common.resolver import Response
-from shared.services import suites
+from shared.services import sampling, suites
 
 app = api.build_resolver()
 
@@ -47,6 +51,33 @@ def suite_from_runs(suite_id: str) -> Response[str]:
 
     status, body = suite_runs.from_runs(api.ports(), api.caller(app), suite_id, api.json_body(app))
     return api.reply(status, body)
+
+
+@app.post("/host/openwop-serverless/eval-suites/<suite_id>:publish")
+def publish_eval_suite_draft(suite_id: str) -> Response[str]:
+    status, body = sampling.publish(api.ports(), api.caller(app), suite_id, api.json_body(app))
+    return api.reply(status, body)
+
+
+@app.get("/host/openwop-serverless/eval-suites/<suite_id>/rules")
+def list_eval_suite_rules(suite_id: str) -> Response[str]:
+    return api.reply(200, sampling.list_rules(api.ports(), api.caller(app), suite_id))
+
+
+@app.post("/host/openwop-serverless/eval-suites/<suite_id>/rules")
+def create_eval_suite_rule(suite_id: str) -> Response[str]:
+    return api.reply(201, sampling.register_rule(api.ports(), api.caller(app), suite_id, api.json_body(app)))
+
+
+@app.delete("/host/openwop-serverless/eval-suites/<suite_id>/rules/<rule_id>")
+def delete_eval_suite_rule(suite_id: str, rule_id: str) -> Response[str]:
+    sampling.delete_rule(api.ports(), api.caller(app), suite_id, rule_id)
+    return api.empty(204)
+
+
+@app.get("/host/openwop-serverless/eval-suites/<suite_id>/draft")
+def get_eval_suite_draft(suite_id: str) -> Response[str]:
+    return api.reply(200, sampling.get_draft(api.ports(), api.caller(app), suite_id))
 
 
 lambda_handler = api.make_handler(app)

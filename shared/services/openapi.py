@@ -107,7 +107,21 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            (401, 404, 406))],
     ("POST", "/host/openwop-serverless/eval-suites/{suiteId}"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}:from-runs", "evalSuiteFromRuns",
-           {201: "SuiteFromRuns"}, (400, 401, 404, 406, 409, 413, 415), body="EvalSuiteFromRunsRequest")],
+           {201: "SuiteFromRuns"}, (400, 401, 404, 406, 409, 413, 415), body="EvalSuiteFromRunsRequest"),
+        Op("/host/openwop-serverless/eval-suites/{suiteId}:publish", "publishEvalSuiteDraft",
+           {201: "SuiteFromRuns"}, (400, 401, 406, 409, 413, 415), body="EvalSuitePublishRequest")],
+    ("GET", "/host/openwop-serverless/eval-suites/{suiteId}/rules"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}/rules", "listEvalSuiteRules", {200: "Object"},
+           (401, 404, 406))],
+    ("POST", "/host/openwop-serverless/eval-suites/{suiteId}/rules"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}/rules", "createEvalSuiteRule", {201: "Object"},
+           (400, 401, 406, 413, 415), body="EvalSuiteRuleRequest")],
+    ("DELETE", "/host/openwop-serverless/eval-suites/{suiteId}/rules/{ruleId}"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}/rules/{ruleId}", "deleteEvalSuiteRule", {204: None},
+           (401, 404, 406))],
+    ("GET", "/host/openwop-serverless/eval-suites/{suiteId}/draft"): [
+        Op("/host/openwop-serverless/eval-suites/{suiteId}/draft", "getEvalSuiteDraft", {200: "Object"},
+           (401, 404, 406))],
     ("GET", "/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}", "getEvalSuiteVersion",
            {200: "Object"}, (401, 404, 406))],
@@ -206,6 +220,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "cursor?workflows": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z][a-z0-9_-]{0,127}$"}},
     "suiteId": {"in": "path", "schema": {"type": "string", "maxLength": 200}},
     "version": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
+    "ruleId": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
     # listEvalSuites pages by suiteId (the last one of the previous page)
     "cursor?suites": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z0-9.-]+\.evals\.[a-z0-9-]+$"}},
     "against": {"in": "query", "required": True, "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
@@ -444,8 +459,12 @@ def document() -> dict[str, Any]:
 
     descriptor = {k: v for k, v in load_schema("tool-descriptor.schema.json").items() if k not in ("$schema", "$id")}
     from_runs = {k: v for k, v in load_schema("eval-suite-from-runs.schema.json").items() if k not in ("$schema", "$id")}
+    rule = {k: v for k, v in load_schema("eval-suite-rule.schema.json").items() if k not in ("$schema", "$id")}
     schemas: dict[str, Any] = {**RESPONSES, **_eval_suite_schemas(), "ToolDescriptor": descriptor,
-                               "EvalSuiteFromRunsRequest": from_runs}
+                               "EvalSuiteFromRunsRequest": from_runs, "EvalSuiteRuleRequest": rule,
+                               "EvalSuitePublishRequest": {"type": "object", "additionalProperties": False,
+                                                           "properties": {"version": {
+                                                               "type": "string", "pattern": r"^\d+\.\d+\.\d+$"}}}}
     import msgspec
 
     schemas.update(msgspec.json.schema_components(BODIES, ref_template="#/components/schemas/{name}")[1])

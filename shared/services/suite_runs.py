@@ -158,7 +158,7 @@ def sampled(seed: str, run_id: str, rate: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < rate
 
 
-def _matches(rec: RunRecord, req: dict[str, Any], agent_id: str) -> bool:
+def filter_matches(rec: RunRecord, req: dict[str, Any], agent_id: str) -> bool:
     """The filter fields the index does not hold (checked on the run items a page of it read)."""
     d = rec.data
     if "sampleRate" in req and not sampled(str(req.get("seed", "")), rec.run_id, float(req["sampleRate"])):
@@ -198,20 +198,21 @@ def _candidates(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -
     while read < min(limit * CANDIDATES_PER_TASK, MAX_CANDIDATES):
         page = ports.runs.list_runs(tenant, LIST_PAGE, start, filters, created_between=between)
         read += len(page.runs)
-        out.extend(r for r in page.runs if _matches(r, req, agent_id))
+        out.extend(r for r in page.runs if filter_matches(r, req, agent_id))
         start = page.next_key
         if start is None:
             break
     return out
 
 
-def _task(rec: RunRecord, log: Any, strategy: str) -> dict[str, Any]:
+def task_from_run(rec: RunRecord, log: Any, strategy: str = "exact") -> dict[str, Any]:
+    """The task a recorded run becomes (``:from-runs`` and the sampling rules alike)."""
     return {"taskId": rec.run_id.partition("/")[2].lower(), "input": log.input,
             "expected": {"kind": "golden", "match": {"strategy": strategy, "value": log.decision}},
             "sourceRunId": rec.run_id}
 
 
-def _next_version(latest: str | None) -> str:
+def next_version(latest: str | None) -> str:
     if latest is None:
         return "1.0.0"
     major, minor, _patch = (int(x) for x in latest.split("."))
@@ -236,7 +237,7 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
         raise ValidationError("Name agentId (the agent whose runs become tasks).")
     if base is not None and base.get("targetAgentId") not in (None, agent_id):
         raise ValidationError("agentId differs from the base version's targetAgentId.")
-    version = str(req.get("version") or _next_version(latest))
+    version = str(req.get("version") or next_version(latest))
     if suites.exists(ports, tenant, suite_id, version):
         raise VersionConflictError("That version of the suite exists; a from-runs request makes a new one.")
     strategy = str(req.get("strategy", "exact"))
@@ -255,14 +256,24 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
     have = {str(t["taskId"]) for t in base_tasks}
     added = []
     for rec, _calls, log in checked:
-        task = _task(rec, log, strategy)
+        task = task_from_run(rec, log, strategy)
         if task["taskId"] not in have:
             have.add(task["taskId"])
             added.append(task)
     if not added:
         raise ValidationError("No run the request names or selects can become a task.")
+    recs = {rec.run_id: rec for rec, _c, _l in checked if rec.run_id in {t["sourceRunId"] for t in added}}
+    return build_version(ports, tenant, suite_id, version, agent_id, base, added, recs)
+
+
+def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_id: str, base: dict[str, Any] | None,
+                  added: list[dict[str, Any]], recs: dict[str, RunRecord]) -> tuple[int, dict[str, Any]]:
+    """Store ``base``'s tasks plus ``added`` as a new version (``:from-runs`` and ``:publish``). ``recs``: the
+    sources already read; every other source is read here, and one that is gone (being erased) is tombstoned."""
+    base_tasks = list((base or {}).get("tasks") or [])
+    # recorded runs are golden answers and a regression set (an eval names a baseline to use the latter)
     suite: dict[str, Any] = {"suiteId": suite_id, "version": version, "modes": list((base or {}).get("modes") or
-                                                                                     ["golden"]),
+                                                                                     ["golden", "regression"]),
                              "targetAgentId": agent_id, "tasks": base_tasks + added}
     for k in ("description", "thresholds", "trials", "allowedModels"):
         if base is not None and k in base:
@@ -271,11 +282,10 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
         raise ValidationError(f"The suite would hold more than {evals.MAX_TASKS_PER_SUITE} tasks.")
     suites.validate_suite({**suite, "tasks": [t for t in suite["tasks"] if not t.get(suites.TOMBSTONED)]}
                           if any(t.get(suites.TOMBSTONED) for t in suite["tasks"]) else suite)
-    recs = {rec.run_id: rec for rec, _c, _l in checked if rec.run_id in {t["sourceRunId"] for t in added}}
     # the base's own sources keep their links (written when the base was registered) and get this version's too
-    base_sources = sorted({str(t["sourceRunId"]) for t in base_tasks if "sourceRunId" in t} - set(recs))
-    found = dict(zip(base_sources, _parallel(ports.runs.get_run, base_sources), strict=True))
-    for i, t in enumerate(base_tasks):
+    others = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t} - set(recs))
+    found = dict(zip(others, _parallel(ports.runs.get_run, others), strict=True))
+    for i, t in enumerate(suite["tasks"]):
         if str(t.get("sourceRunId")) in found:
             src = found[str(t["sourceRunId"])]
             if src is not None:

@@ -50,6 +50,9 @@ STATE_DEPENDENT = {
     "putEvalSuite": ("400",),
     # the runs named or selected must be usable sources of the agent (RFC 0252 §C), and a base must exist
     "evalSuiteFromRuns": ("400",),
+    # one agent per suite, at most 10 rules per suite and 100 per tenant (stored state); an empty draft
+    "createEvalSuiteRule": ("400",),
+    "publishEvalSuiteDraft": ("400",),
 }
 POSITIVE_DEFAULT = ("2xx", "3xx", "401", "403", "404", "409", "429", "5xx")  # schemathesis' own default
 
