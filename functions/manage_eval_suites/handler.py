@@ -8,6 +8,8 @@ GET  /host/openwop-serverless/eval-suites/{suiteId}/versions/{version}     200 t
 DELETE the same                                                            204; 409 version_conflict naming the eval
                                                                                runs that reference it
 POST /host/openwop-serverless/eval-suites/{suiteId}:from-runs              201 a new version built from recorded runs
+POST /host/openwop-serverless/eval-suites/{suiteId}:accept                 201 a new version taking an eval run's calls,
+                                                                               answers and decisions (issue 25)
 Unknown, foreign and malformed ids: the same 404 bytes.
 """
 
@@ -46,6 +48,14 @@ def suite_from_runs(suite_id: str) -> Response[str]:
     from shared.services import suite_runs  # only this verb loads the run checks
 
     status, body = suite_runs.from_runs(api.ports(), api.caller(app), suite_id, api.json_body(app))
+    return api.reply(status, body)
+
+
+@app.post("/host/openwop-serverless/eval-suites/<suite_id>:accept")
+def suite_accept(suite_id: str) -> Response[str]:
+    from shared.services import suite_accept  # only this verb loads the eval engine
+
+    status, body = suite_accept.accept(api.ports(), api.caller(app), suite_id, api.json_body(app))
     return api.reply(status, body)
 
 

@@ -107,7 +107,9 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            (401, 404, 406))],
     ("POST", "/host/openwop-serverless/eval-suites/{suiteId}"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}:from-runs", "evalSuiteFromRuns",
-           {201: "SuiteFromRuns"}, (400, 401, 404, 406, 409, 413, 415), body="EvalSuiteFromRunsRequest")],
+           {201: "SuiteFromRuns"}, (400, 401, 404, 406, 409, 413, 415), body="EvalSuiteFromRunsRequest"),
+        Op("/host/openwop-serverless/eval-suites/{suiteId}:accept", "evalSuiteAccept",
+           {201: "SuiteAccepted"}, (400, 401, 406, 409, 413, 415), body="EvalSuiteAcceptRequest")],
     ("GET", "/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}/versions/{version}", "getEvalSuiteVersion",
            {200: "Object"}, (401, 404, 406))],
@@ -328,6 +330,13 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "SuiteFromRuns": {"type": "object", "required": ["suiteId", "version", "evalSuiteRef", "taskCount", "addedCount"],
                       "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR,
                                      "taskCount": {"type": "integer"}, "addedCount": {"type": "integer"}}},
+    "SuiteAccepted": {"type": "object",
+                      "required": ["suiteId", "version", "evalSuiteRef", "taskCount", "acceptedCount"],
+                      "properties": {"suiteId": _STR, "version": _STR, "evalSuiteRef": _STR,
+                                     "taskCount": {"type": "integer"}, "acceptedCount": {"type": "integer"}}},
+    "EvalSuiteAcceptRequest": {"type": "object", "additionalProperties": False, "required": ["runId"],
+                               "properties": {"runId": _STR, "taskIds": {"type": "array", "minItems": 1,
+                                                                         "items": _STR}}},
     "EvalSuiteList": {"type": "object", "required": ["suites"], "properties": {
         "suites": {"type": "array", "items": {"$ref": "#/components/schemas/EvalSuiteEntry"}}, "nextCursor": _STR}},
     "EvalSuiteEntry": {"type": "object", "required": ["suiteId", "versions", "taskCount", "createdAt"],
