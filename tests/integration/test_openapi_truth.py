@@ -50,6 +50,8 @@ STATE_DEPENDENT = {
     "putEvalSuite": ("400",),
     # the runs named or selected must be usable sources of the agent (RFC 0252 §C), and a base must exist
     "evalSuiteFromRuns": ("400",),
+    # the run must be the caller's finished eval of this suite, its named tasks the suite's (one uniform 400)
+    "evalSuiteAccept": ("400",),
 }
 POSITIVE_DEFAULT = ("2xx", "3xx", "401", "403", "404", "409", "429", "5xx")  # schemathesis' own default
 
