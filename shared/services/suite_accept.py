@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import UnusableReferenceError, ValidationError
+from shared.errors import RunGoneError, UnusableReferenceError, ValidationError
 from shared.ports import Ports, ToolCallRecord
 from shared.protocol import codes as c
 from shared.services import suites
@@ -101,7 +101,7 @@ def accept(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int,
         raise UnusableReferenceError()
     try:
         plan = evalrun.load_plan(ports, rec.run_id, cached=False)
-    except Exception as exc:  # erased while we read: unusable, like any other reason
+    except RunGoneError as exc:  # erased while we read: unusable, like any other reason
         raise UnusableReferenceError() from exc
     pinned = plan["suite"]
     tenant = caller.tenant
