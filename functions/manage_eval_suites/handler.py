@@ -12,6 +12,8 @@ POST /host/openwop-serverless/eval-suites/{suiteId}/rules                  201 a
 DELETE /host/openwop-serverless/eval-suites/{suiteId}/rules/{ruleId}       204
 GET  /host/openwop-serverless/eval-suites/{suiteId}/draft                  200 the draft the rules fill
 POST /host/openwop-serverless/eval-suites/{suiteId}:publish                201 the draft as a new version
+POST /host/openwop-serverless/eval-suites/{suiteId}:accept                 201 a new version taking an eval run's calls,
+                                                                               answers and decisions (issue 25)
 Unknown, foreign and malformed ids: the same 404 bytes.
 """
 
@@ -78,6 +80,14 @@ def delete_eval_suite_rule(suite_id: str, rule_id: str) -> Response[str]:
 @app.get("/host/openwop-serverless/eval-suites/<suite_id>/draft")
 def get_eval_suite_draft(suite_id: str) -> Response[str]:
     return api.reply(200, sampling.get_draft(api.ports(), api.caller(app), suite_id))
+
+
+@app.post("/host/openwop-serverless/eval-suites/<suite_id>:accept")
+def suite_accept(suite_id: str) -> Response[str]:
+    from shared.services import suite_accept  # only this verb loads the eval engine
+
+    status, body = suite_accept.accept(api.ports(), api.caller(app), suite_id, api.json_body(app))
+    return api.reply(status, body)
 
 
 lambda_handler = api.make_handler(app)

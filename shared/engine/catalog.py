@@ -10,9 +10,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared import keys
-from shared.engine.registry import TOOLS
+from shared.engine.registry import COUNTER_TOOL, TOOLS
 from shared.ports import Ports
 from shared.protocol.toolids import split_mcp_tool_id
+
+BUILTIN_TIERS = {COUNTER_TOOL: "write"}  # the other built-ins (echo, fail) are pure
+
+
+def http_tier(doc: dict[str, Any]) -> str:
+    """A registered HTTP tool's safety tier: as registered, else ``read`` for a GET and ``write`` otherwise."""
+    return str(doc.get("safetyTier") or ("read" if (doc.get("source") or {}).get("method") == "GET" else "write"))
+
+
+def mcp_tier(server: dict[str, Any], name: str) -> str:
+    """An MCP tool's safety tier: as the server's registration classes it, else ``write``."""
+    return str(((server.get("classes") or {}).get(name) or {}).get("safetyTier", "write"))
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,15 @@ class ResolvedTool:
         schema = self.spec.get("inputSchema") if self.transport == "http" else (self.spec.get("tool") or {}).get(
             "inputSchema")
         return schema if isinstance(schema, dict) else None
+
+    @property
+    def safety_tier(self) -> str:
+        """The tool descriptor's ``safetyTier`` (``shared.services.tools`` serves the same)."""
+        if self.transport == "http":
+            return http_tier(self.spec)
+        if self.transport == "mcp":
+            return mcp_tier(self.spec.get("server") or {}, str((self.spec.get("tool") or {}).get("name", "")))
+        return BUILTIN_TIERS.get(self.tool_id, "pure")
 
     @property
     def credential_ref(self) -> str | None:

@@ -35,8 +35,9 @@ from shared.engine.evalplan import _plan_cache as _plan_cache
 from shared.engine.evalplan import load_plan as load_plan
 from shared.engine.evalplan import store_plan as store_plan
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
+from shared.engine.matching import rules_for
 from shared.engine.model_agent import ModelSession, usage_payload
-from shared.engine.tools import FixturePlan, ToolRuntime, ToolTally
+from shared.engine.tools import LIVE_READ_ONLY, FixturePlan, ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
 from shared.ports import WRITABLE, Draws, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
@@ -124,19 +125,21 @@ def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], ten
 
 def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "",
                  served: RunRecord | None = None) -> FixturePlan | None:
-    """Which plan a task gets (eval.md §5.1): derived entries (``fixtureRuns``) under ``onMiss: "fail"``; else the
-    entries of the task's own ``sourceRunId``, the same way; else the suite's ``fixtures`` (``onMiss`` default
-    ``"fail"``); else live tools (``None``)."""
+    """Which plan a task gets (eval.md §5.1), matched under its ``fixtureMatching`` (else the suite's; none: exact):
+    derived entries (``fixtureRuns``) under ``onMiss: "fail"``; else its ``sourceRunId``'s, under ``"fail"`` unless
+    it says ``"live-read-only"``; else the suite's ``fixtures`` (default ``"fail"``); else live tools (``None``)."""
+    rules = rules_for(plan["suite"], task)
     entries = derived_entries(ports, plan, str(task["taskId"]))
-    if entries is None and task.get("sourceRunId"):
-        entries = source_entries(ports, plan, task, tenant, served)
     if entries is not None:
-        return FixturePlan(entries, "fail")
+        return FixturePlan(entries, "fail", rules=rules)
+    fx = task.get("fixtures")
+    if task.get("sourceRunId"):
+        on_miss = LIVE_READ_ONLY if (fx or {}).get("onMiss") == LIVE_READ_ONLY else "fail"
+        return FixturePlan(source_entries(ports, plan, task, tenant, served), on_miss, rules=rules)
     if "live-shadow" in (plan.get("modes") or []):
         return None
-    fx = task.get("fixtures")
     if fx is not None:
-        return FixturePlan(list(fx.get("toolResponses") or []), str(fx.get("onMiss", "fail")))
+        return FixturePlan(list(fx.get("toolResponses") or []), str(fx.get("onMiss", "fail")), rules=rules)
     return None
 
 

@@ -24,6 +24,7 @@ from cachetools import LRUCache
 from shared.engine import dispatch, spans
 from shared.engine.canonical import same_json
 from shared.engine.catalog import Catalog, ResolvedTool
+from shared.engine.matching import args_match
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, FAIL_TOOL, TOOLS, AgentSpec
 from shared.errors import StorageError
 from shared.ports import EffectDeniedError, Ports, ToolCallRecord
@@ -31,6 +32,8 @@ from shared.protocol import codes as c
 from shared.protocol.toolids import transport_of
 
 FIXTURE_MISS = "openwop-serverless.fixture_miss"
+LIVE_READ_ONLY = "live-read-only"  # onMiss: a miss goes live only for a read-only tool
+READ_ONLY_TIERS = ("pure", "read")
 
 
 class ToolError(Exception):
@@ -76,25 +79,32 @@ class ToolTally:
 
 @dataclass
 class FixturePlan:
-    """A task's fixtures: entries {tool, args?, argsMatch?, response?, isError?} and onMiss."""
+    """A task's fixtures: entries {tool, args?, argsMatch?, response?, isError?}, onMiss (``fail`` | ``live`` |
+    ``live-read-only``) and the task's ``fixtureMatching`` rules (None: exact, ``shared.engine.matching``)."""
 
     entries: list[dict[str, Any]]
     on_miss: str = "fail"
     consumed: set[int] = field(default_factory=set)
+    rules: dict[str, Any] | None = None
 
     def take(self, tool: str, args: Any) -> dict[str, Any] | None:
         for i, e in enumerate(self.entries):
             if i in self.consumed or e.get("tool") != tool:
                 continue
-            if "args" in e and not same_json(e.get("args"), args):
+            if "args" in e and not args_match(e.get("args"), args, self.rules):
                 continue
             self.consumed.add(i)
             return e
         return None
 
+    def goes_live(self, tier: str) -> bool:
+        """Whether a call that matched no entry goes live: ``live`` always, ``live-read-only`` only for a tool whose
+        safety tier is read-only (``pure``, ``read``), never for an effect tool."""
+        return self.on_miss == "live" or (self.on_miss == LIVE_READ_ONLY and tier in READ_ONLY_TIERS)
+
     def fresh(self) -> FixturePlan:
         """Consumption resets per trial."""
-        return FixturePlan(list(self.entries), self.on_miss)
+        return FixturePlan(list(self.entries), self.on_miss, rules=self.rules)
 
 
 class Guard:
@@ -250,7 +260,7 @@ class ToolRuntime:
                         _error_obj(c.EXTERNAL_CALL_FAILED, "fixture error")
                     return ToolOutcome("error", error=err, source="fixture")
                 return ToolOutcome("ok", entry.get("response"), source="fixture")
-            if self.plan.on_miss != "live":
+            if not self.plan.goes_live(resolved.safety_tier):
                 return ToolOutcome("error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"),
                                    source="fixture", miss=True)
         guard = Guard("live" if self.mode != "replay" else "replay")

@@ -10,7 +10,10 @@ Under the table, each regressed or unverifiable task gets one line saying what c
 divergence from the baseline, else expected vs actual); ``--markdown FILE`` writes the same as a pull-request
 comment, appended to ``$GITHUB_STEP_SUMMARY`` when set (``shared/local/evalmarkdown.py``).
 
-Exit codes (every command): 0 no regression, 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
+``eval accept RUN [--task T ...]`` publishes the run's suite's next minor version that takes the run's recorded
+calls, answers and decisions as the accepted tasks' fixtures and expectations (an intended change).
+
+Exit codes (every command): 0 no regression (accept: published), 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
 run, no task paired with the baseline), 3 usage or connection error. A task whose baseline trials disagreed is
 ``flaky``: listed apart, it never makes exit 1 on its own (the host counts its fall only when the bootstrap
 interval of ``scoreDelta`` lies wholly below 0; a client-side comparison never counts it).
@@ -531,6 +534,30 @@ def compare_command(
     """Print the per-task table of a finished eval run against its baseline, and the paired verdict."""
     raise Verdict(emit(compare(Host(endpoint, api_key), run, baseline), as_json, junit_file, markdown_file,
                        viewer_url))
+
+
+@app.command("accept", epilog=EXIT_CODES)
+def accept_command(
+    run: Annotated[str, typer.Argument(help="the candidate eval run id whose changes are intended")],
+    tasks: Annotated[list[str] | None, typer.Option("--task", metavar="T",
+                                                    help="accept only this task (repeatable; default: every task)")]
+    = None,
+    endpoint: Endpoint = None,
+    api_key: ApiKey = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Publish the suite's next minor version whose tasks take the run's recorded calls, answers and final
+    outputs as their fixtures and expectations (the run's suite must be one of the caller's); prints its
+    evalSuiteRef. The same candidate then evaluates with no miss."""
+    host = Host(endpoint, api_key)
+    report = host.report(run, whole=False)
+    if report is None:
+        raise CliError("the host has no eval report: it cannot accept a run")
+    body: dict[str, Any] = {"runId": run, **({"taskIds": list(tasks)} if tasks else {})}
+    path = f"/host/{EXTENSION}/eval-suites/{quote(str(report['suiteId']), safe='')}:accept"
+    out = host.client._request_json("POST", path, body=body)
+    sys.stdout.write((json.dumps(out) if as_json else str(out["evalSuiteRef"])) + "\n")
+    raise Verdict(OK)
 
 
 def main(argv: list[str]) -> int:

@@ -4,8 +4,8 @@ Built from what the host already stores, never from a re-run: the eval plan (the
 scores, the derived fixture copies), the ``TRIAL#`` items (each trial's events and grade), the tool-call record
 (``source`` live | fixture | recorded | none, ``miss``) and the summary. Per task: the expected outcome and each
 trial's actual one, every tool call's provenance (``served`` from the source run or the suite's fixtures,
-``refused``, ``live``, ``recorded``), each fixture miss with the closest recorded call and the RFC 6901 pointers
-at which the arguments differ, the paired per-task verdict against the baseline, latency (the trial's recorded call
+``refused``, ``live``, ``recorded``), each fixture miss with the closest recorded call, the RFC 6901 pointers
+at which the arguments differ and the ``fixtureMatching`` rules that would have matched it (``wouldMatchWith``), the paired per-task verdict against the baseline, latency (the trial's recorded call
 durations), and its model calls (``provider.usage``: calls, tokens, estimated cost). Each trial carries its
 ``trajectory`` and each task its first ``divergence`` from the baseline's (``shared.services.eval_trajectories``).
 
@@ -31,6 +31,7 @@ from typing import Any
 from shared import keys
 from shared.engine import evalstats, grading
 from shared.engine.jsondiff import differing_pointers
+from shared.engine.matching import would_match
 from shared.errors import (
     EvalRecordedFixturesGoneError,
     NotFoundError,
@@ -210,6 +211,8 @@ def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[
                                    **({} if content_free else {"args": entry.get("args")})}
                 miss["sameTool"] = entry.get("tool") == rec.tool_name
                 miss["differingPointers"] = ptrs
+                if miss["sameTool"]:  # the fixtureMatching rules under which the closest entry would have matched
+                    miss["wouldMatchWith"] = would_match(entry.get("args"), rec.args, bounds=not content_free)
             misses.append(miss)
     trial["toolCalls"] = out_calls
     trial["liveToolCalls"] = sum(1 for x in out_calls if x["provenance"] == "live")

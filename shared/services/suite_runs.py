@@ -95,8 +95,9 @@ def _sources_rule(suite: dict[str, Any]) -> str | None:
                               {"errors": [{"path": "/targetAgentId", "keyword": "required"}]})
     for i in named:
         fx = suite["tasks"][i].get("fixtures") or {}
-        if "toolResponses" in fx or "onMiss" in fx:
-            raise ValidationError("A task that names sourceRunId must not carry its own fixtures.",
+        if "toolResponses" in fx or fx.get("onMiss", "live-read-only") != "live-read-only":
+            raise ValidationError("A task that names sourceRunId must not carry its own fixtures "
+                                  "(only onMiss live-read-only).",
                                   {"errors": [{"path": f"/tasks/{i}/fixtures", "keyword": "not"}]})
     return str(suite["targetAgentId"])
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared import keys
 from shared.engine.canonical import same_json
+from shared.engine.catalog import BUILTIN_TIERS, http_tier, mcp_tier
 from shared.engine.registry import COUNTER_TOOL, TOOLS
 from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
 from shared.ports import EgressRefusedError, Ports, TransportError
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
     from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
 
 MAX_MCP_TOOLS = 200
-_BUILTIN_CLASS = {COUNTER_TOOL: ("write", "idempotent")}  # echo and fail: pure and deterministic
+_BUILTIN_CLASS = {COUNTER_TOOL: (BUILTIN_TIERS[COUNTER_TOOL], "idempotent")}  # echo and fail: pure and deterministic
 
 
 def _not_found(what: str) -> NotFoundError:
@@ -64,8 +65,7 @@ def _builtin(name: str) -> dict[str, Any]:
 
 
 def _http(doc: dict[str, Any]) -> dict[str, Any]:
-    source = doc["source"]
-    tier = doc.get("safetyTier") or ("read" if source.get("method") == "GET" else "write")
+    tier = http_tier(doc)
     return _descriptor(doc["toolId"], "connector", tier, doc.get("replayPolicy") or "non-deterministic", "safe-fetch",
                        description=doc.get("description"), title=doc.get("title"),
                        input_schema=doc.get("inputSchema"), output_schema=doc.get("outputSchema"),
@@ -74,7 +74,7 @@ def _http(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _mcp(server: dict[str, Any], tool: dict[str, Any]) -> dict[str, Any]:
     cls = (server.get("classes") or {}).get(tool["name"]) or {}
-    return _descriptor(mcp_tool_id(server["serverId"], tool["name"]), "mcp", cls.get("safetyTier", "write"),
+    return _descriptor(mcp_tool_id(server["serverId"], tool["name"]), "mcp", mcp_tier(server, tool["name"]),
                        cls.get("replayPolicy", "non-deterministic"), "safe-fetch",
                        description=tool.get("description"), title=tool.get("title"),
                        input_schema=tool.get("inputSchema"), output_schema=tool.get("outputSchema"),

@@ -53,6 +53,8 @@ STATE_DEPENDENT = {
     # one agent per suite, at most 10 rules per suite and 100 per tenant (stored state); an empty draft
     "createEvalSuiteRule": ("400",),
     "publishEvalSuiteDraft": ("400",),
+    # the run must be the caller's finished eval of this suite, its named tasks the suite's (one uniform 400)
+    "evalSuiteAccept": ("400",),
 }
 POSITIVE_DEFAULT = ("2xx", "3xx", "401", "403", "404", "409", "429", "5xx")  # schemathesis' own default
 
