@@ -170,7 +170,7 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
 
 def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, Any] | None) -> str | None:
     ext = ((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}
-    unknown = set(ext) - {"agentVersion", "judge"}
+    unknown = set(ext) - {"agentVersion", "judge", "name"}
     if unknown:
         raise _refuse("Unknown member of the openwop-serverless extension.",
                       [{"path": f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}",
@@ -180,6 +180,21 @@ def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, A
         raise _refuse("agentVersion is a string.", [{"path": f"/configurable/extensions/{EXTENSION}/agentVersion",
                                                      "keyword": "type"}])
     return pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
+
+
+NAME_MAX = 128
+
+
+def eval_name(configurable: dict[str, Any] | None) -> str | None:
+    """An eval run's experiment name: ``configurable.extensions["openwop-serverless"].name`` (1..128 printable
+    characters), listed and filtered by ``GET /host/openwop-serverless/eval-runs``."""
+    name = (((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}).get("name")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX or not name.isprintable() or name != name.strip():
+        raise _refuse(f"name is 1..{NAME_MAX} printable characters without surrounding spaces.",
+                      [{"path": f"/configurable/extensions/{EXTENSION}/name", "keyword": "pattern"}])
+    return name
 
 
 def eval_judge(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -71,6 +71,11 @@ class DynamoRunStore:
             "state": dump(record.state) if record.state is not None else None,
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
+        # An eval run's suite, agent and name sit on the item too, so the tenant index filters by them
+        # (``list_runs`` filters; docs/decisions/0118-named-experiments.md).
+        for attr in schema.EVAL_INDEX_ATTRIBUTES:
+            if record.data.get(attr) is not None and record.data.get("kind") == "eval":
+                item[attr] = str(record.data[attr])
         if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
             # Large creation facts (inputs, metadata, a definition) live in S3, so the run item keeps room for its
             # state snapshot within DynamoDB's 400 KB; erasure reaches the object through the run's prefix.

@@ -18,6 +18,8 @@ from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, s
 
 TENANT_INDEX = "byTenant"
 TTL_ATTRIBUTE = "expiresAt"
+# Creation facts an eval run's item also carries top-level, for filters on the tenant index (``kind`` = "eval").
+EVAL_INDEX_ATTRIBUTES = ("kind", "suiteId", "agentId", "name")
 
 APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"
