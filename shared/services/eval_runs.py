@@ -59,7 +59,7 @@ def list_eval_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict
     if unknown:
         raise ValidationError("Unknown query parameter.", {"errors": [{"path": f"/{sorted(unknown)[0]}",
                                                                          "keyword": "additionalProperties"}]})
-    filters = {"kind": "eval"}
+    filters: dict[str, str] = {}
     for param, attr in FILTERS.items():
         value = params.get(param)
         if value is None:
@@ -71,7 +71,7 @@ def list_eval_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict
         filters[attr] = value
     limit = page_limit(params, DEFAULT_PAGE, MAX_PAGE)
     start = _read_cursor(ports, caller.tenant, params["cursor"]) if params.get("cursor") else None
-    page = ports.runs.list_runs(caller.tenant, limit, start, filters)
+    page = ports.runs.list_runs(caller.tenant, limit, start, filters, evals=True)
     body: dict[str, Any] = {"evalRuns": [row(ports, r) for r in page.runs]}
     if page.next_key:
         body["nextCursor"] = _mint_cursor(ports, caller.tenant, page.next_key)

@@ -71,11 +71,13 @@ class DynamoRunStore:
             "state": dump(record.state) if record.state is not None else None,
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
-        # An eval run's suite, agent and name sit on the item too, so the tenant index filters by them
-        # (``list_runs`` filters; docs/decisions/0118-named-experiments.md).
-        for attr in schema.EVAL_INDEX_ATTRIBUTES:
-            if record.data.get(attr) is not None and record.data.get("kind") == "eval":
-                item[attr] = str(record.data[attr])
+        if record.data.get("kind") == "eval":
+            # An eval run is also in the tenant's sparse eval index, its suite, agent and name on the item for
+            # filters (``list_runs(evals=True)``; docs/decisions/0118-named-experiments.md).
+            item.update(gsi2pk=item["gsi1pk"], gsi2sk=item["gsi1sk"])
+            for attr in schema.EVAL_INDEX_ATTRIBUTES:
+                if record.data.get(attr) is not None:
+                    item[attr] = str(record.data[attr])
         if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
             # Large creation facts (inputs, metadata, a definition) live in S3, so the run item keeps room for its
             # state snapshot within DynamoDB's 400 KB; erasure reaches the object through the run's prefix.
@@ -142,20 +144,22 @@ class DynamoRunStore:
 
     def list_runs(
         self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,
-        created_between: tuple[str, str] | None = None,
+        created_between: tuple[str, str] | None = None, evals: bool = False,
     ) -> ListPage:
-        """The tenant's runs, newest first (the tenant index); ``created_between`` (low, high) narrows the index's
-        key condition to those ``createdAt`` range (its sort key starts with it)."""
+        """The tenant's runs, newest first (the tenant index; with ``evals`` its eval runs only, the sparse eval
+        index); ``created_between`` (low, high) narrows the index's key condition to those ``createdAt`` range (its
+        sort key starts with it). Start and next keys name the tenant index's attributes either way."""
+        gsi = "gsi2" if evals else "gsi1"
         kwargs: dict[str, Any] = {
             "TableName": self._t,
-            "IndexName": schema.TENANT_INDEX,
-            "KeyConditionExpression": "gsi1pk = :t",
+            "IndexName": schema.EVAL_INDEX if evals else schema.TENANT_INDEX,
+            "KeyConditionExpression": f"{gsi}pk = :t",
             "ExpressionAttributeValues": {":t": {"S": tenant}, ":now": {"N": str(self._clock.now_ms() // 1000)}},
             "ScanIndexForward": False,
             "Limit": limit,
         }
         if created_between is not None:
-            kwargs["KeyConditionExpression"] = "gsi1pk = :t AND gsi1sk BETWEEN :lo AND :hi"
+            kwargs["KeyConditionExpression"] = f"{gsi}pk = :t AND {gsi}sk BETWEEN :lo AND :hi"
             kwargs["ExpressionAttributeValues"].update({":lo": {"S": created_between[0]},
                                                         ":hi": {"S": created_between[1]}})
         conds = [f"{schema.TTL_ATTRIBUTE} > :now"]
@@ -168,7 +172,8 @@ class DynamoRunStore:
         if names:
             kwargs["ExpressionAttributeNames"] = names
         if start_key:
-            kwargs["ExclusiveStartKey"] = to_item(start_key)
+            kwargs["ExclusiveStartKey"] = to_item(
+                {k.replace("gsi1", gsi): v for k, v in start_key.items()})
         runs: list[RunRecord] = []
         next_key: dict[str, Any] | None = None
         # A filter can leave a page short: keep reading until the page is full or the index ends.
@@ -184,10 +189,11 @@ class DynamoRunStore:
                 next_key = None
                 break
             if len(runs) >= limit:
-                next_key = from_item(lek)
+                next_key = {k.replace("gsi2", "gsi1"): v for k, v in from_item(lek).items()}
                 break
             kwargs["ExclusiveStartKey"] = lek
-            kwargs["Limit"] = limit - len(runs)
+            # the eval index reads whole pages (a selective filter would otherwise cost a request per few items)
+            kwargs["Limit"] = limit if evals else limit - len(runs)
         if len(runs) > limit:
             runs = runs[:limit]
             last = runs[-1]
