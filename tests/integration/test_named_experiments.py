@@ -107,6 +107,13 @@ def test_baseline_last_is_the_newest_completed_eval_of_the_suite_and_agent(host,
     rows = json.loads(out)["evalRuns"]
     assert [(r["runId"], r["agentVersion"], r["verdict"]) for r in rows] == [
         (v3, "2.0.0", "unchanged"), (v2, "2.0.0", "unchanged"), (v1, "1.0.0", "passed")]
+    # and the host route pages them by its signed cursor, which another tenant cannot use
+    first = _listed(host, f"suite={lab['suite']}&limit=1")
+    assert [r["runId"] for r in first.json["evalRuns"]] == [v3] and first.json["nextCursor"]
+    second = _listed(host, f"suite={lab['suite']}&limit=1&cursor={first.json['nextCursor']}")
+    assert [r["runId"] for r in second.json["evalRuns"]] == [v2]
+    foreign = _listed(host, f"suite={lab['suite']}&limit=1&cursor={first.json['nextCursor']}", key=host.key_b)
+    assert (foreign.status, foreign.json["error"]) == (400, "validation_error")
     code, out, _ = cli(host, capsys, "list", "--suite", lab["suite"], "--name", "nightly 1")
     assert code == 0
     table = [line for line in out.splitlines() if v1 in line]
