@@ -68,13 +68,18 @@ def seeded(host):
             **seed_regression(host, client, host.key_a)}
 
 
-def _open(browser, host, *, check_start: bool = False):
-    """A page of the viewer with the tenant-a key pasted; its console, page errors and HTTP errors collected."""
+def _open(browser, host, *, check_start: bool = False, url: str | None = None):
+    """A page of the viewer with the tenant-a key pasted (or opened at ``url``, which signs in itself); its console,
+    page errors and HTTP errors collected."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
     page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
     page.on("response", lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None)
+    if url is not None:
+        page.on("request", lambda r: console.append(f"request: {r.url}"))
+        page.goto(url)
+        return page, console
     page.goto(host.base_url + PAGE)
     if check_start:
         assert page.title() == "openwop-serverless viewer"
@@ -200,21 +205,15 @@ def test_the_served_viewer_url_signs_in_and_the_run_list_shows_and_filters_evals
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            console: list[str] = []
-            page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
-            page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
-            page.on("response", lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None)
-            requests: list[str] = []
-            page.on("request", lambda r: requests.append(r.url))
             # When the URL `serve` prints is opened (the key in its fragment)
-            page.goto(viewer_url(host.base_url, host.key_a))
+            page, console = _open(browser, host, url=viewer_url(host.base_url, host.key_a))
             row = f"tr.run-row[data-run-id='{changed['candidate']}']"
             page.wait_for_selector(row)
             # Then the key is kept for the session, out of the address bar and of every request URL
             assert page.evaluate("sessionStorage.getItem('openwop.viewer.apiKey')") == host.key_a
             assert page.evaluate("location.hash") == ""
-            assert not [u for u in requests if host.key_a in u], requests
+            requests = [m for m in console if m.startswith("request: ")]
+            assert requests and not [u for u in requests if host.key_a in u], requests
             # and the candidate's row shows its suite, agent@version, score and verdict
             cells = page.eval_on_selector(row, "r => Array.from(r.cells).slice(3, 8).map(c => c.textContent)")
             assert cells == [f"{cand['suiteId']}@{cand['suiteVersion']}",
