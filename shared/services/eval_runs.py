@@ -70,7 +70,7 @@ def list_eval_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict
             raise ValidationError("status is not a run status.")
         filters[attr] = value
     limit = page_limit(params, DEFAULT_PAGE, MAX_PAGE)
-    start = _read_cursor(ports, caller.tenant, params["cursor"]) if params.get("cursor") else None
+    start = _read_cursor(ports, caller.tenant, params["cursor"]) if "cursor" in params else None
     page = ports.runs.list_runs(caller.tenant, limit, start, filters, evals=True)
     body: dict[str, Any] = {"evalRuns": [row(ports, r) for r in page.runs]}
     if page.next_key:

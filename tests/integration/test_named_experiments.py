@@ -135,13 +135,13 @@ def test_a_named_baseline_that_names_no_run_is_a_usage_error(host, capsys):
 
 
 def test_bad_names_and_filters_are_400_validation_error(host, lab):
-    # Given an over-long name, a non-string name, an unknown filter and an unknown status
+    # Given an over-long name, a non-string name, an unknown filter, an unknown status, empty values
     too_long = {"mode": "eval", "evalSuiteRef": f"{lab['suite']}@1.0.0", "agentId": lab["agent"],
                 "configurable": {"version": 1, "extensions": {"openwop-serverless": {"name": "x" * 129}}}}
     not_text = {**too_long, "configurable": {"version": 1, "extensions": {"openwop-serverless": {"name": 7}}}}
     # When they are sent
     created = [raw(host.base_url, "POST", "/runs", body, key=host.key_a) for body in (too_long, not_text)]
-    listed = [_listed(host, q) for q in ("tenant=x", "status=bogus", "name=" + "y" * 129)]
+    listed = [_listed(host, q) for q in ("tenant=x", "status=bogus", "name=" + "y" * 129, "cursor=", "suite=")]
     # Then each is the protocol's 400 validation_error envelope
     for r in created + listed:
         assert (r.status, r.json["error"]) == (400, "validation_error"), r.text
