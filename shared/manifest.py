@@ -214,7 +214,8 @@ TABLES: tuple[Table, ...] = (
         ("pk", "S"),
         ("sk", "S"),
         stream=True,
-        indexes=(Index("byTenant", ("gsi1pk", "S"), ("gsi1sk", "S")),),
+        indexes=(Index("byTenant", ("gsi1pk", "S"), ("gsi1sk", "S")),
+                 Index("byTenantEval", ("gsi2pk", "S"), ("gsi2sk", "S"))),
         purpose="run items (sk RUN), fork source outcomes, eval trial results, tombstones",
     ),
     Table(EVENTS, ("runId", "S"), ("seq", "N"), stream=True,
@@ -364,6 +365,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", f"/runs/{RUN_ID}/effects", "get_run"),
     Route("GET", f"/runs/{RUN_ID}/eval-summary", "get_eval_summary"),
     Route("GET", f"/host/openwop-serverless/runs/{RUN_ID}/eval-report", "get_eval_report"),
+    Route("GET", "/host/openwop-serverless/eval-runs", "get_eval_report"),
     # The viewer page (static; it calls the API with a key the user pastes): no auth on the page itself. A route
     # path cannot end with "/", so ".../ui/" reaches $default, whose function serves the same page.
     Route("GET", "/host/openwop-serverless/ui", "get_ui", auth=False),

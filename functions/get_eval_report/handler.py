@@ -1,4 +1,5 @@
 """GET /host/openwop-serverless/runs/{runId}/eval-report: per-task diagnostics of a terminal eval run.
+GET /host/openwop-serverless/eval-runs: the tenant's eval runs, newest first (suite, agent, name, status filters).
 
 Query: limit (tasks per page, 1..1000, default 200), cursor (the nextCursor of the previous page)."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from functions._common import api
 from functions._common.resolver import Response
-from shared.services import eval_report
+from shared.services import eval_report, eval_runs
 
 app = api.build_resolver()
 
@@ -15,6 +16,11 @@ app = api.build_resolver()
 def get_eval_report(run_id: str) -> Response[str]:
     caller = api.caller(app)
     return api.reply(200, eval_report.eval_report(api.ports(), caller, run_id, api.query(app)))
+
+
+@app.get("/host/openwop-serverless/eval-runs")
+def list_eval_runs() -> Response[str]:
+    return api.reply(200, eval_runs.list_eval_runs(api.ports(), api.caller(app), api.query(app)))
 
 
 lambda_handler = api.make_handler(app)

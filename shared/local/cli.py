@@ -166,6 +166,8 @@ def _serve(host: str, port: int, stop: threading.Event | None = None, *, data_di
             exports += f" OPENWOP_TEST_TENANT_B_API_KEY={keys[1]}"
         if exports:
             print(f"{exports} DEMO_TOOLS_URL={demo.tools_url}")
+        if keys:
+            print(f"viewer (signed in as {api_keys[keys[0]]}): {viewer_url(base_url, keys[0])}")
         print("Ctrl-C to stop.", flush=True)
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
@@ -251,6 +253,14 @@ def _ops(command: str, *args: str) -> int:
     if result is not None:
         print(result)
     return 0
+
+
+def viewer_url(base_url: str, key: str) -> str:
+    """The viewer signed in with ``key``: the key rides in the URL fragment, which a browser never sends to the
+    server (the page keeps it in sessionStorage and clears the fragment)."""
+    from urllib.parse import quote
+
+    return f"{base_url.rstrip('/')}/host/openwop-serverless/ui/#key={quote(key, safe='')}"
 
 
 def build_parser() -> argparse.ArgumentParser:

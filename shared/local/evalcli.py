@@ -36,7 +36,7 @@ from openwop_client.wire_id import project_id
 from rich.console import Console
 from rich.table import Table
 
-from shared.local import evalmarkdown
+from shared.local import evalmarkdown, experiments
 from shared.local.suitecli import SuiteCliError, suite_app
 
 OK, REGRESSED, UNVERIFIABLE, USAGE = 0, 1, 2, 3
@@ -481,8 +481,10 @@ def run_command(
     agent_version: Annotated[str | None, typer.Option(
         "--agent-version", metavar="VERSION", help="the agent version to evaluate; without it (or ID@VERSION) the "
         "CLI pins what the agent's stable channel serves, else its newest version, and says which")] = None,
-    baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN",
-                                               help="baseline eval run id (adds 'regression')")]
+    baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN|stable|last",
+                                               help="baseline eval run id, 'stable' (the run that admitted the "
+                                                    "agent's stable deployment) or 'last' (the newest completed "
+                                                    "eval of this suite and agent); adds 'regression'")]
     = None,
     fixtures_from: Annotated[list[str] | None, typer.Option(
         "--fixtures-from", metavar="TASK=RUN", help="TASK=RUN: serve TASK the tool answers RUN recorded (repeatable)")] = None,
@@ -498,15 +500,22 @@ def run_command(
     junit_file: Junit = None,
     markdown_file: Markdown = None,
     viewer_url: ViewerUrl = None,
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME",
+                                             help="the experiment's name (stored on the run; eval list --name)")]
+    = None,
 ) -> None:
     """Start an eval run; with --wait show progress until it ends, then print the comparison table."""
-    req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], agent_version)
+    build_request(suite, agent, None, fixtures_from or [], modes or [], agent_version)  # usage errors first
     host = Host(endpoint, api_key)
+    if baseline in experiments.NAMED_BASELINES:
+        baseline = experiments.resolve_baseline(host, baseline, experiments.suite_id(suite), parse_agent(agent)[0])
+    req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], agent_version)
     err = Console(stderr=True)
     if req.configurable is None:  # no version named: resolve it as the host would, pin it, and say so
         resolved = resolve_version(host, req.agentId or "", err)
         if resolved is not None:
             req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], resolved)
+    req = experiments.with_name(req, name)
     created = host.client.runs_create(req)
     if not wait_:
         if as_json:
@@ -522,8 +531,10 @@ def run_command(
 @app.command("compare", epilog=EXIT_CODES)
 def compare_command(
     run: Annotated[str, typer.Argument(help="the candidate eval run id")],
-    baseline: Annotated[str | None, typer.Option("--baseline", help="compare with this run instead of the "
-                                                                    "run's own baseline")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN|stable|last",
+                                                 help="compare with this run instead of the run's own baseline; "
+                                                      "'stable' or 'last' (the newest completed eval of the same "
+                                                      "suite and agent older than the run)")] = None,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
     as_json: JsonOut = False,
@@ -532,8 +543,38 @@ def compare_command(
     viewer_url: ViewerUrl = None,
 ) -> None:
     """Print the per-task table of a finished eval run against its baseline, and the paired verdict."""
-    raise Verdict(emit(compare(Host(endpoint, api_key), run, baseline), as_json, junit_file, markdown_file,
-                       viewer_url))
+    host = Host(endpoint, api_key)
+    if baseline in experiments.NAMED_BASELINES:
+        head = host.report(run, whole=False) or {}
+        if not head.get("suiteId") or not head.get("agentId"):
+            raise CliError(f"--baseline {baseline} needs the host's eval report for {run}")
+        baseline = experiments.resolve_baseline(host, baseline, str(head["suiteId"]), str(head["agentId"]),
+                                                before=run)
+    raise Verdict(emit(compare(host, run, baseline), as_json, junit_file, markdown_file, viewer_url))
+
+
+@app.command("list", epilog="Exit codes: 0 listed; 3 usage or connection error.")
+def list_command(
+    suite: Annotated[str | None, typer.Option("--suite", metavar="SUITE", help="only this suiteId")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", metavar="AGENT", help="only this agentId")] = None,
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="only runs of this name")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="list at most this many runs")] = 50,
+    endpoint: Endpoint = None,
+    api_key: ApiKey = None,
+    as_json: JsonOut = False,
+) -> None:
+    """List eval runs, newest first: run id, suite@version, agent@version, name, score, verdict, started."""
+    host = Host(endpoint, api_key)
+    rows: list[dict[str, Any]] = []
+    for row in experiments.eval_runs(host, suite=suite, agent=agent, name=name, limit=min(limit, 100)):
+        rows.append(row)
+        if len(rows) >= limit:
+            break
+    if as_json:
+        sys.stdout.write(json.dumps({"evalRuns": rows}, indent=2) + "\n")
+    else:
+        experiments.list_table(rows, Console(width=None if sys.stdout.isatty() else 200))
+    raise Verdict(OK)
 
 
 @app.command("accept", epilog=EXIT_CODES)
@@ -573,7 +614,7 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else USAGE)
         return OK if code == 0 else USAGE
-    except (CliError, SuiteCliError) as exc:
+    except (CliError, SuiteCliError, experiments.ExperimentError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE
     except WopError as exc:

@@ -375,12 +375,25 @@ class LocalAws:
         for t in manifest.TABLES:
             if t.local_name not in existing:
                 ddb.create_table(**_table_spec(t))
+            else:
+                self._add_indexes(ddb, t)
             ttl = ddb.describe_time_to_live(TableName=t.local_name)["TimeToLiveDescription"]
             if ttl.get("TimeToLiveStatus") != "ENABLED":
                 ddb.update_time_to_live(
                     TableName=t.local_name,
                     TimeToLiveSpecification={"Enabled": True, "AttributeName": t.ttl_attribute},
                 )
+
+    @staticmethod
+    def _add_indexes(ddb: Any, t: manifest.Table) -> None:
+        """A kept local state made before an index was added to the manifest gets it (existing items stay out)."""
+        have = {ix["IndexName"] for ix in ddb.describe_table(TableName=t.local_name)["Table"].get(
+            "GlobalSecondaryIndexes", [])}
+        spec = _table_spec(t)
+        for ix in spec.get("GlobalSecondaryIndexes", []):
+            if ix["IndexName"] not in have:
+                ddb.update_table(TableName=t.local_name, AttributeDefinitions=spec["AttributeDefinitions"],
+                                 GlobalSecondaryIndexUpdates=[{"Create": ix}])
 
     def _buckets(self) -> None:
         s3 = self.client("s3")

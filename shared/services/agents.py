@@ -194,7 +194,7 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
 
 def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, Any] | None) -> str | None:
     ext = ((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}
-    unknown = set(ext) - {"agentVersion", "judge"}
+    unknown = set(ext) - {"agentVersion", "judge", "name"}
     if unknown:
         raise invalid("Unknown member of the openwop-serverless extension.",
                       [fault(f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}", "additionalProperties")])
@@ -202,6 +202,21 @@ def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, A
     if version is not None and not isinstance(version, str):
         raise invalid("agentVersion is a string.", [fault(f"/configurable/extensions/{EXTENSION}/agentVersion", "type")])
     return pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
+
+
+NAME_MAX = 128
+
+
+def eval_name(configurable: dict[str, Any] | None) -> str | None:
+    """An eval run's experiment name: ``configurable.extensions["openwop-serverless"].name`` (1..128 printable
+    characters), listed and filtered by ``GET /host/openwop-serverless/eval-runs``."""
+    name = (((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}).get("name")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX or not name.isprintable() or name != name.strip():
+        raise invalid(f"name is 1..{NAME_MAX} printable characters without surrounding spaces.",
+                      [fault(f"/configurable/extensions/{EXTENSION}/name", "pattern")])
+    return name
 
 
 def eval_judge(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> dict[str, Any] | None:

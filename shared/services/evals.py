@@ -176,6 +176,7 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     if agent_version is None and resolve_agent(ports, caller.tenant, req.agentId) is None:
         raise ValidationError("agentId names no agent this host runs.")
     agent_svc.check_ai_overrides(ports, caller.tenant, configurable)
+    name = agent_svc.eval_name(configurable)
     if suite.get("targetAgentId") is not None and suite["targetAgentId"] != req.agentId:
         raise ValidationError("The suite targets another agent.")
     judge = agent_svc.eval_judge(ports, caller.tenant, configurable)
@@ -219,6 +220,7 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         "suiteVersion": suite["version"],
         "agentId": req.agentId,
         "agentVersion": agent_version,
+        "name": name,
         "modes": modes,
         "baselineRunId": baseline["runId"] if baseline else None,
         "fixtureRuns": fixture_runs,

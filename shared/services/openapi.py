@@ -91,6 +91,9 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
     ("GET", "/host/openwop-serverless/runs/{runId}/eval-report"): [
         Op("/host/openwop-serverless/runs/{runId}/eval-report", "getEvalReport", {200: "Object"}, (*_READ, 409),
            query=("limit", "cursor"))],
+    ("GET", "/host/openwop-serverless/eval-runs"): [
+        Op("/host/openwop-serverless/eval-runs", "listEvalRuns", {200: "Object"}, (400, 401, 406),
+           query=("suite", "agent", "name", "status", "limit", "cursor"))],
     ("GET", "/host/openwop-serverless/ui"): [
         Op("/host/openwop-serverless/ui", "getViewer", {200: "Html"}, (406,), media="text/html")],
     ("GET", "/workflows/{workflowId}"): [
@@ -225,6 +228,10 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "ruleId": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
     # listEvalSuites pages by suiteId (the last one of the previous page)
     "cursor?suites": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z0-9.-]+\.evals\.[a-z0-9-]+$"}},
+    # listEvalRuns filters: a suiteId, an agentId, an experiment name (1..128 characters each)
+    "suite": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
+    "agent": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
+    "name": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
     "against": {"in": "query", "required": True, "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "streamMode": {"in": "query", "schema": {"type": "string", "pattern": STREAM_MODE}},
     "bufferMs": {"in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 5000}},

@@ -98,7 +98,7 @@ def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 _CURSOR_KEYS = frozenset({"pk", "sk", "gsi1pk", "gsi1sk"})
 
 
-def _read_cursor(ports: Ports, tenant: str, cursor: str) -> dict[str, Any]:
+def read_list_cursor(ports: Ports, tenant: str, cursor: str) -> dict[str, Any]:
     key = read_cursor(ports, tenant, cursor, _CURSOR_KEYS)
     if key["gsi1pk"] != tenant:  # minted for this tenant, so never true; kept as a second lock on the partition
         raise ValidationError("The cursor was not minted by this host.")
@@ -107,7 +107,7 @@ def _read_cursor(ports: Ports, tenant: str, cursor: str) -> dict[str, Any]:
 
 def list_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
     limit = page_limit(params, DEFAULT_PAGE, MAX_PAGE)
-    start = _read_cursor(ports, caller.tenant, params["cursor"]) if params.get("cursor") else None
+    start = read_list_cursor(ports, caller.tenant, params["cursor"]) if params.get("cursor") else None
     filters = {k: params[k] for k in ("workflowId", "status") if params.get(k)}
     page = ports.runs.list_runs(caller.tenant, limit, start, filters)
     body: dict[str, Any] = {"runs": [run_snapshot(ports, r) for r in page.runs]}

@@ -82,6 +82,13 @@ class DynamoRunStore:
                       runitems.STATE: dump(record.state) if record.state is not None else None}
         listed = {"status": record.status, "workflowId": record.data.get("workflowId")}
         index = runitems.index_item(record.run_id, record.tenant, record.created_at, listed, record.expires_at)
+        if record.data.get("kind") == "eval":
+            # An eval run's index entry is also in the tenant's sparse eval index, with its suite, agent and name for
+            # filters (``list_runs(evals=True)``; docs/decisions/0118-named-experiments.md).
+            index.update(gsi2pk=index["gsi1pk"], gsi2sk=index["gsi1sk"])
+            for attr in schema.EVAL_INDEX_ATTRIBUTES:
+                if record.data.get(attr) is not None:
+                    index[attr] = str(record.data[attr])
         extra += [{"Put": {"TableName": self._t, "Item": to_item(it)}} for it in (facts_item, state_item, index)]
         try:
             self._c.transact_write_items(TransactItems=[
@@ -171,20 +178,22 @@ class DynamoRunStore:
 
     def list_runs(
         self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,
-        created_between: tuple[str, str] | None = None,
+        created_between: tuple[str, str] | None = None, evals: bool = False,
     ) -> ListPage:
-        """The tenant's runs, newest first (the tenant index); ``created_between`` (low, high) narrows the index's
-        key condition to those ``createdAt`` range (its sort key starts with it)."""
+        """The tenant's runs, newest first (the tenant index; with ``evals`` its eval runs only, the sparse eval
+        index); ``created_between`` (low, high) narrows the index's key condition to those ``createdAt`` range (its
+        sort key starts with it). Start and next keys name the tenant index's attributes either way."""
+        gsi = "gsi2" if evals else "gsi1"
         kwargs: dict[str, Any] = {
             "TableName": self._t,
-            "IndexName": schema.TENANT_INDEX,
-            "KeyConditionExpression": "gsi1pk = :t",
+            "IndexName": schema.EVAL_INDEX if evals else schema.TENANT_INDEX,
+            "KeyConditionExpression": f"{gsi}pk = :t",
             "ExpressionAttributeValues": {":t": {"S": tenant}, ":now": {"N": str(self._clock.now_ms() // 1000)}},
             "ScanIndexForward": False,
             "Limit": limit,
         }
         if created_between is not None:
-            kwargs["KeyConditionExpression"] = "gsi1pk = :t AND gsi1sk BETWEEN :lo AND :hi"
+            kwargs["KeyConditionExpression"] = f"{gsi}pk = :t AND {gsi}sk BETWEEN :lo AND :hi"
             kwargs["ExpressionAttributeValues"].update({":lo": {"S": created_between[0]},
                                                         ":hi": {"S": created_between[1]}})
         conds = [f"{schema.TTL_ATTRIBUTE} > :now"]
@@ -197,23 +206,25 @@ class DynamoRunStore:
         if names:
             kwargs["ExpressionAttributeNames"] = names
         if start_key:
-            kwargs["ExclusiveStartKey"] = to_item(start_key)
-        found: list[tuple[str, dict[str, Any]]] = []  # (runId, its index entry's key), in index order
+            kwargs["ExclusiveStartKey"] = to_item({k.replace("gsi1", gsi): v for k, v in start_key.items()})
+        found: list[tuple[str, dict[str, Any]]] = []  # (runId, its index entry's key as gsi1 names it), in order
         next_key: dict[str, Any] | None = None
         # A filter can leave a page short: keep reading until the page is full or the index ends.
         while True:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):
-                found.append((raw["pk"]["S"], {k: raw[k]["S"] for k in ("pk", "sk", "gsi1pk", "gsi1sk")}))
+                found.append((raw["pk"]["S"], {"pk": raw["pk"]["S"], "sk": raw["sk"]["S"], "gsi1pk": raw[f"{gsi}pk"]["S"],
+                                               "gsi1sk": raw[f"{gsi}sk"]["S"]}))
             lek = resp.get("LastEvaluatedKey")
             if not lek:
                 next_key = None
                 break
             if len(found) >= limit:
-                next_key = from_item(lek)
+                next_key = {k.replace("gsi2", "gsi1"): v for k, v in from_item(lek).items()}
                 break
             kwargs["ExclusiveStartKey"] = lek
-            kwargs["Limit"] = limit - len(found)
+            # the eval index reads whole pages (a selective filter would otherwise cost a request per few items)
+            kwargs["Limit"] = limit if evals else limit - len(found)
         if len(found) > limit:
             found = found[:limit]
             next_key = found[-1][1]

@@ -20,7 +20,11 @@ from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, s
 )
 
 TENANT_INDEX = "byTenant"
+# A sparse index of the tenant's eval runs only (gsi2pk/gsi2sk are written on eval run items, with gsi1's values).
+EVAL_INDEX = "byTenantEval"
 TTL_ATTRIBUTE = "expiresAt"
+# Creation facts an eval run's item also carries top-level, for filters on the eval index.
+EVAL_INDEX_ATTRIBUTES = ("suiteId", "agentId", "name")
 
 APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"

@@ -65,23 +65,56 @@
 
   // ------------------------------------------------------------------ runs
 
+  function filters() {
+    return {suite: $("filter-suite").value.trim(), agent: $("filter-agent").value.trim(),
+            name: $("filter-name").value.trim(), verdict: $("filter-verdict").value,
+            score: $("filter-score").value === "" ? null : Number($("filter-score").value)};
+  }
+
+  function evalRuns(f) {
+    // The tenant's eval runs (suite, agent@version, name, score, verdict) by runId; {} on a host without the route.
+    var qs = "?limit=100";
+    ["suite", "agent", "name"].forEach(function (k) { if (f[k]) { qs += "&" + k + "=" + encodeURIComponent(f[k]); } });
+    return api("/host/openwop-serverless/eval-runs" + qs).then(function (page) {
+      var out = {};
+      (page.evalRuns || []).forEach(function (e) { out[e.runId] = e; });
+      return out;
+    }).catch(function () { return {}; });
+  }
+
+  function at(id, version) { return id ? id + (version ? "@" + version : "") : "-"; }
+
   function loadRuns() {
-    return api("/runs?limit=100").then(function (page) {
-      var body = $("runs").tBodies[0];
+    var f = filters(), evalOnly = Boolean(f.suite || f.agent || f.name || f.verdict || f.score !== null);
+    // Filtered: the eval runs the host listed for suite/agent/name, narrowed by verdict and score; else every run.
+    return Promise.all([evalOnly ? Promise.resolve(null) : api("/runs?limit=100"), evalRuns(f)]).then(function (res) {
+      var body = $("runs").tBodies[0], evals = res[1], shown = 0;
+      var runs = res[0] ? res[0].runs || [] : Object.keys(evals).map(function (id) { return evals[id]; });
       clear(body);
-      (page.runs || []).forEach(function (run) {
+      runs.forEach(function (run) {
+        var e = evals[run.runId];
+        if (evalOnly && (!e || (f.verdict && e.verdict !== f.verdict) ||
+                         (f.score !== null && !(typeof e.aggregateScore === "number" && e.aggregateScore >= f.score)))) {
+          return;
+        }
         var tr = document.createElement("tr");
         tr.className = "clickable run-row";
         tr.dataset.runId = run.runId;
         cell(tr, run.runId);
         cell(tr, run.parentRunId ? "fork of " + run.parentRunId : "-");
-        cell(tr, run.workflowId);
+        cell(tr, e ? null : run.workflowId);
+        cell(tr, e ? at(e.suiteId, e.suiteVersion) : null, "suite");
+        cell(tr, e ? at(e.agentId, e.agentVersion) : null, "agent");
+        cell(tr, e ? e.name : null, "name");
+        cell(tr, e ? fmt(e.aggregateScore) : null, "score");
+        cell(tr, e ? e.verdict : null, "verdict" + (e && e.verdict ? " " + e.verdict : ""));
         cell(tr, run.status, "badge");
         cell(tr, run.startedAt);
         tr.addEventListener("click", function () { location.hash = "run=" + encodeURIComponent(run.runId); });
         body.appendChild(tr);
+        shown++;
       });
-      status((page.runs || []).length + " runs");
+      status(shown + " runs");
     });
   }
 
@@ -410,7 +443,18 @@
   $("reload-runs").addEventListener("click", function () {
     loadRuns().catch(function (err) { status(err.message, true); });
   });
+  $("run-filters").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    loadRuns().catch(function (err) { status(err.message, true); });
+  });
   window.addEventListener("hashchange", route);
+  // ``#key=KEY`` (the URL ``serve`` prints): a fragment is never sent to a server; the key is kept like a pasted
+  // one and taken out of the address bar at once.
+  var signed = /^#key=([^&]+)$/.exec(location.hash);
+  if (signed) {
+    sessionStorage.setItem(KEY, decodeURIComponent(signed[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
   if (sessionStorage.getItem(KEY)) {
     loadRuns().then(route).catch(function (err) { status(err.message, true); });
   } else {

@@ -320,6 +320,7 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
         base_url = re.search(r"local host: (http://\S+)", out).group(1)  # type: ignore[union-attr]
         assert "API key k1 -> tenant tenant-one" in out
         assert f"OPENWOP_BASE_URL={base_url} OPENWOP_API_KEY=k1 OPENWOP_TEST_TENANT_B_API_KEY=k2" in out
+        assert f"viewer (signed in as tenant-one): {base_url}/host/openwop-serverless/ui/#key=k1\n" in out
         assert re.search(r"moto endpoint .*: http://127\.0\.0\.1:\d+", out)
         assert f"local state: {(tmp_path / 'state').resolve()} (kept across restarts" in out
 

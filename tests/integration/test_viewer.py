@@ -68,13 +68,18 @@ def seeded(host):
             **seed_regression(host, client, host.key_a)}
 
 
-def _open(browser, host, *, check_start: bool = False):
-    """A page of the viewer with the tenant-a key pasted; its console, page errors and HTTP errors collected."""
+def _open(browser, host, *, check_start: bool = False, url: str | None = None):
+    """A page of the viewer with the tenant-a key pasted (or opened at ``url``, which signs in itself); its console,
+    page errors and HTTP errors collected."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     console: list[str] = []
     page.on("console", lambda msg: console.append(f"{msg.type}: {msg.text}"))
     page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
     page.on("response", lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None)
+    if url is not None:
+        page.on("request", lambda r: console.append(f"request: {r.url}"))
+        page.goto(url)
+        return page, console
     page.goto(host.base_url + PAGE)
     if check_start:
         assert page.title() == "openwop-serverless viewer"
@@ -214,3 +219,47 @@ def test_the_viewer_shows_baseline_and_candidate_trajectories_side_by_side_with_
         finally:
             browser.close()
     assert (SHOTS / "eval-trajectories.png").stat().st_size > 10_000
+
+
+def test_the_served_viewer_url_signs_in_and_the_run_list_shows_and_filters_evals(host):
+    from playwright.sync_api import sync_playwright
+
+    from shared.local.cli import viewer_url
+
+    # Given two named eval runs of one suite and agent, one regressed against the other
+    changed = seed_argument_change(host, host.client(host.key_a), host.key_a)
+    rows = raw(host.base_url, "GET", "/host/openwop-serverless/eval-runs?limit=100", key=host.key_a).json["evalRuns"]
+    cand = next(r for r in rows if r["runId"] == changed["candidate"])
+    base = next(r for r in rows if r["runId"] == changed["base"])
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            # When the URL `serve` prints is opened (the key in its fragment)
+            page, console = _open(browser, host, url=viewer_url(host.base_url, host.key_a))
+            row = f"tr.run-row[data-run-id='{changed['candidate']}']"
+            page.wait_for_selector(row)
+            # Then the key is kept for the session, out of the address bar and of every request URL
+            assert page.evaluate("sessionStorage.getItem('openwop.viewer.apiKey')") == host.key_a
+            assert page.evaluate("location.hash") == ""
+            requests = [m for m in console if m.startswith("request: ")]
+            assert requests and not [u for u in requests if host.key_a in u], requests
+            # and the candidate's row shows its suite, agent@version, score and verdict
+            cells = page.eval_on_selector(row, "r => Array.from(r.cells).slice(3, 8).map(c => c.textContent)")
+            assert cells == [f"{cand['suiteId']}@{cand['suiteVersion']}",
+                             f"{cand['agentId']}@{cand['agentVersion']}" if cand.get("agentVersion") else
+                             cand["agentId"], "-", f"{cand['aggregateScore']:.2f}", cand["verdict"]]
+            page.screenshot(path=str(SHOTS / "runs-evals.png"), full_page=True)
+            # When the list is filtered by the suite and the candidate's verdict
+            page.fill("#filter-suite", cand["suiteId"])
+            page.select_option("#filter-verdict", cand["verdict"])
+            page.click("#run-filters button[type=submit]")
+            page.wait_for_selector(f"tr.run-row[data-run-id='{changed['base']}']", state="detached")
+            # Then only that suite's runs with that verdict are listed
+            listed = page.eval_on_selector_all("tr.run-row", "rows => rows.map(r => r.dataset.runId)")
+            assert changed["candidate"] in listed and changed["base"] not in listed
+            assert base["verdict"] != cand["verdict"]
+            assert not [m for m in console if m.startswith(("error", "pageerror"))], console
+        finally:
+            browser.close()
+    assert (SHOTS / "runs-evals.png").stat().st_size > 10_000
