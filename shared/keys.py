@@ -20,7 +20,7 @@ DEFINITION_SK = "DEFINITION"
 # Lineage links under a run: what its erasure must reach beyond its own keys.
 CHILD_PREFIX = "CHILD#"  # a fork, or an eval run served from this run's record (erased with it, recursively)
 IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run
-DEAD_LETTER_PREFIX = "DEADLETTER#"  # a webhook dead-letter record naming this run and one of its events
+HOST_ITEM_PREFIX = "HOSTITEM#"  # a host-table item naming this run (a webhook dead letter, a suite-version reference)
 # Effects: a claimed outside effect under its run (sk EFFECT#<key>); a side-effect node's ledger row in the host
 # table (pk LEDGER#<tenant>, sk <runId>#<nodeId>#<ordinal>).
 EFFECT_PREFIX = "EFFECT#"

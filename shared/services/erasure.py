@@ -7,7 +7,7 @@ which erases, in this order:
 - the run's lineage: every fork made from it and every eval run served its recorded answers (``CHILD#`` links,
   written before either is answered) is erased the same way, so a fork of a fork, or of such an eval run, goes
   too; every idempotency record whose stored answer names it (``IDEM#``); every webhook dead-letter record
-  naming it (``DEADLETTER#``);
+  naming it and the suite-version reference of an eval run (``HOSTITEM#`` links to host-table items);
 - its effect-ledger rows (``LEDGER#<tenant>`` / ``<runId>#...``);
 - the suite tasks that name it as their ``sourceRunId``, tombstoned in every suite version (``SUITELINK#`` links);
 - the derived fixture copies it made from other runs, and every copy other runs made from it;
@@ -69,13 +69,14 @@ def link_idempotency_record(ports: Ports, run_id: str, record_id: str) -> None:
         ports.idempotency.delete_record(record_id)  # erased meanwhile: the hook has already run
 
 
-def link_dead_letter(ports: Ports, run_id: str, pk: str, sk: str, expires_at: int) -> None:
-    """Remember a webhook dead-letter record (written just before) naming ``run_id``, so its erasure removes it;
-    the run erased meanwhile: the hook may have run already, so the record goes now."""
+def link_host_item(ports: Ports, run_id: str, pk: str, sk: str, expires_at: int) -> None:
+    """Remember a host-table item (written just before) naming ``run_id`` (a webhook dead letter, an eval run's
+    suite-version reference), so its erasure removes it; the run erased meanwhile: the hook may have run already, so
+    the item goes now."""
     from shared.errors import RunGoneError
 
     try:
-        ports.runs.put_aux(run_id, f"{keys.DEAD_LETTER_PREFIX}{pk}#{sk}", {"pk": pk, "sk": sk}, expires_at)
+        ports.runs.put_aux(run_id, f"{keys.HOST_ITEM_PREFIX}{pk}#{sk}", {"pk": pk, "sk": sk}, expires_at)
     except RunGoneError:
         ports.host.delete_item(pk, sk)
 
@@ -85,15 +86,15 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     if not ports.runs.is_tombstoned(run_id):
         _tombstone(ports, run_id)
     counts = {"events": 0, "toolCalls": 0, "aux": 0, "objects": 0, "derived": 0, "forks": 0, "ledger": 0,
-              "idempotency": 0, "deadLetters": 0, "suiteTasks": 0}
+              "idempotency": 0, "hostItems": 0, "suiteTasks": 0}
     for sk, _ in ports.runs.query_aux(run_id, keys.CHILD_PREFIX):
         request_erasure(ports, sk[len(keys.CHILD_PREFIX):], lineage=True)
         counts["forks"] += 1
     for _, link in ports.runs.query_aux(run_id, keys.IDEM_PREFIX):
         ports.idempotency.delete_record(str(link["recordId"]))
         counts["idempotency"] += 1
-    for _, link in ports.runs.query_aux(run_id, keys.DEAD_LETTER_PREFIX):
-        counts["deadLetters"] += int(ports.host.delete_item(str(link["pk"]), str(link["sk"])))
+    for _, link in ports.runs.query_aux(run_id, keys.HOST_ITEM_PREFIX):
+        counts["hostItems"] += int(ports.host.delete_item(str(link["pk"]), str(link["sk"])))
     counts["ledger"] = ports.host.delete_prefix(f"LEDGER#{tenant_of(run_id)}", f"{run_id}#")
     # Suite tasks that name it as their source (SUITELINK# links, written before the version): tombstoned.
     from shared.services.suites import on_source_erased

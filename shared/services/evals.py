@@ -250,7 +250,10 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
             "suite": suite, "tenant": caller.tenant,
         }
         if resolved.fixture_id is None:  # a registered version: a delete of it must find this run
-            suites.record_reference(ports, resolved.owner, suite, rec.run_id, rec.expires_at)
+            from shared.services.erasure import link_host_item
+
+            link_host_item(ports, rec.run_id, *suites.record_reference(ports, resolved.owner, suite, rec.run_id,
+                                                                      rec.expires_at), rec.expires_at)
         # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
         evalrun.store_plan(ports, rec.run_id, plan, rec.expires_at)
         for task_id, key in derived_keys.items():

@@ -181,9 +181,12 @@ def get_version(ports: Ports, tenant: str, suite_id: str, version: str) -> dict[
     return doc
 
 
-def record_reference(ports: Ports, owner: str, suite: dict[str, Any], run_id: str, expires_at: int) -> None:
-    """Remember that an eval run pinned this version (the row expires with the run)."""
-    ports.host.put_item(refs_pk(owner), f"{ref_for(suite)}#{run_id}", {"runId": run_id}, expires_at=expires_at)
+def record_reference(ports: Ports, owner: str, suite: dict[str, Any], run_id: str, expires_at: int) -> tuple[str, str]:
+    """Remember that an eval run pinned this version (the row expires with the run); its key, which the caller
+    links under the run so the run's erasure deletes it."""
+    pk, sk = refs_pk(owner), f"{ref_for(suite)}#{run_id}"
+    ports.host.put_item(pk, sk, {"runId": run_id}, expires_at=expires_at)
+    return pk, sk
 
 
 def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> None:

@@ -5,7 +5,7 @@ Subscriptions live in the host table under ``WEBHOOK#<tenant>`` (sk = the bound 
 reads only its own subscriptions (one Query) and another tenant's id is never looked up. Their signing secrets do
 not: they are sealed in the signing table (``shared.services.webhook_secrets``). Dead-letter records live
 under ``WEBHOOKDL#<webhookId>`` with a TTL and carry no body, header or secret; each is linked under the run it
-names (``DEADLETTER#``), so erasing the run deletes it.
+names (``HOSTITEM#``), so erasing the run deletes it.
 
 The delivery path: the events table's stream (INSERT records: the event is already durably stored) invokes
 ``fan_out``, which writes one queue message per (subscription, event) into a FIFO queue grouped by (subscription,
@@ -489,6 +489,6 @@ def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], att
         record["lastStatus"] = status
     sk = f"{record['deadLetteredAt']}#{record['deliveryId']}"
     ports.host.put_item(DL_PK + sub["webhookId"], sk, record, expires_at=expires_s)
-    from shared.services.erasure import link_dead_letter
+    from shared.services.erasure import link_host_item
 
-    link_dead_letter(ports, record["runId"], DL_PK + sub["webhookId"], sk, expires_s)  # the run's erasure reaches it
+    link_host_item(ports, record["runId"], DL_PK + sub["webhookId"], sk, expires_s)  # the run's erasure reaches it
