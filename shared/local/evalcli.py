@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -37,6 +36,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shared.local import evalmarkdown, experiments
+from shared.local.evaljunit import junit, num
 from shared.local.suitecli import SuiteCliError, suite_app
 
 OK, REGRESSED, UNVERIFIABLE, USAGE = 0, 1, 2, 3
@@ -370,8 +370,7 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- output
 
 
-def _num(value: Any, digits: int = 2) -> str:
-    return "-" if value is None else f"{float(value):.{digits}f}"
+_num = num
 
 
 def _trials(t: dict[str, Any]) -> str:
@@ -425,38 +424,6 @@ def table(rep: dict[str, Any], out: Console) -> None:
                   highlight=False)
     out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]),
               highlight=False)
-
-
-def junit(rep: dict[str, Any], path: Path) -> None:
-    """One testcase per task; regressed and unverifiable tasks fail (a run that did not complete fails all)."""
-    cases = rep["tasks"]
-    failing = {"regressed", "unverifiable"}
-    failures = sum(1 for t in cases if t["verdict"] in failing or rep.get("status") != "completed")
-    suite = ET.Element("testsuite", name=f"openwop eval {rep.get('suiteId') or rep['runId']}", tests=str(len(cases)),
-                       failures=str(failures), errors="0")
-    flaky = sum(1 for t in cases if t["verdict"] == "flaky" and rep.get("status") == "completed")
-    if flaky:
-        suite.set("skipped", str(flaky))
-    props = ET.SubElement(suite, "properties")
-    for k in ("runId", "baselineRunId", "scoreDelta", "pairedVerdict", "verdict"):
-        ET.SubElement(props, "property", name=k, value="" if rep.get(k) is None else str(rep.get(k)))
-    for t in cases:
-        case = ET.SubElement(suite, "testcase", classname=str(rep.get("suiteId") or "eval"), name=t["taskId"],
-                             time=f"{(t.get('latencyMs') or 0) / 1000:.3f}")
-        if t["verdict"] in failing or rep.get("status") != "completed":
-            verdict = t["verdict"] if t["verdict"] in failing else "unverifiable"
-            msg = (f"{verdict}: score {_num(t['score'])} vs baseline {_num(t.get('baselineScore'))}, "
-                   f"{t['fixtureMissCount']} fixture misses; {evalmarkdown.what_changed(t)}")
-            fail = ET.SubElement(case, "failure", message=msg, type=verdict)
-            fail.text = "\n".join([msg, *(
-                f"fixture miss: {m['tool']} differs at {', '.join(m.get('differingPointers') or ['-'])}"
-                for m in t.get("fixtureMisses") or [])])
-        elif t["verdict"] == "flaky":
-            ET.SubElement(case, "skipped", message=f"flaky: the baseline's trials disagreed; score {_num(t['score'])} "
-                          f"vs baseline {_num(t.get('baselineScore'))}")
-    ET.indent(suite)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None, markdown_file: Path | None = None,

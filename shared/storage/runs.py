@@ -145,9 +145,16 @@ class DynamoRunStore:
         return [to_item({"pk": run_id, "sk": sk}) for sk in (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK)]
 
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
-        # one BatchGetItem of the run item and its facts and state items (by key: a Query would walk the partition's
-        # other items on moto, thousands for a long agent)
-        raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=consistent)
+        # the run item and its facts and state items, read by key (a Query would walk the partition's other items,
+        # thousands for a long agent) and together: an append writes the run item and its state in one transaction,
+        # and a BatchGetItem is not isolated from it (a torn read showed a new status with the old state), so a
+        # consistent read is one TransactGetItems; an eventually consistent one a BatchGetItem
+        if consistent:
+            resp = self._c.transact_get_items(TransactItems=[{"Get": {"TableName": self._t, "Key": key}}
+                                                             for key in self._run_keys(run_id)])
+            raws = [r["Item"] for r in resp.get("Responses", []) if r.get("Item")]
+        else:
+            raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
         try:
             rec = self._record(raws)
         except RunGoneError:

@@ -994,7 +994,9 @@ def test_webhook_queue_and_dlq_are_fifo_sqs_encrypted_tls_only_with_a_redrive(sy
     # and the stack's one customer managed key is the webhook signing key: only the functions the manifest names may
     # use it, for exactly their access (the queues never do; tests/infra/test_signing_secrets.py has who reads what)
     assert list(synth.of_type("AWS::KMS::Key")) == [synth.logical_id(synth.stack.secrets.key(manifest.SIGNING))]
-    wanted = {"read": {"kms:Decrypt"}, "write": {"kms:Encrypt"}, "readwrite": {"kms:Encrypt", "kms:Decrypt"}}
+    # (write+replay: Encrypt, and a Decrypt held to the replay context: test_signing_secrets checks the condition)
+    wanted = {"read": {"kms:Decrypt"}, "write": {"kms:Encrypt"}, "readwrite": {"kms:Encrypt", "kms:Decrypt"},
+              "write+replay": {"kms:Encrypt", "kms:Decrypt"}}
     for spec in manifest.FUNCTIONS:
         kms = {a for a in _actions(synth.function_statements(spec.name)) if a.startswith("kms:")}
         assert kms == set().union(*(wanted[access] for _, access in spec.keys)), spec.name

@@ -273,10 +273,11 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     lock = threading.Lock()
 
     def hook(params: dict[str, Any], **_: Any) -> None:
-        # a GetItem's key, or a BatchGetItem's run (a run and its items: one BatchGetItem)
+        # a GetItem's key, or the run of a BatchGetItem or a TransactGetItems (a run and its items: one request)
         batch = (params.get("RequestItems") or {}).get(runs_table)
-        if params.get("TableName") == runs_table or batch:
-            pk = params["Key"]["pk"]["S"] if "Key" in params else batch["Keys"][0]["pk"]["S"]
+        gets = [t["Get"] for t in params.get("TransactItems") or [] if t["Get"]["TableName"] == runs_table]
+        if params.get("TableName") == runs_table or batch or gets:
+            pk = (params["Key"] if "Key" in params else batch["Keys"][0] if batch else gets[0]["Key"])["pk"]["S"]
             if pk.startswith(("tenant-a/", "tenant-b/")):
                 with lock:
                     seen.append(("read", pk))
@@ -284,6 +285,7 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     ddb = _ports().runs._c  # the real client of the real store: observe, change nothing
     ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", hook)
     ddb.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", hook)
+    ddb.meta.events.register("before-parameter-build.dynamodb.TransactGetItems", hook)
     try:
         unknown = "tenant-a/r-1111111111111111111111111111"
         foreign = runs["base_b"]
@@ -305,6 +307,7 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     finally:
         ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", hook)
         ddb.meta.events.unregister("before-parameter-build.dynamodb.BatchGetItem", hook)
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.TransactGetItems", hook)
 
 
 def test_discovery_advertises_the_eval_facet_and_suite_fixtures(host):

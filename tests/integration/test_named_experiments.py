@@ -145,4 +145,4 @@ def test_bad_names_and_filters_are_400_validation_error(host, lab):
     # Then each is the protocol's 400 validation_error envelope
     for r in created + listed:
         assert (r.status, r.json["error"]) == (400, "validation_error"), r.text
-    assert created[0].json["details"]["errors"][0]["path"] == "/configurable/extensions/openwop-serverless/name"
+    assert created[0].json["details"]["errors"][0]["pointer"] == "/configurable/extensions/openwop-serverless/name"
