@@ -96,3 +96,17 @@ def tool_returned(client: Any, run_id: str) -> list[dict[str, Any]]:
     from tests.wire import all_events
 
     return [e.payload for e in all_events(client, run_id) if e.type == "agent.tool-returned"]
+
+
+def register_lookup_tool(host: Any, url: str) -> str:
+    """Register, for tenant A, an HTTP tool looking a customer up on the loopback tool server at ``url``; its id."""
+    import uuid
+
+    from tests.wire import raw
+
+    tool_id = f"t{uuid.uuid4().hex[:8]}.crm:lookup"
+    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
+            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
+                            "required": ["customerId"], "additionalProperties": False}}
+    assert raw(host.base_url, "POST", "/host/openwop-serverless/tools", body, key=host.key_a).status == 201
+    return tool_id

@@ -16,7 +16,7 @@ from shared.protocol.ids import project_id
 from shared.services.suite_runs import sampled
 from tests.helpers import ports as _ports
 from tests.wire import raw, wait_terminal
-from tests.workflows import register_scripted_agent
+from tests.workflows import register_lookup_tool, register_scripted_agent
 
 BASE = "/host/openwop-serverless"
 SUITES = f"{BASE}/eval-suites"
@@ -25,15 +25,6 @@ AGENT = "conformance-eval-agent"
 
 def _suite_id() -> str:
     return f"tests.local.evals.r{uuid.uuid4().hex[:10]}"
-
-
-def _tool(host: Any, url: str) -> str:
-    tool_id = f"t{uuid.uuid4().hex[:8]}.crm:lookup"
-    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
-            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
-                            "required": ["customerId"], "additionalProperties": False}}
-    assert raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a).status == 201
-    return tool_id
 
 
 def _runs(client: Any, workflow_id: str, tool_id: str, n: int, tag: str = "r") -> list[str]:
@@ -67,7 +58,7 @@ def _settled_draft(host: Any, suite_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def tool(host, server):
-    return _tool(host, server[1])
+    return register_lookup_tool(host, server[1])
 
 
 def test_a_rule_samples_exactly_the_matching_completed_production_runs(host, tool):

@@ -13,7 +13,7 @@ from openwop_client.types import CreateRunRequest
 from shared.protocol.ids import project_id
 from tests.helpers import ports as _ports
 from tests.wire import all_events, raw, wait_terminal
-from tests.workflows import register_scripted_agent
+from tests.workflows import register_lookup_tool, register_scripted_agent
 
 BASE = "/host/openwop-serverless"
 SUITES = f"{BASE}/eval-suites"
@@ -22,15 +22,6 @@ AGENT = "conformance-eval-agent"
 
 def _suite_id() -> str:
     return f"tests.local.evals.s{uuid.uuid4().hex[:10]}"
-
-
-def _lookup_tool(host: Any, url: str) -> str:
-    tool_id = f"t{uuid.uuid4().hex[:8]}.crm:lookup"
-    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
-            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
-                            "required": ["customerId"], "additionalProperties": False}}
-    assert raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a).status == 201
-    return tool_id
 
 
 def _recorded_runs(client: Any, workflow_id: str, tool_id: str, n: int, *, metadata: dict[str, Any] | None = None
@@ -67,7 +58,7 @@ def _summary(host: Any, run_id: str) -> dict[str, Any]:
 def recorded(host, server):
     """Tenant A's recorded runs of one workflow calling a loopback tool, and the tool server."""
     tools, url = server
-    tool_id = _lookup_tool(host, url)
+    tool_id = register_lookup_tool(host, url)
     workflow_id = register_scripted_agent("tenant-a", "recorded")
     client = host.client(host.key_a)
     runs = _recorded_runs(client, workflow_id, tool_id, 50, metadata={"batch": "b1"})
