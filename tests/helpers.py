@@ -158,3 +158,13 @@ class FakeTimer:
 
     def __call__(self) -> float:
         return self.now
+
+
+def readme_python_blocks(heading: str) -> list[str]:
+    """The ```python blocks of the README section under ``## heading``, as a newcomer copies them."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)

@@ -370,7 +370,7 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
 # --------------------------------------------------------------------------- output
 
 
-_num = num
+
 
 
 def _trials(t: dict[str, Any]) -> str:
@@ -393,9 +393,9 @@ def table(rep: dict[str, Any], out: Console) -> None:
                       ("latency ms", "right"), ("verdict", "left")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for task in rep["tasks"]:
-        t.add_row(task["taskId"], _num(task.get("baselineScore")), _num(task["score"]), _trials(task),
+        t.add_row(task["taskId"], num(task.get("baselineScore")), num(task["score"]), _trials(task),
                   str(task["fixtureMissCount"]), "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
-                  _num(task.get("costUsd"), 4), "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
+                  num(task.get("costUsd"), 4), "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
                   task["verdict"], style=STYLE.get(task["verdict"]))
     out.print(t)
     for task in rep["tasks"]:
@@ -411,10 +411,10 @@ def table(rep: dict[str, Any], out: Console) -> None:
                       soft_wrap=True)
     line = f"status {rep.get('status')}"
     if rep.get("baselineRunId"):
-        line += f"  baseline {rep['baselineRunId']}  scoreDelta {_num(rep.get('scoreDelta'), 3)}"
+        line += f"  baseline {rep['baselineRunId']}  scoreDelta {num(rep.get('scoreDelta'), 3)}"
         ci = rep.get("scoreDeltaInterval")
         if ci:
-            line += f" [{round(100 * float(ci['confidence']))}% {_num(ci['low'], 3)}, {_num(ci['high'], 3)}]"
+            line += f" [{round(100 * float(ci['confidence']))}% {num(ci['low'], 3)}, {num(ci['high'], 3)}]"
         line += f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)"
     else:
         line += "  no baseline"

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.helpers import local_serve
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import local_serve, readme_python_blocks
 
 
 def test_the_readme_agent_section_runs_as_written(tmp_path) -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Your own agent, in versions", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    blocks = readme_python_blocks("Your own agent, in versions")
     assert len(blocks) == 1
     with local_serve(tmp_path) as env:
         out = subprocess.run([sys.executable, "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True,

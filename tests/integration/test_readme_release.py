@@ -5,20 +5,15 @@ unpinned runs to resolve the stable channel; it is not run here yet."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import local_serve
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import local_serve, readme_python_blocks
 
 
 def test_the_readme_release_section_runs_as_written(tmp_path) -> None:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## From production to a gated release", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    blocks = readme_python_blocks("From production to a gated release")
     assert len(blocks) == 2
     with local_serve(tmp_path) as env:
         # Given the shell `make install` leaves: the venv's commands on PATH
