@@ -160,7 +160,7 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
            "createdAt": created_at, "createdBy": caller.subject_id}
     webhook_secrets.store(ports, caller.tenant, webhook_id, secret)  # sealed, in the signing table
     ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
-    _outlast_no_subscriber_answers(ports, caller.tenant, webhook_id)
+    _outlast_no_subscriber_answers(ports, existing)
     out: dict[str, Any] = {"webhookId": webhook_id, "subscriptionId": webhook_id, "url": body.url,
                            "eventTypes": list(body.events), "createdAt": created_at}
     if body.signatureAlgorithms is not None:
@@ -352,16 +352,16 @@ def _subscriptions(ports: Ports, tenant: str) -> list[dict[str, Any]]:
     return subs
 
 
-def _outlast_no_subscriber_answers(ports: Ports, tenant: str, webhook_id: str) -> None:
-    """After a subscription's write: unless the tenant holds another settled subscription (so no fan-out can have
-    found it without any), wait out the no-subscriber cache, so every event stored after the registration answers
-    is fanned out to it. Only a tenant's first subscription waits (NO_SUBSCRIBER_CACHE_S plus a quarter second)."""
+def _outlast_no_subscriber_answers(ports: Ports, existing: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """After a subscription's write: unless the tenant held another settled subscription (so no fan-out can have
+    found it without any: ``existing`` is the tenant's subscriptions as read before the write), wait out the
+    no-subscriber cache, so every event stored after the registration answers is fanned out to it. Only a tenant's
+    first subscription waits (NO_SUBSCRIBER_CACHE_S plus a quarter second)."""
     from shared.clock import ms_from_iso
 
     settled_before = ports.clock.now_ms() - (SUBSCRIPTION_SETTLED_S + NO_SUBSCRIBER_CACHE_S) * 1000
-    for sk, doc in ports.host.query(SUB_PK + tenant, consistent=True):
-        if sk != webhook_id and ms_from_iso(str(doc["createdAt"])) < settled_before:
-            return
+    if any(ms_from_iso(str(doc["createdAt"])) < settled_before for _, doc in existing):
+        return
     ports.clock.sleep(NO_SUBSCRIBER_CACHE_S + 0.25)
 
 
