@@ -100,6 +100,19 @@ def count_tools(tally: Any) -> None:
         count_by("ModelCalls", {"provider": provider, "status": status}, n)
 
 
+def _correlated(fn: Callable[..., Any], path: str) -> Callable[..., Any]:
+    """``fn`` with the correlation id a key of this thread's log context, not of the shared formatter: deployed a
+    process runs one invocation at a time, but locally in-process invocations run side by side in threads. (Set
+    inside ``inject_lambda_context``, whose ``clear_state`` clears the thread's keys first.)"""
+    from aws_lambda_powertools.utilities import jmespath_utils
+
+    def correlated(event: Any, context: Any) -> Any:
+        logger().thread_safe_append_keys(correlation_id=jmespath_utils.query(envelope=path, data=event))
+        return fn(event, context)
+
+    return correlated
+
+
 def observed(correlation_id_path: str) -> Callable[[H], H]:
     """Wrap a ``lambda_handler``: correlated logs, a traced handler (no response capture), flushed metrics."""
 
@@ -114,8 +127,8 @@ def observed(correlation_id_path: str) -> Callable[[H], H]:
                 if "tracer" in tools:
                     fn = tools["tracer"].capture_lambda_handler(fn, capture_response=False)
                 fn = tools["metrics"].log_metrics(fn)
-                wrapped.append(tools["logger"].inject_lambda_context(correlation_id_path=correlation_id_path,
-                                                                     clear_state=True)(fn))
+                fn = _correlated(fn, correlation_id_path)
+                wrapped.append(tools["logger"].inject_lambda_context(clear_state=True)(fn))
                 wrapped.append(fn)
             from shared.settings import get_settings
 

@@ -16,6 +16,7 @@ moto's server answers requests on many threads and checks a condition and applie
 Python steps, so two racing conditional writes could both pass. DynamoDB serializes writes to an item; the
 patch does the same (more coarsely) by taking one process-wide lock around every write of the backend:
 transactions, and single-item put/update/delete with their conditions. Canary: the racing-writers contract test.
+TransactGetItems takes the same lock, so it never sees half of a transaction (canary: the torn-read test).
 """
 
 from __future__ import annotations
@@ -134,4 +135,10 @@ def apply_transaction_patch() -> None:
     DynamoDBBackend.transact_write_items = _serialized(transact_write_items)  # type: ignore[method-assign]
     for name in ("put_item", "update_item", "delete_item"):
         setattr(DynamoDBBackend, name, _serialized(getattr(DynamoDBBackend, name)))
+    # TransactGetItems is isolated from TransactWriteItems on DynamoDB; moto answers it with one get_item per key, so
+    # without the lock it could read a transaction's first writes and miss its last (a run's new status with its
+    # old state)
+    from moto.dynamodb.responses import DynamoHandler
+
+    DynamoHandler.transact_get_items = _serialized(DynamoHandler.transact_get_items)  # type: ignore[method-assign]
     _applied = True

@@ -21,7 +21,9 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    moto sets the program state to stopped but the task's thread keeps waiting on its callback endpoint with no
    timeout, so the execution stays ``RUNNING`` forever; AWS aborts it at once. Stopping also completes the
    waiting callbacks with an empty success (an error outcome would overwrite the stop and end ``FAILED``); the
-   stopped program runs no further state, so the execution ends ``ABORTED``.
+   stopped program runs no further state, so the execution ends ``ABORTED``. A task that fails after the stop (its
+   Lambda was already running) no longer turns the stopped program into a failed one (moto's ``set_error``
+   replaced any program state, so the execution ended ``FAILED``).
 8. A Distributed Map's worker takes its next item by recursion (``DistributedItemProcessorWorker._eval_pool``,
    no upstream issue filed yet): at Python's default recursion limit, which the local stack keeps (Lambda runs
    at it), a worker fails after ~980 items, so an eval of more than ~4,000 task-trials cannot finish locally; AWS

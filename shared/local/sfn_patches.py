@@ -92,6 +92,20 @@ def patch_sfn_stop_wakes_callbacks() -> None:
 
     ExecutionWorker.stop = stop  # type: ignore[method-assign]
 
+    # A task that fails after the stop (a Lambda that was already running when it came) must not turn the stopped
+    # program into a failed one: moto's Environment.set_error replaces any program state, so the execution ended
+    # FAILED; on AWS a stopped execution is ABORTED whatever its tasks answer afterwards.
+    from moto.stepfunctions.parser.asl.eval.environment import Environment
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+
+    set_error = Environment.set_error
+
+    def keep_stopped(self: Any, error: Any) -> None:
+        if not isinstance(self.program_state(), ProgramStopped):
+            set_error(self, error)
+
+    Environment.set_error = keep_stopped  # type: ignore[method-assign]
+
 
 def patch_sfn_distributed_map_worker_loop() -> None:
     """Patch 8: the Distributed Map worker's job loop, iterative (moto's recurses once per item)."""

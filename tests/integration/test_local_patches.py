@@ -437,6 +437,37 @@ def test_transaction_of_99_appends_stays_fast_on_a_large_table(local_aws: LocalA
     assert elapsed < 1.0, elapsed  # unpatched: ~2 s
 
 
+def test_transact_get_items_never_sees_half_of_a_transaction(local_aws: LocalAws, log_table: str) -> None:
+    import threading
+
+    ddb = local_aws.client("dynamodb")
+
+    def pair(value: int) -> list[dict[str, Any]]:
+        return [{"Put": {"TableName": log_table, "Item": {"runId": {"S": "pair"}, "seq": {"N": str(seq)},
+                                                           "v": {"N": str(value)}}}} for seq in range(1, 26)]
+
+    ddb.transact_write_items(TransactItems=pair(0))
+    keys = [{"Get": {"TableName": log_table, "Key": {"runId": {"S": "pair"}, "seq": {"N": str(seq)}}}}
+            for seq in range(1, 26)]
+    done = threading.Event()
+
+    def writer() -> None:
+        for value in range(1, 201):  # bounded
+            ddb.transact_write_items(TransactItems=pair(value))
+        done.set()
+
+    # When one thread rewrites 25 items together while another reads them together
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen: list[set[str]] = []
+    while not done.is_set() or not seen:
+        seen.append({r["Item"]["v"]["N"] for r in ddb.transact_get_items(TransactItems=keys)["Responses"]})
+    thread.join()
+    # Then every read saw one transaction's values, never a mix of two
+    assert [values for values in seen if len(values) != 1] == []
+    assert len(seen) > 1
+
+
 # -- bootstrap ----------------------------------------------------------------------------------------------------
 
 

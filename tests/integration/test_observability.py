@@ -4,6 +4,8 @@ task logs correlated on the run id. Handlers are called in-process with the even
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from typing import Any
 
 import pytest
@@ -91,9 +93,15 @@ def test_task_logs_correlate_on_the_run_id(emf, capsys):
     out = invoke_in_process("advance_run", {"runId": "tenant-a/r-obs-missing"})
     # Then the run id is the correlation id of its log lines, and a finished run is counted
     assert out["next"] == "done"
-    assert logger().get_correlation_id() == "tenant-a/r-obs-missing"
-    assert any(d["namespace"] == "OpenWOP/test" and d.get("RunsFinished")
-               for d in _metrics(capsys.readouterr().out))
+    assert logger().thread_safe_get_current_keys()["correlation_id"] == "tenant-a/r-obs-missing"
+    # and an invocation on another thread (in-process invocations run side by side locally) does not move it
+    other = threading.Thread(target=invoke_in_process, args=("advance_run", {"runId": "tenant-a/r-obs-other"}))
+    other.start()
+    other.join()
+    # (a line this thread logs now, formatted by the logger's own formatter)
+    line = logger().registered_formatter.format(logging.LogRecord("probe", logging.INFO, __file__, 1, "probe", None, None))
+    assert json.loads(line)["correlation_id"] == "tenant-a/r-obs-missing"
+    assert any(d["namespace"] == "OpenWOP/test" and d.get("RunsFinished") for d in _metrics(capsys.readouterr().out))
 
 
 def test_metrics_off_add_nothing_that_could_pile_up(host):
