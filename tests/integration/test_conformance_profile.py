@@ -221,7 +221,8 @@ def test_pause_parks_the_run_on_a_task_token_and_resume_lets_it_finish(host):
     from tests.wire import raw
 
     client = host.client(host.key_a)
-    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 1500}))
+    # (a hold long enough that a loaded machine still pauses it before it ends)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 6000}))
     _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
     paused = client.runs_pause(run.runId, PauseRunRequest(reason="conformance", drainPolicy="immediate"))
     assert (paused.runId, paused.status) == (run.runId, "paused") and paused.pausedAt
