@@ -104,7 +104,7 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            (400, 401, 406, 409, 413, 415), body="EvalSuite")],
     ("GET", "/host/openwop-serverless/eval-suites"): [
         Op("/host/openwop-serverless/eval-suites", "listEvalSuites", {200: "EvalSuiteList"}, (400, 401, 406),
-           query=("limit", "cursor?suites"))],
+           query=("limit", "cursor"))],
     ("GET", "/host/openwop-serverless/eval-suites/{suiteId}"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}", "getEvalSuite", {200: "EvalSuiteVersions"},
            (401, 404, 406))],
@@ -226,8 +226,6 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "suiteId": {"in": "path", "schema": {"type": "string", "maxLength": 200}},
     "version": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
     "ruleId": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
-    # listEvalSuites pages by suiteId (the last one of the previous page)
-    "cursor?suites": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z0-9.-]+\.evals\.[a-z0-9-]+$"}},
     # listEvalRuns filters: a suiteId, an agentId, an experiment name (1..128 characters each)
     "suite": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
     "agent": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
