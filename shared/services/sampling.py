@@ -29,10 +29,11 @@ from shared.errors import (
     NotFoundError,
     RunGoneError,
     UnusableReferenceError,
-    ValidationError,
     VersionConflictError,
     fault,
     invalid,
+    invalid_at,
+    invalid_parameter,
     pointer,
 )
 from shared.ports import Ports, RunRecord
@@ -90,7 +91,7 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
     """``POST .../eval-suites/{suiteId}/rules``: 201 the rule. One agent per suite: the rule's agentId must be the
     suite's latest version's targetAgentId and that of its other rules."""
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
-        raise ValidationError("The suiteId is not a suite id.")
+        raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     errors = sorted(_validator().iter_errors(body), key=lambda e: list(e.absolute_path))
     if errors:
         raise invalid("The request does not match the rule body.",
@@ -99,16 +100,16 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
     agent_id = str(body["agentId"])
     mine = [doc for _, doc in ports.host.query(RULE_PK + tenant)]
     if len(mine) >= MAX_RULES_PER_TENANT:
-        raise ValidationError(f"A tenant may hold at most {MAX_RULES_PER_TENANT} sampling rules.")
+        raise invalid_at("", "quota", f"A tenant may hold at most {MAX_RULES_PER_TENANT} sampling rules.")
     same = [r for r in mine if r["suiteId"] == suite_id]
     if len(same) >= MAX_RULES_PER_SUITE:
-        raise ValidationError(f"A suite may hold at most {MAX_RULES_PER_SUITE} sampling rules.")
+        raise invalid_at("", "quota", f"A suite may hold at most {MAX_RULES_PER_SUITE} sampling rules.")
     if any(r["agentId"] != agent_id for r in same):
-        raise ValidationError("agentId differs from the agent of this suite's other rules.")
+        raise invalid_at("/agentId", "const", "agentId differs from the agent of this suite's other rules.")
     latest = suites.latest_version(ports, tenant, suite_id)
     if latest is not None and suites.get_version(ports, tenant, suite_id, latest).get("targetAgentId") not in (
             None, agent_id):
-        raise ValidationError("agentId differs from the suite's targetAgentId.")
+        raise invalid_at("/agentId", "const", "agentId differs from the suite's targetAgentId.")
     rule = {"ruleId": ports.ids.ulid(), "suiteId": suite_id, "agentId": agent_id, "filter": body.get("filter") or {},
             "sampleRate": body.get("sampleRate", 1), "maxTasks": int(body.get("maxTasks", 100)),
             "createdAt": ports.clock.iso()}
@@ -149,17 +150,13 @@ def publish(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int
     from shared.services import suite_runs
 
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
-        raise ValidationError("The suiteId is not a suite id.")
-    if body is None:
-        body = {}
-    if not isinstance(body, dict) or set(body) - {"version"} or (
-            "version" in body and not (isinstance(body["version"], str) and suites.VERSION_RE.fullmatch(body["version"]))):
-        raise ValidationError("The body is {version?} with a SemVer version.")
+        raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
+    body = _publish_body(body)
     tenant = caller.tenant
     draft = ports.host.get_item(suites.suite_pk(tenant), _draft_sk(suite_id))
     tasks = [t for t in (draft or {}).get("tasks") or [] if not t.get(suites.TOMBSTONED)]
     if draft is None or not tasks:
-        raise ValidationError("The draft holds no task to publish.")
+        raise invalid_at("", "minItems", "The draft holds no task to publish.")
     latest = suites.latest_version(ports, tenant, suite_id)
     base = suites.get_version(ports, tenant, suite_id, latest) if latest is not None else None
     version = str(body.get("version") or suite_runs.next_version(latest))
@@ -171,6 +168,21 @@ def publish(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int
                                            added, {})
     _drop_from_draft(ports, tenant, suite_id, {str(t["taskId"]) for t in draft["tasks"]})
     return status, out
+
+
+def _publish_body(body: Any) -> dict[str, Any]:
+    """``{version?}``, closed, with a SemVer version; else ``400`` pointing at what is wrong."""
+    message = "The body is {version?} with a SemVer version."
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise invalid(message, [fault("", "type")])
+    faults = [fault(pointer([k]), "additionalProperties") for k in sorted(set(body) - {"version"})]
+    if "version" in body and not (isinstance(body["version"], str) and suites.VERSION_RE.fullmatch(body["version"])):
+        faults.append(fault("/version", "pattern"))
+    if faults:
+        raise invalid(message, faults)
+    return body
 
 
 def _drop_from_draft(ports: Ports, tenant: str, suite_id: str, task_ids: set[str]) -> None:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from shared.engine import scorers
 from shared.engine.canonical import same_json
-from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
+from shared.errors import NotFoundError, VersionConflictError, fault, invalid, invalid_at, pointer
 from shared.ports import Ports
 from shared.protocol.ids import tenant_of
 
@@ -94,7 +94,7 @@ def validate_suite(doc: Any) -> dict[str, Any]:
         if "match" in task["expected"]:
             found = scorers.problems(task["expected"]["match"], f"/tasks/{i}/expected/match")
             if found:
-                raise ValidationError("The eval suite does not match the suite schema.", {"errors": found[:10]})
+                raise invalid("The eval suite does not match the suite schema.", found)
     return doc
 
 
@@ -107,8 +107,9 @@ def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) ->
     200; another document under the same suiteId and version: 409 version_conflict. A suite whose tasks name source
     runs is registered through ``suite_runs.register``, which checks them first (``validated``)."""
     suite = doc if validated else validate_suite(doc)
-    if not validated and any("sourceRunId" in t for t in suite["tasks"]):
-        raise ValidationError("A host-wide suite cannot name source runs.")
+    named = [i for i, t in enumerate(suite["tasks"]) if "sourceRunId" in t]
+    if not validated and named:
+        raise invalid_at(f"/tasks/{named[0]}/sourceRunId", "not", "A host-wide suite cannot name source runs.")
     sk = ref_for(suite)
     body = {"suiteId": suite["suiteId"], "version": suite["version"], "evalSuiteRef": sk}
     row = {"suiteId": suite["suiteId"], "version": suite["version"], "taskCount": len(suite["tasks"]),

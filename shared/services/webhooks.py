@@ -26,11 +26,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import (
+    MAX_FAULTS,
     IdTenantMismatchError,
     NotFoundError,
     ValidationError,
     WebhookEndpointUnverifiedError,
     WebhookUrlRejectedError,
+    fault,
+    invalid,
+    invalid_at,
+    invalid_parameter,
 )
 from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, TransportError
 from shared.protocol import webhooks as wh
@@ -77,7 +82,7 @@ def _decode_webhook_id(caller: Caller, wire: str) -> str:
     try:
         bound = decode_run_id(wire)  # same grammar: <tenant>/<16-128 id chars>
     except BadIdError as exc:
-        raise ValidationError("The webhook id is malformed.") from exc
+        raise invalid_parameter("webhookId", "The webhook id is malformed.") from exc
     if tenant_of(bound) != caller.tenant:
         raise IdTenantMismatchError()
     return bound
@@ -121,9 +126,13 @@ def _algorithms(body: RegisterWebhook) -> list[str]:
     algs = body.signatureAlgorithms
     if algs is None:
         return [wh.V1]
-    if wh.V1 not in algs or len(set(algs)) != len(algs) or any(a not in wh.ALGORITHMS for a in algs):
-        raise ValidationError("signatureAlgorithms must list v1, without repeats, and only algorithms this host "
-                              "advertises (v1, standard-webhooks-1).")
+    faults = [fault(f"/signatureAlgorithms/{i}", "enum") for i, a in enumerate(algs) if a not in wh.ALGORITHMS]
+    faults += [fault(f"/signatureAlgorithms/{i}", "uniqueItems") for i, a in enumerate(algs) if a in algs[:i]]
+    if wh.V1 not in algs:
+        faults.append(fault("/signatureAlgorithms", "contains", "The list must name v1."))
+    if faults:
+        raise invalid("signatureAlgorithms must list v1, without repeats, and only algorithms this host "
+                      "advertises (v1, standard-webhooks-1).", faults)
     return list(algs)
 
 
@@ -132,10 +141,12 @@ def _check_events(events: Sequence[str]) -> None:
     type that never fires would be accepted and silently deliver nothing)."""
     unknown = wh.unknown_event_types(events)
     if unknown:
+        where = [fault(f"/events/{i}", "enum", "Not a v2 event type.") for i, e in enumerate(events) if e in unknown]
         raise ValidationError(f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
-                              {"field": "events", "unknownEventTypes": unknown})
-    if len(set(events)) != len(events):
-        raise ValidationError("events must not repeat a type.")
+                              {"field": "events", "unknownEventTypes": unknown, "errors": where[:MAX_FAULTS]})
+    repeats = [fault(f"/events/{i}", "uniqueItems") for i, e in enumerate(events) if e in events[:i]]
+    if repeats:
+        raise invalid("events must not repeat a type.", repeats)
 
 
 def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, Any]:
@@ -143,11 +154,12 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
     algorithms = _algorithms(body)
     standard = wh.STANDARD_WEBHOOKS in algorithms
     if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
-        raise ValidationError("A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
+        raise invalid_at("/secret", "required" if body.secret is None else "format",
+                         "A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
     _check_url(ports, body.url)
     existing = ports.host.query(SUB_PK + caller.tenant, stream_interest.subscriptions_prefix(caller.tenant))
     if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
-        raise ValidationError(f"A tenant may hold at most {MAX_SUBSCRIPTIONS_PER_TENANT} webhooks.")
+        raise invalid_at("", "quota", f"A tenant may hold at most {MAX_SUBSCRIPTIONS_PER_TENANT} webhooks.")
     if standard:
         assert body.secret is not None
         _verify_endpoint(ports, body.url, body.secret)
@@ -214,9 +226,11 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
     inside an overlap retires the oldest secret immediately (at most two entries)."""
     sub = _load(ports, caller, wire)
     if wh.STANDARD_WEBHOOKS not in sub.get("signatureAlgorithms", []):
-        raise ValidationError("Only a subscription that opted into standard-webhooks-1 can rotate its secret.")
+        raise invalid("Only a subscription that opted into standard-webhooks-1 can rotate its secret.",
+                      [fault("", "state", "This subscription did not opt into standard-webhooks-1.",
+                             parameter="webhookId")])
     if wh.whsec_key(body.secret) is None:
-        raise ValidationError("secret must be whsec_<base64 of 24-64 bytes>.")
+        raise invalid_at("/secret", "format", "secret must be whsec_<base64 of 24-64 bytes>.")
     now_ms = ports.clock.now_ms()
     expires_ms = now_ms + int(ports.settings.webhook_rotation_overlap_s) * 1000
     if not webhook_secrets.rotate(ports, sub, body.secret, expires_ms):

@@ -301,14 +301,19 @@ def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, rec
     unknown = "tenant-a/r-0000000000000000000000000000"
     reference = raw(host.base_url, "POST", SUITES, doc(unknown), key=host.key_a)
     assert (reference.status, reference.json["error"]) == (400, "validation_error")
-    # Then every unusable source, in a registration or a from-runs request, gets the same bytes, without the id
+    assert [e["pointer"] for e in reference.json["details"]["errors"]] == ["/tasks/1/sourceRunId"]
+    from_reference = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": [good, unknown]})
+    assert from_reference.status == 400
+    assert [e["pointer"] for e in from_reference.json["details"]["errors"]] == ["/runIds/1"]
+    # Then every unusable source, in a registration or a from-runs request, gets the same bytes as an unknown run
+    # named at the same place, without the id
     for reason, value in {"tenant B's run": foreign, "never invoked the agent": noop,
                           "not a run id": "not a run id"}.items():
         r = raw(host.base_url, "POST", SUITES, doc(value), key=host.key_a)
         assert (r.status, r.text) == (400, reference.text), reason
         assert value not in r.text
         r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": [good, value]})
-        assert (r.status, r.text) == (400, reference.text), reason
+        assert (r.status, r.text) == (400, from_reference.text), reason
     # and no version was written
     assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
     assert _ports().host.get_item("SUITE#tenant-a", f"{suite_id}@1.0.0") is None
