@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from shared.engine.jsondiff import resolve
 from tests.wire import raw
 
 BASE = "/host/openwop-serverless"
@@ -24,19 +25,6 @@ def _suite_id() -> str:
     return f"tests.ptr.evals.s{uuid.uuid4().hex[:10]}"
 
 
-def _resolves(doc: Any, pointer: str) -> bool:
-    """Whether ``pointer`` names a member of ``doc`` (RFC 6901 evaluation)."""
-    for token in pointer.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(doc, dict) and token in doc:
-            doc = doc[token]
-        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
-            doc = doc[int(token)]
-        else:
-            return False
-    return True
-
-
 def _refused(host: Any, method: str, path: str, body: Any, expected: tuple[str, str | None]) -> list[dict[str, str]]:
     """Send one bad registration and check its refusal: 400 validation_error whose first entry points at
     ``expected`` (pointer, parameter); a member the body has (unless it is missing by rule) is resolvable."""
@@ -48,7 +36,7 @@ def _refused(host: Any, method: str, path: str, body: Any, expected: tuple[str, 
     first = errors[0]
     assert (first["pointer"], first.get("parameter")) == expected, errors
     if first.get("parameter") is None and first["keyword"] != "required":
-        assert _resolves(body, first["pointer"]), (first, body)
+        assert resolve(body, first["pointer"])[0], (first, body)  # RFC 6901 evaluation
     return errors
 
 
