@@ -71,7 +71,7 @@ def fault(at: str, keyword: str, message: str | None = None, *, parameter: str |
     entry = {"pointer": at, "keyword": keyword,
              "message": message or _FAULT_MESSAGES.get(keyword, f"The value fails the {keyword} rule.")}
     if parameter is not None:
-        entry["parameter"] = parameter
+        entry["parameter"] = parameter[:MAX_POINTER_SEGMENT]
     return entry
 
 
