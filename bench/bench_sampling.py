@@ -1,5 +1,6 @@
 """Sampling rules (docs/decisions/0117-sampling-rules.md): AWS requests the rule's part of the events-stream consumer
-makes per sampled run, per completed run the rule does not match, and per batch of a tenant with no rule.
+makes per sampled run, per completed run the rule does not match, and per batch of a tenant whose rule was deleted
+(its rules' version comes with the fan-out's read of the tenant, which ``bench.bench_webhooks`` measures).
 
 Runs of the scripted conformance agent (one echo tool call each) on the embedded stack: ``RUNS`` of the workflow the
 rule names, then ``RUNS`` of another one, then ``RUNS`` more once the rule is deleted. Only the requests made inside
@@ -39,12 +40,12 @@ class _InRules:
                 self.calls[getattr(model, "name", "?")] += 1
 
     def wrap(self, fn: Any) -> Any:
-        def wrapped(ports: Any, stored: Any) -> Any:
+        def wrapped(ports: Any, stored: Any, *rest: Any) -> Any:
             self._local.on = True
             with self._lock:
                 self.batches += 1
             try:
-                return fn(ports, stored)
+                return fn(ports, stored, *rest)
             finally:
                 self._local.on = False
 
@@ -100,7 +101,7 @@ def main() -> None:
     total, by_op, batches = counter.take()
     draft = json.loads(call("manage_eval_suites", api_event("GET", f"{ROUTE.replace('{suiteId}', SUITE)}/draft",
                                                             ROUTE + "/draft"))["body"])
-    print(f"sampling rules: {RUNS} matching runs, {RUNS} non-matching, {RUNS} with no rule")
+    print(f"sampling rules: {RUNS} matching runs, {RUNS} non-matching, {RUNS} once the rule is deleted")
     line("tasks in the draft (matching completed runs)", draft["taskCount"])
     line("AWS requests per sampled run", f"{total / max(1, draft['taskCount']):.1f}", f"{by_op}")
     _runs(ports, other, "o")
@@ -111,8 +112,8 @@ def main() -> None:
     assert d["statusCode"] == 204, d["body"]
     _runs(ports, matched, "n")
     total, by_op, batches = counter.take()
-    line("AWS requests per completed run, tenant with no rule (warm)", f"{total / RUNS:.2f}",
-         f"{by_op} over {batches} batches (one Query per {sampling.RULE_CACHE_S} s)")
+    line("AWS requests per completed run, tenant whose rule was deleted (warm)", f"{total / RUNS:.2f}",
+         f"{by_op} over {batches} batches (the rules are read again only when their version changes)")
 
 
 if __name__ == "__main__":

@@ -64,16 +64,30 @@ def pointer(parts: Any = ()) -> str:
     return "".join("/" + str(p)[:MAX_POINTER_SEGMENT].replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def fault(at: str, keyword: str, message: str | None = None) -> dict[str, str]:
-    """One entry of ``details.errors``: where (a JSON Pointer), what rule (a schema keyword or a host word), and a
-    fixed text that never carries the offending value."""
-    return {"pointer": at, "keyword": keyword,
-            "message": message or _FAULT_MESSAGES.get(keyword, f"The value fails the {keyword} rule.")}
+def fault(at: str, keyword: str, message: str | None = None, *, parameter: str | None = None) -> dict[str, str]:
+    """One entry of ``details.errors``: where (an RFC 6901 JSON Pointer into the request body; ``""`` the whole
+    body), what rule (a schema keyword or a host word), and a fixed text that never carries the offending value.
+    A refusal of a path or query parameter points at ``""`` and names the ``parameter``."""
+    entry = {"pointer": at, "keyword": keyword,
+             "message": message or _FAULT_MESSAGES.get(keyword, f"The value fails the {keyword} rule.")}
+    if parameter is not None:
+        entry["parameter"] = parameter[:MAX_POINTER_SEGMENT]
+    return entry
 
 
 def invalid(message: str, faults: list[dict[str, str]]) -> ValidationError:
     """``400 validation_error`` with ``details.errors`` (at most ``MAX_FAULTS``)."""
     return ValidationError(message, {"errors": faults[:MAX_FAULTS]})
+
+
+def invalid_at(at: str, keyword: str, message: str) -> ValidationError:
+    """``400 validation_error`` with ``message`` and one ``details.errors`` entry at ``at`` saying the same."""
+    return invalid(message, [fault(at, keyword, message)])
+
+
+def invalid_parameter(name: str, message: str) -> ValidationError:
+    """``400 validation_error`` for a path or query parameter: one entry naming it."""
+    return invalid(message, [fault("", "pattern", message, parameter=name)])
 
 
 class WebhookUrlRejectedError(ProtocolError):
@@ -102,12 +116,14 @@ class MethodNotAllowedError(ProtocolError):
 
 
 class UnusableReferenceError(ValidationError):
-    """RFC 0251 §C / RFC 0252 §C: one fixed answer for every unusable baseline or source run."""
+    """RFC 0251 §C / RFC 0252 §C: one fixed answer for every unusable baseline or source run. A registration names
+    the member that named it (``at``: the same pointer whatever made the run unusable)."""
 
     default_message = "The request names a run that cannot be used here."
 
-    def __init__(self) -> None:
-        super().__init__(self.default_message)
+    def __init__(self, at: str | None = None) -> None:
+        super().__init__(self.default_message,
+                         None if at is None else {"errors": [fault(at, "usable", "This run cannot be used here.")]})
 
 
 class IdempotencyKeyInvalidError(ProtocolError):

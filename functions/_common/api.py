@@ -33,6 +33,7 @@ from shared.errors import (
     ValidationError,
     fault,
     invalid,
+    invalid_at,
     pointer,
 )
 from shared.ports import Ports
@@ -254,7 +255,7 @@ def _body_text(app: APIGatewayHttpResolver) -> str:
         raw.encode("utf-8")  # a lone surrogate cannot be stored
         return raw
     except (binascii.Error, UnicodeError) as exc:
-        raise ValidationError("The request body is not UTF-8 JSON.") from exc
+        raise invalid_at("", "json", "The request body is not UTF-8 JSON.") from exc
 
 
 def json_body(app: APIGatewayHttpResolver) -> Any:

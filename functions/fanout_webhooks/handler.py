@@ -7,7 +7,8 @@ out of line is read from the log). A failing batch is retried by the mapping; re
 by the queue (the delivery id is the FIFO deduplication id), so a retry never delivers twice.
 
 The same records drive the sampling rules (``shared.services.sampling``): a ``run.completed`` adds its run's task
-to the drafts whose rules sample it; a retried batch adds nothing twice (the draft holds each run once).
+to the drafts whose rules sample it; a retried batch adds nothing twice (the draft holds each run once). Both parts
+use one read of each tenant (``stream_interest``: its subscriptions and its rules' version).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 from functions._common.observability import count, stream_handler
 from shared.protocol.codes import RUN_COMPLETED
+from shared.protocol.ids import tenant_of
+from shared.services import stream_interest
 from shared.services.webhooks import fan_out
 from shared.wiring import get_ports
 
@@ -37,13 +40,15 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         image = data.get("NewImage")
         stored.append((run_id, int(seq), ports.events.event_from_image(image) if image else None))
     if stored:
-        queued = fan_out(ports, stored)
+        # one read per tenant of the batch serves both parts: its subscriptions and its sampling rules' version
+        interests = {t: stream_interest.read(ports, t) for t in dict.fromkeys(tenant_of(r) for r, _, _ in stored)}
+        queued = fan_out(ports, stored, interests)
         if queued:
             count("WebhookDeliveriesQueued", queued)
         if any(e is not None and e.get("type") == RUN_COMPLETED for _, _, e in stored):
             from shared.services.sampling import on_stored  # only a batch with a completed run loads the rules
 
-            sampled = on_stored(ports, stored)
+            sampled = on_stored(ports, stored, interests)
             if sampled:
                 count("SuiteTasksSampled", sampled)
     return {"batchItemFailures": []}

@@ -23,6 +23,7 @@ from typing import Any
 
 from shared.engine.canonical import canonical, same_json
 from shared.engine.jsondiff import resolve
+from shared.errors import fault
 
 BASE = ("exact", "contains", "json-match", "regex", "json-schema", "json-path", "numeric")
 FACTS = ("cost-below", "latency-below")
@@ -255,12 +256,13 @@ def problems(match: dict[str, Any], at: str) -> list[dict[str, str]]:
     """What the flat suite schema does not check in a match: each strategy's members, a pattern that does not
     compile, a schema that is not a schema. (JSON pointers and keywords only, never the offending values.)"""
     strategy = str(match.get("strategy"))
-    out = [{"path": f"{at}/{m}", "keyword": strategy} for m in _member_problems(match, strategy)]
+    out = [fault(f"{at}/{m}", strategy, "The strategy does not take this member (or needs it), or not this kind of "
+                                        "value.") for m in _member_problems(match, strategy)]
     if out:
         return out
     base = strategy[4:] if strategy.startswith("not-") else strategy
     if base == "regex" and _pattern(str(match.get("value"))) is None:
-        out.append({"path": f"{at}/value", "keyword": "regex"})
+        out.append(fault(f"{at}/value", "regex", "The value is not a regular expression this host compiles."))
     if base == "json-schema":
         from jsonschema import Draft202012Validator
         from jsonschema.exceptions import SchemaError
@@ -268,7 +270,7 @@ def problems(match: dict[str, Any], at: str) -> list[dict[str, str]]:
         try:
             Draft202012Validator.check_schema(match.get("value"))
         except SchemaError:
-            out.append({"path": f"{at}/value", "keyword": "json-schema"})
+            out.append(fault(f"{at}/value", "json-schema", "The value is not a JSON Schema 2020-12."))
     for i, part in enumerate(match.get("of") or []):
         out.extend(problems(part, f"{at}/of/{i}"))
     return out

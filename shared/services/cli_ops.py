@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from shared.errors import ProtocolError
 from shared.ports import Ports
+
+MAX_LIST_PAGES = 1000  # 100,000 host-wide suites
 
 
 def put_suite(ports: Ports, path: str, tenant: str | None = None) -> str:
@@ -43,7 +46,14 @@ def list_suites(ports: Ports) -> str:
     """The host-wide suites an operator registered, one JSON object a line (``GET .../eval-suites`` for ``*``)."""
     from shared.services import suites
 
-    listed = suites.list_suites(ports, suites.GLOBAL, {"limit": "100"})["suites"]
+    listed: list[dict[str, Any]] = []
+    params = {"limit": "100"}
+    for _ in range(MAX_LIST_PAGES):
+        page = suites.list_suites(ports, suites.GLOBAL, params)
+        listed.extend(page["suites"])
+        if "nextCursor" not in page:
+            break
+        params = {"limit": "100", "cursor": page["nextCursor"]}
     return "\n".join(json.dumps(s) for s in listed) or "(no host-wide suites)"
 
 

@@ -1,4 +1,5 @@
-"""Opaque list cursors (``GET /runs``, ``GET /webhooks``): a page's start key, MAC'd for the tenant it was minted for.
+"""Opaque list cursors (``GET /runs``, ``GET /webhooks``, ``GET .../eval-suites``): a page's start key, MAC'd for
+the tenant it was minted for.
 
 A cursor is base64url of ``{"k": <start key>, "m": HMAC-SHA-256(cursor secret, tenant + key)}``. A listing names the
 exact key members it pages by, so a cursor minted by one listing (or for another tenant, or by another deployment)
@@ -50,3 +51,13 @@ def read_cursor(ports: Ports, tenant: str, cursor: str, members: frozenset[str])
     if not hmac.compare_digest(raw["m"].encode("utf-8"), _mac(ports, tenant, key).encode("utf-8")):
         raise bad
     return key
+
+
+def page_start(ports: Ports, tenant: str, params: dict[str, str], members: frozenset[str]) -> dict[str, str] | None:
+    """The start key the ``cursor`` query parameter of a listing names, or None without one; refused as ``GET /runs``
+    refuses it: an empty cursor is not valid, and any other this host did not mint for the tenant is not minted."""
+    if "cursor" not in params:
+        return None
+    if not params["cursor"]:
+        raise ValidationError("The cursor is not valid.")
+    return read_cursor(ports, tenant, params["cursor"], members)

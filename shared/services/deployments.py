@@ -35,7 +35,14 @@ from __future__ import annotations
 from typing import Any
 
 from shared import keys
-from shared.errors import NotFoundError, ProtocolError, RunGoneError, ValidationError, VersionConflictError
+from shared.errors import (
+    NotFoundError,
+    ProtocolError,
+    RunGoneError,
+    VersionConflictError,
+    invalid_at,
+    invalid_parameter,
+)
 from shared.ports import Ports
 from shared.protocol import codes as c
 from shared.protocol.semver import semver_key
@@ -130,25 +137,27 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
         raise NotFoundError("No such agent.")
     version = body.version
     if version not in records:
-        raise ValidationError("The agent has no such version.")
+        raise invalid_at("/version", "exists", "The agent has no such version.")
     rec = dict(records[version])
     state = rec["state"]
     changed: dict[str, dict[str, Any]] = {}
     if body.transition == "adjust-canary" or (body.canaryPercent is not None and body.canaryPercent < 100):
-        raise ValidationError("This host does not split traffic between versions (canary: false).")
+        raise invalid_at("/transition" if body.transition == "adjust-canary" else "/canaryPercent", "const",
+                         "This host does not split traffic between versions (canary: false).")
     if body.transition == "promote":
         target = body.toState or (CHAIN[CHAIN.index(state) + 1] if state in CHAIN[:-1] else None)
         resume = state == "paused" and target == "active"
         if target is None or target not in CHAIN or not (
                 resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state))):
-            raise ValidationError(f"A {state} version cannot be promoted to {target or 'a later state'}.")
+            raise invalid_at("/toState" if body.toState else "/transition", "state",
+                             f"A {state} version cannot be promoted to {target or 'a later state'}.")
         if (target in GATED and not resume) or body.evalRunId is not None:  # named evidence is always checked
             rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
         rec["state"] = target
         if target == "active":
             channel = body.channel or "stable"
             if channel not in ASSIGNABLE:
-                raise ValidationError("The channel is not one this host assigns (stable, canary).")
+                raise invalid_at("/channel", "enum", "The channel is not one this host assigns (stable, canary).")
             for v, other in records.items():
                 if v != version and channel in (other.get("channels") or []):
                     rec["previous"] = v
@@ -156,7 +165,7 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
             rec["channels"] = sorted(set(rec.get("channels") or []) | {channel})
     elif body.transition in ("pause", "deprecate"):
         if state != "active":
-            raise ValidationError(f"Only an active version can be {body.transition}d.")
+            raise invalid_at("/transition", "state", f"Only an active version can be {body.transition}d.")
         rec["state"] = "paused" if body.transition == "pause" else "deprecated"
         rec["channels"] = []
     elif body.transition == "rollback":
@@ -214,7 +223,7 @@ def _write(ports: Ports, caller: Caller, agent_id: str, records: dict[str, dict[
 
 def _channel_records(ports: Ports, caller: Caller, agent_id: str, channel: str) -> dict[str, dict[str, Any]]:
     if channel not in ASSIGNABLE:
-        raise ValidationError("The channel is not one this host assigns (stable, canary).")
+        raise invalid_parameter("channel", "The channel is not one this host assigns (stable, canary).")
     records = _records(ports, caller.tenant, agent_id)
     if not records:
         raise NotFoundError("No such agent.")

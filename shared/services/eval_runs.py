@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import ValidationError
+from shared.errors import ValidationError, fault, invalid
 from shared.ports import Ports, RunRecord
 from shared.protocol.codes import RUN_STATUSES
 from shared.services import summaries
@@ -58,8 +58,9 @@ def row(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 def list_eval_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
     unknown = set(params) - set(FILTERS) - {"limit", "cursor"}
     if unknown:
-        raise ValidationError("Unknown query parameter.", {"errors": [{"path": f"/{sorted(unknown)[0]}",
-                                                                         "keyword": "additionalProperties"}]})
+        raise invalid("Unknown query parameter.", [fault("", "additionalProperties", "This host does not read this "
+                                                          "parameter here.", parameter=name)
+                                                    for name in sorted(unknown)[:1]])
     filters: dict[str, str] = {}
     for param, attr in FILTERS.items():
         value = params.get(param)

@@ -34,6 +34,11 @@ class Op:
     links: dict[str, str] = field(default_factory=dict)
 
 
+# Registration routes: their 400 validation_error always carries details.errors (issue 24 part 6).
+REGISTRATIONS = frozenset({
+    "putEvalSuite", "evalSuiteFromRuns", "publishEvalSuiteDraft", "evalSuiteAccept", "createEvalSuiteRule",
+    "registerWorkflow", "registerTool", "registerMcpServer", "putCredential", "registerAgentVersion",
+    "transitionAgentDeployment", "rollbackAgentChannel", "registerWebhook", "rotateWebhookSecret"})
 _READ = (400, 401, 403, 404, 406)
 _WRITE = (400, 401, 403, 404, 406, 409, 413, 415, 422)
 
@@ -104,7 +109,7 @@ OPERATIONS: dict[tuple[str, str], list[Op]] = {
            (400, 401, 406, 409, 413, 415), body="EvalSuite")],
     ("GET", "/host/openwop-serverless/eval-suites"): [
         Op("/host/openwop-serverless/eval-suites", "listEvalSuites", {200: "EvalSuiteList"}, (400, 401, 406),
-           query=("limit", "cursor?suites"))],
+           query=("limit", "cursor"))],
     ("GET", "/host/openwop-serverless/eval-suites/{suiteId}"): [
         Op("/host/openwop-serverless/eval-suites/{suiteId}", "getEvalSuite", {200: "EvalSuiteVersions"},
            (401, 404, 406))],
@@ -226,8 +231,6 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "suiteId": {"in": "path", "schema": {"type": "string", "maxLength": 200}},
     "version": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
     "ruleId": {"in": "path", "schema": {"type": "string", "maxLength": 64}},
-    # listEvalSuites pages by suiteId (the last one of the previous page)
-    "cursor?suites": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z0-9.-]+\.evals\.[a-z0-9-]+$"}},
     # listEvalRuns filters: a suiteId, an agentId, an experiment name (1..128 characters each)
     "suite": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
     "agent": {"in": "query", "schema": {"type": "string", "minLength": 1, "maxLength": 128}},
@@ -257,6 +260,21 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "type": "object", "required": ["error", "message"], "additionalProperties": False,
         "properties": {"error": {"type": "string", "pattern": r"^[a-z][a-z0-9_.-]*$"},
                        "message": {"type": "string", "minLength": 1}, "details": _OBJ},
+    },
+    # A registration's validation_error says where: one entry per fault (at most 10), each an RFC 6901 pointer into
+    # the request body ("" the whole body; with "parameter", a path or query parameter instead) and a fixed message.
+    "RegistrationError": {
+        "allOf": [{"$ref": "#/components/schemas/ErrorEnvelope"}],
+        "if": {"required": ["error"], "properties": {"error": {"const": "validation_error"}}},
+        "then": {"required": ["details"], "properties": {"details": {
+            "type": "object", "required": ["errors"],
+            "properties": {"errors": {"type": "array", "minItems": 1, "maxItems": 10,
+                                      "items": {"$ref": "#/components/schemas/ValidationFault"}}}}}},
+    },
+    "ValidationFault": {
+        "type": "object", "required": ["pointer", "message"],
+        "properties": {"pointer": {"type": "string", "pattern": r"^(/([^~/]|~[01])*)*$"},
+                       "message": {"type": "string", "minLength": 1}, "keyword": _STR, "parameter": _STR},
     },
     "Capabilities": {"type": "object", "required": ["protocolVersions", "preferredVersion"],
                      "properties": {"protocolVersions": {"type": "array", "items": _STR}}},
@@ -438,8 +456,9 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
     # Any request can be refused for its framing or headers (400) or its protocol version (406).
     statuses = sorted({*op.errors, 400, 406, *((401,) if auth else ())} - set(op.success))
     for status in statuses:
+        envelope = "RegistrationError" if status == 400 and op.operation_id in REGISTRATIONS else "ErrorEnvelope"
         responses[str(status)] = {"description": "error envelope", "content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}}}
+            "schema": {"$ref": f"#/components/schemas/{envelope}"}}}}
     if op.links:
         responses["201"]["links"] = {
             name: {"operationId": target,

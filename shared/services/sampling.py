@@ -9,17 +9,19 @@ Storage (host table):
   resolves to it. Each source run gets the ``SUITELINK#<suiteId>@draft`` link before its task is written, so its
   erasure tombstones the task here as in any version.
 
-The stream side (``on_stored``) looks only at ``run.completed`` events. A tenant's rules are read once per warm
-container and kept ``RULE_CACHE_S`` (a tenant with no rule costs no request per batch); a rule registered on
-another container is seen within that bound, and a run completing inside it may be missed — never later ones.
-The sample is ``sampled(ruleId, runId, sampleRate)``, pure: a run outside it costs no request. Replays, forks, eval
+The stream side (``on_stored``) looks only at ``run.completed`` events. Whether a tenant has rules, and which
+version of them, comes with what the fan-out already reads of it (``stream_interest``: one strongly consistent
+Query of ``WEBHOOK#<tenant>``, whose answer without a subscription is kept 2 s); a registration or deletion writes a
+new version and outlasts those kept answers before it answers (docs/decisions/0124-sampling-rules-freshness.md), so
+every run completing after it is sampled by the rules as they are. A tenant that never had a rule costs no request
+here; the rules themselves are read again only when their version changed. The sample is ``sampled(ruleId, runId, sampleRate)``, pure: a run outside it costs no request. Replays, forks, eval
 runs and runs seeded as a v1 host wrote them are never sampled. The task is the one ``:from-runs`` builds.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -27,30 +29,31 @@ from shared.errors import (
     NotFoundError,
     RunGoneError,
     UnusableReferenceError,
-    ValidationError,
     VersionConflictError,
     fault,
     invalid,
+    invalid_at,
+    invalid_parameter,
     pointer,
 )
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import tenant_of
-from shared.services import suites
+from shared.services import stream_interest, suites
 from shared.services.common import Caller
 
 RULE_PK = "SUITERULE#"
 DRAFT = "draft"
-RULE_CACHE_S = 60
 MAX_RULES_PER_SUITE = 10
 MAX_RULES_PER_TENANT = 100
 NO_RULE = "No such rule."  # unknown, foreign and malformed rule ids alike
 _RULE_ID_RE = re.compile(r"^[0-9A-Za-z]{26}$")
 _CAS_TRIES = 5
 
-# Per warm container: tenant -> (read at ms, its rules). Bounded; an evicted tenant is read again.
-_RULES: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+# Per warm container: tenant -> (the rules version they were read at, its rules). Bounded; an evicted tenant is read
+# again.
+_RULES: dict[str, tuple[str, list[dict[str, Any]]]] = {}
 _RULES_MAX = 4096
 
 
@@ -88,7 +91,7 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
     """``POST .../eval-suites/{suiteId}/rules``: 201 the rule. One agent per suite: the rule's agentId must be the
     suite's latest version's targetAgentId and that of its other rules."""
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
-        raise ValidationError("The suiteId is not a suite id.")
+        raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     errors = sorted(_validator().iter_errors(body), key=lambda e: list(e.absolute_path))
     if errors:
         raise invalid("The request does not match the rule body.",
@@ -97,21 +100,21 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
     agent_id = str(body["agentId"])
     mine = [doc for _, doc in ports.host.query(RULE_PK + tenant)]
     if len(mine) >= MAX_RULES_PER_TENANT:
-        raise ValidationError(f"A tenant may hold at most {MAX_RULES_PER_TENANT} sampling rules.")
+        raise invalid_at("", "quota", f"A tenant may hold at most {MAX_RULES_PER_TENANT} sampling rules.")
     same = [r for r in mine if r["suiteId"] == suite_id]
     if len(same) >= MAX_RULES_PER_SUITE:
-        raise ValidationError(f"A suite may hold at most {MAX_RULES_PER_SUITE} sampling rules.")
+        raise invalid_at("", "quota", f"A suite may hold at most {MAX_RULES_PER_SUITE} sampling rules.")
     if any(r["agentId"] != agent_id for r in same):
-        raise ValidationError("agentId differs from the agent of this suite's other rules.")
+        raise invalid_at("/agentId", "const", "agentId differs from the agent of this suite's other rules.")
     latest = suites.latest_version(ports, tenant, suite_id)
     if latest is not None and suites.get_version(ports, tenant, suite_id, latest).get("targetAgentId") not in (
             None, agent_id):
-        raise ValidationError("agentId differs from the suite's targetAgentId.")
+        raise invalid_at("/agentId", "const", "agentId differs from the suite's targetAgentId.")
     rule = {"ruleId": ports.ids.ulid(), "suiteId": suite_id, "agentId": agent_id, "filter": body.get("filter") or {},
             "sampleRate": body.get("sampleRate", 1), "maxTasks": int(body.get("maxTasks", 100)),
             "createdAt": ports.clock.iso()}
     ports.host.put_item(RULE_PK + tenant, f"{suite_id}#{rule['ruleId']}", rule, if_absent=True)
-    _RULES.pop(tenant, None)  # this container sees it at once; the others within RULE_CACHE_S
+    stream_interest.rules_changed(ports, tenant)  # every run completing from now on meets it
     return _public(rule)
 
 
@@ -123,7 +126,7 @@ def delete_rule(ports: Ports, caller: Caller, suite_id: str, rule_id: str) -> No
     if not (suites.SUITE_ID_RE.fullmatch(suite_id) and _RULE_ID_RE.fullmatch(rule_id)
             and ports.host.delete_item(RULE_PK + caller.tenant, f"{suite_id}#{rule_id}")):
         raise NotFoundError(NO_RULE)
-    _RULES.pop(caller.tenant, None)
+    stream_interest.rules_changed(ports, caller.tenant)  # no run completing from now on meets it
 
 
 def get_draft(ports: Ports, caller: Caller, suite_id: str) -> dict[str, Any]:
@@ -147,17 +150,13 @@ def publish(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int
     from shared.services import suite_runs
 
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
-        raise ValidationError("The suiteId is not a suite id.")
-    if body is None:
-        body = {}
-    if not isinstance(body, dict) or set(body) - {"version"} or (
-            "version" in body and not (isinstance(body["version"], str) and suites.VERSION_RE.fullmatch(body["version"]))):
-        raise ValidationError("The body is {version?} with a SemVer version.")
+        raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
+    body = _publish_body(body)
     tenant = caller.tenant
     draft = ports.host.get_item(suites.suite_pk(tenant), _draft_sk(suite_id))
     tasks = [t for t in (draft or {}).get("tasks") or [] if not t.get(suites.TOMBSTONED)]
     if draft is None or not tasks:
-        raise ValidationError("The draft holds no task to publish.")
+        raise invalid_at("", "minItems", "The draft holds no task to publish.")
     latest = suites.latest_version(ports, tenant, suite_id)
     base = suites.get_version(ports, tenant, suite_id, latest) if latest is not None else None
     version = str(body.get("version") or suite_runs.next_version(latest))
@@ -169,6 +168,21 @@ def publish(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int
                                            added, {})
     _drop_from_draft(ports, tenant, suite_id, {str(t["taskId"]) for t in draft["tasks"]})
     return status, out
+
+
+def _publish_body(body: Any) -> dict[str, Any]:
+    """``{version?}``, closed, with a SemVer version; else ``400`` pointing at what is wrong."""
+    message = "The body is {version?} with a SemVer version."
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise invalid(message, [fault("", "type")])
+    faults = [fault(pointer([k]), "additionalProperties") for k in sorted(set(body) - {"version"})]
+    if "version" in body and not (isinstance(body["version"], str) and suites.VERSION_RE.fullmatch(body["version"])):
+        faults.append(fault("/version", "pattern"))
+    if faults:
+        raise invalid(message, faults)
+    return body
 
 
 def _drop_from_draft(ports: Ports, tenant: str, suite_id: str, task_ids: set[str]) -> None:
@@ -185,15 +199,16 @@ def _drop_from_draft(ports: Ports, tenant: str, suite_id: str, task_ids: set[str
 # --------------------------------------------------------------------------- the stream side
 
 
-def _tenant_rules(ports: Ports, tenant: str) -> list[dict[str, Any]]:
-    now = ports.clock.now_ms()
+def _tenant_rules(ports: Ports, tenant: str, version: str) -> list[dict[str, Any]]:
+    """The tenant's rules at ``version``: kept while it is the version the fan-out reads, else one strongly
+    consistent Query (each rule is written before the version that announces it)."""
     hit = _RULES.get(tenant)
-    if hit is not None and now - hit[0] < RULE_CACHE_S * 1000:
+    if hit is not None and hit[0] == version:
         return hit[1]
-    rules = [doc for _, doc in ports.host.query(RULE_PK + tenant)]
+    rules = [doc for _, doc in ports.host.query(RULE_PK + tenant, consistent=True)]
     if len(_RULES) >= _RULES_MAX:
         _RULES.pop(next(iter(_RULES)))
-    _RULES[tenant] = (now, rules)
+    _RULES[tenant] = (version, rules)
     return rules
 
 
@@ -203,15 +218,18 @@ def production(rec: RunRecord) -> bool:
     return rec.kind == "workflow" and not d.get("fork") and d.get("eventLogSchemaVersion") != ERA_V1
 
 
-def on_stored(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
+def on_stored(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]],
+              interests: Mapping[str, stream_interest.Interest] | None = None) -> int:
     """The events stream's part: each ``run.completed`` of a tenant with rules, sampled, production and matching,
-    adds its task to the rule's draft. Returns the number of tasks added."""
+    adds its task to the rule's draft. ``interests``: what the fan-out read of the batch's tenants (read here when
+    absent). Returns the number of tasks added."""
     added = 0
     for run_id, _seq, event in stored:
         if event is None or event.get("type") != c.RUN_COMPLETED:
             continue
         tenant = tenant_of(run_id)
-        rules = _tenant_rules(ports, tenant)
+        version = ((interests or {}).get(tenant) or stream_interest.read(ports, tenant)).rules_version
+        rules = _tenant_rules(ports, tenant, version) if version is not None else []
         if not rules:
             continue
         from shared.services.suite_runs import sampled

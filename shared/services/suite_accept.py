@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import RunGoneError, UnusableReferenceError, ValidationError
+from shared.errors import RunGoneError, UnusableReferenceError, fault, invalid, invalid_at, invalid_parameter, pointer
 from shared.ports import Ports, ToolCallRecord
 from shared.protocol import codes as c
 from shared.services import suites
@@ -38,13 +38,24 @@ def _evalrun() -> Any:
 
 
 def _request(body: Any) -> tuple[str, list[str] | None]:
-    if not isinstance(body, dict) or set(body) - {"runId", "taskIds"} or not isinstance(body.get("runId"), str):
-        raise ValidationError("The body is {runId, taskIds?}.", {"errors": [{"path": "", "keyword": "required"}]})
+    message = "The body is {runId, taskIds?}."
+    if not isinstance(body, dict):
+        raise invalid(message, [fault("", "type")])
+    faults = [fault(pointer([k]), "additionalProperties") for k in sorted(set(body) - {"runId", "taskIds"})]
+    if not isinstance(body.get("runId"), str):
+        faults.append(fault("/runId", "required" if "runId" not in body else "type"))
+    if faults:
+        raise invalid(message, faults)
     ids = body.get("taskIds")
-    if ids is not None and (not isinstance(ids, list) or not ids or len(ids) > MAX_TASK_IDS
-                            or not all(isinstance(t, str) for t in ids)):
-        raise ValidationError("taskIds is a non-empty list of task ids.",
-                              {"errors": [{"path": "/taskIds", "keyword": "type"}]})
+    if ids is not None:
+        if not isinstance(ids, list):
+            faults = [fault("/taskIds", "type")]
+        elif not 0 < len(ids) <= MAX_TASK_IDS:
+            faults = [fault("/taskIds", "minItems" if not ids else "maxItems")]
+        else:
+            faults = [fault(f"/taskIds/{i}", "type") for i, t in enumerate(ids) if not isinstance(t, str)]
+        if faults:
+            raise invalid("taskIds is a non-empty list of task ids.", faults)
     return str(body["runId"]), None if ids is None else list(dict.fromkeys(ids))
 
 
@@ -93,40 +104,38 @@ def _accepted(task: dict[str, Any], entries: list[dict[str, Any]], decision: Any
 def accept(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int, dict[str, Any]]:
     """201 {suiteId, version, evalSuiteRef, taskCount, acceptedCount}."""
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
-        raise ValidationError("The suiteId is not a suite id.")
+        raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     run_value, task_ids = _request(body)
     evalrun = _evalrun()
     rec = reference(ports, caller, run_value)
     if rec is None or rec.kind != "eval" or not rec.terminal:
-        raise UnusableReferenceError()
+        raise UnusableReferenceError("/runId")
     try:
         plan = evalrun.load_plan(ports, rec.run_id, cached=False)
     except RunGoneError as exc:  # erased while we read: unusable, like any other reason
-        raise UnusableReferenceError() from exc
+        raise UnusableReferenceError("/runId") from exc
     pinned = plan["suite"]
     tenant = caller.tenant
     if pinned.get("suiteId") != suite_id or not suites.exists(ports, tenant, suite_id, str(pinned["version"])):
-        raise UnusableReferenceError()
+        raise UnusableReferenceError("/runId")
     index = {str(t["taskId"]): i for i, t in enumerate(pinned["tasks"])}
     wanted = list(index) if task_ids is None else task_ids
-    unknown = [i for i, t in enumerate(wanted) if t not in index]
+    unknown = [i for i, t in enumerate(body["taskIds"]) if t not in index] if task_ids is not None else []
     if unknown:
-        raise ValidationError("taskIds names a task the suite does not have.",
-                              {"errors": [{"path": f"/taskIds/{unknown[0]}", "keyword": "enum"}]})
+        raise invalid("taskIds names a task the suite does not have.", [fault(f"/taskIds/{i}", "enum") for i in unknown])
     trials = evalrun.load_trials(ports, rec.run_id)
     by_invocation: dict[str, list[ToolCallRecord]] = {}
     for call in ports.tool_calls.list_calls(rec.run_id):
         by_invocation.setdefault(call.invocation_id, []).append(call)
     agent_id = str(plan["agentId"])
     tasks = list(pinned["tasks"])
-    for n, task_id in enumerate(wanted):
+    for task_id in wanted:
         i = index[task_id]
         task = tasks[i]
         decided, decision = _decision(trials.get((i, 1)) or {})
         if task.get("tombstoned") or not decided:
-            raise ValidationError("A task to accept has no decided first trial in the run.",
-                                  {"errors": [{"path": f"/taskIds/{n}" if task_ids else "/runId",
-                                               "keyword": "decided"}]})
+            at = f"/taskIds/{body['taskIds'].index(task_id)}" if task_ids else "/runId"
+            raise invalid_at(at, "decided", "A task to accept has no decided first trial in the run.")
         old = _report()._entries_for(ports, plan, task)[0]
         calls = by_invocation.get(evalrun.invocation_id(task_id, 1), [])
         tasks[i] = _accepted(task, _entries(calls, agent_id, old), decision)

@@ -30,6 +30,8 @@ from shared.errors import (
     VersionConflictError,
     fault,
     invalid,
+    invalid_at,
+    invalid_parameter,
     pointer,
 )
 from shared.ports import Ports, RunRecord
@@ -60,7 +62,19 @@ def _caller(tenant: str) -> Caller:
 # --------------------------------------------------------------------------- registration with sources
 
 
-def _link_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord]) -> None:
+def _usable(fn: Callable[[_T], _R], values: Iterable[_T]) -> list[_R | None]:
+    """``fn`` over ``values`` in parallel, None where a value names a run that cannot be used (RFC 0252 §C)."""
+    def one(value: _T) -> _R | None:
+        try:
+            return fn(value)
+        except UnusableReferenceError:
+            return None
+
+    return _parallel(one, values)
+
+
+def _link_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord],
+                  where: dict[str, str]) -> None:
     ref = suites.ref_for(suite)
 
     def link(rec: RunRecord) -> None:
@@ -68,16 +82,17 @@ def _link_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[s
             ports.runs.put_aux(rec.run_id, f"{suites.SUITE_LINK_PREFIX}{ref}",
                                {"suiteId": suite["suiteId"], "version": suite["version"]}, rec.expires_at)
         except RunGoneError as exc:  # erased since we read it: unusable, like any other reason
-            raise UnusableReferenceError() from exc
+            raise UnusableReferenceError(where.get(rec.run_id, "")) from exc
 
     _parallel(link, recs.values())
 
 
-def _store_with_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord]
-                        ) -> tuple[int, dict[str, Any]]:
+def _store_with_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord],
+                        where: dict[str, str]) -> tuple[int, dict[str, Any]]:
     """Links first (so the source's erasure reaches the version), then the version; a source erased meanwhile may
-    have missed it, so its tasks are tombstoned here (its tombstone is written before its hook runs)."""
-    _link_sources(ports, tenant, suite, recs)
+    have missed it, so its tasks are tombstoned here (its tombstone is written before its hook runs). ``where``:
+    the request member that named each source (a refusal points at it; ``""`` for a source no member named)."""
+    _link_sources(ports, tenant, suite, recs, where)
     status, body = suites.register(ports, tenant, suite, validated=True)
     gone = [rid for rid, erased in zip(recs, _parallel(ports.runs.is_tombstoned, recs), strict=True) if erased]
     for rid in gone:
@@ -91,14 +106,12 @@ def _sources_rule(suite: dict[str, Any]) -> str | None:
     if not named:
         return None
     if not suite.get("targetAgentId"):
-        raise ValidationError("A suite whose tasks name sourceRunId must name targetAgentId.",
-                              {"errors": [{"path": "/targetAgentId", "keyword": "required"}]})
+        raise invalid_at("/targetAgentId", "required", "A suite whose tasks name sourceRunId must name targetAgentId.")
     for i in named:
         fx = suite["tasks"][i].get("fixtures") or {}
         if "toolResponses" in fx or fx.get("onMiss", "live-read-only") != "live-read-only":
-            raise ValidationError("A task that names sourceRunId must not carry its own fixtures "
-                                  "(only onMiss live-read-only).",
-                                  {"errors": [{"path": f"/tasks/{i}/fixtures", "keyword": "not"}]})
+            raise invalid_at(f"/tasks/{i}/fixtures", "not", "A task that names sourceRunId must not carry its own "
+                                                           "fixtures (only onMiss live-read-only).")
     return str(suite["targetAgentId"])
 
 
@@ -111,11 +124,20 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
         return suites.register(ports, tenant, suite, validated=True)
     values = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t})
     caller = _caller(tenant)
-    checked = _parallel(lambda v: evals.usable_source(ports, caller, v, agent_id)[0], values)
-    recs = {rec.run_id: rec for rec in checked}
-    bound = dict(zip(values, (r.run_id for r in checked), strict=True))
+    found = dict(zip(values, _usable(lambda v: evals.usable_source(ports, caller, v, agent_id)[0], values),
+                     strict=True))
+    first: dict[str, str] = {}  # each source by the first task naming it (a refusal points there)
+    for i, t in enumerate(suite["tasks"]):
+        if "sourceRunId" in t:
+            first.setdefault(str(t["sourceRunId"]), f"/tasks/{i}/sourceRunId")
+    unusable = [first[v] for v, rec in found.items() if rec is None]
+    if unusable:  # the same answer whatever made it unusable; the first task (by position) naming one
+        raise UnusableReferenceError(min(unusable, key=lambda at: int(at.split("/")[2])))
+    recs = {rec.run_id: rec for rec in found.values() if rec is not None}
+    bound = {v: rec.run_id for v, rec in found.items() if rec is not None}
     tasks = [{**t, "sourceRunId": bound[str(t["sourceRunId"])]} if "sourceRunId" in t else t for t in suite["tasks"]]
-    return _store_with_sources(ports, tenant, {**suite, "tasks": tasks}, recs)
+    where = {bound[v]: at for v, at in first.items()}
+    return _store_with_sources(ports, tenant, {**suite, "tasks": tasks}, recs, where)
 
 
 # --------------------------------------------------------------------------- from recorded runs
@@ -141,15 +163,16 @@ def _request(body: Any) -> dict[str, Any]:
                       [fault(pointer(e.absolute_path), str(e.validator)) for e in errors])
     assert isinstance(body, dict)
     if "runIds" in body and any(k in body for k in FILTER_FIELDS):
-        raise ValidationError("Name runIds or a filter, not both.")
+        raise invalid_at(f"/{next(k for k in FILTER_FIELDS if k in body)}", "not",
+                         "Name runIds or a filter, not both.")
     if "seed" in body and "sampleRate" not in body:
-        raise ValidationError("seed needs sampleRate.")
+        raise invalid_at("/seed", "dependentRequired", "seed needs sampleRate.")
     for k in ("startedAfter", "startedBefore"):
         if k in body:
             try:
                 ms_from_iso(str(body[k]))
             except (ValueError, OverflowError, OSError) as exc:
-                raise ValidationError(f"{k} is not an RFC 3339 date-time.") from exc
+                raise invalid_at(f"/{k}", "format", f"{k} is not an RFC 3339 date-time.") from exc
     return body
 
 
@@ -224,26 +247,33 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
     """``POST /host/openwop-serverless/eval-suites/{suiteId}:from-runs``: 201 {suiteId, version, evalSuiteRef,
     taskCount, addedCount}."""
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
-        raise ValidationError("The suiteId is not a suite id.")
+        raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     req = _request(body)
     tenant = caller.tenant
     base: dict[str, Any] | None = None
     latest = suites.latest_version(ports, tenant, suite_id)
     if req.get("base") == "latest":
         if latest is None:
-            raise ValidationError("base 'latest' names no version of this suite.")
+            raise invalid_at("/base", "exists", "base 'latest' names no version of this suite.")
         base = suites.get_version(ports, tenant, suite_id, latest)
     agent_id = str(req.get("agentId") or (base or {}).get("targetAgentId") or "")
     if not agent_id:
-        raise ValidationError("Name agentId (the agent whose runs become tasks).")
+        raise invalid_at("/agentId", "required", "Name agentId (the agent whose runs become tasks).")
     if base is not None and base.get("targetAgentId") not in (None, agent_id):
-        raise ValidationError("agentId differs from the base version's targetAgentId.")
+        raise invalid_at("/agentId", "const", "agentId differs from the base version's targetAgentId.")
     version = str(req.get("version") or next_version(latest))
     if suites.exists(ports, tenant, suite_id, version):
         raise VersionConflictError("That version of the suite exists; a from-runs request makes a new one.")
     strategy = str(req.get("strategy", "exact"))
+    where: dict[str, str] = {}
     if "runIds" in req:
-        checked = _parallel(lambda v: evals.usable_source(ports, caller, v, agent_id, replay=True), req["runIds"])
+        named = _usable(lambda v: evals.usable_source(ports, caller, v, agent_id, replay=True), req["runIds"])
+        unusable = [i for i, c in enumerate(named) if c is None]
+        if unusable:  # the same answer whatever made it unusable; the first one named
+            raise UnusableReferenceError(f"/runIds/{unusable[0]}")
+        checked = [c for c in named if c is not None]
+        for i, (rec, _c, _l) in enumerate(checked):
+            where.setdefault(rec.run_id, f"/runIds/{i}")
     else:
         def check(rec: RunRecord) -> Any:
             try:
@@ -262,15 +292,20 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
             have.add(task["taskId"])
             added.append(task)
     if not added:
-        raise ValidationError("No run the request names or selects can become a task.")
+        raise invalid_at("/runIds" if "runIds" in req else "", "minItems",
+                         "No run the request names or selects can become a task.")
     recs = {rec.run_id: rec for rec, _c, _l in checked if rec.run_id in {t["sourceRunId"] for t in added}}
-    return build_version(ports, tenant, suite_id, version, agent_id, base, added, recs)
+    return build_version(ports, tenant, suite_id, version, agent_id, base, added, recs, where=where,
+                         blame="/strategy" if "strategy" in req else "")
 
 
 def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_id: str, base: dict[str, Any] | None,
-                  added: list[dict[str, Any]], recs: dict[str, RunRecord]) -> tuple[int, dict[str, Any]]:
+                  added: list[dict[str, Any]], recs: dict[str, RunRecord], *, where: dict[str, str] | None = None,
+                  blame: str = "") -> tuple[int, dict[str, Any]]:
     """Store ``base``'s tasks plus ``added`` as a new version (``:from-runs`` and ``:publish``). ``recs``: the
-    sources already read; every other source is read here, and one that is gone (being erased) is tombstoned."""
+    sources already read; every other source is read here, and one that is gone (being erased) is tombstoned.
+    A refusal points at the request member ``where`` names for a source, or at ``blame`` (the member that made
+    the tasks: ``""`` the whole request) when the tasks do not make a valid version."""
     base_tasks = list((base or {}).get("tasks") or [])
     # recorded runs are golden answers and a regression set (an eval names a baseline to use the latter)
     suite: dict[str, Any] = {"suiteId": suite_id, "version": version, "modes": list((base or {}).get("modes") or
@@ -280,9 +315,12 @@ def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_
         if base is not None and k in base:
             suite[k] = base[k]
     if len(suite["tasks"]) > evals.MAX_TASKS_PER_SUITE:
-        raise ValidationError(f"The suite would hold more than {evals.MAX_TASKS_PER_SUITE} tasks.")
-    suites.validate_suite({**suite, "tasks": [t for t in suite["tasks"] if not t.get(suites.TOMBSTONED)]}
-                          if any(t.get(suites.TOMBSTONED) for t in suite["tasks"]) else suite)
+        raise invalid_at("", "maxItems", f"The suite would hold more than {evals.MAX_TASKS_PER_SUITE} tasks.")
+    try:
+        suites.validate_suite({**suite, "tasks": [t for t in suite["tasks"] if not t.get(suites.TOMBSTONED)]}
+                              if any(t.get(suites.TOMBSTONED) for t in suite["tasks"]) else suite)
+    except ValidationError as exc:  # its pointers name the built document, not the request
+        raise invalid_at(blame, "suite", "The recorded runs do not make valid tasks of a suite version.") from exc
     # the base's own sources keep their links (written when the base was registered) and get this version's too
     others = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t} - set(recs))
     found = dict(zip(others, _parallel(ports.runs.get_run, others), strict=True))
@@ -293,5 +331,5 @@ def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_
                 recs[src.run_id] = src
             else:  # being erased: its hook may not reach this new version
                 suite["tasks"][i] = suites.tombstone(t)
-    status, out = _store_with_sources(ports, tenant, suite, recs)
+    status, out = _store_with_sources(ports, tenant, suite, recs, where or {})
     return status, {**out, "taskCount": len(suite["tasks"]), "addedCount": len(added)}

@@ -13,8 +13,11 @@ Storage (host table):
 A tenant's own suites shadow host-wide ones of the same version; no tenant reads another tenant's suites.
 
 A tenant's resource (issue 24, docs/decisions/0112-suites-from-recorded-runs.md):
-- a listing row per version, ``pk SUITEIDX#<tenant>``, ``sk <suiteId>@<version>`` {suiteId, version, taskCount,
-  createdAt} (the list and get routes never read the documents);
+- an index row per version, ``pk SUITEIDX#<tenant>``, ``sk <suiteId>@<version>`` {suiteId, version, taskCount,
+  createdAt} (the get routes never read the documents);
+- a listing row per suite, ``pk SUITELIST#<tenant>``, ``sk <suiteId>`` {suiteId, versions, taskCount, createdAt},
+  recomputed from the index rows after each write of a version (compare-and-set), so a page of the list is one Query
+  (docs/decisions/0123-suite-list-pages.md);
 - an eval run that pinned a version: ``pk SUITEREF#<owner>``, ``sk <suiteId>@<version>#<runId>`` (what a delete checks);
 - a task may name its ``sourceRunId``: a link under that run (``SUITELINK#<suiteId>@<version>``) lets its erasure
   tombstone the task in every version that names it, with no scan.
@@ -31,7 +34,7 @@ from urllib.parse import urlsplit
 
 from shared.engine import scorers
 from shared.engine.canonical import same_json
-from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
+from shared.errors import NotFoundError, VersionConflictError, fault, invalid, invalid_at, pointer
 from shared.ports import Ports
 from shared.protocol.ids import tenant_of
 
@@ -53,6 +56,10 @@ def suite_pk(tenant: str) -> str:
 
 def index_pk(tenant: str) -> str:
     return f"SUITEIDX#{tenant}"
+
+
+def list_pk(tenant: str) -> str:
+    return f"SUITELIST#{tenant}"
 
 
 def refs_pk(tenant: str) -> str:
@@ -87,7 +94,7 @@ def validate_suite(doc: Any) -> dict[str, Any]:
         if "match" in task["expected"]:
             found = scorers.problems(task["expected"]["match"], f"/tasks/{i}/expected/match")
             if found:
-                raise ValidationError("The eval suite does not match the suite schema.", {"errors": found[:10]})
+                raise invalid("The eval suite does not match the suite schema.", found)
     return doc
 
 
@@ -100,18 +107,21 @@ def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) ->
     200; another document under the same suiteId and version: 409 version_conflict. A suite whose tasks name source
     runs is registered through ``suite_runs.register``, which checks them first (``validated``)."""
     suite = doc if validated else validate_suite(doc)
-    if not validated and any("sourceRunId" in t for t in suite["tasks"]):
-        raise ValidationError("A host-wide suite cannot name source runs.")
+    named = [i for i, t in enumerate(suite["tasks"]) if "sourceRunId" in t]
+    if not validated and named:
+        raise invalid_at(f"/tasks/{named[0]}/sourceRunId", "not", "A host-wide suite cannot name source runs.")
     sk = ref_for(suite)
     body = {"suiteId": suite["suiteId"], "version": suite["version"], "evalSuiteRef": sk}
     row = {"suiteId": suite["suiteId"], "version": suite["version"], "taskCount": len(suite["tasks"]),
            "createdAt": ports.clock.iso()}
     if ports.host.put_item(suite_pk(tenant), sk, suite, if_absent=True, compress=True):
         ports.host.put_item(index_pk(tenant), sk, row)
+        _sync_listing(ports, tenant, suite["suiteId"])
         return 201, body
     existing = ports.host.get_item(suite_pk(tenant), sk)
     if existing is not None and same_json(existing, suite):
-        ports.host.put_item(index_pk(tenant), sk, row, if_absent=True)  # a retry after a crash between the two writes
+        ports.host.put_item(index_pk(tenant), sk, row, if_absent=True)  # a retry after a crash between the writes
+        _sync_listing(ports, tenant, suite["suiteId"])
         return 200, body
     raise VersionConflictError()
 
@@ -129,14 +139,14 @@ def latest_version(ports: Ports, tenant: str, suite_id: str) -> str | None:
 # --------------------------------------------------------------------------- a tenant's resource
 
 
-def _rows(ports: Ports, tenant: str, suite_id: str = "") -> dict[str, list[dict[str, Any]]]:
-    """The listing rows by suiteId, each suite's versions in SemVer order."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for _, row in ports.host.query(index_pk(tenant), f"{suite_id}@" if suite_id else ""):
-        out.setdefault(str(row["suiteId"]), []).append(row)
-    for rows in out.values():
-        rows.sort(key=lambda r: _semver(str(r["version"])))
-    return out
+_LIST_CURSOR = frozenset({"suiteId"})  # a page of the list starts after this suite's listing row
+_CAS_TRIES = 5
+
+
+def _rows(ports: Ports, tenant: str, suite_id: str, *, consistent: bool = False) -> list[dict[str, Any]]:
+    """One suite's index rows, its versions in SemVer order."""
+    rows = [row for _, row in ports.host.query(index_pk(tenant), f"{suite_id}@", consistent=consistent)]
+    return sorted(rows, key=lambda r: _semver(str(r["version"])))
 
 
 def _entry(suite_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -144,26 +154,46 @@ def _entry(suite_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
             "taskCount": int(rows[-1]["taskCount"]), "createdAt": str(rows[0]["createdAt"])}
 
 
+def _sync_listing(ports: Ports, tenant: str, suite_id: str) -> None:
+    """The suite's listing row, recomputed from its index rows (read strongly consistent after the caller's write)
+    and written only if it still holds what was read before them, so the last row written saw every version."""
+    pk = list_pk(tenant)
+    for _ in range(_CAS_TRIES):
+        old = ports.host.get_item(pk, suite_id)
+        rows = _rows(ports, tenant, suite_id, consistent=True)
+        new = _entry(suite_id, rows) if rows else None
+        if new == old:
+            return
+        if new is None:
+            done = ports.host.delete_item(pk, suite_id, if_equals=old, compress=True)
+        else:
+            done = ports.host.put_item(pk, suite_id, new, if_absent=old is None, if_equals=old, compress=True)
+        if done:
+            return
+    raise VersionConflictError("The suite's versions kept changing while it was listed.")
+
+
 def list_suites(ports: Ports, tenant: str, params: dict[str, str]) -> dict[str, Any]:
     """The tenant's own suites by suiteId (``taskCount``: its latest version's; ``createdAt``: its first version's),
-    ``limit`` (1..100, default 50) per page; ``cursor`` is the last suiteId of the previous page."""
+    ``limit`` (1..100, default 50) per page, read by one Query of the listing rows; ``nextCursor`` (while more may
+    remain) is the signed cursor ``GET /runs`` uses, naming the page's last suite."""
     from shared.services.common import page_limit
+    from shared.services.cursors import mint_cursor, page_start
 
     limit = page_limit(params, 50, 100)
-    after = params.get("cursor")
-    if after is not None and not SUITE_ID_RE.fullmatch(after):
-        raise ValidationError("The cursor is not valid.")
-    rows = sorted((sid, r) for sid, r in _rows(ports, tenant).items() if after is None or sid > after)
+    start = page_start(ports, tenant, params, _LIST_CURSOR)
+    rows, more = ports.host.query_page(list_pk(tenant), limit + 1, after=start["suiteId"] if start else "")
     page = rows[:limit]
-    out: dict[str, Any] = {"suites": [_entry(sid, r) for sid, r in page]}
-    if len(rows) > limit:
-        out["nextCursor"] = page[-1][0]
+    out: dict[str, Any] = {"suites": [{k: doc[k] for k in ("suiteId", "versions", "taskCount", "createdAt")}
+                                      for _, doc in page]}
+    if page and (len(rows) > limit or more):
+        out["nextCursor"] = mint_cursor(ports, tenant, {"suiteId": page[-1][0]})
     return out
 
 
 def get_suite(ports: Ports, tenant: str, suite_id: str) -> dict[str, Any]:
     """One of the tenant's suites and its versions; unknown, foreign or malformed: the same 404."""
-    rows = _rows(ports, tenant, suite_id).get(suite_id) if SUITE_ID_RE.fullmatch(suite_id) else None
+    rows = _rows(ports, tenant, suite_id) if SUITE_ID_RE.fullmatch(suite_id) else None
     if not rows:
         raise NotFoundError(NOT_FOUND)
     return {**_entry(suite_id, rows),
@@ -204,6 +234,7 @@ def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> No
         raise VersionConflictError("Eval runs reference this suite version.", {"runIds": sorted(holding)})
     ports.host.delete_item(index_pk(tenant), ref)
     ports.host.delete_item(suite_pk(tenant), ref)
+    _sync_listing(ports, tenant, suite_id)
 
 
 # --------------------------------------------------------------------------- source runs (erasure follows lineage)

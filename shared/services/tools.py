@@ -19,7 +19,7 @@ from shared import keys
 from shared.engine.canonical import same_json
 from shared.engine.catalog import BUILTIN_TIERS, http_tier, mcp_tier
 from shared.engine.registry import COUNTER_TOOL, TOOLS
-from shared.errors import NotFoundError, ValidationError, VersionConflictError, fault, invalid, pointer
+from shared.errors import NotFoundError, VersionConflictError, fault, invalid, invalid_parameter, pointer
 from shared.ports import EgressRefusedError, Ports, TransportError
 from shared.protocol.toolids import mcp_tool_id, split_mcp_tool_id
 from shared.services.common import Caller
@@ -227,7 +227,7 @@ def put_credential(ports: Ports, caller: Caller, ref: str, body: CredentialPut) 
     from shared.protocol.toolids import CREDENTIAL_REF_RE
 
     if not CREDENTIAL_REF_RE.match(ref):
-        raise ValidationError("The credentialRef is malformed.")
+        raise invalid_parameter("credentialRef", "The credentialRef is malformed.")
     name = keys.credential_secret_name(ports.settings.credentials_prefix, caller.tenant, ref)
     created = ports.secrets.put_secret(name, json.dumps(body.credential.model_dump(), separators=(",", ":")),
                                        description="openwop-serverless tool credential")

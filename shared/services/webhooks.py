@@ -2,7 +2,8 @@
 and signed delivery through the egress guard.
 
 Subscriptions live in the host table under ``WEBHOOK#<tenant>`` (sk = the bound webhookId), so a tenant's fan-out
-reads only its own subscriptions (one Query) and another tenant's id is never looked up. Their signing secrets do
+reads only its own subscriptions (one Query, which also reads its sampling rules' version:
+``shared.services.stream_interest``) and another tenant's id is never looked up. Their signing secrets do
 not: they are sealed in the signing table (``shared.services.webhook_secrets``). Dead-letter records live
 under ``WEBHOOKDL#<webhookId>`` with a TTL and carry no body, header or secret; each is linked under the run it
 names (``HOSTITEM#``), so erasing the run deletes it.
@@ -20,28 +21,33 @@ import base64
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import (
+    MAX_FAULTS,
     IdTenantMismatchError,
     NotFoundError,
     ValidationError,
     WebhookEndpointUnverifiedError,
     WebhookUrlRejectedError,
+    fault,
+    invalid,
+    invalid_at,
+    invalid_parameter,
 )
 from shared.ports import EgressRefusedError, Ports, QueueMessage, RunRecord, TransportError
 from shared.protocol import webhooks as wh
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
-from shared.services import webhook_secrets
+from shared.services import stream_interest, webhook_secrets
 from shared.services.common import Caller, page_limit
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
     from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
-SUB_PK = "WEBHOOK#"
+SUB_PK = stream_interest.SUB_PK  # the partition the fan-out reads (with the tenant's rules version)
 DL_PK = "WEBHOOKDL#"
 MAX_SUBSCRIPTIONS_PER_TENANT = 50
 MAX_DEAD_LETTER_PAGE = 100
@@ -76,7 +82,7 @@ def _decode_webhook_id(caller: Caller, wire: str) -> str:
     try:
         bound = decode_run_id(wire)  # same grammar: <tenant>/<16-128 id chars>
     except BadIdError as exc:
-        raise ValidationError("The webhook id is malformed.") from exc
+        raise invalid_parameter("webhookId", "The webhook id is malformed.") from exc
     if tenant_of(bound) != caller.tenant:
         raise IdTenantMismatchError()
     return bound
@@ -120,9 +126,13 @@ def _algorithms(body: RegisterWebhook) -> list[str]:
     algs = body.signatureAlgorithms
     if algs is None:
         return [wh.V1]
-    if wh.V1 not in algs or len(set(algs)) != len(algs) or any(a not in wh.ALGORITHMS for a in algs):
-        raise ValidationError("signatureAlgorithms must list v1, without repeats, and only algorithms this host "
-                              "advertises (v1, standard-webhooks-1).")
+    faults = [fault(f"/signatureAlgorithms/{i}", "enum") for i, a in enumerate(algs) if a not in wh.ALGORITHMS]
+    faults += [fault(f"/signatureAlgorithms/{i}", "uniqueItems") for i, a in enumerate(algs) if a in algs[:i]]
+    if wh.V1 not in algs:
+        faults.append(fault("/signatureAlgorithms", "contains", "The list must name v1."))
+    if faults:
+        raise invalid("signatureAlgorithms must list v1, without repeats, and only algorithms this host "
+                      "advertises (v1, standard-webhooks-1).", faults)
     return list(algs)
 
 
@@ -131,10 +141,12 @@ def _check_events(events: Sequence[str]) -> None:
     type that never fires would be accepted and silently deliver nothing)."""
     unknown = wh.unknown_event_types(events)
     if unknown:
+        where = [fault(f"/events/{i}", "enum", "Not a v2 event type.") for i, e in enumerate(events) if e in unknown]
         raise ValidationError(f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
-                              {"field": "events", "unknownEventTypes": unknown})
-    if len(set(events)) != len(events):
-        raise ValidationError("events must not repeat a type.")
+                              {"field": "events", "unknownEventTypes": unknown, "errors": where[:MAX_FAULTS]})
+    repeats = [fault(f"/events/{i}", "uniqueItems") for i, e in enumerate(events) if e in events[:i]]
+    if repeats:
+        raise invalid("events must not repeat a type.", repeats)
 
 
 def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, Any]:
@@ -142,11 +154,12 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
     algorithms = _algorithms(body)
     standard = wh.STANDARD_WEBHOOKS in algorithms
     if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
-        raise ValidationError("A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
+        raise invalid_at("/secret", "required" if body.secret is None else "format",
+                         "A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
     _check_url(ports, body.url)
-    existing = ports.host.query(SUB_PK + caller.tenant)
+    existing = ports.host.query(SUB_PK + caller.tenant, stream_interest.subscriptions_prefix(caller.tenant))
     if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
-        raise ValidationError(f"A tenant may hold at most {MAX_SUBSCRIPTIONS_PER_TENANT} webhooks.")
+        raise invalid_at("", "quota", f"A tenant may hold at most {MAX_SUBSCRIPTIONS_PER_TENANT} webhooks.")
     if standard:
         assert body.secret is not None
         _verify_endpoint(ports, body.url, body.secret)
@@ -160,7 +173,7 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
            "createdAt": created_at, "createdBy": caller.subject_id}
     webhook_secrets.store(ports, caller.tenant, webhook_id, secret)  # sealed, in the signing table
     ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
-    _outlast_no_subscriber_answers(ports, existing)
+    stream_interest.outlast(ports, [doc for _, doc in existing])  # a first subscription: the cached answers
     out: dict[str, Any] = {"webhookId": webhook_id, "subscriptionId": webhook_id, "url": body.url,
                            "eventTypes": list(body.events), "createdAt": created_at}
     if body.signatureAlgorithms is not None:
@@ -213,9 +226,11 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
     inside an overlap retires the oldest secret immediately (at most two entries)."""
     sub = _load(ports, caller, wire)
     if wh.STANDARD_WEBHOOKS not in sub.get("signatureAlgorithms", []):
-        raise ValidationError("Only a subscription that opted into standard-webhooks-1 can rotate its secret.")
+        raise invalid("Only a subscription that opted into standard-webhooks-1 can rotate its secret.",
+                      [fault("", "state", "This subscription did not opt into standard-webhooks-1.",
+                             parameter="webhookId")])
     if wh.whsec_key(body.secret) is None:
-        raise ValidationError("secret must be whsec_<base64 of 24-64 bytes>.")
+        raise invalid_at("/secret", "format", "secret must be whsec_<base64 of 24-64 bytes>.")
     now_ms = ports.clock.now_ms()
     expires_ms = now_ms + int(ports.settings.webhook_rotation_overlap_s) * 1000
     if not webhook_secrets.rotate(ports, sub, body.secret, expires_ms):
@@ -246,7 +261,9 @@ def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[
         raise ValidationError("The cursor is not valid.")
     after = read_cursor(ports, caller.tenant, params["cursor"], _LIST_CURSOR_KEY)["webhookId"] \
         if params.get("cursor") else ""
-    rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant) if sk > after)
+    rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant,
+                                                             stream_interest.subscriptions_prefix(caller.tenant))
+                  if sk > after)
     page = rows[:limit]
     out: dict[str, Any] = {"webhooks": [_listed(doc) for _, doc in page]}
     if len(rows) > limit:
@@ -322,52 +339,11 @@ def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
     return _RUN_FACTS.get(run_id)
 
 
-# A tenant without subscriptions, per warm fan-out process: when (clock ms, read before the Query was sent) a
-# strongly consistent Query found none. The answer is used for NO_SUBSCRIBER_CACHE_S, so a tenant without webhooks
-# costs one Query per that many seconds and process, not one per stream batch. A registration cannot reach these
-# processes, so it outlasts them instead (``_outlast_no_subscriber_answers``): any answer given before its write
-# has expired when it returns. Subscriptions found are never cached (an unregistered one stops at once).
-NO_SUBSCRIBER_CACHE_S = 2.0
-# A subscription written longer ago than this (its createdAt, read just before its write) was visible to every
-# Query sent since: a tenant that has one needs no wait.
-SUBSCRIPTION_SETTLED_S = 60.0
-_NO_SUBSCRIBERS: dict[str, int] = {}
-_NO_SUBSCRIBERS_MAX = 4096
-
-
-def _subscriptions(ports: Ports, tenant: str) -> list[dict[str, Any]]:
-    """The tenant's subscriptions, or [] without a request while an empty answer is younger than the cache's life
-    (a clock that went back does not extend it)."""
-    now = ports.clock.now_ms()
-    asked = _NO_SUBSCRIBERS.get(tenant)
-    if asked is not None and 0 <= now - asked < NO_SUBSCRIBER_CACHE_S * 1000:
-        return []
-    subs = [doc for _, doc in ports.host.query(SUB_PK + tenant, consistent=True)]
-    if subs:
-        _NO_SUBSCRIBERS.pop(tenant, None)
-    else:
-        if len(_NO_SUBSCRIBERS) >= _NO_SUBSCRIBERS_MAX:
-            _NO_SUBSCRIBERS.pop(next(iter(_NO_SUBSCRIBERS)))
-        _NO_SUBSCRIBERS[tenant] = now
-    return subs
-
-
-def _outlast_no_subscriber_answers(ports: Ports, existing: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    """After a subscription's write: unless the tenant held another settled subscription (so no fan-out can have
-    found it without any: ``existing`` is the tenant's subscriptions as read before the write), wait out the
-    no-subscriber cache, so every event stored after the registration answers is fanned out to it. Only a tenant's
-    first subscription waits (NO_SUBSCRIBER_CACHE_S plus a quarter second)."""
-    from shared.clock import ms_from_iso
-
-    settled_before = ports.clock.now_ms() - (SUBSCRIPTION_SETTLED_S + NO_SUBSCRIBER_CACHE_S) * 1000
-    if any(ms_from_iso(str(doc["createdAt"])) < settled_before for _, doc in existing):
-        return
-    ports.clock.sleep(NO_SUBSCRIBER_CACHE_S + 0.25)
-
-
-def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]]) -> int:
+def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]],
+            interests: Mapping[str, stream_interest.Interest] | None = None) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
-    None when it must be read from the log), in log order. Returns the number of messages queued.
+    None when it must be read from the log), in log order; ``interests``: what the batch's tenants subscribe to, when
+    the caller has read it (``stream_interest.read``). Returns the number of messages queued.
 
     Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
     NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
@@ -378,7 +354,7 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
         by_run[run_id].append((seq, event))
     subs_of: dict[str, list[dict[str, Any]]] = {}
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
-        subs_of[tenant] = _subscriptions(ports, tenant)
+        subs_of[tenant] = ((interests or {}).get(tenant) or stream_interest.read(ports, tenant)).subscriptions
     _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():

@@ -74,9 +74,30 @@ class DynamoHostStore:
             out.append((it["sk"], unpack_doc(it)))
         return out
 
-    def delete_item(self, pk: str, sk: str) -> bool:
-        """Delete one item; True when it existed."""
-        resp = self._c.delete_item(TableName=self._t, Key=to_item({"pk": pk, "sk": sk}), ReturnValues="ALL_OLD")
+    def query_page(self, pk: str, limit: int, *, after: str = "") -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """One Query: at most ``limit`` items with a sort key above ``after`` (its ``ExclusiveStartKey``), and whether
+        DynamoDB stopped before the partition's end (``LastEvaluatedKey``: the limit, or its 1 MB page)."""
+        kwargs: dict[str, Any] = {"TableName": self._t, **partition_condition(pk, ""), "Limit": limit}
+        if after:
+            kwargs["ExclusiveStartKey"] = to_item({"pk": pk, "sk": after})
+        resp = self._c.query(**kwargs)
+        rows = [(it["sk"], unpack_doc(it)) for it in map(from_item, resp.get("Items", []))]
+        return rows, bool(resp.get("LastEvaluatedKey"))
+
+    def delete_item(self, pk: str, sk: str, *, if_equals: dict[str, Any] | None = None, compress: bool = False) -> bool:
+        """Delete one item; True when it existed. With ``if_equals``, only while its document still equals that one
+        as ``put_item`` stored it (same ``compress``); False otherwise."""
+        kwargs: dict[str, Any] = {"TableName": self._t, "Key": to_item({"pk": pk, "sk": sk}), "ReturnValues": "ALL_OLD"}
+        if if_equals is not None:
+            name, attr = pack_doc(if_equals, compress)
+            kwargs["ConditionExpression"] = f"{name} = :old"
+            kwargs["ExpressionAttributeValues"] = {":old": attr}
+        try:
+            resp = self._c.delete_item(**kwargs)
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
         return "Attributes" in resp
 
     def put_effect(self, pk: str, sk: str, value: dict[str, Any], *, run_id: str, expires_at: int) -> bool:

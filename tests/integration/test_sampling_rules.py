@@ -45,13 +45,13 @@ def _draft(host: Any, suite_id: str, key: str | None = None) -> Any:
     return raw(host.base_url, "GET", f"{SUITES}/{suite_id}/draft", key=key or host.key_a)
 
 
-def _settled_draft(host: Any, suite_id: str) -> dict[str, Any]:
+def _settled_draft(host: Any, suite_id: str, key: str | None = None) -> dict[str, Any]:
     """The draft once the events stream has delivered everything stored so far (bounded wait)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if wait_for_stream_idle(timeout=5.0):
             break
-    r = _draft(host, suite_id)
+    r = _draft(host, suite_id, key)
     assert r.status == 200, r.text
     return r.json
 
@@ -163,3 +163,38 @@ def test_rules_and_drafts_are_isolated_with_identical_404s(host):
     # and a second rule for another agent on the same suite is refused
     other = _rule(host, suite_id, {"agentId": "another-agent"})
     assert (other.status, other.json["error"]) == (400, "validation_error")
+
+
+def test_a_run_completing_right_after_a_rule_is_sampled_where_no_rule_was_cached(host):
+    from shared.services import auth, stream_interest
+
+    ports = _ports()
+    tenant = f"tenant-{uuid.uuid4().hex[:10]}"
+    key, _ = auth.create_api_key(ports, tenant, "sampling-freshness")
+    wf = register_scripted_agent(tenant, "fresh")
+    client = host.client(key)
+    suite_id = _suite_id()
+    # Given a fan-out process that has just read the tenant (no webhook, no rule) and keeps that answer
+    assert stream_interest.read(ports, tenant) == stream_interest.Interest([], None)
+    cached = stream_interest._NO_SUBSCRIBERS[tenant]
+    assert stream_interest.read(ports, tenant) == stream_interest.Interest([], None)
+    assert stream_interest._NO_SUBSCRIBERS[tenant] == cached  # the second answer was the kept one
+    # When a rule is registered and a run of the agent starts as soon as the 201 arrives
+    r = _rule(host, suite_id, {"agentId": AGENT, "filter": {"workflowId": wf}}, key=key)
+    assert r.status == 201, r.text
+    # (the kept answer is no longer usable once the 201 arrives: the run's fan-out reads the tenant again)
+    assert ports.clock.now_ms() - cached[0] >= stream_interest.NO_SUBSCRIBER_CACHE_S * 1000
+    script = {"calls": [{"tool": "conformance.eval:echo", "args": {"n": 1}}], "answer": "fresh"}
+    run = client.runs_create(CreateRunRequest(workflowId=wf, inputs={"script": script})).runId
+    assert wait_terminal(client, run, timeout=120).status == "completed"
+    # Then that run is in the draft
+    assert [t["sourceRunId"] for t in _settled_draft(host, suite_id, key=key)["tasks"]] == [run]
+    # and the same holds the other way: a deletion outlasts the answer just kept with the rule in it
+    version = stream_interest.read(ports, tenant).rules_version
+    assert version is not None and stream_interest.read(ports, tenant).rules_version == version
+    d = raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/rules/{r.json['ruleId']}", key=key)
+    assert d.status == 204
+    assert stream_interest.read(ports, tenant).rules_version not in (None, version)
+    later = client.runs_create(CreateRunRequest(workflowId=wf, inputs={"script": script})).runId
+    assert wait_terminal(client, later, timeout=120).status == "completed"
+    assert [t["sourceRunId"] for t in _settled_draft(host, suite_id, key=key)["tasks"]] == [run]

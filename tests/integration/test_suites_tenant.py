@@ -141,6 +141,122 @@ def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded)
     assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).status == 200
 
 
+def _plain_suite(suite_id: str, version: str, tasks: int) -> dict[str, Any]:
+    return {"suiteId": suite_id, "version": version, "modes": ["golden"],
+            "tasks": [{"taskId": f"t{i}", "input": {"calls": [], "answer": "a"},
+                       "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}}}
+                      for i in range(tasks)]}
+
+
+@pytest.fixture(scope="module")
+def own_tenant(host):
+    """A tenant of this module's own (no other test's suites in its listing): (its key, five suites by id, each
+    with its versions and task counts), registered over HTTP; the first two have a second version."""
+    from shared.services import auth
+
+    tenant = f"tenant-{uuid.uuid4().hex[:10]}"
+    key, _ = auth.create_api_key(_ports(), tenant, "suite-list")
+    made: dict[str, list[tuple[str, int]]] = {}
+    for n in range(5):
+        sid = f"tests.list.evals.s{n}-{uuid.uuid4().hex[:6]}"
+        made[sid] = [("1.0.0", n + 1)] + ([("1.1.0", n + 3)] if n < 2 else [])
+        for version, count in made[sid]:
+            r = raw(host.base_url, "POST", SUITES, _plain_suite(sid, version, count), key=key)
+            assert r.status == 201, r.text
+    return tenant, key, made
+
+
+def test_the_suite_list_pages_by_a_signed_cursor_to_its_end(host, own_tenant):
+    tenant, key, made = own_tenant
+    # Given five suites of one tenant, two of them with a second version
+    # When the list is walked two suites a page
+    pages, cursor = [], None
+    for _ in range(10):
+        r = raw(host.base_url, "GET", f"{SUITES}?limit=2" + (f"&cursor={cursor}" if cursor else ""), key=key)
+        assert r.status == 200, r.text
+        pages.append(r.json["suites"])
+        cursor = r.json.get("nextCursor")
+        if cursor is None:
+            break
+        assert tenant not in cursor and "tests.list" not in cursor  # opaque
+    # Then it ends after three pages holding exactly the five suites in suiteId order, each with its versions, its
+    # latest version's task count and its first version's createdAt
+    assert [len(p) for p in pages] == [2, 2, 1]
+    index = _ports().host
+    expected = [{"suiteId": sid, "versions": [v for v, _ in versions], "taskCount": versions[-1][1],
+                 "createdAt": index.get_item(f"SUITEIDX#{tenant}", f"{sid}@1.0.0")["createdAt"]}
+                for sid, versions in sorted(made.items())]
+    assert [s for p in pages for s in p] == expected
+    first = expected[0]
+    assert first["createdAt"] <= index.get_item(f"SUITEIDX#{tenant}", f"{first['suiteId']}@1.1.0")["createdAt"]
+    assert first["createdAt"].endswith("Z") and first["createdAt"][:2] == "20"
+    # and a version deleted leaves the list (the last one takes its suite with it)
+    last = expected[-1]["suiteId"]
+    assert raw(host.base_url, "DELETE", f"{SUITES}/{last}/versions/1.0.0", key=key).status == 204
+    assert raw(host.base_url, "DELETE", f"{SUITES}/{expected[0]['suiteId']}/versions/1.1.0", key=key).status == 204
+    whole = raw(host.base_url, "GET", f"{SUITES}?limit=100", key=key).json
+    assert "nextCursor" not in whole
+    assert whole["suites"] == [{**expected[0], "versions": ["1.0.0"], "taskCount": 1}, *expected[1:4]]
+    assert raw(host.base_url, "POST", SUITES, _plain_suite(last, "1.0.0", 5), key=key).status == 201
+
+
+def test_a_page_of_the_suite_list_is_one_query(host, own_tenant):
+    import json as _json
+
+    from shared.services import suites
+
+    tenant, _key, made = own_tenant
+    client = _ports().host._c
+    sent: list[dict[str, Any]] = []
+
+    def on_send(request: Any = None, **_: Any) -> None:
+        sent.append(_json.loads(request.body or b"{}"))
+
+    # When the second page of three suites a page is read
+    first = suites.list_suites(_ports(), tenant, {"limit": "3"})
+    client.meta.events.register("before-send.dynamodb.Query", on_send)
+    try:
+        second = suites.list_suites(_ports(), tenant, {"limit": "3", "cursor": first["nextCursor"]})
+    finally:
+        client.meta.events.unregister("before-send.dynamodb.Query", on_send)
+    # Then it is one Query of the tenant's listing rows, from the first page's last suite, one row past the page
+    assert [q["ExpressionAttributeValues"][":p"]["S"] for q in sent] == [f"SUITELIST#{tenant}"]
+    assert sent[0]["Limit"] == 4
+    assert sent[0]["ExclusiveStartKey"]["sk"]["S"] == first["suites"][-1]["suiteId"]
+    assert [s["suiteId"] for s in first["suites"] + second["suites"]] == sorted(made)
+    assert "nextCursor" not in second
+
+
+def test_a_suite_list_cursor_is_refused_like_a_runs_cursor(host, own_tenant):
+    import base64
+    import json as _json
+
+    from shared.services.cursors import mint_cursor
+
+    tenant, key, _made = own_tenant
+    page = raw(host.base_url, "GET", f"{SUITES}?limit=1", key=key).json
+    cursor = page["nextCursor"]
+    doc = _json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    flipped = base64.urlsafe_b64encode(_json.dumps(
+        {**doc, "m": ("0" if doc["m"][0] != "0" else "1") + doc["m"][1:]}).encode()).decode().rstrip("=")
+    runs_cursor = mint_cursor(_ports(), tenant, {"pk": f"{tenant}/r-x", "sk": "RUN", "gsi1pk": tenant,
+                                                 "gsi1sk": "2026-01-01T00:00:00.000Z#x"})
+    # Given another tenant's cursor, a forged one, an empty one, garbage, and the tenant's own cursor of GET /runs
+    for name, bad, who in (("foreign", cursor, host.key_b), ("forged", flipped, key), ("empty", "", key),
+                           ("garbage", "not*a*cursor", key)):
+        # When each is presented to the suite list and to GET /runs
+        suites_answer = raw(host.base_url, "GET", f"{SUITES}?cursor={bad}", key=who)
+        runs_answer = raw(host.base_url, "GET", f"/runs?cursor={bad}", key=who)
+        # Then the suite list refuses it with the very bytes GET /runs answers
+        assert (suites_answer.status, suites_answer.json["error"]) == (400, "validation_error"), name
+        assert (suites_answer.status, suites_answer.text) == (runs_answer.status, runs_answer.text), name
+        assert "tests.list" not in suites_answer.text
+    # and a genuine cursor of another listing is refused as a forged one
+    assert raw(host.base_url, "GET", f"/runs?cursor={runs_cursor}", key=key).status == 200
+    other = raw(host.base_url, "GET", f"{SUITES}?cursor={runs_cursor}", key=key)
+    assert (other.status, other.text) == (400, raw(host.base_url, "GET", f"{SUITES}?cursor={flipped}", key=key).text)
+
+
 def test_a_version_an_eval_run_references_is_not_deleted(host, recorded):
     from shared.local.ddb_streams import wait_for_stream_idle
 
@@ -185,14 +301,19 @@ def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, rec
     unknown = "tenant-a/r-0000000000000000000000000000"
     reference = raw(host.base_url, "POST", SUITES, doc(unknown), key=host.key_a)
     assert (reference.status, reference.json["error"]) == (400, "validation_error")
-    # Then every unusable source, in a registration or a from-runs request, gets the same bytes, without the id
+    assert [e["pointer"] for e in reference.json["details"]["errors"]] == ["/tasks/1/sourceRunId"]
+    from_reference = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": [good, unknown]})
+    assert from_reference.status == 400
+    assert [e["pointer"] for e in from_reference.json["details"]["errors"]] == ["/runIds/1"]
+    # Then every unusable source, in a registration or a from-runs request, gets the same bytes as an unknown run
+    # named at the same place, without the id
     for reason, value in {"tenant B's run": foreign, "never invoked the agent": noop,
                           "not a run id": "not a run id"}.items():
         r = raw(host.base_url, "POST", SUITES, doc(value), key=host.key_a)
         assert (r.status, r.text) == (400, reference.text), reason
         assert value not in r.text
         r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": [good, value]})
-        assert (r.status, r.text) == (400, reference.text), reason
+        assert (r.status, r.text) == (400, from_reference.text), reason
     # and no version was written
     assert raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a).status == 404
     assert _ports().host.get_item("SUITE#tenant-a", f"{suite_id}@1.0.0") is None

@@ -46,7 +46,7 @@ def _event(run_id: str, seq: int) -> dict[str, Any]:
 
 
 def test_a_tenant_without_subscriptions_is_queried_once_per_cache_life_not_per_batch(host):
-    from shared.services import webhooks
+    from shared.services import stream_interest, webhooks
     from shared.wiring import get_ports
 
     ports = get_ports()
@@ -60,14 +60,14 @@ def test_a_tenant_without_subscriptions_is_queried_once_per_cache_life_not_per_b
         assert queued == [0, 0, 0, 0, 0]
         assert len(queries.bodies) == 1 and queries.bodies[0]["ConsistentRead"] is True
         # When the cache's life has passed, the next batch asks again (once)
-        time.sleep(webhooks.NO_SUBSCRIBER_CACHE_S + 0.1)
+        time.sleep(stream_interest.NO_SUBSCRIBER_CACHE_S + 0.1)
         assert webhooks.fan_out(ports, [(run_id, 5, _event(run_id, 5))]) == 0
         assert webhooks.fan_out(ports, [(run_id, 6, _event(run_id, 6))]) == 0
         assert len(queries.bodies) == 2
 
 
 def test_a_first_registration_outlasts_a_cached_answer_and_every_later_event_is_delivered(host, receiver):
-    from shared.services import webhooks
+    from shared.services import stream_interest, webhooks
     from shared.wiring import get_ports
 
     ports = get_ports()
@@ -88,7 +88,7 @@ def test_a_first_registration_outlasts_a_cached_answer_and_every_later_event_is_
     run = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
     wait_terminal(client, run.runId)
     # Then the registration answered only after the cache's life, and every event of the run is delivered in order
-    assert waited >= webhooks.NO_SUBSCRIBER_CACHE_S
+    assert waited >= stream_interest.NO_SUBSCRIBER_CACHE_S
     stored = [e.sequence for e in all_events(client, run.runId)]
     hits = eventually(lambda: (d := receiver.deliveries(reg.json["webhookId"], run.runId)) and len(d) >= len(stored)
                       and d, timeout=20.0, interval=0.1)
@@ -96,7 +96,7 @@ def test_a_first_registration_outlasts_a_cached_answer_and_every_later_event_is_
 
 
 def test_a_registration_beside_a_settled_subscription_does_not_wait(host, receiver):
-    from shared.services import webhooks
+    from shared.services import stream_interest, webhooks
     from shared.wiring import get_ports
 
     ports = get_ports()
@@ -113,4 +113,4 @@ def test_a_registration_beside_a_settled_subscription_does_not_wait(host, receiv
     waited = time.monotonic() - started
     # Then the answer does not wait out the no-subscriber cache
     assert reg.status == 201, reg.text
-    assert waited < webhooks.NO_SUBSCRIBER_CACHE_S
+    assert waited < stream_interest.NO_SUBSCRIBER_CACHE_S

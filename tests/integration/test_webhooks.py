@@ -38,7 +38,7 @@ def receiver(host):
     store = get_ports().host
     for tenant in (host.tenant_a, host.tenant_b):
         for sk, doc in store.query(SUB_PK + tenant):
-            if doc["url"].startswith(rx.url):
+            if str(doc.get("url", "")).startswith(rx.url):  # not the tenant's rules version
                 store.delete_item(SUB_PK + tenant, sk)
 
 

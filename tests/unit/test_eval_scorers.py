@@ -115,7 +115,8 @@ def test_the_members_a_strategy_takes_are_checked_by_pointer(match, member):
     # Given a match with a member its strategy does not take (or lacks one it needs) / When checked
     # Then one problem names the member's pointer, never the value
     found = problems(match, "/tasks/0/expected/match")
-    assert [p["path"] for p in found] == [f"/tasks/0/expected/match/{member}"]
+    assert [p["pointer"] for p in found] == [f"/tasks/0/expected/match/{member}"]
+    assert all(set(p) == {"pointer", "keyword", "message"} and p["message"] for p in found)
     assert "unclosed" not in str(found)
     assert problems({"strategy": "all-of", "of": [{"strategy": "numeric", "path": "/n", "value": 1,
                                                    "tolerance": 0.5, "weight": 2}]}, "") == []
