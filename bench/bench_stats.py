@@ -1,5 +1,6 @@
-"""Eval statistics figures (decision 0114): the paired bootstrap of ``scoreDelta`` (1,000 resamples through the
-IdSource's seeded generator) per suite size, and the golden scorers per output. Pure CPU, no AWS.
+"""Eval statistics figures (decision 0114): the paired bootstrap of ``scoreDelta`` (through the IdSource's seeded
+generator) per suite size, at the resamples a Finish draws (``evalstats.resamples_for``: 1,000 up to 2,000 paired
+tasks, fewer past them, 200 at 10,000), and the golden scorers per output. Pure CPU, no AWS.
 
 Run: ``.venv/bin/python -m bench.bench_stats`` (or ``make bench``). Prints figures; asserts nothing.
 """

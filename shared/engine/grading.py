@@ -8,7 +8,7 @@ Decisions (docs/decisions/0031-eval-grading-and-summary.md):
 - Regression verdict from paired per-task scores only (never from the aggregates): ``improved`` iff at least
   one paired score rose and none fell, ``regressed`` iff at least one fell, else ``unchanged``;
   ``inconclusive`` when no task pairs. A task flaky in the baseline counts only with the bootstrap interval
-  (``shared.engine.evalstats``, decision 0114).
+  (``shared.engine.evalstats``, decision 0114) and another task moving the same way (decision 0125).
 """
 
 from __future__ import annotations
@@ -127,18 +127,18 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
 def pair(candidate: dict[str, float], baseline: dict[str, float], flaky: frozenset[str] = frozenset(),
          interval: dict[str, Any] | None = None) -> tuple[int, str]:
     """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only. A task flaky in the
-    baseline moves the verdict only when the bootstrap interval of the delta agrees (wholly below 0 for a fall,
-    above 0 for a rise): a flaky task alone is never ``regressed``."""
+    baseline moves the verdict only with others (decision 0125): when at least two paired tasks fell (rose) and
+    the bootstrap interval of the delta lies wholly below (above) 0. One flaky task is never ``regressed`` alone,
+    whatever the interval (over one paired task the interval is a single point: its own fall)."""
     shared = [t for t in candidate if t in baseline]
     if not shared:
         return 0, "inconclusive"
     below = interval is not None and float(interval["high"]) < 0
     above = interval is not None and float(interval["low"]) > 0
-    counted = [t for t in shared if t not in flaky]
-    fell = any(candidate[t] < baseline[t] - EPSILON for t in counted) or (
-        below and any(candidate[t] < baseline[t] - EPSILON for t in shared))
-    rose = any(candidate[t] > baseline[t] + EPSILON for t in counted) or (
-        above and any(candidate[t] > baseline[t] + EPSILON for t in shared))
+    falls = [t for t in shared if candidate[t] < baseline[t] - EPSILON]
+    rises = [t for t in shared if candidate[t] > baseline[t] + EPSILON]
+    fell = any(t not in flaky for t in falls) or (below and len(falls) > 1)
+    rose = any(t not in flaky for t in rises) or (above and len(rises) > 1)
     if fell:
         return len(shared), "regressed"
     if rose:
@@ -172,7 +172,8 @@ def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: di
 
 def baseline_snapshot(run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     """What a candidate keeps of its baseline's summary (content-free): scores, and the tasks whose trials
-    disagreed (flaky)."""
+    disagreed (flaky). ``tasks`` keeps the summary's order, the baseline's suite order (one row per task of a
+    completed run): the eval report finds the baseline's trials by it."""
     rows = list(summary.get("tasks") or [])
     return {"runId": run_id, "aggregateScore": float(summary["aggregateScore"]),
             "tasks": {str(t["taskId"]): float(t["score"]) for t in rows}, "flaky": evalstats.flaky_tasks(rows)}

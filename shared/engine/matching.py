@@ -69,22 +69,30 @@ def args_match(recorded: Any, actual: Any, rules: dict[str, Any] | None) -> bool
 
 
 def would_match(recorded: Any, actual: Any, *, bounds: bool = True) -> dict[str, Any]:
-    """The rules under which ``actual`` would have matched ``recorded``: ``tolerance`` (the smallest bound) where
-    both sides are numbers, else ``ignore``; pointers and bounds only, never a value of either side. Without
-    ``bounds`` (a content-free trial: a bound tells how far the values are apart) every pointer is an ``ignore``."""
+    """The rules under which ``actual`` would have matched ``recorded``. ``ignore`` and ``tolerance`` together
+    would have: ``tolerance`` (the smallest bound) where both sides are numbers, ``ignore`` for every other
+    pointer. ``anyOf`` would have too, on its own for the pointers it names (the call's value, the only value it
+    lists), at every differing pointer where the call has a value; a pointer the call dropped is ``ignore`` only.
+    No recorded value is named. Without ``bounds`` (a content-free trial: a bound or a value tells what the call
+    sent) every pointer is an ``ignore`` and there is no ``anyOf``."""
     ignore: list[str] = []
     tolerance: dict[str, float] = {}
+    any_of: dict[str, list[Any]] = {}
     for ptr in differing_pointers(recorded, actual):
         a, b = resolve(recorded, ptr), resolve(actual, ptr)
         if bounds and _number(a) and _number(b):
             tolerance[ptr] = abs(float(a) - float(b))
         else:
             ignore.append(ptr)
+        if bounds and b is not MISSING:
+            any_of[ptr] = [b]
     out: dict[str, Any] = {}
     if ignore:
         out["ignore"] = ignore
     if tolerance:
         out["tolerance"] = tolerance
+    if any_of:
+        out["anyOf"] = any_of
     return out
 
 

@@ -3,13 +3,14 @@
 After the agent decided, each tool match of the task (top level or inside ``all-of``) is one call of that tool
 through the trial's ToolRuntime, as the invocation ``score:<taskId>:<trial>`` (never the agent's: it consumes no
 fixture, counts in no budget and no derived fixture copy) with ``{input, expected, output, trajectory}``; the tool
-answers ``{score, pass, reason}``. The call is recorded like any tool call (write-once by call key), so a retried
+answers ``{score, pass, reason}`` (an MCP tool as its result's ``structuredContent`` or JSON text). The call is recorded like any tool call (write-once by call key), so a retried
 trial does not send it again and a replay of the eval serves the recorded answer (0 scorer calls).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from shared.engine.registry import AgentSpec
@@ -20,10 +21,28 @@ SCORER_AGENT = "openwop-serverless.scorer"
 REASON_LIMIT = 1000
 
 
+def _mcp_answer(result: dict[str, Any]) -> Any:
+    """An MCP tool's answer inside its ``CallToolResult``: the ``structuredContent``, else the first text content
+    parsed as JSON; None when neither is one."""
+    if isinstance(result.get("structuredContent"), dict):
+        return result["structuredContent"]
+    text = next((c.get("text") for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"), None)
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
 def read_answer(status: str, result: Any, error: dict[str, Any] | None) -> Scored:
-    """The tool's answer as a scorer result; anything but ``{score: 0..1, pass: bool, reason?: str}`` fails."""
+    """The tool's answer as a scorer result; anything but ``{score: 0..1, pass: bool, reason?: str}`` fails. An
+    HTTP tool answers it as its body; an MCP tool in its ``CallToolResult`` (``structuredContent`` or a JSON text
+    content), and an MCP result with ``isError: true`` fails."""
     if status != "ok":
         return Scored("tool", 0.0, False, f"the scorer tool failed: {(error or {}).get('code', status)}")
+    if isinstance(result, dict) and isinstance(result.get("content"), list) and "score" not in result:
+        if result.get("isError") is True:
+            return Scored("tool", 0.0, False, "the scorer tool answered with an error (isError)")
+        result = _mcp_answer(result)
     ok = isinstance(result, dict)
     s = result.get("score") if ok else None
     p = result.get("pass") if ok else None

@@ -9,7 +9,8 @@ each HTTP request (``hosts``). Tools are deterministic:
 - ``fail_always({})`` -> a result with ``isError: true``
 
 A name the server does not have is a JSON-RPC error (-32602). ``tools/list`` answers in pages of ``page_size``
-tools, so a client has to follow ``nextCursor``.
+tools, so a client has to follow ``nextCursor``. ``extra_tools`` adds tools of a test's own: (the tool's
+definition, a function from its arguments to its ``structuredContent``), listed after the demo's.
 
     server = DemoMcpServer()
     url = server.start()          # http://127.0.0.1:<port>/mcp
@@ -25,6 +26,7 @@ import json
 import socket
 import threading
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 START_TIMEOUT_S = 10.0
@@ -84,8 +86,11 @@ class DemoMcpServer:
     """The demo server. ``start()`` returns its URL; ``stop()`` ends it (both bounded)."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, page_size: int = 2,
-                 allowed_hosts: tuple[str, ...] = ()) -> None:
+                 allowed_hosts: tuple[str, ...] = (),
+                 extra_tools: Sequence[tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]] = ()
+                 ) -> None:
         self.host = host
+        self.extra_tools = list(extra_tools)
         self.port = port
         self.page_size = page_size
         self.allowed_hosts = allowed_hosts
@@ -109,7 +114,8 @@ class DemoMcpServer:
         from mcp.server.lowlevel import Server
         from mcp.shared.exceptions import MCPError
 
-        tools = [types.Tool.model_validate(t) for t in TOOLS]
+        tools = [types.Tool.model_validate(t) for t in TOOLS + [d for d, _ in self.extra_tools]]
+        extra = {str(d["name"]): handle for d, handle in self.extra_tools}
 
         async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
             cursor = params.cursor if params is not None else None
@@ -132,9 +138,11 @@ class DemoMcpServer:
             with self._lock:
                 self.calls[name] += 1
                 self.metas.append((name, meta))
-            if name == "lookup_customer":
+            if name in extra:
+                out: dict[str, Any] = extra[name](dict(args))
+            elif name == "lookup_customer":
                 cid = str(args.get("id", ""))
-                out: dict[str, Any] = {"id": cid, "name": f"Customer {cid}", "tier": "gold"}
+                out = {"id": cid, "name": f"Customer {cid}", "tier": "gold"}
             elif name == "create_ticket":
                 out = {"ticketId": ticket_id(str(args.get("title", "")), str(args.get("body", "")))}
             else:

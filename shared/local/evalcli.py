@@ -404,7 +404,8 @@ def table(rep: dict[str, Any], out: Console) -> None:
             where = ", ".join(m.get("differingPointers") or []) or ("the tool name" if near else "-")
             out.print(f"fixture miss in {task['taskId']} (trial {m.get('trial')}): {m['tool']} "
                       f"{json.dumps(m.get('args'))}; closest recorded call "
-                      f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}", highlight=False)
+                      f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}"
+                      f"{evalmarkdown.would_match_with(m)}", highlight=False, markup=False, soft_wrap=True)
     for task in rep["tasks"]:
         if task["verdict"] in evalmarkdown.FAILING:
             out.print(f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False,

@@ -32,12 +32,11 @@ def junit(rep: dict[str, Any], path: Path) -> None:
                              time=f"{(t.get('latencyMs') or 0) / 1000:.3f}")
         if t["verdict"] in failing or rep.get("status") != "completed":
             verdict = t["verdict"] if t["verdict"] in failing else "unverifiable"
-            msg = (f"{verdict}: score {num(t['score'])} vs baseline {num(t.get('baselineScore'))}, "
-                   f"{t['fixtureMissCount']} fixture misses; {evalmarkdown.what_changed(t)}")
-            fail = ET.SubElement(case, "failure", message=msg, type=verdict)
-            fail.text = "\n".join([msg, *(
-                f"fixture miss: {m['tool']} differs at {', '.join(m.get('differingPointers') or ['-'])}"
-                for m in t.get("fixtureMisses") or [])])
+            misses = [f"fixture miss: {evalmarkdown.miss_text(m)}" for m in t.get("fixtureMisses") or []]
+            head = (f"{verdict}: score {num(t['score'])} vs baseline {num(t.get('baselineScore'))}, "
+                    f"{t['fixtureMissCount']} fixture misses; {evalmarkdown.what_changed(t)}")
+            fail = ET.SubElement(case, "failure", message="; ".join([head, *misses]), type=verdict)
+            fail.text = "\n".join([head, *misses])
         elif t["verdict"] == "flaky":
             ET.SubElement(case, "skipped", message=f"flaky: the baseline's trials disagreed; score {num(t['score'])} "
                           f"vs baseline {num(t.get('baselineScore'))}")

@@ -32,6 +32,21 @@ def what_changed(task: dict[str, Any]) -> str:
     return describe(div) if div else expected_actual(task)
 
 
+def would_match_with(miss: dict[str, Any]) -> str:
+    """A fixture miss's ``wouldMatchWith`` as text to append to its line (empty when it has none): the rules as
+    ``fixtureMatching`` JSON to paste into the suite, ``ignore``/``tolerance`` first, ``anyOf`` as the alternative."""
+    rules = miss.get("wouldMatchWith") or {}
+    plain = {k: rules[k] for k in ("ignore", "tolerance") if rules.get(k)}
+    options = [short(r, 240) for r in (plain, {"anyOf": rules.get("anyOf")}) if any(r.values())]
+    return f"; would match with {' or '.join(options)}" if options else ""
+
+
+def miss_text(miss: dict[str, Any]) -> str:
+    """One fixture miss: the tool, where it differs from the closest recorded call, the rules that would match."""
+    where = ", ".join(miss.get("differingPointers") or []) or ("the tool name" if miss.get("closest") else "-")
+    return f"{miss['tool']} differs at {where}{would_match_with(miss)}"
+
+
 def rediverge(rep: dict[str, Any], base: dict[str, Any]) -> None:
     """Each task's divergence against another baseline's report (``compare --baseline``), from both reports'
     trial trajectories; null where either side carries none."""
@@ -97,9 +112,7 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
         for t in failing:
             lines.append(f"- **{_code(t['taskId'])}** ({t['verdict']}): `{_code(what_changed(t))}`")
             for m in t.get("fixtureMisses") or []:
-                where = ", ".join(m.get("differingPointers") or []) or "-"
-                lines.append(f"  - fixture miss (trial {m.get('trial')}): `{_code(m['tool'])}` differs at "
-                             f"`{_code(where)}`")
+                lines.append(f"  - fixture miss (trial {m.get('trial')}): `{_code(miss_text(m))}`")
     if viewer_url:
         lines += ["", f"[Side by side in the viewer]({_link(viewer_url, run)})"]
     return "\n".join(lines) + "\n"

@@ -289,14 +289,15 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
     """The report's page of tasks ``start, start + 1, ...``: at most ``limit`` tasks (all when None) and, after
     the first, no more than ``page_bytes`` of task rows; ``nextCursor`` names the next page's first task. Only
     that page's trials and tool calls are read (one key-range Query each); the header (scores, verdicts) is the
-    same on every page, from the plan and the summary."""
+    same on every page, from the plan and the summary (both immutable once the run is terminal: read once by a
+    container; the run item is read for every page, so an erased run is a 404)."""
     evalrun = _evalrun()
-    plan = evalrun.load_plan(ports, rec.run_id, cached=False)
+    plan = evalrun.load_plan(ports, rec.run_id)  # immutable: a container serving the pages reads it once
     suite = plan["suite"]
     n_tasks = len(suite["tasks"])
     if start >= n_tasks > 0:
         raise ValidationError("The cursor is not valid.")
-    summary = summaries.stored(ports, rec) or {}
+    summary = summaries.stored(ports, rec, cached=True) or {}
     rows = {str(t["taskId"]): t for t in summary.get("tasks") or []}
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
     base_scores = {str(k): float(v) for k, v in ((baseline or {}).get("tasks") or {}).items()}

@@ -3,9 +3,10 @@
 For a page of the report (tasks ``start <= i < end``), each trial's trajectory comes from its stored ``TRIAL#``
 item (already read for the page) and, when its agent called a model, the page's model-call log (one key-range
 Query of ``MCALL#`` items). The baseline's side (the eval's ``baselineRunId``, RFC 0251) is read the same
-page-bounded way: its plan (which index each task has in its suite version), one key-range Query of its trials
-over the page's tasks, and its model-call log over the same range only when those trials called a model. Tasks
-pair by ``taskId``, trials by number (see ``shared.engine.trajectory``).
+page-bounded way: which index each task has in its suite version (from the eval's own plan, which keeps the
+baseline's scores in that order), one key-range Query of its trials over the page's tasks, and its model-call
+log over the same range only when those trials called a model. Tasks pair by ``taskId``, trials by number (see
+``shared.engine.trajectory``).
 
 A baseline erased since the eval was created leaves ``divergence`` null, never fails the report. Content-free
 agents (``argsHash`` in their events) get steps and divergences without values: types, tools, pointers.
@@ -62,6 +63,16 @@ def _content_free(doc: dict[str, Any]) -> bool:
     return any("argsHash" in (e.get("payload") or {}) for e in doc.get("events") or [])
 
 
+def baseline_order(ports: Ports, plan: dict[str, Any]) -> list[str]:
+    """The baseline's taskIds in its suite's order: the plan's snapshot of the baseline's scores holds one per task
+    in that order (``grading.baseline_snapshot``), so the baseline's own plan is not read; a snapshot without
+    scores (none stored) falls back to it."""
+    snapshot = list(((plan.get("baseline") or {}).get("tasks") or {}).keys())
+    if snapshot:
+        return snapshot
+    return [str(t["taskId"]) for t in _evalrun().load_plan(ports, str(plan["baselineRunId"]))["suite"]["tasks"]]
+
+
 def baseline_page(ports: Ports, plan: dict[str, Any], task_ids: list[str]) -> dict[str, dict[int, Steps]] | None:
     """The baseline's trajectories of these tasks by taskId and trial number; None when the eval has no baseline
     or the baseline is gone."""
@@ -70,8 +81,7 @@ def baseline_page(ports: Ports, plan: dict[str, Any], task_ids: list[str]) -> di
         return None
     evalrun = _evalrun()
     try:
-        suite = evalrun.load_plan(ports, str(base_id))["suite"]
-        where = {str(t["taskId"]): i for i, t in enumerate(suite["tasks"])}
+        where = {task: i for i, task in enumerate(baseline_order(ports, plan))}
         wanted = {where[t] for t in task_ids if t in where}
         if not wanted:
             return {}

@@ -15,14 +15,31 @@ def _features() -> dict[str, bool]:
     return discovery.FEATURES
 
 
-def stored(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
+# Large summaries read by this container, by their S3 key: a terminal run's summary object is written once (a
+# retried Finish writes the same bytes) and its key names the run, so a reader that has just read the run item
+# that names it may reuse it (the eval report's pages read it once, decision 0126).
+_SUMMARY_CACHE_SIZE = 4
+_summary_cache: dict[str, dict[str, Any]] = {}
+
+
+def stored(ports: Ports, rec: RunRecord, *, cached: bool = False) -> dict[str, Any] | None:
     """The eval run's stored summary: on the run item, or the S3 object it names when large; None when it has
-    none (or its object is gone with an erasure)."""
+    none (or its object is gone with an erasure). ``cached``: a terminal run's object read before by this
+    container is not read again (never cached while the run is not terminal)."""
     s = rec.summary
     if not s or "$ref" not in s:
         return s
-    got = ports.blobs.get_json(str(s["$ref"]))
-    return dict(got) if got is not None else None
+    key = str(s["$ref"])
+    if cached and rec.terminal and key in _summary_cache:
+        return _summary_cache[key]
+    got = ports.blobs.get_json(key)
+    if got is None:
+        return None
+    if cached and rec.terminal:
+        while len(_summary_cache) >= _SUMMARY_CACHE_SIZE:
+            _summary_cache.pop(next(iter(_summary_cache)))
+        _summary_cache[key] = dict(got)
+    return dict(got)
 
 
 def eval_summary(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:

@@ -360,12 +360,14 @@ class DynamoRunStore:
 
     def query_aux(self, run_id: str, prefix: str, *, between: tuple[str, str] | None = None
                   ) -> list[tuple[str, dict[str, Any]]]:
-        """The run's aux items whose sort key starts with ``prefix``, or lies ``between`` (low, high) inclusive."""
+        """The run's aux items whose sort key starts with ``prefix``, or lies ``between`` (low, high) inclusive.
+        Only their sort key and document are read (not the partition key or the TTL: bytes on the wire)."""
         out: list[tuple[str, dict[str, Any]]] = []
         cond = partition_condition(run_id, prefix) if between is None else {
             "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
             "ExpressionAttributeValues": {":p": {"S": run_id}, ":a": {"S": between[0]}, ":b": {"S": between[1]}}}
-        for raw in query_all(self._c, {"TableName": self._t, "ConsistentRead": True, **cond}):
+        for raw in query_all(self._c, {"TableName": self._t, "ConsistentRead": True, "ProjectionExpression": "sk, #d",
+                                       "ExpressionAttributeNames": {"#d": "doc"}, **cond}):
             it = from_item(raw)
             out.append((it["sk"], json.loads(it["doc"])))
         return out

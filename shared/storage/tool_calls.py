@@ -132,13 +132,13 @@ class DynamoToolCallStore:
                 return False
             raise
 
-    def _from(self, raw: dict[str, Any]) -> ToolCallRecord:
+    def _from(self, raw: dict[str, Any], run_id: str) -> ToolCallRecord:
         it = from_item(raw)
         doc = json.loads(it["doc"]) if "doc" in it else self._blobs.get_json(it["docRef"])
         if doc is None:
-            raise RunGoneError(it["runId"])
+            raise RunGoneError(run_id)
         return ToolCallRecord(
-            run_id=it["runId"], call_key=it["callKey"], agent_id=doc["agentId"], invocation_id=doc["invocationId"],
+            run_id=run_id, call_key=it["callKey"], agent_id=doc["agentId"], invocation_id=doc["invocationId"],
             delegate=bool(doc["delegate"]), tool_name=doc["toolName"], call_id=doc["callId"], args=doc["args"],
             status=doc["status"], result=doc.get("result"), error=doc.get("error"), source=doc.get("source", "live"),
             started_at=doc.get("startedAt", ""), duration_ms=doc.get("durationMs"), extra=doc.get("extra") or {},
@@ -147,20 +147,23 @@ class DynamoToolCallStore:
     def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"runId": run_id, "callKey": call_key}),
                                 ConsistentRead=True)
-        return self._from(resp["Item"]) if "Item" in resp else None
+        return self._from(resp["Item"], run_id) if "Item" in resp else None
 
     def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]:
-        """The run's records by call key; with ``between`` = (low, high), those whose key lies in it, inclusive."""
+        """The run's records by call key; with ``between`` = (low, high), those whose key lies in it, inclusive.
+        Only the attributes a record is made of are read (not the partition key or the TTL: bytes on the wire)."""
         kwargs: dict[str, Any] = {
             "TableName": self._t,
             "KeyConditionExpression": "runId = :r",
             "ExpressionAttributeValues": {":r": {"S": run_id}},
+            "ProjectionExpression": "callKey, #d, docRef",
+            "ExpressionAttributeNames": {"#d": "doc"},
             "ConsistentRead": True,
         }
         if between is not None:
             kwargs["KeyConditionExpression"] = "runId = :r AND callKey BETWEEN :a AND :b"
             kwargs["ExpressionAttributeValues"].update({":a": {"S": between[0]}, ":b": {"S": between[1]}})
-        return [self._from(i) for i in query_all(self._c, kwargs)]
+        return [self._from(i, run_id) for i in query_all(self._c, kwargs)]
 
     def delete_all(self, run_id: str) -> int:
         return batch_delete(self._c, self._t, self.all_keys(run_id))

@@ -78,16 +78,42 @@ def test_ignore_makes_a_timestamp_only_change_pass(host, tools):
     before = tools["server"].count()
     # When it runs under the official exact match
     missed = _report(host, run_eval(client, exact))["stamp"]
-    # Then it misses, and the miss names the rule that would have matched (no value of either side)
+    # Then it misses, and the miss names the rules that would have matched (no recorded value)
     assert (missed["verdict"], missed["fixtureMissCount"]) == ("unverifiable", 1)
     assert missed["fixtureMisses"][0]["differingPointers"] == ["/at"]
-    assert missed["fixtureMisses"][0]["wouldMatchWith"] == {"ignore": ["/at"]}
+    assert missed["fixtureMisses"][0]["wouldMatchWith"] == {"ignore": ["/at"], "anyOf": {"/at": [NEW_AT]}}
     # When the suite ignores /at
     served = _report(host, run_eval(client, ignoring))["stamp"]
     # Then the recorded answer is served and the task passes, with no live hit either time
     assert (served["verdict"], served["fixtureMissCount"], served["liveToolCalls"]) == ("passed", 0, 0)
     assert [c["provenance"] for c in served["trialResults"][0]["toolCalls"]] == ["served"]
     assert tools["server"].count() == before
+
+
+def test_any_of_serves_a_listed_changed_argument_and_the_miss_suggests_it(host, tools):
+    client = host.client(host.key_a)
+    suite_id = _suite_id()
+    call = (tools["lookup"], {"customerId": "c-1", "region": "us"})
+    entry = {"tool": tools["lookup"], "args": {"customerId": "c-1", "region": "eu"}, "response": ADA}
+    # Given a recorded lookup for region eu, and an agent that now asks for region us
+    exact = _register(host, suite_id, "1.0.0", [_task("region", [call], [entry])])
+    before = tools["server"].count()
+    # When it runs under the exact match
+    missed = _report(host, run_eval(client, exact))["region"]
+    # Then it misses, and anyOf with the call's value is among the rules that would have matched
+    assert (missed["verdict"], missed["fixtureMissCount"]) == ("unverifiable", 1)
+    assert missed["fixtureMisses"][0]["wouldMatchWith"] == {"ignore": ["/region"], "anyOf": {"/region": ["us"]}}
+    # When one task lists us in anyOf and another lists only ca
+    listed = _register(host, suite_id, "1.1.0", [
+        _task("region", [call], [entry], fixtureMatching={"anyOf": {"/region": ["ca", "us"]}}),
+        _task("unlisted", [call], [entry], fixtureMatching={"anyOf": {"/region": ["ca"]}})])
+    rows = _report(host, run_eval(client, listed))
+    # Then the listed value is served the recorded answer and passes; the unlisted one still misses
+    assert (rows["region"]["verdict"], rows["region"]["fixtureMissCount"], rows["region"]["liveToolCalls"]) == (
+        "passed", 0, 0)
+    assert [c["provenance"] for c in rows["region"]["trialResults"][0]["toolCalls"]] == ["served"]
+    assert (rows["unlisted"]["verdict"], rows["unlisted"]["fixtureMissCount"]) == ("unverifiable", 1)
+    assert tools["server"].count() == before  # nothing went live
 
 
 def test_a_task_rule_replaces_the_suites_and_tolerance_bounds_numbers(host, tools):
@@ -171,12 +197,40 @@ def test_eval_accept_publishes_a_version_the_same_candidate_passes(host, tools, 
     assert tools["server"].count() == hits
 
 
-def test_accept_of_one_task_leaves_the_others_and_refuses_foreign_runs_with_one_answer(host, tools, capsys):
-    client = host.client(host.key_a)
+def _two_stamped(host: Any, tools: dict[str, Any]) -> tuple[str, list[tuple[str, Any]], list[dict[str, Any]], str]:
+    """A suite of two tasks, ``stamp`` and ``other``, each missing its timestamped lookup, and an eval of it:
+    (suiteId, calls, entries, the eval's run id)."""
     suite_id = _suite_id()
     calls, entries = _stamped(tools)
     ref = _register(host, suite_id, "1.0.0", [_task("stamp", calls, entries), _task("other", calls, entries)])
-    candidate = run_eval(client, ref)
+    return suite_id, calls, entries, run_eval(host.client(host.key_a), ref)
+
+
+def test_eval_accept_with_task_through_the_cli_accepts_only_that_task(host, tools, capsys):
+    suite_id, calls, entries, candidate = _two_stamped(host, tools)
+    # When the CLI accepts one task of the run
+    assert _cli(host, "accept", candidate, "--task", "stamp") == 0
+    # Then it prints the new version's evalSuiteRef
+    assert capsys.readouterr().out.strip() == f"{suite_id}@1.1.0"
+    # and only that task takes the run's recorded call; the other keeps its old fixture
+    doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.1.0", key=host.key_a).json
+    tasks = {t["taskId"]: t for t in doc["tasks"]}
+    assert tasks["stamp"]["fixtures"]["toolResponses"] == [{"tool": tools["lookup"], "args": calls[0][1],
+                                                            "argsMatch": "exact", "response": ADA}]
+    assert tasks["other"] == _task("other", calls, entries)
+    # and the same candidate against it: stamp is served, other still misses (exit 2)
+    assert _cli(host, "run", "--suite", f"{suite_id}@1.1.0", "--agent", AGENT, "--wait", "--json") == 2
+    out = json.loads(capsys.readouterr().out)
+    assert [(t["taskId"], t["fixtureMissCount"]) for t in out["tasks"]] == [("stamp", 0), ("other", 1)]
+    # When a task the run does not have is named, Then exit 3 with one error line and no new version
+    assert _cli(host, "accept", candidate, "--task", "nope") == 3
+    assert capsys.readouterr().err.startswith("error: ")
+    assert raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}", key=host.key_a).json["versions"] == [
+        "1.0.0", "1.1.0"]
+
+
+def test_accept_of_one_task_leaves_the_others_and_refuses_foreign_runs_with_one_answer(host, tools, capsys):
+    suite_id, calls, entries, candidate = _two_stamped(host, tools)
     path = f"{BASE}/eval-suites/{suite_id}:accept"
     # When only one task is accepted
     r = raw(host.base_url, "POST", path, {"runId": candidate, "taskIds": ["stamp"]}, key=host.key_a)

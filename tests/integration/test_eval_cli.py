@@ -86,16 +86,29 @@ def test_an_unchanged_candidate_exits_0_and_json_carries_the_paired_verdict(host
 
 def test_a_fixture_miss_exits_2_and_the_report_names_the_differing_pointer(host, loop, tmp_path, capsys):
     junit = tmp_path / "miss.xml"
+    comment = tmp_path / "pr" / "miss.md"
+    # When eval run --wait serves a task from a recorded run whose call now differs at /key
     code = cli(host, "run", "--suite", DRIFT, "--agent", AGENT, "--fixtures-from", f"record={loop['source']}",
-               "--wait", "--junit", str(junit))
-    out = capsys.readouterr().out
+               "--wait", "--junit", str(junit), "--markdown", str(comment))
+    out, err = capsys.readouterr()
+    # Then exit 2, and the table's miss line names the pointer and the rules that would have matched
     assert code == 2, out
-    assert "fixture miss in record (trial 1): conformance.eval:counter" in out
-    assert "closest recorded call" in out and "differs at /key" in out
+    would = '; would match with {"ignore":["/key"]} or {"anyOf":{"/key":["k2"]}}'
+    miss = [ln for ln in out.splitlines() if ln.startswith("fixture miss in record (trial 1): conformance.eval:counter")]
+    assert len(miss) == 1 and "closest recorded call" in miss[0] and miss[0].endswith("differs at /key" + would)
     assert "verdict: unverifiable (exit 2)" in out
+    # and the JUnit failure's message and text carry them too
     case = ET.parse(junit).getroot().find("testcase")
     assert case.get("name") == "record" and case.find("failure").get("type") == "unverifiable"
-    assert "/key" in case.find("failure").text
+    line = "fixture miss: conformance.eval:counter differs at /key" + would
+    assert case.find("failure").get("message").endswith("; " + line)
+    assert case.find("failure").text.splitlines()[-1] == line
+    # and eval run --markdown wrote the comment: summary line, the task's row, the miss with its rules
+    lines = comment.read_text(encoding="utf-8").splitlines()
+    run_id = err.split("eval run ", 1)[1].split(" started", 1)[0]
+    assert lines[2].startswith(f"**eval unverifiable** (exit 2) · run `{run_id}`") and " · no baseline" in lines[2]
+    assert "| record | - | 0.00 | 0/1 | 1 | unverifiable |" in lines
+    assert f"  - fixture miss (trial 1): `{line.split(': ', 1)[1]}`" in lines
     # the same run compared again: same exit code (the verdict is the host's data, not the run command's)
     assert cli(host, "compare", loop["drift"], "--json") == 2
     doc = json.loads(capsys.readouterr().out)

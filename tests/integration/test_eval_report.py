@@ -57,7 +57,8 @@ def test_a_fixture_miss_names_the_closest_recorded_call_and_the_differing_pointe
         "trial": 1, "callId": task["trialResults"][0]["toolCalls"][0]["callId"], "tool": "conformance.eval:counter",
         "recordedFrom": seeded["source"], "args": {"op": "inc", "key": "k2"},
         "closest": {"index": 0, "tool": "conformance.eval:counter", "args": {"op": "inc", "key": "k1"}},
-        "sameTool": True, "differingPointers": ["/key"], "wouldMatchWith": {"ignore": ["/key"]}}]
+        "sameTool": True, "differingPointers": ["/key"],
+        "wouldMatchWith": {"ignore": ["/key"], "anyOf": {"/key": ["k2"]}}}]
     assert [(c["provenance"], c["status"]) for c in task["trialResults"][0]["toolCalls"]] == [
         ("refused", "error"), ("served", "ok")]
     assert task["trialResults"][0]["toolCalls"][0]["errorCode"] == "openwop-serverless.fixture_miss"
@@ -208,3 +209,77 @@ def test_the_baseline_is_read_once_per_page_in_one_range_of_its_trials(host, cha
     assert seen.count((changed["base"], "TRIAL#")) == 1
     assert [r for r in seen if r[1] == "MCALL#"] == []
     assert page["tasks"][1]["divergence"]["pointers"] == ["/opts/limit"]
+
+
+def test_pages_read_the_plan_once_and_find_the_baseline_without_its_plan(host, changed):
+    # Given a cold container (no plan cached) and a counting view of the run store's item reads
+    from shared.engine import evalrun
+    from shared.services import eval_report
+
+    ports = _ports()
+    rec = ports.runs.get_run(changed["candidate"])
+    for run_id in (changed["candidate"], changed["base"]):
+        evalrun._plan_cache.pop(run_id, None)
+    seen: list[tuple[str, str]] = []
+    real = ports.runs.get_aux
+
+    def counted(run_id, sk):
+        seen.append((run_id, sk))
+        return real(run_id, sk)
+
+    ports.runs.get_aux = counted  # type: ignore[method-assign]
+    try:
+        # When the report is built in two pages of one task
+        one = eval_report.build(ports, rec, 0, 1)
+        two = eval_report.build(ports, rec, 1, 1)
+    finally:
+        del ports.runs.get_aux
+    # Then the candidate's plan was read once for both, the baseline's never (its order is in the candidate's plan)
+    assert seen == [(changed["candidate"], "EVALPLAN")]
+    # and each page still pairs its task with the baseline's trial of the same task
+    assert [t["taskId"] for t in one["tasks"] + two["tasks"]] == ["same", "lookup"]
+    assert one["tasks"][0]["divergence"] is None
+    assert two["tasks"][0]["divergence"]["pointers"] == ["/opts/limit"]
+
+
+def test_a_candidate_whose_suite_reorders_the_tasks_pairs_each_with_its_own_baseline_trial(host, changed):
+    from tests.evalseed import argument_suite
+    from tests.integration.test_eval_runs import run_eval
+
+    # Given a candidate version listing the baseline's two tasks in the other order (lookup first, limit 2)
+    suite = argument_suite(changed["suite"], "3.0.0", 2)
+    suite["tasks"].reverse()
+    assert put_suite(host, host.key_a, suite).status in (200, 201)
+    cand = run_eval(host.client(host.key_a), f"{changed['suite']}@3.0.0", evalModes=["golden", "regression"],
+                    baselineRunId=changed["base"])
+    # When its report is read one task a page
+    first = report(host, host.key_a, cand, "?limit=1").json
+    second = report(host, host.key_a, cand, f"?limit=1&cursor={first['nextCursor']}").json
+    # Then lookup (index 0 here, 1 in the baseline) diverges at /opts/limit and same (1 here, 0 there) does not
+    assert [t["taskId"] for t in first["tasks"] + second["tasks"]] == ["lookup", "same"]
+    assert first["tasks"][0]["divergence"]["pointers"] == ["/opts/limit"]
+    assert first["tasks"][0]["divergence"]["baseline"]["args"]["opts"] == {"limit": 1}
+    assert second["tasks"][0]["divergence"] is None
+    assert second["tasks"][0]["trialResults"][0]["trajectory"][-1] == {"type": "final-output", "output": "same"}
+
+
+def test_a_large_summary_is_read_once_by_a_container_and_only_for_a_terminal_run(host, changed):
+    import dataclasses
+
+    from shared.services import summaries
+
+    # Given a terminal eval run whose summary is an S3 object (as a suite of thousands of tasks has), on moto
+    ports = _ports()
+    rec = ports.runs.get_run(changed["candidate"])
+    key = f"tests/{unique('summary')}.json"
+    ports.blobs.put_json(key, {"aggregateScore": 0.5, "tasks": []})
+    large = dataclasses.replace(rec, summary={"$ref": key})
+    # When it is read with the cache and its object then goes
+    assert summaries.stored(ports, large, cached=True) == {"aggregateScore": 0.5, "tasks": []}
+    ports.blobs.delete_prefix(key)
+    # Then a cached read still answers it (read once), an uncached read finds it gone
+    assert summaries.stored(ports, large, cached=True) == {"aggregateScore": 0.5, "tasks": []}
+    assert summaries.stored(ports, large) is None
+    # and a run not terminal is never served from the cache
+    running = dataclasses.replace(large, status="running")
+    assert summaries.stored(ports, running, cached=True) is None

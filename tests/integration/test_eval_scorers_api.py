@@ -37,7 +37,11 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("numeric-pass", {"strategy": "numeric", "path": "/order/total", "value": 12.4, "tolerance": 0.2}, True),
     ("numeric-fail", {"strategy": "numeric", "path": "/order/total", "value": 12.0, "tolerance": 0.2}, False),
     ("not-contains-pass", {"strategy": "not-contains", "value": "cancelled"}, True),
+    ("not-contains-fail", {"strategy": "not-contains", "value": "cake"}, False),
+    ("not-regex-pass", {"strategy": "not-regex", "value": "^cancelled"}, True),
     ("not-regex-fail", {"strategy": "not-regex", "value": "shipped"}, False),
+    ("not-exact-pass", {"strategy": "not-exact", "value": "shipped"}, True),
+    ("not-exact-fail", {"strategy": "not-exact", "value": "shipped"}, False),
     ("cost-pass", {"strategy": "cost-below", "value": 0.01}, True),
     ("cost-fail", {"strategy": "cost-below", "value": 0}, False),
     ("latency-pass", {"strategy": "latency-below", "value": 60000}, True),
@@ -47,12 +51,14 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
      True),
 ]
 
+ANSWERS = {"not-exact-fail": "shipped"}  # a case's own answer (the others answer ANSWER)
+
 
 @pytest.fixture(scope="module")
 def scored(host):
     client = host.client(host.key_a)
     suite_id = f"tests.local.evals.{unique('scorers')}"
-    tasks = [_task(name, match) for name, match, _ in CASES]
+    tasks = [_task(name, match, ANSWERS.get(name, ANSWER)) for name, match, _ in CASES]
     # weighted all-of: the contains part (weight 3) passes, the json-path part (weight 1) fails -> 0.75, failed
     tasks.append(_task("all-of-weighted", {"strategy": "all-of", "of": [
         {"strategy": "contains", "value": "tea", "weight": 3},

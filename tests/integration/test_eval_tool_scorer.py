@@ -177,3 +177,96 @@ def test_a_replay_of_the_eval_makes_no_scorer_call_and_reproduces_the_scores(hos
     # Then the scorer tool got no request and the summary equals the source's
     assert server.count() == before
     assert summary_json(host, host.key_a, fork.runId) == summary_json(host, host.key_a, runs["candidate"])
+
+
+def test_a_one_task_suite_whose_flaky_task_fell_is_not_regressed(host, scorer, capsys):
+    from shared.local.cli import main
+
+    _, tool_id = scorer
+    client = host.client(host.key_a)
+    suite_id = f"tests.local.evals.{uuid.uuid4().hex[:10]}"
+
+    def suite(version: str, mode: str) -> dict[str, Any]:
+        return {"suiteId": suite_id, "version": version, "modes": ["golden", "regression"], "trials": 2, "tasks": [
+            {"taskId": "wobbly", "input": {"calls": [], "answer": "yes", "mode": mode, "suite": suite_id},
+             "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": tool_id, "value": "yes"}}}]}
+
+    for version, mode in (("1.0.0", "alternate"), ("1.1.0", "fail")):
+        assert put_suite(host, host.key_a, suite(version, mode)).status == 201
+    # Given a baseline whose only task's two trials disagreed, and a candidate where it fails both
+    base = run_eval(client, f"{suite_id}@1.0.0")
+    cand = run_eval(client, f"{suite_id}@1.1.0", evalModes=["golden", "regression"], baselineRunId=base)
+    reg = summary_json(host, host.key_a, cand)["regression"]
+    # Then the interval over the one paired task is a point below 0: the task's own fall
+    ci = reg["scoreDeltaInterval"]
+    assert ci["low"] == ci["high"] == pytest.approx(0.25 - 0.625)
+    # and still the flaky task alone does not make the suite regressed: listed apart, exit 0
+    assert (reg["verdict"], reg["flakyTasks"]) == ("unchanged", ["wobbly"])
+    code = main(["eval", "compare", cand, "--json", "--endpoint", host.base_url, "--api-key", host.key_a])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["verdict"], [t["verdict"] for t in doc["tasks"]]) == (0, "unchanged", ["flaky"])
+
+
+SCORE_TOOL = {
+    "name": "score_answer", "description": "Scores an answer: passes when the output equals the expected value.",
+    "inputSchema": {"type": "object", "required": ["input", "expected", "output", "trajectory"]},
+    "outputSchema": {"type": "object", "properties": {"score": {"type": "number"}, "pass": {"type": "boolean"},
+                                                      "reason": {"type": "string"}}, "required": ["score", "pass"]},
+}
+
+
+@pytest.fixture(scope="module")
+def mcp_scorer(host):
+    from shared.local.demo_mcp import DemoMcpServer
+
+    sent: list[dict[str, Any]] = []
+
+    def score(args: dict[str, Any]) -> dict[str, Any]:
+        sent.append(args)
+        ok = args.get("output") == args.get("expected")
+        return {"score": 1.0 if ok else 0.0, "pass": ok,
+                "reason": f"mcp scorer: {'agreed' if ok else 'disagreed'} with {args.get('expected')}"}
+
+    server = DemoMcpServer(extra_tools=[(SCORE_TOOL, score)])
+    url = server.start()
+    server_id = "s" + uuid.uuid4().hex[:8]
+    r = raw(host.base_url, "POST", "/host/openwop-serverless/mcp-servers", {
+        "serverId": server_id, "url": url,
+        "tools": {"score_answer": {"safetyTier": "read", "replayPolicy": "deterministic"}}}, key=host.key_a)
+    assert r.status == 201, r.text
+    yield server, f"mcp:{server_id}", sent
+    server.stop()
+
+
+def test_an_mcp_tool_scorer_passes_and_fails_and_its_reason_reaches_the_report(host, mcp_scorer):
+    server, prefix, sent = mcp_scorer
+    client = host.client(host.key_a)
+    suite_id = f"tests.local.evals.{uuid.uuid4().hex[:10]}"
+
+    def task(task_id: str, tool: str, value: str) -> dict[str, Any]:
+        return {"taskId": task_id, "input": {"calls": [], "answer": "yes"},
+                "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": f"{prefix}.{tool}",
+                                                         "value": value}}}
+
+    # Given tasks scored by a tool of a real MCP server on loopback: one it agrees with, one it does not, and one
+    # scored by a tool that answers isError
+    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "tasks": [
+        task("agreed", "score_answer", "yes"), task("disagreed", "score_answer", "no"),
+        task("errored", "fail_always", "yes")]}
+    assert put_suite(host, host.key_a, suite).status == 201
+    before = dict(server.calls)
+    # When the eval runs
+    run = run_eval(client, f"{suite_id}@1.0.0")
+    # Then the MCP tool was called once per scored trial, with {input, expected, output, trajectory}
+    assert server.calls["score_answer"] - before.get("score_answer", 0) == 2
+    assert server.calls["fail_always"] - before.get("fail_always", 0) == 1
+    assert {"input": {"calls": [], "answer": "yes"}, "expected": "no", "output": "yes", "trajectory": []} in sent
+    # and its answer (the result's structuredContent) decided each task
+    rows = {t["taskId"]: t for t in summary_json(host, host.key_a, run)["tasks"]}
+    assert {k: (v["passed"], v["score"]) for k, v in rows.items()} == {
+        "agreed": (True, 1.0), "disagreed": (False, 0.0), "errored": (False, 0.0)}
+    # and each reason reached the report
+    rep = raw(host.base_url, "GET", REPORT.format(project_id(run)), key=host.key_a).json
+    reasons = {t["taskId"]: t["scorers"][0]["reason"] for t in rep["tasks"]}
+    assert reasons == {"agreed": "mcp scorer: agreed with yes", "disagreed": "mcp scorer: disagreed with no",
+                       "errored": "the scorer tool answered with an error (isError)"}

@@ -120,3 +120,22 @@ def test_the_members_a_strategy_takes_are_checked_by_pointer(match, member):
     assert "unclosed" not in str(found)
     assert problems({"strategy": "all-of", "of": [{"strategy": "numeric", "path": "/n", "value": 1,
                                                    "tolerance": 0.5, "weight": 2}]}, "") == []
+
+
+def test_an_mcp_scorer_answers_in_its_call_tool_result() -> None:
+    from shared.engine.toolscorer import read_answer
+
+    answer = {"score": 0.5, "pass": False, "reason": "half"}
+    # Given the same answer as an MCP result's structuredContent, as its JSON text content, and an HTTP body
+    structured = {"content": [{"type": "text", "text": "{}"}], "structuredContent": answer, "isError": False}
+    text = {"content": [{"type": "text", "text": '{"score": 0.5, "pass": false, "reason": "half"}'}]}
+    # Then each reads as the tool's answer
+    for result in (structured, text, answer):
+        got = read_answer("ok", result, None)
+        assert (got.score, got.passed, got.reason) == (0.5, False, "half")
+    # and an isError result, or a text that is not the answer, fails the trial with a reason
+    errored = read_answer("ok", {"content": [{"type": "text", "text": "boom"}], "isError": True}, None)
+    assert (errored.score, errored.passed, errored.reason) == (0.0, False,
+                                                               "the scorer tool answered with an error (isError)")
+    prose = read_answer("ok", {"content": [{"type": "text", "text": "looks fine"}]}, None)
+    assert (prose.passed, prose.reason) == (False, "the scorer tool's answer is not {score, pass, reason}")

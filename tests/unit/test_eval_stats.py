@@ -56,12 +56,30 @@ def test_a_flaky_task_alone_is_never_regressed():
     assert grading.regression_block(0.0, cand, base, SystemIds().seeded("s"))["verdict"] == "regressed"
 
 
-def test_a_flaky_fall_counts_when_the_interval_lies_below_zero():
+def test_flaky_falls_count_together_when_the_interval_lies_below_zero():
+    # Given two tasks, both flaky in the baseline, that both fell
     base = {"a": 1.0, "b": 1.0}
     cand = {"a": 0.0, "b": 0.5}
+    # Then without an interval, or with one reaching 0, the verdict is unchanged; wholly below 0 it is regressed
     assert grading.pair(cand, base, frozenset({"a", "b"})) == (2, "unchanged")
     assert grading.pair(cand, base, frozenset({"a", "b"}), {"low": -1.0, "high": -0.5}) == (2, "regressed")
     assert grading.pair(cand, base, frozenset({"a", "b"}), {"low": -1.0, "high": 0.2}) == (2, "unchanged")
+    # and the same for two flaky rises and an interval wholly above 0
+    assert grading.pair(base, cand, frozenset({"a", "b"}), {"low": 0.5, "high": 1.0}) == (2, "improved")
+
+
+def test_one_flaky_task_never_regresses_a_suite_alone_whatever_the_interval():
+    # Given a one-task suite whose only task was flaky in the baseline and fell: its interval is a point below 0
+    base = {"runId": "t/b", "aggregateScore": 0.5, "tasks": {"wobbly": 0.5}, "flaky": ["wobbly"]}
+    block = grading.regression_block(0.0, [{"taskId": "wobbly", "score": 0.0}], base, SystemIds().seeded("s"))
+    assert block["scoreDeltaInterval"]["high"] == block["scoreDeltaInterval"]["low"] == -0.5
+    # Then the verdict is unchanged (the fall is the flaky task's own), the task listed apart
+    assert (block["verdict"], block["flakyTasks"]) == ("unchanged", ["wobbly"])
+    # and one flaky fall beside an unchanged task, even with an interval below 0 given, is not a regression
+    assert grading.pair({"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, frozenset({"a"}),
+                        {"low": -1.0, "high": -0.1}) == (2, "unchanged")
+    # nor a rise an improvement
+    assert grading.pair({"a": 1.0}, {"a": 0.5}, frozenset({"a"}), {"low": 0.5, "high": 0.5}) == (1, "unchanged")
 
 
 def test_the_bootstrap_is_seeded_reproducible_and_brackets_the_mean():

@@ -35,3 +35,22 @@ def test_expected_vs_actual_reads_the_golden_value_and_each_trials_answer() -> N
             "trialResults": [{"trial": 1, "actual": "a"}, {"trial": 2, "actual": {"k": 1}}]}
     assert expected_actual(task) == 'expected "the answer", actual "a" / {"k":1}'
     assert expected_actual({"taskId": "x"}) == "expected -, actual -"
+
+
+def test_would_match_with_is_pasteable_json_ignore_and_tolerance_first_anyof_as_the_alternative() -> None:
+    from shared.local.evalmarkdown import miss_text, would_match_with
+
+    # Given misses with every kind of rule, with ignore only (a content-free trial), and with none
+    both = {"tool": "t", "differingPointers": ["/amount", "/at"], "closest": {"index": 0},
+            "wouldMatchWith": {"ignore": ["/at"], "tolerance": {"/amount": 0.5}, "anyOf": {"/at": ["x`y"]}}}
+    plain = {"tool": "t", "differingPointers": ["/at"], "closest": {"index": 0}, "wouldMatchWith": {"ignore": ["/at"]}}
+    # Then the rules read as fixtureMatching JSON, anyOf after "or"; nothing is appended without rules
+    assert would_match_with(both) == ('; would match with {"ignore":["/at"],"tolerance":{"/amount":0.5}} or '
+                                      '{"anyOf":{"/at":["x`y"]}}')
+    assert miss_text(plain) == 't differs at /at; would match with {"ignore":["/at"]}'
+    assert miss_text({"tool": "t", "closest": None}) == "t differs at -"
+    # and in the comment a backtick in a value never ends the miss's code span
+    rep = _rep()
+    rep["tasks"][0]["fixtureMisses"] = [{**both, "trial": 1}]
+    line = next(ln for ln in markdown(rep).splitlines() if ln.startswith("  - fixture miss"))
+    assert line.count("`") == 2 and '"x\'y"' in line

@@ -59,11 +59,21 @@ def test_live_read_only_goes_live_only_for_a_read_only_tier() -> None:
     assert FixturePlan([], "live").goes_live("write") is True
 
 
-def test_would_match_names_the_rule_per_pointer_and_no_value() -> None:
-    recorded = {"id": "c-1", "at": "t1", "amount": 10}
-    call = {"id": "c-1", "at": "t2", "amount": 12.5}
-    assert would_match(recorded, call) == {"ignore": ["/at"], "tolerance": {"/amount": 2.5}}
-    assert would_match(recorded, call, bounds=False) == {"ignore": ["/amount", "/at"]}
+def test_would_match_names_the_rules_per_pointer_and_no_recorded_value() -> None:
+    # Given a call that differs from its recorded entry in a string, a number, an added and a dropped argument
+    recorded = {"id": "c-1", "at": "t1", "amount": 10, "gone": True}
+    call = {"id": "c-1", "at": "t2", "amount": 12.5, "opts": {"limit": 2}}
+    got = would_match(recorded, call)
+    # Then ignore + tolerance cover every pointer, and anyOf offers the call's value wherever it has one
+    assert got == {"ignore": ["/at", "/gone", "/opts"], "tolerance": {"/amount": 2.5},
+                   "anyOf": {"/amount": [12.5], "/at": ["t2"], "/opts": [{"limit": 2}]}}
+    # and each suggestion, used as the rules, does match (anyOf with ignore only where the call dropped a value)
+    assert args_match(recorded, call, {k: got[k] for k in ("ignore", "tolerance")})
+    assert args_match(recorded, call, {"anyOf": got["anyOf"], "ignore": ["/gone"]})
+    assert not args_match(recorded, call, {"anyOf": got["anyOf"]})
+    assert "t1" not in str(got) and 10 not in got["anyOf"]["/amount"]  # no recorded value
+    # and a content-free trial gets pointers only
+    assert would_match(recorded, call, bounds=False) == {"ignore": ["/amount", "/at", "/gone", "/opts"]}
     assert would_match(recorded, recorded) == {}
 
 
