@@ -238,6 +238,10 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
 
 # --------------------------------------------------------------------------- advancing a run
 
+# A kind's output may name the sequence at which its task's replay first diverged (``evalfork``: its events are
+# compared after the trials that made them have ended): the task's span then says so (replay.md §7).
+DIVERGED_AT = "divergedAtSeq"
+
 # The kinds ``advance`` hands a run to, by module name: imported on first use, so the kernel imports none of them.
 RUN_KINDS: dict[str, str] = {
     "workflow": "shared.engine.workflowrun",  # a workflow run, its replays and branches: the step loop
@@ -307,4 +311,7 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
         out = kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
         span.set("openwop.task.next", str(out.get("next", "")))
+        if DIVERGED_AT in out:
+            span.set(spans.DIVERGED, True)
+            span.set(spans.DIVERGED_SEQ, int(out.pop(DIVERGED_AT)))
         return out
