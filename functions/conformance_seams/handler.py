@@ -8,6 +8,9 @@ Without the setting every one answers 404 not_found, as any path this host does 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from functions._common import api
 from functions._common.resolver import Response
 from shared.services import seams
@@ -15,26 +18,27 @@ from shared.services import seams
 app = api.build_resolver()
 
 
+def _serve(model: Any, action: Callable[[Any, Any, Any], Any]) -> Response[str]:
+    """A seam: refused as a path never served before the caller and the body are read when the setting is off."""
+    ports = api.ports()
+    seams.require_enabled(ports)
+    caller = api.caller(app)
+    created = action(ports, caller, api.parse(app, model))
+    return api.reply(created.status, created.body)
+
+
 @app.post("/conformance/seams/sample/event-log/seed")
 def seed_event_log() -> Response[str]:
     from shared.protocol.seams_bodies import SeedEventLog
 
-    ports = api.ports()
-    seams.require_enabled(ports)  # before the caller and the body: disabled, it answers as a path never served
-    caller = api.caller(app)
-    created = seams.seed_event_log(ports, caller, api.parse(app, SeedEventLog))
-    return api.reply(created.status, created.body)
+    return _serve(SeedEventLog, seams.seed_event_log)
 
 
 @app.post("/conformance/seams/sample/effect-seams/fire")
 def fire_effect_seam() -> Response[str]:
     from shared.protocol.seams_bodies import FireEffectSeam
 
-    ports = api.ports()
-    seams.require_enabled(ports)
-    caller = api.caller(app)
-    created = seams.fire_effect_seam(ports, caller, api.parse(app, FireEffectSeam))
-    return api.reply(created.status, created.body)
+    return _serve(FireEffectSeam, seams.fire_effect_seam)
 
 
 @app.get("/host/durability/kill")
@@ -49,11 +53,7 @@ def durability_probe() -> Response[str]:
 def durability_exercise() -> Response[str]:
     from shared.protocol.seams_bodies import DurabilityKill
 
-    ports = api.ports()
-    seams.require_enabled(ports)
-    caller = api.caller(app)
-    created = seams.durability_exercise(ports, caller, api.parse(app, DurabilityKill))
-    return api.reply(created.status, created.body)
+    return _serve(DurabilityKill, seams.durability_exercise)
 
 
 lambda_handler = api.make_handler(app)

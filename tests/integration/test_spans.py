@@ -239,30 +239,18 @@ def test_each_eval_trial_is_a_span_in_the_eval_runs_trace(host, traced):
 
 
 def test_a_divergent_eval_replay_marks_the_diverging_task_span(host, traced):
-    import json
-
-    from shared.settings import get_settings
-    from tests.helpers import unique
-    from tests.integration.test_eval_runs import eval_request, golden, put_suite, script
+    from tests.integration.test_eval_forks import alter_score, echo_suite
+    from tests.integration.test_eval_runs import eval_request
 
     # Given a completed eval run of three tasks, and what it recorded for its second task's score altered
-    tasks = [{"taskId": f"t{i}", "input": script(("conformance.eval:echo", {"i": i}), answer=str(i % 2)),
-              "expected": golden("0")} for i in range(3)]
-    suite_id = "tests.local.evals." + unique("spans").replace("-", "")
-    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
-                                        "tasks": tasks}).status == 201
+    suite_id = echo_suite(host, 3, "spans")
     client = host.client(host.key_a)
     src = client.runs_create(eval_request(f"{suite_id}@1.0.0")).runId
     assert wait_terminal(client, src, timeout=60).status == "completed"
     faithful = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
     assert wait_terminal(client, faithful, timeout=60).status == "completed"
     altered = [e.sequence for e in all_events(client, src) if e.type == "eval.scored"][1]
-    ddb = host.aws.client("dynamodb")
-    key = {"runId": {"S": src}, "seq": {"N": str(altered)}}
-    item = ddb.get_item(TableName=get_settings().events_table, Key=key)["Item"]
-    doc = json.loads(item["doc"]["S"])
-    doc["payload"]["score"] = 0.5
-    ddb.put_item(TableName=get_settings().events_table, Item={**item, "doc": {"S": json.dumps(doc)}})
+    alter_score(host, src, altered, 0.5)
     # When it is replayed
     fork = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
     assert wait_terminal(client, fork, timeout=60).status == "completed"
