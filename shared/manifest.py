@@ -350,6 +350,8 @@ FUNCTIONS: tuple[Function, ...] = (
 RUN_ID = "{runId}"
 DEFAULT_ROUTE = "$default"
 SEAMS_PATH = "/conformance/seams/"
+# RFC 0158's durability test hook: a fixed path outside the seams profile's prefix, served with that profile only.
+DURABILITY_PATH = "/host/durability/"
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/.well-known/openwop", "get_capabilities", auth=False),
     Route("GET", "/openapi.json", "get_openapi", auth=False),
@@ -424,6 +426,8 @@ ROUTES: tuple[Route, ...] = (
     # (CDK context conformanceSeams, off by default); without it every request is the 404 of a path never served.
     Route("POST", f"{SEAMS_PATH}sample/event-log/seed", "conformance_seams"),
     Route("POST", f"{SEAMS_PATH}sample/effect-seams/fire", "conformance_seams"),
+    Route("GET", f"{DURABILITY_PATH}kill", "conformance_seams"),  # the hook's probe (fires nothing)
+    Route("POST", f"{DURABILITY_PATH}kill", "conformance_seams"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
@@ -510,6 +514,12 @@ def _segment_rank(pattern: str, segment: str) -> int:
             return 1 if segment else 0
         return 2 if segment.endswith(suffix) and len(segment) > len(suffix) else 0
     return 3 if pattern == segment else 0
+
+
+def is_seam_path(path: str) -> bool:
+    """A path of the certification-stage test surface (the seams profile and the durability hook): served only with
+    ``OPENWOP_CONFORMANCE_SEAMS``, left out of the served OpenAPI document."""
+    return path.startswith((SEAMS_PATH, DURABILITY_PATH))
 
 
 def allowed_methods(raw_path: str, routes: tuple[Route, ...] | None = None) -> tuple[str, ...] | None:

@@ -166,7 +166,7 @@ def method_answer(event: dict[str, Any]) -> dict[str, Any] | None:
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method") or "").upper()
     if allowed is None or method in allowed:
         return None
-    if raw_path.startswith(manifest.SEAMS_PATH) and not get_ports().settings.conformance_seams:
+    if manifest.is_seam_path(raw_path) and not get_ports().settings.conformance_seams:
         return None  # the seams profile off: its paths are not served at all (404), whatever the method
     allow = {"Allow": ", ".join(allowed)}
     if method == "OPTIONS":

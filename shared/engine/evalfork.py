@@ -23,7 +23,7 @@ from typing import Any
 
 from shared.engine import evalrun, forkindex, grading
 from shared.engine.canonical import same_json
-from shared.engine.kernel import TASK_EVENTS, EngineError, make_event
+from shared.engine.kernel import DIVERGED_AT, TASK_EVENTS, EngineError, make_event
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
@@ -114,6 +114,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
     if mode == "replay" and not diverged and lo < hi and digests is None:  # an index built before digests
         source = {int(e["sequence"]): e for e in ports.events.read_events(source_id, lo - 1, limit=hi - lo)}
     first_seq = seq = lo + (1 if diverged else 0)
+    diverged_at: int | None = None  # the sequence of this page's first event the source does not reproduce
     events: list[dict[str, Any]] = []
     for pos in range(lo, hi):
         d = drafts[pos - pos0]
@@ -130,6 +131,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
         if same:
             continue
         diverged = True
+        diverged_at = int(ev["sequence"])
         dev = make_event(ports, rec.run_id, seq, c.REPLAY_DIVERGED, forkindex.divergence(source_id, ev, src), None)
         dev["causationId"] = ev["eventId"]
         events.append(dev)
@@ -151,4 +153,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
         evalrun.append_chunked(ports, rec, events[already:], updates)
     except (ConflictError, RunGoneError):
         return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
-    return {"runId": rec.run_id, "next": "done" if last_page else "continue", "waitSeconds": 0}
+    out: dict[str, Any] = {"runId": rec.run_id, "next": "done" if last_page else "continue", "waitSeconds": 0}
+    if diverged_at is not None:
+        out[DIVERGED_AT] = diverged_at  # the kernel marks this task's span (replay.md §7)
+    return out

@@ -31,7 +31,7 @@ from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import AGENT_VERSION_PREFIX
+from shared.keys import AGENT_VERSION_PREFIX, EFFECT_PREFIX
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -47,6 +47,41 @@ INLINE_STATE_LIMIT = 32_000
 
 class EngineError(Exception):
     pass
+
+
+# An effect's claim is its claimant's for this long: the Advance task's Lambda timeout (manifest ``advance_run``; a
+# test checks), past which no invocation that claimed it can still be running. A claim younger than this that is not
+# ours belongs to a delivery still in flight (the same work delivered twice): we must not fire it again; an older one
+# was left by a delivery that died, and is taken over (at least once, never twice at the same time).
+EFFECT_LEASE_S = 300
+EFFECT_RECHECK_MAX_S = 10  # a waiting delivery looks again at most this long after (it usually finds the run done)
+
+
+class EffectInFlightError(Exception):
+    """Another delivery of this run's work holds the effect's claim: this task ends and looks again later."""
+
+    def __init__(self, wait_s: int) -> None:
+        super().__init__(f"an effect of this run is in flight in another delivery; look again in {wait_s}s")
+        self.wait_s = wait_s
+
+
+def claim_once(ports: Ports, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int) -> None:
+    """Claim an outside effect for this delivery, taking over a claim its claimant left more than
+    ``EFFECT_LEASE_S`` ago; ``EffectInFlightError`` when a live delivery holds it (``ConflictError`` when the run
+    is not writable)."""
+    now = ports.clock.now_ms()
+    claimed = ports.runs.claim_effect(run_id, effect_key, {**value, "at": ports.clock.iso(now)}, expires_at,
+                                      stale_before=ports.clock.iso(now - EFFECT_LEASE_S * 1000))
+    if not claimed:
+        held = ports.runs.get_aux(run_id, f"{EFFECT_PREFIX}{effect_key}") or {}
+        left = EFFECT_LEASE_S
+        at = held.get("at")
+        if isinstance(at, str):
+            from datetime import datetime
+
+            age_s = now / 1000 - datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+            left = max(1, int(EFFECT_LEASE_S - age_s) + 1)
+        raise EffectInFlightError(min(left, EFFECT_RECHECK_MAX_S))
 
 
 # --------------------------------------------------------------------------- events
@@ -238,6 +273,10 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
 
 # --------------------------------------------------------------------------- advancing a run
 
+# A kind's output may name the sequence at which its task's replay first diverged (``evalfork``: its events are
+# compared after the trials that made them have ended): the task's span then says so (replay.md §7).
+DIVERGED_AT = "divergedAtSeq"
+
 # The kinds ``advance`` hands a run to, by module name: imported on first use, so the kernel imports none of them.
 RUN_KINDS: dict[str, str] = {
     "workflow": "shared.engine.workflowrun",  # a workflow run, its replays and branches: the step loop
@@ -307,4 +346,7 @@ def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
         out = kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
         span.set("openwop.task.next", str(out.get("next", "")))
+        if DIVERGED_AT in out:
+            span.set(spans.DIVERGED, True)
+            span.set(spans.DIVERGED_SEQ, int(out.pop(DIVERGED_AT)))
         return out

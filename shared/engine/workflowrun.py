@@ -27,7 +27,9 @@ from shared.engine.kernel import (
     ENGINE_VERSION,
     FLUSH_AT,
     TASK_EVENTS,
+    EffectInFlightError,
     EngineError,
+    claim_once,
     fail_obj,
     halt,
     load_state,
@@ -322,16 +324,18 @@ def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, 
     url = str(cfg.get("url") or inputs.get("url") or "")
     method = str(cfg.get("method") or inputs.get("method") or "GET").upper()
     parts = urlsplit(url)
-    allow = ctx.ports.settings.http_allowlist
+    # The operator's allowlist, and a destination a seams-profile exercise named for this run (seams.py)
+    allow = (*ctx.ports.settings.http_allowlist, *(ctx.record.data.get("httpAllow") or ()))
     host = (parts.hostname or "").lower()
     port = parts.port
     target = f"{host}:{port}" if port else host
     if parts.scheme not in ("http", "https") or not host or (target not in allow and host not in allow):
         raise NodeFailure(c.EXTERNAL_CALL_FAILED, "the URL's host is not on the host's HTTP allowlist")
     guard.check("http.fetch")
-    # The request goes out only if the run is writable at this instant (ConflictError otherwise).
-    ctx.ports.runs.claim_effect(ctx.run_id, effect_key, {"seam": "http.fetch", "method": method, "url": url,
-                                                         "at": ctx.ports.clock.iso()}, ctx.record.expires_at)
+    # The request goes out only if the run is writable at this instant (ConflictError otherwise), and only from the
+    # one delivery holding its claim (EffectInFlightError in another: the same work delivered twice fires it once).
+    claim_once(ctx.ports, ctx.run_id, effect_key, {"seam": "http.fetch", "method": method, "url": url},
+               ctx.record.expires_at)
     body = inputs.get("body")
     try:
         reply = ctx.ports.http.send(method, url, {"Content-Type": "application/json", "Accept": "application/json"},
@@ -532,6 +536,10 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
             if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
                 flush()
                 return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    except EffectInFlightError as exc:
+        # Another delivery of this work holds an effect's claim: nothing of ours is written; look again later (that
+        # delivery has usually finished the run by then; if it died, its claim is taken over once it is stale).
+        return {"runId": run_id, "next": "wait", "waitSeconds": exc.wait_s}
     except (ConflictError, RunGoneError):
         # Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written.
         fresh = ports.runs.get_run(run_id)

@@ -3,8 +3,8 @@
 A kept data folder holds the runs, their logs and their state, but no Step Functions execution (those lived in the
 process that stopped). Every run, fork and eval run whose status is not terminal gets a new execution of its state
 machine (the next generation of its execution name), whose first task re-reads the run and goes on from where its
-log ends, as a task retried after a crash does on AWS: nothing is appended twice, and an effect already claimed is
-not fired twice. A paused or waiting-for-approval run parks again on a new task token; a run being cancelled is
+log ends, as a task retried after a crash does on AWS: nothing is appended twice, and a ``core.http`` effect the
+stopped process claimed is sent again only once its claim is stale (300 s; decision 0131). A paused or waiting-for-approval run parks again on a new task token; a run being cancelled is
 cancelled (``runs.finish_cancel``), as the cancel request would have finished it.
 """
 

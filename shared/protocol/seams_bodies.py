@@ -43,3 +43,11 @@ class FireEffectSeam(_Closed):
 
     seam: str = Field(min_length=1, max_length=128)
     receiverUrl: str | None = Field(default=None, min_length=1, max_length=2048)
+
+
+class DurabilityKill(_Closed):
+    """``POST /host/durability/kill`` (RFC 0158's durability test hook; this host stages ``duplicate-delivery``)."""
+
+    mode: Literal["after-accept", "during-execution", "duplicate-delivery"]
+    workflowId: str | None = Field(default=None, min_length=1, max_length=256)
+    effectUrl: str | None = Field(default=None, min_length=1, max_length=2048)

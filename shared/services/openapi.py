@@ -512,7 +512,7 @@ def document() -> dict[str, Any]:
     _create_run_requires(schemas["CreateRunRequest"])
     paths: dict[str, Any] = {}
     for route in manifest.ROUTES:
-        if route.path == manifest.DEFAULT_ROUTE or route.path.startswith(manifest.SEAMS_PATH):
+        if route.path == manifest.DEFAULT_ROUTE or manifest.is_seam_path(route.path):
             continue  # the seams profile has its own document (api/seams-v2.yaml), and is off by default
         ops = OPERATIONS[(route.method, route.path)]
         if tuple(op.path for op in ops) != route.operations:  # the manifest's 405s answer from route.operations

@@ -24,7 +24,7 @@ from shared.services.common import Caller
 from shared.services.run_start import Created, expires_at, new_run_id, stamped, start_run
 
 if TYPE_CHECKING:
-    from shared.protocol.seams_bodies import FireEffectSeam, SeedEventLog
+    from shared.protocol.seams_bodies import DurabilityKill, FireEffectSeam, SeedEventLog
 
 FIRE_WORKFLOW_ID = "conformance-effect-seam-fire"
 FIXTURE_DESTINATION = "http://127.0.0.1:1/"  # settings.SEAM_FIXTURE_TARGET: nothing listens there
@@ -126,11 +126,66 @@ def fire_effect_seam(ports: Ports, caller: Caller, body: FireEffectSeam) -> Crea
                             "metadata": {"seededBy": "conformance-seams", "seam": body.seam}}
     created = start_run(ports, caller, data, "run")
     run_id = str(created.body["runId"])
+    _settle(ports, run_id)
+    return Created(201, {"runId": run_id})
+
+
+def _settle(ports: Ports, run_id: str) -> None:
+    """Wait, bounded, for the run to settle: the answer names a run whose effect has been claimed (or settled)."""
     waited = 0.0
-    while waited < FIRE_SETTLE_S:  # bounded: the answer names a run whose effect has been claimed (or settled)
+    while waited < FIRE_SETTLE_S:
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status in _TERMINAL:
-            break
+            return
         ports.clock.sleep(FIRE_POLL_S)
         waited += FIRE_POLL_S
-    return Created(201, {"runId": run_id})
+
+
+# --------------------------------------------------------------------------- RFC 0158's durability test hook
+
+DURABILITY_WORKFLOW_ID = "conformance-durability-effect"
+DURABILITY_MODES = ("duplicate-delivery",)  # the modes this host stages; the kill modes end a process it has not
+
+
+def durability_probe(ports: Ports) -> dict[str, Any]:
+    """``GET /host/durability/kill``: the hook's presence, firing nothing."""
+    require_enabled(ports)
+    return {"modes": list(DURABILITY_MODES)}
+
+
+def durability_exercise(ports: Ports, caller: Caller, body: DurabilityKill) -> Created:
+    """``POST /host/durability/kill`` ``duplicate-delivery``: one run whose one node performs one outside effect (a
+    ``POST`` to the caller's ``effectUrl`` by a ``core.http`` node, else a ``storage.effect-ledger`` row), accepted
+    once and delivered twice: two executions of its state machine, started back to back, whose Advance tasks race
+    on the same run. Nothing in the seam serialises them: what keeps the log to one terminal event and the effect
+    to one firing is the host's own fence (the log's conditional appends, the effect's claim). Answers once the run
+    has settled (bounded), ``201 {runId, mode, workflowId, deliveries}``."""
+    require_enabled(ports)
+    if body.mode not in DURABILITY_MODES:
+        raise ValidationError("This host stages only the duplicate-delivery exercise: no process of it can be "
+                              "killed and restarted by a request.", {"field": "mode", "modes": list(DURABILITY_MODES)})
+    data: dict[str, Any] = {"kind": "workflow", "workflowId": DURABILITY_WORKFLOW_ID, "inputs": {},
+                            "owner": caller.owner, "metadata": {"seededBy": "conformance-seams",
+                                                                "durabilityExercise": body.mode}}
+    if body.effectUrl is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(body.effectUrl)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValidationError("effectUrl is an absolute http(s) URL.", {"field": "effectUrl"})
+        node = _fire_node("http.fetch", body.effectUrl)
+        # The caller named the destination of a certification-stage exercise: this run's core.http node may reach
+        # it whatever the operator's allowlist (the egress guard still checks every address).
+        data["httpAllow"] = [f"{parts.hostname.lower()}:{parts.port}" if parts.port else parts.hostname.lower()]
+    else:
+        node = _fire_node("storage.effect-ledger", None)
+    assert node is not None
+    doc = {**fire_definition(node), "id": DURABILITY_WORKFLOW_ID, "name": "Conformance: one effect, delivered twice"}
+    data["definition"] = doc
+    data["workflowVersion"] = doc["version"]
+    created = start_run(ports, caller, data, "run")  # the first delivery: the run's own execution
+    run_id = str(created.body["runId"])
+    ports.orchestrator.start("run", run_id, {"runId": run_id}, redelivery=True)  # the second, racing it
+    _settle(ports, run_id)
+    return Created(201, {"runId": run_id, "mode": body.mode, "workflowId": DURABILITY_WORKFLOW_ID,
+                         "deliveries": 2})

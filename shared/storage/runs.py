@@ -338,17 +338,25 @@ class DynamoRunStore:
                 raise RunGoneError(run_id) from exc
             raise
 
-    def claim_effect(self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int) -> bool:
+    def claim_effect(self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int, *,
+                     stale_before: str | None = None) -> bool:
         """Record the intent of an outside effect under the run, only while the run is writable (one transaction).
 
         True when newly claimed, False when this effect key was claimed before (a retried step);
         ``ConflictError`` when the run is no longer writable: the caller must not perform the effect.
+        With ``stale_before`` (an ISO time) a claim made before it, or one that names no time, is taken over in the
+        same write (its claimant is gone), and the claim records ``value["at"]`` as its time.
         """
-        put = {"Put": {"TableName": self._t,
-                       "Item": to_item({"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}{effect_key}", "doc": dump(value),
-                                        schema.TTL_ATTRIBUTE: expires_at}),
-                       "ConditionExpression": "attribute_not_exists(pk)"}}
-        return effect_transaction(self._c, [put, writable_check(self._t, run_id)], run_id)
+        item: dict[str, Any] = {"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}{effect_key}", "doc": dump(value),
+                                schema.TTL_ATTRIBUTE: expires_at}
+        put: dict[str, Any] = {"TableName": self._t, "ConditionExpression": "attribute_not_exists(pk)"}
+        if stale_before is not None:
+            item["claimedAt"] = str(value["at"])
+            put["ConditionExpression"] = ("attribute_not_exists(pk) OR attribute_not_exists(claimedAt)"
+                                          " OR claimedAt < :stale")
+            put["ExpressionAttributeValues"] = {":stale": {"S": stale_before}}
+        put["Item"] = to_item(item)
+        return effect_transaction(self._c, [{"Put": put}, writable_check(self._t, run_id)], run_id)
 
     def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)

@@ -206,6 +206,28 @@ def test_an_effect_row_is_written_once_per_key_while_writable(ports):
     assert ports.host.query("LEDGER#tenant-c", rec.run_id) == []
 
 
+def test_an_effect_claim_is_taken_over_only_once_it_is_stale(ports):
+    rec = _run(ports)
+
+    def claim(at: str, stale: str) -> bool:
+        return ports.runs.claim_effect(rec.run_id, "n#000001", {"seam": "http.fetch", "at": at}, rec.expires_at,
+                                       stale_before=stale)
+
+    # Given an effect claimed at 10:00
+    assert claim("2026-01-01T10:00:00.000Z", "2026-01-01T09:55:00.000Z") is True
+    # When another delivery tries while that claim is live (claims before 09:56 are stale), it is refused
+    assert claim("2026-01-01T10:01:00.000Z", "2026-01-01T09:56:00.000Z") is False
+    assert ports.runs.get_aux(rec.run_id, "EFFECT#n#000001")["at"] == "2026-01-01T10:00:00.000Z"
+    # Then once the claim is older than the lease it is taken over, by one taker only
+    assert claim("2026-01-01T10:06:00.000Z", "2026-01-01T10:01:00.000Z") is True
+    assert claim("2026-01-01T10:06:00.001Z", "2026-01-01T10:01:00.001Z") is False
+    assert ports.runs.get_aux(rec.run_id, "EFFECT#n#000001")["at"] == "2026-01-01T10:06:00.000Z"
+    # and a claim that names no time (written before claims had one) counts as stale
+    assert ports.runs.claim_effect(rec.run_id, "n#000002", {"x": 1}, rec.expires_at) is True
+    assert ports.runs.claim_effect(rec.run_id, "n#000002", {"at": "2026-01-01T10:00:00.000Z"}, rec.expires_at,
+                                   stale_before="2026-01-01T09:55:00.000Z") is True
+
+
 def test_an_era_2_log_is_stored_verbatim_and_every_read_translates_it(ports):
     from shared.protocol.codemap import legacy_owner
 

@@ -28,6 +28,34 @@ def _scored(client, run_id):
             for e in all_events(client, run_id) if e.type == "eval.scored"]
 
 
+def echo_suite(host, tasks: int, name: str) -> str:
+    """A golden suite (tenant A) of ``tasks`` tasks, each one echo call, answering "0" or "1" in turn (expected "0");
+    its suiteId."""
+    from tests.helpers import unique
+    from tests.integration.test_eval_runs import golden, put_suite, script
+
+    body = [{"taskId": f"t{i:02d}", "input": script(("conformance.eval:echo", {"i": i}), answer=str(i % 2)),
+             "expected": golden("0")} for i in range(tasks)]
+    suite_id = "tests.local.evals." + unique(name).replace("-", "")
+    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
+                                        "tasks": body}).status == 201
+    return suite_id
+
+
+def alter_score(host, run_id: str, seq: int, score: float) -> None:
+    """Rewrite the recorded ``eval.scored`` at ``seq`` with another score, in the events table itself."""
+    import json
+
+    from shared.settings import get_settings
+
+    table = get_settings().events_table
+    ddb = host.aws.client("dynamodb")
+    item = ddb.get_item(TableName=table, Key={"runId": {"S": run_id}, "seq": {"N": str(seq)}})["Item"]
+    doc = json.loads(item["doc"]["S"])
+    doc["payload"]["score"] = score
+    ddb.put_item(TableName=table, Item={**item, "doc": {"S": json.dumps(doc)}})
+
+
 def test_replay_fork_of_a_live_eval_run_fires_nothing_and_reproduces_it(host):
     client = host.client(host.key_a)
     src = _eval(client, "conformance-eval-recorded-source")
@@ -92,18 +120,11 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
     """Forks of an eval re-run its trials a page of whole tasks at a time (the eval's Finish page size, 3 trials
     here): a replay from 0 reproduces the log, a branch from inside the second page appends only after its prefix,
     and a replay of a source whose log was altered reports one divergence and numbers the later pages after it."""
-    import json
-
     from shared.keys import run_prefix
     from shared.settings import get_settings
-    from tests.helpers import unique
-    from tests.integration.test_eval_runs import eval_request, golden, put_suite, script
+    from tests.integration.test_eval_runs import eval_request
 
-    tasks = [{"taskId": f"t{i:02d}", "input": script(("conformance.eval:echo", {"i": i}), answer=str(i % 2)),
-              "expected": golden("0")} for i in range(10)]
-    suite_id = "tests.local.evals." + unique("pages").replace("-", "")
-    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
-                                        "tasks": tasks}).status == 201
+    suite_id = echo_suite(host, 10, "pages")
     client = host.client(host.key_a)
     monkeypatch.setenv("EVAL_FINISH_PAGE_TRIALS", "3")
     get_settings.cache_clear()
@@ -118,12 +139,7 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
         assert wait_terminal(client, branch, timeout=60).status == "completed"
         # alter what the source recorded for the eighth task (page three): the replay must notice it there
         altered = [e.sequence for e in source if e.type == "eval.scored"][7]
-        table = get_settings().events_table
-        ddb = host.aws.client("dynamodb")
-        item = ddb.get_item(TableName=table, Key={"runId": {"S": src}, "seq": {"N": str(altered)}})["Item"]
-        doc = json.loads(item["doc"]["S"])
-        doc["payload"]["score"] = 0.5
-        ddb.put_item(TableName=table, Item={**item, "doc": {"S": json.dumps(doc)}})
+        alter_score(host, src, altered, 0.5)
         diverged = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
         assert wait_terminal(client, diverged, timeout=60).status == "completed"
     finally:

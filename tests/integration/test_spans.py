@@ -24,7 +24,7 @@ from tests.integration.test_model_agents import (
     register_tool,
 )
 from tests.integration.test_model_agents_openai import _agent
-from tests.wire import raw, types_of, wait_for_events, wait_terminal
+from tests.wire import all_events, raw, types_of, wait_for_events, wait_terminal
 
 SECRET = "sk-span-test-" + uuid.uuid4().hex
 TICKET = "Customer c-1 cannot log in."  # the agent's input (agent_workflow)
@@ -236,3 +236,33 @@ def test_each_eval_trial_is_a_span_in_the_eval_runs_trace(host, traced):
     calls = sorted((trial_ids[s.parent.span_id], s.attributes["openwop.tool.source"]) for s in spans
                    if s.attributes.get("gen_ai.operation.name") == "execute_tool")
     assert calls == [(0, "live"), (0, "live"), (1, "fixture"), (1, "fixture")]
+
+
+def test_a_divergent_eval_replay_marks_the_diverging_task_span(host, traced):
+    from tests.integration.test_eval_forks import alter_score, echo_suite
+    from tests.integration.test_eval_runs import eval_request
+
+    # Given a completed eval run of three tasks, and what it recorded for its second task's score altered
+    suite_id = echo_suite(host, 3, "spans")
+    client = host.client(host.key_a)
+    src = client.runs_create(eval_request(f"{suite_id}@1.0.0")).runId
+    assert wait_terminal(client, src, timeout=60).status == "completed"
+    faithful = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
+    assert wait_terminal(client, faithful, timeout=60).status == "completed"
+    altered = [e.sequence for e in all_events(client, src) if e.type == "eval.scored"][1]
+    alter_score(host, src, altered, 0.5)
+    # When it is replayed
+    fork = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
+    assert wait_terminal(client, fork, timeout=60).status == "completed"
+    assert [e.payload["atSequence"] for e in all_events(client, fork) if e.type == "replay.diverged"] == [altered]
+    # Then exactly one span of the fork's trace says the replay diverged, at the altered event: the task that
+    # appended the divergence, a child of the fork's run span
+    spans = traced.trace(fork)
+    diverged = [s for s in spans if s.attributes.get("openwop.replay.diverged") is True]
+    assert [(s.name, s.attributes["openwop.replay.diverged_seq"], s.attributes["openwop.run.mode"])
+            for s in diverged] == [("openwop.task", altered, "replay")]
+    root = next(s for s in spans if s.name == "openwop.run")
+    assert diverged[0].parent.span_id == root.context.span_id
+    # and the faithful replay's trace, like the source's, carries no divergence
+    for run_id in (faithful, src):
+        assert not [s for s in traced.trace(run_id) if "openwop.replay.diverged" in s.attributes], run_id
