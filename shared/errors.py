@@ -161,6 +161,11 @@ class ProtocolVersionUnsupportedError(ProtocolError):
     default_message = "The requested protocol major is not served here."
 
 
+class ClientVersionUnsupportedError(ProtocolError):
+    code = codes.CLIENT_VERSION_UNSUPPORTED
+    default_message = "This client is older than the oldest this host serves."
+
+
 class RunTerminalError(ProtocolError):
     code = codes.RUN_TERMINAL
     default_message = "The run is already terminal."

@@ -21,6 +21,7 @@ from functions._common.observability import count, count_by, observed
 from functions._common.resolver import APIGatewayHttpResolver, Response
 from shared import manifest
 from shared.errors import (
+    ClientVersionUnsupportedError,
     IdempotencyKeyInvalidError,
     InternalError,
     ItemTooLargeError,
@@ -38,6 +39,7 @@ from shared.errors import (
 )
 from shared.ports import Ports
 from shared.protocol import body as wire_body
+from shared.protocol import client_version
 from shared.protocol.ids import IDEMPOTENCY_KEY_RE
 from shared.services.auth import resolve_caller
 from shared.services.common import Caller
@@ -131,12 +133,15 @@ def _is_pydantic_error(err: Exception) -> bool:
 
 
 def negotiate(headers: dict[str, str]) -> ProtocolError | None:
+    """The protocol version asked for (``OpenWOP-Version``), then the client's own (``OpenWOP-Client-Version``,
+    refused ``426`` below ``minClientVersion``)."""
     raw = headers.get("openwop-version")
-    if raw is None:  # absent: the preferred version; present but empty names no version, so it is refused below
-        return None
-    m = _VERSION_RE.match(raw.strip())
-    if m is None or m.group(1) not in SUPPORTED_MAJORS:
-        return ProtocolVersionUnsupportedError(details={"protocolVersions": [VERSION]})
+    if raw is not None:  # absent: the preferred version; present but empty names no version, so it is refused
+        m = _VERSION_RE.match(raw.strip())
+        if m is None or m.group(1) not in SUPPORTED_MAJORS:
+            return ProtocolVersionUnsupportedError(details={"protocolVersions": [VERSION]})
+    if client_version.below_floor(headers.get(client_version.HEADER)):
+        return ClientVersionUnsupportedError(details={"minClientVersion": client_version.MIN_CLIENT_VERSION})
     return None
 
 

@@ -11,6 +11,7 @@ FORBIDDEN = "forbidden"
 ID_TENANT_MISMATCH = "id_tenant_mismatch"
 NOT_FOUND = "not_found"
 PROTOCOL_VERSION_UNSUPPORTED = "protocol_version_unsupported"
+CLIENT_VERSION_UNSUPPORTED = "client_version_unsupported"
 RUN_TERMINAL = "run_terminal"
 RUN_ALREADY_ACTIVE = "run_already_active"
 RUN_STATE_CONFLICT = "run_state_conflict"
@@ -57,6 +58,7 @@ HTTP_STATUS: dict[str, int] = {
     ID_TENANT_MISMATCH: 403,
     NOT_FOUND: 404,
     PROTOCOL_VERSION_UNSUPPORTED: 406,
+    CLIENT_VERSION_UNSUPPORTED: 426,
     RUN_TERMINAL: 409,
     RUN_ALREADY_ACTIVE: 409,
     RUN_STATE_CONFLICT: 409,

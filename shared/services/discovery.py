@@ -9,6 +9,7 @@ from typing import Any
 from shared.engine.registry import AGENTS, NODE_TYPES, PROVIDER_SEAMS, TOOLS, TRANSPORT_SEAMS, Seam
 from shared.ports import Ports
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
+from shared.protocol.client_version import MIN_CLIENT_VERSION
 from shared.services import fixtures
 
 # The conformance seams profile this host serves with OPENWOP_CONFORMANCE_SEAMS (shared/services/seams.py).
@@ -43,6 +44,7 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         "protocolVersions": ["2.0"],
         "preferredVersion": "2.0",
         "protocolVersion": "2.0",
+        "minClientVersion": MIN_CLIENT_VERSION,
         "implementation": {"name": ports.settings.host_name, "version": "0.1.0", "vendor": "openwop-serverless",
                            "url": "https://github.com/openwop-serverless"},
         "engineVersion": 1,

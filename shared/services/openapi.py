@@ -15,6 +15,7 @@ from typing import Any
 
 from shared import manifest
 from shared.protocol.agents import AGENT_ID_PATTERN, AgentRegistration, DeploymentTransition
+from shared.protocol.client_version import below_floor_pattern
 from shared.protocol.codes import RUN_STATUSES
 from shared.protocol.models import BODIES
 from shared.protocol.tools import CredentialPut, McpServerRegistration, ToolRegistration
@@ -247,6 +248,9 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "Last-Event-ID": {"in": "header", "schema": {"type": "string", "pattern": r"^[0-9]{1,9}$"}},
     # The major alone or major.minor (versioning.md §1): present but empty names no version and is a 406.
     "OpenWOP-Version": {"in": "header", "schema": {"type": "string", "pattern": r"^2(\.[0-9]+)?$"}},
+    # The corpus release the client was built against (versioning.md §1.5): below minClientVersion is a 426; any
+    # other value, well-formed or not, is served.
+    "OpenWOP-Client-Version": {"in": "header", "schema": {"type": "string", "not": {"pattern": below_floor_pattern()}}},
 }
 
 _STR = {"type": "string"}
@@ -453,8 +457,8 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
             entry["content"] = {op.media if status == 200 else "application/json": {
                 "schema": {"$ref": f"#/components/schemas/{schema}"}}}
         responses[str(status)] = entry
-    # Any request can be refused for its framing or headers (400) or its protocol version (406).
-    statuses = sorted({*op.errors, 400, 406, *((401,) if auth else ())} - set(op.success))
+    # Any request can be refused for its framing or headers (400), its protocol version (406) or its client's (426).
+    statuses = sorted({*op.errors, 400, 406, 426, *((401,) if auth else ())} - set(op.success))
     for status in statuses:
         envelope = "RegistrationError" if status == 400 and op.operation_id in REGISTRATIONS else "ErrorEnvelope"
         responses[str(status)] = {"description": "error envelope", "content": {"application/json": {
@@ -469,7 +473,7 @@ def _operation(op: Op, auth: bool) -> dict[str, Any]:
         out["security"] = [{"bearer": []}]
     names = [seg[1:-1] for seg in op.path.replace(":", "/").split("/") if seg.startswith("{")]
     names += [q if q not in PARAMETERS or PARAMETERS[q]["in"] == "query" else f"{q}?" for q in op.query]
-    names += [*op.headers, "OpenWOP-Version"]
+    names += [*op.headers, "OpenWOP-Version", "OpenWOP-Client-Version"]
     out["parameters"] = [_parameter(n) for n in names]
     if op.body:
         optional = ("CancelRunRequest", "PauseRunRequest", "ResumeRunRequest")

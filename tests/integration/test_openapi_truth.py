@@ -57,10 +57,14 @@ STATE_DEPENDENT = {
     "evalSuiteAccept": ("400",),
 }
 POSITIVE_DEFAULT = ("2xx", "3xx", "401", "403", "404", "409", "429", "5xx")  # schemathesis' own default
+# A refusal of schema-violating data: schemathesis' own list, and 426 (a client version below minClientVersion, the
+# header's value the document's schema excludes: decision 0135)
+NEGATIVE_STATUSES = ("400", "401", "403", "404", "405", "406", "409", "415", "422", "426", "428", "429", "5xx")
 
 
 def _config(path: Path) -> None:
-    lines = []
+    lines = ["[checks.negative_data_rejection]",
+             "expected-statuses = [" + ", ".join(f'"{st}"' for st in NEGATIVE_STATUSES) + "]", ""]
     for operation_id, extra in STATE_DEPENDENT.items():
         statuses = ", ".join(f'"{s}"' for s in (*POSITIVE_DEFAULT, *extra))
         lines += ["[[operations]]", f'include-operation-id = "{operation_id}"',

@@ -160,3 +160,28 @@ def test_an_integer_written_with_a_fraction_is_the_integer(host):
     half = text.replace("1e2", "1.5")
     assert raw(host.base_url, "POST", "/runs", key=host.key_a, data=half.encode(),
                headers={"Content-Type": "application/json"}).status == 400
+
+
+def test_a_client_below_min_client_version_is_refused_426_naming_the_floor(host):
+    # Given the host's advertised floor
+    doc = raw(host.base_url, "GET", "/.well-known/openwop").json
+    assert doc["minClientVersion"] == "2.0"
+
+    def asked(client_version: str | None, method: str = "GET", path: str = "/.well-known/openwop"):
+        headers = {} if client_version is None else {"OpenWOP-Client-Version": client_version}
+        return raw(host.base_url, method, path, {"workflowId": "conformance-noop"} if method == "POST" else None,
+                   key=host.key_a, headers=headers)
+
+    # When clients announce versions below it, at it, above it, malformed ones, or none
+    # Then a well-formed version below the floor is refused 426 with the floor, on any route, before anything else
+    for below in ("0.0.1", "1.9", "1.99.7"):
+        for method, path in (("GET", "/.well-known/openwop"), ("POST", "/runs"), ("GET", "/runs")):
+            answer = asked(below, method, path)
+            assert (answer.status, answer.json) == (426, {
+                "error": "client_version_unsupported", "message": answer.json["message"],
+                "details": {"minClientVersion": "2.0"}}), (below, method, path)
+    # and the major and minor decide, never the patch; a value outside the grammar is as if absent
+    for served in ("2.0", "2.0.0", "2.0.99", "2.46.32", "10.1", "not-a-version", "1", "01.0", "1.0-rc.1", "", None):
+        assert asked(served).status == 200, served
+    # and the official client (which announces its corpus release) is served
+    assert host.client(host.key_a).runs_list().runs is not None
