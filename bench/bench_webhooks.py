@@ -168,7 +168,10 @@ def _load(aws: Any, ports: Any, receiver: Any, webhook_id: str) -> None:
     def arrived() -> list[Any]:
         return [h for h in receiver.deliveries(webhook_id) if h.json()["runId"] in run_ids]
 
-    while len(arrived()) < expected and time.monotonic() < deadline:
+    def delivered() -> int:  # each delivery once: a retried one may arrive twice
+        return len({(h.json()["runId"], h.json()["event"]["sequence"]) for h in arrived()})
+
+    while delivered() < expected and time.monotonic() < deadline:
         time.sleep(0.2)
     drained = time.monotonic() - t0
     hits = arrived()

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from shared import manifest, settings
+from shared.keys import RUN_SK
 from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION, function_arn
 from shared.local.patches import apply_patches
 
@@ -279,10 +281,15 @@ class LocalAws:
         consumers = {manifest.function(fn).local_name: manifest.table(t).local_name
                      for t, fn in manifest.STREAM_CONSUMERS}
 
+        erasure = manifest.function("erase_run").local_name
+
         def idle(worker: Any) -> None:
             table = consumers.get(worker.name)
             if table is not None:
                 journal.mark_idle(worker.name, table, worker.idle)
+            if worker.name == erasure:  # every erasure hook delivered so far has finished: keep nothing of them
+                journal.erased({keys["pk"]["S"] for keys in worker.take_removed()
+                                if keys.get("sk", {}).get("S") == RUN_SK and "S" in keys.get("pk", {})})
 
         on_stream_idle(idle)
 
@@ -366,6 +373,15 @@ class LocalAws:
         for function_name, event in self.recovery.stream_batches:
             deliver_stream_batch(function_name, event)
         flush_stream_backlog()
+        if self.recovery.compact:  # an erasure's snapshot was not written before the last stop: write it now
+            threading.Thread(target=self._compact_when_idle, name="openwop-erasure-snapshot", daemon=True).start()
+
+    def _compact_when_idle(self) -> None:
+        from shared.local.ddb_streams import wait_for_stream_idle
+
+        wait_for_stream_idle(60.0)
+        if self.journal is not None:
+            self.journal.request_snapshot()
 
     def _tables(self) -> None:
         ddb = self.client("dynamodb")

@@ -38,7 +38,7 @@ from shared.protocol import codes as c
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import tenant_of
 from shared.services import suites
-from shared.services.common import Caller
+from shared.services.common import Caller, remember
 
 RULE_PK = "SUITERULE#"
 DRAFT = "draft"
@@ -191,9 +191,7 @@ def _tenant_rules(ports: Ports, tenant: str) -> list[dict[str, Any]]:
     if hit is not None and now - hit[0] < RULE_CACHE_S * 1000:
         return hit[1]
     rules = [doc for _, doc in ports.host.query(RULE_PK + tenant)]
-    if len(_RULES) >= _RULES_MAX:
-        _RULES.pop(next(iter(_RULES)))
-    _RULES[tenant] = (now, rules)
+    remember(_RULES, tenant, (now, rules), _RULES_MAX)
     return rules
 
 
