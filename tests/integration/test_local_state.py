@@ -204,15 +204,17 @@ def _is_prefix(seen: str, after: str) -> bool:
 
 def _creates_until_killed(host: ServeProcess, rng: random.Random, acked: dict[str, str | None],
                           read: dict[str, str], seen: dict[str, str]) -> None:
-    """Create runs (one real tool call each, or none) until the host dies; keep every acknowledged id, the log of
-    each finished run as it was read, and the latest events read of each run still in flight."""
+    """Create runs (one real tool call each, none, or a 4 s hold) until the host dies; keep every acknowledged id,
+    the log of each finished run as it was read, and the latest events read of each run still in flight."""
     b = host.base_url
-    flows = ("demo-support", "conformance-noop")
+    inputs: dict[str, dict[str, Any]] = {"demo-support": {"customerId": "c-1", "city": "Oslo"},
+                                         "conformance-noop": {},
+                                         "conformance-delay": {"delayMs": 4000}}  # in flight for a while
     while host.proc.poll() is None:
-        flow = rng.choice(flows)
+        flow = rng.choice(sorted(inputs))
         try:
-            r = raw(b, "POST", "/runs", {"workflowId": flow, **({"inputs": {"customerId": "c-1", "city": "Oslo"}}
-                                                                 if flow == "demo-support" else {})}, key=KEY)
+            r = raw(b, "POST", "/runs", {"workflowId": flow, **({"inputs": inputs[flow]} if inputs[flow] else {})},
+                    key=KEY)
         except OSError:
             return  # the host is gone: this create got no answer
         if r.status != 201:
