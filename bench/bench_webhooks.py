@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from bench.common import api_event, call, line, start_stack, wait_status
-from shared.local.ddb_streams import STREAM_LANES
+from shared.local.ddb_streams import STREAM_LANES, stream_delivery_errors
 
 RUNS = 20
 QUIET_RUNS = 5
@@ -80,6 +80,8 @@ def main() -> None:
             c.meta.events.register("after-call.*.*", counter)
         if BASELINE_SECONDS > 0:  # the same clients before any subscription exists: nothing is delivered
             _load(aws, ports, receiver, None, BASELINE_SECONDS)
+            counter.calls.clear()  # the requests per delivered event below count from here
+            counter.idle_receives = 0
         events = ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]
         reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks",
                                                 {"url": receiver.url + "/bench", "events": events}))
@@ -271,6 +273,9 @@ def _load(aws: Any, ports: Any, receiver: Any, webhook_id: str | None, seconds: 
     line("load: queued when the clients stopped", queued)
     line("load: delivery rate (all delivered / time from start)", f"{len(keys) / max(drained, 0.001):.1f}", "/s")
     line("load: local delivery workers / stream lanes per consumer", f"{workers} / {STREAM_LANES}")
+    dead = len(ports.host.query("WEBHOOKDL#" + webhook_id))
+    line("load: dead-lettered / stream batches dropped / delivery invocations that raised",
+         f"{dead} / {len(stream_delivery_errors())} / {len(getattr(poller, 'errors', []))}")
 
 
 if __name__ == "__main__":

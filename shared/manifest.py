@@ -344,8 +344,10 @@ FUNCTIONS: tuple[Function, ...] = (
     # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
     Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "readwrite"), (EVENTS, "read"),
              (HOST, "readwrite"), (TOOL_CALLS, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
+    # The runs table: a delivery reads its run's item (an erased run's message is dropped), and a dead letter is
+    # linked under its run (its erasure deletes it).
     Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
-             ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite")),
+             ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite"), (RUNS, "readwrite")),
              bucket="read",  # events too large to travel in the message
              consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60, keys=((SIGNING, "readwrite"),)),
 )

@@ -367,15 +367,26 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
 
     Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
     NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
-    not seen yet by this warm process (per 100), then one SendMessageBatch per ten messages; events come from the
-    stream records themselves."""
+    not seen yet by this warm process (per 100), sent while the Query is (unless this process found the tenant
+    without subscribers before), then one SendMessageBatch per ten messages; events come from the stream records
+    themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
+    ahead = [r for r in by_run if r not in _RUN_FACTS and tenant_of(r) not in _NO_SUBSCRIBERS]
+    reading = None
+    if ahead:  # a run's first events: its facts are read beside its tenant's subscriptions, not after them
+        import threading
+
+        reading = threading.Thread(target=_load_run_facts, args=(ports, ahead), daemon=True,
+                                   name=threading.current_thread().name + "-facts")
+        reading.start()
     subs_of: dict[str, list[dict[str, Any]]] = {}
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
         subs_of[tenant] = _subscriptions(ports, tenant)
-    _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])
+    if reading is not None:
+        reading.join()
+    _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])  # any not read ahead
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():
         subs = subs_of[tenant_of(run_id)]
