@@ -253,6 +253,16 @@ class Journal:
             self._append(pickle.dumps(("erased",), protocol=5))
         self.request_snapshot()
 
+    def snapshot_when_streams_idle(self, timeout: float = 60.0) -> None:
+        """Take a snapshot once the stream consumers have delivered what a start handed them (on a thread)."""
+        from shared.local.ddb_streams import wait_for_stream_idle
+
+        def later() -> None:
+            wait_for_stream_idle(timeout)
+            self.request_snapshot()
+
+        threading.Thread(target=later, name="openwop-erasure-snapshot", daemon=True).start()
+
     def _kept_streams(self) -> list[tuple[str, dict[str, Any]]]:
         """The undelivered stream batches a snapshot keeps: without the records of runs erased meanwhile."""
         erased = self._erased

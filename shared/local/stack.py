@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import secrets
-import threading
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -373,15 +372,8 @@ class LocalAws:
         for function_name, event in self.recovery.stream_batches:
             deliver_stream_batch(function_name, event)
         flush_stream_backlog()
-        if self.recovery.compact:  # an erasure's snapshot was not written before the last stop: write it now
-            threading.Thread(target=self._compact_when_idle, name="openwop-erasure-snapshot", daemon=True).start()
-
-    def _compact_when_idle(self) -> None:
-        from shared.local.ddb_streams import wait_for_stream_idle
-
-        wait_for_stream_idle(60.0)
-        if self.journal is not None:
-            self.journal.request_snapshot()
+        if self.recovery.compact and self.journal is not None:  # an erasure's snapshot the last stop did not write
+            self.journal.snapshot_when_streams_idle()
 
     def _tables(self) -> None:
         ddb = self.client("dynamodb")

@@ -475,6 +475,30 @@ def test_a_torn_last_record_is_dropped_and_damage_elsewhere_is_refused(tmp_path)
         list(read_segment(path, last=True))
 
 
+def test_a_start_whose_journal_holds_an_erasure_not_yet_snapshotted_takes_the_snapshot(tmp_path):
+    import pickle
+
+    from shared.local.datadir import DataDir
+    from shared.local.journal_records import frame
+    from shared.local.persistence import Journal
+
+    # Given a folder whose journal ends with an erasure's marker (the host died before that snapshot was written),
+    # and one whose journal has none
+    for name, records, compact in (("erased", [("idle", "fn", "t"), ("erased",)], True),
+                                   ("plain", [("idle", "fn", "t")], False)):
+        folder = DataDir.open(tmp_path / name)
+        try:
+            folder.segment(1).write_bytes(b"".join(frame(pickle.dumps(r)) for r in records))
+            journal = Journal(folder, app=None)
+            # When the journal is recovered
+            report = journal.recover()
+            journal.close()
+        finally:
+            folder.close()
+        # Then only the first start is told to take a snapshot once it runs
+        assert (report.records, report.compact) == (len(records), compact), name
+
+
 @pytest.mark.parametrize(("auth", "target", "method", "kept"), [
     ("dynamodb", "DynamoDB_20120810.PutItem", "POST", True),
     ("dynamodb", "DynamoDB_20120810.TransactWriteItems", "POST", True),
