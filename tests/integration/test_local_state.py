@@ -16,6 +16,8 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,17 @@ def _serve(tmp_path: Path, data_dir: Path, name: str, **env: str) -> ServeProces
     serve = ServeProcess(tmp_path, "--port", "0", "--data-dir", str(data_dir), name=name, env=env).start()
     assert serve.serving, serve.stderr[-3000:]
     return serve
+
+
+@contextmanager
+def _killed_after(tmp_path: Path, data_dir: Path, name: str, **env: str) -> Iterator[ServeProcess]:
+    """A kept host for the block, killed with SIGKILL when the block ends (no shutdown code runs)."""
+    host = _serve(tmp_path, data_dir, name, **env)
+    try:
+        yield host
+    finally:
+        if host.proc.poll() is None:
+            host.kill()
 
 
 @pytest.fixture
@@ -283,8 +296,7 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
     import boto3
 
     data = tmp_path / "state"
-    host = _serve(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1")
-    try:
+    with _killed_after(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1") as host:
         endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", host.out).group(1)  # type: ignore
         ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
                            aws_secret_access_key="testing")
@@ -300,10 +312,6 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
         eventually(lambda: sum(p.stat().st_size for p in data.glob("journal-*.log")) < 2_500_000, timeout=120,
                    interval=0.2)
         assert "snapshot failed" not in host.stderr and "snapshot child" not in host.stderr
-        host.kill()
-    finally:
-        if host.proc.poll() is None:
-            host.kill()
     # And a start after a kill has every item (the snapshot plus the journal after it)
     again = _serve(tmp_path, data, "after-snapshots")
     try:
@@ -327,10 +335,9 @@ def _holding(folder: Path, needles: list[str]) -> list[tuple[str, str]]:
 @pytest.mark.timeout(900)
 def test_an_erased_run_leaves_nothing_of_it_in_the_data_folder(tmp_path, receiver):
     data = tmp_path / "state"
-    host = _serve(tmp_path, data, "erasure")
-    b = host.base_url
     city = "Erased" + uuid.uuid4().hex  # the weather tool answers with the city it was asked about
-    try:
+    with _killed_after(tmp_path, data, "erasure") as host:
+        b = host.base_url
         # Given a webhook whose receiver is down: the run's deliveries wait in the queue, backing off
         hook = raw(b, "POST", "/webhooks", {"url": receiver.url + "/erased",
                                             "events": ["run.started", "node.completed", "run.completed"]}, key=KEY)
@@ -354,10 +361,6 @@ def test_an_erased_run_leaves_nothing_of_it_in_the_data_folder(tmp_path, receive
         later = _create(b, "conformance-noop")
         eventually(lambda: receiver.deliveries(webhook_id, later), timeout=60, interval=0.2)
         assert receiver.deliveries(webhook_id, run_id) == []
-        host.kill()
-    finally:
-        if host.proc.poll() is None:
-            host.kill()
     # And a start after a kill brings none of it back
     again = _serve(tmp_path, data, "after-erasure")
     try:
