@@ -14,14 +14,18 @@ How (docs/decisions/0095-local-state.md has the evidence and the cost):
   length- and CRC-framed record, *before* the response leaves: a request that got any answer is on disk (in the
   OS's page cache: it survives ``kill -9``; a power loss may lose the last writes the OS had not flushed). Mutating
   requests (and snapshots) run one at a time under one lock, so the journal order is the order moto applied them.
-  Reads are not journaled and not serialised. Two requests are journaled by meaning instead of by bytes: an SQS
-  delete names the message ids its receipt handles designated (receipt handles die with the process), and an SQS
-  send keeps the message ids moto answered, so a replayed message gets its first id back.
+  Reads are not journaled and not serialised, nor are requests moto refused (a 4xx changed nothing). Two requests
+  are journaled by meaning instead of by bytes: an SQS delete names the message ids its receipt handles designated
+  (receipt handles die with the process), and an SQS send keeps the message ids moto answered, so a replayed
+  message gets its first id back.
 - **Snapshots.** When the journal since the last snapshot passes ``snapshot_bytes``, the journal's snapshot thread
   forks: the child (a copy-on-write image of the parent at a moment when no mutating request was in flight) pickles
   moto's data containers to ``snapshot.pickle`` (written beside, fsynced, renamed: a snapshot is whole or absent)
   and exits; the host goes on serving, and deletes the journal segments the snapshot covers once the child
   succeeded.
+- **Erasure.** Once the erasure hook has delivered a run's REMOVE, the run's queued messages are deleted (journaled by
+  message id), its stream records are kept out of snapshots, and a snapshot is taken: the journal segments that
+  wrote its data go with the ones it covers (decision 0127).
 - **Start.** Load the snapshot (if any) into moto's backends, replay the later segments in order through moto's
   own WSGI application (in process, no sockets), then go on appending to a new segment. A torn last record (the
   process died inside its ``write``; that request got no answer) is dropped; a damaged record anywhere else stops
