@@ -242,10 +242,13 @@ BUCKETS: tuple[Bucket, ...] = (Bucket(FIXTURES, purpose="derived fixture copies 
 
 CURSOR = "cursor"
 APIKEY_PEPPER = "pepper"
+TOMBSTONE = "tombstone"
 SECRETS: tuple[Secret, ...] = (
     Secret(CURSOR, purpose="HMAC key of the list cursors (GET /runs, GET /webhooks)"),
     Secret(APIKEY_PEPPER, purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
            json_key="current"),
+    Secret(TOMBSTONE, purpose="HMAC key of erasure tombstones' keys (a tombstone never holds the run id); never "
+           "rotated"),
 )
 
 KEYS: tuple[Key, ...] = (Key(SIGNING, purpose="encrypts webhook signing secrets (registration and delivery only)"),)
@@ -341,8 +344,10 @@ FUNCTIONS: tuple[Function, ...] = (
     # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
     Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "readwrite"), (EVENTS, "read"),
              (HOST, "readwrite"), (TOOL_CALLS, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
+    # The runs table: a delivery reads its run's item (an erased run's message is dropped), and a dead letter is
+    # linked under its run (its erasure deletes it).
     Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
-             ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite")),
+             ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite"), (RUNS, "readwrite")),
              bucket="read",  # events too large to travel in the message
              consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60, keys=((SIGNING, "readwrite"),)),
 )
@@ -580,6 +585,9 @@ def table(key: str) -> Table:
 
 def secrets_of(fn: Function) -> tuple[str, ...]:
     """The secrets ``fn`` may read: its declared ones, plus the API-key pepper when it serves an authenticated
-    route (it resolves callers) or the operator commands need it (none: the CLI runs with the operator's rights)."""
+    route (it resolves callers) or the operator commands need it (none: the CLI runs with the operator's rights),
+    and the tombstone key when it uses the runs table."""
     authenticates = any(r.function == fn.name and r.auth for r in ROUTES)
-    return fn.secrets + ((APIKEY_PEPPER,) if authenticates and APIKEY_PEPPER not in fn.secrets else ())
+    runs = any(t == RUNS for t, _ in fn.tables)  # a function of the runs table may meet a tombstone: its key's key
+    return (fn.secrets + ((APIKEY_PEPPER,) if authenticates and APIKEY_PEPPER not in fn.secrets else ())
+            + ((TOMBSTONE,) if runs and TOMBSTONE not in fn.secrets else ()))

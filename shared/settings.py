@@ -37,6 +37,7 @@ class Settings:
     http_allowlist: tuple[str, ...] = ()
     run_tool_call_budget: int = 1000
     cursor_secret_id: str = ""
+    tombstone_secret_id: str = ""
     egress_allow: tuple[str, ...] = ()
     tool_response_max_bytes: int = 1_000_000
     credentials_prefix: str = "openwop-serverless/credentials"
@@ -110,6 +111,7 @@ def get_settings() -> Settings:
     sm = {m.key: _env(m.env_var) for m in manifest.STATE_MACHINES}
     cursor = next(s for s in manifest.SECRETS if s.key == manifest.CURSOR)
     pepper = next(s for s in manifest.SECRETS if s.key == manifest.APIKEY_PEPPER)
+    tombstone = next(s for s in manifest.SECRETS if s.key == manifest.TOMBSTONE)
     webhooks = manifest.queue(manifest.WEBHOOKS)
     signing = manifest.kms_key(manifest.SIGNING)
     allow = tuple(h.strip() for h in _env("HTTP_ALLOWLIST").split(",") if h.strip())
@@ -136,6 +138,7 @@ def get_settings() -> Settings:
         http_allowlist=allow,
         run_tool_call_budget=int(_env("RUN_TOOL_CALL_BUDGET", "1000")),
         cursor_secret_id=_env(cursor.env_var, cursor.local_name),
+        tombstone_secret_id=_env(tombstone.env_var, tombstone.local_name),
         egress_allow=tuple(e.strip() for e in _env("EGRESS_ALLOW").split(",") if e.strip()),
         tool_response_max_bytes=int(_env("TOOL_RESPONSE_MAX_BYTES", "1000000")),
         credentials_prefix=_env("CREDENTIALS_SECRET_PREFIX", "openwop-serverless/credentials"),

@@ -208,6 +208,7 @@ def build_tracing(settings: Settings) -> Tracing:
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
     from shared.storage.blobs import S3BlobStore
+    from shared.storage.ddb import Tombstones
     from shared.storage.events import DynamoEventStore
     from shared.storage.host import DynamoHostStore
     from shared.storage.idempotency import DynamoIdempotencyStore
@@ -223,10 +224,13 @@ def build_ports(settings: Settings) -> Ports:
     clock = SystemClock()
     blobs = S3BlobStore(LazyClient("s3", lambda: _client("s3")), settings.fixtures_bucket)
     http = GuardedHttpTransport(_egress(settings))
+    secrets = SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get)
+    tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
     return Ports(
-        runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs),
+        runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
-        tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table),
+        tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table,
+                                       tombstones),
         host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
         blobs=blobs,
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
@@ -239,7 +243,7 @@ def build_ports(settings: Settings) -> Ports:
         ids=SystemIds(clock),
         http=http,
         mcp=_LazyMcp(settings),
-        secrets=SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get),
+        secrets=secrets,
         cipher=KmsCipher(LazyClient("kms", lambda: _client("kms")), {manifest.SIGNING: settings.signing_key_id}),
         signing=DynamoHostStore(ddb, settings.signing_table, settings.runs_table),
         settings=settings,

@@ -158,18 +158,19 @@ def effects_after_cancel(ports: Any, tenant: str, run_id: str, cancelled_at: str
 
 
 def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[str]) -> list[tuple[str, str]]:
-    """Every (table or object, needle) where an item or object still holds a needle, tombstones aside.
+    """Every (table or object, needle) where an item or object still holds a needle, tombstones included.
 
-    A tombstone is what refuses late writes for an erased id: it may hold the id, its tenant and when, nothing else.
+    A tombstone is what refuses late writes for an erased id: it is keyed by a keyed hash of the id and holds its
+    tenant and when, nothing else (never the id).
     """
     found: list[tuple[str, str]] = []
     for table in tables:
         for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
             for item in page["Items"]:
-                if item.get("sk", {}).get("S") == "TOMBSTONE":
-                    if set(item) != {"pk", "sk", "tenant", "erasedAt", "expiresAt"}:
-                        found.append((table, "tombstone with content"))
-                    continue
+                if item.get("sk", {}).get("S") == "TOMBSTONE" and (
+                        set(item) != {"pk", "sk", "tenant", "erasedAt", "expiresAt"}
+                        or not item["pk"]["S"].startswith("ERASED#")):
+                    found.append((table, "tombstone with content"))
                 text = json.dumps(item)
                 found += [(table, n) for n in needles if n in text]
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):

@@ -17,6 +17,9 @@ _NO_ROTATION_LAMBDA = {
     manifest.APIKEY_PEPPER: "No rotation Lambda: the value is the pepper of the stored API-key hashes, and a key "
     "hashed under a pepper can only be verified with it. The operator rotates it with a dual-pepper window "
     "(openwop-serverless keys rotate-pepper, re-issue keys, keys finish-rotation; docs/operations.md).",
+    manifest.TOMBSTONE: "No rotation Lambda, and never rotated: the value keys the hash under which an erased run's "
+    "tombstone is stored (never the run id), and a tombstone is found only under the key it was written with; a new "
+    "value would let a late write of an erased run through.",
 }
 
 

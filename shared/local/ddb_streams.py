@@ -1,6 +1,7 @@
 """DynamoDB Streams → Lambda in the embedded AWS (patch 2 in ``shared.local.patches``): stream records delivered
-to the real handlers on one ordered background worker per consuming function, and TTL deletions' REMOVE records
-marked with the TTL service identity (``shared.local.ttl``)."""
+to the real handlers on one ordered background worker per consuming function, only the event names its deployed
+mapping's filter keeps (``manifest.STREAM_EVENT_NAMES``), and TTL deletions' REMOVE records marked with the TTL
+service identity (``shared.local.ttl``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import logging
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,22 +36,45 @@ _stream_errors: list[StreamDeliveryError] = []
 STREAM_BATCH_SIZE = 100  # records per invocation, as the CDK event source mappings
 
 
+STREAM_LANES = 4
+"""Batches of different partition keys a consumer is handed at once. On AWS a table's stream has a shard per
+partition (more under load) and the mapping reads the shards concurrently, each in order; the local table has one
+shard, so its records are split by partition key instead: each key's records in order, in one lane."""
+
+
+@dataclass
+class _Lane:
+    queue: deque[tuple[Target, dict[str, Any]]] = field(default_factory=deque)
+    current: tuple[str, dict[str, Any]] | None = None  # the batch being delivered
+    busy: bool = False
+    thread: threading.Thread | None = None
+
+
+def _lane_of(record: dict[str, Any], lanes: int) -> int:
+    keys = record["dynamodb"].get("Keys") or {}
+    partition: Any = next(iter(keys.values()), {})  # moto names the hash key first
+    return zlib.crc32(json.dumps(partition, sort_keys=True).encode()) % lanes
+
+
 @dataclass
 class _StreamWorker:
-    """One background worker per consuming function delivers its stream batches in order, like one event source
-    mapping reading one shard: batches queued while the handler ran are coalesced into one invocation of up to
+    """The event source mapping of one consuming function: its stream records split by partition key into
+    ``lanes``, each lane delivering its batches in order on its own thread, like a mapping reading a shard per
+    partition: batches queued while the handler ran are coalesced into one invocation of up to
     ``STREAM_BATCH_SIZE`` records (as the AWS poller batches a shard's backlog)."""
 
     name: str
     attempts: int = 3
+    lanes: int = STREAM_LANES
     _cond: threading.Condition = field(default_factory=threading.Condition)
-    _queue: deque[tuple[Target, dict[str, Any]]] = field(default_factory=deque)
-    _busy: bool = False
-    _thread: threading.Thread | None = None
+    _lanes: list[_Lane] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
     _seen_order: deque[str] = field(default_factory=deque)
-    _current: tuple[str, dict[str, Any]] | None = None  # the batch being delivered
     _delivered: bool = False  # a batch was delivered since the worker last went idle
+    _removed: list[dict[str, Any]] = field(default_factory=list)  # Keys of REMOVE records delivered since then
+
+    def __post_init__(self) -> None:
+        self._lanes = [_Lane() for _ in range(max(1, self.lanes))]
 
     def submit(self, target: Target, event: dict[str, Any]) -> None:
         with self._cond:
@@ -61,31 +86,39 @@ class _StreamWorker:
                 self._seen_order.append(record["eventID"])
             while len(self._seen_order) > 10_000:
                 self._seen.discard(self._seen_order.popleft())
-            self._queue.append((target, {"Records": fresh}))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name=f"openwop-ddb-stream-{self.name}",
-                                                daemon=True)
-                self._thread.start()
+            by_lane: dict[int, list[dict[str, Any]]] = {}
+            for record in fresh:
+                by_lane.setdefault(_lane_of(record, len(self._lanes)), []).append(record)
+            for i, records in by_lane.items():
+                lane = self._lanes[i]
+                lane.queue.append((target, {"Records": records}))
+                if lane.thread is None or not lane.thread.is_alive():
+                    lane.thread = threading.Thread(target=self._run, args=(lane,), daemon=True,
+                                                   name=f"openwop-ddb-stream-{self.name}-{i}")
+                    lane.thread.start()
             self._cond.notify_all()
 
-    def _run(self) -> None:
+    def _idle(self) -> bool:
+        return all(not lane.queue and not lane.busy for lane in self._lanes)
+
+    def _run(self, lane: _Lane) -> None:
         while True:
             announce = False
             with self._cond:
-                while not self._queue:
-                    self._busy = False
+                while not lane.queue:
+                    lane.busy = False
                     self._cond.notify_all()
-                    if self._delivered:  # drained: say so once (outside the condition), then wait
+                    if self._delivered and self._idle():  # all drained: say so once (outside the condition)
                         self._delivered, announce = False, True
                         break
                     self._cond.wait()
                 if not announce:
-                    target, event = self._queue.popleft()
+                    target, event = lane.queue.popleft()
                     records = list(event["Records"])
-                    while self._queue and len(records) + len(self._queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
-                        records.extend(self._queue.popleft()[1]["Records"])
-                    self._busy = True
-                    self._current = (target.name, {"Records": records})
+                    while lane.queue and len(records) + len(lane.queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
+                        records.extend(lane.queue.popleft()[1]["Records"])
+                    lane.busy = True
+                    lane.current = (target.name, {"Records": records})
             if announce:
                 listener = _idle_listener
                 if listener is not None:
@@ -93,14 +126,21 @@ class _StreamWorker:
                 continue
             self._deliver(target, {"Records": records})
             with self._cond:
-                self._current = None
+                lane.current = None
                 self._delivered = True
+                if _idle_listener is not None:  # someone takes them (the kept state's erasure follow-up)
+                    self._removed.extend(r["dynamodb"].get("Keys", {}) for r in records
+                                         if r["eventName"] == "REMOVE")
 
     def pending(self) -> list[tuple[str, dict[str, Any]]]:
-        """The batches not yet delivered, the one being delivered first: ``[(function name, stream event)]``."""
+        """The batches not yet delivered, each lane's in order, the one being delivered first:
+        ``[(function name, stream event)]``."""
         with self._cond:
-            batches = [self._current] if self._current is not None else []
-            return batches + [(target.name, event) for target, event in self._queue]
+            batches: list[tuple[str, dict[str, Any]]] = []
+            for lane in self._lanes:
+                batches += [lane.current] if lane.current is not None else []
+                batches += [(target.name, event) for target, event in lane.queue]
+            return batches
 
     def _deliver(self, target: Target, event: dict[str, Any]) -> None:
         for attempt in range(1, self.attempts + 1):
@@ -113,13 +153,19 @@ class _StreamWorker:
             else:
                 time.sleep(0.05 * attempt)
 
+    def take_removed(self) -> list[dict[str, Any]]:
+        """The keys (DynamoDB JSON) of the REMOVE records delivered since the last call, in order."""
+        with self._cond:
+            removed, self._removed = self._removed, []
+            return removed
+
     def idle(self) -> bool:
         with self._cond:
-            return not self._queue and not self._busy
+            return self._idle()
 
     def wait_idle(self, timeout: float) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout=timeout)
+            return self._cond.wait_for(self._idle, timeout=timeout)
 
 
 _stream_workers: dict[str, _StreamWorker] = {}
@@ -176,6 +222,21 @@ def stream_delivery_errors() -> list[StreamDeliveryError]:
     return list(_stream_errors)
 
 
+_event_names: dict[str, str] | None = None
+
+
+def _kept_event_name(function_name: str) -> str | None:
+    """The one event name the deployed mapping of ``function_name`` keeps (its FilterCriteria), or None (keep all:
+    a function the manifest does not map, such as a test's)."""
+    global _event_names
+    if _event_names is None:
+        from shared import manifest
+
+        _event_names = {manifest.function(fn).local_name: name
+                        for (_, fn), name in manifest.STREAM_EVENT_NAMES.items()}
+    return _event_names.get(function_name)
+
+
 def _epoch_seconds(value: Any) -> Any:
     from moto.core.utils import unix_time  # moto's datetimes are naive UTC
 
@@ -187,13 +248,18 @@ def patch_stream_delivery() -> None:
     ``LambdaFunction.invoke``, which always takes the Docker path (even with ``use_docker: False``), fails and
     drops the records (research/tooling.md §1a). Deliver them instead as an AWS-shaped stream event to the real
     handler, asynchronously (as the AWS poller does) on one ordered worker; ``wait_for_stream_idle()`` lets tests
-    wait. moto does not apply FilterCriteria or batching windows: handlers filter for themselves."""
+    wait. moto applies no FilterCriteria: a manifest consumer gets only the event name its deployed mapping keeps
+    (the erasure hook no run item's MODIFY, the fan-out no event's REMOVE and the old image it carries); moto has
+    no batching windows either."""
     from moto.awslambda.models import LambdaBackend
 
     def send_dynamodb_items(self: LambdaBackend, function_arn: str, items: list[Any], source: str) -> bytes:
         records = []
+        kept = _kept_event_name(function_name_from(function_arn))
         for item in items:
             raw = item.to_json()
+            if kept is not None and raw["eventName"] != kept:
+                continue
             dynamodb = dict(raw["dynamodb"])
             dynamodb["ApproximateCreationDateTime"] = _epoch_seconds(dynamodb.get("ApproximateCreationDateTime"))
             record: dict[str, Any] = {
@@ -208,6 +274,8 @@ def patch_stream_delivery() -> None:
             if "userIdentity" in raw:
                 record["userIdentity"] = dict(raw["userIdentity"])
             records.append(record)
+        if not records:
+            return b"filtered"  # truthy: nothing to deliver, and moto clears the shard's pending items
         try:
             target = resolve_target(function_arn)
         except LocalHandlerNotFoundError as exc:

@@ -75,6 +75,24 @@ def sqs_delete_ids(queue_url: str, ids: Iterable[str]) -> None:
         queue._messages = [m for m in queue._messages if m.id not in gone]
 
 
+def sqs_messages_naming(run_ids: set[str]) -> dict[str, list[str]]:
+    """``{queue name: [message id]}`` of the messages, in every queue, whose JSON body names one of ``run_ids`` as
+    its ``runId`` (webhook deliveries, waiting, in flight or dead-lettered)."""
+    found: dict[str, list[str]] = {}
+    for name, queue in list(backends()["sqs"].queues.items()):
+        for message in list(queue._messages):
+            body = message.body
+            if not any(run_id in body for run_id in run_ids):
+                continue
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and doc.get("runId") in run_ids:
+                found.setdefault(name, []).append(message.id)
+    return found
+
+
 def sqs_sent_ids(operation: str, response: bytes) -> dict[str, str]:
     """``{entry id (or ""): message id}`` from a SendMessage(Batch) JSON answer."""
     try:

@@ -14,14 +14,18 @@ How (docs/decisions/0095-local-state.md has the evidence and the cost):
   length- and CRC-framed record, *before* the response leaves: a request that got any answer is on disk (in the
   OS's page cache: it survives ``kill -9``; a power loss may lose the last writes the OS had not flushed). Mutating
   requests (and snapshots) run one at a time under one lock, so the journal order is the order moto applied them.
-  Reads are not journaled and not serialised. Two requests are journaled by meaning instead of by bytes: an SQS
-  delete names the message ids its receipt handles designated (receipt handles die with the process), and an SQS
-  send keeps the message ids moto answered, so a replayed message gets its first id back.
+  Reads are not journaled and not serialised, nor are requests moto refused (a 4xx changed nothing). Two requests
+  are journaled by meaning instead of by bytes: an SQS delete names the message ids its receipt handles designated
+  (receipt handles die with the process), and an SQS send keeps the message ids moto answered, so a replayed
+  message gets its first id back.
 - **Snapshots.** When the journal since the last snapshot passes ``snapshot_bytes``, the journal's snapshot thread
   forks: the child (a copy-on-write image of the parent at a moment when no mutating request was in flight) pickles
   moto's data containers to ``snapshot.pickle`` (written beside, fsynced, renamed: a snapshot is whole or absent)
   and exits; the host goes on serving, and deletes the journal segments the snapshot covers once the child
   succeeded.
+- **Erasure.** Once the erasure hook has delivered a run's REMOVE, the run's queued messages are deleted (journaled by
+  message id), its stream records are kept out of snapshots, and a snapshot is taken: the journal segments that
+  wrote its data go with the ones it covers (decision 0127).
 - **Start.** Load the snapshot (if any) into moto's backends, replay the later segments in order through moto's
   own WSGI application (in process, no sockets), then go on appending to a new segment. A torn last record (the
   process died inside its ``write``; that request got no answer) is dropped; a damaged record anywhere else stops
@@ -68,6 +72,7 @@ from shared.local.moto_data import (
     install_state,
     sqs_delete_ids,
     sqs_ids_for_handles,
+    sqs_messages_naming,
     sqs_restore_ids,
     sqs_sent_ids,
 )
@@ -107,6 +112,8 @@ class Recovery:
     cpu_seconds: float = 0.0
     """CPU of the whole process while it loaded (nothing else runs then)."""
     stream_batches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    compact: bool = False
+    """The replayed journal holds an erasure no snapshot covered yet: take one once the host runs."""
 
 
 class Journal:
@@ -131,6 +138,9 @@ class Journal:
         self._wanted = threading.Event()
         self._busy = False
         self._snapshotter: threading.Thread | None = None
+        self.compact_pending = False
+        self._erased: set[str] = set()
+        """Run ids erased while this process ran: their stream records are left out of every snapshot."""
 
     # -- recovery -------------------------------------------------------------------------------------------------
 
@@ -168,6 +178,7 @@ class Journal:
                 gc.enable()
         gc.freeze()  # what was loaded lives as long as the process: keep the collector (and forks) off it
         report.stream_batches = [(name, event) for name, events in pending.items() for event in events]
+        report.compact = self.compact_pending
         self._segment = max([through, *segments]) + 1  # never a number a snapshot already covers
         self._open_segment()
         report.seconds = time.perf_counter() - started
@@ -180,6 +191,9 @@ class Journal:
             _, consumer, table = record
             pending.pop(consumer, None)
             clear_stream_backlog(table)
+            return
+        if kind == "erased":  # an erasure asked for a snapshot: the journal before it may hold the run's data
+            self.compact_pending = True
             return
         if kind == "sqs-delete":
             _, queue_url, ids = record
@@ -212,6 +226,9 @@ class Journal:
                 queue_url, ids = sqs_ids_for_handles(_json(body), mutation.operation == "DeleteMessageBatch")
                 record = ("sqs-delete", queue_url, ids)
             status, response, headers = _call_capturing(self.app, environ)
+            if status.startswith("4"):  # refused (a failed condition, a bad request): it changed nothing
+                start_response(status, headers)
+                return [response]
             if record is None:
                 if mutation.service == "sqs" and mutation.operation in ("SendMessage", "SendMessageBatch"):
                     extra = {"operation": mutation.operation, "queue": str(_json(body).get("QueueUrl", "")),
@@ -221,6 +238,47 @@ class Journal:
             self._maybe_snapshot()
         start_response(status, headers)
         return [response]
+
+    def erased(self, run_ids: Iterable[str]) -> None:
+        """Runs whose erasure hook finished: nothing in the folder may keep their data. Their webhook messages leave
+        every queue (journaled as deletes, so a replay drops them too), their stream records are kept out of
+        snapshots, and a snapshot is taken, which removes the journal segments before it (they hold the requests
+        that wrote the runs' data). An ``erased`` record makes a start after a crash take that snapshot instead."""
+        ids = set(run_ids)
+        if not ids:
+            return
+        with self.lock:
+            if self.closed or self._fd < 0:
+                return
+            self._erased |= ids
+            for queue_name, message_ids in sqs_messages_naming(ids).items():
+                sqs_delete_ids(queue_name, message_ids)
+                self._append(pickle.dumps(("sqs-delete", queue_name, message_ids), protocol=5))
+            self._append(pickle.dumps(("erased",), protocol=5))
+        self.request_snapshot()
+
+    def snapshot_when_streams_idle(self, timeout: float = 60.0) -> None:
+        """Take a snapshot once the stream consumers have delivered what a start handed them (on a thread)."""
+        from shared.local.ddb_streams import wait_for_stream_idle
+
+        def later() -> None:
+            wait_for_stream_idle(timeout)
+            self.request_snapshot()
+
+        threading.Thread(target=later, name="openwop-erasure-snapshot", daemon=True).start()
+
+    def _kept_streams(self) -> list[tuple[str, dict[str, Any]]]:
+        """The undelivered stream batches a snapshot keeps: without the records of runs erased meanwhile."""
+        erased = self._erased
+        batches = self.pending_streams()
+        if not erased:
+            return batches
+        kept = []
+        for name, event in batches:
+            records = [r for r in event["Records"] if not _names_any(r, erased)]
+            if records:
+                kept.append((name, {**event, "Records": records}))
+        return kept
 
     def mark_idle(self, consumer: str, table: str, still_idle: Callable[[], bool]) -> None:
         """Journal that ``consumer`` delivered every stream record made so far (if it still has nothing queued
@@ -279,7 +337,7 @@ class Journal:
         through = self._segment
         # Everything the child needs is made here: after a fork only the forking thread runs, and a lock another
         # thread held at that instant (an import lock, a logging handler's) would never be released in the child.
-        header, state, dispatch = self._header(through, self.pending_streams()), collect_state(), dispatch_table()
+        header, state, dispatch = self._header(through, self._kept_streams()), collect_state(), dispatch_table()
         os.close(self._fd)
         self._segment += 1
         self._open_segment()
@@ -342,7 +400,7 @@ class Journal:
             os.close(self._fd)
             self._segment += 1
             self._open_segment()
-            size = write_snapshot(self.data_dir, self._header(through, self.pending_streams()), collect_state())
+            size = write_snapshot(self.data_dir, self._header(through, self._kept_streams()), collect_state())
             self.since_snapshot = 0
             self.snapshots += 1
         for number in self.data_dir.segments():
@@ -368,6 +426,12 @@ class Journal:
                 os.close(self._fd)
                 self._fd = -1
         self._wanted.set()  # the snapshot thread sees closed and ends
+
+
+def _names_any(record: dict[str, Any], run_ids: set[str]) -> bool:
+    """A stream record whose keys name one of ``run_ids`` (a run item's ``pk``, an event's ``runId``, ...)."""
+    keys = (record.get("dynamodb") or {}).get("Keys") or {}
+    return any(value.get("S") in run_ids for value in keys.values() if isinstance(value, dict))
 
 
 def _close_sockets() -> None:

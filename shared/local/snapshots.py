@@ -11,6 +11,7 @@ import io
 import os
 import pickle
 import threading
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,14 @@ def _key_value(key: Any) -> bytes:
     return b"".join(chunks)
 
 
+def _partitions(items: Any) -> Any:
+    """A table's items without its empty partitions (``list`` copies the view at once: a reader of the running
+    host may add an empty partition, moto's tables being ``defaultdict``s, while a snapshot is written in process)."""
+    kept = type(items)(items.default_factory) if isinstance(items, defaultdict) else type(items)()
+    kept.update((key, part) for key, part in list(items.items()) if not (isinstance(part, dict) and not part))
+    return kept
+
+
 def dispatch_table() -> dict[Any, Callable[[Any], Any]]:
     from moto.dynamodb.models.dynamo_type import LimitedSizeDict
     from moto.dynamodb.models.table import Table
@@ -81,8 +90,9 @@ def dispatch_table() -> dict[Any, Callable[[Any], Any]]:
         LimitedSizeDict: lambda d: (_rebuild_limited_dict, (dict(d),)),
         _VersionedKeyStore: lambda d: (_rebuild_key_store, (dict(dict.items(d)),)),
         FakeKey: fake_key,
-        # Stream mappings point at Lambda functions, which bootstrap makes again: not data
-        Table: lambda t: without(t, lambda_event_source_mappings={}),
+        # Stream mappings point at Lambda functions, which bootstrap makes again: not data. A partition whose items
+        # were all deleted stays in moto's table as an empty dict under its key (a run id, after its erasure): left out
+        Table: lambda t: without(t, lambda_event_source_mappings={}, items=_partitions(t.items)),
         Queue: lambda q: without(q, "_messages_lock", lambda_event_source_mappings={},
                                  _messages_lock=threading.Condition()),
         type(threading.Lock()): lambda _: (threading.Lock, ()),

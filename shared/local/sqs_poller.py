@@ -34,7 +34,7 @@ from shared.local.lambda_registry import invoke_target, resolve_target
 
 log = logging.getLogger(__name__)
 RECEIVE_MAX = 10  # SQS's most per ReceiveMessage
-WORKERS = 8  # lanes (message groups) delivered at once; each invocation is one message, as the deployed mapping
+WORKERS = 32  # lanes (message groups) delivered at once; each invocation is one message, as the deployed mapping
 WAIT_S = 0
 IDLE_MAX_S = 1.0
 _arrived = threading.Event()

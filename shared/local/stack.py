@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from shared import manifest, settings
+from shared.keys import RUN_SK
 from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION, function_arn
 from shared.local.patches import apply_patches
 
@@ -279,10 +280,15 @@ class LocalAws:
         consumers = {manifest.function(fn).local_name: manifest.table(t).local_name
                      for t, fn in manifest.STREAM_CONSUMERS}
 
+        erasure = manifest.function("erase_run").local_name
+
         def idle(worker: Any) -> None:
             table = consumers.get(worker.name)
             if table is not None:
                 journal.mark_idle(worker.name, table, worker.idle)
+            if worker.name == erasure:  # every erasure hook delivered so far has finished: keep nothing of them
+                journal.erased({keys["pk"]["S"] for keys in worker.take_removed()
+                                if keys.get("sk", {}).get("S") == RUN_SK and "S" in keys.get("pk", {})})
 
         on_stream_idle(idle)
 
@@ -366,6 +372,8 @@ class LocalAws:
         for function_name, event in self.recovery.stream_batches:
             deliver_stream_batch(function_name, event)
         flush_stream_backlog()
+        if self.recovery.compact and self.journal is not None:  # an erasure's snapshot the last stop did not write
+            self.journal.snapshot_when_streams_idle()
 
     def _tables(self) -> None:
         ddb = self.client("dynamodb")

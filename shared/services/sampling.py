@@ -41,7 +41,7 @@ from shared.protocol import codes as c
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import tenant_of
 from shared.services import stream_interest, suites
-from shared.services.common import Caller
+from shared.services.common import Caller, remember
 
 RULE_PK = "SUITERULE#"
 DRAFT = "draft"
@@ -206,9 +206,7 @@ def _tenant_rules(ports: Ports, tenant: str, version: str) -> list[dict[str, Any
     if hit is not None and hit[0] == version:
         return hit[1]
     rules = [doc for _, doc in ports.host.query(RULE_PK + tenant, consistent=True)]
-    if len(_RULES) >= _RULES_MAX:
-        _RULES.pop(next(iter(_RULES)))
-    _RULES[tenant] = (version, rules)
+    remember(_RULES, tenant, (version, rules), _RULES_MAX)
     return rules
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.ports import Ports
+from shared.services.common import remember
 
 SUB_PK = "WEBHOOK#"
 RULES_SK = "#rules"  # sorts before every subscription of the partition
@@ -54,10 +55,14 @@ def read(ports: Ports, tenant: str) -> Interest:
     if subs:
         _NO_SUBSCRIBERS.pop(tenant, None)
     else:
-        if len(_NO_SUBSCRIBERS) >= _NO_SUBSCRIBERS_MAX:
-            _NO_SUBSCRIBERS.pop(next(iter(_NO_SUBSCRIBERS)))
-        _NO_SUBSCRIBERS[tenant] = (now, version)
+        remember(_NO_SUBSCRIBERS, tenant, (now, version), _NO_SUBSCRIBERS_MAX)
     return Interest(subs, version)
+
+
+def known_without_subscribers(tenant: str) -> bool:
+    """Whether this process has found the tenant without a subscription (its answer may have expired since): the
+    fan-out reads ahead only the facts of runs whose tenant may have one."""
+    return tenant in _NO_SUBSCRIBERS
 
 
 def outlast(ports: Ports, existing: Iterable[dict[str, Any]]) -> None:

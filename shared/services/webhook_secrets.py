@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import threading
 from typing import Any
 
 from shared import manifest
 from shared.ports import Ports
+from shared.services.common import remember
 
 PK = "WEBHOOK#"
 _CLEAR = ("secret", "previousSecret", "previousExpiresAtMs")
@@ -27,7 +27,6 @@ _CLEAR = ("secret", "previousSecret", "previousExpiresAtMs")
 # stale); one KMS Decrypt per secret and container. Bounded; an evicted one is opened again.
 _OPENED: dict[str, str] = {}
 _OPENED_MAX = 512
-_lock = threading.Lock()
 
 
 def _context(webhook_id: str) -> dict[str, str]:
@@ -41,15 +40,11 @@ def seal(ports: Ports, webhook_id: str, secret: str) -> str:
 
 def _open(ports: Ports, webhook_id: str, sealed: str) -> str:
     digest = hashlib.sha256(f"{webhook_id}\n{sealed}".encode()).hexdigest()
-    with _lock:
-        found = _OPENED.get(digest)
+    found = _OPENED.get(digest)
     if found is not None:
         return found
     plain = ports.cipher.decrypt(manifest.SIGNING, base64.b64decode(sealed), _context(webhook_id)).decode("utf-8")
-    with _lock:
-        if len(_OPENED) >= _OPENED_MAX:
-            _OPENED.pop(next(iter(_OPENED)))
-        _OPENED[digest] = plain
+    remember(_OPENED, digest, plain, _OPENED_MAX)
     return plain
 
 

@@ -42,7 +42,7 @@ from shared.protocol import webhooks as wh
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services import stream_interest, webhook_secrets
-from shared.services.common import Caller, page_limit
+from shared.services.common import Caller, page_limit, remember
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
     from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
@@ -330,9 +330,7 @@ def _load_run_facts(ports: Ports, run_ids: Sequence[str]) -> None:
     for run_id, rec in ports.runs.get_runs(missing, include_expired=True).items():
         if rec.tenant != tenant_of(run_id):
             continue
-        if len(_RUN_FACTS) >= _RUN_FACTS_MAX:
-            _RUN_FACTS.pop(next(iter(_RUN_FACTS)))
-        _RUN_FACTS[run_id] = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
+        remember(_RUN_FACTS, run_id, (_fixed_history_below(rec), tuple(rec.data.get("tags") or ())), _RUN_FACTS_MAX)
 
 
 def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
@@ -347,15 +345,26 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
 
     Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
     NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
-    not seen yet by this warm process (per 100), then one SendMessageBatch per ten messages; events come from the
-    stream records themselves."""
+    not seen yet by this warm process (per 100), sent while the Query is (unless this process found the tenant
+    without subscribers before), then one SendMessageBatch per ten messages; events come from the stream records
+    themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
+    ahead = [r for r in by_run if r not in _RUN_FACTS and not stream_interest.known_without_subscribers(tenant_of(r))]
+    reading = None
+    if ahead:  # a run's first events: its facts are read beside its tenant's subscriptions, not after them
+        import threading
+
+        reading = threading.Thread(target=_load_run_facts, args=(ports, ahead), daemon=True,
+                                   name=threading.current_thread().name + "-facts")
+        reading.start()
     subs_of: dict[str, list[dict[str, Any]]] = {}
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
         subs_of[tenant] = ((interests or {}).get(tenant) or stream_interest.read(ports, tenant)).subscriptions
-    _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])
+    if reading is not None:
+        reading.join()
+    _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])  # any not read ahead
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():
         subs = subs_of[tenant_of(run_id)]
@@ -407,20 +416,27 @@ def retry_delay_s(ports: Ports, attempt: int) -> int:
 
 
 def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
-    """One attempt of one delivery. A subscription that is gone (unregistered) gets nothing. A non-2xx answer
-    (3xx included: redirects are never followed), a refused destination or no answer raises DeliveryFailedError;
-    when ``attempt`` is the last one, the dead-letter record is written first."""
+    """One attempt of one delivery. A subscription that is gone (unregistered) gets nothing, nor does a run that
+    is gone (erased, or expired): the message is acknowledged without a request, so nothing of an erased run leaves
+    after its erasure answered, whether the message waited in the queue, for a retry, or in the dead-letter queue
+    until a redrive. The subscription and the run's item are one read. A non-2xx answer (3xx included: redirects
+    are never followed), a refused destination or no answer raises DeliveryFailedError; when ``attempt`` is the
+    last one, the dead-letter record is written first."""
     webhook_id = str(message["webhookId"])
     run_id = str(message["runId"])
-    sub = ports.host.get_item(SUB_PK + tenant_of(webhook_id), webhook_id)
     did = str(message["deliveryId"])
+    if tenant_of(run_id) != tenant_of(webhook_id):
+        return Delivered(did, None)
+    sub, run_expires = ports.host.get_item_and_run(SUB_PK + tenant_of(webhook_id), webhook_id, run_id)
     if sub is None or tenant_of(run_id) != sub["tenant"]:
         return Delivered(did, None)
+    if run_expires is None or 0 < run_expires <= ports.clock.now_ms() // 1000:
+        return Delivered(did, None)  # the run is erased (its tombstone came first) or expired: nothing of it goes
     event = message.get("event")
     if event is None:
         found = ports.events.read_events(run_id, int(message["sequence"]) - 1, limit=1)
         if not found:
-            return Delivered(did, None)  # the run was erased since: nothing left to deliver
+            return Delivered(did, None)  # erased meanwhile: nothing left to deliver
         event = found[0]
     raw = json.dumps({"runId": run_id, "event": event}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     now_ms = ports.clock.now_ms()

@@ -9,6 +9,8 @@ port: ``runs``, ``events``, ``tool_calls``, ``host``, ``idempotency`` (and S3 in
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -112,11 +114,25 @@ def writable_check(runs_table: str, run_id: str) -> dict[str, Any]:
     }}
 
 
-def tombstone_check(runs_table: str, run_id: str) -> dict[str, Any]:
+class Tombstones:
+    """Where the erasure tombstone of a run id lives: pk ``ERASED#`` + the hex HMAC-SHA-256 of the id under the
+    deployment's tombstone secret, sk ``TOMBSTONE``; never under the id itself, so an erased run's id is not kept
+    in the clear, and a reader without the secret cannot tell which id a tombstone stands for. The secret is read
+    on first use (``secret``: the SecretStore's cached read) and must never change: a new value would leave every
+    tombstone unreachable."""
+
+    def __init__(self, secret: Callable[[], str]) -> None:
+        self._secret = secret
+
+    def key(self, run_id: str) -> dict[str, Any]:
+        mac = hmac.new(self._secret().encode("utf-8"), run_id.encode("utf-8"), hashlib.sha256).hexdigest()
+        return to_item({"pk": schema.TOMBSTONE_PK_PREFIX + mac, "sk": schema.TOMBSTONE_SK})
+
+
+def tombstone_check(runs_table: str, tombstones: Tombstones, run_id: str) -> dict[str, Any]:
     """A transaction item that holds only while the run has no erasure tombstone: a late write for an erased run
     (or the creation of an id erased before it existed) fails."""
-    return {"ConditionCheck": {"TableName": runs_table,
-                               "Key": to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}),
+    return {"ConditionCheck": {"TableName": runs_table, "Key": tombstones.key(run_id),
                                "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
@@ -213,19 +229,32 @@ def batch_get(client: Any, table: str, keys: Sequence[dict[str, Any]], *, consis
     after ``pause(attempt)``, at most ``max_attempts`` requests a chunk (then ``StorageError``)."""
     out: list[dict[str, Any]] = []
     for i in range(0, len(keys), BATCH_GET_SIZE):
-        pending: dict[str, Any] = {table: {"Keys": list(keys[i : i + BATCH_GET_SIZE]), "ConsistentRead": consistent}}
-        attempt = 1
-        while True:
-            resp = client.batch_get_item(RequestItems=pending)
-            out.extend(resp.get("Responses", {}).get(table, []))
-            pending = resp.get("UnprocessedKeys") or {}
-            if not pending:
-                break
-            if attempt >= max_attempts:
-                raise StorageError(f"keys of {table} still unprocessed after {attempt} BatchGetItem requests")
-            pause(attempt)
-            attempt += 1
+        chunk = {table: {"Keys": list(keys[i : i + BATCH_GET_SIZE]), "ConsistentRead": consistent}}
+        out.extend(batch_get_tables(client, chunk, pause=pause, max_attempts=max_attempts).get(table, []))
     return out
+
+
+def batch_get_tables(client: Any, request: dict[str, dict[str, Any]], *,
+                     pause: Callable[[int], object] = full_jitter_sleep, max_attempts: int = BATCH_WRITE_ATTEMPTS
+                     ) -> dict[str, list[dict[str, Any]]]:
+    """One BatchGetItem ``RequestItems`` (up to 100 keys, over one table or several), the keys left unprocessed
+    sent again after ``pause(attempt)``, at most ``max_attempts`` requests (then ``StorageError``): the items that
+    exist, by table."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    pending = request
+    attempt = 1
+    while True:
+        resp = client.batch_get_item(RequestItems=pending)
+        for table, items in resp.get("Responses", {}).items():
+            out.setdefault(table, []).extend(items)
+        pending = resp.get("UnprocessedKeys") or {}
+        if not pending:
+            return out
+        if attempt >= max_attempts:
+            raise StorageError(f"keys of {', '.join(sorted(pending))} still unprocessed after {attempt} "
+                               "BatchGetItem requests")
+        pause(attempt)
+        attempt += 1
 
 
 def batch_delete(client: Any, table: str, keys: Sequence[dict[str, Any]]) -> int:

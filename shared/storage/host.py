@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from shared.storage import schema
 from shared.storage.ddb import (
     batch_delete,
+    batch_get_tables,
     dump,
     effect_transaction,
     error_code,
@@ -36,6 +37,21 @@ class DynamoHostStore:
         if "Item" not in resp:
             return None
         return unpack_doc(from_item(resp["Item"]))
+
+    def get_item_and_run(self, pk: str, sk: str, run_id: str) -> tuple[dict[str, Any] | None, int | None]:
+        """The item, and the TTL (epoch seconds, 0 for none) of the run item of ``run_id``, None when there is no run
+        item (erased): one strongly consistent BatchGetItem over this table and the runs table, the run's key and
+        TTL only."""
+        run_key = to_item({"pk": run_id, "sk": schema.RUN_SK})
+        found = batch_get_tables(self._c, {
+            self._t: {"Keys": [to_item({"pk": pk, "sk": sk})], "ConsistentRead": True},
+            self._runs: {"Keys": [run_key], "ConsistentRead": True, "ProjectionExpression": "pk, #ttl",
+                         "ExpressionAttributeNames": {"#ttl": schema.TTL_ATTRIBUTE}},
+        })
+        items = found.get(self._t, [])
+        runs = [from_item(raw) for raw in found.get(self._runs, [])]
+        item = unpack_doc(from_item(items[0])) if items else None
+        return item, (int(runs[0].get(schema.TTL_ATTRIBUTE) or 0) if runs else None)
 
     def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False,
                  if_equals: dict[str, Any] | None = None, expires_at: int = 0, compress: bool = False) -> bool:

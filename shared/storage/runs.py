@@ -1,6 +1,6 @@
 """The RunStore port on DynamoDB: the run item and its facts, state and tenant-index items (``runitems``), its
-auxiliary items (definition, effect claims, pages), its erasure tombstone; large creation facts and definitions in S3
-(the BlobStore)."""
+auxiliary items (definition, effect claims, pages), its erasure tombstone (under a keyed hash of the id:
+``ddb.Tombstones``); large creation facts and definitions in S3 (the BlobStore)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore, Clock, ListPage, RunRecord
 from shared.storage import runitems, schema
 from shared.storage.ddb import (
+    Tombstones,
     add_updates,
     batch_delete,
     batch_get,
@@ -33,11 +34,12 @@ from shared.storage.ddb import (
 
 
 class DynamoRunStore:
-    def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore) -> None:
+    def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore, tombstones: Tombstones) -> None:
         self._c = client
         self._t = table
         self._clock = clock
         self._blobs = blobs
+        self._tombstones = tombstones
 
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
@@ -94,7 +96,7 @@ class DynamoRunStore:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
                 # an id erased before its run exists (a fork whose source is being erased) is never created
-                tombstone_check(self._t, record.run_id),
+                tombstone_check(self._t, self._tombstones, record.run_id),
                 *extra,
             ])
         except ClientError as exc:
@@ -330,7 +332,7 @@ class DynamoRunStore:
                 {"Put": {"TableName": self._t,
                          "Item": to_item({"pk": run_id, "sk": sk, "doc": dump(value),
                                           schema.TTL_ATTRIBUTE: expires_at})}},
-                tombstone_check(self._t, run_id),
+                tombstone_check(self._t, self._tombstones, run_id),
             ])
         except ClientError as exc:
             refuse_too_large(exc)
@@ -381,9 +383,7 @@ class DynamoRunStore:
         return out
 
     def is_tombstoned(self, run_id: str) -> bool:
-        resp = self._c.get_item(
-            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}), ConsistentRead=True
-        )
+        resp = self._c.get_item(TableName=self._t, Key=self._tombstones.key(run_id), ConsistentRead=True)
         return "Item" in resp
 
     # -- erasure ---------------------------------------------------------------
@@ -398,16 +398,17 @@ class DynamoRunStore:
         return "Attributes" in resp
 
     def delete_aux_all(self, run_id: str) -> int:
-        """Every item under the run's key but its tombstone."""
-        keys = [k for k in self.all_keys(run_id) if k["sk"]["S"] != schema.TOMBSTONE_SK]
-        return batch_delete(self._c, self._t, keys)
+        """Every item under the run's key (its tombstone lives elsewhere: ``ddb.Tombstones``)."""
+        return batch_delete(self._c, self._t, self.all_keys(run_id))
 
     def delete_tombstone(self, run_id: str) -> None:
-        self._c.delete_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK}))
+        self._c.delete_item(TableName=self._t, Key=self._tombstones.key(run_id))
 
     def write_tombstone(self, run_id: str, tenant: str, at: str, expires_at: int) -> None:
+        """The run's erasure tombstone: its keyed-hash key (``ddb.Tombstones``), its tenant, when, and its TTL;
+        never the run id."""
         self._c.put_item(
             TableName=self._t,
-            Item=to_item({"pk": run_id, "sk": schema.TOMBSTONE_SK, "tenant": tenant, "erasedAt": at,
-                          schema.TTL_ATTRIBUTE: expires_at}),
+            Item={**self._tombstones.key(run_id),
+                  **to_item({"tenant": tenant, "erasedAt": at, schema.TTL_ATTRIBUTE: expires_at})},
         )

@@ -26,6 +26,9 @@ TTL_ATTRIBUTE = "expiresAt"
 # Creation facts an eval run's item also carries top-level, for filters on the eval index.
 EVAL_INDEX_ATTRIBUTES = ("suiteId", "agentId", "name")
 
+# An erasure tombstone's partition: this prefix and a keyed hash of the run id (``ddb.Tombstones``), never the id.
+TOMBSTONE_PK_PREFIX = "ERASED#"
+
 APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"
 COUNTER_PK_PREFIX = "COUNTER#"

@@ -12,6 +12,7 @@ from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore, ToolCallRecord
 from shared.storage import schema
 from shared.storage.ddb import (
+    Tombstones,
     batch_delete,
     dump,
     error_code,
@@ -28,12 +29,14 @@ from shared.storage.ddb import (
 class DynamoToolCallStore:
     """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
 
-    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str) -> None:
+    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str,
+                 tombstones: Tombstones) -> None:
         self._c = client
         self._t = table
         self._runs = runs_table
         self._blobs = blobs
         self._host = host_table
+        self._tombstones = tombstones
 
     @staticmethod
     def _to_doc(r: ToolCallRecord) -> dict[str, Any]:
@@ -119,7 +122,7 @@ class DynamoToolCallStore:
                 {"Put": {"TableName": self._t, "Item": to_item(item),
                          "ConditionExpression": "attribute_not_exists(callKey)"}},
                 # A late write for an erased run must fail: its tombstone blocks it.
-                tombstone_check(self._runs, record.run_id),
+                tombstone_check(self._runs, self._tombstones, record.run_id),
             ])
             return True
         except ClientError as exc:

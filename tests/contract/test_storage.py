@@ -170,6 +170,40 @@ def test_a_counter_moves_once_per_call_record_in_one_write(ports):
     assert [c.call_key for c in ports.tool_calls.list_calls(rec.run_id)] == ["c#00000", "c#00001"]
 
 
+def test_a_tombstone_keeps_no_run_id_and_still_refuses_the_erased_id(ports, local_aws):
+    from shared.storage.ddb import Tombstones
+
+    # Given an id erased before its run exists (a fork whose source is being erased) and an erased run
+    early = RunRecord(run_id=f"tenant-c/{unique('r-early')}", tenant="tenant-c", status="running", last_seq=-1,
+                      created_at=ports.clock.iso(), data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
+                      expires_at=ports.clock.now_ms() // 1000 + 3600)
+    ports.runs.write_tombstone(early.run_id, early.tenant, ports.clock.iso(), ports.clock.now_ms() // 1000 + 60)
+    rec = _run(ports)
+    ports.runs.write_tombstone(rec.run_id, rec.tenant, ports.clock.iso(), ports.clock.now_ms() // 1000 + 60)
+    ports.runs.delete_run_item(rec.run_id)
+    # When the run is created, and a late write for the erased run comes
+    with pytest.raises(RunGoneError):
+        ports.runs.create_run(early)
+    with pytest.raises(RunGoneError):
+        ports.runs.put_aux(rec.run_id, "LATE#1", {"x": 1}, 0)
+    # Then both are refused and both read as tombstoned
+    assert ports.runs.is_tombstoned(early.run_id) and ports.runs.is_tombstoned(rec.run_id)
+    # and no item of the runs table holds either id: each tombstone sits under a keyed hash of it, with its tenant
+    # and time only
+    ddb = local_aws.client("dynamodb")
+    items = [i for page in ddb.get_paginator("scan").paginate(TableName=ports.settings.runs_table)
+             for i in page["Items"]]
+    assert not [i for i in items if early.run_id in json.dumps(i) or rec.run_id in json.dumps(i)]
+    tombstones = [i for i in items if i["sk"]["S"] == "TOMBSTONE" and i["pk"] in (
+        Tombstones(lambda: ports.secrets.get_secret(ports.settings.tombstone_secret_id)).key(r)["pk"]
+        for r in (early.run_id, rec.run_id))]
+    assert len(tombstones) == 2
+    assert all(set(t) == {"pk", "sk", "tenant", "erasedAt", "expiresAt"} for t in tombstones)
+    # and under another key the hash names another item: the stored key says nothing without the secret
+    assert Tombstones(lambda: "another secret").key(rec.run_id) not in [{"pk": t["pk"], "sk": t["sk"]}
+                                                                         for t in tombstones]
+
+
 @pytest.mark.parametrize("stop", ["cancelling", "cancelled", "completed", "erased"])
 def test_effects_are_written_only_while_the_run_is_writable(ports, stop):
     # Given a run that stopped being writable (cancel requested, terminal, or erased)

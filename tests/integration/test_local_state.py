@@ -16,6 +16,8 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,17 @@ def _serve(tmp_path: Path, data_dir: Path, name: str, **env: str) -> ServeProces
     serve = ServeProcess(tmp_path, "--port", "0", "--data-dir", str(data_dir), name=name, env=env).start()
     assert serve.serving, serve.stderr[-3000:]
     return serve
+
+
+@contextmanager
+def _killed_after(tmp_path: Path, data_dir: Path, name: str, **env: str) -> Iterator[ServeProcess]:
+    """A kept host for the block, killed with SIGKILL when the block ends (no shutdown code runs)."""
+    host = _serve(tmp_path, data_dir, name, **env)
+    try:
+        yield host
+    finally:
+        if host.proc.poll() is None:
+            host.kill()
 
 
 @pytest.fixture
@@ -114,6 +127,10 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         webhook_id, secret = hook.json["subscriptionId"], hook.json["secret"]
         tool_doc = raw(b, "GET", f"/tools/{tool_id}", key=KEY).text
         agent_doc = raw(b, "GET", f"/agents/{agent_id}", key=KEY).text
+        suite_read = raw(b, "GET", f"{BASE}/eval-suites/{suite_id}", key=KEY)
+        hooks_read = raw(b, "GET", "/webhooks", key=KEY)
+        assert suite_read.status == 200 and hooks_read.status == 200, (suite_read.text, hooks_read.text)
+        assert suite_id in suite_read.text and webhook_id in hooks_read.text and secret not in hooks_read.text
         # and a recorded run (one real tool call), its log read, its webhook delivered; and a run still holding
         recorded = _create(b, wid, {"customer": "c-1"})
         assert _finished(b, recorded) == "completed"
@@ -143,6 +160,8 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         # Then every registration reads back as it was
         assert raw(b, "GET", f"/tools/{tool_id}", key=KEY).text == tool_doc
         assert raw(b, "GET", f"/agents/{agent_id}", key=KEY).text == agent_doc
+        assert raw(b, "GET", f"{BASE}/eval-suites/{suite_id}", key=KEY).text == suite_read.text
+        assert raw(b, "GET", "/webhooks", key=KEY).text == hooks_read.text
         same_suite = raw(b, "POST", f"{BASE}/eval-suites", suite, key=KEY)
         assert same_suite.status == 200, same_suite.text  # the identical suite is already there
         # the recorded run and its log, byte for byte
@@ -178,17 +197,37 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         assert again.stop() == 0, again.stderr[-3000:]
 
 
+def _events_array(body: str) -> str:
+    """The ``events`` array of a poll answer exactly as its bytes came (the JSON text between its brackets)."""
+    start = body.index('"events":') + len('"events":')
+    while body[start] in " \t\r\n":
+        start += 1
+    _, end = json.JSONDecoder().raw_decode(body, start)
+    return body[start:end]
+
+
+def _is_prefix(seen: str, after: str) -> bool:
+    """The events of ``seen`` (a poll answer) are, byte for byte, the first events of ``after``."""
+    first, last = _events_array(seen), _events_array(after)
+    if first == "[]":
+        return True
+    head = first[:-1]  # without the closing bracket: the next event, or the end, follows in ``after``
+    return last.startswith(head) and last[len(head)] in ",]"
+
+
 def _creates_until_killed(host: ServeProcess, rng: random.Random, acked: dict[str, str | None],
-                          read: dict[str, str]) -> None:
-    """Create runs (one real tool call each, or none) until the host dies; keep every acknowledged id and the
-    log of each finished run as it was read."""
+                          read: dict[str, str], seen: dict[str, str]) -> None:
+    """Create runs (one real tool call each, none, or a 4 s hold) until the host dies; keep every acknowledged id,
+    the log of each finished run as it was read, and the latest events read of each run still in flight."""
     b = host.base_url
-    flows = ("demo-support", "conformance-noop")
+    inputs: dict[str, dict[str, Any]] = {"demo-support": {"customerId": "c-1", "city": "Oslo"},
+                                         "conformance-noop": {},
+                                         "conformance-delay": {"delayMs": 4000}}  # in flight for a while
     while host.proc.poll() is None:
-        flow = rng.choice(flows)
+        flow = rng.choice(sorted(inputs))
         try:
-            r = raw(b, "POST", "/runs", {"workflowId": flow, **({"inputs": {"customerId": "c-1", "city": "Oslo"}}
-                                                                 if flow == "demo-support" else {})}, key=KEY)
+            r = raw(b, "POST", "/runs", {"workflowId": flow, **({"inputs": inputs[flow]} if inputs[flow] else {})},
+                    key=KEY)
         except OSError:
             return  # the host is gone: this create got no answer
         if r.status != 201:
@@ -202,6 +241,8 @@ def _creates_until_killed(host: ServeProcess, rng: random.Random, acked: dict[st
             if json.loads(body)["isTerminal"]:
                 acked[run_id] = "read"
                 read[run_id] = body
+            else:
+                seen[run_id] = body
 
 
 @pytest.mark.timeout(1200)
@@ -211,13 +252,14 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
     data = tmp_path / "state"
     acked: dict[str, str | None] = {}
     read: dict[str, str] = {}
+    seen: dict[str, str] = {}  # a run still in flight: the events a client had read of it
     # snapshots every ~64 KiB of journal: kills land before, during and after snapshots too
     env = {"OPENWOP_SNAPSHOT_JOURNAL_MB": "0.0625"}
     for round_ in range(3):
         host = _serve(tmp_path, data, f"round{round_}", **env)
         try:
             workers = [threading.Thread(target=_creates_until_killed, args=(host, random.Random(rng.random()),
-                                                                             acked, read), daemon=True)
+                                                                             acked, read, seen), daemon=True)
                        for _ in range(2)]
             for worker in workers:
                 worker.start()
@@ -233,12 +275,18 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
         assert read, f"seed {seed}: no run finished before a kill"
         snapshots = list(data.glob("snapshot.pickle"))
         assert snapshots, f"seed {seed}: no snapshot was ever written"
-        print(f"seed {seed}: {len(acked)} runs acknowledged over 3 kills, {len(read)} logs read before a kill;",
+        print(f"seed {seed}: {len(acked)} runs acknowledged over 3 kills, {len(read)} logs read before a kill, "
+              f"{len(seen) - len(set(seen) & set(read))} runs read in flight;",
               final.out.splitlines()[2])
         for run_id in acked:  # every acknowledged run exists, and finishes (resumed where its log ended)
             assert _finished(b, run_id, timeout=180) == "completed", (seed, run_id)
         for run_id, body in read.items():  # every log read before a kill is there byte for byte
             assert _events_body(b, run_id) == body, (seed, run_id)
+        in_flight = {r: body for r, body in seen.items() if r not in read}
+        assert any(_events_array(body) != "[]" for body in in_flight.values()), \
+            f"seed {seed}: no events of a run in flight were read"
+        for run_id, body in in_flight.items():  # every event read of a run in flight starts its log, byte for byte
+            assert _is_prefix(body, _events_body(b, run_id)), (seed, run_id, body)
     finally:
         assert final.stop() == 0, final.stderr[-3000:]
 
@@ -248,8 +296,7 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
     import boto3
 
     data = tmp_path / "state"
-    host = _serve(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1")
-    try:
+    with _killed_after(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1") as host:
         endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", host.out).group(1)  # type: ignore
         ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
                            aws_secret_access_key="testing")
@@ -265,10 +312,6 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
         eventually(lambda: sum(p.stat().st_size for p in data.glob("journal-*.log")) < 2_500_000, timeout=120,
                    interval=0.2)
         assert "snapshot failed" not in host.stderr and "snapshot child" not in host.stderr
-        host.kill()
-    finally:
-        if host.proc.poll() is None:
-            host.kill()
     # And a start after a kill has every item (the snapshot plus the journal after it)
     again = _serve(tmp_path, data, "after-snapshots")
     try:
@@ -281,6 +324,51 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
         assert count == 8000
     finally:
         assert again.stop() == 0, again.stderr[-3000:]
+
+
+def _holding(folder: Path, needles: list[str]) -> list[tuple[str, str]]:
+    """Every (file, needle) where a file of the data folder holds a needle's bytes."""
+    return [(p.name, n) for p in sorted(folder.iterdir()) if p.is_file()
+            for n in needles if n.encode() in p.read_bytes()]
+
+
+@pytest.mark.timeout(900)
+def test_an_erased_run_leaves_nothing_of_it_in_the_data_folder(tmp_path, receiver):
+    data = tmp_path / "state"
+    city = "Erased" + uuid.uuid4().hex  # the weather tool answers with the city it was asked about
+    with _killed_after(tmp_path, data, "erasure") as host:
+        b = host.base_url
+        # Given a webhook whose receiver is down: the run's deliveries wait in the queue, backing off
+        hook = raw(b, "POST", "/webhooks", {"url": receiver.url + "/erased",
+                                            "events": ["run.started", "node.completed", "run.completed"]}, key=KEY)
+        assert hook.status == 201, hook.text
+        webhook_id = hook.json["subscriptionId"]
+        receiver.stop()
+        # and a finished run whose tool answer holds the city, which the folder's journal holds too
+        run_id = _create(b, "demo-support", {"customerId": "c-1", "city": city})
+        assert _finished(b, run_id) == "completed"
+        assert city in _events_body(b, run_id)
+        needles = [city, run_id.partition("/")[2]]
+        assert _holding(data, needles)
+        # When it is erased
+        assert raw(b, "DELETE", f"/runs/{_wire(run_id)}", key=KEY).status == 204
+        # Then within the erasure's follow-up (its hook, then one snapshot) no file of the folder holds its tool
+        # answer or its id: not the journal, not the snapshot (its items, its queued deliveries, its stream records)
+        eventually(lambda: not _holding(data, needles), timeout=180, interval=0.5)
+        assert raw(b, "GET", f"/runs/{_wire(run_id)}", key=KEY).status == 404
+        # and the receiver, back, gets none of its deliveries while a later run's arrive
+        receiver.start()
+        later = _create(b, "conformance-noop")
+        eventually(lambda: receiver.deliveries(webhook_id, later), timeout=60, interval=0.2)
+        assert receiver.deliveries(webhook_id, run_id) == []
+    # And a start after a kill brings none of it back
+    again = _serve(tmp_path, data, "after-erasure")
+    try:
+        assert raw(again.base_url, "GET", f"/runs/{_wire(run_id)}", key=KEY).status == 404
+        assert not _holding(data, needles)
+    finally:
+        assert again.stop() == 0, again.stderr[-3000:]
+    assert receiver.deliveries(webhook_id, run_id) == []
 
 
 # -- refusals ---------------------------------------------------------------------------------------------------------
@@ -388,6 +476,30 @@ def test_a_torn_last_record_is_dropped_and_damage_elsewhere_is_refused(tmp_path)
     path.write_bytes(bytes(damaged))
     with pytest.raises(DataDirError, match="is damaged at byte"):
         list(read_segment(path, last=True))
+
+
+def test_a_start_whose_journal_holds_an_erasure_not_yet_snapshotted_takes_the_snapshot(tmp_path):
+    import pickle
+
+    from shared.local.datadir import DataDir
+    from shared.local.journal_records import frame
+    from shared.local.persistence import Journal
+
+    # Given a folder whose journal ends with an erasure's marker (the host died before that snapshot was written),
+    # and one whose journal has none
+    for name, records, compact in (("erased", [("idle", "fn", "t"), ("erased",)], True),
+                                   ("plain", [("idle", "fn", "t")], False)):
+        folder = DataDir.open(tmp_path / name)
+        try:
+            folder.segment(1).write_bytes(b"".join(frame(pickle.dumps(r)) for r in records))
+            journal = Journal(folder, app=None)
+            # When the journal is recovered
+            report = journal.recover()
+            journal.close()
+        finally:
+            folder.close()
+        # Then only the first start is told to take a snapshot once it runs
+        assert (report.records, report.compact) == (len(records), compact), name
 
 
 @pytest.mark.parametrize(("auth", "target", "method", "kept"), [

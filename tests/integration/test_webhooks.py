@@ -172,6 +172,30 @@ def test_a_receiver_that_is_down_gets_every_event_once_in_order_when_it_returns(
     assert dead.deliveries == []
 
 
+def test_nothing_of_an_erased_run_is_delivered_after_its_erasure_answered(host, receiver):
+    from shared.local.moto_data import sqs_messages_naming
+
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/erased", events=ALL))
+    # Given a receiver that is down while a run emits its events: their deliveries wait in the queue, backing off
+    receiver.stop()
+    erased = _noop_run(client)
+    eventually(lambda: sqs_messages_naming({erased}), timeout=30, interval=0.1)
+    time.sleep(1.5)  # at least one failed attempt
+    # When the run is erased, and only then the receiver comes back on the same port
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(erased)}", key=host.key_a).status == 204
+    receiver.start()
+    # Then a later run of the same subscription is delivered (the queue and the receiver work)
+    later = _noop_run(client)
+    _wait(receiver, reg.subscriptionId, later, len(ALL) - 2, timeout=30)
+    # and every waiting delivery of the erased run was dropped without a request: none is left in any queue, none
+    # arrived, and none was dead-lettered
+    eventually(lambda: not sqs_messages_naming({erased}), timeout=60, interval=0.2)
+    time.sleep(2.0)  # past the next attempt any dropped message would have had
+    assert receiver.deliveries(reg.subscriptionId, erased) == []
+    assert client.webhooks_dead_letters(reg.subscriptionId).deliveries == []
+
+
 def test_secret_rotation_signs_with_both_secrets_during_the_overlap(host, receiver):
     client = host.client(host.key_a)
     s1, s2 = _whsec(), _whsec()
