@@ -316,8 +316,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
     Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
-    Function("manage_tools", "functions.manage_tools.handler", "api", ((HOST, "readwrite"),),
-             credentials="read", egress=True),
+    # Registering an MCP server negotiates with it: the outcome's audit run (runs, events).
+    Function("manage_tools", "functions.manage_tools.handler", "api",
+             ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")), credentials="read", egress=True),
     Function("manage_credentials", "functions.manage_credentials.handler", "api", ((HOST, "readwrite"),),
              credentials="readwrite"),
     Function("manage_agents", "functions.manage_agents.handler", "api", ((HOST, "readwrite"),)),
@@ -325,8 +326,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
     Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
     # The conformance seams (certification stage only): seed an era-2 log (runs, events), fire an effect seam (a run).
+    # The MCP invoke seam calls the caller's MCP server (egress) and writes an audit run.
     Function("conformance_seams", "functions.conformance_seams.handler", "api", _RW_ALL, bucket="readwrite",
-             starts=("run",)),
+             starts=("run",), egress=True),
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
     Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              secrets=(CURSOR,), resumes=("run", "fork")),
@@ -426,6 +428,7 @@ ROUTES: tuple[Route, ...] = (
     # (CDK context conformanceSeams, off by default); without it every request is the 404 of a path never served.
     Route("POST", f"{SEAMS_PATH}sample/event-log/seed", "conformance_seams"),
     Route("POST", f"{SEAMS_PATH}sample/effect-seams/fire", "conformance_seams"),
+    Route("POST", f"{SEAMS_PATH}sample/mcp/invoke", "conformance_seams"),
     Route("GET", f"{DURABILITY_PATH}kill", "conformance_seams"),  # the hook's probe (fires nothing)
     Route("POST", f"{DURABILITY_PATH}kill", "conformance_seams"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).
