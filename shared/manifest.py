@@ -332,9 +332,11 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
     Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              secrets=(CURSOR,), resumes=("run", "fork")),
-    # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server.
-    Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
-             timeout_s=120, memory_mb=256),
+    # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server
+    # (registering it negotiates: the outcome's audit run, runs and events).
+    Function("seed_host", "functions.seed_host.handler", "setup",
+             ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")), egress=True, timeout_s=120,
+             memory_mb=256),
     # Signing secrets: registration encrypts them (it decrypts only an idempotent answer it sealed), delivery decrypts
     # them (and encrypts a subscription's cleartext secret of before the signing table once, when it first delivers).
     Function("manage_webhooks", "functions.manage_webhooks.handler", "api",

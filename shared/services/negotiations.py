@@ -4,8 +4,9 @@ interop.md §The audit event: every negotiation outcome, the refused one include
 the host's own event log. A negotiation inside a run lands on that run's log (``shared.engine``). One with no run
 lands on an **audit run**: a completed run in the caller's tenant (workflow id ``NEGOTIATION_AUDIT``, never
 registered) whose log is ``run.started``, the one ``negotiation.decided``, ``run.completed``: readable like any run
-(``GET /runs/{runId}/events/poll``, SSE, webhooks subscribed to the type), erased by its retention like any run.
-The refusal of a runless negotiation names it in ``details.runId``.
+(``GET /runs/{runId}/events/poll``, SSE, webhooks subscribed to the type), erased by its retention like any run;
+it executed no workflow, so it cannot be forked (``400 validation_error``). The refusal of a runless negotiation
+names it in ``details.runId``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from shared.services.common import Caller
 from shared.services.run_start import expires_at, new_run_id, stamped
 
 NEGOTIATION_AUDIT = "openwop-serverless.negotiation-audit"
+AUDIT_KEY = "audit"  # in an audit run's creation facts: it executed no workflow, so it has nothing to fork
 
 
 def audit_run(ports: Ports, caller: Caller, decided: dict[str, Any]) -> str:
@@ -30,7 +32,7 @@ def audit_run(ports: Ports, caller: Caller, decided: dict[str, Any]) -> str:
 
     run_id = new_run_id(ports, caller.tenant)
     data: dict[str, Any] = {"kind": "workflow", "workflowId": NEGOTIATION_AUDIT, "inputs": {}, "owner": caller.owner,
-                            "metadata": {"audit": "negotiation.decided"}}
+                            "metadata": {"audit": "negotiation.decided"}, AUDIT_KEY: True}
     rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="running", last_seq=-1, created_at=ports.clock.iso(),
                     data=stamped(ports, data), state=st.new_state(), expires_at=expires_at(ports))
     ports.runs.create_run(rec)

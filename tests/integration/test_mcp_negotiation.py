@@ -151,9 +151,12 @@ def test_registration_negotiates_once_and_its_audit_run_holds_the_accepted_outco
         "protocol": "mcp", "outcome": "accepted", "version": REVISION, "floor": REVISION,
         "peerDigest": _digest(mcp.url), "reason": "ok"}
     assert "127.0.0.1" not in str(decided)
-    # which another tenant cannot read
+    # which another tenant cannot read, and which has no workflow to fork
     assert raw(host.base_url, "GET", f"/runs/{project_id(audit)}/events/poll?timeout=1", key=host.key_b).status \
         in (403, 404)
+    fork = raw(host.base_url, "POST", f"/runs/{project_id(audit)}:fork", {"mode": "replay", "fromSeq": 0},
+               key=host.key_a)
+    assert (fork.status, fork.json["error"]) == (400, "validation_error")
     raw(host.base_url, "DELETE", f"{BASE}/mcp-servers/{server_id}", key=host.key_a)
 
 
