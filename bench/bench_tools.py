@@ -25,6 +25,18 @@ def _create(workflow_id: str, inputs: dict) -> str:
     return str(json.loads(out["body"])["runId"])
 
 
+def _timed(meter: Any, ports: Any, workflow_id: str, tool: str, args: dict[str, Any],
+           calls: int) -> tuple[Usage, float, str]:
+    """A scripted agent's run making ``calls`` calls of ``tool``: its usage, its wall time, its id."""
+    script = {"calls": [{"tool": tool, "args": args}] * calls, "answer": "ok"}
+    meter.reset()
+    started = time.perf_counter()
+    with meter.origin("create"):
+        run_id = _create(workflow_id, {"script": script})
+    wait_status(ports, run_id, meter)
+    return meter.usage("create", run_id), time.perf_counter() - started, run_id
+
+
 def main() -> None:
     from shared.local.demo_tools import DemoToolServer
     from shared.services.workflows import register_workflow
@@ -45,13 +57,8 @@ def main() -> None:
                                       inputs={"input": variable("script")})]))
 
         def run(calls: int) -> tuple[Usage, float]:
-            script = {"calls": [{"tool": "bench.crm:lookup", "args": {"customerId": "c-1"}}] * calls, "answer": "ok"}
-            meter.reset()
-            started = time.perf_counter()
-            with meter.origin("create"):
-                run_id = _create("bench-http-agent", {"script": script})
-            wait_status(ports, run_id, meter)
-            return meter.usage("create", run_id), time.perf_counter() - started
+            used, wall, _ = _timed(meter, ports, "bench-http-agent", "bench.crm:lookup", {"customerId": "c-1"}, calls)
+            return used, wall
 
         run(1)  # warm the catalog and credential caches of this process
         base, base_wall = run(0)
@@ -105,14 +112,7 @@ def _mcp(meter: Any, ports: Any) -> None:
                                      inputs={"input": variable("script")})]))
 
         def run(calls: int) -> tuple[Usage, float, str]:
-            script = {"calls": [{"tool": "mcp:bench.lookup_customer", "args": {"id": "c-1"}}] * calls,
-                      "answer": "ok"}
-            meter.reset()
-            began = time.perf_counter()
-            with meter.origin("create"):
-                run_id = _create("bench-mcp-agent", {"script": script})
-            wait_status(ports, run_id, meter)
-            return meter.usage("create", run_id), time.perf_counter() - began, run_id
+            return _timed(meter, ports, "bench-mcp-agent", "mcp:bench.lookup_customer", {"id": "c-1"}, calls)
 
         run(1)  # warm the catalog, the credential cache and the SDK's imports of this process
         base, base_wall, _ = run(0)

@@ -49,10 +49,8 @@ def _ports():
 
 @pytest.fixture(scope="module")
 def current() -> Iterator[DemoMcpServer]:
-    server = DemoMcpServer()
-    server.start()
-    yield server
-    server.stop()
+    with DemoMcpServer() as server:
+        yield server
 
 
 @pytest.fixture
