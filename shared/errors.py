@@ -100,6 +100,11 @@ class WebhookEndpointUnverifiedError(ProtocolError):
     default_message = "The webhook endpoint did not answer the verification challenge."
 
 
+class InteropVersionUnsupportedError(ProtocolError):
+    code = codes.INTEROP_VERSION_UNSUPPORTED
+    default_message = "The peer does not speak a protocol revision this host negotiates."
+
+
 class PayloadTooLargeError(ProtocolError):
     code = codes.PAYLOAD_TOO_LARGE
     default_message = "The request body is larger than limits.maxRequestBodyBytes."

@@ -319,8 +319,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
     Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
-    Function("manage_tools", "functions.manage_tools.handler", "api", ((HOST, "readwrite"),),
-             credentials="read", egress=True),
+    # Registering an MCP server negotiates with it: the outcome's audit run (runs, events).
+    Function("manage_tools", "functions.manage_tools.handler", "api",
+             ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")), credentials="read", egress=True),
     Function("manage_credentials", "functions.manage_credentials.handler", "api", ((HOST, "readwrite"),),
              credentials="readwrite"),
     Function("manage_agents", "functions.manage_agents.handler", "api", ((HOST, "readwrite"),)),
@@ -328,14 +329,17 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
     Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
     # The conformance seams (certification stage only): seed an era-2 log (runs, events), fire an effect seam (a run).
+    # The MCP invoke seam calls the caller's MCP server (egress) and writes an audit run.
     Function("conformance_seams", "functions.conformance_seams.handler", "api", _RW_ALL, bucket="readwrite",
-             starts=("run",)),
+             starts=("run",), egress=True),
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
     Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
              secrets=(CURSOR,), resumes=("run", "fork")),
-    # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server.
-    Function("seed_host", "functions.seed_host.handler", "setup", ((HOST, "readwrite"),), egress=True,
-             timeout_s=120, memory_mb=256),
+    # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server
+    # (registering it negotiates: the outcome's audit run, runs and events).
+    Function("seed_host", "functions.seed_host.handler", "setup",
+             ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")), egress=True, timeout_s=120,
+             memory_mb=256),
     # Signing secrets: registration encrypts them (it decrypts only an idempotent answer it sealed), delivery decrypts
     # them (and encrypts a subscription's cleartext secret of before the signing table once, when it first delivers).
     Function("manage_webhooks", "functions.manage_webhooks.handler", "api",
@@ -431,6 +435,7 @@ ROUTES: tuple[Route, ...] = (
     # (CDK context conformanceSeams, off by default); without it every request is the 404 of a path never served.
     Route("POST", f"{SEAMS_PATH}sample/event-log/seed", "conformance_seams"),
     Route("POST", f"{SEAMS_PATH}sample/effect-seams/fire", "conformance_seams"),
+    Route("POST", f"{SEAMS_PATH}sample/mcp/invoke", "conformance_seams"),
     Route("GET", f"{DURABILITY_PATH}kill", "conformance_seams"),  # the hook's probe (fires nothing)
     Route("POST", f"{DURABILITY_PATH}kill", "conformance_seams"),
     # Anything no route matches still answers the protocol's 404 envelope (not API Gateway's own body).

@@ -320,12 +320,43 @@ class HttpTransport(Protocol):
         ...
 
 
-class McpTransport(Protocol):
-    """An MCP client (streamable HTTP) through the same egress guard. Results are returned unaltered."""
+@dataclass(frozen=True)
+class McpDiscovery:
+    """What one ``server/discover`` probe at ``revision`` got back from an MCP server that answered it.
 
-    def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]: ...
+    ``result``: the ``DiscoverResult`` as the server sent it (None when the server refused the request);
+    ``supported``: the revisions the server named (its ``supportedVersions``, or the ``supported`` list of its
+    ``-32022`` refusal; empty when it named none); ``refusal``: the server's error when it refused (safe text, its
+    JSON-RPC code and message). The server speaks ``revision`` only when ``accepted``.
+    """
+
+    revision: str
+    result: dict[str, Any] | None
+    supported: tuple[str, ...] = ()
+    refusal: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.result is not None and self.revision in self.supported
+
+
+class McpTransport(Protocol):
+    """An MCP client (streamable HTTP) through the same egress guard, pinned to one revision.
+
+    ``discover`` probes the server at a revision and reports what it answered (``TransportError`` only when no MCP
+    answer came: no connection, a timeout, an answer that is not MCP). Every other method takes an accepted
+    probe (``discovered``) and speaks exactly its revision, with no second probe and no handshake. Results are
+    the server's JSON, unaltered."""
+
+    def discover(self, url: str, headers: dict[str, str], *, revision: str, timeout_s: float) -> McpDiscovery: ...
+    def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,
+                   timeout_s: float) -> list[dict[str, Any]]: ...
+    def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,
+                  timeout_s: float) -> dict[str, Any]: ...
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
-                  meta: dict[str, Any], timeout_s: float) -> dict[str, Any]: ...
+                  meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]: ...
+    def read_resource(self, url: str, headers: dict[str, str], uri: str, *, discovered: McpDiscovery,
+                      timeout_s: float) -> dict[str, Any]: ...
 
 
 class ModelProviderError(Exception):

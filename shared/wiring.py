@@ -12,6 +12,7 @@ from shared import manifest
 from shared.clock import SystemClock, SystemIds
 from shared.ports import (
     HttpTransport,
+    McpDiscovery,
     ModelProvider,
     ModelProviderError,
     ModelReply,
@@ -100,13 +101,31 @@ class _LazyMcp:
             self._impl = McpSdkTransport(_egress(self._settings))
         return self._impl
 
-    def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = self._get().list_tools(url, headers, timeout_s=timeout_s)
+    def discover(self, url: str, headers: dict[str, str], *, revision: str, timeout_s: float) -> McpDiscovery:
+        out: McpDiscovery = self._get().discover(url, headers, revision=revision, timeout_s=timeout_s)
+        return out
+
+    def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,
+                   timeout_s: float) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self._get().list_tools(url, headers, discovered=discovered, timeout_s=timeout_s)
+        return out
+
+    def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,
+                  timeout_s: float) -> dict[str, Any]:
+        out: dict[str, Any] = self._get().list_page(url, headers, cursor=cursor, discovered=discovered,
+                                                    timeout_s=timeout_s)
         return out
 
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
-                  meta: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        out: dict[str, Any] = self._get().call_tool(url, headers, name, arguments, meta=meta, timeout_s=timeout_s)
+                  meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
+        out: dict[str, Any] = self._get().call_tool(url, headers, name, arguments, meta=meta, discovered=discovered,
+                                                    timeout_s=timeout_s)
+        return out
+
+    def read_resource(self, url: str, headers: dict[str, str], uri: str, *, discovered: McpDiscovery,
+                      timeout_s: float) -> dict[str, Any]:
+        out: dict[str, Any] = self._get().read_resource(url, headers, uri, discovered=discovered,
+                                                        timeout_s=timeout_s)
         return out
 
 

@@ -2,6 +2,7 @@
 
 POST /conformance/seams/sample/event-log/seed (seedEra2EventLog, 201 {runId});
 POST /conformance/seams/sample/effect-seams/fire (fireEffectSeam, 201 {runId});
+POST /conformance/seams/sample/mcp/invoke (host-sample-test-seams.md §23: one MCP exchange, 200 {runId, ...});
 GET /host/durability/kill (RFC 0158's durability hook: its probe) and POST (its duplicate-delivery exercise).
 Without the setting every one answers 404 not_found, as any path this host does not serve.
 """
@@ -39,6 +40,13 @@ def fire_effect_seam() -> Response[str]:
     from shared.protocol.seams_bodies import FireEffectSeam
 
     return _serve(FireEffectSeam, seams.fire_effect_seam)
+
+
+@app.post("/conformance/seams/sample/mcp/invoke")
+def mcp_invoke() -> Response[str]:
+    from shared.protocol.seams_bodies import McpInvoke
+
+    return _serve(McpInvoke, seams.mcp_invoke)
 
 
 @app.get("/host/durability/kill")

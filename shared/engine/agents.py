@@ -52,7 +52,9 @@ def tool_events(agent: AgentSpec, call_id: str, tool: str, args: Any, out: ToolO
                                                                       "message": "tool call failed"}
     if out.duration_ms is not None:
         returned["durationMs"] = out.duration_ms
-    return [(c.AGENT_TOOL_CALLED, called), (c.AGENT_TOOL_RETURNED, returned)]
+    # The negotiation of an MCP call's exchange goes right before the call's own events (interop.md §The audit event)
+    head = [(c.NEGOTIATION_DECIDED, out.negotiation)] if out.negotiation is not None else []
+    return [*head, (c.AGENT_TOOL_CALLED, called), (c.AGENT_TOOL_RETURNED, returned)]
 
 
 @dataclass

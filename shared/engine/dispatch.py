@@ -9,17 +9,21 @@ For one call (run ``R``, call key ``K``):
    ``_meta["openwop/idempotencyKey"]``.
 3. **Credential** from the tenant's credential store, applied at egress (never in an event, a record or a log).
 4. **Send** through the transport port (egress-guarded). Failures are outcomes, never exceptions: the caller
-   records whatever happened.
+   records whatever happened. An MCP call is negotiated first (``shared.engine.negotiation``: one
+   ``server/discover`` at the pinned revision): the ``negotiation.decided`` payload comes back with the outcome,
+   accepted or refused, and a refused one is a failed call (``interop_version_unsupported``) with no
+   ``tools/call`` sent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from shared import keys
+from shared.engine import negotiation
 from shared.engine.catalog import ResolvedTool
 from shared.ports import EgressRefusedError, Ports, SecretNotFoundError, TransportError
 from shared.protocol import codes as c
@@ -62,22 +66,31 @@ def credential_value(ports: Ports, tenant: str, ref: str) -> str:
         raise LookupError("credential unavailable") from exc
 
 
-def send(ports: Ports, tool: ResolvedTool, tenant: str, run_id: str, call_key: str, args: Any) -> tuple[str, Any,
-                                                                                                          Any]:
-    """Send one call; return (status, result, error) — status ``ok`` or ``error``. Never raises for the tool."""
+class Sent(NamedTuple):
+    """One call's outcome: ``status`` ``ok`` or ``error``, its result or error, and (an MCP call that negotiated)
+    the ``negotiation.decided`` payload."""
+
+    status: str
+    result: Any
+    error: Any
+    negotiation: dict[str, Any] | None = None
+
+
+def send(ports: Ports, tool: ResolvedTool, tenant: str, run_id: str, call_key: str, args: Any) -> Sent:
+    """Send one call. Never raises for the tool."""
     key = idempotency_key(run_id, call_key)
     try:
         headers = credential_headers(ports, tenant, tool.credential_ref)
     except (SecretNotFoundError, ValueError, KeyError, TypeError):
-        return "error", None, _error("the tool's credential is not available")
+        return Sent("error", None, _error("the tool's credential is not available"))
+    if tool.transport == "mcp":
+        return _send_mcp(ports, tool, headers, key, args)
     try:
-        if tool.transport == "mcp":
-            return _send_mcp(ports, tool, headers, key, args)
-        return _send_http(ports, tool, headers, key, args)
+        return Sent(*_send_http(ports, tool, headers, key, args))
     except EgressRefusedError as exc:
-        return "error", None, _error(f"egress refused: {exc.reason}")
+        return Sent("error", None, _error(f"egress refused: {exc.reason}"))
     except TransportError as exc:
-        return "error", None, _error(exc.reason)
+        return Sent("error", None, _error(exc.reason))
 
 
 def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> tuple[str, Any,
@@ -102,14 +115,29 @@ def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: s
     return "ok", result, None
 
 
-def _send_mcp(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> tuple[str, Any,
-                                                                                                        Any]:
+def _send_mcp(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> Sent:
     server = tool.spec["server"]
+    url = str(server["url"])
     arguments = args if isinstance(args, dict) else {}
-    result = ports.mcp.call_tool(str(server["url"]), headers, str(tool.spec["tool"]["name"]), arguments,
-                                 meta={META_KEY: key}, timeout_s=int(server.get("timeoutMs", 10_000)) / 1000)
+    timeout_s = int(server.get("timeoutMs", 10_000)) / 1000
+    try:
+        deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s)
+    except EgressRefusedError as exc:
+        return Sent("error", None, _error(f"egress refused: {exc.reason}"))
+    except TransportError as exc:
+        return Sent("error", None, _error(exc.reason))
+    if not deal.accepted:  # fails closed: nothing is sent under another revision
+        return Sent("error", None, {"code": c.INTEROP_VERSION_UNSUPPORTED, "message": deal.message}, deal.payload)
+    assert deal.discovery is not None
+    try:
+        result = ports.mcp.call_tool(url, headers, str(tool.spec["tool"]["name"]), arguments, meta={META_KEY: key},
+                                     discovered=deal.discovery, timeout_s=timeout_s)
+    except EgressRefusedError as exc:
+        return Sent("error", None, _error(f"egress refused: {exc.reason}"), deal.payload)
+    except TransportError as exc:
+        return Sent("error", None, _error(exc.reason), deal.payload)
     # RFC 0204: the CallToolResult comes back unaltered; a tool error (isError: true) is a result, not a failure.
-    return "ok", result, None
+    return Sent("ok", result, None, deal.payload)
 
 
 def _with_query(url: str, args: Any) -> str:

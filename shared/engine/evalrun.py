@@ -262,8 +262,12 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
         except (judge.ModelCallFailed, judge.JudgementError) as exc:
             result.error = {"code": exc.code, "message": exc.message}
     if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:
+        negotiated: list[dict[str, Any]] = []
         answers |= toolscorer.answers(tools, agent, f"score:{inv}", order_key(task_index, trial) + "S",
-                                     dict(expected.get("match") or {}), agent_input, result.decision, result.calls)
+                                     dict(expected.get("match") or {}), agent_input, result.decision, result.calls,
+                                     negotiated)
+        result.events += [{"type": c.NEGOTIATION_DECIDED, "payload": p, "timestamp": ports.clock.iso()}
+                          for p in negotiated]
     pass_score = (suite.get("thresholds") or {}).get("passScore")
     g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,
                             met=met, pass_score=None if pass_score is None else float(pass_score),

@@ -48,10 +48,12 @@ _cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=1)  # child run id -> i
 
 
 def comparable(ev: dict[str, Any]) -> dict[str, Any]:
-    """What a replay must reproduce: type, nodeId and payload (clock and duration fields excluded)."""
+    """What a replay must reproduce: type, nodeId and payload (clock and duration fields excluded: a call's
+    ``durationMs``, a negotiation's ``at``)."""
     p = ev.get("payload")
     if isinstance(p, dict):
-        p = {k: v for k, v in p.items() if k not in ("durationMs",)}
+        clock = ("durationMs", "at") if ev.get("type") == c.NEGOTIATION_DECIDED else ("durationMs",)
+        p = {k: v for k, v in p.items() if k not in clock}
     return {"type": ev.get("type"), "nodeId": ev.get("nodeId"), "payload": p}
 
 
@@ -120,6 +122,7 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
     of the tool calls returned before it and each invocation's model calls before it (``prefix``)."""
     outcomes: dict[str, list[dict[str, Any]]] = {}
     resolutions: dict[str, list[dict[str, Any]]] = {}
+    negotiated: dict[str, list[dict[str, Any]]] = {}  # a side-effect node's negotiations since its node.started
     prefix_calls: list[str] = []
     prefix_turns: dict[str, int] = {}
     invocation: str | None = None
@@ -142,6 +145,10 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
                 continue
             if ev["type"] == c.INTERRUPT_RESOLVED:
                 resolutions.setdefault(str(nid), []).append(dict(ev.get("payload") or {}))
+            elif ev["type"] == c.NEGOTIATION_DECIDED and side_effect_nodes and nid in side_effect_nodes:
+                negotiated.setdefault(str(nid), []).append(dict(ev.get("payload") or {}))
+            elif ev["type"] == c.NODE_STARTED:
+                negotiated.pop(str(nid), None)
             elif ev["type"] in c.NODE_TERMINAL_OUTCOMES and side_effect_nodes and nid in side_effect_nodes:
                 p = ev.get("payload") or {}
                 o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
@@ -149,13 +156,17 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
                     o["outputs"] = p.get("outputs", {})
                 else:
                     o["error"] = p.get("error")
+                # The negotiations the execution made before its outcome: a replay emits them again with it.
+                if str(nid) in negotiated:
+                    o["negotiations"] = negotiated.pop(str(nid))
                 outcomes.setdefault(str(nid), []).append(o)
     calls = []
     for r in ports.tool_calls.list_calls(src.run_id):
         index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
         calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
                       "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
-                      "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport")})
+                      "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport"),
+                      **({"negotiation": r.extra["negotiation"]} if r.extra.get("negotiation") else {})})
     out: dict[str, Any] = {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}
     if prefix_upto is not None:
         out["prefix"] = {"calls": prefix_calls, "turns": prefix_turns}

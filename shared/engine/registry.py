@@ -66,6 +66,8 @@ class NodeType:
     description: str = ""
 
 
+MCP_CLIENT_NODE = "core.conformance.mcp-client"  # RFC 0204's conformance-reserved ctx.mcp node
+
 NODE_TYPES: dict[str, NodeType] = {
     nt.type_id: nt
     for nt in (
@@ -80,6 +82,9 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("core.http", "side-effect", (SEAM_HTTP,), description="an allowlisted HTTP request"),
         NodeType("core.approvalGate", "pure", description="suspends on an approval interrupt until it is resolved; "
                  "a replay takes the source's recorded resolution"),
+        NodeType(MCP_CLIENT_NODE, "side-effect", (SEAM_TOOL_MCP,), conformance=True,
+                 description="ctx.mcp.<method> (callTool, listTools, readResource, serverHealth) against a "
+                 "registered MCP server with the run's inputs; outputs.result is the resolved value verbatim"),
     )
 }
 

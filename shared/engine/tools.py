@@ -54,6 +54,9 @@ class ToolOutcome:
     transport: str = "native"  # native | http | mcp: how the tool is reached (agent.tool-called.transport)
     counter: str | None = None  # a counter increment to perform with the call's record (its key)
     claimed: bool = False  # an outside effect was claimed for it: its record must be written before it is used
+    # An MCP call's ``negotiation.decided`` payload (accepted or refused), kept with its record: every reader of the
+    # outcome (a retried step, a replay serving it) emits the same event right before the call's own events.
+    negotiation: dict[str, Any] | None = None
 
 
 @dataclass
@@ -148,7 +151,8 @@ def _recorded(rec: dict[str, Any]) -> ToolOutcome:
     """A call resolved from a source run's as-executed record (never live)."""
     tool = str(rec.get("toolName", ""))
     return ToolOutcome(rec["status"], rec.get("result"), rec.get("error"), "recorded", rec.get("durationMs"),
-                       bool(rec.get("miss")), str(rec.get("transport") or transport_of(tool, tool in TOOLS)))
+                       bool(rec.get("miss")), str(rec.get("transport") or transport_of(tool, tool in TOOLS)),
+                       negotiation=rec.get("negotiation"))
 
 
 @dataclass
@@ -209,7 +213,8 @@ class ToolRuntime:
             delegate=False, tool_name=tool, call_id=f"{invocation_id}#{index}", args=args, status=outcome.status,
             result=outcome.result if outcome.status == "ok" else None, error=outcome.error, source=outcome.source,
             started_at=self.ports.clock.iso(started), duration_ms=outcome.duration_ms,
-            extra={"transport": outcome.transport, **({"miss": True} if outcome.miss else {})},
+            extra={"transport": outcome.transport, **({"miss": True} if outcome.miss else {}),
+                   **({"negotiation": outcome.negotiation} if outcome.negotiation is not None else {})},
         )
         counted = self._increment(record, outcome.counter) if outcome.counter is not None else None
         if counted is not None:
@@ -332,11 +337,13 @@ class ToolRuntime:
                 again = outcome_of(prior)
                 again.claimed = True
                 return again
-        status, result, error = dispatch.send(self.ports, tool, self.tenant, self.run_id, call_key, args)
-        return ToolOutcome(status, result, error, source="live", claimed=True)
+        sent = dispatch.send(self.ports, tool, self.tenant, self.run_id, call_key, args)
+        return ToolOutcome(sent.status, sent.result, sent.error, source="live", claimed=True,
+                           negotiation=sent.negotiation)
 
 
 def outcome_of(rec: ToolCallRecord) -> ToolOutcome:
     """The outcome a stored tool-call record holds."""
     return ToolOutcome(rec.status, rec.result, rec.error, rec.source, rec.duration_ms, bool(rec.extra.get("miss")),
-                       str(rec.extra.get("transport") or transport_of(rec.tool_name, rec.tool_name in TOOLS)))
+                       str(rec.extra.get("transport") or transport_of(rec.tool_name, rec.tool_name in TOOLS)),
+                       negotiation=rec.extra.get("negotiation"))

@@ -53,8 +53,10 @@ def read_answer(status: str, result: Any, error: dict[str, Any] | None) -> Score
 
 
 def answers(tools: ToolRuntime, agent: AgentSpec, invocation_id: str, order: str, match: dict[str, Any],
-            task_input: Any, output: Any, trajectory: list[dict[str, Any]]) -> dict[str, Scored]:
-    """Call each tool match's tool once; the answers by pointer, for ``scorers.score``."""
+            task_input: Any, output: Any, trajectory: list[dict[str, Any]],
+            negotiated: list[dict[str, Any]] | None = None) -> dict[str, Scored]:
+    """Call each tool match's tool once; the answers by pointer, for ``scorers.score``. An MCP scorer's
+    ``negotiation.decided`` payloads (recorded with its calls) are appended to ``negotiated``."""
     found = find(match, "tool")
     if not found:
         return {}
@@ -66,6 +68,8 @@ def answers(tools: ToolRuntime, agent: AgentSpec, invocation_id: str, order: str
             args = {"input": task_input, "expected": m.get("value"), "output": output, "trajectory": trajectory}
             got = tools.call(agent=scorer, invocation_id=invocation_id, order_key=order, index=index,
                              tool=str(m["tool"]), args=args, calls_so_far=0)
+            if got.negotiation is not None and negotiated is not None:
+                negotiated.append(got.negotiation)
             out[at] = read_answer(got.status, got.result, got.error)
     finally:
         tools.plan = plan

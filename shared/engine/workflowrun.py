@@ -39,7 +39,7 @@ from shared.engine.kernel import (
     snapshot_updates,
 )
 from shared.engine.model_agent import ModelSession
-from shared.engine.registry import NODE_TYPES, AgentSpec
+from shared.engine.registry import MCP_CLIENT_NODE, NODE_TYPES, AgentSpec
 from shared.engine.tools import Guard, ToolRuntime, ToolTally
 from shared.engine.workflow import UnresolvedInputError, Workflow, resolve_node_inputs
 from shared.errors import ConflictError, RunGoneError
@@ -204,9 +204,10 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
         recorded = ctx.source_outcomes.get(nid, [])
         if len(recorded) >= n:
             o = recorded[n - 1]
+            again = _negotiations(nid, o.get("negotiations") or [])  # as recorded, `at` included
             if o["type"] == c.NODE_COMPLETED:
-                return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=o.get("outputs", {}))])
-            return Step([started, _node_ev(c.NODE_FAILED, nid, error=o.get("error"))])
+                return Step([started, *again, _node_ev(c.NODE_COMPLETED, nid, outputs=o.get("outputs", {}))])
+            return Step([started, *again, _node_ev(c.NODE_FAILED, nid, error=o.get("error"))])
         return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(
             c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"))])
     if type_id == "core.conformance.hold":
@@ -230,14 +231,20 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
             payload["resolvedChannel"] = channel
         return Step([started, (c.AGENT_INVOCATION_STARTED, payload, None)])
     guard = Guard(ctx.mode)
+    negotiated: list[dict[str, Any]] = []  # the MCP negotiations of this execution, emitted before its outcome
     try:
-        outputs = _execute_once(ctx, guard, nid, node, inputs, ordinal)
+        outputs = _execute_once(ctx, guard, nid, node, inputs, ordinal, negotiated)
     except EffectDeniedError:
         return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(
             c.REPLAY_SOURCE_MISSING, "an effect seam refused an effect in replay"))])
     except NodeFailure as exc:
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(exc.code, exc.message))])
-    return Step([started, _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
+        return Step([started, *_negotiations(nid, negotiated),
+                     _node_ev(c.NODE_FAILED, nid, error=fail_obj(exc.code, exc.message))])
+    return Step([started, *_negotiations(nid, negotiated), _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
+
+
+def _negotiations(nid: str, payloads: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str | None]]:
+    return [(c.NEGOTIATION_DECIDED, p, nid) for p in payloads]
 
 
 def _inputs(state: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -289,7 +296,7 @@ class NodeFailure(Exception):
 
 
 def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any], inputs: dict[str, Any],
-                  ordinal: int) -> dict[str, Any]:
+                  ordinal: int, negotiated: list[dict[str, Any]]) -> dict[str, Any]:
     type_id = node["typeId"]
     cfg = node.get("config") or {}
     if type_id == "core.noop":
@@ -308,13 +315,40 @@ def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any],
         agent = AgentSpec(f"node:{nid}", tool_allowlist=None)
         out = ctx.tools().call(agent=agent, invocation_id=f"{nid}:{ordinal}", order_key=f"N{nid}:{ordinal:06d}",
                                index=0, tool=tool, args=inputs, calls_so_far=0)
+        if out.negotiation is not None:
+            negotiated.append(out.negotiation)
         if out.status != "ok":
             err = out.error or fail_obj(c.EXTERNAL_CALL_FAILED, "tool call failed")
             raise NodeFailure(str(err.get("code", c.EXTERNAL_CALL_FAILED)), str(err.get("message", "tool failed")))
         return {"result": out.result}
     if type_id == "core.http":
         return _http(ctx, guard, cfg, inputs, f"{nid}#{ordinal:06d}")
+    if type_id == MCP_CLIENT_NODE:
+        return _mcp_client(ctx, guard, nid, ordinal, negotiated)
     raise NodeFailure(c.NODE_EXECUTION_FAILED, "node type cannot run here")
+
+
+def _mcp_client(ctx: RunContext, guard: Guard, nid: str, ordinal: int,
+                negotiated: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``conformance-mcp-client`` fixture's node: ``ctx.mcp.<method>`` with the run's inputs, its resolved value
+    verbatim as ``outputs.result`` (``shared.engine.mcpclient``)."""
+    from shared.engine import mcpclient
+    from shared.engine.dispatch import idempotency_key
+
+    guard.check("tool.mcp")
+    rec = ctx.record
+    effect_key = f"{nid}#{ordinal:06d}"
+
+    def claim() -> None:  # a tools/call goes out only while the run is writable, from the delivery holding it
+        claim_once(ctx.ports, ctx.run_id, effect_key, {"seam": "tool.mcp", "nodeId": nid}, rec.expires_at)
+
+    try:
+        result = mcpclient.invoke(ctx.ports, rec.tenant, dict(rec.data.get("inputs") or {}),
+                                  idempotency_key=idempotency_key(ctx.run_id, effect_key), claim=claim,
+                                  negotiated=negotiated)
+    except mcpclient.Rejected as exc:
+        raise NodeFailure(exc.code, exc.message) from exc
+    return {"result": result}
 
 
 def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, Any],

@@ -8,9 +8,18 @@ each HTTP request (``hosts``). Tools are deterministic:
 - ``create_ticket({title, body})`` -> structuredContent ``{"ticketId"}``, a hash of the two fields (a write)
 - ``fail_always({})`` -> a result with ``isError: true``
 
+and one resource, ``demo://greeting`` (``RESOURCES``).
+
 A name the server does not have is a JSON-RPC error (-32602). ``tools/list`` answers in pages of ``page_size``
 tools, so a client has to follow ``nextCursor``. ``extra_tools`` adds tools of a test's own: (the tool's
-definition, a function from its arguments to its ``structuredContent``), listed after the demo's.
+definition, a function from its arguments to its ``structuredContent``, or to a whole ``CallToolResult``), listed
+after the demo's. ``exchanges`` holds every JSON-RPC request the server answered, with the result (or error) it
+sent, as JSON: what a client must hand back unaltered.
+
+The server speaks MCP 2026-07-28 (and the older handshake, as the SDK does). ``revisions`` makes it a server of
+other revisions only: a request whose ``MCP-Protocol-Version`` names a revision outside them is refused as the
+2026-07-28 text says, ``400`` with JSON-RPC error ``-32022`` and ``data: {supported, requested}``; ``server/discover``
+lists exactly ``revisions`` (a server that answers the probe but does not speak the client's revision).
 
     server = DemoMcpServer()
     url = server.start()          # http://127.0.0.1:<port>/mcp
@@ -77,6 +86,10 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+RESOURCES = {"demo://greeting": "hello from the demo MCP server"}
+"""``resources/read``: each URI's text (any other URI is a JSON-RPC error -32602)."""
+
+
 def ticket_id(title: str, body: str) -> str:
     digest = hashlib.sha256(json.dumps([title, body]).encode()).hexdigest()
     return f"T-{digest[:8]}"
@@ -87,10 +100,17 @@ class DemoMcpServer:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, page_size: int = 2,
                  allowed_hosts: tuple[str, ...] = (),
-                 extra_tools: Sequence[tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]] = ()
+                 extra_tools: Sequence[tuple[dict[str, Any], Callable[[dict[str, Any]], Any]]] = (),
+                 revisions: tuple[str, ...] | None = None, discover_lists: tuple[str, ...] | None = None
                  ) -> None:
         self.host = host
         self.extra_tools = list(extra_tools)
+        self.revisions = revisions
+        """None: the SDK's own (2026-07-28 and the handshake); else only these (``-32022`` for any other)."""
+        self.discover_lists = discover_lists
+        """When set, ``server/discover`` answers under 2026-07-28 naming only these revisions."""
+        self.exchanges: list[dict[str, Any]] = []
+        """``{method, params, protocolVersion, result | error}`` per JSON-RPC request answered, in order."""
         self.port = port
         self.page_size = page_size
         self.allowed_hosts = allowed_hosts
@@ -139,7 +159,10 @@ class DemoMcpServer:
                 self.calls[name] += 1
                 self.metas.append((name, meta))
             if name in extra:
-                out: dict[str, Any] = extra[name](dict(args))
+                got = extra[name](dict(args))
+                if isinstance(got, types.CallToolResult):
+                    return got
+                out: dict[str, Any] = got
             elif name == "lookup_customer":
                 cid = str(args.get("id", ""))
                 out = {"id": cid, "name": f"Customer {cid}", "tier": "gold"}
@@ -151,7 +174,22 @@ class DemoMcpServer:
             return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(out))],
                                         structured_content=out, is_error=False)
 
-        return Server("openwop-demo-mcp", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+        async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+            if params.uri not in RESOURCES:
+                raise MCPError(types.INVALID_PARAMS, "Unknown resource")
+            return types.ReadResourceResult(contents=[types.TextResourceContents(
+                uri=params.uri, mime_type="text/plain", text=RESOURCES[params.uri])])
+
+        server = Server("openwop-demo-mcp", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool,
+                        on_read_resource=read_resource)
+        if self.discover_lists is not None:
+            listed = list(self.discover_lists)
+
+            async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
+                return types.DiscoverResult(supported_versions=listed, capabilities=types.ServerCapabilities())
+
+            server.add_request_handler("server/discover", types.RequestParams, discover)
+        return server
 
     def _app(self) -> Any:
         from mcp.server.transport_security import TransportSecuritySettings
@@ -163,13 +201,62 @@ class DemoMcpServer:
                                                 transport_security=security, host=self.host)
 
         async def recording(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-                with self._lock:
-                    self.hosts.append(host)
-            await app(scope, receive, send)
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            headers = dict(scope.get("headers") or [])
+            with self._lock:
+                self.hosts.append(headers.get(b"host", b"").decode("latin-1"))
+            version = headers.get(b"mcp-protocol-version", b"").decode("latin-1") or None
+            body = await _read_body(receive)
+            request = _json(body)
+            if version is not None and self.revisions is not None and version not in self.revisions:
+                await self._refuse(request, version, send)
+                return
+            sent: list[bytes] = []
+            given = False
+
+            async def replay() -> Any:
+                nonlocal given
+                if given:
+                    return await receive()  # after the body: the client's disconnect, when it comes
+                given = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def capture(message: Any) -> None:
+                if message["type"] == "http.response.body":
+                    sent.append(message.get("body", b""))
+                    if not message.get("more_body"):  # recorded before the client can read the answer
+                        self._record(request, version, _json(b"".join(sent)))
+                await send(message)
+
+            await app(scope, replay, capture)
 
         return recording
+
+    async def _refuse(self, request: Any, version: str, send: Any) -> None:
+        """The 2026-07-28 refusal of a revision this server does not speak (``-32022``, what it speaks)."""
+        error = {"code": -32022, "message": "Unsupported protocol version",
+                 "data": {"supported": list(self.revisions or ()), "requested": version}}
+        answer = {"jsonrpc": "2.0", "id": request.get("id") if isinstance(request, dict) else None, "error": error}
+        payload = json.dumps(answer).encode()
+        await send({"type": "http.response.start", "status": 400,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+        self._record(request, version, answer)
+
+    def _record(self, request: Any, version: str | None, answer: Any) -> None:
+        if not isinstance(request, dict) or "method" not in request or "id" not in request:
+            return
+        entry: dict[str, Any] = {"method": request["method"], "params": request.get("params"),
+                                 "protocolVersion": version}
+        if isinstance(answer, dict) and "result" in answer:
+            entry["result"] = answer["result"]
+        elif isinstance(answer, dict) and "error" in answer:
+            entry["error"] = answer["error"]
+        with self._lock:
+            self.exchanges.append(entry)
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
@@ -216,11 +303,12 @@ class DemoMcpServer:
         self._thread = None
 
     def reset(self) -> None:
-        """Forget the recorded calls, metas and hosts."""
+        """Forget the recorded calls, metas, hosts and exchanges."""
         with self._lock:
             self.calls.clear()
             self.metas.clear()
             self.hosts.clear()
+            self.exchanges.clear()
             self.list_pages = 0
 
     def __enter__(self) -> DemoMcpServer:
@@ -229,3 +317,22 @@ class DemoMcpServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def _read_body(receive: Any) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return None

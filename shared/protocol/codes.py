@@ -38,6 +38,7 @@ MOCK_PROVIDER_FORBIDDEN = "mock_provider_forbidden"
 EVAL_GATE_UNMET = "eval_gate_unmet"
 NO_ACTIVE_DEPLOYMENT = "no_active_deployment"  # RFC 0082 (client 2.7.0: 400); not in the generated registry
 WEBHOOK_URL_REJECTED = "webhook_url_rejected"
+INTEROP_VERSION_UNSUPPORTED = "interop_version_unsupported"  # interop.md §The floor: a refused negotiation
 WEBHOOK_ENDPOINT_UNVERIFIED = "webhook_endpoint_unverified"
 # Host decision (docs/decisions/0020-fork-point-retention-and-clock.md): not in the public registry; 410 like
 # run_expired.
@@ -78,6 +79,7 @@ HTTP_STATUS: dict[str, int] = {
     EVAL_GATE_UNMET: 422,
     NO_ACTIVE_DEPLOYMENT: 400,
     WEBHOOK_URL_REJECTED: 400,
+    INTEROP_VERSION_UNSUPPORTED: 400,
     WEBHOOK_ENDPOINT_UNVERIFIED: 400,
     PAYLOAD_TOO_LARGE: 413,
     UNSUPPORTED_MEDIA_TYPE: 415,
@@ -126,6 +128,7 @@ RUN_PAUSED = "run.paused"
 RUN_RESUMED = "run.resumed"
 INTERRUPT_REQUESTED = "interrupt.requested"
 INTERRUPT_RESOLVED = "interrupt.resolved"
+NEGOTIATION_DECIDED = "negotiation.decided"
 
 # A run in one of these statuses waits on a task token: its execution holds no Lambda (runs.md §Pause and resume,
 # interrupt.md).

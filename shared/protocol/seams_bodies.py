@@ -51,3 +51,15 @@ class DurabilityKill(_Closed):
     mode: Literal["after-accept", "during-execution", "duplicate-delivery"]
     workflowId: str | None = Field(default=None, min_length=1, max_length=256)
     effectUrl: str | None = Field(default=None, min_length=1, max_length=2048)
+
+
+class McpInvoke(_Closed):
+    """``POST /conformance/seams/sample/mcp/invoke`` (host-sample-test-seams.md §23): the host's MCP client, once,
+    against ``serverUrl``: ``requestVersion`` forces the revision asked for, ``tool`` (with ``arguments``) a
+    ``tools/call`` once it is accepted; ``authenticated: false`` marks the exchange unauthenticated."""
+
+    serverUrl: str = Field(min_length=1, max_length=2048)
+    requestVersion: str | None = Field(default=None, min_length=1, max_length=64)
+    authenticated: bool | None = None
+    tool: str | None = Field(default=None, min_length=1, max_length=128)
+    arguments: dict[str, Any] | None = None

@@ -6,7 +6,8 @@ import hashlib
 import json
 from typing import Any
 
-from shared.engine.registry import AGENTS, NODE_TYPES, PROVIDER_SEAMS, TOOLS, TRANSPORT_SEAMS, Seam
+from shared.engine import negotiation
+from shared.engine.registry import AGENTS, MCP_CLIENT_NODE, NODE_TYPES, PROVIDER_SEAMS, TOOLS, TRANSPORT_SEAMS, Seam
 from shared.ports import Ports
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 from shared.protocol.client_version import MIN_CLIENT_VERSION
@@ -22,12 +23,22 @@ FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witn
 FEATURES = {"replay": True, "evalSuite": True, "recordedFixtures": True}
 
 
-def advertised_fixtures() -> list[str]:
-    """A fixture is listed only when every node type, agent and tool it needs resolves here."""
+def mcp_facet(ports: Ports) -> dict[str, Any] | None:
+    """interop.md §The facets: this host speaks MCP as a client (registered MCP servers, ``ctx.mcp``), pinned to one
+    revision (``shared.engine.negotiation``); None once ``refreshedAt`` is older than the refresh window."""
+    members = negotiation.facet(ports.clock.iso())
+    return None if members is None else {**FAMILY, "witness": "seam-gated", **members}
+
+
+def advertised_fixtures(mcp_client: bool = True) -> list[str]:
+    """A fixture is listed only when every node type, agent and tool it needs resolves here (the ``ctx.mcp`` node's
+    only while ``mcp.client`` is advertised: RFC 0204, a host without it must not list that fixture)."""
     out = []
     for fid, doc in fixtures.workflows().items():
         if all(n.get("typeId") in NODE_TYPES for n in doc["nodes"]):
             if fid.startswith("conformance-replay") and not FEATURES["replay"]:
+                continue
+            if not mcp_client and any(n.get("typeId") == MCP_CLIENT_NODE for n in doc["nodes"]):
                 continue
             out.append(fid)
     if FEATURES["evalSuite"]:
@@ -40,6 +51,7 @@ def advertised_fixtures() -> list[str]:
 
 
 def capabilities(ports: Ports) -> dict[str, Any]:
+    mcp = mcp_facet(ports)
     doc: dict[str, Any] = {
         "protocolVersions": ["2.0"],
         "preferredVersion": "2.0",
@@ -49,7 +61,7 @@ def capabilities(ports: Ports) -> dict[str, Any]:
                            "url": "https://github.com/openwop-serverless"},
         "engineVersion": 1,
         "eventLogSchemaVersion": 3,
-        "fixtures": advertised_fixtures(),
+        "fixtures": advertised_fixtures(mcp_client=mcp is not None),
         "runList": {**FAMILY, "maxPageSize": 100, "filters": ["workflowId", "status"]},
         # No model runs here, so no clarification, schema-validation or envelope rounds: each bound is 0.
         "limits": {**FAMILY, "maxRequestBodyBytes": MAX_REQUEST_BODY_BYTES, "clarificationRounds": 0,
@@ -88,6 +100,8 @@ def capabilities(ports: Ports) -> dict[str, Any]:
             doc["testing"] = {"mockProviders": list(models.mock_ids())}
     # RFC 0078 / 0204: the catalog of built-in, registered HTTP (connector) and MCP tools.
     doc["toolCatalog"] = {**FAMILY, "sources": ["connector", "mcp", "node-pack"]}
+    if mcp is not None:
+        doc["mcp"] = mcp
     # webhooks.md: durable signed delivery (v1 always; Standard Webhooks per subscription, RFC 0201), retries with
     # exponential backoff, the delivery dead-letter sink (RFC 0188), secret rotation with an overlap (RFC 0201 §E).
     s = ports.settings

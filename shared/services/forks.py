@@ -63,6 +63,8 @@ def _from_seq(req: ForkRunRequest) -> int:
 
 def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest) -> Created:
     src = _visible_source(ports, caller, wire_run_id)
+    if src.data.get("audit"):  # shared.services.negotiations: a record of a negotiation, no workflow executed
+        raise ValidationError("An audit run records a negotiation; it executed no workflow to fork.")
     from_seq = _from_seq(req)
     overlay = req.runOptionsOverlay
     if req.mode == "replay" and overlay is not None and present(overlay):

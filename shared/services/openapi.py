@@ -332,7 +332,10 @@ RESPONSES: dict[str, dict[str, Any]] = {
                  "properties": {"tools": {"type": "array", "items": {"$ref": "#/components/schemas/ToolDescriptor"}}}},
     "McpServer": {"type": "object", "required": ["serverId", "url", "toolIds"],
                   "properties": {"serverId": _STR, "url": _STR, "description": _STR, "timeoutMs": {"type": "integer"},
-                                 "credentialRef": _STR, "toolIds": {"type": "array", "items": _STR}}},
+                                 "credentialRef": _STR, "toolIds": {"type": "array", "items": _STR},
+                                 # a registration's answer: the audit run of the listing's MCP negotiation
+                                 "negotiation": {"type": "object", "required": ["runId", "version"],
+                                                 "properties": {"runId": _STR, "version": _STR}}}},
     "McpServerList": {"type": "object", "required": ["servers"],
                       "properties": {"servers": {"type": "array", "items": {"$ref": "#/components/schemas/McpServer"}}}},
     "Credential": {"type": "object", "required": ["credentialRef", "type", "createdAt", "updatedAt"],

@@ -11,6 +11,9 @@ that does not exist, and discovery does not advertise the profile. Two seams:
   the run has settled, so its effect ledger (``GET /runs/{runId}/effects``) is the witness a replay fork is read
   against. The rows a workflow node can drive are fireable: ``http.fetch`` (a ``core.http`` node, to the request's
   ``receiverUrl`` or to the unreachable fixture destination) and ``storage.effect-ledger``; any other row is ``404``.
+- ``mcp/invoke`` (host-sample-test-seams.md §23): the host's MCP client, negotiating exactly as every MCP exchange of
+  the host does (``shared.engine.negotiation``), once against the caller's ``serverUrl``; the outcome's
+  ``negotiation.decided`` on an audit run the answer names (``runId``; a refusal's ``details.runId``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from shared.services.common import Caller
 from shared.services.run_start import Created, expires_at, new_run_id, stamped, start_run
 
 if TYPE_CHECKING:
-    from shared.protocol.seams_bodies import DurabilityKill, FireEffectSeam, SeedEventLog
+    from shared.protocol.seams_bodies import DurabilityKill, FireEffectSeam, McpInvoke, SeedEventLog
 
 FIRE_WORKFLOW_ID = "conformance-effect-seam-fire"
 FIXTURE_DESTINATION = "http://127.0.0.1:1/"  # settings.SEAM_FIXTURE_TARGET: nothing listens there
@@ -189,3 +192,47 @@ def durability_exercise(ports: Ports, caller: Caller, body: DurabilityKill) -> C
     _settle(ports, run_id)
     return Created(201, {"runId": run_id, "mode": body.mode, "workflowId": DURABILITY_WORKFLOW_ID,
                          "deliveries": 2})
+
+
+# --------------------------------------------------------------------------- the MCP invoke seam (§23)
+
+MCP_INVOKE_TIMEOUT_S = 10.0
+
+
+def mcp_invoke(ports: Ports, caller: Caller, body: McpInvoke) -> Created:
+    """One MCP exchange against ``serverUrl`` through the production client path: the probe at the revision asked
+    for (``requestVersion``, else the host's one), the decision, its audit run, then (accepted, with ``tool``) one
+    ``tools/call``. ``200 {runId, protocol, negotiatedVersion, peerDigest, discover, result?}``; a refusal is
+    ``400 interop_version_unsupported`` with ``details {protocol, requested, supported, reason, runId}``. An
+    unauthenticated exchange (``authenticated: false``) changes nothing: this host never lowers a revision."""
+    from urllib.parse import urlsplit
+
+    from shared.engine.negotiation import REVISION
+    from shared.errors import InteropVersionUnsupportedError, fault, invalid
+    from shared.ports import EgressRefusedError, TransportError
+    from shared.services import negotiations
+
+    require_enabled(ports)
+    parts = urlsplit(body.serverUrl)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid("serverUrl is an absolute http(s) URL.", [fault("/serverUrl", "format")])
+    try:
+        deal, run_id = negotiations.negotiate(ports, caller, body.serverUrl, {}, timeout_s=MCP_INVOKE_TIMEOUT_S,
+                                              requested=body.requestVersion or REVISION)
+    except EgressRefusedError as exc:
+        raise invalid(f"The MCP server's URL is refused: {exc.reason}.", [fault("/serverUrl", "egress")]) from exc
+    except TransportError as exc:
+        raise invalid(f"The MCP server gave no MCP answer: {exc.reason}.",
+                      [fault("/serverUrl", "reachable")]) from exc
+    if not deal.accepted:
+        raise InteropVersionUnsupportedError(deal.message, deal.refusal_details(run_id))
+    assert deal.discovery is not None
+    out: dict[str, Any] = {"runId": run_id, "protocol": "mcp", "negotiatedVersion": deal.decision.version,
+                           "peerDigest": deal.payload["peerDigest"], "discover": deal.discovery.result}
+    if body.tool is not None:
+        try:
+            out["result"] = ports.mcp.call_tool(body.serverUrl, {}, body.tool, body.arguments or {}, meta={},
+                                                discovered=deal.discovery, timeout_s=MCP_INVOKE_TIMEOUT_S)
+        except (EgressRefusedError, TransportError) as exc:
+            raise invalid(f"The tool call failed: {exc.reason}.", [fault("/tool", "reachable")]) from exc
+    return Created(200, out)

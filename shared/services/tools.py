@@ -19,7 +19,15 @@ from shared import keys
 from shared.engine.canonical import same_json
 from shared.engine.catalog import BUILTIN_TIERS, http_tier, mcp_tier
 from shared.engine.registry import COUNTER_TOOL, TOOLS
-from shared.errors import NotFoundError, VersionConflictError, fault, invalid, invalid_parameter, pointer
+from shared.errors import (
+    InteropVersionUnsupportedError,
+    NotFoundError,
+    VersionConflictError,
+    fault,
+    invalid,
+    invalid_parameter,
+    pointer,
+)
 from shared.ports import EgressRefusedError, Ports, TransportError
 from shared.protocol.toolids import mcp_tool_id, split_mcp_tool_id
 from shared.services.common import Caller
@@ -169,13 +177,23 @@ def _listed(tool: Any) -> dict[str, Any] | None:
 
 
 def register_mcp_server(ports: Ports, caller: Caller, body: McpServerRegistration) -> tuple[int, dict[str, Any]]:
-    """Connect as an MCP client, list the server's tools, keep them: 201 new, 200 re-registered (re-listed)."""
+    """Connect as an MCP client, list the server's tools, keep them: 201 new, 200 re-registered (re-listed).
+
+    The listing is one exchange at the host's one MCP revision, negotiated first: its ``negotiation.decided`` lands
+    on an audit run (``shared.services.negotiations``) named in the answer (``negotiation``); a server that does not
+    speak the revision is refused ``400 interop_version_unsupported`` naming the reason and that run."""
     from shared.engine.dispatch import credential_headers
+    from shared.services import negotiations
 
     _check_credential(ports, caller, body.credentialRef)
+    timeout_s = body.timeoutMs / 1000
     try:
         headers = credential_headers(ports, caller.tenant, body.credentialRef)
-        listed = ports.mcp.list_tools(body.url, headers, timeout_s=body.timeoutMs / 1000)
+        deal, audit = negotiations.negotiate(ports, caller, body.url, headers, timeout_s=timeout_s)
+        if not deal.accepted:
+            raise InteropVersionUnsupportedError(deal.message, deal.refusal_details(audit))
+        assert deal.discovery is not None
+        listed = ports.mcp.list_tools(body.url, headers, discovered=deal.discovery, timeout_s=timeout_s)
     except EgressRefusedError as exc:
         raise invalid(f"The MCP server's URL is refused: {exc.reason}.", [fault("/url", "egress")]) from exc
     except TransportError as exc:
@@ -190,7 +208,9 @@ def register_mcp_server(ports: Ports, caller: Caller, body: McpServerRegistratio
     pk = f"{keys.MCP_SERVER_PREFIX}{caller.tenant}"
     existed = ports.host.get_item(pk, body.serverId) is not None
     ports.host.put_item(pk, body.serverId, doc)
-    return (200 if existed else 201), _server_view(doc)
+    view = _server_view(doc)
+    view["negotiation"] = {"runId": audit, "version": deal.decision.version}
+    return (200 if existed else 201), view
 
 
 def _server_view(doc: dict[str, Any]) -> dict[str, Any]:

@@ -1,14 +1,18 @@
 """The McpTransport port over the official MCP Python SDK (``mcp`` 2.x, streamable HTTP), through the egress guard.
 
-Each call is one short-lived SDK ``Client``: it negotiates the protocol (``mode="auto"``: a ``server/discover``
-probe, which a 2026-07-28 server answers statelessly, else the ``initialize`` handshake of older servers, whose
-session is ended with a DELETE when the call is over), sends the request(s) and closes. The client-side response
-cache is off: every ``tools/list`` and ``tools/call`` reaches the server.
+One revision, no downgrade. Every exchange speaks exactly the revision its caller names (the host pins one,
+``shared.engine.negotiation``): ``discover`` sends one ``server/discover`` at that revision and reports what the
+server answered (its ``DiscoverResult`` as sent, or its refusal: ``-32022`` with the revisions it speaks, or the
+error a server of an older revision gives a request it does not understand); it never falls back to the
+``initialize`` handshake. Every other method takes an accepted probe and opens the SDK's ``Client`` pinned to its
+revision (``mode=<revision>``, ``prior_discover=`` the probe's result): no second probe, no handshake, the
+revision in the ``MCP-Protocol-Version`` header and in each request's ``_meta``. Each call is one short-lived
+client; the client-side response cache is off, so every request reaches the server.
 
 ``call_tool`` lists the server's tools (page by page, until one names the tool) before calling it: a name the
 server does not list is a ``TransportError`` without a call, the SDK then knows the tool's ``x-mcp-header``
-parameters (mirrored into ``Mcp-Param-*`` headers on 2026-07-28) and its output schema, so it does not list
-again after the call (a failure after the tool ran would lose a result the server already produced).
+parameters (mirrored into ``Mcp-Param-*`` headers) and its output schema, so it does not list again after the
+call (a failure after the tool ran would lose a result the server already produced).
 
 Pinning. Before anything is built, the URL's host is resolved once through ``EgressPolicy.resolve`` (refused
 destinations raise ``EgressRefusedError`` with no connection attempted). The SDK is then given an ``httpx2``
@@ -22,12 +26,16 @@ The client does not read proxy settings from the environment (a proxy would be a
 
 Sync over async: each method runs its coroutine with ``anyio.run`` in the calling thread (a worker thread
 is fine; a thread that is already running an event loop is not), so every task the SDK starts ends with the
-call. ``timeout_s`` bounds the whole call after the guard's name lookup (connect, negotiation, every page).
+call. ``timeout_s`` bounds the whole call after the guard's name lookup (connect, every request).
 
-Results are the SDK's parsed models dumped back to JSON (``by_alias``, ``exclude_unset``): the fields the server
-sent, unaltered. Following the spec, the SDK validates a successful result's ``structuredContent`` against the
-tool's ``outputSchema`` (a mismatch is a ``TransportError``) and, on 2026-07-28 connections, drops listed tools
-whose ``x-mcp-header`` annotations are invalid. ``isError: true`` results are results, not errors.
+Results are the JSON-RPC results the server sent (``CallToolResult``, a ``ListToolsResult`` page,
+``ReadResourceResult``, ``DiscoverResult``), unaltered: ``_meta`` and members the SDK's models do not know
+included. The SDK still checks them: a result must be valid for the revision, and a successful result's
+``structuredContent`` must match the tool's ``outputSchema`` (a mismatch is a ``TransportError``).
+``isError: true`` results are results, not errors; a result asking for input (``input_required``) is a
+``TransportError`` (this host answers no elicitation). ``list_tools`` (registration) keeps the SDK's parsed tools
+dumped back to JSON (``by_alias``, ``exclude_unset``): on this revision the SDK drops listed tools whose
+``x-mcp-header`` annotations are invalid.
 
 Errors carry a safe ``reason``: never a header, credential or address. Nothing here logs headers.
 The SDK's modules are imported inside the methods: importing this module costs nothing.
@@ -35,16 +43,22 @@ The SDK's modules are imported inside the methods: importing this module costs n
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
 
-from shared.ports import EgressRefusedError, TransportError
+from shared.ports import EgressRefusedError, McpDiscovery, TransportError
 from shared.transports.egress import EgressPolicy, Target, check_url
 
 MAX_PAGES = 50
 MAX_TOOLS = 1000
 MAX_REASON = 200
+MAX_SUPPORTED = 32  # revisions kept of a server's list (a server naming more is still judged by these)
+# The JSON-RPC errors with which a server refuses the revision a request names: -32022 (UnsupportedProtocolVersion,
+# 2026-07-28, with the revisions it speaks); from a server of an older revision, the Bad Request its transport answers
+# an unknown MCP-Protocol-Version with (-32600), or a method or parameters it does not know (-32601, -32602).
+REVISION_REFUSALS = (-32022, -32600, -32601, -32602)
 
 Connect = Callable[[str, int, float | None], Awaitable[Any]]
 """(checked address, port, timeout) -> an httpcore ``AsyncNetworkStream``; tests inject one to watch connections."""
@@ -55,22 +69,56 @@ class McpSdkTransport:
         self._policy = policy
         self._connect = connect
 
-    def list_tools(self, url: str, headers: dict[str, str], *, timeout_s: float) -> list[dict[str, Any]]:
+    def discover(self, url: str, headers: dict[str, str], *, revision: str, timeout_s: float) -> McpDiscovery:
+        """One ``server/discover`` at ``revision``: the server's answer, or its refusal of the revision."""
+        return _run(self._discover, self._target(url), headers, timeout_s, revision)
+
+    def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,
+                   timeout_s: float) -> list[dict[str, Any]]:
         """Every tool the server lists (all pages, server order), each as the JSON object the server sent."""
-        return _run(self._list_tools, self._target(url), headers, timeout_s)
+        return _run(self._list_tools, self._target(url), headers, timeout_s, _accepted(discovered))
+
+    def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,
+                  timeout_s: float) -> dict[str, Any]:
+        """One ``ListToolsResult`` page as the server sent it (``cursor`` forwarded as given)."""
+        return _run(self._list_page, self._target(url), headers, timeout_s, _accepted(discovered), cursor)
 
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
-                  meta: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+                  meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
         """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
-        return _run(self._call_tool, self._target(url), headers, timeout_s, name, arguments, meta)
+        return _run(self._call_tool, self._target(url), headers, timeout_s, _accepted(discovered), name, arguments,
+                    meta)
+
+    def read_resource(self, url: str, headers: dict[str, str], uri: str, *, discovered: McpDiscovery,
+                      timeout_s: float) -> dict[str, Any]:
+        """The server's ``ReadResourceResult`` as JSON."""
+        return _run(self._read_resource, self._target(url), headers, timeout_s, _accepted(discovered), uri)
 
     def _target(self, url: str) -> Target:
         """The URL's destination, checked by the egress guard (``EgressRefusedError`` before any connection)."""
         return check_url(self._policy, url, "MCP server")
 
-    async def _list_tools(self, target: Target, headers: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
+    async def _discover(self, target: Target, headers: dict[str, str], timeout_s: float,
+                        revision: str) -> McpDiscovery:
+        import mcp_types as types
+        from mcp.shared.exceptions import MCPError
+
+        async with self._client(target, headers, timeout_s, revision, None) as client:
+            try:
+                raw = await client.session.send_discover(revision)
+            except MCPError as exc:
+                if exc.code not in REVISION_REFUSALS:
+                    raise
+                supported = _supported(getattr(exc.error, "data", None)) if exc.code == -32022 else ()
+                return McpDiscovery(revision, None, supported,
+                                    _clip(f"the MCP server answered with error {exc.code}: {exc.message}"))
+        types.DiscoverResult.model_validate(raw)  # not a DiscoverResult: not MCP (a ValidationError, translated)
+        return McpDiscovery(revision, copy.deepcopy(raw), _supported(raw, key="supportedVersions"))
+
+    async def _list_tools(self, target: Target, headers: dict[str, str], timeout_s: float,
+                          discovered: McpDiscovery) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        async with self._client(target, headers, timeout_s) as client:
+        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor)
@@ -82,15 +130,51 @@ class McpSdkTransport:
                     return tools
         raise TransportError(f"the MCP server's tool list runs past {MAX_PAGES} pages")
 
-    async def _call_tool(self, target: Target, headers: dict[str, str], timeout_s: float, name: str,
-                         arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-        async with self._client(target, headers, timeout_s) as client:
-            await _find_tool(client, name)
-            result = await client.call_tool(name, arguments, read_timeout_seconds=timeout_s, meta=meta or None)
-        return _dump(result)
+    async def _list_page(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
+                         cursor: str | None) -> dict[str, Any]:
+        import mcp_types as types
 
-    def _client(self, target: Target, headers: dict[str, str], timeout_s: float) -> Any:
+        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
+            request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
+            raw = await _raw(client, request, timeout_s)
+        types.ListToolsResult.model_validate(raw)
+        return raw
+
+    async def _call_tool(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
+                         name: str, arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+        import mcp_types as types
+
+        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
+            await _find_tool(client, name)
+            request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments,
+                                                                               _meta=meta or None))
+            raw = await _raw(client, request, timeout_s)
+            if raw.get("resultType", "complete") != "complete":
+                raise TransportError("the MCP server asked for input (input_required), which this host does not "
+                                     "answer")
+            result = types.CallToolResult.model_validate(raw)
+            if not result.is_error:
+                await client.session.validate_tool_result(name, result)
+        return raw
+
+    async def _read_resource(self, target: Target, headers: dict[str, str], timeout_s: float,
+                             discovered: McpDiscovery, uri: str) -> dict[str, Any]:
+        import mcp_types as types
+
+        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
+            raw = await _raw(client, types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri)),
+                             timeout_s)
+        if raw.get("resultType", "complete") != "complete":
+            raise TransportError("the MCP server asked for input (input_required), which this host does not answer")
+        types.ReadResourceResult.model_validate(raw)
+        return raw
+
+    def _client(self, target: Target, headers: dict[str, str], timeout_s: float, revision: str,
+                discover: dict[str, Any] | None) -> Any:
+        """A client pinned to ``revision``: it adopts ``discover`` (a probe's result; None: the SDK's minimal one,
+        the probe itself) and never negotiates further."""
         import httpx2
+        import mcp_types as types
         from mcp.client import Client
         from mcp.client.streamable_http import streamable_http_client
 
@@ -102,7 +186,33 @@ class McpSdkTransport:
             follow_redirects=False,
         )
         transport = streamable_http_client(target.url, http_client=http)
-        return _Session(http, Client(transport, mode="auto", cache=None, read_timeout_seconds=timeout_s))
+        prior = types.DiscoverResult.model_validate(discover) if discover is not None else None
+        return _Session(http, Client(transport, mode=revision, prior_discover=prior, cache=None,
+                                     read_timeout_seconds=timeout_s))
+
+
+def _accepted(discovered: McpDiscovery) -> McpDiscovery:
+    """Only an accepted probe opens an exchange: a refused revision is never spoken (no downgrade exists)."""
+    if not discovered.accepted:
+        raise ValueError("the MCP server does not speak the probed revision")
+    return discovered
+
+
+def _supported(data: Any, key: str = "supported") -> tuple[str, ...]:
+    """The revision strings a server named (its ``-32022`` data, or its ``DiscoverResult``), at most a few dozen."""
+    named = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(named, list):
+        return ()
+    return tuple(v for v in named if isinstance(v, str) and len(v) <= 32)[:MAX_SUPPORTED]
+
+
+async def _raw(client: Any, request: Any, timeout_s: float) -> dict[str, Any]:
+    """One request through the SDK's session (stamped with the revision, checked against it): its result JSON."""
+    from pydantic import TypeAdapter
+
+    raw: dict[str, Any] = await client.session.send_request(request, TypeAdapter(dict[str, Any]),
+                                                            request_read_timeout_seconds=timeout_s)
+    return copy.deepcopy(raw)
 
 
 async def _find_tool(client: Any, name: str) -> None:

@@ -212,6 +212,8 @@ def test_with_the_setting_off_the_seams_answer_as_unserved_paths_and_are_not_adv
         seeded = raw(host.base_url, "POST", SEED, {"eventLogSchemaVersion": 2, "status": "completed",
                                                    "events": _v1_log()}, key=host.key_a)
         anonymous = raw(host.base_url, "POST", FIRE, {"seam": "http.fetch"})
+        mcp = raw(host.base_url, "POST", "/conformance/seams/sample/mcp/invoke",
+                  {"serverUrl": "http://127.0.0.1:1/mcp"}, key=host.key_a)
         other_method = raw(host.base_url, "GET", SEED, key=host.key_a)
         doc = raw(host.base_url, "GET", "/.well-known/openwop").json
     finally:
@@ -220,6 +222,7 @@ def test_with_the_setting_off_the_seams_answer_as_unserved_paths_and_are_not_adv
     # Then every seam is the 404 of a path never served, with or without a credential, and nothing is advertised
     assert (seeded.status, seeded.json) == (404, unknown.json)
     assert (anonymous.status, anonymous.json) == (404, unknown.json)
+    assert (mcp.status, mcp.json) == (404, unknown.json)
     assert (other_method.status, other_method.json, "allow" in other_method.headers) == (404, unknown.json, False)
     assert "conformance" not in doc
 

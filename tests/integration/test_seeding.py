@@ -230,5 +230,5 @@ def test_seeding_the_conformance_fixtures_is_one_put_per_fixture(host):
         client.meta.events.unregister("before-call.*.*", count)
     # Then each fixture cost exactly one PutItem, and nothing else was asked of AWS
     n = len(fixtures.workflows()) + len(fixtures.suites())
-    assert len(seeded["conformance"]) == n == 15
+    assert len(seeded["conformance"]) == n == 16
     assert dict(calls) == {"dynamodb:PutItem": n}

@@ -146,6 +146,7 @@ def test_every_route_serves_exactly_the_operations_the_document_declares():
     assert declared == served - seams
     assert seams == {("POST", "/conformance/seams/sample/event-log/seed"),
                      ("POST", "/conformance/seams/sample/effect-seams/fire"),
+                     ("POST", "/conformance/seams/sample/mcp/invoke"),
                      ("GET", "/host/durability/kill"), ("POST", "/host/durability/kill")}
 
 

@@ -563,3 +563,33 @@ def test_different_runs_deliver_concurrently_while_one_runs_receiver_is_slow(hos
     assert [h.json()["event"]["sequence"] for h in hits] == sorted(h.json()["event"]["sequence"] for h in hits)
     assert all(len(receiver.deliveries(reg.subscriptionId, r)) < n for r in slow_runs)  # slow groups not done
     assert hits[-1].at - started < 3 * n
+
+
+def test_negotiation_decided_is_delivered_like_any_other_event(host, receiver):
+    import uuid
+
+    from shared.local.demo_mcp import DemoMcpServer
+    from tests.workflows import run_script
+
+    client = host.client(host.key_a)
+    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/negotiations",
+                                                          events=["negotiation.decided"]))
+    with DemoMcpServer() as mcp:
+        # When an MCP server is registered (its negotiation on an audit run) and a run calls one of its tools
+        server_id = "s" + uuid.uuid4().hex[:8]
+        registered = raw(host.base_url, "POST", "/host/openwop-serverless/mcp-servers",
+                         {"serverId": server_id, "url": mcp.url}, key=host.key_a)
+        assert registered.status == 201, registered.text
+        audit = registered.json["negotiation"]["runId"]
+        run_id = run_script(client, [(f"mcp:{server_id}.lookup_customer", {"id": "w-1"})])
+    # Then each negotiation.decided reaches the subscriber, signed, as the stored event, and nothing else does
+    for rid in (audit, run_id):
+        (hit,) = _wait(receiver, reg.subscriptionId, rid, 1)
+        body = hit.json()
+        stored = [e for e in all_events(client, rid) if e.type == "negotiation.decided"]
+        assert len(stored) == 1 and body["event"]["eventId"] == stored[0].eventId
+        assert body["event"]["payload"] == stored[0].payload and body["event"]["payload"]["outcome"] == "accepted"
+        assert hit.headers["openwop-event-type"] == "negotiation.decided"
+        assert _delivery_errors(body) == [] and verify_v1(reg.secret, hit)
+    time.sleep(0.5)
+    assert {h.json()["event"]["type"] for h in receiver.deliveries(reg.subscriptionId)} == {"negotiation.decided"}
