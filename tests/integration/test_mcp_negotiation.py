@@ -93,6 +93,9 @@ def test_the_mcp_facet_is_advertised_with_the_pinned_revision_and_validates(host
 
     # When discovery is read
     doc = raw(host.base_url, "GET", "/.well-known/openwop").json
+    if negotiation.facet(_ports().clock.iso()) is None:  # the review is stale (both edges are tested below): dropped
+        assert "mcp" not in doc and "conformance-mcp-client" not in doc["fixtures"]
+        return
     # Then the mcp facet names the one revision as offered, preferred and floor, reviewed within 90 days, as a client
     assert doc["mcp"] == {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "seam-gated",
                           "revisions": [REVISION], "preferredVersion": REVISION, "minimumRevision": REVISION,
