@@ -96,6 +96,7 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
 
     from shared.keys import run_prefix
     from shared.settings import get_settings
+    from shared.storage.events import pack_page, unpack_page
     from tests.helpers import unique
     from tests.integration.test_eval_runs import eval_request, golden, put_suite, script
 
@@ -120,10 +121,12 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
         altered = [e.sequence for e in source if e.type == "eval.scored"][7]
         table = get_settings().events_table
         ddb = host.aws.client("dynamodb")
-        item = ddb.get_item(TableName=table, Key={"runId": {"S": src}, "seq": {"N": str(altered)}})["Item"]
-        doc = json.loads(item["doc"]["S"])
-        doc["payload"]["score"] = 0.5
-        ddb.put_item(TableName=table, Item={**item, "doc": {"S": json.dumps(doc)}})
+        item = ddb.query(TableName=table, KeyConditionExpression="runId = :r AND seq >= :s", Limit=1,
+                         ExpressionAttributeValues={":r": {"S": src}, ":s": {"N": str(altered)}})["Items"][0]
+        first, docs = unpack_page(item)  # the stored page that holds it
+        docs[altered - first]["payload"]["score"] = 0.5
+        page = pack_page(src, first, [json.dumps(d) for d in docs], int(item["expiresAt"]["N"]))
+        ddb.put_item(TableName=table, Item=page.item)
         diverged = client.runs_fork(src, ForkRunRequest(fromSeq=0, mode="replay")).runId
         assert wait_terminal(client, diverged, timeout=60).status == "completed"
     finally:
