@@ -253,13 +253,26 @@ class DynamoEventStore:
         return out, size
 
     def _covering(self, run_id: str, lo: int, hi: int | None) -> Iterator[dict[str, Any]]:
-        """The stored items holding events ``lo..hi`` (``hi`` None: to the log's end), in order. An item is keyed
-        by its last event, so they are the items keyed in ``[lo, hi]`` (one Query per 1 MB) and, unless one of them
-        ends at ``hi``, the next item (one Query of one item)."""
+        """The stored items holding events ``lo..hi`` (``hi`` None: to the log's end), in order. An item is keyed by
+        its last event, so they are the items keyed in ``[lo, hi]`` (one Query per 1 MB) and, unless one of them ends
+        at ``hi``, the next item (one Query of one item). A range shorter than a page first reads the item holding
+        ``lo`` (which most often holds it all)."""
         base: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True}
+
+        def next_item(after: int) -> list[dict[str, Any]]:
+            resp = self._c.query(**base, KeyConditionExpression="runId = :r AND seq > :c", Limit=1,
+                                 ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(after)}})
+            return list(resp.get("Items", []))
+
         covered = lo - 1
-        if hi is None or hi > lo:
-            values: dict[str, Any] = {":r": {"S": run_id}, ":lo": {"N": str(lo)}}
+        if hi is not None and hi - lo < schema.MAX_EVENTS_PER_PAGE:
+            got = next_item(covered)
+            if not got:
+                return
+            yield got[0]
+            covered = int(got[0]["seq"]["N"])
+        if hi is None or hi > covered + 1:
+            values: dict[str, Any] = {":r": {"S": run_id}, ":lo": {"N": str(covered + 1)}}
             cond = "runId = :r AND seq >= :lo"
             if hi is not None:
                 cond = "runId = :r AND seq BETWEEN :lo AND :hi"
@@ -270,9 +283,7 @@ class DynamoEventStore:
             if hi is None:
                 return
         if covered < hi:
-            resp = self._c.query(**base, KeyConditionExpression="runId = :r AND seq > :c", Limit=1,
-                                 ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(covered)}})
-            yield from resp.get("Items", [])
+            yield from next_item(covered)
 
     def seed_log(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, owner: dict[str, Any]) -> int:
         """Store a log a v1 host wrote (era 2): each row verbatim, marked ``era`` = 2, its ``run.started`` with the
