@@ -6,12 +6,16 @@ or fork it caused and the webhook fan-out of its events (the events table's stre
 units are billed per 1 KB of an item (2 in a transaction), read units per 4 KB read (half when eventually
 consistent); both are computed from the wire items, as the meter does.
 
+``BENCH_UNITS_SUBSCRIBED_SIZES`` (default: the same) sets the runs whose fan-out is measured with a subscriber to every
+event; their deliveries are held (they are ``bench_webhooks``' figures, not the fan-out's work).
+
 Lower bounds, from the stored items themselves (read afterwards through a client the meter does not watch):
 
 - **live run**: its log written once, in transactions that move the log's head: 2 WRU per KB of each page item (a
   page: up to 99 consecutive events, compressed; decision 0133) and 2 WRU for the head (the run item, under 1 KB) per
   99 events, the most a flush holds (how soon a watcher sees an event); its own items (run, facts, pinned
-  definition, state, index entry) once, 1 WRU per KB each; nothing read;
+  definition, state, index entry) once, in the transaction that creates the run only if no tombstone forbids it
+  (2 WRU per KB each); nothing read;
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
   run's, its own items once; the source's pages that hold its prefix read once, eventually consistent (0.5 RRU per
   4 KB);
@@ -38,6 +42,7 @@ from bench import prices as p
 from bench.bench_cost import _fork
 from bench.bench_host import _create
 from bench.common import TENANT, AwsMeter, Usage, api_event, call, line, start_stack, wait_status
+from shared import manifest
 
 
 def _wire_len(value: Any) -> int:
@@ -86,8 +91,9 @@ def _log_bound(pages: list[dict[str, Any]], events: int) -> int:
 
 
 def _own_items(aws: Any, run_id: str) -> int:
-    """Write units of the run's own items (run, facts, pinned definition, state, index entry, ...) written once."""
-    return sum(_kb(i, 1024) for i in _items(aws, run_id, "runs", "pk"))
+    """Write units of the run's own items (run, facts, pinned definition, state, index entry, ...) written once, in
+    a transaction (its creation, conditioned on no tombstone)."""
+    return sum(2 * _kb(i, 1024) for i in _items(aws, run_id, "runs", "pk"))
 
 
 def _ddb_usd(wru: float, rru: float) -> float:
@@ -181,8 +187,17 @@ def main() -> None:
             "url": receiver.url + "/bench-units",
             "events": ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]}))
         assert reg["statusCode"] == 201, reg["body"][:300]
-        for n in sizes:
-            source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
+        # The deliveries are not the fan-out's work (bench_webhooks measures them): they are held, and the messages
+        # the fan-out queued are dropped before each run (moto checks a FIFO message against every queued one).
+        aws.pollers.pop("deliver_webhooks").stop()
+        sqs, queue_url = aws.client("sqs"), os.environ[manifest.queue("webhooks").env_var]
+        purged = 0.0
+        for n in [int(s) for s in os.environ.get("BENCH_UNITS_SUBSCRIBED_SIZES", ",".join(map(str, sizes))).split(",")
+                  if s.strip()]:
+            time.sleep(max(0.0, purged + 60 - time.monotonic()))  # SQS takes one purge a minute
+            sqs.purge_queue(QueueUrl=queue_url)
+            purged = time.monotonic()
+            source, used = _measure(aws, ports, meter, lambda w=loops.get(n) or _loop(ports, n): _create(w))
             events = ports.runs.get_run(source).last_seq + 1
             _fan_out(f"fan-out with a subscriber to every event, {events:,} events",
                      meter.usage(f"{source}|fanout_webhooks"), events, subscribed=True)
