@@ -116,18 +116,20 @@ class DynamoEventStore:
         size = first = 0
         for ev in events:
             seq = int(ev["sequence"])
-            text: str | None = dump(ev)
-            data = text.encode("utf-8")  # type: ignore[union-attr]
-            if len(data) > schema.MAX_INLINE_BYTES:
+            doc = dump(ev)
+            data = doc.encode("utf-8")
+            text: str | None = doc
+            n = len(data)
+            if n > schema.MAX_INLINE_BYTES:
                 self._blobs.put_bytes(schema.large_event_key(run_id, seq), data, "application/json")
-                text, data = None, b"null"
-            if texts and (len(texts) >= schema.MAX_EVENTS_PER_PAGE or size + len(data) > schema.MAX_PAGE_BYTES):
+                text, n = None, len("null")
+            if texts and (len(texts) >= schema.MAX_EVENTS_PER_PAGE or size + n > schema.MAX_PAGE_BYTES):
                 pages.append(pack_page(run_id, first, texts, expires_at))
                 texts, size = [], 0
             if not texts:
                 first = seq
             texts.append(text)
-            size += len(data) + 1
+            size += n + 1
         if texts:
             pages.append(pack_page(run_id, first, texts, expires_at))
         return pages

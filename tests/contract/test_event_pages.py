@@ -10,8 +10,8 @@ import os
 import random
 import threading
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ import pytest
 from shared.errors import ConflictError
 from shared.ports import RunRecord
 from shared.storage import schema
-from tests.helpers import unique
+from tests.helpers import requests_sent, unique
 
 
 @pytest.fixture()
@@ -53,51 +53,41 @@ def _span(item: dict[str, Any]) -> tuple[int, int]:
     return int(item.get("first", item["seq"])["N"]), last
 
 
-@contextmanager
-def _queries(ports: Any) -> Iterator[list[dict[str, Any]]]:
-    """The parameters of every Query of the event store while inside."""
-    sent: list[dict[str, Any]] = []
-
-    def capture(params: Any = None, **_: Any) -> None:
-        sent.append(dict(params))
-
-    client = ports.events._c
-    client.meta.events.register("before-parameter-build.dynamodb.Query", capture)
-    try:
-        yield sent
-    finally:
-        client.meta.events.unregister("before-parameter-build.dynamodb.Query", capture)
-
-
 def test_writers_racing_with_batches_of_any_size_never_overlap_or_leave_a_gap(ports):
     # Given one run and two writers that append batches of 1 to 5 events from the head each one read, so that
     # their pages are keyed differently (a condition on the page's own key could not catch the race)
     rec = _run(ports)
     barrier = threading.Barrier(2)
 
-    def writer(name: str, rng: random.Random) -> None:
-        barrier.wait()
-        done = 0
-        while done < 60:
-            head = ports.runs.get_run(rec.run_id).last_seq
-            n = min(rng.randint(1, 5), 60 - done)
-            try:
-                ports.events.append_events(rec.run_id, head + 1,
-                                           [_ev(ports, rec.run_id, head + 1 + i, writer=name) for i in range(n)])
-                done += n
-            except ConflictError:
-                pass  # the head moved: read it again
+    def appended(name: str, n: int) -> bool:
+        """``n`` events after the head read now; False when the other writer moved it first."""
+        head = ports.runs.get_run(rec.run_id).last_seq
+        batch = [_ev(ports, rec.run_id, head + 1 + i, writer=name) for i in range(n)]
+        try:
+            ports.events.append_events(rec.run_id, head + 1, batch)
+        except ConflictError:
+            return False
+        return True
 
-    threads = [threading.Thread(target=writer, args=(n, random.Random(i))) for i, n in enumerate(("w1", "w2"))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def writer(name: str, sizes: list[int]) -> None:
+        barrier.wait()
+        for n in sizes:
+            while not appended(name, n):
+                continue
+
+    rng = random.Random(7)
+    batches = {}
+    for name in ("w1", "w2"):
+        sizes: list[int] = []
+        while sum(sizes) < 60:
+            sizes.append(min(rng.randint(1, 5), 60 - sum(sizes)))
+        batches[name] = sizes
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(writer, batches, batches.values()))  # (a writer's error is raised here)
     # Then the log is exactly 0..119, each sequence once, 60 of each writer, and the head agrees
-    events = ports.events.read_events(rec.run_id)
-    assert [e["sequence"] for e in events] == list(range(120))
-    assert sorted(e["payload"]["writer"] for e in events).count("w1") == 60
-    assert ports.runs.get_run(rec.run_id).last_seq == 119
+    got = ports.events.read_events(rec.run_id)
+    assert ([e["sequence"] for e in got], ports.runs.get_run(rec.run_id).last_seq) == (list(range(120)), 119)
+    assert Counter(e["payload"]["writer"] for e in got) == {"w1": 60, "w2": 60}
     # And the stored pages tile the log: each starts where the one before ended, none overlaps another
     spans = [_span(i) for i in _stored(ports, rec.run_id)]
     assert [first for first, _ in spans] == [0] + [last + 1 for _, last in spans[:-1]]
@@ -130,16 +120,16 @@ def test_one_append_is_pages_of_at_most_99_events_and_reads_cross_them(ports):
     docs = json.loads(zlib.decompress(items[1]["page"]["B"]))
     assert [d["sequence"] for d in docs] == list(range(99, 198))
     # And a range inside a page reads that page only; one across pages reads the pages that hold it
-    with _queries(ports) as sent:
+    with requests_sent(ports.events._c, "Query") as sent:
         assert [e["sequence"] for e in ports.events.read_page(rec.run_id, 120, 5)] == [121, 122, 123, 124, 125]
     assert len(sent) == 1 and sent[0]["Limit"] == 1
-    with _queries(ports) as sent:
+    with requests_sent(ports.events._c, "Query") as sent:
         got = ports.events.read_events(rec.run_id, 50, limit=100)
     assert [e["sequence"] for e in got] == list(range(51, 151)) and len(sent) == 2
     got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, 97, 198) for e in page]
     assert got == list(range(98, 199))
     # And a range that ends where a page ends needs no second Query
-    with _queries(ports) as sent:
+    with requests_sent(ports.events._c, "Query") as sent:
         got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, -1, 197) for e in page]
     assert got == list(range(198)) and len(sent) == 1
     assert [e["sequence"] for e in ports.events.read_page(rec.run_id, 240)] == list(range(241, 250))

@@ -14,7 +14,7 @@ import pytest
 
 from shared.ports import RunRecord
 from shared.storage import schema
-from tests.helpers import unique
+from tests.helpers import requests_sent, unique
 
 # The most the run item may weigh (DynamoDB's item size: names plus values), at any point of a run: one write unit.
 RUN_ITEM_BOUND = 1024
@@ -50,18 +50,11 @@ def _raw(ports: Any, run_id: str, sk: str) -> dict[str, Any] | None:
 
 @contextmanager
 def _writes(ports: Any) -> Iterator[list[dict[str, Any]]]:
-    """Every TransactWriteItems item the stores send while inside."""
-    sent: list[dict[str, Any]] = []
-
-    def capture(params: Any = None, **_: Any) -> None:
-        sent.extend(params.get("TransactItems", []))
-
-    client = ports.runs._c
-    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", capture)
-    try:
-        yield sent
-    finally:
-        client.meta.events.unregister("before-parameter-build.dynamodb.TransactWriteItems", capture)
+    """Every TransactWriteItems item the stores send while inside (filled in when the block ends)."""
+    items: list[dict[str, Any]] = []
+    with requests_sent(ports.runs._c, "TransactWriteItems") as sent:
+        yield items
+    items.extend(i for params in sent for i in params.get("TransactItems", []))
 
 
 def _sk(item: dict[str, Any]) -> str:
