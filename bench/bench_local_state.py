@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,23 @@ def _recorded_demo(folder: str | None = None) -> tuple[Any, str, str, int]:
     return aws, run_id, folder, after - before
 
 
+def _inflated(value: Any) -> str:
+    """A binary value as text (a page of events is zlib-compressed JSON)."""
+    return zlib.decompress(value).decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _retarget(attrs: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """An item's attributes (DynamoDB JSON, binary as bytes) for run ``new``: ``old`` replaced everywhere, inside a
+    compressed page of events too."""
+    out: dict[str, Any] = {}
+    for name, value in attrs.items():
+        if isinstance(value.get("B"), bytes):
+            out[name] = {"B": zlib.compress(zlib.decompress(value["B"]).replace(old.encode(), new.encode()))}
+        else:
+            out[name] = json.loads(json.dumps(value).replace(old, new))
+    return out
+
+
 def _store(n: int, folder: str) -> dict[str, Any]:
     """``n`` stored runs in ``folder``: one recorded demo run and n-1 copies of its items; then a snapshot."""
     from moto.dynamodb.models.dynamo_type import DynamoType, Item
@@ -172,12 +190,11 @@ def _store(n: int, folder: str) -> dict[str, Any]:
     copied = 0
     for name in ("openwop-runs", "openwop-events", "openwop-toolcalls"):
         table = tables[name]
-        mine = [item for item in table.all_items() if run_id in json.dumps(item.to_json())]
+        mine = [item for item in table.all_items() if run_id in json.dumps(item.to_json(), default=_inflated)]
         for item in mine:
-            text = json.dumps(item.to_json()["Attributes"])
+            original = item.to_json()["Attributes"]
             for i in range(1, n):
-                other = run_id[:-6] + f"{i:06d}"
-                attrs = json.loads(text.replace(run_id, other))
+                attrs = _retarget(original, run_id, run_id[:-6] + f"{i:06d}")
                 hash_key = DynamoType(attrs[table.hash_key_attr])
                 range_key = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
                 copy = Item(hash_key, range_key, attrs)

@@ -8,7 +8,8 @@ task of the run, whatever thread ran it; the bench's own polling apart) and thei
 
 Bounds: a run appends its events in transactions of at most 99 events plus the run item's update (⌈events/99⌉),
 and needs a few requests to start and to read its run (4). A fork reads its source once (what a ``Query`` of the
-whole log reads), copies its prefix in batches of 25 and appends what it re-executes in transactions of 99.
+whole log reads), copies its prefix as pages of 99 events in batches of 25 pages and appends what it re-executes in
+transactions of 99.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
         executed = crec.last_seq + 1 - from_seq
         # A branch needs no index: it reads its prefix (copied) and nothing else of the source.
         reads = one.total() if mode == "replay" else math.ceil(one.total() * from_seq / events)
-        bound = reads + math.ceil(from_seq / 25) + math.ceil(executed / 99) + 4
+        bound = reads + math.ceil(math.ceil(from_seq / 99) / 25) + math.ceil(executed / 99) + 4
         line(f"{mode} fork: {crec.last_seq + 1:,} events, {status}, {time.monotonic() - t0:.0f} s", used.total(),
              f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}")
         need = one.bytes_received() * (1 if mode == "replay" else from_seq / events)

@@ -6,13 +6,21 @@ or fork it caused and the webhook fan-out of its events (the events table's stre
 units are billed per 1 KB of an item (2 in a transaction), read units per 4 KB read (half when eventually
 consistent); both are computed from the wire items, as the meter does.
 
+``BENCH_UNITS_SUBSCRIBED_SIZES`` (default: the same) sets the runs whose fan-out is measured with a subscriber to every
+event; their deliveries are held (they are ``bench_webhooks``' figures, not the fan-out's work).
+
 Lower bounds, from the stored items themselves (read afterwards through a client the meter does not watch):
 
-- **live run**: every event written once, in a transaction with the log's head (2 WRU per KB of each event item),
-  and the run item once (1 WRU per KB); nothing read;
-- **branch fork from k**: its prefix copied once (1 WRU per KB of each copied item), its own events as a live run's,
-  its run item once; the source's prefix read once, eventually consistent (0.5 RRU per 4 KB);
-- **replay fork from 0**: its events as a live run's; the whole source log read once (0.5 RRU per 4 KB);
+- **live run**: its log written once, in transactions that move the log's head: 2 WRU per KB of each page item (a
+  page: up to 99 consecutive events, compressed; decision 0133) and 2 WRU for the head (the run item, under 1 KB) per
+  99 events, the most a flush holds (how soon a watcher sees an event); its own items (run, facts, pinned
+  definition, state, index entry) once, in the transaction that creates the run only if no tombstone forbids it
+  (2 WRU per KB each); nothing read;
+- **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
+  run's, its own items once; the source's pages that hold its prefix read once, eventually consistent (0.5 RRU per
+  4 KB);
+- **replay fork from 0**: its events as a live run's, its own items once; the whole source log read once (0.5 RRU
+  per 4 KB);
 - **fan-out without a subscriber**: 0; **with one** (every event type): one SQS FIFO request per 10 messages (one
   per event), nothing read or written in DynamoDB.
 
@@ -22,6 +30,7 @@ printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``mak
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -33,10 +42,16 @@ from bench import prices as p
 from bench.bench_cost import _fork
 from bench.bench_host import _create
 from bench.common import TENANT, AwsMeter, Usage, api_event, call, line, start_stack, wait_status
+from shared import manifest
+
+
+def _wire_len(value: Any) -> int:
+    """Its length in DynamoDB's wire JSON (binary values as base64, as they travel), as the meter counts items."""
+    return len(json.dumps(value, separators=(",", ":"), default=lambda b: base64.b64encode(b).decode("ascii")))
 
 
 def _kb(item: Any, unit: int) -> int:
-    return max(1, -(-len(json.dumps(item, separators=(",", ":"))) // unit))
+    return max(1, -(-_wire_len(item) // unit))
 
 
 def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", prefix: str = "") -> list[dict[str, Any]]:
@@ -58,11 +73,27 @@ def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", pre
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def _run_item(aws: Any, run_id: str) -> dict[str, Any]:
-    from shared.settings import get_settings
+def _first(item: dict[str, Any]) -> int:
+    """The first sequence a stored log item holds (a page names it; a row of one event is keyed by it)."""
+    return int((item.get("first") or item["seq"])["N"])
 
-    return dict(aws.client("dynamodb").get_item(TableName=get_settings().runs_table,
-                                                Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}})["Item"])
+
+def _size(items: list[dict[str, Any]]) -> int:
+    return sum(_wire_len(i) for i in items)
+
+
+def _log_bound(pages: list[dict[str, Any]], events: int) -> int:
+    """Write units of appending ``events`` as ``pages``: 2 per KB of each page, and 2 for the head's move with each
+    99 events (``MAX_EVENTS_PER_PAGE``)."""
+    from shared.storage.schema import MAX_EVENTS_PER_PAGE
+
+    return sum(2 * _kb(i, 1024) for i in pages) + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE)
+
+
+def _own_items(aws: Any, run_id: str) -> int:
+    """Write units of the run's own items (run, facts, pinned definition, state, index entry, ...) written once, in
+    a transaction (its creation, conditioned on no tombstone)."""
+    return sum(2 * _kb(i, 1024) for i in _items(aws, run_id, "runs", "pk"))
 
 
 def _ddb_usd(wru: float, rru: float) -> float:
@@ -131,32 +162,42 @@ def main() -> None:
             t0 = time.monotonic()
             source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
             items = _items(aws, source)
-            events = len(items)
+            events = ports.runs.get_run(source).last_seq + 1
             _row(f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)", used,
-                 sum(2 * _kb(i, 1024) for i in items) + _kb(_run_item(aws, source), 1024), 0.0)
-            log = sum(len(json.dumps(ports.events.event_from_image(i), separators=(",", ":"))) for i in items)
-            wire = sum(len(json.dumps(i, separators=(",", ":"))) for i in items)
-            sent = used.bytes_sent()
-            line(f"live run, {events:,} events: bytes sent", f"{sent / 1e6:.2f} MB",
-                 f"{sent / log:.2f}x the log's events as JSON ({log / 1e6:.2f} MB), {sent / wire:.2f}x its items in "
-                 f"DynamoDB's wire JSON ({wire / 1e6:.2f} MB)")
+                 _log_bound(items, events) + _own_items(aws, source), 0.0)
+            log = sum(len(json.dumps(e, separators=(",", ":"))) for e in ports.events.read_events(source))
+            wire, sent = _size(items), used.bytes_sent()
+            line(f"live run, {events:,} events: bytes sent", f"{sent / 1e6:.3f} MB",
+                 f"{sent / log:.3f}x the log's events as JSON ({log / 1e6:.3f} MB), {sent / wire:.2f}x its "
+                 f"{len(items):,} stored items in DynamoDB's wire JSON ({wire / 1e6:.3f} MB); by operation "
+                 f"{dict(used.sent.most_common(4))}")
             _fan_out(f"fan-out without a subscriber, {events:,} events", meter.usage(f"{source}|fanout_webhooks"),
                      events, subscribed=False)
             for mode, from_seq in (("branch", events // 2), ("replay", 0)):
                 child, used = _measure(aws, ports, meter, lambda m=mode, f=from_seq, s=source: _fork(s, m, f))
                 mine = _items(aws, child)
-                prefix = sum(len(json.dumps(i, separators=(",", ":"))) for i in items[:from_seq or events])
-                copied = sum(_kb(i, 1024) for i in mine[:from_seq])
-                own = sum(2 * _kb(i, 1024) for i in mine[from_seq:])
+                prefix = _size([i for i in items if _first(i) < (from_seq or events)])
+                copied = sum(_kb(i, 1024) for i in mine if _first(i) < from_seq)
+                own = _log_bound([i for i in mine if _first(i) >= from_seq],
+                                 ports.runs.get_run(child).last_seq + 1 - from_seq)
                 _row(f"{mode} fork from {from_seq:,} of the {events:,}-event run", used,
-                     copied + own + _kb(_run_item(aws, child), 1024), 0.5 * math.ceil(prefix / 4096))
+                     copied + own + _own_items(aws, child), 0.5 * math.ceil(prefix / 4096))
         receiver.start()
         reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks", {
             "url": receiver.url + "/bench-units",
             "events": ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]}))
         assert reg["statusCode"] == 201, reg["body"][:300]
-        for n in sizes:
-            source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
+        # The deliveries are not the fan-out's work (bench_webhooks measures them): they are held, and the messages
+        # the fan-out queued are dropped before each run (moto checks a FIFO message against every queued one).
+        aws.pollers.pop("deliver_webhooks").stop()
+        sqs, queue_url = aws.client("sqs"), os.environ[manifest.queue("webhooks").env_var]
+        purged = 0.0
+        for n in [int(s) for s in os.environ.get("BENCH_UNITS_SUBSCRIBED_SIZES", ",".join(map(str, sizes))).split(",")
+                  if s.strip()]:
+            time.sleep(max(0.0, purged + 60 - time.monotonic()))  # SQS takes one purge a minute
+            sqs.purge_queue(QueueUrl=queue_url)
+            purged = time.monotonic()
+            source, used = _measure(aws, ports, meter, lambda w=loops.get(n) or _loop(ports, n): _create(w))
             events = ports.runs.get_run(source).last_seq + 1
             _fan_out(f"fan-out with a subscriber to every event, {events:,} events",
                      meter.usage(f"{source}|fanout_webhooks"), events, subscribed=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,8 +45,24 @@ class _Body:
         return self._data
 
 
+def _readable(value: Any) -> str:
+    """A value JSON cannot hold, as text: binary inflated when it is zlib-compressed (a page of events, a large
+    host document), so what it holds can be searched like the rest."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            return zlib.decompress(value).decode("utf-8", "replace")
+        except zlib.error:
+            return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def as_text(value: Any) -> str:
+    """A request's parameters or an item as searchable text (compressed binary inflated)."""
+    return json.dumps(value, default=_readable)
+
+
 def _mentions(params: Any, markers: tuple[str, ...]) -> str | None:
-    text = json.dumps(params, default=str)
+    text = as_text(params)
     return next((m for m in markers if m in text), None)
 
 
@@ -171,7 +188,7 @@ def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[st
                         set(item) != {"pk", "sk", "tenant", "erasedAt", "expiresAt"}
                         or not item["pk"]["S"].startswith("ERASED#")):
                     found.append((table, "tombstone with content"))
-                text = json.dumps(item)
+                text = as_text(item)
                 found += [(table, n) for n in needles if n in text]
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
         for obj in page.get("Contents", []):
@@ -188,7 +205,7 @@ def crash_before_write(client: Any, table: str, marker: str, times: int = 1) -> 
 
     def before(params: Any = None, **_: Any) -> None:
         items = params.get("TransactItems", [])
-        if not any(table in json.dumps(i) for i in items) or marker not in json.dumps(params, default=str):
+        if not any(table in json.dumps(i, default=str) for i in items) or marker not in as_text(params):
             return
         with got.lock:
             if got.crashed >= times:

@@ -150,6 +150,23 @@ def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
             serve.stop()
 
 
+@contextmanager
+def requests_sent(client: Any, operation: str) -> Iterator[list[dict[str, Any]]]:
+    """The parameters of every ``operation`` request (e.g. ``Query``) ``client`` sends while inside, whatever thread
+    sends it (a botocore hook on a DynamoDB client)."""
+    sent: list[dict[str, Any]] = []
+
+    def capture(params: Any = None, **_: Any) -> None:
+        sent.append(dict(params))
+
+    event = f"before-parameter-build.dynamodb.{operation}"
+    client.meta.events.register(event, capture)
+    try:
+        yield sent
+    finally:
+        client.meta.events.unregister(event, capture)
+
+
 class FakeTimer:
     """A monotonic clock a test moves by hand (``timer.now += 61``)."""
 

@@ -1,9 +1,9 @@
 """DynamoDB stream consumer on the events table: every stored event is fanned out to the webhook queue.
 
-An INSERT record exists only once the event's transaction has committed, so nothing is fanned out that the log
+An INSERT record exists only once the events' transaction has committed, so nothing is fanned out that the log
 does not hold, and nothing in the engine waits on a receiver. The event-source mapping filters for INSERT; the
-handler checks again (local mode delivers everything). The stream image carries the event (a large event stored
-out of line is read from the log). A failing batch is retried by the mapping; re-sent messages are deduplicated
+handler checks again (local mode delivers everything). The stream image carries a page of events (a large event
+stored out of line is read from the log). A failing batch is retried by the mapping; re-sent messages are deduplicated
 by the queue (the delivery id is the FIFO deduplication id), so a retry never delivers twice.
 
 The same records drive the sampling rules (``shared.services.sampling``): a ``run.completed`` adds its run's task
@@ -38,7 +38,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if not run_id or seq is None:
             continue
         image = data.get("NewImage")
-        stored.append((run_id, int(seq), ports.events.event_from_image(image) if image else None))
+        pairs = ports.events.events_from_image(image) if image else [(int(seq), None)]
+        stored += [(run_id, s, ev) for s, ev in pairs]
     if stored:
         # one read per tenant of the batch serves both parts: its subscriptions and its sampling rules' version
         interests = {t: stream_interest.read(ports, t) for t in dict.fromkeys(tenant_of(r) for r, _, _ in stored)}

@@ -173,18 +173,20 @@ _last_state: LRUCache[str, str] = LRUCache(maxsize=1)
 
 
 def snapshot_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
-                     inputs: dict[str, Any] | None = None, *, defer_large: bool = False,
+                     inputs: dict[str, Any] | None = None, *, defer: bool = False,
                      behind_bytes: int | None = None) -> dict[str, Any]:
     """The run-item updates that store the state folded up to ``seq``.
 
     The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
-    creation facts hold them). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3 object
-    under the run with a pointer on the item, or not written at all: with ``defer_large`` (an append in the middle
-    of a task), or while the log after the stored snapshot (``behind_bytes``) is smaller than the snapshot would
-    be. A reader folds the events after the stored snapshot's ``seq`` (``load_state``). So the snapshots a run
-    writes add up to at most its log's bytes (each is paid for by as many bytes of events), and a reader folds at
-    most about one snapshot's worth of events.
+    creation facts hold them). With ``defer`` (an append in the middle of a task) nothing is stored: a task stores
+    its state once, at its last append. A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3
+    object under the run with a pointer on the item, or not written at all while the log after the stored snapshot
+    (``behind_bytes``) is smaller than the snapshot would be. A reader folds the events after the stored snapshot's
+    ``seq`` (``load_state``). So the snapshots a run writes add up to at most its log's bytes plus one small
+    snapshot per task, and a reader folds at most about a task's or one snapshot's worth of events.
     """
+    if defer:
+        return {}
     stored = dict(state)
     stored["seq"] = seq
     if inputs is not None and same_json(stored.get("variables"), inputs):
@@ -193,7 +195,7 @@ def snapshot_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
     blob = json.dumps(stored, separators=(",", ":"))
     if len(blob) <= INLINE_STATE_LIMIT:
         return {"state": stored}
-    if defer_large or (behind_bytes is not None and behind_bytes < len(blob)):
+    if behind_bytes is not None and behind_bytes < len(blob):
         return {}
     key = f"runs/{run_id}/state/{seq:012d}.json"
     ports.blobs.put_json(key, stored)

@@ -490,8 +490,9 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
     next_seq = rec.last_seq + 1
     wrote = 0
 
-    deferred = False  # a large state was not stored by an append of this task: the task's last write may store it
+    deferred = False  # the state was not stored by an append of this task: the task's last write stores it
     stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
+    stored_status = rec.status  # the run item's: an append names the status only when it changes it (and the index)
 
     def behind(events: list[dict[str, Any]]) -> int | None:
         """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
@@ -502,7 +503,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
         return (int(events[-1]["sequence"]) - stored_seq) * size // len(events)
 
     def flush(final: bool = True) -> None:
-        nonlocal buffer, next_seq, wrote, deferred, stored_seq
+        nonlocal buffer, next_seq, wrote, deferred, stored_seq, stored_status
         if not buffer:
             if final and deferred:
                 updates = snapshot_updates(ports, run_id, state, next_seq - 1, inputs)
@@ -513,13 +514,12 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
                 deferred = False
             return
         last = int(buffer[-1]["sequence"])
-        if not final and deferred:
-            updates = {}  # large once in this task: no need to measure it again before the task's last append
-        else:
-            updates = snapshot_updates(ports, run_id, state, last, inputs, defer_large=not final,
-                                       behind_bytes=behind(buffer) if final else None)
+        updates = snapshot_updates(ports, run_id, state, last, inputs, defer=not final,
+                                   behind_bytes=behind(buffer) if final else None)
         deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
+        if updates["status"] == stored_status:
+            del updates["status"]
         if rec.started_at is None and state["status"] != "pending":
             updates["startedAt"] = next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED) \
                 if any(e["type"] == c.RUN_STARTED for e in buffer) else buffer[0]["timestamp"]
@@ -528,6 +528,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
                                    expires_at=rec.expires_at)
         if "state" in updates:
             stored_seq = last
+        stored_status = updates.get("status", stored_status)
         next_seq += len(buffer)
         wrote += len(buffer)
         buffer = []

@@ -5,6 +5,7 @@ service identity (``shared.local.ttl``)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import logging
@@ -237,6 +238,14 @@ def _kept_event_name(function_name: str) -> str | None:
     return _event_names.get(function_name)
 
 
+def _wire(value: Any) -> Any:
+    """A stream record value JSON cannot hold as it is: a binary attribute's bytes as base64 text (as AWS sends
+    them; moto's item images carry the raw bytes), anything else as its text."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    return str(value)
+
+
 def _epoch_seconds(value: Any) -> Any:
     from moto.core.utils import unix_time  # moto's datetimes are naive UTC
 
@@ -268,7 +277,7 @@ def patch_stream_delivery() -> None:
                 "eventVersion": "1.1",
                 "eventSource": "aws:dynamodb",
                 "awsRegion": self.region_name,
-                "dynamodb": json.loads(json.dumps(dynamodb, default=str)),
+                "dynamodb": json.loads(json.dumps(dynamodb, default=_wire)),
                 "eventSourceARN": source,
             }
             if "userIdentity" in raw:

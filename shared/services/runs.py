@@ -243,15 +243,17 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
     batch: list[dict[str, Any]] = []
     first_at: int | None = None
     if "values" in modes and after >= 0:  # a resumed values stream starts with the current snapshot
-        frames.append(_frame(after, "state.snapshot", snapshot(rec)))
+        frames.append(_frame(after, "state.snapshot", run_snapshot(ports, rec)))
     while True:
         events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
+        current: dict[str, Any] | None = None  # the snapshot at the head read last (folded once if behind)
         for ev in events:
             seq = int(ev["sequence"])
             after = seq
             if "values" in modes:
                 if str(ev["type"]).startswith(c.UPDATES_PREFIXES):
-                    frames.append(_frame(seq, "state.snapshot", snapshot(rec)))
+                    current = current or run_snapshot(ports, rec)
+                    frames.append(_frame(seq, "state.snapshot", current))
             elif _admitted(ev, modes):
                 if buffer_ms:
                     batch.append(ev)

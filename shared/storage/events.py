@@ -1,15 +1,28 @@
-"""The EventStore port on DynamoDB: run event logs (partition runId, sort seq), appended in transactions that move
-the run item's ``lastSeq``; events over the inline limit in S3 (the BlobStore).
+"""The EventStore port on DynamoDB: run event logs (partition runId), appended in transactions that move the run
+item's ``lastSeq``; events over the inline limit in S3 (the BlobStore).
+
+**Pages.** A log is stored as pages: one item holds a run of consecutive events (at most ``MAX_EVENTS_PER_PAGE``
+and ``MAX_PAGE_BYTES`` of their JSON), keyed by its *last* sequence (``seq``), its first in ``first`` (absent when
+the page holds one event), the events' JSON array zlib-compressed in ``page`` (an event stored out of line is
+``null`` there, and lives at ``schema.large_event_key``). An append writes its events as pages in the transaction
+that moves the run's head, so a page never changes once written. A reader finds the page holding ``seq`` as the first
+item keyed ``>= seq``. Decision 0133.
+
+A row of one event (``doc``: its JSON text, or ``docRef``: its S3 key), as logs were stored before pages and as the
+era-2 seeding still stores them, is read as a page of one.
 
 This is the seat of the era-2 reader (persistence.md §The seat): a row of a log in v1 vocabulary carries ``era`` = 2
 (and its ``run.started`` the run's stored ``owner``), and every read of a row passes through ``_doc``, which
-translates it through the codemap (a stream image of one is not decoded: ``event_from_image`` answers None). The
-stored bytes are never rewritten."""
+translates it through the codemap (a stream image of one is not decoded: ``events_from_image`` answers None for
+it). The stored bytes are never rewritten."""
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -25,14 +38,58 @@ from shared.storage.ddb import (
     dump,
     error_code,
     from_item,
+    query_all,
     query_keys,
     refuse_too_large,
     to_item,
 )
 
+PAGE = "page"  # a page's events: their JSON array, zlib-compressed (binary)
+FIRST = "first"  # a page's first sequence (absent: the page holds the one event ``seq``)
+PAGE_LEVEL = 6  # zlib's default level
+READ_PAGE_BYTES = 1_000_000  # what one ``read_page`` answers at most, in event JSON (plus one page)
+
+
+@dataclass
+class _Page:
+    item: dict[str, Any]  # the page item, in DynamoDB's wire form
+    size: int  # its compressed bytes (what DynamoDB counts of it)
+
+
+def _binary(value: Any) -> bytes:
+    """A binary attribute's bytes: as the SDK answers them, or base64 text as a stream record carries them."""
+    if isinstance(value, str):
+        return base64.b64decode(value)
+    return bytes(getattr(value, "value", value))
+
+
+def pack_page(run_id: str, first: int, texts: Sequence[str | None], expires_at: int) -> _Page:
+    """The item of a page of events ``first..`` (their JSON texts; None: stored out of line)."""
+    raw = ("[" + ",".join("null" if t is None else t for t in texts) + "]").encode("utf-8")
+    blob = zlib.compress(raw, PAGE_LEVEL)
+    last = first + len(texts) - 1
+    item: dict[str, Any] = {"runId": {"S": run_id}, "seq": {"N": str(last)},
+                            schema.TTL_ATTRIBUTE: {"N": str(expires_at)}, PAGE: {"B": blob}}
+    if first != last:
+        item[FIRST] = {"N": str(first)}
+    return _Page(item, len(blob))
+
+
+def _inflate(item: dict[str, Any]) -> tuple[int, bytes]:
+    """A page item's first sequence and its events' JSON array (the item in wire form: a read's or a stream
+    record's)."""
+    last = int(item["seq"]["N"])
+    return int(item[FIRST]["N"]) if FIRST in item else last, zlib.decompress(_binary(item[PAGE]["B"]))
+
+
+def unpack_page(item: dict[str, Any]) -> tuple[int, list[dict[str, Any] | None]]:
+    """A page item's (first sequence, events); an event stored out of line is None."""
+    first, data = _inflate(item)
+    return first, json.loads(data)
+
 
 class DynamoEventStore:
-    """Run event logs: partition runId, sort seq. Appends are transactional and conditional."""
+    """Run event logs in pages keyed (runId, last seq). Appends are transactional and conditional."""
 
     def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore) -> None:
         self._c = client
@@ -41,6 +98,7 @@ class DynamoEventStore:
         self._blobs = blobs
 
     def _event_item(self, run_id: str, ev: dict[str, Any], expires_at: int) -> dict[str, Any]:
+        """A row of one event (the era-2 seeding's form)."""
         doc = dump(ev)
         item: dict[str, Any] = {"runId": run_id, "seq": int(ev["sequence"]), schema.TTL_ATTRIBUTE: expires_at}
         if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
@@ -50,6 +108,31 @@ class DynamoEventStore:
         else:
             item["doc"] = doc
         return item
+
+    def _pages(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> list[_Page]:
+        """``events`` as page items, in order; an event over the inline limit is written to S3 here."""
+        pages: list[_Page] = []
+        texts: list[str | None] = []
+        size = first = 0
+        for ev in events:
+            seq = int(ev["sequence"])
+            doc = dump(ev)
+            data = doc.encode("utf-8")
+            text: str | None = doc
+            n = len(data)
+            if n > schema.MAX_INLINE_BYTES:
+                self._blobs.put_bytes(schema.large_event_key(run_id, seq), data, "application/json")
+                text, n = None, len("null")
+            if texts and (len(texts) >= schema.MAX_EVENTS_PER_PAGE or size + n > schema.MAX_PAGE_BYTES):
+                pages.append(pack_page(run_id, first, texts, expires_at))
+                texts, size = [], 0
+            if not texts:
+                first = seq
+            texts.append(text)
+            size += n + 1
+        if texts:
+            pages.append(pack_page(run_id, first, texts, expires_at))
+        return pages
 
     def append_events(
         self,
@@ -63,30 +146,37 @@ class DynamoEventStore:
     ) -> int:
         """Append ``events`` (their ``sequence`` must run from ``expected_next_seq``).
 
-        Each chunk is one TransactWriteItems: a Put per event guarded by
-        ``attribute_not_exists(seq)``, plus an Update of the run item guarded by
-        ``lastSeq = expected - 1`` (and optionally the run status). Two writers
-        racing for the same sequence: exactly one wins, the other gets
-        ``ConflictError``; no gap, no duplicate. Returns the new last sequence.
+        Each TransactWriteItems holds an Update of the run item guarded by ``lastSeq = expected - 1`` (and
+        optionally the run status) and the Puts of the pages that follow it. The page items need no condition of
+        their own: a transaction is all or nothing, and only the writer whose ``expected - 1`` is the head commits,
+        so two writers racing for the same sequence get exactly one win and one ``ConflictError``; no gap, no
+        duplicate. Returns the new last sequence.
         """
         if not events and not run_updates:
             return expected_next_seq - 1
         for i, ev in enumerate(events):
             if int(ev["sequence"]) != expected_next_seq + i:
                 raise ValueError("events must be contiguous from expected_next_seq")
-        # The run updates ride the last chunk; those of its state or listed fields write the run's state or index
-        # item in the same transaction (runitems), so that chunk holds as many fewer events.
+        # The run updates ride the last transaction; those of its state or listed fields write the run's state or
+        # index item in the same transaction (runitems), so that one holds as many fewer pages.
         parts = runitems.split(self._runs, run_id, dict(run_updates or {}), expires_at)
-        size = schema.MAX_EVENTS_PER_TRANSACTION
-        chunks = [events[i : i + size] for i in range(0, len(events), size)] or [[]]
-        room = size - len(parts.items)
-        if len(chunks[-1]) > room:
-            tail = chunks.pop()
-            chunks += [tail[:room], tail[room:]]
+        room = schema.MAX_TRANSACTION_ITEMS - 1
+        groups: list[list[_Page]] = [[]]
+        size = 0
+        for page in self._pages(run_id, events, expires_at):
+            if groups[-1] and (len(groups[-1]) >= room or size + page.size > schema.MAX_TRANSACTION_BYTES):
+                groups.append([])
+                size = 0
+            groups[-1].append(page)
+            size += page.size
+        extra = len(dump(parts.items)) if parts.items else 0
+        if len(groups[-1]) > 1 and (len(groups[-1]) + len(parts.items) > room
+                                    or size + extra > schema.MAX_TRANSACTION_BYTES):
+            groups.append([groups[-1].pop()])
         nxt = expected_next_seq
-        for ci, chunk in enumerate(chunks):
-            last = nxt + len(chunk) - 1
-            final = ci == len(chunks) - 1
+        for gi, group in enumerate(groups):
+            last = int(group[-1].item["seq"]["N"]) if group else nxt - 1
+            final = gi == len(groups) - 1
             sets = ["lastSeq = :last"]
             values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
             names: dict[str, str] = {}
@@ -109,14 +199,7 @@ class DynamoEventStore:
             if names:
                 update["ExpressionAttributeNames"] = names
             items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
-            for ev in chunk:
-                items.append({
-                    "Put": {
-                        "TableName": self._t,
-                        "Item": to_item(self._event_item(run_id, ev, expires_at)),
-                        "ConditionExpression": "attribute_not_exists(seq)",
-                    }
-                })
+            items += [{"Put": {"TableName": self._t, "Item": page.item}} for page in group]
             try:
                 self._c.transact_write_items(TransactItems=items)
             except ClientError as exc:
@@ -137,6 +220,7 @@ class DynamoEventStore:
         return "Item" in resp
 
     def _doc(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The event of a row (its era-2 translation)."""
         it = from_item(raw)
         if "doc" in it:
             doc: dict[str, Any] = json.loads(it["doc"])
@@ -146,6 +230,62 @@ class DynamoEventStore:
                 raise RunGoneError(str(it.get("runId")))
             doc = dict(got)
         return _read(it, doc)
+
+    def _decode(self, raw: dict[str, Any], lo: int, hi: int | None) -> tuple[list[dict[str, Any]], int]:
+        """The events ``lo <= seq <= hi`` (``hi`` None: no end) of a stored item (a page or a row), and how many
+        bytes of event JSON the item holds."""
+        if PAGE not in raw:
+            seq = int(raw["seq"]["N"])
+            if seq < lo or (hi is not None and seq > hi):
+                return [], 0
+            return [self._doc(raw)], len((raw.get("doc") or {}).get("S", ""))
+        run_id = raw["runId"]["S"]
+        first, data = _inflate(raw)
+        size = len(data)
+        out: list[dict[str, Any]] = []
+        for seq, doc in enumerate(json.loads(data), first):
+            if seq < lo or (hi is not None and seq > hi):
+                continue
+            if doc is None:
+                doc = self._blobs.get_json(schema.large_event_key(run_id, seq))
+                if doc is None:
+                    raise RunGoneError(run_id)
+                size += len(dump(doc))
+            out.append(doc)
+        return out, size
+
+    def _covering(self, run_id: str, lo: int, hi: int | None) -> Iterator[dict[str, Any]]:
+        """The stored items holding events ``lo..hi`` (``hi`` None: to the log's end), in order. An item is keyed by
+        its last event, so they are the items keyed in ``[lo, hi]`` (one Query per 1 MB) and, unless one of them ends
+        at ``hi``, the next item (one Query of one item). A range shorter than a page first reads the item holding
+        ``lo`` (which most often holds it all)."""
+        base: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True}
+
+        def next_item(after: int) -> list[dict[str, Any]]:
+            resp = self._c.query(**base, KeyConditionExpression="runId = :r AND seq > :c", Limit=1,
+                                 ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(after)}})
+            return list(resp.get("Items", []))
+
+        covered = lo - 1
+        if hi is not None and hi - lo < schema.MAX_EVENTS_PER_PAGE:
+            got = next_item(covered)
+            if not got:
+                return
+            yield got[0]
+            covered = int(got[0]["seq"]["N"])
+        if hi is None or hi > covered + 1:
+            values: dict[str, Any] = {":r": {"S": run_id}, ":lo": {"N": str(covered + 1)}}
+            cond = "runId = :r AND seq >= :lo"
+            if hi is not None:
+                cond = "runId = :r AND seq BETWEEN :lo AND :hi"
+                values[":hi"] = {"N": str(hi)}
+            for raw in query_all(self._c, {**base, "KeyConditionExpression": cond, "ExpressionAttributeValues": values}):
+                covered = int(raw["seq"]["N"])
+                yield raw
+            if hi is None:
+                return
+        if covered < hi:
+            yield from next_item(covered)
 
     def seed_log(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, owner: dict[str, Any]) -> int:
         """Store a log a v1 host wrote (era 2): each row verbatim, marked ``era`` = 2, its ``run.started`` with the
@@ -161,66 +301,67 @@ class DynamoEventStore:
 
     def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *,
                     limit: int | None = None) -> Iterator[list[dict[str, Any]]]:
-        """Pages of events with ``after_seq < seq <= upto_seq``: one Query per 1 MB page; with ``limit``, at most that
-        many events in all (the Query's ``Limit``, so no more is read than is used)."""
+        """Events with ``after_seq < seq <= upto_seq``, a stored page at a time; with ``limit``, at most that many
+        (a log's sequences are contiguous: the range ends at ``after_seq + limit``), so no page is read that holds
+        none of them."""
+        if limit is not None:
+            if limit < 1:
+                return
+            upto_seq = after_seq + limit if upto_seq is None else min(upto_seq, after_seq + limit)
         if upto_seq is not None and upto_seq <= after_seq:
             return
-        if limit is not None and limit < 1:
-            return
-        key_cond = "runId = :r AND seq > :a"
-        values: dict[str, Any] = {":r": {"S": run_id}, ":a": {"N": str(after_seq)}}
-        if upto_seq is not None:
-            key_cond = "runId = :r AND seq BETWEEN :a1 AND :u"
-            values = {":r": {"S": run_id}, ":a1": {"N": str(after_seq + 1)}, ":u": {"N": str(upto_seq)}}
-        kwargs: dict[str, Any] = {
-            "TableName": self._t,
-            "KeyConditionExpression": key_cond,
-            "ExpressionAttributeValues": values,
-            "ConsistentRead": True,
-        }
-        left = limit
-        while True:
-            if left is not None:
-                kwargs["Limit"] = left
-            resp = self._c.query(**kwargs)
-            page = [self._doc(i) for i in resp.get("Items", [])]
+        lo = after_seq + 1
+        for raw in self._covering(run_id, lo, upto_seq):
+            page, _ = self._decode(raw, lo, upto_seq)
             if page:
+                lo = int(page[-1]["sequence"]) + 1  # never an event twice, whatever the pages' bounds
                 yield page
-            if left is not None:
-                left -= len(page)
-                if left <= 0:
-                    return
-            if not resp.get("LastEvaluatedKey"):
-                return
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for page in self.iter_events(run_id, after_seq):
-            out.extend(page)
-            if limit is not None and len(out) >= limit:
-                return out[:limit]
-        return out
+        return [ev for page in self.iter_events(run_id, after_seq, limit=limit) for ev in page]
 
     def read_page(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]:
-        """At most one Query (one 1 MB page, at most ``limit`` events) of events after ``after_seq``."""
-        for page in self.iter_events(run_id, after_seq, limit=limit):
-            return page
-        return []
+        """Events after ``after_seq``: with ``limit``, at most that many (``iter_events``); without, what one Query
+        finds, decoded up to ``READ_PAGE_BYTES`` of event JSON (a poll's answer stays under Lambda's 6 MB)."""
+        if limit is not None:
+            return self.read_events(run_id, after_seq, limit=limit)
+        resp = self._c.query(TableName=self._t, KeyConditionExpression="runId = :r AND seq > :a", ConsistentRead=True,
+                             ExpressionAttributeValues={":r": {"S": run_id}, ":a": {"N": str(after_seq)}})
+        out: list[dict[str, Any]] = []
+        size = 0
+        for raw in resp.get("Items", []):
+            if size >= READ_PAGE_BYTES:
+                break
+            page, n = self._decode(raw, after_seq + 1, None)
+            out += page
+            size += n
+        return out
+
+    def events_from_image(self, image: dict[str, Any]) -> list[tuple[int, dict[str, Any] | None]]:
+        """The (sequence, event) pairs an item image holds (a stream record's NewImage); the event is None when it
+        is stored out of line or in v1 vocabulary (read it with ``read_events``, which translates it)."""
+        if PAGE in image:
+            first, docs = unpack_page(image)
+            return list(enumerate(docs, first))
+        it = from_item(image)
+        seq = int(it["seq"])
+        if "doc" not in it or it.get("era") == ERA_V1:
+            return [(seq, None)]
+        return [(seq, json.loads(it["doc"]))]
 
     def event_from_image(self, image: dict[str, Any]) -> dict[str, Any] | None:
-        it = from_item(image)
-        if "doc" not in it or it.get("era") == ERA_V1:
-            return None  # out of line, or an era-2 row: read it with read_events (which translates it)
-        ev: dict[str, Any] = json.loads(it["doc"])
-        return ev
+        """The one event an item image holds (None for a page of several, or as ``events_from_image``)."""
+        got = self.events_from_image(image)
+        return got[0][1] if len(got) == 1 else None
 
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
-        """Bulk-write a fork's copied prefix: ceil(N/25) BatchWriteItem requests (not per event)."""
-        reqs = [{"PutRequest": {"Item": to_item(self._event_item(run_id, ev, expires_at))}} for ev in events]
-        return batch_write(self._c, self._t, reqs)
+        """Bulk-write a fork's copied prefix as pages: ceil(pages/25) BatchWriteItem requests. Returns the events
+        written."""
+        batch_write(self._c, self._t, [{"PutRequest": {"Item": p.item}} for p in self._pages(run_id, events, expires_at)])
+        return len(events)
 
     def delete_all(self, run_id: str) -> int:
+        """Delete the run's log; returns the items deleted (pages and rows)."""
         return batch_delete(self._c, self._t, self.all_keys(run_id))
 
     def all_keys(self, run_id: str) -> list[dict[str, Any]]:

@@ -37,8 +37,12 @@ COUNTER_PK_PREFIX = "COUNTER#"
 MAX_INLINE_BYTES = 350_000
 # A run item keeps its creation facts inline up to this size; larger go to S3 (room for the state snapshot).
 MAX_INLINE_RUN_DATA_BYTES = 64_000
-# TransactWriteItems takes 100 items; one is the run item update.
-MAX_EVENTS_PER_TRANSACTION = 99
+# A page of the event log (one item: its events' JSON, compressed) holds at most this many events and this much
+# event JSON; a transaction carries as many pages as fit in TransactWriteItems' 100 items and 4 MB.
+MAX_EVENTS_PER_PAGE = 99
+MAX_PAGE_BYTES = MAX_INLINE_BYTES
+MAX_TRANSACTION_ITEMS = 100
+MAX_TRANSACTION_BYTES = 3_000_000
 
 
 def run_data_key(run_id: str) -> str:

@@ -43,17 +43,21 @@ def echo_suite(host, tasks: int, name: str) -> str:
 
 
 def alter_score(host, run_id: str, seq: int, score: float) -> None:
-    """Rewrite the recorded ``eval.scored`` at ``seq`` with another score, in the events table itself."""
+    """Rewrite the recorded ``eval.scored`` at ``seq`` with another score, in the events table itself (inside the
+    stored page that holds it)."""
     import json
 
     from shared.settings import get_settings
+    from shared.storage.events import pack_page, unpack_page
 
     table = get_settings().events_table
     ddb = host.aws.client("dynamodb")
-    item = ddb.get_item(TableName=table, Key={"runId": {"S": run_id}, "seq": {"N": str(seq)}})["Item"]
-    doc = json.loads(item["doc"]["S"])
-    doc["payload"]["score"] = score
-    ddb.put_item(TableName=table, Item={**item, "doc": {"S": json.dumps(doc)}})
+    item = ddb.query(TableName=table, KeyConditionExpression="runId = :r AND seq >= :s", Limit=1,
+                     ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}})["Items"][0]
+    first, docs = unpack_page(item)
+    docs[seq - first]["payload"]["score"] = score
+    page = pack_page(run_id, first, [json.dumps(d) for d in docs], int(item["expiresAt"]["N"]))
+    ddb.put_item(TableName=table, Item=page.item)
 
 
 def test_replay_fork_of_a_live_eval_run_fires_nothing_and_reproduces_it(host):

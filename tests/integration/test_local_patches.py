@@ -227,7 +227,7 @@ def test_stream_records_reach_the_handler_as_a_dynamodb_stream_event(
     ddb = local_aws.client("dynamodb")
 
     # When an item is written, changed and deleted by a user
-    ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "1"}})
+    ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "1"}, "b": {"B": b"\x00\x9c\xff"}})
     ddb.put_item(TableName=name, Item={"pk": {"S": "run-7"}, "v": {"N": "2"}})
     ddb.delete_item(TableName=name, Key={"pk": {"S": "run-7"}})
     assert ddb_streams.wait_for_stream_idle(10)
@@ -238,7 +238,7 @@ def test_stream_records_reach_the_handler_as_a_dynamodb_stream_event(
     assert all(
         r["eventSourceARN"].startswith(f"arn:aws:dynamodb:us-east-1:123456789012:table/{name}/stream/") for r in records
     )
-    assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "run-7"}, "v": {"N": "1"}}
+    assert records[0]["dynamodb"]["NewImage"] == {"pk": {"S": "run-7"}, "v": {"N": "1"}, "b": {"B": "AJz/"}}
     assert records[1]["dynamodb"]["OldImage"]["v"] == {"N": "1"}
     assert records[2]["dynamodb"]["Keys"] == {"pk": {"S": "run-7"}}
     assert records[2]["dynamodb"]["OldImage"]["v"] == {"N": "2"}
