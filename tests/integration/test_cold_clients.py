@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import unique
+
 _COLD = """
 import json, sys
 from shared import manifest, wiring
@@ -41,6 +43,16 @@ def _cold(function: str, event: dict[str, Any]) -> dict[str, Any]:
 UNKNOWN = "tenant-a~2F01JAAAAAAAAAAAAAAAAAAAAAAA"
 
 
+def _tenant_key(tenant: str) -> str:
+    """A key of a tenant of its own (other tests' runs in tenant-a may hold facts large enough for S3)."""
+    from shared.services.auth import put_api_key
+    from shared.wiring import get_ports
+
+    key = f"cold-key-{tenant}"
+    put_api_key(get_ports(), key, tenant)
+    return key
+
+
 @pytest.mark.parametrize(("function", "method", "path", "route", "status"), [
     ("get_run", "GET", f"/runs/{UNKNOWN}", "/runs/{runId}", 404),
     ("list_runs", "GET", "/runs", "/runs", 200),
@@ -48,9 +60,21 @@ UNKNOWN = "tenant-a~2F01JAAAAAAAAAAAAAAAAAAAAAAA"
 ])
 def test_a_cold_read_builds_only_the_dynamodb_client(host: Any, function: str, method: str, path: str, route: str,
                                                      status: int) -> None:
-    got = _cold(function, _event(host.key_a, method, path, route))
+    key = host.key_a
+    if function == "list_runs":  # a tenant of its own, one small run to list
+        key = _tenant_key(unique("tenant-cold"))
+        host.client(key).runs_create({"workflowId": "conformance-noop", "inputs": {"n": 1}})
+    got = _cold(function, _event(key, method, path, route))
     assert got["status"] == status
     assert set(got["clients"]) <= {"dynamodb", "secretsmanager"} and got["clients"].get("dynamodb") == 1
+
+
+def test_a_cold_listing_reads_s3_only_for_a_run_whose_facts_live_there(host: Any) -> None:
+    tenant = unique("tenant-cold")
+    key = _tenant_key(tenant)
+    host.client(key).runs_create({"workflowId": "conformance-noop", "inputs": {"blob": "x" * 70_000}})
+    got = _cold("list_runs", _event(key, "GET", "/runs", "/runs"))
+    assert got["status"] == 200 and got["clients"].get("dynamodb") == 1 and got["clients"].get("s3") == 1
 
 
 def test_a_cold_create_builds_dynamodb_and_step_functions_but_not_s3(host: Any) -> None:
