@@ -598,8 +598,9 @@ def test_from_runs_costs_a_bounded_number_of_requests_per_run(host, recorded):
     finally:
         client.meta.events.unregister("before-call.dynamodb.*", before_call)
     # Then the runs are read in batches, not one by one: their items, logs and call records 100 keys to a request,
-    # their links 50 to a transaction (a Query of each run's log or calls alone would be 50 requests)
+    # their links 50 to a transaction (a Query of each run's log or calls alone would be 50 requests); the only
+    # Queries read the suite's index rows (for the version's number, then for its listing row)
     assert (status, body["taskCount"]) == (201, 50)
     total = sum(seen.values())
     print(f"\nfrom-runs over 50 runs: {total} DynamoDB requests {dict(seen)} in {took:.2f} s")
-    assert total <= 20 and seen["Query"] <= 1 and seen["TransactWriteItems"] == 1
+    assert total <= 20 and seen["Query"] <= 2 and seen["TransactWriteItems"] == 1
