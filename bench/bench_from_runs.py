@@ -7,20 +7,23 @@ The recorded runs: ``BENCH_FROM_RUNS_RECORDED`` (default 10) runs of a one-node 
 one tool call, recorded through the API; the rest are copies of them under fresh ids, written through the ports
 (``tests.workflows.copy_recorded_runs``: the same items the engine wrote, 4 requests a run, no execution).
 
-Lower bounds (what must be read and written, in DynamoDB's wire JSON, at the largest batch each request allows):
+Lower bounds (what must be read and written, in DynamoDB's wire JSON: as DynamoDB answers for bytes read, as the
+SDK writes it for bytes sent; at the largest batch each request allows; docs/decisions/0121):
 - ``:from-runs``: the tenant index's entries (one Query per MB); per run, its run item and creation facts, its
-  pinned definition, every event of its log and the record of every tool call the log shows, read by key, 100 keys to
-  a BatchGetItem (whatever run they belong to), and its tombstone read again after the version is stored (100 keys
-  to a request); a link under each run, written with its tombstone check, 50 of each to a TransactWriteItems; the
-  version's items (its pages, 25 to a BatchWriteItem; its head; its listing row); and the 3 small requests every
-  version makes (the route's rate limit, the suite's listing rows, the version's existence). Bytes: those items and
-  keys.
+  pinned definition, its log's last page (a short run's whole log; a Query for pages before it) and the record of
+  every tool call the log shows, read by key, 100 keys to a BatchGetItem whatever run they belong to, and its
+  tombstone read again after the version is stored; a link under each run, written with its tombstone check, 50 of
+  each to a TransactWriteItems; the version's items (its pages, 25 to a BatchWriteItem; its head; its index row);
+  the suite's listing row (its index rows and the row read, the row written); and the 3 small requests every
+  version makes (the route's rate limit, the suite's index rows for the version's number, its existence). Bytes:
+  those items, keys and link conditions.
 - the eval: per trial, one Query of its source's call records (a trial runs alone, so it cannot share a request)
-  and one transaction storing the trial (its item and its calls' records); per run, the links under its sources
-  (50 to a transaction, as above), its events appended 99 to a transaction, its trials read back by ``Finish`` (one
-  Query per MB), the suite read once (its head and pages), the plan written once and read once, the trials' item
-  list written once, and the few requests a run needs to be created and started (its run items, its suite
-  reference, the execution). Bytes: those items, the plan and the list as stored.
+  and one transaction storing the trial (its item and its calls' records, with its run's writable check); per run,
+  the links under its sources (50 to a transaction, as above), its log's pages (99 events each) 99 to a transaction
+  and at least one append for prepare and each ``Finish`` page, its trials read back by ``Finish`` (one Query per
+  MB), the suite read once (its head and pages), the plan written once and read once, the trials' item list written
+  once, the pages' summary rows written and read back once, and the few requests a run needs to be created and
+  started. Bytes: those items and objects as stored, with each write's condition.
 
 Run: ``.venv/bin/python -m bench.bench_from_runs`` (part of ``make bench``). Prints figures; asserts nothing.
 """
