@@ -55,6 +55,21 @@ def _summary(host: Any, run_id: str) -> dict[str, Any]:
     return r.json
 
 
+def _evaluated_from_sources(host: Any, recorded: dict[str, Any], ref: str, tasks: int) -> tuple[str, dict[str, Any]]:
+    """An eval of ``ref`` with no fixtureRuns: every task passed with no miss, the tool server saw no request, and
+    eval.started names no fixtureRuns. The run and its report (one page)."""
+    client = host.client(host.key_a)
+    before = recorded["tools"].count()
+    run = _eval(client, ref)
+    assert recorded["tools"].count() == before
+    summary = _summary(host, run)
+    assert len(summary["tasks"]) == tasks
+    assert all((t["passed"], t["fixtureMissCount"]) == (True, 0) for t in summary["tasks"])
+    started = [e.payload for e in all_events(client, run) if e.type == "eval.started"][0]
+    assert "fixtureRuns" not in started and started["taskCount"] == tasks
+    return run, raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report?limit=1000", key=host.key_a).json
+
+
 @pytest.fixture(scope="module")
 def recorded(host, server):
     """Tenant A's recorded runs of one workflow calling a loopback tool, and the tool server."""
@@ -67,7 +82,6 @@ def recorded(host, server):
 
 
 def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, recorded):
-    client = host.client(host.key_a)
     suite_id = _suite_id()
     # Given a suite built from 50 recorded runs selected by a filter
     r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"],
@@ -84,19 +98,10 @@ def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, 
                               "answer": "answer-0"}
     assert first["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "answer-0"}}
     assert suites.validate_suite(doc) == doc  # every task built from a run is one the suite schema takes
-    before = recorded["tools"].count()
-    # When it is evaluated with no fixtureRuns
-    run = _eval(client, f"{suite_id}@1.0.0")
-    # Then every task passes from its own source's record, and the tool server saw no request
-    assert recorded["tools"].count() == before
-    summary = _summary(host, run)
-    assert len(summary["tasks"]) == 50
-    assert all((t["passed"], t["fixtureMissCount"]) == (True, 0) for t in summary["tasks"])
-    started = [e.payload for e in all_events(client, run) if e.type == "eval.started"][0]
-    assert "fixtureRuns" not in started and started["taskCount"] == 50
+    # When it is evaluated with no fixtureRuns, then every task passes from its own source's record, no live hit
+    run, report = _evaluated_from_sources(host, recorded, f"{suite_id}@1.0.0", 50)
     assert {c.source for c in _ports().tool_calls.list_calls(run)} == {"fixture"}
     # and the report names each task's source
-    report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report?limit=1000", key=host.key_a).json
     assert {t["servedFrom"] for t in report["tasks"]} == set(recorded["runs"])
 
 
@@ -125,17 +130,8 @@ def test_a_suite_of_more_than_200_source_tasks_registers_and_evaluates_with_no_f
     doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT, "tasks": tasks}
     r = raw(host.base_url, "POST", SUITES, doc, key=host.key_a)
     assert r.status == 201, r.text
-    before = recorded["tools"].count()
-    # When it is evaluated with no fixtureRuns
-    run = _eval(client, f"{suite_id}@1.0.0")
-    # Then each of the 201 tasks passes from its own source's record, and the tool server saw no request
-    assert recorded["tools"].count() == before
-    summary = _summary(host, run)
-    assert len(summary["tasks"]) == 201
-    assert all((t["passed"], t["fixtureMissCount"]) == (True, 0) for t in summary["tasks"])
-    started = [e.payload for e in all_events(client, run) if e.type == "eval.started"][0]
-    assert "fixtureRuns" not in started and started["taskCount"] == 201
-    report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report?limit=1000", key=host.key_a).json
+    # When it is evaluated with no fixtureRuns, then each of the 201 tasks passes from its own source, no live hit
+    run, report = _evaluated_from_sources(host, recorded, f"{suite_id}@1.0.0", 201)
     assert {t["taskId"]: t["servedFrom"] for t in report["tasks"]} == {t["taskId"]: t["sourceRunId"] for t in tasks}
     # and every source is linked under the eval run's id, so erasing any of them erases the eval (decision 0108)
     assert all(_ports().runs.get_aux(source, f"CHILD#{run}") == {"runId": run} for source in sources)
