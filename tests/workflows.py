@@ -120,6 +120,7 @@ def copy_recorded_runs(templates: list[str], n: int, *, workers: int = 8) -> lis
     from concurrent.futures import ThreadPoolExecutor
     from dataclasses import replace
 
+    from shared.errors import ConflictError
     from shared.ports import RunRecord
     from shared.services.run_start import new_run_id
     from shared.wiring import get_ports
@@ -136,13 +137,21 @@ def copy_recorded_runs(templates: list[str], n: int, *, workers: int = 8) -> lis
         rec, events, calls, pinned = recorded[i % len(recorded)]
         run_id = new_run_id(ports, rec.tenant)
         now = ports.clock.iso()
-        ports.runs.create_run(RunRecord(
-            run_id=run_id, tenant=rec.tenant, status="running", last_seq=-1, created_at=now,
-            data={**rec.data, **({"definition": pinned} if pinned is not None else {})}, expires_at=rec.expires_at))
+        try:
+            ports.runs.create_run(RunRecord(
+                run_id=run_id, tenant=rec.tenant, status="running", last_seq=-1, created_at=now,
+                data={**rec.data, **({"definition": pinned} if pinned is not None else {})}, expires_at=rec.expires_at))
+        except ConflictError:  # the SDK sent it again after it landed (moto keeps no idempotency token)
+            pass
         ports.events.copy_events(run_id, [dict(ev, runId=run_id, eventId=ports.ids.event_id(run_id, ev["sequence"]))
                                           for ev in events], rec.expires_at)
         ports.tool_calls.put_calls(run_id, [replace(c, run_id=run_id) for c in calls], rec.expires_at)
-        ports.runs.set_progress(run_id, -1, rec.last_seq, {"status": rec.status, "startedAt": now, "completedAt": now})
+        try:
+            ports.runs.set_progress(run_id, -1, rec.last_seq, {"status": rec.status, "startedAt": now,
+                                                               "completedAt": now})
+        except ConflictError:  # as above: then the run is where this write put it
+            copied = ports.runs.get_run(run_id)
+            assert copied is not None and (copied.last_seq, copied.status) == (rec.last_seq, rec.status), run_id
         return run_id
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
