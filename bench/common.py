@@ -7,7 +7,8 @@ How the meter counts (exactly, whatever the thread):
   for most services bills, every attempt) and gives the request body; ``response-received`` fires once per attempt
   and gives the response body (or its ``Content-Length`` when streamed, as an S3 ``GetObject``). So a figure is
   *requests* (HTTP attempts) and *bytes sent / received* (bodies, not headers), per ``service:Operation``.
-- **Whose**: every request is attributed to an *origin*, read from a thread-local at the moment it is sent. The
+- **Whose**: every request is attributed to an *origin*, read from a context variable at the moment it is sent (a
+  thread started by ``shared.services.common.parallel`` runs in a copy of its starter's context: its origin). The
   bench sets the origin of its own thread (``meter.origin("create")`` around an API call; ``"poll"`` while
   ``wait_status`` polls; ``"bench"`` otherwise). Work done on other threads — Step Functions tasks, async invokes
   and DynamoDB stream batches, which moto runs on its own threads — enters through the local Lambda invoke
@@ -25,6 +26,7 @@ How the meter counts (exactly, whatever the thread):
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -208,7 +210,10 @@ class AwsMeter:
     def __init__(self, aws: Any = None) -> None:
         self.aws = aws
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._local = threading.local()  # the DynamoDB read factor between a request and its response
+        # the origin is a context variable: a thread our code starts through ``common.parallel`` runs in a copy of the
+        # starting thread's context, so its requests are that operation's too
+        self._origin: contextvars.ContextVar[str] = contextvars.ContextVar(f"origin-{id(self)}", default=BENCH)
         self._by_origin: dict[str, Usage] = {}
         self._remove_observer: Any = None
 
@@ -231,19 +236,15 @@ class AwsMeter:
     # -- origins -----------------------------------------------------------------------------------------------
 
     def current(self) -> str:
-        return str(getattr(self._local, "origin", BENCH))
+        return self._origin.get()
 
     @contextmanager
     def origin(self, name: str) -> Iterator[None]:
-        previous = getattr(self._local, "origin", None)
-        self._local.origin = name
+        token = self._origin.set(name)
         try:
             yield
         finally:
-            if previous is None:
-                del self._local.origin
-            else:
-                self._local.origin = previous
+            self._origin.reset(token)
 
     def _invocation(self, function_name: str, event: Any) -> Any:
         """A stream or queue consumer's invocation is the run's too, under ``<runId>|<function>`` (so its share

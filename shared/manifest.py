@@ -306,9 +306,10 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("get_ui", "functions.get_ui.handler", "api", memory_mb=128),
     Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
     Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
-    # Registration checks a task's source run (its record, its log) and links the run to the version.
-    Function("put_eval_suite", "functions.put_eval_suite.handler", "api", _RW_ALL, bucket="read"),
-    Function("manage_eval_suites", "functions.manage_eval_suites.handler", "api", _RW_ALL, bucket="read"),
+    # Registration checks a task's source run (its record, its log) and links the run to the version: up to 10,000
+    # sources in one request, read and checked inside API Gateway's 30 s on one full vCPU, 1,769 MB (decision 0121).
+    Function("put_eval_suite", "functions.put_eval_suite.handler", "api", _RW_ALL, bucket="read", memory_mb=1769),
+    Function("manage_eval_suites", "functions.manage_eval_suites.handler", "api", _RW_ALL, bucket="read", memory_mb=1769),
     Function("advance_run", "functions.tasks.advance_run.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300,
              credentials="read", egress=True, models=True),
     Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite",

@@ -28,12 +28,17 @@ _built: Counter[str] = Counter()  # AWS clients this process has built, by servi
 _build_lock = threading.Lock()  # one build per settings even when threads race (local mode's background workers)
 
 
-def _client(service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5) -> Any:
+def _client(service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5,
+            validate: bool = True) -> Any:
     import boto3  # lazy: keeps handler import paths lean
     from botocore.config import Config
 
+    from shared.services.common import PARALLEL_WORKERS
+
+    # a connection per thread of ``common.parallel`` (opened only when used); ``validate``: botocore's own check of
+    # each request's parameters (the service checks them again)
     cfg = Config(retries={"max_attempts": max_attempts, "mode": "standard"}, connect_timeout=5,
-                 read_timeout=read_timeout)
+                 read_timeout=read_timeout, max_pool_connections=PARALLEL_WORKERS, parameter_validation=validate)
     client = boto3.session.Session(region_name=region).client(service, config=cfg)
     _built[service] += 1
     return client
@@ -239,7 +244,9 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.tool_calls import DynamoToolCallStore
     from shared.transports.http import GuardedHttpTransport
 
-    ddb = LazyClient("dynamodb", lambda: _client("dynamodb"))
+    # Our stores build every DynamoDB request, and DynamoDB validates it: botocore's check of each one was a fifth of
+    # the client's CPU in a batched read of 10,000 runs (docs/decisions/0121-from-runs-at-ten-thousand.md).
+    ddb = LazyClient("dynamodb", lambda: _client("dynamodb", validate=False))
     clock = SystemClock()
     blobs = S3BlobStore(LazyClient("s3", lambda: _client("s3")), settings.fixtures_bucket)
     http = GuardedHttpTransport(_egress(settings))

@@ -110,3 +110,49 @@ def register_lookup_tool(host: Any, url: str) -> str:
                             "required": ["customerId"], "additionalProperties": False}}
     assert raw(host.base_url, "POST", "/host/openwop-serverless/tools", body, key=host.key_a).status == 201
     return tool_id
+
+
+def copy_recorded_runs(templates: list[str], n: int, *, workers: int = 8) -> list[str]:
+    """``n`` recorded runs, each a copy under a fresh id of one of ``templates`` (terminal runs recorded through the
+    API, taken in turn): the items the engine wrote for it (run, creation facts, pinned definition, every event with
+    its own ids, every tool-call record) written through the ports, then moved to the template's status. Four
+    requests a run and no execution: the cheapest way to many real recordings (suites from runs, their evals)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from shared.errors import ConflictError
+    from shared.ports import RunRecord
+    from shared.services.run_start import new_run_id
+    from shared.wiring import get_ports
+
+    ports = get_ports()
+    recorded = []
+    for run_id in templates:
+        rec = ports.runs.get_run(run_id)
+        assert rec is not None and rec.terminal, run_id
+        recorded.append((rec, ports.events.read_events(run_id), ports.tool_calls.list_calls(run_id),
+                         ports.runs.get_definition(run_id)))
+
+    def copy(i: int) -> str:
+        rec, events, calls, pinned = recorded[i % len(recorded)]
+        run_id = new_run_id(ports, rec.tenant)
+        now = ports.clock.iso()
+        try:
+            ports.runs.create_run(RunRecord(
+                run_id=run_id, tenant=rec.tenant, status="running", last_seq=-1, created_at=now,
+                data={**rec.data, **({"definition": pinned} if pinned is not None else {})}, expires_at=rec.expires_at))
+        except ConflictError:  # the SDK sent it again after it landed (moto keeps no idempotency token)
+            pass
+        ports.events.copy_events(run_id, [dict(ev, runId=run_id, eventId=ports.ids.event_id(run_id, ev["sequence"]))
+                                          for ev in events], rec.expires_at)
+        ports.tool_calls.put_calls(run_id, [replace(c, run_id=run_id) for c in calls], rec.expires_at)
+        try:
+            ports.runs.set_progress(run_id, -1, rec.last_seq, {"status": rec.status, "startedAt": now,
+                                                               "completedAt": now})
+        except ConflictError:  # as above: then the run is where this write put it
+            copied = ports.runs.get_run(run_id)
+            assert copied is not None and (copied.last_seq, copied.status) == (rec.last_seq, rec.status), run_id
+        return run_id
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(copy, range(n)))

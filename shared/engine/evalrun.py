@@ -45,6 +45,9 @@ from shared.protocol import codes as c
 PREPARED_EVENTS = 2  # run.started, eval.started
 CHUNK_EVENTS = 99
 CHUNK_BYTES = 3_000_000  # TransactWriteItems carries at most 4 MB
+# On a plan: the suite's sources were linked under the eval run at create (a source erased before is tombstoned in the
+# plan), so a trial reads its source without a link of its own (docs/decisions/0121-from-runs-at-ten-thousand.md).
+SOURCES_LINKED = "sourcesLinked"
 SUMMARY_INLINE_LIMIT = 100_000  # bytes of EvalSummary JSON kept on the run item; larger goes to S3 under the run
 
 
@@ -111,14 +114,17 @@ def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], ten
     source = str(task["sourceRunId"])
     if source.partition("/")[0] != tenant:
         return []
-    if served is not None:
+    # An eval created with its sources linked (SOURCES_LINKED): every served source was linked under it before the
+    # plan was written, so a source whose erasure begins now erases this eval run with what it serves: one read.
+    linked = served is not None and bool(plan.get(SOURCES_LINKED))
+    if served is not None and not linked:
         try:
             ports.runs.put_aux(source, f"{keys.CHILD_PREFIX}{served.run_id}", {"runId": served.run_id},
                                served.expires_at)
         except RunGoneError:
             return []
     records = ports.tool_calls.list_calls(source)
-    if not records or ports.runs.is_tombstoned(source):
+    if not records or (not linked and ports.runs.is_tombstoned(source)):
         return []
     return entries_from_records(records, str(plan["agentId"]))
 
@@ -337,6 +343,7 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
             return none
         except ConflictError:
             continue
+        return _listed(ports, plan, run_id)  # appended: the run is started (no second read)
     raise EngineError("could not start the eval run")
 
 

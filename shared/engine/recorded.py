@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.engine.tools import key_of_call
 from shared.engine.workflow import UnresolvedInputError, resolve_node_inputs
 from shared.protocol import codes as c
 
@@ -27,6 +28,9 @@ class AgentLog:
     agent_node: str | None = None  # the workflow node that ran it (a workflow run)
     input: Any = _MISSING
     decision: Any = _MISSING
+    # callId -> the key of its as-executed record, as a workflow run's engine wrote it (its invocation's order is the
+    # sequence of its agent.invocation-started); a caller reads the records by these keys and checks each callId
+    call_keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def replayable(self) -> bool:
@@ -53,6 +57,7 @@ def read_agent_log(pages: Iterable[list[dict[str, Any]]], agent_id: str, *,
     nodes = _agent_nodes(definition, agent_id)
     variables: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
+    orders: dict[str, str] = {}  # invocationId -> its order key
     for page in pages:
         for ev in page:
             t = ev.get("type")
@@ -77,13 +82,18 @@ def read_agent_log(pages: Iterable[list[dict[str, Any]]], agent_id: str, *,
                 continue
             if t == c.AGENT_INVOCATION_STARTED:
                 log.invoked = True
+                orders.setdefault(str(p.get("invocationId")), f"{int(ev.get('sequence', 0)):012d}")
                 if log.first_invocation is None:
                     log.first_invocation = str(p.get("invocationId"))
                     task_id = log.first_invocation.rpartition(":")[0]
                     if task_inputs is not None and task_id in task_inputs:
                         log.input = task_inputs[task_id]
             elif t == c.AGENT_TOOL_CALLED:
-                log.call_ids.add(str(p.get("callId")))
+                call_id = str(p.get("callId"))
+                log.call_ids.add(call_id)
+                inv, _, index = call_id.rpartition("#")
+                if inv in orders and index.isdigit():
+                    log.call_keys[call_id] = key_of_call(orders[inv], int(index))
             elif t == c.AGENT_DECIDED and log.decision is _MISSING and "decision" in p:
                 log.decision = p["decision"]
     return log

@@ -155,6 +155,12 @@ def _recorded(rec: dict[str, Any]) -> ToolOutcome:
                        negotiation=rec.get("negotiation"))
 
 
+def key_of_call(order_key: str, index: int) -> str:
+    """A call's record key: its invocation's order key (a workflow run's: the 12-digit sequence of the invocation's
+    ``agent.invocation-started``) and the call's index in the invocation (``callId`` = ``<invocationId>#<index>``)."""
+    return f"{order_key}#{index:05d}"
+
+
 @dataclass
 class ToolRuntime:
     ports: Ports
@@ -201,7 +207,7 @@ class ToolRuntime:
 
     def _call(self, agent: AgentSpec, invocation_id: str, order_key: str, index: int, tool: str, args: Any,
               calls_so_far: int) -> ToolOutcome:
-        call_key = f"{order_key}#{index:05d}"
+        call_key = key_of_call(order_key, index)
         started = self.ports.clock.now_ms()
         outcome = self._decide(agent, invocation_id, index, tool, args, calls_so_far, call_key)
         if outcome.source != "recorded":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -10,8 +11,11 @@ from shared.errors import IdTenantMismatchError, NotFoundError, ValidationError
 from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, project_id, tenant_of
 
+PARALLEL_WORKERS = 32  # threads a request's independent AWS reads and writes share (the clients' connection pool)
 EVENT_LOG_SCHEMA_VERSION = 3
 ISSUER = "urn:openwop-serverless:api-key"
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 _UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)
 _V = TypeVar("_V")
 _cache_lock = threading.Lock()
@@ -40,6 +44,47 @@ class Caller:
     @property
     def owner(self) -> dict[str, Any]:
         return {"tenant": self.tenant, "subject": self.subject}
+
+
+def parallel(fn: Callable[[_T], _R], items: Iterable[_T], workers: int = PARALLEL_WORKERS) -> list[_R]:
+    """``fn`` over ``items`` on up to ``workers`` threads (boto3 clients are thread-safe), results in order; each call
+    runs in a copy of the caller's context (its trace span, its log keys). One item: inline."""
+    todo = list(items)
+    if len(todo) <= 1 or workers <= 1:
+        return [fn(x) for x in todo]
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    context = contextvars.copy_context()
+    with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        return list(pool.map(lambda x: context.copy().run(fn, x), todo))
+
+
+def chunks(items: Sequence[_T], size: int) -> list[list[_T]]:
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def packed(items: Iterable[_T], weight: Callable[[_T], int], cap: int) -> list[list[_T]]:
+    """``items`` in order, cut into groups of at most ``cap`` weight (an item heavier than ``cap`` alone)."""
+    out: list[list[_T]] = []
+    load = cap
+    for item in items:
+        w = weight(item)
+        if load + w > cap:
+            out.append([])
+            load = 0
+        out[-1].append(item)
+        load += w
+    return out
+
+
+LINKS_PER_REQUEST = 50  # aux items under runs (links), each with its run's tombstone check: one transaction
+
+
+def link_under(ports: Ports, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
+    """Write aux items (runId, sk, value, expiresAt) under many runs, ``LINKS_PER_REQUEST`` to a transaction, in
+    parallel; the runs whose tombstone refused theirs (nothing of theirs is written)."""
+    return set().union(*parallel(ports.runs.put_aux_many, chunks(list(entries), LINKS_PER_REQUEST)))
 
 
 def decode_path_run_id(wire: str) -> str:

@@ -27,11 +27,11 @@ from shared.errors import (
 )
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol.codes import EVAL_MODES, HOST_EVAL_MODES
-from shared.protocol.ids import decode_run_id
+from shared.protocol.ids import decode_run_id, tenant_of
 from shared.protocol.models import CreateRunRequest, present
 from shared.services import agents as agent_svc
 from shared.services import suites, summaries
-from shared.services.common import Caller, reference
+from shared.services.common import Caller, link_under, reference
 from shared.services.run_start import Created, common_checks, start_run
 
 # Tasks per suite (advertised as ``maxTasksPerSuite``; the suite schema's ``tasks.maxItems``): with trials <= 10, at
@@ -107,7 +107,7 @@ def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> 
     return grading.baseline_snapshot(rec.run_id, s)
 
 
-def _source_log(ports: Ports, rec: RunRecord, agent_id: str, *, replay: bool) -> recorded.AgentLog:
+def source_log(ports: Ports, rec: RunRecord, agent_id: str, *, replay: bool) -> recorded.AgentLog:
     """The source's log read for the agent (with ``replay``: also its first invocation's input, which a workflow run
     resolves from its pinned definition and an eval run from its pinned suite)."""
     definition = task_inputs = None
@@ -130,18 +130,29 @@ def usable_source(ports: Ports, caller: Caller, value: str, agent_id: str, *, re
         raise UnusableReferenceError()
     try:
         records = ports.tool_calls.list_calls(rec.run_id)
-        log = _source_log(ports, rec, agent_id, replay=replay)
+        log = source_log(ports, rec, agent_id, replay=replay)
     except RunGoneError as exc:  # a stored body is gone: the host no longer holds it
         raise UnusableReferenceError() from exc
+    mine = source_calls(records, log, agent_id, replay=replay)
+    if mine is None:
+        raise UnusableReferenceError()
+    return rec, mine, log
+
+
+def source_calls(records: list[ToolCallRecord], log: recorded.AgentLog, agent_id: str, *, replay: bool = False
+                 ) -> list[ToolCallRecord] | None:
+    """RFC 0252 §C on what was read of a terminal run: the agent's own as-executed calls, or None when the run is
+    unusable (the agent never ran there, a call its log shows is not held, a call that cannot be served, or, with
+    ``replay``, no input or decision to build a task from)."""
     mine = [r for r in records if r.agent_id == agent_id and not r.delegate]
     if not log.invoked or not log.call_ids <= {r.call_id for r in mine} or (replay and not log.replayable):
-        raise UnusableReferenceError()
+        return None
     for r in mine:
         if r.status not in ("ok", "error", "forbidden", "rate_limited"):
-            raise UnusableReferenceError()
+            return None
         if r.status != "ok" and not FIXTURE_ERRORS:
-            raise UnusableReferenceError()
-    return rec, mine, log
+            return None
+    return mine
 
 
 def derive_from_source(ports: Ports, caller: Caller, value: str, agent_id: str) -> list[dict[str, Any]]:
@@ -238,16 +249,24 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
 
     def _write_plan(rec: RunRecord) -> None:
         # Lineage first: an eval run served a source's recorded answers is derived from it, so the source's
-        # erasure erases it (and its forks) like a fork. Its tombstone refuses the link once that erasure began.
-        for source in sorted(set(sources.values())):
-            ports.runs.put_aux(source, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at)
+        # erasure erases it (and its forks) like a fork. Its tombstone refuses the link once that erasure began:
+        # a fixtureRuns source is then unusable; a suite task's source (served from its record by the trials) has
+        # its task tombstoned in the plan, so nothing of it is served or kept.
+        served = _suite_sources(suite, fixture_runs, caller.tenant)
+        links = sorted(set(sources.values()) | served)
+        refused = link_under(ports, [(s, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at)
+                                     for s in links])
+        if refused & set(sources.values()):
+            raise RunGoneError(rec.run_id)
+        pinned = {**suite, "tasks": [suites.tombstone(t) if t.get("sourceRunId") in refused else t
+                                     for t in suite["tasks"]]} if refused else suite
         derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
         plan: dict[str, Any] = {
             "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "agentVersion": agent_version, "modes": modes,
             "judge": judge,
             "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
             "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
-            "suite": suite, "tenant": caller.tenant,
+            "suite": pinned, "tenant": caller.tenant, evalrun.SOURCES_LINKED: True,
         }
         if resolved.fixture_id is None:  # a registered version: a delete of it must find this run
             from shared.services.erasure import link_host_item
@@ -268,6 +287,13 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
             raise UnusableReferenceError()
 
     return start_run(ports, caller, data, "eval", before_start=write_plan)
+
+
+def _suite_sources(suite: dict[str, Any], fixture_runs: dict[str, str] | None, tenant: str) -> set[str]:
+    """The source runs the trials serve suite tasks from (a task's ``sourceRunId``, unless ``fixtureRuns`` names the
+    task): the tenant's own; another tenant's serves nothing and is never linked."""
+    return {str(t["sourceRunId"]) for t in suite["tasks"] if t.get("sourceRunId") and not t.get(suites.TOMBSTONED)
+            and str(t["taskId"]) not in (fixture_runs or {}) and tenant_of(str(t["sourceRunId"])) == tenant}
 
 
 # --------------------------------------------------------------------------- reads

@@ -17,14 +17,12 @@ nothing but links, which name no version.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
 from shared.clock import ms_from_iso
 from shared.errors import (
-    RunGoneError,
     UnusableReferenceError,
     ValidationError,
     VersionConflictError,
@@ -35,68 +33,45 @@ from shared.errors import (
     pointer,
 )
 from shared.ports import Ports, RunRecord
-from shared.services import evals, suites
-from shared.services.common import Caller
+from shared.services import evals, source_runs, suites
+from shared.services.common import Caller, chunks, link_under, parallel
 
-CHECK_WORKERS = 16  # source checks run in parallel (each is ~4 reads); boto3 clients are thread-safe
 DEFAULT_FROM_RUNS = 100
 CANDIDATES_PER_TASK = 20  # a filter reads at most this many run items per task it may add,
-MAX_CANDIDATES = 20_000  # and at most this many in all (200 index pages)
-LIST_PAGE = 100
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-def _parallel(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
-    todo = list(items)
-    if len(todo) <= 1:
-        return [fn(x) for x in todo]
-    with ThreadPoolExecutor(max_workers=min(CHECK_WORKERS, len(todo))) as pool:
-        return list(pool.map(fn, todo))
+MAX_CANDIDATES = 20_000  # and at most this many in all
+LIST_PAGE = 1_000  # index entries per Query of the tenant's runs (~450 B each: under a 1 MB page)
 
 
 def _caller(tenant: str) -> Caller:
     return Caller(tenant, "suite-registration")
 
 
+def _position(at: str) -> tuple[int, str]:
+    """A refusal's pointer in request order (``/tasks/<i>/sourceRunId``, ``/runIds/<i>``; ``""`` first)."""
+    parts = at.split("/")
+    return (int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else -1, at)
+
+
 # --------------------------------------------------------------------------- registration with sources
-
-
-def _usable(fn: Callable[[_T], _R], values: Iterable[_T]) -> list[_R | None]:
-    """``fn`` over ``values`` in parallel, None where a value names a run that cannot be used (RFC 0252 §C)."""
-    def one(value: _T) -> _R | None:
-        try:
-            return fn(value)
-        except UnusableReferenceError:
-            return None
-
-    return _parallel(one, values)
-
-
-def _link_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord],
-                  where: dict[str, str]) -> None:
-    ref = suites.ref_for(suite)
-
-    def link(rec: RunRecord) -> None:
-        try:
-            ports.runs.put_aux(rec.run_id, f"{suites.SUITE_LINK_PREFIX}{ref}",
-                               {"suiteId": suite["suiteId"], "version": suite["version"]}, rec.expires_at)
-        except RunGoneError as exc:  # erased since we read it: unusable, like any other reason
-            raise UnusableReferenceError(where.get(rec.run_id, "")) from exc
-
-    _parallel(link, recs.values())
 
 
 def _store_with_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord],
                         where: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    """Links first (so the source's erasure reaches the version), then the version; a source erased meanwhile may
-    have missed it, so its tasks are tombstoned here (its tombstone is written before its hook runs). ``where``:
-    the request member that named each source (a refusal points at it; ``""`` for a source no member named)."""
-    _link_sources(ports, tenant, suite, recs, where)
+    """Links first (so the source's erasure reaches the version; each written only while its source has no tombstone,
+    50 to a transaction), then the version; a source erased meanwhile may have missed it, so the tombstones are read
+    again after the write (100 to a request) and its tasks tombstoned here (its tombstone is written before its hook
+    runs). ``where``: the request member that named each source (a refusal points at it; ``""`` for a source no
+    member named)."""
+    ref = suites.ref_for(suite)
+    link = {"suiteId": suite["suiteId"], "version": suite["version"]}
+    entries = [(rec.run_id, f"{suites.SUITE_LINK_PREFIX}{ref}", link, rec.expires_at) for rec in recs.values()]
+    refused = link_under(ports, entries)
+    if refused:  # erased since we read it: unusable, like any other reason; the first member naming one
+        raise UnusableReferenceError(min((where.get(r, "") for r in refused), key=_position))
     status, body = suites.register(ports, tenant, suite, validated=True)
-    gone = [rid for rid, erased in zip(recs, _parallel(ports.runs.is_tombstoned, recs), strict=True) if erased]
-    for rid in gone:
-        suites.tombstone_in(ports, tenant, suites.ref_for(suite), rid)
+    gone = set().union(*parallel(ports.runs.tombstoned, chunks(list(recs), source_runs.BATCH_KEYS)))
+    if gone:
+        suites.tombstone_in(ports, tenant, ref, gone)
     return status, body
 
 
@@ -117,24 +92,22 @@ def _sources_rule(suite: dict[str, Any]) -> str | None:
 
 def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
     """``POST /host/openwop-serverless/eval-suites`` for a tenant: the schema, then every named source run checked
-    (one uniform refusal for any unusable one), then the version."""
+    (one uniform refusal for any unusable one; batched, ``source_runs.named``), then the version."""
     suite = suites.validate_suite(doc)
     agent_id = _sources_rule(suite)
     if agent_id is None:
         return suites.register(ports, tenant, suite, validated=True)
     values = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t})
-    caller = _caller(tenant)
-    found = dict(zip(values, _usable(lambda v: evals.usable_source(ports, caller, v, agent_id)[0], values),
-                     strict=True))
+    found = dict(zip(values, source_runs.named(ports, _caller(tenant), values, agent_id), strict=True))
     first: dict[str, str] = {}  # each source by the first task naming it (a refusal points there)
     for i, t in enumerate(suite["tasks"]):
         if "sourceRunId" in t:
             first.setdefault(str(t["sourceRunId"]), f"/tasks/{i}/sourceRunId")
-    unusable = [first[v] for v, rec in found.items() if rec is None]
+    unusable = [first[v] for v, src in found.items() if src is None]
     if unusable:  # the same answer whatever made it unusable; the first task (by position) naming one
-        raise UnusableReferenceError(min(unusable, key=lambda at: int(at.split("/")[2])))
-    recs = {rec.run_id: rec for rec in found.values() if rec is not None}
-    bound = {v: rec.run_id for v, rec in found.items() if rec is not None}
+        raise UnusableReferenceError(min(unusable, key=_position))
+    recs = {src.rec.run_id: src.rec for src in found.values() if src is not None}
+    bound = {v: src.rec.run_id for v, src in found.items() if src is not None}
     tasks = [{**t, "sourceRunId": bound[str(t["sourceRunId"])]} if "sourceRunId" in t else t for t in suite["tasks"]]
     where = {bound[v]: at for v, at in first.items()}
     return _store_with_sources(ports, tenant, {**suite, "tasks": tasks}, recs, where)
@@ -204,9 +177,10 @@ def filter_matches(rec: RunRecord, req: dict[str, Any], agent_id: str) -> bool:
     return True
 
 
-def _candidates(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -> list[RunRecord]:
-    """The tenant's runs the filter selects, newest first: pages of the tenant index (``createdAt`` range as its key
-    condition, workflowId and status as its filter), at most ``CANDIDATES_PER_TASK`` run items per task wanted."""
+def _candidates(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -> Iterator[list[RunRecord]]:
+    """The tenant's runs the filter selects, newest first, a page of the tenant index at a time (``createdAt`` range
+    as its key condition, workflowId and status as its filter; the runs' items read in parallel batches), at most
+    ``CANDIDATES_PER_TASK`` run items per task wanted."""
     limit = int(req.get("limit", DEFAULT_FROM_RUNS))
     between = None
     if "startedAfter" in req or "startedBefore" in req:
@@ -216,16 +190,32 @@ def _candidates(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -
     filters = {"status": str(req.get("status", "completed"))}
     if "workflowId" in req:
         filters["workflowId"] = str(req["workflowId"])
-    out: list[RunRecord] = []
     start: dict[str, Any] | None = None
-    read = 0
-    while read < min(limit * CANDIDATES_PER_TASK, MAX_CANDIDATES):
-        page = ports.runs.list_runs(tenant, LIST_PAGE, start, filters, created_between=between)
-        read += len(page.runs)
-        out.extend(r for r in page.runs if filter_matches(r, req, agent_id))
-        start = page.next_key
+    left = min(limit * CANDIDATES_PER_TASK, MAX_CANDIDATES)
+    while left > 0:
+        ids, start = ports.runs.list_run_ids(tenant, min(LIST_PAGE, left), start, filters, created_between=between)
+        left -= len(ids)
+        found = source_runs.read_runs(ports, ids)
+        yield [found[i] for i in ids if i in found and filter_matches(found[i], req, agent_id)]
         if start is None:
-            break
+            return
+
+
+def _selected(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -> list[source_runs.Source]:
+    """The first ``limit`` usable runs the filter selects (a run it cannot use is skipped): candidates are checked
+    in waves of as many as are still wanted, so no more logs are read than tasks are made when all are usable."""
+    limit = int(req.get("limit", DEFAULT_FROM_RUNS))
+    out: list[source_runs.Source] = []
+    pending: list[RunRecord] = []
+    pages = _candidates(ports, tenant, req, agent_id)
+    more = True
+    while len(out) < limit and (pending or more):
+        while more and len(pending) < limit - len(out):
+            page = next(pages, None)
+            more = page is not None
+            pending.extend(page or [])
+        wave, pending = pending[:limit - len(out)], pending[limit - len(out):]
+        out.extend(src for src in source_runs.check(ports, wave, agent_id, replay=True) if src is not None)
     return out
 
 
@@ -267,34 +257,28 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
     strategy = str(req.get("strategy", "exact"))
     where: dict[str, str] = {}
     if "runIds" in req:
-        named = _usable(lambda v: evals.usable_source(ports, caller, v, agent_id, replay=True), req["runIds"])
-        unusable = [i for i, c in enumerate(named) if c is None]
+        named = source_runs.named(ports, caller, req["runIds"], agent_id, replay=True)
+        unusable = [i for i, src in enumerate(named) if src is None]
         if unusable:  # the same answer whatever made it unusable; the first one named
             raise UnusableReferenceError(f"/runIds/{unusable[0]}")
-        checked = [c for c in named if c is not None]
-        for i, (rec, _c, _l) in enumerate(checked):
-            where.setdefault(rec.run_id, f"/runIds/{i}")
+        checked = [src for src in named if src is not None]
+        for i, src in enumerate(checked):
+            where.setdefault(src.rec.run_id, f"/runIds/{i}")
     else:
-        def check(rec: RunRecord) -> Any:
-            try:
-                return evals.usable_source(ports, caller, rec.run_id, agent_id, replay=True)
-            except UnusableReferenceError:
-                return None  # a filter skips a run it cannot use; a named run is refused
-
-        checked = [c for c in _parallel(check, _candidates(ports, tenant, req, agent_id)) if c is not None]
-        checked = checked[:int(req.get("limit", DEFAULT_FROM_RUNS))]
+        checked = _selected(ports, tenant, req, agent_id)
     base_tasks = list((base or {}).get("tasks") or [])
     have = {str(t["taskId"]) for t in base_tasks}
     added = []
-    for rec, _calls, log in checked:
-        task = task_from_run(rec, log, strategy)
+    recs: dict[str, RunRecord] = {}
+    for src in checked:
+        task = task_from_run(src.rec, src.log, strategy)
         if task["taskId"] not in have:
             have.add(task["taskId"])
             added.append(task)
+            recs[src.rec.run_id] = src.rec
     if not added:
         raise invalid_at("/runIds" if "runIds" in req else "", "minItems",
                          "No run the request names or selects can become a task.")
-    recs = {rec.run_id: rec for rec, _c, _l in checked if rec.run_id in {t["sourceRunId"] for t in added}}
     return build_version(ports, tenant, suite_id, version, agent_id, base, added, recs, where=where,
                          blame="/strategy" if "strategy" in req else "")
 
@@ -316,20 +300,20 @@ def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_
             suite[k] = base[k]
     if len(suite["tasks"]) > evals.MAX_TASKS_PER_SUITE:
         raise invalid_at("", "maxItems", f"The suite would hold more than {evals.MAX_TASKS_PER_SUITE} tasks.")
+    # The base's tasks were checked when it was stored and the added ones are built by ``task_from_run`` in the shape
+    # the schema's task takes, unique by taskId: the schema's pass over thousands of them (seconds of a request's
+    # CPU) checks the document's own members and one task.
+    live = [t for t in suite["tasks"] if not t.get(suites.TOMBSTONED)]
     try:
-        suites.validate_suite({**suite, "tasks": [t for t in suite["tasks"] if not t.get(suites.TOMBSTONED)]}
-                              if any(t.get(suites.TOMBSTONED) for t in suite["tasks"]) else suite)
+        suites.validate_suite({**suite, "tasks": live[-1:]})
     except ValidationError as exc:  # its pointers name the built document, not the request
         raise invalid_at(blame, "suite", "The recorded runs do not make valid tasks of a suite version.") from exc
     # the base's own sources keep their links (written when the base was registered) and get this version's too
     others = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t} - set(recs))
-    found = dict(zip(others, _parallel(ports.runs.get_run, others), strict=True))
+    found = source_runs.read_runs(ports, others)
+    recs.update((run_id, found[run_id]) for run_id in others if run_id in found)
     for i, t in enumerate(suite["tasks"]):
-        if str(t.get("sourceRunId")) in found:
-            src = found[str(t["sourceRunId"])]
-            if src is not None:
-                recs[src.run_id] = src
-            else:  # being erased: its hook may not reach this new version
-                suite["tasks"][i] = suites.tombstone(t)
+        if "sourceRunId" in t and str(t["sourceRunId"]) in others and str(t["sourceRunId"]) not in found:
+            suite["tasks"][i] = suites.tombstone(t)  # being erased: its hook may not reach this new version
     status, out = _store_with_sources(ports, tenant, suite, recs, where or {})
     return status, {**out, "taskCount": len(suite["tasks"]), "addedCount": len(added)}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from shared.storage import runitems, schema
 from shared.storage.ddb import (
     add_updates,
     batch_delete,
+    batch_get,
     batch_write,
     dump,
     error_code,
@@ -316,6 +317,21 @@ class DynamoEventStore:
             if page:
                 lo = int(page[-1]["sequence"]) + 1  # never an event twice, whatever the pages' bounds
                 yield page
+
+    def read_logs(self, last_seqs: Mapping[str, int]) -> dict[str, list[dict[str, Any]]]:
+        """The whole logs of several runs whose last sequence is known (``{runId: lastSeq}``): the item keyed by each
+        one's last sequence (its last append's last page) read by key, 100 to a BatchGetItem whatever run it belongs
+        to; a short run's whole log is that one page. What comes before it (a longer log, or rows of one event) is
+        read by Query (``iter_events``)."""
+        keys = [to_item({"runId": run_id, "seq": last}) for run_id, last in last_seqs.items() if last >= 0]
+        out: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in last_seqs}
+        for raw in batch_get(self._c, self._t, keys):
+            run_id = raw["runId"]["S"]
+            first = int(raw[FIRST]["N"]) if FIRST in raw else int(raw["seq"]["N"])
+            events, _ = self._decode(raw, first, None)
+            earlier = [ev for page in self.iter_events(run_id, -1, first - 1) for ev in page] if first > 0 else []
+            out[run_id] = earlier + events
+        return out
 
     def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]:
         return [ev for page in self.iter_events(run_id, after_seq, limit=limit) for ev in page]

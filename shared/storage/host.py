@@ -8,6 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.errors import ItemTooLargeError
 from shared.storage import schema
 from shared.storage.ddb import (
     batch_delete,
@@ -62,6 +63,9 @@ class DynamoHostStore:
         zlib-compressed in the binary attribute ``docz``; one that is still too large is refused
         (``ItemTooLargeError``, a 413)."""
         name, attr = pack_doc(value, compress)
+        size = len(pk.encode()) + len(sk.encode()) + len(attr["B"] if "B" in attr else attr["S"].encode())
+        if size > schema.MAX_ITEM_BYTES:  # refused here: DynamoDB would refuse it after it was sent
+            raise ItemTooLargeError("an item over DynamoDB's 400 KB limit")
         item: dict[str, Any] = {**to_item({"pk": pk, "sk": sk}), name: attr}
         if expires_at:
             item.update(to_item({schema.TTL_ATTRIBUTE: expires_at}))

@@ -10,10 +10,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore, Clock, ListPage, RunRecord
 from shared.storage import runitems, schema
 from shared.storage.ddb import (
+    BATCH_WRITE_ATTEMPTS,
     Tombstones,
     add_updates,
     batch_delete,
@@ -31,6 +33,8 @@ from shared.storage.ddb import (
     tombstone_check,
     writable_check,
 )
+
+AUX_PER_TRANSACTION = 50  # put_aux_many: 50 items and their 50 tombstone checks fill one TransactWriteItems
 
 
 class DynamoRunStore:
@@ -143,8 +147,9 @@ class DynamoRunStore:
         )
 
     @staticmethod
-    def _run_keys(run_id: str) -> list[dict[str, Any]]:
-        return [to_item({"pk": run_id, "sk": sk}) for sk in (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK)]
+    def _run_keys(run_id: str, state: bool = True) -> list[dict[str, Any]]:
+        sks = (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK) if state else (schema.RUN_SK, schema.RUN_FACTS_SK)
+        return [to_item({"pk": run_id, "sk": sk}) for sk in sks]
 
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
         # the run item and its facts and state items, read by key (a Query would walk the partition's other items,
@@ -167,13 +172,14 @@ class DynamoRunStore:
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
 
-    def get_runs(self, run_ids: Sequence[str], *, include_expired: bool = False) -> dict[str, RunRecord]:
-        """``get_run`` for many runs: their items (run, facts, state) in BatchGetItem requests of 100 keys, strongly
-        consistent, unprocessed keys asked again (``ddb.batch_get``). Runs absent, being erased or (unless
-        ``include_expired``) expired are left out."""
+    def get_runs(self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
+                 ) -> dict[str, RunRecord]:
+        """``get_run`` for many runs: their items (run, facts and, unless ``state`` is False, state) in BatchGetItem
+        requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``). Runs absent,
+        being erased or (unless ``include_expired``) expired are left out; without ``state`` a record's is None."""
         ids = list(dict.fromkeys(run_ids))
         by_run: dict[str, list[dict[str, Any]]] = {r: [] for r in ids}
-        for raw in batch_get(self._c, self._t, [k for r in ids for k in self._run_keys(r)]):
+        for raw in batch_get(self._c, self._t, [k for r in ids for k in self._run_keys(r, state)]):
             by_run[raw["pk"]["S"]].append(raw)
         out: dict[str, RunRecord] = {}
         for run_id, raws in by_run.items():
@@ -192,6 +198,27 @@ class DynamoRunStore:
         """The tenant's runs, newest first (the tenant index; with ``evals`` its eval runs only, the sparse eval
         index); ``created_between`` (low, high) narrows the index's key condition to those ``createdAt`` range (its
         sort key starts with it). Start and next keys name the tenant index's attributes either way."""
+        found, next_key = self.list_run_ids(tenant, limit, start_key, filters, created_between=created_between,
+                                            evals=evals)
+        # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
+        items: dict[str, list[dict[str, Any]]] = {}
+        for raw in batch_get(self._c, self._t, [key for run_id in found for key in self._run_keys(run_id)]):
+            items.setdefault(raw["pk"]["S"], []).append(raw)
+        runs: list[RunRecord] = []
+        for run_id in found:
+            try:
+                rec = self._record(items.get(run_id, []))
+            except RunGoneError:
+                continue  # being erased
+            if rec is not None and not self._expired(rec.expires_at):
+                runs.append(rec)
+        return ListPage(runs=runs, next_key=next_key)
+
+    def list_run_ids(
+        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,
+        created_between: tuple[str, str] | None = None, evals: bool = False,
+    ) -> tuple[list[str], dict[str, Any] | None]:
+        """``list_runs`` without reading the runs: the ids of one page of the index, and the next page's key."""
         gsi = "gsi2" if evals else "gsi1"
         kwargs: dict[str, Any] = {
             "TableName": self._t,
@@ -237,20 +264,7 @@ class DynamoRunStore:
         if len(found) > limit:
             found = found[:limit]
             next_key = found[-1][1]
-        # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
-        keys = [key for run_id, _ in found for key in self._run_keys(run_id)]
-        items: dict[str, list[dict[str, Any]]] = {}
-        for raw in batch_get(self._c, self._t, keys):
-            items.setdefault(raw["pk"]["S"], []).append(raw)
-        runs: list[RunRecord] = []
-        for run_id, _ in found:
-            try:
-                rec = self._record(items.get(run_id, []))
-            except RunGoneError:
-                continue  # being erased
-            if rec is not None and not self._expired(rec.expires_at):
-                runs.append(rec)
-        return ListPage(runs=runs, next_key=next_key)
+        return [run_id for run_id, _ in found], next_key
 
     def set_execution(self, run_id: str, execution_arn: str) -> None:
         self._c.update_item(
@@ -290,7 +304,9 @@ class DynamoRunStore:
                                 ConsistentRead=True)
         if "Item" not in resp:
             return None
-        it = from_item(resp["Item"])
+        return self._definition(from_item(resp["Item"]))
+
+    def _definition(self, it: dict[str, Any]) -> dict[str, Any] | None:
         if "blob" in it:
             got = self._blobs.get_json(str(it["blob"]))
             return dict(got) if isinstance(got, dict) else None
@@ -324,6 +340,59 @@ class DynamoRunStore:
                     and reasons(exc)[:1] == ["ConditionalCheckFailed"]):
                 raise ConflictError("run moved") from exc
             raise
+
+    def put_aux_many(self, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
+        """``put_aux`` for many (run, sk, value, expires_at): transactions of 50 items, each with its run's tombstone
+        check (100 actions, DynamoDB's most). A transaction refused by a tombstone writes nothing and is sent again
+        without the erased runs' items; one that met another transaction on the same items (two evals linking the
+        same sources at once) is sent again after a backoff, ``ConflictError`` when it keeps meeting one. Returns the
+        runs refused (erased, or being erased)."""
+        refused: set[str] = set()
+        todo = list(entries)
+        for at in range(0, len(todo), AUX_PER_TRANSACTION):
+            chunk = todo[at:at + AUX_PER_TRANSACTION]
+            conflicts = 0
+            while chunk:
+                actions: list[dict[str, Any]] = [
+                    {"Put": {"TableName": self._t, "Item": to_item(
+                        {"pk": run_id, "sk": sk, "doc": dump(value), schema.TTL_ATTRIBUTE: expires_at})}}
+                    for run_id, sk, value, expires_at in chunk]
+                checked = list(dict.fromkeys(e[0] for e in chunk))  # one check per run (one action per item)
+                actions += [tombstone_check(self._t, self._tombstones, run_id) for run_id in checked]
+                try:
+                    self._c.transact_write_items(TransactItems=actions)
+                    break
+                except ClientError as exc:
+                    refuse_too_large(exc)
+                    if error_code(exc) != "TransactionCanceledException":
+                        raise
+                    why = reasons(exc)[len(chunk):]
+                    gone = {run_id for run_id, code in zip(checked, why, strict=False) if code == "ConditionalCheckFailed"}
+                    if not gone:
+                        conflicts += 1
+                        if conflicts >= BATCH_WRITE_ATTEMPTS:
+                            raise ConflictError("aux items kept meeting other transactions") from exc
+                        full_jitter_sleep(conflicts)
+                        continue
+                    refused |= gone
+                    chunk = [e for e in chunk if e[0] not in gone]
+        return refused
+
+    def tombstoned(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of the runs have an erasure tombstone (``is_tombstoned`` for many: BatchGetItem, 100 keys each)."""
+        by_key = {self._tombstones.key(r)["pk"]["S"]: r for r in dict.fromkeys(run_ids)}
+        keys = [{"pk": {"S": pk}, "sk": {"S": schema.TOMBSTONE_SK}} for pk in by_key]
+        return {by_key[raw["pk"]["S"]] for raw in batch_get(self._c, self._t, keys)}
+
+    def get_definitions(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``get_definition`` for many runs (BatchGetItem, 100 keys each); a run without one is left out."""
+        keys = [to_item({"pk": r, "sk": schema.DEFINITION_SK}) for r in dict.fromkeys(run_ids)]
+        out: dict[str, dict[str, Any]] = {}
+        for raw in batch_get(self._c, self._t, keys):
+            doc = self._definition(from_item(raw))
+            if doc is not None:
+                out[raw["pk"]["S"]] = doc
+        return out
 
     def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None:
         """Write an auxiliary item; a late write for an erased run fails (``RunGoneError``): its tombstone blocks it."""

@@ -35,6 +35,8 @@ COUNTER_PK_PREFIX = "COUNTER#"
 
 # DynamoDB's item limit is 400 KB; anything larger than this goes to S3 with a pointer.
 MAX_INLINE_BYTES = 350_000
+# What a host item's keys and document may hold (the rest of the 400 KB is left to attribute names and a TTL).
+MAX_ITEM_BYTES = 400_000
 # A run item keeps its creation facts inline up to this size; larger go to S3 (room for the state snapshot).
 MAX_INLINE_RUN_DATA_BYTES = 64_000
 # A page of the event log (one item: its events' JSON, compressed) holds at most this many events and this much

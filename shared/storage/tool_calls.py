@@ -4,6 +4,7 @@ written only while its run is writable (or not erased); large records in S3 (the
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -12,8 +13,10 @@ from shared.errors import ConflictError, RunGoneError
 from shared.ports import BlobStore, ToolCallRecord
 from shared.storage import schema
 from shared.storage.ddb import (
+    BATCH_GET_SIZE,
     Tombstones,
     batch_delete,
+    batch_get_tables,
     dump,
     error_code,
     from_item,
@@ -151,6 +154,20 @@ class DynamoToolCallStore:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"runId": run_id, "callKey": call_key}),
                                 ConsistentRead=True)
         return self._from(resp["Item"], run_id) if "Item" in resp else None
+
+    def get_calls(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ToolCallRecord]:
+        """The records of many (runId, callKey), whatever run they belong to: 100 per BatchGetItem; those absent are
+        left out."""
+        wanted = [to_item({"runId": run_id, "callKey": key}) for run_id, key in dict.fromkeys(keys)]
+        out: dict[tuple[str, str], ToolCallRecord] = {}
+        for at in range(0, len(wanted), BATCH_GET_SIZE):
+            request = {self._t: {"Keys": wanted[at:at + BATCH_GET_SIZE], "ConsistentRead": True,
+                                 "ProjectionExpression": "runId, callKey, #d, docRef",
+                                 "ExpressionAttributeNames": {"#d": "doc"}}}
+            for raw in batch_get_tables(self._c, request).get(self._t, []):
+                rec = self._from(raw, raw["runId"]["S"])
+                out[(rec.run_id, rec.call_key)] = rec
+        return out
 
     def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]:
         """The run's records by call key; with ``between`` = (low, high), those whose key lies in it, inclusive.

@@ -302,3 +302,34 @@ def test_get_runs_reads_many_runs_at_once_and_leaves_out_absent_and_expired_ones
     assert set(found) == {r.run_id for r in live}
     assert found[live[7].run_id] == ports.runs.get_run(live[7].run_id)
     assert set(with_expired) == {r.run_id for r in live} | {expired.run_id}
+
+
+def test_many_aux_items_are_written_except_under_an_erased_run_and_many_runs_are_read_by_key(ports):
+    # Given 60 runs (more than one transaction of 50) with a state, a short log and a call record each, one erased
+    recs = [_run(ports) for _ in range(60)]
+    for rec in recs:
+        ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, n, n=n) for n in range(3)],
+                                   run_updates={"state": {"folded": True}})
+        call = ToolCallRecord(run_id=rec.run_id, call_key="000000000002#00000", agent_id="a", invocation_id="i",
+                              delegate=False, tool_name="t", call_id="i#0", args={"n": 1}, status="ok", result=1)
+        assert ports.tool_calls.put_call(call, rec.expires_at)
+    erased = recs[55].run_id
+    ports.runs.write_tombstone(erased, "tenant-c", ports.clock.iso(), recs[55].expires_at)
+    # When an aux item is written under each in one call
+    refused = ports.runs.put_aux_many([(r.run_id, "LINK#x", {"n": i}, r.expires_at) for i, r in enumerate(recs)])
+    # Then only the erased run refused it: every other run holds its item (its transaction was sent again without it)
+    assert refused == {erased}
+    assert [ports.runs.get_aux(r.run_id, "LINK#x") for r in recs] == [
+        None if r.run_id == erased else {"n": i} for i, r in enumerate(recs)]
+    assert ports.runs.tombstoned([r.run_id for r in recs]) == {erased}
+    # and the logs and the call records of many runs are read by key, whatever run they belong to
+    logs = ports.events.read_logs({r.run_id: 2 for r in recs[:40]})
+    assert all([e["payload"]["n"] for e in logs[r.run_id]] == [0, 1, 2] for r in recs[:40])
+    got = ports.tool_calls.get_calls([(r.run_id, "000000000002#00000") for r in recs] + [(erased, "missing")])
+    assert len(got) == 60 and got[(recs[0].run_id, "000000000002#00000")] == ports.tool_calls.list_calls(
+        recs[0].run_id)[0]
+    # and runs read without their state (what a source check needs) come back without it
+    ids = [r.run_id for r in recs[:3]]
+    assert [ports.runs.get_runs(ids)[i].state for i in ids] == [{"folded": True}] * 3
+    assert [(ports.runs.get_runs(ids, state=False)[i].state, ports.runs.get_runs(ids, state=False)[i].last_seq)
+            for i in ids] == [(None, 2)] * 3
