@@ -244,7 +244,7 @@ def on_stored(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | No
 
 def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     from shared.services import evals
-    from shared.services.suite_runs import filter_matches, task_from_run
+    from shared.services.suite_runs import filter_matches, task_from_run, task_id_for
 
     flt = dict(rule.get("filter") or {})
     if "workflowId" in flt and rec.data.get("workflowId") != flt["workflowId"]:
@@ -255,10 +255,14 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     tenant, suite_id = rec.tenant, str(rule["suiteId"])
     sk = _draft_sk(suite_id)
     draft = ports.host.get_item(suites.suite_pk(tenant), sk)
-    task_id = rec.run_id.partition("/")[2].lower()
-    if draft is not None and (len(draft["tasks"]) >= int(rule["maxTasks"])
-                              or any(t["taskId"] == task_id for t in draft["tasks"])):
-        return 0  # full, or already added (a stream retry)
+    task_id = task_id_for(rec.run_id)
+
+    def done(tasks: list[dict[str, Any]]) -> bool:  # full, or the run already added (a stream retry)
+        return len(tasks) >= int(rule["maxTasks"]) or any(
+            t["taskId"] == task_id or t.get("sourceRunId") == rec.run_id for t in tasks)
+
+    if draft is not None and done(draft["tasks"]):
+        return 0
     try:
         rec, _calls, log = evals.usable_source(ports, Caller(tenant, "sampling-rule"), rec.run_id, agent_id,
                                                replay=True)
@@ -276,7 +280,7 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
                                                                   "tasks": [task]}, if_absent=True, compress=True):
                 break
         else:
-            if len(draft["tasks"]) >= int(rule["maxTasks"]) or any(t["taskId"] == task_id for t in draft["tasks"]):
+            if done(draft["tasks"]):
                 return 0
             if ports.host.put_item(suites.suite_pk(tenant), sk, {**draft, "tasks": [*draft["tasks"], task]},
                                    if_equals=draft, compress=True):

@@ -9,8 +9,8 @@ a source erased while we registered is tombstoned by us after the write.
 
 ``from_runs`` builds a new version from runs named (``runIds``) or found by a filter on the tenant index of runs
 (never a scan): each task's input is the input of the agent's first invocation in the run, its expected answer the
-decision it reached (``golden``, strategy ``exact`` unless named), its ``sourceRunId`` the run and its taskId the
-run's own opaque id (stable). Every check happens before the one write of the version: a refused request writes
+decision it reached (``golden``, strategy ``exact`` unless named), its ``sourceRunId`` the run and its taskId derived
+from the run's id (``task_id_for``: stable, and not the id itself). Every check happens before the one write of the version: a refused request writes
 nothing but links, which name no version.
 """
 
@@ -219,9 +219,15 @@ def _selected(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -> 
     return out
 
 
+def task_id_for(run_id: str) -> str:
+    """The taskId a recorded run gives: the same run always the same id, and not the run's id, so a task tombstoned
+    when its source is erased keeps nothing of that id (docs/decisions/0112-suites-from-recorded-runs.md)."""
+    return "run-" + hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:26]
+
+
 def task_from_run(rec: RunRecord, log: Any, strategy: str = "exact") -> dict[str, Any]:
     """The task a recorded run becomes (``:from-runs`` and the sampling rules alike)."""
-    return {"taskId": rec.run_id.partition("/")[2].lower(), "input": log.input,
+    return {"taskId": task_id_for(rec.run_id), "input": log.input,
             "expected": {"kind": "golden", "match": {"strategy": strategy, "value": log.decision}},
             "sourceRunId": rec.run_id}
 
@@ -268,11 +274,12 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
         checked = _selected(ports, tenant, req, agent_id)
     base_tasks = list((base or {}).get("tasks") or [])
     have = {str(t["taskId"]) for t in base_tasks}
+    have_sources = {str(t["sourceRunId"]) for t in base_tasks if "sourceRunId" in t}  # older versions' taskIds
     added = []
     recs: dict[str, RunRecord] = {}
     for src in checked:
         task = task_from_run(src.rec, src.log, strategy)
-        if task["taskId"] not in have:
+        if task["taskId"] not in have and src.rec.run_id not in have_sources:
             have.add(task["taskId"])
             added.append(task)
             recs[src.rec.run_id] = src.rec

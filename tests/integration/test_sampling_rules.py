@@ -13,7 +13,7 @@ from openwop_client.types import CreateRunRequest
 
 from shared.local.ddb_streams import wait_for_stream_idle
 from shared.protocol.ids import project_id
-from shared.services.suite_runs import sampled
+from shared.services.suite_runs import sampled, task_id_for
 from tests.helpers import ports as _ports
 from tests.wire import raw, wait_terminal
 from tests.workflows import register_lookup_tool, register_scripted_agent
@@ -89,7 +89,7 @@ def test_a_rule_samples_exactly_the_matching_completed_production_runs(host, too
     assert draft["taskCount"] == 3 and draft["targetAgentId"] == AGENT
     assert sorted(t["sourceRunId"] for t in draft["tasks"]) == sorted(runs)
     first = next(t for t in draft["tasks"] if t["sourceRunId"] == runs[0])
-    assert first == {"taskId": runs[0].partition("/")[2].lower(),
+    assert first == {"taskId": task_id_for(runs[0]),
                      "input": {"calls": [{"tool": tool, "args": {"customerId": "r-0"}}], "answer": "r-answer-0"},
                      "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "r-answer-0"}},
                      "sourceRunId": runs[0]}

@@ -4,6 +4,7 @@ built from recorded runs with ``:from-runs``. A real loopback tool server counts
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -12,6 +13,7 @@ from openwop_client.types import CreateRunRequest
 
 from shared.protocol.ids import project_id
 from shared.services import suites
+from shared.services.suite_runs import task_id_for
 from tests.helpers import ports as _ports
 from tests.wire import all_events, raw, wait_terminal
 from tests.workflows import register_lookup_tool, register_scripted_agent
@@ -93,7 +95,10 @@ def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, 
     by_source = {t["sourceRunId"]: t for t in doc["tasks"]}
     assert set(by_source) == set(recorded["runs"]) and doc["targetAgentId"] == AGENT
     first = by_source[recorded["runs"][0]]
-    assert first["taskId"] == recorded["runs"][0].partition("/")[2].lower()
+    # its taskId names the run without holding its id (a tombstoned task keeps nothing of an erased run's id)
+    assert first["taskId"] == task_id_for(recorded["runs"][0]) and re.fullmatch(r"run-[0-9a-f]{26}", first["taskId"])
+    assert recorded["runs"][0].partition("/")[2].lower() not in first["taskId"]
+    assert len({t["taskId"] for t in doc["tasks"]}) == 50
     assert first["input"] == {"calls": [{"tool": recorded["tool"], "args": {"customerId": "c-0"}}],
                               "answer": "answer-0"}
     assert first["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "answer-0"}}
@@ -217,6 +222,24 @@ def _listed(host: Any, key: str) -> list[dict[str, Any]]:
         if not cursor:
             return out
     raise AssertionError("the listing did not end")
+
+
+def test_a_base_whose_task_names_a_run_under_another_taskid_does_not_get_that_run_twice(host, recorded):
+    suite_id = _suite_id()
+    runs = recorded["runs"]
+    # Given a version whose one task names run 0 as its source under a taskId of its own (as versions written before
+    # taskIds were derived from the run's id do)
+    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
+           "tasks": [_task("legacy-name", recorded["tool"], "c-0", "answer-0", runs[0])]}
+    assert raw(host.base_url, "POST", SUITES, doc, key=host.key_a).status == 201
+    # When runs 0 and 1 are added to it
+    r = _from_runs(host, host.key_a, suite_id, {"runIds": runs[:2], "base": "latest"})
+    # Then only run 1 is added: run 0 is there already, under its old taskId
+    assert r.status == 201, r.text
+    assert (r.json["taskCount"], r.json["addedCount"]) == (2, 1)
+    got = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/{r.json['version']}", key=host.key_a).json
+    assert [(t["taskId"], t["sourceRunId"]) for t in got["tasks"]] == [("legacy-name", runs[0]),
+                                                                        (task_id_for(runs[1]), runs[1])]
 
 
 def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded):
@@ -486,7 +509,7 @@ def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, s
     suite_id = _suite_id()
     assert _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "runIds": sources[:1]}).status == 201
     assert _from_runs(host, host.key_a, suite_id, {"runIds": sources[1:], "base": "latest"}).status == 201
-    erased_task = sources[0].partition("/")[2].lower()
+    erased_task = task_id_for(sources[0])
     # and an eval of 1.0.0 served from the first source's record (its tool-call records hold the source's answers)
     served = _eval(client, f"{suite_id}@1.0.0")
     assert {c.source for c in _ports().tool_calls.list_calls(served)} == {"fixture"}
@@ -500,14 +523,14 @@ def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, s
     for version in ("1.0.0", "1.1.0"):
         doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/{version}", key=host.key_a).json
         assert doc["tasks"][0] == {"taskId": erased_task, "tombstoned": True}
-        assert sources[0] not in str(doc)
+        assert sources[0] not in str(doc) and sources[0].partition("/")[2].lower() not in str(doc).lower()
     # and the next eval reports it unverifiable, the other task passing from its own source, with no live hit
     before = tools.count()
     run = _eval(client, f"{suite_id}@1.1.0")
     assert tools.count() == before
     rows = {t["taskId"]: t for t in _summary(host, run)["tasks"]}
     assert (rows[erased_task]["passed"], rows[erased_task]["fixtureMissCount"]) == (False, 1)
-    assert (rows[sources[1].partition("/")[2].lower()]["passed"]) is True
+    assert rows[task_id_for(sources[1])]["passed"] is True
     report = raw(host.base_url, "GET", f"{BASE}/runs/{project_id(run)}/eval-report", key=host.key_a).json
     assert {t["taskId"]: t["verdict"] for t in report["tasks"]}[erased_task] == "unverifiable"
     assert report["verdict"] == "unverifiable"
