@@ -228,9 +228,10 @@ def _from_runs_bound(ddb: Any, settings: Any, ports: Any, used: Usage, runs: set
                                              i["pk"]["S"])) for i in links)
             + sum(_sdk(i) for i in version))
     read = sum(_wire(i) for i in run_items + events + calls) + index_bytes
+    stored = sum(_wire(i) for i in version) / 1e3
     line("needed per run", f"{sum(len(k) for k in keys.values()) / n:.1f} keys, {read / n:,.0f} B read",
-         f"({len(events) / n:.1f} log pages, {len(calls) / n:.1f} call records); the version in {len(pages)} pages "
-         f"({sum(_wire(i) for i in pages) / 1e3:,.0f} KB)")
+         f"({len(events) / n:.1f} log pages, {len(calls) / n:.1f} call records); the version {stored:,.0f} KB in "
+         f"{len(version)} items, {len(pages)} of them pages (a version one compressed item holds has none)")
     _ratio_lines(":from-runs", used, requests, sent, read)
 
 

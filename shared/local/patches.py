@@ -28,6 +28,8 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    no upstream issue filed yet): at Python's default recursion limit, which the local stack keeps (Lambda runs
    at it), a worker fails after ~980 items, so an eval of more than ~4,000 task-trials cannot finish locally; AWS
    has no such bound. The patch runs the same steps in a loop.
+9. A Query of a table's partition reads that partition (``shared.local.ddb_query``): moto lists and sorts the
+   whole table for every Query, so each one slowed with every run stored.
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -74,4 +76,7 @@ def apply_patches() -> None:
         from shared.local.ddb_transactions import apply_transaction_patch
 
         apply_transaction_patch()  # TransactWriteItems without a table deep-copy per item
+        from shared.local.ddb_query import apply_query_patch
+
+        apply_query_patch()  # a Query reads its partition, not a sort of the whole table
         _applied = True

@@ -519,3 +519,48 @@ def test_a_distributed_map_worker_runs_more_items_than_the_recursion_limit(local
     done = run_machine(local_aws, role_arn, definition, {"items": items})
     assert done["status"] == "SUCCEEDED", done
     assert [o["n"] for o in json.loads(done["output"])] == [2 * i for i in items]
+
+
+def test_a_query_of_one_partition_reads_only_that_partition(local_aws: LocalAws, log_table: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    ddb = local_aws.client("dynamodb")
+    for run in ("a", "b", "c"):
+        for start in range(0, 50, 25):
+            ddb.batch_write_item(RequestItems={log_table: [
+                {"PutRequest": {"Item": {"runId": {"S": run}, "seq": {"N": str(i)}, "v": {"S": f"{run}{i}"}}}}
+                for i in range(start, start + 25)]})
+
+    def pages(**extra: Any) -> list[list[str]]:
+        out, start = [], None
+        for _ in range(20):
+            kw = {"ExclusiveStartKey": start} if start else {}
+            got = ddb.query(TableName=log_table, KeyConditionExpression="runId = :r AND seq >= :s",
+                            ExpressionAttributeValues={":r": {"S": "b"}, ":s": {"N": "5"}, ":x": {"S": "b7"}},
+                            FilterExpression="v <> :x", Limit=10, **extra, **kw)
+            out.append([i["v"]["S"] for i in got["Items"]])
+            start = got.get("LastEvaluatedKey")
+            if not start:
+                return out
+        raise AssertionError("the pages did not end")
+
+    # Given the partition's pages forward and backward through the patched Query
+    forward, backward = pages(), pages(ScanIndexForward=False)
+    # Then they are DynamoDB's: partition b only, in seq order, the range condition, filter and Limit applied
+    # (Limit counts the items read, so the first page holds 9)
+    assert sum(forward, []) == [f"b{i}" for i in range(5, 50) if i != 7] and len(forward[0]) == 9  # Limit counts b7 too
+    assert sum(backward, []) == [f"b{i}" for i in range(49, 4, -1) if i != 7]
+    # and no Query of a partition lists the whole table (moto 5.2.5 sorts every item of it for each one)
+    from shared.local import ddb_query
+    from shared.local.moto_data import dynamodb_table
+
+    def whole_table(self: Any) -> Any:
+        raise AssertionError("a partition's Query listed the whole table")
+
+    from moto.dynamodb.models.table import Table
+
+    assert getattr(Table.query, "__wrapped__", None) is not None  # the patch is on (moto's own Query is wrapped)
+    monkeypatch.setattr(ddb_query, "_moto_all_items", whole_table)
+    assert pages() == forward
+    empty = ddb.query(TableName=log_table, KeyConditionExpression="runId = :r",
+                      ExpressionAttributeValues={":r": {"S": "none"}})
+    assert empty["Items"] == [] and len(dynamodb_table(log_table).items) == 3  # an unknown partition is not made
