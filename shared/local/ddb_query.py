@@ -37,7 +37,7 @@ def apply_query_patch() -> None:
         scope = getattr(_scope, "current", None)
         if scope is None or scope[0] is not self:
             return _moto_all_items(self)
-        part = self.items.get(scope[1]) if scope[1] in self.items else None  # never grow the defaultdict
+        part = self.items.get(scope[1])  # ``get``: an unknown partition is not made (moto's items is a defaultdict)
         if part is None:
             return []
         return list(part.values()) if self.range_key_attr else [part]

@@ -244,7 +244,7 @@ def on_stored(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | No
 
 def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     from shared.services import evals
-    from shared.services.suite_runs import filter_matches, task_from_run, task_id_for
+    from shared.services.suite_runs import filter_matches, task_from_run
 
     flt = dict(rule.get("filter") or {})
     if "workflowId" in flt and rec.data.get("workflowId") != flt["workflowId"]:
@@ -255,11 +255,8 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     tenant, suite_id = rec.tenant, str(rule["suiteId"])
     sk = _draft_sk(suite_id)
     draft = ports.host.get_item(suites.suite_pk(tenant), sk)
-    task_id = task_id_for(rec.run_id)
-
     def done(tasks: list[dict[str, Any]]) -> bool:  # full, or the run already added (a stream retry)
-        return len(tasks) >= int(rule["maxTasks"]) or any(
-            t["taskId"] == task_id or t.get("sourceRunId") == rec.run_id for t in tasks)
+        return len(tasks) >= int(rule["maxTasks"]) or any(t.get("sourceRunId") == rec.run_id for t in tasks)
 
     if draft is not None and done(draft["tasks"]):
         return 0
