@@ -59,3 +59,6 @@ def credential_secret_name(prefix: str, tenant: str, credential_ref: str) -> str
 def eval_summary_key(run_id: str) -> str:
     """An EvalSummary too large for the run item (thousands of tasks), under the run so erasure reaches it."""
     return f"{run_prefix(run_id)}eval-summary.json"
+
+
+AUDIT_KEY = "audit"  # in an audit run's creation facts (shared.services.negotiations): no workflow ran, nothing to fork

@@ -129,9 +129,6 @@ class EventStore(Protocol):
         events or one); an event is None when it is stored out of line or in v1 vocabulary (read it with
         ``read_events``, which translates it)."""
         ...
-    def event_from_image(self, image: dict[str, Any]) -> dict[str, Any] | None:
-        """The event of an image that holds exactly one (``events_from_image``), else None."""
-        ...
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cachetools import LRUCache
 
+from shared.clock import ms_from_iso
 from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
@@ -77,9 +78,7 @@ def claim_once(ports: Ports, run_id: str, effect_key: str, value: dict[str, Any]
         left = EFFECT_LEASE_S
         at = held.get("at")
         if isinstance(at, str):
-            from datetime import datetime
-
-            age_s = now / 1000 - datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+            age_s = (now - ms_from_iso(at)) / 1000
             left = max(1, int(EFFECT_LEASE_S - age_s) + 1)
         raise EffectInFlightError(min(left, EFFECT_RECHECK_MAX_S))
 
@@ -173,20 +172,16 @@ _last_state: LRUCache[str, str] = LRUCache(maxsize=1)
 
 
 def snapshot_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
-                     inputs: dict[str, Any] | None = None, *, defer: bool = False,
-                     behind_bytes: int | None = None) -> dict[str, Any]:
+                     inputs: dict[str, Any] | None = None, *, behind_bytes: int | None = None) -> dict[str, Any]:
     """The run-item updates that store the state folded up to ``seq``.
 
     The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
-    creation facts hold them). With ``defer`` (an append in the middle of a task) nothing is stored: a task stores
-    its state once, at its last append. A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3
+    creation facts hold them). A task stores its state once, at its last append (its caller asks only then). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3
     object under the run with a pointer on the item, or not written at all while the log after the stored snapshot
     (``behind_bytes``) is smaller than the snapshot would be. A reader folds the events after the stored snapshot's
     ``seq`` (``load_state``). So the snapshots a run writes add up to at most its log's bytes plus one small
     snapshot per task, and a reader folds at most about a task's or one snapshot's worth of events.
     """
-    if defer:
-        return {}
     stored = dict(state)
     stored["seq"] = seq
     if inputs is not None and same_json(stored.get("variables"), inputs):

@@ -30,7 +30,6 @@ from shared.protocol import codes as c
 from shared.protocol.toolids import SERVER_ID_RE
 
 METHODS = ("callTool", "listTools", "readResource", "serverHealth")
-CALL_META_KEY = "openwop/idempotencyKey"
 
 
 class Rejected(Exception):
@@ -56,7 +55,7 @@ def invoke(ports: Ports, tenant: str, inputs: dict[str, Any], *, idempotency_key
     """Run ``inputs["method"]`` (default ``serverHealth``) against ``inputs["serverId"]`` (default
     ``conformance``); each negotiation's payload is appended to ``negotiated``. ``claim`` runs before ``callTool``
     sends anything (the run must be writable)."""
-    from shared.engine.dispatch import credential_headers
+    from shared.engine.dispatch import META_KEY, credential_headers
 
     method = inputs.get("method", "serverHealth")
     if method not in METHODS:
@@ -90,7 +89,7 @@ def invoke(ports: Ports, tenant: str, inputs: dict[str, Any], *, idempotency_key
         assert deal.discovery is not None
         if method == "callTool":
             assert name is not None
-            return ports.mcp.call_tool(url, headers, name, arguments, meta={CALL_META_KEY: idempotency_key},
+            return ports.mcp.call_tool(url, headers, name, arguments, meta={META_KEY: idempotency_key},
                                        discovered=deal.discovery, timeout_s=timeout_s)
         if method == "listTools":
             return ports.mcp.list_page(url, headers, cursor=cursor, discovered=deal.discovery, timeout_s=timeout_s)

@@ -514,8 +514,7 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
                 deferred = False
             return
         last = int(buffer[-1]["sequence"])
-        updates = snapshot_updates(ports, run_id, state, last, inputs, defer=not final,
-                                   behind_bytes=behind(buffer) if final else None)
+        updates = snapshot_updates(ports, run_id, state, last, inputs, behind_bytes=behind(buffer)) if final else {}
         deferred = "state" not in updates
         updates.update(_terminal_updates(ports, state, buffer[-1]))
         if updates["status"] == stored_status:

@@ -46,17 +46,17 @@ class Caller:
         return {"tenant": self.tenant, "subject": self.subject}
 
 
-def parallel(fn: Callable[[_T], _R], items: Iterable[_T], workers: int = PARALLEL_WORKERS) -> list[_R]:
-    """``fn`` over ``items`` on up to ``workers`` threads (boto3 clients are thread-safe), results in order; each call
+def parallel(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+    """``fn`` over ``items`` on up to ``PARALLEL_WORKERS`` threads (boto3 clients are thread-safe), results in order; each call
     runs in a copy of the caller's context (its trace span, its log keys). One item: inline."""
     todo = list(items)
-    if len(todo) <= 1 or workers <= 1:
+    if len(todo) <= 1:
         return [fn(x) for x in todo]
     import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
     context = contextvars.copy_context()
-    with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_WORKERS, len(todo))) as pool:
         return list(pool.map(lambda x: context.copy().run(fn, x), todo))
 
 

@@ -279,7 +279,7 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
             ports.blobs.put_json(key, {"v": 1, "taskId": task_id, "onMiss": "fail", "entries": derived[task_id]})
         # A source erased while we copied: its hook may have run before our write, so drop the copy ourselves
         # (its tombstone is written before the hook deletes, so this read cannot miss an erasure that did).
-        gone = sorted({sources[t] for t in derived if ports.runs.is_tombstoned(sources[t])})
+        gone = sorted(ports.runs.tombstoned(sorted({sources[t] for t in derived})))  # 100 keys a request
         if gone:
             for task_id, key in derived_keys.items():
                 if sources[task_id] in gone:

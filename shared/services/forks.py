@@ -24,7 +24,7 @@ from shared.errors import (
     RunGoneError,
     ValidationError,
 )
-from shared.keys import CHILD_PREFIX
+from shared.keys import AUDIT_KEY, CHILD_PREFIX
 from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import present
@@ -63,7 +63,7 @@ def _from_seq(req: ForkRunRequest) -> int:
 
 def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest) -> Created:
     src = _visible_source(ports, caller, wire_run_id)
-    if src.data.get("audit"):  # shared.services.negotiations: a record of a negotiation, no workflow executed
+    if src.data.get(AUDIT_KEY):  # a record of a negotiation: no workflow executed
         raise ValidationError("An audit run records a negotiation; it executed no workflow to fork.")
     from_seq = _from_seq(req)
     overlay = req.runOptionsOverlay

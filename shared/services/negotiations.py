@@ -15,13 +15,13 @@ from typing import Any
 
 from shared.engine import negotiation
 from shared.engine.negotiation import Negotiation
+from shared.keys import AUDIT_KEY
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.services.common import Caller
 from shared.services.run_start import expires_at, new_run_id, stamped
 
 NEGOTIATION_AUDIT = "openwop-serverless.negotiation-audit"
-AUDIT_KEY = "audit"  # in an audit run's creation facts: it executed no workflow, so it has nothing to fork
 
 
 def audit_run(ports: Ports, caller: Caller, decided: dict[str, Any]) -> str:

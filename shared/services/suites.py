@@ -297,7 +297,9 @@ def record_reference(ports: Ports, owner: str, suite: dict[str, Any], run_id: st
 def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> None:
     """Delete a version no eval run of the host still holds (409 version_conflict naming them otherwise: they are
     the tenant's own runs). A reference whose run is gone (erased, expired) is dropped here."""
-    get_version(ports, tenant, suite_id, version)
+    if not (SUITE_ID_RE.fullmatch(suite_id) and VERSION_RE.fullmatch(version)
+            and exists(ports, tenant, suite_id, version)):
+        raise NotFoundError(NOT_FOUND)  # get_version's 404, without reading the version's tasks
     ref = f"{suite_id}@{version}"
     holding: list[str] = []
     for sk, row in ports.host.query(refs_pk(tenant), f"{ref}#"):
@@ -335,7 +337,7 @@ def tombstone_in(ports: Ports, tenant: str, ref: str, run_ids: str | set[str]) -
 
 
 def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str]) -> int:
-    for _ in range(5):
+    for _ in range(_CAS_TRIES):
         doc = ports.host.get_item(pk, sk)
         if doc is None:
             return 0

@@ -6,7 +6,7 @@ from typing import Any
 
 from shared.errors import NotFoundError, RunStateConflictError
 from shared.ports import Ports, RunRecord
-from shared.services.common import Caller, load_own_run
+from shared.services.common import Caller, load_own_run, remember
 
 
 def _features() -> dict[str, bool]:
@@ -36,9 +36,7 @@ def stored(ports: Ports, rec: RunRecord, *, cached: bool = False) -> dict[str, A
     if got is None:
         return None
     if cached and rec.terminal:
-        while len(_summary_cache) >= _SUMMARY_CACHE_SIZE:
-            _summary_cache.pop(next(iter(_summary_cache)))
-        _summary_cache[key] = dict(got)
+        remember(_summary_cache, key, dict(got), _SUMMARY_CACHE_SIZE)
     return dict(got)
 
 

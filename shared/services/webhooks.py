@@ -254,13 +254,11 @@ def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[
     (default and most: the tenant's cap), ``nextCursor`` while more remain (the runs list's MAC'd cursor). Each entry
     is what the registration set, never a secret: id, url, events, tags, the signing schemes applied (``v1``
     always) and when it was created. One Query of the tenant's own partition: no other tenant's item is read."""
-    from shared.services.cursors import mint_cursor, read_cursor
+    from shared.services.cursors import mint_cursor, page_start
 
     limit = page_limit(params, MAX_SUBSCRIPTIONS_PER_TENANT, MAX_SUBSCRIPTIONS_PER_TENANT)
-    if "cursor" in params and not params["cursor"]:
-        raise ValidationError("The cursor is not valid.")
-    after = read_cursor(ports, caller.tenant, params["cursor"], _LIST_CURSOR_KEY)["webhookId"] \
-        if params.get("cursor") else ""
+    start = page_start(ports, caller.tenant, params, _LIST_CURSOR_KEY)
+    after = start["webhookId"] if start else ""
     rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant,
                                                              stream_interest.subscriptions_prefix(caller.tenant))
                   if sk > after)

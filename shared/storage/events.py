@@ -365,11 +365,6 @@ class DynamoEventStore:
             return [(seq, None)]
         return [(seq, json.loads(it["doc"]))]
 
-    def event_from_image(self, image: dict[str, Any]) -> dict[str, Any] | None:
-        """The one event an item image holds (None for a page of several, or as ``events_from_image``)."""
-        got = self.events_from_image(image)
-        return got[0][1] if len(got) == 1 else None
-
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
         """Bulk-write a fork's copied prefix as pages: ceil(pages/25) BatchWriteItem requests. Returns the events
         written."""

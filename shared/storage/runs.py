@@ -201,17 +201,8 @@ class DynamoRunStore:
         found, next_key = self.list_run_ids(tenant, limit, start_key, filters, created_between=created_between,
                                             evals=evals)
         # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
-        items: dict[str, list[dict[str, Any]]] = {}
-        for raw in batch_get(self._c, self._t, [key for run_id in found for key in self._run_keys(run_id)]):
-            items.setdefault(raw["pk"]["S"], []).append(raw)
-        runs: list[RunRecord] = []
-        for run_id in found:
-            try:
-                rec = self._record(items.get(run_id, []))
-            except RunGoneError:
-                continue  # being erased
-            if rec is not None and not self._expired(rec.expires_at):
-                runs.append(rec)
+        got = self.get_runs(found)  # runs being erased or expired are left out
+        runs = [got[run_id] for run_id in found if run_id in got]
         return ListPage(runs=runs, next_key=next_key)
 
     def list_run_ids(
@@ -380,9 +371,9 @@ class DynamoRunStore:
 
     def tombstoned(self, run_ids: Sequence[str]) -> set[str]:
         """Which of the runs have an erasure tombstone (``is_tombstoned`` for many: BatchGetItem, 100 keys each)."""
-        by_key = {self._tombstones.key(r)["pk"]["S"]: r for r in dict.fromkeys(run_ids)}
-        keys = [{"pk": {"S": pk}, "sk": {"S": schema.TOMBSTONE_SK}} for pk in by_key]
-        return {by_key[raw["pk"]["S"]] for raw in batch_get(self._c, self._t, keys)}
+        keys = {r: self._tombstones.key(r) for r in dict.fromkeys(run_ids)}
+        by_pk = {key["pk"]["S"]: r for r, key in keys.items()}
+        return {by_pk[raw["pk"]["S"]] for raw in batch_get(self._c, self._t, list(keys.values()))}
 
     def get_definitions(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``get_definition`` for many runs (BatchGetItem, 100 keys each); a run without one is left out."""

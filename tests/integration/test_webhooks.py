@@ -537,13 +537,14 @@ def test_messages_behind_a_failing_delivery_wait_in_order_and_keep_every_attempt
 
 
 def test_different_runs_deliver_concurrently_while_one_runs_receiver_is_slow(host, receiver):
-    # Given a receiver that answers some runs' deliveries slowly (3 s each) and the others at once
+    # Given a receiver that answers some runs' deliveries slowly (6 s each, under the 10 s delivery timeout: a slow
+    # group stays busy for ~24 s, so it is still being answered on a loaded machine) and the others at once
     base = receiver.answer
     slow: set[str] = set()
 
     def answer(hit: Hit) -> tuple[int, Any]:
         if not hit.verification and hit.json().get("runId") in slow:
-            time.sleep(3)
+            time.sleep(6)
         return base(hit)
 
     receiver.answer = answer  # type: ignore[method-assign]
