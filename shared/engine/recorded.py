@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.engine.state import order_key
 from shared.engine.tools import key_of_call
 from shared.engine.workflow import UnresolvedInputError, resolve_node_inputs
 from shared.protocol import codes as c
@@ -82,7 +83,7 @@ def read_agent_log(pages: Iterable[list[dict[str, Any]]], agent_id: str, *,
                 continue
             if t == c.AGENT_INVOCATION_STARTED:
                 log.invoked = True
-                orders.setdefault(str(p.get("invocationId")), f"{int(ev.get('sequence', 0)):012d}")
+                orders.setdefault(str(p.get("invocationId")), order_key(int(ev.get("sequence", 0))))
                 if log.first_invocation is None:
                     log.first_invocation = str(p.get("invocationId"))
                     task_id = log.first_invocation.rpartition(":")[0]

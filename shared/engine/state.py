@@ -130,7 +130,7 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
             state["active"] = None
     elif t == c.AGENT_INVOCATION_STARTED and state["active"] is not None:
         state["active"]["agent"] = {"invocationId": p.get("invocationId"), "calls": 0, "turns": 0, "decided": False,
-                                    "history": [], "order": f"{int(ev['sequence']):012d}"}
+                                    "history": [], "order": order_key(int(ev["sequence"]))}
     elif t == c.PROVIDER_USAGE and state["active"] is not None and state["active"].get("agent") is not None:
         ag = state["active"]["agent"]
         ag["turns"] = int(ag.get("turns", 0)) + 1
@@ -182,3 +182,9 @@ def projection(state: dict[str, Any]) -> dict[str, Any]:
     node_states = {k: {"status": v["status"], **({"outputs": v["outputs"]} if v.get("outputs") is not None else {})}
                    for k, v in sorted(state["nodes"].items())}
     return {"status": state["status"], "variables": state["variables"], "channels": {}, "nodeStates": node_states}
+
+
+def order_key(seq: int) -> str:
+    """A workflow run's invocation order key: the 12-digit sequence of its ``agent.invocation-started`` (the first
+    half of its calls' record keys, ``tools.key_of_call``)."""
+    return f"{seq:012d}"
