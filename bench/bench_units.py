@@ -15,11 +15,13 @@ Lower bounds, from the stored items themselves (read afterwards through a client
   page: up to 99 consecutive events, compressed; decision 0133) and 2 WRU for the head (the run item, under 1 KB) per
   99 events, the most a flush holds (how soon a watcher sees an event); its own items (run, facts, pinned
   definition, state, index entry) once, in the transaction that creates the run only if no tombstone forbids it
-  (2 WRU per KB each); nothing read;
+  (2 WRU per KB each), and the index entry once more when the run ends (its status is a listed field); nothing
+  read;
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
-  run's, its own items once; the source's pages that hold its prefix read once, eventually consistent (0.5 RRU per
+  run's, its own items as a live run's and its lineage link under the source (``CHILD#``, in the same creation
+  transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once, eventually consistent (0.5 RRU per
   4 KB);
-- **replay fork from 0**: its events as a live run's, its own items once; the whole source log read once (0.5 RRU
+- **replay fork from 0**: its events as a live run's, its own items and link as a branch's; the whole source log read once (0.5 RRU
   per 4 KB);
 - **fan-out without a subscriber**: 0; **with one** (every event type): one SQS FIFO request per 10 messages (one
   per event), nothing read or written in DynamoDB.
@@ -90,10 +92,17 @@ def _log_bound(pages: list[dict[str, Any]], events: int) -> int:
     return sum(2 * _kb(i, 1024) for i in pages) + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE)
 
 
-def _own_items(aws: Any, run_id: str) -> int:
+def _own_items(aws: Any, run_id: str, parent: str | None = None) -> int:
     """Write units of the run's own items (run, facts, pinned definition, state, index entry, ...) written once, in
-    a transaction (its creation, conditioned on no tombstone)."""
-    return sum(2 * _kb(i, 1024) for i in _items(aws, run_id, "runs", "pk"))
+    a transaction (its creation, conditioned on no tombstone), and its index entry's one necessary move (its status,
+    a listed field, is terminal at the end); a fork's lineage link under its ``parent`` (how the parent's erasure
+    reaches it) is one of its items."""
+    from shared.keys import CHILD_PREFIX, RUN_INDEX_SK
+
+    own = _items(aws, run_id, "runs", "pk")
+    if parent is not None:
+        own += _items(aws, parent, "runs", "pk", prefix=f"{CHILD_PREFIX}{run_id}")
+    return sum(2 * _kb(i, 1024) for i in own) + sum(2 * _kb(i, 1024) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
 
 
 def _ddb_usd(wru: float, rru: float) -> float:
@@ -106,7 +115,7 @@ def _row(label: str, used: Usage, wru_bound: float, rru_bound: float) -> float:
     ratio = measured / bound if bound else float("inf")
     line(f"{label}: WRU / RRU", f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
          f"bound {wru_bound:,} / {rru_bound:,.1f}; ratio {ratio:.3f}; {used.total():,} requests; "
-         f"all services {costs.breakdown(used)}")
+         f"all services {costs.breakdown(used)}; units {used.units_by_operation()}")
     return ratio
 
 
@@ -181,7 +190,7 @@ def main() -> None:
                 own = _log_bound([i for i in mine if _first(i) >= from_seq],
                                  ports.runs.get_run(child).last_seq + 1 - from_seq)
                 _row(f"{mode} fork from {from_seq:,} of the {events:,}-event run", used,
-                     copied + own + _own_items(aws, child), 0.5 * math.ceil(prefix / 4096))
+                     copied + own + _own_items(aws, child, source), 0.5 * math.ceil(prefix / 4096))
         receiver.start()
         reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks", {
             "url": receiver.url + "/bench-units",

@@ -96,6 +96,10 @@ class Usage:
         return [(self.calls, other.calls), (self.sent, other.sent), (self.received, other.received),
                 (self.units, other.units), (self.invocations, other.invocations)]
 
+    def units_by_operation(self) -> dict[str, float]:
+        """Write and read units by ``service:Operation`` (``"wru dynamodb:TransactWriteItems"``), most first."""
+        return {k: v for k, v in self.units.most_common() if " " in k and v}
+
     def top(self, n: int = 6) -> dict[str, int]:
         return dict(self.calls.most_common(n))
 
@@ -336,6 +340,8 @@ class AwsMeter:
             usage.calls[op] += 1
             usage.sent[op] += size
             usage.units["wru"] += wru
+            if wru:
+                usage.units[f"wru {op}"] += wru  # where the units go (``units_by_operation``)
             usage.units["sqs_fifo"] += fifo
             usage.units["sqs_fifo_requests"] += int(fifo > 0)
 
@@ -351,6 +357,8 @@ class AwsMeter:
             usage = self._usage(self.current())
             usage.received[op] += size
             usage.units["rru"] += rru  # type: ignore[assignment]
+            if rru:
+                usage.units[f"rru {op}"] += rru  # type: ignore[assignment]
 
     # -- reading -----------------------------------------------------------------------------------------------
 

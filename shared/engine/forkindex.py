@@ -173,8 +173,14 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
     return out, count
 
 
+def needs_index(rec: RunRecord) -> bool:
+    """Whether the fork ``rec`` resolves anything from its source (every fork but a workflow branch): only then is
+    an index built and read (``load``)."""
+    return not (rec.kind == "workflow" and rec.data["fork"].get("mode") == "branch")
+
+
 def load(ports: Ports, run_id: str) -> dict[str, Any]:
-    """The child's index: one read per container (it never changes once written)."""
+    """The child's index: one read per container (it never changes once written); {} when none was written."""
     hit = _cache.get(run_id)
     if hit is not None:
         return hit
@@ -193,13 +199,12 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return halt(run_id, rec)
-    if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
-        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     fork = rec.data["fork"]
-    if rec.kind == "workflow" and fork.get("mode") == "branch":
+    if not needs_index(rec):
         # A workflow branch re-executes live after its prefix and resolves nothing from the source: it needs no
-        # index, so it reads nothing here (its prefix copy checks the prefix is whole).
-        ports.runs.put_aux(run_id, FORK_SOURCE_SK, {}, rec.expires_at)
+        # index, so nothing is read or written here (its prefix copy checks the prefix is whole).
+        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     src = ports.runs.get_run(str(fork["sourceRunId"]))
     side: set[str] | None = None
@@ -265,7 +270,9 @@ def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
     ports.events.copy_events(rec.run_id, copied, rec.expires_at)
     last = int(copied[-1]["sequence"])
     updates = state_updates(ports, rec, state, last)
-    updates["status"] = "running" if state["status"] != "pending" else "pending"
+    status = "running" if state["status"] != "pending" else "pending"
+    if status != rec.status:  # named only when it changes (a listed field: the index entry is written with it)
+        updates["status"] = status
     try:
         ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
     except ConflictError:

@@ -125,7 +125,7 @@ def build_context(ports: Ports, rec: RunRecord) -> RunContext:
     wf = run_workflow(ports, rec)
     fork = rec.data.get("fork") or {}
     ctx = RunContext(ports, rec, wf, str(fork.get("mode", "live")), fork.get("sourceRunId"))
-    if fork:
+    if fork and forkindex.needs_index(rec):
         src = forkindex.load(ports, rec.run_id)
         ctx.source_outcomes = src.get("outcomes", {})
         ctx.source_resolutions = src.get("resolutions", {})

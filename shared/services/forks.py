@@ -24,7 +24,7 @@ from shared.errors import (
     RunGoneError,
     ValidationError,
 )
-from shared.keys import AUDIT_KEY, CHILD_PREFIX
+from shared.keys import AUDIT_KEY
 from shared.ports import Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.protocol.models import present
@@ -119,12 +119,15 @@ def _create_fork(ports: Ports, caller: Caller, src: RunRecord, run_id: str, data
                  mode: str, child_plan: dict[str, Any] | None) -> Created:
     exp = expires_at(ports)
     status = "pending" if from_seq == 0 else "running"
-    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=ports.clock.iso(),
-                    data=traced(ports, stamped(ports, data)), state=new_state(), expires_at=exp)
+    now = ports.clock.iso()
+    # A branch from inside the log is running from its creation, so it has started then (its index entry is
+    # written once, here, rather than again by the first task that appends).
+    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=now,
+                    data=traced(ports, stamped(ports, data)), state=new_state(), expires_at=exp,
+                    started_at=now if status == "running" else None)
     try:
-        # Lineage first: the source's erasure reaches every fork through this link, even one still being made.
-        ports.runs.put_aux(src.run_id, f"{CHILD_PREFIX}{run_id}", {"runId": run_id}, exp)
-        ports.runs.create_run(rec)
+        # With its lineage link, in one transaction: the source's erasure reaches every fork through it.
+        ports.runs.create_run(rec, parent=src.run_id)
     except RunGoneError as exc:
         raise NotFoundError("No such run.") from exc  # the source is being erased
     try:

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
+from shared.keys import CHILD_PREFIX
 from shared.ports import BlobStore, Clock, ListPage, RunRecord
 from shared.storage import runitems, schema
 from shared.storage.ddb import (
@@ -48,7 +49,13 @@ class DynamoRunStore:
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
 
-    def create_run(self, record: RunRecord) -> None:
+    def create_run(self, record: RunRecord, *, parent: str | None = None) -> None:
+        """Create the run's items in one transaction, only if no erasure tombstone forbids it (``RunGoneError``).
+
+        ``parent``: the run this one is a fork of. Its lineage link (``CHILD#<id>``, how the parent's erasure reaches
+        the fork) is written in the same transaction, which then holds only while the parent has no tombstone: the
+        parent's erasure either finds the link or refuses the fork, so the fork's own id (new, and linked nowhere
+        before this write) needs no check of its own."""
         facts = dict(record.data)
         definition = facts.pop("definition", None)
         extra: list[dict[str, Any]] = []
@@ -87,6 +94,8 @@ class DynamoRunStore:
         state_item = {"pk": record.run_id, "sk": schema.RUN_STATE_SK, schema.TTL_ATTRIBUTE: record.expires_at,
                       runitems.STATE: dump(record.state) if record.state is not None else None}
         listed = {"status": record.status, "workflowId": record.data.get("workflowId")}
+        if record.started_at is not None:  # a run created running (a branch fork)
+            item["startedAt"] = listed["startedAt"] = record.started_at
         index = runitems.index_item(record.run_id, record.tenant, record.created_at, listed, record.expires_at)
         if record.data.get("kind") == "eval":
             # An eval run's index entry is also in the tenant's sparse eval index, with its suite, agent and name for
@@ -96,11 +105,15 @@ class DynamoRunStore:
                 if record.data.get(attr) is not None:
                     index[attr] = str(record.data[attr])
         extra += [{"Put": {"TableName": self._t, "Item": to_item(it)}} for it in (facts_item, state_item, index)]
+        if parent is not None:
+            link = {"pk": parent, "sk": f"{CHILD_PREFIX}{record.run_id}", "doc": dump({"runId": record.run_id}),
+                    schema.TTL_ATTRIBUTE: record.expires_at}
+            extra.append({"Put": {"TableName": self._t, "Item": to_item(link)}})
         try:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
-                # an id erased before its run exists (a fork whose source is being erased) is never created
-                tombstone_check(self._t, self._tombstones, record.run_id),
+                # an id erased before its run exists is never created; a fork: while its parent is not erased
+                tombstone_check(self._t, self._tombstones, parent if parent is not None else record.run_id),
                 *extra,
             ])
         except ClientError as exc:

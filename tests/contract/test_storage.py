@@ -129,6 +129,32 @@ def test_a_late_write_for_an_erased_run_is_refused(ports):
     assert ports.events.read_events(rec.run_id) == [] and ports.tool_calls.list_calls(rec.run_id) == []
 
 
+def test_a_fork_and_its_lineage_link_are_written_together_only_while_the_parent_is_not_erased(ports):
+    from shared.keys import CHILD_PREFIX
+
+    def fork_of(parent: RunRecord) -> RunRecord:
+        return RunRecord(run_id=f"{parent.tenant}/{unique('r-contract')}", tenant=parent.tenant, status="running",
+                         last_seq=-1, created_at=ports.clock.iso(), started_at=ports.clock.iso(),
+                         data={"kind": "workflow", "owner": {"tenant": parent.tenant}},
+                         expires_at=parent.expires_at)
+
+    # Given a parent, a fork of it is created with its link under the parent and its start time listed
+    parent = _run(ports)
+    child = fork_of(parent)
+    ports.runs.create_run(child, parent=parent.run_id)
+    assert ports.runs.query_aux(parent.run_id, CHILD_PREFIX) == [(f"{CHILD_PREFIX}{child.run_id}",
+                                                                  {"runId": child.run_id})]
+    got = ports.runs.get_run(child.run_id)
+    assert got is not None and got.started_at == child.started_at and got.status == "running"
+    # When the parent is erased (its tombstone written), a second fork is refused and writes nothing: no run, no link
+    ports.runs.write_tombstone(parent.run_id, parent.tenant, ports.clock.iso(), ports.clock.now_ms() // 1000 + 60)
+    late = fork_of(parent)
+    with pytest.raises(RunGoneError):
+        ports.runs.create_run(late, parent=parent.run_id)
+    assert ports.runs.get_run(late.run_id) is None
+    assert [sk for sk, _ in ports.runs.query_aux(parent.run_id, CHILD_PREFIX)] == [f"{CHILD_PREFIX}{child.run_id}"]
+
+
 def test_an_expired_run_reads_as_gone_before_ttl_deletes_it(ports):
     rec = _run(ports, expires_at=ports.clock.now_ms() // 1000 - 1)
     assert ports.runs.get_run(rec.run_id) is None

@@ -257,8 +257,9 @@ def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
     got = raw(host.base_url, "GET", f"/runs/{_wire(gone)}", key=host.key_a).json
     assert got["error"]["code"] == "run_expired" and got["error"]["details"]["boundary"] == 1
     assert wait_terminal(client, whole).status == "completed"
-    # and neither stored an index (a workflow branch resolves nothing from its source)
-    assert _ports().runs.get_aux(whole, FORK_SOURCE_SK) == {}
+    # and neither stored an index, not even an empty one (a workflow branch resolves nothing from its source)
+    assert _ports().runs.get_aux(whole, FORK_SOURCE_SK) is None
+    assert _ports().runs.get_aux(gone, FORK_SOURCE_SK) is None
 
 
 def test_the_fork_index_holds_only_what_replay_needs(host):
