@@ -30,6 +30,9 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    has no such bound. The patch runs the same steps in a loop.
 9. A Query of a table's partition reads that partition (``shared.local.ddb_query``): moto lists and sorts the
    whole table for every Query, so each one slowed with every run stored.
+10. A send to a FIFO queue costs the same at any depth (``shared.local.sqs_send``): moto computed the queue's
+   approximate counts for every message sent and walked every held message for a duplicate, so filling a queue
+   took the square of its depth (a 100,000-event run's fan-out with a subscriber did not finish within an hour).
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -79,4 +82,7 @@ def apply_patches() -> None:
         from shared.local.ddb_query import apply_query_patch
 
         apply_query_patch()  # a Query reads its partition, not a sort of the whole table
+        from shared.local.sqs_send import apply_send_patch
+
+        apply_send_patch()  # a FIFO send walks no held message (before any poller wraps add_message)
         _applied = True

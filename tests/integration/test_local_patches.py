@@ -564,3 +564,43 @@ def test_a_query_of_one_partition_reads_only_that_partition(local_aws: LocalAws,
     empty = ddb.query(TableName=log_table, KeyConditionExpression="runId = :r",
                       ExpressionAttributeValues={":r": {"S": "none"}})
     assert empty["Items"] == [] and len(dynamodb_table(log_table).items) == 3  # an unknown partition is not made
+
+
+class _Tripwire(list):  # type: ignore[type-arg]
+    """A queue's messages that may be appended to but not walked."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("a send walked the queue's messages")
+
+
+def test_a_send_to_a_deep_fifo_queue_walks_none_of_its_messages(local_aws: LocalAws) -> None:
+    from shared.local.moto_data import queue_for
+
+    sqs = local_aws.client("sqs")
+    url = sqs.create_queue(QueueName=unique("canary-q") + ".fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+
+    def send(first: int, count: int = 10, group: str = "g") -> list[str]:
+        got = sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": f"m{i}", "MessageBody": f"body-{i}", "MessageGroupId": group, "MessageDeduplicationId": f"d{i}"}
+            for i in range(first, first + count)])
+        assert not got.get("Failed"), got
+        return [e["Id"] for e in got["Successful"]]
+
+    # Given a FIFO queue holding 200 messages
+    for first in range(0, 200, 10):
+        send(first)
+    queue = queue_for(url)
+    held = list(queue._messages)
+    # When ten more are sent while its messages cannot be walked, then all ten are taken without walking them
+    queue._messages = _Tripwire(held)
+    assert send(200) == [f"m{i}" for i in range(200, 210)]
+    queue._messages = queue._messages[:]  # a plain list again (slicing does not walk through __iter__)
+    # and the queue holds 210 in order; counts are still there for GetQueueAttributes (read outside a send)
+    assert [m.body for m in queue._messages] == [f"body-{i}" for i in range(210)]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessages"] == "210" and attrs["FifoQueue"] == "true"
+    # and a message whose deduplication id the queue holds is still dropped (moto's own walk decides it), beside a
+    # new one taken
+    send(205, 10)
+    assert [m.body for m in queue._messages][205:] == [f"body-{i}" for i in range(205, 215)]
+    assert len(queue._messages) == 215
