@@ -17,7 +17,6 @@ from typing import Any
 
 from functions._common.observability import count, stream_handler
 from shared.protocol.codes import RUN_COMPLETED
-from shared.protocol.ids import tenant_of
 from shared.services import stream_interest
 from shared.services.webhooks import fan_out
 from shared.wiring import get_ports
@@ -41,8 +40,9 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         pairs = ports.events.events_from_image(image) if image else [(int(seq), None)]
         stored += [(run_id, s, ev) for s, ev in pairs]
     if stored:
-        # one read per tenant of the batch serves both parts: its subscriptions and its sampling rules' version
-        interests = {t: stream_interest.read(ports, t) for t in dict.fromkeys(tenant_of(r) for r, _, _ in stored)}
+        # one read per tenant of the batch serves both parts: its subscriptions and its sampling rules' version (the
+        # fan-out reads it, beside the facts of runs it sees first, and fills ``interests`` in)
+        interests: dict[str, stream_interest.Interest] = {}
         queued = fan_out(ports, stored, interests)
         if queued:
             count("WebhookDeliveriesQueued", queued)

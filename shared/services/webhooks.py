@@ -21,7 +21,7 @@ import base64
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -336,10 +336,11 @@ def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
 
 
 def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]],
-            interests: Mapping[str, stream_interest.Interest] | None = None) -> int:
+            interests: dict[str, stream_interest.Interest] | None = None) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
-    None when it must be read from the log), in log order; ``interests``: what the batch's tenants subscribe to, when
-    the caller has read it (``stream_interest.read``). Returns the number of messages queued.
+    None when it must be read from the log), in log order; ``interests``: what the batch's tenants subscribe to
+    (``stream_interest.read``), filled in here with each tenant read (so the caller's other uses of the batch, the
+    sampling rules, need no read of their own). Returns the number of messages queued.
 
     Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
     NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
@@ -352,14 +353,19 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
     ahead = [r for r in by_run if r not in _RUN_FACTS and not stream_interest.known_without_subscribers(tenant_of(r))]
     reading = None
     if ahead:  # a run's first events: its facts are read beside its tenant's subscriptions, not after them
+        import contextvars
         import threading
 
-        reading = threading.Thread(target=_load_run_facts, args=(ports, ahead), daemon=True,
-                                   name=threading.current_thread().name + "-facts")
+        # in a copy of this context, as ``common.parallel``'s threads: its trace span and log keys, and its requests
+        # are the caller's (what a meter counts per thread)
+        reading = threading.Thread(target=contextvars.copy_context().run, args=(_load_run_facts, ports, ahead),
+                                   daemon=True, name=threading.current_thread().name + "-facts")
         reading.start()
-    subs_of: dict[str, list[dict[str, Any]]] = {}
+    interests = {} if interests is None else interests
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
-        subs_of[tenant] = ((interests or {}).get(tenant) or stream_interest.read(ports, tenant)).subscriptions
+        if tenant not in interests:
+            interests[tenant] = stream_interest.read(ports, tenant)
+    subs_of = {tenant: interest.subscriptions for tenant, interest in interests.items()}
     if reading is not None:
         reading.join()
     _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])  # any not read ahead

@@ -114,3 +114,32 @@ def test_a_registration_beside_a_settled_subscription_does_not_wait(host, receiv
     # Then the answer does not wait out the no-subscriber cache
     assert reg.status == 201, reg.text
     assert waited < stream_interest.NO_SUBSCRIBER_CACHE_S
+
+
+def test_the_read_ahead_of_a_runs_facts_is_sent_in_the_callers_context(host):
+    import contextvars
+    import threading
+
+    from shared.services import webhooks
+    from shared.wiring import get_ports
+
+    # Given a tenant this process has not seen (so its run's facts are read beside its subscriptions' Query)
+    ports = get_ports()
+    run_id = f"{unique('ahead')}/r-{unique('run')}"
+    marker: contextvars.ContextVar[str | None] = contextvars.ContextVar("marker", default=None)
+    seen: list[tuple[str | None, str]] = []
+
+    def sent(request: Any = None, **_: Any) -> None:
+        seen.append((marker.get(), threading.current_thread().name))
+
+    ports.runs._c.meta.events.register("before-send.dynamodb.BatchGetItem", sent)
+    token = marker.set("the fan-out's caller")
+    try:
+        # When one of its events is fanned out
+        assert webhooks.fan_out(ports, [(run_id, 0, _event(run_id, 0))]) == 0
+    finally:
+        marker.reset(token)
+        ports.runs._c.meta.events.unregister("before-send.dynamodb.BatchGetItem", sent)
+    # Then the facts were read once, on the read-ahead thread, in the caller's context (its span, its log keys, and
+    # the meter's origin: the bench counts that request against the run)
+    assert seen == [("the fan-out's caller", threading.current_thread().name + "-facts")]
