@@ -354,15 +354,41 @@ class McpDiscovery:
         return self.result is not None and self.revision in self.supported
 
 
+@dataclass(frozen=True)
+class McpOp:
+    """One request of an exchange after the probe: ``tools/call`` (``name``, ``arguments``, ``meta`` sent as
+    ``_meta``), one ``tools/list`` page (``cursor``) or ``resources/read`` (``uri``)."""
+
+    method: str
+    name: str = ""
+    arguments: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    cursor: str | None = None
+    uri: str = ""
+
+
+@dataclass(frozen=True)
+class McpExchange:
+    """What one exchange got: the probe's answer, then (only when the server accepted the revision) the request's
+    result as the server sent it, or why it has none (``error``: the request failed after the probe)."""
+
+    discovery: McpDiscovery
+    result: dict[str, Any] | None = None
+    error: TransportError | EgressRefusedError | None = None
+
+
 class McpTransport(Protocol):
     """An MCP client (streamable HTTP) through the same egress guard, pinned to one revision.
 
     ``discover`` probes the server at a revision and reports what it answered (``TransportError`` only when no MCP
     answer came: no connection, a timeout, an answer that is not MCP). Every other method takes an accepted
-    probe (``discovered``) and speaks exactly its revision, with no second probe and no handshake. Results are
-    the server's JSON, unaltered."""
+    probe (``discovered``) and speaks exactly its revision, with no second probe and no handshake. ``exchange``
+    is the probe and one request together: one name lookup, one connection pool, one ``timeout_s`` for both; the
+    request is sent only when the server accepted the revision. Results are the server's JSON, unaltered."""
 
     def discover(self, url: str, headers: dict[str, str], *, revision: str, timeout_s: float) -> McpDiscovery: ...
+    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str,
+                 timeout_s: float) -> McpExchange: ...
     def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,
                    timeout_s: float) -> list[dict[str, Any]]: ...
     def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,

@@ -13,6 +13,8 @@ from shared.clock import SystemClock, SystemIds
 from shared.ports import (
     HttpTransport,
     McpDiscovery,
+    McpExchange,
+    McpOp,
     ModelProvider,
     ModelProviderError,
     ModelReply,
@@ -108,6 +110,11 @@ class _LazyMcp:
 
     def discover(self, url: str, headers: dict[str, str], *, revision: str, timeout_s: float) -> McpDiscovery:
         out: McpDiscovery = self._get().discover(url, headers, revision=revision, timeout_s=timeout_s)
+        return out
+
+    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str,
+                 timeout_s: float) -> McpExchange:
+        out: McpExchange = self._get().exchange(url, headers, op, revision=revision, timeout_s=timeout_s)
         return out
 
     def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,

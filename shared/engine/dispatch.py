@@ -25,7 +25,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from shared import keys
 from shared.engine import negotiation
 from shared.engine.catalog import ResolvedTool
-from shared.ports import EgressRefusedError, Ports, SecretNotFoundError, TransportError
+from shared.ports import EgressRefusedError, McpOp, Ports, SecretNotFoundError, TransportError
 from shared.protocol import codes as c
 
 CREDENTIAL_MAX_AGE_S = 60  # a rotated or deleted credential is picked up within a minute
@@ -120,24 +120,21 @@ def _send_mcp(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: st
     url = str(server["url"])
     arguments = args if isinstance(args, dict) else {}
     timeout_s = int(server.get("timeoutMs", 10_000)) / 1000
-    try:
-        deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s)
-    except EgressRefusedError as exc:
-        return Sent("error", None, _error(f"egress refused: {exc.reason}"))
-    except TransportError as exc:
-        return Sent("error", None, _error(exc.reason))
+    op = McpOp("tools/call", name=str(tool.spec["tool"]["name"]), arguments=arguments, meta={META_KEY: key})
+    try:  # the probe and the call in one exchange: the call only once the revision is accepted
+        deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s, op=op)
+    except (EgressRefusedError, TransportError) as exc:
+        return Sent("error", None, _transport_error(exc))  # no MCP answer: nothing was negotiated
     if not deal.accepted:  # fails closed: nothing is sent under another revision
         return Sent("error", None, {"code": c.INTEROP_VERSION_UNSUPPORTED, "message": deal.message}, deal.payload)
-    assert deal.discovery is not None
-    try:
-        result = ports.mcp.call_tool(url, headers, str(tool.spec["tool"]["name"]), arguments, meta={META_KEY: key},
-                                     discovered=deal.discovery, timeout_s=timeout_s)
-    except EgressRefusedError as exc:
-        return Sent("error", None, _error(f"egress refused: {exc.reason}"), deal.payload)
-    except TransportError as exc:
-        return Sent("error", None, _error(exc.reason), deal.payload)
+    if deal.error is not None:
+        return Sent("error", None, _transport_error(deal.error), deal.payload)
     # RFC 0204: the CallToolResult comes back unaltered; a tool error (isError: true) is a result, not a failure.
-    return Sent("ok", result, None, deal.payload)
+    return Sent("ok", deal.result, None, deal.payload)
+
+
+def _transport_error(exc: EgressRefusedError | TransportError) -> dict[str, Any]:
+    return _error(f"egress refused: {exc.reason}" if isinstance(exc, EgressRefusedError) else exc.reason)
 
 
 def _with_query(url: str, args: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from shared import keys
 from shared.engine import negotiation
-from shared.ports import EgressRefusedError, Ports, SecretNotFoundError, TransportError
+from shared.ports import EgressRefusedError, McpOp, Ports, SecretNotFoundError, TransportError
 from shared.protocol import codes as c
 from shared.protocol.toolids import SERVER_ID_RE
 
@@ -81,20 +81,21 @@ def invoke(ports: Ports, tenant: str, inputs: dict[str, Any], *, idempotency_key
     uri = _text(inputs, "uri", required=True) if method == "readResource" else None
     if method == "callTool":
         claim()
-    try:
-        deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s)
+    if method == "callTool":
+        op = McpOp("tools/call", name=name or "", arguments=arguments, meta={META_KEY: idempotency_key})
+    elif method == "listTools":
+        op = McpOp("tools/list", cursor=cursor)
+    else:
+        op = McpOp("resources/read", uri=uri or "")
+    try:  # the probe and the request in one exchange: the request only once the revision is accepted
+        deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s, op=op)
         negotiated.append(deal.payload)
         if not deal.accepted:
             raise Rejected(c.INTEROP_VERSION_UNSUPPORTED, deal.message)
-        assert deal.discovery is not None
-        if method == "callTool":
-            assert name is not None
-            return ports.mcp.call_tool(url, headers, name, arguments, meta={META_KEY: idempotency_key},
-                                       discovered=deal.discovery, timeout_s=timeout_s)
-        if method == "listTools":
-            return ports.mcp.list_page(url, headers, cursor=cursor, discovered=deal.discovery, timeout_s=timeout_s)
-        assert uri is not None
-        return ports.mcp.read_resource(url, headers, uri, discovered=deal.discovery, timeout_s=timeout_s)
+        if deal.error is not None:
+            raise deal.error
+        assert deal.result is not None
+        return deal.result
     except EgressRefusedError as exc:
         raise Rejected(c.EXTERNAL_CALL_FAILED, f"egress refused: {exc.reason}") from exc
     except TransportError as exc:

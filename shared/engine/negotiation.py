@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from shared.ports import McpDiscovery, Ports
+from shared.ports import EgressRefusedError, McpDiscovery, McpOp, Ports, TransportError
 
 PROTOCOL = "mcp"
 REVISION = "2026-07-28"
@@ -103,12 +103,15 @@ def peer_digest(url: str) -> str:
 @dataclass(frozen=True)
 class Negotiation:
     """One exchange's negotiation: its decision, the ``negotiation.decided`` payload, and what the server answered
-    (None when nothing was asked: a requested revision refused before any request)."""
+    (None when nothing was asked: a requested revision refused before any request); with a request (``negotiate``'s
+    ``op``), once accepted, its ``result`` or ``error``."""
 
     decision: Decision
     payload: dict[str, Any]
     requested: str
     discovery: McpDiscovery | None = None
+    result: dict[str, Any] | None = None
+    error: TransportError | EgressRefusedError | None = None
 
     @property
     def accepted(self) -> bool:
@@ -141,16 +144,25 @@ def payload(decision: Decision, url: str, at: str) -> dict[str, Any]:
 
 
 def negotiate(ports: Ports, url: str, headers: dict[str, str], *, timeout_s: float,
-              requested: str = REVISION) -> Negotiation:
-    """Ask the server at ``url`` for ``requested`` (the pin unless a caller names another) and decide.
+              requested: str = REVISION, op: McpOp | None = None) -> Negotiation:
+    """Ask the server at ``url`` for ``requested`` (the pin unless a caller names another) and decide; with ``op``,
+    send that request too once the server accepts the revision, in the same exchange (one name lookup, one
+    connection pool, one ``timeout_s``: ``McpTransport.exchange``).
 
     A revision this host does not speak, or one below the floor, is refused before any request (a below-floor
     revision is never put on the wire). ``EgressRefusedError`` / ``TransportError`` when the server gave no MCP
-    answer: nothing was negotiated."""
+    answer: nothing was negotiated. The server accepts exactly when the decision is ``accepted`` (a revision this
+    host speaks is never below its floor), so the request goes out only under an accepted negotiation."""
     discovery: McpDiscovery | None = None
+    result: dict[str, Any] | None = None
+    error: TransportError | EgressRefusedError | None = None
     if requested in REVISIONS:
-        discovery = ports.mcp.discover(url, headers, revision=requested, timeout_s=timeout_s)
+        if op is None:
+            discovery = ports.mcp.discover(url, headers, revision=requested, timeout_s=timeout_s)
+        else:
+            got = ports.mcp.exchange(url, headers, op, revision=requested, timeout_s=timeout_s)
+            discovery, result, error = got.discovery, got.result, got.error
         decision = decide(requested, discovery.accepted, discovery.supported)
     else:
         decision = decide(requested, False, ())
-    return Negotiation(decision, payload(decision, url, ports.clock.iso()), requested, discovery)
+    return Negotiation(decision, payload(decision, url, ports.clock.iso()), requested, discovery, result, error)

@@ -7,7 +7,10 @@ error a server of an older revision gives a request it does not understand); it 
 ``initialize`` handshake. Every other method takes an accepted probe and opens the SDK's ``Client`` pinned to its
 revision (``mode=<revision>``, ``prior_discover=`` the probe's result): no second probe, no handshake, the
 revision in the ``MCP-Protocol-Version`` header and in each request's ``_meta``. Each call is one short-lived
-client; the client-side response cache is off, so every request reaches the server.
+client; the client-side response cache is off, so every request reaches the server. ``exchange`` is the probe and
+one request in one call: one name lookup, one HTTP client (so one connection when the server keeps it alive) shared
+by the probe's SDK client and the request's, and one deadline, ``timeout_s``, for the whole (a tool call is the
+engine's one exchange per call; decision 0139).
 
 ``call_tool`` lists the server's tools (page by page, until one names the tool) before calling it: a name the
 server does not list is a ``TransportError`` without a call, the SDK then knows the tool's ``x-mcp-header``
@@ -48,7 +51,7 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
 
-from shared.ports import EgressRefusedError, McpDiscovery, TransportError
+from shared.ports import EgressRefusedError, McpDiscovery, McpExchange, McpOp, TransportError
 from shared.transports.egress import EgressPolicy, Target, check_url
 
 MAX_PAGES = 50
@@ -81,18 +84,27 @@ class McpSdkTransport:
     def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,
                   timeout_s: float) -> dict[str, Any]:
         """One ``ListToolsResult`` page as the server sent it (``cursor`` forwarded as given)."""
-        return _run(self._list_page, self._target(url), headers, timeout_s, _accepted(discovered), cursor)
+        return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
+                    McpOp("tools/list", cursor=cursor))
 
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
                   meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
         """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
-        return _run(self._call_tool, self._target(url), headers, timeout_s, _accepted(discovered), name, arguments,
-                    meta)
+        return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
+                    McpOp("tools/call", name=name, arguments=arguments, meta=meta))
 
     def read_resource(self, url: str, headers: dict[str, str], uri: str, *, discovered: McpDiscovery,
                       timeout_s: float) -> dict[str, Any]:
         """The server's ``ReadResourceResult`` as JSON."""
-        return _run(self._read_resource, self._target(url), headers, timeout_s, _accepted(discovered), uri)
+        return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
+                    McpOp("resources/read", uri=uri))
+
+    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str,
+                 timeout_s: float) -> McpExchange:
+        """The probe at ``revision`` and, when the server accepts it, ``op`` over the same connections: one name
+        lookup, one ``timeout_s`` for the whole. A failure before the server's answer to the probe raises as
+        ``discover``'s would; one after it is the exchange's ``error``, beside the probe's answer."""
+        return _run(self._exchange, self._target(url), headers, timeout_s, revision, op, bounded=False)
 
     def _target(self, url: str) -> Target:
         """The URL's destination, checked by the egress guard (``EgressRefusedError`` before any connection)."""
@@ -100,10 +112,15 @@ class McpSdkTransport:
 
     async def _discover(self, target: Target, headers: dict[str, str], timeout_s: float,
                         revision: str) -> McpDiscovery:
+        async with self._http(target, headers, timeout_s) as http:
+            return await self._probe(self._sdk(target, http, timeout_s, revision, None), revision)
+
+    @staticmethod
+    async def _probe(sdk: Any, revision: str) -> McpDiscovery:
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
-        async with self._client(target, headers, timeout_s, revision, None) as client:
+        async with sdk as client:
             try:
                 raw = await client.session.send_discover(revision)
             except MCPError as exc:
@@ -114,6 +131,27 @@ class McpSdkTransport:
                                     _clip(f"the MCP server answered with error {exc.code}: {exc.message}"))
         types.DiscoverResult.model_validate(raw)  # not a DiscoverResult: not MCP (a ValidationError, translated)
         return McpDiscovery(revision, copy.deepcopy(raw), _supported(raw, key="supportedVersions"))
+
+    async def _exchange(self, target: Target, headers: dict[str, str], timeout_s: float, revision: str,
+                        op: McpOp) -> McpExchange:
+        import anyio
+
+        deadline = anyio.current_time() + timeout_s
+        async with self._http(target, headers, timeout_s) as http:
+            with anyio.fail_at(deadline):
+                discovery = await self._probe(self._sdk(target, http, timeout_s, revision, None), revision)
+            if not discovery.accepted:
+                return McpExchange(discovery)
+            try:
+                with anyio.fail_at(deadline):
+                    async with self._sdk(target, http, timeout_s, revision, discovery.result) as client:
+                        result = await _perform(client, op, timeout_s)
+            except Exception as exc:  # noqa: BLE001 - judged by _translate; what it does not know is raised
+                failure = _translate(exc)
+                if not isinstance(failure, TransportError | EgressRefusedError):
+                    raise
+                return McpExchange(discovery, None, failure)
+        return McpExchange(discovery, result)
 
     async def _list_tools(self, target: Target, headers: dict[str, str], timeout_s: float,
                           discovered: McpDiscovery) -> list[dict[str, Any]]:
@@ -130,65 +168,75 @@ class McpSdkTransport:
                     return tools
         raise TransportError(f"the MCP server's tool list runs past {MAX_PAGES} pages")
 
-    async def _list_page(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
-                         cursor: str | None) -> dict[str, Any]:
-        import mcp_types as types
-
+    async def _request(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
+                       op: McpOp) -> dict[str, Any]:
         async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
-            request = types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
-            raw = await _raw(client, request, timeout_s)
-        types.ListToolsResult.model_validate(raw)
-        return raw
-
-    async def _call_tool(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
-                         name: str, arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-        import mcp_types as types
-
-        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
-            await _find_tool(client, name)
-            request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments,
-                                                                               _meta=meta or None))
-            raw = await _raw(client, request, timeout_s)
-            if raw.get("resultType", "complete") != "complete":
-                raise TransportError("the MCP server asked for input (input_required), which this host does not "
-                                     "answer")
-            result = types.CallToolResult.model_validate(raw)
-            if not result.is_error:
-                await client.session.validate_tool_result(name, result)
-        return raw
-
-    async def _read_resource(self, target: Target, headers: dict[str, str], timeout_s: float,
-                             discovered: McpDiscovery, uri: str) -> dict[str, Any]:
-        import mcp_types as types
-
-        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
-            raw = await _raw(client, types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri)),
-                             timeout_s)
-        if raw.get("resultType", "complete") != "complete":
-            raise TransportError("the MCP server asked for input (input_required), which this host does not answer")
-        types.ReadResourceResult.model_validate(raw)
-        return raw
+            return await _perform(client, op, timeout_s)
 
     def _client(self, target: Target, headers: dict[str, str], timeout_s: float, revision: str,
                 discover: dict[str, Any] | None) -> Any:
-        """A client pinned to ``revision``: it adopts ``discover`` (a probe's result; None: the SDK's minimal one,
-        the probe itself) and never negotiates further."""
-        import httpx2
-        import mcp_types as types
-        from mcp.client import Client
-        from mcp.client.streamable_http import streamable_http_client
+        """A client pinned to ``revision`` over an HTTP client of its own (closed with it)."""
+        http = self._http(target, headers, timeout_s)
+        return _Session(http, self._sdk(target, http, timeout_s, revision, discover))
 
-        http = httpx2.AsyncClient(
+    def _http(self, target: Target, headers: dict[str, str], timeout_s: float) -> Any:
+        """The HTTP client whose connections go only to the target's checked addresses (it may serve several SDK
+        clients: they never close it)."""
+        import httpx2
+
+        return httpx2.AsyncClient(
             headers=headers,
             timeout=httpx2.Timeout(timeout_s),
             transport=_pinned_transport_class()(target.host, target.port, target.addresses, self._connect),
             trust_env=False,
             follow_redirects=False,
         )
+
+    @staticmethod
+    def _sdk(target: Target, http: Any, timeout_s: float, revision: str, discover: dict[str, Any] | None) -> Any:
+        """An SDK client pinned to ``revision`` over ``http``: it adopts ``discover`` (a probe's result; None: the
+        SDK's minimal one, the probe itself) and never negotiates further."""
+        import mcp_types as types
+        from mcp.client import Client
+        from mcp.client.streamable_http import streamable_http_client
+
         transport = streamable_http_client(target.url, http_client=http)
         prior = types.DiscoverResult.model_validate(discover) if discover is not None else None
-        return _Session(http, Client(transport, mode=revision, prior_discover=prior, cache=None,
-                                     read_timeout_seconds=timeout_s))
+        return Client(transport, mode=revision, prior_discover=prior, cache=None, read_timeout_seconds=timeout_s)
+
+
+async def _perform(client: Any, op: McpOp, timeout_s: float) -> dict[str, Any]:
+    """``op`` through an open client: the server's result JSON, checked against the revision (and a tool's result
+    against its output schema)."""
+    import mcp_types as types
+
+    if op.method == "tools/list":
+        raw = await _raw(client, types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=op.cursor)),
+                         timeout_s)
+        types.ListToolsResult.model_validate(raw)
+        return raw
+    if op.method == "resources/read":
+        raw = await _raw(client, types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=op.uri)),
+                         timeout_s)
+        _complete(raw)
+        types.ReadResourceResult.model_validate(raw)
+        return raw
+    if op.method != "tools/call":
+        raise ValueError(f"not an MCP request this host sends: {op.method}")
+    await _find_tool(client, op.name)
+    request = types.CallToolRequest(params=types.CallToolRequestParams(name=op.name, arguments=op.arguments or {},
+                                                                       _meta=op.meta or None))
+    raw = await _raw(client, request, timeout_s)
+    _complete(raw)
+    result = types.CallToolResult.model_validate(raw)
+    if not result.is_error:
+        await client.session.validate_tool_result(op.name, result)
+    return raw
+
+
+def _complete(raw: dict[str, Any]) -> None:
+    if raw.get("resultType", "complete") != "complete":
+        raise TransportError("the MCP server asked for input (input_required), which this host does not answer")
 
 
 def _accepted(discovered: McpDiscovery) -> McpDiscovery:
@@ -251,15 +299,19 @@ class _Session:
 
 
 def _run(fn: Callable[..., Awaitable[Any]], target: Target, headers: dict[str, str], timeout_s: float,
-         *args: Any) -> Any:
+         *args: Any, bounded: bool = True) -> Any:
+    """``fn`` in an event loop of its own, within ``timeout_s`` (unless ``fn`` keeps its own deadline: ``bounded``
+    False), what the SDK raised translated to the port's errors."""
     import anyio
 
-    async def bounded() -> Any:
+    async def run() -> Any:
+        if not bounded:
+            return await fn(target, headers, timeout_s, *args)
         with anyio.fail_after(timeout_s):
             return await fn(target, headers, timeout_s, *args)
 
     try:
-        return anyio.run(bounded)
+        return anyio.run(run)
     except BaseException as exc:  # noqa: B036 - exception groups from the SDK's task groups are unwrapped here
         translated = _translate(exc)
         if translated is exc:

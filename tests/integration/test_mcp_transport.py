@@ -424,6 +424,99 @@ def test_connection_is_pinned_to_the_checked_address(demo: DemoMcpServer) -> Non
     assert demo.calls == {"lookup_customer": 1}
 
 
+# --------------------------------------------------------------------------- one exchange: the probe and a request
+
+
+def _recording(demo: DemoMcpServer) -> tuple[McpSdkTransport, list[str], list[tuple[str, int]]]:
+    """A transport whose name lookups and connections are recorded (the name maps to the loopback server)."""
+    from httpcore2._backends.anyio import AnyIOBackend
+
+    resolved: list[str] = []
+    connects: list[tuple[str, int]] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        resolved.append(host)
+        return ["127.0.0.1"]
+
+    async def connect(address: str, port: int, timeout: float | None) -> Any:
+        connects.append((address, port))
+        return await AnyIOBackend().connect_tcp(address, port, timeout=timeout)
+
+    return McpSdkTransport(EgressPolicy.from_entries(LOOPBACK, resolver=resolver), connect=connect), resolved, \
+        connects
+
+
+def test_an_exchange_probes_and_calls_over_one_lookup_and_one_connection(demo: DemoMcpServer) -> None:
+    from shared.ports import McpOp
+
+    transport, resolved, connects = _recording(demo)
+    url = f"http://mcp.test.invalid:{demo.port}/mcp"
+    # When a tool is called in one exchange (the probe, the listing that finds the tool, the call)
+    got = transport.exchange(url, {}, McpOp("tools/call", name="lookup_customer", arguments={"id": "x"}, meta={}),
+                             revision=REVISION, timeout_s=T)
+    # Then the probe was accepted and the call answered, the name was looked up once and one connection carried
+    # every request (a probe and a call each of their own would be two lookups and two connections)
+    assert got.discovery.accepted and got.error is None
+    assert got.result is not None and got.result["structuredContent"]["id"] == "x"
+    assert [x["method"] for x in demo.exchanges] == ["server/discover", "tools/list", "tools/call"]
+    assert resolved == ["mcp.test.invalid"]
+    assert connects == [("127.0.0.1", demo.port)]
+
+
+def test_a_request_that_fails_after_the_probe_keeps_the_probes_answer(demo: DemoMcpServer,
+                                                                      mcp: McpSdkTransport) -> None:
+    from shared.ports import McpOp
+
+    # When the exchange names a tool the server does not list
+    got = mcp.exchange(demo.url, {}, McpOp("tools/call", name="no_such_tool", arguments={}, meta={}),
+                       revision=REVISION, timeout_s=T)
+    # Then the probe's answer is kept beside the failure, and nothing was called
+    assert got.discovery.accepted and got.result is None
+    assert isinstance(got.error, TransportError) and "no_such_tool" in got.error.reason
+    assert demo.calls == {} and "tools/call" not in [x["method"] for x in demo.exchanges]
+
+
+def test_an_exchange_sends_no_request_to_a_server_that_refuses_the_revision() -> None:
+    from shared.ports import McpOp
+
+    # Given a server that speaks only another revision
+    old = DemoMcpServer(revisions=("2025-11-25",))
+    old.start()
+    try:
+        got = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).exchange(
+            old.url, {}, McpOp("tools/call", name="lookup_customer", arguments={"id": "x"}, meta={}),
+            revision=REVISION, timeout_s=T)
+        # Then the probe was refused, nothing else went out, and there is no result and no error
+        assert not got.discovery.accepted and got.discovery.supported == ("2025-11-25",)
+        assert got.result is None and got.error is None
+        assert [x["method"] for x in old.exchanges] == ["server/discover"] and old.calls == {}
+    finally:
+        old.stop()
+
+
+def test_the_exchanges_one_deadline_ends_a_request_that_outlasts_it_and_keeps_the_probe() -> None:
+    from shared.ports import McpOp
+
+    release = threading.Event()
+
+    def stalls(args: dict[str, Any]) -> dict[str, Any]:
+        release.wait(10)  # bounded: the test releases it as soon as the client gave up
+        return {"late": True}
+
+    tool = {"name": "stalls", "inputSchema": {"type": "object"}}
+    # Given a tool that answers only after the exchange's deadline
+    with DemoMcpServer(extra_tools=[(tool, stalls)]) as srv:
+        try:
+            got = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).exchange(
+                srv.url, {}, McpOp("tools/call", name="stalls", arguments={}, meta={}), revision=REVISION,
+                timeout_s=1.0)
+        finally:
+            release.set()
+        # Then the exchange ends with the request's timeout as its error, beside the probe's accepted answer
+        assert got.discovery.accepted and got.result is None
+        assert isinstance(got.error, TransportError) and got.error.reason == "the MCP server did not answer in time"
+
+
 # --------------------------------------------------------------------------- threads and import cost
 
 
