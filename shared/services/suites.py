@@ -331,14 +331,15 @@ def tombstone_in(ports: Ports, tenant: str, ref: str, run_ids: str | set[str]) -
     if head is None:
         return 0
     if PAGES not in head:
-        return _tombstone_item(ports, suite_pk(tenant), ref, gone)
-    return sum(_tombstone_item(ports, page_pk(tenant), sk, gone) for sk, page in _pages(ports, tenant, ref, head)
+        return _tombstone_item(ports, suite_pk(tenant), ref, gone, head)
+    return sum(_tombstone_item(ports, page_pk(tenant), sk, gone, page) for sk, page in _pages(ports, tenant, ref, head)
                if any(t.get("sourceRunId") in gone for t in page["tasks"]))
 
 
-def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str]) -> int:
+def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str], read: dict[str, Any]) -> int:
+    """Compare-and-set of the item ``read`` (as just read): a rewrite meanwhile is read again and retried."""
+    doc: dict[str, Any] | None = read
     for _ in range(_CAS_TRIES):
-        doc = ports.host.get_item(pk, sk)
         if doc is None:
             return 0
         hit = [i for i, t in enumerate(doc["tasks"]) if t.get("sourceRunId") in gone]
@@ -347,6 +348,7 @@ def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str]) -> int:
         new = {**doc, "tasks": [tombstone(t) if i in hit else t for i, t in enumerate(doc["tasks"])]}
         if ports.host.put_item(pk, sk, new, if_equals=doc, compress=True):
             return len(hit)
+        doc = ports.host.get_item(pk, sk)
     raise VersionConflictError("The suite version kept changing while a source run was erased.")
 
 
