@@ -242,18 +242,23 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
     frames: list[str] = []
     batch: list[dict[str, Any]] = []
     first_at: int | None = None
+    folded: list[Any] = [None, None]  # the record read last and its snapshot: folded once per read of the head
+
+    def snapshot() -> dict[str, Any]:
+        if folded[0] is not rec:
+            folded[:] = [rec, run_snapshot(ports, rec)]
+        return dict(folded[1])
+
     if "values" in modes and after >= 0:  # a resumed values stream starts with the current snapshot
-        frames.append(_frame(after, "state.snapshot", run_snapshot(ports, rec)))
+        frames.append(_frame(after, "state.snapshot", snapshot()))
     while True:
         events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
-        current: dict[str, Any] | None = None  # the snapshot at the head read last (folded once if behind)
         for ev in events:
             seq = int(ev["sequence"])
             after = seq
             if "values" in modes:
                 if str(ev["type"]).startswith(c.UPDATES_PREFIXES):
-                    current = current or run_snapshot(ports, rec)
-                    frames.append(_frame(seq, "state.snapshot", current))
+                    frames.append(_frame(seq, "state.snapshot", snapshot()))
             elif _admitted(ev, modes):
                 if buffer_ms:
                     batch.append(ev)
