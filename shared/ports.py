@@ -13,6 +13,11 @@ from typing import Any, Protocol
 
 # A run takes new events, and may perform effects, only while its status is one of these.
 WRITABLE = ("pending", "running")
+# Limits of the stores that their callers plan by (the storage implements them, services batch by them):
+# ``RunStore.put_aux_many`` writes this many items (each with its run's tombstone check) to a transaction,
+AUX_PER_TRANSACTION = 50
+# and a page of a run's stored log holds at most this many events (a longer log is read by Query).
+EVENTS_PER_PAGE = 99
 
 
 class Clock(Protocol):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from shared.errors import IdTenantMismatchError, NotFoundError, ValidationError
-from shared.ports import Ports, RunRecord
+from shared.ports import AUX_PER_TRANSACTION, Ports, RunRecord
 from shared.protocol.ids import BadIdError, decode_run_id, project_id, tenant_of
 
 PARALLEL_WORKERS = 32  # threads a request's independent AWS reads and writes share (the clients' connection pool)
@@ -78,13 +78,10 @@ def packed(items: Iterable[_T], weight: Callable[[_T], int], cap: int) -> list[l
     return out
 
 
-LINKS_PER_REQUEST = 50  # aux items under runs (links), each with its run's tombstone check: one transaction
-
-
 def link_under(ports: Ports, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
-    """Write aux items (runId, sk, value, expiresAt) under many runs, ``LINKS_PER_REQUEST`` to a transaction, in
+    """Write aux items (runId, sk, value, expiresAt) under many runs, ``AUX_PER_TRANSACTION`` to a transaction, in
     parallel; the runs whose tombstone refused theirs (nothing of theirs is written)."""
-    return set().union(*parallel(ports.runs.put_aux_many, chunks(list(entries), LINKS_PER_REQUEST)))
+    return set().union(*parallel(ports.runs.put_aux_many, chunks(list(entries), AUX_PER_TRANSACTION)))
 
 
 def decode_path_run_id(wire: str) -> str:

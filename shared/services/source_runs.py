@@ -23,14 +23,14 @@ from typing import Any
 
 from shared.engine import recorded
 from shared.errors import RunGoneError
-from shared.ports import Ports, RunRecord, ToolCallRecord
+from shared.ports import EVENTS_PER_PAGE, Ports, RunRecord, ToolCallRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services import evals
 from shared.services.common import Caller, chunks, parallel
 
 BATCH_KEYS = 100  # BatchGetItem's most
 RUN_KEYS = 2  # a run's item and its creation facts
-LONG_LOG = 99  # a log of more events than one stored page holds is read by Query, on its own
+LONG_LOG = EVENTS_PER_PAGE  # a log of more events than one stored page holds is read by Query, on its own
 
 
 @dataclass

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import CHILD_PREFIX
-from shared.ports import BlobStore, Clock, ListPage, RunRecord
+from shared.ports import AUX_PER_TRANSACTION, BlobStore, Clock, ListPage, RunRecord
 from shared.storage import runitems, schema
 from shared.storage.ddb import (
     BATCH_WRITE_ATTEMPTS,
@@ -34,8 +34,6 @@ from shared.storage.ddb import (
     tombstone_check,
     writable_check,
 )
-
-AUX_PER_TRANSACTION = 50  # put_aux_many: 50 items and their 50 tombstone checks fill one TransactWriteItems
 
 
 class DynamoRunStore:

@@ -18,6 +18,7 @@ from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, s
     derived_prefix,
     run_prefix,
 )
+from shared.ports import EVENTS_PER_PAGE
 
 TENANT_INDEX = "byTenant"
 # A sparse index of the tenant's eval runs only (gsi2pk/gsi2sk are written on eval run items, with gsi1's values).
@@ -41,7 +42,7 @@ MAX_ITEM_BYTES = 400_000
 MAX_INLINE_RUN_DATA_BYTES = 64_000
 # A page of the event log (one item: its events' JSON, compressed) holds at most this many events and this much
 # event JSON; a transaction carries as many pages as fit in TransactWriteItems' 100 items and 4 MB.
-MAX_EVENTS_PER_PAGE = 99
+MAX_EVENTS_PER_PAGE = EVENTS_PER_PAGE
 MAX_PAGE_BYTES = MAX_INLINE_BYTES
 MAX_TRANSACTION_ITEMS = 100
 MAX_TRANSACTION_BYTES = 3_000_000
