@@ -394,39 +394,6 @@ def test_name_resolving_to_public_and_private_is_refused() -> None:
     assert connects == []
 
 
-def test_connection_is_pinned_to_the_checked_address(demo: DemoMcpServer) -> None:
-    # Given a name only our injected resolver knows, mapped to the loopback server, and a connect layer that
-    # records where it connects before opening the real loopback connection
-    from httpcore2._backends.anyio import AnyIOBackend
-
-    resolved: list[str] = []
-    connects: list[tuple[str, int]] = []
-
-    def resolver(host: str, port: int) -> list[str]:
-        resolved.append(host)
-        return ["127.0.0.1"]
-
-    async def connect(address: str, port: int, timeout: float | None) -> Any:
-        connects.append((address, port))
-        return await AnyIOBackend().connect_tcp(address, port, timeout=timeout)
-
-    pinned = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK, resolver=resolver), connect=connect)
-    url = f"http://mcp.test.invalid:{demo.port}/mcp"
-    # When the tool is called by that name (which no DNS server would resolve)
-    result = pinned.call_tool(url, {}, "lookup_customer", {"id": "p"}, meta={}, discovered=ACCEPTED,
-                              timeout_s=T)
-    # Then the name was resolved once, by the guard; every connection went to the checked address; and the server
-    # saw the original name in the Host header
-    assert result["structuredContent"]["id"] == "p"
-    assert resolved == ["mcp.test.invalid"]
-    assert connects and set(connects) == {("127.0.0.1", demo.port)}
-    assert demo.hosts and set(demo.hosts) == {f"mcp.test.invalid:{demo.port}"}
-    assert demo.calls == {"lookup_customer": 1}
-
-
-# --------------------------------------------------------------------------- one exchange: the probe and a request
-
-
 def _recording(demo: DemoMcpServer) -> tuple[McpSdkTransport, list[str], list[tuple[str, int]]]:
     """A transport whose name lookups and connections are recorded (the name maps to the loopback server)."""
     from httpcore2._backends.anyio import AnyIOBackend
@@ -444,6 +411,26 @@ def _recording(demo: DemoMcpServer) -> tuple[McpSdkTransport, list[str], list[tu
 
     return McpSdkTransport(EgressPolicy.from_entries(LOOPBACK, resolver=resolver), connect=connect), resolved, \
         connects
+
+
+def test_connection_is_pinned_to_the_checked_address(demo: DemoMcpServer) -> None:
+    # Given a name only our injected resolver knows, mapped to the loopback server, and a connect layer that
+    # records where it connects before opening the real loopback connection
+    pinned, resolved, connects = _recording(demo)
+    url = f"http://mcp.test.invalid:{demo.port}/mcp"
+    # When the tool is called by that name (which no DNS server would resolve)
+    result = pinned.call_tool(url, {}, "lookup_customer", {"id": "p"}, meta={}, discovered=ACCEPTED,
+                              timeout_s=T)
+    # Then the name was resolved once, by the guard; every connection went to the checked address; and the server
+    # saw the original name in the Host header
+    assert result["structuredContent"]["id"] == "p"
+    assert resolved == ["mcp.test.invalid"]
+    assert connects and set(connects) == {("127.0.0.1", demo.port)}
+    assert demo.hosts and set(demo.hosts) == {f"mcp.test.invalid:{demo.port}"}
+    assert demo.calls == {"lookup_customer": 1}
+
+
+# --------------------------------------------------------------------------- one exchange: the probe and a request
 
 
 def test_an_exchange_probes_and_calls_over_one_lookup_and_one_connection(demo: DemoMcpServer) -> None:
