@@ -64,12 +64,25 @@ class APIGatewayHttpResolver(_PowertoolsHttpResolver):
     """Powertools' resolver, with the request it resolves kept per thread.
 
     Powertools keeps the current request on a class (``BaseRouter.current_event`` and ``lambda_context``), shared by
-    every resolver in the process. A Lambda container serves one request at a time, so that is safe deployed; the
-    local host calls the handlers from one thread per connection, where a request could route, read its body or its
-    credential from another request in flight (schemathesis with two workers saw a POST answered as unrouted).
+    every resolver in the process, and the route it matched with its path arguments on the resolver (``context``:
+    ``_route``, ``_route_args``, cleared after each request). A Lambda container serves one request at a time, so that
+    is safe deployed; the local host calls the handlers from one thread per connection, where a request could route,
+    read its body or its credential from another request in flight (schemathesis with two workers saw a POST answered
+    as unrouted), or lose its path arguments to another request's clearing (a 500: the route called without them).
     """
 
     _request = threading.local()
+
+    @property
+    def context(self) -> dict[str, Any]:  # type: ignore[override]
+        mine: dict[str, Any] | None = getattr(self._request, "context_dict", None)
+        if mine is None:
+            mine = self._request.context_dict = {}
+        return mine
+
+    @context.setter
+    def context(self, value: dict[str, Any]) -> None:
+        self._request.context_dict = value
 
     @property
     def current_event(self) -> Any:  # type: ignore[override]
