@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 REGION = DEFAULT_REGION
 ACCOUNT = DEFAULT_ACCOUNT
 ROLE_NAME = "openwop-local-role"
+STOP_STREAM_WAIT_S = 5.0  # at most this long, at stop, for the stream batches written so far to be delivered
 MOTO_CONFIG: dict[str, Any] = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 _TRUST_POLICY = json.dumps(
@@ -300,6 +301,11 @@ class LocalAws:
         try:
             self._stop_pollers()
             self.stop_running_executions()
+            from shared.local.ddb_streams import wait_for_stream_idle
+
+            # the stream batches already written reach their consumers while the endpoint and its environment are
+            # still here (bounded: a long backlog is cut short, as before)
+            wait_for_stream_idle(STOP_STREAM_WAIT_S)
         finally:
             if self.journal is not None:
                 from shared.local.ddb_streams import on_stream_idle
