@@ -9,7 +9,7 @@ the transaction, any failure cancels the whole transaction with per-item reasons
 (``TransactionCanceledException``), and writes are applied only when all pass; a
 validation error during the writes rolls back the touched items from per-key
 snapshots. Canary: tests/integration/test_local_patches.py (a transaction with a
-failing condition leaves nothing written; a 99-item append stays fast).
+failing condition leaves nothing written; a 99-item append deep-copies no table).
 Remove when moto stops deep-copying tables in transact_write_items.
 
 moto's server answers requests on many threads and checks a condition and applies the write as separate

@@ -303,9 +303,7 @@ class LocalAws:
             self.stop_running_executions()
             from shared.local.ddb_streams import wait_for_stream_idle
 
-            # the stream batches already written reach their consumers while the endpoint and its environment are
-            # still here (bounded: a long backlog is cut short, as before)
-            wait_for_stream_idle(STOP_STREAM_WAIT_S)
+            wait_for_stream_idle(STOP_STREAM_WAIT_S)  # batches written so far reach consumers while the env is here
         finally:
             if self.journal is not None:
                 from shared.local.ddb_streams import on_stream_idle
