@@ -14,6 +14,20 @@ def _event(path: str, body: str) -> dict[str, Any]:
             "requestContext": {"http": {"method": "POST", "path": path}, "stage": "$default"}}
 
 
+def _meanwhile(held: tuple[Any, dict[str, Any], str], holding: threading.Event,
+               other: tuple[Any, dict[str, Any], str], released: threading.Event) -> dict[str, Any]:
+    """Resolve ``held`` (resolver, event, context) on a thread until its route signals ``holding``, then ``other``
+    on this thread, then release the first: both answers, as "a" and "b"."""
+    answers: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: answers.setdefault("a", held[0].resolve(held[1], held[2])))
+    worker.start()
+    assert holding.wait(10)
+    answers["b"] = other[0].resolve(other[1], other[2])
+    released.set()
+    worker.join(10)
+    return answers
+
+
 def test_a_request_in_flight_keeps_its_own_event_while_another_is_resolved():
     # Given two resolvers (two functions), the first holding its route until the second has been resolved
     first, second = APIGatewayHttpResolver(), APIGatewayHttpResolver()
@@ -32,14 +46,9 @@ def test_a_request_in_flight_keeps_its_own_event_while_another_is_resolved():
         seen["b"] = (second.current_event.path, second.current_event.body, second.lambda_context)
         return Response(200, "text/plain", "b")
 
-    answers: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: answers.setdefault("a", first.resolve(_event("/a", "A"), "ctx-a")))
-    worker.start()
-    assert entered.wait(10)
     # When the second request is resolved meanwhile, in another thread
-    answers["b"] = second.resolve(_event("/b", "B"), "ctx-b")
-    released.set()
-    worker.join(10)
+    answers = _meanwhile((first, _event("/a", "A"), "ctx-a"), entered, (second, _event("/b", "B"), "ctx-b"),
+                         released)
     # Then each route saw its own path, body and context, and both were routed
     assert seen == {"a": ("/a", "A", "ctx-a"), "b": ("/b", "B", "ctx-b")}
     assert (answers["a"]["statusCode"], answers["b"]["statusCode"]) == (200, 200)
@@ -63,14 +72,9 @@ def test_a_request_in_flight_keeps_its_path_arguments_while_another_on_the_same_
     def other() -> Response[str]:
         return Response(200, "text/plain", "other")
 
-    answers: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: answers.setdefault("a", app.resolve(_event("/items/7", ""), "ctx-a")))
-    worker.start()
-    assert routed.wait(10)
     # When a second request on the same resolver is resolved and ends meanwhile (its end clears the route context)
-    answers["b"] = app.resolve(_event("/other", ""), "ctx-b")
-    released.set()
-    worker.join(10)
+    answers = _meanwhile((app, _event("/items/7", ""), "ctx-a"), routed, (app, _event("/other", ""), "ctx-b"),
+                         released)
     # Then the first still reaches its handler with its own path argument
     assert (answers["b"]["statusCode"], answers["b"]["body"]) == (200, "other")
     assert (answers["a"]["statusCode"], answers["a"]["body"]) == (200, "item 7")
