@@ -122,22 +122,10 @@ class _LazyMcp:
         out: list[dict[str, Any]] = self._get().list_tools(url, headers, discovered=discovered, timeout_s=timeout_s)
         return out
 
-    def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,
-                  timeout_s: float) -> dict[str, Any]:
-        out: dict[str, Any] = self._get().list_page(url, headers, cursor=cursor, discovered=discovered,
-                                                    timeout_s=timeout_s)
-        return out
-
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
                   meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
         out: dict[str, Any] = self._get().call_tool(url, headers, name, arguments, meta=meta, discovered=discovered,
                                                     timeout_s=timeout_s)
-        return out
-
-    def read_resource(self, url: str, headers: dict[str, str], uri: str, *, discovered: McpDiscovery,
-                      timeout_s: float) -> dict[str, Any]:
-        out: dict[str, Any] = self._get().read_resource(url, headers, uri, discovered=discovered,
-                                                        timeout_s=timeout_s)
         return out
 
 

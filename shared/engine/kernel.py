@@ -176,11 +176,12 @@ def snapshot_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
     """The run-item updates that store the state folded up to ``seq``.
 
     The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
-    creation facts hold them). A task stores its state once, at its last append (its caller asks only then). A snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3
-    object under the run with a pointer on the item, or not written at all while the log after the stored snapshot
-    (``behind_bytes``) is smaller than the snapshot would be. A reader folds the events after the stored snapshot's
-    ``seq`` (``load_state``). So the snapshots a run writes add up to at most its log's bytes plus one small
-    snapshot per task, and a reader folds at most about a task's or one snapshot's worth of events.
+    creation facts hold them). A task stores its state once, at its last append (its caller asks only then). A
+    snapshot up to ``INLINE_STATE_LIMIT`` is inline; a larger one is an S3 object under the run with a pointer on
+    the item, or not written at all while the log after the stored snapshot (``behind_bytes``) is smaller than the
+    snapshot would be. A reader folds the events after the stored snapshot's ``seq`` (``load_state``). So the
+    snapshots a run writes add up to at most its log's bytes plus one small snapshot per task, and a reader folds
+    at most about a task's or one snapshot's worth of events.
     """
     stored = dict(state)
     stored["seq"] = seq

@@ -47,8 +47,8 @@ class Caller:
 
 
 def parallel(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
-    """``fn`` over ``items`` on up to ``PARALLEL_WORKERS`` threads (boto3 clients are thread-safe), results in order; each call
-    runs in a copy of the caller's context (its trace span, its log keys). One item: inline."""
+    """``fn`` over ``items`` on up to ``PARALLEL_WORKERS`` threads (boto3 clients are thread-safe), results in order;
+    each call runs in a copy of the caller's context (its trace span, its log keys). One item: inline."""
     todo = list(items)
     if len(todo) <= 1:
         return [fn(x) for x in todo]

@@ -104,9 +104,8 @@ class DynamoRunStore:
                     index[attr] = str(record.data[attr])
         extra += [{"Put": {"TableName": self._t, "Item": to_item(it)}} for it in (facts_item, state_item, index)]
         if parent is not None:
-            link = {"pk": parent, "sk": f"{CHILD_PREFIX}{record.run_id}", "doc": dump({"runId": record.run_id}),
-                    schema.TTL_ATTRIBUTE: record.expires_at}
-            extra.append({"Put": {"TableName": self._t, "Item": to_item(link)}})
+            extra.append(self._aux_put(parent, f"{CHILD_PREFIX}{record.run_id}", {"runId": record.run_id},
+                                       record.expires_at))
         try:
             self._c.transact_write_items(TransactItems=[
                 {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
@@ -355,10 +354,8 @@ class DynamoRunStore:
             chunk = todo[at:at + AUX_PER_TRANSACTION]
             conflicts = 0
             while chunk:
-                actions: list[dict[str, Any]] = [
-                    {"Put": {"TableName": self._t, "Item": to_item(
-                        {"pk": run_id, "sk": sk, "doc": dump(value), schema.TTL_ATTRIBUTE: expires_at})}}
-                    for run_id, sk, value, expires_at in chunk]
+                actions: list[dict[str, Any]] = [self._aux_put(run_id, sk, value, expires_at)
+                                                 for run_id, sk, value, expires_at in chunk]
                 checked = list(dict.fromkeys(e[0] for e in chunk))  # one check per run (one action per item)
                 actions += [tombstone_check(self._t, self._tombstones, run_id) for run_id in checked]
                 try:
@@ -396,15 +393,16 @@ class DynamoRunStore:
                 out[raw["pk"]["S"]] = doc
         return out
 
+    def _aux_put(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> dict[str, Any]:
+        """The transaction action that writes an auxiliary item (its document under ``doc``, the run's TTL)."""
+        return {"Put": {"TableName": self._t, "Item": to_item({"pk": run_id, "sk": sk, "doc": dump(value),
+                                                               schema.TTL_ATTRIBUTE: expires_at})}}
+
     def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None:
         """Write an auxiliary item; a late write for an erased run fails (``RunGoneError``): its tombstone blocks it."""
         try:
-            self._c.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self._t,
-                         "Item": to_item({"pk": run_id, "sk": sk, "doc": dump(value),
-                                          schema.TTL_ATTRIBUTE: expires_at})}},
-                tombstone_check(self._t, self._tombstones, run_id),
-            ])
+            self._c.transact_write_items(TransactItems=[self._aux_put(run_id, sk, value, expires_at),
+                                                        tombstone_check(self._t, self._tombstones, run_id)])
         except ClientError as exc:
             refuse_too_large(exc)
             if error_code(exc) == "TransactionCanceledException":

@@ -81,23 +81,11 @@ class McpSdkTransport:
         """Every tool the server lists (all pages, server order), each as the JSON object the server sent."""
         return _run(self._list_tools, self._target(url), headers, timeout_s, _accepted(discovered))
 
-    def list_page(self, url: str, headers: dict[str, str], *, cursor: str | None, discovered: McpDiscovery,
-                  timeout_s: float) -> dict[str, Any]:
-        """One ``ListToolsResult`` page as the server sent it (``cursor`` forwarded as given)."""
-        return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
-                    McpOp("tools/list", cursor=cursor))
-
     def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
                   meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
         """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
         return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
                     McpOp("tools/call", name=name, arguments=arguments, meta=meta))
-
-    def read_resource(self, url: str, headers: dict[str, str], uri: str, *, discovered: McpDiscovery,
-                      timeout_s: float) -> dict[str, Any]:
-        """The server's ``ReadResourceResult`` as JSON."""
-        return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
-                    McpOp("resources/read", uri=uri))
 
     def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str,
                  timeout_s: float) -> McpExchange:
@@ -156,7 +144,8 @@ class McpSdkTransport:
     async def _list_tools(self, target: Target, headers: dict[str, str], timeout_s: float,
                           discovered: McpDiscovery) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
+        async with self._http(target, headers, timeout_s) as http, \
+                self._sdk(target, http, timeout_s, discovered.revision, discovered.result) as client:
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor)
@@ -170,14 +159,9 @@ class McpSdkTransport:
 
     async def _request(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
                        op: McpOp) -> dict[str, Any]:
-        async with self._client(target, headers, timeout_s, discovered.revision, discovered.result) as client:
+        async with self._http(target, headers, timeout_s) as http, \
+                self._sdk(target, http, timeout_s, discovered.revision, discovered.result) as client:
             return await _perform(client, op, timeout_s)
-
-    def _client(self, target: Target, headers: dict[str, str], timeout_s: float, revision: str,
-                discover: dict[str, Any] | None) -> Any:
-        """A client pinned to ``revision`` over an HTTP client of its own (closed with it)."""
-        http = self._http(target, headers, timeout_s)
-        return _Session(http, self._sdk(target, http, timeout_s, revision, discover))
 
     def _http(self, target: Target, headers: dict[str, str], timeout_s: float) -> Any:
         """The HTTP client whose connections go only to the target's checked addresses (it may serve several SDK
@@ -274,28 +258,6 @@ async def _find_tool(client: Any, name: str) -> None:
         if not cursor:
             break
     raise TransportError(_clip(f"the MCP server does not list a tool named {name!r}"))
-
-
-class _Session:
-    """The SDK client and the httpx client it was given: entered and closed together."""
-
-    def __init__(self, http: Any, client: Any) -> None:
-        self._http = http
-        self._client = client
-
-    async def __aenter__(self) -> Any:
-        await self._http.__aenter__()
-        try:
-            return await self._client.__aenter__()
-        except BaseException:
-            await self._http.aclose()
-            raise
-
-    async def __aexit__(self, *exc: Any) -> None:
-        try:
-            await self._client.__aexit__(*exc)
-        finally:
-            await self._http.aclose()
 
 
 def _run(fn: Callable[..., Awaitable[Any]], target: Target, headers: dict[str, str], timeout_s: float,

@@ -291,10 +291,14 @@ def test_call_tool_result_is_the_json_the_server_sent_meta_included() -> None:
 
 
 def test_list_page_is_one_page_as_sent_and_forwards_the_cursor(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
-    probe = mcp.discover(demo.url, {}, revision=REVISION, timeout_s=T)
+    from shared.ports import McpOp
+
+    def page(cursor: str | None) -> Any:
+        return mcp.exchange(demo.url, {}, McpOp("tools/list", cursor=cursor), revision=REVISION, timeout_s=T).result
+
     # When the first page is asked for, then the page its cursor names
-    first = mcp.list_page(demo.url, {}, cursor=None, discovered=probe, timeout_s=T)
-    second = mcp.list_page(demo.url, {}, cursor=first["nextCursor"], discovered=probe, timeout_s=T)
+    first = page(None)
+    second = page(first["nextCursor"])
     # Then each is one page, as sent, and the cursor reached the server
     pages = [x for x in demo.exchanges if x["method"] == "tools/list"]
     assert [first, second] == [x["result"] for x in pages]
@@ -303,8 +307,10 @@ def test_list_page_is_one_page_as_sent_and_forwards_the_cursor(demo: DemoMcpServ
 
 
 def test_read_resource_returns_the_result_as_sent(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
-    probe = mcp.discover(demo.url, {}, revision=REVISION, timeout_s=T)
-    got = mcp.read_resource(demo.url, {}, "demo://greeting", discovered=probe, timeout_s=T)
+    from shared.ports import McpOp
+
+    got = mcp.exchange(demo.url, {}, McpOp("resources/read", uri="demo://greeting"), revision=REVISION,
+                       timeout_s=T).result
     assert got == demo.exchanges[-1]["result"]
     assert got["contents"][0]["text"] == "hello from the demo MCP server"
 
