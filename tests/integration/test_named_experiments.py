@@ -89,8 +89,8 @@ def test_baseline_stable_is_the_run_that_admitted_the_stable_deployment(host, la
 
 
 def test_baseline_last_is_the_newest_completed_eval_of_the_suite_and_agent(host, lab, capsys):
-    # Given two finished eval runs of the suite and agent (v1, then v2)
-    v1 = lab["runs"].get("v1") or _run(host, capsys, lab, "1.0.0")["runId"]
+    # Given two finished eval runs of the suite and agent (v1, named "nightly 1", then v2)
+    v1 = lab["runs"].get("v1") or _run(host, capsys, lab, "1.0.0", "--name", "nightly 1")["runId"]
     v2 = lab["runs"].get("v2") or _run(host, capsys, lab, "2.0.0", "--baseline", v1)["runId"]
     # When a third runs with --baseline last
     rep = _run(host, capsys, lab, "2.0.0", "--baseline", "last")

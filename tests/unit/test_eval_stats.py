@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
 from shared.clock import SystemIds
@@ -83,7 +86,9 @@ def test_one_flaky_task_never_regresses_a_suite_alone_whatever_the_interval():
 
 
 def test_the_bootstrap_is_seeded_reproducible_and_brackets_the_mean():
-    diffs = [0.0, -1.0, 0.0, 0.5, -0.5, 0.0, 0.0, -1.0]
+    # Given more distinct resamples than the exact bootstrap enumerates (9 tasks of 9 distinct differences)
+    diffs = [0.0, -1.0, 0.125, 0.5, -0.5, 0.25, -0.25, -0.75, 0.75]
+    assert math.comb(2 * len(diffs) - 1, len(diffs) - 1) > evalstats.EXACT_LIMIT
     a = evalstats.bootstrap(diffs, SystemIds().seeded("seed-1"))
     b = evalstats.bootstrap(diffs, SystemIds().seeded("seed-1"))
     c = evalstats.bootstrap(diffs, SystemIds().seeded("seed-2"))
@@ -91,7 +96,46 @@ def test_the_bootstrap_is_seeded_reproducible_and_brackets_the_mean():
     mean = sum(diffs) / len(diffs)
     assert a["low"] <= mean <= a["high"] and -1.0 <= a["low"] < a["high"] <= 1.0
     assert (a["confidence"], a["resamples"], a["method"]) == (0.95, 1000, "paired-bootstrap")
+
+
+def _brute_force(diffs: list[float], tail: float) -> tuple[float, float]:
+    """Every one of the n**n ordered resamples, equally likely: the percentile bounds straight from the definition."""
+    n = len(diffs)
+    means = sorted(sum(pick) / n for pick in itertools.product(diffs, repeat=n))
+    below = [m for i, m in enumerate(means) if (i + 1) / len(means) > tail]
+    reach = [m for i, m in enumerate(means) if (i + 1) / len(means) >= 1.0 - tail]
+    return below[0], reach[0]
+
+
+@pytest.mark.parametrize("diffs", [[0.0, 0.0, -1.0], [-1.0, 0.0], [0.5], [0.0, 0.0, 0.0, 0.0],
+                                   [0.0, -1.0, 0.0, 0.5, -0.5, 0.0], [1.0, 0.25, -0.5, 0.0, 1.0, -1.0],
+                                   [-1.0, -1.0, -1.0, 0.0, 0.0, 0.0]])
+def test_a_small_sample_gets_the_exact_bootstrap_whatever_the_seed(diffs):
+    # Given few enough distinct resamples, the interval is the exact one: every seed reports the same
+    one = evalstats.bootstrap(diffs, SystemIds().seeded("seed-1"))
+    assert one == evalstats.bootstrap(diffs, SystemIds().seeded("seed-2"))
+    assert one["method"] == "paired-bootstrap-exact"
+    # and it is what all n**n resamples give, counted one by one
+    assert (one["low"], one["high"]) == pytest.approx(_brute_force(diffs, 0.025))
+    values = len(set(diffs))
+    assert one["resamples"] == math.comb(len(diffs) + values - 1, values - 1)
+
+
+def test_three_tasks_one_fell_reach_minus_one_exactly():
+    # 1 of the 27 resamples (3.7%, above the 2.5% tail) draws the fall three times: the low bound is -1, never a
+    # seed's luck (1,000 Monte Carlo draws put it at -0.667 about 2 times in 100)
+    ci = evalstats.bootstrap([0.0, 0.0, -1.0], SystemIds().seeded("any"))
+    assert (ci["low"], ci["high"], ci["resamples"]) == (-1.0, 0.0, 4)
     assert evalstats.bootstrap([0.0, 0.0], SystemIds().seeded("x"))["low"] == 0.0  # no spread: a point
+
+
+def test_a_pass_fail_suite_of_a_thousand_tasks_is_still_exact():
+    diffs = [-1.0 if i % 10 == 0 else 0.0 for i in range(1000)]
+    ci = evalstats.bootstrap(diffs, SystemIds().seeded("x"))
+    assert (ci["method"], ci["resamples"]) == ("paired-bootstrap-exact", 1001)
+    assert ci["low"] < -0.1 < ci["high"] < 0.0
+    more = evalstats.bootstrap(diffs + [0.0], SystemIds().seeded("x"))  # one past EXACT_MAX_TASKS
+    assert (more["method"], more["resamples"]) == ("paired-bootstrap", 1000)
 
 
 def test_the_summary_interval_is_seeded_from_the_plan_so_a_replay_reports_the_same():
@@ -103,7 +147,7 @@ def test_the_summary_interval_is_seeded_from_the_plan_so_a_replay_reports_the_sa
     _, two = closing_drafts(plan, rows, "later", SystemIds().seeded)
     assert one == two
     assert one["regression"]["scoreDeltaInterval"] == {"pairedMean": -0.5, "low": -1.0, "high": 0.0,
-                                                       "confidence": 0.95, "resamples": 1000,
-                                                       "method": "paired-bootstrap"}
+                                                       "confidence": 0.95, "resamples": 3,
+                                                       "method": "paired-bootstrap-exact"}
     _, plain = closing_drafts(plan, rows, "now")
     assert "scoreDeltaInterval" not in plain["regression"]
