@@ -181,11 +181,14 @@ def test_fixture_runs_overrides_a_tasks_source_run(host):
     workflow_id = register_scripted_agent("tenant-a", "override")
     key = f"k-{uuid.uuid4().hex[:8]}"
     script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": "done"}
-    # Given two recorded runs making the same counter call: the first saw count 1, the second count 2
-    first, second = (client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"script": script})).runId
-                     for _ in range(2))
-    for run_id in (first, second):
+    # Given two recorded runs making the same counter call, one after the other (two runs started together race to
+    # the counter): the first saw count 1, the second count 2
+    recorded = []
+    for _ in range(2):
+        run_id = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"script": script})).runId
         assert wait_terminal(client, run_id).status == "completed"
+        recorded.append(run_id)
+    first, second = recorded
     # and a suite whose one task names the first as its source
     suite_id = _suite_id()
     doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
