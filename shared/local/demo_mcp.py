@@ -213,7 +213,7 @@ class DemoMcpServer:
             if version is not None and self.revisions is not None and version not in self.revisions:
                 await self._refuse(request, version, send)
                 return
-            sent: list[bytes] = []
+            held: list[Any] = []
             given = False
 
             async def replay() -> Any:
@@ -224,11 +224,16 @@ class DemoMcpServer:
                 return {"type": "http.request", "body": body, "more_body": False}
 
             async def capture(message: Any) -> None:
-                if message["type"] == "http.response.body":
-                    sent.append(message.get("body", b""))
-                    if not message.get("more_body"):  # recorded before the client can read the answer
-                        self._record(request, version, _json(b"".join(sent)))
-                await send(message)
+                # The answer is held whole and recorded before any of it leaves: a client may act on the status
+                # line alone (a 404), so it must not see even that before the exchange is in ``exchanges``.
+                if not message["type"].startswith("http.response."):
+                    await send(message)
+                    return
+                held.append(message)
+                if message["type"] == "http.response.body" and not message.get("more_body"):
+                    self._record(request, version, _json(b"".join(m.get("body", b"") for m in held[1:])))
+                    for m in held:
+                        await send(m)
 
             await app(scope, replay, capture)
 
@@ -240,11 +245,11 @@ class DemoMcpServer:
                  "data": {"supported": list(self.revisions or ()), "requested": version}}
         answer = {"jsonrpc": "2.0", "id": request.get("id") if isinstance(request, dict) else None, "error": error}
         payload = json.dumps(answer).encode()
+        self._record(request, version, answer)  # before the status line leaves, as every answer
         await send({"type": "http.response.start", "status": 400,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
-        self._record(request, version, answer)
 
     def _record(self, request: Any, version: str | None, answer: Any) -> None:
         if not isinstance(request, dict) or "method" not in request or "id" not in request:
