@@ -16,7 +16,7 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def wait_for_execution(sfn: Any, execution_arn: str, timeout: float = 15.0) -> dict[str, Any]:
+def wait_for_execution(sfn: Any, execution_arn: str, timeout: float = 60.0) -> dict[str, Any]:
     """Poll ``describe_execution`` until the execution leaves RUNNING; fail the test on timeout."""
     deadline = time.monotonic() + timeout
     while True:
@@ -28,7 +28,7 @@ def wait_for_execution(sfn: Any, execution_arn: str, timeout: float = 15.0) -> d
         time.sleep(0.05)
 
 
-def eventually(check: Any, timeout: float = 5.0, interval: float = 0.05) -> Any:
+def eventually(check: Any, timeout: float = 30.0, interval: float = 0.05) -> Any:
     """Poll ``check()`` until it returns a truthy value; fail the test on timeout."""
     deadline = time.monotonic() + timeout
     while True:

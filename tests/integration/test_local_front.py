@@ -280,7 +280,7 @@ def test_front_stream_flushes_each_answer_and_stops_when_the_client_leaves(fake:
     # When the client goes away, the front stops calling the handler
     response.close()
     conn.close()
-    settled = eventually(lambda: _stable(functions), timeout=5)
+    settled = eventually(lambda: _stable(functions), timeout=30)
     assert settled
 
 

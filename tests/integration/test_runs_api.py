@@ -121,7 +121,7 @@ def test_cancel_mid_hold_ends_cancelled_without_completion(host):
             break
     answer = client.runs_cancel(created.runId, CancelRunRequest(reason="test"))
     assert answer.status == "cancelled"
-    snap = wait_terminal(client, created.runId, timeout=10)
+    snap = wait_terminal(client, created.runId)
     assert snap.status == "cancelled"
     events = all_events(client, created.runId)
     assert types_of(events)[-2:] == [("node.cancelled", "wait"), ("run.cancelled", None)]
