@@ -315,7 +315,8 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        eventually(lambda: any("Ctrl-C" in line for line in lines), timeout=30)
+        # serve bootstraps moto and seeds the demos: seconds alone, longer on a loaded machine
+        eventually(lambda: any("Ctrl-C" in line for line in lines), timeout=120)
         out = "".join(lines)
         base_url = re.search(r"local host: (http://\S+)", out).group(1)  # type: ignore[union-attr]
         assert "API key k1 -> tenant tenant-one" in out
@@ -329,7 +330,7 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
         assert json.loads(body)["error"] == "not_found"
     finally:
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=15)
+        code = proc.wait(timeout=60)
         errors.close()
         assert code == 0, (tmp_path / "stderr.txt").read_text()[-3000:]
 
