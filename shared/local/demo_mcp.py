@@ -231,7 +231,8 @@ class DemoMcpServer:
                     return
                 held.append(message)
                 if message["type"] == "http.response.body" and not message.get("more_body"):
-                    self._record(request, version, _json(b"".join(m.get("body", b"") for m in held[1:])))
+                    sent = b"".join(m.get("body", b"") for m in held if m["type"] == "http.response.body")
+                    self._record(request, version, _json(sent))
                     for m in held:
                         await send(m)
 
