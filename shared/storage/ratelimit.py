@@ -72,7 +72,10 @@ class DynamoRateLimiter:
                 self._remember(key, tat, 0)
                 return RateDecision(True)
             if tat is not None and tat > lim:  # empty: refused until one token is back
-                wait = math.ceil(tat - lim)
+                # At most one token's time: every admitted request left tat <= its own now + tau, so in real time
+                # a token is back within ``step``. A request whose now_ms went stale while others were admitted
+                # (a loaded process) would otherwise count its own delay into Retry-After.
+                wait = min(math.ceil(tat - lim), math.ceil(step))
                 self._remember(key, tat, now_ms + wait)
                 return RateDecision(False, wait)
             busy = tat is not None and tat >= now_ms  # the other case holds: try it

@@ -60,6 +60,16 @@ def test_a_bucket_admits_its_burst_then_refuses_until_a_token_is_back(table):
     assert [limiter.take(key, limit, later).allowed for _ in range(4)] == [True, True, True, False]
 
 
+def test_a_request_whose_clock_went_stale_is_never_told_to_wait_past_one_token(table):
+    # Given a bucket of 3 tokens a token every 500 ms, emptied by one process at t0 + 400
+    key, limit, t0 = unique("tenant-rl"), RateLimit(2, 3), 10_000_000
+    assert all(_limiter(table).take(key, limit, t0 + 400).allowed for _ in range(3))
+    # When another process's request, which read its clock at t0 (before those), reaches the bucket
+    late = _limiter(table).take(key, limit, t0)
+    # Then it is refused, told to come back within one token's time (its own delay is not the bucket's)
+    assert not late.allowed and late.retry_after_ms == 500
+
+
 def test_buckets_shared_by_many_processes_admit_exactly_the_burst(table):
     # Given 8 "function instances" (each its own limiter and client) racing on one bucket of 10 tokens at one instant
     key, limit, t0 = unique("tenant-race"), RateLimit(1, 10), 20_000_000
