@@ -24,6 +24,7 @@ serve: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check shared functions infra tests bench
+	$(PY) -m ruff format --check shared functions infra tests bench
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 

@@ -7,10 +7,24 @@ import importlib
 import sys
 import traceback
 
-MODULES = ("bench.bench_host", "bench.bench_eval", "bench.bench_tools", "bench.bench_hardening",
-           "bench.bench_providers", "bench.bench_agents", "bench.bench_cost", "bench.bench_webhooks",
-           "bench.bench_units", "bench.bench_scale", "bench.bench_local_state", "bench.bench_isolation",
-           "bench.bench_divergence", "bench.bench_stats", "bench.bench_sampling", "bench.bench_from_runs")
+MODULES = (
+    "bench.bench_host",
+    "bench.bench_eval",
+    "bench.bench_tools",
+    "bench.bench_hardening",
+    "bench.bench_providers",
+    "bench.bench_agents",
+    "bench.bench_cost",
+    "bench.bench_webhooks",
+    "bench.bench_units",
+    "bench.bench_scale",
+    "bench.bench_local_state",
+    "bench.bench_isolation",
+    "bench.bench_divergence",
+    "bench.bench_stats",
+    "bench.bench_sampling",
+    "bench.bench_from_runs",
+)
 
 failed = []
 for name in MODULES:

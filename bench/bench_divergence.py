@@ -48,15 +48,23 @@ def suite(version: str, changed: bool) -> dict[str, Any]:
     tasks = []
     for i in range(TASKS):
         limit = 2 if changed and i % 2 else 1
-        tasks.append({
-            "taskId": f"task-{i:05d}",
-            "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}},
-                                {"tool": "conformance.eval:echo", "args": {"q": f"find-{i}", "opts": {"limit": limit}}}],
-                      "answer": f"answer-{i}"},
-            "expected": {"kind": "golden", "match": {"strategy": "exact", "value": f"answer-{i}"}},
-            "trajectory": {"match": "in-order", "calls": [{"tool": "conformance.eval:echo",
-                                                           "args": {"q": f"find-{i}", "opts": {"limit": 1}}}]},
-        })
+        tasks.append(
+            {
+                "taskId": f"task-{i:05d}",
+                "input": {
+                    "calls": [
+                        {"tool": "conformance.eval:echo", "args": {"i": i}},
+                        {"tool": "conformance.eval:echo", "args": {"q": f"find-{i}", "opts": {"limit": limit}}},
+                    ],
+                    "answer": f"answer-{i}",
+                },
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": f"answer-{i}"}},
+                "trajectory": {
+                    "match": "in-order",
+                    "calls": [{"tool": "conformance.eval:echo", "args": {"q": f"find-{i}", "opts": {"limit": 1}}}],
+                },
+            }
+        )
     return {"suiteId": SUITE, "version": version, "modes": ["golden", "regression"], "trials": 1, "tasks": tasks}
 
 
@@ -109,8 +117,11 @@ class Stored:
         self.wire = 0  # the counted items' compact wire JSON (as DynamoDB sends them), for comparison
 
     def _query(self, table: str, key: str, value: str, sk: tuple[str, str] | None = None) -> list[dict[str, Any]]:
-        kwargs: dict[str, Any] = {"TableName": table, "KeyConditionExpression": f"{key} = :p",
-                                  "ExpressionAttributeValues": {":p": {"S": value}}}
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "KeyConditionExpression": f"{key} = :p",
+            "ExpressionAttributeValues": {":p": {"S": value}},
+        }
         if sk is not None:
             kwargs["KeyConditionExpression"] += f" AND begins_with({sk[0]}, :s)"
             kwargs["ExpressionAttributeValues"][":s"] = {"S": sk[1]}
@@ -155,13 +166,15 @@ class Stored:
 
     def run_item(self, run_id: str) -> int:
         """The stored size of the run item (its status)."""
-        return item_size(self.ddb.get_item(TableName=self.settings.runs_table,
-                                           Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}})["Item"])
+        return item_size(
+            self.ddb.get_item(TableName=self.settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}})["Item"]
+        )
 
     def plan(self, run_id: str) -> tuple[int, int]:
         """(stored bytes, requests) of the run's plan: its item and, for a large plan, its S3 object."""
-        item = self.ddb.get_item(TableName=self.settings.runs_table,
-                                 Key={"pk": {"S": run_id}, "sk": {"S": "EVALPLAN"}})["Item"]
+        item = self.ddb.get_item(
+            TableName=self.settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": "EVALPLAN"}}
+        )["Item"]
         blob = json.loads(item["doc"]["S"]).get("planBlob")
         return item_size(item) + (self._object(blob) if blob else 0), 1 + int(bool(blob))
 
@@ -197,11 +210,22 @@ def main() -> None:
         suites.register(ports, TENANT, suite(v2, True))
         t0 = time.perf_counter()
         base = _run(aws, ports, {"mode": "eval", "evalSuiteRef": f"{SUITE}@{v1}", "agentId": AGENT})
-        cand = _run(aws, ports, {"mode": "eval", "evalSuiteRef": f"{SUITE}@{v2}", "agentId": AGENT,
-                                 "evalModes": ["golden", "regression"], "baselineRunId": base})
-        print(f"Eval report with divergences: {TASKS} tasks x 1 trial, 2 tool calls each, every other task's second "
-              f"call with /opts/limit changed; pages of <= {page_tasks} tasks, a cold container (both runs took "
-              f"{time.perf_counter() - t0:.0f} s)")
+        cand = _run(
+            aws,
+            ports,
+            {
+                "mode": "eval",
+                "evalSuiteRef": f"{SUITE}@{v2}",
+                "agentId": AGENT,
+                "evalModes": ["golden", "regression"],
+                "baselineRunId": base,
+            },
+        )
+        print(
+            f"Eval report with divergences: {TASKS} tasks x 1 trial, 2 tool calls each, every other task's second "
+            f"call with /opts/limit changed; pages of <= {page_tasks} tasks, a cold container (both runs took "
+            f"{time.perf_counter() - t0:.0f} s)"
+        )
         path = f"/host/openwop-serverless/runs/{project_id(cand)}/eval-report"
         route = "/host/openwop-serverless/runs/{runId}/eval-report"
         evalrun._plan_cache.clear()  # a cold container: the first page reads the plans, later ones reuse them
@@ -228,10 +252,12 @@ def main() -> None:
         plan_bytes, plan_requests = stored.plan(cand)
         run_bytes = stored.run_item(cand)
         min_pages = math.ceil(TASKS / eval_report.MAX_PAGE_TASKS)
-        print(f"  lower bound: per page the candidate's trial items, the baseline's trial items of the same tasks "
-              f"and the candidate's call records (stored size; one Query per kind and started MiB), and apart the "
-              f"run item ({run_bytes} bytes, one read by key); the candidate's plan once ({plan_requests} "
-              f"request(s), {plan_bytes / 1e6:.2f} MB); {min_pages} page(s) at {eval_report.MAX_PAGE_TASKS} tasks")
+        print(
+            f"  lower bound: per page the candidate's trial items, the baseline's trial items of the same tasks "
+            f"and the candidate's call records (stored size; one Query per kind and started MiB), and apart the "
+            f"run item ({run_bytes} bytes, one read by key); the candidate's plan once ({plan_requests} "
+            f"request(s), {plan_bytes / 1e6:.2f} MB); {min_pages} page(s) at {eval_report.MAX_PAGE_TASKS} tasks"
+        )
         total = Usage()
         bound_requests = bound_bytes = 0
         for n, (task_ids, used, body, ms) in enumerate(pages):
@@ -241,27 +267,46 @@ def main() -> None:
             bound_requests += requests
             bound_bytes += size
             total.add(used)
-            line(f"page {n + 1}: {len(task_ids)} tasks, requests / bound",
-                 f"{used.total()} / {requests}", f"({used.total() / requests:.2f}x; {requests + 1} with the run "
-                 f"item); bytes {used.bytes_received() / 1e6:.2f} / {size / 1e6:.2f} MB "
-                 f"({used.bytes_received() / size:.3f}x); body {body // 1024} KiB; {ms:.0f} ms")
+            line(
+                f"page {n + 1}: {len(task_ids)} tasks, requests / bound",
+                f"{used.total()} / {requests}",
+                f"({used.total() / requests:.2f}x; {requests + 1} with the run "
+                f"item); bytes {used.bytes_received() / 1e6:.2f} / {size / 1e6:.2f} MB "
+                f"({used.bytes_received() / size:.3f}x); body {body // 1024} KiB; {ms:.0f} ms",
+            )
         ops: Counter[str] = total.calls
         line("pages / bound", f"{len(pages)} / {min_pages}", f"({len(pages) / min_pages:.2f}x)")
         line("tasks with a divergence", diverged, f"(of {TASKS}; expected {TASKS // 2})")
         with_run = (bound_requests + len(pages), bound_bytes + len(pages) * run_bytes)
-        line("AWS requests, all pages / bound", f"{total.total()} / {bound_requests}",
-             f"({total.total() / bound_requests:.2f}x; {', '.join(f'{op} {k}' for op, k in ops.most_common())})")
-        line("AWS requests / bound with the run item", f"{total.total()} / {with_run[0]}",
-             f"({total.total() / with_run[0]:.2f}x)")
-        line("bytes received from AWS, all pages / bound",
-             f"{total.bytes_received() / 1e6:.2f} / {bound_bytes / 1e6:.2f} MB",
-             f"({total.bytes_received() / bound_bytes:.3f}x; with the run item {with_run[1] / 1e6:.2f} MB: "
-             f"{total.bytes_received() / with_run[1]:.3f}x)")
-        line("bytes received by operation", ", ".join(f"{op} {b / 1e6:.2f} MB" for op, b in total.received.most_common()))
-        line("the bound's items in DynamoDB's compact wire JSON", f"{stored.wire / 1e6:.2f} MB",
-             f"({stored.wire / max(1, bound_bytes - plan_bytes):.3f}x their stored size)")
-        line("report bodies: largest page, all pages", f"{max(p[2] for p in pages) // 1024} KiB, "
-             f"{sum(p[2] for p in pages) // 1024}", "KiB")
+        line(
+            "AWS requests, all pages / bound",
+            f"{total.total()} / {bound_requests}",
+            f"({total.total() / bound_requests:.2f}x; {', '.join(f'{op} {k}' for op, k in ops.most_common())})",
+        )
+        line(
+            "AWS requests / bound with the run item",
+            f"{total.total()} / {with_run[0]}",
+            f"({total.total() / with_run[0]:.2f}x)",
+        )
+        line(
+            "bytes received from AWS, all pages / bound",
+            f"{total.bytes_received() / 1e6:.2f} / {bound_bytes / 1e6:.2f} MB",
+            f"({total.bytes_received() / bound_bytes:.3f}x; with the run item {with_run[1] / 1e6:.2f} MB: "
+            f"{total.bytes_received() / with_run[1]:.3f}x)",
+        )
+        line(
+            "bytes received by operation", ", ".join(f"{op} {b / 1e6:.2f} MB" for op, b in total.received.most_common())
+        )
+        line(
+            "the bound's items in DynamoDB's compact wire JSON",
+            f"{stored.wire / 1e6:.2f} MB",
+            f"({stored.wire / max(1, bound_bytes - plan_bytes):.3f}x their stored size)",
+        )
+        line(
+            "report bodies: largest page, all pages",
+            f"{max(p[2] for p in pages) // 1024} KiB, {sum(p[2] for p in pages) // 1024}",
+            "KiB",
+        )
         line("time, all pages (not a target)", f"{sum(p[3] for p in pages):.0f}", "ms")
     finally:
         meter.close()

@@ -30,18 +30,37 @@ def bench_suite(version: str) -> dict[str, Any]:
     tasks = []
     for i in range(TASKS):
         key = f"bench-{i}"
-        tasks.append({
-            "taskId": f"task-{i:05d}",
-            "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}},
-                                {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}],
-                      "answer": f"answer-{i}"},
-            "expected": {"kind": "golden", "match": {"strategy": "exact", "value": f"answer-{i}"}},
-            "fixtures": {"toolResponses": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key},
-                                            "argsMatch": "exact", "response": {"key": key, "count": 1}}],
-                         "onMiss": "live"},
-        })
-    return {"suiteId": "bench.local.evals.throughput", "version": version, "modes": ["golden"], "trials": TRIALS,
-            "tasks": tasks}
+        tasks.append(
+            {
+                "taskId": f"task-{i:05d}",
+                "input": {
+                    "calls": [
+                        {"tool": "conformance.eval:echo", "args": {"i": i}},
+                        {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+                    ],
+                    "answer": f"answer-{i}",
+                },
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": f"answer-{i}"}},
+                "fixtures": {
+                    "toolResponses": [
+                        {
+                            "tool": "conformance.eval:counter",
+                            "args": {"op": "inc", "key": key},
+                            "argsMatch": "exact",
+                            "response": {"key": key, "count": 1},
+                        }
+                    ],
+                    "onMiss": "live",
+                },
+            }
+        )
+    return {
+        "suiteId": "bench.local.evals.throughput",
+        "version": version,
+        "modes": ["golden"],
+        "trials": TRIALS,
+        "tasks": tasks,
+    }
 
 
 def _history(sfn: Any, arn: str) -> list[dict[str, Any]]:
@@ -62,9 +81,13 @@ def _wait(aws: Any, run_id: str, timeout: float = 3600) -> str:
     ddb = aws.client("dynamodb")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        item = ddb.get_item(TableName=get_settings().runs_table, Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}},
-                            ConsistentRead=True, ProjectionExpression="#s",
-                            ExpressionAttributeNames={"#s": "status"}).get("Item")
+        item = ddb.get_item(
+            TableName=get_settings().runs_table,
+            Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}},
+            ConsistentRead=True,
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "status"},
+        ).get("Item")
         if item and item["status"]["S"] in ("completed", "failed", "cancelled"):
             return str(item["status"]["S"])
         time.sleep(0.05)
@@ -82,8 +105,9 @@ def main() -> None:
         suites.register(ports, TENANT, bench_suite(version))
         ref = f"bench.local.evals.throughput@{version}"
         body = {"mode": "eval", "evalSuiteRef": ref, "agentId": AGENT}
-        warm = call("create_run", api_event("POST", "/runs", "/runs",
-                                            {**body, "evalSuiteRef": "conformance-eval-trajectory"}))
+        warm = call(
+            "create_run", api_event("POST", "/runs", "/runs", {**body, "evalSuiteRef": "conformance-eval-trajectory"})
+        )
         _wait(aws, str(json.loads(warm["body"])["runId"]))  # nothing else runs while the suite is measured
         meter.reset()
         started = time.perf_counter()
@@ -99,8 +123,10 @@ def main() -> None:
         rec = ports.runs.get_run(run_id)
         assert rec is not None
         trials = TASKS * TRIALS
-        print(f"Eval run: {TASKS} tasks x {TRIALS} trials = {trials} task-trials, 2 tool calls each "
-              f"(live echo + fixture-served counter); Map MaxConcurrency {ports.settings.eval_max_concurrency}")
+        print(
+            f"Eval run: {TASKS} tasks x {TRIALS} trials = {trials} task-trials, 2 tool calls each "
+            f"(live echo + fixture-served counter); Map MaxConcurrency {ports.settings.eval_max_concurrency}"
+        )
         line("status", status)
         line("wall time, POST /runs -> completed", f"{wall:.1f}", "s")
         line("task-trials per second", f"{trials / wall:.1f}")
@@ -109,12 +135,19 @@ def main() -> None:
         used = meter.usage("create", run_id)
         total = used.total()
         line("AWS requests, whole run (ports' clients)", total)
-        line("AWS requests per task-trial", f"{total / trials:.2f}",
-             "(bound ~1: the trial's one write, its calls' records with it)")
-        line("bytes sent / received per task-trial", f"{used.bytes_sent() // trials} / "
-             f"{used.bytes_received() // trials}", "B")
-        others = {o: n for o, n in meter.origins().items()
-                  if o.split("|", 1)[0] not in ("create", run_id, "poll", "bench")}
+        line(
+            "AWS requests per task-trial",
+            f"{total / trials:.2f}",
+            "(bound ~1: the trial's one write, its calls' records with it)",
+        )
+        line(
+            "bytes sent / received per task-trial",
+            f"{used.bytes_sent() // trials} / {used.bytes_received() // trials}",
+            "B",
+        )
+        others = {
+            o: n for o, n in meter.origins().items() if o.split("|", 1)[0] not in ("create", run_id, "poll", "bench")
+        }
         line("requests from other origins (polling aside)", sum(others.values()), f"{others}")
         by_op = Counter({k: v for k, v in used.calls.items()})
         for op, n in by_op.most_common():
@@ -127,8 +160,14 @@ def main() -> None:
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
         meter.add_transitions(run_id, str(rec.execution_arn))
         # the Map's STANDARD child executions: one per task-trial, its Trial state entered once per attempt
-        attempts = sum(n for f, n in meter.usage("create", run_id).invocations.items()
-                       if getattr(_function(f), "name", "") == "run_eval_trial") - 1  # Prepare: the same function, outside the Map
+        attempts = (
+            sum(
+                n
+                for f, n in meter.usage("create", run_id).invocations.items()
+                if getattr(_function(f), "name", "") == "run_eval_trial"
+            )
+            - 1
+        )  # Prepare: the same function, outside the Map
         children = meter.add_map_children(run_id, trials, attempts)
         line("SFN transitions of the Map's child executions", children, f"({children / trials:.2f} per task-trial)")
         used = meter.usage("create", run_id)
@@ -155,11 +194,18 @@ def main() -> None:
                     break
                 query = f"limit=1000&cursor={cursor}"
         got = meter.usage("report")
-        line(f"GET eval-report, all {len(pages)} pages of <= 1,000 tasks ({TASKS} tasks x {TRIALS} trials): "
-             "AWS requests", got.total(), f"({', '.join(f'{op} {n}' for op, n in got.calls.most_common())})")
-        line("GET eval-report: slowest page, largest page, all pages",
-             f"{max(ms for ms, _ in pages):.0f} ms, {max(b for _, b in pages) // 1024} KiB,"
-             f" {sum(ms for ms, _ in pages):.0f} ms / {sum(b for _, b in pages) // 1024}", "KiB")
+        line(
+            f"GET eval-report, all {len(pages)} pages of <= 1,000 tasks ({TASKS} tasks x {TRIALS} trials): "
+            "AWS requests",
+            got.total(),
+            f"({', '.join(f'{op} {n}' for op, n in got.calls.most_common())})",
+        )
+        line(
+            "GET eval-report: slowest page, largest page, all pages",
+            f"{max(ms for ms, _ in pages):.0f} ms, {max(b for _, b in pages) // 1024} KiB,"
+            f" {sum(ms for ms, _ in pages):.0f} ms / {sum(b for _, b in pages) // 1024}",
+            "KiB",
+        )
         _fork(aws, ports, meter, run_id, rec.last_seq + 1, trials)
     finally:
         meter.close()
@@ -174,17 +220,18 @@ def _bound(aws: Any, run_id: str, used: Any, trials: int) -> None:
     from bench import prices as p
     from bench.bench_units import _items, _kb
 
-    stored = (_items(aws, run_id) + _items(aws, run_id, "runs", "pk", "TRIAL#")
-              + _items(aws, run_id, "tool_calls"))
+    stored = _items(aws, run_id) + _items(aws, run_id, "runs", "pk", "TRIAL#") + _items(aws, run_id, "tool_calls")
     wru = sum(2 * _kb(i, 1024) for i in stored)
     parts = costs.dollars(used)
     counted = sum(parts.values()) - used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64
     bound = trials * (2 * p.SFN_PER_STATE_TRANSITION + p.LAMBDA_PER_REQUEST) + wru * p.DDB_PER_WRITE_REQUEST_UNIT
-    line("per 1,000 task-trials: counted cost / bound (GB-seconds aside)",
-         f"${counted * 1000 / trials:.4f} / ${bound * 1000 / trials:.4f}",
-         f"ratio {counted / bound:.3f}; GB-seconds add ${used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64 * 1000 / trials:.4f}"
-         f"; {used.units['wru'] / trials:.1f} WRU (bound {wru / trials:.1f}), {used.units['rru'] / trials:.2f} RRU "
-         f"per task-trial")
+    line(
+        "per 1,000 task-trials: counted cost / bound (GB-seconds aside)",
+        f"${counted * 1000 / trials:.4f} / ${bound * 1000 / trials:.4f}",
+        f"ratio {counted / bound:.3f}; GB-seconds add ${used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64 * 1000 / trials:.4f}"
+        f"; {used.units['wru'] / trials:.1f} WRU (bound {wru / trials:.1f}), {used.units['rru'] / trials:.2f} RRU "
+        f"per task-trial",
+    )
 
 
 def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: int) -> None:
@@ -204,8 +251,10 @@ def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: in
     needs = one + meter.usage("needs").bytes_received()
     t0 = time.perf_counter()
     with meter.origin("fork"):
-        out = call("run_actions", api_event("POST", f"/runs/{project_id(run_id)}:fork", "/runs/{runId}",
-                                            {"mode": "replay", "fromSeq": 0}))
+        out = call(
+            "run_actions",
+            api_event("POST", f"/runs/{project_id(run_id)}:fork", "/runs/{runId}", {"mode": "replay", "fromSeq": 0}),
+        )
     assert out["statusCode"] == 201, out["body"][:300]
     child = str(json.loads(out["body"])["runId"])
     status = _wait(aws, child)
@@ -214,14 +263,19 @@ def _fork(aws: Any, ports: Any, meter: Any, run_id: str, events: int, trials: in
     wall = time.perf_counter() - t0
     used = meter.usage("fork", child)
     diverged = [e for e in ports.events.read_events(child) if e["type"] == "replay.diverged"]
-    line(f"replay fork from 0 of the eval ({events:,} events): status, time", f"{status}, {wall:.0f} s",
-         f"({len(diverged)} divergences)")
-    line("replay fork: AWS requests", used.total(),
-         f"({used.total() / trials:.2f} per task-trial; {used.top(4)})")
-    line("replay fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB",
-         f"{used.bytes_received() / max(1, one):.3f}x one read of the source's log ({one / 1e6:.2f} MB), "
-         f"{used.bytes_received() / max(1, needs):.3f}x one read of the log, the call records and the plan "
-         f"({needs / 1e6:.2f} MB)")
+    line(
+        f"replay fork from 0 of the eval ({events:,} events): status, time",
+        f"{status}, {wall:.0f} s",
+        f"({len(diverged)} divergences)",
+    )
+    line("replay fork: AWS requests", used.total(), f"({used.total() / trials:.2f} per task-trial; {used.top(4)})")
+    line(
+        "replay fork: bytes read",
+        f"{used.bytes_received() / 1e6:.2f} MB",
+        f"{used.bytes_received() / max(1, one):.3f}x one read of the source's log ({one / 1e6:.2f} MB), "
+        f"{used.bytes_received() / max(1, needs):.3f}x one read of the log, the call records and the plan "
+        f"({needs / 1e6:.2f} MB)",
+    )
 
 
 if __name__ == "__main__":

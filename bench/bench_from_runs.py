@@ -91,12 +91,19 @@ def _scan(ddb: Any, table: str, keep: Any) -> list[dict[str, Any]]:
 
 
 def _ratio_lines(label: str, used: Usage, requests: int, sent: int, read: int) -> None:
-    line(f"{label}: AWS requests / bound / ratio", f"{used.total():,} / {requests:,} / {used.total() / requests:.3f}",
-         f"{dict(used.calls.most_common())}")
-    line(f"{label}: bytes sent / bound / ratio",
-         f"{used.bytes_sent() / 1e6:.2f} / {sent / 1e6:.2f} MB / {used.bytes_sent() / sent:.3f}")
-    line(f"{label}: bytes read / bound / ratio",
-         f"{used.bytes_received() / 1e6:.2f} / {read / 1e6:.2f} MB / {used.bytes_received() / read:.3f}")
+    line(
+        f"{label}: AWS requests / bound / ratio",
+        f"{used.total():,} / {requests:,} / {used.total() / requests:.3f}",
+        f"{dict(used.calls.most_common())}",
+    )
+    line(
+        f"{label}: bytes sent / bound / ratio",
+        f"{used.bytes_sent() / 1e6:.2f} / {sent / 1e6:.2f} MB / {used.bytes_sent() / sent:.3f}",
+    )
+    line(
+        f"{label}: bytes read / bound / ratio",
+        f"{used.bytes_received() / 1e6:.2f} / {read / 1e6:.2f} MB / {used.bytes_received() / read:.3f}",
+    )
     if os.environ.get("BENCH_FROM_RUNS_DETAIL"):
         for op, n in used.calls.most_common():
             line(f"  {op}", n, f"sent {used.sent[op]:,} B, read {used.received[op]:,} B")
@@ -146,10 +153,14 @@ def _record(ports: Any, meter: AwsMeter) -> tuple[str, list[str]]:
     recorded = []
     with meter.origin("seed"):
         for i in range(min(RECORDED, RUNS)):
-            script = {"calls": [{"tool": "conformance.eval:echo", "args": {"customerId": f"c-{i}"}}],
-                      "answer": f"answer-{i}"}
-            out = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": workflow_id,
-                                                                          "inputs": {"script": script}}))
+            script = {
+                "calls": [{"tool": "conformance.eval:echo", "args": {"customerId": f"c-{i}"}}],
+                "answer": f"answer-{i}",
+            }
+            out = call(
+                "create_run",
+                api_event("POST", "/runs", "/runs", {"workflowId": workflow_id, "inputs": {"script": script}}),
+            )
             recorded.append(str(json.loads(out["body"])["runId"]))
         for run_id in recorded:
             assert wait_status(ports, run_id) == "completed", run_id
@@ -157,8 +168,11 @@ def _record(ports: Any, meter: AwsMeter) -> tuple[str, list[str]]:
     from shared.local.ddb_streams import wait_for_stream_idle
 
     wait_for_stream_idle(600)
-    line(f"{RUNS:,} recorded runs ({len(recorded)} through the API, {len(copies):,} copies)",
-         f"{time.monotonic() - started:.0f}", "s")
+    line(
+        f"{RUNS:,} recorded runs ({len(recorded)} through the API, {len(copies):,} copies)",
+        f"{time.monotonic() - started:.0f}",
+        "s",
+    )
     return workflow_id, recorded + copies
 
 
@@ -172,21 +186,31 @@ def main() -> None:
     ddb = aws.client("dynamodb")  # not watched by the meter: the bounds' own reads
     try:
         workflow_id, runs = _record(ports, meter)
-        print(f"Suites from recorded runs: {RUNS:,} runs of a one-node workflow, its scripted agent making one tool call")
+        print(
+            f"Suites from recorded runs: {RUNS:,} runs of a one-node workflow, its scripted agent making one tool call"
+        )
         path = ROUTE.replace("{suiteId}", SUITE) + ":from-runs"
         meter.reset()
         t0 = time.perf_counter()
         with meter.origin("from-runs"), _handler_cpu(meter, "from-runs") as cpu:
-            out = call("manage_eval_suites", api_event("POST", path, ROUTE, {"agentId": AGENT, "workflowId": workflow_id,
-                                                                           "limit": RUNS}))
+            out = call(
+                "manage_eval_suites",
+                api_event("POST", path, ROUTE, {"agentId": AGENT, "workflowId": workflow_id, "limit": RUNS}),
+            )
         took = time.perf_counter() - t0
         assert out["statusCode"] == 201, out["body"][:500]
         made = json.loads(out["body"])
         used = meter.usage("from-runs")
-        line(f":from-runs of {RUNS:,} runs", f"{made['taskCount']:,} tasks, {took:.1f} s locally",
-             f"(other origins: {meter.unattributed('from-runs')} requests)")
-        line(":from-runs: CPU of the handler's threads (moto's aside, the meter's own parsing in)",
-             f"{cpu[0]:.1f} s", f"({cpu[0] * 1000 / RUNS:.2f} ms a run)")
+        line(
+            f":from-runs of {RUNS:,} runs",
+            f"{made['taskCount']:,} tasks, {took:.1f} s locally",
+            f"(other origins: {meter.unattributed('from-runs')} requests)",
+        )
+        line(
+            ":from-runs: CPU of the handler's threads (moto's aside, the meter's own parsing in)",
+            f"{cpu[0]:.1f} s",
+            f"({cpu[0] * 1000 / RUNS:.2f} ms a run)",
+        )
         _from_runs_bound(ddb, settings, ports, used, set(runs), made)
         _eval(aws, ports, meter, ddb, settings, str(made["evalSuiteRef"]), set(runs))
     finally:
@@ -197,14 +221,21 @@ def main() -> None:
 def _from_runs_bound(ddb: Any, settings: Any, ports: Any, used: Usage, runs: set[str], made: dict[str, Any]) -> None:
     """The bound of the module's docstring, from the items as stored (read through an unwatched client)."""
     ref = f"{made['suiteId']}@{made['version']}"
-    run_items = _scan(ddb, settings.runs_table, lambda i: i["pk"]["S"] in runs and i["sk"]["S"] in (
-        "RUN", "RUN#FACTS", "DEFINITION"))
+    run_items = _scan(
+        ddb, settings.runs_table, lambda i: i["pk"]["S"] in runs and i["sk"]["S"] in ("RUN", "RUN#FACTS", "DEFINITION")
+    )
     links = _scan(ddb, settings.runs_table, lambda i: i["pk"]["S"] in runs and i["sk"]["S"].startswith("SUITELINK#"))
     index = _scan(ddb, settings.runs_table, lambda i: i["pk"]["S"] in runs and i["sk"]["S"] == "RUN#INDEX")
     events = _scan(ddb, settings.events_table, lambda i: i["runId"]["S"] in runs)
     calls = _scan(ddb, settings.tool_calls_table, lambda i: i["runId"]["S"] in runs)
-    version = _scan(ddb, settings.host_table, lambda i: i["sk"]["S"].startswith(ref) and i["pk"]["S"] in (
-        f"SUITE#{TENANT}", f"SUITEPAGE#{TENANT}", f"SUITEIDX#{TENANT}"))
+    version = _scan(
+        ddb,
+        settings.host_table,
+        lambda i: (
+            i["sk"]["S"].startswith(ref)
+            and i["pk"]["S"] in (f"SUITE#{TENANT}", f"SUITEPAGE#{TENANT}", f"SUITEIDX#{TENANT}")
+        ),
+    )
     pages = [i for i in version if i["pk"]["S"].startswith("SUITEPAGE#")]
     n = len(runs)
     last = {}  # each run's item holding its last event: its log's last page (a short run's whole log)
@@ -212,40 +243,69 @@ def _from_runs_bound(ddb: Any, settings: Any, ports: Any, used: Usage, runs: set
         if int(i["seq"]["N"]) > int(last.get(i["runId"]["S"], {"seq": {"N": "-1"}})["seq"]["N"]):
             last[i["runId"]["S"]] = i
     earlier = {r for r, i in last.items() if int(i.get("first", i["seq"])["N"]) > 0}  # runs with pages before it
-    keys = {"runs": [{k: i[k] for k in ("pk", "sk")} for i in run_items if i["sk"]["S"] != "DEFINITION"],
-            "logs": [{k: i[k] for k in ("pk", "sk")} for i in run_items if i["sk"]["S"] == "DEFINITION"]
-            + [{k: i[k] for k in ("runId", "seq")} for i in last.values()],
-            "calls": [{k: i[k] for k in ("runId", "callKey")} for i in calls],
-            "tombstones": [ports.runs._tombstones.key(r) for r in runs]}  # type: ignore[attr-defined]
+    keys = {
+        "runs": [{k: i[k] for k in ("pk", "sk")} for i in run_items if i["sk"]["S"] != "DEFINITION"],
+        "logs": [{k: i[k] for k in ("pk", "sk")} for i in run_items if i["sk"]["S"] == "DEFINITION"]
+        + [{k: i[k] for k in ("runId", "seq")} for i in last.values()],
+        "calls": [{k: i[k] for k in ("runId", "callKey")} for i in calls],
+        "tombstones": [ports.runs._tombstones.key(r) for r in runs],
+    }  # type: ignore[attr-defined]
     index_bytes = sum(_wire(i) for i in index)
     # four rounds of reads, each waiting on the one before (a log's key needs its run's lastSeq, a call's key its
     # log, the tombstones the stored version), 100 keys a request, and a Query of a log's earlier pages; the index,
     # 1 MB a Query; the listing: the suite's index rows and listing row read, the listing row written
-    requests = (sum(math.ceil(len(k) / 100) for k in keys.values()) + len(earlier)
-                + max(1, math.ceil(index_bytes / MB)) + math.ceil(n / 50) + math.ceil(len(pages) / 25) + 2 + 3 + 3)
-    sent = (sum(_sdk(k) for ks in keys.values() for k in ks) + sum(_sdk(i) for i in links)
-            + sum(_condition(tombstone_check(settings.runs_table, ports.runs._tombstones,  # type: ignore[attr-defined]
-                                             i["pk"]["S"])) for i in links)
-            + sum(_sdk(i) for i in version))
+    requests = (
+        sum(math.ceil(len(k) / 100) for k in keys.values())
+        + len(earlier)
+        + max(1, math.ceil(index_bytes / MB))
+        + math.ceil(n / 50)
+        + math.ceil(len(pages) / 25)
+        + 2
+        + 3
+        + 3
+    )
+    sent = (
+        sum(_sdk(k) for ks in keys.values() for k in ks)
+        + sum(_sdk(i) for i in links)
+        + sum(
+            _condition(
+                tombstone_check(
+                    settings.runs_table,
+                    ports.runs._tombstones,  # type: ignore[attr-defined]
+                    i["pk"]["S"],
+                )
+            )
+            for i in links
+        )
+        + sum(_sdk(i) for i in version)
+    )
     read = sum(_wire(i) for i in run_items + events + calls) + index_bytes
     stored = sum(_wire(i) for i in version) / 1e3
-    line("needed per run", f"{sum(len(k) for k in keys.values()) / n:.1f} keys, {read / n:,.0f} B read",
-         f"({len(events) / n:.1f} log pages, {len(calls) / n:.1f} call records); the version {stored:,.0f} KB in "
-         f"{len(version)} items, {len(pages)} of them pages (a version one compressed item holds has none)")
+    line(
+        "needed per run",
+        f"{sum(len(k) for k in keys.values()) / n:.1f} keys, {read / n:,.0f} B read",
+        f"({len(events) / n:.1f} log pages, {len(calls) / n:.1f} call records); the version {stored:,.0f} KB in "
+        f"{len(version)} items, {len(pages)} of them pages (a version one compressed item holds has none)",
+    )
     _ratio_lines(":from-runs", used, requests, sent, read)
 
 
 def _eval(aws: Any, ports: Any, meter: AwsMeter, ddb: Any, settings: Any, ref: str, runs: set[str]) -> None:
     from bench.bench_eval import _wait
 
-    warm = call("create_run", api_event("POST", "/runs", "/runs", {"mode": "eval", "agentId": AGENT,
-                                                                   "evalSuiteRef": "conformance-eval-trajectory"}))
+    warm = call(
+        "create_run",
+        api_event(
+            "POST", "/runs", "/runs", {"mode": "eval", "agentId": AGENT, "evalSuiteRef": "conformance-eval-trajectory"}
+        ),
+    )
     _wait(aws, str(json.loads(warm["body"])["runId"]))  # a warm container, as a steady host has
     meter.reset()
     t0 = time.perf_counter()
     with meter.origin("create"):
-        out = call("create_run", api_event("POST", "/runs", "/runs", {"mode": "eval", "evalSuiteRef": ref,
-                                                                      "agentId": AGENT}))
+        out = call(
+            "create_run", api_event("POST", "/runs", "/runs", {"mode": "eval", "evalSuiteRef": ref, "agentId": AGENT})
+        )
     assert out["statusCode"] == 201, out["body"][:500]
     created = meter.usage("create")
     run_id = str(json.loads(out["body"])["runId"])
@@ -258,13 +318,17 @@ def _eval(aws: Any, ports: Any, meter: AwsMeter, ddb: Any, settings: Any, ref: s
     summary = summaries.stored(ports, rec) or {}
     tasks = summary.get("tasks") or []
     passed = sum(1 for t in tasks if t.get("passed") and not t.get("fixtureMissCount"))
-    line(f"eval of that suite: {len(tasks):,} tasks x 1 trial, no fixtureRuns", f"{status}, {took:.0f} s locally",
-         f"{passed:,} passed with 0 misses; POST /runs {created.total()} requests {dict(created.calls)}")
+    line(
+        f"eval of that suite: {len(tasks):,} tasks x 1 trial, no fixtureRuns",
+        f"{status}, {took:.0f} s locally",
+        f"{passed:,} passed with 0 misses; POST /runs {created.total()} requests {dict(created.calls)}",
+    )
     _eval_bound(ddb, settings, ports, used, run_id, runs, ref, rec.last_seq + 1)
 
 
-def _eval_bound(ddb: Any, settings: Any, ports: Any, used: Usage, run_id: str, runs: set[str], ref: str,
-                events_n: int) -> None:
+def _eval_bound(
+    ddb: Any, settings: Any, ports: Any, used: Usage, run_id: str, runs: set[str], ref: str, events_n: int
+) -> None:
     """The bound of the module's docstring, from the items and objects as stored."""
     own = _scan(ddb, settings.runs_table, lambda i: i["pk"]["S"] == run_id)
     trials = [i for i in own if i["sk"]["S"].startswith("TRIAL#")]
@@ -273,10 +337,14 @@ def _eval_bound(ddb: Any, settings: Any, ports: Any, used: Usage, run_id: str, r
     events = _scan(ddb, settings.events_table, lambda i: i["runId"]["S"] == run_id)
     calls = _scan(ddb, settings.tool_calls_table, lambda i: i["runId"]["S"] == run_id)
     sources = _scan(ddb, settings.tool_calls_table, lambda i: i["runId"]["S"] in runs)
-    suite = _scan(ddb, settings.host_table, lambda i: i["sk"]["S"].startswith(ref) and i["pk"]["S"] in (
-        f"SUITE#{TENANT}", f"SUITEPAGE#{TENANT}"))
-    reference = _scan(ddb, settings.host_table, lambda i: i["pk"]["S"] == f"SUITEREF#{TENANT}"
-                      and i["sk"]["S"].endswith(run_id))
+    suite = _scan(
+        ddb,
+        settings.host_table,
+        lambda i: i["sk"]["S"].startswith(ref) and i["pk"]["S"] in (f"SUITE#{TENANT}", f"SUITEPAGE#{TENANT}"),
+    )
+    reference = _scan(
+        ddb, settings.host_table, lambda i: i["pk"]["S"] == f"SUITEREF#{TENANT}" and i["sk"]["S"].endswith(run_id)
+    )
     objects = _objects(settings, run_id)
     ours = {k: v for k, v in objects.items() if not k.startswith("eval-map/")}  # the Map's results: Step Functions'
     rows = [k for k in ours if k.startswith("eval-rows/")]
@@ -285,26 +353,55 @@ def _eval_bound(ddb: Any, settings: Any, ports: Any, used: Usage, run_id: str, r
     appends = max(2 + len(rows), math.ceil(len(events) / 99))  # prepare's, then each Finish page's; 99 pages a request
     trial_bytes = sum(_wire(i) for i in trials)
     page_bytes = sum(_wire(i) for i in suite if i["pk"]["S"].startswith("SUITEPAGE#"))
-    requests = (2 * n  # per trial: its source's records (Query), its item with its calls' records (transaction)
-                + math.ceil(len(children) / 50)  # the links under the sources
-                + appends  # the log: its pages (99 events each), 99 to a transaction, one append a Finish page
-                + 10  # create: rate limit, suite, the agent's version (2), run items, reference + its link, plan, start
-                + (max(1, math.ceil(page_bytes / MB)) if page_bytes else 0) + 2 * plan_s3  # suite pages; plan in S3
-                + 3  # prepare: the run, the plan, the trials' list
-                + 1  # the trials: the run, once
-                + len(rows) + 1 + max(len(rows) + 1, math.ceil(trial_bytes / MB))  # Finish: the run a page, its trials
-                + 2 * len(rows) + ("eval-summary.json" in ours))  # the pages' rows out and back, a large summary
-    sent = (sum(_sdk(i) for i in own + events + calls + children + reference) + sum(ours.values())
-            + sum(_condition(tombstone_check(settings.runs_table, ports.runs._tombstones,  # type: ignore[attr-defined]
-                                             i["pk"]["S"])) for i in children)
-            + n * _condition(writable_check(settings.runs_table, run_id))
-            + appends * _sdk({"Key": {"pk": {"S": run_id}, "sk": {"S": "RUN"}}, "UpdateExpression": "SET lastSeq = :l",
-                              "ConditionExpression": "lastSeq = :p",
-                              "ExpressionAttributeValues": {":l": {"N": str(events_n)}, ":p": {"N": str(events_n)}}}))
-    read = (sum(_wire(i) for i in sources + suite + trials) + sum(objects.get(k, 0) for k in rows)
-            + (objects["eval-plan.json"] if plan_s3 else sum(_wire(i) for i in plan_item)))
-    line("eval: stored", f"{n:,} trials ({trial_bytes / max(1, n):,.0f} B each), {len(events):,} log pages, "
-         f"{len(calls):,} call records, {len(children):,} links, S3 {dict(Counter(k.split('/')[0] for k in ours))}")
+    requests = (
+        2 * n  # per trial: its source's records (Query), its item with its calls' records (transaction)
+        + math.ceil(len(children) / 50)  # the links under the sources
+        + appends  # the log: its pages (99 events each), 99 to a transaction, one append a Finish page
+        + 10  # create: rate limit, suite, the agent's version (2), run items, reference + its link, plan, start
+        + (max(1, math.ceil(page_bytes / MB)) if page_bytes else 0)
+        + 2 * plan_s3  # suite pages; plan in S3
+        + 3  # prepare: the run, the plan, the trials' list
+        + 1  # the trials: the run, once
+        + len(rows)
+        + 1
+        + max(len(rows) + 1, math.ceil(trial_bytes / MB))  # Finish: the run a page, its trials
+        + 2 * len(rows)
+        + ("eval-summary.json" in ours)
+    )  # the pages' rows out and back, a large summary
+    sent = (
+        sum(_sdk(i) for i in own + events + calls + children + reference)
+        + sum(ours.values())
+        + sum(
+            _condition(
+                tombstone_check(
+                    settings.runs_table,
+                    ports.runs._tombstones,  # type: ignore[attr-defined]
+                    i["pk"]["S"],
+                )
+            )
+            for i in children
+        )
+        + n * _condition(writable_check(settings.runs_table, run_id))
+        + appends
+        * _sdk(
+            {
+                "Key": {"pk": {"S": run_id}, "sk": {"S": "RUN"}},
+                "UpdateExpression": "SET lastSeq = :l",
+                "ConditionExpression": "lastSeq = :p",
+                "ExpressionAttributeValues": {":l": {"N": str(events_n)}, ":p": {"N": str(events_n)}},
+            }
+        )
+    )
+    read = (
+        sum(_wire(i) for i in sources + suite + trials)
+        + sum(objects.get(k, 0) for k in rows)
+        + (objects["eval-plan.json"] if plan_s3 else sum(_wire(i) for i in plan_item))
+    )
+    line(
+        "eval: stored",
+        f"{n:,} trials ({trial_bytes / max(1, n):,.0f} B each), {len(events):,} log pages, "
+        f"{len(calls):,} call records, {len(children):,} links, S3 {dict(Counter(k.split('/')[0] for k in ours))}",
+    )
     _ratio_lines("eval", used, requests, sent, read)
 
 
@@ -317,7 +414,7 @@ def _objects(settings: Any, run_id: str) -> dict[str, int]:
     kwargs: dict[str, Any] = {"Bucket": settings.fixtures_bucket, "Prefix": prefix}
     while True:
         page = s3.list_objects_v2(**kwargs)
-        out.update({o["Key"][len(prefix):]: int(o["Size"]) for o in page.get("Contents", [])})
+        out.update({o["Key"][len(prefix) :]: int(o["Size"]) for o in page.get("Contents", [])})
         if not page.get("IsTruncated"):
             return out
         kwargs["ContinuationToken"] = page["NextContinuationToken"]

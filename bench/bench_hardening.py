@@ -29,19 +29,36 @@ def _agent_workflow(ports: Any) -> str:
     from shared.services.workflows import register_workflow
     from tests.workflows import definition, edge, node, variable
 
-    return register_workflow(ports, TENANT_A, definition(
-        "bench-hardening-agent",
-        [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")}),
-         node("effect", "core.conformance.side-effect")],
-        [edge("agent", "effect", eid="e")],
-        variables=[{"name": "script", "type": "object", "required": True}]))
+    return register_workflow(
+        ports,
+        TENANT_A,
+        definition(
+            "bench-hardening-agent",
+            [
+                node(
+                    "agent",
+                    "core.agent",
+                    config={"agentId": "conformance-eval-agent"},
+                    inputs={"input": variable("script")},
+                ),
+                node("effect", "core.conformance.side-effect"),
+            ],
+            [edge("agent", "effect", eid="e")],
+            variables=[{"name": "script", "type": "object", "required": True}],
+        ),
+    )
 
 
 def _script(marker: str, counter: str | None = None) -> dict[str, Any]:
     key = counter or marker
-    return {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
-                      {"tool": "conformance.eval:echo", "args": {"m": marker}},
-                      {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": "done"}
+    return {
+        "calls": [
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+            {"tool": "conformance.eval:echo", "args": {"m": marker}},
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+        ],
+        "answer": "done",
+    }
 
 
 def _wait(client: Any, run_id: str, timeout: float = 90) -> str:
@@ -129,8 +146,11 @@ def _cancels(client: Any, ports: Any) -> None:
         rows = ports.host.query(f"LEDGER#{TENANT_A}", run_id + "#")
         effects += len(rows)
         after += effects_after_cancel(ports, TENANT_A, run_id, at)
-    line(f"randomized cancels (runs cancelled mid-flight / {CANCELS})", cancelled,
-         f"({effects} effects before their cancel, {time.monotonic() - started:.0f} s)")
+    line(
+        f"randomized cancels (runs cancelled mid-flight / {CANCELS})",
+        cancelled,
+        f"({effects} effects before their cancel, {time.monotonic() - started:.0f} s)",
+    )
     line("effects performed after a cancel", after)
 
 
@@ -167,8 +187,11 @@ def _erasure(host_url: str, client: Any, ports: Any, aws: Any, wid: str) -> None
     wait_for_stream_idle(60)
     left = scan_for(aws.client("dynamodb"), aws.client("s3"), tables, s.fixtures_bucket, needles)
     line("erasure: items and objects holding the lineage, before", before)
-    line("erasure: items and objects left after (every table and the bucket)", len(left),
-         f"{sorted(set(left))}" if left else "")
+    line(
+        "erasure: items and objects left after (every table and the bucket)",
+        len(left),
+        f"{sorted(set(left))}" if left else "",
+    )
 
 
 def main() -> None:

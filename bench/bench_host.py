@@ -36,32 +36,50 @@ def main() -> None:
         meter.reset()
         with meter.origin("create"):
             run_id = _create("conformance-noop")
-        line("POST /runs (workflow run)", meter.usage("create").total(), f"requests {dict(meter.usage('create').calls)}")
+        line(
+            "POST /runs (workflow run)", meter.usage("create").total(), f"requests {dict(meter.usage('create').calls)}"
+        )
         wait_status(ports, run_id, meter)
         whole = meter.usage("create", run_id)
-        line("  the whole conformance-noop run (POST + its tasks)", whole.total(),
-             f"requests, {whole.bytes_sent()} B sent, {whole.bytes_received()} B received")
+        line(
+            "  the whole conformance-noop run (POST + its tasks)",
+            whole.total(),
+            f"requests, {whole.bytes_sent()} B sent, {whole.bytes_received()} B received",
+        )
         meter.reset()
         with meter.origin("get"):
             call("get_run", api_event("GET", f"/runs/{_wire(run_id)}", "/runs/{runId}"))
         line("GET /runs/{runId}", meter.usage("get").total(), f"requests {dict(meter.usage('get').calls)}")
 
         # A 1,000-event run: a loop of two noop nodes (4 events per iteration).
-        doc = definition("bench-loop", [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                         [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-                         settings={"maxLoopbackIterations": 249})
+        doc = definition(
+            "bench-loop",
+            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+            settings={"maxLoopbackIterations": 249},
+        )
         register_workflow(ports, TENANT, doc)
         loop_id = _create("bench-loop")
         wait_status(ports, loop_id)
         n = ports.runs.get_run(loop_id).last_seq + 1
         meter.reset()
         with meter.origin("poll-events"):
-            out = call("poll_run_events", api_event("GET", f"/runs/{_wire(loop_id)}/events/poll",
-                                                    "/runs/{runId}/events/poll", query="afterSequence=0&timeout=1"))
+            out = call(
+                "poll_run_events",
+                api_event(
+                    "GET",
+                    f"/runs/{_wire(loop_id)}/events/poll",
+                    "/runs/{runId}/events/poll",
+                    query="afterSequence=0&timeout=1",
+                ),
+            )
         got = len(json.loads(out["body"])["events"])
         polled = meter.usage("poll-events")
-        line(f"GET /events/poll of a {n}-event run ({got} events, {len(out['body']) // 1024} KiB)",
-             polled.total(), f"requests {dict(polled.calls)}, {polled.bytes_received() // 1024} KiB read")
+        line(
+            f"GET /events/poll of a {n}-event run ({got} events, {len(out['body']) // 1024} KiB)",
+            polled.total(),
+            f"requests {dict(polled.calls)}, {polled.bytes_received() // 1024} KiB read",
+        )
 
         print("Engine")
         register_workflow(ports, TENANT, chain("bench-1000-nodes", 1000))
@@ -76,20 +94,38 @@ def main() -> None:
         used = meter.usage("create", big)
         line("1,000-node noop workflow: wall time", f"{wall:.2f}", "s")
         line("1,000-node noop workflow: AWS requests", used.total(), f"{used.top()}")
-        line("1,000-node noop workflow: bytes sent / received", f"{used.bytes_sent() // 1024} / "
-             f"{used.bytes_received() // 1024}", "KiB")
+        line(
+            "1,000-node noop workflow: bytes sent / received",
+            f"{used.bytes_sent() // 1024} / {used.bytes_received() // 1024}",
+            "KiB",
+        )
         line("  requests from other origins in that window (polling aside)", meter.unattributed("create", big))
         line("events appended per second", f"{events / wall:.0f}", "events/s")
         sfn = aws.client("stepfunctions")
         hist = sfn.get_execution_history(executionArn=rec.execution_arn, maxResults=1000)["events"]
-        line("SFN history events per 1,000 run events", f"{len(hist) * 1000 / events:.1f}",
-             f"({len(hist)} for {events})")
+        line(
+            "SFN history events per 1,000 run events", f"{len(hist) * 1000 / events:.1f}", f"({len(hist)} for {events})"
+        )
 
-        register_workflow(ports, TENANT, definition(
-            "bench-agent", [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                                 inputs={"input": variable("script")})]))
-        script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": "bench"}}] * 100,
-                  "answer": "done"}
+        register_workflow(
+            ports,
+            TENANT,
+            definition(
+                "bench-agent",
+                [
+                    node(
+                        "agent",
+                        "core.agent",
+                        config={"agentId": "conformance-eval-agent"},
+                        inputs={"input": variable("script")},
+                    )
+                ],
+            ),
+        )
+        script = {
+            "calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": "bench"}}] * 100,
+            "answer": "done",
+        }
         meter.reset()
         t = time.perf_counter()
         with meter.origin("create"):

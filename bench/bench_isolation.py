@@ -70,8 +70,21 @@ def main() -> None:
                 unloaded += seconds
                 runs += more
                 # A floods from a process of its own (its client CPU is not the host's), for as long as B's round
-                flood = subprocess.Popen([sys.executable, "-m", "tests.isolation", url, key_a, WORKFLOW, "6", "1000",
-                                          str(PER_ROUND * SPACING_S + 1)], stdout=subprocess.PIPE, text=True)
+                flood = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tests.isolation",
+                        url,
+                        key_a,
+                        WORKFLOW,
+                        "6",
+                        "1000",
+                        str(PER_ROUND * SPACING_S + 1),
+                    ],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
                 time.sleep(0.5)  # the flood is under way before B's first request
                 seconds, more = _series(url, key_b, PER_ROUND)
                 out, _ = flood.communicate(timeout=120)
@@ -82,16 +95,23 @@ def main() -> None:
                 statuses += Counter({int(k): v for k, v in got.items()})
             client = OpenwopClient(url, key_b)
             finished = sum(wait_terminal(client, r, timeout=120).status == "completed" for r in runs)
-        print(f"Tenant isolation (local moto; write bucket {RATE}/s, burst {BURST} per tenant; B: {ROUNDS} rounds of "
-              f"{PER_ROUND} creates {SPACING_S} s apart unloaded, then {PER_ROUND} under A's flood)")
+        print(
+            f"Tenant isolation (local moto; write bucket {RATE}/s, burst {BURST} per tenant; B: {ROUNDS} rounds of "
+            f"{PER_ROUND} creates {SPACING_S} s apart unloaded, then {PER_ROUND} under A's flood)"
+        )
         for name, q in (("p50", 0.50), ("p99", 0.99)):
             base, under = percentile(unloaded, q), percentile(loaded, q)
-            line(f"B create-run {name} ms, unloaded / under A's flood", f"{base * 1000:.0f} / {under * 1000:.0f}",
-                 f"(ratio {under / base:.2f})")
-        line("A's flood: requests, admitted, refused 429",
-             f"{sum(statuses.values())}, {statuses[201]}, {statuses[429]}",
-             f"({sum(statuses.values()) / flood_seconds:.0f} req/s over {flood_seconds:.0f} s; other: "
-             f"{sum(v for k, v in statuses.items() if k not in (201, 429))})")
+            line(
+                f"B create-run {name} ms, unloaded / under A's flood",
+                f"{base * 1000:.0f} / {under * 1000:.0f}",
+                f"(ratio {under / base:.2f})",
+            )
+        line(
+            "A's flood: requests, admitted, refused 429",
+            f"{sum(statuses.values())}, {statuses[201]}, {statuses[429]}",
+            f"({sum(statuses.values()) / flood_seconds:.0f} req/s over {flood_seconds:.0f} s; other: "
+            f"{sum(v for k, v in statuses.items() if k not in (201, 429))})",
+        )
         line("B's runs completed", f"{finished} / {len(runs)}")
 
 

@@ -40,8 +40,14 @@ WRITES, ROUNDS = 1_000, 5
 def _child(*args: str, timeout: float = 1800) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_", "OPENWOP_"))}
     env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-m", "bench.bench_local_state", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.bench_local_state", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"bench child {args} failed: {done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -65,14 +71,17 @@ def _writes(kept: str) -> dict[str, Any]:
     for r in range(ROUNDS):
         started, used = time.perf_counter(), time.process_time()  # CPU of every thread: client and server
         for i in range(WRITES):
-            ddb.put_item(TableName=table, Item={"pk": {"S": f"BENCH#{r}"}, "sk": {"S": f"{i:06d}"},
-                                                "v": {"S": pad}})
+            ddb.put_item(TableName=table, Item={"pk": {"S": f"BENCH#{r}"}, "sk": {"S": f"{i:06d}"}, "v": {"S": pad}})
         rounds.append((time.perf_counter() - started) / WRITES * 1e6)
         cpu.append((time.process_time() - used) / WRITES * 1e6)
     after = sum(p.stat().st_size for p in Path(folder).glob("journal-*.log"))
     aws.stop()
-    return {"us": statistics.median(rounds), "cpu_us": statistics.median(cpu),
-            "bytes": (after - before) / (WRITES * ROUNDS) if kept == "kept" else 0, "folder": folder}
+    return {
+        "us": statistics.median(rounds),
+        "cpu_us": statistics.median(cpu),
+        "bytes": (after - before) / (WRITES * ROUNDS) if kept == "kept" else 0,
+        "folder": folder,
+    }
 
 
 def _journal_work() -> dict[str, Any]:
@@ -84,6 +93,7 @@ def _journal_work() -> dict[str, Any]:
     from shared.local.persistence import Journal
 
     folder = tempfile.mkdtemp(prefix="openwop-bench-")
+
     def moto(environ: dict[str, Any], start: Any) -> list[bytes]:  # stands in for moto: answers at once
         start("200 OK", [("Content-Type", "application/x-amz-json-1.0")])
         return [b"{}"]
@@ -91,14 +101,24 @@ def _journal_work() -> dict[str, Any]:
     journal = Journal(DataDir.open(folder), moto, snapshot_bytes=1 << 40)
     journal._segment = 1
     journal._open_segment()
-    body = json.dumps({"TableName": "openwop-host", "Item": {"pk": {"S": "BENCH"}, "sk": {"S": "000001"},
-                                                            "v": {"S": "x" * 1000}}}).encode()
-    environ = {"REQUEST_METHOD": "POST", "PATH_INFO": "/", "QUERY_STRING": "", "SERVER_NAME": "127.0.0.1",
-               "SERVER_PORT": "1", "CONTENT_TYPE": "application/x-amz-json-1.0", "wsgi.url_scheme": "http",
-               "HTTP_HOST": "127.0.0.1:1", "HTTP_X_AMZ_TARGET": "DynamoDB_20120810.PutItem",
-               "HTTP_AUTHORIZATION": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, "
-                                     "SignedHeaders=host;x-amz-date, Signature=" + "0" * 64,
-               "HTTP_X_AMZ_DATE": "20260101T000000Z", "HTTP_USER_AGENT": "Boto3/1.44.8 md/Botocore#1.44.8 " * 3}
+    body = json.dumps(
+        {"TableName": "openwop-host", "Item": {"pk": {"S": "BENCH"}, "sk": {"S": "000001"}, "v": {"S": "x" * 1000}}}
+    ).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/",
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "1",
+        "CONTENT_TYPE": "application/x-amz-json-1.0",
+        "wsgi.url_scheme": "http",
+        "HTTP_HOST": "127.0.0.1:1",
+        "HTTP_X_AMZ_TARGET": "DynamoDB_20120810.PutItem",
+        "HTTP_AUTHORIZATION": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, "
+        "SignedHeaders=host;x-amz-date, Signature=" + "0" * 64,
+        "HTTP_X_AMZ_DATE": "20260101T000000Z",
+        "HTTP_USER_AGENT": "Boto3/1.44.8 md/Botocore#1.44.8 " * 3,
+    }
     n = 20_000
     used = time.process_time()
     for _ in range(n):
@@ -117,9 +137,13 @@ def _replay(folder: str) -> dict[str, Any]:
     found = aws.recovery
     assert found is not None
     aws.stop()
-    return {"records": found.records, "seconds": found.seconds, "cpu": found.cpu_seconds,
-            "snapshot": found.snapshot_bytes,
-            "bytes": sum(p.stat().st_size for p in Path(folder).glob("journal-*.log"))}
+    return {
+        "records": found.records,
+        "seconds": found.seconds,
+        "cpu": found.cpu_seconds,
+        "snapshot": found.snapshot_bytes,
+        "bytes": sum(p.stat().st_size for p in Path(folder).glob("journal-*.log")),
+    }
 
 
 def _demo_run_journal() -> dict[str, Any]:
@@ -150,8 +174,12 @@ def _recorded_demo(folder: str | None = None) -> tuple[Any, str, str, int]:
     assert journal is not None
     with journal.lock:
         before = journal.since_snapshot
-    out = call("create_run", api_event("POST", "/runs", "/runs", {
-        "workflowId": "demo-support", "inputs": {"customerId": "c-1", "city": "Oslo"}}))
+    out = call(
+        "create_run",
+        api_event(
+            "POST", "/runs", "/runs", {"workflowId": "demo-support", "inputs": {"customerId": "c-1", "city": "Oslo"}}
+        ),
+    )
     run_id = str(json.loads(out["body"])["runId"])
     assert wait_status(ports, run_id) == "completed"
     wait_for_stream_idle(30)
@@ -228,8 +256,14 @@ def _start(folder: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOTO_", "OPENWOP_"))}
     env["PYTHONPATH"] = str(ROOT)
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", "--port", "0", "--data-dir", folder],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.local.cli", "serve", "--port", "0", "--data-dir", folder],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     lines = []
     assert proc.stdout is not None
     for raw_line in proc.stdout:
@@ -260,27 +294,41 @@ def main() -> None:
     memory = {k: statistics.median(r[0][k] for r in runs) for k in ("us", "cpu_us")}
     kept = {k: statistics.median(r[1][k] for r in runs) for k in ("us", "cpu_us", "bytes")}
     kept["folder"] = runs[-1][1]["folder"]
-    line("PutItem, in memory (--ephemeral)", f"{memory['cpu_us']:.0f}",
-         f"µs CPU per request (client + moto; {memory['us']:.0f} µs wall)")
-    line("PutItem, journaled (--data-dir)", f"{kept['cpu_us']:.0f}",
-         f"µs CPU per request ({kept['us']:.0f} µs wall)")
+    line(
+        "PutItem, in memory (--ephemeral)",
+        f"{memory['cpu_us']:.0f}",
+        f"µs CPU per request (client + moto; {memory['us']:.0f} µs wall)",
+    )
+    line("PutItem, journaled (--data-dir)", f"{kept['cpu_us']:.0f}", f"µs CPU per request ({kept['us']:.0f} µs wall)")
     pairs = ", ".join(f"{r[1]['cpu_us'] - r[0]['cpu_us']:+.0f}" for r in runs)
-    line("  overhead of keeping state, end to end", f"{kept['cpu_us'] - memory['cpu_us']:+.0f}",
-         f"µs CPU per request ({(kept['cpu_us'] / memory['cpu_us'] - 1) * 100:+.0f}%; the three pairs: {pairs}: "
-         "within what one process differs from the next here)")
+    line(
+        "  overhead of keeping state, end to end",
+        f"{kept['cpu_us'] - memory['cpu_us']:+.0f}",
+        f"µs CPU per request ({(kept['cpu_us'] / memory['cpu_us'] - 1) * 100:+.0f}%; the three pairs: {pairs}: "
+        "within what one process differs from the next here)",
+    )
     line("  journal bytes per PutItem", f"{kept['bytes']:.0f}", "B")
     work = _child("journal-work")
-    line("  the journal's own work per write (no moto)", f"{work['us']:.0f}",
-         "µs CPU (classify, copy the body, pickle, one write())")
+    line(
+        "  the journal's own work per write (no moto)",
+        f"{work['us']:.0f}",
+        "µs CPU (classify, copy the body, pickle, one write())",
+    )
     replayed = _child("replay", kept["folder"])
     rate = replayed["records"] / replayed["cpu"]
-    line("replaying the journal at a start", f"{rate:,.0f}",
-         f"records per CPU second ({replayed['records']:,} records, {replayed['bytes'] / 1e6:.1f} MB in "
-         f"{replayed['cpu']:.1f} s CPU, {replayed['seconds']:.1f} s wall)")
+    line(
+        "replaying the journal at a start",
+        f"{rate:,.0f}",
+        f"records per CPU second ({replayed['records']:,} records, {replayed['bytes'] / 1e6:.1f} MB in "
+        f"{replayed['cpu']:.1f} s CPU, {replayed['seconds']:.1f} s wall)",
+    )
     from shared.local.persistence import DEFAULT_SNAPSHOT_BYTES
 
-    line(f"  so a start after a crash replays at most ({DEFAULT_SNAPSHOT_BYTES >> 20} MiB of journal)",
-         f"{DEFAULT_SNAPSHOT_BYTES / (replayed['bytes'] / replayed['records']) / rate:.0f}", "s CPU")
+    line(
+        f"  so a start after a crash replays at most ({DEFAULT_SNAPSHOT_BYTES >> 20} MiB of journal)",
+        f"{DEFAULT_SNAPSHOT_BYTES / (replayed['bytes'] / replayed['records']) / rate:.0f}",
+        "s CPU",
+    )
     demo = _child("demo")
     line("one demo-support run (3 real tool calls): journal", f"{demo['bytes'] // 1024}", "KiB (all its writes)")
 
@@ -292,14 +340,23 @@ def main() -> None:
             made = _child("store", str(n), folder)
         got = _start(folder)
         label = f"{n:,} stored runs" if n else "empty folder"
-        line(f"start, {label}: until it serves", f"{got['cpu']:.1f}",
-             f"s CPU ({got['wall']:.1f} s wall), {got['rss_mb']:.0f} MB resident")
+        line(
+            f"start, {label}: until it serves",
+            f"{got['cpu']:.1f}",
+            f"s CPU ({got['wall']:.1f} s wall), {got['rss_mb']:.0f} MB resident",
+        )
         if n:
             loaded = _child("replay", folder)
-            line("  of which loading the folder (snapshot + journal)", f"{loaded['cpu']:.1f}",
-                 f"s CPU ({loaded['seconds']:.1f} s wall; {got['load']:.1f} s wall in the start above)")
-            line(f"  snapshot of {n:,} runs ({made['items'] + 21:,} items)",
-                 f"{made['snapshot_bytes'] / 1e6:.1f}", f"MB, written in {made['snapshot_s']:.1f} s")
+            line(
+                "  of which loading the folder (snapshot + journal)",
+                f"{loaded['cpu']:.1f}",
+                f"s CPU ({loaded['seconds']:.1f} s wall; {got['load']:.1f} s wall in the start above)",
+            )
+            line(
+                f"  snapshot of {n:,} runs ({made['items'] + 21:,} items)",
+                f"{made['snapshot_bytes'] / 1e6:.1f}",
+                f"MB, written in {made['snapshot_s']:.1f} s",
+            )
             line("  a background snapshot holds writers (capture + fork)", f"{made['fork_pause_ms']:.0f}", "ms")
 
 

@@ -24,12 +24,32 @@ from bench.common import line
 
 CALLS = 200
 MOCK_CALLS = 5000
-COMPLETION = json.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
-                 "tool_calls": [{"id": "call_1", "type": "function",
-                                 "function": {"name": "lookup", "arguments": "{\"customerId\":\"c-1\"}"}}]}}],
-    "usage": {"prompt_tokens": 120, "completion_tokens": 18, "total_tokens": 138}}).encode()
+COMPLETION = json.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": '{"customerId":"c-1"}'},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 18, "total_tokens": 138},
+    }
+).encode()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -50,8 +70,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def _request(**kw: Any) -> Any:
     from shared.ports import ModelMessage, ModelRequest, ModelToolSpec
 
-    return ModelRequest(system="You are a support agent.", messages=(ModelMessage("user", "Look up c-1."),),
-                        tools=(ModelToolSpec("lookup", "Find a customer", {"type": "object"}),), **kw)
+    return ModelRequest(
+        system="You are a support agent.",
+        messages=(ModelMessage("user", "Look up c-1."),),
+        tools=(ModelToolSpec("lookup", "Find a customer", {"type": "object"}),),
+        **kw,
+    )
 
 
 def _openai() -> None:
@@ -70,9 +94,12 @@ def _openai() -> None:
         adapter.complete(request)  # warm
 
         def direct() -> None:
-            req = urllib.request.Request(base + "/chat/completions", data=body, method="POST",
-                                         headers={"Content-Type": "application/json",
-                                                  "Authorization": "Bearer sk-bench"})
+            req = urllib.request.Request(
+                base + "/chat/completions",
+                data=body,
+                method="POST",
+                headers={"Content-Type": "application/json", "Authorization": "Bearer sk-bench"},
+            )
             with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 - loopback bench server
                 json.loads(resp.read())
 
@@ -115,14 +142,22 @@ def _bedrock() -> None:
 
     from shared.providers.bedrock import BedrockConverseProvider
 
-    client = boto3.session.Session(aws_access_key_id="bench", aws_secret_access_key="bench",
-                                   region_name="us-east-1").client("bedrock-runtime")
+    client = boto3.session.Session(
+        aws_access_key_id="bench", aws_secret_access_key="bench", region_name="us-east-1"
+    ).client("bedrock-runtime")
     seen: Counter[str] = Counter()
     client.meta.events.register_first("before-call.*.*", lambda model, **_: seen.update([model.name]))
-    answer = {"output": {"message": {"role": "assistant", "content": [
-        {"toolUse": {"toolUseId": "tu-1", "name": "lookup", "input": {"customerId": "c-1"}}}]}},
-        "stopReason": "tool_use", "usage": {"inputTokens": 120, "outputTokens": 18, "totalTokens": 138},
-        "metrics": {"latencyMs": 1}}
+    answer = {
+        "output": {
+            "message": {
+                "role": "assistant",
+                "content": [{"toolUse": {"toolUseId": "tu-1", "name": "lookup", "input": {"customerId": "c-1"}}}],
+            }
+        },
+        "stopReason": "tool_use",
+        "usage": {"inputTokens": 120, "outputTokens": 18, "totalTokens": 138},
+        "metrics": {"latencyMs": 1},
+    }
     adapter = BedrockConverseProvider(lambda: client)
     request = _request(provider="bedrock", model="anthropic.claude-3-5-haiku-20241022-v1:0", max_tokens=512)
     with Stubber(client) as stub:

@@ -65,8 +65,9 @@ def _runs(ports: Any, workflow_id: str, tag: str) -> list[str]:
     out = []
     for i in range(RUNS):
         script = {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}}], "answer": f"{tag}-{i}"}
-        r = call("create_run", api_event("POST", "/runs", "/runs", {"workflowId": workflow_id,
-                                                                    "inputs": {"script": script}}))
+        r = call(
+            "create_run", api_event("POST", "/runs", "/runs", {"workflowId": workflow_id, "inputs": {"script": script}})
+        )
         assert r["statusCode"] == 201, r["body"][:300]
         out.append(json.loads(r["body"])["runId"])
     for run_id in out:
@@ -86,34 +87,56 @@ def main() -> None:
     start_stack()
     ports = get_ports()
     counter = _InRules()
-    for c in {id(x): x for x in (ports.runs._c, ports.host._c, ports.events._c,  # type: ignore[attr-defined]
-                                  ports.tool_calls._c, ports.blobs._c)}.values():  # type: ignore[attr-defined]
+    for c in {
+        id(x): x
+        for x in (
+            ports.runs._c,
+            ports.host._c,
+            ports.events._c,  # type: ignore[attr-defined]
+            ports.tool_calls._c,
+            ports.blobs._c,
+        )
+    }.values():  # type: ignore[attr-defined]
         c.meta.events.register("after-call.*.*", counter)
     sampling.on_stored = counter.wrap(sampling.on_stored)  # type: ignore[method-assign]
     matched = register_workflow(ports, TENANT, scripted_agent("bench-sampled"))
     other = register_workflow(ports, TENANT, scripted_agent("bench-unsampled"))
     rules = ROUTE + "/rules"
-    r = call("manage_eval_suites", api_event("POST", rules.replace("{suiteId}", SUITE), rules,
-                                             {"agentId": AGENT, "filter": {"workflowId": matched}, "maxTasks": 500}))
+    r = call(
+        "manage_eval_suites",
+        api_event(
+            "POST",
+            rules.replace("{suiteId}", SUITE),
+            rules,
+            {"agentId": AGENT, "filter": {"workflowId": matched}, "maxTasks": 500},
+        ),
+    )
     assert r["statusCode"] == 201, r["body"]
     rule_id = json.loads(r["body"])["ruleId"]
     _runs(ports, matched, "m")
     total, by_op, batches = counter.take()
-    draft = json.loads(call("manage_eval_suites", api_event("GET", f"{ROUTE.replace('{suiteId}', SUITE)}/draft",
-                                                            ROUTE + "/draft"))["body"])
+    draft = json.loads(
+        call("manage_eval_suites", api_event("GET", f"{ROUTE.replace('{suiteId}', SUITE)}/draft", ROUTE + "/draft"))[
+            "body"
+        ]
+    )
     print(f"sampling rules: {RUNS} matching runs, {RUNS} non-matching, {RUNS} once the rule is deleted")
     line("tasks in the draft (matching completed runs)", draft["taskCount"])
     line("AWS requests per sampled run", f"{total / max(1, draft['taskCount']):.1f}", f"{by_op}")
     _runs(ports, other, "o")
     total, by_op, batches = counter.take()
     line("AWS requests per non-matching completed run", f"{total / RUNS:.1f}", f"{by_op}")
-    d = call("manage_eval_suites", api_event("DELETE", f"{rules.replace('{suiteId}', SUITE)}/{rule_id}",
-                                             rules + "/{ruleId}"))
+    d = call(
+        "manage_eval_suites", api_event("DELETE", f"{rules.replace('{suiteId}', SUITE)}/{rule_id}", rules + "/{ruleId}")
+    )
     assert d["statusCode"] == 204, d["body"]
     _runs(ports, matched, "n")
     total, by_op, batches = counter.take()
-    line("AWS requests per completed run, tenant whose rule was deleted (warm)", f"{total / RUNS:.2f}",
-         f"{by_op} over {batches} batches (the rules are read again only when their version changes)")
+    line(
+        "AWS requests per completed run, tenant whose rule was deleted (warm)",
+        f"{total / RUNS:.2f}",
+        f"{by_op} over {batches} batches (the rules are read again only when their version changes)",
+    )
 
 
 if __name__ == "__main__":

@@ -74,11 +74,17 @@ def _run(aws: Any, ports: Any, meter: AwsMeter, label: str, body: dict[str, Any]
     used = meter.usage("create", run_id)
     events = ports.runs.get_run(run_id).last_seq + 1
     bound = math.ceil(events / 99) + 4 + writes
-    line(f"{label}: {events:,} events, {status}, {time.monotonic() - t0:.0f} s", used.total(),
-         f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}")
+    line(
+        f"{label}: {events:,} events, {status}, {time.monotonic() - t0:.0f} s",
+        used.total(),
+        f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}",
+    )
     log = _log_bytes(ports, run_id)
-    line(f"{label}: bytes sent / received", f"{used.bytes_sent() / 1e6:.2f} / {used.bytes_received() / 1e6:.2f} MB",
-         f"for a log of {log / 1e6:.2f} MB; sent / log {used.bytes_sent() / max(1, log):.2f}")
+    line(
+        f"{label}: bytes sent / received",
+        f"{used.bytes_sent() / 1e6:.2f} / {used.bytes_received() / 1e6:.2f} MB",
+        f"for a log of {log / 1e6:.2f} MB; sent / log {used.bytes_sent() / max(1, log):.2f}",
+    )
     execs, most = _history_events(aws, run_id)
     line(f"{label}: Step Functions executions, most history events", f"{execs}, {most:,}", "(limit 25,000)")
     return run_id
@@ -106,15 +112,28 @@ def main() -> None:
             _run(aws, ports, meter, f"{nodes:,}-node chain", {"workflowId": "bench-scale-chain"})
         if agent_calls > 0:
             register_workflow(ports, TENANT, scripted_agent("bench-scale-agent"))
-            script = {"calls": [{"tool": "conformance.eval:echo", "args": {"i": i}} for i in range(agent_calls)],
-                      "answer": "done"}
-            agent_run = _run(aws, ports, meter, f"agent, {agent_calls:,} tool calls",
-                             {"workflowId": "bench-scale-agent", "inputs": {"script": script}}, writes=agent_calls)
+            script = {
+                "calls": [{"tool": "conformance.eval:echo", "args": {"i": i}} for i in range(agent_calls)],
+                "answer": "done",
+            }
+            agent_run = _run(
+                aws,
+                ports,
+                meter,
+                f"agent, {agent_calls:,} tool calls",
+                {"workflowId": "bench-scale-agent", "inputs": {"script": script}},
+                writes=agent_calls,
+            )
             used = meter.usage("create", agent_run)
-            item = ports.runs._c.get_item(TableName=ports.runs._t,  # type: ignore[attr-defined]
-                                          Key={"pk": {"S": agent_run}, "sk": {"S": "RUN"}})["Item"]
-            line("agent: requests per tool call", f"{used.total() / agent_calls:.2f}",
-                 f"(bound 1: the call's record; run item now {len(json.dumps(item)) / 1000:.1f} KB)")
+            item = ports.runs._c.get_item(
+                TableName=ports.runs._t,  # type: ignore[attr-defined]
+                Key={"pk": {"S": agent_run}, "sk": {"S": "RUN"}},
+            )["Item"]
+            line(
+                "agent: requests per tool call",
+                f"{used.total() / agent_calls:.2f}",
+                f"(bound 1: the call's record; run item now {len(json.dumps(item)) / 1000:.1f} KB)",
+            )
     finally:
         meter.close()
         aws.stop()
@@ -126,9 +145,12 @@ def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
     from tests.workflows import definition, edge, node
 
     # A loop of two noop nodes: 4 events per iteration (the fastest node type).
-    doc = definition("bench-scale-loop", [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-                     settings={"maxLoopbackIterations": max(1, (target - 4) // 4)})
+    doc = definition(
+        "bench-scale-loop",
+        [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+        settings={"maxLoopbackIterations": max(1, (target - 4) // 4)},
+    )
     register_workflow(ports, TENANT, doc)
     print(f"A run of ~{target:,} events (a loop of noop nodes) and its forks (local moto; counts, not seconds)")
     run_id = _run(aws, ports, meter, "live run", {"workflowId": "bench-scale-loop"})
@@ -148,12 +170,17 @@ def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
         meter.reset()
         t0 = time.monotonic()
         with meter.origin("fork"):
-            out = call("run_actions", api_event("POST", f"/runs/{_wire(run_id)}:fork", "/runs/{runId}",
-                                                {"mode": mode, "fromSeq": from_seq}))
+            out = call(
+                "run_actions",
+                api_event("POST", f"/runs/{_wire(run_id)}:fork", "/runs/{runId}", {"mode": mode, "fromSeq": from_seq}),
+            )
         asked = meter.usage("fork")
         child = str(json.loads(out["body"])["runId"])
-        line(f"POST :fork ({mode}, fromSeq {from_seq:,})", asked.total(),
-             f"requests {dict(asked.calls)} (constant in the log's size)")
+        line(
+            f"POST :fork ({mode}, fromSeq {from_seq:,})",
+            asked.total(),
+            f"requests {dict(asked.calls)} (constant in the log's size)",
+        )
         status = wait_status(ports, child, meter, timeout=7200)
         used = meter.usage("fork", child)
         crec = ports.runs.get_run(child)
@@ -161,11 +188,17 @@ def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
         # A branch needs no index: it reads its prefix (copied) and nothing else of the source.
         reads = one.total() if mode == "replay" else math.ceil(one.total() * from_seq / events)
         bound = reads + math.ceil(math.ceil(from_seq / 99) / 25) + math.ceil(executed / 99) + 4
-        line(f"{mode} fork: {crec.last_seq + 1:,} events, {status}, {time.monotonic() - t0:.0f} s", used.total(),
-             f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}")
+        line(
+            f"{mode} fork: {crec.last_seq + 1:,} events, {status}, {time.monotonic() - t0:.0f} s",
+            used.total(),
+            f"requests; bound {bound}; ratio {used.total() / bound:.3f} {used.top(4)}",
+        )
         need = one.bytes_received() * (1 if mode == "replay" else from_seq / events)
-        line(f"{mode} fork: bytes read", f"{used.bytes_received() / 1e6:.2f} MB",
-             f"{used.bytes_received() / max(1, need):.3f}x one read of what it needs ({need / 1e6:.2f} MB)")
+        line(
+            f"{mode} fork: bytes read",
+            f"{used.bytes_received() / 1e6:.2f} MB",
+            f"{used.bytes_received() / max(1, need):.3f}x one read of what it needs ({need / 1e6:.2f} MB)",
+        )
         execs, most = _history_events(aws, child)
         line(f"{mode} fork: Step Functions executions, most history events", f"{execs}, {most:,}")
 

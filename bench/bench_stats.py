@@ -17,18 +17,25 @@ from shared.engine import evalstats, scorers
 SIZES = (10, 200, 1000, 10000)
 # The exact bootstrap near its limits: 8 tasks of 8 distinct differences (6,435 distinct resamples), 139 pass/fail
 # tasks (3 distinct differences: 9,870), 1,000 tasks that only fell or held (2 distinct: 1,001).
-EXACT = {"8 tasks, 8 distinct differences": [i / 8 - 0.5 for i in range(8)],
-         "139 tasks, 3 distinct differences": [float(i % 3 - 1) for i in range(139)],
-         "1000 tasks, 2 distinct differences": [-1.0 if i % 10 == 0 else 0.0 for i in range(1000)]}
+EXACT = {
+    "8 tasks, 8 distinct differences": [i / 8 - 0.5 for i in range(8)],
+    "139 tasks, 3 distinct differences": [float(i % 3 - 1) for i in range(139)],
+    "1000 tasks, 2 distinct differences": [-1.0 if i % 10 == 0 else 0.0 for i in range(1000)],
+}
 OUTPUT = {"order": {"id": 42, "items": ["tea", "cake"], "total": 12.5}, "status": "shipped"}
 MATCHES = {
     "regex": {"strategy": "regex", "value": r'"status":"ship+ed"'},
     "json-schema": {"strategy": "json-schema", "value": {"type": "object", "required": ["order", "status"]}},
     "json-path": {"strategy": "json-path", "path": "/order/id", "value": 42},
     "numeric": {"strategy": "numeric", "path": "/order/total", "value": 12.4, "tolerance": 0.2},
-    "all-of (3 parts)": {"strategy": "all-of", "of": [{"strategy": "contains", "value": "tea"},
-                                                      {"strategy": "json-path", "path": "/status", "value": "shipped"},
-                                                      {"strategy": "not-contains", "value": "cancelled"}]},
+    "all-of (3 parts)": {
+        "strategy": "all-of",
+        "of": [
+            {"strategy": "contains", "value": "tea"},
+            {"strategy": "json-path", "path": "/status", "value": "shipped"},
+            {"strategy": "not-contains", "value": "cancelled"},
+        ],
+    },
 }
 
 

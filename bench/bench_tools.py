@@ -25,8 +25,9 @@ def _create(workflow_id: str, inputs: dict) -> str:
     return str(json.loads(out["body"])["runId"])
 
 
-def _timed(meter: Any, ports: Any, workflow_id: str, tool: str, args: dict[str, Any],
-           calls: int) -> tuple[Usage, float, str]:
+def _timed(
+    meter: Any, ports: Any, workflow_id: str, tool: str, args: dict[str, Any], calls: int
+) -> tuple[Usage, float, str]:
     """A scripted agent's run making ``calls`` calls of ``tool``: its usage, its wall time, its id."""
     script = {"calls": [{"tool": tool, "args": args}] * calls, "answer": "ok"}
     meter.reset()
@@ -48,13 +49,36 @@ def main() -> None:
     url = tools.start()
     ports = get_ports()
     try:
-        out = call("manage_tools", api_event("POST", "/host/openwop-serverless/tools", "/host/openwop-serverless/tools", {
-            "toolId": "bench.crm:lookup", "description": "lookup", "source": {"kind": "http", "url": url + "/crm/lookup"},
-            "inputSchema": {"type": "object", "required": ["customerId"]}}))
+        out = call(
+            "manage_tools",
+            api_event(
+                "POST",
+                "/host/openwop-serverless/tools",
+                "/host/openwop-serverless/tools",
+                {
+                    "toolId": "bench.crm:lookup",
+                    "description": "lookup",
+                    "source": {"kind": "http", "url": url + "/crm/lookup"},
+                    "inputSchema": {"type": "object", "required": ["customerId"]},
+                },
+            ),
+        )
         assert out["statusCode"] in (200, 201), out
-        register_workflow(ports, TENANT, definition(
-            "bench-http-agent", [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                                      inputs={"input": variable("script")})]))
+        register_workflow(
+            ports,
+            TENANT,
+            definition(
+                "bench-http-agent",
+                [
+                    node(
+                        "agent",
+                        "core.agent",
+                        config={"agentId": "conformance-eval-agent"},
+                        inputs={"input": variable("script")},
+                    )
+                ],
+            ),
+        )
 
         def run(calls: int) -> tuple[Usage, float]:
             used, wall, _ = _timed(meter, ports, "bench-http-agent", "bench.crm:lookup", {"customerId": "c-1"}, calls)
@@ -67,17 +91,27 @@ def main() -> None:
         hits_before = tools.count()
         direct = time.perf_counter()
         for _ in range(CALLS):
-            req = urllib.request.Request(url + "/crm/lookup", data=b'{"customerId":"c-1"}', method="POST",
-                                         headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                url + "/crm/lookup",
+                data=b'{"customerId":"c-1"}',
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            )
             with urllib.request.urlopen(req, timeout=5) as resp:  # noqa: S310 - loopback demo server
                 resp.read()
         direct_ms = (time.perf_counter() - direct) * 1000 / CALLS
         print(f"HTTP tools ({CALLS} calls of a registered tool on a loopback server, local moto)")
-        line("AWS requests per HTTP-tool call", f"{(requests - base_requests) / CALLS:.2f}",
-             f"({requests} for the run, {base_requests} for the same run without calls; {by_op})")
+        line(
+            "AWS requests per HTTP-tool call",
+            f"{(requests - base_requests) / CALLS:.2f}",
+            f"({requests} for the run, {base_requests} for the same run without calls; {by_op})",
+        )
         per_call = used.minus(base)
-        line("bytes sent / received per HTTP-tool call", f"{per_call.bytes_sent() // CALLS} / "
-             f"{per_call.bytes_received() // CALLS}", "B")
+        line(
+            "bytes sent / received per HTTP-tool call",
+            f"{per_call.bytes_sent() // CALLS} / {per_call.bytes_received() // CALLS}",
+            "B",
+        )
         line("host time per call (engine + moto + the call)", f"{(wall - base_wall) * 1000 / CALLS:.1f}", "ms")
         line("calling the tool server directly", f"{direct_ms:.2f}", "ms per call")
         line("tool server hits by the direct loop", tools.count() - hits_before)
@@ -107,9 +141,21 @@ def _mcp(meter: Any, ports: Any) -> None:
         wait_status(ports, audit, meter)
         registered = meter.usage("register", audit)
         register_exchanges = [x["method"] for x in server.exchanges]
-        register_workflow(ports, TENANT, definition(
-            "bench-mcp-agent", [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                                     inputs={"input": variable("script")})]))
+        register_workflow(
+            ports,
+            TENANT,
+            definition(
+                "bench-mcp-agent",
+                [
+                    node(
+                        "agent",
+                        "core.agent",
+                        config={"agentId": "conformance-eval-agent"},
+                        inputs={"input": variable("script")},
+                    )
+                ],
+            ),
+        )
 
         def run(calls: int) -> tuple[Usage, float, str]:
             return _timed(meter, ports, "bench-mcp-agent", "mcp:bench.lookup_customer", {"id": "c-1"}, calls)
@@ -123,20 +169,38 @@ def _mcp(meter: Any, ports: Any) -> None:
         decided = [e for e in ports.events.read_events(run_id) if e["type"] == "negotiation.decided"]
         print(f"MCP tools ({MCP_CALLS} calls of a registered MCP tool on a loopback server, local moto)")
         line("registration: AWS requests, its audit run included", registered.total(), f"({registered.top()})")
-        line("registration: requests the MCP server received", len(register_exchanges),
-             f"({', '.join(register_exchanges)})")
+        line(
+            "registration: requests the MCP server received",
+            len(register_exchanges),
+            f"({', '.join(register_exchanges)})",
+        )
         line("registration: host time", f"{register_ms:.0f}", "ms")
-        line("AWS requests per MCP-tool call", f"{(used.total() - base.total()) / MCP_CALLS:.2f}",
-             f"({used.total()} for the run, {base.total()} without calls; {used.top()})")
-        line("bytes sent / received per MCP-tool call", f"{per_call.bytes_sent() // MCP_CALLS} / "
-             f"{per_call.bytes_received() // MCP_CALLS}", "B")
-        line("MCP server requests per call", f"{len(methods) / MCP_CALLS:.2f}",
-             f"(server/discover {methods.count('server/discover')}, tools/list {methods.count('tools/list')}, "
-             f"tools/call {methods.count('tools/call')})")
-        line("negotiation.decided events in the run", len(decided),
-             f"({len(json.dumps(decided[0]['payload'], separators=(',', ':')))} B payload each)")
-        line("host time per MCP call (engine + moto + probe + call)", f"{(wall - base_wall) * 1000 / MCP_CALLS:.1f}",
-             "ms")
+        line(
+            "AWS requests per MCP-tool call",
+            f"{(used.total() - base.total()) / MCP_CALLS:.2f}",
+            f"({used.total()} for the run, {base.total()} without calls; {used.top()})",
+        )
+        line(
+            "bytes sent / received per MCP-tool call",
+            f"{per_call.bytes_sent() // MCP_CALLS} / {per_call.bytes_received() // MCP_CALLS}",
+            "B",
+        )
+        line(
+            "MCP server requests per call",
+            f"{len(methods) / MCP_CALLS:.2f}",
+            f"(server/discover {methods.count('server/discover')}, tools/list {methods.count('tools/list')}, "
+            f"tools/call {methods.count('tools/call')})",
+        )
+        line(
+            "negotiation.decided events in the run",
+            len(decided),
+            f"({len(json.dumps(decided[0]['payload'], separators=(',', ':')))} B payload each)",
+        )
+        line(
+            "host time per MCP call (engine + moto + probe + call)",
+            f"{(wall - base_wall) * 1000 / MCP_CALLS:.1f}",
+            "ms",
+        )
     finally:
         server.stop()
 

@@ -63,8 +63,11 @@ def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", pre
     from shared.settings import get_settings
 
     ddb, out = aws.client("dynamodb"), []
-    kwargs: dict[str, Any] = {"TableName": getattr(get_settings(), f"{table}_table"),
-                              "KeyConditionExpression": f"{key} = :r", "ExpressionAttributeValues": {":r": {"S": run_id}}}
+    kwargs: dict[str, Any] = {
+        "TableName": getattr(get_settings(), f"{table}_table"),
+        "KeyConditionExpression": f"{key} = :r",
+        "ExpressionAttributeValues": {":r": {"S": run_id}},
+    }
     if prefix:
         kwargs["KeyConditionExpression"] += " AND begins_with(sk, :s)"
         kwargs["ExpressionAttributeValues"][":s"] = {"S": prefix}
@@ -114,9 +117,12 @@ def _row(label: str, used: Usage, wru_bound: float, rru_bound: float) -> float:
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
-    line(f"{label}: WRU / RRU", f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
-         f"bound {wru_bound:,} / {rru_bound:,.1f}; ratio {ratio:.3f}; {used.total():,} requests; "
-         f"all services {costs.breakdown(used)}; units {used.units_by_operation()}")
+    line(
+        f"{label}: WRU / RRU",
+        f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
+        f"bound {wru_bound:,} / {rru_bound:,.1f}; ratio {ratio:.3f}; {used.total():,} requests; "
+        f"all services {costs.breakdown(used)}; units {used.units_by_operation()}",
+    )
     return ratio
 
 
@@ -134,10 +140,16 @@ def _loop(ports: Any, events: int) -> str:
     from tests.workflows import definition, edge, node
 
     workflow = f"bench-units-loop-{events}"
-    register_workflow(ports, TENANT, definition(
-        workflow, [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-        settings={"maxLoopbackIterations": max(1, (events - 4) // 4)}))
+    register_workflow(
+        ports,
+        TENANT,
+        definition(
+            workflow,
+            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+            settings={"maxLoopbackIterations": max(1, (events - 4) // 4)},
+        ),
+    )
     return workflow
 
 
@@ -147,10 +159,13 @@ def _fan_out(label: str, used: Usage, events: int, subscribed: bool) -> None:
     measured = _ddb_usd(used.units["wru"], used.units["rru"]) + sqs_usd
     bound = math.ceil(events / 10) * p.SQS_FIFO_PER_REQUEST if subscribed else 0.0
     ratio = f"ratio {measured / bound:.3f}" if bound else "bound $0"
-    line(f"{label}: per million events", f"${measured * 1e6 / events:.4f}",
-         f"bound ${bound * 1e6 / events:.4f}; {ratio}; {used.units['rru']:.1f} RRU; {used.total():,} requests "
-         f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}); {queries} subscription Queries; "
-         f"{sum(used.invocations.values())} fan-out invocations")
+    line(
+        f"{label}: per million events",
+        f"${measured * 1e6 / events:.4f}",
+        f"bound ${bound * 1e6 / events:.4f}; {ratio}; {used.units['rru']:.1f} RRU; {used.total():,} requests "
+        f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}); {queries} subscription Queries; "
+        f"{sum(used.invocations.values())} fan-out invocations",
+    )
 
 
 def main() -> None:
@@ -158,9 +173,11 @@ def main() -> None:
     from shared.wiring import get_ports
 
     sizes = [int(s) for s in os.environ.get("BENCH_UNITS_SIZES", "1000,10000,100000").split(",") if s.strip()]
-    print("Capacity units per operation against their lower bounds (local moto; exact counts; DynamoDB write and "
-          f"read units at ${p.DDB_PER_WRITE_REQUEST_UNIT * 1e6:.3f} / ${p.DDB_PER_READ_REQUEST_UNIT * 1e6:.3f} per "
-          "million)")
+    print(
+        "Capacity units per operation against their lower bounds (local moto; exact counts; DynamoDB write and "
+        f"read units at ${p.DDB_PER_WRITE_REQUEST_UNIT * 1e6:.3f} / ${p.DDB_PER_READ_REQUEST_UNIT * 1e6:.3f} per "
+        "million)"
+    )
     aws, meter = start_stack()
     ports = get_ports()
     loops: dict[int, str] = {}
@@ -173,44 +190,76 @@ def main() -> None:
             source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
             items = _items(aws, source)
             events = ports.runs.get_run(source).last_seq + 1
-            _row(f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)", used,
-                 _log_bound(items, events) + _own_items(aws, source), 0.0)
+            _row(
+                f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)",
+                used,
+                _log_bound(items, events) + _own_items(aws, source),
+                0.0,
+            )
             log = sum(len(json.dumps(e, separators=(",", ":"))) for e in ports.events.read_events(source))
             wire, sent = _size(items), used.bytes_sent()
-            line(f"live run, {events:,} events: bytes sent", f"{sent / 1e6:.3f} MB",
-                 f"{sent / log:.3f}x the log's events as JSON ({log / 1e6:.3f} MB), {sent / wire:.2f}x its "
-                 f"{len(items):,} stored items in DynamoDB's wire JSON ({wire / 1e6:.3f} MB); by operation "
-                 f"{dict(used.sent.most_common(4))}")
-            _fan_out(f"fan-out without a subscriber, {events:,} events", meter.usage(f"{source}|fanout_webhooks"),
-                     events, subscribed=False)
+            line(
+                f"live run, {events:,} events: bytes sent",
+                f"{sent / 1e6:.3f} MB",
+                f"{sent / log:.3f}x the log's events as JSON ({log / 1e6:.3f} MB), {sent / wire:.2f}x its "
+                f"{len(items):,} stored items in DynamoDB's wire JSON ({wire / 1e6:.3f} MB); by operation "
+                f"{dict(used.sent.most_common(4))}",
+            )
+            _fan_out(
+                f"fan-out without a subscriber, {events:,} events",
+                meter.usage(f"{source}|fanout_webhooks"),
+                events,
+                subscribed=False,
+            )
             for mode, from_seq in (("branch", events // 2), ("replay", 0)):
                 child, used = _measure(aws, ports, meter, lambda m=mode, f=from_seq, s=source: _fork(s, m, f))
                 mine = _items(aws, child)
                 prefix = _size([i for i in items if _first(i) < (from_seq or events)])
                 copied = sum(_kb(i, 1024) for i in mine if _first(i) < from_seq)
-                own = _log_bound([i for i in mine if _first(i) >= from_seq],
-                                 ports.runs.get_run(child).last_seq + 1 - from_seq)
-                _row(f"{mode} fork from {from_seq:,} of the {events:,}-event run", used,
-                     copied + own + _own_items(aws, child, source), 0.5 * math.ceil(prefix / 4096))
+                own = _log_bound(
+                    [i for i in mine if _first(i) >= from_seq], ports.runs.get_run(child).last_seq + 1 - from_seq
+                )
+                _row(
+                    f"{mode} fork from {from_seq:,} of the {events:,}-event run",
+                    used,
+                    copied + own + _own_items(aws, child, source),
+                    0.5 * math.ceil(prefix / 4096),
+                )
         receiver.start()
-        reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks", {
-            "url": receiver.url + "/bench-units",
-            "events": ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]}))
+        reg = call(
+            "manage_webhooks",
+            api_event(
+                "POST",
+                "/webhooks",
+                "/webhooks",
+                {
+                    "url": receiver.url + "/bench-units",
+                    "events": ["run.started", "node.started", "node.completed", "run.completed", "run.failed"],
+                },
+            ),
+        )
         assert reg["statusCode"] == 201, reg["body"][:300]
         # The deliveries are not the fan-out's work (bench_webhooks measures them): they are held, and the messages
         # the fan-out queued are dropped before each run (the queue holds one run's messages at a time).
         aws.pollers.pop("deliver_webhooks").stop()
         sqs, queue_url = aws.client("sqs"), os.environ[manifest.queue("webhooks").env_var]
         purged = 0.0
-        for n in [int(s) for s in os.environ.get("BENCH_UNITS_SUBSCRIBED_SIZES", ",".join(map(str, sizes))).split(",")
-                  if s.strip()]:
+        for n in [
+            int(s)
+            for s in os.environ.get("BENCH_UNITS_SUBSCRIBED_SIZES", ",".join(map(str, sizes))).split(",")
+            if s.strip()
+        ]:
             time.sleep(max(0.0, purged + 60 - time.monotonic()))  # SQS takes one purge a minute
             sqs.purge_queue(QueueUrl=queue_url)
             purged = time.monotonic()
             source, used = _measure(aws, ports, meter, lambda w=loops.get(n) or _loop(ports, n): _create(w))
             events = ports.runs.get_run(source).last_seq + 1
-            _fan_out(f"fan-out with a subscriber to every event, {events:,} events",
-                     meter.usage(f"{source}|fanout_webhooks"), events, subscribed=True)
+            _fan_out(
+                f"fan-out with a subscriber to every event, {events:,} events",
+                meter.usage(f"{source}|fanout_webhooks"),
+                events,
+                subscribed=True,
+            )
     finally:
         meter.close()
         aws.stop()

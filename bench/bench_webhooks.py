@@ -74,8 +74,16 @@ def main() -> None:
     try:
         ports = get_ports()
         counter = _PathCounter()
-        clients = {id(c): c for c in (ports.runs._c, ports.host._c, ports.events._c,  # type: ignore[attr-defined]
-                                      ports.queues["webhooks"]._c, aws.client("sqs"))}  # type: ignore[attr-defined]
+        clients = {
+            id(c): c
+            for c in (
+                ports.runs._c,
+                ports.host._c,
+                ports.events._c,  # type: ignore[attr-defined]
+                ports.queues["webhooks"]._c,
+                aws.client("sqs"),
+            )
+        }  # type: ignore[attr-defined]
         for c in clients.values():
             c.meta.events.register("after-call.*.*", counter)
         if BASELINE_SECONDS > 0:  # the same clients before any subscription exists: nothing is delivered
@@ -83,8 +91,10 @@ def main() -> None:
             counter.calls.clear()  # the requests per delivered event below count from here
             counter.idle_receives = 0
         events = ["run.started", "node.started", "node.completed", "run.completed", "run.failed"]
-        reg = call("manage_webhooks", api_event("POST", "/webhooks", "/webhooks",
-                                                {"url": receiver.url + "/bench", "events": events}))
+        reg = call(
+            "manage_webhooks",
+            api_event("POST", "/webhooks", "/webhooks", {"url": receiver.url + "/bench", "events": events}),
+        )
         assert reg["statusCode"] == 201, reg
         webhook_id = json.loads(reg["body"])["webhookId"]
         t0 = time.monotonic()
@@ -103,8 +113,9 @@ def main() -> None:
         hits = receiver.deliveries(webhook_id)
         keys = [(h.json()["runId"], h.json()["event"]["sequence"]) for h in hits]
         lags = sorted(h.at * 1000 - _ms(h.json()["event"]["timestamp"]) for h in hits)
-        in_order = all([s for r, s in keys if r == run_id] == sorted(s for r, s in keys if r == run_id)
-                       for run_id in run_ids)
+        in_order = all(
+            [s for r, s in keys if r == run_id] == sorted(s for r, s in keys if r == run_id) for run_id in run_ids
+        )
         delivered = len(set(keys))
         total = sum(counter.calls.values())
         line("events stored / delivered / duplicates", f"{expected} / {delivered} / {len(keys) - delivered}")
@@ -114,10 +125,15 @@ def main() -> None:
             line(f"  {op}", f"{n / max(1, delivered):.2f}", "per event")
         line("empty ReceiveMessage polls (whole bench, not counted above)", counter.idle_receives)
         poller = aws.pollers.get("deliver_webhooks")
-        line("delivery Lambda invocations per delivered event",
-             f"{(poller.invocations if poller else 0) / max(1, delivered):.2f}")
-        line(f"delivery lag p50 / p95, {RUNS} runs at once (event timestamp -> receiver)",
-             f"{statistics.median(lags):.0f} / {lags[int(0.95 * (len(lags) - 1))]:.0f}", "ms")
+        line(
+            "delivery Lambda invocations per delivered event",
+            f"{(poller.invocations if poller else 0) / max(1, delivered):.2f}",
+        )
+        line(
+            f"delivery lag p50 / p95, {RUNS} runs at once (event timestamp -> receiver)",
+            f"{statistics.median(lags):.0f} / {lags[int(0.95 * (len(lags) - 1))]:.0f}",
+            "ms",
+        )
         line(f"wall time for {RUNS} runs started at once and their deliveries", f"{wall:.1f}", "s")
         # one run at a time: the lag of a quiet host
         quiet: list[float] = []
@@ -129,10 +145,15 @@ def main() -> None:
             deadline = time.monotonic() + 30
             while len(receiver.deliveries(webhook_id, run_id)) < n and time.monotonic() < deadline:
                 time.sleep(0.01)
-            quiet += [h.at * 1000 - _ms(h.json()["event"]["timestamp"]) for h in receiver.deliveries(webhook_id, run_id)]
+            quiet += [
+                h.at * 1000 - _ms(h.json()["event"]["timestamp"]) for h in receiver.deliveries(webhook_id, run_id)
+            ]
         quiet.sort()
-        line(f"delivery lag p50 / p95, one run at a time ({QUIET_RUNS} runs)",
-             f"{statistics.median(quiet):.0f} / {quiet[int(0.95 * (len(quiet) - 1))]:.0f}", "ms")
+        line(
+            f"delivery lag p50 / p95, one run at a time ({QUIET_RUNS} runs)",
+            f"{statistics.median(quiet):.0f} / {quiet[int(0.95 * (len(quiet) - 1))]:.0f}",
+            "ms",
+        )
         _load(aws, ports, receiver, webhook_id, LOAD_SECONDS)
     finally:
         receiver.stop()
@@ -216,16 +237,22 @@ def _load(aws: Any, ports: Any, receiver: Any, webhook_id: str | None, seconds: 
     busy = (time.process_time() - cpu0) / max(time.monotonic() - t0, 0.001)
     load1 = os.getloadavg()[0]
     sqs = aws.client("sqs")
-    depth = sqs.get_queue_attributes(QueueUrl=os.environ["WEBHOOKS_QUEUE_URL"],
-                                     AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    depth = sqs.get_queue_attributes(
+        QueueUrl=os.environ["WEBHOOKS_QUEUE_URL"], AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
     queued = int(depth.get("ApproximateNumberOfMessages", 0))
     label = "load" if webhook_id else "no subscription"
     line(f"{label}: {LOAD_CLIENTS} clients creating runs for {seconds:.0f} s", f"{len(created)} runs")
-    line(f"{label}: process CPU busy while the clients ran (machine load average at start / end)",
-         f"{100 * busy:.0f}% of one core ({load0:.1f} / {load1:.1f})")
+    line(
+        f"{label}: process CPU busy while the clients ran (machine load average at start / end)",
+        f"{100 * busy:.0f}% of one core ({load0:.1f} / {load1:.1f})",
+    )
     first_event = [ts - at for r, at in created[:200] if (ts := _first_stored(ports, r)) is not None]
-    line(f"{label}: POST -> first event stored, p50 / p95 (first 200 runs)",
-         f"{_pct(first_event, 0.5):.1f} / {_pct(first_event, 0.95):.1f}", "s")
+    line(
+        f"{label}: POST -> first event stored, p50 / p95 (first 200 runs)",
+        f"{_pct(first_event, 0.5):.1f} / {_pct(first_event, 0.95):.1f}",
+        "s",
+    )
     line(f"{label}: POST -> run ended (as its client saw it), p50", f"{_pct(ended, 0.5):.1f}", "s")
     if webhook_id is None or stages is None:
         return
@@ -252,30 +279,50 @@ def _load(aws: Any, ports: Any, receiver: Any, webhook_id: str | None, seconds: 
     stored = [first[r][1] - at for r, at in created if r in first]
     pipeline = [arrival - ts for arrival, ts, _ in first.values()]
     fanned = [stages.sent[(r, q)] - ts for r, (_, ts, q) in first.items() if (r, q) in stages.sent]
-    waited = [stages.received[(r, q)] - stages.sent[(r, q)] for r, (_, _, q) in first.items()
-              if (r, q) in stages.sent and (r, q) in stages.received]
+    waited = [
+        stages.received[(r, q)] - stages.sent[(r, q)]
+        for r, (_, _, q) in first.items()
+        if (r, q) in stages.sent and (r, q) in stages.received
+    ]
     posted = [arrival - stages.received[(r, q)] for r, (arrival, _, q) in first.items() if (r, q) in stages.received]
     keys = {(h.json()["runId"], h.json()["event"]["sequence"]) for h in hits}
     poller = aws.pollers.get("deliver_webhooks")
     workers = getattr(poller, "workers", "?")
     line("load: deliveries arrived / expected", f"{len(keys)} / {expected}")
-    line("load: first delivery after its run's POST, p50 / p95",
-         f"{_pct(latencies, 0.5):.1f} / {_pct(latencies, 0.95):.1f}", "s")
+    line(
+        "load: first delivery after its run's POST, p50 / p95",
+        f"{_pct(latencies, 0.5):.1f} / {_pct(latencies, 0.95):.1f}",
+        "s",
+    )
     line("load:   of which: POST -> first event stored, p50", f"{_pct(stored, 0.5):.1f}", "s")
-    line("load:   of which: event stored -> delivered (stream, queue, POST), p50 / p95",
-         f"{_pct(pipeline, 0.5):.1f} / {_pct(pipeline, 0.95):.1f}", "s")
-    line("load:     stored -> fanned out (stream, fan-out's reads, SendMessageBatch), p50 / p95",
-         f"{_pct(fanned, 0.5):.1f} / {_pct(fanned, 0.95):.1f}", "s")
-    line("load:     fanned out -> received by the mapping, p50 / p95",
-         f"{_pct(waited, 0.5):.1f} / {_pct(waited, 0.95):.1f}", "s")
-    line("load:     received -> arrived (invocation, its reads, signing, POST), p50 / p95",
-         f"{_pct(posted, 0.5):.1f} / {_pct(posted, 0.95):.1f}", "s")
+    line(
+        "load:   of which: event stored -> delivered (stream, queue, POST), p50 / p95",
+        f"{_pct(pipeline, 0.5):.1f} / {_pct(pipeline, 0.95):.1f}",
+        "s",
+    )
+    line(
+        "load:     stored -> fanned out (stream, fan-out's reads, SendMessageBatch), p50 / p95",
+        f"{_pct(fanned, 0.5):.1f} / {_pct(fanned, 0.95):.1f}",
+        "s",
+    )
+    line(
+        "load:     fanned out -> received by the mapping, p50 / p95",
+        f"{_pct(waited, 0.5):.1f} / {_pct(waited, 0.95):.1f}",
+        "s",
+    )
+    line(
+        "load:     received -> arrived (invocation, its reads, signing, POST), p50 / p95",
+        f"{_pct(posted, 0.5):.1f} / {_pct(posted, 0.95):.1f}",
+        "s",
+    )
     line("load: queued when the clients stopped", queued)
     line("load: delivery rate (all delivered / time from start)", f"{len(keys) / max(drained, 0.001):.1f}", "/s")
     line("load: local delivery workers / stream lanes per consumer", f"{workers} / {STREAM_LANES}")
     dead = len(ports.host.query("WEBHOOKDL#" + webhook_id))
-    line("load: dead-lettered / stream batches dropped / delivery invocations that raised",
-         f"{dead} / {len(stream_delivery_errors())} / {len(getattr(poller, 'errors', []))}")
+    line(
+        "load: dead-lettered / stream batches dropped / delivery invocations that raised",
+        f"{dead} / {len(stream_delivery_errors())} / {len(getattr(poller, 'errors', []))}",
+    )
 
 
 if __name__ == "__main__":

@@ -88,13 +88,23 @@ class Usage:
 
     def scaled(self, factor: float) -> dict[str, float]:
         """The usage's billable quantities times ``factor`` (for per-unit figures)."""
-        return {"requests": self.total() * factor, "wru": self.units["wru"] * factor,
-                "rru": self.units["rru"] * factor, "invocations": sum(self.invocations.values()) * factor,
-                "gb_seconds": self.gb_seconds * factor, "transitions": self.transitions * factor}
+        return {
+            "requests": self.total() * factor,
+            "wru": self.units["wru"] * factor,
+            "rru": self.units["rru"] * factor,
+            "invocations": sum(self.invocations.values()) * factor,
+            "gb_seconds": self.gb_seconds * factor,
+            "transitions": self.transitions * factor,
+        }
 
     def _counters(self, other: Usage) -> list[tuple[Counter[str], Counter[str]]]:
-        return [(self.calls, other.calls), (self.sent, other.sent), (self.received, other.received),
-                (self.units, other.units), (self.invocations, other.invocations)]
+        return [
+            (self.calls, other.calls),
+            (self.sent, other.sent),
+            (self.received, other.received),
+            (self.units, other.units),
+            (self.invocations, other.invocations),
+        ]
 
     def units_by_operation(self) -> dict[str, float]:
         """Write and read units by ``service:Operation`` (``"wru dynamodb:TransactWriteItems"``), most first."""
@@ -157,8 +167,13 @@ def _item_kb(item: Any, unit: int) -> int:
     return max(1, -(-size // unit))
 
 
-_DDB_READS = {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem",
-              "dynamodb:TransactGetItems"}
+_DDB_READS = {
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:BatchGetItem",
+    "dynamodb:TransactGetItems",
+}
 
 
 def _write_units(op: str, params: dict[str, Any]) -> int:
@@ -172,12 +187,18 @@ def _write_units(op: str, params: dict[str, Any]) -> int:
         total = 0
         for entry in params.get("TransactItems") or []:
             for kind, spec in entry.items():
-                total += 2 * (_item_kb(spec.get("Item") or spec.get("ExpressionAttributeValues"), 1024)
-                              if kind != "ConditionCheck" else 1)
+                total += 2 * (
+                    _item_kb(spec.get("Item") or spec.get("ExpressionAttributeValues"), 1024)
+                    if kind != "ConditionCheck"
+                    else 1
+                )
         return total
     if op == "dynamodb:BatchWriteItem":
-        return sum(_item_kb((r.get("PutRequest") or {}).get("Item"), 1024)
-                   for reqs in (params.get("RequestItems") or {}).values() for r in reqs)
+        return sum(
+            _item_kb((r.get("PutRequest") or {}).get("Item"), 1024)
+            for reqs in (params.get("RequestItems") or {}).values()
+            for r in reqs
+        )
     return 0
 
 
@@ -332,8 +353,11 @@ class AwsMeter:
             params = _json_body(body)
             self._local.ddb_read = _read_factor(op, params)
             wru = _write_units(op, params)
-        elif op.startswith("sqs:") and isinstance(body, bytes | str) and \
-                (b".fifo" if isinstance(body, bytes) else ".fifo") in body:  # type: ignore[operator]
+        elif (
+            op.startswith("sqs:")
+            and isinstance(body, bytes | str)
+            and (b".fifo" if isinstance(body, bytes) else ".fifo") in body
+        ):  # type: ignore[operator]
             fifo = max(1, -(-size // 65536))  # SQS bills a request per 64 KB of its payload
         with self._lock:
             usage = self._usage(self.current())
@@ -422,9 +446,18 @@ def start_stack() -> tuple[Any, AwsMeter]:
     seed_host({API_KEY: TENANT}, ports)
     global _METER
     meter = _METER = AwsMeter(aws)
-    clients = {id(c.meta.events): c for c in (ports.runs._c, ports.events._c, ports.tool_calls._c,  # type: ignore[attr-defined]
-                                              ports.host._c, ports.blobs._c, ports.orchestrator._c,  # type: ignore[attr-defined]
-                                              *(q._c for q in ports.queues.values()))}  # type: ignore[attr-defined]
+    clients = {
+        id(c.meta.events): c
+        for c in (
+            ports.runs._c,
+            ports.events._c,
+            ports.tool_calls._c,  # type: ignore[attr-defined]
+            ports.host._c,
+            ports.blobs._c,
+            ports.orchestrator._c,  # type: ignore[attr-defined]
+            *(q._c for q in ports.queues.values()),
+        )
+    }  # type: ignore[attr-defined]
     secrets = getattr(getattr(ports.secrets, "_client_factory", None), "__self__", None)  # wiring's LazyClient
     if secrets is not None:
         clients[id(secrets.meta.events)] = secrets
@@ -437,13 +470,25 @@ def start_stack() -> tuple[Any, AwsMeter]:
 def api_event(method: str, path: str, route: str, body: Any = None, query: str = "") -> dict[str, Any]:
     qs = dict(p.split("=", 1) for p in query.split("&") if p)
     return {
-        "version": "2.0", "routeKey": f"{method} {route}", "rawPath": path, "rawQueryString": query,
-        "headers": {"authorization": f"Bearer {API_KEY}", "openwop-version": "2.0",
-                    "content-type": "application/json"},
+        "version": "2.0",
+        "routeKey": f"{method} {route}",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": {"authorization": f"Bearer {API_KEY}", "openwop-version": "2.0", "content-type": "application/json"},
         "queryStringParameters": qs or None,
-        "requestContext": {"http": {"method": method, "path": path, "sourceIp": "127.0.0.1", "userAgent": "bench",
-                                    "protocol": "HTTP/1.1"}, "requestId": "bench", "stage": "$default"},
-        "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False,
+        "requestContext": {
+            "http": {
+                "method": method,
+                "path": path,
+                "sourceIp": "127.0.0.1",
+                "userAgent": "bench",
+                "protocol": "HTTP/1.1",
+            },
+            "requestId": "bench",
+            "stage": "$default",
+        },
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
     }
 
 
@@ -507,8 +552,11 @@ def _null() -> Iterator[None]:
 def cold_import_ms(module: str, repeat: int = 3) -> tuple[float, float]:
     """Best of ``repeat`` fresh interpreters: (wall ms, CPU ms) of importing a handler module (with .pyc). The
     CPU figure is the steadier one on a shared machine."""
-    code = ("import time; t=time.perf_counter(); c=time.process_time(); import " + module +
-            "; print((time.perf_counter()-t)*1000, (time.process_time()-c)*1000)")
+    code = (
+        "import time; t=time.perf_counter(); c=time.process_time(); import "
+        + module
+        + "; print((time.perf_counter()-t)*1000, (time.process_time()-c)*1000)"
+    )
     best_wall = best_cpu = float("inf")
     for _ in range(repeat):
         # the functions' environment (infra/constructs/functions.py): no pydantic plugin scan

@@ -45,7 +45,8 @@ def dollars(usage: Usage) -> dict[str, float]:
     sqs_fifo = usage.units["sqs_fifo"]  # 64 KB chunks of requests to FIFO queues
     sqs = sum(n for op, n in usage.calls.items() if op.startswith("sqs:")) - usage.units["sqs_fifo_requests"]
     return {
-        "dynamodb": usage.units["wru"] * p.DDB_PER_WRITE_REQUEST_UNIT + usage.units["rru"] * p.DDB_PER_READ_REQUEST_UNIT,
+        "dynamodb": usage.units["wru"] * p.DDB_PER_WRITE_REQUEST_UNIT
+        + usage.units["rru"] * p.DDB_PER_READ_REQUEST_UNIT,
         "lambda": sum(usage.invocations.values()) * p.LAMBDA_PER_REQUEST
         + usage.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64,
         "stepfunctions": usage.transitions * p.SFN_PER_STATE_TRANSITION,
@@ -71,9 +72,17 @@ def breakdown(usage: Usage, scale: float = 1.0) -> str:
 # Resource types that cost money every hour whether or not anything runs. The stack must create none of them unless an
 # operator opts in; ``idle_inventory_from_template`` counts any it finds.
 ALWAYS_ON_TYPES = (
-    "AWS::EC2::NatGateway", "AWS::EC2::Instance", "AWS::EC2::VPCEndpoint", "AWS::RDS::DBInstance",
-    "AWS::RDS::DBCluster", "AWS::ElastiCache::CacheCluster", "AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::LoadBalancer",
-    "AWS::ApiGateway::RestApi", "AWS::OpenSearchService::Domain", "AWS::Redshift::Cluster",
+    "AWS::EC2::NatGateway",
+    "AWS::EC2::Instance",
+    "AWS::EC2::VPCEndpoint",
+    "AWS::RDS::DBInstance",
+    "AWS::RDS::DBCluster",
+    "AWS::ElastiCache::CacheCluster",
+    "AWS::ECS::Service",
+    "AWS::ElasticLoadBalancingV2::LoadBalancer",
+    "AWS::ApiGateway::RestApi",
+    "AWS::OpenSearchService::Domain",
+    "AWS::Redshift::Cluster",
 )
 
 
@@ -89,8 +98,14 @@ def idle_inventory_from_manifest(*, detailed: bool = False, dashboard: bool = Fa
     aliases, and the CodeDeploy application and groups bill nothing while idle."""
     from shared import manifest
 
-    alarm_metrics = (1 + len(manifest.STATE_MACHINES) + len(manifest.STREAM_CONSUMERS) + 2 * len(manifest.QUEUES)
-                     + 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm))
+    alarm_metrics = (
+        1
+        + len(manifest.STATE_MACHINES)
+        + len(manifest.STREAM_CONSUMERS)
+        + 2 * len(manifest.QUEUES)
+        + 1
+        + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
+    )
     if detailed:
         alarm_metrics += 2 * len(manifest.FUNCTIONS) + 2 * len(manifest.STATE_MACHINES)
     return {
@@ -143,11 +158,12 @@ def idle_dollars_per_month(inventory: Mapping[str, int], *, free_tier: bool = Fa
         f"Secrets Manager: {inventory['secrets']} secrets": inventory["secrets"] * p.SECRETS_PER_SECRET_MONTH,
         f"CloudWatch: {inventory['alarm_metrics']} alarm metrics ({p.CLOUDWATCH_FREE_ALARM_METRICS} per account "
         "are free)": alarm_metrics * p.CLOUDWATCH_PER_ALARM_METRIC_MONTH,
-        f"CloudWatch: {inventory['dashboards']} dashboard(s) ({p.CLOUDWATCH_FREE_DASHBOARDS} per account are free)":
-        dashboards * p.CLOUDWATCH_PER_DASHBOARD_MONTH,
+        f"CloudWatch: {inventory['dashboards']} dashboard(s) ({p.CLOUDWATCH_FREE_DASHBOARDS} per account are free)": dashboards
+        * p.CLOUDWATCH_PER_DASHBOARD_MONTH,
         f"KMS: {inventory['kms_keys']} customer managed key(s)": inventory["kms_keys"] * p.KMS_PER_CUSTOMER_KEY_MONTH,
         f"always-on compute, NAT, provisioned capacity: {inventory['always_on']}": 0.0
-        if not inventory["always_on"] else float("nan"),
+        if not inventory["always_on"]
+        else float("nan"),
     }
 
 

@@ -70,19 +70,42 @@ class HostStack(Stack):
         self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
         self.queues = HostQueues(self, "HostQueues", functions=self.functions)
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
-        self.monitoring = HostMonitoring(self, "HostMonitoring", stage=stage, functions=self.functions,
-                                         state_machines=self.state_machines, streams=self.streams, api=self.api,
-                                         queues=self.queues, tables=self.tables,
-                                         metrics_namespace=self.functions.metrics_namespace)
+        self.monitoring = HostMonitoring(
+            self,
+            "HostMonitoring",
+            stage=stage,
+            functions=self.functions,
+            state_machines=self.state_machines,
+            streams=self.streams,
+            api=self.api,
+            queues=self.queues,
+            tables=self.tables,
+            metrics_namespace=self.functions.metrics_namespace,
+        )
         # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on alarms.
-        self.deployments = HostDeployments(self, "HostDeployments", stage=stage, functions=self.functions,
-                                           rollback_alarms=self.monitoring.rollback_alarms)
+        self.deployments = HostDeployments(
+            self,
+            "HostDeployments",
+            stage=stage,
+            functions=self.functions,
+            rollback_alarms=self.monitoring.rollback_alarms,
+        )
         # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
         self.backups = HostBackups.from_context(self, "HostBackups", tables=self.tables, stage=stage)
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
         seed_plan = plan_from_context(self, stage)
-        self.seeding = HostSeeding(self, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions) \
-            if seed_plan is not None else None
-        self.outputs = add_outputs(self, stage=stage, tables=self.tables, fixtures=self.fixtures,
-                                   secrets=self.secrets, state_machines=self.state_machines, api=self.api,
-                                   queues=self.queues)
+        self.seeding = (
+            HostSeeding(self, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions)
+            if seed_plan is not None
+            else None
+        )
+        self.outputs = add_outputs(
+            self,
+            stage=stage,
+            tables=self.tables,
+            fixtures=self.fixtures,
+            secrets=self.secrets,
+            state_machines=self.state_machines,
+            api=self.api,
+            queues=self.queues,
+        )

@@ -96,11 +96,13 @@ def lambda_interpreter() -> str | None:
     named = os.environ.get("OPENWOP_LAMBDA_PYTHON") or shutil.which(f"python{major}.{minor}")
     candidates = [named] if named else []
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates += sorted(glob.glob(str(pyenv / "versions" / f"{major}.{minor}.*" / "bin" / f"python{major}.{minor}")),
-                         reverse=True)
+    candidates += sorted(
+        glob.glob(str(pyenv / "versions" / f"{major}.{minor}.*" / "bin" / f"python{major}.{minor}")), reverse=True
+    )
     for candidate in candidates:
-        out = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
-                             text=True, check=False)
+        out = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
+        )
         if out.returncode == 0 and out.stdout.strip() == str((major, minor)):
             return candidate
     return None
@@ -113,10 +115,23 @@ def _compile(directory: Path, *, sourceless: bool = False, interpreter: str | No
     if interpreter is None:
         warnings.warn(
             f"byte code not compiled: no Python {LAMBDA_PYTHON[0]}.{LAMBDA_PYTHON[1]} found (the Lambda runtime's); "
-            "set OPENWOP_LAMBDA_PYTHON to one", stacklevel=2)
+            "set OPENWOP_LAMBDA_PYTHON to one",
+            stacklevel=2,
+        )
         return False
-    cmd = [interpreter, "-m", "compileall", "-q", "-f", "-j", "1", "--invalidation-mode", "unchecked-hash",
-           *(["-b"] if sourceless else []), str(directory)]
+    cmd = [
+        interpreter,
+        "-m",
+        "compileall",
+        "-q",
+        "-f",
+        "-j",
+        "1",
+        "--invalidation-mode",
+        "unchecked-hash",
+        *(["-b"] if sourceless else []),
+        str(directory),
+    ]
     # a module that does not compile (a py2-only test file in a distribution) keeps its source; the rest compiles
     subprocess.run(cmd, check=False, capture_output=True)
     if sourceless:
@@ -170,17 +185,27 @@ def layer_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
 def pip_platform_args() -> list[str]:
     """pip's options that select wheels for the Lambda platform, not this machine's."""
     major, minor = LAMBDA_PYTHON
-    return ["--platform", LAMBDA_PLATFORM, "--implementation", "cp", "--python-version", f"{major}.{minor}",
-            "--only-binary=:all:"]
+    return [
+        "--platform",
+        LAMBDA_PLATFORM,
+        "--implementation",
+        "cp",
+        "--python-version",
+        f"{major}.{minor}",
+        "--only-binary=:all:",
+    ]
 
 
 def layer_fingerprint(requirements: list[str] | None = None, *, compiled: bool | None = None) -> str:
     """sha256 of what the layer is built from: the requirement specs, the platform, the Python version, the
     exclusions and whether byte code is compiled (by default: whether an interpreter for it is found now)."""
-    spec = {"requirements": sorted(layer_requirements() if requirements is None else requirements),
-            "platform": LAMBDA_PLATFORM, "python": list(LAMBDA_PYTHON),
-            "excluded": sorted(RUNTIME_PROVIDED | LAYER_EXCLUDED),
-            "compiled": lambda_interpreter() is not None if compiled is None else compiled}
+    spec = {
+        "requirements": sorted(layer_requirements() if requirements is None else requirements),
+        "platform": LAMBDA_PLATFORM,
+        "python": list(LAMBDA_PYTHON),
+        "excluded": sorted(RUNTIME_PROVIDED | LAYER_EXCLUDED),
+        "compiled": lambda_interpreter() is not None if compiled is None else compiled,
+    }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
@@ -190,8 +215,19 @@ def layer_up_to_date(target: Path = LAYER_DIR, stamp: Path = LAYER_STAMP) -> boo
 
 
 def _pip_layer(site: Path) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-           *pip_platform_args(), "--target", str(site), *layer_requirements()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",
+        *pip_platform_args(),
+        "--target",
+        str(site),
+        *layer_requirements(),
+    ]
     subprocess.run(cmd, check=True)
 
 
@@ -200,8 +236,14 @@ def layer_distributions(site: Path) -> list[tuple[str, str]]:
     A name listed twice would be two copies of one distribution."""
     found: list[tuple[str, str]] = []
     for info in site.glob("*.dist-info"):
-        meta = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in
-                (info / "METADATA").read_text(encoding="utf-8", errors="replace").splitlines()[:20]) if v}
+        meta = {
+            k.strip(): v.strip()
+            for k, _, v in (
+                line.partition(":")
+                for line in (info / "METADATA").read_text(encoding="utf-8", errors="replace").splitlines()[:20]
+            )
+            if v
+        }
         found.append((normalize(meta.get("Name", info.name.split("-")[0])), meta.get("Version", "")))
     return sorted(found)
 
@@ -234,8 +276,13 @@ def remove_distributions(site: Path, names: Iterable[str]) -> list[str]:
     return removed
 
 
-def build_layer(target: Path = LAYER_DIR, stamp: Path = LAYER_STAMP, *,
-                install: Callable[[Path], None] = _pip_layer, compile_bytecode: bool = True) -> Path:
+def build_layer(
+    target: Path = LAYER_DIR,
+    stamp: Path = LAYER_STAMP,
+    *,
+    install: Callable[[Path], None] = _pip_layer,
+    compile_bytecode: bool = True,
+) -> Path:
     """Install the layer for the Lambda platform into ``target/python``, replacing ``target`` only once the new
     one is complete (built in ``<target>.new``); then write the stamp."""
     staging = target.with_name(target.name + ".new")
@@ -311,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.skip_layer:
         return 0
     if layer_up_to_date() and not args.force_layer:
-        print(f"{LAYER_DIR.relative_to(ROOT)} is up to date (requirements sha256 {layer_fingerprint()[:12]}): "
-              "not rebuilt, no network used")
+        print(
+            f"{LAYER_DIR.relative_to(ROOT)} is up to date (requirements sha256 {layer_fingerprint()[:12]}): "
+            "not rebuilt, no network used"
+        )
     else:
         print(f"building {build_layer().relative_to(ROOT)} (pip: needs the package index)")
     return 0

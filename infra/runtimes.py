@@ -28,12 +28,15 @@ class LambdaRuntime:
     updates_blocked: date
 
 
-RUNTIMES: dict[str, LambdaRuntime] = {r.name: r for r in (
-    LambdaRuntime("python3.11", (3, 11), "Amazon Linux 2", date(2026, 6, 30), date(2026, 8, 31)),
-    LambdaRuntime("python3.12", (3, 12), "Amazon Linux 2023", date(2028, 10, 31), date(2029, 1, 10)),
-    LambdaRuntime("python3.13", (3, 13), "Amazon Linux 2023", date(2029, 6, 30), date(2029, 8, 31)),
-    LambdaRuntime("python3.14", (3, 14), "Amazon Linux 2023", date(2030, 6, 30), date(2030, 8, 31)),
-)}
+RUNTIMES: dict[str, LambdaRuntime] = {
+    r.name: r
+    for r in (
+        LambdaRuntime("python3.11", (3, 11), "Amazon Linux 2", date(2026, 6, 30), date(2026, 8, 31)),
+        LambdaRuntime("python3.12", (3, 12), "Amazon Linux 2023", date(2028, 10, 31), date(2029, 1, 10)),
+        LambdaRuntime("python3.13", (3, 13), "Amazon Linux 2023", date(2029, 6, 30), date(2029, 8, 31)),
+        LambdaRuntime("python3.14", (3, 14), "Amazon Linux 2023", date(2030, 6, 30), date(2030, 8, 31)),
+    )
+}
 
 LAMBDA_RUNTIME = RUNTIMES[manifest.RUNTIME]
 LAMBDA_PYTHON = LAMBDA_RUNTIME.python

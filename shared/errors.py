@@ -68,8 +68,11 @@ def fault(at: str, keyword: str, message: str | None = None, *, parameter: str |
     """One entry of ``details.errors``: where (an RFC 6901 JSON Pointer into the request body; ``""`` the whole
     body), what rule (a schema keyword or a host word), and a fixed text that never carries the offending value.
     A refusal of a path or query parameter points at ``""`` and names the ``parameter``."""
-    entry = {"pointer": at, "keyword": keyword,
-             "message": message or _FAULT_MESSAGES.get(keyword, f"The value fails the {keyword} rule.")}
+    entry = {
+        "pointer": at,
+        "keyword": keyword,
+        "message": message or _FAULT_MESSAGES.get(keyword, f"The value fails the {keyword} rule."),
+    }
     if parameter is not None:
         entry["parameter"] = parameter[:MAX_POINTER_SEGMENT]
     return entry
@@ -127,8 +130,10 @@ class UnusableReferenceError(ValidationError):
     default_message = "The request names a run that cannot be used here."
 
     def __init__(self, at: str | None = None) -> None:
-        super().__init__(self.default_message,
-                         None if at is None else {"errors": [fault(at, "usable", "This run cannot be used here.")]})
+        super().__init__(
+            self.default_message,
+            None if at is None else {"errors": [fault(at, "usable", "This run cannot be used here.")]},
+        )
 
 
 class IdempotencyKeyInvalidError(ProtocolError):

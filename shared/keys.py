@@ -40,6 +40,7 @@ def derived_prefix(source_run_id: str) -> str:
 def derived_key(source_run_id: str, eval_run_id: str, task_id: str) -> str:
     return f"{derived_prefix(source_run_id)}{eval_run_id}/{task_id}.json"
 
+
 # Host-table partitions of what a tenant registers (pk = prefix + tenant, sk = the id).
 TOOL_PREFIX = "TOOL#"
 MCP_SERVER_PREFIX = "MCPSERVER#"

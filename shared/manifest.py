@@ -214,12 +214,19 @@ TABLES: tuple[Table, ...] = (
         ("pk", "S"),
         ("sk", "S"),
         stream=True,
-        indexes=(Index("byTenant", ("gsi1pk", "S"), ("gsi1sk", "S")),
-                 Index("byTenantEval", ("gsi2pk", "S"), ("gsi2sk", "S"))),
+        indexes=(
+            Index("byTenant", ("gsi1pk", "S"), ("gsi1sk", "S")),
+            Index("byTenantEval", ("gsi2pk", "S"), ("gsi2sk", "S")),
+        ),
         purpose="run items (sk RUN), fork source outcomes, eval trial results, tombstones",
     ),
-    Table(EVENTS, ("runId", "S"), ("seq", "N"), stream=True,
-          purpose="the run event logs (the stream's INSERT records feed the webhook fan-out)"),
+    Table(
+        EVENTS,
+        ("runId", "S"),
+        ("seq", "N"),
+        stream=True,
+        purpose="the run event logs (the stream's INSERT records feed the webhook fan-out)",
+    ),
     Table(TOOL_CALLS, ("runId", "S"), ("callKey", "S"), purpose="as-executed tool calls"),
     Table(
         IDEMPOTENCY,
@@ -233,8 +240,13 @@ TABLES: tuple[Table, ...] = (
     # values are encrypted with the signing key besides (shared/services/webhook_secrets.py).
     # (Not in the throttle alarm: read once per delivery, a throttled read fails the delivery, which the queue retries
     # and the WebhooksDeadLetters alarm reports.)
-    Table(SIGNING, ("pk", "S"), ("sk", "S"), purpose="webhook signing secrets, encrypted with the signing key",
-          throttle_alarm=False),
+    Table(
+        SIGNING,
+        ("pk", "S"),
+        ("sk", "S"),
+        purpose="webhook signing secrets, encrypted with the signing key",
+        throttle_alarm=False,
+    ),
 )
 
 FIXTURES = "fixtures"
@@ -245,18 +257,24 @@ APIKEY_PEPPER = "pepper"
 TOMBSTONE = "tombstone"
 SECRETS: tuple[Secret, ...] = (
     Secret(CURSOR, purpose="HMAC key of the list cursors (GET /runs, GET /webhooks)"),
-    Secret(APIKEY_PEPPER, purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
-           json_key="current"),
-    Secret(TOMBSTONE, purpose="HMAC key of erasure tombstones' keys (a tombstone never holds the run id); never "
-           "rotated"),
+    Secret(
+        APIKEY_PEPPER,
+        purpose="HMAC key (pepper) of the stored API key hashes; current and previous",
+        json_key="current",
+    ),
+    Secret(
+        TOMBSTONE, purpose="HMAC key of erasure tombstones' keys (a tombstone never holds the run id); never rotated"
+    ),
 )
 
 KEYS: tuple[Key, ...] = (Key(SIGNING, purpose="encrypts webhook signing secrets (registration and delivery only)"),)
 
 WEBHOOKS = "webhooks"
 QUEUES: tuple[Queue, ...] = (
-    Queue(WEBHOOKS, purpose="webhook deliveries, one message per (subscription, event); FIFO, grouped per "
-          "(subscription, run)"),
+    Queue(
+        WEBHOOKS,
+        purpose="webhook deliveries, one message per (subscription, event); FIFO, grouped per (subscription, run)",
+    ),
 )
 
 _RW_ALL: tuple[tuple[str, Access], ...] = (
@@ -289,8 +307,9 @@ FUNCTIONS: tuple[Function, ...] = (
         starts=("fork",),
         resumes=("run", "fork"),
     ),
-    Function("delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite",
-             starts=("run", "eval", "fork")),
+    Function(
+        "delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite", starts=("run", "eval", "fork")
+    ),
     Function(
         "cancel_run",
         "functions.cancel_run.handler",
@@ -301,60 +320,144 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("stream_run_events", "functions.stream_run_events.handler", "api", _READ, bucket="read"),
     Function("poll_run_events", "functions.poll_run_events.handler", "api", _READ, bucket="read"),
     Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
-    Function("get_eval_report", "functions.get_eval_report.handler", "api",
-             ((RUNS, "read"), (EVENTS, "read"), (TOOL_CALLS, "read"), (HOST, "read")), bucket="read"),
+    Function(
+        "get_eval_report",
+        "functions.get_eval_report.handler",
+        "api",
+        ((RUNS, "read"), (EVENTS, "read"), (TOOL_CALLS, "read"), (HOST, "read")),
+        bucket="read",
+    ),
     Function("get_ui", "functions.get_ui.handler", "api", memory_mb=128),
     Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
     Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
     # Registration checks a task's source run (its record, its log) and links the run to the version: up to 10,000
     # sources in one request, read and checked inside API Gateway's 30 s on one full vCPU, 1,769 MB (decision 0121).
     Function("put_eval_suite", "functions.put_eval_suite.handler", "api", _RW_ALL, bucket="read", memory_mb=1769),
-    Function("manage_eval_suites", "functions.manage_eval_suites.handler", "api", _RW_ALL, bucket="read", memory_mb=1769),
-    Function("advance_run", "functions.tasks.advance_run.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300,
-             credentials="read", egress=True, models=True),
-    Function("run_eval_trial", "functions.tasks.run_eval_trial.handler", "task", _RW_ALL, bucket="readwrite",
-             timeout_s=300, credentials="read", egress=True, models=True),
+    Function(
+        "manage_eval_suites", "functions.manage_eval_suites.handler", "api", _RW_ALL, bucket="read", memory_mb=1769
+    ),
+    Function(
+        "advance_run",
+        "functions.tasks.advance_run.handler",
+        "task",
+        _RW_ALL,
+        bucket="readwrite",
+        timeout_s=300,
+        credentials="read",
+        egress=True,
+        models=True,
+    ),
+    Function(
+        "run_eval_trial",
+        "functions.tasks.run_eval_trial.handler",
+        "task",
+        _RW_ALL,
+        bucket="readwrite",
+        timeout_s=300,
+        credentials="read",
+        egress=True,
+        models=True,
+    ),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
-    Function("erase_run", "functions.erase_run.handler", "stream", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
-             bucket="readwrite", timeout_s=300, starts=("run", "eval", "fork")),
+    Function(
+        "erase_run",
+        "functions.erase_run.handler",
+        "stream",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        bucket="readwrite",
+        timeout_s=300,
+        starts=("run", "eval", "fork"),
+    ),
     Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
     # Registering an MCP server negotiates with it: the outcome's audit run (runs, events).
-    Function("manage_tools", "functions.manage_tools.handler", "api",
-             ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")), credentials="read", egress=True),
-    Function("manage_credentials", "functions.manage_credentials.handler", "api", ((HOST, "readwrite"),),
-             credentials="readwrite"),
+    Function(
+        "manage_tools",
+        "functions.manage_tools.handler",
+        "api",
+        ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")),
+        credentials="read",
+        egress=True,
+    ),
+    Function(
+        "manage_credentials",
+        "functions.manage_credentials.handler",
+        "api",
+        ((HOST, "readwrite"),),
+        credentials="readwrite",
+    ),
     Function("manage_agents", "functions.manage_agents.handler", "api", ((HOST, "readwrite"),)),
     Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
     Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
     Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
     # The conformance seams (certification stage only): seed an era-2 log (runs, events), fire an effect seam (a run).
     # The MCP invoke seam calls the caller's MCP server (egress) and writes an audit run.
-    Function("conformance_seams", "functions.conformance_seams.handler", "api", _RW_ALL, bucket="readwrite",
-             starts=("run",), egress=True),
+    Function(
+        "conformance_seams",
+        "functions.conformance_seams.handler",
+        "api",
+        _RW_ALL,
+        bucket="readwrite",
+        starts=("run",),
+        egress=True,
+    ),
     Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
-    Function("interrupts", "functions.interrupts.handler", "api", _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
-             secrets=(CURSOR,), resumes=("run", "fork")),
+    Function(
+        "interrupts",
+        "functions.interrupts.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        secrets=(CURSOR,),
+        resumes=("run", "fork"),
+    ),
     # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server
     # (registering it negotiates: the outcome's audit run, runs and events).
-    Function("seed_host", "functions.seed_host.handler", "setup",
-             ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")), egress=True, timeout_s=120,
-             memory_mb=256),
+    Function(
+        "seed_host",
+        "functions.seed_host.handler",
+        "setup",
+        ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")),
+        egress=True,
+        timeout_s=120,
+        memory_mb=256,
+    ),
     # Signing secrets: registration encrypts them (it decrypts only an idempotent answer it sealed), delivery decrypts
     # them (and encrypts a subscription's cleartext secret of before the signing table once, when it first delivers).
-    Function("manage_webhooks", "functions.manage_webhooks.handler", "api",
-             ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite"), (SIGNING, "readwrite")), secrets=(CURSOR,),
-             egress=True, keys=((SIGNING, "write+replay"),)),
+    Function(
+        "manage_webhooks",
+        "functions.manage_webhooks.handler",
+        "api",
+        ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite"), (SIGNING, "readwrite")),
+        secrets=(CURSOR,),
+        egress=True,
+        keys=((SIGNING, "write+replay"),),
+    ),
     # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
-    Function("fanout_webhooks", "functions.fanout_webhooks.handler", "stream", ((RUNS, "readwrite"), (EVENTS, "read"),
-             (HOST, "readwrite"), (TOOL_CALLS, "read")), bucket="read", sends=(WEBHOOKS,), memory_mb=256, timeout_s=60),
+    Function(
+        "fanout_webhooks",
+        "functions.fanout_webhooks.handler",
+        "stream",
+        ((RUNS, "readwrite"), (EVENTS, "read"), (HOST, "readwrite"), (TOOL_CALLS, "read")),
+        bucket="read",
+        sends=(WEBHOOKS,),
+        memory_mb=256,
+        timeout_s=60,
+    ),
     # The runs table: a delivery reads its run's item (an erased run's message is dropped), and a dead letter is
     # linked under its run (its erasure deletes it).
-    Function("deliver_webhooks", "functions.tasks.deliver_webhooks.handler", "queue",
-             ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite"), (RUNS, "readwrite")),
-             bucket="read",  # events too large to travel in the message
-             consumes=WEBHOOKS, egress=True, memory_mb=256, timeout_s=60, keys=((SIGNING, "readwrite"),)),
+    Function(
+        "deliver_webhooks",
+        "functions.tasks.deliver_webhooks.handler",
+        "queue",
+        ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite"), (RUNS, "readwrite")),
+        bucket="read",  # events too large to travel in the message
+        consumes=WEBHOOKS,
+        egress=True,
+        memory_mb=256,
+        timeout_s=60,
+        keys=((SIGNING, "readwrite"),),
+    ),
 )
 
 RUN_ID = "{runId}"
@@ -368,8 +471,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/runs", "create_run"),
     Route("GET", "/runs", "list_runs"),
     Route("GET", f"/runs/{RUN_ID}", "get_run", carries=(f"/runs/{RUN_ID}", f"/runs/{RUN_ID}:diff")),
-    Route("POST", f"/runs/{RUN_ID}", "run_actions",
-          carries=(f"/runs/{RUN_ID}:fork", f"/runs/{RUN_ID}:pause", f"/runs/{RUN_ID}:resume")),
+    Route(
+        "POST",
+        f"/runs/{RUN_ID}",
+        "run_actions",
+        carries=(f"/runs/{RUN_ID}:fork", f"/runs/{RUN_ID}:pause", f"/runs/{RUN_ID}:resume"),
+    ),
     Route("DELETE", f"/runs/{RUN_ID}", "delete_run"),
     Route("POST", f"/runs/{RUN_ID}/cancel", "cancel_run"),
     Route("GET", f"/runs/{RUN_ID}/events", "stream_run_events", streaming=True),
@@ -387,10 +494,16 @@ ROUTES: tuple[Route, ...] = (
     # Eval suites as a tenant's resource (issue 24): list, read, delete a version, build one from recorded runs.
     Route("GET", "/host/openwop-serverless/eval-suites", "manage_eval_suites"),
     Route("GET", "/host/openwop-serverless/eval-suites/{suiteId}", "manage_eval_suites"),
-    Route("POST", "/host/openwop-serverless/eval-suites/{suiteId}", "manage_eval_suites",
-          carries=("/host/openwop-serverless/eval-suites/{suiteId}:from-runs",
-                   "/host/openwop-serverless/eval-suites/{suiteId}:publish",
-                   "/host/openwop-serverless/eval-suites/{suiteId}:accept")),
+    Route(
+        "POST",
+        "/host/openwop-serverless/eval-suites/{suiteId}",
+        "manage_eval_suites",
+        carries=(
+            "/host/openwop-serverless/eval-suites/{suiteId}:from-runs",
+            "/host/openwop-serverless/eval-suites/{suiteId}:publish",
+            "/host/openwop-serverless/eval-suites/{suiteId}:accept",
+        ),
+    ),
     Route("GET", "/host/openwop-serverless/eval-suites/{suiteId}/rules", "manage_eval_suites"),
     Route("POST", "/host/openwop-serverless/eval-suites/{suiteId}/rules", "manage_eval_suites"),
     Route("DELETE", "/host/openwop-serverless/eval-suites/{suiteId}/rules/{ruleId}", "manage_eval_suites"),
@@ -414,8 +527,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/agents/{agentId}/deployments", "manage_agents"),
     Route("POST", "/agents/{agentId}/deployments", "manage_agents"),
     # Safe channels (issue 24): a channel back to its previous deployment, and every change of what it serves.
-    Route("POST", "/host/openwop-serverless/agents/{agentId}/deployments/{channel}", "manage_agents",
-          carries=("/host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback",)),
+    Route(
+        "POST",
+        "/host/openwop-serverless/agents/{agentId}/deployments/{channel}",
+        "manage_agents",
+        carries=("/host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback",),
+    ),
     Route("GET", "/host/openwop-serverless/agents/{agentId}/deployments/{channel}/history", "manage_agents"),
     Route("POST", "/host/openwop-serverless/workflows", "register_workflow"),
     Route("GET", "/host/openwop-serverless/workflows", "list_workflows"),
@@ -443,6 +560,7 @@ ROUTES: tuple[Route, ...] = (
     Route("ANY", DEFAULT_ROUTE, "not_found", auth=False),
 )
 
+
 @dataclass(frozen=True)
 class Cors:
     """The HTTP API's CORS configuration (API Gateway's ``CorsConfiguration``; the local front does the same).
@@ -456,10 +574,25 @@ class Cors:
 
     allow_methods: tuple[str, ...] = ("GET", "POST", "PUT", "DELETE")
     allow_headers: tuple[str, ...] = (
-        "Accept-Language", "Authorization", "Content-Type", "Idempotency-Key", "If-None-Match", "Last-Event-ID",
-        "OpenWOP-Client-Version", "OpenWOP-Dedup", "OpenWOP-Force-Engine-Version", "OpenWOP-Version")
+        "Accept-Language",
+        "Authorization",
+        "Content-Type",
+        "Idempotency-Key",
+        "If-None-Match",
+        "Last-Event-ID",
+        "OpenWOP-Client-Version",
+        "OpenWOP-Dedup",
+        "OpenWOP-Force-Engine-Version",
+        "OpenWOP-Version",
+    )
     expose_headers: tuple[str, ...] = (
-        "Allow", "ETag", "OpenWOP-Idempotent-Replay", "OpenWOP-Version", "Retry-After", "WWW-Authenticate")
+        "Allow",
+        "ETag",
+        "OpenWOP-Idempotent-Replay",
+        "OpenWOP-Version",
+        "Retry-After",
+        "WWW-Authenticate",
+    )
     max_age_s: int = 600
 
 
@@ -485,8 +618,12 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "run",
         "statemachines/run.asl.json",
-        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
-         "ParkRunFunction": "function:park_run", "ParkedTimeoutSeconds": "setting:parkedTimeout"},
+        {
+            "AdvanceRunFunction": "function:advance_run",
+            "FailRunFunction": "function:fail_run",
+            "ParkRunFunction": "function:park_run",
+            "ParkedTimeoutSeconds": "setting:parkedTimeout",
+        },
         invokes=("advance_run", "fail_run", "park_run"),
     ),
     StateMachine(
@@ -503,8 +640,12 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
         "fork",
         "statemachines/fork-replay.asl.json",
-        {"AdvanceRunFunction": "function:advance_run", "FailRunFunction": "function:fail_run",
-         "ParkRunFunction": "function:park_run", "ParkedTimeoutSeconds": "setting:parkedTimeout"},
+        {
+            "AdvanceRunFunction": "function:advance_run",
+            "FailRunFunction": "function:fail_run",
+            "ParkRunFunction": "function:park_run",
+            "ParkedTimeoutSeconds": "setting:parkedTimeout",
+        },
         invokes=("advance_run", "fail_run", "park_run"),
     ),
 )
@@ -520,7 +661,7 @@ def _segment_rank(pattern: str, segment: str) -> int:
     (1), ``{x}:verb`` (2), a literal (3)."""
     if pattern.startswith("{"):
         name_end = pattern.find("}")
-        suffix = pattern[name_end + 1:]
+        suffix = pattern[name_end + 1 :]
         if not suffix:
             return 1 if segment else 0
         return 2 if segment.endswith(suffix) and len(segment) > len(suffix) else 0
@@ -595,5 +736,8 @@ def secrets_of(fn: Function) -> tuple[str, ...]:
     and the tombstone key when it uses the runs table."""
     authenticates = any(r.function == fn.name and r.auth for r in ROUTES)
     runs = any(t == RUNS for t, _ in fn.tables)  # a function of the runs table may meet a tombstone: its key's key
-    return (fn.secrets + ((APIKEY_PEPPER,) if authenticates and APIKEY_PEPPER not in fn.secrets else ())
-            + ((TOMBSTONE,) if runs and TOMBSTONE not in fn.secrets else ()))
+    return (
+        fn.secrets
+        + ((APIKEY_PEPPER,) if authenticates and APIKEY_PEPPER not in fn.secrets else ())
+        + ((TOMBSTONE,) if runs and TOMBSTONE not in fn.secrets else ())
+    )

@@ -70,6 +70,7 @@ class Settings:
     def mock_providers_allowed(self) -> bool:
         """The spec's mock providers run only where they are enabled and never in ``prod``."""
         return "mock" in self.model_providers and self.stage != "prod"
+
     webhook_queue_url: str = ""
     webhook_max_attempts: int = 8  # the queue's maxReceiveCount: attempts before the dead-letter queue
     webhook_retry_base_s: int = 30  # exponential backoff: base * 2^(attempt-1), capped
@@ -156,8 +157,9 @@ def get_settings() -> Settings:
         judge_provider=_env("JUDGE_PROVIDER"),
         judge_model=_env("JUDGE_MODEL"),
         stage=_env("STAGE", "local").strip() or "local",
-        model_providers=tuple(p.strip() for p in _env("MODEL_PROVIDERS", "bedrock,openai,mock").split(",")
-                              if p.strip()),
+        model_providers=tuple(
+            p.strip() for p in _env("MODEL_PROVIDERS", "bedrock,openai,mock").split(",") if p.strip()
+        ),
         model_prices=_model_prices(_env("MODEL_PRICES")),
         webhook_queue_url=_env(webhooks.env_var),
         webhook_max_attempts=max(1, int(_env("WEBHOOK_MAX_ATTEMPTS", str(webhooks.max_receives)))),

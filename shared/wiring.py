@@ -30,8 +30,9 @@ _built: Counter[str] = Counter()  # AWS clients this process has built, by servi
 _build_lock = threading.Lock()  # one build per settings even when threads race (local mode's background workers)
 
 
-def _client(service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5,
-            validate: bool = True) -> Any:
+def _client(
+    service: str, region: str | None = None, *, read_timeout: int = 30, max_attempts: int = 5, validate: bool = True
+) -> Any:
     import boto3  # lazy: keeps handler import paths lean
     from botocore.config import Config
 
@@ -39,8 +40,13 @@ def _client(service: str, region: str | None = None, *, read_timeout: int = 30, 
 
     # a connection per thread of ``common.parallel`` (opened only when used); ``validate``: botocore's own check of
     # each request's parameters (the service checks them again)
-    cfg = Config(retries={"max_attempts": max_attempts, "mode": "standard"}, connect_timeout=5,
-                 read_timeout=read_timeout, max_pool_connections=PARALLEL_WORKERS, parameter_validation=validate)
+    cfg = Config(
+        retries={"max_attempts": max_attempts, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=read_timeout,
+        max_pool_connections=PARALLEL_WORKERS,
+        parameter_validation=validate,
+    )
     client = boto3.session.Session(region_name=region).client(service, config=cfg)
     _built[service] += 1
     return client
@@ -112,20 +118,30 @@ class _LazyMcp:
         out: McpDiscovery = self._get().discover(url, headers, revision=revision, timeout_s=timeout_s)
         return out
 
-    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str,
-                 timeout_s: float) -> McpExchange:
+    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str, timeout_s: float) -> McpExchange:
         out: McpExchange = self._get().exchange(url, headers, op, revision=revision, timeout_s=timeout_s)
         return out
 
-    def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,
-                   timeout_s: float) -> list[dict[str, Any]]:
+    def list_tools(
+        self, url: str, headers: dict[str, str], *, discovered: McpDiscovery, timeout_s: float
+    ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = self._get().list_tools(url, headers, discovered=discovered, timeout_s=timeout_s)
         return out
 
-    def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
-                  meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
-        out: dict[str, Any] = self._get().call_tool(url, headers, name, arguments, meta=meta, discovered=discovered,
-                                                    timeout_s=timeout_s)
+    def call_tool(
+        self,
+        url: str,
+        headers: dict[str, str],
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any],
+        discovered: McpDiscovery,
+        timeout_s: float,
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = self._get().call_tool(
+            url, headers, name, arguments, meta=meta, discovered=discovered, timeout_s=timeout_s
+        )
         return out
 
 
@@ -147,12 +163,14 @@ class ModelRouter:
     ``complete`` dispatches on ``request.provider``: a provider this host does not run is ``validation_error``;
     ``mock`` where mocks are not served (not enabled, or the ``prod`` stage) is ``mock_provider_forbidden``."""
 
-    def __init__(self, enabled: Sequence[str], factories: Mapping[str, Callable[[], ModelProvider]], *,
-                 mock_allowed: bool) -> None:
+    def __init__(
+        self, enabled: Sequence[str], factories: Mapping[str, Callable[[], ModelProvider]], *, mock_allowed: bool
+    ) -> None:
         unknown = sorted(set(enabled) - set(factories))
         if unknown:
-            raise ValueError(f"MODEL_PROVIDERS names unknown provider(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(factories)})")
+            raise ValueError(
+                f"MODEL_PROVIDERS names unknown provider(s) {', '.join(unknown)} (known: {', '.join(factories)})"
+            )
         self._enabled = tuple(dict.fromkeys(p for p in enabled if p != "mock" or mock_allowed))
         self._factories = dict(factories)
         self._built: dict[str, ModelProvider] = {}
@@ -175,8 +193,10 @@ class ModelRouter:
         if name not in self._enabled:
             if name == "mock":
                 raise ModelProviderError("mock_provider_forbidden", "this deployment does not serve mock providers")
-            raise ModelProviderError("validation_error", "the model provider is not one this host runs "
-                                     f"(supported: {', '.join(self._enabled)})")
+            raise ModelProviderError(
+                "validation_error",
+                f"the model provider is not one this host runs (supported: {', '.join(self._enabled)})",
+            )
         impl = self._built.get(name)
         if impl is None:
             impl = self._built[name] = self._factories[name]()
@@ -195,8 +215,10 @@ def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:
     def bedrock() -> ModelProvider:
         from shared.providers.bedrock import BedrockConverseProvider
 
-        return BedrockConverseProvider(lambda: _client("bedrock-runtime", read_timeout=BEDROCK_READ_TIMEOUT_S,
-                                                       max_attempts=BEDROCK_MAX_ATTEMPTS), prices())
+        return BedrockConverseProvider(
+            lambda: _client("bedrock-runtime", read_timeout=BEDROCK_READ_TIMEOUT_S, max_attempts=BEDROCK_MAX_ATTEMPTS),
+            prices(),
+        )
 
     def openai() -> ModelProvider:
         from shared.providers.openai import OpenAiChatProvider
@@ -208,8 +230,11 @@ def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:
 
         return MockProvider(prices())
 
-    return ModelRouter(settings.model_providers, {"bedrock": bedrock, "openai": openai, "mock": mock},
-                       mock_allowed=settings.stage != "prod")
+    return ModelRouter(
+        settings.model_providers,
+        {"bedrock": bedrock, "openai": openai, "mock": mock},
+        mock_allowed=settings.stage != "prod",
+    )
 
 
 def build_tracing(settings: Settings) -> Tracing:
@@ -220,8 +245,9 @@ def build_tracing(settings: Settings) -> Tracing:
         return NoTracing()
     from shared.telemetry.otel import OtelTracing
 
-    return OtelTracing.otlp(settings.tracing_endpoint, service_name=settings.host_name,
-                            capture_content=settings.tracing_capture_content)
+    return OtelTracing.otlp(
+        settings.tracing_endpoint, service_name=settings.host_name, capture_content=settings.tracing_capture_content
+    )
 
 
 def build_ports(settings: Settings) -> Ports:
@@ -250,15 +276,19 @@ def build_ports(settings: Settings) -> Ports:
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
-        tool_calls=DynamoToolCallStore(ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table,
-                                       tombstones),
+        tool_calls=DynamoToolCallStore(
+            ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table, tombstones
+        ),
         host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
         blobs=blobs,
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
         orchestrator=StepFunctionsOrchestrator(
             LazyClient("stepfunctions", lambda: _client("stepfunctions")),
-            {"run": settings.run_state_machine_arn, "eval": settings.eval_state_machine_arn,
-             "fork": settings.fork_state_machine_arn},
+            {
+                "run": settings.run_state_machine_arn,
+                "eval": settings.eval_state_machine_arn,
+                "fork": settings.fork_state_machine_arn,
+            },
         ),
         clock=clock,
         ids=SystemIds(clock),

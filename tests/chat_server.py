@@ -14,17 +14,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def completion(text: str | None = None, tool_calls: list[tuple[str, str, Any]] | None = None, *,
-               usage: tuple[int, int] = (12, 3), model: str = "gpt-test-1") -> dict[str, Any]:
+def completion(
+    text: str | None = None,
+    tool_calls: list[tuple[str, str, Any]] | None = None,
+    *,
+    usage: tuple[int, int] = (12, 3),
+    model: str = "gpt-test-1",
+) -> dict[str, Any]:
     """A chat.completion body: a final ``text`` or ``tool_calls`` [(id, wire name, arguments)]."""
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if tool_calls:
-        message["tool_calls"] = [{"id": cid, "type": "function",
-                                  "function": {"name": name, "arguments": json.dumps(args)}}
-                                 for cid, name, args in tool_calls]
-    return {"id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
-            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
+        message["tool_calls"] = [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for cid, name, args in tool_calls
+        ]
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+    }
 
 
 @dataclass
@@ -43,9 +54,13 @@ class ScriptedChatServer:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with state._lock:
                     i = len(state.requests)
-                    state.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in
-                                                                         self.headers.items()},
-                                           "body": json.loads(raw or b"null")})
+                    state.requests.append(
+                        {
+                            "path": self.path,
+                            "headers": {k.lower(): v for k, v in self.headers.items()},
+                            "body": json.loads(raw or b"null"),
+                        }
+                    )
                     status, body, headers = state.answers[i] if i < len(state.answers) else (500, {}, {})
                 data = json.dumps(body).encode()
                 self.send_response(status)

@@ -16,19 +16,31 @@ def loop_suite(suite_id: str, version: str, *, regress: bool) -> dict[str, Any]:
     """Three tasks: ``steady`` (a live echo call), ``served`` (its echo answered by the suite's fixture) and
     ``answer``, whose candidate answer changes when ``regress`` (its score falls from 1 to 0)."""
     return {
-        "suiteId": suite_id, "version": version, "modes": ["golden", "regression"], "trials": 2,
+        "suiteId": suite_id,
+        "version": version,
+        "modes": ["golden", "regression"],
+        "trials": 2,
         "tasks": [
-            {"taskId": "steady",
-             "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"text": "hi"}}], "answer": "steady"},
-             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "steady"}}},
-            {"taskId": "served",
-             "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"text": "fx"}}], "answer": "served"},
-             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "served"}},
-             "fixtures": {"toolResponses": [{"tool": "conformance.eval:echo", "args": {"text": "fx"},
-                                             "response": {"text": "fx"}}]}},
-            {"taskId": "answer",
-             "input": {"calls": [], "answer": "a changed answer" if regress else "the answer"},
-             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "the answer"}}},
+            {
+                "taskId": "steady",
+                "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"text": "hi"}}], "answer": "steady"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "steady"}},
+            },
+            {
+                "taskId": "served",
+                "input": {"calls": [{"tool": "conformance.eval:echo", "args": {"text": "fx"}}], "answer": "served"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "served"}},
+                "fixtures": {
+                    "toolResponses": [
+                        {"tool": "conformance.eval:echo", "args": {"text": "fx"}, "response": {"text": "fx"}}
+                    ]
+                },
+            },
+            {
+                "taskId": "answer",
+                "input": {"calls": [], "answer": "a changed answer" if regress else "the answer"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "the answer"}},
+            },
         ],
     }
 
@@ -62,14 +74,25 @@ def argument_suite(suite_id: str, version: str, limit: int) -> dict[str, Any]:
     expectation of ``limit`` 1 (a version that sends another limit fails it) and its answer; and ``same``, unchanged."""
     call = {"tool": "conformance.eval:echo", "args": {"text": "find", "opts": {"limit": limit}}}
     return {
-        "suiteId": suite_id, "version": version, "modes": ["golden", "regression"], "trials": 1,
+        "suiteId": suite_id,
+        "version": version,
+        "modes": ["golden", "regression"],
+        "trials": 1,
         "tasks": [
-            {"taskId": "same", "input": {"calls": [], "answer": "same"},
-             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "same"}}},
-            {"taskId": "lookup", "input": {"calls": [call], "answer": "found"},
-             "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "found"}},
-             "trajectory": {"match": "exact", "calls": [{"tool": "conformance.eval:echo",
-                                                         "args": {"text": "find", "opts": {"limit": 1}}}]}},
+            {
+                "taskId": "same",
+                "input": {"calls": [], "answer": "same"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "same"}},
+            },
+            {
+                "taskId": "lookup",
+                "input": {"calls": [call], "answer": "found"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "found"}},
+                "trajectory": {
+                    "match": "exact",
+                    "calls": [{"tool": "conformance.eval:echo", "args": {"text": "find", "opts": {"limit": 1}}}],
+                },
+            },
         ],
     }
 

@@ -85,10 +85,18 @@ def throttle_writes(client: Any, markers: tuple[str, ...]) -> Iterator[Injected]
         request.context["openwop_throttle"] = False  # only the first attempt; botocore's retry goes through
         with got.lock:
             got.throttled += 1
-        body = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
-                           "message": "Rate of requests exceeds the allowed throughput."}).encode()
-        return AWSResponse(request.url, 400, {"x-amzn-ErrorType": "ThrottlingException",
-                                              "Content-Type": "application/x-amz-json-1.0"}, _Body(body))
+        body = json.dumps(
+            {
+                "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+                "message": "Rate of requests exceeds the allowed throughput.",
+            }
+        ).encode()
+        return AWSResponse(
+            request.url,
+            400,
+            {"x-amzn-ErrorType": "ThrottlingException", "Content-Type": "application/x-amz-json-1.0"},
+            _Body(body),
+        )
 
     client.meta.events.register("before-call.dynamodb.*", before_call)
     client.meta.events.register("before-send.dynamodb.*", before_send)
@@ -105,8 +113,9 @@ def kill_after_write(client: Any, plan: dict[str, int]) -> Iterator[Injected]:
     got = Injected()
 
     def before_call(params: Any = None, context: Any = None, **_: Any) -> None:
-        creates = any(((i.get("Put") or {}).get("Item") or {}).get("sk") == {"S": "RUN"}
-                      for i in params.get("TransactItems", []))
+        creates = any(
+            ((i.get("Put") or {}).get("Item") or {}).get("sk") == {"S": "RUN"} for i in params.get("TransactItems", [])
+        )
         # the run's creation is the API's write, not a task's: count from the first task write on
         context["openwop_marker"] = None if creates else _mentions(params, tuple(plan))
 
@@ -142,8 +151,11 @@ def check_run(events: list[dict[str, Any]]) -> list[str]:
     ids = [e["eventId"] for e in events]
     if len(set(ids)) != len(ids):
         problems.append("duplicated eventId")
-    keyed = [(e["type"], e.get("nodeId"), json.dumps(e.get("payload"), sort_keys=True)) for e in events
-             if e["type"] in ("node.started", "agent.tool-called")]
+    keyed = [
+        (e["type"], e.get("nodeId"), json.dumps(e.get("payload"), sort_keys=True))
+        for e in events
+        if e["type"] in ("node.started", "agent.tool-called")
+    ]
     if len(set(keyed)) != len(keyed):
         problems.append("an event was duplicated")
     return problems
@@ -185,8 +197,9 @@ def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[st
         for page in ddb.get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
             for item in page["Items"]:
                 if item.get("sk", {}).get("S") == "TOMBSTONE" and (
-                        set(item) != {"pk", "sk", "tenant", "erasedAt", "expiresAt"}
-                        or not item["pk"]["S"].startswith("ERASED#")):
+                    set(item) != {"pk", "sk", "tenant", "erasedAt", "expiresAt"}
+                    or not item["pk"]["S"].startswith("ERASED#")
+                ):
                     found.append((table, "tombstone with content"))
                 text = as_text(item)
                 found += [(table, n) for n in needles if n in text]

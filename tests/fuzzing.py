@@ -69,9 +69,15 @@ def fuzz(base_url: str, key: str) -> tuple[Figures, float]:
     headers = {"Authorization": f"Bearer {key}"}
     figures = Figures()
     session = requests.Session()
-    fuzz_settings = settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, derandomize=True,
-                             phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
-                             stateful_step_count=6)
+    fuzz_settings = settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        stateful_step_count=6,
+    )
 
     for result in schema.get_all_operations():
         operation = result.ok()
@@ -101,5 +107,7 @@ def fuzz(base_url: str, key: str) -> tuple[Figures, float]:
 
 
 def summary(figures: Figures, elapsed: float) -> str:
-    return (f"fuzz: {figures.requests} requests, {figures.server_errors} 5xx, {len(figures.failures)} failed "
-            f"checks, {elapsed:.1f} s, statuses {dict(sorted(figures.statuses.items()))}")
+    return (
+        f"fuzz: {figures.requests} requests, {figures.server_errors} 5xx, {len(figures.failures)} failed "
+        f"checks, {elapsed:.1f} s, statuses {dict(sorted(figures.statuses.items()))}"
+    )

@@ -62,14 +62,18 @@ class ServeProcess:
     """``openwop-serverless serve ARGS`` in a subprocess (as ``make serve`` runs it, from the checkout), stdout read
     line by line; stderr kept in ``tmp_path/<name>.stderr``. ``start()`` waits until it serves (or exits)."""
 
-    def __init__(self, tmp_path: Any, *args: str, name: str = "serve", env: dict[str, str] | None = None,
-                 cwd: Any = None) -> None:
+    def __init__(
+        self, tmp_path: Any, *args: str, name: str = "serve", env: dict[str, str] | None = None, cwd: Any = None
+    ) -> None:
         import os
         from pathlib import Path
 
         self.root = Path(__file__).resolve().parents[1]
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))
+        }
         self.env = {**base, "PYTHONPATH": str(self.root), **(env or {})}
         self.args = args
         self.cwd = Path(cwd) if cwd is not None else self.root
@@ -83,8 +87,14 @@ class ServeProcess:
         import threading
 
         errors = self.stderr_path.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "shared.local.cli", "serve", *self.args], cwd=self.cwd,
-                                     env=self.env, stdout=subprocess.PIPE, stderr=errors, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.local.cli", "serve", *self.args],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
         errors.close()
         threading.Thread(target=lambda: self.lines.extend(self.proc.stdout or []), daemon=True).start()
         eventually(lambda: self.serving or self.proc.poll() is not None, timeout=timeout, interval=0.1)

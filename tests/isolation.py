@@ -52,8 +52,9 @@ class Flood:
 
 
 @contextmanager
-def flooding(url: str, key: str, workflow_id: str, *, threads: int = 6, per_thread: int = 60,
-             until_block_ends: bool = False) -> Iterator[Flood]:
+def flooding(
+    url: str, key: str, workflow_id: str, *, threads: int = 6, per_thread: int = 60, until_block_ends: bool = False
+) -> Iterator[Flood]:
     """``threads`` clients of one tenant each POST /runs ``per_thread`` times back to back, while the block runs;
     the flood is over (joined) when the block ends. ``until_block_ends``: each client stops early once the block
     has ended (``per_thread`` still bounds it)."""
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     import json
     import sys
 
-    url, key, workflow, threads, per_thread, seconds = (argv if argv is not None else sys.argv[1:])
+    url, key, workflow, threads, per_thread, seconds = argv if argv is not None else sys.argv[1:]
     deadline = time.monotonic() + float(seconds)
     flood, lock = Flood(), threading.Lock()
     began = time.perf_counter()

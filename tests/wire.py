@@ -21,8 +21,16 @@ class Raw:
         return json.loads(self.text) if self.text else None
 
 
-def raw(base_url: str, method: str, path: str, body: Any = None, *, key: str | None = None,
-        headers: dict[str, str] | None = None, data: bytes | None = None) -> Raw:
+def raw(
+    base_url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+    data: bytes | None = None,
+) -> Raw:
     h = {"OpenWOP-Version": "2.0", "Accept": "application/json"}
     if key is not None:
         h["Authorization"] = f"Bearer {key}"

@@ -12,10 +12,17 @@ import copy
 from typing import Any
 
 
-def node(nid: str, type_id: str, *, config: dict[str, Any] | None = None,
-         inputs: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"id": nid, "typeId": type_id, "name": nid, "position": {"x": 0, "y": 0},
-            "config": config or {}, "inputs": inputs or {}}
+def node(
+    nid: str, type_id: str, *, config: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "id": nid,
+        "typeId": type_id,
+        "name": nid,
+        "position": {"x": 0, "y": 0},
+        "config": config or {},
+        "inputs": inputs or {},
+    }
 
 
 def edge(source: str, target: str, rule: str | None = None, eid: str | None = None) -> dict[str, Any]:
@@ -34,22 +41,43 @@ def variable(name: str, *, optional: bool = False) -> dict[str, Any]:
 
 
 def connection(node_id: str, output_key: str, *, optional: bool = False) -> dict[str, Any]:
-    return {"type": "connection", "nodeId": node_id, "outputKey": output_key,
-            **({"optional": True} if optional else {})}
+    return {
+        "type": "connection",
+        "nodeId": node_id,
+        "outputKey": output_key,
+        **({"optional": True} if optional else {}),
+    }
 
 
-def definition(wid: str, nodes: list[dict[str, Any]], edges: list[dict[str, Any]] | None = None, *,
-               variables: list[dict[str, Any]] | None = None, settings: dict[str, Any] | None = None,
-               version: str = "1.0", **extra: Any) -> dict[str, Any]:
-    return {"id": wid, "name": wid, "version": version, "nodes": copy.deepcopy(nodes),
-            "edges": copy.deepcopy(edges or []), "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
-            "variables": copy.deepcopy(variables or []), "metadata": {}, "settings": settings or {}, **extra}
+def definition(
+    wid: str,
+    nodes: list[dict[str, Any]],
+    edges: list[dict[str, Any]] | None = None,
+    *,
+    variables: list[dict[str, Any]] | None = None,
+    settings: dict[str, Any] | None = None,
+    version: str = "1.0",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "id": wid,
+        "name": wid,
+        "version": version,
+        "nodes": copy.deepcopy(nodes),
+        "edges": copy.deepcopy(edges or []),
+        "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
+        "variables": copy.deepcopy(variables or []),
+        "metadata": {},
+        "settings": settings or {},
+        **extra,
+    }
 
 
 def chain(wid: str, n: int, type_id: str = "core.noop") -> dict[str, Any]:
     """``n`` nodes in a line, n0 -> n1 -> ... (the bounds and deep-graph tests)."""
-    return definition(wid, [node(f"n{i}", type_id) for i in range(n)],
-                      [edge(f"n{i - 1}", f"n{i}") for i in range(1, n)])
+    return definition(
+        wid, [node(f"n{i}", type_id) for i in range(n)], [edge(f"n{i - 1}", f"n{i}") for i in range(1, n)]
+    )
 
 
 SCRIPT_VARIABLE = {"name": "script", "type": "object", "required": True}
@@ -58,8 +86,9 @@ SCRIPT_VARIABLE = {"name": "script", "type": "object", "required": True}
 def scripted_agent(wid: str, *, then_effect: bool = False) -> dict[str, Any]:
     """The conformance agent running the run's ``script`` input (its tool calls and answer), optionally followed by a
     side-effecting node."""
-    nodes = [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                  inputs={"input": variable("script")})]
+    nodes = [
+        node("agent", "core.agent", config={"agentId": "conformance-eval-agent"}, inputs={"input": variable("script")})
+    ]
     edges = []
     if then_effect:
         nodes.append(node("effect", "core.conformance.side-effect"))
@@ -74,8 +103,9 @@ def register_scripted_agent(tenant: str, prefix: str, *, then_effect: bool = Fal
     from shared.services.workflows import register_workflow
     from shared.wiring import get_ports
 
-    return register_workflow(get_ports(), tenant, scripted_agent(f"{prefix}-{uuid.uuid4().hex[:12]}",
-                                                                 then_effect=then_effect))
+    return register_workflow(
+        get_ports(), tenant, scripted_agent(f"{prefix}-{uuid.uuid4().hex[:12]}", then_effect=then_effect)
+    )
 
 
 def run_script(client: Any, calls: list[tuple[str, Any]], tenant: str = "tenant-a", prefix: str = "script") -> str:
@@ -85,8 +115,9 @@ def run_script(client: Any, calls: list[tuple[str, Any]], tenant: str = "tenant-
     from tests.wire import wait_terminal
 
     script = {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": "done"}
-    run = client.runs_create(CreateRunRequest(workflowId=register_scripted_agent(tenant, prefix),
-                                              inputs={"script": script}))
+    run = client.runs_create(
+        CreateRunRequest(workflowId=register_scripted_agent(tenant, prefix), inputs={"script": script})
+    )
     wait_terminal(client, run.runId)
     return str(run.runId)
 
@@ -105,9 +136,17 @@ def register_lookup_tool(host: Any, url: str) -> str:
     from tests.wire import raw
 
     tool_id = f"t{uuid.uuid4().hex[:8]}.crm:lookup"
-    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
-            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
-                            "required": ["customerId"], "additionalProperties": False}}
+    body = {
+        "toolId": tool_id,
+        "description": "Look a customer up",
+        "source": {"kind": "http", "url": url + "/crm/lookup"},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"customerId": {"type": "string"}},
+            "required": ["customerId"],
+            "additionalProperties": False,
+        },
+    }
     assert raw(host.base_url, "POST", "/host/openwop-serverless/tools", body, key=host.key_a).status == 201
     return tool_id
 
@@ -130,25 +169,43 @@ def copy_recorded_runs(templates: list[str], n: int, *, workers: int = 8) -> lis
     for run_id in templates:
         rec = ports.runs.get_run(run_id)
         assert rec is not None and rec.terminal, run_id
-        recorded.append((rec, ports.events.read_events(run_id), ports.tool_calls.list_calls(run_id),
-                         ports.runs.get_definition(run_id)))
+        recorded.append(
+            (
+                rec,
+                ports.events.read_events(run_id),
+                ports.tool_calls.list_calls(run_id),
+                ports.runs.get_definition(run_id),
+            )
+        )
 
     def copy(i: int) -> str:
         rec, events, calls, pinned = recorded[i % len(recorded)]
         run_id = new_run_id(ports, rec.tenant)
         now = ports.clock.iso()
         try:
-            ports.runs.create_run(RunRecord(
-                run_id=run_id, tenant=rec.tenant, status="running", last_seq=-1, created_at=now,
-                data={**rec.data, **({"definition": pinned} if pinned is not None else {})}, expires_at=rec.expires_at))
+            ports.runs.create_run(
+                RunRecord(
+                    run_id=run_id,
+                    tenant=rec.tenant,
+                    status="running",
+                    last_seq=-1,
+                    created_at=now,
+                    data={**rec.data, **({"definition": pinned} if pinned is not None else {})},
+                    expires_at=rec.expires_at,
+                )
+            )
         except ConflictError:  # the SDK sent it again after it landed (moto keeps no idempotency token)
             pass
-        ports.events.copy_events(run_id, [dict(ev, runId=run_id, eventId=ports.ids.event_id(run_id, ev["sequence"]))
-                                          for ev in events], rec.expires_at)
+        ports.events.copy_events(
+            run_id,
+            [dict(ev, runId=run_id, eventId=ports.ids.event_id(run_id, ev["sequence"])) for ev in events],
+            rec.expires_at,
+        )
         ports.tool_calls.put_calls(run_id, [replace(c, run_id=run_id) for c in calls], rec.expires_at)
         try:
-            ports.runs.set_progress(run_id, -1, rec.last_seq, {"status": rec.status, "startedAt": now,
-                                                               "completedAt": now})
+            ports.runs.set_progress(
+                run_id, -1, rec.last_seq, {"status": rec.status, "startedAt": now, "completedAt": now}
+            )
         except ConflictError:  # as above: then the run is where this write put it
             copied = ports.runs.get_run(run_id)
             assert copied is not None and (copied.last_seq, copied.status) == (rec.last_seq, rec.status), run_id

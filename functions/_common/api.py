@@ -63,8 +63,9 @@ B = TypeVar("B", bound="Closed")
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response[str]:
     h = {"OpenWOP-Version": VERSION, **(headers or {})}
-    return Response(status_code=status, content_type="application/json",
-                    body=json.dumps(body, separators=(",", ":")), headers=h)
+    return Response(
+        status_code=status, content_type="application/json", body=json.dumps(body, separators=(",", ":")), headers=h
+    )
 
 
 def error_response(err: ProtocolError) -> Response[str]:
@@ -109,11 +110,22 @@ def build_resolver() -> APIGatewayHttpResolver:
 
 
 # pydantic's error types as the JSON Schema keyword a client knows them by (anything else keeps pydantic's name).
-_KEYWORDS = {"missing": "required", "extra_forbidden": "additionalProperties", "string_pattern_mismatch": "pattern",
-             "literal_error": "enum", "enum": "enum", "string_too_short": "minLength", "string_too_long": "maxLength",
-             "too_short": "minItems", "too_long": "maxItems", "greater_than_equal": "minimum",
-             "less_than_equal": "maximum", "greater_than": "exclusiveMinimum", "less_than": "exclusiveMaximum",
-             "value_error": "format"}  # our validators check an id's or a URL's form
+_KEYWORDS = {
+    "missing": "required",
+    "extra_forbidden": "additionalProperties",
+    "string_pattern_mismatch": "pattern",
+    "literal_error": "enum",
+    "enum": "enum",
+    "string_too_short": "minLength",
+    "string_too_long": "maxLength",
+    "too_short": "minItems",
+    "too_long": "maxItems",
+    "greater_than_equal": "minimum",
+    "less_than_equal": "maximum",
+    "greater_than": "exclusiveMinimum",
+    "less_than": "exclusiveMaximum",
+    "value_error": "format",
+}  # our validators check an id's or a URL's form
 
 
 def _fault(e: dict[str, Any]) -> dict[str, str]:
@@ -175,8 +187,12 @@ def method_answer(event: dict[str, Any]) -> dict[str, Any] | None:
         return None  # the seams profile off: its paths are not served at all (404), whatever the method
     allow = {"Allow": ", ".join(allowed)}
     if method == "OPTIONS":
-        return {"statusCode": 204, "headers": {"OpenWOP-Version": VERSION, **allow}, "body": "",
-                "isBase64Encoded": False}
+        return {
+            "statusCode": 204,
+            "headers": {"OpenWOP-Version": VERSION, **allow},
+            "body": "",
+            "isBase64Encoded": False,
+        }
     answer = _event_answer(MethodNotAllowedError())
     answer["headers"].update(allow)
     return answer
@@ -289,8 +305,9 @@ def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:
     return model.model_validate(_object(app))
 
 
-def parse_run_body(app: APIGatewayHttpResolver, body: type[B],
-                   first: Callable[[dict[str, Any]], None] | None = None) -> B:
+def parse_run_body(
+    app: APIGatewayHttpResolver, body: type[B], first: Callable[[dict[str, Any]], None] | None = None
+) -> B:
     """A run-lifecycle body (``shared.protocol.models``); one that does not fit is ``400 validation_error``.
     ``first`` sees the JSON object before the model does (a refusal that must come before any other)."""
     import msgspec

@@ -36,16 +36,24 @@ def respond(event: dict[str, Any], context: Any, work: Callable[[dict[str, Any]]
             logger().exception("custom resource failed", extra={"requestType": kind})
             stream = getattr(context, "log_stream_name", "") or "the function's log group"
             status, reason = "FAILED", f"{type(exc).__name__}; see {stream}"
-    body = {"Status": status, "Reason": reason[:MAX_REASON_CHARS], "PhysicalResourceId": physical,
-            "StackId": event.get("StackId"), "RequestId": event.get("RequestId"),
-            "LogicalResourceId": event.get("LogicalResourceId"), "NoEcho": False, "Data": data}
+    body = {
+        "Status": status,
+        "Reason": reason[:MAX_REASON_CHARS],
+        "PhysicalResourceId": physical,
+        "StackId": event.get("StackId"),
+        "RequestId": event.get("RequestId"),
+        "LogicalResourceId": event.get("LogicalResourceId"),
+        "NoEcho": False,
+        "Data": data,
+    }
     _put(str(event["ResponseURL"]), json.dumps(body).encode("utf-8"))
     return body
 
 
 def _put(url: str, payload: bytes) -> None:
     # A pre-signed S3 URL: signed for an empty Content-Type.
-    req = urllib.request.Request(url, data=payload, method="PUT",
-                                 headers={"Content-Type": "", "Content-Length": str(len(payload))})
+    req = urllib.request.Request(
+        url, data=payload, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(payload))}
+    )
     with urllib.request.urlopen(req, timeout=RESPONSE_TIMEOUT_S) as resp:  # noqa: S310 - CloudFormation's URL
         resp.read()

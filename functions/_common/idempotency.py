@@ -25,7 +25,12 @@ def _persistence() -> Any:
 
 
 def idempotent(
-    caller: Caller, operation: str, key: str | None, body: Any, context: Any, nonce: str,
+    caller: Caller,
+    operation: str,
+    key: str | None,
+    body: Any,
+    context: Any,
+    nonce: str,
     fn: Callable[[], tuple[int, dict[str, Any]]],
 ) -> tuple[int, dict[str, Any], bool]:
     """Run ``fn`` at most once per (tenant, operation, key). Returns (status, body, replayed)."""
@@ -38,8 +43,12 @@ def idempotent(
         IdempotencyValidationError,
     )
 
-    config = IdempotencyConfig(event_key_jmespath="scope", payload_validation_jmespath="body",
-                               expires_after_seconds=86400, raise_on_no_idempotency_key=True)
+    config = IdempotencyConfig(
+        event_key_jmespath="scope",
+        payload_validation_jmespath="body",
+        expires_after_seconds=86400,
+        raise_on_no_idempotency_key=True,
+    )
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         config.register_lambda_context(context)
 

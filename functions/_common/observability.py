@@ -40,8 +40,11 @@ def _tracing_on() -> bool:
     import importlib.util
 
     disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").strip().lower() in ("1", "true", "yes", "on")
-    return (bool(os.environ.get("LAMBDA_TASK_ROOT")) and not disabled
-            and importlib.util.find_spec("aws_xray_sdk") is not None)
+    return (
+        bool(os.environ.get("LAMBDA_TASK_ROOT"))
+        and not disabled
+        and importlib.util.find_spec("aws_xray_sdk") is not None
+    )
 
 
 def _tools() -> dict[str, Any]:
@@ -86,8 +89,13 @@ def count_by(name: str, dimensions: dict[str, str], value: int = 1) -> None:
         return
     from shared.settings import get_settings
 
-    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=get_settings().metrics_namespace,
-                       default_dimensions={"service": SERVICE, **dimensions}):
+    with single_metric(
+        name=name,
+        unit=MetricUnit.Count,
+        value=value,
+        namespace=get_settings().metrics_namespace,
+        default_dimensions={"service": SERVICE, **dimensions},
+    ):
         pass
 
 

@@ -18,8 +18,14 @@ def cancel_run(run_id: str) -> Response[str]:
     req = api.parse_run_body(app, CancelRunRequest)
     ports = api.ports()
     status, body, replayed = idempotent(
-        caller, f"cancelRun#{run_id}", key, dump(req), app.lambda_context, ports.ids.ulid(),
-        lambda: (200, runs.cancel_run(ports, caller, run_id)))
+        caller,
+        f"cancelRun#{run_id}",
+        key,
+        dump(req),
+        app.lambda_context,
+        ports.ids.ulid(),
+        lambda: (200, runs.cancel_run(ports, caller, run_id)),
+    )
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 
@@ -30,8 +36,14 @@ def bulk_cancel() -> Response[str]:
     req = api.parse_run_body(app, BulkCancelRunsRequest, lifecycle.refuse_over_cap)
     ports = api.ports()
     status, body, replayed = idempotent(
-        caller, "bulkCancelRuns", key, dump(req), app.lambda_context, ports.ids.ulid(),
-        lambda: (200, lifecycle.bulk_cancel(ports, caller, req.runIds)))
+        caller,
+        "bulkCancelRuns",
+        key,
+        dump(req),
+        app.lambda_context,
+        ports.ids.ulid(),
+        lambda: (200, lifecycle.bulk_cancel(ports, caller, req.runIds)),
+    )
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 

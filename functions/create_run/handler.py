@@ -24,8 +24,7 @@ def create_run() -> Response[str]:
         created = runs.create(ports, caller, req, dedup=dedup)
         return created.status, created.body
 
-    status, body, replayed = idempotent(caller, "createRun", key, dump(req), app.lambda_context,
-                                        ports.ids.ulid(), once)
+    status, body, replayed = idempotent(caller, "createRun", key, dump(req), app.lambda_context, ports.ids.ulid(), once)
     if not replayed and status < 300:
         count("RunsStarted")
         if req.mode == "eval":

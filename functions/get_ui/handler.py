@@ -13,8 +13,12 @@ app = api.build_resolver()
 @app.get("/host/openwop-serverless/ui")
 def get_ui() -> Response[str]:
     html, headers = viewer.page()
-    return Response(status_code=200, content_type="text/html; charset=utf-8", body=html,
-                    headers={"OpenWOP-Version": api.VERSION, **headers})
+    return Response(
+        status_code=200,
+        content_type="text/html; charset=utf-8",
+        body=html,
+        headers={"OpenWOP-Version": api.VERSION, **headers},
+    )
 
 
 lambda_handler = api.make_handler(app)

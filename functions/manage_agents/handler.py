@@ -52,14 +52,16 @@ def transition_deployment(agent_id: str) -> Response[str]:
 @app.post("/host/openwop-serverless/agents/<agent_id>/deployments/<channel>:rollback")
 def rollback_channel(agent_id: str, channel: str) -> Response[str]:
     caller = api.caller(app)
-    return api.reply(200, deployments.rollback_channel(api.ports(), caller, api.segment(agent_id),
-                                                       api.segment(channel)))
+    return api.reply(
+        200, deployments.rollback_channel(api.ports(), caller, api.segment(agent_id), api.segment(channel))
+    )
 
 
 @app.get("/host/openwop-serverless/agents/<agent_id>/deployments/<channel>/history")
 def channel_history(agent_id: str, channel: str) -> Response[str]:
-    return api.reply(200, deployments.channel_history(api.ports(), api.caller(app), api.segment(agent_id),
-                                                      api.segment(channel)))
+    return api.reply(
+        200, deployments.channel_history(api.ports(), api.caller(app), api.segment(agent_id), api.segment(channel))
+    )
 
 
 lambda_handler = api.make_handler(app)

@@ -25,10 +25,15 @@ def register() -> Response[str]:
     body = api.parse(app, RegisterWebhook)
     ports = api.ports()
     # the record keeps a generated secret sealed (webhook_secrets.seal_answer), never in the clear
-    status, out, replayed = idempotent(caller, "registerWebhook", key, body.model_dump(mode="json"),
-                                       app.lambda_context, ports.ids.ulid(),
-                                       lambda: (201, webhook_secrets.seal_answer(ports,
-                                                                                 webhooks.register(ports, caller, body))))
+    status, out, replayed = idempotent(
+        caller,
+        "registerWebhook",
+        key,
+        body.model_dump(mode="json"),
+        app.lambda_context,
+        ports.ids.ulid(),
+        lambda: (201, webhook_secrets.seal_answer(ports, webhooks.register(ports, caller, body))),
+    )
     out = webhook_secrets.open_answer(ports, out) if status == 201 else out
     return api.reply(status, out, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 

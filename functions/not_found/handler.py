@@ -16,8 +16,12 @@ def viewer_page() -> Response[str]:
     from shared.services import viewer  # only this path pays for it
 
     html, headers = viewer.page()
-    return Response(status_code=200, content_type="text/html; charset=utf-8", body=html,
-                    headers={"OpenWOP-Version": api.VERSION, **headers})
+    return Response(
+        status_code=200,
+        content_type="text/html; charset=utf-8",
+        body=html,
+        headers={"OpenWOP-Version": api.VERSION, **headers},
+    )
 
 
 lambda_handler = api.make_handler(app)

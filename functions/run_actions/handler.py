@@ -28,9 +28,9 @@ def fork_run(run_id: str) -> Response[str]:
         created = forks.fork_run(ports, caller, run_id, req)
         return created.status, created.body
 
-    status, body, replayed = idempotent(caller, f"forkRun#{run_id}", key, dump(req),
-                                        app.lambda_context,
-                                        ports.ids.ulid(), once)
+    status, body, replayed = idempotent(
+        caller, f"forkRun#{run_id}", key, dump(req), app.lambda_context, ports.ids.ulid(), once
+    )
     if not replayed and status < 300:
         count("Forks")
     return api.reply(status, body, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
@@ -39,23 +39,29 @@ def fork_run(run_id: str) -> Response[str]:
 def _once(run_id: str, verb: str, body: dict, fn: Callable[[], dict]) -> Response[str]:
     """A lifecycle verb (202), at most once per Idempotency-Key."""
     caller, key, ports = api.caller(app), api.idempotency_key(app), api.ports()
-    status, out, replayed = idempotent(caller, f"{verb}#{run_id}", key, body, app.lambda_context, ports.ids.ulid(),
-                                       lambda: (202, fn()))
+    status, out, replayed = idempotent(
+        caller, f"{verb}#{run_id}", key, body, app.lambda_context, ports.ids.ulid(), lambda: (202, fn())
+    )
     return api.reply(status, out, {"OpenWOP-Idempotent-Replay": "true"} if replayed else None)
 
 
 @app.post("/runs/<run_id>:pause")
 def pause_run(run_id: str) -> Response[str]:
     req = api.parse_run_body(app, PauseRunRequest)
-    return _once(run_id, "pauseRun", dump(req), lambda: lifecycle.pause_run(
-        api.ports(), api.caller(app), run_id, req.reason, req.drainPolicy))
+    return _once(
+        run_id,
+        "pauseRun",
+        dump(req),
+        lambda: lifecycle.pause_run(api.ports(), api.caller(app), run_id, req.reason, req.drainPolicy),
+    )
 
 
 @app.post("/runs/<run_id>:resume")
 def resume_run(run_id: str) -> Response[str]:
     req = api.parse_run_body(app, ResumeRunRequest)
-    return _once(run_id, "resumeRun", dump(req), lambda: lifecycle.resume_run(
-        api.ports(), api.caller(app), run_id, req.reason))
+    return _once(
+        run_id, "resumeRun", dump(req), lambda: lifecycle.resume_run(api.ports(), api.caller(app), run_id, req.reason)
+    )
 
 
 lambda_handler = api.make_handler(app)

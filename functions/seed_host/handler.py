@@ -14,9 +14,13 @@ from shared.wiring import get_ports
 
 def _seed(props: dict[str, Any]) -> dict[str, Any]:
     try:
-        plan = seed.seed_plan(str(props.get("Sets", "")), tenants=str(props.get("Tenants", "")),
-                              demo_tools_url=str(props.get("DemoToolsUrl", "")),
-                              demo_mcp_url=str(props.get("DemoMcpUrl", "")), stage=str(props.get("Stage", "")))
+        plan = seed.seed_plan(
+            str(props.get("Sets", "")),
+            tenants=str(props.get("Tenants", "")),
+            demo_tools_url=str(props.get("DemoToolsUrl", "")),
+            demo_mcp_url=str(props.get("DemoMcpUrl", "")),
+            stage=str(props.get("Stage", "")),
+        )
         out = seed.seed_stack(get_ports(), plan)
     except seed.SeedPlanError as exc:
         raise Refused(str(exc)) from None

@@ -109,12 +109,14 @@ class RunsApi(Construct):
             integration = integrations.get(route.function)
             if integration is None:  # the live alias, never $LATEST
                 integration = integrations[route.function] = _FunctionIntegration(
-                    f"{pascal(route.function)}Integration", functions.alias(route.function))
+                    f"{pascal(route.function)}Integration", functions.alias(route.function)
+                )
             http_route = apigwv2.HttpRoute(
                 self,
                 rid,
                 http_api=self.http_api,
-                route_key=apigwv2.HttpRouteKey.DEFAULT if route.path == manifest.DEFAULT_ROUTE
+                route_key=apigwv2.HttpRouteKey.DEFAULT
+                if route.path == manifest.DEFAULT_ROUTE
                 else apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod(route.method)),
                 integration=integration,
             )
@@ -143,9 +145,15 @@ class _FunctionIntegration(HttpLambdaIntegration):
             return
         self._granted = True
         self._target.add_permission(
-            "ApiInvoke", principal=iam.ServicePrincipal("apigateway.amazonaws.com"),
-            source_arn=Stack.of(route).format_arn(service="execute-api", resource=route.http_api.api_id,
-                                                  resource_name="*/*", arn_format=ArnFormat.SLASH_RESOURCE_NAME))
+            "ApiInvoke",
+            principal=iam.ServicePrincipal("apigateway.amazonaws.com"),
+            source_arn=Stack.of(route).format_arn(
+                service="execute-api",
+                resource=route.http_api.api_id,
+                resource_name="*/*",
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            ),
+        )
 
 
 @jsii.implements(apigwv2.IAccessLogSettings)

@@ -32,23 +32,45 @@ class HostBackups(Construct):
         except ValueError:
             raise ValueError(f"context backupRetentionDays={raw!r}: expected a positive number of days") from None
         self.vault = backup.BackupVault(
-            self, "Vault", removal_policy=RemovalPolicy.DESTROY if stage == DEV_STAGE else RemovalPolicy.RETAIN)
+            self, "Vault", removal_policy=RemovalPolicy.DESTROY if stage == DEV_STAGE else RemovalPolicy.RETAIN
+        )
         copy_to = self.node.try_get_context("backupCopyVaultArn")
-        copies = [backup.BackupPlanCopyActionProps(
-            destination_backup_vault=backup.BackupVault.from_backup_vault_arn(self, "CopyVault", str(copy_to)),
-            move_to_cold_storage_after=None, delete_after=Duration.days(days))] if copy_to else None
-        self.plan = backup.BackupPlan(self, "Plan", backup_vault=self.vault, backup_plan_rules=[
-            backup.BackupPlanRule(rule_name="Daily", schedule_expression=events.Schedule.cron(hour="3", minute="0"),
-                                  delete_after=Duration.days(days), copy_actions=copies)])
-        selection = self.plan.add_selection("Tables", resources=[
-            backup.BackupResource.from_dynamo_db_table(table) for table in tables.tables.values()])
-        acknowledge(selection, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                    "AWSBackupServiceRolePolicyForBackup]",
-                    "AWS Backup's own service policy for taking backups of the selected tables (what CDK's "
-                    "BackupSelection attaches); the selection names this stack's tables only.")
+        copies = (
+            [
+                backup.BackupPlanCopyActionProps(
+                    destination_backup_vault=backup.BackupVault.from_backup_vault_arn(self, "CopyVault", str(copy_to)),
+                    move_to_cold_storage_after=None,
+                    delete_after=Duration.days(days),
+                )
+            ]
+            if copy_to
+            else None
+        )
+        self.plan = backup.BackupPlan(
+            self,
+            "Plan",
+            backup_vault=self.vault,
+            backup_plan_rules=[
+                backup.BackupPlanRule(
+                    rule_name="Daily",
+                    schedule_expression=events.Schedule.cron(hour="3", minute="0"),
+                    delete_after=Duration.days(days),
+                    copy_actions=copies,
+                )
+            ],
+        )
+        selection = self.plan.add_selection(
+            "Tables", resources=[backup.BackupResource.from_dynamo_db_table(table) for table in tables.tables.values()]
+        )
+        acknowledge(
+            selection,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSBackupServiceRolePolicyForBackup]",
+            "AWS Backup's own service policy for taking backups of the selected tables (what CDK's "
+            "BackupSelection attaches); the selection names this stack's tables only.",
+        )
         self.retention_days = days
 
     @classmethod
-    def from_context(cls, scope: Construct, construct_id: str, *, tables: HostTables,
-                     stage: str) -> HostBackups | None:
+    def from_context(cls, scope: Construct, construct_id: str, *, tables: HostTables, stage: str) -> HostBackups | None:
         return cls(scope, construct_id, tables=tables, stage=stage) if context_flag(scope, "backup") else None

@@ -53,12 +53,16 @@ def reserved_concurrency(scope: Construct) -> dict[str, int]:
                     raise ValueError
                 reserved[name] = int(value)
         except (ValueError, TypeError):
-            raise ValueError(f"context reservedConcurrency={raw!r}: expected off or a JSON object of function "
-                             "name -> a non-negative integer") from None
+            raise ValueError(
+                f"context reservedConcurrency={raw!r}: expected off or a JSON object of function "
+                "name -> a non-negative integer"
+            ) from None
     reserved = {k: v for k, v in reserved.items() if v > 0}
     account = int(scope.node.try_get_context("accountConcurrency") or DEFAULT_ACCOUNT_CONCURRENCY)
     if sum(reserved.values()) > account - UNRESERVED_MINIMUM:
-        raise ValueError(f"context reservedConcurrency: {sum(reserved.values())} reserved executions leave less "
-                         f"than {UNRESERVED_MINIMUM} of the account's {account} unreserved (set accountConcurrency "
-                         "to the account's quota, or reservedConcurrency=off)")
+        raise ValueError(
+            f"context reservedConcurrency: {sum(reserved.values())} reserved executions leave less "
+            f"than {UNRESERVED_MINIMUM} of the account's {account} unreserved (set accountConcurrency "
+            "to the account's quota, or reservedConcurrency=off)"
+        )
     return reserved

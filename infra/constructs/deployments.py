@@ -42,24 +42,45 @@ def deployment_config_name(scope: Construct, stage: str) -> str:
 
 
 class HostDeployments(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions,
-                 rollback_alarms: Sequence[cw.IAlarm]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        functions: HostFunctions,
+        rollback_alarms: Sequence[cw.IAlarm],
+    ) -> None:
         super().__init__(scope, construct_id)
         self.config_name = deployment_config_name(self, stage)
         self.application = codedeploy.LambdaApplication(self, "Application")
         self.role = iam.Role(
-            self, "CodeDeployRole", assumed_by=iam.ServicePrincipal("codedeploy.amazonaws.com"),
+            self,
+            "CodeDeployRole",
+            assumed_by=iam.ServicePrincipal("codedeploy.amazonaws.com"),
             description="CodeDeploy shifting the functions' live aliases",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(
-                "service-role/AWSCodeDeployRoleForLambdaLimited")])
-        acknowledge(self.role, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                    "AWSCodeDeployRoleForLambdaLimited]",
-                    "AWS's managed policy for CodeDeploy on Lambda: read the functions and alarms, update aliases, "
-                    "invoke hooks; it is what CDK's LambdaDeploymentGroup attaches, shared by all groups here.")
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSCodeDeployRoleForLambdaLimited")
+            ],
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSCodeDeployRoleForLambdaLimited]",
+            "AWS's managed policy for CodeDeploy on Lambda: read the functions and alarms, update aliases, "
+            "invoke hooks; it is what CDK's LambdaDeploymentGroup attaches, shared by all groups here.",
+        )
         self.groups: dict[str, codedeploy.LambdaDeploymentGroup] = {}
         for name, alias in functions.aliases.items():
             self.groups[name] = codedeploy.LambdaDeploymentGroup(
-                self, f"{pascal(name)}Deployment", application=self.application, alias=alias, role=self.role,
-                deployment_config=CONFIGS[self.config_name], alarms=list(rollback_alarms),
-                auto_rollback=codedeploy.AutoRollbackConfig(failed_deployment=True, stopped_deployment=True,
-                                                            deployment_in_alarm=True))
+                self,
+                f"{pascal(name)}Deployment",
+                application=self.application,
+                alias=alias,
+                role=self.role,
+                deployment_config=CONFIGS[self.config_name],
+                alarms=list(rollback_alarms),
+                auto_rollback=codedeploy.AutoRollbackConfig(
+                    failed_deployment=True, stopped_deployment=True, deployment_in_alarm=True
+                ),
+            )

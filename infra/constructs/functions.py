@@ -130,13 +130,20 @@ class HostFunctions(Construct):
         # every function, so the spans sent to ``tracingEndpoint`` (http://localhost:4318/v1/traces) reach X-Ray or
         # the backend its configuration names (docs/operations.md, "Spans").
         collector = self.node.try_get_context("tracingLayerArn")
-        self.layers = [self.layer] + ([lambda_.LayerVersion.from_layer_version_arn(
-            self, "TracingCollectorLayer", str(collector))] if collector else [])
+        self.layers = [self.layer] + (
+            [lambda_.LayerVersion.from_layer_version_arn(self, "TracingCollectorLayer", str(collector))]
+            if collector
+            else []
+        )
         for spec in manifest.FUNCTIONS:
             fn = self._functions[spec.name] = self._function(spec, stage, code, tables, fixtures, retention_days)
-            self._aliases[spec.name] = lambda_.Alias(self, f"{pascal(spec.name)}Live", alias_name=ALIAS_NAME,
-                                                     version=fn.current_version,
-                                                     description=f"what callers of {spec.name} invoke")
+            self._aliases[spec.name] = lambda_.Alias(
+                self,
+                f"{pascal(spec.name)}Live",
+                alias_name=ALIAS_NAME,
+                version=fn.current_version,
+                description=f"what callers of {spec.name} invoke",
+            )
 
     def _function(
         self,
@@ -177,8 +184,10 @@ class HostFunctions(Construct):
         }
         if spec.name == "poll_run_events" and int(environment.get("MAX_POLL_WAIT_SECONDS", "25")) > spec.timeout_s - 5:
             # the hold is bounded by the function: a poll must answer before its Lambda times out (then a 5xx)
-            raise ValueError(f"context maxPollWaitSeconds={environment['MAX_POLL_WAIT_SECONDS']}: at most "
-                             f"{spec.timeout_s - 5} (the long poll's function timeout less 5 s)")
+            raise ValueError(
+                f"context maxPollWaitSeconds={environment['MAX_POLL_WAIT_SECONDS']}: at most "
+                f"{spec.timeout_s - 5} (the long poll's function timeout less 5 s)"
+            )
         for key, _access in spec.tables:
             environment[manifest.table(key).env_var] = tables.table(key).table_name
         if spec.bucket is not None:
@@ -219,14 +228,22 @@ class HostFunctions(Construct):
             self._secrets.secret(key).grant_read(role)
         for key, access in spec.keys:
             # Encrypt alone for write (CDK's grant_encrypt adds ReEncrypt*, which can open a value), Decrypt for read
-            actions = {"read": ["kms:Decrypt"], "write": ["kms:Encrypt"], "readwrite": ["kms:Encrypt", "kms:Decrypt"],
-                       "write+replay": ["kms:Encrypt"]}
+            actions = {
+                "read": ["kms:Decrypt"],
+                "write": ["kms:Encrypt"],
+                "readwrite": ["kms:Encrypt", "kms:Decrypt"],
+                "write+replay": ["kms:Encrypt"],
+            }
             self._secrets.key(key).grant(role, *actions[access])
             if access == "write+replay":  # Decrypt only of values sealed for an idempotent replay
                 name, value = manifest.REPLAY_CONTEXT
-                role.add_to_principal_policy(iam.PolicyStatement(
-                    actions=["kms:Decrypt"], resources=[self._secrets.key(key).key_arn],
-                    conditions={"StringEquals": {f"kms:EncryptionContext:{name}": value}}))
+                role.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        actions=["kms:Decrypt"],
+                        resources=[self._secrets.key(key).key_arn],
+                        conditions={"StringEquals": {f"kms:EncryptionContext:{name}": value}},
+                    )
+                )
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
         if spec.models:
@@ -259,10 +276,15 @@ class HostFunctions(Construct):
     def _grant_models(self, role: iam.Role) -> None:
         """Bedrock Converse for model-backed agents: the foundation models and this account's inference profiles."""
         stack = Stack.of(self)
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["bedrock:InvokeModel"],
-            resources=[f"arn:{stack.partition}:bedrock:*::foundation-model/*",
-                       f"arn:{stack.partition}:bedrock:*:{stack.account}:inference-profile/*"]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["bedrock:InvokeModel"],
+                resources=[
+                    f"arn:{stack.partition}:bedrock:*::foundation-model/*",
+                    f"arn:{stack.partition}:bedrock:*:{stack.account}:inference-profile/*",
+                ],
+            )
+        )
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:*::foundation-model/*]",
@@ -281,9 +303,12 @@ class HostFunctions(Construct):
         actions = ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"]
         if access != "read":
             actions += ["secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:DeleteSecret"]
-        arn = Stack.of(self).format_arn(service="secretsmanager", resource="secret",
-                                        resource_name=f"{credentials_prefix(stage)}/*",
-                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        arn = Stack.of(self).format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{credentials_prefix(stage)}/*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[arn]))
         acknowledge(
             role,

@@ -60,9 +60,20 @@ EVAL_METRICS = ("EvalsStarted", "EvalsFinished", "FixtureMisses")
 
 
 class HostMonitoring(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, functions: HostFunctions,
-                 state_machines: HostStateMachines, streams: StreamConsumers, api: RunsApi, queues: HostQueues,
-                 tables: HostTables, metrics_namespace: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        functions: HostFunctions,
+        state_machines: HostStateMachines,
+        streams: StreamConsumers,
+        api: RunsApi,
+        queues: HostQueues,
+        tables: HostTables,
+        metrics_namespace: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name=f"OpenWOP host alarms ({stage})", enforce_ssl=True)
         acknowledge(
@@ -78,93 +89,172 @@ class HostMonitoring(Construct):
         self.alarms: dict[str, cw.Alarm] = {}
 
         def alarm(name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
-            a = cw.Alarm(self, name, metric=metric, threshold=threshold, evaluation_periods=1,
-                         comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                         treat_missing_data=cw.TreatMissingData.NOT_BREACHING, alarm_description=description)
+            a = cw.Alarm(
+                self,
+                name,
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=description,
+            )
             a.add_alarm_action(action)
             self.alarms[name] = a
 
-        alarm("Api5xx", api.http_api.metric_server_error(period=PERIOD, statistic="Sum"),
-              "The HTTP API answered 5xx: a handler failed unexpectedly (see docs/operations.md).")
+        alarm(
+            "Api5xx",
+            api.http_api.metric_server_error(period=PERIOD, statistic="Sum"),
+            "The HTTP API answered 5xx: a handler failed unexpectedly (see docs/operations.md).",
+        )
         for key, machine in state_machines.machines.items():
-            alarm(f"{pascal(key)}ExecutionsFailed", machine.metric_failed(period=PERIOD, statistic="Sum"),
-                  f"Step Functions {key}: executions failed (see docs/operations.md).")
+            alarm(
+                f"{pascal(key)}ExecutionsFailed",
+                machine.metric_failed(period=PERIOD, statistic="Sum"),
+                f"Step Functions {key}: executions failed (see docs/operations.md).",
+            )
         for (table_key, function_name), queue in streams.failure_queues.items():
-            alarm("ErasureFailures" if function_name == "erase_run" else f"{pascal(function_name)}StreamFailures",
-                  queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-                  f"Stream records of {table_key} that {function_name} could not process: pending an "
-                  "operator (see docs/operations.md).")
+            alarm(
+                "ErasureFailures" if function_name == "erase_run" else f"{pascal(function_name)}StreamFailures",
+                queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                f"Stream records of {table_key} that {function_name} could not process: pending an "
+                "operator (see docs/operations.md).",
+            )
         for key, dlq in queues.dead_letter_queues.items():
-            alarm(f"{pascal(key)}DeadLetters",
-                  dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-                  f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md).")
-        throttles = {f"{kind[0].lower()}{i}": cw.Metric(namespace="AWS/DynamoDB", metric_name=f"{kind}ThrottleEvents",
-                                                         dimensions_map={"TableName": table.table_name},
-                                                         period=PERIOD, statistic="Sum")
-                     for i, (key, table) in enumerate(tables.tables.items()) if manifest.table(key).throttle_alarm
-                     for kind in ("Read", "Write")}
-        alarm("DynamoDbThrottles",
-              cw.MathExpression(expression="SUM(METRICS())", using_metrics=throttles, period=PERIOD,
-                                label="DynamoDB throttled requests, all tables"),
-              "DynamoDB throttled reads or writes on a host table: a hot partition or outgrown on-demand capacity "
-              "(see docs/operations.md).")
+            alarm(
+                f"{pascal(key)}DeadLetters",
+                dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md).",
+            )
+        throttles = {
+            f"{kind[0].lower()}{i}": cw.Metric(
+                namespace="AWS/DynamoDB",
+                metric_name=f"{kind}ThrottleEvents",
+                dimensions_map={"TableName": table.table_name},
+                period=PERIOD,
+                statistic="Sum",
+            )
+            for i, (key, table) in enumerate(tables.tables.items())
+            if manifest.table(key).throttle_alarm
+            for kind in ("Read", "Write")
+        }
+        alarm(
+            "DynamoDbThrottles",
+            cw.MathExpression(
+                expression="SUM(METRICS())",
+                using_metrics=throttles,
+                period=PERIOD,
+                label="DynamoDB throttled requests, all tables",
+            ),
+            "DynamoDB throttled reads or writes on a host table: a hot partition or outgrown on-demand capacity "
+            "(see docs/operations.md).",
+        )
         fanout = functions.function("fanout_webhooks")
-        alarm("WebhookFanoutLag", fanout.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
-              "The webhook fan-out is more than 5 minutes behind the event log (see docs/operations.md).",
-              threshold=WEBHOOK_LAG_MS)
+        alarm(
+            "WebhookFanoutLag",
+            fanout.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+            "The webhook fan-out is more than 5 minutes behind the event log (see docs/operations.md).",
+            threshold=WEBHOOK_LAG_MS,
+        )
         for key, queue in queues.queues.items():
-            alarm(f"{pascal(key)}QueueAge",
-                  queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
-                  f"The oldest message of the {key} queue is over 15 minutes old: deliveries are backing up "
-                  "(see docs/operations.md).", threshold=QUEUE_AGE_S)
+            alarm(
+                f"{pascal(key)}QueueAge",
+                queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                f"The oldest message of the {key} queue is over 15 minutes old: deliveries are backing up "
+                "(see docs/operations.md).",
+                threshold=QUEUE_AGE_S,
+            )
         if context_flag(self, "detailedAlarms"):
+
             def summed(a: cw.IMetric, b: cw.IMetric, label: str) -> cw.MathExpression:
                 return cw.MathExpression(expression="a + b", using_metrics={"a": a, "b": b}, period=PERIOD, label=label)
 
             for name, fn in functions.functions.items():
-                alarm(f"{pascal(name)}Problems",
-                      summed(fn.metric_errors(period=PERIOD, statistic="Sum"),
-                             fn.metric_throttles(period=PERIOD, statistic="Sum"), f"{name} errors + throttles"),
-                      f"Lambda {name}: errors or throttles (see docs/operations.md).")
+                alarm(
+                    f"{pascal(name)}Problems",
+                    summed(
+                        fn.metric_errors(period=PERIOD, statistic="Sum"),
+                        fn.metric_throttles(period=PERIOD, statistic="Sum"),
+                        f"{name} errors + throttles",
+                    ),
+                    f"Lambda {name}: errors or throttles (see docs/operations.md).",
+                )
             for key, machine in state_machines.machines.items():
-                alarm(f"{pascal(key)}ExecutionsTimedOutOrAborted",
-                      summed(machine.metric_timed_out(period=PERIOD, statistic="Sum"),
-                             machine.metric_aborted(period=PERIOD, statistic="Sum"), f"{key} timed out + aborted"),
-                      f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).")
+                alarm(
+                    f"{pascal(key)}ExecutionsTimedOutOrAborted",
+                    summed(
+                        machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                        machine.metric_aborted(period=PERIOD, statistic="Sum"),
+                        f"{key} timed out + aborted",
+                    ),
+                    f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).",
+                )
 
         # The alarms that roll a deploy back (infra/constructs/deployments.py): a failing handler or task.
-        self.rollback_alarms = [self.alarms["Api5xx"]] + [self.alarms[f"{pascal(k)}ExecutionsFailed"]
-                                                         for k in state_machines.machines]
+        self.rollback_alarms = [self.alarms["Api5xx"]] + [
+            self.alarms[f"{pascal(k)}ExecutionsFailed"] for k in state_machines.machines
+        ]
         self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
-        CfnOutput(Stack.of(self), "AlarmTopicArn", value=self.topic.topic_arn,
-                  description="SNS topic of the host's alarms (subscribe to be paged)")
+        CfnOutput(
+            Stack.of(self),
+            "AlarmTopicArn",
+            value=self.topic.topic_arn,
+            description="SNS topic of the host's alarms (subscribe to be paged)",
+        )
 
     def _dashboard(self, api: RunsApi, metrics_namespace: str) -> cw.Dashboard:
-        app = [cw.Metric(namespace=metrics_namespace, metric_name=m, dimensions_map={"service": "openwop-serverless"},
-                         period=PERIOD, statistic="Sum") for m in APP_METRICS]
+        app = [
+            cw.Metric(
+                namespace=metrics_namespace,
+                metric_name=m,
+                dimensions_map={"service": "openwop-serverless"},
+                period=PERIOD,
+                statistic="Sum",
+            )
+            for m in APP_METRICS
+        ]
         dashboard = cw.Dashboard(self, "Dashboard")
         dashboard.add_widgets(
             cw.GraphWidget(title="Runs and refusals", left=app, width=12),
-            cw.GraphWidget(title="API answers", width=12, left=[
-                api.http_api.metric_count(period=PERIOD, statistic="Sum"),
-                api.http_api.metric_client_error(period=PERIOD, statistic="Sum"),
-                api.http_api.metric_server_error(period=PERIOD, statistic="Sum")],
-                right=[api.http_api.metric_latency(period=PERIOD, statistic="p99")]),
+            cw.GraphWidget(
+                title="API answers",
+                width=12,
+                left=[
+                    api.http_api.metric_count(period=PERIOD, statistic="Sum"),
+                    api.http_api.metric_client_error(period=PERIOD, statistic="Sum"),
+                    api.http_api.metric_server_error(period=PERIOD, statistic="Sum"),
+                ],
+                right=[api.http_api.metric_latency(period=PERIOD, statistic="p99")],
+            ),
         )
         dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24),
         )
         # Evals and tools: the counters with their own dimensions (functions/_common/observability.py, count_by)
-        evals = [cw.Metric(namespace=metrics_namespace, metric_name=m, dimensions_map={"service": "openwop-serverless"},
-                           period=PERIOD, statistic="Sum") for m in EVAL_METRICS]
+        evals = [
+            cw.Metric(
+                namespace=metrics_namespace,
+                metric_name=m,
+                dimensions_map={"service": "openwop-serverless"},
+                period=PERIOD,
+                statistic="Sum",
+            )
+            for m in EVAL_METRICS
+        ]
         tool_calls = cw.MathExpression(
             expression=f"SEARCH('{{{metrics_namespace},service,transport,status,source}} MetricName=\"ToolCalls\"', "
-                       f"'Sum', {int(PERIOD.to_seconds())})",
-            using_metrics={}, label="ToolCalls", period=PERIOD)
+            f"'Sum', {int(PERIOD.to_seconds())})",
+            using_metrics={},
+            label="ToolCalls",
+            period=PERIOD,
+        )
         refusals = cw.MathExpression(
             expression=f"SEARCH('{{{metrics_namespace},service,code}} MetricName=\"RefusalsByCode\"', 'Sum', "
-                       f"{int(PERIOD.to_seconds())})",
-            using_metrics={}, label="RefusalsByCode", period=PERIOD)
+            f"{int(PERIOD.to_seconds())})",
+            using_metrics={},
+            label="RefusalsByCode",
+            period=PERIOD,
+        )
         dashboard.add_widgets(
             cw.GraphWidget(title="Evals and fixture misses", left=evals, width=8),
             cw.GraphWidget(title="Tool calls by transport, status and source", left=[tool_calls], width=8),

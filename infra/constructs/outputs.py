@@ -21,8 +21,17 @@ from infra.constructs.tables import HostTables
 from shared import manifest, settings
 
 
-def add_outputs(stack: Stack, *, stage: str, tables: HostTables, fixtures: FixturesBucket, secrets: HostSecrets,
-                state_machines: HostStateMachines, api: RunsApi, queues: HostQueues) -> dict[str, CfnOutput]:
+def add_outputs(
+    stack: Stack,
+    *,
+    stage: str,
+    tables: HostTables,
+    fixtures: FixturesBucket,
+    secrets: HostSecrets,
+    state_machines: HostStateMachines,
+    api: RunsApi,
+    queues: HostQueues,
+) -> dict[str, CfnOutput]:
     values: dict[str, str] = {}
     for t in manifest.TABLES:
         values[t.env_var] = tables.table(t.key).table_name
@@ -41,17 +50,24 @@ def add_outputs(stack: Stack, *, stage: str, tables: HostTables, fixtures: Fixtu
     if missing:
         raise ValueError(f"no stack output value for {sorted(missing)}")
     outputs = {
-        settings.output_key(var): CfnOutput(stack, settings.output_key(var), value=value,
-                                            description=f"{var} of the OpenWOP host functions")
+        settings.output_key(var): CfnOutput(
+            stack, settings.output_key(var), value=value, description=f"{var} of the OpenWOP host functions"
+        )
         for var, value in values.items()
     }
-    outputs[settings.API_URL_OUTPUT] = CfnOutput(stack, settings.API_URL_OUTPUT, value=api.http_api.api_endpoint,
-                                                 description="Base URL of the OpenWOP host")
+    outputs[settings.API_URL_OUTPUT] = CfnOutput(
+        stack, settings.API_URL_OUTPUT, value=api.http_api.api_endpoint, description="Base URL of the OpenWOP host"
+    )
     values[settings.API_URL_OUTPUT] = api.http_api.api_endpoint
     for var, value in values.items():
         key = settings.output_key(var) if var != settings.API_URL_OUTPUT else var
-        ssm.StringParameter(stack, f"{key}Parameter", parameter_name=parameter_name(stage, key), string_value=value,
-                            description=f"OpenWOP host ({stage}): {key}")
+        ssm.StringParameter(
+            stack,
+            f"{key}Parameter",
+            parameter_name=parameter_name(stage, key),
+            string_value=value,
+            description=f"OpenWOP host ({stage}): {key}",
+        )
     return outputs
 
 

@@ -29,16 +29,30 @@ class HostQueues(Construct):
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
         for spec in manifest.QUEUES:
             name = pascal(spec.key)
-            dlq = sqs.Queue(self, f"{name}DeadLetterQueue", fifo=True, encryption=sqs.QueueEncryption.SQS_MANAGED,
-                            enforce_ssl=True, retention_period=DLQ_RETENTION)
+            dlq = sqs.Queue(
+                self,
+                f"{name}DeadLetterQueue",
+                fifo=True,
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=DLQ_RETENTION,
+            )
             for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
-                acknowledge(dlq, rule, "This is the dead-letter queue of the webhook delivery queue; messages "
-                            "reaching it are named by dead-letter records and redriven by an operator "
-                            "(docs/operations.md), never consumed automatically.")
+                acknowledge(
+                    dlq,
+                    rule,
+                    "This is the dead-letter queue of the webhook delivery queue; messages "
+                    "reaching it are named by dead-letter records and redriven by an operator "
+                    "(docs/operations.md), never consumed automatically.",
+                )
             consumer_timeout = max((f.timeout_s for f in manifest.FUNCTIONS if f.consumes == spec.key), default=30)
             queue = sqs.Queue(
-                self, f"{name}Queue", fifo=True, content_based_deduplication=False,
-                encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+                self,
+                f"{name}Queue",
+                fifo=True,
+                content_based_deduplication=False,
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
                 visibility_timeout=Duration.seconds(6 * consumer_timeout),
                 retention_period=Duration.days(spec.retention_days),
                 dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=spec.max_receives),
@@ -57,8 +71,12 @@ class HostQueues(Construct):
                 fn.add_environment("WEBHOOK_MAX_ATTEMPTS", str(manifest.queue(fspec.consumes).max_receives))
                 alias = functions.alias(fspec.name)
                 alias.add_event_source(  # the live alias, as every caller
-                    event_sources.SqsEventSource(q, batch_size=1, report_batch_item_failures=True))
-                acknowledge(alias, "Serverless-LambdaEventSourceMappingDestination",
-                            f"An SQS event source mapping has no on-failure destination: a message of the {qkey} "
-                            "queue that keeps failing moves to its dead-letter queue by the queue's redrive policy "
-                            "(alarmed: <Queue>DeadLetters).")
+                    event_sources.SqsEventSource(q, batch_size=1, report_batch_item_failures=True)
+                )
+                acknowledge(
+                    alias,
+                    "Serverless-LambdaEventSourceMappingDestination",
+                    f"An SQS event source mapping has no on-failure destination: a message of the {qkey} "
+                    "queue that keeps failing moves to its dead-letter queue by the queue's redrive policy "
+                    "(alarmed: <Queue>DeadLetters).",
+                )

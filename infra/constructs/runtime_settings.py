@@ -30,64 +30,145 @@ class ContextSetting:
 
 
 RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
-    ContextSetting("httpAllowlist", "HTTP_ALLOWLIST", "list",
-                   "hosts (`host` or `host:port`) `core.http` nodes may call; default none"),
+    ContextSetting(
+        "httpAllowlist",
+        "HTTP_ALLOWLIST",
+        "list",
+        "hosts (`host` or `host:port`) `core.http` nodes may call; default none",
+    ),
     ContextSetting("runToolCallBudget", "RUN_TOOL_CALL_BUDGET", "int", "tool calls per run; default 1000"),
-    ContextSetting("toolResponseMaxBytes", "TOOL_RESPONSE_MAX_BYTES", "int",
-                   "largest tool or HTTP-node response read; default 1000000"),
-    ContextSetting("conformance", "OPENWOP_CONFORMANCE", "bool",
-                   "the conformance built-in tools (true/false); default true"),
-    ContextSetting("conformanceSeams", "OPENWOP_CONFORMANCE_SEAMS", "bool",
-                   "certification stage only: serve the conformance seams profile (/conformance/seams/...: seeding "
-                   "an era-2 log, firing an effect seam) and advertise it (true/false); default false, and the seams "
-                   "refuse every request without it"),
-    ContextSetting("maxPollWaitSeconds", "MAX_POLL_WAIT_SECONDS", "int",
-                   "longest long-poll wait of `GET /runs/{runId}/events/poll`; default 25"),
-    ContextSetting("apiKeyPepperMaxAgeSeconds", "APIKEY_PEPPER_MAX_AGE_SECONDS", "int",
-                   "how long a function keeps the API-key pepper before re-reading it; default 900"),
+    ContextSetting(
+        "toolResponseMaxBytes",
+        "TOOL_RESPONSE_MAX_BYTES",
+        "int",
+        "largest tool or HTTP-node response read; default 1000000",
+    ),
+    ContextSetting(
+        "conformance", "OPENWOP_CONFORMANCE", "bool", "the conformance built-in tools (true/false); default true"
+    ),
+    ContextSetting(
+        "conformanceSeams",
+        "OPENWOP_CONFORMANCE_SEAMS",
+        "bool",
+        "certification stage only: serve the conformance seams profile (/conformance/seams/...: seeding "
+        "an era-2 log, firing an effect seam) and advertise it (true/false); default false, and the seams "
+        "refuse every request without it",
+    ),
+    ContextSetting(
+        "maxPollWaitSeconds",
+        "MAX_POLL_WAIT_SECONDS",
+        "int",
+        "longest long-poll wait of `GET /runs/{runId}/events/poll`; default 25",
+    ),
+    ContextSetting(
+        "apiKeyPepperMaxAgeSeconds",
+        "APIKEY_PEPPER_MAX_AGE_SECONDS",
+        "int",
+        "how long a function keeps the API-key pepper before re-reading it; default 900",
+    ),
     ContextSetting("hostName", "HOST_NAME", "text", "the host name discovery reports; default openwop-serverless"),
-    ContextSetting("buildId", "BUILD_ID", "text",
-                   "the build id discovery reports and every run records (e.g. a commit); default the code asset's "
-                   "content hash"),
-    ContextSetting("tenantWriteRate", "TENANT_WRITE_RATE", "int",
-                   "write requests per second per tenant (token bucket refill; 0: off); default 20"),
-    ContextSetting("tenantWriteBurst", "TENANT_WRITE_BURST", "int",
-                   "write requests a tenant may send at once (token bucket size); default 40"),
-    ContextSetting("modelProviders", "MODEL_PROVIDERS", "list",
-                   "model providers agents may use (bedrock, openai, mock); default all three (never mock in prod)"),
-    ContextSetting("modelPrices", "MODEL_PRICES", "text",
-                   "JSON price overrides, USD per 1M tokens per model; default the built-in table"),
-    ContextSetting("openaiBaseUrl", "OPENAI_BASE_URL", "text",
-                   "the OpenAI-compatible endpoint for agent bindings without baseUrl; default none"),
-    ContextSetting("modelCallAttempts", "MODEL_CALL_ATTEMPTS", "int",
-                   "tries per model call when the provider says it may be retried; default 3"),
-    ContextSetting("judgeProvider", "JUDGE_PROVIDER", "text",
-                   "the default rubric judge's provider when an eval names none; default none"),
+    ContextSetting(
+        "buildId",
+        "BUILD_ID",
+        "text",
+        "the build id discovery reports and every run records (e.g. a commit); default the code asset's content hash",
+    ),
+    ContextSetting(
+        "tenantWriteRate",
+        "TENANT_WRITE_RATE",
+        "int",
+        "write requests per second per tenant (token bucket refill; 0: off); default 20",
+    ),
+    ContextSetting(
+        "tenantWriteBurst",
+        "TENANT_WRITE_BURST",
+        "int",
+        "write requests a tenant may send at once (token bucket size); default 40",
+    ),
+    ContextSetting(
+        "modelProviders",
+        "MODEL_PROVIDERS",
+        "list",
+        "model providers agents may use (bedrock, openai, mock); default all three (never mock in prod)",
+    ),
+    ContextSetting(
+        "modelPrices",
+        "MODEL_PRICES",
+        "text",
+        "JSON price overrides, USD per 1M tokens per model; default the built-in table",
+    ),
+    ContextSetting(
+        "openaiBaseUrl",
+        "OPENAI_BASE_URL",
+        "text",
+        "the OpenAI-compatible endpoint for agent bindings without baseUrl; default none",
+    ),
+    ContextSetting(
+        "modelCallAttempts",
+        "MODEL_CALL_ATTEMPTS",
+        "int",
+        "tries per model call when the provider says it may be retried; default 3",
+    ),
+    ContextSetting(
+        "judgeProvider",
+        "JUDGE_PROVIDER",
+        "text",
+        "the default rubric judge's provider when an eval names none; default none",
+    ),
     ContextSetting("judgeModel", "JUDGE_MODEL", "text", "the default rubric judge's model; default none"),
-    ContextSetting("executionMaxTasks", "EXECUTION_MAX_TASKS", "int",
-                   "Advance tasks per Step Functions execution before a run continues in a new one; default 1000"),
-    ContextSetting("evalFinishPageTrials", "EVAL_FINISH_PAGE_TRIALS", "int",
-                   "task-trials whose events one eval Finish invocation appends (larger suites loop); default 2000"),
-    ContextSetting("webhookRetryBaseSeconds", "WEBHOOK_RETRY_BASE_SECONDS", "int",
-                   "first webhook retry delay, doubled per attempt; default the queue's visibility timeout"),
-    ContextSetting("webhookRetryCapSeconds", "WEBHOOK_RETRY_CAP_SECONDS", "int",
-                   "longest delay between two webhook attempts; default 900"),
-    ContextSetting("webhookRotationOverlapSeconds", "WEBHOOK_ROTATION_OVERLAP_SECONDS", "int",
-                   "how long a rotated webhook secret still signs (60..604800); default 86400"),
-    ContextSetting("webhookDeadLetterDays", "WEBHOOK_DEAD_LETTER_DAYS", "int",
-                   "how long dead-letter records are kept; default 14"),
-    ContextSetting("tracingEndpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "text",
-                   "the OTLP/HTTP traces URL spans are sent to (OTLP/JSON; e.g. a collector beside the function, "
-                   "http://localhost:4318/v1/traces); default none: no spans"),
-    ContextSetting("tracingCaptureContent", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "bool",
-                   "prompts, messages and tool arguments/results in spans (true/false); default false"),
+    ContextSetting(
+        "executionMaxTasks",
+        "EXECUTION_MAX_TASKS",
+        "int",
+        "Advance tasks per Step Functions execution before a run continues in a new one; default 1000",
+    ),
+    ContextSetting(
+        "evalFinishPageTrials",
+        "EVAL_FINISH_PAGE_TRIALS",
+        "int",
+        "task-trials whose events one eval Finish invocation appends (larger suites loop); default 2000",
+    ),
+    ContextSetting(
+        "webhookRetryBaseSeconds",
+        "WEBHOOK_RETRY_BASE_SECONDS",
+        "int",
+        "first webhook retry delay, doubled per attempt; default the queue's visibility timeout",
+    ),
+    ContextSetting(
+        "webhookRetryCapSeconds",
+        "WEBHOOK_RETRY_CAP_SECONDS",
+        "int",
+        "longest delay between two webhook attempts; default 900",
+    ),
+    ContextSetting(
+        "webhookRotationOverlapSeconds",
+        "WEBHOOK_ROTATION_OVERLAP_SECONDS",
+        "int",
+        "how long a rotated webhook secret still signs (60..604800); default 86400",
+    ),
+    ContextSetting(
+        "webhookDeadLetterDays", "WEBHOOK_DEAD_LETTER_DAYS", "int", "how long dead-letter records are kept; default 14"
+    ),
+    ContextSetting(
+        "tracingEndpoint",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "text",
+        "the OTLP/HTTP traces URL spans are sent to (OTLP/JSON; e.g. a collector beside the function, "
+        "http://localhost:4318/v1/traces); default none: no spans",
+    ),
+    ContextSetting(
+        "tracingCaptureContent",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "bool",
+        "prompts, messages and tool arguments/results in spans (true/false); default false",
+    ),
 )
 
 # Set by the stack itself from the manifest, never from context: env var -> what fixes it.
 STACK_DERIVED: Mapping[str, str] = {
     "WEBHOOK_MAX_ATTEMPTS": "the webhook queue's maxReceiveCount (shared/manifest.py), so attempts match the redrive",
     "WEBHOOK_RETRY_DIVISOR": "local mode only (shared/local/stack.py sets 30); never set on AWS, so deployed delays "
-                             "are the schedule's own (divisor 1)",
+    "are the schedule's own (divisor 1)",
 }
 
 # Context keys handled by their own constructs (infra/constructs/functions.py, infra/app.py): context -> env var.

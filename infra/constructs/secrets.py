@@ -39,8 +39,7 @@ class HostSecrets(Construct):
                 generate_secret_string=secretsmanager.SecretStringGenerator(
                     password_length=64,
                     exclude_punctuation=True,
-                    **({"secret_string_template": "{}", "generate_string_key": spec.json_key} if spec.json_key
-                       else {}),
+                    **({"secret_string_template": "{}", "generate_string_key": spec.json_key} if spec.json_key else {}),
                 ),
                 removal_policy=removal_policy(stage),
             )
@@ -49,8 +48,12 @@ class HostSecrets(Construct):
         self._keys: dict[str, kms.Key] = {}
         for key_spec in manifest.KEYS:
             self._keys[key_spec.key] = kms.Key(
-                self, f"{pascal(key_spec.key)}Key", description=f"OpenWOP {key_spec.key}: {key_spec.purpose}",
-                enable_key_rotation=True, removal_policy=removal_policy(stage))
+                self,
+                f"{pascal(key_spec.key)}Key",
+                description=f"OpenWOP {key_spec.key}: {key_spec.purpose}",
+                enable_key_rotation=True,
+                removal_policy=removal_policy(stage),
+            )
 
     def key(self, key: str) -> kms.Key:
         return self._keys[key]

@@ -35,16 +35,21 @@ def plan_from_context(scope: Construct, stage: str) -> SeedPlan | None:
     sets = str(scope.node.try_get_context("seed") or "").strip()
     if not sets or sets.lower() in ("none", "false"):
         return None
-    return seed_plan(sets, tenants=str(scope.node.try_get_context("seedTenants") or ""),
-                     demo_tools_url=str(scope.node.try_get_context("demoToolsUrl") or ""),
-                     demo_mcp_url=str(scope.node.try_get_context("demoMcpUrl") or ""), stage=stage)
+    return seed_plan(
+        sets,
+        tenants=str(scope.node.try_get_context("seedTenants") or ""),
+        demo_tools_url=str(scope.node.try_get_context("demoToolsUrl") or ""),
+        demo_mcp_url=str(scope.node.try_get_context("demoMcpUrl") or ""),
+        stage=stage,
+    )
 
 
 class HostSeeding(Construct):
     """One custom resource; CloudFormation invokes ``seed_host`` on create and update (not on delete)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, stage: str, plan: SeedPlan,
-                 functions: HostFunctions) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, stage: str, plan: SeedPlan, functions: HostFunctions
+    ) -> None:
         super().__init__(scope, construct_id)
         self.plan = plan
         self.resource = CustomResource(

@@ -114,21 +114,39 @@ class HostStateMachines(Construct):
         cycle: a pattern on this stack's machines)."""
         stack = Stack.of(self)
         bucket = self._fixtures.bucket
-        machine.add_to_role_policy(iam.PolicyStatement(  # ItemReader reads, ResultWriter writes (multipart)
-            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-            resources=[bucket.arn_for_objects("runs/*")]))
-        machine.add_to_role_policy(iam.PolicyStatement(
-            actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-        machine.add_to_role_policy(iam.PolicyStatement(
-            actions=["states:StartExecution"],
-            resources=[stack.format_arn(service="states", resource="stateMachine",
-                                        resource_name=f"*{pascal('eval')}StateMachine*",
-                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)]))
-        machine.add_to_role_policy(iam.PolicyStatement(
-            actions=["states:DescribeExecution", "states:StopExecution"],
-            resources=[stack.format_arn(service="states", resource="execution",
-                                        resource_name=f"*{pascal('eval')}StateMachine*",
-                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)]))
+        machine.add_to_role_policy(
+            iam.PolicyStatement(  # ItemReader reads, ResultWriter writes (multipart)
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                resources=[bucket.arn_for_objects("runs/*")],
+            )
+        )
+        machine.add_to_role_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:StartExecution"],
+                resources=[
+                    stack.format_arn(
+                        service="states",
+                        resource="stateMachine",
+                        resource_name=f"*{pascal('eval')}StateMachine*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        machine.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution", "states:StopExecution"],
+                resources=[
+                    stack.format_arn(
+                        service="states",
+                        resource="execution",
+                        resource_name=f"*{pascal('eval')}StateMachine*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
         bucket_id = stack.get_logical_id(bucket.node.default_child)  # type: ignore[arg-type]
         acknowledge(
             machine.role,

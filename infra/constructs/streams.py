@@ -57,8 +57,15 @@ class StreamConsumers(Construct):
                     max_record_age=MAX_RECORD_AGE,
                     report_batch_item_failures=True,
                     on_failure=event_sources.SqsDlq(queue),
-                    filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal(
-                        manifest.STREAM_EVENT_NAMES[(table_key, function_name)])})],
+                    filters=[
+                        lambda_.FilterCriteria.filter(
+                            {
+                                "eventName": lambda_.FilterRule.is_equal(
+                                    manifest.STREAM_EVENT_NAMES[(table_key, function_name)]
+                                )
+                            }
+                        )
+                    ],
                 )
             )
             self.failure_queues[(table_key, function_name)] = queue

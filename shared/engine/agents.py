@@ -36,9 +36,15 @@ def next_action(agent: AgentSpec, agent_input: Any, history: list[dict[str, Any]
     return Action("decide", decision=script.get("answer"))
 
 
-def tool_events(agent: AgentSpec, call_id: str, tool: str, args: Any, out: ToolOutcome) -> list[tuple[str, dict[str, Any]]]:
-    called: dict[str, Any] = {"agentId": agent.agent_id, "toolName": tool, "callId": call_id,
-                              "transport": out.transport}
+def tool_events(
+    agent: AgentSpec, call_id: str, tool: str, args: Any, out: ToolOutcome
+) -> list[tuple[str, dict[str, Any]]]:
+    called: dict[str, Any] = {
+        "agentId": agent.agent_id,
+        "toolName": tool,
+        "callId": call_id,
+        "transport": out.transport,
+    }
     if agent.content_free:
         called["argsHash"] = args_hash(args)
     else:
@@ -48,8 +54,9 @@ def tool_events(agent: AgentSpec, call_id: str, tool: str, args: Any, out: ToolO
         if not agent.content_free:
             returned["outcome"] = out.result
     elif out.error is not None:
-        returned["error"] = out.error if not agent.content_free else {"code": out.error["code"],
-                                                                      "message": "tool call failed"}
+        returned["error"] = (
+            out.error if not agent.content_free else {"code": out.error["code"], "message": "tool call failed"}
+        )
     if out.duration_ms is not None:
         returned["durationMs"] = out.duration_ms
     # The negotiation of an MCP call's exchange goes right before the call's own events (interop.md §The audit event)
@@ -73,12 +80,20 @@ def _completed(agent: AgentSpec, inv: str, outcome: str = "completed") -> tuple[
     return c.AGENT_INVOCATION_COMPLETED, {"invocationId": inv, "agentId": agent.agent_id, "outcome": outcome}
 
 
-def _tool_step(agent: AgentSpec, progress: dict[str, Any], tools: ToolRuntime, total_calls: int, tool: str,
-               args: Any) -> StepOut:
+def _tool_step(
+    agent: AgentSpec, progress: dict[str, Any], tools: ToolRuntime, total_calls: int, tool: str, args: Any
+) -> StepOut:
     inv = str(progress["invocationId"])
     index = int(progress.get("calls", 0))
-    out = tools.call(agent=agent, invocation_id=inv, order_key=str(progress["order"]), index=index,
-                     tool=tool, args=args, calls_so_far=total_calls)
+    out = tools.call(
+        agent=agent,
+        invocation_id=inv,
+        order_key=str(progress["order"]),
+        index=index,
+        tool=tool,
+        args=args,
+        calls_so_far=total_calls,
+    )
     return StepOut(tool_events(agent, f"{inv}#{index}", tool, args, out), outcome=out, call=(tool, args))
 
 
@@ -111,8 +126,14 @@ def _failed(agent: AgentSpec, inv: str, code: str, message: str, outcome: str = 
     return StepOut([_completed(agent, inv, outcome)], finished=True, error={"code": code, "message": message})
 
 
-def _model_step(agent: AgentSpec, agent_input: Any, progress: dict[str, Any], tools: ToolRuntime, total_calls: int,
-                models: ModelSession) -> StepOut:
+def _model_step(
+    agent: AgentSpec,
+    agent_input: Any,
+    progress: dict[str, Any],
+    tools: ToolRuntime,
+    total_calls: int,
+    models: ModelSession,
+) -> StepOut:
     inv = str(progress["invocationId"])
     turns = int(progress.get("turns", 0))
     calls = int(progress.get("calls", 0))
@@ -121,7 +142,7 @@ def _model_step(agent: AgentSpec, agent_input: Any, progress: dict[str, Any], to
         if last is None:
             return _failed(agent, inv, c.NODE_EXECUTION_FAILED, "the invocation's model-call log is incomplete")
         requested = list(last.get("toolCalls") or [])
-        pending = requested[calls - int(last.get("callsBefore", 0)):]
+        pending = requested[calls - int(last.get("callsBefore", 0)) :]
         if pending:
             call = pending[0]
             return _tool_step(agent, progress, tools, total_calls, str(call["name"]), call.get("arguments"))
@@ -132,15 +153,17 @@ def _model_step(agent: AgentSpec, agent_input: Any, progress: dict[str, Any], to
     if turns >= agent.max_turns:
         return _failed(agent, inv, c.LOOP_LIMIT_EXCEEDED, "the agent reached maxTurns without a final answer")
     try:
-        entry = models.complete(agent, inv, str(progress["order"]), turns, agent_input,
-                                list(progress.get("history") or []))
+        entry = models.complete(
+            agent, inv, str(progress["order"]), turns, agent_input, list(progress.get("history") or [])
+        )
     except ModelCallFailed as exc:
         return _failed(agent, inv, exc.code, exc.message)
     return StepOut([(c.PROVIDER_USAGE, usage_payload(entry))])
 
 
-def started_payload(agent: AgentSpec | None, agent_id: str, inv: str, source: str,
-                    overrides: dict[str, Any] | None) -> dict[str, Any]:
+def started_payload(
+    agent: AgentSpec | None, agent_id: str, inv: str, source: str, overrides: dict[str, Any] | None
+) -> dict[str, Any]:
     """``agent.invocation-started``: identity, and for a model-backed agent what ran (a recorded fact)."""
     p: dict[str, Any] = {"invocationId": inv, "agentId": agent_id, "source": source}
     if agent is not None and agent.kind == "model":

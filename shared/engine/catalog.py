@@ -35,8 +35,11 @@ class ResolvedTool:
 
     @property
     def input_schema(self) -> dict[str, Any] | None:
-        schema = self.spec.get("inputSchema") if self.transport == "http" else (self.spec.get("tool") or {}).get(
-            "inputSchema")
+        schema = (
+            self.spec.get("inputSchema")
+            if self.transport == "http"
+            else (self.spec.get("tool") or {}).get("inputSchema")
+        )
         return schema if isinstance(schema, dict) else None
 
     @property
@@ -50,8 +53,11 @@ class ResolvedTool:
 
     @property
     def credential_ref(self) -> str | None:
-        ref = self.spec.get("credentialRef") if self.transport == "http" else (self.spec.get("server") or {}).get(
-            "credentialRef")
+        ref = (
+            self.spec.get("credentialRef")
+            if self.transport == "http"
+            else (self.spec.get("server") or {}).get("credentialRef")
+        )
         return str(ref) if ref else None
 
 

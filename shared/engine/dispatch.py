@@ -93,8 +93,7 @@ def send(ports: Ports, tool: ResolvedTool, tenant: str, run_id: str, call_key: s
         return Sent("error", None, _error(exc.reason))
 
 
-def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> tuple[str, Any,
-                                                                                                         Any]:
+def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: str, args: Any) -> tuple[str, Any, Any]:
     source = tool.spec["source"]
     method = str(source.get("method", "POST"))
     url = str(source["url"])
@@ -103,12 +102,23 @@ def _send_http(ports: Ports, tool: ResolvedTool, headers: dict[str, str], key: s
         url = _with_query(url, args)
     else:
         body = json.dumps(args, separators=(",", ":")).encode("utf-8")
-    sent = {**(source.get("headers") or {}), **headers, "Idempotency-Key": key, "Accept": "application/json",
-            "User-Agent": USER_AGENT}
+    sent = {
+        **(source.get("headers") or {}),
+        **headers,
+        "Idempotency-Key": key,
+        "Accept": "application/json",
+        "User-Agent": USER_AGENT,
+    }
     if body is not None:
         sent["Content-Type"] = "application/json"
-    reply = ports.http.send(method, url, sent, body, timeout_s=int(source.get("timeoutMs", 10_000)) / 1000,
-                            max_bytes=int(ports.settings.tool_response_max_bytes))
+    reply = ports.http.send(
+        method,
+        url,
+        sent,
+        body,
+        timeout_s=int(source.get("timeoutMs", 10_000)) / 1000,
+        max_bytes=int(ports.settings.tool_response_max_bytes),
+    )
     result = decode_body(reply.body)
     if not 200 <= reply.status < 300:  # a 3xx too: redirects are never followed (egress), so it is no answer
         return "error", None, _error(f"the tool answered HTTP {reply.status}")

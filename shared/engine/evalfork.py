@@ -35,8 +35,10 @@ def _head(ports: Ports, rec: RunRecord, plan: dict[str, Any]) -> list[dict[str, 
     """run.started and eval.started as the eval's Prepare emits them."""
     started, ev_started = evalrun.head_payloads(rec, plan)
     now = ports.clock.iso()
-    return [{"type": c.RUN_STARTED, "payload": started, "timestamp": now},
-            {"type": c.EVAL_STARTED, "payload": ev_started, "timestamp": now}]
+    return [
+        {"type": c.RUN_STARTED, "payload": started, "timestamp": now},
+        {"type": c.EVAL_STARTED, "payload": ev_started, "timestamp": now},
+    ]
 
 
 def _prefix(ports: Ports, rec: RunRecord, index: dict[str, Any], from_seq: int) -> dict[str, Any]:
@@ -57,8 +59,9 @@ def _prefix(ports: Ports, rec: RunRecord, index: dict[str, Any], from_seq: int) 
     return {"calls": calls, "turns": turns}
 
 
-def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
-            tally: ToolTally | None = None) -> dict[str, Any]:
+def advance(
+    ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+) -> dict[str, Any]:
     """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
     ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or
     after ``fromSeq``, compared in a replay with the source's at the same sequence (by the index's digests; a
@@ -80,14 +83,31 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
     in_prefix = set(prefix["calls"])
     fixed = {k: v for k, v in calls.items() if f"{k[0]}#{k[1]}" in in_prefix}
     mode = str(fork["mode"])
-    tools = ToolRuntime(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
-                        int(ports.settings.run_tool_call_budget), calls if mode == "replay" else None,
-                        recorded_first=fixed, tally=tally, deferred=[])
+    tools = ToolRuntime(
+        ports,
+        rec.run_id,
+        rec.tenant,
+        mode,
+        rec.expires_at,
+        int(ports.settings.run_tool_call_budget),
+        calls if mode == "replay" else None,
+        recorded_first=fixed,
+        tally=tally,
+        deferred=[],
+    )
     source_id = str(fork["sourceRunId"])
     # Model calls: a replay serves every one from the source's log; a branch serves those of the prefix.
-    models = ModelSession(ports, rec.run_id, rec.tenant, mode, rec.expires_at,
-                          (rec.data.get("configurable") or {}).get("ai"), source_id,
-                          fixed_turns={str(k): int(v) for k, v in prefix["turns"].items()}, tally=tally)
+    models = ModelSession(
+        ports,
+        rec.run_id,
+        rec.tenant,
+        mode,
+        rec.expires_at,
+        (rec.data.get("configurable") or {}).get("ai"),
+        source_id,
+        fixed_turns={str(k): int(v) for k, v in prefix["turns"].items()},
+        tally=tally,
+    )
     suite = plan["suite"]
     end = evalrun.page_end(plan, start, int(ports.settings.eval_finish_page_trials))
     trials: dict[tuple[int, int], dict[str, Any]] = {}
@@ -139,9 +159,11 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
     already = rec.last_seq + 1 - first_seq
     if already < 0 or already > len(events):
         raise EngineError("the eval fork's earlier events are not appended")
-    updates: dict[str, Any] = {"status": "completed", "completedAt": now,
-                               **evalrun.summary_updates(ports, rec.run_id, summary)} \
-        if last_page else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}
+    updates: dict[str, Any] = (
+        {"status": "completed", "completedAt": now, **evalrun.summary_updates(ports, rec.run_id, summary)}
+        if last_page
+        else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}
+    )
     try:
         if not last_page:
             ports.blobs.put_json(evalrun.rows_key(rec.run_id, start), rows)

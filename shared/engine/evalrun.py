@@ -101,8 +101,9 @@ def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[di
     return list(copy["entries"])
 
 
-def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str,
-                   served: RunRecord | None = None) -> list[dict[str, Any]]:
+def source_entries(
+    ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str, served: RunRecord | None = None
+) -> list[dict[str, Any]]:
     """A task whose suite names its ``sourceRunId`` (checked when the suite was registered): the entries of the
     eval's agent, read from the source's as-executed record at each trial (the eval's pinned suite is the grant; no
     copy). A source of another tenant, or one being erased (its tombstone is written before its calls go), serves
@@ -119,8 +120,9 @@ def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], ten
     linked = served is not None and bool(plan.get(SOURCES_LINKED))
     if served is not None and not linked:
         try:
-            ports.runs.put_aux(source, f"{keys.CHILD_PREFIX}{served.run_id}", {"runId": served.run_id},
-                               served.expires_at)
+            ports.runs.put_aux(
+                source, f"{keys.CHILD_PREFIX}{served.run_id}", {"runId": served.run_id}, served.expires_at
+            )
         except RunGoneError:
             return []
     records = ports.tool_calls.list_calls(source)
@@ -129,8 +131,9 @@ def source_entries(ports: Ports, plan: dict[str, Any], task: dict[str, Any], ten
     return entries_from_records(records, str(plan["agentId"]))
 
 
-def fixture_plan(ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "",
-                 served: RunRecord | None = None) -> FixturePlan | None:
+def fixture_plan(
+    ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "", served: RunRecord | None = None
+) -> FixturePlan | None:
     """Which plan a task gets (eval.md §5.1), matched under its ``fixtureMatching`` (else the suite's; none: exact):
     derived entries (``fixtureRuns``) under ``onMiss: "fail"``; else its ``sourceRunId``'s, under ``"fail"`` unless
     it says ``"live-read-only"``; else the suite's ``fixtures`` (default ``"fail"``); else live tools (``None``)."""
@@ -173,10 +176,18 @@ class TrialResult:
 
     def stored(self) -> dict[str, Any]:
         """What the TRIAL# item keeps: the drafts and the grade (no decision, no call content beyond events)."""
-        doc: dict[str, Any] = {"taskIndex": self.task_index, "trial": self.trial, "taskId": self.task_id,
-                               "events": self.events, "score": self.score, "passed": self.passed,
-                               "fixtureMissCount": self.fixture_miss_count, "latencyMs": self.latency_ms,
-                               "inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
+        doc: dict[str, Any] = {
+            "taskIndex": self.task_index,
+            "trial": self.trial,
+            "taskId": self.task_id,
+            "events": self.events,
+            "score": self.score,
+            "passed": self.passed,
+            "fixtureMissCount": self.fixture_miss_count,
+            "latencyMs": self.latency_ms,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+        }
         if self.cost_usd is not None:
             doc["costUsd"] = self.cost_usd
         if self.error is not None:
@@ -186,8 +197,16 @@ class TrialResult:
         return doc
 
 
-def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: ToolRuntime, *,
-              plan: dict[str, Any] | None = None, models: ModelSession | None = None) -> TrialResult:
+def run_trial(
+    ports: Ports,
+    rec: RunRecord,
+    task_index: int,
+    trial: int,
+    tools: ToolRuntime,
+    *,
+    plan: dict[str, Any] | None = None,
+    models: ModelSession | None = None,
+) -> TrialResult:
     """Run one invocation of the eval's agent on one task (trial ``trial``, 1-based) to completion and grade it.
 
     ``tools`` decides how calls are answered (live, or a replay fork's recorded calls); this function gives it
@@ -200,8 +219,13 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     task_id = str(task["taskId"])
     if task.get("tombstoned"):
         # Its source run was erased with the task's input and answer: nothing to run; reported unverifiable.
-        return TrialResult(task_index, trial, task_id, fixture_miss_count=1,
-                           error={"code": c.EVAL_RECORDED_FIXTURES_GONE, "message": "the task's source run is gone"})
+        return TrialResult(
+            task_index,
+            trial,
+            task_id,
+            fixture_miss_count=1,
+            error={"code": c.EVAL_RECORDED_FIXTURES_GONE, "message": "the task's source run is gone"},
+        )
     agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
     if agent is None:
         raise EngineError("the eval's agent is gone")
@@ -212,11 +236,22 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
     overrides = (rec.data.get("configurable") or {}).get("ai")
     if models is None and agent.kind == "model":
         models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
-    result.events.append({"type": c.AGENT_INVOCATION_STARTED,
-                          "payload": started_payload(agent, agent.agent_id, inv, "run-api", overrides),
-                          "timestamp": ports.clock.iso()})
-    progress: dict[str, Any] = {"invocationId": inv, "order": order_key(task_index, trial), "calls": 0, "turns": 0,
-                                "history": [], "decided": False, "decision": None}
+    result.events.append(
+        {
+            "type": c.AGENT_INVOCATION_STARTED,
+            "payload": started_payload(agent, agent.agent_id, inv, "run-api", overrides),
+            "timestamp": ports.clock.iso(),
+        }
+    )
+    progress: dict[str, Any] = {
+        "invocationId": inv,
+        "order": order_key(task_index, trial),
+        "calls": 0,
+        "turns": 0,
+        "history": [],
+        "decided": False,
+        "decision": None,
+    }
     agent_input = task.get("input")
     for _ in range(int(tools.budget) + 2 * agent.max_turns + 3):
         step = invocation_step(agent, agent_input, progress, tools, int(progress["calls"]), models)
@@ -258,26 +293,50 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
         if models is None:
             models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
         try:
-            met, entry = judge.judge(models, dict(plan.get("judge") or {}), f"judge:{inv}",
-                                     order_key(task_index, trial) + "J", agent_input, result.decision, rubric)
+            met, entry = judge.judge(
+                models,
+                dict(plan.get("judge") or {}),
+                f"judge:{inv}",
+                order_key(task_index, trial) + "J",
+                agent_input,
+                result.decision,
+                rubric,
+            )
             answers = judge.scored(expected, met) if expected.get("kind") == "golden" else {}
-            result.events.append({"type": c.PROVIDER_USAGE, "payload": usage_payload(entry),
-                                  "timestamp": ports.clock.iso()})
+            result.events.append(
+                {"type": c.PROVIDER_USAGE, "payload": usage_payload(entry), "timestamp": ports.clock.iso()}
+            )
             if entry.get("costUsd") is not None:
                 result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
         except (judge.ModelCallFailed, judge.JudgementError) as exc:
             result.error = {"code": exc.code, "message": exc.message}
     if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:
         negotiated: list[dict[str, Any]] = []
-        answers |= toolscorer.answers(tools, agent, f"score:{inv}", order_key(task_index, trial) + "S",
-                                     dict(expected.get("match") or {}), agent_input, result.decision, result.calls,
-                                     negotiated)
-        result.events += [{"type": c.NEGOTIATION_DECIDED, "payload": p, "timestamp": ports.clock.iso()}
-                          for p in negotiated]
+        answers |= toolscorer.answers(
+            tools,
+            agent,
+            f"score:{inv}",
+            order_key(task_index, trial) + "S",
+            dict(expected.get("match") or {}),
+            agent_input,
+            result.decision,
+            result.calls,
+            negotiated,
+        )
+        result.events += [
+            {"type": c.NEGOTIATION_DECIDED, "payload": p, "timestamp": ports.clock.iso()} for p in negotiated
+        ]
     pass_score = (suite.get("thresholds") or {}).get("passScore")
-    g = grading.grade_trial(task, result.decided, result.decision, result.calls, result.fixture_miss_count,
-                            met=met, pass_score=None if pass_score is None else float(pass_score),
-                            facts=scorers.Facts(result.cost_usd, result.latency_ms, answers))
+    g = grading.grade_trial(
+        task,
+        result.decided,
+        result.decision,
+        result.calls,
+        result.fixture_miss_count,
+        met=met,
+        pass_score=None if pass_score is None else float(pass_score),
+        facts=scorers.Facts(result.cost_usd, result.latency_ms, answers),
+    )
     result.score, result.passed, result.scorer = g.score, g.passed, g.scorer
     return result
 
@@ -287,22 +346,32 @@ def run_trial(ports: Ports, rec: RunRecord, task_index: int, trial: int, tools: 
 
 def items(plan: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
     suite = plan["suite"]
-    return [{"r": run_id, "t": i, "k": k}
-            for i, task in enumerate(suite["tasks"])
-            for k in range(1, grading.task_trials(suite, task) + 1)]
+    return [
+        {"r": run_id, "t": i, "k": k}
+        for i, task in enumerate(suite["tasks"])
+        for k in range(1, grading.task_trials(suite, task) + 1)
+    ]
 
 
 def head_payloads(rec: RunRecord, plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The payloads of an eval run's first two events: ``run.started`` and ``eval.started``."""
     d = rec.data
-    started: dict[str, Any] = {"workflowId": d["workflowId"], "transport": "rest",
-                               "engineVersion": ENGINE_VERSION, "owner": d["owner"]}
+    started: dict[str, Any] = {
+        "workflowId": d["workflowId"],
+        "transport": "rest",
+        "engineVersion": ENGINE_VERSION,
+        "owner": d["owner"],
+    }
     for k in ("tags", "metadata"):
         if d.get(k) is not None:
             started[k] = d[k]
     suite = plan["suite"]
-    ev_started: dict[str, Any] = {"suiteId": suite["suiteId"], "suiteVersion": suite["version"],
-                                  "taskCount": len(suite["tasks"]), "modes": list(plan["modes"])}
+    ev_started: dict[str, Any] = {
+        "suiteId": suite["suiteId"],
+        "suiteVersion": suite["version"],
+        "taskCount": len(suite["tasks"]),
+        "modes": list(plan["modes"]),
+    }
     if plan.get("baselineRunId"):
         ev_started["baselineRunId"] = plan["baselineRunId"]
     if plan.get("fixtureRuns"):
@@ -333,12 +402,19 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
         if rec.last_seq + 1 >= PREPARED_EVENTS:
             return _listed(ports, plan, run_id)
         started, ev_started = head_payloads(rec, plan)
-        evs = [make_event(ports, run_id, 0, c.RUN_STARTED, started, None),
-               make_event(ports, run_id, 1, c.EVAL_STARTED, ev_started, None)][rec.last_seq + 1:]
+        evs = [
+            make_event(ports, run_id, 0, c.RUN_STARTED, started, None),
+            make_event(ports, run_id, 1, c.EVAL_STARTED, ev_started, None),
+        ][rec.last_seq + 1 :]
         try:
-            ports.events.append_events(run_id, rec.last_seq + 1, evs,
-                                       run_updates={"status": "running", "startedAt": evs[0]["timestamp"]},
-                                       require_status=WRITABLE, expires_at=rec.expires_at)
+            ports.events.append_events(
+                run_id,
+                rec.last_seq + 1,
+                evs,
+                run_updates={"status": "running", "startedAt": evs[0]["timestamp"]},
+                require_status=WRITABLE,
+                expires_at=rec.expires_at,
+            )
         except RunGoneError:
             return none
         except ConflictError:
@@ -388,8 +464,16 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
         # the trial's span joins the eval run's trace; its model and tool calls are its children
         with ports.tracing.span(spans.TRIAL_SPAN, attrs, parent=spans.trace_parent(rec)):
             plan = load_plan(ports, run_id)
-            tools = ToolRuntime(ports, run_id, rec.tenant, "live", rec.expires_at,
-                                int(ports.settings.run_tool_call_budget), tally=tally, deferred=[])
+            tools = ToolRuntime(
+                ports,
+                run_id,
+                rec.tenant,
+                "live",
+                rec.expires_at,
+                int(ports.settings.run_tool_call_budget),
+                tally=tally,
+                deferred=[],
+            )
             result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
             store_trial(ports, rec, result, tools.deferred)
     except (RunGoneError, ConflictError):  # cancelled, finished or erased meanwhile: the trial writes nothing
@@ -403,11 +487,14 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
     return {"ok": True}
 
 
-def load_trials(ports: Ports, run_id: str, tasks: tuple[int, int] | None = None
-                ) -> dict[tuple[int, int], dict[str, Any]]:
+def load_trials(
+    ports: Ports, run_id: str, tasks: tuple[int, int] | None = None
+) -> dict[tuple[int, int], dict[str, Any]]:
     """Every stored trial of the run by (task index, trial); with ``tasks`` = (start, end), those of tasks
     ``start <= index < end`` only (one key-range Query: trial items sort by task index)."""
-    between = None if tasks is None else (f"{keys.TRIAL_PREFIX}{tasks[0]:05d}#", f"{keys.TRIAL_PREFIX}{tasks[1] - 1:05d}#~")
+    between = (
+        None if tasks is None else (f"{keys.TRIAL_PREFIX}{tasks[0]:05d}#", f"{keys.TRIAL_PREFIX}{tasks[1] - 1:05d}#~")
+    )
     out: dict[tuple[int, int], dict[str, Any]] = {}
     for _sk, doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX, between=between):
         if "blob" in doc:
@@ -434,8 +521,9 @@ def page_end(plan: dict[str, Any], start: int, page_trials: int) -> int:
     return end
 
 
-def task_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], start: int, end: int,
-                now: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def task_drafts(
+    plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], start: int, end: int, now: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The events of tasks ``start <= index < end`` in suite order (each trial's, then the task's
     ``eval.scored``) and the tasks' summary rows (pure)."""
     suite = plan["suite"]
@@ -453,29 +541,46 @@ def task_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, An
             done.append(tr)
         row = grading.task_result(task_id, done)
         rows.append(row)
-        drafts.append({"type": c.EVAL_SCORED, "timestamp": now,
-                       "payload": {"taskId": task_id, "score": row["score"], "passed": row["passed"],
-                                   "fixtureMissCount": row["fixtureMissCount"]}})
+        drafts.append(
+            {
+                "type": c.EVAL_SCORED,
+                "timestamp": now,
+                "payload": {
+                    "taskId": task_id,
+                    "score": row["score"],
+                    "passed": row["passed"],
+                    "fixtureMissCount": row["fixtureMissCount"],
+                },
+            }
+        )
     return drafts, rows
 
 
-def closing_drafts(plan: dict[str, Any], rows: list[dict[str, Any]], now: str,
-                   seeded: Callable[[str], Draws] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def closing_drafts(
+    plan: dict[str, Any], rows: list[dict[str, Any]], now: str, seeded: Callable[[str], Draws] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure; ``seeded``, the
     IdSource's seeded generator, draws the bootstrap of a regression's delta)."""
     baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
     draws = seeded(evalstats.seed(plan["suite"], str(baseline["runId"]))) if baseline and seeded else None
     summ = grading.summary(plan["suite"], rows, baseline, draws)
-    completed: dict[str, Any] = {"aggregateScore": summ["aggregateScore"], "passed": summ["passed"],
-                                 "taskCount": summ["taskCount"], "passedCount": summ["passedCount"]}
+    completed: dict[str, Any] = {
+        "aggregateScore": summ["aggregateScore"],
+        "passed": summ["passed"],
+        "taskCount": summ["taskCount"],
+        "passedCount": summ["passedCount"],
+    }
     if "regression" in summ:
         completed["regressionVsBaseline"] = summ["regression"]["scoreDelta"]
-    return [{"type": c.EVAL_COMPLETED, "payload": completed, "timestamp": now},
-            {"type": c.RUN_COMPLETED, "payload": {"outputs": summ}, "timestamp": now}], summ
+    return [
+        {"type": c.EVAL_COMPLETED, "payload": completed, "timestamp": now},
+        {"type": c.RUN_COMPLETED, "payload": {"outputs": summ}, "timestamp": now},
+    ], summ
 
 
-def finish_drafts(plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], now: str
-                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def finish_drafts(
+    plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], now: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every event after eval.started, in suite order, and the summary (pure)."""
     drafts, rows = task_drafts(plan, trials, 0, len(plan["suite"]["tasks"]), now)
     closing, summ = closing_drafts(plan, rows, now)
@@ -580,14 +685,26 @@ def append_chunked(ports: Ports, rec: RunRecord, events: list[dict[str, Any]], u
     time (or the updates' own when there is no event). No event: ``updates`` alone (none: nothing is written)."""
     if not events:
         if updates:
-            ports.events.append_events(rec.run_id, rec.last_seq + 1, [], run_updates=updates,
-                                       require_status=WRITABLE, expires_at=rec.expires_at)
+            ports.events.append_events(
+                rec.run_id,
+                rec.last_seq + 1,
+                [],
+                run_updates=updates,
+                require_status=WRITABLE,
+                expires_at=rec.expires_at,
+            )
         return
     if updates and updates.get("status") in c.TERMINAL_STATUSES:
         updates = {**updates, "completedAt": events[-1]["timestamp"]}
     nxt = rec.last_seq + 1
     chunks = _chunks(events)
     for ci, chunk in enumerate(chunks):
-        ports.events.append_events(rec.run_id, nxt, chunk, run_updates=updates if ci == len(chunks) - 1 else None,
-                                   require_status=WRITABLE, expires_at=rec.expires_at)
+        ports.events.append_events(
+            rec.run_id,
+            nxt,
+            chunk,
+            run_updates=updates if ci == len(chunks) - 1 else None,
+            require_status=WRITABLE,
+            expires_at=rec.expires_at,
+        )
         nxt += len(chunk)

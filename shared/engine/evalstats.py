@@ -59,8 +59,10 @@ def trial_stats(passes: list[bool]) -> dict[str, Any]:
 
 def curves(n: int, c: int) -> dict[str, dict[str, float]]:
     """pass@k and pass^k for every k = 1..n (the report's)."""
-    return {"passAtK": {str(k): pass_at_k(n, c, k) for k in range(1, n + 1)},
-            "passHatK": {str(k): pass_hat_k(n, c, k) for k in range(1, n + 1)}}
+    return {
+        "passAtK": {str(k): pass_at_k(n, c, k) for k in range(1, n + 1)},
+        "passHatK": {str(k): pass_hat_k(n, c, k) for k in range(1, n + 1)},
+    }
 
 
 def is_flaky(row: dict[str, Any]) -> bool:
@@ -84,8 +86,9 @@ def resamples_for(n: int) -> int:
     return min(RESAMPLES, max(MIN_RESAMPLES, DRAW_BUDGET // max(1, n)))
 
 
-def bootstrap(diffs: list[float], draws: Draws, resamples: int | None = None,
-              confidence: float = CONFIDENCE) -> dict[str, Any]:
+def bootstrap(
+    diffs: list[float], draws: Draws, resamples: int | None = None, confidence: float = CONFIDENCE
+) -> dict[str, Any]:
     """The percentile interval of the mean paired difference: exact when the sample is small (``exact``), else
     from ``resamples`` resamples of ``diffs`` (default ``resamples_for(len(diffs))``)."""
     n = len(diffs)
@@ -100,8 +103,14 @@ def bootstrap(diffs: list[float], draws: Draws, resamples: int | None = None,
         lo = means[max(0, math.floor(tail * resamples))]
         hi = means[min(resamples - 1, math.ceil((1.0 - tail) * resamples) - 1)]
         method = "paired-bootstrap"
-    return {"pairedMean": sum(diffs) / n, "low": max(-1.0, lo), "high": min(1.0, hi), "confidence": confidence,
-            "resamples": resamples, "method": method}
+    return {
+        "pairedMean": sum(diffs) / n,
+        "low": max(-1.0, lo),
+        "high": min(1.0, hi),
+        "confidence": confidence,
+        "resamples": resamples,
+        "method": method,
+    }
 
 
 def exact(diffs: list[float], tail: float) -> tuple[float, float, int] | None:
@@ -126,10 +135,10 @@ def exact(diffs: list[float], tail: float) -> tuple[float, float, int] | None:
         ks = [edges[i + 1] - edges[i] - 1 for i in range(m)]
         weight = factorial[n]
         for k, c in zip(ks, seen, strict=True):
-            weight = weight // factorial[k] * c ** k
+            weight = weight // factorial[k] * c**k
         weighted.append((sum(v * k for v, k in zip(values, ks, strict=True)) / n, weight))
     weighted.sort(key=lambda item: item[0])
-    total, cumulative, lo = n ** n, 0, None
+    total, cumulative, lo = n**n, 0, None
     for mean, weight in weighted:
         cumulative += weight
         if lo is None and cumulative / total > tail:

@@ -85,11 +85,12 @@ def digest_at(ports: Ports, digests: dict[str, Any], seq: int, run_id: str) -> b
             raise RunGoneError(run_id)
         _digest_pages[(key, first)] = page
     at = (seq - first) * DIGEST_SIZE
-    return page[at:at + DIGEST_SIZE]
+    return page[at : at + DIGEST_SIZE]
 
 
-def reproduces(ports: Ports, digests: dict[str, Any], source_run_id: str, seq: int, ev: dict[str, Any],
-               run_id: str) -> tuple[bool, dict[str, Any] | None]:
+def reproduces(
+    ports: Ports, digests: dict[str, Any], source_run_id: str, seq: int, ev: dict[str, Any], run_id: str
+) -> tuple[bool, dict[str, Any] | None]:
     """Whether ``ev`` reproduces the source's event at ``seq`` (compared by digest), and at a mismatch that
     source event (one read; None past the source's end)."""
     digest = digest_at(ports, digests, seq, run_id)
@@ -102,8 +103,11 @@ def reproduces(ports: Ports, digests: dict[str, Any], source_run_id: str, seq: i
 def divergence(source_run_id: str, ev: dict[str, Any], src: dict[str, Any] | None) -> dict[str, Any]:
     """The ``replay.diverged`` payload for ``ev``, which does not reproduce ``src`` (None: the source has no
     event there)."""
-    payload: dict[str, Any] = {"sourceRunId": source_run_id, "atSequence": int(ev["sequence"]),
-                               "divergencePoint": ev["type"]}
+    payload: dict[str, Any] = {
+        "sourceRunId": source_run_id,
+        "atSequence": int(ev["sequence"]),
+        "divergencePoint": ev["type"],
+    }
     if src is None:
         payload["divergenceKind"] = "extra"
     else:
@@ -112,8 +116,13 @@ def divergence(source_run_id: str, ev: dict[str, Any], src: dict[str, Any] | Non
     return payload
 
 
-def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
-          digests: bytearray | None = None, prefix_upto: int | None = None) -> tuple[dict[str, Any], int]:
+def build(
+    ports: Ports,
+    src: RunRecord,
+    side_effect_nodes: set[str] | None,
+    digests: bytearray | None = None,
+    prefix_upto: int | None = None,
+) -> tuple[dict[str, Any], int]:
     """Index the source up to its ``lastSeq``; return the index and how many events were found.
 
     ``side_effect_nodes``: the nodes whose outcomes a replay resolves (None: none, an eval run's fork).
@@ -163,10 +172,21 @@ def build(ports: Ports, src: RunRecord, side_effect_nodes: set[str] | None,
     calls = []
     for r in ports.tool_calls.list_calls(src.run_id):
         index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
-        calls.append({"invocationId": r.invocation_id, "index": index, "toolName": r.tool_name, "args": r.args,
-                      "status": r.status, "result": r.result, "error": r.error, "durationMs": r.duration_ms,
-                      "miss": bool(r.extra.get("miss")), "transport": r.extra.get("transport"),
-                      **({"negotiation": r.extra["negotiation"]} if r.extra.get("negotiation") else {})})
+        calls.append(
+            {
+                "invocationId": r.invocation_id,
+                "index": index,
+                "toolName": r.tool_name,
+                "args": r.args,
+                "status": r.status,
+                "result": r.result,
+                "error": r.error,
+                "durationMs": r.duration_ms,
+                "miss": bool(r.extra.get("miss")),
+                "transport": r.extra.get("transport"),
+                **({"negotiation": r.extra["negotiation"]} if r.extra.get("negotiation") else {}),
+            }
+        )
     out: dict[str, Any] = {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}
     if prefix_upto is not None:
         out["prefix"] = {"calls": prefix_calls, "turns": prefix_turns}
@@ -218,8 +238,11 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     index, held = build(ports, src, side, digests, upto) if src is not None else ({}, 0)
     expected = (src.last_seq + 1) if src is not None else 1
     if held != expected:
-        details = {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": int(fork["fromSeq"]),
-                   "boundary": max(0, expected - held)}
+        details = {
+            "sourceRunId": str(fork["sourceRunId"]),
+            "fromSeq": int(fork["fromSeq"]),
+            "boundary": max(0, expected - held),
+        }
         return fail_expired(ports, rec, details)
     if digests is not None:
         ports.blobs.put_bytes(digests_key(run_id), bytes(digests))
@@ -238,16 +261,20 @@ def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[
     error = {"code": c.RUN_EXPIRED, "message": "part of the source run's history is gone", "details": details}
     ev = make_event(ports, rec.run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": error}, None)
     try:
-        ports.events.append_events(rec.run_id, rec.last_seq + 1, [ev],
-                                   run_updates={"status": "failed", "completedAt": ev["timestamp"], "error": error},
-                                   require_status=WRITABLE, expires_at=rec.expires_at)
+        ports.events.append_events(
+            rec.run_id,
+            rec.last_seq + 1,
+            [ev],
+            run_updates={"status": "failed", "completedAt": ev["timestamp"], "error": error},
+            require_status=WRITABLE,
+            expires_at=rec.expires_at,
+        )
     except (ConflictError, RunGoneError):
         pass
     return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
 
 
-def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
-                page_events: int = 2500) -> dict[str, Any]:
+def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *, page_events: int = 2500) -> dict[str, Any]:
     """Copy the next page of the fork's prefix ``[0, fromSeq)`` (workflow or eval child), fold it and store the state:
     ceil(N/25) BatchWriteItem requests, then one conditional update."""
     fork = rec.data["fork"]
@@ -263,8 +290,11 @@ def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
     want = min(from_seq - 1, rec.last_seq + page_events) - rec.last_seq
     if [int(e["sequence"]) for e in copied] != list(range(rec.last_seq + 1, rec.last_seq + 1 + want)):
         # Part of the prefix is gone (past retention or purged): the child fails as its index task would.
-        return fail_expired(ports, rec, {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": from_seq,
-                                         "boundary": max(0, want - len(copied))})
+        return fail_expired(
+            ports,
+            rec,
+            {"sourceRunId": str(fork["sourceRunId"]), "fromSeq": from_seq, "boundary": max(0, want - len(copied))},
+        )
     for ev in copied:
         st.apply(state, ev, wf)
     ports.events.copy_events(rec.run_id, copied, rec.expires_at)
@@ -284,4 +314,3 @@ def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *,
             raise RunGoneError(rec.run_id) from None
         raise
     return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}
-

@@ -72,9 +72,17 @@ def _graded(score: float, ok: bool, why: scorers.Scored) -> TrialGrade:
     return TrialGrade(score, ok, why.doc())
 
 
-def grade_trial(task: dict[str, Any], decided: bool, decision: Any, calls: list[dict[str, Any]],
-                fixture_miss_count: int, *, met: list[bool] | None = None,
-                pass_score: float | None = None, facts: scorers.Facts | None = None) -> TrialGrade:
+def grade_trial(
+    task: dict[str, Any],
+    decided: bool,
+    decision: Any,
+    calls: list[dict[str, Any]],
+    fixture_miss_count: int,
+    *,
+    met: list[bool] | None = None,
+    pass_score: float | None = None,
+    facts: scorers.Facts | None = None,
+) -> TrialGrade:
     """The trial's score and pass, with the scorer's result and reason (``scorer``) for the eval report."""
     expected = task.get("expected") or {}
     kind = "rubric" if expected.get("kind") == "rubric" else str((expected.get("match") or {}).get("strategy"))
@@ -124,8 +132,12 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def pair(candidate: dict[str, float], baseline: dict[str, float], flaky: frozenset[str] = frozenset(),
-         interval: dict[str, Any] | None = None) -> tuple[int, str]:
+def pair(
+    candidate: dict[str, float],
+    baseline: dict[str, float],
+    flaky: frozenset[str] = frozenset(),
+    interval: dict[str, Any] | None = None,
+) -> tuple[int, str]:
     """RFC 0244 §F: pair by taskId; the verdict comes from the paired per-task scores only. A task flaky in the
     baseline moves the verdict only with others (decision 0125): when at least two paired tasks fell (rose) and
     the bootstrap interval of the delta lies wholly below (above) 0. One flaky task is never ``regressed`` alone,
@@ -146,15 +158,15 @@ def pair(candidate: dict[str, float], baseline: dict[str, float], flaky: frozens
     return len(shared), "unchanged"
 
 
-def regression_block(aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any],
-                     draws: Draws | None = None) -> dict[str, Any]:
+def regression_block(
+    aggregate: float, tasks: list[dict[str, Any]], baseline: dict[str, Any], draws: Draws | None = None
+) -> dict[str, Any]:
     """``baseline`` is ``{runId, aggregateScore, tasks: {taskId: score}, flaky?: [taskId]}`` (snapshotted at
     create). With ``draws``: the paired bootstrap interval of the delta (``scoreDeltaInterval``)."""
     cand = {t["taskId"]: float(t["score"]) for t in tasks}
     base = {k: float(v) for k, v in (baseline.get("tasks") or {}).items()}
     shared = [t for t in cand if t in base]
-    interval = (evalstats.bootstrap([cand[t] - base[t] for t in shared], draws)
-                if draws is not None and shared else None)
+    interval = evalstats.bootstrap([cand[t] - base[t] for t in shared], draws) if draws is not None and shared else None
     flaky = frozenset(str(t) for t in baseline.get("flaky") or [])
     paired, verdict = pair(cand, base, flaky, interval)
     block: dict[str, Any] = {
@@ -175,12 +187,17 @@ def baseline_snapshot(run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
     disagreed (flaky). ``tasks`` keeps the summary's order, the baseline's suite order (one row per task of a
     completed run): the eval report finds the baseline's trials by it."""
     rows = list(summary.get("tasks") or [])
-    return {"runId": run_id, "aggregateScore": float(summary["aggregateScore"]),
-            "tasks": {str(t["taskId"]): float(t["score"]) for t in rows}, "flaky": evalstats.flaky_tasks(rows)}
+    return {
+        "runId": run_id,
+        "aggregateScore": float(summary["aggregateScore"]),
+        "tasks": {str(t["taskId"]): float(t["score"]) for t in rows},
+        "flaky": evalstats.flaky_tasks(rows),
+    }
 
 
-def summary(suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None,
-            draws: Draws | None = None) -> dict[str, Any]:
+def summary(
+    suite: dict[str, Any], tasks: list[dict[str, Any]], baseline: dict[str, Any] | None, draws: Draws | None = None
+) -> dict[str, Any]:
     """The EvalSummary (content-free): scores, counts, per-task rows, the regression block when asked for.
 
     ``passed``: ``aggregateScore >= thresholds.passScore`` when the suite declares one, else every task passed;

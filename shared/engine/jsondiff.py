@@ -65,8 +65,12 @@ def resolve(doc: Any, pointer: str) -> tuple[bool, Any]:
         token = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(value, dict):
             value = value.get(token, _MISSING)
-        elif isinstance(value, list) and token.isdigit() and (token == "0" or not token.startswith("0")) \
-                and int(token) < len(value):
+        elif (
+            isinstance(value, list)
+            and token.isdigit()
+            and (token == "0" or not token.startswith("0"))
+            and int(token) < len(value)
+        ):
             value = value[int(token)]
         else:
             return False, None

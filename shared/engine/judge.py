@@ -31,14 +31,25 @@ class JudgementError(Exception):
         self.message = message
 
 
-def request(judge: dict[str, Any], task_input: Any, answer: Any, criteria: list[str],
-            openai_base_url: str | None) -> ModelRequest:
-    user = json.dumps({"task": task_input, "answer": answer, "criteria": criteria}, sort_keys=True,
-                      ensure_ascii=False, separators=(",", ":"))
-    return ModelRequest(provider=str(judge["provider"]), model=str(judge["model"]), system=SYSTEM,
-                        messages=(ModelMessage("user", user),), temperature=judge.get("temperature", 0),
-                        max_tokens=judge.get("maxTokens"), base_url=judge.get("baseUrl") or openai_base_url,
-                        mock=judge.get("mockProvider"))
+def request(
+    judge: dict[str, Any], task_input: Any, answer: Any, criteria: list[str], openai_base_url: str | None
+) -> ModelRequest:
+    user = json.dumps(
+        {"task": task_input, "answer": answer, "criteria": criteria},
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return ModelRequest(
+        provider=str(judge["provider"]),
+        model=str(judge["model"]),
+        system=SYSTEM,
+        messages=(ModelMessage("user", user),),
+        temperature=judge.get("temperature", 0),
+        max_tokens=judge.get("maxTokens"),
+        base_url=judge.get("baseUrl") or openai_base_url,
+        mock=judge.get("mockProvider"),
+    )
 
 
 def parse(text: str | None, n: int) -> list[bool]:
@@ -52,13 +63,21 @@ def parse(text: str | None, n: int) -> list[bool]:
         raise JudgementError("openwop-serverless.judge_unreadable", "the judge's answer is not JSON") from exc
     met = value.get("met") if isinstance(value, dict) else value
     if not isinstance(met, list) or len(met) != n or not all(isinstance(m, bool) for m in met):
-        raise JudgementError("openwop-serverless.judge_unreadable", "the judge did not answer one boolean per "
-                             "criterion")
+        raise JudgementError(
+            "openwop-serverless.judge_unreadable", "the judge did not answer one boolean per criterion"
+        )
     return met
 
 
-def judge(models: ModelSession, judge_binding: dict[str, Any], invocation_id: str, order: str, task_input: Any,
-          answer: Any, rubric: list[dict[str, Any]]) -> tuple[list[bool], dict[str, Any]]:
+def judge(
+    models: ModelSession,
+    judge_binding: dict[str, Any],
+    invocation_id: str,
+    order: str,
+    task_input: Any,
+    answer: Any,
+    rubric: list[dict[str, Any]],
+) -> tuple[list[bool], dict[str, Any]]:
     """(which criteria are met, the judge call's log entry). Raises ``ModelCallFailed`` / ``JudgementError``."""
     criteria = [str(r.get("criterion", "")) for r in rubric]
     req = request(judge_binding, task_input, answer, criteria, models.ports.settings.openai_base_url or None)
@@ -78,9 +97,15 @@ def criteria(expected: dict[str, Any]) -> list[dict[str, Any]]:
 
 def scored(expected: dict[str, Any], met: list[bool]) -> dict[str, Scored]:
     """A golden task's ``judge`` matches as scorer results, by their pointer (one judgement per criterion)."""
-    return {at: Scored("judge", 1.0 if ok else 0.0, ok, "the judge found the criterion met" if ok
-                       else "the judge found the criterion not met")
-            for (at, _), ok in zip(find(expected.get("match") or {}, "judge"), met, strict=True)}
+    return {
+        at: Scored(
+            "judge",
+            1.0 if ok else 0.0,
+            ok,
+            "the judge found the criterion met" if ok else "the judge found the criterion not met",
+        )
+        for (at, _), ok in zip(find(expected.get("match") or {}, "judge"), met, strict=True)
+    }
 
 
 __all__ = ["JudgementError", "ModelCallFailed", "criteria", "judge", "parse", "scored"]

@@ -71,8 +71,13 @@ def claim_once(ports: Ports, run_id: str, effect_key: str, value: dict[str, Any]
     ``EFFECT_LEASE_S`` ago; ``EffectInFlightError`` when a live delivery holds it (``ConflictError`` when the run
     is not writable)."""
     now = ports.clock.now_ms()
-    claimed = ports.runs.claim_effect(run_id, effect_key, {**value, "at": ports.clock.iso(now)}, expires_at,
-                                      stale_before=ports.clock.iso(now - EFFECT_LEASE_S * 1000))
+    claimed = ports.runs.claim_effect(
+        run_id,
+        effect_key,
+        {**value, "at": ports.clock.iso(now)},
+        expires_at,
+        stale_before=ports.clock.iso(now - EFFECT_LEASE_S * 1000),
+    )
     if not claimed:
         held = ports.runs.get_aux(run_id, f"{EFFECT_PREFIX}{effect_key}") or {}
         left = EFFECT_LEASE_S
@@ -86,8 +91,9 @@ def claim_once(ports: Ports, run_id: str, effect_key: str, value: dict[str, Any]
 # --------------------------------------------------------------------------- events
 
 
-def make_event(ports: Ports, run_id: str, seq: int, t: str, payload: dict[str, Any],
-               node_id: str | None) -> dict[str, Any]:
+def make_event(
+    ports: Ports, run_id: str, seq: int, t: str, payload: dict[str, Any], node_id: str | None
+) -> dict[str, Any]:
     ev: dict[str, Any] = {
         "eventId": ports.ids.event_id(run_id, seq),
         "runId": run_id,
@@ -171,8 +177,15 @@ def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
 _last_state: LRUCache[str, str] = LRUCache(maxsize=1)
 
 
-def snapshot_updates(ports: Ports, run_id: str, state: dict[str, Any], seq: int,
-                     inputs: dict[str, Any] | None = None, *, behind_bytes: int | None = None) -> dict[str, Any]:
+def snapshot_updates(
+    ports: Ports,
+    run_id: str,
+    state: dict[str, Any],
+    seq: int,
+    inputs: dict[str, Any] | None = None,
+    *,
+    behind_bytes: int | None = None,
+) -> dict[str, Any]:
     """The run-item updates that store the state folded up to ``seq``.
 
     The stored snapshot names its ``seq``. Variables equal to the run's inputs are not stored twice (the run's
@@ -260,10 +273,14 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
         failure = fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
     ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": failure}, None)
     try:
-        ports.events.append_events(run_id, rec.last_seq + 1, [ev],
-                                   run_updates={"status": "failed", "completedAt": ev["timestamp"],
-                                                "error": ev["payload"]["error"]},
-                                   require_status=failable, expires_at=rec.expires_at)
+        ports.events.append_events(
+            run_id,
+            rec.last_seq + 1,
+            [ev],
+            run_updates={"status": "failed", "completedAt": ev["timestamp"], "error": ev["payload"]["error"]},
+            require_status=failable,
+            expires_at=rec.expires_at,
+        )
     except (ConflictError, RunGoneError):
         return {"runId": run_id, "failed": False}
     return {"runId": run_id, "failed": True}
@@ -285,8 +302,15 @@ RUN_KINDS: dict[str, str] = {
 class RunKind(Protocol):
     """What a module of ``RUN_KINDS`` provides: one Advance task's work on a writable run."""
 
-    def advance(self, ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
-                tally: ToolTally | None = None) -> dict[str, Any]: ...
+    def advance(
+        self,
+        ports: Ports,
+        rec: RunRecord,
+        *,
+        max_events: int = TASK_EVENTS,
+        max_ms: int = 60_000,
+        tally: ToolTally | None = None,
+    ) -> dict[str, Any]: ...
 
 
 def run_kind(rec: RunRecord) -> str:
@@ -295,8 +319,16 @@ def run_kind(rec: RunRecord) -> str:
     return "eval-fork" if rec.kind == "eval" and rec.data.get("fork") else "workflow"
 
 
-def advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, hops: int = 0,
-            execution: str = "", tally: ToolTally | None = None) -> dict[str, Any]:
+def advance(
+    ports: Ports,
+    run_id: str,
+    *,
+    max_events: int = TASK_EVENTS,
+    max_ms: int = 60_000,
+    hops: int = 0,
+    execution: str = "",
+    tally: ToolTally | None = None,
+) -> dict[str, Any]:
     """Advance one run; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 
     ``hops`` counts the Advance tasks of this execution (the ASL carries it). When the run would go on (``continue``
@@ -332,8 +364,9 @@ def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any
     return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
 
 
-def _advance(ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
-             tally: ToolTally | None = None) -> dict[str, Any]:
+def _advance(
+    ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+) -> dict[str, Any]:
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return halt(run_id, rec)

@@ -63,8 +63,11 @@ def args_match(recorded: Any, actual: Any, rules: dict[str, Any] | None) -> bool
     """Whether a call's ``actual`` args match an entry's ``recorded`` args under ``rules`` (None: exact)."""
     if not rules:
         return same_json(recorded, actual)
-    accepted = [ptr for ptr, values in (rules.get("anyOf") or {}).items()
-                if (got := resolve(actual, ptr)) is not MISSING and any(same_json(got, v) for v in values or [])]
+    accepted = [
+        ptr
+        for ptr, values in (rules.get("anyOf") or {}).items()
+        if (got := resolve(actual, ptr)) is not MISSING and any(same_json(got, v) for v in values or [])
+    ]
     return all(_covered(p, recorded, actual, rules, accepted) for p in differing_pointers(recorded, actual))
 
 

@@ -50,8 +50,15 @@ def _text(inputs: dict[str, Any], name: str, *, required: bool) -> str | None:
     return value
 
 
-def invoke(ports: Ports, tenant: str, inputs: dict[str, Any], *, idempotency_key: str,
-           claim: Callable[[], None], negotiated: list[dict[str, Any]]) -> Any:
+def invoke(
+    ports: Ports,
+    tenant: str,
+    inputs: dict[str, Any],
+    *,
+    idempotency_key: str,
+    claim: Callable[[], None],
+    negotiated: list[dict[str, Any]],
+) -> Any:
     """Run ``inputs["method"]`` (default ``serverHealth``) against ``inputs["serverId"]`` (default
     ``conformance``); each negotiation's payload is appended to ``negotiated``. ``claim`` runs before ``callTool``
     sends anything (the run must be writable)."""
@@ -61,8 +68,9 @@ def invoke(ports: Ports, tenant: str, inputs: dict[str, Any], *, idempotency_key
     if method not in METHODS:
         raise Rejected(c.VALIDATION_ERROR, f"method must be one of {', '.join(METHODS)}")
     server_id = _text(inputs, "serverId", required=False) or "conformance"
-    server = ports.host.get_item(f"{keys.MCP_SERVER_PREFIX}{tenant}", server_id) \
-        if SERVER_ID_RE.match(server_id) else None
+    server = (
+        ports.host.get_item(f"{keys.MCP_SERVER_PREFIX}{tenant}", server_id) if SERVER_ID_RE.match(server_id) else None
+    )
     if server is None:
         raise Rejected(c.NOT_FOUND, "no MCP server is configured under that serverId")
     url = str(server["url"])
@@ -102,8 +110,9 @@ def invoke(ports: Ports, tenant: str, inputs: dict[str, Any], *, idempotency_key
         raise Rejected(c.EXTERNAL_CALL_FAILED, exc.reason) from exc
 
 
-def _health(ports: Ports, url: str, headers: dict[str, str], timeout_s: float,
-            negotiated: list[dict[str, Any]]) -> dict[str, Any]:
+def _health(
+    ports: Ports, url: str, headers: dict[str, str], timeout_s: float, negotiated: list[dict[str, Any]]
+) -> dict[str, Any]:
     try:
         deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s)
     except (EgressRefusedError, TransportError):

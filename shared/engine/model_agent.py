@@ -69,12 +69,22 @@ def binding(agent: AgentSpec, overrides: dict[str, Any] | None) -> dict[str, Any
 def content_key(req: ModelRequest) -> str:
     """The RFC 0041 content-addressed key of a model call (no credential, no endpoint, no mock script)."""
     recipe = {
-        "provider": req.provider, "model": req.model, "system": req.system,
-        "messages": [{"role": m.role, "text": m.text, "toolCallId": m.tool_call_id, "isError": m.is_error,
-                      "toolCalls": [{"id": t.call_id, "name": t.name, "arguments": t.arguments}
-                                    for t in m.tool_calls]} for m in req.messages],
+        "provider": req.provider,
+        "model": req.model,
+        "system": req.system,
+        "messages": [
+            {
+                "role": m.role,
+                "text": m.text,
+                "toolCallId": m.tool_call_id,
+                "isError": m.is_error,
+                "toolCalls": [{"id": t.call_id, "name": t.name, "arguments": t.arguments} for t in m.tool_calls],
+            }
+            for m in req.messages
+        ],
         "tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in req.tools],
-        "temperature": req.temperature, "maxTokens": req.max_tokens,
+        "temperature": req.temperature,
+        "maxTokens": req.max_tokens,
     }
     return "sha256:" + hashlib.sha256(canonical_bytes(recipe)).hexdigest()
 
@@ -89,8 +99,9 @@ def _result_text(h: dict[str, Any]) -> tuple[str, bool]:
     if h.get("status") == "ok":
         return json.dumps(h.get("outcome"), sort_keys=True, separators=(",", ":"), ensure_ascii=False), False
     err = h.get("error") or {}
-    return json.dumps({"error": {"code": err.get("code"), "message": err.get("message")}}, sort_keys=True,
-                      separators=(",", ":")), True
+    return json.dumps(
+        {"error": {"code": err.get("code"), "message": err.get("message")}}, sort_keys=True, separators=(",", ":")
+    ), True
 
 
 def messages(agent_input: Any, entries: list[dict[str, Any]], history: list[dict[str, Any]]) -> list[ModelMessage]:
@@ -176,8 +187,15 @@ class ModelSession:
 
         return credential_value(self.ports, self.tenant, ref)
 
-    def complete(self, agent: AgentSpec, invocation_id: str, order: str, turn: int, agent_input: Any,
-                 history: list[dict[str, Any]]) -> dict[str, Any]:
+    def complete(
+        self,
+        agent: AgentSpec,
+        invocation_id: str,
+        order: str,
+        turn: int,
+        agent_input: Any,
+        history: list[dict[str, Any]],
+    ) -> dict[str, Any]:
         """The log entry of model call ``turn`` of this invocation: logged already, served (replay), or made."""
         log = self.log(invocation_id)
         if turn in log:
@@ -186,14 +204,29 @@ class ModelSession:
         tools = self.surface(agent)
         entries = [log[t] for t in range(turn)]
         req = ModelRequest(
-            provider=str(b.get("provider", "")), model=str(b.get("model", "")), system=agent.system_prompt,
-            messages=tuple(messages(agent_input, entries, history)), tools=tools,
-            temperature=b.get("temperature"), max_tokens=b.get("maxTokens"), base_url=b.get("baseUrl")
-            or (self.ports.settings.openai_base_url or None), mock=b.get("mockProvider"), turn=turn)
+            provider=str(b.get("provider", "")),
+            model=str(b.get("model", "")),
+            system=agent.system_prompt,
+            messages=tuple(messages(agent_input, entries, history)),
+            tools=tools,
+            temperature=b.get("temperature"),
+            max_tokens=b.get("maxTokens"),
+            base_url=b.get("baseUrl") or (self.ports.settings.openai_base_url or None),
+            mock=b.get("mockProvider"),
+            turn=turn,
+        )
         return self.serve(invocation_id, order, turn, req, b.get("credentialRef"), calls_before=len(history))
 
-    def serve(self, invocation_id: str, order: str, turn: int, req: ModelRequest, cred_ref: str | None, *,
-              calls_before: int = 0) -> dict[str, Any]:
+    def serve(
+        self,
+        invocation_id: str,
+        order: str,
+        turn: int,
+        req: ModelRequest,
+        cred_ref: str | None,
+        *,
+        calls_before: int = 0,
+    ) -> dict[str, Any]:
         """Model call ``turn`` of ``invocation_id``: the logged entry, else served from the source's log (replay, or
         a branch's copied prefix), else sent to the provider; logged before it is used."""
         log = self.log(invocation_id)
@@ -210,28 +243,61 @@ class ModelSession:
             spans.model_reply(span, entry, tracing.capture_content)
         return entry
 
-    def _serve(self, invocation_id: str, order: str, turn: int, req: ModelRequest, cred_ref: str | None,
-               calls_before: int) -> dict[str, Any]:
+    def _serve(
+        self, invocation_id: str, order: str, turn: int, req: ModelRequest, cred_ref: str | None, calls_before: int
+    ) -> dict[str, Any]:
         log = self.log(invocation_id)
         key = content_key(req)
-        entry: dict[str, Any] = {"invocationId": invocation_id, "turn": turn, "key": key,
-                                 "callsBefore": calls_before, "provider": req.provider}
-        src = self._source_entry(invocation_id, turn) if (
-            self.mode == "replay" or turn < self.fixed_turns.get(invocation_id, 0)) else None
+        entry: dict[str, Any] = {
+            "invocationId": invocation_id,
+            "turn": turn,
+            "key": key,
+            "callsBefore": calls_before,
+            "provider": req.provider,
+        }
+        src = (
+            self._source_entry(invocation_id, turn)
+            if (self.mode == "replay" or turn < self.fixed_turns.get(invocation_id, 0))
+            else None
+        )
         if self.mode == "replay" or (src is not None and src.get("key") == key):
             if src is None or src.get("key") != key:
-                raise ModelCallFailed(c.REPLAY_SOURCE_MISSING,
-                                      "the source run's model-call log has no answer for this request")
-            entry.update({k: src[k] for k in ("model", "text", "toolCalls", "stopReason", "inputTokens",
-                                              "outputTokens", "costUsd", "durationMs") if k in src})
+                raise ModelCallFailed(
+                    c.REPLAY_SOURCE_MISSING, "the source run's model-call log has no answer for this request"
+                )
+            entry.update(
+                {
+                    k: src[k]
+                    for k in (
+                        "model",
+                        "text",
+                        "toolCalls",
+                        "stopReason",
+                        "inputTokens",
+                        "outputTokens",
+                        "costUsd",
+                        "durationMs",
+                    )
+                    if k in src
+                }
+            )
             entry["source"] = "recorded"
         else:
             reply, duration = self._call(req, order, turn, cred_ref)
-            entry.update({"model": reply.model or req.model, "text": reply.text,
-                          "toolCalls": [{"id": t.call_id, "name": t.name, "arguments": t.arguments}
-                                        for t in reply.tool_calls],
-                          "stopReason": reply.stop_reason, "inputTokens": reply.input_tokens,
-                          "outputTokens": reply.output_tokens, "durationMs": duration, "source": "live"})
+            entry.update(
+                {
+                    "model": reply.model or req.model,
+                    "text": reply.text,
+                    "toolCalls": [
+                        {"id": t.call_id, "name": t.name, "arguments": t.arguments} for t in reply.tool_calls
+                    ],
+                    "stopReason": reply.stop_reason,
+                    "inputTokens": reply.input_tokens,
+                    "outputTokens": reply.output_tokens,
+                    "durationMs": duration,
+                    "source": "live",
+                }
+            )
             if reply.cost_usd is not None:
                 entry["costUsd"] = reply.cost_usd
         self._store(order, turn, entry)
@@ -240,9 +306,12 @@ class ModelSession:
 
     def _call(self, req: ModelRequest, order: str, turn: int, cred_ref: str | None) -> tuple[ModelReply, int]:
         # The call goes out only if the run is writable at this instant (ConflictError otherwise).
-        self.ports.runs.claim_effect(self.run_id, f"model#{order}#{turn:04d}",
-                                     {"seam": f"model.{req.provider}", "at": self.ports.clock.iso()},
-                                     self.expires_at)
+        self.ports.runs.claim_effect(
+            self.run_id,
+            f"model#{order}#{turn:04d}",
+            {"seam": f"model.{req.provider}", "at": self.ports.clock.iso()},
+            self.expires_at,
+        )
         try:
             credential = self._credential(cred_ref)
         except LookupError as exc:
@@ -258,7 +327,7 @@ class ModelSession:
             except ModelProviderError as exc:
                 self._count(req.provider, exc.code)
                 if exc.retryable and attempt + 1 < attempts:
-                    self.ports.clock.sleep(min(exc.retry_after_s or 0.5 * 2 ** attempt, MAX_RETRY_SLEEP_S))
+                    self.ports.clock.sleep(min(exc.retry_after_s or 0.5 * 2**attempt, MAX_RETRY_SLEEP_S))
                     continue
                 raise ModelCallFailed(exc.code, f"the model call failed: {exc.reason}") from exc
         raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "the model call failed")
@@ -285,9 +354,12 @@ def _with_credential(req: ModelRequest, credential: str) -> ModelRequest:
 
 def usage_payload(entry: dict[str, Any]) -> dict[str, Any]:
     """``provider.usage`` (RFC 0026): token counts as the provider reported them, no content, no credential."""
-    p: dict[str, Any] = {"provider": entry["provider"], "model": entry["model"],
-                         "inputTokens": int(entry.get("inputTokens", 0)),
-                         "outputTokens": int(entry.get("outputTokens", 0))}
+    p: dict[str, Any] = {
+        "provider": entry["provider"],
+        "model": entry["model"],
+        "inputTokens": int(entry.get("inputTokens", 0)),
+        "outputTokens": int(entry.get("outputTokens", 0)),
+    }
     p["totalTokens"] = p["inputTokens"] + p["outputTokens"]
     if entry.get("costUsd") is not None:
         p["costEstimateUsd"] = entry["costUsd"]

@@ -53,8 +53,13 @@ def facet(today: str) -> dict[str, Any] | None:
     reviewed = datetime.date.fromisoformat(REFRESHED_AT)
     if (datetime.date.fromisoformat(today[:10]) - reviewed).days > REFRESH_WINDOW_DAYS:
         return None
-    return {"revisions": list(REVISIONS), "preferredVersion": PREFERRED, "minimumRevision": FLOOR,
-            "refreshedAt": REFRESHED_AT, "client": True}
+    return {
+        "revisions": list(REVISIONS),
+        "preferredVersion": PREFERRED,
+        "minimumRevision": FLOOR,
+        "refreshedAt": REFRESHED_AT,
+        "client": True,
+    }
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,13 @@ class Negotiation:
 
     def refusal_details(self, run_id: str | None) -> dict[str, Any]:
         """``details`` of the ``interop_version_unsupported`` refusal (the audit run, when there is one)."""
-        details: dict[str, Any] = {"protocol": PROTOCOL, "requested": self.requested,
-                                   "supported": list(REVISIONS), "reason": self.decision.reason, "retriable": False}
+        details: dict[str, Any] = {
+            "protocol": PROTOCOL,
+            "requested": self.requested,
+            "supported": list(REVISIONS),
+            "reason": self.decision.reason,
+            "retriable": False,
+        }
         if self.discovery is not None and self.discovery.supported:
             details["serverSupported"] = list(self.discovery.supported)
         if run_id is not None:
@@ -143,8 +153,15 @@ def payload(decision: Decision, url: str, at: str) -> dict[str, Any]:
     return p
 
 
-def negotiate(ports: Ports, url: str, headers: dict[str, str], *, timeout_s: float,
-              requested: str = REVISION, op: McpOp | None = None) -> Negotiation:
+def negotiate(
+    ports: Ports,
+    url: str,
+    headers: dict[str, str],
+    *,
+    timeout_s: float,
+    requested: str = REVISION,
+    op: McpOp | None = None,
+) -> Negotiation:
     """Ask the server at ``url`` for ``requested`` (the pin unless a caller names another) and decide; with ``op``,
     send that request too once the server accepts the revision, in the same exchange (one name lookup, one
     connection pool, one ``timeout_s``: ``McpTransport.exchange``).

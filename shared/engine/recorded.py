@@ -43,15 +43,21 @@ def _agent_nodes(definition: dict[str, Any] | None, agent_id: str) -> dict[str, 
     out: dict[str, dict[str, Any]] = {}
     for node in (definition or {}).get("nodes") or []:
         ref = node.get("agent") or {}
-        if node.get("typeId") == "core.agent" and str(
-                ref.get("agentId") or (node.get("config") or {}).get("agentId") or "") == agent_id:
+        if (
+            node.get("typeId") == "core.agent"
+            and str(ref.get("agentId") or (node.get("config") or {}).get("agentId") or "") == agent_id
+        ):
             out[str(node.get("id"))] = node
     return out
 
 
-def read_agent_log(pages: Iterable[list[dict[str, Any]]], agent_id: str, *,
-                   definition: dict[str, Any] | None = None,
-                   task_inputs: dict[str, Any] | None = None) -> AgentLog:
+def read_agent_log(
+    pages: Iterable[list[dict[str, Any]]],
+    agent_id: str,
+    *,
+    definition: dict[str, Any] | None = None,
+    task_inputs: dict[str, Any] | None = None,
+) -> AgentLog:
     """Fold the log for ``agent_id``. ``definition``: a workflow run's pinned definition; ``task_inputs``: an eval
     run's suite task inputs by taskId."""
     log = AgentLog()
@@ -76,8 +82,11 @@ def read_agent_log(pages: Iterable[list[dict[str, Any]]], agent_id: str, *,
                     pass
             elif t == c.NODE_COMPLETED:
                 outputs[str(p.get("nodeId"))] = p.get("outputs") or {}
-                if (str(p.get("nodeId")) == log.agent_node and log.decision is _MISSING
-                        and "decision" in (p.get("outputs") or {})):
+                if (
+                    str(p.get("nodeId")) == log.agent_node
+                    and log.decision is _MISSING
+                    and "decision" in (p.get("outputs") or {})
+                ):
                     log.decision = p["outputs"]["decision"]
             if p.get("agentId") != agent_id:
                 continue

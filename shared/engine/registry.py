@@ -21,38 +21,76 @@ class Seam:
     note: str | None = None
 
 
-SEAM_HTTP = Seam("http.fetch", "http", "EffectGuard (default-deny in replay) + host allowlist; core.http resolves "
-                 "its recorded node outcome in replay")
-SEAM_COUNTER = Seam("storage.conformance-counter", "storage", "EffectGuard (default-deny in replay); agent tool calls "
-                    "resolve from the source run's as-executed tool-call record")
-SEAM_LEDGER = Seam("storage.effect-ledger", "storage", "EffectGuard (default-deny in replay); "
-                   "core.conformance.side-effect resolves the source's n-th recorded terminal outcome")
+SEAM_HTTP = Seam(
+    "http.fetch",
+    "http",
+    "EffectGuard (default-deny in replay) + host allowlist; core.http resolves its recorded node outcome in replay",
+)
+SEAM_COUNTER = Seam(
+    "storage.conformance-counter",
+    "storage",
+    "EffectGuard (default-deny in replay); agent tool calls resolve from the source run's as-executed tool-call record",
+)
+SEAM_LEDGER = Seam(
+    "storage.effect-ledger",
+    "storage",
+    "EffectGuard (default-deny in replay); "
+    "core.conformance.side-effect resolves the source's n-th recorded terminal outcome",
+)
 
-SEAM_TOOL_HTTP = Seam("tool.http", "http", "EffectGuard (default-deny in replay) + the egress guard; each call is claimed "
-                      "while the run is writable, keyed (Idempotency-Key) and recorded as executed; replay and RFC 0252 "
-                      "fixtures serve the recorded outcome", note="registered HTTP tools (POST /host/openwop-serverless/tools)")
-SEAM_TOOL_MCP = Seam("tool.mcp", "http", "EffectGuard (default-deny in replay) + the egress guard; each tools/call is "
-                     "claimed while the run is writable, keyed (_meta openwop/idempotencyKey) and recorded as executed; "
-                     "replay and RFC 0252 fixtures serve the recorded outcome",
-                     note="MCP servers (POST /host/openwop-serverless/mcp-servers), streamable HTTP")
-SEAM_CREDENTIALS = Seam("secrets.credentials", "provider-sdk", "read-only GetSecretValue of the calling tenant's own "
-                        "credential path; never fires in replay because no tool call is sent in replay",
-                        branch_re_fires=True, note="AWS Secrets Manager reads of tool credentials (no write, no effect)")
-SEAM_WEBHOOKS = Seam("webhook.fanout", "webhook-fanout", "fan-out from the events table's stream reads replay-ness "
-                     "from the run item (never the event type): a replay fork delivers nothing, a branch fork nothing "
-                     "of its copied prefix [0, fromSeq); deliveries are keyed by (webhookId, runId, sequence)",
-                     branch_re_fires=True, note="signed POSTs to registered webhooks (POST /webhooks) through the "
-                     "SQS delivery queue and the egress guard")
+SEAM_TOOL_HTTP = Seam(
+    "tool.http",
+    "http",
+    "EffectGuard (default-deny in replay) + the egress guard; each call is claimed "
+    "while the run is writable, keyed (Idempotency-Key) and recorded as executed; replay and RFC 0252 "
+    "fixtures serve the recorded outcome",
+    note="registered HTTP tools (POST /host/openwop-serverless/tools)",
+)
+SEAM_TOOL_MCP = Seam(
+    "tool.mcp",
+    "http",
+    "EffectGuard (default-deny in replay) + the egress guard; each tools/call is "
+    "claimed while the run is writable, keyed (_meta openwop/idempotencyKey) and recorded as executed; "
+    "replay and RFC 0252 fixtures serve the recorded outcome",
+    note="MCP servers (POST /host/openwop-serverless/mcp-servers), streamable HTTP",
+)
+SEAM_CREDENTIALS = Seam(
+    "secrets.credentials",
+    "provider-sdk",
+    "read-only GetSecretValue of the calling tenant's own "
+    "credential path; never fires in replay because no tool call is sent in replay",
+    branch_re_fires=True,
+    note="AWS Secrets Manager reads of tool credentials (no write, no effect)",
+)
+SEAM_WEBHOOKS = Seam(
+    "webhook.fanout",
+    "webhook-fanout",
+    "fan-out from the events table's stream reads replay-ness "
+    "from the run item (never the event type): a replay fork delivers nothing, a branch fork nothing "
+    "of its copied prefix [0, fromSeq); deliveries are keyed by (webhookId, runId, sequence)",
+    branch_re_fires=True,
+    note="signed POSTs to registered webhooks (POST /webhooks) through the SQS delivery queue and the egress guard",
+)
 # Outbound paths that belong to no single node type or built-in tool: registered tools and their credentials, and
 # the webhook deliveries of stored events.
 TRANSPORT_SEAMS = (SEAM_TOOL_HTTP, SEAM_TOOL_MCP, SEAM_CREDENTIALS, SEAM_WEBHOOKS)
 
-_MODEL_REPLAY = ("in replay model answers are served from the run's content-addressed model-call log, never called; "
-                 "a request missing from the log is a divergence (fail closed), never a live call")
-SEAM_MODEL_BEDROCK = Seam("model.bedrock", "provider-sdk", f"EffectGuard (default-deny in replay); {_MODEL_REPLAY}",
-                          note="Amazon Bedrock Converse (boto3 bedrock-runtime, the function role's credentials)")
-SEAM_MODEL_OPENAI = Seam("model.openai", "provider-sdk", f"EffectGuard (default-deny in replay) + the egress guard; "
-                         f"{_MODEL_REPLAY}", note="OpenAI-compatible chat completions (POST {baseUrl}/chat/completions)")
+_MODEL_REPLAY = (
+    "in replay model answers are served from the run's content-addressed model-call log, never called; "
+    "a request missing from the log is a divergence (fail closed), never a live call"
+)
+SEAM_MODEL_BEDROCK = Seam(
+    "model.bedrock",
+    "provider-sdk",
+    f"EffectGuard (default-deny in replay); {_MODEL_REPLAY}",
+    note="Amazon Bedrock Converse (boto3 bedrock-runtime, the function role's credentials)",
+)
+SEAM_MODEL_OPENAI = Seam(
+    "model.openai",
+    "provider-sdk",
+    f"EffectGuard (default-deny in replay) + the egress guard; {_MODEL_REPLAY}",
+    note="OpenAI-compatible chat completions (POST {baseUrl}/chat/completions)",
+)
 # Model providers that leave the process (the mock provider answers in-process and is no seam).
 PROVIDER_SEAMS = (SEAM_MODEL_BEDROCK, SEAM_MODEL_OPENAI)
 
@@ -72,19 +110,41 @@ NODE_TYPES: dict[str, NodeType] = {
     nt.type_id: nt
     for nt in (
         NodeType("core.noop", "pure", description="completes at once with {}"),
-        NodeType("core.conformance.hold", "pure", conformance=True,
-                 description="waits inputs.delayMs, outputs equal its inputs, stops on cancel"),
-        NodeType("core.conformance.side-effect", "side-effect", (SEAM_LEDGER,), conformance=True,
-                 description="records one effect-ledger row per execution"),
+        NodeType(
+            "core.conformance.hold",
+            "pure",
+            conformance=True,
+            description="waits inputs.delayMs, outputs equal its inputs, stops on cancel",
+        ),
+        NodeType(
+            "core.conformance.side-effect",
+            "side-effect",
+            (SEAM_LEDGER,),
+            conformance=True,
+            description="records one effect-ledger row per execution",
+        ),
         NodeType("core.agent", "pure", description="invokes config.agentId; each tool call is resolved in replay"),
-        NodeType("core.tool", "side-effect", (SEAM_TOOL_HTTP, SEAM_TOOL_MCP),
-                 description="calls config.tool with its inputs as args"),
+        NodeType(
+            "core.tool",
+            "side-effect",
+            (SEAM_TOOL_HTTP, SEAM_TOOL_MCP),
+            description="calls config.tool with its inputs as args",
+        ),
         NodeType("core.http", "side-effect", (SEAM_HTTP,), description="an allowlisted HTTP request"),
-        NodeType("core.approvalGate", "pure", description="suspends on an approval interrupt until it is resolved; "
-                 "a replay takes the source's recorded resolution"),
-        NodeType(MCP_CLIENT_NODE, "side-effect", (SEAM_TOOL_MCP,), conformance=True,
-                 description="ctx.mcp.<method> (callTool, listTools, readResource, serverHealth) against a "
-                 "registered MCP server with the run's inputs; outputs.result is the resolved value verbatim"),
+        NodeType(
+            "core.approvalGate",
+            "pure",
+            description="suspends on an approval interrupt until it is resolved; "
+            "a replay takes the source's recorded resolution",
+        ),
+        NodeType(
+            MCP_CLIENT_NODE,
+            "side-effect",
+            (SEAM_TOOL_MCP,),
+            conformance=True,
+            description="ctx.mcp.<method> (callTool, listTools, readResource, serverHealth) against a "
+            "registered MCP server with the run's inputs; outputs.result is the resolved value verbatim",
+        ),
     )
 }
 
@@ -105,8 +165,13 @@ FAIL_TOOL = "conformance.eval:fail"
 TOOLS: dict[str, ToolDescriptor] = {
     t.name: t
     for t in (
-        ToolDescriptor(COUNTER_TOOL, "side-effect", (SEAM_COUNTER,), conformance=True,
-                       description="{op: inc|read, key} -> {key, count}; per tenant, persistent"),
+        ToolDescriptor(
+            COUNTER_TOOL,
+            "side-effect",
+            (SEAM_COUNTER,),
+            conformance=True,
+            description="{op: inc|read, key} -> {key, count}; per tenant, persistent",
+        ),
         ToolDescriptor(ECHO_TOOL, "pure", conformance=True, description="returns its args"),
         ToolDescriptor(FAIL_TOOL, "pure", conformance=True, description="always raises (an error outcome)"),
     )
@@ -163,17 +228,27 @@ def agent_from_json(doc: Any) -> AgentSpec:
     allow = doc.get("toolAllowlist")
     if allow is not None and (not isinstance(allow, list) or not all(isinstance(x, str) for x in allow)):
         raise AgentDefinitionError("toolAllowlist must be a list of tool names")
-    return AgentSpec(doc["agentId"], script=script, tool_allowlist=tuple(allow) if allow is not None else None,
-                     content_free=bool(doc.get("contentFree", False)))
+    return AgentSpec(
+        doc["agentId"],
+        script=script,
+        tool_allowlist=tuple(allow) if allow is not None else None,
+        content_free=bool(doc.get("contentFree", False)),
+    )
 
 
 def agent_from_version(doc: dict[str, Any]) -> AgentSpec:
     """A registered model-backed agent version (``{version, manifest, model, maxTurns}``, validated at registration)."""
     manifest = doc["manifest"]
-    return AgentSpec(str(manifest["agentId"]), kind="model", tool_allowlist=tuple(manifest.get("toolAllowlist") or ()),
-                     version=str(doc["version"]), system_prompt=str(manifest.get("systemPrompt", "")),
-                     model=dict(doc["model"]), max_turns=int(doc.get("maxTurns", 8)),
-                     model_class=manifest.get("modelClass"))
+    return AgentSpec(
+        str(manifest["agentId"]),
+        kind="model",
+        tool_allowlist=tuple(manifest.get("toolAllowlist") or ()),
+        version=str(doc["version"]),
+        system_prompt=str(manifest.get("systemPrompt", "")),
+        model=dict(doc["model"]),
+        max_turns=int(doc.get("maxTurns", 8)),
+        model_class=manifest.get("modelClass"),
+    )
 
 
 def validate_script(script: Any) -> None:

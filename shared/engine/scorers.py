@@ -52,8 +52,12 @@ class Scored:
     parts: tuple[Scored, ...] = ()
 
     def doc(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"strategy": self.strategy, "score": self.score, "passed": self.passed,
-                               "reason": self.reason}
+        out: dict[str, Any] = {
+            "strategy": self.strategy,
+            "score": self.score,
+            "passed": self.passed,
+            "reason": self.reason,
+        }
         if self.parts:
             out["parts"] = [p.doc() for p in self.parts]
         return out
@@ -169,8 +173,11 @@ def _base(strategy: str, match: dict[str, Any], output: Any) -> tuple[bool, str]
     if actual is None or expected is None:
         return False, "the output is not a number" if actual is None else "the value is not a number"
     ok = abs(actual - expected) <= tolerance + 1e-12
-    return ok, (f"the output is within {tolerance:g} of the value" if ok
-                else f"the output is further than {tolerance:g} from the value")
+    return ok, (
+        f"the output is within {tolerance:g} of the value"
+        if ok
+        else f"the output is further than {tolerance:g} from the value"
+    )
 
 
 def score(match: dict[str, Any], output: Any, facts: Facts | None = None, at: str = "") -> Scored:
@@ -187,24 +194,38 @@ def score(match: dict[str, Any], output: Any, facts: Facts | None = None, at: st
     if strategy == "cost-below":
         cost = float(facts.cost_usd or 0.0)
         ok = cost < float(match.get("value", 0))
-        return Scored(strategy, 1.0 if ok else 0.0, ok,
-                      f"cost {cost:g} USD is {'below' if ok else 'not below'} {float(match.get('value', 0)):g}")
+        return Scored(
+            strategy,
+            1.0 if ok else 0.0,
+            ok,
+            f"cost {cost:g} USD is {'below' if ok else 'not below'} {float(match.get('value', 0)):g}",
+        )
     if strategy == "latency-below":
         ok = facts.latency_ms < float(match.get("value", 0))
-        return Scored(strategy, 1.0 if ok else 0.0, ok, f"latency {facts.latency_ms} ms is "
-                      f"{'below' if ok else 'not below'} {float(match.get('value', 0)):g}")
+        return Scored(
+            strategy,
+            1.0 if ok else 0.0,
+            ok,
+            f"latency {facts.latency_ms} ms is {'below' if ok else 'not below'} {float(match.get('value', 0)):g}",
+        )
     if strategy == "all-of":
         parts = tuple(score(p, output, facts, f"{at}/of/{i}") for i, p in enumerate(match.get("of") or []))
         weights = [float(p.get("weight", 1)) for p in match.get("of") or []]
         total = sum(weights)
         if not parts:
             return Scored(strategy, 0.0, False, "no parts")
-        s = (sum(w * p.score for w, p in zip(weights, parts, strict=True)) / total if total > 0
-             else sum(p.score for p in parts) / len(parts))
+        s = (
+            sum(w * p.score for w, p in zip(weights, parts, strict=True)) / total
+            if total > 0
+            else sum(p.score for p in parts) / len(parts)
+        )
         ok = all(p.passed for p in parts)
         failing = [p.strategy for p in parts if not p.passed]
-        why = (f"all {len(parts)} parts passed" if ok else
-               f"{len(parts) - len(failing)} of {len(parts)} parts passed (failed: {', '.join(failing)})")
+        why = (
+            f"all {len(parts)} parts passed"
+            if ok
+            else f"{len(parts) - len(failing)} of {len(parts)} parts passed (failed: {', '.join(failing)})"
+        )
         return Scored(strategy, s, ok, why, parts)
     if strategy in ANSWERED:
         got = (facts.answers or {}).get(at)
@@ -235,7 +256,12 @@ def _member_problems(match: dict[str, Any], strategy: str) -> list[str]:
         out.append("of" if composite != ("of" in match) else "value")
     if (strategy == "tool") != ("tool" in match):
         out.append("tool")
-    if ("path" in match) and strategy not in _PATHS or strategy in ("json-path", "not-json-path") and "path" not in match:
+    if (
+        ("path" in match)
+        and strategy not in _PATHS
+        or strategy in ("json-path", "not-json-path")
+        and "path" not in match
+    ):
         out.append("path")
     if "op" in match and strategy not in ("json-path", "not-json-path"):
         out.append("op")
@@ -243,11 +269,18 @@ def _member_problems(match: dict[str, Any], strategy: str) -> list[str]:
         out.append("tolerance")
     value = match.get("value")
     if "value" in match and (
-            strategy in _NUMBER_VALUE and (not isinstance(value, int | float) or isinstance(value, bool))
-            or strategy in FACTS and isinstance(value, int | float) and value < 0
-            or strategy in ("regex", "not-regex") and not (isinstance(value, str) and len(value) <= 1000)
-            or strategy == "judge" and not (isinstance(value, str) and 0 < len(value) <= 4000)
-            or strategy in ("json-schema", "not-json-schema") and not isinstance(value, dict | bool)):
+        strategy in _NUMBER_VALUE
+        and (not isinstance(value, int | float) or isinstance(value, bool))
+        or strategy in FACTS
+        and isinstance(value, int | float)
+        and value < 0
+        or strategy in ("regex", "not-regex")
+        and not (isinstance(value, str) and len(value) <= 1000)
+        or strategy == "judge"
+        and not (isinstance(value, str) and 0 < len(value) <= 4000)
+        or strategy in ("json-schema", "not-json-schema")
+        and not isinstance(value, dict | bool)
+    ):
         out.append("value")
     return out
 
@@ -256,8 +289,10 @@ def problems(match: dict[str, Any], at: str) -> list[dict[str, str]]:
     """What the flat suite schema does not check in a match: each strategy's members, a pattern that does not
     compile, a schema that is not a schema. (JSON pointers and keywords only, never the offending values.)"""
     strategy = str(match.get("strategy"))
-    out = [fault(f"{at}/{m}", strategy, "The strategy does not take this member (or needs it), or not this kind of "
-                                        "value.") for m in _member_problems(match, strategy)]
+    out = [
+        fault(f"{at}/{m}", strategy, "The strategy does not take this member (or needs it), or not this kind of value.")
+        for m in _member_problems(match, strategy)
+    ]
     if out:
         return out
     base = strategy[4:] if strategy.startswith("not-") else strategy

@@ -41,8 +41,12 @@ GEN_AI_SYSTEMS = {"bedrock": "aws.bedrock", "openai": "openai", "mock": "openwop
 
 def run_attributes(rec: RunRecord) -> dict[str, AttrValue]:
     fork = rec.data.get("fork") or {}
-    return {RUN_ID: rec.run_id, TENANT: rec.tenant, "openwop.run.kind": rec.kind,
-            "openwop.run.mode": str(fork.get("mode", "live"))}
+    return {
+        RUN_ID: rec.run_id,
+        TENANT: rec.tenant,
+        "openwop.run.kind": rec.kind,
+        "openwop.run.mode": str(fork.get("mode", "live")),
+    }
 
 
 def trace_parent(rec: RunRecord) -> str | None:
@@ -54,14 +58,20 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def model_request(req: ModelRequest, run_id: str, tenant: str, invocation_id: str, turn: int,
-                  capture: bool) -> dict[str, AttrValue]:
+def model_request(
+    req: ModelRequest, run_id: str, tenant: str, invocation_id: str, turn: int, capture: bool
+) -> dict[str, AttrValue]:
     """A model call's request attributes (GenAI conventions); the content ones only with ``capture``."""
     system = GEN_AI_SYSTEMS.get(req.provider, req.provider)
     out: dict[str, AttrValue] = {
-        "gen_ai.operation.name": "chat", "gen_ai.system": system, "gen_ai.provider.name": system,
-        "gen_ai.request.model": req.model, RUN_ID: run_id, TENANT: tenant,
-        "openwop.agent.invocation_id": invocation_id, "openwop.model_call.turn": turn,
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": system,
+        "gen_ai.provider.name": system,
+        "gen_ai.request.model": req.model,
+        RUN_ID: run_id,
+        TENANT: tenant,
+        "openwop.agent.invocation_id": invocation_id,
+        "openwop.model_call.turn": turn,
     }
     if req.temperature is not None:
         out["gen_ai.request.temperature"] = float(req.temperature)
@@ -69,14 +79,21 @@ def model_request(req: ModelRequest, run_id: str, tenant: str, invocation_id: st
         out["gen_ai.request.max_tokens"] = int(req.max_tokens)
     if capture:
         out["gen_ai.system_instructions"] = _json([{"type": "text", "content": req.system}])
-        out["gen_ai.input.messages"] = _json([_message(m.role, m.text, [
-            {"id": t.call_id, "name": t.name, "arguments": t.arguments} for t in m.tool_calls], m.tool_call_id)
-            for m in req.messages])
+        out["gen_ai.input.messages"] = _json(
+            [
+                _message(
+                    m.role,
+                    m.text,
+                    [{"id": t.call_id, "name": t.name, "arguments": t.arguments} for t in m.tool_calls],
+                    m.tool_call_id,
+                )
+                for m in req.messages
+            ]
+        )
     return out
 
 
-def _message(role: str, text: str | None, calls: list[dict[str, Any]], call_id: str | None = None
-             ) -> dict[str, Any]:
+def _message(role: str, text: str | None, calls: list[dict[str, Any]], call_id: str | None = None) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     if role == "tool":
         parts.append({"type": "tool_call_response", "id": call_id, "response": text})
@@ -94,18 +111,39 @@ def model_reply(span: Span, entry: dict[str, Any], capture: bool) -> None:
     span.set("gen_ai.usage.output_tokens", int(entry.get("outputTokens") or 0))
     span.set("openwop.model_call.source", str(entry.get("source") or "live"))
     if capture:
-        span.set("gen_ai.output.messages", _json([{**_message("assistant", entry.get("text"),
-                                                               list(entry.get("toolCalls") or [])),
-                                                    "finish_reason": entry.get("stopReason")}]))
+        span.set(
+            "gen_ai.output.messages",
+            _json(
+                [
+                    {
+                        **_message("assistant", entry.get("text"), list(entry.get("toolCalls") or [])),
+                        "finish_reason": entry.get("stopReason"),
+                    }
+                ]
+            ),
+        )
 
 
 def tool_call(tool: str, call_id: str, run_id: str, tenant: str) -> dict[str, AttrValue]:
-    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id,
-            RUN_ID: run_id, TENANT: tenant}
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "gen_ai.tool.call.id": call_id,
+        RUN_ID: run_id,
+        TENANT: tenant,
+    }
 
 
-def tool_outcome(span: Span, status: str, source: str, transport: str, error: dict[str, Any] | None,
-                 args: Any, result: Any, capture: bool) -> None:
+def tool_outcome(
+    span: Span,
+    status: str,
+    source: str,
+    transport: str,
+    error: dict[str, Any] | None,
+    args: Any,
+    result: Any,
+    capture: bool,
+) -> None:
     span.set("openwop.tool.status", status)
     span.set("openwop.tool.source", source)
     span.set("openwop.tool.transport", transport)
@@ -117,8 +155,13 @@ def tool_outcome(span: Span, status: str, source: str, transport: str, error: di
             span.set("gen_ai.tool.call.result", _json(result))
 
 
-def name_step(span: Span, events: list[tuple[str, dict[str, Any], str | None]], waits: bool,
-              node_types: dict[str, Any], active: str | None) -> None:
+def name_step(
+    span: Span,
+    events: list[tuple[str, dict[str, Any], str | None]],
+    waits: bool,
+    node_types: dict[str, Any],
+    active: str | None,
+) -> None:
     """Name a step's span after what it did: a step of a node's execution (``openwop.node``, with the node's id and
     type from ``node_types``, the workflow's nodes; an agent's events name no node: theirs is the ``active`` one)
     or the run's own events."""

@@ -59,7 +59,10 @@ def _schedule(state: dict[str, Any], wf: Workflow, source: str) -> None:
         if rule == "any_success":
             fire, skip = src["status"] == "completed", terminal and "completed" not in ins
         elif rule == "all_success":
-            fire, skip = terminal and all(s == "completed" for s in ins), terminal and any(s != "completed" for s in ins)
+            fire, skip = (
+                terminal and all(s == "completed" for s in ins),
+                terminal and any(s != "completed" for s in ins),
+            )
         elif rule == "all_complete":
             fire, skip = terminal, False
         elif rule == "none_failed":
@@ -101,8 +104,12 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         n["status"] = "running"
         if nid in state["ready"]:
             state["ready"].remove(nid)
-        state["active"] = {"nodeId": nid, "startedAtMs": ms_from_iso(ev["timestamp"]), "agent": None,
-                           "seq": int(ev["sequence"])}
+        state["active"] = {
+            "nodeId": nid,
+            "startedAtMs": ms_from_iso(ev["timestamp"]),
+            "agent": None,
+            "seq": int(ev["sequence"]),
+        }
     elif t in (c.NODE_COMPLETED, c.NODE_FAILED, c.NODE_SKIPPED) and nid:
         n = _node(state, nid)
         if t == c.NODE_COMPLETED:
@@ -129,8 +136,14 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         if state["active"] and state["active"]["nodeId"] == nid:
             state["active"] = None
     elif t == c.AGENT_INVOCATION_STARTED and state["active"] is not None:
-        state["active"]["agent"] = {"invocationId": p.get("invocationId"), "calls": 0, "turns": 0, "decided": False,
-                                    "history": [], "order": order_key(int(ev["sequence"]))}
+        state["active"]["agent"] = {
+            "invocationId": p.get("invocationId"),
+            "calls": 0,
+            "turns": 0,
+            "decided": False,
+            "history": [],
+            "order": order_key(int(ev["sequence"])),
+        }
     elif t == c.PROVIDER_USAGE and state["active"] is not None and state["active"].get("agent") is not None:
         ag = state["active"]["agent"]
         ag["turns"] = int(ag.get("turns", 0)) + 1
@@ -139,8 +152,9 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         if state["active"] is not None and state["active"].get("agent") is not None:
             ag = state["active"]["agent"]
             ag["calls"] += 1
-            ag["history"].append({"status": p.get("status", "ok"), "outcome": p.get("outcome"),
-                                  "error": p.get("error")})
+            ag["history"].append(
+                {"status": p.get("status", "ok"), "outcome": p.get("outcome"), "error": p.get("error")}
+            )
     elif t == c.AGENT_DECIDED and state["active"] is not None and state["active"].get("agent") is not None:
         state["active"]["agent"]["decided"] = True
         state["active"]["agent"]["decision"] = p.get("decision")
@@ -150,12 +164,20 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
         state["status"] = "failed"
     elif t == c.INTERRUPT_REQUESTED and state["active"] is not None:
         state["status"] = "waiting-approval"
-        state["active"]["interrupt"] = {"interruptId": p.get("interruptId"), "kind": p.get("kind"),
-                                        "key": p.get("key"), "data": p.get("data") or {}, "resolved": None}
+        state["active"]["interrupt"] = {
+            "interruptId": p.get("interruptId"),
+            "kind": p.get("kind"),
+            "key": p.get("key"),
+            "data": p.get("data") or {},
+            "resolved": None,
+        }
     elif t == c.INTERRUPT_RESOLVED and state["active"] is not None and state["active"].get("interrupt"):
         state["status"] = "running"
-        state["active"]["interrupt"]["resolved"] = {"action": p.get("action"), "decision": p.get("decision"),
-                                                    "resumeValue": p.get("resumeValue")}
+        state["active"]["interrupt"]["resolved"] = {
+            "action": p.get("action"),
+            "decision": p.get("decision"),
+            "resumeValue": p.get("resumeValue"),
+        }
         if nid:
             n = _node(state, nid)
             n["resolutions"] = int(n.get("resolutions", 0)) + 1
@@ -179,8 +201,10 @@ def fold(events: list[dict[str, Any]], wf: Workflow | None, base: dict[str, Any]
 
 def projection(state: dict[str, Any]) -> dict[str, Any]:
     """The snapshot fields a replay prefix must reproduce byte for byte."""
-    node_states = {k: {"status": v["status"], **({"outputs": v["outputs"]} if v.get("outputs") is not None else {})}
-                   for k, v in sorted(state["nodes"].items())}
+    node_states = {
+        k: {"status": v["status"], **({"outputs": v["outputs"]} if v.get("outputs") is not None else {})}
+        for k, v in sorted(state["nodes"].items())
+    }
     return {"status": state["status"], "variables": state["variables"], "channels": {}, "nodeStates": node_states}
 
 

@@ -139,20 +139,33 @@ def run_live_tool(ports: Ports, tenant: str, tool: str, args: Any) -> Any:
 
 
 def _counter_args(args: Any, op: str) -> bool:
-    return isinstance(args, dict) and set(args) <= {"op", "key"} and args.get("op") == op \
+    return (
+        isinstance(args, dict)
+        and set(args) <= {"op", "key"}
+        and args.get("op") == op
         and isinstance(args.get("key"), str)
+    )
 
 
 COUNTER_ATTEMPTS = 8  # optimistic increments of a contended counter before the call is an error outcome
-_counts: LRUCache[tuple[str, str], int] = LRUCache(maxsize=1024)  # the last count this container saw per counter: a guess, checked on write
+_counts: LRUCache[tuple[str, str], int] = LRUCache(
+    maxsize=1024
+)  # the last count this container saw per counter: a guess, checked on write
 
 
 def _recorded(rec: dict[str, Any]) -> ToolOutcome:
     """A call resolved from a source run's as-executed record (never live)."""
     tool = str(rec.get("toolName", ""))
-    return ToolOutcome(rec["status"], rec.get("result"), rec.get("error"), "recorded", rec.get("durationMs"),
-                       bool(rec.get("miss")), str(rec.get("transport") or transport_of(tool, tool in TOOLS)),
-                       negotiation=rec.get("negotiation"))
+    return ToolOutcome(
+        rec["status"],
+        rec.get("result"),
+        rec.get("error"),
+        "recorded",
+        rec.get("durationMs"),
+        bool(rec.get("miss")),
+        str(rec.get("transport") or transport_of(tool, tool in TOOLS)),
+        negotiation=rec.get("negotiation"),
+    )
 
 
 def key_of_call(order_key: str, index: int) -> str:
@@ -198,15 +211,25 @@ class ToolRuntime:
         # (the counter moves only with its call's write-once record), and the write-once record below returns the outcome a
         # retried step already made. Deciding again also re-consumes the same fixture entry, as the first try did.
         tracing = self.ports.tracing
-        with tracing.span(f"execute_tool {tool}", spans.tool_call(tool, f"{invocation_id}#{index}", self.run_id,
-                                                                   self.tenant)) as span:
+        with tracing.span(
+            f"execute_tool {tool}", spans.tool_call(tool, f"{invocation_id}#{index}", self.run_id, self.tenant)
+        ) as span:
             outcome = self._call(agent, invocation_id, order_key, index, tool, args, calls_so_far)
-            spans.tool_outcome(span, outcome.status, outcome.source, outcome.transport, outcome.error, args,
-                               outcome.result, tracing.capture_content)
+            spans.tool_outcome(
+                span,
+                outcome.status,
+                outcome.source,
+                outcome.transport,
+                outcome.error,
+                args,
+                outcome.result,
+                tracing.capture_content,
+            )
         return outcome
 
-    def _call(self, agent: AgentSpec, invocation_id: str, order_key: str, index: int, tool: str, args: Any,
-              calls_so_far: int) -> ToolOutcome:
+    def _call(
+        self, agent: AgentSpec, invocation_id: str, order_key: str, index: int, tool: str, args: Any, calls_so_far: int
+    ) -> ToolOutcome:
         call_key = key_of_call(order_key, index)
         started = self.ports.clock.now_ms()
         outcome = self._decide(agent, invocation_id, index, tool, args, calls_so_far, call_key)
@@ -215,12 +238,25 @@ class ToolRuntime:
         if outcome.duration_ms is None and outcome.status in ("ok", "error") and outcome.source != "none":
             outcome.duration_ms = max(0, self.ports.clock.now_ms() - started)
         record = ToolCallRecord(
-            run_id=self.run_id, call_key=call_key, agent_id=agent.agent_id, invocation_id=invocation_id,
-            delegate=False, tool_name=tool, call_id=f"{invocation_id}#{index}", args=args, status=outcome.status,
-            result=outcome.result if outcome.status == "ok" else None, error=outcome.error, source=outcome.source,
-            started_at=self.ports.clock.iso(started), duration_ms=outcome.duration_ms,
-            extra={"transport": outcome.transport, **({"miss": True} if outcome.miss else {}),
-                   **({"negotiation": outcome.negotiation} if outcome.negotiation is not None else {})},
+            run_id=self.run_id,
+            call_key=call_key,
+            agent_id=agent.agent_id,
+            invocation_id=invocation_id,
+            delegate=False,
+            tool_name=tool,
+            call_id=f"{invocation_id}#{index}",
+            args=args,
+            status=outcome.status,
+            result=outcome.result if outcome.status == "ok" else None,
+            error=outcome.error,
+            source=outcome.source,
+            started_at=self.ports.clock.iso(started),
+            duration_ms=outcome.duration_ms,
+            extra={
+                "transport": outcome.transport,
+                **({"miss": True} if outcome.miss else {}),
+                **({"negotiation": outcome.negotiation} if outcome.negotiation is not None else {}),
+            },
         )
         counted = self._increment(record, outcome.counter) if outcome.counter is not None else None
         if counted is not None:
@@ -242,38 +278,47 @@ class ToolRuntime:
         self, agent: AgentSpec, invocation_id: str, index: int, tool: str, args: Any, calls_so_far: int, call_key: str
     ) -> ToolOutcome:
         if agent.tool_allowlist is not None and tool not in agent.tool_allowlist:
-            return ToolOutcome("forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"),
-                               source="none")
+            return ToolOutcome(
+                "forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"), source="none"
+            )
         if calls_so_far >= self.budget:
-            return ToolOutcome("rate_limited", error=_error_obj(c.RATE_LIMITED, "the run's tool-call budget is spent"),
-                               source="none")
+            return ToolOutcome(
+                "rate_limited", error=_error_obj(c.RATE_LIMITED, "the run's tool-call budget is spent"), source="none"
+            )
         fixed = (self.recorded_first or {}).get((invocation_id, index))
         if fixed is not None and fixed.get("toolName") == tool and same_json(fixed.get("args"), args):
             return _recorded(fixed)
         if self.mode == "replay" and self.source_calls is not None:
             rec = self.source_calls.get((invocation_id, index))
             if rec is None or rec.get("toolName") != tool or not same_json(rec.get("args"), args):
-                return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING,
-                                                             "no recorded outcome for this call in the source run"),
-                                   source="recorded")
+                return ToolOutcome(
+                    "error",
+                    error=_error_obj(c.REPLAY_SOURCE_MISSING, "no recorded outcome for this call in the source run"),
+                    source="recorded",
+                )
             return _recorded(rec)
         assert self.catalog is not None
         resolved = self.catalog.resolve(tool)
         if resolved is None:
-            return ToolOutcome("forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"),
-                               source="none")
+            return ToolOutcome(
+                "forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"), source="none"
+            )
         if self.plan is not None:
             entry = self.plan.take(tool, args)
             if entry is not None:
                 if entry.get("isError"):
                     resp = entry.get("response")
-                    err = resp if isinstance(resp, dict) and "code" in resp and "message" in resp else \
-                        _error_obj(c.EXTERNAL_CALL_FAILED, "fixture error")
+                    err = (
+                        resp
+                        if isinstance(resp, dict) and "code" in resp and "message" in resp
+                        else _error_obj(c.EXTERNAL_CALL_FAILED, "fixture error")
+                    )
                     return ToolOutcome("error", error=err, source="fixture")
                 return ToolOutcome("ok", entry.get("response"), source="fixture")
             if not self.plan.goes_live(resolved.safety_tier):
-                return ToolOutcome("error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"),
-                                   source="fixture", miss=True)
+                return ToolOutcome(
+                    "error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"), source="fixture", miss=True
+                )
         guard = Guard("live" if self.mode != "replay" else "replay")
         if resolved.transport != "native":
             return self._send(guard, resolved, call_key, args)
@@ -281,18 +326,23 @@ class ToolRuntime:
             try:
                 guard.check("storage.conformance-counter")
             except EffectDeniedError:
-                return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
-                                   source="none")
+                return ToolOutcome(
+                    "error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"), source="none"
+                )
             return ToolOutcome("ok", source="live", counter=str(args["key"]))
         try:
             result = run_live_tool(self.ports, self.tenant, tool, args)
             return ToolOutcome("ok", result, source="live")
         except EffectDeniedError:
-            return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
-                               source="none")
+            return ToolOutcome(
+                "error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"), source="none"
+            )
         except ToolError as exc:
-            return ToolOutcome("error", error=_error_obj(exc.code if exc.code != c.NOT_FOUND else
-                                                         c.EXTERNAL_CALL_FAILED, exc.message), source="live")
+            return ToolOutcome(
+                "error",
+                error=_error_obj(exc.code if exc.code != c.NOT_FOUND else c.EXTERNAL_CALL_FAILED, exc.message),
+                source="live",
+            )
         except StorageError:
             raise  # the run stopped being writable (or storage failed): no outcome is recorded for this call
         except Exception:  # a tool that raises is an error outcome, never a lost call
@@ -326,17 +376,23 @@ class ToolRuntime:
         """A registered HTTP or MCP tool: validated, claimed while the run is writable, sent at most once more."""
         assert self.catalog is not None
         if self.catalog.argument_errors(tool, args):
-            return ToolOutcome("error", error=_error_obj(c.VALIDATION_ERROR,
-                                                         "the arguments do not match the tool's inputSchema"),
-                               source="none")
+            return ToolOutcome(
+                "error",
+                error=_error_obj(c.VALIDATION_ERROR, "the arguments do not match the tool's inputSchema"),
+                source="none",
+            )
         try:
             guard.check(f"tool.{tool.transport}")
         except EffectDeniedError:
-            return ToolOutcome("error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"),
-                               source="none")
+            return ToolOutcome(
+                "error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"), source="none"
+            )
         claimed = self.ports.runs.claim_effect(
-            self.run_id, f"call#{call_key}", {"seam": f"tool.{tool.transport}", "toolId": tool.tool_id,
-                                              "at": self.ports.clock.iso()}, self.expires_at)
+            self.run_id,
+            f"call#{call_key}",
+            {"seam": f"tool.{tool.transport}", "toolId": tool.tool_id, "at": self.ports.clock.iso()},
+            self.expires_at,
+        )
         if not claimed:  # a retried step: an outcome already recorded is returned, never sent again
             prior = self.ports.tool_calls.get_call(self.run_id, call_key)
             if prior is not None:
@@ -344,12 +400,20 @@ class ToolRuntime:
                 again.claimed = True
                 return again
         sent = dispatch.send(self.ports, tool, self.tenant, self.run_id, call_key, args)
-        return ToolOutcome(sent.status, sent.result, sent.error, source="live", claimed=True,
-                           negotiation=sent.negotiation)
+        return ToolOutcome(
+            sent.status, sent.result, sent.error, source="live", claimed=True, negotiation=sent.negotiation
+        )
 
 
 def outcome_of(rec: ToolCallRecord) -> ToolOutcome:
     """The outcome a stored tool-call record holds."""
-    return ToolOutcome(rec.status, rec.result, rec.error, rec.source, rec.duration_ms, bool(rec.extra.get("miss")),
-                       str(rec.extra.get("transport") or transport_of(rec.tool_name, rec.tool_name in TOOLS)),
-                       negotiation=rec.extra.get("negotiation"))
+    return ToolOutcome(
+        rec.status,
+        rec.result,
+        rec.error,
+        rec.source,
+        rec.duration_ms,
+        bool(rec.extra.get("miss")),
+        str(rec.extra.get("transport") or transport_of(rec.tool_name, rec.tool_name in TOOLS)),
+        negotiation=rec.extra.get("negotiation"),
+    )

@@ -52,9 +52,17 @@ def read_answer(status: str, result: Any, error: dict[str, Any] | None) -> Score
     return Scored("tool", float(s), p, str(reason)[:REASON_LIMIT] if isinstance(reason, str) else "")
 
 
-def answers(tools: ToolRuntime, agent: AgentSpec, invocation_id: str, order: str, match: dict[str, Any],
-            task_input: Any, output: Any, trajectory: list[dict[str, Any]],
-            negotiated: list[dict[str, Any]] | None = None) -> dict[str, Scored]:
+def answers(
+    tools: ToolRuntime,
+    agent: AgentSpec,
+    invocation_id: str,
+    order: str,
+    match: dict[str, Any],
+    task_input: Any,
+    output: Any,
+    trajectory: list[dict[str, Any]],
+    negotiated: list[dict[str, Any]] | None = None,
+) -> dict[str, Scored]:
     """Call each tool match's tool once; the answers by pointer, for ``scorers.score``. An MCP scorer's
     ``negotiation.decided`` payloads (recorded with its calls) are appended to ``negotiated``."""
     found = find(match, "tool")
@@ -66,8 +74,15 @@ def answers(tools: ToolRuntime, agent: AgentSpec, invocation_id: str, order: str
     try:
         for index, (at, m) in enumerate(found):
             args = {"input": task_input, "expected": m.get("value"), "output": output, "trajectory": trajectory}
-            got = tools.call(agent=scorer, invocation_id=invocation_id, order_key=order, index=index,
-                             tool=str(m["tool"]), args=args, calls_so_far=0)
+            got = tools.call(
+                agent=scorer,
+                invocation_id=invocation_id,
+                order_key=order,
+                index=index,
+                tool=str(m["tool"]),
+                args=args,
+                calls_so_far=0,
+            )
             if got.negotiation is not None and negotiated is not None:
                 negotiated.append(got.negotiation)
             out[at] = read_answer(got.status, got.result, got.error)

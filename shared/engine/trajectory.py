@@ -47,8 +47,7 @@ def steps(events: list[dict[str, Any]], turns: dict[int, str | None] | None = No
             out.append(step)
         elif t == c.AGENT_TOOL_RETURNED:
             answer = p.get("outcome") if p.get("status") == "ok" else p.get("error")
-            out.append({"type": "tool-answer", "tool": p.get("toolName"), "status": p.get("status"),
-                        "answer": answer})
+            out.append({"type": "tool-answer", "tool": p.get("toolName"), "status": p.get("status"), "answer": answer})
         elif t == c.AGENT_DECIDED:
             out.append({"type": "final-output", "output": p.get("decision")})
     return out
@@ -99,8 +98,9 @@ def first_divergence(baseline: list[dict[str, Any]], candidate: list[dict[str, A
     return None
 
 
-def task_divergence(baseline: dict[int, list[dict[str, Any]]], candidate: dict[int, list[dict[str, Any]]],
-                    content_free: bool = False) -> dict[str, Any] | None:
+def task_divergence(
+    baseline: dict[int, list[dict[str, Any]]], candidate: dict[int, list[dict[str, Any]]], content_free: bool = False
+) -> dict[str, Any] | None:
     """The task's divergence: trials paired by number, the lowest-numbered pair that differs (``trial`` names it);
     None when every paired trial has the same trajectory or no trial pairs. ``content_free``: values withheld."""
     for n in sorted(set(baseline) & set(candidate)):
@@ -125,8 +125,10 @@ def describe(div: dict[str, Any]) -> str:
             label += f" {step['tool']}"
         return label if value is None else f"{label} {short(value)}"
 
-    return (f"trial {div.get('trial', 1)} step {div['step']} {div['kind']} at {where}: "
-            f"baseline {side(div.get('baseline'))} / candidate {side(div.get('candidate'))}")
+    return (
+        f"trial {div.get('trial', 1)} step {div['step']} {div['kind']} at {where}: "
+        f"baseline {side(div.get('baseline'))} / candidate {side(div.get('candidate'))}"
+    )
 
 
 def short(value: Any, limit: int = 120) -> str:

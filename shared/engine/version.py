@@ -43,4 +43,5 @@ def check_engine(data: Mapping[str, Any]) -> None:
     version = run_engine_version(data)
     if version not in READS:
         raise EngineVersionMismatchError(
-            f"the run was started on engine version {version}; this build reads {sorted(READS)}")
+            f"the run was started on engine version {version}; this build reads {sorted(READS)}"
+        )

@@ -9,7 +9,11 @@ from shared.protocol.ids import NAME_ID_RE
 
 TRIGGER_RULES = ("all_success", "any_success", "all_complete", "none_failed", "any_failed")
 VARIABLE_TYPES: dict[str, type | tuple[type, ...]] = {
-    "string": str, "number": (int, float), "boolean": bool, "object": dict, "array": list,
+    "string": str,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+    "array": list,
 }
 # Bounds on a definition (docs/decisions/0010-workflow-validation.md): larger is refused before any graph work.
 MAX_NODES = 10_000
@@ -156,9 +160,16 @@ def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
             inf[e.target].append(e)
     entries = tuple(n for n in order if not inf[n])
     return Workflow(
-        id=wid, doc=doc, node_ids=tuple(order), nodes=nodes, edges=edges, entries=entries,
-        max_loopback=max_loop, timeout_ms=timeout,
-        out_edges={k: tuple(v) for k, v in out.items()}, in_forward={k: tuple(v) for k, v in inf.items()},
+        id=wid,
+        doc=doc,
+        node_ids=tuple(order),
+        nodes=nodes,
+        edges=edges,
+        entries=entries,
+        max_loopback=max_loop,
+        timeout_ms=timeout,
+        out_edges={k: tuple(v) for k, v in out.items()},
+        in_forward={k: tuple(v) for k, v in inf.items()},
     )
 
 
@@ -214,8 +225,11 @@ def resolve_node_inputs(node: dict[str, Any], variables: dict[str, Any], outputs
                 resolved[key] = variables[name]
             elif not binding.get("optional", False):
                 raise UnresolvedInputError(f"input '{key}' names a variable the run does not set")
-        elif kind == "connection" and isinstance(binding.get("nodeId"), str) and isinstance(
-                binding.get("outputKey"), str):
+        elif (
+            kind == "connection"
+            and isinstance(binding.get("nodeId"), str)
+            and isinstance(binding.get("outputKey"), str)
+        ):
             src = outputs.get(binding["nodeId"])
             if isinstance(src, dict) and binding["outputKey"] in src:
                 resolved[key] = src[binding["outputKey"]]

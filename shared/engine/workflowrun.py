@@ -83,25 +83,41 @@ class RunContext:
     def tools(self) -> ToolRuntime:
         """The tool path for this task's steps (one catalog, so each registration is read once per task)."""
         if self._tools is None:
-            self._tools = ToolRuntime(self.ports, self.run_id, self.record.tenant, self.mode, self.record.expires_at,
-                                      self.ports.settings.run_tool_call_budget, self.source_calls, tally=self.tally)
+            self._tools = ToolRuntime(
+                self.ports,
+                self.run_id,
+                self.record.tenant,
+                self.mode,
+                self.record.expires_at,
+                self.ports.settings.run_tool_call_budget,
+                self.source_calls,
+                tally=self.tally,
+            )
         return self._tools
 
     def models(self) -> ModelSession:
         """The model side of this task's steps: the run's model-call log, the source's log in a replay."""
         if self._models is None:
             ai = (self.record.data.get("configurable") or {}).get("ai")
-            self._models = ModelSession(self.ports, self.run_id, self.record.tenant, self.mode,
-                                        self.record.expires_at, ai,
-                                        self.source_run_id if self.mode == "replay" else None, tally=self.tally)
+            self._models = ModelSession(
+                self.ports,
+                self.run_id,
+                self.record.tenant,
+                self.mode,
+                self.record.expires_at,
+                ai,
+                self.source_run_id if self.mode == "replay" else None,
+                tally=self.tally,
+            )
         return self._models
 
     def agent(self, nid: str, node: dict[str, Any]) -> AgentSpec | None:
         """The node's agent: the model-backed version the run pinned at create, or a built-in/scripted agent."""
         if nid not in self._agents:
             pinned = (self.record.data.get("agentPins") or {}).get(nid) or {}
-            self._agents[nid] = resolve_agent(self.ports, self.record.tenant, node_agent_id(node),
-                                              pinned.get("version"))
+            self._agents[nid] = resolve_agent(
+                self.ports, self.record.tenant, node_agent_id(node), pinned.get("version")
+            )
         return self._agents[nid]
 
     def source_event(self, seq: int, page: int = SOURCE_PAGE) -> dict[str, Any] | None:
@@ -147,8 +163,13 @@ def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
     now = ctx.ports.clock.now_ms()
     restart, ctx.restart = ctx.restart, False  # only the first step after the prefix copy
     if state["status"] == "pending":
-        payload: dict[str, Any] = {"workflowId": ctx.wf.id, "inputs": rec.data.get("inputs", {}), "transport": "rest",
-                                   "engineVersion": ENGINE_VERSION, "owner": rec.data["owner"]}
+        payload: dict[str, Any] = {
+            "workflowId": ctx.wf.id,
+            "inputs": rec.data.get("inputs", {}),
+            "transport": "rest",
+            "engineVersion": ENGINE_VERSION,
+            "owner": rec.data["owner"],
+        }
         for k in ("tags", "metadata"):
             if rec.data.get(k) is not None:
                 payload[k] = rec.data[k]
@@ -176,8 +197,11 @@ def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
         return _continue(ctx, state, active, now)
     if state["ready"]:
         return _start(ctx, state, state["ready"][0])
-    outputs = {n: v["outputs"] for n, v in state["nodes"].items()
-               if v["status"] == "completed" and not any(not e.back for e in ctx.wf.out_edges.get(n, ()))}
+    outputs = {
+        n: v["outputs"]
+        for n, v in state["nodes"].items()
+        if v["status"] == "completed" and not any(not e.back for e in ctx.wf.out_edges.get(n, ()))
+    }
     return Step([(c.RUN_COMPLETED, {"outputs": outputs}, None)], done=True)
 
 
@@ -208,8 +232,18 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
             if o["type"] == c.NODE_COMPLETED:
                 return Step([started, *again, _node_ev(c.NODE_COMPLETED, nid, outputs=o.get("outputs", {}))])
             return Step([started, *again, _node_ev(c.NODE_FAILED, nid, error=o.get("error"))])
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(
-            c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"))])
+        return Step(
+            [
+                started,
+                _node_ev(
+                    c.NODE_FAILED,
+                    nid,
+                    error=fail_obj(
+                        c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"
+                    ),
+                ),
+            ]
+        )
     if type_id == "core.conformance.hold":
         return Step([started])
     if type_id == "core.approvalGate":
@@ -219,13 +253,19 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
             n = int(state["nodes"][nid].get("resolutions", 0)) + 1
             recorded = ctx.source_resolutions.get(nid, [])
             if len(recorded) >= n:
-                events.append(_node_ev(c.INTERRUPT_RESOLVED, nid, **{k: v for k, v in recorded[n - 1].items()
-                                                                      if k != "nodeId"}))
+                events.append(
+                    _node_ev(c.INTERRUPT_RESOLVED, nid, **{k: v for k, v in recorded[n - 1].items() if k != "nodeId"})
+                )
         return Step(events)
     if type_id == "core.agent":
         inv = f"{nid}:{ordinal}"
-        payload = started_payload(ctx.agent(nid, node), node_agent_id(node), inv, "workflow-node",
-                                  (ctx.record.data.get("configurable") or {}).get("ai"))
+        payload = started_payload(
+            ctx.agent(nid, node),
+            node_agent_id(node),
+            inv,
+            "workflow-node",
+            (ctx.record.data.get("configurable") or {}).get("ai"),
+        )
         channel = ((ctx.record.data.get("agentPins") or {}).get(nid) or {}).get("channel")
         if channel is not None and "resolvedAgentVersion" in payload:
             payload["resolvedChannel"] = channel
@@ -235,11 +275,24 @@ def _start(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     try:
         outputs = _execute_once(ctx, guard, nid, node, inputs, ordinal, negotiated)
     except EffectDeniedError:
-        return Step([started, _node_ev(c.NODE_FAILED, nid, error=fail_obj(
-            c.REPLAY_SOURCE_MISSING, "an effect seam refused an effect in replay"))])
+        return Step(
+            [
+                started,
+                _node_ev(
+                    c.NODE_FAILED,
+                    nid,
+                    error=fail_obj(c.REPLAY_SOURCE_MISSING, "an effect seam refused an effect in replay"),
+                ),
+            ]
+        )
     except NodeFailure as exc:
-        return Step([started, *_negotiations(nid, negotiated),
-                     _node_ev(c.NODE_FAILED, nid, error=fail_obj(exc.code, exc.message))])
+        return Step(
+            [
+                started,
+                *_negotiations(nid, negotiated),
+                _node_ev(c.NODE_FAILED, nid, error=fail_obj(exc.code, exc.message)),
+            ]
+        )
     return Step([started, *_negotiations(nid, negotiated), _node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
 
 
@@ -251,8 +304,11 @@ def _inputs(state: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """The node's resolved inputs; a connection reads the upstream node's latest completed outputs."""
     nodes = state["nodes"]
     # Only the nodes a connection names (not every node's outputs, which made a long chain quadratic).
-    named = {b["nodeId"] for b in (node.get("inputs") or {}).values()
-             if isinstance(b, dict) and b.get("type") == "connection" and isinstance(b.get("nodeId"), str)}
+    named = {
+        b["nodeId"]
+        for b in (node.get("inputs") or {}).values()
+        if isinstance(b, dict) and b.get("type") == "connection" and isinstance(b.get("nodeId"), str)
+    }
     outputs = {k: nodes[k]["outputs"] for k in named if k in nodes and nodes[k].get("outputs") is not None}
     return resolve_node_inputs(node, state["variables"], outputs)
 
@@ -274,18 +330,29 @@ def interrupt_id(ctx: RunContext, nid: str, ordinal: int) -> str:
     return f"{ctx.record.tenant}/i-{digest}"
 
 
-def _interrupt_requested(ctx: RunContext, nid: str, node: dict[str, Any],
-                         ordinal: int) -> tuple[str, dict[str, Any], str | None]:
+def _interrupt_requested(
+    ctx: RunContext, nid: str, node: dict[str, Any], ordinal: int
+) -> tuple[str, dict[str, Any], str | None]:
     """The approval InterruptPayload (interrupt.md §Payload) plus the engine's identity fields."""
     cfg = node.get("config") or {}
     actions = [a for a in (cfg.get("actions") or APPROVAL_ACTIONS) if a in APPROVAL_ACTIONS] or list(APPROVAL_ACTIONS)
-    data: dict[str, Any] = {"artifactId": f"{_origin(ctx)}#{nid}", "artifactType": "workflow-step",
-                            "title": str(cfg.get("title") or node.get("name") or nid), "actions": actions}
+    data: dict[str, Any] = {
+        "artifactId": f"{_origin(ctx)}#{nid}",
+        "artifactType": "workflow-step",
+        "title": str(cfg.get("title") or node.get("name") or nid),
+        "actions": actions,
+    }
     approvers = cfg.get("approversList")
     if isinstance(approvers, list) and approvers:
         data["approversList"] = [str(a) for a in approvers]
-    return _node_ev(c.INTERRUPT_REQUESTED, nid, interruptId=interrupt_id(ctx, nid, ordinal), kind="approval",
-                    key=f"{nid}#{ordinal}", data=data)
+    return _node_ev(
+        c.INTERRUPT_REQUESTED,
+        nid,
+        interruptId=interrupt_id(ctx, nid, ordinal),
+        kind="approval",
+        key=f"{nid}#{ordinal}",
+        data=data,
+    )
 
 
 class NodeFailure(Exception):
@@ -295,8 +362,15 @@ class NodeFailure(Exception):
         self.message = message
 
 
-def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any], inputs: dict[str, Any],
-                  ordinal: int, negotiated: list[dict[str, Any]]) -> dict[str, Any]:
+def _execute_once(
+    ctx: RunContext,
+    guard: Guard,
+    nid: str,
+    node: dict[str, Any],
+    inputs: dict[str, Any],
+    ordinal: int,
+    negotiated: list[dict[str, Any]],
+) -> dict[str, Any]:
     type_id = node["typeId"]
     cfg = node.get("config") or {}
     if type_id == "core.noop":
@@ -306,15 +380,26 @@ def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any],
         rec = ctx.record
         effect_id = f"{rec.run_id}#{nid}#{ordinal}"
         # The effect: one ledger row, written only while the run is writable (ConflictError otherwise).
-        ctx.ports.host.put_effect(f"LEDGER#{rec.tenant}", f"{rec.run_id}#{nid}#{ordinal:06d}",
-                                  {"runId": rec.run_id, "nodeId": nid, "ordinal": ordinal,
-                                   "at": ctx.ports.clock.iso()}, run_id=rec.run_id, expires_at=rec.expires_at)
+        ctx.ports.host.put_effect(
+            f"LEDGER#{rec.tenant}",
+            f"{rec.run_id}#{nid}#{ordinal:06d}",
+            {"runId": rec.run_id, "nodeId": nid, "ordinal": ordinal, "at": ctx.ports.clock.iso()},
+            run_id=rec.run_id,
+            expires_at=rec.expires_at,
+        )
         return {"effectId": effect_id, "ordinal": ordinal}
     if type_id == "core.tool":
         tool = str(cfg.get("tool", ""))
         agent = AgentSpec(f"node:{nid}", tool_allowlist=None)
-        out = ctx.tools().call(agent=agent, invocation_id=f"{nid}:{ordinal}", order_key=f"N{nid}:{ordinal:06d}",
-                               index=0, tool=tool, args=inputs, calls_so_far=0)
+        out = ctx.tools().call(
+            agent=agent,
+            invocation_id=f"{nid}:{ordinal}",
+            order_key=f"N{nid}:{ordinal:06d}",
+            index=0,
+            tool=tool,
+            args=inputs,
+            calls_so_far=0,
+        )
         if out.negotiation is not None:
             negotiated.append(out.negotiation)
         if out.status != "ok":
@@ -328,8 +413,9 @@ def _execute_once(ctx: RunContext, guard: Guard, nid: str, node: dict[str, Any],
     raise NodeFailure(c.NODE_EXECUTION_FAILED, "node type cannot run here")
 
 
-def _mcp_client(ctx: RunContext, guard: Guard, nid: str, ordinal: int,
-                negotiated: list[dict[str, Any]]) -> dict[str, Any]:
+def _mcp_client(
+    ctx: RunContext, guard: Guard, nid: str, ordinal: int, negotiated: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The ``conformance-mcp-client`` fixture's node: ``ctx.mcp.<method>`` with the run's inputs, its resolved value
     verbatim as ``outputs.result`` (``shared.engine.mcpclient``)."""
     from shared.engine import mcpclient
@@ -343,16 +429,22 @@ def _mcp_client(ctx: RunContext, guard: Guard, nid: str, ordinal: int,
         claim_once(ctx.ports, ctx.run_id, effect_key, {"seam": "tool.mcp", "nodeId": nid}, rec.expires_at)
 
     try:
-        result = mcpclient.invoke(ctx.ports, rec.tenant, dict(rec.data.get("inputs") or {}),
-                                  idempotency_key=idempotency_key(ctx.run_id, effect_key), claim=claim,
-                                  negotiated=negotiated)
+        result = mcpclient.invoke(
+            ctx.ports,
+            rec.tenant,
+            dict(rec.data.get("inputs") or {}),
+            idempotency_key=idempotency_key(ctx.run_id, effect_key),
+            claim=claim,
+            negotiated=negotiated,
+        )
     except mcpclient.Rejected as exc:
         raise NodeFailure(exc.code, exc.message) from exc
     return {"result": result}
 
 
-def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, Any],
-          effect_key: str) -> dict[str, Any]:
+def _http(
+    ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, Any], effect_key: str
+) -> dict[str, Any]:
     from urllib.parse import urlsplit
 
     url = str(cfg.get("url") or inputs.get("url") or "")
@@ -368,14 +460,19 @@ def _http(ctx: RunContext, guard: Guard, cfg: dict[str, Any], inputs: dict[str, 
     guard.check("http.fetch")
     # The request goes out only if the run is writable at this instant (ConflictError otherwise), and only from the
     # one delivery holding its claim (EffectInFlightError in another: the same work delivered twice fires it once).
-    claim_once(ctx.ports, ctx.run_id, effect_key, {"seam": "http.fetch", "method": method, "url": url},
-               ctx.record.expires_at)
+    claim_once(
+        ctx.ports, ctx.run_id, effect_key, {"seam": "http.fetch", "method": method, "url": url}, ctx.record.expires_at
+    )
     body = inputs.get("body")
     try:
-        reply = ctx.ports.http.send(method, url, {"Content-Type": "application/json", "Accept": "application/json"},
-                                    None if body is None else json.dumps(body).encode("utf-8"),
-                                    timeout_s=float(cfg.get("timeoutSeconds", 10)),
-                                    max_bytes=int(ctx.ports.settings.tool_response_max_bytes))
+        reply = ctx.ports.http.send(
+            method,
+            url,
+            {"Content-Type": "application/json", "Accept": "application/json"},
+            None if body is None else json.dumps(body).encode("utf-8"),
+            timeout_s=float(cfg.get("timeoutSeconds", 10)),
+            max_bytes=int(ctx.ports.settings.tool_response_max_bytes),
+        )
     except (EgressRefusedError, TransportError) as exc:
         raise NodeFailure(c.EXTERNAL_CALL_FAILED, f"the HTTP request failed: {exc.reason}") from exc
     if reply.status >= 400:
@@ -404,19 +501,36 @@ def _continue(ctx: RunContext, state: dict[str, Any], active: dict[str, Any], no
         if resolved is None:
             raise EngineError("an unresolved interrupt in a running run")
         if resolved.get("decision") == "rejected":
-            return Step([_node_ev(c.NODE_FAILED, nid, error={"code": c.APPROVAL_REJECTED,
-                                                            "message": "the approval was rejected",
-                                                            "retryable": False})])
-        return Step([_node_ev(c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in
-                                                               ("action", "decision", "resumeValue")})])
+            return Step(
+                [
+                    _node_ev(
+                        c.NODE_FAILED,
+                        nid,
+                        error={"code": c.APPROVAL_REJECTED, "message": "the approval was rejected", "retryable": False},
+                    )
+                ]
+            )
+        return Step(
+            [
+                _node_ev(
+                    c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in ("action", "decision", "resumeValue")}
+                )
+            ]
+        )
     if type_id == "core.agent":
         agent = ctx.agent(nid, node)
         progress = active.get("agent")
         if agent is None or progress is None:
             return Step([_node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
         agent_input = inputs.get("input", inputs)
-        turn = invocation_step(agent, agent_input, progress, ctx.tools(), int(state["toolCalls"]),
-                               ctx.models() if agent.kind == "model" else None)
+        turn = invocation_step(
+            agent,
+            agent_input,
+            progress,
+            ctx.tools(),
+            int(state["toolCalls"]),
+            ctx.models() if agent.kind == "model" else None,
+        )
         out: list[tuple[str, dict[str, Any], str | None]] = [(t, p, None) for t, p in turn.events]
         if turn.error is not None:
             out.append(_node_ev(c.NODE_FAILED, nid, error=turn.error))
@@ -471,8 +585,9 @@ def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str,
     return upd
 
 
-def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000,
-            tally: ToolTally | None = None) -> dict[str, Any]:
+def advance(
+    ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+) -> dict[str, Any]:
     """One Advance task of the writable workflow run ``rec``: steps until it parks, ends or waits long, or the task
     has appended ``max_events`` events or spent ``max_ms``; a fork's first tasks copy its prefix instead."""
     run_id = rec.run_id
@@ -508,8 +623,9 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
             if final and deferred:
                 updates = snapshot_updates(ports, run_id, state, next_seq - 1, inputs)
                 if updates:
-                    ports.events.append_events(run_id, next_seq, [], require_status=WRITABLE,
-                                               expires_at=rec.expires_at, run_updates=updates)
+                    ports.events.append_events(
+                        run_id, next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at, run_updates=updates
+                    )
                     stored_seq = next_seq - 1
                 deferred = False
             return
@@ -520,11 +636,15 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
         if updates["status"] == stored_status:
             del updates["status"]
         if rec.started_at is None and state["status"] != "pending":
-            updates["startedAt"] = next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED) \
-                if any(e["type"] == c.RUN_STARTED for e in buffer) else buffer[0]["timestamp"]
+            updates["startedAt"] = (
+                next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED)
+                if any(e["type"] == c.RUN_STARTED for e in buffer)
+                else buffer[0]["timestamp"]
+            )
             rec.started_at = updates["startedAt"]
-        ports.events.append_events(run_id, next_seq, buffer, run_updates=updates, require_status=WRITABLE,
-                                   expires_at=rec.expires_at)
+        ports.events.append_events(
+            run_id, next_seq, buffer, run_updates=updates, require_status=WRITABLE, expires_at=rec.expires_at
+        )
         if "state" in updates:
             stored_seq = last
         stored_status = updates.get("status", stored_status)
@@ -580,4 +700,3 @@ def advance(ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_
         if fresh is None or fresh.status not in WRITABLE:
             return halt(run_id, fresh)
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
-

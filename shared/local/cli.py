@@ -106,8 +106,10 @@ def _state_line(aws: object, resumed: object) -> str:
     line = f"local state: {aws.data_dir_path} (kept across restarts; --ephemeral keeps nothing)"
     found = aws.recovery
     if found is not None and (found.snapshot_bytes or found.records):
-        line += (f"; loaded {found.snapshot_bytes // 1024} KiB snapshot + {found.records} journal records in "
-                 f"{found.seconds:.1f} s")
+        line += (
+            f"; loaded {found.snapshot_bytes // 1024} KiB snapshot + {found.records} journal records in "
+            f"{found.seconds:.1f} s"
+        )
     if len(resumed):
         line += f"; {len(resumed.runs)} unfinished run{'' if len(resumed.runs) == 1 else 's'} resumed"
         if resumed.cancelled:
@@ -117,15 +119,19 @@ def _state_line(aws: object, resumed: object) -> str:
     return line
 
 
-def _serve(host: str, port: int, stop: threading.Event | None = None, *, data_dir: str | None = DEFAULT_DATA_DIR) -> int:
+def _serve(
+    host: str, port: int, stop: threading.Event | None = None, *, data_dir: str | None = DEFAULT_DATA_DIR
+) -> int:
     from shared.local.datadir import DataDirError
     from shared.local.front import LocalFront
     from shared.local.stack import LocalAws
 
     api_keys = parse_api_keys(os.environ.get("OPENWOP_API_KEYS") or DEFAULT_API_KEYS)
     if port and (why := _port_taken(host, port)) is not None:
-        print(f"error: cannot listen on {host}:{port} ({why}); stop what uses port {port} or choose another --port",
-              file=sys.stderr)
+        print(
+            f"error: cannot listen on {host}:{port} ({why}); stop what uses port {port} or choose another --port",
+            file=sys.stderr,
+        )
         return 2
     aws = LocalAws(data_dir=data_dir)
     try:
@@ -149,8 +155,9 @@ def _serve(host: str, port: int, stop: threading.Event | None = None, *, data_di
         try:
             base_url = front.start(host, port)
         except OSError as exc:  # taken between the check and now
-            print(f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port",
-                  file=sys.stderr)
+            print(
+                f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port", file=sys.stderr
+            )
             return 2
         print(f"openwop-serverless local host: {base_url}")
         print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
@@ -266,29 +273,36 @@ def viewer_url(base_url: str, key: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openwop-serverless", description="OpenWOP v2 serverless host tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("eval", help="eval runs on any host over HTTP: run, compare; exit codes gate CI "
-                                "(see `openwop-serverless eval --help`)", add_help=False)
+    sub.add_parser(
+        "eval",
+        help="eval runs on any host over HTTP: run, compare; exit codes gate CI (see `openwop-serverless eval --help`)",
+        add_help=False,
+    )
 
     serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     kept = serve.add_mutually_exclusive_group()
-    kept.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
-                      help="folder that keeps the host's state across restarts (default: .openwop in the working "
-                           "directory)")
+    kept.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA_DIR,
+        help="folder that keeps the host's state across restarts (default: .openwop in the working directory)",
+    )
     kept.add_argument("--ephemeral", action="store_true", help="keep nothing: all state in memory, gone at stop")
 
     def target(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         group = p.add_mutually_exclusive_group()
         group.add_argument("--endpoint", help="moto endpoint of a running local host (printed by serve)")
-        group.add_argument("--stack", help="a deployed stack's name (e.g. OpenWopHost-prod): its outputs locate "
-                                           "the resources")
+        group.add_argument(
+            "--stack", help="a deployed stack's name (e.g. OpenWopHost-prod): its outputs locate the resources"
+        )
         p.add_argument("--region", help="AWS region of --stack (default: the AWS environment's)")
         return p
 
     def tenant(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--base-url", help="a host's base URL: act as the --api-key's tenant over HTTP "
-                                          "(default: OPENWOP_BASE_URL)")
+        p.add_argument(
+            "--base-url", help="a host's base URL: act as the --api-key's tenant over HTTP (default: OPENWOP_BASE_URL)"
+        )
         p.add_argument("--api-key", help="a tenant API key (default: OPENWOP_API_KEY)")
         return target(p)
 
@@ -316,8 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     target(keys.add_parser("rotate-pepper", help="new pepper for key hashes; keys under the old one keep working"))
     target(keys.add_parser("finish-rotation", help="drop the previous pepper (its keys stop working)"))
 
-    seeding = target(sub.add_parser("seed", help="seed the conformance fixtures and/or the demo (refused for a "
-                                                 "-prod stack)"))
+    seeding = target(
+        sub.add_parser("seed", help="seed the conformance fixtures and/or the demo (refused for a -prod stack)")
+    )
     seeding.add_argument("sets", help="conformance, demo, or conformance,demo")
     seeding.add_argument("--tenants", default="", help="tenants the demo is registered for (comma-separated)")
     seeding.add_argument("--demo-tools-url", default="", help="base URL of the demo HTTP tool server")
@@ -326,15 +341,19 @@ def build_parser() -> argparse.ArgumentParser:
     listen = webhooks.add_parser("listen", help="a loopback receiver that prints verified deliveries")
     listen.add_argument("--host", default="127.0.0.1")
     listen.add_argument("--port", type=int, default=8790)
-    listen.add_argument("--secret", action="append", default=[],
-                        help="a subscription secret to verify with (repeatable; from the 201 of POST /webhooks)")
+    listen.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        help="a subscription secret to verify with (repeatable; from the 201 of POST /webhooks)",
+    )
     return parser
 
 
 def stack_stage(stack: str | None) -> str:
     """The stage of a stack named ``OpenWopHost-<stage>`` (the CDK app's naming); empty for any other target."""
     prefix = "OpenWopHost-"
-    return stack[len(prefix):] if stack and stack.startswith(prefix) else ""
+    return stack[len(prefix) :] if stack and stack.startswith(prefix) else ""
 
 
 def describe_hit(hit: object, secrets: Sequence[str]) -> str:
@@ -387,8 +406,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shared.services.seed import SeedPlanError, seed_plan
 
         try:
-            seed_plan(args.sets, tenants=args.tenants, demo_tools_url=args.demo_tools_url,
-                      demo_mcp_url=args.demo_mcp_url, stage=stack_stage(args.stack) or None)
+            seed_plan(
+                args.sets,
+                tenants=args.tenants,
+                demo_tools_url=args.demo_tools_url,
+                demo_mcp_url=args.demo_mcp_url,
+                stage=stack_stage(args.stack) or None,
+            )
         except SeedPlanError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

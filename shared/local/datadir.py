@@ -42,7 +42,6 @@ def moto_version() -> str:
     return str(moto.__version__)
 
 
-
 @dataclass
 class DataDir:
     path: Path
@@ -64,8 +63,10 @@ class DataDir:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DataDirError(f"data folder {folder} is in use by another openwop-serverless host (pid {holder});"
-                                   " stop it, or start this one with another --data-dir or --ephemeral") from exc
+                raise DataDirError(
+                    f"data folder {folder} is in use by another openwop-serverless host (pid {holder});"
+                    " stop it, or start this one with another --data-dir or --ephemeral"
+                ) from exc
             raise DataDirError(f"data folder {folder} cannot be locked: {exc.strerror or exc}") from exc
         data_dir = cls(folder, fd)
         try:
@@ -83,23 +84,28 @@ class DataDir:
         if not fmt.exists():
             others = [p.name for p in self.path.iterdir() if p.name not in (LOCK_FILE,) and not p.name.startswith(".")]
             if others:
-                raise DataDirError(f"{self.path} is not an openwop-serverless data folder (it has no {FORMAT_FILE} "
-                                   f"file but holds {', '.join(sorted(others)[:3])}); choose an empty or new folder")
+                raise DataDirError(
+                    f"{self.path} is not an openwop-serverless data folder (it has no {FORMAT_FILE} "
+                    f"file but holds {', '.join(sorted(others)[:3])}); choose an empty or new folder"
+                )
             _write_atomically(fmt, (json.dumps(ours, indent=1) + "\n").encode())
             return
         try:
             found = json.loads(fmt.read_text(encoding="utf-8"))
             found_format = int(found["format"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataDirError(f"{fmt} is unreadable; this host writes format {FORMAT} "
-                               f"(openwop-serverless {ours['host']}); move the folder away to start empty") from exc
+            raise DataDirError(
+                f"{fmt} is unreadable; this host writes format {FORMAT} "
+                f"(openwop-serverless {ours['host']}); move the folder away to start empty"
+            ) from exc
         found_host, found_moto = found.get("host", "unknown"), found.get("moto", "unknown")
         if found_format != FORMAT or found_moto != ours["moto"]:
             raise DataDirError(
                 f"data folder {self.path} was written in format {found_format} by openwop-serverless {found_host} "
                 f"(moto {found_moto}); this is openwop-serverless {ours['host']} (format {FORMAT}, moto "
                 f"{ours['moto']}), which cannot read it: start the version that wrote it, or use another --data-dir "
-                f"or --ephemeral (the folder was left as it is)")
+                f"or --ephemeral (the folder was left as it is)"
+            )
         if found_host != ours["host"]:  # same format, same moto: readable; the file names the newest writer
             _write_atomically(fmt, (json.dumps(ours, indent=1) + "\n").encode())
 
@@ -143,4 +149,3 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-

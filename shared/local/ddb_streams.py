@@ -94,8 +94,9 @@ class _StreamWorker:
                 lane = self._lanes[i]
                 lane.queue.append((target, {"Records": records}))
                 if lane.thread is None or not lane.thread.is_alive():
-                    lane.thread = threading.Thread(target=self._run, args=(lane,), daemon=True,
-                                                   name=f"openwop-ddb-stream-{self.name}-{i}")
+                    lane.thread = threading.Thread(
+                        target=self._run, args=(lane,), daemon=True, name=f"openwop-ddb-stream-{self.name}-{i}"
+                    )
                     lane.thread.start()
             self._cond.notify_all()
 
@@ -130,8 +131,7 @@ class _StreamWorker:
                 lane.current = None
                 self._delivered = True
                 if _idle_listener is not None:  # someone takes them (the kept state's erasure follow-up)
-                    self._removed.extend(r["dynamodb"].get("Keys", {}) for r in records
-                                         if r["eventName"] == "REMOVE")
+                    self._removed.extend(r["dynamodb"].get("Keys", {}) for r in records if r["eventName"] == "REMOVE")
 
     def pending(self) -> list[tuple[str, dict[str, Any]]]:
         """The batches not yet delivered, each lane's in order, the one being delivered first:
@@ -233,8 +233,7 @@ def _kept_event_name(function_name: str) -> str | None:
     if _event_names is None:
         from shared import manifest
 
-        _event_names = {manifest.function(fn).local_name: name
-                        for (_, fn), name in manifest.STREAM_EVENT_NAMES.items()}
+        _event_names = {manifest.function(fn).local_name: name for (_, fn), name in manifest.STREAM_EVENT_NAMES.items()}
     return _event_names.get(function_name)
 
 

@@ -88,8 +88,9 @@ def apply_transaction_patch() -> None:
                 current = self.get_item(table_name, key)
                 cond = op.get("ConditionExpression")
                 if cond is not None:
-                    expr = filter_expression(cond, op.get("ExpressionAttributeNames"),
-                                             op.get("ExpressionAttributeValues"))
+                    expr = filter_expression(
+                        cond, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+                    )
                     if not expr.expr(current):
                         old = None
                         if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
@@ -113,14 +114,21 @@ def apply_transaction_patch() -> None:
                 snapshots.append((table_name, key, copy.deepcopy(self.get_item(table_name, key))))
                 names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 if op_type == "Put":
-                    self.put_item(table_name, op["Item"], expression_attribute_names=names,
-                                  expression_attribute_values=values)
+                    self.put_item(
+                        table_name, op["Item"], expression_attribute_names=names, expression_attribute_values=values
+                    )
                 elif op_type == "Delete":
-                    self.delete_item(table_name, key, expression_attribute_names=names,
-                                     expression_attribute_values=values)
+                    self.delete_item(
+                        table_name, key, expression_attribute_names=names, expression_attribute_values=values
+                    )
                 else:
-                    self.update_item(table_name, key, update_expression=op["UpdateExpression"],
-                                     expression_attribute_names=names, expression_attribute_values=values)
+                    self.update_item(
+                        table_name,
+                        key,
+                        update_expression=op["UpdateExpression"],
+                        expression_attribute_names=names,
+                        expression_attribute_values=values,
+                    )
         except Exception:
             for table_name, key, before in reversed(snapshots):
                 if before is None:

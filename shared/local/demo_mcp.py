@@ -98,11 +98,17 @@ def ticket_id(title: str, body: str) -> str:
 class DemoMcpServer:
     """The demo server. ``start()`` returns its URL; ``stop()`` ends it (both bounded)."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, page_size: int = 2,
-                 allowed_hosts: tuple[str, ...] = (),
-                 extra_tools: Sequence[tuple[dict[str, Any], Callable[[dict[str, Any]], Any]]] = (),
-                 revisions: tuple[str, ...] | None = None, discover_lists: tuple[str, ...] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        page_size: int = 2,
+        allowed_hosts: tuple[str, ...] = (),
+        extra_tools: Sequence[tuple[dict[str, Any], Callable[[dict[str, Any]], Any]]] = (),
+        revisions: tuple[str, ...] | None = None,
+        discover_lists: tuple[str, ...] | None = None,
+    ) -> None:
         self.host = host
         self.extra_tools = list(extra_tools)
         self.revisions = revisions
@@ -170,18 +176,28 @@ class DemoMcpServer:
                 out = {"ticketId": ticket_id(str(args.get("title", "")), str(args.get("body", "")))}
             else:
                 return types.CallToolResult(
-                    content=[types.TextContent(type="text", text="the demo tool always fails")], is_error=True)
-            return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(out))],
-                                        structured_content=out, is_error=False)
+                    content=[types.TextContent(type="text", text="the demo tool always fails")], is_error=True
+                )
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(out))], structured_content=out, is_error=False
+            )
 
         async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
             if params.uri not in RESOURCES:
                 raise MCPError(types.INVALID_PARAMS, "Unknown resource")
-            return types.ReadResourceResult(contents=[types.TextResourceContents(
-                uri=params.uri, mime_type="text/plain", text=RESOURCES[params.uri])])
+            return types.ReadResourceResult(
+                contents=[
+                    types.TextResourceContents(uri=params.uri, mime_type="text/plain", text=RESOURCES[params.uri])
+                ]
+            )
 
-        server = Server("openwop-demo-mcp", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool,
-                        on_read_resource=read_resource)
+        server = Server(
+            "openwop-demo-mcp",
+            version="1.0.0",
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_read_resource=read_resource,
+        )
         if self.discover_lists is not None:
             listed = list(self.discover_lists)
 
@@ -195,10 +211,12 @@ class DemoMcpServer:
         from mcp.server.transport_security import TransportSecuritySettings
 
         hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *(f"{h}:*" for h in self.allowed_hosts)]
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                             allowed_origins=[f"http://{h}" for h in hosts])
-        app = self._build().streamable_http_app(stateless_http=True, json_response=True,
-                                                transport_security=security, host=self.host)
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
+        )
+        app = self._build().streamable_http_app(
+            stateless_http=True, json_response=True, transport_security=security, host=self.host
+        )
 
         async def recording(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] != "http":
@@ -242,21 +260,31 @@ class DemoMcpServer:
 
     async def _refuse(self, request: Any, version: str, send: Any) -> None:
         """The 2026-07-28 refusal of a revision this server does not speak (``-32022``, what it speaks)."""
-        error = {"code": -32022, "message": "Unsupported protocol version",
-                 "data": {"supported": list(self.revisions or ()), "requested": version}}
+        error = {
+            "code": -32022,
+            "message": "Unsupported protocol version",
+            "data": {"supported": list(self.revisions or ()), "requested": version},
+        }
         answer = {"jsonrpc": "2.0", "id": request.get("id") if isinstance(request, dict) else None, "error": error}
         payload = json.dumps(answer).encode()
         self._record(request, version, answer)  # before the status line leaves, as every answer
-        await send({"type": "http.response.start", "status": 400,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     def _record(self, request: Any, version: str | None, answer: Any) -> None:
         if not isinstance(request, dict) or "method" not in request or "id" not in request:
             return
-        entry: dict[str, Any] = {"method": request["method"], "params": request.get("params"),
-                                 "protocolVersion": version}
+        entry: dict[str, Any] = {
+            "method": request["method"],
+            "params": request.get("params"),
+            "protocolVersion": version,
+        }
         if isinstance(answer, dict) and "result" in answer:
             entry["result"] = answer["result"]
         elif isinstance(answer, dict) and "error" in answer:
@@ -277,11 +305,13 @@ class DemoMcpServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self._app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
-                                timeout_keep_alive=1)
+        config = uvicorn.Config(
+            self._app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=1, timeout_keep_alive=1
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name="demo-mcp", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="demo-mcp", daemon=True
+        )
         self._thread.start()
         ready = threading.Event()
         waited = 0.0

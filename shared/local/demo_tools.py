@@ -94,8 +94,9 @@ class DemoToolServer:
         with self._lock:
             return sum(1 for h in self.hits if path is None or h.path == path)
 
-    def _route(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               body: Any) -> tuple[int, Any]:
+    def _route(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], body: Any
+    ) -> tuple[int, Any]:
         if path == "/crm/lookup" and method == "POST":
             customer = CUSTOMERS.get(str((body or {}).get("customerId")))
             return (200, customer) if customer else (404, {"error": "no such customer"})
@@ -103,8 +104,7 @@ class DemoToolServer:
             key = headers.get("idempotency-key") or f"anonymous-{len(self.hits)}"
             with self._lock:
                 if key not in self._tickets:
-                    self._tickets[key] = {"ticketId": f"T-{len(self._tickets) + 1}",
-                                          "title": (body or {}).get("title")}
+                    self._tickets[key] = {"ticketId": f"T-{len(self._tickets) + 1}", "title": (body or {}).get("title")}
                 return 201, self._tickets[key]
         if path == "/weather" and method == "GET":
             city = (query.get("city") or ["?"])[0]

@@ -50,25 +50,42 @@ EXTENSION = "openwop-serverless"
 app = typer.Typer(
     name="eval",
     help="Eval runs on any OpenWOP host over HTTP: start one, wait for it, compare it with its baseline.\n\n"
-         + EXIT_CODES,
+    + EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
 )
 
-Endpoint = Annotated[str | None, typer.Option("--endpoint", metavar="URL", envvar="OPENWOP_BASE_URL", show_envvar=True,
-                                              help="the host's base URL")]
-ApiKey = Annotated[str | None, typer.Option("--api-key", metavar="KEY", envvar="OPENWOP_API_KEY", show_envvar=True,
-                                            help="a tenant API key")]
+Endpoint = Annotated[
+    str | None,
+    typer.Option("--endpoint", metavar="URL", envvar="OPENWOP_BASE_URL", show_envvar=True, help="the host's base URL"),
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option("--api-key", metavar="KEY", envvar="OPENWOP_API_KEY", show_envvar=True, help="a tenant API key"),
+]
 JsonOut = Annotated[bool, typer.Option("--json", help="print one JSON document instead of the table")]
-Junit = Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="write a JUnit XML file (one testcase per task)",
-                                            dir_okay=False)]
-Markdown = Annotated[Path | None, typer.Option("--markdown", metavar="FILE", dir_okay=False,
-                                               help="write a pull-request comment (markdown); it is also appended "
-                                                    "to $GITHUB_STEP_SUMMARY when that is set")]
-ViewerUrl = Annotated[str | None, typer.Option("--viewer-url", metavar="URL",
-                                               help="the viewer's URL (.../host/openwop-serverless/ui): the "
-                                                    "markdown links each run to it")]
+Junit = Annotated[
+    Path | None,
+    typer.Option("--junit", metavar="FILE", help="write a JUnit XML file (one testcase per task)", dir_okay=False),
+]
+Markdown = Annotated[
+    Path | None,
+    typer.Option(
+        "--markdown",
+        metavar="FILE",
+        dir_okay=False,
+        help="write a pull-request comment (markdown); it is also appended to $GITHUB_STEP_SUMMARY when that is set",
+    ),
+]
+ViewerUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--viewer-url",
+        metavar="URL",
+        help="the viewer's URL (.../host/openwop-serverless/ui): the markdown links each run to it",
+    ),
+]
 
 
 app.add_typer(suite_app)  # ``eval suite from-runs``
@@ -174,8 +191,11 @@ def resolve_version(host: Host, agent_id: str, err: Console) -> str | None:
     except WopError as exc:
         if exc.status != 404:
             raise
-        err.print(f"agent {agent_id}: no registered versions (a built-in agent); no version pinned", highlight=False,
-                  soft_wrap=True)
+        err.print(
+            f"agent {agent_id}: no registered versions (a built-in agent); no version pinned",
+            highlight=False,
+            soft_wrap=True,
+        )
         return None
     records = {str(d["version"]): {"state": d.get("state"), "channels": d.get("channels") or []} for d in listed}
     if all(r["state"] == "draft" for r in records.values()):
@@ -185,13 +205,17 @@ def resolve_version(host: Host, agent_id: str, err: Console) -> str | None:
         if got is None:
             raise CliError(f"agent {agent_id} has deployments and none serves stable: pass --agent-version")
         version, why = got, "what its stable channel serves"
-    err.print(f"agent {agent_id}: no version named; running {version} ({why}); pin one with --agent-version",
-              highlight=False, soft_wrap=True)
+    err.print(
+        f"agent {agent_id}: no version named; running {version} ({why}); pin one with --agent-version",
+        highlight=False,
+        soft_wrap=True,
+    )
     return version
 
 
-def build_request(suite: str, agent: str, baseline: str | None, fixtures_from: list[str],
-                  modes: list[str], version: str | None = None) -> CreateRunRequest:
+def build_request(
+    suite: str, agent: str, baseline: str | None, fixtures_from: list[str], modes: list[str], version: str | None = None
+) -> CreateRunRequest:
     """The ``POST /runs`` body of ``eval run``: ``@VERSION`` (or ``version``) pins the agent version through the
     host's ``configurable.extensions`` section (sent only when a version is named)."""
     agent_id, named = parse_agent(agent)
@@ -223,8 +247,7 @@ def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -
     if show and err.is_terminal:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
-                       transient=True)
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err, transient=True)
         bar.start()
         tasks_bar = bar.add_task("tasks", total=None)
         trials_bar = bar.add_task("trials", total=None)
@@ -252,8 +275,10 @@ def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -
                 if now != last:
                     line = f"{run_id}: {status}"
                     if tasks:
-                        line += (f", tasks {tasks['done']}/{tasks['total']},"
-                                 f" trials {trials.get('done')}/{trials.get('total')}")
+                        line += (
+                            f", tasks {tasks['done']}/{tasks['total']},"
+                            f" trials {trials.get('done')}/{trials.get('total')}"
+                        )
                     err.print(line, highlight=False)
                     last = now
             if time.monotonic() > deadline:
@@ -295,18 +320,40 @@ def _from_summary(run_id: str, status: str, summary: dict[str, Any]) -> dict[str
     """A report-shaped document from a summary alone (a host without the eval report)."""
     reg = summary.get("regression") or {}
     flaky = set(reg.get("flakyTasks") or [])
-    return {"runId": run_id, "status": status, "suiteId": summary.get("suiteId"),
-            "suiteVersion": summary.get("suiteVersion"), "baselineRunId": reg.get("baselineRunId"),
-            "aggregateScore": summary.get("aggregateScore"), "scoreDelta": reg.get("scoreDelta"),
-            "pairedVerdict": reg.get("verdict"), "pairedTaskCount": reg.get("pairedTaskCount"),
-            "scoreDeltaInterval": reg.get("scoreDeltaInterval"), "flakyTasks": reg.get("flakyTasks"),
-            "baselineAggregateScore": None,
-            "tasks": [{"taskId": t["taskId"], "score": float(t["score"]), "passed": t.get("passed"),
-                       "baselineFlaky": t["taskId"] in flaky, "passAtK": t.get("passAtK"),
-                       "passHatK": t.get("passHatK"),
-                       "baselineScore": None, "fixtureMissCount": int(t.get("fixtureMissCount", 0)),
-                       "trials": None, "passAllK": None, "liveToolCalls": None, "costUsd": None, "latencyMs": None,
-                       "fixtureMisses": [], "verdict": None} for t in summary.get("tasks") or []]}
+    return {
+        "runId": run_id,
+        "status": status,
+        "suiteId": summary.get("suiteId"),
+        "suiteVersion": summary.get("suiteVersion"),
+        "baselineRunId": reg.get("baselineRunId"),
+        "aggregateScore": summary.get("aggregateScore"),
+        "scoreDelta": reg.get("scoreDelta"),
+        "pairedVerdict": reg.get("verdict"),
+        "pairedTaskCount": reg.get("pairedTaskCount"),
+        "scoreDeltaInterval": reg.get("scoreDeltaInterval"),
+        "flakyTasks": reg.get("flakyTasks"),
+        "baselineAggregateScore": None,
+        "tasks": [
+            {
+                "taskId": t["taskId"],
+                "score": float(t["score"]),
+                "passed": t.get("passed"),
+                "baselineFlaky": t["taskId"] in flaky,
+                "passAtK": t.get("passAtK"),
+                "passHatK": t.get("passHatK"),
+                "baselineScore": None,
+                "fixtureMissCount": int(t.get("fixtureMissCount", 0)),
+                "trials": None,
+                "passAllK": None,
+                "liveToolCalls": None,
+                "costUsd": None,
+                "latencyMs": None,
+                "fixtureMisses": [],
+                "verdict": None,
+            }
+            for t in summary.get("tasks") or []
+        ],
+    }
 
 
 def _load(host: Host, run_id: str) -> dict[str, Any]:
@@ -343,8 +390,9 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
         rep["flakyTasks"] = [t["taskId"] for t in paired if t["baselineFlaky"]]
         rep["scoreDeltaInterval"] = None
         rep["pairedTaskCount"] = len(paired)
-        rep["pairedVerdict"] = ("inconclusive" if not paired else "regressed" if fell else
-                                "improved" if rose else "unchanged")
+        rep["pairedVerdict"] = (
+            "inconclusive" if not paired else "regressed" if fell else "improved" if rose else "unchanged"
+        )
         if rep.get("aggregateScore") is not None and base.get("aggregateScore") is not None:
             rep["scoreDelta"] = float(rep["aggregateScore"]) - float(base["aggregateScore"])
         if base.get("status") != "completed":
@@ -352,8 +400,13 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
         evalmarkdown.rediverge(rep, base)
     has_baseline = rep.get("baselineRunId") is not None
     for t in rep["tasks"]:
-        t["verdict"] = _task_verdict(float(t["score"]), t.get("baselineScore"), int(t["fixtureMissCount"]),
-                                     has_baseline, bool(t.get("baselineFlaky")))
+        t["verdict"] = _task_verdict(
+            float(t["score"]),
+            t.get("baselineScore"),
+            int(t["fixtureMissCount"]),
+            has_baseline,
+            bool(t.get("baselineFlaky")),
+        )
     misses = sum(int(t["fixtureMissCount"]) for t in rep["tasks"])
     if rep.get("status") != "completed" or misses or rep.get("baselineStatus"):
         verdict = "unverifiable"
@@ -363,14 +416,12 @@ def compare(host: Host, run_id: str, baseline: str | None) -> dict[str, Any]:
         verdict = str(rep.get("pairedVerdict"))
     rep["verdict"] = verdict
     rep["exitCode"] = {"regressed": REGRESSED, "unverifiable": UNVERIFIABLE, "inconclusive": UNVERIFIABLE}.get(
-        verdict, OK)
+        verdict, OK
+    )
     return rep
 
 
 # --------------------------------------------------------------------------- output
-
-
-
 
 
 def _trials(t: dict[str, Any]) -> str:
@@ -388,28 +439,50 @@ def table(rep: dict[str, Any], out: Console) -> None:
     if rep.get("suiteId"):
         title += f"  suite {rep['suiteId']}@{rep.get('suiteVersion')}"
     t = Table(title=title, title_justify="left")
-    for col, just in (("task", "left"), ("baseline", "right"), ("candidate", "right"), ("trials (pass^k)", "right"),
-                      ("fixture misses", "right"), ("live tool calls", "right"), ("cost USD", "right"),
-                      ("latency ms", "right"), ("verdict", "left")):
+    for col, just in (
+        ("task", "left"),
+        ("baseline", "right"),
+        ("candidate", "right"),
+        ("trials (pass^k)", "right"),
+        ("fixture misses", "right"),
+        ("live tool calls", "right"),
+        ("cost USD", "right"),
+        ("latency ms", "right"),
+        ("verdict", "left"),
+    ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for task in rep["tasks"]:
-        t.add_row(task["taskId"], num(task.get("baselineScore")), num(task["score"]), _trials(task),
-                  str(task["fixtureMissCount"]), "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
-                  num(task.get("costUsd"), 4), "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
-                  task["verdict"], style=STYLE.get(task["verdict"]))
+        t.add_row(
+            task["taskId"],
+            num(task.get("baselineScore")),
+            num(task["score"]),
+            _trials(task),
+            str(task["fixtureMissCount"]),
+            "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
+            num(task.get("costUsd"), 4),
+            "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
+            task["verdict"],
+            style=STYLE.get(task["verdict"]),
+        )
     out.print(t)
     for task in rep["tasks"]:
         for m in task.get("fixtureMisses") or []:
             near = m.get("closest")
             where = ", ".join(m.get("differingPointers") or []) or ("the tool name" if near else "-")
-            out.print(f"fixture miss in {task['taskId']} (trial {m.get('trial')}): {m['tool']} "
-                      f"{json.dumps(m.get('args'))}; closest recorded call "
-                      f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}"
-                      f"{evalmarkdown.would_match_with(m)}", highlight=False, markup=False, soft_wrap=True)
+            out.print(
+                f"fixture miss in {task['taskId']} (trial {m.get('trial')}): {m['tool']} "
+                f"{json.dumps(m.get('args'))}; closest recorded call "
+                f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}"
+                f"{evalmarkdown.would_match_with(m)}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     for task in rep["tasks"]:
         if task["verdict"] in evalmarkdown.FAILING:
-            out.print(f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False,
-                      soft_wrap=True)
+            out.print(
+                f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False, soft_wrap=True
+            )
     line = f"status {rep.get('status')}"
     if rep.get("baselineRunId"):
         line += f"  baseline {rep['baselineRunId']}  scoreDelta {num(rep.get('scoreDelta'), 3)}"
@@ -421,14 +494,20 @@ def table(rep: dict[str, Any], out: Console) -> None:
         line += "  no baseline"
     out.print(line, highlight=False)
     if rep.get("flakyTasks"):
-        out.print(f"flaky (baseline trials disagreed, never a regression alone): {', '.join(rep['flakyTasks'])}",
-                  highlight=False)
-    out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]),
-              highlight=False)
+        out.print(
+            f"flaky (baseline trials disagreed, never a regression alone): {', '.join(rep['flakyTasks'])}",
+            highlight=False,
+        )
+    out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]), highlight=False)
 
 
-def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None, markdown_file: Path | None = None,
-         viewer_url: str | None = None) -> int:
+def emit(
+    rep: dict[str, Any],
+    as_json: bool,
+    junit_file: Path | None,
+    markdown_file: Path | None = None,
+    viewer_url: str | None = None,
+) -> int:
     if junit_file is not None:
         junit(rep, junit_file)
     evalmarkdown.write(rep, markdown_file, viewer_url)
@@ -444,23 +523,48 @@ def emit(rep: dict[str, Any], as_json: bool, junit_file: Path | None, markdown_f
 
 @app.command("run", epilog=EXIT_CODES)
 def run_command(
-    suite: Annotated[str, typer.Option("--suite", metavar="REF", help="evalSuiteRef (suiteId, suiteId@version or a URI)")],
-    agent: Annotated[str, typer.Option("--agent", metavar="ID[@VERSION]", help="ID or ID@VERSION (a version pins the agent version)")],
-    agent_version: Annotated[str | None, typer.Option(
-        "--agent-version", metavar="VERSION", help="the agent version to evaluate; without it (or ID@VERSION) the "
-        "CLI pins what the agent's stable channel serves, else its newest version, and says which")] = None,
-    baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN|stable|last",
-                                               help="baseline eval run id, 'stable' (the run that admitted the "
-                                                    "agent's stable deployment) or 'last' (the newest completed "
-                                                    "eval of this suite and agent); adds 'regression'")]
-    = None,
-    fixtures_from: Annotated[list[str] | None, typer.Option(
-        "--fixtures-from", metavar="TASK=RUN", help="TASK=RUN: serve TASK the tool answers RUN recorded (repeatable)")] = None,
-    modes: Annotated[list[str] | None, typer.Option(
-        "--modes", metavar="MODE[,MODE]", help="eval modes (repeatable or comma-separated); default: the suite's, plus regression "
-                        "with --baseline")] = None,
-    wait_: Annotated[bool, typer.Option("--wait", help="wait until terminal, then compare (exit code gates)")]
-    = False,
+    suite: Annotated[
+        str, typer.Option("--suite", metavar="REF", help="evalSuiteRef (suiteId, suiteId@version or a URI)")
+    ],
+    agent: Annotated[
+        str, typer.Option("--agent", metavar="ID[@VERSION]", help="ID or ID@VERSION (a version pins the agent version)")
+    ],
+    agent_version: Annotated[
+        str | None,
+        typer.Option(
+            "--agent-version",
+            metavar="VERSION",
+            help="the agent version to evaluate; without it (or ID@VERSION) the "
+            "CLI pins what the agent's stable channel serves, else its newest version, and says which",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="RUN|stable|last",
+            help="baseline eval run id, 'stable' (the run that admitted the "
+            "agent's stable deployment) or 'last' (the newest completed "
+            "eval of this suite and agent); adds 'regression'",
+        ),
+    ] = None,
+    fixtures_from: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fixtures-from",
+            metavar="TASK=RUN",
+            help="TASK=RUN: serve TASK the tool answers RUN recorded (repeatable)",
+        ),
+    ] = None,
+    modes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--modes",
+            metavar="MODE[,MODE]",
+            help="eval modes (repeatable or comma-separated); default: the suite's, plus regression with --baseline",
+        ),
+    ] = None,
+    wait_: Annotated[bool, typer.Option("--wait", help="wait until terminal, then compare (exit code gates)")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds --wait waits at most")] = 900.0,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
@@ -468,9 +572,10 @@ def run_command(
     junit_file: Junit = None,
     markdown_file: Markdown = None,
     viewer_url: ViewerUrl = None,
-    name: Annotated[str | None, typer.Option("--name", metavar="NAME",
-                                             help="the experiment's name (stored on the run; eval list --name)")]
-    = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", metavar="NAME", help="the experiment's name (stored on the run; eval list --name)"),
+    ] = None,
 ) -> None:
     """Start an eval run; with --wait show progress until it ends, then print the comparison table."""
     build_request(suite, agent, None, fixtures_from or [], modes or [], agent_version)  # usage errors first
@@ -499,10 +604,16 @@ def run_command(
 @app.command("compare", epilog=EXIT_CODES)
 def compare_command(
     run: Annotated[str, typer.Argument(help="the candidate eval run id")],
-    baseline: Annotated[str | None, typer.Option("--baseline", metavar="RUN|stable|last",
-                                                 help="compare with this run instead of the run's own baseline; "
-                                                      "'stable' or 'last' (the newest completed eval of the same "
-                                                      "suite and agent older than the run)")] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="RUN|stable|last",
+            help="compare with this run instead of the run's own baseline; "
+            "'stable' or 'last' (the newest completed eval of the same "
+            "suite and agent older than the run)",
+        ),
+    ] = None,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
     as_json: JsonOut = False,
@@ -516,8 +627,7 @@ def compare_command(
         head = host.report(run, whole=False) or {}
         if not head.get("suiteId") or not head.get("agentId"):
             raise CliError(f"--baseline {baseline} needs the host's eval report for {run}")
-        baseline = experiments.resolve_baseline(host, baseline, str(head["suiteId"]), str(head["agentId"]),
-                                                before=run)
+        baseline = experiments.resolve_baseline(host, baseline, str(head["suiteId"]), str(head["agentId"]), before=run)
     raise Verdict(emit(compare(host, run, baseline), as_json, junit_file, markdown_file, viewer_url))
 
 
@@ -548,9 +658,10 @@ def list_command(
 @app.command("accept", epilog=EXIT_CODES)
 def accept_command(
     run: Annotated[str, typer.Argument(help="the candidate eval run id whose changes are intended")],
-    tasks: Annotated[list[str] | None, typer.Option("--task", metavar="T",
-                                                    help="accept only this task (repeatable; default: every task)")]
-    = None,
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option("--task", metavar="T", help="accept only this task (repeatable; default: every task)"),
+    ] = None,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
     as_json: JsonOut = False,

@@ -17,6 +17,7 @@ from shared.engine.trajectory import describe, short, task_divergence
 
 FAILING = ("regressed", "unverifiable")
 
+
 def expected_actual(task: dict[str, Any]) -> str:
     """``expected X, actual Y / Z`` (one actual per trial); ``-`` where the report does not carry them."""
     exp = task.get("expected") or {}
@@ -57,8 +58,11 @@ def rediverge(rep: dict[str, Any], base: dict[str, Any]) -> None:
 
 
 def _trajectories(task: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
-    return {int(r["trial"]): list(r["trajectory"]) for r in task.get("trialResults") or []
-            if r.get("trajectory") is not None}
+    return {
+        int(r["trial"]): list(r["trajectory"])
+        for r in task.get("trialResults") or []
+        if r.get("trajectory") is not None
+    }
 
 
 # --------------------------------------------------------------------------- markdown
@@ -93,19 +97,28 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
     if rep.get("baselineRunId"):
         base = str(rep["baselineRunId"])
         link = f"[`{_cell(base)}`]({_link(viewer_url, base)})" if viewer_url else f"`{_cell(base)}`"
-        head += (f" vs baseline {link} {_num(rep.get('baselineAggregateScore'), 3)} (scoreDelta "
-                 f"{_num(rep.get('scoreDelta'), 3)}, paired verdict {_cell(rep.get('pairedVerdict'))} over "
-                 f"{rep.get('pairedTaskCount')} tasks)")
+        head += (
+            f" vs baseline {link} {_num(rep.get('baselineAggregateScore'), 3)} (scoreDelta "
+            f"{_num(rep.get('scoreDelta'), 3)}, paired verdict {_cell(rep.get('pairedVerdict'))} over "
+            f"{rep.get('pairedTaskCount')} tasks)"
+        )
     else:
         head += " · no baseline"
-    lines = [f"### openwop eval `{_cell(rep.get('suiteId') or run)}`", "", head, "",
-             "| task | baseline | candidate | trials (pass^k) | fixture misses | verdict |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"### openwop eval `{_cell(rep.get('suiteId') or run)}`",
+        "",
+        head,
+        "",
+        "| task | baseline | candidate | trials (pass^k) | fixture misses | verdict |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     for t in rep.get("tasks") or []:
         tr = t.get("trials")
         trials = f"{tr['passed']}/{tr['total']}" if tr else "-"
-        lines.append(f"| {_cell(t['taskId'])} | {_num(t.get('baselineScore'))} | {_num(t['score'])} | {trials} | "
-                     f"{t['fixtureMissCount']} | {_cell(t['verdict'])} |")
+        lines.append(
+            f"| {_cell(t['taskId'])} | {_num(t.get('baselineScore'))} | {_num(t['score'])} | {trials} | "
+            f"{t['fixtureMissCount']} | {_cell(t['verdict'])} |"
+        )
     failing = [t for t in rep.get("tasks") or [] if t["verdict"] in FAILING]
     if failing:
         lines += ["", "#### What changed", ""]

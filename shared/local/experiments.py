@@ -44,8 +44,15 @@ def with_name(req: Any, name: str | None) -> Any:
     return req
 
 
-def eval_runs(host: RawHost, *, suite: str | None = None, agent: str | None = None, name: str | None = None,
-              status: str | None = None, limit: int = 100) -> Iterator[dict[str, Any]]:
+def eval_runs(
+    host: RawHost,
+    *,
+    suite: str | None = None,
+    agent: str | None = None,
+    name: str | None = None,
+    status: str | None = None,
+    limit: int = 100,
+) -> Iterator[dict[str, Any]]:
     """The tenant's eval runs, newest first, page by page (at most ``MAX_PAGES``)."""
     query = {k: v for k, v in (("suite", suite), ("agent", agent), ("name", name), ("status", status)) if v}
     query["limit"] = str(limit)
@@ -82,8 +89,9 @@ def last_baseline(host: RawHost, suite: str, agent_id: str, *, before: str | Non
     raise ExperimentError(f"no earlier completed eval run of suite {suite} and agent {agent_id}")
 
 
-def resolve_baseline(host: RawHost, value: str | None, suite: str, agent_id: str, *,
-                     before: str | None = None) -> str | None:
+def resolve_baseline(
+    host: RawHost, value: str | None, suite: str, agent_id: str, *, before: str | None = None
+) -> str | None:
     """``stable`` / ``last`` resolved to a run id; any other value is a run id already."""
     if value == "stable":
         return stable_baseline(host, agent_id)
@@ -103,7 +111,13 @@ def list_table(rows: list[dict[str, Any]], out: Console) -> None:
         t.add_column(col, justify="right" if col == "score" else "left")  # type: ignore[arg-type]
     for r in rows:
         score = r.get("aggregateScore")
-        t.add_row(r["runId"], _at(r, "suite"), _at(r, "agent"), r.get("name") or "-",
-                  "-" if score is None else f"{float(score):.2f}", r.get("verdict") or r.get("status") or "-",
-                  r.get("startedAt") or r.get("createdAt") or "-")
+        t.add_row(
+            r["runId"],
+            _at(r, "suite"),
+            _at(r, "agent"),
+            r.get("name") or "-",
+            "-" if score is None else f"{float(score):.2f}",
+            r.get("verdict") or r.get("status") or "-",
+            r.get("startedAt") or r.get("createdAt") or "-",
+        )
     out.print(t)

@@ -105,8 +105,7 @@ class Router:
     def __init__(self, routes: Iterable[manifest.Route]) -> None:
         routes = list(routes)
         self.routes = tuple(routes)
-        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes
-                        if r.path != manifest.DEFAULT_ROUTE]
+        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes if r.path != manifest.DEFAULT_ROUTE]
         self.default = next((r for r in routes if r.path == manifest.DEFAULT_ROUTE), None)
 
     def match(self, method: str, raw_path: str) -> tuple[manifest.Route, dict[str, str]] | None:
@@ -278,8 +277,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.log_error("refused: %d %s", code, message)
         if self.request_version == "HTTP/0.9":  # an unparsable request line: answer with a status line anyway
             self.request_version = self.protocol_version
-        err: ProtocolError = PayloadTooLargeError() if code == 413 else ValidationError(
-            "The request is not valid HTTP/1.1.")
+        err: ProtocolError = (
+            PayloadTooLargeError() if code == 413 else ValidationError("The request is not valid HTTP/1.1.")
+        )
         self._refuse(err)
 
     def parse_request(self) -> bool:
@@ -301,8 +301,11 @@ class _Handler(BaseHTTPRequestHandler):
         raw_path = urlsplit(self.path).path if self.path.startswith(("http://", "https://")) else self.path
         raw_path = raw_path.partition("?")[0]
         found = manifest.allowed_methods(raw_path, self.front.router.routes)
-        return list(found) if found else sorted(
-            {r.method.upper() for r in self.front.router.routes if r.method.upper() != "ANY"})
+        return (
+            list(found)
+            if found
+            else sorted({r.method.upper() for r in self.front.router.routes if r.method.upper() != "ANY"})
+        )
 
     # -- CORS: what API Gateway's CorsConfiguration does in front of the routes --------------------------------
 
@@ -321,17 +324,21 @@ class _Handler(BaseHTTPRequestHandler):
         granted = self._granted_origin()
         if granted is None:
             return []
-        headers = [("Access-Control-Allow-Origin", granted),
-                   ("Access-Control-Expose-Headers", ",".join(manifest.CORS.expose_headers))]
+        headers = [
+            ("Access-Control-Allow-Origin", granted),
+            ("Access-Control-Expose-Headers", ",".join(manifest.CORS.expose_headers)),
+        ]
         return headers if granted == manifest.CORS_ANY_ORIGIN else [*headers, ("Vary", "Origin")]
 
     def _preflight(self) -> HttpResponse:
         """A CORS preflight, answered before any route (and any credential) as API Gateway does."""
         headers = self._cors_headers()[:1]
         if headers:
-            headers += [("Access-Control-Allow-Methods", ",".join(manifest.CORS.allow_methods)),
-                        ("Access-Control-Allow-Headers", ",".join(h.lower() for h in manifest.CORS.allow_headers)),
-                        ("Access-Control-Max-Age", str(manifest.CORS.max_age_s))]
+            headers += [
+                ("Access-Control-Allow-Methods", ",".join(manifest.CORS.allow_methods)),
+                ("Access-Control-Allow-Headers", ",".join(h.lower() for h in manifest.CORS.allow_headers)),
+                ("Access-Control-Max-Age", str(manifest.CORS.max_age_s)),
+            ]
             if headers[0][1] != manifest.CORS_ANY_ORIGIN:
                 headers.append(("Vary", "Origin"))
         return HttpResponse(204, headers, b"")
@@ -415,8 +422,11 @@ class _Handler(BaseHTTPRequestHandler):
         except _Refused as refused:
             self._refuse(refused.err, unread=refused.unread)
             return
-        if self.command == "OPTIONS" and self.headers.get("Origin") and self.headers.get(
-                "Access-Control-Request-Method"):
+        if (
+            self.command == "OPTIONS"
+            and self.headers.get("Origin")
+            and self.headers.get("Access-Control-Request-Method")
+        ):
             self._send(self._preflight(), preflight=True)
             return
         matched = self.front.router.match(self.command, raw_path)
@@ -457,7 +467,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(response.status)
         for name, value in response.headers:
             if name.lower() not in ("content-length", "transfer-encoding", STREAM_CONTROL_HEADER) and (
-                    preflight or not name.lower().startswith("access-control-")):
+                preflight or not name.lower().startswith("access-control-")
+            ):
                 self.send_header(name, value)
         for name, value in [] if preflight else self._cors_headers():
             self.send_header(name, value)
@@ -522,8 +533,12 @@ class LocalFront:
     """The HTTP front. ``routes`` defaults to ``manifest.ROUTES``; ``invoke`` to the in-process manifest handlers;
     ``cors_origins`` are the origins its CORS configuration grants (``manifest.Cors``)."""
 
-    def __init__(self, routes: Iterable[manifest.Route] | None = None, invoke: Invoker | None = None,
-                 cors_origins: tuple[str, ...] = (manifest.CORS_ANY_ORIGIN,)) -> None:
+    def __init__(
+        self,
+        routes: Iterable[manifest.Route] | None = None,
+        invoke: Invoker | None = None,
+        cors_origins: tuple[str, ...] = (manifest.CORS_ANY_ORIGIN,),
+    ) -> None:
         self.router = Router(manifest.ROUTES if routes is None else routes)
         self.invoke: Invoker = invoke or invoke_in_process
         self.cors_origins = cors_origins  # as manifest.cors_origins reads the setting; () grants none

@@ -23,9 +23,22 @@ HEADER = struct.Struct("<II")  # payload length, CRC-32 of the payload
 _KEPT_SERVICES = ("dynamodb", "s3", "secretsmanager", "sqs")
 _CREDENTIAL_SERVICE = re.compile(r"Credential=[^/,\s]+/\d{8}/[^/,\s]+/([^/,\s]+)/aws4_request")
 _READ_PREFIXES = ("Get", "BatchGet", "Describe", "List", "Query", "Scan", "TransactGet", "Validate")
-_SQS_WRITES = frozenset({"SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch", "CreateQueue",
-                         "DeleteQueue", "PurgeQueue", "SetQueueAttributes", "TagQueue", "UntagQueue",
-                         "AddPermission", "RemovePermission"})
+_SQS_WRITES = frozenset(
+    {
+        "SendMessage",
+        "SendMessageBatch",
+        "DeleteMessage",
+        "DeleteMessageBatch",
+        "CreateQueue",
+        "DeleteQueue",
+        "PurgeQueue",
+        "SetQueueAttributes",
+        "TagQueue",
+        "UntagQueue",
+        "AddPermission",
+        "RemovePermission",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,6 @@ def classify(environ: dict[str, Any]) -> Mutation | None:
     return Mutation(service, operation)
 
 
-
 def frame(payload: bytes) -> bytes:
     return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
@@ -72,16 +84,18 @@ def read_segment(path: Path, *, last: bool) -> Iterator[tuple[Any, ...]]:
         torn = len(data) - offset < HEADER.size
         if not torn:
             length, crc = HEADER.unpack_from(data, offset)
-            payload = data[offset + HEADER.size: offset + HEADER.size + length]
+            payload = data[offset + HEADER.size : offset + HEADER.size + length]
             torn = len(payload) < length or zlib.crc32(payload) != crc
         if torn:
             if last and _only_tail(data, offset):
-                log.warning("journal %s: a torn last record at byte %d was dropped (it was never answered)",
-                            path.name, offset)
+                log.warning(
+                    "journal %s: a torn last record at byte %d was dropped (it was never answered)", path.name, offset
+                )
                 os.truncate(path, offset)
                 return
-            raise DataDirError(f"journal {path} is damaged at byte {offset} of {len(data)}; the folder was left as "
-                               "it is")
+            raise DataDirError(
+                f"journal {path} is damaged at byte {offset} of {len(data)}; the folder was left as it is"
+            )
         yield pickle.loads(payload)
         offset += HEADER.size + length
 
@@ -92,4 +106,3 @@ def _only_tail(data: bytes, offset: int) -> bool:
         return True
     length, _ = HEADER.unpack_from(data, offset)
     return offset + HEADER.size + length >= len(data)
-

@@ -35,9 +35,11 @@ def ensure_keys(kms: Any, sm: Any) -> None:
             record = json.loads(sm.get_secret_value(SecretId=_material_secret(spec))["SecretString"])
         except sm.exceptions.ResourceNotFoundException:
             key = backend.keys[created]
-            sm.create_secret(Name=_material_secret(spec), Description="local mode only: a KMS key kept",
-                             SecretString=json.dumps({"id": key.id,
-                                                      "material": base64.b64encode(key.key_material).decode()}))
+            sm.create_secret(
+                Name=_material_secret(spec),
+                Description="local mode only: a KMS key kept",
+                SecretString=json.dumps({"id": key.id, "material": base64.b64encode(key.key_material).decode()}),
+            )
             kms.create_alias(AliasName=spec.local_name, TargetKeyId=created)
             continue
         key = backend.keys.pop(created)

@@ -18,10 +18,12 @@ def backends() -> dict[str, Any]:
     from moto.secretsmanager.models import secretsmanager_backends
     from moto.sqs.models import sqs_backends
 
-    return {"dynamodb": dynamodb_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
-            "s3": s3_backends[DEFAULT_ACCOUNT]["aws"],
-            "secretsmanager": secretsmanager_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
-            "sqs": sqs_backends[DEFAULT_ACCOUNT][DEFAULT_REGION]}
+    return {
+        "dynamodb": dynamodb_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
+        "s3": s3_backends[DEFAULT_ACCOUNT]["aws"],
+        "secretsmanager": secretsmanager_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
+        "sqs": sqs_backends[DEFAULT_ACCOUNT][DEFAULT_REGION],
+    }
 
 
 def dynamodb_table(name: str) -> Any:
@@ -32,8 +34,12 @@ def dynamodb_table(name: str) -> Any:
 def collect_state() -> dict[str, Any]:
     """References to the kept containers (pickled as they are at the moment of the call)."""
     b = backends()
-    return {"dynamodb": b["dynamodb"].tables, "s3": b["s3"].buckets,
-            "secretsmanager": b["secretsmanager"].secrets, "sqs": b["sqs"].queues}
+    return {
+        "dynamodb": b["dynamodb"].tables,
+        "s3": b["s3"].buckets,
+        "secretsmanager": b["secretsmanager"].secrets,
+        "sqs": b["sqs"].queues,
+    }
 
 
 def install_state(state: dict[str, Any]) -> None:
@@ -46,7 +52,6 @@ def install_state(state: dict[str, Any]) -> None:
         s3_backends.bucket_accounts[name] = (bucket.partition, DEFAULT_ACCOUNT)
     b["secretsmanager"].secrets = state["secretsmanager"]
     b["sqs"].queues = state["sqs"]
-
 
 
 def queue_for(url_or_name: str) -> Any:
@@ -109,12 +114,11 @@ def sqs_restore_ids(queue_url: str, replayed: dict[str, str], original: dict[str
     queue = queue_for(queue_url)
     if queue is None:
         return
-    by_id = {m.id: m for m in queue._messages[-len(replayed):]} if replayed else {}
+    by_id = {m.id: m for m in queue._messages[-len(replayed) :]} if replayed else {}
     for entry, new_id in replayed.items():
         message = by_id.get(new_id)
         if message is not None and entry in original:
             message.id = original[entry]
-
 
 
 def clear_stream_backlog(table_name: str) -> None:
@@ -134,9 +138,7 @@ def flush_stream_backlog() -> int:
         if shard is None or not shard.items or not table.lambda_event_source_mappings:
             continue
         for arn, esm in table.lambda_event_source_mappings.items():
-            get_backend(DEFAULT_ACCOUNT, arn.split(":")[3]).send_dynamodb_items(arn, shard.items,
-                                                                                esm.event_source_arn)
+            get_backend(DEFAULT_ACCOUNT, arn.split(":")[3]).send_dynamodb_items(arn, shard.items, esm.event_source_arn)
         handed += len(shard.items)
         shard.items = []
     return handed
-

@@ -92,9 +92,20 @@ DEFAULT_SNAPSHOT_BYTES = 16 * 1024 * 1024
 """Journal bytes after which a snapshot is taken (``OPENWOP_SNAPSHOT_JOURNAL_MB`` overrides): the most a start
 replays after a crash."""
 
-_KEPT_ENVIRON = ("REQUEST_METHOD", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "REQUEST_URI", "RAW_URI",
-                 "CONTENT_TYPE", "CONTENT_LENGTH", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL",
-                 "wsgi.url_scheme")
+_KEPT_ENVIRON = (
+    "REQUEST_METHOD",
+    "SCRIPT_NAME",
+    "PATH_INFO",
+    "QUERY_STRING",
+    "REQUEST_URI",
+    "RAW_URI",
+    "CONTENT_TYPE",
+    "CONTENT_LENGTH",
+    "SERVER_NAME",
+    "SERVER_PORT",
+    "SERVER_PROTOCOL",
+    "wsgi.url_scheme",
+)
 
 
 def snapshot_bytes_setting() -> int:
@@ -119,8 +130,14 @@ class Recovery:
 class Journal:
     """The WSGI application the moto server runs when state is kept: ``app`` (moto's) behind the journal."""
 
-    def __init__(self, data_dir: DataDir, app: Any, *, snapshot_bytes: int | None = None,
-                 pending_streams: Callable[[], list[tuple[str, dict[str, Any]]]] = list) -> None:
+    def __init__(
+        self,
+        data_dir: DataDir,
+        app: Any,
+        *,
+        snapshot_bytes: int | None = None,
+        pending_streams: Callable[[], list[tuple[str, dict[str, Any]]]] = list,
+    ) -> None:
         self.data_dir = data_dir
         self.app = app
         self.lock = threading.Lock()
@@ -201,8 +218,16 @@ class Journal:
             return
         _, saved, body, extra = record
         environ = dict(saved)
-        environ.update({"wsgi.input": io.BytesIO(body), "wsgi.errors": io.StringIO(), "wsgi.version": (1, 0),
-                        "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False})
+        environ.update(
+            {
+                "wsgi.input": io.BytesIO(body),
+                "wsgi.errors": io.StringIO(),
+                "wsgi.version": (1, 0),
+                "wsgi.multithread": True,
+                "wsgi.multiprocess": False,
+                "wsgi.run_once": False,
+            }
+        )
         _, response = _call(self.app, environ)
         if extra and extra.get("sent"):
             answered = sqs_sent_ids(extra["operation"], response)
@@ -231,8 +256,11 @@ class Journal:
                 return [response]
             if record is None:
                 if mutation.service == "sqs" and mutation.operation in ("SendMessage", "SendMessageBatch"):
-                    extra = {"operation": mutation.operation, "queue": str(_json(body).get("QueueUrl", "")),
-                             "sent": sqs_sent_ids(mutation.operation, response)}
+                    extra = {
+                        "operation": mutation.operation,
+                        "queue": str(_json(body).get("QueueUrl", "")),
+                        "sent": sqs_sent_ids(mutation.operation, response),
+                    }
                 record = ("http", saved, body, extra)
             self._append(pickle.dumps(record, protocol=5))
             self._maybe_snapshot()
@@ -371,8 +399,11 @@ class Journal:
         with self.lock:
             self._child = None
             if not ok:
-                log.error("the snapshot child %d failed (status %d); the journal is kept and a snapshot is tried "
-                          "again later", pid, status)
+                log.error(
+                    "the snapshot child %d failed (status %d); the journal is kept and a snapshot is tried again later",
+                    pid,
+                    status,
+                )
                 self.since_snapshot += self.snapshot_bytes // 2  # retry later, not at the very next write
                 return
             self.snapshots += 1
@@ -409,8 +440,13 @@ class Journal:
         return size
 
     def _header(self, through: int, streams: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-        return {"format": FORMAT, "host": host_version(), "moto": moto_version(), "through": through,
-                "streams": streams}
+        return {
+            "format": FORMAT,
+            "host": host_version(),
+            "moto": moto_version(),
+            "through": through,
+            "streams": streams,
+        }
 
     def close(self) -> None:
         """Refuse further mutating requests (503, not applied) and close the segment. A snapshot being written may
@@ -463,7 +499,6 @@ def _die_with_parent(parent: int, prctl: Any) -> None:
         os._exit(1)
 
 
-
 def _read_body(environ: dict[str, Any]) -> bytes:
     from werkzeug.wsgi import get_input_stream
 
@@ -507,6 +542,7 @@ def _call(app: Any, environ: dict[str, Any]) -> tuple[str, bytes]:
 
 def _refuse(start_response: Any) -> list[bytes]:
     body = json.dumps({"__type": "ServiceUnavailable", "message": "the local host is stopping"}).encode()
-    start_response("503 Service Unavailable", [("Content-Type", "application/x-amz-json-1.0"),
-                                               ("Content-Length", str(len(body)))])
+    start_response(
+        "503 Service Unavailable", [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(body)))]
+    )
     return [body]

@@ -40,8 +40,12 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
     with writes:
         for item in dynamodb_table(table).all_items():
             sk, status = item.attrs.get("sk"), item.attrs.get("status")
-            if sk is not None and sk.value == schema.RUN_SK and status is not None \
-                    and status.value not in c.TERMINAL_STATUSES:
+            if (
+                sk is not None
+                and sk.value == schema.RUN_SK
+                and status is not None
+                and status.value not in c.TERMINAL_STATUSES
+            ):
                 found.append(str(item.attrs["pk"].value))
     return sorted(found)
 
@@ -62,8 +66,9 @@ def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resu
         machine = "fork" if rec.data.get("fork") else "eval" if rec.kind == "eval" else "run"
         previous = (rec.execution_arn or "").rsplit(":", 1)[-1]
         try:
-            arn = ports.orchestrator.start(machine, run_id, {"runId": run_id},
-                                           generation=execution_generation(previous) + 1)
+            arn = ports.orchestrator.start(
+                machine, run_id, {"runId": run_id}, generation=execution_generation(previous) + 1
+            )
             ports.runs.set_execution(run_id, arn)
         except Exception:  # noqa: BLE001 - one run that cannot start must not keep the host from starting
             done.failed.append(run_id)

@@ -86,32 +86,40 @@ def dispatch_table() -> dict[Any, Callable[[Any], Any]]:
         return without(key, "lock", "_value_buffer", value=_key_value(key))  # FakeKey.__setstate__ rebuilds them
 
     table: dict[Any, Callable[[Any], Any]] = dict(copyreg.dispatch_table)
-    table.update({
-        LimitedSizeDict: lambda d: (_rebuild_limited_dict, (dict(d),)),
-        _VersionedKeyStore: lambda d: (_rebuild_key_store, (dict(dict.items(d)),)),
-        FakeKey: fake_key,
-        # Stream mappings point at Lambda functions, which bootstrap makes again: not data. A partition whose items
-        # were all deleted stays in moto's table as an empty dict under its key (a run id, after its erasure): left out
-        Table: lambda t: without(t, lambda_event_source_mappings={}, items=_partitions(t.items)),
-        Queue: lambda q: without(q, "_messages_lock", lambda_event_source_mappings={},
-                                 _messages_lock=threading.Condition()),
-        type(threading.Lock()): lambda _: (threading.Lock, ()),
-        type(threading.RLock()): lambda _: (threading.RLock, ()),
-        threading.Condition: lambda _: (threading.Condition, ()),
-    })
+    table.update(
+        {
+            LimitedSizeDict: lambda d: (_rebuild_limited_dict, (dict(d),)),
+            _VersionedKeyStore: lambda d: (_rebuild_key_store, (dict(dict.items(d)),)),
+            FakeKey: fake_key,
+            # Stream mappings point at Lambda functions, which bootstrap makes again: not data. A partition whose items
+            # were all deleted stays in moto's table as an empty dict under its key (a run id, after its erasure): left out
+            Table: lambda t: without(t, lambda_event_source_mappings={}, items=_partitions(t.items)),
+            Queue: lambda q: without(
+                q, "_messages_lock", lambda_event_source_mappings={}, _messages_lock=threading.Condition()
+            ),
+            type(threading.Lock()): lambda _: (threading.Lock, ()),
+            type(threading.RLock()): lambda _: (threading.RLock, ()),
+            threading.Condition: lambda _: (threading.Condition, ()),
+        }
+    )
     return table
 
 
-def dump_snapshot(state: dict[str, Any], header: dict[str, Any], out: Any,
-                  dispatch: dict[Any, Callable[[Any], Any]] | None = None) -> None:
+def dump_snapshot(
+    state: dict[str, Any], header: dict[str, Any], out: Any, dispatch: dict[Any, Callable[[Any], Any]] | None = None
+) -> None:
     pickle.dump(header, out, protocol=5)
     pickler = pickle.Pickler(out, protocol=5)
     pickler.dispatch_table = dispatch or dispatch_table()  # type: ignore[assignment]
     pickler.dump(state)
 
 
-def write_snapshot(data_dir: DataDir, header: dict[str, Any], state: dict[str, Any],
-                   dispatch: dict[Any, Callable[[Any], Any]] | None = None) -> int:
+def write_snapshot(
+    data_dir: DataDir,
+    header: dict[str, Any],
+    state: dict[str, Any],
+    dispatch: dict[Any, Callable[[Any], Any]] | None = None,
+) -> int:
     """Write ``snapshot.pickle`` whole or not at all. Returns its size in bytes."""
     path = data_dir.snapshot
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -136,10 +144,10 @@ def read_snapshot(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
             header = pickle.load(f)
             state = pickle.load(f)
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError) as exc:
-        raise DataDirError(f"the snapshot {path} cannot be read ({type(exc).__name__}: {exc}); the folder was left "
-                           "as it is") from exc
+        raise DataDirError(
+            f"the snapshot {path} cannot be read ({type(exc).__name__}: {exc}); the folder was left as it is"
+        ) from exc
     finally:
         if gc_was:
             gc.enable()
     return header, state
-

@@ -75,11 +75,11 @@ def _one_clock_read_per_scan(queue_class: Any) -> None:
         def counted(self: Any) -> int:
             now = unix_time_millis()
             return sum(1 for m in list(self._messages) if test(m, now))
+
         return property(counted)
 
     queue_class.messages = property(visible)
-    queue_class.approximate_number_of_messages = count(
-        lambda m, now: now > m.visible_at and not now < m.delayed_until)
+    queue_class.approximate_number_of_messages = count(lambda m, now: now > m.visible_at and not now < m.delayed_until)
     queue_class.approximate_number_of_messages_not_visible = count(lambda m, now: not now > m.visible_at)
     queue_class.approximate_number_of_messages_delayed = count(lambda m, now: now < m.delayed_until)
 
@@ -101,8 +101,9 @@ def _uncount(queue_url: str, message_ids: Sequence[str]) -> None:
 
 
 class QueuePoller:
-    def __init__(self, client: Any, fn: manifest.Function, queue_url: str, queue_arn: str, region: str,
-                 *, workers: int = WORKERS) -> None:
+    def __init__(
+        self, client: Any, fn: manifest.Function, queue_url: str, queue_arn: str, region: str, *, workers: int = WORKERS
+    ) -> None:
         self._client = client
         self._fn = fn
         self._url = queue_url
@@ -147,9 +148,13 @@ class QueuePoller:
     def poll_once(self, *, holding: bool = False) -> int:
         """One receive, its lanes handed to the workers; returns the number of messages received. ``holding``: the
         caller holds one lane permit (released here when nothing was received)."""
-        answer = self._client.receive_message(QueueUrl=self._url, MaxNumberOfMessages=RECEIVE_MAX,
-                                              WaitTimeSeconds=WAIT_S, AttributeNames=["All"],
-                                              MessageAttributeNames=["All"])
+        answer = self._client.receive_message(
+            QueueUrl=self._url,
+            MaxNumberOfMessages=RECEIVE_MAX,
+            WaitTimeSeconds=WAIT_S,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
         messages = answer.get("Messages", [])
         lanes: dict[str, list[dict[str, Any]]] = {}
         for m in messages:  # SQS hands a group's messages over in order
@@ -173,7 +178,7 @@ class QueuePoller:
                     self._return(messages[i:])
                     break
                 if not self._invoke(m):
-                    self._return(messages[i + 1:])
+                    self._return(messages[i + 1 :])
                     break
                 done.append(m)
         except Exception as exc:  # noqa: BLE001 - one lane's failure must not end the worker
@@ -181,8 +186,10 @@ class QueuePoller:
         finally:
             try:
                 if done:
-                    self._client.delete_message_batch(QueueUrl=self._url, Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
+                    self._client.delete_message_batch(
+                        QueueUrl=self._url,
+                        Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+                    )
             finally:
                 self._free.release()
 
@@ -201,9 +208,13 @@ class QueuePoller:
         """Messages behind a failure in their group: visible again (still held behind it) and not counted."""
         if not messages:
             return
-        self._client.change_message_visibility_batch(QueueUrl=self._url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
-            for i, m in enumerate(messages)])
+        self._client.change_message_visibility_batch(
+            QueueUrl=self._url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(messages)
+            ],
+        )
         _uncount(self._url, [m["MessageId"] for m in messages])
 
     def _record(self, m: dict[str, Any]) -> dict[str, Any]:

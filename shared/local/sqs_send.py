@@ -44,6 +44,7 @@ def _in_send(method: Any) -> Any:
             return method(self, *args, **kwargs)
         finally:
             _sending.depth -= 1
+
     return sending
 
 

@@ -81,21 +81,23 @@ def local_policy_env() -> dict[str, str]:
     """Local-mode runtime policy: tools, MCP servers and OpenAI-compatible model servers on loopback (the demo and
     test servers, a local Ollama or vLLM) are reachable, and every model provider runs, the mock included (the
     credential-free default of the demo agent). An operator's own ``EGRESS_ALLOW`` / ``MODEL_PROVIDERS`` win."""
-    return {"EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW,
-            "MODEL_PROVIDERS": os.environ.get("MODEL_PROVIDERS") or LOCAL_MODEL_PROVIDERS,
-            # Webhook retries keep the deployed schedule (8 attempts, 30 s doubling to 15 min) with every delay
-            # divided by WEBHOOK_RETRY_DIVISOR (30: 1, 2, 4, ... 30 s, ~91 s in all): a local receiver down for a
-            # minute still gets every event, and an exhausted delivery reaches the dead letters within two minutes.
-            "WEBHOOK_RETRY_DIVISOR": os.environ.get("WEBHOOK_RETRY_DIVISOR") or str(LOCAL_WEBHOOK_RETRY_DIVISOR),
-            # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
-            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true",
-            # The per-tenant write bucket is on locally too, ten times the deployed default: one developer's
-            # scripts and the test suite's loops run unthrottled, and every write still takes a token.
-            "TENANT_WRITE_RATE": os.environ.get("TENANT_WRITE_RATE") or "200",
-            "TENANT_WRITE_BURST": os.environ.get("TENANT_WRITE_BURST") or "400",
-            # The conformance seams profile is on locally (the official suite drives it); a deployed stack only with
-            # CDK context conformanceSeams=true. OPENWOP_CONFORMANCE_SEAMS=false turns it off here too.
-            "OPENWOP_CONFORMANCE_SEAMS": os.environ.get("OPENWOP_CONFORMANCE_SEAMS") or "true"}
+    return {
+        "EGRESS_ALLOW": os.environ.get("EGRESS_ALLOW") or LOCAL_EGRESS_ALLOW,
+        "MODEL_PROVIDERS": os.environ.get("MODEL_PROVIDERS") or LOCAL_MODEL_PROVIDERS,
+        # Webhook retries keep the deployed schedule (8 attempts, 30 s doubling to 15 min) with every delay
+        # divided by WEBHOOK_RETRY_DIVISOR (30: 1, 2, 4, ... 30 s, ~91 s in all): a local receiver down for a
+        # minute still gets every event, and an exhausted delivery reaches the dead letters within two minutes.
+        "WEBHOOK_RETRY_DIVISOR": os.environ.get("WEBHOOK_RETRY_DIVISOR") or str(LOCAL_WEBHOOK_RETRY_DIVISOR),
+        # EMF metrics are CloudWatch's: locally they would only print JSON lines between the server's output
+        "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED") or "true",
+        # The per-tenant write bucket is on locally too, ten times the deployed default: one developer's
+        # scripts and the test suite's loops run unthrottled, and every write still takes a token.
+        "TENANT_WRITE_RATE": os.environ.get("TENANT_WRITE_RATE") or "200",
+        "TENANT_WRITE_BURST": os.environ.get("TENANT_WRITE_BURST") or "400",
+        # The conformance seams profile is on locally (the official suite drives it); a deployed stack only with
+        # CDK context conformanceSeams=true. OPENWOP_CONFORMANCE_SEAMS=false turns it off here too.
+        "OPENWOP_CONFORMANCE_SEAMS": os.environ.get("OPENWOP_CONFORMANCE_SEAMS") or "true",
+    }
 
 
 def endpoint_env(endpoint: str) -> dict[str, str]:
@@ -187,8 +189,14 @@ class LocalAws:
     """moto in server mode, in this process (so the Lambda registry patch can call our handlers). With
     ``data_dir``, its data is kept in that folder (see the module's docstring)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, data_dir: str | os.PathLike[str] | None = None,
-                 snapshot_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        snapshot_bytes: int | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self._server: Any = None
@@ -249,8 +257,9 @@ class LocalAws:
         from shared.local.persistence import Journal
 
         assert self.data_dir is not None
-        self.journal = Journal(self.data_dir, app, snapshot_bytes=self._snapshot_bytes,
-                               pending_streams=pending_stream_batches)
+        self.journal = Journal(
+            self.data_dir, app, snapshot_bytes=self._snapshot_bytes, pending_streams=pending_stream_batches
+        )
         return self.journal
 
     def _start_server(self, wrap: Any) -> None:
@@ -278,8 +287,9 @@ class LocalAws:
 
         journal = self.journal
         assert journal is not None
-        consumers = {manifest.function(fn).local_name: manifest.table(t).local_name
-                     for t, fn in manifest.STREAM_CONSUMERS}
+        consumers = {
+            manifest.function(fn).local_name: manifest.table(t).local_name for t, fn in manifest.STREAM_CONSUMERS
+        }
 
         erasure = manifest.function("erase_run").local_name
 
@@ -288,8 +298,13 @@ class LocalAws:
             if table is not None:
                 journal.mark_idle(worker.name, table, worker.idle)
             if worker.name == erasure:  # every erasure hook delivered so far has finished: keep nothing of them
-                journal.erased({keys["pk"]["S"] for keys in worker.take_removed()
-                                if keys.get("sk", {}).get("S") == RUN_SK and "S" in keys.get("pk", {})})
+                journal.erased(
+                    {
+                        keys["pk"]["S"]
+                        for keys in worker.take_removed()
+                        if keys.get("sk", {}).get("S") == RUN_SK and "S" in keys.get("pk", {})
+                    }
+                )
 
         on_stream_idle(idle)
 
@@ -399,13 +414,18 @@ class LocalAws:
     @staticmethod
     def _add_indexes(ddb: Any, t: manifest.Table) -> None:
         """A kept local state made before an index was added to the manifest gets it (existing items stay out)."""
-        have = {ix["IndexName"] for ix in ddb.describe_table(TableName=t.local_name)["Table"].get(
-            "GlobalSecondaryIndexes", [])}
+        have = {
+            ix["IndexName"]
+            for ix in ddb.describe_table(TableName=t.local_name)["Table"].get("GlobalSecondaryIndexes", [])
+        }
         spec = _table_spec(t)
         for ix in spec.get("GlobalSecondaryIndexes", []):
             if ix["IndexName"] not in have:
-                ddb.update_table(TableName=t.local_name, AttributeDefinitions=spec["AttributeDefinitions"],
-                                 GlobalSecondaryIndexUpdates=[{"Create": ix}])
+                ddb.update_table(
+                    TableName=t.local_name,
+                    AttributeDefinitions=spec["AttributeDefinitions"],
+                    GlobalSecondaryIndexUpdates=[{"Create": ix}],
+                )
 
     def _buckets(self) -> None:
         s3 = self.client("s3")
@@ -506,13 +526,19 @@ class LocalAws:
         sqs = self.client("sqs")
         attempts = os.environ.get("WEBHOOK_MAX_ATTEMPTS")
         for q in manifest.QUEUES:
-            dlq_url = sqs.create_queue(QueueName=q.dlq_local_name, Attributes={
-                "FifoQueue": "true", "MessageRetentionPeriod": str(14 * 86400)})["QueueUrl"]
+            dlq_url = sqs.create_queue(
+                QueueName=q.dlq_local_name, Attributes={"FifoQueue": "true", "MessageRetentionPeriod": str(14 * 86400)}
+            )["QueueUrl"]
             dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
             redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": int(attempts or q.max_receives)})
-            url = sqs.create_queue(QueueName=q.local_name, Attributes={
-                "FifoQueue": "true", "VisibilityTimeout": "30",
-                "MessageRetentionPeriod": str(q.retention_days * 86400)})["QueueUrl"]
+            url = sqs.create_queue(
+                QueueName=q.local_name,
+                Attributes={
+                    "FifoQueue": "true",
+                    "VisibilityTimeout": "30",
+                    "MessageRetentionPeriod": str(q.retention_days * 86400),
+                },
+            )["QueueUrl"]
             sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": redrive})
             self._set_env({q.env_var: url, f"{q.key.upper()}_DLQ_URL": dlq_url})
 

@@ -35,8 +35,9 @@ def tenant_target(base_url: str | None, api_key: str | None) -> tuple[str, str] 
     if not base_url and not api_key:
         return None
     if not base_url or not api_key:
-        raise SuiteCliError("a tenant command needs both --base-url and --api-key (or OPENWOP_BASE_URL and "
-                            "OPENWOP_API_KEY)")
+        raise SuiteCliError(
+            "a tenant command needs both --base-url and --api-key (or OPENWOP_BASE_URL and OPENWOP_API_KEY)"
+        )
     return base_url.rstrip("/"), api_key
 
 
@@ -51,8 +52,9 @@ def _request(target: tuple[str, str], method: str, path: str, body: Any = None) 
             raise SuiteCliError(f"cannot reach the host: {err.raw_text}") from err
         if err.envelope is not None:
             detail = f" {json.dumps(err.envelope.details)}" if err.envelope.details else ""
-            raise SuiteCliError(f"the host answered {err.status} {err.envelope.error}: {err.envelope.message}"
-                                f"{detail}") from err
+            raise SuiteCliError(
+                f"the host answered {err.status} {err.envelope.error}: {err.envelope.message}{detail}"
+            ) from err
         raise SuiteCliError(f"the host answered {err.status}") from err
 
 
@@ -110,8 +112,17 @@ def since_iso(value: str, now_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
-def from_runs_body(agent: str, since: str | None, sample: float | None, seed: str | None, limit: int | None,
-                   run_ids: list[str], base: bool, strategy: str | None, now_s: float) -> dict[str, Any]:
+def from_runs_body(
+    agent: str,
+    since: str | None,
+    sample: float | None,
+    seed: str | None,
+    limit: int | None,
+    run_ids: list[str],
+    base: bool,
+    strategy: str | None,
+    now_s: float,
+) -> dict[str, Any]:
     agent_id, sep, version = agent.partition("@")
     if not agent_id or (sep and not version):
         raise SuiteCliError(f"--agent {agent!r} is not ID or ID@VERSION")
@@ -137,28 +148,37 @@ def from_runs_body(agent: str, since: str | None, sample: float | None, seed: st
     return body
 
 
-suite_app = typer.Typer(name="suite", help="eval suites on the host (openwop-serverless extension)",
-                        no_args_is_help=True, add_completion=False, rich_markup_mode=None)
+suite_app = typer.Typer(
+    name="suite",
+    help="eval suites on the host (openwop-serverless extension)",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
 
 
 @suite_app.command("from-runs")
 def from_runs_command(
     suite: Annotated[str, typer.Argument(help="the suiteId (a new version is made)")],
     agent: Annotated[str, typer.Option("--agent", metavar="ID[@VERSION]", help="the agent whose runs become tasks")],
-    since: Annotated[str | None, typer.Option("--since", metavar="DURATION", help="runs started within, e.g. 24h")]
-    = None,
-    sample: Annotated[float | None, typer.Option("--sample", metavar="RATE", help="keep this share of the runs (0..1]")]
-    = None,
+    since: Annotated[
+        str | None, typer.Option("--since", metavar="DURATION", help="runs started within, e.g. 24h")
+    ] = None,
+    sample: Annotated[
+        float | None, typer.Option("--sample", metavar="RATE", help="keep this share of the runs (0..1]")
+    ] = None,
     seed: Annotated[str | None, typer.Option("--seed", help="the sample's seed (the same seed, the same runs)")] = None,
     limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="at most N runs")] = None,
     run_id: Annotated[list[str] | None, typer.Option("--run-id", metavar="ID", help="a run (repeatable)")] = None,
     append: Annotated[bool, typer.Option("--append", help="append to the latest version (base: latest)")] = False,
-    strategy: Annotated[str | None, typer.Option("--strategy", help="exact (default), contains or json-match")]
-    = None,
-    endpoint: Annotated[str | None, typer.Option("--endpoint", "--base-url", metavar="URL", envvar="OPENWOP_BASE_URL",
-                                                 help="the host's base URL")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", metavar="KEY", envvar="OPENWOP_API_KEY",
-                                                help="a tenant API key")] = None,
+    strategy: Annotated[str | None, typer.Option("--strategy", help="exact (default), contains or json-match")] = None,
+    endpoint: Annotated[
+        str | None,
+        typer.Option("--endpoint", "--base-url", metavar="URL", envvar="OPENWOP_BASE_URL", help="the host's base URL"),
+    ] = None,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", metavar="KEY", envvar="OPENWOP_API_KEY", help="a tenant API key")
+    ] = None,
 ) -> None:
     """Build a new suite version from recorded runs; print it and its task count."""
     body = from_runs_body(agent, since, sample, seed, limit, run_id or [], append, strategy, time.time())

@@ -53,8 +53,9 @@ def verify_standard(secret: str, hit: Hit) -> bool:
     from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
     try:
-        Webhook(secret).verify(hit.body.decode("utf-8"), {k: v for k, v in hit.headers.items()
-                                                          if k.startswith("webhook-")})
+        Webhook(secret).verify(
+            hit.body.decode("utf-8"), {k: v for k, v in hit.headers.items() if k.startswith("webhook-")}
+        )
     except WebhookVerificationError:
         return False
     return True
@@ -101,8 +102,9 @@ class WebhookReceiver:
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="openwop-webhook-receiver", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="openwop-webhook-receiver", daemon=True
+        )
         self._thread.start()
         return self.url
 

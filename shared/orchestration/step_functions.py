@@ -13,8 +13,9 @@ class StepFunctionsOrchestrator:
         self._c = client
         self._machines = machines
 
-    def start(self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0,
-              redelivery: bool = False) -> str:
+    def start(
+        self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0, redelivery: bool = False
+    ) -> str:
         # Executions are always named (idempotent per run + purpose + generation); '/' is not allowed in names.
         # Generation n > 0 is the n-th continuation of a long run (continue-as-new): suffix ``-g<n>``, kept whole.
         # A redelivery (the durability hook's second delivery of the same work) adds ``-r``.

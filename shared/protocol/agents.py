@@ -69,10 +69,18 @@ class ModelBinding(_Closed):
 class AgentRegistration(_Closed):
     version: str = Field(min_length=5, max_length=64, json_schema_extra={"pattern": SEMVER_RE.pattern})
     # The official AgentManifest (checked against the vendored schema); the document shows the ids it must use.
-    manifest: dict[str, Any] = Field(json_schema_extra={"properties": {
-        "agentId": {"type": "string", "pattern": AGENT_ID_PATTERN},
-        "toolAllowlist": {"type": "array", "maxItems": MAX_ALLOWLIST,
-                          "items": {"type": "string", "pattern": ALLOWLIST_ID_RE.pattern}}}})
+    manifest: dict[str, Any] = Field(
+        json_schema_extra={
+            "properties": {
+                "agentId": {"type": "string", "pattern": AGENT_ID_PATTERN},
+                "toolAllowlist": {
+                    "type": "array",
+                    "maxItems": MAX_ALLOWLIST,
+                    "items": {"type": "string", "pattern": ALLOWLIST_ID_RE.pattern},
+                },
+            }
+        }
+    )
     model: ModelBinding
     maxTurns: StrictInt = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
 
@@ -97,7 +105,8 @@ def _manifest_validator() -> Any:
     names = ("agent-manifest.schema.json", "ids.schema.json", "prompt-ref.schema.json")
     docs = {name: json.loads(base.joinpath(name).read_text("utf-8")) for name in names}
     registry: Registry[Any] = Registry().with_resources(
-        [(_BASE + name, Resource.from_contents(doc, DRAFT202012)) for name, doc in docs.items()])
+        [(_BASE + name, Resource.from_contents(doc, DRAFT202012)) for name, doc in docs.items()]
+    )
     return Draft202012Validator(docs["agent-manifest.schema.json"], registry=registry)
 
 
@@ -106,8 +115,9 @@ def manifest_errors(manifest: Any) -> list[dict[str, str]]:
     values)."""
     from shared.errors import fault, pointer
 
-    errors = sorted(_manifest_validator().iter_errors(manifest), key=lambda e: (list(e.absolute_path),
-                                                                                 str(e.validator)))
+    errors = sorted(
+        _manifest_validator().iter_errors(manifest), key=lambda e: (list(e.absolute_path), str(e.validator))
+    )
     return [fault("/manifest" + pointer(e.absolute_path), str(e.validator)) for e in errors]
 
 

@@ -77,8 +77,9 @@ def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for name, _ in pairs:
             if name in seen:
-                raise BodyError("The body names an object member more than once.",
-                                {"member": name[:MAX_MEMBER_NAME_ECHO]})
+                raise BodyError(
+                    "The body names an object member more than once.", {"member": name[:MAX_MEMBER_NAME_ECHO]}
+                )
             seen.add(name)
     return obj
 
@@ -88,8 +89,9 @@ def loads(text: str) -> Any:
     if json_depth(text) > MAX_JSON_DEPTH:
         raise BodyError(f"The body nests deeper than {MAX_JSON_DEPTH} levels.")
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float,
-                          object_pairs_hook=_unique_members)
+        data = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_unique_members
+        )
     except BodyError:
         raise
     except (ValueError, RecursionError) as exc:

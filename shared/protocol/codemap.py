@@ -36,8 +36,10 @@ def v1_to_v2() -> dict[str, str]:
 def legacy_owner(tenant: str, principal: str, kind: str = "user", lane: str = "api-key") -> dict[str, Any]:
     """The owner of a run created before the host emitted subjects: its tenant and the legacy Subject of its stored
     principal (never linkable; the lane the host can attest, else api-key; the recorded kind, else user)."""
-    return {"tenant": tenant, "subject": {"issuer": LEGACY_ISSUER, "subjectId": principal, "tenant": tenant,
-                                          "lane": lane, "kind": kind}}
+    return {
+        "tenant": tenant,
+        "subject": {"issuer": LEGACY_ISSUER, "subjectId": principal, "tenant": tenant, "lane": lane, "kind": kind},
+    }
 
 
 def translate(row: Any, owner: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -147,6 +147,16 @@ HOST_EVAL_MODES = ("golden", "rubric", "regression")
 MAX_BULK_CANCEL_RUN_IDS = 100
 """runs.md §Bulk cancel: ``runIds[1..100]``; over the cap, ``400 validation_error`` with ``details.maxRunIds``."""
 
-RUN_STATUSES = ("pending", "running", "paused", "waiting-approval", "waiting-input", "waiting-external", "completed",
-                "failed", "cancelling", "cancelled")
+RUN_STATUSES = (
+    "pending",
+    "running",
+    "paused",
+    "waiting-approval",
+    "waiting-input",
+    "waiting-external",
+    "completed",
+    "failed",
+    "cancelling",
+    "cancelled",
+)
 """runs.md §Snapshot: every status a run can have (the ``GET /runs`` ``status`` filter's values)."""

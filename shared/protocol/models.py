@@ -116,8 +116,15 @@ class ForkRunRequest(Closed):
     runOptionsOverlay: RunOptionsOverlay | None = None
 
 
-BODIES = (CreateRunRequest, ForkRunRequest, CancelRunRequest, PauseRunRequest, ResumeRunRequest,
-          BulkCancelRunsRequest, ResolveInterruptRequest)
+BODIES = (
+    CreateRunRequest,
+    ForkRunRequest,
+    CancelRunRequest,
+    PauseRunRequest,
+    ResumeRunRequest,
+    BulkCancelRunsRequest,
+    ResolveInterruptRequest,
+)
 """The bodies above that a route reads whole (the OpenAPI document names them)."""
 
 B = TypeVar("B", bound=Closed)

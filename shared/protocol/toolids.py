@@ -12,22 +12,39 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-TOOL_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TOOL_ID_RE = re.compile(
+    r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[a-z][a-z0-9]*(?:-[a-z0-9]+)*:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+)
 SERVER_ID_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 # What an agent's toolAllowlist may name: a registered (or built-in) tool id, or an MCP server's tool (a listed name
 # is 1-128 characters without whitespace or control characters). The served OpenAPI document carries it.
 ALLOWLIST_ID_RE = re.compile(
-    "^(?:" + TOOL_ID_RE.pattern[1:-1] + r"|mcp:[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[^\s\x00-\x1f]{1,128})$")
+    "^(?:" + TOOL_ID_RE.pattern[1:-1] + r"|mcp:[a-z][a-z0-9]*(?:-[a-z0-9]+)*\.[^\s\x00-\x1f]{1,128})$"
+)
 MAX_ALLOWLIST = 256  # tools one agent version may name (each is checked against the tenant's catalog)
 CREDENTIAL_REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MCP_PREFIX = "mcp:"
 RESERVED_ORGS = frozenset({"conformance", "openwop", "core", "mcp"})
 # Headers a registration may not set itself: credentials come only from a credentialRef; the rest are hop-by-hop
 # or set by the host per call.
-FORBIDDEN_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "cookie", "set-cookie", "host", "content-length", "transfer-encoding",
-    "connection", "keep-alive", "upgrade", "te", "trailer", "expect", "idempotency-key",
-})
+FORBIDDEN_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "expect",
+        "idempotency-key",
+    }
+)
 SafetyTier = Literal["pure", "read", "write"]
 ReplayPolicy = Literal["deterministic", "idempotent", "non-deterministic"]
 
@@ -40,7 +57,7 @@ def split_mcp_tool_id(tool_id: str) -> tuple[str, str] | None:
     """``mcp:<serverId>.<name>`` -> (serverId, name); None for any other form."""
     if not tool_id.startswith(MCP_PREFIX) or "." not in tool_id:
         return None
-    server_id, name = tool_id[len(MCP_PREFIX):].split(".", 1)
+    server_id, name = tool_id[len(MCP_PREFIX) :].split(".", 1)
     if not SERVER_ID_RE.match(server_id) or not name:
         return None
     return server_id, name

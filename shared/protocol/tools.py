@@ -36,9 +36,11 @@ def _check_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
     return headers
 
 
-URL_RE = re.compile(r"^https?://(?:[^\s/?#@\[\]:\x00]+|\[[0-9A-Fa-f:.]+\])"
-                    r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
-                    r"(?:[/?#][^\s\x00]*)?$")
+URL_RE = re.compile(
+    r"^https?://(?:[^\s/?#@\[\]:\x00]+|\[[0-9A-Fa-f:.]+\])"
+    r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?"
+    r"(?:[/?#][^\s\x00]*)?$"
+)
 """An absolute http(s) URL: no credentials, no space or NUL, a port within range (the document's pattern too)."""
 
 
@@ -64,8 +66,12 @@ def _check_ref(ref: str) -> str:
 
 
 # Fields checked by a validator name its pattern in their JSON schema too, so the OpenAPI document tells the truth.
-ToolUrl = Annotated[str, AfterValidator(_check_url), Field(max_length=2048, json_schema_extra={"pattern": URL_RE.pattern})]
-CredentialRef = Annotated[str, AfterValidator(_check_ref), Field(json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})]
+ToolUrl = Annotated[
+    str, AfterValidator(_check_url), Field(max_length=2048, json_schema_extra={"pattern": URL_RE.pattern})
+]
+CredentialRef = Annotated[
+    str, AfterValidator(_check_ref), Field(json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
+]
 TimeoutMs = Annotated[StrictInt, Field(ge=100, le=30_000)]
 
 
@@ -85,8 +91,9 @@ class HttpToolSource(_Closed):
 class ToolRegistration(_Closed):
     """``POST /host/openwop-serverless/tools``: an HTTP tool."""
 
-    toolId: str = Field(json_schema_extra={"pattern": TOOL_ID_RE.pattern,
-                                           "not": {"pattern": r"^(conformance|openwop|core|mcp)\."}})
+    toolId: str = Field(
+        json_schema_extra={"pattern": TOOL_ID_RE.pattern, "not": {"pattern": r"^(conformance|openwop|core|mcp)\."}}
+    )
     version: str | None = Field(default=None, min_length=1, max_length=64)
     title: str | None = Field(default=None, max_length=200)
     description: str = Field(min_length=1, max_length=2000)
@@ -141,14 +148,16 @@ _CREDENTIAL_HEADERS_REFUSED = sorted(FORBIDDEN_HEADERS - {"authorization", "prox
 
 def _any_case(words: list[str]) -> str:
     """A pattern matching exactly these words (letters and ``-``) in any case (a JSON-schema pattern has no flags)."""
-    return "^(?:" + "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in w)
-                             for w in words) + ")$"
+    return "^(?:" + "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in w) for w in words) + ")$"
 
 
 class HeaderCredential(_Closed):
     type: Literal["header"]
-    name: str = Field(min_length=1, max_length=64, json_schema_extra={
-        "pattern": HEADER_NAME, "not": {"pattern": _any_case(_CREDENTIAL_HEADERS_REFUSED)}})
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        json_schema_extra={"pattern": HEADER_NAME, "not": {"pattern": _any_case(_CREDENTIAL_HEADERS_REFUSED)}},
+    )
     value: str = Field(min_length=1, max_length=8192)
 
     @field_validator("name")

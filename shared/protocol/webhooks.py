@@ -32,8 +32,7 @@ def unknown_event_types(events: Sequence[str]) -> list[str]:
     in order; an entry outside the type-name grammar is named by its index (``events[3]``), never echoed."""
     from shared.protocol.event_types import V2_EVENT_TYPES
 
-    return [e if EVENT_TYPE_RE.match(e) else f"events[{i}]" for i, e in enumerate(events)
-            if e not in V2_EVENT_TYPES]
+    return [e if EVENT_TYPE_RE.match(e) else f"events[{i}]" for i, e in enumerate(events) if e not in V2_EVENT_TYPES]
 
 
 def whsec_key(secret: str) -> bytes | None:
@@ -41,7 +40,7 @@ def whsec_key(secret: str) -> bytes | None:
     if not secret.startswith("whsec_"):
         return None
     try:
-        key = base64.b64decode(secret[len("whsec_"):], validate=True)
+        key = base64.b64decode(secret[len("whsec_") :], validate=True)
     except (binascii.Error, ValueError):
         return None
     return key if 24 <= len(key) <= 64 else None
@@ -68,8 +67,16 @@ def standard_signatures(secrets: Sequence[str], message_id: str, timestamp: int,
     return " ".join(Webhook(s).sign(message_id, at, text) for s in secrets)
 
 
-def delivery_headers(*, webhook_id: str, event_type: str, timestamp: int, raw_body: bytes, v1_secret: str,
-                     standard: Sequence[str] = (), message_id: str = "") -> dict[str, str]:
+def delivery_headers(
+    *,
+    webhook_id: str,
+    event_type: str,
+    timestamp: int,
+    raw_body: bytes,
+    v1_secret: str,
+    standard: Sequence[str] = (),
+    message_id: str = "",
+) -> dict[str, str]:
     """Every header of one delivery: the five ``OpenWOP-*`` headers (scheme v1) and, for an opted-in
     subscription (``standard`` non-empty), ``webhook-id`` / ``webhook-timestamp`` / ``webhook-signature``."""
     headers = {

@@ -29,8 +29,13 @@ STOP_REASONS = {
 }
 
 _RATE_LIMITED = {"ThrottlingException", "ServiceQuotaExceededException", "TooManyRequestsException"}
-_UNAVAILABLE = {"ModelTimeoutException", "ServiceUnavailableException", "InternalServerException",
-                "ModelNotReadyException", "ModelStreamErrorException"}
+_UNAVAILABLE = {
+    "ModelTimeoutException",
+    "ServiceUnavailableException",
+    "InternalServerException",
+    "ModelNotReadyException",
+    "ModelStreamErrorException",
+}
 _FORBIDDEN = {"AccessDeniedException", "UnrecognizedClientException"}
 _INVALID = {"ValidationException", "ResourceNotFoundException"}
 
@@ -42,8 +47,9 @@ def map_client_error(code: str) -> ModelProviderError:
     if code in _UNAVAILABLE:
         return ModelProviderError("service_unavailable", f"Bedrock could not answer now ({code})", retryable=True)
     if code in _FORBIDDEN:
-        return ModelProviderError("credential_forbidden", f"Bedrock refused this host's credentials for the model "
-                                  f"({code})")
+        return ModelProviderError(
+            "credential_forbidden", f"Bedrock refused this host's credentials for the model ({code})"
+        )
     if code in _INVALID:
         return ModelProviderError("validation_error", f"Bedrock refused the model request ({code})")
     return ModelProviderError("external_call_failed", "the Bedrock model call failed")
@@ -66,14 +72,27 @@ def _blocks(msg: ModelMessage, names: ToolNames) -> tuple[str, list[dict[str, An
         return "user", [{"text": msg.text or ""}]
     if msg.role == "assistant":
         blocks: list[dict[str, Any]] = [{"text": msg.text}] if msg.text else []
-        blocks += [{"toolUse": {"toolUseId": c.call_id, "name": names.to_wire(c.name),
-                                "input": c.arguments if isinstance(c.arguments, dict) else {}}}
-                   for c in msg.tool_calls]
+        blocks += [
+            {
+                "toolUse": {
+                    "toolUseId": c.call_id,
+                    "name": names.to_wire(c.name),
+                    "input": c.arguments if isinstance(c.arguments, dict) else {},
+                }
+            }
+            for c in msg.tool_calls
+        ]
         return "assistant", blocks or [{"text": ""}]
     if msg.role == "tool":
-        return "user", [{"toolResult": {"toolUseId": msg.tool_call_id or "",
-                                        "content": _tool_result_content(msg.text),
-                                        "status": "error" if msg.is_error else "success"}}]
+        return "user", [
+            {
+                "toolResult": {
+                    "toolUseId": msg.tool_call_id or "",
+                    "content": _tool_result_content(msg.text),
+                    "status": "error" if msg.is_error else "success",
+                }
+            }
+        ]
     raise ModelProviderError("validation_error", "a conversation message has an unknown role")
 
 
@@ -98,9 +117,18 @@ def converse_request(request: ModelRequest) -> tuple[dict[str, Any], ToolNames]:
     if inference:
         params["inferenceConfig"] = inference
     if request.tools:
-        params["toolConfig"] = {"tools": [
-            {"toolSpec": {"name": names.to_wire(t.name), "description": t.description or t.name,
-                          "inputSchema": {"json": t.input_schema}}} for t in request.tools]}
+        params["toolConfig"] = {
+            "tools": [
+                {
+                    "toolSpec": {
+                        "name": names.to_wire(t.name),
+                        "description": t.description or t.name,
+                        "inputSchema": {"json": t.input_schema},
+                    }
+                }
+                for t in request.tools
+            ]
+        }
     return params, names
 
 
@@ -113,14 +141,25 @@ def parse_response(response: dict[str, Any], names: ToolNames, model: str, price
             texts.append(str(block["text"]))
         elif "toolUse" in block:
             use = block["toolUse"]
-            calls.append(ModelToolCall(str(use.get("toolUseId", "")), names.to_catalog(str(use.get("name", ""))),
-                                       use.get("input") if use.get("input") is not None else {}))
+            calls.append(
+                ModelToolCall(
+                    str(use.get("toolUseId", "")),
+                    names.to_catalog(str(use.get("name", ""))),
+                    use.get("input") if use.get("input") is not None else {},
+                )
+            )
     stop = STOP_REASONS.get(str(response.get("stopReason", "")), "tool_use" if calls else "end_turn")
     usage = response.get("usage") or {}
     tokens_in, tokens_out = int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))
-    return ModelReply(text="".join(texts) if texts else None, tool_calls=tuple(calls), stop_reason=stop,
-                      input_tokens=tokens_in, output_tokens=tokens_out, model=model,
-                      cost_usd=prices.cost_usd(model, tokens_in, tokens_out))
+    return ModelReply(
+        text="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        stop_reason=stop,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        model=model,
+        cost_usd=prices.cost_usd(model, tokens_in, tokens_out),
+    )
 
 
 class BedrockConverseProvider:
@@ -149,8 +188,9 @@ class BedrockConverseProvider:
         except BotoCoreError as exc:  # connection, timeout, parameter validation: the class name is safe to show
             name = type(exc).__name__
             if name.endswith(("TimeoutError", "ConnectionError", "ConnectionClosedError")) or "Endpoint" in name:
-                raise ModelProviderError("service_unavailable", f"Bedrock could not be reached ({name})",
-                                         retryable=True) from None
+                raise ModelProviderError(
+                    "service_unavailable", f"Bedrock could not be reached ({name})", retryable=True
+                ) from None
             if name == "ParamValidationError":
                 raise ModelProviderError("validation_error", "the Bedrock request is not valid for Converse") from None
             raise ModelProviderError("external_call_failed", "the Bedrock model call failed") from None

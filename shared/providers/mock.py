@@ -58,8 +58,9 @@ def _invalid(reason: str) -> ModelProviderError:
     return ModelProviderError("validation_error", f"mockProvider: {reason}")
 
 
-def _check_keys(value: Any, allowed: set[str], where: str,
-                required: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+def _check_keys(
+    value: Any, allowed: set[str], where: str, required: frozenset[str] | set[str] = frozenset()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _invalid(f"{where} must be an object")
     unknown = sorted(set(value) - allowed)
@@ -97,8 +98,9 @@ def _tool_calls(value: Any, where: str) -> None:
 
 
 def _spec_usage(value: Any, where: str) -> None:
-    u = _check_keys(value, {"promptTokens", "completionTokens", "totalTokens"}, where,
-                    {"promptTokens", "completionTokens"})
+    u = _check_keys(
+        value, {"promptTokens", "completionTokens", "totalTokens"}, where, {"promptTokens", "completionTokens"}
+    )
     for key, v in u.items():
         _count(v, f"{where}.{key}")
 
@@ -130,8 +132,9 @@ def _script(value: Any) -> None:
         if "toolCalls" in a:
             _tool_calls(a["toolCalls"], f"script[{k}].toolCalls")
         if "usage" in a:
-            u = _check_keys(a["usage"], {"inputTokens", "outputTokens"}, f"script[{k}].usage",
-                            {"inputTokens", "outputTokens"})
+            u = _check_keys(
+                a["usage"], {"inputTokens", "outputTokens"}, f"script[{k}].usage", {"inputTokens", "outputTokens"}
+            )
             for key, v in u.items():
                 _count(v, f"script[{k}].usage.{key}")
 
@@ -204,26 +207,36 @@ def _tokens(data: bytes) -> int:
 
 def request_tokens(request: ModelRequest) -> int:
     """The mock's deterministic input-token count for ``request``."""
-    payload = {"system": request.system, "messages": [asdict(m) for m in request.messages],
-               "tools": [asdict(t) for t in request.tools]}
+    payload = {
+        "system": request.system,
+        "messages": [asdict(m) for m in request.messages],
+        "tools": [asdict(t) for t in request.tools],
+    }
     return max(1, _tokens(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()))
 
 
 def _answer_tokens(text: str | None, calls: tuple[ModelToolCall, ...]) -> int:
     payload = {"text": text, "toolCalls": [asdict(c) for c in calls]}
-    return _tokens(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()) if (
-        text or calls) else 0
+    return (
+        _tokens(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode())
+        if (text or calls)
+        else 0
+    )
 
 
 def _calls(items: list[dict[str, Any]], turn: int) -> tuple[ModelToolCall, ...]:
-    return tuple(ModelToolCall(str(c.get("id") or f"call_{turn}_{i}"), c["name"], c["arguments"])
-                 for i, c in enumerate(items))
+    return tuple(
+        ModelToolCall(str(c.get("id") or f"call_{turn}_{i}"), c["name"], c["arguments"]) for i, c in enumerate(items)
+    )
 
 
 def _fail(e: dict[str, Any]) -> ModelProviderError:
     code = str(e.get("code", "external_call_failed"))
-    return ModelProviderError(code, str(e.get("message") or f"the mock provider failed the call ({code})"),
-                              retryable=bool(e.get("retryable", False)))
+    return ModelProviderError(
+        code,
+        str(e.get("message") or f"the mock provider failed the call ({code})"),
+        retryable=bool(e.get("retryable", False)),
+    )
 
 
 class MockProvider:
@@ -232,16 +245,29 @@ class MockProvider:
     def __init__(self, prices: PriceTable | None = None) -> None:
         self._prices = prices or PriceTable()
 
-    def _reply(self, text: str | None, calls: tuple[ModelToolCall, ...], stop: str, tokens_in: int, tokens_out: int,
-               model: str) -> ModelReply:
-        return ModelReply(text=text, tool_calls=calls, stop_reason=stop, input_tokens=tokens_in,
-                          output_tokens=tokens_out, model=model,
-                          cost_usd=self._prices.cost_usd(MOCK, tokens_in, tokens_out))
+    def _reply(
+        self, text: str | None, calls: tuple[ModelToolCall, ...], stop: str, tokens_in: int, tokens_out: int, model: str
+    ) -> ModelReply:
+        return ModelReply(
+            text=text,
+            tool_calls=calls,
+            stop_reason=stop,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            model=model,
+            cost_usd=self._prices.cost_usd(MOCK, tokens_in, tokens_out),
+        )
 
     def complete(self, request: ModelRequest) -> ModelReply:
         mock_id, config = _normalize(request.mock if request.mock is not None else {"id": STREAM_TEXT})
-        model = str(config.get("model") or (request.model if mock_id == SCRIPT and request.model else
-                                            f"mock-{'script' if mock_id == SCRIPT else mock_id}-v1"))
+        model = str(
+            config.get("model")
+            or (
+                request.model
+                if mock_id == SCRIPT and request.model
+                else f"mock-{'script' if mock_id == SCRIPT else mock_id}-v1"
+            )
+        )
         if mock_id == ERROR:
             raise _fail(config)
         if mock_id == STREAM_TEXT:
@@ -255,8 +281,14 @@ class MockProvider:
         if mock_id == TOOL_CALLS:
             calls = _calls(config["toolCalls"], request.turn) if request.turn == 0 else ()
             text = None if calls else ""
-            return self._reply(text, calls, "tool_use" if calls else "end_turn", request_tokens(request),
-                               _answer_tokens(text, calls), model)
+            return self._reply(
+                text,
+                calls,
+                "tool_use" if calls else "end_turn",
+                request_tokens(request),
+                _answer_tokens(text, calls),
+                model,
+            )
         script = _pick_script(config, request)
         answer: dict[str, Any] = script[request.turn] if 0 <= request.turn < len(script) else {"text": ""}
         if "error" in answer:

@@ -29,8 +29,13 @@ from shared.providers.prices import PriceTable
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_ANSWER_BYTES = 8_000_000
-FINISH_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
-                  "content_filter": "refused"}
+FINISH_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refused",
+}
 
 
 def _dumps(value: Any) -> str:
@@ -43,9 +48,14 @@ def _message(msg: ModelMessage, names: ToolNames) -> dict[str, Any]:
     if msg.role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": msg.text}
         if msg.tool_calls:
-            out["tool_calls"] = [{"id": c.call_id, "type": "function",
-                                  "function": {"name": names.to_wire(c.name), "arguments": _dumps(c.arguments)}}
-                                 for c in msg.tool_calls]
+            out["tool_calls"] = [
+                {
+                    "id": c.call_id,
+                    "type": "function",
+                    "function": {"name": names.to_wire(c.name), "arguments": _dumps(c.arguments)},
+                }
+                for c in msg.tool_calls
+            ]
         return out
     if msg.role == "tool":
         return {"role": "tool", "tool_call_id": msg.tool_call_id or "", "content": msg.text or ""}
@@ -59,9 +69,13 @@ def chat_request(request: ModelRequest) -> tuple[dict[str, Any], ToolNames]:
     messages += [_message(m, names) for m in request.messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.tools:
-        body["tools"] = [{"type": "function", "function": {"name": names.to_wire(t.name),
-                                                           "description": t.description,
-                                                           "parameters": t.input_schema}} for t in request.tools]
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {"name": names.to_wire(t.name), "description": t.description, "parameters": t.input_schema},
+            }
+            for t in request.tools
+        ]
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.max_tokens is not None:
@@ -88,15 +102,20 @@ def retry_after_seconds(headers: dict[str, str]) -> float | None:
 
 def map_status(status: int, headers: dict[str, str]) -> ModelProviderError:
     if status == 429:
-        return ModelProviderError("rate_limited", "the model provider is rate limiting (429)", retryable=True,
-                                  retry_after_s=retry_after_seconds(headers))
+        return ModelProviderError(
+            "rate_limited",
+            "the model provider is rate limiting (429)",
+            retryable=True,
+            retry_after_s=retry_after_seconds(headers),
+        )
     if status in (401, 403):
         return ModelProviderError("credential_forbidden", f"the model provider refused the credential ({status})")
     if status in (400, 404, 422):
         return ModelProviderError("validation_error", f"the model provider refused the request ({status})")
     if status == 408 or status >= 500:
-        return ModelProviderError("service_unavailable", f"the model provider could not answer now ({status})",
-                                  retryable=True)
+        return ModelProviderError(
+            "service_unavailable", f"the model provider could not answer now ({status})", retryable=True
+        )
     return ModelProviderError("external_call_failed", f"the model provider answered {status}")
 
 
@@ -125,8 +144,11 @@ def parse_answer(data: Any, names: ToolNames, request_model: str, prices: PriceT
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict):
             raise bad
-        calls.append(ModelToolCall(str(call.get("id", "")), names.to_catalog(str(fn.get("name", ""))),
-                                   _arguments(fn.get("arguments"))))
+        calls.append(
+            ModelToolCall(
+                str(call.get("id", "")), names.to_catalog(str(fn.get("name", ""))), _arguments(fn.get("arguments"))
+            )
+        )
     content = message.get("content")
     text = content if isinstance(content, str) else None
     finish = FINISH_REASONS.get(str(choice.get("finish_reason")), "tool_use" if calls else "end_turn")
@@ -134,15 +156,23 @@ def parse_answer(data: Any, names: ToolNames, request_model: str, prices: PriceT
     tokens_in, tokens_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     model = str(data.get("model") or request_model)
     rate_model = model if prices.rate(model) is not None else request_model
-    return ModelReply(text=text, tool_calls=tuple(calls), stop_reason=finish, input_tokens=tokens_in,
-                      output_tokens=tokens_out, model=model, cost_usd=prices.cost_usd(rate_model, tokens_in, tokens_out))
+    return ModelReply(
+        text=text,
+        tool_calls=tuple(calls),
+        stop_reason=finish,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        model=model,
+        cost_usd=prices.cost_usd(rate_model, tokens_in, tokens_out),
+    )
 
 
 class OpenAiChatProvider:
     """``ModelProvider`` over the chat-completions wire, sent through ``http`` (the egress-guarded transport)."""
 
-    def __init__(self, http: HttpTransport, prices: PriceTable | None = None, *,
-                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
+    def __init__(
+        self, http: HttpTransport, prices: PriceTable | None = None, *, max_answer_bytes: int = MAX_ANSWER_BYTES
+    ) -> None:
         self._http = http
         self._prices = prices or PriceTable()
         self._max = max_answer_bytes
@@ -152,25 +182,32 @@ class OpenAiChatProvider:
         base = request.base_url or DEFAULT_BASE_URL
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ModelProviderError("validation_error", "the model provider's base URL must be an absolute http or "
-                                     "https URL")
+            raise ModelProviderError(
+                "validation_error", "the model provider's base URL must be an absolute http or https URL"
+            )
         url = base.rstrip("/") + "/chat/completions"
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if request.credential:
             headers["Authorization"] = f"Bearer {request.credential}"
         try:
-            reply = self._http.send("POST", url, headers, _dumps(body).encode(), timeout_s=request.timeout_s,
-                                    max_bytes=self._max)
+            reply = self._http.send(
+                "POST", url, headers, _dumps(body).encode(), timeout_s=request.timeout_s, max_bytes=self._max
+            )
         except EgressRefusedError as exc:
             # the guard's reason is safe; it speaks of "the tool" because tools were its first callers
-            raise ModelProviderError("external_call_failed",
-                                     exc.reason.replace("the tool's", "the model provider's")) from None
+            raise ModelProviderError(
+                "external_call_failed", exc.reason.replace("the tool's", "the model provider's")
+            ) from None
         except TransportError as exc:
             if "larger than" in exc.reason:
-                raise ModelProviderError("external_call_failed", f"the model provider's answer is larger than "
-                                         f"{self._max} bytes") from None
-            raise ModelProviderError("service_unavailable", "the model provider could not be reached or did not "
-                                     "answer in time", retryable=True) from None
+                raise ModelProviderError(
+                    "external_call_failed", f"the model provider's answer is larger than {self._max} bytes"
+                ) from None
+            raise ModelProviderError(
+                "service_unavailable",
+                "the model provider could not be reached or did not answer in time",
+                retryable=True,
+            ) from None
         if reply.status != 200:
             raise map_status(reply.status, reply.headers)
         try:

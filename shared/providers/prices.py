@@ -63,7 +63,7 @@ def parse_overrides(raw: str) -> dict[str, Rate]:
     out: dict[str, Rate] = {}
     for model, rate in data.items():
         if not isinstance(rate, dict) or set(rate) != {"input", "output"}:
-            raise ValueError(f"MODEL_PRICES[{model!r}] must be {{\"input\": n, \"output\": n}}")
+            raise ValueError(f'MODEL_PRICES[{model!r}] must be {{"input": n, "output": n}}')
         values = []
         for key in ("input", "output"):
             v = rate[key]
@@ -86,8 +86,8 @@ class PriceTable:
         if model in self._rates:
             return self._rates[model]
         for prefix in _PROFILE_PREFIXES:
-            if model.startswith(prefix) and model[len(prefix):] in self._rates:
-                return self._rates[model[len(prefix):]]
+            if model.startswith(prefix) and model[len(prefix) :] in self._rates:
+                return self._rates[model[len(prefix) :]]
         return None
 
     def cost_usd(self, model: str, input_tokens: int, output_tokens: int) -> float | None:

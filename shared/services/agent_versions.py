@@ -26,8 +26,11 @@ def sk(agent_id: str, version: str) -> str:
 
 def rows(ports: Ports, tenant: str, agent_id: str) -> list[Row]:
     """The agent's versions, lowest first (semver order)."""
-    got = [(key.rsplit("#", 1)[1], doc) for key, doc in ports.host.query(pk(tenant), f"{agent_id}#")
-           if key.rsplit("#", 1)[0] == agent_id]
+    got = [
+        (key.rsplit("#", 1)[1], doc)
+        for key, doc in ports.host.query(pk(tenant), f"{agent_id}#")
+        if key.rsplit("#", 1)[0] == agent_id
+    ]
     return sorted(got, key=lambda r: semver_key(r[0]))
 
 

@@ -51,8 +51,9 @@ def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where:
         try:
             ports.models.check_mock(mock or {"id": "stream-text"})
         except ModelProviderError as exc:
-            raise invalid("The mock provider configuration is not valid.",
-                          [fault(f"{where}/mockProvider", "mockProvider")]) from exc
+            raise invalid(
+                "The mock provider configuration is not valid.", [fault(f"{where}/mockProvider", "mockProvider")]
+            ) from exc
     if provider is not None and provider not in ports.models.names():
         raise invalid("The model provider is not one this host runs.", [fault(f"{where}/provider", "enum")])
     ref = model.get("credentialRef")
@@ -70,8 +71,9 @@ def check_allowlist(ports: Ports, tenant: str, allowlist: list[Any]) -> None:
     from shared.protocol.toolids import ALLOWLIST_ID_RE, MAX_ALLOWLIST
 
     if len(allowlist) > MAX_ALLOWLIST:
-        raise invalid(f"A toolAllowlist names at most {MAX_ALLOWLIST} tools.", [fault("/manifest/toolAllowlist",
-                                                                                       "maxItems")])
+        raise invalid(
+            f"A toolAllowlist names at most {MAX_ALLOWLIST} tools.", [fault("/manifest/toolAllowlist", "maxItems")]
+        )
     catalog = Catalog(ports, tenant)
     faults = []
     for i, tool in enumerate(allowlist):
@@ -79,8 +81,13 @@ def check_allowlist(ports: Ports, tenant: str, allowlist: list[Any]) -> None:
         if not ALLOWLIST_ID_RE.fullmatch(str(tool)):
             faults.append(fault(at, "pattern", "A tool id is <org>.<pack>:<tool> or mcp:<serverId>.<tool>."))
         elif catalog.resolve(str(tool)) is None:
-            faults.append(fault(at, "toolId", "No tool this tenant can call has this id: register the tool (or "
-                                              "its MCP server) first."))
+            faults.append(
+                fault(
+                    at,
+                    "toolId",
+                    "No tool this tenant can call has this id: register the tool (or its MCP server) first.",
+                )
+            )
         if len(faults) >= MAX_FAULTS:
             break
     if faults:
@@ -90,9 +97,16 @@ def check_allowlist(ports: Ports, tenant: str, allowlist: list[Any]) -> None:
 def _view(doc: dict[str, Any], versions: list[str]) -> dict[str, Any]:
     """The RFC 0072 inventory entry (no system prompt, no credential, no mock script) plus the versions."""
     m = doc["manifest"]
-    entry: dict[str, Any] = {"agentId": m["agentId"], "persona": m["persona"], "label": m.get("label", m["persona"]),
-                             "modelClass": m["modelClass"], "packName": EXTENSION, "packVersion": doc["version"],
-                             "toolAllowlist": list(m.get("toolAllowlist") or []), "hasHandoffSchemas": False}
+    entry: dict[str, Any] = {
+        "agentId": m["agentId"],
+        "persona": m["persona"],
+        "label": m.get("label", m["persona"]),
+        "modelClass": m["modelClass"],
+        "packName": EXTENSION,
+        "packVersion": doc["version"],
+        "toolAllowlist": list(m.get("toolAllowlist") or []),
+        "hasHandoffSchemas": False,
+    }
     if m.get("description"):
         entry["description"] = m["description"]
     threshold = (m.get("confidence") or {}).get("defaultThreshold")
@@ -113,12 +127,15 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
     if errors:
         raise invalid("The manifest does not match the AgentManifest schema.", errors)
     if "systemPromptRef" in body.manifest:
-        raise invalid("systemPromptRef needs an agent pack; register the prompt inline as systemPrompt.",
-                      [fault("/manifest/systemPromptRef", "unsupported")])
+        raise invalid(
+            "systemPromptRef needs an agent pack; register the prompt inline as systemPrompt.",
+            [fault("/manifest/systemPromptRef", "unsupported")],
+        )
     for key in ("handoff", "memoryShape", "evalSuiteRef", "promptLibraryRef", "promptOverrides"):
         if key in body.manifest:
-            raise invalid(f"This host does not serve manifest member {key}.",
-                          [fault(f"/manifest/{key}", "unsupported")])
+            raise invalid(
+                f"This host does not serve manifest member {key}.", [fault(f"/manifest/{key}", "unsupported")]
+            )
     model = body.model.model_dump(mode="json", exclude_none=True)
     check_model_binding(ports, caller.tenant, model, "/model")
     check_allowlist(ports, caller.tenant, body.manifest.get("toolAllowlist") or [])
@@ -183,8 +200,11 @@ def workflow_pins(ports: Ports, tenant: str, doc: dict[str, Any]) -> dict[str, d
             from shared.services.deployments import resolve_channel
 
             channel = str(ref["channel"])
-            pins[str(node["id"])] = {"agentId": agent_id, "channel": channel,
-                                     "version": resolve_channel(ports, tenant, agent_id, channel)}
+            pins[str(node["id"])] = {
+                "agentId": agent_id,
+                "channel": channel,
+                "version": resolve_channel(ports, tenant, agent_id, channel),
+            }
             continue
         version = pin(ports, tenant, agent_id, ref.get("version"), f"/nodes/{i}/agent/version")
         if version is not None:
@@ -196,11 +216,15 @@ def eval_pin(ports: Ports, tenant: str, agent_id: str, configurable: dict[str, A
     ext = ((configurable or {}).get("extensions") or {}).get(EXTENSION) or {}
     unknown = set(ext) - {"agentVersion", "judge", "name"}
     if unknown:
-        raise invalid("Unknown member of the openwop-serverless extension.",
-                      [fault(f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}", "additionalProperties")])
+        raise invalid(
+            "Unknown member of the openwop-serverless extension.",
+            [fault(f"/configurable/extensions/{EXTENSION}/{sorted(unknown)[0]}", "additionalProperties")],
+        )
     version = ext.get("agentVersion")
     if version is not None and not isinstance(version, str):
-        raise invalid("agentVersion is a string.", [fault(f"/configurable/extensions/{EXTENSION}/agentVersion", "type")])
+        raise invalid(
+            "agentVersion is a string.", [fault(f"/configurable/extensions/{EXTENSION}/agentVersion", "type")]
+        )
     return pin(ports, tenant, agent_id, version, f"/configurable/extensions/{EXTENSION}/agentVersion")
 
 
@@ -214,8 +238,10 @@ def eval_name(configurable: dict[str, Any] | None) -> str | None:
     if name is None:
         return None
     if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX or not name.isprintable() or name != name.strip():
-        raise invalid(f"name is 1..{NAME_MAX} printable characters without surrounding spaces.",
-                      [fault(f"/configurable/extensions/{EXTENSION}/name", "pattern")])
+        raise invalid(
+            f"name is 1..{NAME_MAX} printable characters without surrounding spaces.",
+            [fault(f"/configurable/extensions/{EXTENSION}/name", "pattern")],
+        )
     return name
 
 
@@ -242,5 +268,6 @@ def eval_judge(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -
 def check_ai_overrides(ports: Ports, tenant: str, configurable: dict[str, Any] | None) -> None:
     """``configurable.ai`` (the run's model overrides): a known provider, the tenant's own credential, a valid mock."""
     ai = (configurable or {}).get("ai") or {}
-    check_model_binding(ports, tenant, {k: ai[k] for k in ("provider", "credentialRef", "mockProvider") if k in ai},
-                        "/configurable/ai")
+    check_model_binding(
+        ports, tenant, {k: ai[k] for k in ("provider", "credentialRef", "mockProvider") if k in ai}, "/configurable/ai"
+    )

@@ -111,8 +111,9 @@ def _cache_key(key: str) -> str:
 # --------------------------------------------------------------------------- key management
 
 
-def put_api_key(ports: Ports, key: str, tenant: str, subject_id: str | None = None, *, key_id: str | None = None,
-                name: str = "") -> str:
+def put_api_key(
+    ports: Ports, key: str, tenant: str, subject_id: str | None = None, *, key_id: str | None = None, name: str = ""
+) -> str:
     """Store ``key`` for ``tenant`` (hashed under the current pepper). Returns its key id. Idempotent per key id.
 
     Written listing first and lookup last, so a key is usable only once it can also be listed and revoked.
@@ -122,8 +123,11 @@ def put_api_key(ports: Ports, key: str, tenant: str, subject_id: str | None = No
     kid = key_id or f"seed-{h[:16]}"
     created = ports.clock.iso()
     ports.host.put_item(KEYID_PK, kid, {"tenant": tenant, "hash": h})
-    ports.host.put_item(f"{TENANT_KEYS_PREFIX}{tenant}", kid,
-                        {"keyId": kid, "name": name, "createdAt": created, "pepperId": pepper_id(pepper)})
+    ports.host.put_item(
+        f"{TENANT_KEYS_PREFIX}{tenant}",
+        kid,
+        {"keyId": kid, "name": name, "createdAt": created, "pepperId": pepper_id(pepper)},
+    )
     ports.host.put_item(APIKEY_PK, h, {"tenant": tenant, "subjectId": subject_id or f"key-{tenant}", "keyId": kid})
     with _lock:
         _hits.pop(_cache_key(key), None)
@@ -147,8 +151,14 @@ def list_api_keys(ports: Ports, tenant: str) -> list[dict[str, str]]:
     state = {pepper_id(p.current): "current", **({pepper_id(p.previous): "previous"} if p.previous else {})}
     out = []
     for kid, item in ports.host.query(f"{TENANT_KEYS_PREFIX}{tenant}"):
-        out.append({"keyId": kid, "name": str(item.get("name", "")), "createdAt": str(item.get("createdAt", "")),
-                    "pepper": state.get(str(item.get("pepperId")), "retired")})
+        out.append(
+            {
+                "keyId": kid,
+                "name": str(item.get("name", "")),
+                "createdAt": str(item.get("createdAt", "")),
+                "pepper": state.get(str(item.get("pepperId")), "retired"),
+            }
+        )
     return out
 
 
@@ -186,7 +196,7 @@ def finish_pepper_rotation(ports: Ports) -> Peppers:
 def resolve_caller(ports: Ports, authorization: str | None) -> Caller:
     if not authorization or not authorization.startswith("Bearer "):
         raise UnauthenticatedError()
-    key = authorization[len("Bearer "):].strip()
+    key = authorization[len("Bearer ") :].strip()
     if not key or len(key) > 512:
         raise UnauthenticatedError()
     ck = _cache_key(key)

@@ -62,8 +62,11 @@ def get_suite(ports: Ports, suite_id: str, version: str | None = None) -> str:
     from shared.services import suites
 
     try:
-        got = (suites.get_version(ports, suites.GLOBAL, suite_id, version) if version
-               else suites.get_suite(ports, suites.GLOBAL, suite_id))
+        got = (
+            suites.get_version(ports, suites.GLOBAL, suite_id, version)
+            if version
+            else suites.get_suite(ports, suites.GLOBAL, suite_id)
+        )
     except ProtocolError as exc:
         raise SystemExit(f"error: {exc.code}: {exc.message}") from exc
     return json.dumps(got)
@@ -124,15 +127,17 @@ def finish_pepper_rotation(ports: Ports) -> str:
     return json.dumps({"pepper": "rotation finished", "previousKept": stale.previous is not None})
 
 
-def seed(ports: Ports, sets: str, tenants: str = "", demo_tools_url: str = "", demo_mcp_url: str = "",
-         stage: str = "") -> str:
+def seed(
+    ports: Ports, sets: str, tenants: str = "", demo_tools_url: str = "", demo_mcp_url: str = "", stage: str = ""
+) -> str:
     """Seed the conformance fixtures and/or the demo (``shared.services.seed.seed_stack``, as the deploy-time
     custom resource does); refused for the ``prod`` stage. One JSON line: what was seeded."""
     from shared.services import seed as seeding
 
     try:
-        plan = seeding.seed_plan(sets, tenants=tenants, demo_tools_url=demo_tools_url, demo_mcp_url=demo_mcp_url,
-                                 stage=stage or None)
+        plan = seeding.seed_plan(
+            sets, tenants=tenants, demo_tools_url=demo_tools_url, demo_mcp_url=demo_mcp_url, stage=stage or None
+        )
         return json.dumps(seeding.seed_stack(ports, plan))
     except seeding.SeedPlanError as exc:
         raise SystemExit(f"error: {exc}") from exc

@@ -38,8 +38,13 @@ class Caller:
 
     @property
     def subject(self) -> dict[str, Any]:
-        return {"issuer": ISSUER, "subjectId": self.subject_id, "tenant": self.tenant, "lane": "api-key",
-                "kind": "user"}
+        return {
+            "issuer": ISSUER,
+            "subjectId": self.subject_id,
+            "tenant": self.tenant,
+            "lane": "api-key",
+            "kind": "user",
+        }
 
     @property
     def owner(self) -> dict[str, Any]:
@@ -61,7 +66,7 @@ def parallel(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
 
 
 def chunks(items: Sequence[_T], size: int) -> list[list[_T]]:
-    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
 def packed(items: Iterable[_T], weight: Callable[[_T], int], cap: int) -> list[list[_T]]:

@@ -34,26 +34,56 @@ def http_tools(url: str) -> list[dict[str, Any]]:
     """The demo HTTP tool registrations for a tool server at ``url``."""
     url = url.rstrip("/")
     return [
-        {"toolId": "demo.crm:lookup", "title": "Customer lookup", "description": "A customer's record by id",
-         "source": {"kind": "http", "url": f"{url}/crm/lookup", "method": "POST"}, "safetyTier": "read",
-         "replayPolicy": "deterministic",
-         "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
-                         "required": ["customerId"], "additionalProperties": False}},
-        {"toolId": "demo.desk:ticket", "title": "Open a ticket", "description": "Opens a support ticket",
-         "source": {"kind": "http", "url": f"{url}/tickets", "method": "POST"}, "replayPolicy": "idempotent",
-         "inputSchema": {"type": "object", "properties": {"title": {"type": "string"}, "body": {"type": "string"}},
-                         "required": ["title"], "additionalProperties": False}},
-        {"toolId": "demo.meteo:weather", "title": "Weather", "description": "Today's forecast for a city",
-         "source": {"kind": "http", "url": f"{url}/weather", "method": "GET"},
-         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-                         "additionalProperties": False}},
+        {
+            "toolId": "demo.crm:lookup",
+            "title": "Customer lookup",
+            "description": "A customer's record by id",
+            "source": {"kind": "http", "url": f"{url}/crm/lookup", "method": "POST"},
+            "safetyTier": "read",
+            "replayPolicy": "deterministic",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"customerId": {"type": "string"}},
+                "required": ["customerId"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "toolId": "demo.desk:ticket",
+            "title": "Open a ticket",
+            "description": "Opens a support ticket",
+            "source": {"kind": "http", "url": f"{url}/tickets", "method": "POST"},
+            "replayPolicy": "idempotent",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "body": {"type": "string"}},
+                "required": ["title"],
+                "additionalProperties": False,
+            },
+        },
+        {
+            "toolId": "demo.meteo:weather",
+            "title": "Weather",
+            "description": "Today's forecast for a city",
+            "source": {"kind": "http", "url": f"{url}/weather", "method": "GET"},
+            "inputSchema": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
     ]
 
 
 def mcp_server(url: str) -> dict[str, Any]:
     """The demo MCP server registration for a server at ``url``."""
-    return {"serverId": DEMO_SERVER_ID, "url": url, "description": "The demo MCP server",
-            "tools": {"lookup_customer": {"safetyTier": "read", "replayPolicy": "deterministic"}}}
+    return {
+        "serverId": DEMO_SERVER_ID,
+        "url": url,
+        "description": "The demo MCP server",
+        "tools": {"lookup_customer": {"safetyTier": "read", "replayPolicy": "deterministic"}},
+    }
 
 
 AGENT: dict[str, Any] = {
@@ -74,8 +104,16 @@ WORKFLOW: dict[str, Any] = {
     "id": DEMO_WORKFLOW,
     "name": "Demo: a support agent calling real tools",
     "version": "1.0",
-    "nodes": [{"id": "support", "typeId": "core.agent", "name": "Support agent", "position": {"x": 0, "y": 0},
-               "config": {"agentId": DEMO_AGENT}, "inputs": {}}],
+    "nodes": [
+        {
+            "id": "support",
+            "typeId": "core.agent",
+            "name": "Support agent",
+            "position": {"x": 0, "y": 0},
+            "config": {"agentId": DEMO_AGENT},
+            "inputs": {},
+        }
+    ],
     "edges": [],
     "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
     "variables": [],
@@ -85,20 +123,31 @@ WORKFLOW: dict[str, Any] = {
 
 
 def _answers(customer: str) -> list[dict[str, Any]]:
-    return [{"toolCalls": [{"name": f"mcp:{DEMO_SERVER_ID}.lookup_customer", "arguments": {"id": customer}}]},
-            {"toolCalls": [{"name": "demo.desk:ticket", "arguments": {"title": f"Refund for {customer}"}}]},
-            {"text": "ticket opened"}]
+    return [
+        {"toolCalls": [{"name": f"mcp:{DEMO_SERVER_ID}.lookup_customer", "arguments": {"id": customer}}]},
+        {"toolCalls": [{"name": "demo.desk:ticket", "arguments": {"title": f"Refund for {customer}"}}]},
+        {"text": "ticket opened"},
+    ]
 
 
 MODEL_AGENT = {
     "version": "1.0.0",
-    "manifest": {"agentId": DEMO_MODEL_AGENT, "persona": "Support resolver", "modelClass": "general",
-                 "description": "Looks the customer up (MCP) and opens a refund ticket (HTTP)",
-                 "systemPrompt": "You resolve support tickets. Look the customer up, then open a ticket.",
-                 "toolAllowlist": [f"mcp:{DEMO_SERVER_ID}.lookup_customer", "demo.desk:ticket"]},
-    "model": {"provider": "mock", "model": "demo-model",
-              "mockProvider": {"script": [{"text": "I need a customer id."}],
-                               "cases": [{"whenInput": c, "script": _answers(c)} for c in ("c-1", "c-2", "c-3")]}},
+    "manifest": {
+        "agentId": DEMO_MODEL_AGENT,
+        "persona": "Support resolver",
+        "modelClass": "general",
+        "description": "Looks the customer up (MCP) and opens a refund ticket (HTTP)",
+        "systemPrompt": "You resolve support tickets. Look the customer up, then open a ticket.",
+        "toolAllowlist": [f"mcp:{DEMO_SERVER_ID}.lookup_customer", "demo.desk:ticket"],
+    },
+    "model": {
+        "provider": "mock",
+        "model": "demo-model",
+        "mockProvider": {
+            "script": [{"text": "I need a customer id."}],
+            "cases": [{"whenInput": c, "script": _answers(c)} for c in ("c-1", "c-2", "c-3")],
+        },
+    },
     "maxTurns": 6,
 }
 
@@ -106,9 +155,17 @@ MODEL_WORKFLOW = {
     "id": DEMO_MODEL_WORKFLOW,
     "name": "Demo: a model-backed support agent calling real tools",
     "version": "1.0",
-    "nodes": [{"id": "support", "typeId": "core.agent", "name": "Support agent", "position": {"x": 0, "y": 0},
-               "agent": {"agentId": DEMO_MODEL_AGENT}, "config": {},
-               "inputs": {"input": {"type": "variable", "variableName": "ticket"}}}],
+    "nodes": [
+        {
+            "id": "support",
+            "typeId": "core.agent",
+            "name": "Support agent",
+            "position": {"x": 0, "y": 0},
+            "agent": {"agentId": DEMO_MODEL_AGENT},
+            "config": {},
+            "inputs": {"input": {"type": "variable", "variableName": "ticket"}},
+        }
+    ],
     "edges": [],
     "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
     "variables": [{"name": "ticket", "type": "string", "required": True}],

@@ -82,21 +82,29 @@ def _history_pk(tenant: str) -> str:
 
 def _stored(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
     """The deployment records written for the agent (versions never deployed have none), by version."""
-    return {sk.rsplit("#", 1)[1]: doc for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
-            if sk.rsplit("#", 1)[0] == agent_id}
+    return {
+        sk.rsplit("#", 1)[1]: doc
+        for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
+        if sk.rsplit("#", 1)[0] == agent_id
+    }
 
 
 def _records(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
     """Every registered version's record (``draft`` when none was written), by version."""
     stored = _stored(ports, tenant, agent_id)
-    return {v: stored.get(v) or {"agentId": agent_id, "version": v, "state": "draft"}
-            for v in agent_versions.versions(ports, tenant, agent_id)}
+    return {
+        v: stored.get(v) or {"agentId": agent_id, "version": v, "state": "draft"}
+        for v in agent_versions.versions(ports, tenant, agent_id)
+    }
 
 
 def _wire(doc: dict[str, Any]) -> dict[str, Any]:
     """The official AgentDeployment shape (host-internal members dropped)."""
-    return {k: doc[k] for k in ("agentId", "version", "state", "canaryPercent", "rollbackPointer", "channels",
-                                "evalRunId") if doc.get(k) not in (None, [])}
+    return {
+        k: doc[k]
+        for k in ("agentId", "version", "state", "canaryPercent", "rollbackPointer", "channels", "evalRunId")
+        if doc.get(k) not in (None, [])
+    }
 
 
 def list_deployments(ports: Ports, caller: Caller, agent_id: str) -> dict[str, Any]:
@@ -124,9 +132,14 @@ def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id
     if summary is None:  # erased meanwhile
         raise EvalGateUnmetError()
     regression = summary.get("regression") or {}
-    if (plan.get("agentId") != agent_id or plan.get("agentVersion") != version or not summary.get("passed")
-            or any(int(t.get("fixtureMissCount", 0)) for t in summary.get("tasks", []))
-            or regression.get("verdict") == "regressed" or float(regression.get("scoreDelta", 0)) < 0):
+    if (
+        plan.get("agentId") != agent_id
+        or plan.get("agentVersion") != version
+        or not summary.get("passed")
+        or any(int(t.get("fixtureMissCount", 0)) for t in summary.get("tasks", []))
+        or regression.get("verdict") == "regressed"
+        or float(regression.get("scoreDelta", 0)) < 0
+    ):
         raise EvalGateUnmetError()
     return rec.run_id
 
@@ -142,15 +155,24 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
     state = rec["state"]
     changed: dict[str, dict[str, Any]] = {}
     if body.transition == "adjust-canary" or (body.canaryPercent is not None and body.canaryPercent < 100):
-        raise invalid_at("/transition" if body.transition == "adjust-canary" else "/canaryPercent", "const",
-                         "This host does not split traffic between versions (canary: false).")
+        raise invalid_at(
+            "/transition" if body.transition == "adjust-canary" else "/canaryPercent",
+            "const",
+            "This host does not split traffic between versions (canary: false).",
+        )
     if body.transition == "promote":
         target = body.toState or (CHAIN[CHAIN.index(state) + 1] if state in CHAIN[:-1] else None)
         resume = state == "paused" and target == "active"
-        if target is None or target not in CHAIN or not (
-                resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state))):
-            raise invalid_at("/toState" if body.toState else "/transition", "state",
-                             f"A {state} version cannot be promoted to {target or 'a later state'}.")
+        if (
+            target is None
+            or target not in CHAIN
+            or not (resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state)))
+        ):
+            raise invalid_at(
+                "/toState" if body.toState else "/transition",
+                "state",
+                f"A {state} version cannot be promoted to {target or 'a later state'}.",
+            )
         if (target in GATED and not resume) or body.evalRunId is not None:  # named evidence is always checked
             rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
         rec["state"] = target
@@ -183,8 +205,11 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
 def _rolled_back(records: dict[str, dict[str, Any]], current: str, target: str) -> dict[str, dict[str, Any]]:
     """``current`` rolled back to ``target``: the target is active again on every channel the current one held."""
     rec = records[current]
-    restored = {**records[target], "state": "active",
-                "channels": sorted(set(records[target].get("channels") or []) | set(rec.get("channels") or []))}
+    restored = {
+        **records[target],
+        "state": "active",
+        "channels": sorted(set(records[target].get("channels") or []) | set(rec.get("channels") or [])),
+    }
     return {target: restored, current: {**rec, "state": "rolled-back", "rollbackPointer": target, "channels": []}}
 
 
@@ -201,8 +226,9 @@ def _history(ports: Ports, tenant: str, agent_id: str, channel: str) -> list[dic
     return [doc for _, doc in ports.host.query(_history_pk(tenant), f"{agent_id}#{channel}#")]
 
 
-def _write(ports: Ports, caller: Caller, agent_id: str, records: dict[str, dict[str, Any]],
-           changed: dict[str, dict[str, Any]]) -> None:
+def _write(
+    ports: Ports, caller: Caller, agent_id: str, records: dict[str, dict[str, Any]], changed: dict[str, dict[str, Any]]
+) -> None:
     """Store a transition: first one history item per channel whose serving version it changes (claimed by
     position, so a concurrent change of the same channel loses with ``409``), then the changed records."""
     after = {**records, **changed}
@@ -212,10 +238,13 @@ def _write(ports: Ports, caller: Caller, agent_id: str, records: dict[str, dict[
         if now == serving(records, channel):
             continue
         n = len(_history(ports, caller.tenant, agent_id, channel))
-        entry = {"version": now, "evalRunId": after[now].get("evalRunId") if now else None, "at": at,
-                 "keyId": caller.key_id or None}
-        if not ports.host.put_item(_history_pk(caller.tenant), f"{agent_id}#{channel}#{n:08d}", entry,
-                                   if_absent=True):
+        entry = {
+            "version": now,
+            "evalRunId": after[now].get("evalRunId") if now else None,
+            "at": at,
+            "keyId": caller.key_id or None,
+        }
+        if not ports.host.put_item(_history_pk(caller.tenant), f"{agent_id}#{channel}#{n:08d}", entry, if_absent=True):
             raise VersionConflictError("The channel changed meanwhile; read it again and retry.")
     for v, doc in changed.items():
         ports.host.put_item(_pk(caller.tenant), f"{agent_id}#{v}", doc)
@@ -241,8 +270,10 @@ def rollback_channel(ports: Ports, caller: Caller, agent_id: str, channel: str) 
     records = _channel_records(ports, caller, agent_id, channel)
     current = serving(records, channel)
     earlier = [e.get("version") for e in reversed(_history(ports, caller.tenant, agent_id, channel))]
-    target = next((v for v in earlier if v is not None and v != current and v in records
-                   and records[v]["state"] == "active"), None)
+    target = next(
+        (v for v in earlier if v is not None and v != current and v in records and records[v]["state"] == "active"),
+        None,
+    )
     if current is None or target is None:
         raise NoPreviousDeploymentError()
     _write(ports, caller, agent_id, records, _rolled_back(records, current, target))
@@ -266,6 +297,5 @@ def default_version(ports: Ports, tenant: str, agent_id: str) -> str | None:
         return agent_versions.latest(ports, tenant, agent_id)
     got = serving(stored, "stable")
     if got is None:
-        raise NoActiveDeploymentError("The agent has deployments and none serves stable: name a version or a "
-                                      "channel.")
+        raise NoActiveDeploymentError("The agent has deployments and none serves stable: name a version or a channel.")
     return got

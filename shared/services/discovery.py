@@ -57,15 +57,24 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         "preferredVersion": "2.0",
         "protocolVersion": "2.0",
         "minClientVersion": MIN_CLIENT_VERSION,
-        "implementation": {"name": ports.settings.host_name, "version": "0.1.0", "vendor": "openwop-serverless",
-                           "url": "https://github.com/openwop-serverless"},
+        "implementation": {
+            "name": ports.settings.host_name,
+            "version": "0.1.0",
+            "vendor": "openwop-serverless",
+            "url": "https://github.com/openwop-serverless",
+        },
         "engineVersion": 1,
         "eventLogSchemaVersion": 3,
         "fixtures": advertised_fixtures(mcp_client=mcp is not None),
         "runList": {**FAMILY, "maxPageSize": 100, "filters": ["workflowId", "status"]},
         # No model runs here, so no clarification, schema-validation or envelope rounds: each bound is 0.
-        "limits": {**FAMILY, "maxRequestBodyBytes": MAX_REQUEST_BODY_BYTES, "clarificationRounds": 0,
-                   "schemaRounds": 0, "envelopesPerTurn": 0},
+        "limits": {
+            **FAMILY,
+            "maxRequestBodyBytes": MAX_REQUEST_BODY_BYTES,
+            "clarificationRounds": 0,
+            "schemaRounds": 0,
+            "envelopesPerTurn": 0,
+        },
         # Idempotency-Key on every mutating operation, records in one region's DynamoDB table.
         "idempotency": {**FAMILY, "crossRegion": "single-region"},
         # Each run's log is sequenced by one conditional write on its run item: a single sequencer per run.
@@ -74,13 +83,21 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         "interrupt": {**FAMILY, "tokenAlgs": ["hs256"], "refKinds": ["principal"], "callbackDelivery": False},
     }
     if FEATURES["replay"]:
-        doc["replay"] = {**FAMILY, "modes": ["replay", "branch"],
-                         "retention": {"days": int(ports.settings.retention_days)},
-                         "effectSeamsManifest": "/host/effect-seams"}
+        doc["replay"] = {
+            **FAMILY,
+            "modes": ["replay", "branch"],
+            "retention": {"days": int(ports.settings.retention_days)},
+            "effectSeamsManifest": "/host/effect-seams",
+        }
     if FEATURES["evalSuite"]:
-        suite: dict[str, Any] = {"modes": ["golden", "rubric", "regression"], "regressionVerdict": True,
-                                 "fixtureMatching": True, "fixtureErrors": True, "baselineSelection": True,
-                                 "maxTasksPerSuite": 10_000}  # = evals.MAX_TASKS_PER_SUITE (a test checks)
+        suite: dict[str, Any] = {
+            "modes": ["golden", "rubric", "regression"],
+            "regressionVerdict": True,
+            "fixtureMatching": True,
+            "fixtureErrors": True,
+            "baselineSelection": True,
+            "maxTasksPerSuite": 10_000,
+        }  # = evals.MAX_TASKS_PER_SUITE (a test checks)
         if FEATURES["recordedFixtures"]:
             suite["recordedFixtures"] = True
         doc["agents"] = {**FAMILY, "evalSuite": suite}
@@ -90,11 +107,18 @@ def capabilities(ports: Ports) -> dict[str, Any]:
         agents = doc.setdefault("agents", {**FAMILY})
         agents["manifestRuntime"] = {"installScope": "tenant"}
         agents["liveRuntime"] = {"sources": ["workflow-node", "run-api"]}
-        agents["deployment"] = {"channels": ["stable", "canary", "latest"], "canary": False, "rollback": True,
-                                "states": ["draft", "test", "staged", "active", "paused", "deprecated",
-                                           "rolled-back"]}
-        doc["aiProviders"] = {**FAMILY, "providers": [p for p in models.names() if p != "mock"],
-                              "byok": ["openai"], "selfHosted": True}
+        agents["deployment"] = {
+            "channels": ["stable", "canary", "latest"],
+            "canary": False,
+            "rollback": True,
+            "states": ["draft", "test", "staged", "active", "paused", "deprecated", "rolled-back"],
+        }
+        doc["aiProviders"] = {
+            **FAMILY,
+            "providers": [p for p in models.names() if p != "mock"],
+            "byok": ["openai"],
+            "selfHosted": True,
+        }
         doc["providerUsage"] = {**FAMILY, "costEstimates": True, "currency": "USD"}
         if models.mock_ids():
             doc["testing"] = {"mockProviders": list(models.mock_ids())}
@@ -105,10 +129,13 @@ def capabilities(ports: Ports) -> dict[str, Any]:
     # webhooks.md: durable signed delivery (v1 always; Standard Webhooks per subscription, RFC 0201), retries with
     # exponential backoff, the delivery dead-letter sink (RFC 0188), secret rotation with an overlap (RFC 0201 §E).
     s = ports.settings
-    doc["webhooks"] = {**FAMILY, "signatureAlgorithms": ["v1", "standard-webhooks-1"],
-                       "retryPolicy": {"maxAttempts": int(s.webhook_max_attempts), "backoff": "exponential"},
-                       "deadLetter": {"retentionDays": int(s.webhook_dead_letter_days), "maxPageSize": 100},
-                       "secretRotation": {"overlapSeconds": int(s.webhook_rotation_overlap_s)}}
+    doc["webhooks"] = {
+        **FAMILY,
+        "signatureAlgorithms": ["v1", "standard-webhooks-1"],
+        "retryPolicy": {"maxAttempts": int(s.webhook_max_attempts), "backoff": "exponential"},
+        "deadLetter": {"retentionDays": int(s.webhook_dead_letter_days), "maxPageSize": 100},
+        "secretRotation": {"overlapSeconds": int(s.webhook_rotation_overlap_s)},
+    }
     if s.conformance_seams:
         # RFC 0168 §C.1: the seams profile is advertised only where it is served (a certification-stage setting)
         doc["conformance"] = {"seamsProfile": SEAMS_PROFILE}
@@ -135,11 +162,18 @@ def all_seams() -> list[Seam]:
 def effect_seams(ports: Ports) -> dict[str, Any]:
     rows = []
     for s in all_seams():
-        row: dict[str, Any] = {"seam": s.seam, "kind": s.kind, "guarded": True, "guardedBy": s.guarded_by,
-                               "branchReFires": s.branch_re_fires}
+        row: dict[str, Any] = {
+            "seam": s.seam,
+            "kind": s.kind,
+            "guarded": True,
+            "guardedBy": s.guarded_by,
+            "branchReFires": s.branch_re_fires,
+        }
         if s.note:
             row["note"] = s.note
         rows.append(row)
-    return {"manifestVersion": "1", "host": {"name": ports.settings.host_name,
-                                            "build": {"kind": "commit", "id": ports.settings.build_id}},
-            "seams": rows}
+    return {
+        "manifestVersion": "1",
+        "host": {"name": ports.settings.host_name, "build": {"kind": "commit", "id": ports.settings.build_id}},
+        "seams": rows,
+    }

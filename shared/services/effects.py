@@ -31,8 +31,7 @@ def _node_at(ports: Ports, rec: RunRecord, seq_text: str, cache: dict[str, str])
     return cache[seq_text]
 
 
-def _claim_row(ports: Ports, rec: RunRecord, key: str, value: dict[str, Any], cache: dict[str, str]
-               ) -> dict[str, Any]:
+def _claim_row(ports: Ports, rec: RunRecord, key: str, value: dict[str, Any], cache: dict[str, str]) -> dict[str, Any]:
     """``key`` is ``<node>#<ordinal>`` (http.fetch), ``call#N<node>:<ordinal>#<index>`` (a core.tool node),
     ``call#<order>#<index>`` (an agent's tool call) or ``model#<order>#<turn>`` (a model call)."""
     kind, _, rest = key.partition("#")
@@ -45,18 +44,33 @@ def _claim_row(ports: Ports, rec: RunRecord, key: str, value: dict[str, Any], ca
     else:
         node, _, ordinal = key.rpartition("#")
         attempt = int(ordinal) if ordinal.isdigit() else 1
-    return {"effectId": f"{rec.run_id}#{key}", "nodeId": node, "attempt": max(1, attempt), "keying": KEYING,
-            "state": "claimed", "at": str(value.get("at", rec.created_at))}
+    return {
+        "effectId": f"{rec.run_id}#{key}",
+        "nodeId": node,
+        "attempt": max(1, attempt),
+        "keying": KEYING,
+        "state": "claimed",
+        "at": str(value.get("at", rec.created_at)),
+    }
 
 
 def run_effects(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]:
     rec = load_own_run(ports, caller, wire_run_id)
     cache: dict[str, str] = {}
-    rows = [_claim_row(ports, rec, sk[len(EFFECT_PREFIX):], value, cache)
-            for sk, value in ports.runs.query_aux(rec.run_id, EFFECT_PREFIX)]
+    rows = [
+        _claim_row(ports, rec, sk[len(EFFECT_PREFIX) :], value, cache)
+        for sk, value in ports.runs.query_aux(rec.run_id, EFFECT_PREFIX)
+    ]
     for sk, value in ports.host.query(f"{LEDGER_PK_PREFIX}{rec.tenant}", f"{rec.run_id}#"):
-        rows.append({"effectId": f"{LEDGER_PK_PREFIX}{sk}", "nodeId": str(value["nodeId"]),
-                     "attempt": max(1, int(value.get("ordinal", 1))), "keying": KEYING, "state": "completed",
-                     "at": str(value["at"])})
+        rows.append(
+            {
+                "effectId": f"{LEDGER_PK_PREFIX}{sk}",
+                "nodeId": str(value["nodeId"]),
+                "attempt": max(1, int(value.get("ordinal", 1))),
+                "keying": KEYING,
+                "state": "completed",
+                "at": str(value["at"]),
+            }
+        )
     rows.sort(key=lambda r: (r["at"], r["effectId"]))
     return {"runId": rec.run_id, "effects": rows}

@@ -38,8 +38,9 @@ def erase_run(ports: Ports, caller: Caller, wire_run_id: str) -> None:
 
 
 def _tombstone(ports: Ports, run_id: str) -> None:
-    ports.runs.write_tombstone(run_id, tenant_of(run_id), ports.clock.iso(),
-                               ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400)
+    ports.runs.write_tombstone(
+        run_id, tenant_of(run_id), ports.clock.iso(), ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400
+    )
 
 
 def request_erasure(ports: Ports, run_id: str, *, lineage: bool = False) -> None:
@@ -63,8 +64,12 @@ def link_idempotency_record(ports: Ports, run_id: str, record_id: str) -> None:
     from shared.errors import RunGoneError
 
     try:
-        ports.runs.put_aux(run_id, f"{keys.IDEM_PREFIX}{record_id}", {"recordId": record_id},
-                           ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400)
+        ports.runs.put_aux(
+            run_id,
+            f"{keys.IDEM_PREFIX}{record_id}",
+            {"recordId": record_id},
+            ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400,
+        )
     except RunGoneError:
         ports.idempotency.delete_record(record_id)  # erased meanwhile: the hook has already run
 
@@ -85,10 +90,20 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     """The erasure hook (stream REMOVE of a run item, by TTL or explicit erasure)."""
     if not ports.runs.is_tombstoned(run_id):
         _tombstone(ports, run_id)
-    counts = {"events": 0, "toolCalls": 0, "aux": 0, "objects": 0, "derived": 0, "forks": 0, "ledger": 0,
-              "idempotency": 0, "hostItems": 0, "suiteTasks": 0}
+    counts = {
+        "events": 0,
+        "toolCalls": 0,
+        "aux": 0,
+        "objects": 0,
+        "derived": 0,
+        "forks": 0,
+        "ledger": 0,
+        "idempotency": 0,
+        "hostItems": 0,
+        "suiteTasks": 0,
+    }
     for sk, _ in ports.runs.query_aux(run_id, keys.CHILD_PREFIX):
-        request_erasure(ports, sk[len(keys.CHILD_PREFIX):], lineage=True)
+        request_erasure(ports, sk[len(keys.CHILD_PREFIX) :], lineage=True)
         counts["forks"] += 1
     for _, link in ports.runs.query_aux(run_id, keys.IDEM_PREFIX):
         ports.idempotency.delete_record(str(link["recordId"]))

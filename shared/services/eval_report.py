@@ -94,9 +94,12 @@ def _ms(start: str | None, end: str | None) -> int | None:
 def _usage(events: list[dict[str, Any]]) -> dict[str, Any]:
     """The trial's model calls from its ``provider.usage`` events (the agent's and the rubric judge's)."""
     usage = [e.get("payload") or {} for e in events if e.get("type") == c.PROVIDER_USAGE]
-    return {"modelCalls": len(usage), "inputTokens": sum(int(u.get("inputTokens", 0)) for u in usage),
-            "outputTokens": sum(int(u.get("outputTokens", 0)) for u in usage),
-            "costUsd": sum(float(u.get("costEstimateUsd") or 0) for u in usage)}
+    return {
+        "modelCalls": len(usage),
+        "inputTokens": sum(int(u.get("inputTokens", 0)) for u in usage),
+        "outputTokens": sum(int(u.get("outputTokens", 0)) for u in usage),
+        "costUsd": sum(float(u.get("costEstimateUsd") or 0) for u in usage),
+    }
 
 
 def closest(call_tool: str, call_args: Any, entries: list[dict[str, Any]]) -> tuple[int, list[str]] | None:
@@ -170,17 +173,30 @@ def _entries_for(ports: Ports, plan: dict[str, Any], task: dict[str, Any]) -> tu
     return [], None
 
 
-def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[str, Any]], served_from: str | None,
-           content_free: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _trial(
+    doc: dict[str, Any],
+    calls: list[ToolCallRecord],
+    entries: list[dict[str, Any]],
+    served_from: str | None,
+    content_free: bool,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     events = list(doc.get("events") or [])
     decided = [e for e in events if e.get("type") == c.AGENT_DECIDED]
-    trial: dict[str, Any] = {"trial": int(doc["trial"]), "score": float(doc["score"]), "passed": bool(doc["passed"]),
-                             "fixtureMissCount": int(doc.get("fixtureMissCount", 0)), "decided": bool(decided)}
+    trial: dict[str, Any] = {
+        "trial": int(doc["trial"]),
+        "score": float(doc["score"]),
+        "passed": bool(doc["passed"]),
+        "fixtureMissCount": int(doc.get("fixtureMissCount", 0)),
+        "decided": bool(decided),
+    }
     if decided and not content_free:
         trial["actual"] = (decided[-1].get("payload") or {}).get("decision")
     # The trial's recorded call durations (stored with it; a replay reports the same), else its events' span.
-    trial["latencyMs"] = doc.get("latencyMs") if doc.get("latencyMs") is not None else (
-        _ms(events[0].get("timestamp"), events[-1].get("timestamp")) if events else None)
+    trial["latencyMs"] = (
+        doc.get("latencyMs")
+        if doc.get("latencyMs") is not None
+        else (_ms(events[0].get("timestamp"), events[-1].get("timestamp")) if events else None)
+    )
     trial.update(_usage(events))
     out_calls: list[dict[str, Any]] = []
     misses: list[dict[str, Any]] = []
@@ -207,8 +223,11 @@ def _trial(doc: dict[str, Any], calls: list[ToolCallRecord], entries: list[dict[
             else:
                 index, ptrs = near
                 entry = entries[index]
-                miss["closest"] = {"index": index, "tool": entry.get("tool"),
-                                   **({} if content_free else {"args": entry.get("args")})}
+                miss["closest"] = {
+                    "index": index,
+                    "tool": entry.get("tool"),
+                    **({} if content_free else {"args": entry.get("args")}),
+                }
                 miss["sameTool"] = entry.get("tool") == rec.tool_name
                 miss["differingPointers"] = ptrs
                 if miss["sameTool"]:  # the fixtureMatching rules under which the closest entry would have matched
@@ -227,9 +246,17 @@ def _scorer(doc: dict[str, Any], content_free: bool) -> dict[str, Any]:
     return out
 
 
-def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], row: dict[str, Any] | None,
-              base_scores: dict[str, float], has_baseline: bool, trials: dict[tuple[int, int], dict[str, Any]],
-              by_invocation: dict[str, list[ToolCallRecord]]) -> dict[str, Any]:
+def _task_row(
+    ports: Ports,
+    plan: dict[str, Any],
+    i: int,
+    task: dict[str, Any],
+    row: dict[str, Any] | None,
+    base_scores: dict[str, float],
+    has_baseline: bool,
+    trials: dict[tuple[int, int], dict[str, Any]],
+    by_invocation: dict[str, list[ToolCallRecord]],
+) -> dict[str, Any]:
     suite = plan["suite"]
     task_id = str(task["taskId"])
     entries, served_from = _entries_for(ports, plan, task)
@@ -250,8 +277,9 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         if doc.get("scorer") is not None:
             scored.append({"trial": n, **_scorer(doc["scorer"], content_free)})
         misses.extend({"trial": n, **m} for m in trial_misses)
-    score = float(row["score"]) if row else (sum(t["score"] for t in trial_rows) / len(trial_rows)
-                                             if trial_rows else 0.0)
+    score = (
+        float(row["score"]) if row else (sum(t["score"] for t in trial_rows) / len(trial_rows) if trial_rows else 0.0)
+    )
     miss_count = int(row["fixtureMissCount"]) if row else sum(t["fixtureMissCount"] for t in trial_rows)
     expected: dict[str, Any] = {"kind": (task.get("expected") or {}).get("kind")}
     if not hidden:
@@ -268,7 +296,8 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
         "passed": bool(row["passed"]) if row else False,
         "baselineScore": base_scores.get(task_id),
         "verdict": task_verdict(score, base_scores.get(task_id), miss_count, has_baseline, task_id in flaky)
-        if trial_rows else "unverifiable",
+        if trial_rows
+        else "unverifiable",
         "baselineFlaky": task_id in flaky if has_baseline else None,
         "trials": {"total": k, "done": len(trial_rows), "passed": passed},
         "passAllK": len(trial_rows) == k and all(t["passed"] for t in trial_rows),
@@ -284,8 +313,9 @@ def _task_row(ports: Ports, plan: dict[str, Any], i: int, task: dict[str, Any], 
     }
 
 
-def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None,
-          page_bytes: int = PAGE_BYTES) -> dict[str, Any]:
+def build(
+    ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None, page_bytes: int = PAGE_BYTES
+) -> dict[str, Any]:
     """The report's page of tasks ``start, start + 1, ...``: at most ``limit`` tasks (all when None) and, after
     the first, no more than ``page_bytes`` of task rows; ``nextCursor`` names the next page's first task. Only
     that page's trials and tool calls are read (one key-range Query each); the header (scores, verdicts) is the
@@ -308,17 +338,30 @@ def build(ports: Ports, rec: RunRecord, start: int = 0, limit: int | None = None
         by_invocation: dict[str, list[ToolCallRecord]] = {}
         for call in ports.tool_calls.list_calls(rec.run_id, between=evalrun.call_keys_between(start, end)):
             by_invocation.setdefault(call.invocation_id, []).append(call)
-        turns = eval_trajectories.model_turns(ports, rec.run_id, start, end) \
-            if eval_trajectories.uses_models(trials) else {}
-        base_steps = eval_trajectories.baseline_page(ports, plan, [str(t["taskId"])
-                                                                   for t in suite["tasks"][start:end]])
+        turns = (
+            eval_trajectories.model_turns(ports, rec.run_id, start, end)
+            if eval_trajectories.uses_models(trials)
+            else {}
+        )
+        base_steps = eval_trajectories.baseline_page(ports, plan, [str(t["taskId"]) for t in suite["tasks"][start:end]])
         size = 0
         for i in range(start, end):
             if tasks and size >= page_bytes:
                 break
             task = suite["tasks"][i]
-            tasks.append(_task_row(ports, plan, i, task, rows.get(str(task["taskId"])), base_scores,
-                                   baseline is not None, trials, by_invocation))
+            tasks.append(
+                _task_row(
+                    ports,
+                    plan,
+                    i,
+                    task,
+                    rows.get(str(task["taskId"])),
+                    base_scores,
+                    baseline is not None,
+                    trials,
+                    by_invocation,
+                )
+            )
             eval_trajectories.annotate(tasks[-1], i, trials, turns, base_steps)
             size += len(json.dumps(tasks[-1], separators=(",", ":"), default=str))
     regression = summary.get("regression")
@@ -377,22 +420,24 @@ def progress(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     totals = [grading.task_trials(suite, t) for t in suite["tasks"]]
     done: dict[int, int] = {}
     for sk, _doc in ports.runs.query_aux(rec.run_id, keys.TRIAL_PREFIX):
-        task_part, _, _trial = sk[len(keys.TRIAL_PREFIX):].partition("#")
+        task_part, _, _trial = sk[len(keys.TRIAL_PREFIX) :].partition("#")
         if task_part.isdigit():
             done[int(task_part)] = done.get(int(task_part), 0) + 1
-    return {"tasks": {"done": sum(1 for i, n in enumerate(totals) if done.get(i, 0) >= n), "total": len(totals)},
-            "trials": {"done": sum(min(done.get(i, 0), n) for i, n in enumerate(totals)), "total": sum(totals)}}
+    return {
+        "tasks": {"done": sum(1 for i, n in enumerate(totals) if done.get(i, 0) >= n), "total": len(totals)},
+        "trials": {"done": sum(min(done.get(i, 0), n) for i, n in enumerate(totals)), "total": sum(totals)},
+    }
 
 
-def eval_report(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str] | None = None
-                ) -> dict[str, Any]:
+def eval_report(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str] | None = None) -> dict[str, Any]:
     start, limit = _page(params or {})
     rec = own_run_or_404(ports, caller, wire_run_id)
     if not _features().get("evalSuite") or rec.kind != "eval":
         raise NotFoundError("The run is not an eval run.")
     if not rec.terminal:
-        raise RunStateConflictError("The eval run has not finished.",
-                                    {"runStatus": rec.status, "progress": progress(ports, rec)})
+        raise RunStateConflictError(
+            "The eval run has not finished.", {"runStatus": rec.status, "progress": progress(ports, rec)}
+        )
     try:
         return build(ports, rec, start, limit)
     except RunGoneError as exc:  # erased while we read

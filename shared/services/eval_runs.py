@@ -46,11 +46,19 @@ def row(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     d = rec.data
     summary = summaries.stored(ports, rec) if rec.summary else None
     out: dict[str, Any] = {
-        "runId": rec.run_id, "suiteId": d.get("suiteId"), "suiteVersion": d.get("suiteVersion"),
-        "agentId": d.get("agentId"), "agentVersion": d.get("agentVersion"), "name": d.get("name"),
-        "status": rec.status, "aggregateScore": summary.get("aggregateScore") if summary else None,
-        "verdict": verdict(rec, summary), "baselineRunId": d.get("baselineRunId"), "createdAt": rec.created_at,
-        "startedAt": rec.started_at, "completedAt": rec.completed_at,
+        "runId": rec.run_id,
+        "suiteId": d.get("suiteId"),
+        "suiteVersion": d.get("suiteVersion"),
+        "agentId": d.get("agentId"),
+        "agentVersion": d.get("agentVersion"),
+        "name": d.get("name"),
+        "status": rec.status,
+        "aggregateScore": summary.get("aggregateScore") if summary else None,
+        "verdict": verdict(rec, summary),
+        "baselineRunId": d.get("baselineRunId"),
+        "createdAt": rec.created_at,
+        "startedAt": rec.started_at,
+        "completedAt": rec.completed_at,
     }
     return {k: v for k, v in out.items() if v is not None}
 
@@ -58,9 +66,13 @@ def row(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 def list_eval_runs(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
     unknown = set(params) - set(FILTERS) - {"limit", "cursor"}
     if unknown:
-        raise invalid("Unknown query parameter.", [fault("", "additionalProperties", "This host does not read this "
-                                                          "parameter here.", parameter=name)
-                                                    for name in sorted(unknown)[:1]])
+        raise invalid(
+            "Unknown query parameter.",
+            [
+                fault("", "additionalProperties", "This host does not read this parameter here.", parameter=name)
+                for name in sorted(unknown)[:1]
+            ],
+        )
     filters: dict[str, str] = {}
     for param, attr in FILTERS.items():
         value = params.get(param)

@@ -41,8 +41,9 @@ def model_turns(ports: Ports, run_id: str, start: int, end: int) -> Turns:
     judge's calls are left out."""
     low, high = _evalrun().call_keys_between(start, end)
     out: Turns = {}
-    for _sk, doc in ports.runs.query_aux(run_id, keys.MODEL_CALL_PREFIX,
-                                         between=(keys.MODEL_CALL_PREFIX + low, keys.MODEL_CALL_PREFIX + high)):
+    for _sk, doc in ports.runs.query_aux(
+        run_id, keys.MODEL_CALL_PREFIX, between=(keys.MODEL_CALL_PREFIX + low, keys.MODEL_CALL_PREFIX + high)
+    ):
         if "blob" in doc:
             got = ports.blobs.get_json(str(doc["blob"]))
             if got is None:
@@ -97,8 +98,13 @@ def baseline_page(ports: Ports, plan: dict[str, Any], task_ids: list[str]) -> di
     return out
 
 
-def annotate(row: dict[str, Any], index: int, trials: dict[tuple[int, int], dict[str, Any]], turns: Turns,
-             baseline: dict[str, dict[int, Steps]] | None) -> None:
+def annotate(
+    row: dict[str, Any],
+    index: int,
+    trials: dict[tuple[int, int], dict[str, Any]],
+    turns: Turns,
+    baseline: dict[str, dict[int, Steps]] | None,
+) -> None:
     """Give the task row's trials their ``trajectory`` and the row its ``divergence`` (null: no baseline, no
     paired trial, or the same steps)."""
     candidate: dict[int, Steps] = {}

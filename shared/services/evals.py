@@ -98,8 +98,13 @@ def usable_baseline(ports: Ports, caller: Caller, value: str, suite_id: str) -> 
     """RFC 0251 §C: an eval run of the caller's tenant, same suiteId, completed with a stored summary.
     Returns the baseline's content-free scores (snapshotted into the plan)."""
     rec = reference(ports, caller, value)
-    if (rec is None or rec.kind != "eval" or rec.data.get("suiteId") != suite_id or rec.status != "completed"
-            or not rec.summary):
+    if (
+        rec is None
+        or rec.kind != "eval"
+        or rec.data.get("suiteId") != suite_id
+        or rec.status != "completed"
+        or not rec.summary
+    ):
         raise UnusableReferenceError()
     s = summaries.stored(ports, rec)
     if not s or s.get("suiteId") != suite_id:
@@ -115,12 +120,14 @@ def source_log(ports: Ports, rec: RunRecord, agent_id: str, *, replay: bool) -> 
         task_inputs = {str(t["taskId"]): t.get("input") for t in evalrun.load_plan(ports, rec.run_id)["suite"]["tasks"]}
     elif replay:
         definition = ports.runs.get_definition(rec.run_id)
-    return recorded.read_agent_log(ports.events.iter_events(rec.run_id), agent_id, definition=definition,
-                                   task_inputs=task_inputs)
+    return recorded.read_agent_log(
+        ports.events.iter_events(rec.run_id), agent_id, definition=definition, task_inputs=task_inputs
+    )
 
 
-def usable_source(ports: Ports, caller: Caller, value: str, agent_id: str, *, replay: bool = False
-                  ) -> tuple[RunRecord, list[ToolCallRecord], recorded.AgentLog]:
+def usable_source(
+    ports: Ports, caller: Caller, value: str, agent_id: str, *, replay: bool = False
+) -> tuple[RunRecord, list[ToolCallRecord], recorded.AgentLog]:
     """RFC 0252 §C: refuse an unusable source uniformly (``UnusableReferenceError``); else the run, the agent's own
     as-executed calls and what its log shows. The log is only checked: the agent ran there, and every call it shows
     is still held in the record. With ``replay`` the run must also show the first invocation's input and decision
@@ -139,8 +146,9 @@ def usable_source(ports: Ports, caller: Caller, value: str, agent_id: str, *, re
     return rec, mine, log
 
 
-def source_calls(records: list[ToolCallRecord], log: recorded.AgentLog, agent_id: str, *, replay: bool = False
-                 ) -> list[ToolCallRecord] | None:
+def source_calls(
+    records: list[ToolCallRecord], log: recorded.AgentLog, agent_id: str, *, replay: bool = False
+) -> list[ToolCallRecord] | None:
     """RFC 0252 §C on what was read of a terminal run: the agent's own as-executed calls, or None when the run is
     unusable (the agent never ran there, a call its log shows is not held, a call that cannot be served, or, with
     ``replay``, no input or decision to build a task from)."""
@@ -192,8 +200,10 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         raise ValidationError("The suite targets another agent.")
     judge = agent_svc.eval_judge(ports, caller.tenant, configurable)
     if judge is None and any(judge_of.criteria(t.get("expected") or {}) for t in suite["tasks"]):
-        raise ValidationError("The suite has a rubric task or a judge scorer and no judge is configured: name one in "
-                              "configurable.extensions[\"openwop-serverless\"].judge.")
+        raise ValidationError(
+            "The suite has a rubric task or a judge scorer and no judge is configured: name one in "
+            'configurable.extensions["openwop-serverless"].judge.'
+        )
     modes = _run_modes(suite, requested)
     if req.baselineRunId is not None and "regression" not in modes:
         raise ValidationError("baselineRunId needs 'regression' in evalModes.")
@@ -210,8 +220,11 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
             fx = task.get("fixtures") or {}
             if "toolResponses" in fx or "onMiss" in fx:
                 raise ValidationError("A task named in fixtureRuns must not carry its own fixtures.")
-    baseline = usable_baseline(ports, caller, req.baselineRunId, str(suite["suiteId"])) \
-        if req.baselineRunId is not None else None
+    baseline = (
+        usable_baseline(ports, caller, req.baselineRunId, str(suite["suiteId"]))
+        if req.baselineRunId is not None
+        else None
+    )
     derived: dict[str, list[dict[str, Any]]] = {}
     sources: dict[str, str] = {}
     if fixture_runs is not None:
@@ -254,25 +267,41 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         # its task tombstoned in the plan, so nothing of it is served or kept.
         served = _suite_sources(suite, fixture_runs, caller.tenant)
         links = sorted(set(sources.values()) | served)
-        refused = link_under(ports, [(s, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at)
-                                     for s in links])
+        refused = link_under(
+            ports, [(s, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at) for s in links]
+        )
         if refused & set(sources.values()):
             raise RunGoneError(rec.run_id)
-        pinned = {**suite, "tasks": [suites.tombstone(t) if t.get("sourceRunId") in refused else t
-                                     for t in suite["tasks"]]} if refused else suite
+        pinned = (
+            {**suite, "tasks": [suites.tombstone(t) if t.get("sourceRunId") in refused else t for t in suite["tasks"]]}
+            if refused
+            else suite
+        )
         derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
         plan: dict[str, Any] = {
-            "v": evalrun.PLAN_VERSION, "agentId": req.agentId, "agentVersion": agent_version, "modes": modes,
+            "v": evalrun.PLAN_VERSION,
+            "agentId": req.agentId,
+            "agentVersion": agent_version,
+            "modes": modes,
             "judge": judge,
-            "baselineRunId": baseline["runId"] if baseline else None, "baseline": baseline,
-            "fixtureRuns": fixture_runs, "derived": derived_keys, "derivedKeys": sorted(derived_keys.values()),
-            "suite": pinned, "tenant": caller.tenant, evalrun.SOURCES_LINKED: True,
+            "baselineRunId": baseline["runId"] if baseline else None,
+            "baseline": baseline,
+            "fixtureRuns": fixture_runs,
+            "derived": derived_keys,
+            "derivedKeys": sorted(derived_keys.values()),
+            "suite": pinned,
+            "tenant": caller.tenant,
+            evalrun.SOURCES_LINKED: True,
         }
         if resolved.fixture_id is None:  # a registered version: a delete of it must find this run
             from shared.services.erasure import link_host_item
 
-            link_host_item(ports, rec.run_id, *suites.record_reference(ports, resolved.owner, suite, rec.run_id,
-                                                                      rec.expires_at), rec.expires_at)
+            link_host_item(
+                ports,
+                rec.run_id,
+                *suites.record_reference(ports, resolved.owner, suite, rec.run_id, rec.expires_at),
+                rec.expires_at,
+            )
         # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
         evalrun.store_plan(ports, rec.run_id, plan, rec.expires_at)
         for task_id, key in derived_keys.items():
@@ -292,8 +321,14 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
 def _suite_sources(suite: dict[str, Any], fixture_runs: dict[str, str] | None, tenant: str) -> set[str]:
     """The source runs the trials serve suite tasks from (a task's ``sourceRunId``, unless ``fixtureRuns`` names the
     task): the tenant's own; another tenant's serves nothing and is never linked."""
-    return {str(t["sourceRunId"]) for t in suite["tasks"] if t.get("sourceRunId") and not t.get(suites.TOMBSTONED)
-            and str(t["taskId"]) not in (fixture_runs or {}) and tenant_of(str(t["sourceRunId"])) == tenant}
+    return {
+        str(t["sourceRunId"])
+        for t in suite["tasks"]
+        if t.get("sourceRunId")
+        and not t.get(suites.TOMBSTONED)
+        and str(t["taskId"]) not in (fixture_runs or {})
+        and tenant_of(str(t["sourceRunId"])) == tenant
+    }
 
 
 # --------------------------------------------------------------------------- reads

@@ -75,8 +75,13 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     # the fork's first task reads the whole log, indexes it and fails the child run_expired on any other hole.
     first = ports.events.read_page(src.run_id, -1, 1)
     if not first or int(first[0]["sequence"]) != 0:
-        raise RunExpiredError(details={"sourceRunId": src.run_id, "fromSeq": from_seq,
-                                       "boundary": int(first[0]["sequence"]) if first else src.last_seq + 1})
+        raise RunExpiredError(
+            details={
+                "sourceRunId": src.run_id,
+                "fromSeq": from_seq,
+                "boundary": int(first[0]["sequence"]) if first else src.last_seq + 1,
+            }
+        )
     child_plan: dict[str, Any] | None = None
     if src.kind == "eval":
         from shared.engine import evalrun
@@ -84,12 +89,13 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
 
         evals.load_derived_plan(ports, src.run_id)  # 410 eval_recorded_fixtures_gone when erased
         # The child re-reads the source's stored copies; it owns none (so erasing it never deletes them).
-        child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items()
-                      if k != "derivedKeys"}
+        child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items() if k != "derivedKeys"}
     # The child is era 3 whatever the source's era: its log is the translated prefix, then v2 events.
-    data: dict[str, Any] = {k: v for k, v in src.data.items() if k not in ("fork", "parentRunId",
-                                                                          "definitionPinned",
-                                                                          "eventLogSchemaVersion")}
+    data: dict[str, Any] = {
+        k: v
+        for k, v in src.data.items()
+        if k not in ("fork", "parentRunId", "definitionPinned", "eventLogSchemaVersion")
+    }
     if src.kind == "workflow":
         current = kernel.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
         # replay proves *current* code reproduces the history; without a registration, the source's pinned one
@@ -108,23 +114,43 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
             agent_svc.check_ai_overrides(ports, caller.tenant, data["configurable"])
     data["parentRunId"] = src.run_id
     data["originRunId"] = src.data.get("originRunId") or src.run_id  # interrupt ids stay those of the origin
-    data["fork"] = {"mode": req.mode, "sourceRunId": src.run_id, "fromSeq": from_seq,
-                    "startedAtMs": ports.clock.now_ms()}
+    data["fork"] = {
+        "mode": req.mode,
+        "sourceRunId": src.run_id,
+        "fromSeq": from_seq,
+        "startedAtMs": ports.clock.now_ms(),
+    }
     run_id = new_run_id(ports, caller.tenant)
     with run_span(ports, run_id, caller.tenant, data):
         return _create_fork(ports, caller, src, run_id, data, from_seq, req.mode, child_plan)
 
 
-def _create_fork(ports: Ports, caller: Caller, src: RunRecord, run_id: str, data: dict[str, Any], from_seq: int,
-                 mode: str, child_plan: dict[str, Any] | None) -> Created:
+def _create_fork(
+    ports: Ports,
+    caller: Caller,
+    src: RunRecord,
+    run_id: str,
+    data: dict[str, Any],
+    from_seq: int,
+    mode: str,
+    child_plan: dict[str, Any] | None,
+) -> Created:
     exp = expires_at(ports)
     status = "pending" if from_seq == 0 else "running"
     now = ports.clock.iso()
     # A branch from inside the log is running from its creation, so it has started then (its index entry is
     # written once, here, rather than again by the first task that appends).
-    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=status, last_seq=-1, created_at=now,
-                    data=traced(ports, stamped(ports, data)), state=new_state(), expires_at=exp,
-                    started_at=now if status == "running" else None)
+    rec = RunRecord(
+        run_id=run_id,
+        tenant=caller.tenant,
+        status=status,
+        last_seq=-1,
+        created_at=now,
+        data=traced(ports, stamped(ports, data)),
+        state=new_state(),
+        expires_at=exp,
+        started_at=now if status == "running" else None,
+    )
     try:
         # With its lineage link, in one transaction: the source's erasure reaches every fork through it.
         ports.runs.create_run(rec, parent=src.run_id)
@@ -142,8 +168,17 @@ def _create_fork(ports: Ports, caller: Caller, src: RunRecord, run_id: str, data
 
         erase_now(ports, run_id, tombstone=False)
         raise
-    return Created(201, {"runId": run_id, "sourceRunId": src.run_id, "fromSeq": from_seq, "mode": mode,
-                         "status": status, **links(run_id)})
+    return Created(
+        201,
+        {
+            "runId": run_id,
+            "sourceRunId": src.run_id,
+            "fromSeq": from_seq,
+            "mode": mode,
+            "status": status,
+            **links(run_id),
+        },
+    )
 
 
 # --------------------------------------------------------------------------- diff
@@ -177,10 +212,18 @@ def diff(ports: Ports, caller: Caller, wire_a: str, against: str | None) -> dict
             first = seq
     sa, sb = kernel.load_state(ports, a), kernel.load_state(ports, b)
     state_diff: dict[str, Any] = {}
-    for key, va, vb in (("status", a.status, b.status), ("variables", sa.get("variables"), sb.get("variables")),
-                        ("channels", {}, {})):
+    for key, va, vb in (
+        ("status", a.status, b.status),
+        ("variables", sa.get("variables"), sb.get("variables")),
+        ("channels", {}, {}),
+    ):
         if not same_json(va, vb):
             state_diff[key] = {"a": va, "b": vb}
-    return {"a": a.run_id, "b": b.run_id, "divergedAtSeq": first, "eventDiffs": diffs, "stateDiff": state_diff,
-            "truncated": not (a.terminal and b.terminal)}
-
+    return {
+        "a": a.run_id,
+        "b": b.run_id,
+        "divergedAtSeq": first,
+        "eventDiffs": diffs,
+        "stateDiff": state_diff,
+        "truncated": not (a.terminal and b.terminal),
+    }

@@ -73,8 +73,9 @@ def _eligible(pending: dict[str, Any], subject_id: str) -> None:
         raise ForbiddenError("The caller is not among this approval's approvers.")
 
 
-def resolve(ports: Ports, rec: RunRecord, node_id: str, value: Any, resolver: Caller,
-            interrupt_id: str | None = None) -> dict[str, Any]:
+def resolve(
+    ports: Ports, rec: RunRecord, node_id: str, value: Any, resolver: Caller, interrupt_id: str | None = None
+) -> dict[str, Any]:
     """Record the decision and wake the run; the loser of a race (or a late resolve) is ``409``."""
     from shared.engine import kernel
 
@@ -92,12 +93,19 @@ def resolve(ports: Ports, rec: RunRecord, node_id: str, value: Any, resolver: Ca
         resume_value.setdefault("decidedAt", ports.clock.iso())
         resume_value.setdefault("decidedBy", resolver.subject_id)
         action = resume_value["action"]
-        payload = {"nodeId": node_id, "interruptId": pending.get("interruptId"), "kind": pending.get("kind"),
-                   "resumeValue": resume_value, "resolvedBy": resolver.subject,
-                   "decision": "rejected" if action == "reject" else "granted", "action": action}
+        payload = {
+            "nodeId": node_id,
+            "interruptId": pending.get("interruptId"),
+            "kind": pending.get("kind"),
+            "resumeValue": resume_value,
+            "resolvedBy": resolver.subject,
+            "decision": "rejected" if action == "reject" else "granted",
+            "action": action,
+        }
         try:
-            lifecycle.transition(ports, rec, c.INTERRUPT_RESOLVED, payload, "running", ("waiting-approval",),
-                                 node_id=node_id)
+            lifecycle.transition(
+                ports, rec, c.INTERRUPT_RESOLVED, payload, "running", ("waiting-approval",), node_id=node_id
+            )
         except ConflictError:
             fresh = ports.runs.get_run(rec.run_id)
             if fresh is None:
@@ -151,8 +159,14 @@ def mint_token(ports: Ports, caller: Caller, wire_run_id: str, node_id: str) -> 
         raise NotFoundError("No interrupt is pending at this node.")
     _eligible(pending, caller.subject_id)
     expires = ports.clock.now_ms() // 1000 + TOKEN_TTL_S
-    body = {"r": rec.run_id, "n": node_id, "i": pending.get("interruptId"), "s": caller.subject_id, "x": expires,
-            "t": "resolve"}
+    body = {
+        "r": rec.run_id,
+        "n": node_id,
+        "i": pending.get("interruptId"),
+        "s": caller.subject_id,
+        "x": expires,
+        "t": "resolve",
+    }
     head = f"ow2.{TOKEN_ALG}.{TOKEN_KID}.{_b64(json.dumps(body, separators=(',', ':'), sort_keys=True).encode())}"
     key = _key(ports, TOKEN_KID)
     assert key is not None
@@ -174,9 +188,15 @@ def read_token(ports: Ports, token: str) -> dict[str, Any]:
         body = json.loads(base64.urlsafe_b64decode(parts[3] + "=" * (-len(parts[3]) % 4)))
     except (ValueError, binascii.Error):
         raise invalid from None
-    if not isinstance(body, dict) or not is_run_id(body.get("r")) or not isinstance(body.get("n"), str) \
-            or not isinstance(body.get("i"), str) or not isinstance(body.get("s"), str) \
-            or not isinstance(body.get("x"), int) or body.get("t") != "resolve":
+    if (
+        not isinstance(body, dict)
+        or not is_run_id(body.get("r"))
+        or not isinstance(body.get("n"), str)
+        or not isinstance(body.get("i"), str)
+        or not isinstance(body.get("s"), str)
+        or not isinstance(body.get("x"), int)
+        or body.get("t") != "resolve"
+    ):
         raise invalid
     if ports.clock.now_ms() // 1000 >= body["x"]:
         raise InterruptExpiredError()

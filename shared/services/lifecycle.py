@@ -32,8 +32,15 @@ MAX_BULK_CANCEL = c.MAX_BULK_CANCEL_RUN_IDS
 _ATTEMPTS = 10
 
 
-def transition(ports: Ports, rec: RunRecord, event_type: str, payload: dict[str, Any], status: str,
-               allowed_from: tuple[str, ...], node_id: str | None = None) -> dict[str, Any]:
+def transition(
+    ports: Ports,
+    rec: RunRecord,
+    event_type: str,
+    payload: dict[str, Any],
+    status: str,
+    allowed_from: tuple[str, ...],
+    node_id: str | None = None,
+) -> dict[str, Any]:
     """Append one event and move the run to ``status``, conditioned on the log's end and the run's status."""
     from shared.engine import kernel, state
 
@@ -42,8 +49,9 @@ def transition(ports: Ports, rec: RunRecord, event_type: str, payload: dict[str,
     state.apply(st, ev, None)
     updates = kernel.state_updates(ports, rec, st, rec.last_seq + 1)
     updates["status"] = status
-    ports.events.append_events(rec.run_id, rec.last_seq + 1, [ev], run_updates=updates,
-                               require_status=allowed_from, expires_at=rec.expires_at)
+    ports.events.append_events(
+        rec.run_id, rec.last_seq + 1, [ev], run_updates=updates, require_status=allowed_from, expires_at=rec.expires_at
+    )
     return ev
 
 
@@ -54,8 +62,9 @@ def _fresh(ports: Ports, run_id: str) -> RunRecord:
     return rec
 
 
-def pause_run(ports: Ports, caller: Caller, wire_run_id: str, reason: str | None,
-              drain_policy: str | None) -> dict[str, Any]:
+def pause_run(
+    ports: Ports, caller: Caller, wire_run_id: str, reason: str | None, drain_policy: str | None
+) -> dict[str, Any]:
     rec = load_own_run(ports, caller, wire_run_id)
     if drain_policy == "drain-current-node":
         raise ValidationError("This host pauses at the next event boundary only (drainPolicy 'immediate').")

@@ -31,26 +31,57 @@ def audit_run(ports: Ports, caller: Caller, decided: dict[str, Any]) -> str:
     from shared.engine.version import ENGINE_VERSION
 
     run_id = new_run_id(ports, caller.tenant)
-    data: dict[str, Any] = {"kind": "workflow", "workflowId": NEGOTIATION_AUDIT, "inputs": {}, "owner": caller.owner,
-                            "metadata": {"audit": "negotiation.decided"}, AUDIT_KEY: True}
-    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="running", last_seq=-1, created_at=ports.clock.iso(),
-                    data=stamped(ports, data), state=st.new_state(), expires_at=expires_at(ports))
+    data: dict[str, Any] = {
+        "kind": "workflow",
+        "workflowId": NEGOTIATION_AUDIT,
+        "inputs": {},
+        "owner": caller.owner,
+        "metadata": {"audit": "negotiation.decided"},
+        AUDIT_KEY: True,
+    }
+    rec = RunRecord(
+        run_id=run_id,
+        tenant=caller.tenant,
+        status="running",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data=stamped(ports, data),
+        state=st.new_state(),
+        expires_at=expires_at(ports),
+    )
     ports.runs.create_run(rec)
-    started = {"workflowId": NEGOTIATION_AUDIT, "inputs": {}, "transport": "rest", "engineVersion": ENGINE_VERSION,
-               "owner": caller.owner, "metadata": data["metadata"]}
-    events = [kernel.make_event(ports, run_id, seq, t, p, None) for seq, (t, p) in enumerate((
-        (c.RUN_STARTED, started), (c.NEGOTIATION_DECIDED, decided), (c.RUN_COMPLETED, {"outputs": {}})))]
+    started = {
+        "workflowId": NEGOTIATION_AUDIT,
+        "inputs": {},
+        "transport": "rest",
+        "engineVersion": ENGINE_VERSION,
+        "owner": caller.owner,
+        "metadata": data["metadata"],
+    }
+    events = [
+        kernel.make_event(ports, run_id, seq, t, p, None)
+        for seq, (t, p) in enumerate(
+            ((c.RUN_STARTED, started), (c.NEGOTIATION_DECIDED, decided), (c.RUN_COMPLETED, {"outputs": {}}))
+        )
+    ]
     state = st.fold(events, None)
     updates = kernel.state_updates(ports, rec, state, len(events) - 1)
-    updates.update({"status": "completed", "startedAt": events[0]["timestamp"],
-                    "completedAt": events[-1]["timestamp"]})
-    ports.events.append_events(run_id, 0, events, run_updates=updates, require_status=("running",),
-                               expires_at=rec.expires_at)
+    updates.update({"status": "completed", "startedAt": events[0]["timestamp"], "completedAt": events[-1]["timestamp"]})
+    ports.events.append_events(
+        run_id, 0, events, run_updates=updates, require_status=("running",), expires_at=rec.expires_at
+    )
     return run_id
 
 
-def negotiate(ports: Ports, caller: Caller, url: str, headers: dict[str, str], *, timeout_s: float,
-              requested: str = negotiation.REVISION) -> tuple[Negotiation, str]:
+def negotiate(
+    ports: Ports,
+    caller: Caller,
+    url: str,
+    headers: dict[str, str],
+    *,
+    timeout_s: float,
+    requested: str = negotiation.REVISION,
+) -> tuple[Negotiation, str]:
     """Negotiate with the MCP server at ``url`` outside any run; its outcome on a new audit run (its id returned).
     ``EgressRefusedError`` / ``TransportError`` when the server gave no MCP answer (nothing negotiated, no run)."""
     deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s, requested=requested)

@@ -22,8 +22,7 @@ def check_run_start(ports: Ports, tenant: str) -> None:
         return
     now = ports.clock.now_ms()
     window = now // WINDOW_MS
-    n = ports.host.add_counter(f"{QUOTA_PREFIX}{tenant}", f"runs#{window}",
-                               expires_at=(window + 2) * WINDOW_MS // 1000)
+    n = ports.host.add_counter(f"{QUOTA_PREFIX}{tenant}", f"runs#{window}", expires_at=(window + 2) * WINDOW_MS // 1000)
     if n > quota:
         retry = -(-((window + 1) * WINDOW_MS - now) // 1000)
         raise RateLimitedError("This tenant started too many runs this minute; retry later.", retry_after_s=retry)

@@ -30,5 +30,7 @@ def check_write(ports: Ports, tenant: str) -> None:
     limit = RateLimit(per_second=float(settings.tenant_write_rate), burst=max(1, int(settings.tenant_write_burst)))
     decision = ports.rate_limits.take(bucket_key(tenant), limit, ports.clock.now_ms())
     if not decision.allowed:
-        raise RateLimitedError("This tenant sent too many write requests; retry later.",
-                               retry_after_s=max(1, math.ceil(decision.retry_after_ms / 1000)))
+        raise RateLimitedError(
+            "This tenant sent too many write requests; retry later.",
+            retry_after_s=max(1, math.ceil(decision.retry_after_ms / 1000)),
+        )

@@ -63,9 +63,15 @@ def run_span(ports: Ports, run_id: str, tenant: str, data: dict[str, Any]) -> Ab
     from shared.engine import spans
 
     fork = data.get("fork") or {}
-    return ports.tracing.span(spans.RUN_SPAN, {spans.RUN_ID: run_id, spans.TENANT: tenant,
-                                               "openwop.run.kind": str(data.get("kind", "workflow")),
-                                               "openwop.run.mode": str(fork.get("mode", "live"))})
+    return ports.tracing.span(
+        spans.RUN_SPAN,
+        {
+            spans.RUN_ID: run_id,
+            spans.TENANT: tenant,
+            "openwop.run.kind": str(data.get("kind", "workflow")),
+            "openwop.run.mode": str(fork.get("mode", "live")),
+        },
+    )
 
 
 def traced(ports: Ports, data: dict[str, Any]) -> dict[str, Any]:
@@ -80,8 +86,14 @@ def traced(ports: Ports, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, *,
-              before_start: Callable[[RunRecord], None] | None = None) -> Created:
+def start_run(
+    ports: Ports,
+    caller: Caller,
+    data: dict[str, Any],
+    machine: str,
+    *,
+    before_start: Callable[[RunRecord], None] | None = None,
+) -> Created:
     """Write the run item, then start its execution; a failed start leaves no run behind.
 
     ``before_start(record)`` writes what the execution needs under the new run id (an eval run's plan and its
@@ -93,14 +105,27 @@ def start_run(ports: Ports, caller: Caller, data: dict[str, Any], machine: str, 
         return _start_run(ports, caller, run_id, data, machine, before_start)
 
 
-def _start_run(ports: Ports, caller: Caller, run_id: str, data: dict[str, Any], machine: str,
-               before_start: Callable[[RunRecord], None] | None) -> Created:
+def _start_run(
+    ports: Ports,
+    caller: Caller,
+    run_id: str,
+    data: dict[str, Any],
+    machine: str,
+    before_start: Callable[[RunRecord], None] | None,
+) -> Created:
     from shared.engine.state import new_state
 
     now = ports.clock.iso()
-    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status="pending", last_seq=-1, created_at=now,
-                    data=traced(ports, stamped(ports, {k: v for k, v in data.items() if v is not None})),
-                    state=new_state(), expires_at=expires_at(ports))
+    rec = RunRecord(
+        run_id=run_id,
+        tenant=caller.tenant,
+        status="pending",
+        last_seq=-1,
+        created_at=now,
+        data=traced(ports, stamped(ports, {k: v for k, v in data.items() if v is not None})),
+        state=new_state(),
+        expires_at=expires_at(ports),
+    )
     ports.runs.create_run(rec)
     try:
         if before_start is not None:
@@ -115,4 +140,3 @@ def _start_run(ports: Ports, caller: Caller, run_id: str, data: dict[str, Any], 
             raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
         raise ServiceUnavailableError() from exc
     return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})
-

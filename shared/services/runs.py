@@ -31,6 +31,8 @@ def _kernel():  # type: ignore[no-untyped-def]
     from shared.engine import kernel
 
     return kernel
+
+
 DEFAULT_PAGE = 50
 
 
@@ -88,8 +90,7 @@ def get_run(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord:
 
 def run_snapshot(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     kernel = _kernel()
-    state = kernel.load_state(ports, rec) if rec.state and ("$ref" in rec.state or kernel.state_behind(rec)) \
-        else None
+    state = kernel.load_state(ports, rec) if rec.state and ("$ref" in rec.state or kernel.state_behind(rec)) else None
     return snapshot(rec, state)
 
 
@@ -123,9 +124,9 @@ def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]
     rec = load_own_run(ports, caller, wire_run_id)
     if rec.terminal:
         raise RunTerminalError()
-    if rec.status != "cancelling" and not ports.runs.update_status(rec.run_id, "cancelling",
-                                                                   allowed_from=("pending", "running", "paused",
-                                                                                 "waiting-approval")):
+    if rec.status != "cancelling" and not ports.runs.update_status(
+        rec.run_id, "cancelling", allowed_from=("pending", "running", "paused", "waiting-approval")
+    ):
         fresh = ports.runs.get_run(rec.run_id)
         if fresh is None:
             raise NotFoundError("No such run.")
@@ -148,19 +149,43 @@ def finish_cancel(ports: Ports, run_id: str) -> None:
         evs = []
         active = state.get("active")
         if active:
-            evs.append(_kernel().make_event(ports, run_id, seq, c.NODE_CANCELLED,
-                                         {"nodeId": active["nodeId"], "reason": "run-cancelled"}, active["nodeId"]))
-        evs.append(_kernel().make_event(ports, run_id, seq + len(evs), c.RUN_CANCELLED,
-                                     {"reason": "cancelled by request", "cancelledBy": "api"}, None))
+            evs.append(
+                _kernel().make_event(
+                    ports,
+                    run_id,
+                    seq,
+                    c.NODE_CANCELLED,
+                    {"nodeId": active["nodeId"], "reason": "run-cancelled"},
+                    active["nodeId"],
+                )
+            )
+        evs.append(
+            _kernel().make_event(
+                ports,
+                run_id,
+                seq + len(evs),
+                c.RUN_CANCELLED,
+                {"reason": "cancelled by request", "cancelledBy": "api"},
+                None,
+            )
+        )
         from shared.engine.state import apply
 
         for ev in evs:
             apply(state, ev, None)
         try:
-            ports.events.append_events(run_id, seq, evs, run_updates={
-                "status": "cancelled", "completedAt": evs[-1]["timestamp"],
-                **_kernel().state_updates(ports, rec, state, seq + len(evs) - 1)},
-                require_status=("cancelling",), expires_at=rec.expires_at)
+            ports.events.append_events(
+                run_id,
+                seq,
+                evs,
+                run_updates={
+                    "status": "cancelled",
+                    "completedAt": evs[-1]["timestamp"],
+                    **_kernel().state_updates(ports, rec, state, seq + len(evs) - 1),
+                },
+                require_status=("cancelling",),
+                expires_at=rec.expires_at,
+            )
             return
         except ConflictError:
             continue
@@ -219,8 +244,9 @@ def _admitted(ev: dict[str, Any], modes: set[str]) -> bool:
     return "messages" in modes and ev["type"] == "output.chunk"
 
 
-def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str],
-               last_event_id: str | None, wait_s: float) -> tuple[str, bool]:
+def sse_frames(
+    ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str], last_event_id: str | None, wait_s: float
+) -> tuple[str, bool]:
     """One finite SSE body of what exists after ``Last-Event-ID`` (waiting up to ``wait_s`` for more).
 
     Returns (body, ended): ``ended`` when the run's terminal event has been sent. Locally the HTTP
@@ -268,8 +294,11 @@ def sse_frames(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str,
             first_at = ports.clock.now_ms()
         reached_end = after >= rec.last_seq
         ended = rec.terminal and reached_end
-        flush_batch = bool(batch) and (ended or ports.clock.now_ms() >= (first_at or 0) + buffer_ms
-                                       or any(e["type"] == "node.suspended" for e in batch))
+        flush_batch = bool(batch) and (
+            ended
+            or ports.clock.now_ms() >= (first_at or 0) + buffer_ms
+            or any(e["type"] == "node.suspended" for e in batch)
+        )
         if flush_batch:
             frames.append(_frame(int(batch[-1]["sequence"]), "batch", batch))
             batch = []
@@ -346,8 +375,7 @@ def create(ports: Ports, caller: Caller, req: CreateRunRequest, *, dedup: bool =
             # a refused create releases its claim at once (a stale claim is taken over)
             ports.host.put_item(pk, req.scopeId, {**claim, "at": "1970-01-01T00:00:00.000Z"}, if_equals=claim)
             raise
-        ports.host.put_item(pk, req.scopeId, {"runId": created.body["runId"], "at": ports.clock.iso()},
-                            if_equals=claim)
+        ports.host.put_item(pk, req.scopeId, {"runId": created.body["runId"], "at": ports.clock.iso()}, if_equals=claim)
         return created
     return _create(ports, caller, req)
 

@@ -94,8 +94,10 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
         raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     errors = sorted(_validator().iter_errors(body), key=lambda e: list(e.absolute_path))
     if errors:
-        raise invalid("The request does not match the rule body.",
-                      [fault(pointer(e.absolute_path), str(e.validator)) for e in errors])
+        raise invalid(
+            "The request does not match the rule body.",
+            [fault(pointer(e.absolute_path), str(e.validator)) for e in errors],
+        )
     tenant = caller.tenant
     agent_id = str(body["agentId"])
     mine = [doc for _, doc in ports.host.query(RULE_PK + tenant)]
@@ -108,11 +110,19 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
         raise invalid_at("/agentId", "const", "agentId differs from the agent of this suite's other rules.")
     latest = suites.latest_version(ports, tenant, suite_id)
     if latest is not None and suites.get_version(ports, tenant, suite_id, latest).get("targetAgentId") not in (
-            None, agent_id):
+        None,
+        agent_id,
+    ):
         raise invalid_at("/agentId", "const", "agentId differs from the suite's targetAgentId.")
-    rule = {"ruleId": ports.ids.ulid(), "suiteId": suite_id, "agentId": agent_id, "filter": body.get("filter") or {},
-            "sampleRate": body.get("sampleRate", 1), "maxTasks": int(body.get("maxTasks", 100)),
-            "createdAt": ports.clock.iso()}
+    rule = {
+        "ruleId": ports.ids.ulid(),
+        "suiteId": suite_id,
+        "agentId": agent_id,
+        "filter": body.get("filter") or {},
+        "sampleRate": body.get("sampleRate", 1),
+        "maxTasks": int(body.get("maxTasks", 100)),
+        "createdAt": ports.clock.iso(),
+    }
     ports.host.put_item(RULE_PK + tenant, f"{suite_id}#{rule['ruleId']}", rule, if_absent=True)
     stream_interest.rules_changed(ports, tenant)  # every run completing from now on meets it
     return _public(rule)
@@ -123,8 +133,11 @@ def list_rules(ports: Ports, caller: Caller, suite_id: str) -> dict[str, Any]:
 
 
 def delete_rule(ports: Ports, caller: Caller, suite_id: str, rule_id: str) -> None:
-    if not (suites.SUITE_ID_RE.fullmatch(suite_id) and _RULE_ID_RE.fullmatch(rule_id)
-            and ports.host.delete_item(RULE_PK + caller.tenant, f"{suite_id}#{rule_id}")):
+    if not (
+        suites.SUITE_ID_RE.fullmatch(suite_id)
+        and _RULE_ID_RE.fullmatch(rule_id)
+        and ports.host.delete_item(RULE_PK + caller.tenant, f"{suite_id}#{rule_id}")
+    ):
         raise NotFoundError(NO_RULE)
     stream_interest.rules_changed(ports, caller.tenant)  # no run completing from now on meets it
 
@@ -134,8 +147,11 @@ def get_draft(ports: Ports, caller: Caller, suite_id: str) -> dict[str, Any]:
     draft, rule or version is the suites' one 404."""
     tenant = caller.tenant
     doc = ports.host.get_item(suites.suite_pk(tenant), _draft_sk(_suite_id(suite_id)))
-    if doc is None and not suite_rules(ports, tenant, suite_id) and suites.latest_version(
-            ports, tenant, suite_id) is None:
+    if (
+        doc is None
+        and not suite_rules(ports, tenant, suite_id)
+        and suites.latest_version(ports, tenant, suite_id) is None
+    ):
         raise NotFoundError(suites.NOT_FOUND)
     tasks = list((doc or {}).get("tasks") or [])
     out: dict[str, Any] = {"suiteId": suite_id, "taskCount": len(tasks), "tasks": tasks}
@@ -164,8 +180,9 @@ def publish(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int
         raise VersionConflictError("That version of the suite exists; a publish makes a new one.")
     have = {str(t["taskId"]) for t in (base or {}).get("tasks") or []}
     added = [t for t in tasks if str(t["taskId"]) not in have]
-    status, out = suite_runs.build_version(ports, tenant, suite_id, version, str(draft["targetAgentId"]), base,
-                                           added, {})
+    status, out = suite_runs.build_version(
+        ports, tenant, suite_id, version, str(draft["targetAgentId"]), base, added, {}
+    )
     _drop_from_draft(ports, tenant, suite_id, {str(t["taskId"]) for t in draft["tasks"]})
     return status, out
 
@@ -216,8 +233,11 @@ def production(rec: RunRecord) -> bool:
     return rec.kind == "workflow" and not d.get("fork") and d.get("eventLogSchemaVersion") != ERA_V1
 
 
-def on_stored(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]],
-              interests: Mapping[str, stream_interest.Interest] | None = None) -> int:
+def on_stored(
+    ports: Ports,
+    stored: Sequence[tuple[str, int, dict[str, Any] | None]],
+    interests: Mapping[str, stream_interest.Interest] | None = None,
+) -> int:
     """The events stream's part: each ``run.completed`` of a tenant with rules, sampled, production and matching,
     adds its task to the rule's draft. ``interests``: what the fan-out read of the batch's tenants (read here when
     absent). Returns the number of tasks added."""
@@ -255,32 +275,41 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     tenant, suite_id = rec.tenant, str(rule["suiteId"])
     sk = _draft_sk(suite_id)
     draft = ports.host.get_item(suites.suite_pk(tenant), sk)
+
     def done(tasks: list[dict[str, Any]]) -> bool:  # full, or the run already added (a stream retry)
         return len(tasks) >= int(rule["maxTasks"]) or any(t.get("sourceRunId") == rec.run_id for t in tasks)
 
     if draft is not None and done(draft["tasks"]):
         return 0
     try:
-        rec, _calls, log = evals.usable_source(ports, Caller(tenant, "sampling-rule"), rec.run_id, agent_id,
-                                               replay=True)
+        rec, _calls, log = evals.usable_source(
+            ports, Caller(tenant, "sampling-rule"), rec.run_id, agent_id, replay=True
+        )
     except UnusableReferenceError:
         return 0  # the agent did not run there, or the run cannot be replayed: not a task
     try:
-        ports.runs.put_aux(rec.run_id, f"{suites.SUITE_LINK_PREFIX}{sk}", {"suiteId": suite_id, "version": DRAFT},
-                           rec.expires_at)
+        ports.runs.put_aux(
+            rec.run_id, f"{suites.SUITE_LINK_PREFIX}{sk}", {"suiteId": suite_id, "version": DRAFT}, rec.expires_at
+        )
     except RunGoneError:
         return 0  # erased since it completed
     task = task_from_run(rec, log)
     for _ in range(_CAS_TRIES):
         if draft is None:
-            if ports.host.put_item(suites.suite_pk(tenant), sk, {"suiteId": suite_id, "targetAgentId": agent_id,
-                                                                  "tasks": [task]}, if_absent=True, compress=True):
+            if ports.host.put_item(
+                suites.suite_pk(tenant),
+                sk,
+                {"suiteId": suite_id, "targetAgentId": agent_id, "tasks": [task]},
+                if_absent=True,
+                compress=True,
+            ):
                 break
         else:
             if done(draft["tasks"]):
                 return 0
-            if ports.host.put_item(suites.suite_pk(tenant), sk, {**draft, "tasks": [*draft["tasks"], task]},
-                                   if_equals=draft, compress=True):
+            if ports.host.put_item(
+                suites.suite_pk(tenant), sk, {**draft, "tasks": [*draft["tasks"], task]}, if_equals=draft, compress=True
+            ):
                 break
         draft = ports.host.get_item(suites.suite_pk(tenant), sk)
     else:

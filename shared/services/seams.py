@@ -55,8 +55,14 @@ def seed_event_log(ports: Ports, caller: Caller, body: SeedEventLog) -> Created:
     run_id = new_run_id(ports, caller.tenant)
     rows: list[dict[str, Any]] = []
     for e in sorted(body.events, key=lambda x: x.sequence):
-        row: dict[str, Any] = {"eventId": ports.ids.event_id(run_id, e.sequence), "runId": run_id, "type": e.type,
-                               "sequence": e.sequence, "payload": e.payload, "timestamp": e.timestamp or now}
+        row: dict[str, Any] = {
+            "eventId": ports.ids.event_id(run_id, e.sequence),
+            "runId": run_id,
+            "type": e.type,
+            "sequence": e.sequence,
+            "payload": e.payload,
+            "timestamp": e.timestamp or now,
+        }
         if e.causationId is not None:
             row["causationId"] = e.causationId
         rows.append(row)
@@ -75,10 +81,18 @@ def seed_event_log(ports: Ports, caller: Caller, body: SeedEventLog) -> Created:
             if doc is not None:
                 data["definition"] = doc
     terminal = body.status in _TERMINAL
-    rec = RunRecord(run_id=run_id, tenant=caller.tenant, status=body.status, last_seq=max(seqs), created_at=now,
-                    data=stamped(ports, data), state=None, expires_at=expires_at(ports),
-                    started_at=started["timestamp"] if started else None,
-                    completed_at=rows[-1]["timestamp"] if terminal else None)
+    rec = RunRecord(
+        run_id=run_id,
+        tenant=caller.tenant,
+        status=body.status,
+        last_seq=max(seqs),
+        created_at=now,
+        data=stamped(ports, data),
+        state=None,
+        expires_at=expires_at(ports),
+        started_at=started["timestamp"] if started else None,
+        completed_at=rows[-1]["timestamp"] if terminal else None,
+    )
     ports.runs.create_run(rec)
     try:
         ports.events.seed_log(run_id, rows, rec.expires_at, owner)
@@ -96,20 +110,39 @@ def seed_event_log(ports: Ports, caller: Caller, body: SeedEventLog) -> Created:
 def _fire_node(seam: str, receiver_url: str | None) -> dict[str, Any] | None:
     """The node that drives ``seam`` once, or None when no workflow node of this host drives it."""
     if seam == "http.fetch":
-        return {"id": "fire", "typeId": "core.http", "name": "Fire http.fetch", "position": {"x": 0, "y": 0},
-                "config": {"url": receiver_url or FIXTURE_DESTINATION, "method": "POST", "timeoutSeconds": 2},
-                "inputs": {}}
+        return {
+            "id": "fire",
+            "typeId": "core.http",
+            "name": "Fire http.fetch",
+            "position": {"x": 0, "y": 0},
+            "config": {"url": receiver_url or FIXTURE_DESTINATION, "method": "POST", "timeoutSeconds": 2},
+            "inputs": {},
+        }
     if seam == "storage.effect-ledger":
-        return {"id": "fire", "typeId": "core.conformance.side-effect", "name": "Fire storage.effect-ledger",
-                "position": {"x": 0, "y": 0}, "config": {}, "inputs": {}}
+        return {
+            "id": "fire",
+            "typeId": "core.conformance.side-effect",
+            "name": "Fire storage.effect-ledger",
+            "position": {"x": 0, "y": 0},
+            "config": {},
+            "inputs": {},
+        }
     return None
 
 
 def fire_definition(node: dict[str, Any]) -> dict[str, Any]:
-    return {"id": FIRE_WORKFLOW_ID, "name": "Conformance: fire one effect seam", "version": "1.0",
-            "description": "One node that drives one effect-seam manifest row once (the fire seam's run).",
-            "nodes": [node], "edges": [], "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
-            "variables": [], "metadata": {"tags": ["conformance"]}, "settings": {"timeout": 10000}}
+    return {
+        "id": FIRE_WORKFLOW_ID,
+        "name": "Conformance: fire one effect seam",
+        "version": "1.0",
+        "description": "One node that drives one effect-seam manifest row once (the fire seam's run).",
+        "nodes": [node],
+        "edges": [],
+        "triggers": [{"id": "manual", "type": "manual", "enabled": True}],
+        "variables": [],
+        "metadata": {"tags": ["conformance"]},
+        "settings": {"timeout": 10000},
+    }
 
 
 def fire_effect_seam(ports: Ports, caller: Caller, body: FireEffectSeam) -> Created:
@@ -124,9 +157,15 @@ def fire_effect_seam(ports: Ports, caller: Caller, body: FireEffectSeam) -> Crea
     if body.receiverUrl is not None and not body.receiverUrl.startswith(("http://", "https://")):
         raise ValidationError("receiverUrl is an http(s) URL.", {"field": "receiverUrl"})
     doc = fire_definition(node)
-    data: dict[str, Any] = {"kind": "workflow", "workflowId": FIRE_WORKFLOW_ID, "workflowVersion": doc["version"],
-                            "inputs": {}, "owner": caller.owner, "definition": doc,
-                            "metadata": {"seededBy": "conformance-seams", "seam": body.seam}}
+    data: dict[str, Any] = {
+        "kind": "workflow",
+        "workflowId": FIRE_WORKFLOW_ID,
+        "workflowVersion": doc["version"],
+        "inputs": {},
+        "owner": caller.owner,
+        "definition": doc,
+        "metadata": {"seededBy": "conformance-seams", "seam": body.seam},
+    }
     created = start_run(ports, caller, data, "run")
     run_id = str(created.body["runId"])
     _settle(ports, run_id)
@@ -165,11 +204,18 @@ def durability_exercise(ports: Ports, caller: Caller, body: DurabilityKill) -> C
     has settled (bounded), ``201 {runId, mode, workflowId, deliveries}``."""
     require_enabled(ports)
     if body.mode not in DURABILITY_MODES:
-        raise ValidationError("This host stages only the duplicate-delivery exercise: no process of it can be "
-                              "killed and restarted by a request.", {"field": "mode", "modes": list(DURABILITY_MODES)})
-    data: dict[str, Any] = {"kind": "workflow", "workflowId": DURABILITY_WORKFLOW_ID, "inputs": {},
-                            "owner": caller.owner, "metadata": {"seededBy": "conformance-seams",
-                                                                "durabilityExercise": body.mode}}
+        raise ValidationError(
+            "This host stages only the duplicate-delivery exercise: no process of it can be "
+            "killed and restarted by a request.",
+            {"field": "mode", "modes": list(DURABILITY_MODES)},
+        )
+    data: dict[str, Any] = {
+        "kind": "workflow",
+        "workflowId": DURABILITY_WORKFLOW_ID,
+        "inputs": {},
+        "owner": caller.owner,
+        "metadata": {"seededBy": "conformance-seams", "durabilityExercise": body.mode},
+    }
     if body.effectUrl is not None:
         from urllib.parse import urlsplit
 
@@ -190,8 +236,7 @@ def durability_exercise(ports: Ports, caller: Caller, body: DurabilityKill) -> C
     run_id = str(created.body["runId"])
     ports.orchestrator.start("run", run_id, {"runId": run_id}, redelivery=True)  # the second, racing it
     _settle(ports, run_id)
-    return Created(201, {"runId": run_id, "mode": body.mode, "workflowId": DURABILITY_WORKFLOW_ID,
-                         "deliveries": 2})
+    return Created(201, {"runId": run_id, "mode": body.mode, "workflowId": DURABILITY_WORKFLOW_ID, "deliveries": 2})
 
 
 # --------------------------------------------------------------------------- the MCP invoke seam (§23)
@@ -217,22 +262,34 @@ def mcp_invoke(ports: Ports, caller: Caller, body: McpInvoke) -> Created:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise invalid("serverUrl is an absolute http(s) URL.", [fault("/serverUrl", "format")])
     try:
-        deal, run_id = negotiations.negotiate(ports, caller, body.serverUrl, {}, timeout_s=MCP_INVOKE_TIMEOUT_S,
-                                              requested=body.requestVersion or REVISION)
+        deal, run_id = negotiations.negotiate(
+            ports, caller, body.serverUrl, {}, timeout_s=MCP_INVOKE_TIMEOUT_S, requested=body.requestVersion or REVISION
+        )
     except EgressRefusedError as exc:
         raise invalid(f"The MCP server's URL is refused: {exc.reason}.", [fault("/serverUrl", "egress")]) from exc
     except TransportError as exc:
-        raise invalid(f"The MCP server gave no MCP answer: {exc.reason}.",
-                      [fault("/serverUrl", "reachable")]) from exc
+        raise invalid(f"The MCP server gave no MCP answer: {exc.reason}.", [fault("/serverUrl", "reachable")]) from exc
     if not deal.accepted:
         raise InteropVersionUnsupportedError(deal.message, deal.refusal_details(run_id))
     assert deal.discovery is not None
-    out: dict[str, Any] = {"runId": run_id, "protocol": "mcp", "negotiatedVersion": deal.decision.version,
-                           "peerDigest": deal.payload["peerDigest"], "discover": deal.discovery.result}
+    out: dict[str, Any] = {
+        "runId": run_id,
+        "protocol": "mcp",
+        "negotiatedVersion": deal.decision.version,
+        "peerDigest": deal.payload["peerDigest"],
+        "discover": deal.discovery.result,
+    }
     if body.tool is not None:
         try:
-            out["result"] = ports.mcp.call_tool(body.serverUrl, {}, body.tool, body.arguments or {}, meta={},
-                                                discovered=deal.discovery, timeout_s=MCP_INVOKE_TIMEOUT_S)
+            out["result"] = ports.mcp.call_tool(
+                body.serverUrl,
+                {},
+                body.tool,
+                body.arguments or {},
+                meta={},
+                discovered=deal.discovery,
+                timeout_s=MCP_INVOKE_TIMEOUT_S,
+            )
         except (EgressRefusedError, TransportError) as exc:
             raise invalid(f"The tool call failed: {exc.reason}.", [fault("/tool", "reachable")]) from exc
     return Created(200, out)

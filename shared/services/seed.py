@@ -58,8 +58,14 @@ def _split(spec: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.strip() for p in parts if p and p.strip()))
 
 
-def seed_plan(sets: str | Sequence[str], *, tenants: str | Sequence[str] = (), demo_tools_url: str = "",
-              demo_mcp_url: str = "", stage: str | None = None) -> SeedPlan:
+def seed_plan(
+    sets: str | Sequence[str],
+    *,
+    tenants: str | Sequence[str] = (),
+    demo_tools_url: str = "",
+    demo_mcp_url: str = "",
+    stage: str | None = None,
+) -> SeedPlan:
     """Check a seed request (from CDK context, the custom resource's properties or the CLI) and return its plan."""
     chosen = _split(sets)
     unknown = [s for s in chosen if s not in SEED_SETS]
@@ -71,8 +77,10 @@ def seed_plan(sets: str | Sequence[str], *, tenants: str | Sequence[str] = (), d
         raise SeedPlanError(f"seeding is refused in the {stage} stage: fixtures and demo tools are for test stages")
     plan = SeedPlan(chosen, _split(tenants), demo_tools_url.strip(), demo_mcp_url.strip())
     if DEMO in chosen and not (plan.tenants and plan.demo_tools_url and plan.demo_mcp_url):
-        raise SeedPlanError("the demo needs tenants (seedTenants / --tenants) and the URLs of its tool servers "
-                            "(demoToolsUrl and demoMcpUrl / --demo-tools-url and --demo-mcp-url)")
+        raise SeedPlanError(
+            "the demo needs tenants (seedTenants / --tenants) and the URLs of its tool servers "
+            "(demoToolsUrl and demoMcpUrl / --demo-tools-url and --demo-mcp-url)"
+        )
     return plan
 
 

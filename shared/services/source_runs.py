@@ -43,13 +43,16 @@ class Source:
 def read_runs(ports: Ports, run_ids: Sequence[str]) -> dict[str, RunRecord]:
     """The runs' items and creation facts (no state), ``BATCH_KEYS / RUN_KEYS`` runs a request, in parallel."""
     found: dict[str, RunRecord] = {}
-    for part in parallel(lambda ids: ports.runs.get_runs(ids, state=False), chunks(list(run_ids), BATCH_KEYS // RUN_KEYS)):
+    for part in parallel(
+        lambda ids: ports.runs.get_runs(ids, state=False), chunks(list(run_ids), BATCH_KEYS // RUN_KEYS)
+    ):
         found.update(part)
     return found
 
 
-def named(ports: Ports, caller: Caller, values: Sequence[str], agent_id: str, *, replay: bool = False
-          ) -> list[Source | None]:
+def named(
+    ports: Ports, caller: Caller, values: Sequence[str], agent_id: str, *, replay: bool = False
+) -> list[Source | None]:
     """Every value a request names, checked (in order): its ``Source``, or None when it is not usable (the caller
     refuses it uniformly): an id that does not decode, another tenant's (never read: a key that cannot exist is read
     in its place, as ``common.reference`` does), unknown, or unusable."""
@@ -93,14 +96,16 @@ def check(ports: Ports, recs: Sequence[RunRecord], agent_id: str, *, replay: boo
     return [got.get(r.run_id) for r in recs]
 
 
-def _source(rec: RunRecord, records: list[ToolCallRecord], log: recorded.AgentLog, agent_id: str, replay: bool
-            ) -> Source | None:
+def _source(
+    rec: RunRecord, records: list[ToolCallRecord], log: recorded.AgentLog, agent_id: str, replay: bool
+) -> Source | None:
     mine = evals.source_calls(records, log, agent_id, replay=replay)
     return Source(rec, mine, log) if mine is not None else None
 
 
-def _logs(ports: Ports, recs: Sequence[RunRecord], *, replay: bool
-          ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
+def _logs(
+    ports: Ports, recs: Sequence[RunRecord], *, replay: bool
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
     """The runs' whole logs (a run whose log cannot be read left out) and, with ``replay``, their definitions."""
     short = [r for r in recs if r.last_seq + 1 <= LONG_LOG]
     jobs: list[tuple[str, Any]] = [("logs", g) for g in chunks(short, BATCH_KEYS)]
@@ -133,8 +138,14 @@ def _whole_log(ports: Ports, rec: RunRecord) -> dict[str, list[dict[str, Any]]]:
         return {}
 
 
-def _by_keys(ports: Ports, recs: list[RunRecord], logs: dict[str, recorded.AgentLog], agent_id: str, replay: bool,
-             slow: list[RunRecord]) -> dict[str, Source | None]:
+def _by_keys(
+    ports: Ports,
+    recs: list[RunRecord],
+    logs: dict[str, recorded.AgentLog],
+    agent_id: str,
+    replay: bool,
+    slow: list[RunRecord],
+) -> dict[str, Source | None]:
     """The checks of runs whose records are read by the keys their logs name; a run whose records do not all match
     (a record missing, another call under its key) is added to ``slow`` (read by Query)."""
     wanted = [(r.run_id, key) for r in recs for key in logs[r.run_id].call_keys.values()]

@@ -96,8 +96,10 @@ def _accepted(task: dict[str, Any], entries: list[dict[str, Any]], decision: Any
         expected["match"] = {**dict(expected.get("match") or {}), "value": decision}
         new["expected"] = expected
     if task.get("trajectory") is not None:
-        new["trajectory"] = {**task["trajectory"],
-                             "calls": [{"tool": e["tool"], "args": e.get("args")} for e in entries]}
+        new["trajectory"] = {
+            **task["trajectory"],
+            "calls": [{"tool": e["tool"], "args": e.get("args")} for e in entries],
+        }
     return new
 
 
@@ -122,7 +124,9 @@ def accept(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int,
     wanted = list(index) if task_ids is None else task_ids
     unknown = [i for i, t in enumerate(body["taskIds"]) if t not in index] if task_ids is not None else []
     if unknown:
-        raise invalid("taskIds names a task the suite does not have.", [fault(f"/taskIds/{i}", "enum") for i in unknown])
+        raise invalid(
+            "taskIds names a task the suite does not have.", [fault(f"/taskIds/{i}", "enum") for i in unknown]
+        )
     trials = evalrun.load_trials(ports, rec.run_id)
     by_invocation: dict[str, list[ToolCallRecord]] = {}
     for call in ports.tool_calls.list_calls(rec.run_id):

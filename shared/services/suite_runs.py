@@ -55,8 +55,9 @@ def _position(at: str) -> tuple[int, str]:
 # --------------------------------------------------------------------------- registration with sources
 
 
-def _store_with_sources(ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord],
-                        where: dict[str, str]) -> tuple[int, dict[str, Any]]:
+def _store_with_sources(
+    ports: Ports, tenant: str, suite: dict[str, Any], recs: dict[str, RunRecord], where: dict[str, str]
+) -> tuple[int, dict[str, Any]]:
     """Links first (so the source's erasure reaches the version; each written only while its source has no tombstone,
     50 to a transaction), then the version; a source erased meanwhile may have missed it, so the tombstones are read
     again after the write (100 to a request) and its tasks tombstoned here (its tombstone is written before its hook
@@ -85,8 +86,11 @@ def _sources_rule(suite: dict[str, Any]) -> str | None:
     for i in named:
         fx = suite["tasks"][i].get("fixtures") or {}
         if "toolResponses" in fx or fx.get("onMiss", "live-read-only") != "live-read-only":
-            raise invalid_at(f"/tasks/{i}/fixtures", "not", "A task that names sourceRunId must not carry its own "
-                                                           "fixtures (only onMiss live-read-only).")
+            raise invalid_at(
+                f"/tasks/{i}/fixtures",
+                "not",
+                "A task that names sourceRunId must not carry its own fixtures (only onMiss live-read-only).",
+            )
     return str(suite["targetAgentId"])
 
 
@@ -125,19 +129,29 @@ def _request_validator() -> Any:
     return Draft202012Validator(load_schema("eval-suite-from-runs.schema.json"))
 
 
-FILTER_FIELDS = ("agentVersion", "workflowId", "status", "metadata", "startedAfter", "startedBefore", "limit",
-                 "sampleRate", "seed")
+FILTER_FIELDS = (
+    "agentVersion",
+    "workflowId",
+    "status",
+    "metadata",
+    "startedAfter",
+    "startedBefore",
+    "limit",
+    "sampleRate",
+    "seed",
+)
 
 
 def _request(body: Any) -> dict[str, Any]:
     errors = sorted(_request_validator().iter_errors(body), key=lambda e: list(e.absolute_path))
     if errors:
-        raise invalid("The request does not match the from-runs body.",
-                      [fault(pointer(e.absolute_path), str(e.validator)) for e in errors])
+        raise invalid(
+            "The request does not match the from-runs body.",
+            [fault(pointer(e.absolute_path), str(e.validator)) for e in errors],
+        )
     assert isinstance(body, dict)
     if "runIds" in body and any(k in body for k in FILTER_FIELDS):
-        raise invalid_at(f"/{next(k for k in FILTER_FIELDS if k in body)}", "not",
-                         "Name runIds or a filter, not both.")
+        raise invalid_at(f"/{next(k for k in FILTER_FIELDS if k in body)}", "not", "Name runIds or a filter, not both.")
     if "seed" in body and "sampleRate" not in body:
         raise invalid_at("/seed", "dependentRequired", "seed needs sampleRate.")
     for k in ("startedAfter", "startedBefore"):
@@ -214,7 +228,7 @@ def _selected(ports: Ports, tenant: str, req: dict[str, Any], agent_id: str) -> 
             page = next(pages, None)
             more = page is not None
             pending.extend(page or [])
-        wave, pending = pending[:limit - len(out)], pending[limit - len(out):]
+        wave, pending = pending[: limit - len(out)], pending[limit - len(out) :]
         out.extend(src for src in source_runs.check(ports, wave, agent_id, replay=True) if src is not None)
     return out
 
@@ -227,9 +241,12 @@ def task_id_for(run_id: str) -> str:
 
 def task_from_run(rec: RunRecord, log: Any, strategy: str = "exact") -> dict[str, Any]:
     """The task a recorded run becomes (``:from-runs`` and the sampling rules alike)."""
-    return {"taskId": task_id_for(rec.run_id), "input": log.input,
-            "expected": {"kind": "golden", "match": {"strategy": strategy, "value": log.decision}},
-            "sourceRunId": rec.run_id}
+    return {
+        "taskId": task_id_for(rec.run_id),
+        "input": log.input,
+        "expected": {"kind": "golden", "match": {"strategy": strategy, "value": log.decision}},
+        "sourceRunId": rec.run_id,
+    }
 
 
 def next_version(latest: str | None) -> str:
@@ -284,24 +301,49 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
             added.append(task)
             recs[src.rec.run_id] = src.rec
     if not added:
-        raise invalid_at("/runIds" if "runIds" in req else "", "minItems",
-                         "No run the request names or selects can become a task.")
-    return build_version(ports, tenant, suite_id, version, agent_id, base, added, recs, where=where,
-                         blame="/strategy" if "strategy" in req else "")
+        raise invalid_at(
+            "/runIds" if "runIds" in req else "", "minItems", "No run the request names or selects can become a task."
+        )
+    return build_version(
+        ports,
+        tenant,
+        suite_id,
+        version,
+        agent_id,
+        base,
+        added,
+        recs,
+        where=where,
+        blame="/strategy" if "strategy" in req else "",
+    )
 
 
-def build_version(ports: Ports, tenant: str, suite_id: str, version: str, agent_id: str, base: dict[str, Any] | None,
-                  added: list[dict[str, Any]], recs: dict[str, RunRecord], *, where: dict[str, str] | None = None,
-                  blame: str = "") -> tuple[int, dict[str, Any]]:
+def build_version(
+    ports: Ports,
+    tenant: str,
+    suite_id: str,
+    version: str,
+    agent_id: str,
+    base: dict[str, Any] | None,
+    added: list[dict[str, Any]],
+    recs: dict[str, RunRecord],
+    *,
+    where: dict[str, str] | None = None,
+    blame: str = "",
+) -> tuple[int, dict[str, Any]]:
     """Store ``base``'s tasks plus ``added`` as a new version (``:from-runs`` and ``:publish``). ``recs``: the
     sources already read; every other source is read here, and one that is gone (being erased) is tombstoned.
     A refusal points at the request member ``where`` names for a source, or at ``blame`` (the member that made
     the tasks: ``""`` the whole request) when the tasks do not make a valid version."""
     base_tasks = list((base or {}).get("tasks") or [])
     # recorded runs are golden answers and a regression set (an eval names a baseline to use the latter)
-    suite: dict[str, Any] = {"suiteId": suite_id, "version": version, "modes": list((base or {}).get("modes") or
-                                                                                     ["golden", "regression"]),
-                             "targetAgentId": agent_id, "tasks": base_tasks + added}
+    suite: dict[str, Any] = {
+        "suiteId": suite_id,
+        "version": version,
+        "modes": list((base or {}).get("modes") or ["golden", "regression"]),
+        "targetAgentId": agent_id,
+        "tasks": base_tasks + added,
+    }
     for k in ("description", "thresholds", "trials", "allowedModels"):
         if base is not None and k in base:
             suite[k] = base[k]

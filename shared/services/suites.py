@@ -123,11 +123,13 @@ def _write(ports: Ports, owner: str, sk: str, suite: dict[str, Any]) -> bool:
         except ItemTooLargeError:
             if len(tasks) == 1:
                 raise
-            todo[:0] = [tasks[:len(tasks) // 2], tasks[len(tasks) // 2:]]
+            todo[:0] = [tasks[: len(tasks) // 2], tasks[len(tasks) // 2 :]]
             continue
         count += 1
-    head = {**{k: v for k, v in suite.items() if k != "tasks"},
-            PAGES: {"id": pid, "count": count, "tasks": len(suite["tasks"])}}
+    head = {
+        **{k: v for k, v in suite.items() if k != "tasks"},
+        PAGES: {"id": pid, "count": count, "tasks": len(suite["tasks"])},
+    }
     if ports.host.put_item(suite_pk(owner), sk, head, if_absent=True, compress=True):
         return True
     existing = ports.host.get_item(suite_pk(owner), sk) or {}
@@ -158,8 +160,10 @@ def validate_suite(doc: Any) -> dict[str, Any]:
     failing locations (JSON pointers and schema keywords, never the offending values)."""
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), e.validator))
     if errors:
-        raise invalid("The eval suite does not match the suite schema.",
-                      [fault(pointer(e.absolute_path), str(e.validator)) for e in errors])
+        raise invalid(
+            "The eval suite does not match the suite schema.",
+            [fault(pointer(e.absolute_path), str(e.validator)) for e in errors],
+        )
     assert isinstance(doc, dict)
     seen: set[str] = set()
     for i, task in enumerate(doc["tasks"]):
@@ -187,8 +191,12 @@ def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) ->
         raise invalid_at(f"/tasks/{named[0]}/sourceRunId", "not", "A host-wide suite cannot name source runs.")
     sk = ref_for(suite)
     body = {"suiteId": suite["suiteId"], "version": suite["version"], "evalSuiteRef": sk}
-    row = {"suiteId": suite["suiteId"], "version": suite["version"], "taskCount": len(suite["tasks"]),
-           "createdAt": ports.clock.iso()}
+    row = {
+        "suiteId": suite["suiteId"],
+        "version": suite["version"],
+        "taskCount": len(suite["tasks"]),
+        "createdAt": ports.clock.iso(),
+    }
     if _write(ports, tenant, sk, suite):
         ports.host.put_item(index_pk(tenant), sk, row)
         _sync_listing(ports, tenant, suite["suiteId"])
@@ -225,8 +233,12 @@ def _rows(ports: Ports, tenant: str, suite_id: str, *, consistent: bool = False)
 
 
 def _entry(suite_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"suiteId": suite_id, "versions": [str(r["version"]) for r in rows],
-            "taskCount": int(rows[-1]["taskCount"]), "createdAt": str(rows[0]["createdAt"])}
+    return {
+        "suiteId": suite_id,
+        "versions": [str(r["version"]) for r in rows],
+        "taskCount": int(rows[-1]["taskCount"]),
+        "createdAt": str(rows[0]["createdAt"]),
+    }
 
 
 def _sync_listing(ports: Ports, tenant: str, suite_id: str) -> None:
@@ -259,8 +271,9 @@ def list_suites(ports: Ports, tenant: str, params: dict[str, str]) -> dict[str, 
     start = page_start(ports, tenant, params, _LIST_CURSOR)
     rows, more = ports.host.query_page(list_pk(tenant), limit + 1, after=start["suiteId"] if start else "")
     page = rows[:limit]
-    out: dict[str, Any] = {"suites": [{k: doc[k] for k in ("suiteId", "versions", "taskCount", "createdAt")}
-                                      for _, doc in page]}
+    out: dict[str, Any] = {
+        "suites": [{k: doc[k] for k in ("suiteId", "versions", "taskCount", "createdAt")} for _, doc in page]
+    }
     if page and (len(rows) > limit or more):
         out["nextCursor"] = mint_cursor(ports, tenant, {"suiteId": page[-1][0]})
     return out
@@ -271,9 +284,18 @@ def get_suite(ports: Ports, tenant: str, suite_id: str) -> dict[str, Any]:
     rows = _rows(ports, tenant, suite_id) if SUITE_ID_RE.fullmatch(suite_id) else None
     if not rows:
         raise NotFoundError(NOT_FOUND)
-    return {**_entry(suite_id, rows),
-            "items": [{"version": r["version"], "evalSuiteRef": f"{suite_id}@{r['version']}",
-                       "taskCount": int(r["taskCount"]), "createdAt": r["createdAt"]} for r in rows]}
+    return {
+        **_entry(suite_id, rows),
+        "items": [
+            {
+                "version": r["version"],
+                "evalSuiteRef": f"{suite_id}@{r['version']}",
+                "taskCount": int(r["taskCount"]),
+                "createdAt": r["createdAt"],
+            }
+            for r in rows
+        ],
+    }
 
 
 def get_version(ports: Ports, tenant: str, suite_id: str, version: str) -> dict[str, Any]:
@@ -297,8 +319,9 @@ def record_reference(ports: Ports, owner: str, suite: dict[str, Any], run_id: st
 def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> None:
     """Delete a version no eval run of the host still holds (409 version_conflict naming them otherwise: they are
     the tenant's own runs). A reference whose run is gone (erased, expired) is dropped here."""
-    if not (SUITE_ID_RE.fullmatch(suite_id) and VERSION_RE.fullmatch(version)
-            and exists(ports, tenant, suite_id, version)):
+    if not (
+        SUITE_ID_RE.fullmatch(suite_id) and VERSION_RE.fullmatch(version) and exists(ports, tenant, suite_id, version)
+    ):
         raise NotFoundError(NOT_FOUND)  # get_version's 404, without reading the version's tasks
     ref = f"{suite_id}@{version}"
     holding: list[str] = []
@@ -332,8 +355,11 @@ def tombstone_in(ports: Ports, tenant: str, ref: str, run_ids: str | set[str]) -
         return 0
     if PAGES not in head:
         return _tombstone_item(ports, suite_pk(tenant), ref, gone, head)
-    return sum(_tombstone_item(ports, page_pk(tenant), sk, gone, page) for sk, page in _pages(ports, tenant, ref, head)
-               if any(t.get("sourceRunId") in gone for t in page["tasks"]))
+    return sum(
+        _tombstone_item(ports, page_pk(tenant), sk, gone, page)
+        for sk, page in _pages(ports, tenant, ref, head)
+        if any(t.get("sourceRunId") in gone for t in page["tasks"])
+    )
 
 
 def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str], read: dict[str, Any]) -> int:
@@ -354,8 +380,10 @@ def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str], read: dict[s
 
 def on_source_erased(ports: Ports, run_id: str) -> int:
     """The erasure hook's part: every version linked from the run has the tasks naming it tombstoned."""
-    return sum(tombstone_in(ports, tenant_of(run_id), sk[len(SUITE_LINK_PREFIX):], run_id)
-               for sk, _ in ports.runs.query_aux(run_id, SUITE_LINK_PREFIX))
+    return sum(
+        tombstone_in(ports, tenant_of(run_id), sk[len(SUITE_LINK_PREFIX) :], run_id)
+        for sk, _ in ports.runs.query_aux(run_id, SUITE_LINK_PREFIX)
+    )
 
 
 @dataclass(frozen=True)

@@ -45,15 +45,35 @@ def _not_found(what: str) -> NotFoundError:
 
 def _annotations(tier: str, replay: str | None, egress: str | None) -> dict[str, bool]:
     """RFC 0204 §D.12: the four MCP hints from host-assigned fields, never from MCP defaults."""
-    return {"readOnlyHint": tier in ("pure", "read"), "destructiveHint": tier in ("write", "exec"),
-            "idempotentHint": replay in ("deterministic", "idempotent"), "openWorldHint": egress != "none"}
+    return {
+        "readOnlyHint": tier in ("pure", "read"),
+        "destructiveHint": tier in ("write", "exec"),
+        "idempotentHint": replay in ("deterministic", "idempotent"),
+        "openWorldHint": egress != "none",
+    }
 
 
-def _descriptor(tool_id: str, source: str, tier: str, replay: str, egress: str, *, description: str | None,
-                title: str | None = None, input_schema: Any = None, output_schema: Any = None,
-                credential: bool = False) -> dict[str, Any]:
-    d: dict[str, Any] = {"toolId": tool_id, "source": source, "safetyTier": tier, "replayPolicy": replay,
-                         "egress": egress, "annotations": _annotations(tier, replay, egress)}
+def _descriptor(
+    tool_id: str,
+    source: str,
+    tier: str,
+    replay: str,
+    egress: str,
+    *,
+    description: str | None,
+    title: str | None = None,
+    input_schema: Any = None,
+    output_schema: Any = None,
+    credential: bool = False,
+) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "toolId": tool_id,
+        "source": source,
+        "safetyTier": tier,
+        "replayPolicy": replay,
+        "egress": egress,
+        "annotations": _annotations(tier, replay, egress),
+    }
     if title:
         d["title"] = title
     if description:
@@ -74,19 +94,34 @@ def _builtin(name: str) -> dict[str, Any]:
 
 def _http(doc: dict[str, Any]) -> dict[str, Any]:
     tier = http_tier(doc)
-    return _descriptor(doc["toolId"], "connector", tier, doc.get("replayPolicy") or "non-deterministic", "safe-fetch",
-                       description=doc.get("description"), title=doc.get("title"),
-                       input_schema=doc.get("inputSchema"), output_schema=doc.get("outputSchema"),
-                       credential=bool(doc.get("credentialRef")))
+    return _descriptor(
+        doc["toolId"],
+        "connector",
+        tier,
+        doc.get("replayPolicy") or "non-deterministic",
+        "safe-fetch",
+        description=doc.get("description"),
+        title=doc.get("title"),
+        input_schema=doc.get("inputSchema"),
+        output_schema=doc.get("outputSchema"),
+        credential=bool(doc.get("credentialRef")),
+    )
 
 
 def _mcp(server: dict[str, Any], tool: dict[str, Any]) -> dict[str, Any]:
     cls = (server.get("classes") or {}).get(tool["name"]) or {}
-    return _descriptor(mcp_tool_id(server["serverId"], tool["name"]), "mcp", mcp_tier(server, tool["name"]),
-                       cls.get("replayPolicy", "non-deterministic"), "safe-fetch",
-                       description=tool.get("description"), title=tool.get("title"),
-                       input_schema=tool.get("inputSchema"), output_schema=tool.get("outputSchema"),
-                       credential=bool(server.get("credentialRef")))
+    return _descriptor(
+        mcp_tool_id(server["serverId"], tool["name"]),
+        "mcp",
+        mcp_tier(server, tool["name"]),
+        cls.get("replayPolicy", "non-deterministic"),
+        "safe-fetch",
+        description=tool.get("description"),
+        title=tool.get("title"),
+        input_schema=tool.get("inputSchema"),
+        output_schema=tool.get("outputSchema"),
+        credential=bool(server.get("credentialRef")),
+    )
 
 
 # --------------------------------------------------------------------------- the catalog
@@ -171,8 +206,11 @@ def _listed(tool: Any) -> dict[str, Any] | None:
         return None
     if any(ch.isspace() or ord(ch) < 32 for ch in tool["name"]):
         return None
-    kept = {k: tool[k] for k in ("name", "title", "description", "inputSchema", "outputSchema")
-            if k in tool and tool[k] is not None}
+    kept = {
+        k: tool[k]
+        for k in ("name", "title", "description", "inputSchema", "outputSchema")
+        if k in tool and tool[k] is not None
+    }
     return kept
 
 
@@ -202,8 +240,10 @@ def register_mcp_server(ports: Ports, caller: Caller, body: McpServerRegistratio
     names = {t["name"] for t in tools}
     classes = {name: c.model_dump() for name, c in (body.tools or {}).items()}
     if set(classes) - names:
-        raise invalid("tools names a tool the MCP server does not list.",
-                      [fault("/tools" + pointer([sorted(set(classes) - names)[0]]), "listed")])
+        raise invalid(
+            "tools names a tool the MCP server does not list.",
+            [fault("/tools" + pointer([sorted(set(classes) - names)[0]]), "listed")],
+        )
     doc = {**body.model_dump(mode="json", exclude_none=True, exclude={"tools"}), "tools": tools, "classes": classes}
     pk = f"{keys.MCP_SERVER_PREFIX}{caller.tenant}"
     existed = ports.host.get_item(pk, body.serverId) is not None
@@ -235,8 +275,12 @@ def delete_mcp_server(ports: Ports, caller: Caller, server_id: str) -> None:
 
 
 def _credential_view(ref: str, meta: dict[str, Any]) -> dict[str, Any]:
-    view: dict[str, Any] = {"credentialRef": ref, "type": meta["type"], "createdAt": meta["createdAt"],
-                            "updatedAt": meta["updatedAt"]}
+    view: dict[str, Any] = {
+        "credentialRef": ref,
+        "type": meta["type"],
+        "createdAt": meta["createdAt"],
+        "updatedAt": meta["updatedAt"],
+    }
     if meta.get("description"):
         view["description"] = meta["description"]
     return view
@@ -249,13 +293,20 @@ def put_credential(ports: Ports, caller: Caller, ref: str, body: CredentialPut) 
     if not CREDENTIAL_REF_RE.match(ref):
         raise invalid_parameter("credentialRef", "The credentialRef is malformed.")
     name = keys.credential_secret_name(ports.settings.credentials_prefix, caller.tenant, ref)
-    created = ports.secrets.put_secret(name, json.dumps(body.credential.model_dump(), separators=(",", ":")),
-                                       description="openwop-serverless tool credential")
+    created = ports.secrets.put_secret(
+        name,
+        json.dumps(body.credential.model_dump(), separators=(",", ":")),
+        description="openwop-serverless tool credential",
+    )
     pk = f"{keys.CREDENTIAL_PREFIX}{caller.tenant}"
     now = ports.clock.iso()
     before = ports.host.get_item(pk, ref)
-    meta = {"type": body.credential.type, "createdAt": (before or {}).get("createdAt", now), "updatedAt": now,
-            **({"description": body.description} if body.description else {})}
+    meta = {
+        "type": body.credential.type,
+        "createdAt": (before or {}).get("createdAt", now),
+        "updatedAt": now,
+        **({"description": body.description} if body.description else {}),
+    }
     ports.host.put_item(pk, ref, meta)
     return (201 if created and before is None else 200), _credential_view(ref, meta)
 

@@ -27,16 +27,18 @@ def page() -> tuple[str, dict[str, str]]:
     css = ui.joinpath("viewer.css").read_text("utf-8")
     js = ui.joinpath("viewer.js").read_text("utf-8")
     html = html.replace("/*STYLE*/", css).replace("/*SCRIPT*/", js)
-    csp = "; ".join((
-        "default-src 'none'",
-        f"script-src {_hash(js)}",
-        f"style-src {_hash(css)}",
-        "connect-src 'self'",
-        "img-src 'self' data:",
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-    ))
+    csp = "; ".join(
+        (
+            "default-src 'none'",
+            f"script-src {_hash(js)}",
+            f"style-src {_hash(css)}",
+            "connect-src 'self'",
+            "img-src 'self' data:",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        )
+    )
     headers = {
         "Content-Security-Policy": csp,
         "X-Content-Type-Options": "nosniff",

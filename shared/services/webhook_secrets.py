@@ -55,8 +55,9 @@ def seal_answer(ports: Ports, answer: dict[str, Any]) -> dict[str, Any]:
     if "secret" not in answer:
         return answer
     name, value = manifest.REPLAY_CONTEXT
-    blob = ports.cipher.encrypt(manifest.SIGNING, str(answer["secret"]).encode("utf-8"),
-                                {**_context(str(answer["webhookId"])), name: value})
+    blob = ports.cipher.encrypt(
+        manifest.SIGNING, str(answer["secret"]).encode("utf-8"), {**_context(str(answer["webhookId"])), name: value}
+    )
     return {**{k: v for k, v in answer.items() if k != "secret"}, "sealedSecret": base64.b64encode(blob).decode()}
 
 
@@ -65,8 +66,11 @@ def open_answer(ports: Ports, answer: dict[str, Any]) -> dict[str, Any]:
     if "sealedSecret" not in answer:
         return answer
     name, value = manifest.REPLAY_CONTEXT
-    plain = ports.cipher.decrypt(manifest.SIGNING, base64.b64decode(str(answer["sealedSecret"])),
-                                 {**_context(str(answer["webhookId"])), name: value}).decode("utf-8")
+    plain = ports.cipher.decrypt(
+        manifest.SIGNING,
+        base64.b64decode(str(answer["sealedSecret"])),
+        {**_context(str(answer["webhookId"])), name: value},
+    ).decode("utf-8")
     return {**{k: v for k, v in answer.items() if k != "sealedSecret"}, "secret": plain}
 
 
@@ -93,8 +97,9 @@ def migrate(ports: Ports, sub: dict[str, Any]) -> dict[str, Any] | None:
     if not ports.signing.put_item(pk, webhook_id, record, if_absent=True):
         return ports.signing.get_item(pk, webhook_id)  # another delivery migrated it first
     # only now is the cleartext removed, and only from the subscription as read (a concurrent change keeps it)
-    ports.host.put_item(PK + sub["tenant"], webhook_id, {k: v for k, v in sub.items() if k not in _CLEAR},
-                        if_equals=sub)
+    ports.host.put_item(
+        PK + sub["tenant"], webhook_id, {k: v for k, v in sub.items() if k not in _CLEAR}, if_equals=sub
+    )
     return record
 
 
@@ -115,6 +120,9 @@ def rotate(ports: Ports, sub: dict[str, Any], secret: str, previous_expires_ms: 
     record = migrate(ports, sub)
     if record is None:
         return False
-    updated = {"secret": seal(ports, sub["webhookId"], secret), "previous": record["secret"],
-               "previousExpiresAtMs": previous_expires_ms}
+    updated = {
+        "secret": seal(ports, sub["webhookId"], secret),
+        "previous": record["secret"],
+        "previousExpiresAtMs": previous_expires_ms,
+    }
     return ports.signing.put_item(PK + sub["tenant"], sub["webhookId"], updated, if_equals=record)

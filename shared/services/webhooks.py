@@ -109,8 +109,13 @@ def _check_url(ports: Ports, url: str) -> None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
-            or any(ch in url for ch in " \r\n\0"):
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or any(ch in url for ch in " \r\n\0")
+    ):
         raise WebhookUrlRejectedError("The webhook URL must be an absolute https URL without credentials.")
     try:
         allowlisted = ports.http.check(url)
@@ -131,8 +136,11 @@ def _algorithms(body: RegisterWebhook) -> list[str]:
     if wh.V1 not in algs:
         faults.append(fault("/signatureAlgorithms", "contains", "The list must name v1."))
     if faults:
-        raise invalid("signatureAlgorithms must list v1, without repeats, and only algorithms this host "
-                      "advertises (v1, standard-webhooks-1).", faults)
+        raise invalid(
+            "signatureAlgorithms must list v1, without repeats, and only algorithms this host "
+            "advertises (v1, standard-webhooks-1).",
+            faults,
+        )
     return list(algs)
 
 
@@ -142,8 +150,10 @@ def _check_events(events: Sequence[str]) -> None:
     unknown = wh.unknown_event_types(events)
     if unknown:
         where = [fault(f"/events/{i}", "enum", "Not a v2 event type.") for i, e in enumerate(events) if e in unknown]
-        raise ValidationError(f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
-                              {"field": "events", "unknownEventTypes": unknown, "errors": where[:MAX_FAULTS]})
+        raise ValidationError(
+            f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
+            {"field": "events", "unknownEventTypes": unknown, "errors": where[:MAX_FAULTS]},
+        )
     repeats = [fault(f"/events/{i}", "uniqueItems") for i, e in enumerate(events) if e in events[:i]]
     if repeats:
         raise invalid("events must not repeat a type.", repeats)
@@ -154,8 +164,11 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
     algorithms = _algorithms(body)
     standard = wh.STANDARD_WEBHOOKS in algorithms
     if standard and (body.secret is None or wh.whsec_key(body.secret) is None):
-        raise invalid_at("/secret", "required" if body.secret is None else "format",
-                         "A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.")
+        raise invalid_at(
+            "/secret",
+            "required" if body.secret is None else "format",
+            "A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.",
+        )
     _check_url(ports, body.url)
     existing = ports.host.query(SUB_PK + caller.tenant, stream_interest.subscriptions_prefix(caller.tenant))
     if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
@@ -164,18 +177,33 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
         assert body.secret is not None
         _verify_endpoint(ports, body.url, body.secret)
     generated = body.secret is None
-    secret = body.secret if body.secret is not None else "whsec_" + base64.b64encode(
-        _random_bytes(ports, 32)).decode("ascii")
+    secret = (
+        body.secret
+        if body.secret is not None
+        else "whsec_" + base64.b64encode(_random_bytes(ports, 32)).decode("ascii")
+    )
     webhook_id = f"{caller.tenant}/{ports.ids.ulid()}"
     created_at = ports.clock.iso()
-    sub = {"webhookId": webhook_id, "tenant": caller.tenant, "url": body.url, "events": list(body.events),
-           "tags": list(body.tags or []), "signatureAlgorithms": algorithms,
-           "createdAt": created_at, "createdBy": caller.subject_id}
+    sub = {
+        "webhookId": webhook_id,
+        "tenant": caller.tenant,
+        "url": body.url,
+        "events": list(body.events),
+        "tags": list(body.tags or []),
+        "signatureAlgorithms": algorithms,
+        "createdAt": created_at,
+        "createdBy": caller.subject_id,
+    }
     webhook_secrets.store(ports, caller.tenant, webhook_id, secret)  # sealed, in the signing table
     ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
     stream_interest.outlast(ports, [doc for _, doc in existing])  # a first subscription: the cached answers
-    out: dict[str, Any] = {"webhookId": webhook_id, "subscriptionId": webhook_id, "url": body.url,
-                           "eventTypes": list(body.events), "createdAt": created_at}
+    out: dict[str, Any] = {
+        "webhookId": webhook_id,
+        "subscriptionId": webhook_id,
+        "url": body.url,
+        "eventTypes": list(body.events),
+        "createdAt": created_at,
+    }
     if body.signatureAlgorithms is not None:
         out["signatureAlgorithms"] = algorithms
     if generated:
@@ -194,9 +222,13 @@ def _verify_endpoint(ports: Ports, url: str, secret: str) -> None:
     raw = json.dumps({"type": wh.VERIFICATION_TYPE, "challenge": challenge}, separators=(",", ":")).encode()
     now = ports.clock.now_ms() // 1000
     message_id = "msg_" + hashlib.sha256(f"verify\n{challenge}".encode()).hexdigest()[:40]
-    headers = {"Content-Type": "application/json", "User-Agent": "openwop-serverless-webhooks/1",
-               "webhook-id": message_id, "webhook-timestamp": str(now),
-               "webhook-signature": wh.standard_signatures([secret], message_id, now, raw)}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "openwop-serverless-webhooks/1",
+        "webhook-id": message_id,
+        "webhook-timestamp": str(now),
+        "webhook-signature": wh.standard_signatures([secret], message_id, now, raw),
+    }
     try:
         reply = ports.http.send("POST", url, headers, raw, timeout_s=VERIFY_TIMEOUT_S, max_bytes=MAX_REPLY_BYTES)
     except EgressRefusedError as exc:
@@ -226,9 +258,10 @@ def rotate_secret(ports: Ports, caller: Caller, wire: str, body: RotateWebhookSe
     inside an overlap retires the oldest secret immediately (at most two entries)."""
     sub = _load(ports, caller, wire)
     if wh.STANDARD_WEBHOOKS not in sub.get("signatureAlgorithms", []):
-        raise invalid("Only a subscription that opted into standard-webhooks-1 can rotate its secret.",
-                      [fault("", "state", "This subscription did not opt into standard-webhooks-1.",
-                             parameter="webhookId")])
+        raise invalid(
+            "Only a subscription that opted into standard-webhooks-1 can rotate its secret.",
+            [fault("", "state", "This subscription did not opt into standard-webhooks-1.", parameter="webhookId")],
+        )
     if wh.whsec_key(body.secret) is None:
         raise invalid_at("/secret", "format", "secret must be whsec_<base64 of 24-64 bytes>.")
     now_ms = ports.clock.now_ms()
@@ -244,9 +277,16 @@ _LIST_CURSOR_KEY = frozenset({"webhookId"})
 def _listed(doc: dict[str, Any]) -> dict[str, Any]:
     """One subscription as listed: the registration's answer (its member names: ``subscriptionId``,
     ``eventTypes``) without the secret, plus the request's own names (``events``, ``tags``) and the schemes applied."""
-    return {"webhookId": doc["webhookId"], "subscriptionId": doc["webhookId"], "url": doc["url"],
-            "events": list(doc["events"]), "eventTypes": list(doc["events"]), "tags": list(doc.get("tags") or []),
-            "signatureAlgorithms": list(doc.get("signatureAlgorithms") or [wh.V1]), "createdAt": doc["createdAt"]}
+    return {
+        "webhookId": doc["webhookId"],
+        "subscriptionId": doc["webhookId"],
+        "url": doc["url"],
+        "events": list(doc["events"]),
+        "eventTypes": list(doc["events"]),
+        "tags": list(doc.get("tags") or []),
+        "signatureAlgorithms": list(doc.get("signatureAlgorithms") or [wh.V1]),
+        "createdAt": doc["createdAt"],
+    }
 
 
 def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[str, Any]:
@@ -259,9 +299,11 @@ def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[
     limit = page_limit(params, MAX_SUBSCRIPTIONS_PER_TENANT, MAX_SUBSCRIPTIONS_PER_TENANT)
     start = page_start(ports, caller.tenant, params, _LIST_CURSOR_KEY)
     after = start["webhookId"] if start else ""
-    rows = sorted((sk, doc) for sk, doc in ports.host.query(SUB_PK + caller.tenant,
-                                                             stream_interest.subscriptions_prefix(caller.tenant))
-                  if sk > after)
+    rows = sorted(
+        (sk, doc)
+        for sk, doc in ports.host.query(SUB_PK + caller.tenant, stream_interest.subscriptions_prefix(caller.tenant))
+        if sk > after
+    )
     page = rows[:limit]
     out: dict[str, Any] = {"webhooks": [_listed(doc) for _, doc in page]}
     if len(rows) > limit:
@@ -281,8 +323,11 @@ def dead_letters(ports: Ports, caller: Caller, wire: str, params: dict[str, str]
             raise ValidationError("cursor is malformed.") from exc
     rows = sorted(ports.host.query(DL_PK + sub["webhookId"]), key=lambda r: r[0], reverse=True)
     now_s = ports.clock.now_ms() // 1000
-    rows = [(sk, doc) for sk, doc in rows if int(doc.get("expiresAtEpoch", now_s + 1)) > now_s
-            and (before is None or sk < before)]
+    rows = [
+        (sk, doc)
+        for sk, doc in rows
+        if int(doc.get("expiresAtEpoch", now_s + 1)) > now_s and (before is None or sk < before)
+    ]
     page = rows[:limit]
     out: dict[str, Any] = {"deliveries": [{k: v for k, v in doc.items() if k != "expiresAtEpoch"} for _, doc in page]}
     if len(rows) > limit:
@@ -335,8 +380,11 @@ def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
     return _RUN_FACTS.get(run_id)
 
 
-def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None]],
-            interests: dict[str, stream_interest.Interest] | None = None) -> int:
+def fan_out(
+    ports: Ports,
+    stored: Sequence[tuple[str, int, dict[str, Any] | None]],
+    interests: dict[str, stream_interest.Interest] | None = None,
+) -> int:
     """Queue one delivery per (matching subscription, stored event). ``stored`` is (runId, sequence, event or
     None when it must be read from the log), in log order; ``interests``: what the batch's tenants subscribe to
     (``stream_interest.read``), filled in here with each tenant read (so the caller's other uses of the batch, the
@@ -358,8 +406,12 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
 
         # in a copy of this context, as ``common.parallel``'s threads: its trace span and log keys, and its requests
         # are the caller's (what a meter counts per thread)
-        reading = threading.Thread(target=contextvars.copy_context().run, args=(_load_run_facts, ports, ahead),
-                                   daemon=True, name=threading.current_thread().name + "-facts")
+        reading = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(_load_run_facts, ports, ahead),
+            daemon=True,
+            name=threading.current_thread().name + "-facts",
+        )
         reading.start()
     interests = {} if interests is None else interests
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
@@ -398,8 +450,14 @@ def fan_out(ports: Ports, stored: Sequence[tuple[str, int, dict[str, Any] | None
 def _message(webhook_id: str, run_id: str, event: dict[str, Any]) -> QueueMessage:
     seq = int(event["sequence"])
     did = wh.delivery_id(webhook_id, run_id, seq)
-    body: dict[str, Any] = {"webhookId": webhook_id, "runId": run_id, "sequence": seq, "deliveryId": did,
-                            "eventId": event.get("eventId"), "eventType": event["type"]}
+    body: dict[str, Any] = {
+        "webhookId": webhook_id,
+        "runId": run_id,
+        "sequence": seq,
+        "deliveryId": did,
+        "eventId": event.get("eventId"),
+        "eventType": event["type"],
+    }
     inline = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
     if len(inline.encode("utf-8")) <= MAX_INLINE_EVENT_BYTES:
         body["event"] = event
@@ -451,13 +509,25 @@ def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
     standard: list[str] = []
     if wh.STANDARD_WEBHOOKS in sub.get("signatureAlgorithms", []):
         standard = [current, previous] if previous else [current]
-    headers = wh.delivery_headers(webhook_id=webhook_id, event_type=str(event["type"]), timestamp=now_ms // 1000,
-                                  raw_body=raw, v1_secret=previous or current, standard=standard,
-                                  message_id=did)
+    headers = wh.delivery_headers(
+        webhook_id=webhook_id,
+        event_type=str(event["type"]),
+        timestamp=now_ms // 1000,
+        raw_body=raw,
+        v1_secret=previous or current,
+        standard=standard,
+        message_id=did,
+    )
     status: int | None = None
     try:
-        reply = ports.http.send("POST", sub["url"], headers, raw, timeout_s=float(ports.settings.webhook_timeout_s),
-                                max_bytes=MAX_REPLY_BYTES)
+        reply = ports.http.send(
+            "POST",
+            sub["url"],
+            headers,
+            raw,
+            timeout_s=float(ports.settings.webhook_timeout_s),
+            max_bytes=MAX_REPLY_BYTES,
+        )
         status = reply.status
         if 200 <= reply.status < 300:
             return Delivered(did, reply.status)
@@ -471,15 +541,20 @@ def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
     raise DeliveryFailedError(reason, status)
 
 
-def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], attempts: int,
-                 status: int | None) -> None:
+def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], attempts: int, status: int | None) -> None:
     now_ms = ports.clock.now_ms()
     expires_s = now_ms // 1000 + int(ports.settings.webhook_dead_letter_days) * 86_400
     record: dict[str, Any] = {
-        "deliveryId": str(message["deliveryId"]), "webhookId": sub["webhookId"], "runId": str(message["runId"]),
-        "eventId": str(message.get("eventId") or ""), "eventType": str(message["eventType"]), "attempts": attempts,
-        "deadLetteredAt": ports.clock.iso(now_ms), "expiresAt": ports.clock.iso(expires_s * 1000),
-        "reason": "retries_exhausted", "expiresAtEpoch": expires_s,
+        "deliveryId": str(message["deliveryId"]),
+        "webhookId": sub["webhookId"],
+        "runId": str(message["runId"]),
+        "eventId": str(message.get("eventId") or ""),
+        "eventType": str(message["eventType"]),
+        "attempts": attempts,
+        "deadLetteredAt": ports.clock.iso(now_ms),
+        "expiresAt": ports.clock.iso(expires_s * 1000),
+        "reason": "retries_exhausted",
+        "expiresAtEpoch": expires_s,
     }
     if status is not None:
         record["lastStatus"] = status

@@ -89,17 +89,18 @@ def validate_definition(doc: Any) -> Any:
     if isinstance(doc, dict):
         for key, bound in (("nodes", MAX_NODES), ("edges", MAX_EDGES)):
             if isinstance(doc.get(key), list) and len(doc[key]) > bound:
-                raise invalid(f"The workflow definition has more than {bound} {key}.",
-                              [fault(f"/{key}", "maxItems")])
+                raise invalid(f"The workflow definition has more than {bound} {key}.", [fault(f"/{key}", "maxItems")])
         settings = doc.get("settings")
         if isinstance(settings, dict) and "compensation" in settings:  # workflow-definition.schema.json: refuse it
-            raise CapabilityRequiredError("This host does not advertise compensation.",
-                                          {"requiredCapability": "compensation"})
+            raise CapabilityRequiredError(
+                "This host does not advertise compensation.", {"requiredCapability": "compensation"}
+            )
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), str(e.validator)))
     if errors:
-        raise invalid("The workflow definition does not match the WorkflowDefinition schema.",
-                      [fault(pointer(e.absolute_path), str(e.validator or "unsupported"))
-                       for e in errors])
+        raise invalid(
+            "The workflow definition does not match the WorkflowDefinition schema.",
+            [fault(pointer(e.absolute_path), str(e.validator or "unsupported")) for e in errors],
+        )
     assert isinstance(doc, dict)
     if len(doc["version"]) > MAX_VERSION_CHARS:
         raise invalid("The workflow version is too long.", [fault("/version", "maxLength")])
@@ -113,8 +114,10 @@ def validate_definition(doc: Any) -> Any:
     index = {n: i for i, n in enumerate(wf.node_ids)}
     faults = check_bindings(wf)
     if faults:
-        raise invalid("A node input cannot be resolved here.",
-                      [fault(f"/nodes/{index[n]}/inputs/{k}", why) for n, k, why in faults])
+        raise invalid(
+            "A node input cannot be resolved here.",
+            [fault(f"/nodes/{index[n]}/inputs/{k}", why) for n, k, why in faults],
+        )
     return wf
 
 
@@ -181,11 +184,11 @@ def list_workflows(ports: Ports, tenant: str, params: dict[str, str]) -> dict[st
     after = params.get("cursor")
     if after is not None and not _SCHEMA_ID_RE.fullmatch(after):
         raise ValidationError("The cursor is not valid.")
-    rows = [doc for sk, doc in ports.host.query(_index_pk(tenant), "w#")
-            if after is None or sk > _index_sk(after)]
+    rows = [doc for sk, doc in ports.host.query(_index_pk(tenant), "w#") if after is None or sk > _index_sk(after)]
     page = rows[:limit]
-    out: dict[str, Any] = {"workflows": [{k: r[k] for k in ("workflowId", "name", "version", "registeredAt")}
-                                         for r in page]}
+    out: dict[str, Any] = {
+        "workflows": [{k: r[k] for k in ("workflowId", "name", "version", "registeredAt")} for r in page]
+    }
     if len(rows) > limit:
         out["nextCursor"] = page[-1]["workflowId"]
     return out
@@ -213,16 +216,19 @@ def _check_configurable_schema(schema: Any) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise invalid("configurableSchema is not a JSON Schema 2020-12.",
-                      [fault("/configurableSchema" + pointer(exc.absolute_path), str(exc.validator))]) from exc
+        raise invalid(
+            "configurableSchema is not a JSON Schema 2020-12.",
+            [fault("/configurableSchema" + pointer(exc.absolute_path), str(exc.validator))],
+        ) from exc
     stack: list[Any] = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
             for key in ("$ref", "$dynamicRef"):
                 if key in node and not (isinstance(node[key], str) and node[key].startswith("#")):
-                    raise invalid("configurableSchema may only use local references.",
-                                  [fault("/configurableSchema", key)])
+                    raise invalid(
+                        "configurableSchema may only use local references.", [fault("/configurableSchema", key)]
+                    )
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
@@ -236,10 +242,14 @@ def check_configurable(schema: dict[str, Any], configurable: dict[str, Any]) -> 
     from referencing.exceptions import Unresolvable
 
     try:
-        errors = sorted(Draft202012Validator(schema).iter_errors(configurable),
-                        key=lambda e: (list(e.absolute_path), str(e.validator)))
+        errors = sorted(
+            Draft202012Validator(schema).iter_errors(configurable),
+            key=lambda e: (list(e.absolute_path), str(e.validator)),
+        )
     except (SchemaError, SchemaValidationError, Unresolvable, RecursionError) as exc:
         raise ValidationError("The workflow's configurableSchema cannot be evaluated.") from exc
     if errors:
-        raise invalid("configurable does not satisfy the workflow's configurableSchema.",
-                      [fault("/configurable" + pointer(e.absolute_path), str(e.validator)) for e in errors])
+        raise invalid(
+            "configurable does not satisfy the workflow's configurableSchema.",
+            [fault("/configurable" + pointer(e.absolute_path), str(e.validator)) for e in errors],
+        )

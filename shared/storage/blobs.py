@@ -59,6 +59,7 @@ class S3BlobStore:
     def delete_prefix(self, prefix: str) -> int:
         keys = self.list_keys(prefix)
         for i in range(0, len(keys), 1000):
-            self._c.delete_objects(Bucket=self._b, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]],
-                                                           "Quiet": True})
+            self._c.delete_objects(
+                Bucket=self._b, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]], "Quiet": True}
+            )
         return len(keys)

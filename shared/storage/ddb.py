@@ -105,13 +105,15 @@ def writable_check(runs_table: str, run_id: str) -> dict[str, Any]:
     tombstone) that lands first makes the effect's write fail, and one that lands later sees it done.
     """
     values: dict[str, Any] = {f":w{i}": {"S": s} for i, s in enumerate(WRITABLE)}
-    return {"ConditionCheck": {
-        "TableName": runs_table,
-        "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
-        "ConditionExpression": f"attribute_exists(pk) AND #st IN ({', '.join(values)})",
-        "ExpressionAttributeNames": {"#st": "status"},
-        "ExpressionAttributeValues": values,
-    }}
+    return {
+        "ConditionCheck": {
+            "TableName": runs_table,
+            "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            "ConditionExpression": f"attribute_exists(pk) AND #st IN ({', '.join(values)})",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": values,
+        }
+    }
 
 
 class Tombstones:
@@ -132,8 +134,13 @@ class Tombstones:
 def tombstone_check(runs_table: str, tombstones: Tombstones, run_id: str) -> dict[str, Any]:
     """A transaction item that holds only while the run has no erasure tombstone: a late write for an erased run
     (or the creation of an id erased before it existed) fails."""
-    return {"ConditionCheck": {"TableName": runs_table, "Key": tombstones.key(run_id),
-                               "ConditionExpression": "attribute_not_exists(pk)"}}
+    return {
+        "ConditionCheck": {
+            "TableName": runs_table,
+            "Key": tombstones.key(run_id),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
 
 
 def effect_transaction(client: Any, items: list[dict[str, Any]], run_id: str) -> bool:
@@ -159,8 +166,10 @@ def partition_condition(pk: str, prefix: str) -> dict[str, Any]:
     """A Query's key condition: the whole partition, or the sort keys that start with ``prefix``."""
     if not prefix:  # begins_with(sk, "") is refused by DynamoDB
         return {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": pk}}}
-    return {"KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
-            "ExpressionAttributeValues": {":p": {"S": pk}, ":s": {"S": prefix}}}
+    return {
+        "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+        "ExpressionAttributeValues": {":p": {"S": pk}, ":s": {"S": prefix}},
+    }
 
 
 def query_all(client: Any, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -175,13 +184,18 @@ def query_all(client: Any, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def query_keys(client: Any, table: str, hash_name: str, hash_value: str, projection: str) -> list[dict[str, Any]]:
     """Every key under one partition (paginated), for erasure."""
-    return list(query_all(client, {
-        "TableName": table,
-        "KeyConditionExpression": "#h = :h",
-        "ExpressionAttributeNames": {"#h": hash_name},
-        "ExpressionAttributeValues": {":h": {"S": hash_value}},
-        "ProjectionExpression": projection,
-    }))
+    return list(
+        query_all(
+            client,
+            {
+                "TableName": table,
+                "KeyConditionExpression": "#h = :h",
+                "ExpressionAttributeNames": {"#h": hash_name},
+                "ExpressionAttributeValues": {":h": {"S": hash_value}},
+                "ProjectionExpression": projection,
+            },
+        )
+    )
 
 
 # -- batch writes -----------------------------------------------------------------------------------------------------
@@ -222,9 +236,15 @@ def batch_write(
 BATCH_GET_SIZE = 100
 
 
-def batch_get(client: Any, table: str, keys: Sequence[dict[str, Any]], *, consistent: bool = True,
-              pause: Callable[[int], object] = full_jitter_sleep, max_attempts: int = BATCH_WRITE_ATTEMPTS
-              ) -> list[dict[str, Any]]:
+def batch_get(
+    client: Any,
+    table: str,
+    keys: Sequence[dict[str, Any]],
+    *,
+    consistent: bool = True,
+    pause: Callable[[int], object] = full_jitter_sleep,
+    max_attempts: int = BATCH_WRITE_ATTEMPTS,
+) -> list[dict[str, Any]]:
     """The items of ``keys`` (DynamoDB JSON) that exist: 100 keys per BatchGetItem, keys left unprocessed sent again
     after ``pause(attempt)``, at most ``max_attempts`` requests a chunk (then ``StorageError``)."""
     out: list[dict[str, Any]] = []
@@ -234,9 +254,13 @@ def batch_get(client: Any, table: str, keys: Sequence[dict[str, Any]], *, consis
     return out
 
 
-def batch_get_tables(client: Any, request: dict[str, dict[str, Any]], *,
-                     pause: Callable[[int], object] = full_jitter_sleep, max_attempts: int = BATCH_WRITE_ATTEMPTS
-                     ) -> dict[str, list[dict[str, Any]]]:
+def batch_get_tables(
+    client: Any,
+    request: dict[str, dict[str, Any]],
+    *,
+    pause: Callable[[int], object] = full_jitter_sleep,
+    max_attempts: int = BATCH_WRITE_ATTEMPTS,
+) -> dict[str, list[dict[str, Any]]]:
     """One BatchGetItem ``RequestItems`` (up to 100 keys, over one table or several), the keys left unprocessed
     sent again after ``pause(attempt)``, at most ``max_attempts`` requests (then ``StorageError``): the items that
     exist, by table."""
@@ -251,8 +275,9 @@ def batch_get_tables(client: Any, request: dict[str, dict[str, Any]], *,
         if not pending:
             return out
         if attempt >= max_attempts:
-            raise StorageError(f"keys of {', '.join(sorted(pending))} still unprocessed after {attempt} "
-                               "BatchGetItem requests")
+            raise StorageError(
+                f"keys of {', '.join(sorted(pending))} still unprocessed after {attempt} BatchGetItem requests"
+            )
         pause(attempt)
         attempt += 1
 

@@ -69,8 +69,12 @@ def pack_page(run_id: str, first: int, texts: Sequence[str | None], expires_at: 
     raw = ("[" + ",".join("null" if t is None else t for t in texts) + "]").encode("utf-8")
     blob = zlib.compress(raw, PAGE_LEVEL)
     last = first + len(texts) - 1
-    item: dict[str, Any] = {"runId": {"S": run_id}, "seq": {"N": str(last)},
-                            schema.TTL_ATTRIBUTE: {"N": str(expires_at)}, PAGE: {"B": blob}}
+    item: dict[str, Any] = {
+        "runId": {"S": run_id},
+        "seq": {"N": str(last)},
+        schema.TTL_ATTRIBUTE: {"N": str(expires_at)},
+        PAGE: {"B": blob},
+    }
     if first != last:
         item[FIRST] = {"N": str(first)}
     return _Page(item, len(blob))
@@ -171,8 +175,9 @@ class DynamoEventStore:
             groups[-1].append(page)
             size += page.size
         extra = len(dump(parts.items)) if parts.items else 0
-        if len(groups[-1]) > 1 and (len(groups[-1]) + len(parts.items) > room
-                                    or size + extra > schema.MAX_TRANSACTION_BYTES):
+        if len(groups[-1]) > 1 and (
+            len(groups[-1]) + len(parts.items) > room or size + extra > schema.MAX_TRANSACTION_BYTES
+        ):
             groups.append([groups[-1].pop()])
         nxt = expected_next_seq
         for gi, group in enumerate(groups):
@@ -216,8 +221,12 @@ class DynamoEventStore:
         return nxt - 1
 
     def _run_exists(self, run_id: str) -> bool:
-        resp = self._c.get_item(TableName=self._runs, Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
-                                ProjectionExpression="pk", ConsistentRead=True)
+        resp = self._c.get_item(
+            TableName=self._runs,
+            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            ProjectionExpression="pk",
+            ConsistentRead=True,
+        )
         return "Item" in resp
 
     def _doc(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -263,8 +272,12 @@ class DynamoEventStore:
         base: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True}
 
         def next_item(after: int) -> list[dict[str, Any]]:
-            resp = self._c.query(**base, KeyConditionExpression="runId = :r AND seq > :c", Limit=1,
-                                 ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(after)}})
+            resp = self._c.query(
+                **base,
+                KeyConditionExpression="runId = :r AND seq > :c",
+                Limit=1,
+                ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(after)}},
+            )
             return list(resp.get("Items", []))
 
         covered = lo - 1
@@ -280,7 +293,9 @@ class DynamoEventStore:
             if hi is not None:
                 cond = "runId = :r AND seq BETWEEN :lo AND :hi"
                 values[":hi"] = {"N": str(hi)}
-            for raw in query_all(self._c, {**base, "KeyConditionExpression": cond, "ExpressionAttributeValues": values}):
+            for raw in query_all(
+                self._c, {**base, "KeyConditionExpression": cond, "ExpressionAttributeValues": values}
+            ):
                 covered = int(raw["seq"]["N"])
                 yield raw
             if hi is None:
@@ -300,8 +315,9 @@ class DynamoEventStore:
             reqs.append({"PutRequest": {"Item": to_item(item)}})
         return batch_write(self._c, self._t, reqs)
 
-    def iter_events(self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *,
-                    limit: int | None = None) -> Iterator[list[dict[str, Any]]]:
+    def iter_events(
+        self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *, limit: int | None = None
+    ) -> Iterator[list[dict[str, Any]]]:
         """Events with ``after_seq < seq <= upto_seq``, a stored page at a time; with ``limit``, at most that many
         (a log's sequences are contiguous: the range ends at ``after_seq + limit``), so no page is read that holds
         none of them."""
@@ -341,8 +357,12 @@ class DynamoEventStore:
         finds, decoded up to ``READ_PAGE_BYTES`` of event JSON (a poll's answer stays under Lambda's 6 MB)."""
         if limit is not None:
             return self.read_events(run_id, after_seq, limit=limit)
-        resp = self._c.query(TableName=self._t, KeyConditionExpression="runId = :r AND seq > :a", ConsistentRead=True,
-                             ExpressionAttributeValues={":r": {"S": run_id}, ":a": {"N": str(after_seq)}})
+        resp = self._c.query(
+            TableName=self._t,
+            KeyConditionExpression="runId = :r AND seq > :a",
+            ConsistentRead=True,
+            ExpressionAttributeValues={":r": {"S": run_id}, ":a": {"N": str(after_seq)}},
+        )
         out: list[dict[str, Any]] = []
         size = 0
         for raw in resp.get("Items", []):
@@ -368,7 +388,9 @@ class DynamoEventStore:
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
         """Bulk-write a fork's copied prefix as pages: ceil(pages/25) BatchWriteItem requests. Returns the events
         written."""
-        batch_write(self._c, self._t, [{"PutRequest": {"Item": p.item}} for p in self._pages(run_id, events, expires_at)])
+        batch_write(
+            self._c, self._t, [{"PutRequest": {"Item": p.item}} for p in self._pages(run_id, events, expires_at)]
+        )
         return len(events)
 
     def delete_all(self, run_id: str) -> int:

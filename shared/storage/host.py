@@ -44,18 +44,34 @@ class DynamoHostStore:
         item (erased): one strongly consistent BatchGetItem over this table and the runs table, the run's key and
         TTL only."""
         run_key = to_item({"pk": run_id, "sk": schema.RUN_SK})
-        found = batch_get_tables(self._c, {
-            self._t: {"Keys": [to_item({"pk": pk, "sk": sk})], "ConsistentRead": True},
-            self._runs: {"Keys": [run_key], "ConsistentRead": True, "ProjectionExpression": "pk, #ttl",
-                         "ExpressionAttributeNames": {"#ttl": schema.TTL_ATTRIBUTE}},
-        })
+        found = batch_get_tables(
+            self._c,
+            {
+                self._t: {"Keys": [to_item({"pk": pk, "sk": sk})], "ConsistentRead": True},
+                self._runs: {
+                    "Keys": [run_key],
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "pk, #ttl",
+                    "ExpressionAttributeNames": {"#ttl": schema.TTL_ATTRIBUTE},
+                },
+            },
+        )
         items = found.get(self._t, [])
         runs = [from_item(raw) for raw in found.get(self._runs, [])]
         item = unpack_doc(from_item(items[0])) if items else None
         return item, (int(runs[0].get(schema.TTL_ATTRIBUTE) or 0) if runs else None)
 
-    def put_item(self, pk: str, sk: str, value: dict[str, Any], *, if_absent: bool = False,
-                 if_equals: dict[str, Any] | None = None, expires_at: int = 0, compress: bool = False) -> bool:
+    def put_item(
+        self,
+        pk: str,
+        sk: str,
+        value: dict[str, Any],
+        *,
+        if_absent: bool = False,
+        if_equals: dict[str, Any] | None = None,
+        expires_at: int = 0,
+        compress: bool = False,
+    ) -> bool:
         """Put; optionally only if absent, or only if the stored document still equals ``if_equals`` (CAS).
         ``expires_at`` (epoch seconds) sets the item's TTL.
 
@@ -88,7 +104,11 @@ class DynamoHostStore:
     def query(self, pk: str, prefix: str = "", *, consistent: bool = False) -> list[tuple[str, dict[str, Any]]]:
         """Every item of the partition (under ``prefix``); ``consistent`` reads strongly (twice the read units)."""
         out: list[tuple[str, dict[str, Any]]] = []
-        kwargs = {"TableName": self._t, **partition_condition(pk, prefix), **({"ConsistentRead": True} if consistent else {})}
+        kwargs = {
+            "TableName": self._t,
+            **partition_condition(pk, prefix),
+            **({"ConsistentRead": True} if consistent else {}),
+        }
         for raw in query_all(self._c, kwargs):
             it = from_item(raw)
             out.append((it["sk"], unpack_doc(it)))
@@ -126,9 +146,13 @@ class DynamoHostStore:
         True when written now; False when it was written before (a retried step). ``ConflictError`` when the run
         is cancelled, finished or erased: the effect is not performed.
         """
-        put = {"Put": {"TableName": self._t,
-                       "Item": to_item({"pk": pk, "sk": sk, "doc": dump(value), schema.TTL_ATTRIBUTE: expires_at}),
-                       "ConditionExpression": "attribute_not_exists(pk)"}}
+        put = {
+            "Put": {
+                "TableName": self._t,
+                "Item": to_item({"pk": pk, "sk": sk, "doc": dump(value), schema.TTL_ATTRIBUTE: expires_at}),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
         return effect_transaction(self._c, [put, writable_check(self._runs, run_id)], run_id)
 
     def delete_prefix(self, pk: str, prefix: str) -> int:
@@ -139,7 +163,8 @@ class DynamoHostStore:
     def add_counter(self, pk: str, sk: str, *, expires_at: int) -> int:
         """Add one to a plain counter (no per-call marker; quotas) and return the new count. One UpdateItem."""
         resp = self._c.update_item(
-            TableName=self._t, Key=to_item({"pk": pk, "sk": sk}),
+            TableName=self._t,
+            Key=to_item({"pk": pk, "sk": sk}),
             UpdateExpression="ADD #c :one SET #e = if_not_exists(#e, :exp)",
             ExpressionAttributeNames={"#c": "count", "#e": schema.TTL_ATTRIBUTE},
             ExpressionAttributeValues={":one": {"N": "1"}, ":exp": {"N": str(expires_at)}},

@@ -93,10 +93,15 @@ class DynamoRateLimiter:
         values[":exp"] = {"N": str(expires)}
         try:
             resp = self._c.update_item(
-                TableName=self._t, Key={"pk": {"S": PREFIX + key}, "sk": {"S": SK}},
-                UpdateExpression=expr, ConditionExpression=cond,
-                ExpressionAttributeNames={"#e": schema.TTL_ATTRIBUTE}, ExpressionAttributeValues=values,
-                ReturnValues="UPDATED_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+                TableName=self._t,
+                Key={"pk": {"S": PREFIX + key}, "sk": {"S": SK}},
+                UpdateExpression=expr,
+                ConditionExpression=cond,
+                ExpressionAttributeNames={"#e": schema.TTL_ATTRIBUTE},
+                ExpressionAttributeValues=values,
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code")
             if code in THROTTLED:

@@ -46,9 +46,15 @@ def _update(table: str, run_id: str, sk: str, fields: dict[str, Any], expires_at
         names["#ttl"] = schema.TTL_ATTRIBUTE
         values[":ttl"] = {"N": str(expires_at)}
         sets.append("#ttl = if_not_exists(#ttl, :ttl)")
-    return {"Update": {"TableName": table, "Key": to_item({"pk": run_id, "sk": sk}),
-                       "UpdateExpression": "SET " + ", ".join(sets), "ExpressionAttributeNames": names,
-                       "ExpressionAttributeValues": values}}
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": to_item({"pk": run_id, "sk": sk}),
+            "UpdateExpression": "SET " + ", ".join(sets),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
 
 
 def split(table: str, run_id: str, updates: dict[str, Any], expires_at: int = 0) -> Split:
@@ -56,8 +62,9 @@ def split(table: str, run_id: str, updates: dict[str, Any], expires_at: int = 0)
     if STATE in updates:
         out.moves_state = True
         state = updates[STATE]
-        out.items.append(_update(table, run_id, schema.RUN_STATE_SK,
-                                 {STATE: dump(state) if state is not None else ""}, expires_at))
+        out.items.append(
+            _update(table, run_id, schema.RUN_STATE_SK, {STATE: dump(state) if state is not None else ""}, expires_at)
+        )
     listed = {k: v for k, v in updates.items() if k in LISTED}
     if listed:
         out.items.append(_update(table, run_id, schema.RUN_INDEX_SK, listed, expires_at))
@@ -66,5 +73,13 @@ def split(table: str, run_id: str, updates: dict[str, Any], expires_at: int = 0)
 
 def index_item(run_id: str, tenant: str, created_at: str, fields: dict[str, Any], expires_at: int) -> dict[str, Any]:
     """The tenant-index item of a new run (``byTenant``: partition the tenant, sort the creation time)."""
-    return {"pk": run_id, "sk": schema.RUN_INDEX_SK, "tenant": tenant, "gsi1pk": tenant,
-            "gsi1sk": f"{created_at}#{run_id}", "createdAt": created_at, **fields, schema.TTL_ATTRIBUTE: expires_at}
+    return {
+        "pk": run_id,
+        "sk": schema.RUN_INDEX_SK,
+        "tenant": tenant,
+        "gsi1pk": tenant,
+        "gsi1sk": f"{created_at}#{run_id}",
+        "createdAt": created_at,
+        **fields,
+        schema.TTL_ATTRIBUTE: expires_at,
+    }

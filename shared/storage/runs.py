@@ -62,7 +62,11 @@ class DynamoRunStore:
             # item is rewritten by every append, and a definition can be ~1 MB (DEFINITION_SK in shared/keys.py).
             facts["definitionPinned"] = True
             doc = dump(definition)
-            aux: dict[str, Any] = {"pk": record.run_id, "sk": schema.DEFINITION_SK, schema.TTL_ATTRIBUTE: record.expires_at}
+            aux: dict[str, Any] = {
+                "pk": record.run_id,
+                "sk": schema.DEFINITION_SK,
+                schema.TTL_ATTRIBUTE: record.expires_at,
+            }
             if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
                 self._blobs.put_json(schema.run_definition_key(record.run_id), definition)
                 aux["blob"] = schema.run_definition_key(record.run_id)
@@ -82,15 +86,23 @@ class DynamoRunStore:
             "workflowId": record.data.get("workflowId"),
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
-        facts_item: dict[str, Any] = {"pk": record.run_id, "sk": schema.RUN_FACTS_SK, "data": data,
-                                      schema.TTL_ATTRIBUTE: record.expires_at}
+        facts_item: dict[str, Any] = {
+            "pk": record.run_id,
+            "sk": schema.RUN_FACTS_SK,
+            "data": data,
+            schema.TTL_ATTRIBUTE: record.expires_at,
+        }
         if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
             # Large creation facts (inputs, metadata) live in S3; erasure reaches the object through the run's prefix.
             del facts_item["data"]
             facts_item["dataRef"] = schema.run_data_key(record.run_id)
             self._blobs.put_json(schema.run_data_key(record.run_id), facts)
-        state_item = {"pk": record.run_id, "sk": schema.RUN_STATE_SK, schema.TTL_ATTRIBUTE: record.expires_at,
-                      runitems.STATE: dump(record.state) if record.state is not None else None}
+        state_item = {
+            "pk": record.run_id,
+            "sk": schema.RUN_STATE_SK,
+            schema.TTL_ATTRIBUTE: record.expires_at,
+            runitems.STATE: dump(record.state) if record.state is not None else None,
+        }
         listed = {"status": record.status, "workflowId": record.data.get("workflowId")}
         if record.started_at is not None:  # a run created running (a branch fork)
             item["startedAt"] = listed["startedAt"] = record.started_at
@@ -104,15 +116,24 @@ class DynamoRunStore:
                     index[attr] = str(record.data[attr])
         extra += [{"Put": {"TableName": self._t, "Item": to_item(it)}} for it in (facts_item, state_item, index)]
         if parent is not None:
-            extra.append(self._aux_put(parent, f"{CHILD_PREFIX}{record.run_id}", {"runId": record.run_id},
-                                       record.expires_at))
+            extra.append(
+                self._aux_put(parent, f"{CHILD_PREFIX}{record.run_id}", {"runId": record.run_id}, record.expires_at)
+            )
         try:
-            self._c.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}},
-                # an id erased before its run exists is never created; a fork: while its parent is not erased
-                tombstone_check(self._t, self._tombstones, parent if parent is not None else record.run_id),
-                *extra,
-            ])
+            self._c.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._t,
+                            "Item": to_item(item),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    # an id erased before its run exists is never created; a fork: while its parent is not erased
+                    tombstone_check(self._t, self._tombstones, parent if parent is not None else record.run_id),
+                    *extra,
+                ]
+            )
         except ClientError as exc:
             refuse_too_large(exc)
             if error_code(exc) == "TransactionCanceledException":
@@ -158,7 +179,9 @@ class DynamoRunStore:
 
     @staticmethod
     def _run_keys(run_id: str, state: bool = True) -> list[dict[str, Any]]:
-        sks = (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK) if state else (schema.RUN_SK, schema.RUN_FACTS_SK)
+        sks = (
+            (schema.RUN_SK, schema.RUN_FACTS_SK, schema.RUN_STATE_SK) if state else (schema.RUN_SK, schema.RUN_FACTS_SK)
+        )
         return [to_item({"pk": run_id, "sk": sk}) for sk in sks]
 
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
@@ -167,8 +190,9 @@ class DynamoRunStore:
         # and a BatchGetItem is not isolated from it (a torn read showed a new status with the old state), so a
         # consistent read is one TransactGetItems; an eventually consistent one a BatchGetItem
         if consistent:
-            resp = self._c.transact_get_items(TransactItems=[{"Get": {"TableName": self._t, "Key": key}}
-                                                             for key in self._run_keys(run_id)])
+            resp = self._c.transact_get_items(
+                TransactItems=[{"Get": {"TableName": self._t, "Key": key}} for key in self._run_keys(run_id)]
+            )
             raws = [r["Item"] for r in resp.get("Responses", []) if r.get("Item")]
         else:
             raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
@@ -182,8 +206,9 @@ class DynamoRunStore:
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
 
-    def get_runs(self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
-                 ) -> dict[str, RunRecord]:
+    def get_runs(
+        self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
+    ) -> dict[str, RunRecord]:
         """``get_run`` for many runs: their items (run, facts and, unless ``state`` is False, state) in BatchGetItem
         requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``). Runs absent,
         being erased or (unless ``include_expired``) expired are left out; without ``state`` a record's is None."""
@@ -202,22 +227,35 @@ class DynamoRunStore:
         return out
 
     def list_runs(
-        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,
-        created_between: tuple[str, str] | None = None, evals: bool = False,
+        self,
+        tenant: str,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        filters: dict[str, str],
+        *,
+        created_between: tuple[str, str] | None = None,
+        evals: bool = False,
     ) -> ListPage:
         """The tenant's runs, newest first (the tenant index; with ``evals`` its eval runs only, the sparse eval
         index); ``created_between`` (low, high) narrows the index's key condition to those ``createdAt`` range (its
         sort key starts with it). Start and next keys name the tenant index's attributes either way."""
-        found, next_key = self.list_run_ids(tenant, limit, start_key, filters, created_between=created_between,
-                                            evals=evals)
+        found, next_key = self.list_run_ids(
+            tenant, limit, start_key, filters, created_between=created_between, evals=evals
+        )
         # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
         got = self.get_runs(found)  # runs being erased or expired are left out
         runs = [got[run_id] for run_id in found if run_id in got]
         return ListPage(runs=runs, next_key=next_key)
 
     def list_run_ids(
-        self, tenant: str, limit: int, start_key: dict[str, Any] | None, filters: dict[str, str], *,
-        created_between: tuple[str, str] | None = None, evals: bool = False,
+        self,
+        tenant: str,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        filters: dict[str, str],
+        *,
+        created_between: tuple[str, str] | None = None,
+        evals: bool = False,
     ) -> tuple[list[str], dict[str, Any] | None]:
         """``list_runs`` without reading the runs: the ids of one page of the index, and the next page's key."""
         gsi = "gsi2" if evals else "gsi1"
@@ -231,8 +269,9 @@ class DynamoRunStore:
         }
         if created_between is not None:
             kwargs["KeyConditionExpression"] = f"{gsi}pk = :t AND {gsi}sk BETWEEN :lo AND :hi"
-            kwargs["ExpressionAttributeValues"].update({":lo": {"S": created_between[0]},
-                                                        ":hi": {"S": created_between[1]}})
+            kwargs["ExpressionAttributeValues"].update(
+                {":lo": {"S": created_between[0]}, ":hi": {"S": created_between[1]}}
+            )
         conds = [f"{schema.TTL_ATTRIBUTE} > :now"]
         names: dict[str, str] = {}
         for i, (k, v) in enumerate(sorted(filters.items())):
@@ -250,8 +289,17 @@ class DynamoRunStore:
         while True:
             resp = self._c.query(**kwargs)
             for raw in resp.get("Items", []):
-                found.append((raw["pk"]["S"], {"pk": raw["pk"]["S"], "sk": raw["sk"]["S"], "gsi1pk": raw[f"{gsi}pk"]["S"],
-                                               "gsi1sk": raw[f"{gsi}sk"]["S"]}))
+                found.append(
+                    (
+                        raw["pk"]["S"],
+                        {
+                            "pk": raw["pk"]["S"],
+                            "sk": raw["sk"]["S"],
+                            "gsi1pk": raw[f"{gsi}pk"]["S"],
+                            "gsi1sk": raw[f"{gsi}sk"]["S"],
+                        },
+                    )
+                )
             lek = resp.get("LastEvaluatedKey")
             if not lek:
                 next_key = None
@@ -282,17 +330,20 @@ class DynamoRunStore:
         for i, s in enumerate(allowed_from):
             values[f":a{i}"] = {"S": s}
             conds.append(f":a{i}")
-        update = {"Update": {
-            "TableName": self._t,
-            "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
-            "UpdateExpression": "SET #st = :s",
-            "ConditionExpression": f"attribute_exists(pk) AND #st IN ({', '.join(conds)})",
-            "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": values,
-        }}
+        update = {
+            "Update": {
+                "TableName": self._t,
+                "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                "UpdateExpression": "SET #st = :s",
+                "ConditionExpression": f"attribute_exists(pk) AND #st IN ({', '.join(conds)})",
+                "ExpressionAttributeNames": {"#st": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        }
         try:  # the status is a listed field: its index entry moves in the same transaction
-            self._c.transact_write_items(TransactItems=[update, *runitems.split(self._t, run_id,
-                                                                                {"status": status}).items])
+            self._c.transact_write_items(
+                TransactItems=[update, *runitems.split(self._t, run_id, {"status": status}).items]
+            )
             return True
         except ClientError as exc:
             if error_code(exc) == "TransactionCanceledException" and reasons(exc)[:1] == ["ConditionalCheckFailed"]:
@@ -301,8 +352,9 @@ class DynamoRunStore:
 
     def get_definition(self, run_id: str) -> dict[str, Any] | None:
         """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
-        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.DEFINITION_SK}),
-                                ConsistentRead=True)
+        resp = self._c.get_item(
+            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.DEFINITION_SK}), ConsistentRead=True
+        )
         if "Item" not in resp:
             return None
         return self._definition(from_item(resp["Item"]))
@@ -337,8 +389,8 @@ class DynamoRunStore:
         except ClientError as exc:
             refuse_too_large(exc)
             if error_code(exc) == "ConditionalCheckFailedException" or (
-                    error_code(exc) == "TransactionCanceledException"
-                    and reasons(exc)[:1] == ["ConditionalCheckFailed"]):
+                error_code(exc) == "TransactionCanceledException" and reasons(exc)[:1] == ["ConditionalCheckFailed"]
+            ):
                 raise ConflictError("run moved") from exc
             raise
 
@@ -351,11 +403,12 @@ class DynamoRunStore:
         refused: set[str] = set()
         todo = list(entries)
         for at in range(0, len(todo), AUX_PER_TRANSACTION):
-            chunk = todo[at:at + AUX_PER_TRANSACTION]
+            chunk = todo[at : at + AUX_PER_TRANSACTION]
             conflicts = 0
             while chunk:
-                actions: list[dict[str, Any]] = [self._aux_put(run_id, sk, value, expires_at)
-                                                 for run_id, sk, value, expires_at in chunk]
+                actions: list[dict[str, Any]] = [
+                    self._aux_put(run_id, sk, value, expires_at) for run_id, sk, value, expires_at in chunk
+                ]
                 checked = list(dict.fromkeys(e[0] for e in chunk))  # one check per run (one action per item)
                 actions += [tombstone_check(self._t, self._tombstones, run_id) for run_id in checked]
                 try:
@@ -365,8 +418,10 @@ class DynamoRunStore:
                     refuse_too_large(exc)
                     if error_code(exc) != "TransactionCanceledException":
                         raise
-                    why = reasons(exc)[len(chunk):]
-                    gone = {run_id for run_id, code in zip(checked, why, strict=False) if code == "ConditionalCheckFailed"}
+                    why = reasons(exc)[len(chunk) :]
+                    gone = {
+                        run_id for run_id, code in zip(checked, why, strict=False) if code == "ConditionalCheckFailed"
+                    }
                     if not gone:
                         conflicts += 1
                         if conflicts >= BATCH_WRITE_ATTEMPTS:
@@ -395,22 +450,31 @@ class DynamoRunStore:
 
     def _aux_put(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> dict[str, Any]:
         """The transaction action that writes an auxiliary item (its document under ``doc``, the run's TTL)."""
-        return {"Put": {"TableName": self._t, "Item": to_item({"pk": run_id, "sk": sk, "doc": dump(value),
-                                                               schema.TTL_ATTRIBUTE: expires_at})}}
+        return {
+            "Put": {
+                "TableName": self._t,
+                "Item": to_item({"pk": run_id, "sk": sk, "doc": dump(value), schema.TTL_ATTRIBUTE: expires_at}),
+            }
+        }
 
     def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None:
         """Write an auxiliary item; a late write for an erased run fails (``RunGoneError``): its tombstone blocks it."""
         try:
-            self._c.transact_write_items(TransactItems=[self._aux_put(run_id, sk, value, expires_at),
-                                                        tombstone_check(self._t, self._tombstones, run_id)])
+            self._c.transact_write_items(
+                TransactItems=[
+                    self._aux_put(run_id, sk, value, expires_at),
+                    tombstone_check(self._t, self._tombstones, run_id),
+                ]
+            )
         except ClientError as exc:
             refuse_too_large(exc)
             if error_code(exc) == "TransactionCanceledException":
                 raise RunGoneError(run_id) from exc
             raise
 
-    def claim_effect(self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int, *,
-                     stale_before: str | None = None) -> bool:
+    def claim_effect(
+        self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int, *, stale_before: str | None = None
+    ) -> bool:
         """Record the intent of an outside effect under the run, only while the run is writable (one transaction).
 
         True when newly claimed, False when this effect key was claimed before (a retried step);
@@ -418,13 +482,18 @@ class DynamoRunStore:
         With ``stale_before`` (an ISO time) a claim made before it, or one that names no time, is taken over in the
         same write (its claimant is gone), and the claim records ``value["at"]`` as its time.
         """
-        item: dict[str, Any] = {"pk": run_id, "sk": f"{schema.EFFECT_PREFIX}{effect_key}", "doc": dump(value),
-                                schema.TTL_ATTRIBUTE: expires_at}
+        item: dict[str, Any] = {
+            "pk": run_id,
+            "sk": f"{schema.EFFECT_PREFIX}{effect_key}",
+            "doc": dump(value),
+            schema.TTL_ATTRIBUTE: expires_at,
+        }
         put: dict[str, Any] = {"TableName": self._t, "ConditionExpression": "attribute_not_exists(pk)"}
         if stale_before is not None:
             item["claimedAt"] = str(value["at"])
-            put["ConditionExpression"] = ("attribute_not_exists(pk) OR attribute_not_exists(claimedAt)"
-                                          " OR claimedAt < :stale")
+            put["ConditionExpression"] = (
+                "attribute_not_exists(pk) OR attribute_not_exists(claimedAt) OR claimedAt < :stale"
+            )
             put["ExpressionAttributeValues"] = {":stale": {"S": stale_before}}
         put["Item"] = to_item(item)
         return effect_transaction(self._c, [{"Put": put}, writable_check(self._t, run_id)], run_id)
@@ -437,16 +506,30 @@ class DynamoRunStore:
         doc: dict[str, Any] = json.loads(from_item(raw)["doc"])
         return doc
 
-    def query_aux(self, run_id: str, prefix: str, *, between: tuple[str, str] | None = None
-                  ) -> list[tuple[str, dict[str, Any]]]:
+    def query_aux(
+        self, run_id: str, prefix: str, *, between: tuple[str, str] | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
         """The run's aux items whose sort key starts with ``prefix``, or lies ``between`` (low, high) inclusive.
         Only their sort key and document are read (not the partition key or the TTL: bytes on the wire)."""
         out: list[tuple[str, dict[str, Any]]] = []
-        cond = partition_condition(run_id, prefix) if between is None else {
-            "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
-            "ExpressionAttributeValues": {":p": {"S": run_id}, ":a": {"S": between[0]}, ":b": {"S": between[1]}}}
-        for raw in query_all(self._c, {"TableName": self._t, "ConsistentRead": True, "ProjectionExpression": "sk, #d",
-                                       "ExpressionAttributeNames": {"#d": "doc"}, **cond}):
+        cond = (
+            partition_condition(run_id, prefix)
+            if between is None
+            else {
+                "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+                "ExpressionAttributeValues": {":p": {"S": run_id}, ":a": {"S": between[0]}, ":b": {"S": between[1]}},
+            }
+        )
+        for raw in query_all(
+            self._c,
+            {
+                "TableName": self._t,
+                "ConsistentRead": True,
+                "ProjectionExpression": "sk, #d",
+                "ExpressionAttributeNames": {"#d": "doc"},
+                **cond,
+            },
+        ):
             it = from_item(raw)
             out.append((it["sk"], json.loads(it["doc"])))
         return out
@@ -478,6 +561,8 @@ class DynamoRunStore:
         never the run id."""
         self._c.put_item(
             TableName=self._t,
-            Item={**self._tombstones.key(run_id),
-                  **to_item({"tenant": tenant, "erasedAt": at, schema.TTL_ATTRIBUTE: expires_at})},
+            Item={
+                **self._tombstones.key(run_id),
+                **to_item({"tenant": tenant, "erasedAt": at, schema.TTL_ATTRIBUTE: expires_at}),
+            },
         )

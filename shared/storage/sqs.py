@@ -32,6 +32,8 @@ def _lanes(messages: Sequence[QueueMessage], most: int) -> list[list[QueueMessag
     for group in sorted(groups.values(), key=len, reverse=True):
         min(lanes, key=len).extend(group)
     return [lane for lane in lanes if lane]
+
+
 MAX_VISIBILITY_S = 12 * 3600
 
 
@@ -58,17 +60,20 @@ class SqsQueue:
         from concurrent.futures import ThreadPoolExecutor
 
         self._c  # noqa: B018 - the client is built once, before the senders share it
-        with ThreadPoolExecutor(max_workers=len(lanes),
-                                thread_name_prefix=threading.current_thread().name + "-send") as pool:
+        with ThreadPoolExecutor(
+            max_workers=len(lanes), thread_name_prefix=threading.current_thread().name + "-send"
+        ) as pool:
             return sum(pool.map(self._send_in_order, lanes))
 
     def _send_in_order(self, messages: Sequence[QueueMessage]) -> int:
         sent = 0
         for start in range(0, len(messages), MAX_BATCH):
-            chunk = {str(i): m for i, m in enumerate(messages[start:start + MAX_BATCH])}
+            chunk = {str(i): m for i, m in enumerate(messages[start : start + MAX_BATCH])}
             for attempt in range(4):
-                entries = [{"Id": i, "MessageBody": m.body, "MessageGroupId": m.group,
-                            "MessageDeduplicationId": m.dedup_id} for i, m in chunk.items()]
+                entries = [
+                    {"Id": i, "MessageBody": m.body, "MessageGroupId": m.group, "MessageDeduplicationId": m.dedup_id}
+                    for i, m in chunk.items()
+                ]
                 answer = self._c.send_message_batch(QueueUrl=self.url, Entries=entries)
                 sent += len(answer.get("Successful", []))
                 failed = answer.get("Failed", [])
@@ -77,12 +82,13 @@ class SqsQueue:
                 if any(f.get("SenderFault") for f in failed) or attempt == 3:
                     raise StorageError(f"{len(failed)} queue messages were not accepted")
                 chunk = {f["Id"]: chunk[f["Id"]] for f in failed}
-                time.sleep(0.1 * (2 ** attempt))
+                time.sleep(0.1 * (2**attempt))
         return sent
 
     def retry_later(self, receipts: Sequence[tuple[str, int]]) -> None:
         for start in range(0, len(receipts), MAX_BATCH):
-            entries = [{"Id": str(i), "ReceiptHandle": handle,
-                        "VisibilityTimeout": max(0, min(int(delay), MAX_VISIBILITY_S))}
-                       for i, (handle, delay) in enumerate(receipts[start:start + MAX_BATCH])]
+            entries = [
+                {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": max(0, min(int(delay), MAX_VISIBILITY_S))}
+                for i, (handle, delay) in enumerate(receipts[start : start + MAX_BATCH])
+            ]
             self._c.change_message_visibility_batch(QueueUrl=self.url, Entries=entries)

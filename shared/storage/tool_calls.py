@@ -32,8 +32,9 @@ from shared.storage.ddb import (
 class DynamoToolCallStore:
     """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
 
-    def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str,
-                 tombstones: Tombstones) -> None:
+    def __init__(
+        self, client: Any, table: str, runs_table: str, blobs: BlobStore, host_table: str, tombstones: Tombstones
+    ) -> None:
         self._c = client
         self._t = table
         self._runs = runs_table
@@ -44,10 +45,19 @@ class DynamoToolCallStore:
     @staticmethod
     def _to_doc(r: ToolCallRecord) -> dict[str, Any]:
         return {
-            "agentId": r.agent_id, "invocationId": r.invocation_id, "delegate": r.delegate,
-            "toolName": r.tool_name, "callId": r.call_id, "args": r.args, "status": r.status,
-            "result": r.result, "error": r.error, "source": r.source, "startedAt": r.started_at,
-            "durationMs": r.duration_ms, "extra": r.extra,
+            "agentId": r.agent_id,
+            "invocationId": r.invocation_id,
+            "delegate": r.delegate,
+            "toolName": r.tool_name,
+            "callId": r.call_id,
+            "args": r.args,
+            "status": r.status,
+            "result": r.result,
+            "error": r.error,
+            "source": r.source,
+            "startedAt": r.started_at,
+            "durationMs": r.duration_ms,
+            "extra": r.extra,
         }
 
     def _item(self, record: ToolCallRecord, expires_at: int) -> dict[str, Any]:
@@ -62,27 +72,37 @@ class DynamoToolCallStore:
             item["doc"] = doc
         return item
 
-    def put_calls(self, run_id: str, records: list[ToolCallRecord], expires_at: int,
-                  aux: tuple[str, dict[str, Any]] | None = None) -> None:
+    def put_calls(
+        self, run_id: str, records: list[ToolCallRecord], expires_at: int, aux: tuple[str, dict[str, Any]] | None = None
+    ) -> None:
         """Write records whose outcomes are deterministic (no effect was claimed for them: a retried step rewrites
         them equal) and, last, one auxiliary item of the run, only while the run is writable: one transaction per
         98 items (usually one in all). ``ConflictError`` when the run is not writable: the last transaction, the
         one holding ``aux``, writes nothing."""
         items = [{"Put": {"TableName": self._t, "Item": to_item(self._item(r, expires_at))}} for r in records]
         if aux is not None:
-            items.append({"Put": {"TableName": self._runs, "Item": to_item({
-                "pk": run_id, "sk": aux[0], "doc": dump(aux[1]), schema.TTL_ATTRIBUTE: expires_at})}})
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self._runs,
+                        "Item": to_item(
+                            {"pk": run_id, "sk": aux[0], "doc": dump(aux[1]), schema.TTL_ATTRIBUTE: expires_at}
+                        ),
+                    }
+                }
+            )
         for at in range(0, len(items), 98):
             try:
-                self._c.transact_write_items(TransactItems=[*items[at:at + 98], writable_check(self._runs, run_id)])
+                self._c.transact_write_items(TransactItems=[*items[at : at + 98], writable_check(self._runs, run_id)])
             except ClientError as exc:
                 refuse_too_large(exc)
                 if error_code(exc) == "TransactionCanceledException":
                     raise ConflictError(f"run {run_id} is not writable") from exc
                 raise
 
-    def put_counted_call(self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str],
-                         expected: int) -> tuple[str, int | None]:
+    def put_counted_call(
+        self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str], expected: int
+    ) -> tuple[str, int | None]:
         """A counter increment and its call's record in one transaction, only while the run is writable.
 
         The record (``record.result`` holds the new count) is written once per call key, so it is the increment's
@@ -91,16 +111,24 @@ class DynamoToolCallStore:
         written: try again from ``current``); ``("recorded", None)`` when the call was recorded before (a retried
         step: its record holds its outcome). ``ConflictError`` when the run is not writable.
         """
-        put = {"Put": {"TableName": self._t, "Item": to_item(self._item(record, expires_at)),
-                       "ConditionExpression": "attribute_not_exists(callKey)"}}
-        update = {"Update": {
-            "TableName": self._host, "Key": to_item({"pk": counter[0], "sk": counter[1]}),
-            "UpdateExpression": "SET #c = :new",
-            "ConditionExpression": "#c = :old" if expected else "attribute_not_exists(#c) OR #c = :old",
-            "ExpressionAttributeNames": {"#c": "count"},
-            "ExpressionAttributeValues": {":old": {"N": str(expected)}, ":new": {"N": str(expected + 1)}},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }}
+        put = {
+            "Put": {
+                "TableName": self._t,
+                "Item": to_item(self._item(record, expires_at)),
+                "ConditionExpression": "attribute_not_exists(callKey)",
+            }
+        }
+        update = {
+            "Update": {
+                "TableName": self._host,
+                "Key": to_item({"pk": counter[0], "sk": counter[1]}),
+                "UpdateExpression": "SET #c = :new",
+                "ConditionExpression": "#c = :old" if expected else "attribute_not_exists(#c) OR #c = :old",
+                "ExpressionAttributeNames": {"#c": "count"},
+                "ExpressionAttributeValues": {":old": {"N": str(expected)}, ":new": {"N": str(expected + 1)}},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
         try:
             self._c.transact_write_items(TransactItems=[put, update, writable_check(self._runs, record.run_id)])
             return "written", expected + 1
@@ -121,12 +149,19 @@ class DynamoToolCallStore:
         """Write once. False when this call key is already recorded (a retried step)."""
         item = self._item(record, expires_at)
         try:
-            self._c.transact_write_items(TransactItems=[
-                {"Put": {"TableName": self._t, "Item": to_item(item),
-                         "ConditionExpression": "attribute_not_exists(callKey)"}},
-                # A late write for an erased run must fail: its tombstone blocks it.
-                tombstone_check(self._runs, self._tombstones, record.run_id),
-            ])
+            self._c.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._t,
+                            "Item": to_item(item),
+                            "ConditionExpression": "attribute_not_exists(callKey)",
+                        }
+                    },
+                    # A late write for an erased run must fail: its tombstone blocks it.
+                    tombstone_check(self._runs, self._tombstones, record.run_id),
+                ]
+            )
             return True
         except ClientError as exc:
             if error_code(exc) == "TransactionCanceledException":
@@ -144,15 +179,27 @@ class DynamoToolCallStore:
         if doc is None:
             raise RunGoneError(run_id)
         return ToolCallRecord(
-            run_id=run_id, call_key=it["callKey"], agent_id=doc["agentId"], invocation_id=doc["invocationId"],
-            delegate=bool(doc["delegate"]), tool_name=doc["toolName"], call_id=doc["callId"], args=doc["args"],
-            status=doc["status"], result=doc.get("result"), error=doc.get("error"), source=doc.get("source", "live"),
-            started_at=doc.get("startedAt", ""), duration_ms=doc.get("durationMs"), extra=doc.get("extra") or {},
+            run_id=run_id,
+            call_key=it["callKey"],
+            agent_id=doc["agentId"],
+            invocation_id=doc["invocationId"],
+            delegate=bool(doc["delegate"]),
+            tool_name=doc["toolName"],
+            call_id=doc["callId"],
+            args=doc["args"],
+            status=doc["status"],
+            result=doc.get("result"),
+            error=doc.get("error"),
+            source=doc.get("source", "live"),
+            started_at=doc.get("startedAt", ""),
+            duration_ms=doc.get("durationMs"),
+            extra=doc.get("extra") or {},
         )
 
     def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None:
-        resp = self._c.get_item(TableName=self._t, Key=to_item({"runId": run_id, "callKey": call_key}),
-                                ConsistentRead=True)
+        resp = self._c.get_item(
+            TableName=self._t, Key=to_item({"runId": run_id, "callKey": call_key}), ConsistentRead=True
+        )
         return self._from(resp["Item"], run_id) if "Item" in resp else None
 
     def get_calls(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ToolCallRecord]:
@@ -161,9 +208,14 @@ class DynamoToolCallStore:
         wanted = [to_item({"runId": run_id, "callKey": key}) for run_id, key in dict.fromkeys(keys)]
         out: dict[tuple[str, str], ToolCallRecord] = {}
         for at in range(0, len(wanted), BATCH_GET_SIZE):
-            request = {self._t: {"Keys": wanted[at:at + BATCH_GET_SIZE], "ConsistentRead": True,
-                                 "ProjectionExpression": "runId, callKey, #d, docRef",
-                                 "ExpressionAttributeNames": {"#d": "doc"}}}
+            request = {
+                self._t: {
+                    "Keys": wanted[at : at + BATCH_GET_SIZE],
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "runId, callKey, #d, docRef",
+                    "ExpressionAttributeNames": {"#d": "doc"},
+                }
+            }
             for raw in batch_get_tables(self._c, request).get(self._t, []):
                 rec = self._from(raw, raw["runId"]["S"])
                 out[(rec.run_id, rec.call_key)] = rec

@@ -41,8 +41,7 @@ class _OtelSpan:
 class OtelTracing:
     """The ``Tracing`` port: spans from one SDK ``TracerProvider`` to ``exporter``."""
 
-    def __init__(self, exporter: Any, *, service_name: str, capture_content: bool = False,
-                 batch: bool = True) -> None:
+    def __init__(self, exporter: Any, *, service_name: str, capture_content: bool = False, batch: bool = True) -> None:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -58,12 +57,21 @@ class OtelTracing:
         function, such as the ADOT Lambda layer's, which forwards to X-Ray)."""
         from shared.telemetry.otlp_json import OtlpJsonSpanExporter
 
-        return cls(OtlpJsonSpanExporter(endpoint, timeout_s=EXPORT_TIMEOUT_S), service_name=service_name,
-                   capture_content=capture_content)
+        return cls(
+            OtlpJsonSpanExporter(endpoint, timeout_s=EXPORT_TIMEOUT_S),
+            service_name=service_name,
+            capture_content=capture_content,
+        )
 
     @contextmanager
-    def span(self, name: str, attributes: Mapping[str, AttrValue] | None = None, *, parent: str | None = None,
-             kind: str = "internal") -> Iterator[Span]:
+    def span(
+        self,
+        name: str,
+        attributes: Mapping[str, AttrValue] | None = None,
+        *,
+        parent: str | None = None,
+        kind: str = "internal",
+    ) -> Iterator[Span]:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         context = None
@@ -72,8 +80,14 @@ class OtelTracing:
 
             context = TraceContextTextMapPropagator().extract({"traceparent": parent})
         span_kind = SpanKind.CLIENT if kind == "client" else SpanKind.INTERNAL
-        with self._tracer.start_as_current_span(name, context=context, kind=span_kind, attributes=attributes,
-                                                record_exception=False, set_status_on_exception=False) as sp:
+        with self._tracer.start_as_current_span(
+            name,
+            context=context,
+            kind=span_kind,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as sp:
             try:
                 yield _OtelSpan(sp)
             except BaseException as exc:

@@ -38,10 +38,14 @@ def _span(s: ReadableSpan) -> dict[str, Any]:
     ctx = s.get_span_context()
     assert ctx is not None
     out: dict[str, Any] = {
-        "traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}", "name": s.name,
+        "traceId": f"{ctx.trace_id:032x}",
+        "spanId": f"{ctx.span_id:016x}",
+        "name": s.name,
         "kind": s.kind.value + 1,  # the API's INTERNAL=0, SERVER, CLIENT...; OTLP's SPAN_KIND_INTERNAL=1, ...
-        "startTimeUnixNano": str(s.start_time or 0), "endTimeUnixNano": str(s.end_time or 0),
-        "attributes": _attributes(s.attributes), "status": {"code": s.status.status_code.value},
+        "startTimeUnixNano": str(s.start_time or 0),
+        "endTimeUnixNano": str(s.end_time or 0),
+        "attributes": _attributes(s.attributes),
+        "status": {"code": s.status.status_code.value},
     }
     if s.parent is not None:
         out["parentSpanId"] = f"{s.parent.span_id:016x}"
@@ -57,9 +61,13 @@ def encode(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
         groups.setdefault(key, (s.resource, scope, []))[2].append(_span(s))
     by_resource: dict[int, dict[str, Any]] = {}
     for resource, scope, items in groups.values():
-        entry = by_resource.setdefault(id(resource), {
-            "resource": {"attributes": _attributes(resource.attributes if resource is not None else {})},
-            "scopeSpans": []})
+        entry = by_resource.setdefault(
+            id(resource),
+            {
+                "resource": {"attributes": _attributes(resource.attributes if resource is not None else {})},
+                "scopeSpans": [],
+            },
+        )
         entry["scopeSpans"].append({"scope": {"name": scope}, "spans": items})
     return {"resourceSpans": list(by_resource.values())}
 
@@ -75,8 +83,9 @@ class OtlpJsonSpanExporter(SpanExporter):
         if not spans:
             return SpanExportResult.SUCCESS
         body = json.dumps(encode(spans), separators=(",", ":")).encode("utf-8")
-        req = urllib.request.Request(self._endpoint, data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self._endpoint, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self._timeout_s) as resp:  # noqa: S310 (the operator's endpoint)
                 return SpanExportResult.SUCCESS if 200 <= resp.status < 300 else SpanExportResult.FAILURE

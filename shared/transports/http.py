@@ -39,8 +39,9 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float, connect: Connect,
-                 context: ssl.SSLContext) -> None:
+    def __init__(
+        self, host: str, port: int, address: str, timeout: float, connect: Connect, context: ssl.SSLContext
+    ) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
         self._address = address
         self._connect = connect
@@ -52,14 +53,16 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
 
 class GuardedHttpTransport:
-    def __init__(self, policy: EgressPolicy, *, connect: Connect | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, policy: EgressPolicy, *, connect: Connect | None = None, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._policy = policy
         self._connect = connect or _default_connect
         self._ssl = ssl_context
 
-    def send(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, timeout_s: float,
-             max_bytes: int) -> HttpReply:
+    def send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, timeout_s: float, max_bytes: int
+    ) -> HttpReply:
         target = check_url(self._policy, url, "tool")  # EgressRefusedError before any connection
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

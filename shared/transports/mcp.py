@@ -76,19 +76,34 @@ class McpSdkTransport:
         """One ``server/discover`` at ``revision``: the server's answer, or its refusal of the revision."""
         return _run(self._discover, self._target(url), headers, timeout_s, revision)
 
-    def list_tools(self, url: str, headers: dict[str, str], *, discovered: McpDiscovery,
-                   timeout_s: float) -> list[dict[str, Any]]:
+    def list_tools(
+        self, url: str, headers: dict[str, str], *, discovered: McpDiscovery, timeout_s: float
+    ) -> list[dict[str, Any]]:
         """Every tool the server lists (all pages, server order), each as the JSON object the server sent."""
         return _run(self._list_tools, self._target(url), headers, timeout_s, _accepted(discovered))
 
-    def call_tool(self, url: str, headers: dict[str, str], name: str, arguments: dict[str, Any], *,
-                  meta: dict[str, Any], discovered: McpDiscovery, timeout_s: float) -> dict[str, Any]:
+    def call_tool(
+        self,
+        url: str,
+        headers: dict[str, str],
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        meta: dict[str, Any],
+        discovered: McpDiscovery,
+        timeout_s: float,
+    ) -> dict[str, Any]:
         """The server's ``CallToolResult`` as JSON (``isError: true`` included); ``meta`` goes out as ``_meta``."""
-        return _run(self._request, self._target(url), headers, timeout_s, _accepted(discovered),
-                    McpOp("tools/call", name=name, arguments=arguments, meta=meta))
+        return _run(
+            self._request,
+            self._target(url),
+            headers,
+            timeout_s,
+            _accepted(discovered),
+            McpOp("tools/call", name=name, arguments=arguments, meta=meta),
+        )
 
-    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str,
-                 timeout_s: float) -> McpExchange:
+    def exchange(self, url: str, headers: dict[str, str], op: McpOp, *, revision: str, timeout_s: float) -> McpExchange:
         """The probe at ``revision`` and, when the server accepts it, ``op`` over the same connections: one name
         lookup, one ``timeout_s`` for the whole. A failure before the server's answer to the probe raises as
         ``discover``'s would; one after it is the exchange's ``error``, beside the probe's answer."""
@@ -98,8 +113,7 @@ class McpSdkTransport:
         """The URL's destination, checked by the egress guard (``EgressRefusedError`` before any connection)."""
         return check_url(self._policy, url, "MCP server")
 
-    async def _discover(self, target: Target, headers: dict[str, str], timeout_s: float,
-                        revision: str) -> McpDiscovery:
+    async def _discover(self, target: Target, headers: dict[str, str], timeout_s: float, revision: str) -> McpDiscovery:
         async with self._http(target, headers, timeout_s) as http:
             return await self._probe(self._sdk(target, http, timeout_s, revision, None), revision)
 
@@ -115,13 +129,15 @@ class McpSdkTransport:
                 if exc.code not in REVISION_REFUSALS:
                     raise
                 supported = _supported(getattr(exc.error, "data", None)) if exc.code == -32022 else ()
-                return McpDiscovery(revision, None, supported,
-                                    _clip(f"the MCP server answered with error {exc.code}: {exc.message}"))
+                return McpDiscovery(
+                    revision, None, supported, _clip(f"the MCP server answered with error {exc.code}: {exc.message}")
+                )
         types.DiscoverResult.model_validate(raw)  # not a DiscoverResult: not MCP (a ValidationError, translated)
         return McpDiscovery(revision, copy.deepcopy(raw), _supported(raw, key="supportedVersions"))
 
-    async def _exchange(self, target: Target, headers: dict[str, str], timeout_s: float, revision: str,
-                        op: McpOp) -> McpExchange:
+    async def _exchange(
+        self, target: Target, headers: dict[str, str], timeout_s: float, revision: str, op: McpOp
+    ) -> McpExchange:
         import anyio
 
         deadline = anyio.current_time() + timeout_s
@@ -141,11 +157,14 @@ class McpSdkTransport:
                 return McpExchange(discovery, None, failure)
         return McpExchange(discovery, result)
 
-    async def _list_tools(self, target: Target, headers: dict[str, str], timeout_s: float,
-                          discovered: McpDiscovery) -> list[dict[str, Any]]:
+    async def _list_tools(
+        self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery
+    ) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
-        async with self._http(target, headers, timeout_s) as http, \
-                self._sdk(target, http, timeout_s, discovered.revision, discovered.result) as client:
+        async with (
+            self._http(target, headers, timeout_s) as http,
+            self._sdk(target, http, timeout_s, discovered.revision, discovered.result) as client,
+        ):
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor)
@@ -157,10 +176,13 @@ class McpSdkTransport:
                     return tools
         raise TransportError(f"the MCP server's tool list runs past {MAX_PAGES} pages")
 
-    async def _request(self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery,
-                       op: McpOp) -> dict[str, Any]:
-        async with self._http(target, headers, timeout_s) as http, \
-                self._sdk(target, http, timeout_s, discovered.revision, discovered.result) as client:
+    async def _request(
+        self, target: Target, headers: dict[str, str], timeout_s: float, discovered: McpDiscovery, op: McpOp
+    ) -> dict[str, Any]:
+        async with (
+            self._http(target, headers, timeout_s) as http,
+            self._sdk(target, http, timeout_s, discovered.revision, discovered.result) as client,
+        ):
             return await _perform(client, op, timeout_s)
 
     def _http(self, target: Target, headers: dict[str, str], timeout_s: float) -> Any:
@@ -195,21 +217,24 @@ async def _perform(client: Any, op: McpOp, timeout_s: float) -> dict[str, Any]:
     import mcp_types as types
 
     if op.method == "tools/list":
-        raw = await _raw(client, types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=op.cursor)),
-                         timeout_s)
+        raw = await _raw(
+            client, types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=op.cursor)), timeout_s
+        )
         types.ListToolsResult.model_validate(raw)
         return raw
     if op.method == "resources/read":
-        raw = await _raw(client, types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=op.uri)),
-                         timeout_s)
+        raw = await _raw(
+            client, types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=op.uri)), timeout_s
+        )
         _complete(raw)
         types.ReadResourceResult.model_validate(raw)
         return raw
     if op.method != "tools/call":
         raise ValueError(f"not an MCP request this host sends: {op.method}")
     await _find_tool(client, op.name)
-    request = types.CallToolRequest(params=types.CallToolRequestParams(name=op.name, arguments=op.arguments or {},
-                                                                       _meta=op.meta or None))
+    request = types.CallToolRequest(
+        params=types.CallToolRequestParams(name=op.name, arguments=op.arguments or {}, _meta=op.meta or None)
+    )
     raw = await _raw(client, request, timeout_s)
     _complete(raw)
     result = types.CallToolResult.model_validate(raw)
@@ -242,8 +267,9 @@ async def _raw(client: Any, request: Any, timeout_s: float) -> dict[str, Any]:
     """One request through the SDK's session (stamped with the revision, checked against it): its result JSON."""
     from pydantic import TypeAdapter
 
-    raw: dict[str, Any] = await client.session.send_request(request, TypeAdapter(dict[str, Any]),
-                                                            request_read_timeout_seconds=timeout_s)
+    raw: dict[str, Any] = await client.session.send_request(
+        request, TypeAdapter(dict[str, Any]), request_read_timeout_seconds=timeout_s
+    )
     return copy.deepcopy(raw)
 
 
@@ -260,8 +286,14 @@ async def _find_tool(client: Any, name: str) -> None:
     raise TransportError(_clip(f"the MCP server does not list a tool named {name!r}"))
 
 
-def _run(fn: Callable[..., Awaitable[Any]], target: Target, headers: dict[str, str], timeout_s: float,
-         *args: Any, bounded: bool = True) -> Any:
+def _run(
+    fn: Callable[..., Awaitable[Any]],
+    target: Target,
+    headers: dict[str, str],
+    timeout_s: float,
+    *args: Any,
+    bounded: bool = True,
+) -> Any:
     """``fn`` in an event loop of its own, within ``timeout_s`` (unless ``fn`` keeps its own deadline: ``bounded``
     False), what the SDK raised translated to the port's errors."""
     import anyio
@@ -300,8 +332,17 @@ def _translate(exc: BaseException) -> BaseException:
     from pydantic import ValidationError
 
     leaves = _leaves(exc)
-    for kind in (EgressRefusedError, TransportError, MCPError, TimeoutError, httpx2.TimeoutException,
-                 httpcore2.TimeoutException, httpx2.TransportError, httpcore2.NetworkError, ValidationError):
+    for kind in (
+        EgressRefusedError,
+        TransportError,
+        MCPError,
+        TimeoutError,
+        httpx2.TimeoutException,
+        httpcore2.TimeoutException,
+        httpx2.TransportError,
+        httpcore2.NetworkError,
+        ValidationError,
+    ):
         for leaf in leaves:
             if not isinstance(leaf, kind):
                 continue
@@ -341,8 +382,14 @@ def _pinned_transport_class() -> Any:
             self._connect = connect
             self._anyio = AnyIOBackend()
 
-        async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                              local_address: str | None = None, socket_options: Any = None) -> Any:
+        async def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> Any:
             if host.lower().rstrip(".") != self._host or port != self._port:
                 raise httpcore2.ConnectError("not the destination the egress guard checked")
             last: Exception | None = None
@@ -355,8 +402,7 @@ def _pinned_transport_class() -> Any:
                     last = exc  # this address does not accept: try the next one the guard passed
             raise last or httpcore2.ConnectError("no address to connect to")
 
-        async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                      socket_options: Any = None) -> Any:
+        async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> Any:
             raise httpcore2.ConnectError("unix sockets are not an MCP destination")
 
         async def sleep(self, seconds: float) -> None:

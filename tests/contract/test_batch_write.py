@@ -67,8 +67,13 @@ def _puts(pk: str, n: int) -> list[dict[str, Any]]:
 
 
 def _count(ddb: Any, table: str, pk: str) -> int:
-    resp = ddb.query(TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": pk}},
-                     Select="COUNT", ConsistentRead=True)
+    resp = ddb.query(
+        TableName=table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": pk}},
+        Select="COUNT",
+        ConsistentRead=True,
+    )
     return int(resp["Count"])
 
 
@@ -121,8 +126,18 @@ def test_fork_prefix_copy_and_erasure_survive_unprocessed_items(local_aws, ddb):
     ports = get_ports()
     store = DynamoEventStore(ddb, ports.settings.events_table, ports.settings.runs_table, ports.blobs)
     run_id = f"tenant-c/{unique('r-batch')}"
-    events = [{"eventId": ports.ids.event_id(run_id, s), "runId": run_id, "type": "node.started", "payload": {},
-               "timestamp": ports.clock.iso(), "sequence": s, "schemaVersion": 1} for s in range(300)]
+    events = [
+        {
+            "eventId": ports.ids.event_id(run_id, s),
+            "runId": run_id,
+            "type": "node.started",
+            "payload": {},
+            "timestamp": ports.clock.iso(),
+            "sequence": s,
+            "schemaVersion": 1,
+        }
+        for s in range(300)
+    ]
     fault = UnprocessedFault(ddb, faulty_calls=2)
     try:
         # When a fork prefix of 300 events is copied (four pages of at most 99 events: one request's worth)

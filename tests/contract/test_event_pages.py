@@ -30,22 +30,40 @@ def ports(local_aws):
 
 
 def _run(ports: Any) -> RunRecord:
-    rec = RunRecord(run_id=f"tenant-c/{unique('r-pages')}", tenant="tenant-c", status="running", last_seq=-1,
-                    created_at=ports.clock.iso(), data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
-                    expires_at=ports.clock.now_ms() // 1000 + 3600)
+    rec = RunRecord(
+        run_id=f"tenant-c/{unique('r-pages')}",
+        tenant="tenant-c",
+        status="running",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
     ports.runs.create_run(rec)
     return rec
 
 
 def _ev(ports: Any, run_id: str, seq: int, **payload: Any) -> dict[str, Any]:
-    return {"eventId": ports.ids.event_id(run_id, seq), "runId": run_id, "type": "node.started",
-            "payload": payload, "timestamp": ports.clock.iso(), "sequence": seq, "schemaVersion": 1}
+    return {
+        "eventId": ports.ids.event_id(run_id, seq),
+        "runId": run_id,
+        "type": "node.started",
+        "payload": payload,
+        "timestamp": ports.clock.iso(),
+        "sequence": seq,
+        "schemaVersion": 1,
+    }
 
 
 def _stored(ports: Any, run_id: str) -> list[dict[str, Any]]:
     """The log's items as DynamoDB holds them, in key order."""
-    return list(ports.events._c.query(TableName=ports.settings.events_table, KeyConditionExpression="runId = :r",
-                                      ExpressionAttributeValues={":r": {"S": run_id}})["Items"])
+    return list(
+        ports.events._c.query(
+            TableName=ports.settings.events_table,
+            KeyConditionExpression="runId = :r",
+            ExpressionAttributeValues={":r": {"S": run_id}},
+        )["Items"]
+    )
 
 
 def _span(item: dict[str, Any]) -> tuple[int, int]:
@@ -151,11 +169,11 @@ def test_a_poll_page_answers_about_1_mb_of_events(ports):
     rec = _run(ports)
     events = [_ev(ports, rec.run_id, s, blob=os.urandom(56_500).hex()) for s in range(12)]
     for s in range(0, 12, 3):
-        ports.events.append_events(rec.run_id, s, events[s:s + 3])
+        ports.events.append_events(rec.run_id, s, events[s : s + 3])
     # When a poll reads from the start
     got = ports.events.read_page(rec.run_id, -1)
     # Then it answers whole pages until 1 MB of events is reached (then the client asks again from there)
-    assert [e["sequence"] for e in got] == list(range(12))[:len(got)]
+    assert [e["sequence"] for e in got] == list(range(12))[: len(got)]
     assert len(got) == 12 - 3 and len(json.dumps(got)) > 1_000_000 > len(json.dumps(got[:-3]))
     assert [e["sequence"] for e in ports.events.read_page(rec.run_id, 8)] == [9, 10, 11]
 
@@ -183,9 +201,17 @@ def test_rows_of_the_older_layout_read_with_the_pages_after_them(ports):
     rec = _run(ports)
     rows = [_ev(ports, rec.run_id, s, old=True) for s in range(3)]
     for ev in rows:
-        ports.events._c.put_item(TableName=ports.settings.events_table, Item=to_item(
-            {"runId": rec.run_id, "seq": ev["sequence"], "expiresAt": rec.expires_at,
-             "doc": json.dumps(ev, separators=(",", ":"))}))
+        ports.events._c.put_item(
+            TableName=ports.settings.events_table,
+            Item=to_item(
+                {
+                    "runId": rec.run_id,
+                    "seq": ev["sequence"],
+                    "expiresAt": rec.expires_at,
+                    "doc": json.dumps(ev, separators=(",", ":")),
+                }
+            ),
+        )
     ports.runs.set_progress(rec.run_id, -1, 2, {})
     # When events are appended after them
     ports.events.append_events(rec.run_id, 3, [_ev(ports, rec.run_id, s, old=False) for s in range(3, 8)])

@@ -29,8 +29,9 @@ def ports(local_aws):
 
 def _item_bytes(raw: dict[str, Any]) -> int:
     """An item's size as DynamoDB bills it: UTF-8 names plus values (numbers ~ digits / 2 + 1)."""
+
     def size(v: dict[str, Any]) -> int:
-        (kind, value), = v.items()
+        ((kind, value),) = v.items()
         if kind == "S":
             return len(value.encode("utf-8"))
         if kind == "N":
@@ -38,6 +39,7 @@ def _item_bytes(raw: dict[str, Any]) -> int:
         if kind == "B":
             return len(value)
         return len(json.dumps(value))
+
     return sum(len(k.encode("utf-8")) + size(v) for k, v in raw.items())
 
 
@@ -64,32 +66,54 @@ def _sk(item: dict[str, Any]) -> str:
 
 
 def _large_run(ports: Any, tenant: str = "tenant-p") -> RunRecord:
-    rec = RunRecord(run_id=f"{tenant}/{unique('r-part')}", tenant=tenant, status="pending", last_seq=-1,
-                    created_at=ports.clock.iso(),
-                    data={"kind": "workflow", "workflowId": "wf-part", "owner": {"tenant": tenant},
-                          "inputs": {"blob": "x" * 60_000}},  # 60 KB of creation facts, kept inline
-                    state={"variables": {"pad": "s" * 30_000}},  # a 30 KB inline state
-                    expires_at=ports.clock.now_ms() // 1000 + 3600)
+    rec = RunRecord(
+        run_id=f"{tenant}/{unique('r-part')}",
+        tenant=tenant,
+        status="pending",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data={
+            "kind": "workflow",
+            "workflowId": "wf-part",
+            "owner": {"tenant": tenant},
+            "inputs": {"blob": "x" * 60_000},
+        },  # 60 KB of creation facts, kept inline
+        state={"variables": {"pad": "s" * 30_000}},  # a 30 KB inline state
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
     ports.runs.create_run(rec)
     return rec
 
 
 def _ev(ports: Any, run_id: str, seq: int) -> dict[str, Any]:
-    return {"eventId": ports.ids.event_id(run_id, seq), "runId": run_id, "type": "node.started", "nodeId": "n",
-            "payload": {"nodeId": "n"}, "timestamp": ports.clock.iso(), "sequence": seq, "schemaVersion": 1}
+    return {
+        "eventId": ports.ids.event_id(run_id, seq),
+        "runId": run_id,
+        "type": "node.started",
+        "nodeId": "n",
+        "payload": {"nodeId": "n"},
+        "timestamp": ports.clock.iso(),
+        "sequence": seq,
+        "schemaVersion": 1,
+    }
 
 
 def test_an_append_that_changes_no_listed_field_writes_neither_the_index_entry_nor_the_facts(ports):
     # Given a running run with 60 KB of creation facts and a 30 KB state
     rec = _large_run(ports)
-    ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0)],
-                               run_updates={"status": "running", "startedAt": ports.clock.iso()})
+    ports.events.append_events(
+        rec.run_id, 0, [_ev(ports, rec.run_id, 0)], run_updates={"status": "running", "startedAt": ports.clock.iso()}
+    )
     index_before = _raw(ports, rec.run_id, schema.RUN_INDEX_SK)
     # When it appends events with a new state (what every engine task does) and a cursor
     state = {"variables": {"pad": "t" * 30_000}, "seq": 2}
     with _writes(ports) as sent:
-        ports.events.append_events(rec.run_id, 1, [_ev(ports, rec.run_id, 1), _ev(ports, rec.run_id, 2)],
-                                   run_updates={"state": state, "cursor": {"next": 3}})
+        ports.events.append_events(
+            rec.run_id,
+            1,
+            [_ev(ports, rec.run_id, 1), _ev(ports, rec.run_id, 2)],
+            run_updates={"state": state, "cursor": {"next": 3}},
+        )
     # Then the transaction writes the two events (one page, keyed by its last), the run item and the state item,
     # and nothing else
     assert sorted(map(_sk, sent)) == sorted([schema.RUN_SK, schema.RUN_STATE_SK, "seq 2"])
@@ -114,8 +138,9 @@ def test_an_append_that_changes_a_listed_field_moves_the_index_entry_with_it(por
     # When its last append completes it
     done_at = ports.clock.iso()
     with _writes(ports) as sent:
-        ports.events.append_events(rec.run_id, 1, [_ev(ports, rec.run_id, 1)],
-                                   run_updates={"status": "completed", "completedAt": done_at})
+        ports.events.append_events(
+            rec.run_id, 1, [_ev(ports, rec.run_id, 1)], run_updates={"status": "completed", "completedAt": done_at}
+        )
     # Then the index entry is written in the same transaction, with the listed fields only
     index_update = next(i["Update"] for i in sent if _sk(i) == schema.RUN_INDEX_SK)
     names = set(index_update["ExpressionAttributeNames"].values()) - {schema.TTL_ATTRIBUTE}  # (if_not_exists)
@@ -137,15 +162,28 @@ def test_the_run_item_stays_bounded_through_a_run_whatever_its_facts_and_state(p
     # When it runs 200 appends, each with a larger state, then fails with an error
     seq = 0
     for i in range(200):
-        ports.events.append_events(rec.run_id, seq, [_ev(ports, rec.run_id, seq)],
-                                   run_updates={"state": {"variables": {"pad": "s" * (30_000 + i * 10)}},
-                                                **({"status": "running"} if i == 0 else {})})
+        ports.events.append_events(
+            rec.run_id,
+            seq,
+            [_ev(ports, rec.run_id, seq)],
+            run_updates={
+                "state": {"variables": {"pad": "s" * (30_000 + i * 10)}},
+                **({"status": "running"} if i == 0 else {}),
+            },
+        )
         seq += 1
         if i % 50 == 0:
             sizes.append(_item_bytes(_raw(ports, rec.run_id, schema.RUN_SK) or {}))
-    ports.events.append_events(rec.run_id, seq, [_ev(ports, rec.run_id, seq)], run_updates={
-        "status": "failed", "completedAt": ports.clock.iso(),
-        "error": {"code": "node_failed", "message": "m" * 200, "details": {"nodeId": "n"}}})
+    ports.events.append_events(
+        rec.run_id,
+        seq,
+        [_ev(ports, rec.run_id, seq)],
+        run_updates={
+            "status": "failed",
+            "completedAt": ports.clock.iso(),
+            "error": {"code": "node_failed", "message": "m" * 200, "details": {"nodeId": "n"}},
+        },
+    )
     sizes.append(_item_bytes(_raw(ports, rec.run_id, schema.RUN_SK) or {}))
     # Then the run item never weighed more than one write unit (it holds no facts and no state)
     assert max(sizes) <= RUN_ITEM_BOUND, sizes
@@ -158,12 +196,23 @@ def test_a_run_of_the_older_layout_is_read_listed_and_its_state_moves_out_at_its
     run_id = f"{tenant}/{unique('r-old')}"
     created = ports.clock.iso()
     expires = ports.clock.now_ms() // 1000 + 3600
-    ports.runs._c.put_item(TableName=ports.settings.runs_table, Item={
-        "pk": {"S": run_id}, "sk": {"S": schema.RUN_SK}, "tenant": {"S": tenant}, "gsi1pk": {"S": tenant},
-        "gsi1sk": {"S": f"{created}#{run_id}"}, "status": {"S": "running"}, "lastSeq": {"N": "-1"},
-        "createdAt": {"S": created}, "workflowId": {"S": "wf-old"},
-        "data": {"S": json.dumps({"kind": "workflow", "workflowId": "wf-old", "inputs": {"a": 1}})},
-        "state": {"S": json.dumps({"variables": {"a": 1}})}, "expiresAt": {"N": str(expires)}})
+    ports.runs._c.put_item(
+        TableName=ports.settings.runs_table,
+        Item={
+            "pk": {"S": run_id},
+            "sk": {"S": schema.RUN_SK},
+            "tenant": {"S": tenant},
+            "gsi1pk": {"S": tenant},
+            "gsi1sk": {"S": f"{created}#{run_id}"},
+            "status": {"S": "running"},
+            "lastSeq": {"N": "-1"},
+            "createdAt": {"S": created},
+            "workflowId": {"S": "wf-old"},
+            "data": {"S": json.dumps({"kind": "workflow", "workflowId": "wf-old", "inputs": {"a": 1}})},
+            "state": {"S": json.dumps({"variables": {"a": 1}})},
+            "expiresAt": {"N": str(expires)},
+        },
+    )
     # Then it reads and lists as it did
     got = ports.runs.get_run(run_id)
     assert got.state == {"variables": {"a": 1}} and got.data["inputs"] == {"a": 1}

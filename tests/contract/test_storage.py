@@ -20,16 +20,29 @@ def ports(local_aws):
 
 
 def _run(ports, tenant="tenant-c", expires_at=None) -> RunRecord:
-    rec = RunRecord(run_id=f"{tenant}/{unique('r-contract')}", tenant=tenant, status="running", last_seq=-1,
-                    created_at=ports.clock.iso(), data={"kind": "workflow", "owner": {"tenant": tenant}},
-                    expires_at=expires_at if expires_at is not None else ports.clock.now_ms() // 1000 + 3600)
+    rec = RunRecord(
+        run_id=f"{tenant}/{unique('r-contract')}",
+        tenant=tenant,
+        status="running",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data={"kind": "workflow", "owner": {"tenant": tenant}},
+        expires_at=expires_at if expires_at is not None else ports.clock.now_ms() // 1000 + 3600,
+    )
     ports.runs.create_run(rec)
     return rec
 
 
 def _ev(ports, run_id, seq, **payload):
-    return {"eventId": ports.ids.event_id(run_id, seq), "runId": run_id, "type": "node.started",
-            "payload": payload, "timestamp": ports.clock.iso(), "sequence": seq, "schemaVersion": 1}
+    return {
+        "eventId": ports.ids.event_id(run_id, seq),
+        "runId": run_id,
+        "type": "node.started",
+        "payload": payload,
+        "timestamp": ports.clock.iso(),
+        "sequence": seq,
+        "schemaVersion": 1,
+    }
 
 
 def test_two_writers_racing_never_leave_a_gap_or_a_duplicate(ports):
@@ -122,8 +135,17 @@ def test_a_late_write_for_an_erased_run_is_refused(ports):
     ports.runs.delete_run_item(rec.run_id)
     with pytest.raises(RunGoneError):
         ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, 0)])
-    call = ToolCallRecord(run_id=rec.run_id, call_key="x#00000", agent_id="a", invocation_id="i", delegate=False,
-                          tool_name="t", call_id="i#0", args={}, status="ok")
+    call = ToolCallRecord(
+        run_id=rec.run_id,
+        call_key="x#00000",
+        agent_id="a",
+        invocation_id="i",
+        delegate=False,
+        tool_name="t",
+        call_id="i#0",
+        args={},
+        status="ok",
+    )
     with pytest.raises(RunGoneError):
         ports.tool_calls.put_call(call, 0)
     assert ports.events.read_events(rec.run_id) == [] and ports.tool_calls.list_calls(rec.run_id) == []
@@ -133,17 +155,24 @@ def test_a_fork_and_its_lineage_link_are_written_together_only_while_the_parent_
     from shared.keys import CHILD_PREFIX
 
     def fork_of(parent: RunRecord) -> RunRecord:
-        return RunRecord(run_id=f"{parent.tenant}/{unique('r-contract')}", tenant=parent.tenant, status="running",
-                         last_seq=-1, created_at=ports.clock.iso(), started_at=ports.clock.iso(),
-                         data={"kind": "workflow", "owner": {"tenant": parent.tenant}},
-                         expires_at=parent.expires_at)
+        return RunRecord(
+            run_id=f"{parent.tenant}/{unique('r-contract')}",
+            tenant=parent.tenant,
+            status="running",
+            last_seq=-1,
+            created_at=ports.clock.iso(),
+            started_at=ports.clock.iso(),
+            data={"kind": "workflow", "owner": {"tenant": parent.tenant}},
+            expires_at=parent.expires_at,
+        )
 
     # Given a parent, a fork of it is created with its link under the parent and its start time listed
     parent = _run(ports)
     child = fork_of(parent)
     ports.runs.create_run(child, parent=parent.run_id)
-    assert ports.runs.query_aux(parent.run_id, CHILD_PREFIX) == [(f"{CHILD_PREFIX}{child.run_id}",
-                                                                  {"runId": child.run_id})]
+    assert ports.runs.query_aux(parent.run_id, CHILD_PREFIX) == [
+        (f"{CHILD_PREFIX}{child.run_id}", {"runId": child.run_id})
+    ]
     got = ports.runs.get_run(child.run_id)
     assert got is not None and got.started_at == child.started_at and got.status == "running"
     # When the parent is erased (its tombstone written), a second fork is refused and writes nothing: no run, no link
@@ -165,11 +194,32 @@ def test_an_expired_run_reads_as_gone_before_ttl_deletes_it(ports):
 def test_tool_calls_are_write_once_and_ordered(ports):
     rec = _run(ports)
     for key in ("000000000003#00001", "000000000003#00000", "000000000009#00000"):
-        assert ports.tool_calls.put_call(ToolCallRecord(
-            run_id=rec.run_id, call_key=key, agent_id="a", invocation_id="i", delegate=False, tool_name="t",
-            call_id=key, args={"k": key}, status="ok", result=1), 0)
-    again = ToolCallRecord(run_id=rec.run_id, call_key="000000000003#00000", agent_id="a", invocation_id="i",
-                           delegate=False, tool_name="t", call_id="x", args={}, status="error")
+        assert ports.tool_calls.put_call(
+            ToolCallRecord(
+                run_id=rec.run_id,
+                call_key=key,
+                agent_id="a",
+                invocation_id="i",
+                delegate=False,
+                tool_name="t",
+                call_id=key,
+                args={"k": key},
+                status="ok",
+                result=1,
+            ),
+            0,
+        )
+    again = ToolCallRecord(
+        run_id=rec.run_id,
+        call_key="000000000003#00000",
+        agent_id="a",
+        invocation_id="i",
+        delegate=False,
+        tool_name="t",
+        call_id="x",
+        args={},
+        status="error",
+    )
     assert ports.tool_calls.put_call(again, 0) is False
     calls = ports.tool_calls.list_calls(rec.run_id)
     assert [c.call_key for c in calls] == ["000000000003#00000", "000000000003#00001", "000000000009#00000"]
@@ -177,8 +227,17 @@ def test_tool_calls_are_write_once_and_ordered(ports):
 
 
 def _counted(rec: RunRecord, call_key: str) -> ToolCallRecord:
-    return ToolCallRecord(run_id=rec.run_id, call_key=call_key, agent_id="a", invocation_id="i", delegate=False,
-                          tool_name="conformance.eval:counter", call_id=call_key, args={"op": "inc"}, status="ok")
+    return ToolCallRecord(
+        run_id=rec.run_id,
+        call_key=call_key,
+        agent_id="a",
+        invocation_id="i",
+        delegate=False,
+        tool_name="conformance.eval:counter",
+        call_id=call_key,
+        args={"op": "inc"},
+        status="ok",
+    )
 
 
 def test_a_counter_moves_once_per_call_record_in_one_write(ports):
@@ -200,9 +259,15 @@ def test_a_tombstone_keeps_no_run_id_and_still_refuses_the_erased_id(ports, loca
     from shared.storage.ddb import Tombstones
 
     # Given an id erased before its run exists (a fork whose source is being erased) and an erased run
-    early = RunRecord(run_id=f"tenant-c/{unique('r-early')}", tenant="tenant-c", status="running", last_seq=-1,
-                      created_at=ports.clock.iso(), data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
-                      expires_at=ports.clock.now_ms() // 1000 + 3600)
+    early = RunRecord(
+        run_id=f"tenant-c/{unique('r-early')}",
+        tenant="tenant-c",
+        status="running",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
     ports.runs.write_tombstone(early.run_id, early.tenant, ports.clock.iso(), ports.clock.now_ms() // 1000 + 60)
     rec = _run(ports)
     ports.runs.write_tombstone(rec.run_id, rec.tenant, ports.clock.iso(), ports.clock.now_ms() // 1000 + 60)
@@ -218,17 +283,26 @@ def test_a_tombstone_keeps_no_run_id_and_still_refuses_the_erased_id(ports, loca
     # and no item of the runs table holds either id: each tombstone sits under a keyed hash of it, with its tenant
     # and time only
     ddb = local_aws.client("dynamodb")
-    items = [i for page in ddb.get_paginator("scan").paginate(TableName=ports.settings.runs_table)
-             for i in page["Items"]]
+    items = [
+        i for page in ddb.get_paginator("scan").paginate(TableName=ports.settings.runs_table) for i in page["Items"]
+    ]
     assert not [i for i in items if early.run_id in json.dumps(i) or rec.run_id in json.dumps(i)]
-    tombstones = [i for i in items if i["sk"]["S"] == "TOMBSTONE" and i["pk"] in (
-        Tombstones(lambda: ports.secrets.get_secret(ports.settings.tombstone_secret_id)).key(r)["pk"]
-        for r in (early.run_id, rec.run_id))]
+    tombstones = [
+        i
+        for i in items
+        if i["sk"]["S"] == "TOMBSTONE"
+        and i["pk"]
+        in (
+            Tombstones(lambda: ports.secrets.get_secret(ports.settings.tombstone_secret_id)).key(r)["pk"]
+            for r in (early.run_id, rec.run_id)
+        )
+    ]
     assert len(tombstones) == 2
     assert all(set(t) == {"pk", "sk", "tenant", "erasedAt", "expiresAt"} for t in tombstones)
     # and under another key the hash names another item: the stored key says nothing without the secret
-    assert Tombstones(lambda: "another secret").key(rec.run_id) not in [{"pk": t["pk"], "sk": t["sk"]}
-                                                                         for t in tombstones]
+    assert Tombstones(lambda: "another secret").key(rec.run_id) not in [
+        {"pk": t["pk"], "sk": t["sk"]} for t in tombstones
+    ]
 
 
 @pytest.mark.parametrize("stop", ["cancelling", "cancelled", "completed", "erased"])
@@ -245,8 +319,7 @@ def test_effects_are_written_only_while_the_run_is_writable(ports, stop):
     with pytest.raises(ConflictError):
         ports.tool_calls.put_counted_call(_counted(rec, "c#00000"), 0, (pk, key), 0)
     with pytest.raises(ConflictError):
-        ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 1}, run_id=rec.run_id,
-                              expires_at=0)
+        ports.host.put_effect("LEDGER#tenant-c", f"{rec.run_id}#n#000001", {"x": 1}, run_id=rec.run_id, expires_at=0)
     with pytest.raises(ConflictError):
         ports.runs.claim_effect(rec.run_id, "n#000001", {"x": 1}, 0)
     # Then nothing was written
@@ -271,8 +344,9 @@ def test_an_effect_claim_is_taken_over_only_once_it_is_stale(ports):
     rec = _run(ports)
 
     def claim(at: str, stale: str) -> bool:
-        return ports.runs.claim_effect(rec.run_id, "n#000001", {"seam": "http.fetch", "at": at}, rec.expires_at,
-                                       stale_before=stale)
+        return ports.runs.claim_effect(
+            rec.run_id, "n#000001", {"seam": "http.fetch", "at": at}, rec.expires_at, stale_before=stale
+        )
 
     # Given an effect claimed at 10:00
     assert claim("2026-01-01T10:00:00.000Z", "2026-01-01T09:55:00.000Z") is True
@@ -285,8 +359,16 @@ def test_an_effect_claim_is_taken_over_only_once_it_is_stale(ports):
     assert ports.runs.get_aux(rec.run_id, "EFFECT#n#000001")["at"] == "2026-01-01T10:06:00.000Z"
     # and a claim that names no time (written before claims had one) counts as stale
     assert ports.runs.claim_effect(rec.run_id, "n#000002", {"x": 1}, rec.expires_at) is True
-    assert ports.runs.claim_effect(rec.run_id, "n#000002", {"at": "2026-01-01T10:00:00.000Z"}, rec.expires_at,
-                                   stale_before="2026-01-01T09:55:00.000Z") is True
+    assert (
+        ports.runs.claim_effect(
+            rec.run_id,
+            "n#000002",
+            {"at": "2026-01-01T10:00:00.000Z"},
+            rec.expires_at,
+            stale_before="2026-01-01T09:55:00.000Z",
+        )
+        is True
+    )
 
 
 def test_an_era_2_log_is_stored_verbatim_and_every_read_translates_it(ports):
@@ -296,20 +378,40 @@ def test_an_era_2_log_is_stored_verbatim_and_every_read_translates_it(ports):
     rec = _run(ports)
     owner = legacy_owner(rec.tenant, "key-1")
     big = "x" * 400_000
-    rows = [{"eventId": ports.ids.event_id(rec.run_id, 0), "runId": rec.run_id, "type": "run.started", "sequence": 0,
-             "payload": {"workflowId": "w"}, "timestamp": ports.clock.iso()},
-            {"eventId": ports.ids.event_id(rec.run_id, 1), "runId": rec.run_id, "type": "agent.toolCalled",
-             "sequence": 1, "payload": {"big": big}, "timestamp": ports.clock.iso()}]
+    rows = [
+        {
+            "eventId": ports.ids.event_id(rec.run_id, 0),
+            "runId": rec.run_id,
+            "type": "run.started",
+            "sequence": 0,
+            "payload": {"workflowId": "w"},
+            "timestamp": ports.clock.iso(),
+        },
+        {
+            "eventId": ports.ids.event_id(rec.run_id, 1),
+            "runId": rec.run_id,
+            "type": "agent.toolCalled",
+            "sequence": 1,
+            "payload": {"big": big},
+            "timestamp": ports.clock.iso(),
+        },
+    ]
     assert ports.events.seed_log(rec.run_id, rows, rec.expires_at, owner) == 2
     # Then the stored items keep the v1 types, marked era 2
-    items = ports.events._c.query(TableName=ports.settings.events_table, KeyConditionExpression="runId = :r",
-                                  ExpressionAttributeValues={":r": {"S": rec.run_id}})["Items"]
+    items = ports.events._c.query(
+        TableName=ports.settings.events_table,
+        KeyConditionExpression="runId = :r",
+        ExpressionAttributeValues={":r": {"S": rec.run_id}},
+    )["Items"]
     assert [i["era"]["N"] for i in items] == ["2", "2"] and "docRef" in items[1]
     assert json.loads(items[0]["doc"]["S"])["type"] == "run.started" and "owner" in items[0]
     assert ports.blobs.get_json(items[1]["docRef"]["S"])["type"] == "agent.toolCalled"
     # And every read (whole log, one page, a range) translates, S3-held rows included, run.started stamped
-    for got in (ports.events.read_events(rec.run_id), ports.events.read_page(rec.run_id, -1),
-                [e for page in ports.events.iter_events(rec.run_id, -1, 1) for e in page]):
+    for got in (
+        ports.events.read_events(rec.run_id),
+        ports.events.read_page(rec.run_id, -1),
+        [e for page in ports.events.iter_events(rec.run_id, -1, 1) for e in page],
+    ):
         assert [e["type"] for e in got] == ["run.started", "agent.tool-called"]
         assert got[0]["payload"] == {"workflowId": "w", "owner": owner} and got[1]["payload"] == {"big": big}
     # And a stream image of such a row is not decoded (readers go through the log)
@@ -334,10 +436,21 @@ def test_many_aux_items_are_written_except_under_an_erased_run_and_many_runs_are
     # Given 60 runs (more than one transaction of 50) with a state, a short log and a call record each, one erased
     recs = [_run(ports) for _ in range(60)]
     for rec in recs:
-        ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, n, n=n) for n in range(3)],
-                                   run_updates={"state": {"folded": True}})
-        call = ToolCallRecord(run_id=rec.run_id, call_key="000000000002#00000", agent_id="a", invocation_id="i",
-                              delegate=False, tool_name="t", call_id="i#0", args={"n": 1}, status="ok", result=1)
+        ports.events.append_events(
+            rec.run_id, 0, [_ev(ports, rec.run_id, n, n=n) for n in range(3)], run_updates={"state": {"folded": True}}
+        )
+        call = ToolCallRecord(
+            run_id=rec.run_id,
+            call_key="000000000002#00000",
+            agent_id="a",
+            invocation_id="i",
+            delegate=False,
+            tool_name="t",
+            call_id="i#0",
+            args={"n": 1},
+            status="ok",
+            result=1,
+        )
         assert ports.tool_calls.put_call(call, rec.expires_at)
     erased = recs[55].run_id
     ports.runs.write_tombstone(erased, "tenant-c", ports.clock.iso(), recs[55].expires_at)
@@ -346,16 +459,19 @@ def test_many_aux_items_are_written_except_under_an_erased_run_and_many_runs_are
     # Then only the erased run refused it: every other run holds its item (its transaction was sent again without it)
     assert refused == {erased}
     assert [ports.runs.get_aux(r.run_id, "LINK#x") for r in recs] == [
-        None if r.run_id == erased else {"n": i} for i, r in enumerate(recs)]
+        None if r.run_id == erased else {"n": i} for i, r in enumerate(recs)
+    ]
     assert ports.runs.tombstoned([r.run_id for r in recs]) == {erased}
     # and the logs and the call records of many runs are read by key, whatever run they belong to
     logs = ports.events.read_logs({r.run_id: 2 for r in recs[:40]})
     assert all([e["payload"]["n"] for e in logs[r.run_id]] == [0, 1, 2] for r in recs[:40])
     got = ports.tool_calls.get_calls([(r.run_id, "000000000002#00000") for r in recs] + [(erased, "missing")])
-    assert len(got) == 60 and got[(recs[0].run_id, "000000000002#00000")] == ports.tool_calls.list_calls(
-        recs[0].run_id)[0]
+    assert (
+        len(got) == 60 and got[(recs[0].run_id, "000000000002#00000")] == ports.tool_calls.list_calls(recs[0].run_id)[0]
+    )
     # and runs read without their state (what a source check needs) come back without it
     ids = [r.run_id for r in recs[:3]]
     assert [ports.runs.get_runs(ids)[i].state for i in ids] == [{"folded": True}] * 3
-    assert [(ports.runs.get_runs(ids, state=False)[i].state, ports.runs.get_runs(ids, state=False)[i].last_seq)
-            for i in ids] == [(None, 2)] * 3
+    assert [
+        (ports.runs.get_runs(ids, state=False)[i].state, ports.runs.get_runs(ids, state=False)[i].last_seq) for i in ids
+    ] == [(None, 2)] * 3

@@ -73,8 +73,9 @@ def deployed() -> Iterator[Deployed]:
     tenant = f"e2e-{uuid.uuid4().hex[:12]}"
     created = json.loads(cli("keys", "create", "--tenant", tenant, "--name", "e2e"))
     assert created["tenant"] == tenant and created["apiKey"]
-    env = Deployed(stack, region, outputs[settings.API_URL_OUTPUT].rstrip("/"), tenant, created["apiKey"],
-                   created["keyId"])
+    env = Deployed(
+        stack, region, outputs[settings.API_URL_OUTPUT].rstrip("/"), tenant, created["apiKey"], created["keyId"]
+    )
     try:
         yield env
     finally:
@@ -110,18 +111,29 @@ def test_recorded_fixtures_and_a_baseline_through_openwop_client(deployed: Deplo
     ev = c.runs_create(CreateRunRequest(mode="eval", evalSuiteRef="conformance-eval-recorded-source", agentId=agent))
     deployed.runs.append(ev.runId)
     assert finished(c, ev.runId).status == "completed"
-    rep = c.runs_create(CreateRunRequest(mode="eval", evalSuiteRef="conformance-eval-recorded-replay",
-                                         agentId=agent, fixtureRuns={"record": ev.runId}))
+    rep = c.runs_create(
+        CreateRunRequest(
+            mode="eval",
+            evalSuiteRef="conformance-eval-recorded-replay",
+            agentId=agent,
+            fixtureRuns={"record": ev.runId},
+        )
+    )
     deployed.runs.append(rep.runId)
     assert finished(c, rep.runId).status == "completed"
     assert c.runs_eval_summary(rep.runId).aggregateScore == 1.0
-    base = c.runs_create(CreateRunRequest(mode="eval", evalSuiteRef="conformance-eval-regression-base",
-                                          agentId=agent))
+    base = c.runs_create(CreateRunRequest(mode="eval", evalSuiteRef="conformance-eval-regression-base", agentId=agent))
     deployed.runs.append(base.runId)
     finished(c, base.runId)
-    cand = c.runs_create(CreateRunRequest(mode="eval", evalSuiteRef="conformance-eval-regression-candidate",
-                                          agentId=agent, evalModes=["golden", "regression"],
-                                          baselineRunId=base.runId))
+    cand = c.runs_create(
+        CreateRunRequest(
+            mode="eval",
+            evalSuiteRef="conformance-eval-regression-candidate",
+            agentId=agent,
+            evalModes=["golden", "regression"],
+            baselineRunId=base.runId,
+        )
+    )
     deployed.runs.append(cand.runId)
     finished(c, cand.runId)
     assert c.runs_eval_summary(cand.runId).regression.scoreDelta == pytest.approx(1 / 3)

@@ -48,8 +48,11 @@ def test_no_function_runs_on_a_runtime_past_its_deprecation_date(prod) -> None:
 
     _stack, resources = prod
     runtimes = {r["Properties"]["Runtime"] for r in _of_type(resources, "AWS::Lambda::Function").values()}
-    layers = {rt for r in _of_type(resources, "AWS::Lambda::LayerVersion").values()
-              for rt in r["Properties"]["CompatibleRuntimes"]}
+    layers = {
+        rt
+        for r in _of_type(resources, "AWS::Lambda::LayerVersion").values()
+        for rt in r["Properties"]["CompatibleRuntimes"]
+    }
     # Then every function and the layer are on python3.13, which Lambda supports today
     assert runtimes == layers == {"python3.13"}
     assert [rt for rt in runtimes if past_deprecation(rt, date.today())] == []
@@ -85,22 +88,35 @@ def test_nothing_invokes_latest_every_caller_names_the_alias(prod) -> None:
     stack, resources = prod
     fn_ids = {_id(stack, f) for f in stack.functions.functions.values()}
     # Given everything that invokes a function: API integrations, event source mappings, state machine substitutions
-    callers = [r["Properties"]["IntegrationUri"] for r in _of_type(resources, "AWS::ApiGatewayV2::Integration").values()]
-    callers += [r["Properties"]["FunctionName"] for r in _of_type(resources, "AWS::Lambda::EventSourceMapping").values()]
-    callers += [v for r in _of_type(resources, "AWS::StepFunctions::StateMachine").values()
-                for k, v in r["Properties"]["DefinitionSubstitutions"].items() if k.endswith("Function")]
+    callers = [
+        r["Properties"]["IntegrationUri"] for r in _of_type(resources, "AWS::ApiGatewayV2::Integration").values()
+    ]
+    callers += [
+        r["Properties"]["FunctionName"] for r in _of_type(resources, "AWS::Lambda::EventSourceMapping").values()
+    ]
+    callers += [
+        v
+        for r in _of_type(resources, "AWS::StepFunctions::StateMachine").values()
+        for k, v in r["Properties"]["DefinitionSubstitutions"].items()
+        if k.endswith("Function")
+    ]
     # Then each names an alias: its ARN, or "<function name or ARN>:live" (event sources; the state machines, whose
     # reference to the alias resource would close a cycle through its rollback alarm), never a bare function (whose
     # unqualified ARN is $LATEST)
     # (one API integration per function that serves routes, shared by its routes)
-    assert len(callers) == len({r.function for r in manifest.ROUTES}) + 3 + sum(len(m.invokes) for m in manifest.STATE_MACHINES)
+    assert len(callers) == len({r.function for r in manifest.ROUTES}) + 3 + sum(
+        len(m.invokes) for m in manifest.STATE_MACHINES
+    )
     for value in callers:
         assert _names_live_alias(value, resources), value
     # and the state machines may invoke the aliases only
-    invokable = [res for p in _of_type(resources, "AWS::IAM::Policy").values()
-                 for s in p["Properties"]["PolicyDocument"]["Statement"] if "lambda:InvokeFunction" in
-                 (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
-                 for res in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+    invokable = [
+        res
+        for p in _of_type(resources, "AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "lambda:InvokeFunction" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+        for res in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    ]
     assert len(invokable) == sum(len(m.invokes) for m in manifest.STATE_MACHINES)
     assert all(_names_live_alias(r, resources) for r in invokable)
     assert fn_ids  # (the functions' own ids appear only inside a ":live" join)
@@ -111,8 +127,12 @@ def _names_live_alias(value: Any, resources: dict[str, dict[str, Any]]) -> bool:
         return resources[value["Ref"]]["Type"] == "AWS::Lambda::Alias"
     parts = value.get("Fn::Join", ["", []])[1]
     named = re.findall(r'"(?:Ref|Fn::GetAtt)": \[?"([A-Za-z0-9]+)"', json.dumps(parts))
-    return bool(parts) and parts[-1] == ":live" and len(named) == 1 and \
-        resources[named[0]]["Type"] in ("AWS::Lambda::Function", "AWS::Lambda::Alias")
+    return (
+        bool(parts)
+        and parts[-1] == ":live"
+        and len(named) == 1
+        and resources[named[0]]["Type"] in ("AWS::Lambda::Function", "AWS::Lambda::Alias")
+    )
 
 
 def test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms(prod, tmp_path: Path) -> None:
@@ -128,22 +148,38 @@ def test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms(prod, tmp_pat
         assert props["AlarmConfiguration"]["Enabled"] is True
         assert sorted(a["Name"]["Ref"] for a in props["AlarmConfiguration"]["Alarms"]) == rollback
         assert set(props["AutoRollbackConfiguration"]["Events"]) == {
-            "DEPLOYMENT_FAILURE", "DEPLOYMENT_STOP_ON_REQUEST", "DEPLOYMENT_STOP_ON_ALARM"}
+            "DEPLOYMENT_FAILURE",
+            "DEPLOYMENT_STOP_ON_REQUEST",
+            "DEPLOYMENT_STOP_ON_ALARM",
+        }
     # and one service role serves them all
-    assert len({g["Properties"]["ServiceRoleArn"]["Fn::GetAtt"][0]
-                for g in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").values()}) == 1
+    assert (
+        len(
+            {
+                g["Properties"]["ServiceRoleArn"]["Fn::GetAtt"][0]
+                for g in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").values()
+            }
+        )
+        == 1
+    )
     # and dev deploys at once, linear and a typo come from context
-    for context, expected in (({"stage": "dev"}, "CodeDeployDefault.LambdaAllAtOnce"),
-                              ({"deploymentConfig": "linear"}, "CodeDeployDefault.LambdaLinear10PercentEvery1Minute")):
+    for context, expected in (
+        ({"stage": "dev"}, "CodeDeployDefault.LambdaAllAtOnce"),
+        ({"deploymentConfig": "linear"}, "CodeDeployDefault.LambdaLinear10PercentEvery1Minute"),
+    ):
         _s, other = _synth(tmp_path / str(len(expected)), **context)
-        assert {g["Properties"]["DeploymentConfigName"]
-                for g in _of_type(other, "AWS::CodeDeploy::DeploymentGroup").values()} == {expected}
+        assert {
+            g["Properties"]["DeploymentConfigName"]
+            for g in _of_type(other, "AWS::CodeDeploy::DeploymentGroup").values()
+        } == {expected}
 
 
 def test_every_function_records_one_build_id(prod, tmp_path: Path) -> None:
     stack, resources = prod
-    ids = {r["Properties"]["Environment"]["Variables"]["BUILD_ID"]
-           for r in _of_type(resources, "AWS::Lambda::Function").values()}
+    ids = {
+        r["Properties"]["Environment"]["Variables"]["BUILD_ID"]
+        for r in _of_type(resources, "AWS::Lambda::Function").values()
+    }
     # Then every function names the same build: by default the code asset's content hash
     assert ids == {stack.functions.build_id} and len(stack.functions.build_id) == 12
 
@@ -155,8 +191,12 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
     from infra.constructs.concurrency import DEFAULT_RESERVED, LONG_POLLS, TASKS, UNRESERVED_MINIMUM
 
     stack, resources = prod
-    reserved = {spec.name: resources[_id(stack, stack.functions.function(spec.name))]["Properties"]
-                .get("ReservedConcurrentExecutions") for spec in manifest.FUNCTIONS}
+    reserved = {
+        spec.name: resources[_id(stack, stack.functions.function(spec.name))]["Properties"].get(
+            "ReservedConcurrentExecutions"
+        )
+        for spec in manifest.FUNCTIONS
+    }
     # Then the run-advancing tasks have a floor and the long polls a ceiling, and nothing else is reserved
     assert {k: v for k, v in reserved.items() if v is not None} == dict(DEFAULT_RESERVED)
     assert set(TASKS) | set(LONG_POLLS) == set(DEFAULT_RESERVED)
@@ -165,16 +205,22 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
     assert sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
 
 
-@pytest.mark.parametrize(("context", "message"), [
-    ({"reservedConcurrency": '{"advance_run": 950}'}, "context reservedConcurrency: 1230 reserved executions leave"),
-    ({"reservedConcurrency": '{"nope": 3}'}, "context reservedConcurrency="),
-    ({"reservedConcurrency": "lots"}, "context reservedConcurrency="),
-    ({"parkedTimeout": "30"}, "context parkedTimeout='30': expected 60 to 2592000"),
-    ({"parkedTimeout": "a week"}, "context parkedTimeout='a week': expected whole seconds"),
-    ({"maxPollWaitSeconds": "29"}, "context maxPollWaitSeconds=29: at most 25"),
-    ({"deploymentConfig": "blue-green"}, "context deploymentConfig='blue-green': expected one of"),
-    ({"backup": "true", "backupRetentionDays": "0"}, "context backupRetentionDays='0'"),
-])
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        (
+            {"reservedConcurrency": '{"advance_run": 950}'},
+            "context reservedConcurrency: 1230 reserved executions leave",
+        ),
+        ({"reservedConcurrency": '{"nope": 3}'}, "context reservedConcurrency="),
+        ({"reservedConcurrency": "lots"}, "context reservedConcurrency="),
+        ({"parkedTimeout": "30"}, "context parkedTimeout='30': expected 60 to 2592000"),
+        ({"parkedTimeout": "a week"}, "context parkedTimeout='a week': expected whole seconds"),
+        ({"maxPollWaitSeconds": "29"}, "context maxPollWaitSeconds=29: at most 25"),
+        ({"deploymentConfig": "blue-green"}, "context deploymentConfig='blue-green': expected one of"),
+        ({"backup": "true", "backupRetentionDays": "0"}, "context backupRetentionDays='0'"),
+    ],
+)
 def test_deploy_context_that_cannot_work_stops_synthesis(tmp_path: Path, context: dict[str, str], message: str) -> None:
     from infra.app import build_app
 
@@ -184,10 +230,17 @@ def test_deploy_context_that_cannot_work_stops_synthesis(tmp_path: Path, context
 
 
 def test_reservations_and_parked_timeout_come_from_context(tmp_path: Path) -> None:
-    stack, resources = _synth(tmp_path, reservedConcurrency='{"advance_run": 400, "stream_run_events": 0}',
-                              parkedTimeout="86400", tenantWriteRate="3", tenantWriteBurst="6")
-    fn = {spec.name: resources[_id(stack, stack.functions.function(spec.name))]["Properties"]
-          for spec in manifest.FUNCTIONS}
+    stack, resources = _synth(
+        tmp_path,
+        reservedConcurrency='{"advance_run": 400, "stream_run_events": 0}',
+        parkedTimeout="86400",
+        tenantWriteRate="3",
+        tenantWriteBurst="6",
+    )
+    fn = {
+        spec.name: resources[_id(stack, stack.functions.function(spec.name))]["Properties"]
+        for spec in manifest.FUNCTIONS
+    }
     assert fn["advance_run"]["ReservedConcurrentExecutions"] == 400
     assert "ReservedConcurrentExecutions" not in fn["stream_run_events"]
     assert fn["create_run"]["Environment"]["Variables"]["TENANT_WRITE_RATE"] == "3"
@@ -198,8 +251,9 @@ def test_reservations_and_parked_timeout_come_from_context(tmp_path: Path) -> No
             assert subs["ParkedTimeoutSeconds"] == "86400"
     # and reservedConcurrency=off reserves nothing (an account with a small quota)
     stack, resources = _synth(tmp_path / "off", reservedConcurrency="off")
-    assert not any("ReservedConcurrentExecutions" in r["Properties"]
-                   for r in _of_type(resources, "AWS::Lambda::Function").values())
+    assert not any(
+        "ReservedConcurrentExecutions" in r["Properties"] for r in _of_type(resources, "AWS::Lambda::Function").values()
+    )
 
 
 # --- Alarms and backups -----------------------------------------------------------------------------------------
@@ -213,8 +267,11 @@ def test_alarms_watch_dynamodb_throttles_the_fanouts_lag_and_the_webhook_queues_
     throttles = alarms[_id(stack, mon["DynamoDbThrottles"])]["Properties"]
     stats = [m["MetricStat"]["Metric"] for m in throttles["Metrics"] if "MetricStat" in m]
     watched = {(m["MetricName"], json.dumps(m["Dimensions"][0]["Value"])) for m in stats}
-    tables = {json.dumps(stack.resolve(t.table_name)) for k, t in stack.tables.tables.items()
-              if manifest.table(k).throttle_alarm}
+    tables = {
+        json.dumps(stack.resolve(t.table_name))
+        for k, t in stack.tables.tables.items()
+        if manifest.table(k).throttle_alarm
+    }
     # (at most 10 metrics per math alarm: the signing table is left out)
     assert {t.key for t in manifest.TABLES if not t.throttle_alarm} == {manifest.SIGNING}
     assert watched == {(f"{k}ThrottleEvents", t) for k in ("Read", "Write") for t in tables}
@@ -222,9 +279,14 @@ def test_alarms_watch_dynamodb_throttles_the_fanouts_lag_and_the_webhook_queues_
     # and the fan-out's stream lag (iterator age over 5 minutes)
     lag = alarms[_id(stack, mon["WebhookFanoutLag"])]["Properties"]
     assert (lag["Namespace"], lag["MetricName"], lag["Statistic"], lag["Threshold"]) == (
-        "AWS/Lambda", "IteratorAge", "Maximum", 300_000)
-    assert lag["Dimensions"] == [{"Name": "FunctionName",
-                                  "Value": {"Ref": _id(stack, stack.functions.function("fanout_webhooks"))}}]
+        "AWS/Lambda",
+        "IteratorAge",
+        "Maximum",
+        300_000,
+    )
+    assert lag["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": _id(stack, stack.functions.function("fanout_webhooks"))}}
+    ]
     # and the webhook queue's oldest message (over 15 minutes)
     age = alarms[_id(stack, mon["WebhooksQueueAge"])]["Properties"]
     assert (age["Namespace"], age["MetricName"], age["Threshold"]) == ("AWS/SQS", "ApproximateAgeOfOldestMessage", 900)

@@ -82,8 +82,9 @@ def _synthesize(outdir: Path, **context: Any) -> Synth:
 
     from infra.app import build_app
 
-    _, stack = build_app({"stage": STAGE, "retentionDays": str(RETENTION_DAYS), **context}, outdir=str(outdir),
-                         nag=False)
+    _, stack = build_app(
+        {"stage": STAGE, "retentionDays": str(RETENTION_DAYS), **context}, outdir=str(outdir), nag=False
+    )
     template = Template.from_stack(stack)
     return Synth(stack=stack, template=template, resources=template.to_json()["Resources"])
 
@@ -98,8 +99,13 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 def synth_opted_in(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The same with the operator's opt-ins: ``detailedAlarms`` as the CDK CLI passes ``-c`` values (a string),
     ``dashboard`` as cdk.json would hold it (JSON true), and the backup plan with a copy to a vault elsewhere."""
-    return _synthesize(tmp_path_factory.mktemp("cdk.out"), detailedAlarms="true", dashboard=True, backup="true",
-                       backupCopyVaultArn="arn:aws:backup:eu-west-2:111122223333:backup-vault:openwop-dr")
+    return _synthesize(
+        tmp_path_factory.mktemp("cdk.out"),
+        detailedAlarms="true",
+        dashboard=True,
+        backup="true",
+        backupCopyVaultArn="arn:aws:backup:eu-west-2:111122223333:backup-vault:openwop-dr",
+    )
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -122,8 +128,11 @@ def test_the_stack_keeps_clear_of_cloudformations_500_resources(synth: Synth, sy
     served = {r.function for r in manifest.ROUTES}
     # Then each has one API integration and one invoke permission for the API, whatever number of routes it serves
     assert len(synth.of_type("AWS::ApiGatewayV2::Integration")) == len(served)
-    api_permissions = [p for p in synth.of_type("AWS::Lambda::Permission").values()
-                       if p["Properties"]["Principal"] == "apigateway.amazonaws.com"]
+    api_permissions = [
+        p
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    ]
     assert len(api_permissions) == len(served)
     # and the template, opt-ins included, stays under the limit with room for new routes (a stack over 500 resources
     # does not deploy; CDK refuses to synthesize it)
@@ -169,13 +178,31 @@ def test_api_is_http_with_default_stage_access_logs_and_cors(synth: Synth) -> No
     # every method and request header the protocol declares, Authorization by name
     assert api["Properties"]["ProtocolType"] == "HTTP"
     assert api["Properties"]["CorsConfiguration"] == {
-        "AllowCredentials": False, "AllowOrigins": ["*"], "AllowMethods": ["GET", "POST", "PUT", "DELETE"],
-        "AllowHeaders": ["accept-language", "authorization", "content-type", "idempotency-key", "if-none-match",
-                         "last-event-id", "openwop-client-version", "openwop-dedup", "openwop-force-engine-version",
-                         "openwop-version"],
-        "ExposeHeaders": ["Allow", "ETag", "OpenWOP-Idempotent-Replay", "OpenWOP-Version", "Retry-After",
-                          "WWW-Authenticate"],
-        "MaxAge": 600}
+        "AllowCredentials": False,
+        "AllowOrigins": ["*"],
+        "AllowMethods": ["GET", "POST", "PUT", "DELETE"],
+        "AllowHeaders": [
+            "accept-language",
+            "authorization",
+            "content-type",
+            "idempotency-key",
+            "if-none-match",
+            "last-event-id",
+            "openwop-client-version",
+            "openwop-dedup",
+            "openwop-force-engine-version",
+            "openwop-version",
+        ],
+        "ExposeHeaders": [
+            "Allow",
+            "ETag",
+            "OpenWOP-Idempotent-Replay",
+            "OpenWOP-Version",
+            "Retry-After",
+            "WWW-Authenticate",
+        ],
+        "MaxAge": 600,
+    }
     # and on the same stage, with JSON access logs carrying the request id
     assert stage["Properties"]["StageName"] == "$default"
     assert stage["Properties"]["AutoDeploy"] is True
@@ -259,8 +286,11 @@ def test_function_environment_follows_manifest(synth: Synth) -> None:
         assert {k for k in env if k.endswith("_QUEUE_URL")} == {manifest.queue(q).env_var for q in queues}
         for q in queues:
             assert env[manifest.queue(q).env_var] == synth.resolve(synth.stack.queues.queues[q].queue_url)
-        assert not [k for k in env if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k)
-                    and k not in secret_vars and k not in prefix_var]
+        assert not [
+            k
+            for k in env
+            if re.search(r"API_?KEY|SECRET|TOKEN|PASSWORD", k) and k not in secret_vars and k not in prefix_var
+        ]
 
 
 # --- IAM --------------------------------------------------------------------------------------------------------
@@ -470,7 +500,8 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
     for spec in manifest.FUNCTIONS:
         # Given the Secrets Manager statements of one function
         statements = [
-            s for s in synth.function_statements(spec.name)
+            s
+            for s in synth.function_statements(spec.name)
             if any(a.startswith("secretsmanager:") for a in _as_list(s["Action"]))
         ]
         host_secrets = [s for s in statements if "credentials/*" not in json.dumps(s["Resource"])]
@@ -493,8 +524,11 @@ def test_only_model_calling_functions_may_invoke_bedrock(synth: Synth) -> None:
     callers = {f.name for f in manifest.FUNCTIONS if f.models}
     assert callers == {"advance_run", "run_eval_trial"}
     for spec in manifest.FUNCTIONS:
-        statements = [s for s in synth.function_statements(spec.name)
-                      if any(a.startswith("bedrock:") for a in _as_list(s["Action"]))]
+        statements = [
+            s
+            for s in synth.function_statements(spec.name)
+            if any(a.startswith("bedrock:") for a in _as_list(s["Action"]))
+        ]
         assert bool(statements) == (spec.name in callers), spec.name
         assert _actions(statements) <= {"bedrock:InvokeModel"}, spec.name
         for statement in statements:
@@ -550,8 +584,9 @@ def test_state_machines_invoke_exactly_their_functions(synth: Synth) -> None:
 
 
 def _stream_mappings(synth: Synth) -> list[dict[str, Any]]:
-    return [m for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
-            if "StartingPosition" in m["Properties"]]
+    return [
+        m for m in synth.of_type("AWS::Lambda::EventSourceMapping").values() if "StartingPosition" in m["Properties"]
+    ]
 
 
 def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts(synth: Synth) -> None:
@@ -560,9 +595,7 @@ def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts
     assert len(mappings) == len(manifest.STREAM_CONSUMERS)
     for table_key, function_name in manifest.STREAM_CONSUMERS:
         (props,) = [
-            m["Properties"]
-            for m in mappings
-            if synth.names_alias(m["Properties"]["FunctionName"], function_name)
+            m["Properties"] for m in mappings if synth.names_alias(m["Properties"]["FunctionName"], function_name)
         ]
         # Then the runs table stream reaches erase_run filtered to REMOVE, the events table's the fan-out filtered
         # to INSERT (an event is fanned out once stored), with partial-failure semantics
@@ -590,8 +623,7 @@ def test_cdk_nag_reports_no_error(which: str, pack: str, request: pytest.Fixture
     report = getattr(cdk_nag, pack)().validate_scope(request.getfixturevalue(which).stack)
     # Then no finding is left unacknowledged, of any level
     findings = [
-        f"{v.rule_name} ({v.severity}): {[r.construct_path for r in v.violating_resources]}"
-        for v in report.violations
+        f"{v.rule_name} ({v.severity}): {[r.construct_path for r in v.violating_resources]}" for v in report.violations
     ]
     assert findings == []
 
@@ -672,13 +704,18 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
 
 def test_the_conformance_seams_are_off_unless_context_turns_them_on(synth: Synth) -> None:
     # Given the stack synthesized without conformanceSeams
-    envs = {spec.name: synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"]
-            for spec in manifest.FUNCTIONS}
+    envs = {
+        spec.name: synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"]
+        for spec in manifest.FUNCTIONS
+    }
     # Then no function gets the setting (the code's default: off), while the seam routes exist and refuse
     assert all("OPENWOP_CONFORMANCE_SEAMS" not in env for env in envs.values())
     routes = {r["Properties"]["RouteKey"] for r in synth.of_type("AWS::ApiGatewayV2::Route").values()}
-    assert {"POST /conformance/seams/sample/event-log/seed", "POST /conformance/seams/sample/effect-seams/fire",
-            "GET /runs/{runId}/effects"} <= routes
+    assert {
+        "POST /conformance/seams/sample/event-log/seed",
+        "POST /conformance/seams/sample/effect-seams/fire",
+        "GET /runs/{runId}/effects",
+    } <= routes
 
 
 def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> None:
@@ -712,11 +749,17 @@ def test_outputs_locate_every_resource_the_operator_cli_needs(synth: Synth) -> N
 def _default_alarm_names() -> set[str]:
     from infra.constructs.common import pascal
 
-    return ({"Api5xx"} | {f"{pascal(m.key)}ExecutionsFailed" for m in manifest.STATE_MACHINES}
-            | {"ErasureFailures" if fn == "erase_run" else f"{pascal(fn)}StreamFailures"
-               for _, fn in manifest.STREAM_CONSUMERS}
-            | {f"{pascal(q.key)}DeadLetters" for q in manifest.QUEUES}
-            | {"DynamoDbThrottles", "WebhookFanoutLag"} | {f"{pascal(q.key)}QueueAge" for q in manifest.QUEUES})
+    return (
+        {"Api5xx"}
+        | {f"{pascal(m.key)}ExecutionsFailed" for m in manifest.STATE_MACHINES}
+        | {
+            "ErasureFailures" if fn == "erase_run" else f"{pascal(fn)}StreamFailures"
+            for _, fn in manifest.STREAM_CONSUMERS
+        }
+        | {f"{pascal(q.key)}DeadLetters" for q in manifest.QUEUES}
+        | {"DynamoDbThrottles", "WebhookFanoutLag"}
+        | {f"{pascal(q.key)}QueueAge" for q in manifest.QUEUES}
+    )
 
 
 def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_lag(synth: Synth) -> None:
@@ -752,8 +795,7 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
     for key, machine in synth.stack.state_machines.machines.items():
         failed = alarms[synth.logical_id(mon[f"{pascal(key)}ExecutionsFailed"])]["Properties"]
         assert (failed["Namespace"], failed["MetricName"]) == ("AWS/States", "ExecutionsFailed")
-        assert failed["Dimensions"] == [{"Name": "StateMachineArn",
-                                         "Value": synth.resolve(machine.state_machine_arn)}]
+        assert failed["Dimensions"] == [{"Name": "StateMachineArn", "Value": synth.resolve(machine.state_machine_arn)}]
     # and the topic ARN is an output, for subscriptions
     assert "AlarmTopicArn" in synth.template.to_json()["Outputs"]
 
@@ -784,8 +826,7 @@ def test_no_dashboard_unless_asked(synth: Synth, synth_opted_in: Synth) -> None:
 
 def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
     # Given the runs-table event source mapping
-    (mapping,) = [m for m in _stream_mappings(synth)
-                  if synth.names_alias(m["Properties"]["FunctionName"], "erase_run")]
+    (mapping,) = [m for m in _stream_mappings(synth) if synth.names_alias(m["Properties"]["FunctionName"], "erase_run")]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     # Then records that keep failing go to the alarmed queue
     dest = mapping["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
@@ -801,8 +842,17 @@ def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path)
     from infra.app import build_app
 
     # Given a stack synthesized with explicit throttling and eval concurrency context
-    _, stack = build_app({"stage": "qa", "throttleRate": "7", "throttleBurst": "11", "evalMaxConcurrency": "3",
-                          "runStartsPerMinute": "30"}, outdir=str(tmp_path), nag=False)
+    _, stack = build_app(
+        {
+            "stage": "qa",
+            "throttleRate": "7",
+            "throttleBurst": "11",
+            "evalMaxConcurrency": "3",
+            "runStartsPerMinute": "30",
+        },
+        outdir=str(tmp_path),
+        nag=False,
+    )
     resources = Template.from_stack(stack).to_json()["Resources"]
     # Then the $default stage throttles at that rate and burst
     (stage,) = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
@@ -840,32 +890,76 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     from infra.constructs.seeding import fixtures_digest
 
     # Given a test stage synthesized with seeding and every runtime setting from context
-    given = {"httpAllowlist": "api.example.com, hooks.example.com:8443", "runToolCallBudget": "50",
-             "toolResponseMaxBytes": "65536", "conformance": "False", "maxPollWaitSeconds": "10",
-             "apiKeyPepperMaxAgeSeconds": "300", "hostName": "acme-host", "buildId": "abc123",
-             "modelProviders": "bedrock, openai", "modelPrices": '{"m": {"input": 1, "output": 2}}',
-             "openaiBaseUrl": "https://llm.example.com/v1", "modelCallAttempts": "2", "judgeProvider": "bedrock",
-             "judgeModel": "judge-model", "webhookRetryBaseSeconds": "5", "webhookRetryCapSeconds": "60",
-             "webhookRotationOverlapSeconds": "3600", "webhookDeadLetterDays": "7",
-             "executionMaxTasks": "500", "evalFinishPageTrials": "400", "tenantWriteRate": "7",
-             "tenantWriteBurst": "9", "tracingEndpoint": "http://localhost:4318/v1/traces",
-             "tracingCaptureContent": "False", "conformanceSeams": "True"}
-    expected = {"HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443", "RUN_TOOL_CALL_BUDGET": "50",
-                "TOOL_RESPONSE_MAX_BYTES": "65536", "OPENWOP_CONFORMANCE": "false", "MAX_POLL_WAIT_SECONDS": "10",
-                "APIKEY_PEPPER_MAX_AGE_SECONDS": "300", "HOST_NAME": "acme-host", "BUILD_ID": "abc123",
-                "MODEL_PROVIDERS": "bedrock,openai", "MODEL_PRICES": '{"m": {"input": 1, "output": 2}}',
-                "OPENAI_BASE_URL": "https://llm.example.com/v1", "MODEL_CALL_ATTEMPTS": "2",
-                "JUDGE_PROVIDER": "bedrock", "JUDGE_MODEL": "judge-model", "WEBHOOK_RETRY_BASE_SECONDS": "5",
-                "WEBHOOK_RETRY_CAP_SECONDS": "60", "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
-                "WEBHOOK_DEAD_LETTER_DAYS": "7", "EXECUTION_MAX_TASKS": "500", "EVAL_FINISH_PAGE_TRIALS": "400",
-                "TENANT_WRITE_RATE": "7", "TENANT_WRITE_BURST": "9",
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://localhost:4318/v1/traces",
-                "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false",
-                "OPENWOP_CONFORMANCE_SEAMS": "true"}
-    assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(expected)
-    _, stack = build_app({"stage": "qa", "seed": "conformance,demo", "seedTenants": "acme, globex",
-                          "demoToolsUrl": "https://tools.example.com", "demoMcpUrl": "https://mcp.example.com/mcp",
-                          "tracingLayerArn": COLLECTOR_LAYER, **given}, outdir=str(tmp_path), nag=True)
+    given = {
+        "httpAllowlist": "api.example.com, hooks.example.com:8443",
+        "runToolCallBudget": "50",
+        "toolResponseMaxBytes": "65536",
+        "conformance": "False",
+        "maxPollWaitSeconds": "10",
+        "apiKeyPepperMaxAgeSeconds": "300",
+        "hostName": "acme-host",
+        "buildId": "abc123",
+        "modelProviders": "bedrock, openai",
+        "modelPrices": '{"m": {"input": 1, "output": 2}}',
+        "openaiBaseUrl": "https://llm.example.com/v1",
+        "modelCallAttempts": "2",
+        "judgeProvider": "bedrock",
+        "judgeModel": "judge-model",
+        "webhookRetryBaseSeconds": "5",
+        "webhookRetryCapSeconds": "60",
+        "webhookRotationOverlapSeconds": "3600",
+        "webhookDeadLetterDays": "7",
+        "executionMaxTasks": "500",
+        "evalFinishPageTrials": "400",
+        "tenantWriteRate": "7",
+        "tenantWriteBurst": "9",
+        "tracingEndpoint": "http://localhost:4318/v1/traces",
+        "tracingCaptureContent": "False",
+        "conformanceSeams": "True",
+    }
+    expected = {
+        "HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443",
+        "RUN_TOOL_CALL_BUDGET": "50",
+        "TOOL_RESPONSE_MAX_BYTES": "65536",
+        "OPENWOP_CONFORMANCE": "false",
+        "MAX_POLL_WAIT_SECONDS": "10",
+        "APIKEY_PEPPER_MAX_AGE_SECONDS": "300",
+        "HOST_NAME": "acme-host",
+        "BUILD_ID": "abc123",
+        "MODEL_PROVIDERS": "bedrock,openai",
+        "MODEL_PRICES": '{"m": {"input": 1, "output": 2}}',
+        "OPENAI_BASE_URL": "https://llm.example.com/v1",
+        "MODEL_CALL_ATTEMPTS": "2",
+        "JUDGE_PROVIDER": "bedrock",
+        "JUDGE_MODEL": "judge-model",
+        "WEBHOOK_RETRY_BASE_SECONDS": "5",
+        "WEBHOOK_RETRY_CAP_SECONDS": "60",
+        "WEBHOOK_ROTATION_OVERLAP_SECONDS": "3600",
+        "WEBHOOK_DEAD_LETTER_DAYS": "7",
+        "EXECUTION_MAX_TASKS": "500",
+        "EVAL_FINISH_PAGE_TRIALS": "400",
+        "TENANT_WRITE_RATE": "7",
+        "TENANT_WRITE_BURST": "9",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://localhost:4318/v1/traces",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false",
+        "OPENWOP_CONFORMANCE_SEAMS": "true",
+    }
+    assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(
+        expected
+    )
+    _, stack = build_app(
+        {
+            "stage": "qa",
+            "seed": "conformance,demo",
+            "seedTenants": "acme, globex",
+            "demoToolsUrl": "https://tools.example.com",
+            "demoMcpUrl": "https://mcp.example.com/mcp",
+            "tracingLayerArn": COLLECTOR_LAYER,
+            **given,
+        },
+        outdir=str(tmp_path),
+        nag=True,
+    )
     template = Template.from_stack(stack).to_json()
     resources = template["Resources"]
     # Then every function's environment carries each setting as the code reads it
@@ -880,35 +974,54 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     (seed,) = [r for r in resources.values() if r["Type"] == "Custom::OpenWopSeed"]
     seed_fn = stack.resolve(stack.functions.function("seed_host").node.default_child.ref)["Ref"]
     assert seed["Properties"] == {
-        "ServiceToken": {"Fn::GetAtt": [seed_fn, "Arn"]}, "Stage": "qa", "Sets": "conformance,demo",
-        "Tenants": "acme,globex", "DemoToolsUrl": "https://tools.example.com",
-        "DemoMcpUrl": "https://mcp.example.com/mcp", "FixturesDigest": fixtures_digest()}
+        "ServiceToken": {"Fn::GetAtt": [seed_fn, "Arn"]},
+        "Stage": "qa",
+        "Sets": "conformance,demo",
+        "Tenants": "acme,globex",
+        "DemoToolsUrl": "https://tools.example.com",
+        "DemoMcpUrl": "https://mcp.example.com/mcp",
+        "FixturesDigest": fixtures_digest(),
+    }
     # and the seed function may write only the host table, and the runs and events tables for the audit run of the
     # demo MCP server's registration (its negotiation.decided: docs/decisions/0136)
-    statements = [s for p in resources.values() if p["Type"] == "AWS::IAM::Policy"
-                  and {"Ref": resources[seed_fn]["Properties"]["Role"]["Fn::GetAtt"][0]} in p["Properties"]["Roles"]
-                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    tables = {json.dumps(r) for s in statements if any(str(a).startswith("dynamodb:") for a in _as_list(s["Action"]))
-              for r in _as_list(s["Resource"])}
-    allowed = [json.dumps(stack.resolve(stack.tables.table(t).table_arn)) for t in (manifest.HOST, manifest.RUNS,
-                                                                                     manifest.EVENTS)]
+    statements = [
+        s
+        for p in resources.values()
+        if p["Type"] == "AWS::IAM::Policy"
+        and {"Ref": resources[seed_fn]["Properties"]["Role"]["Fn::GetAtt"][0]} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    tables = {
+        json.dumps(r)
+        for s in statements
+        if any(str(a).startswith("dynamodb:") for a in _as_list(s["Action"]))
+        for r in _as_list(s["Resource"])
+    }
+    allowed = [
+        json.dumps(stack.resolve(stack.tables.table(t).table_arn))
+        for t in (manifest.HOST, manifest.RUNS, manifest.EVENTS)
+    ]
     assert tables and all(any(a in t for a in allowed) for t in tables)
     assert all(any(a in t for t in tables) for a in allowed)
 
 
-@pytest.mark.parametrize(("context", "message"), [
-    ({"stage": "prod", "seed": "conformance"}, "seeding is refused in the prod stage"),
-    ({"stage": "qa", "seed": "demo"}, "the demo needs tenants"),
-    ({"stage": "qa", "seed": "fixtures"}, "unknown seed set fixtures"),
-    ({"stage": "qa", "runToolCallBudget": "lots"}, "context runToolCallBudget='lots': expected a non-negative"),
-    ({"stage": "qa", "conformance": "yes"}, "context conformance='yes': expected true or false"),
-    ({"stage": "qa", "conformanceSeams": "on"}, "context conformanceSeams='on': expected true or false"),
-    ({"stage": "prod", "conformanceSeams": "true"}, "conformanceSeams is refused in the prod stage"),
-    ({"stage": "qa", "detailedAlarms": "yes"}, "context detailedAlarms='yes': expected true or false"),
-    ({"stage": "qa", "dashboard": "on"}, "context dashboard='on': expected true or false"),
-])
-def test_context_that_cannot_be_deployed_fails_synthesis_with_one_line(tmp_path: Path, context: dict[str, str],
-                                                                       message: str) -> None:
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"stage": "prod", "seed": "conformance"}, "seeding is refused in the prod stage"),
+        ({"stage": "qa", "seed": "demo"}, "the demo needs tenants"),
+        ({"stage": "qa", "seed": "fixtures"}, "unknown seed set fixtures"),
+        ({"stage": "qa", "runToolCallBudget": "lots"}, "context runToolCallBudget='lots': expected a non-negative"),
+        ({"stage": "qa", "conformance": "yes"}, "context conformance='yes': expected true or false"),
+        ({"stage": "qa", "conformanceSeams": "on"}, "context conformanceSeams='on': expected true or false"),
+        ({"stage": "prod", "conformanceSeams": "true"}, "conformanceSeams is refused in the prod stage"),
+        ({"stage": "qa", "detailedAlarms": "yes"}, "context detailedAlarms='yes': expected true or false"),
+        ({"stage": "qa", "dashboard": "on"}, "context dashboard='on': expected true or false"),
+    ],
+)
+def test_context_that_cannot_be_deployed_fails_synthesis_with_one_line(
+    tmp_path: Path, context: dict[str, str], message: str
+) -> None:
     from infra.app import build_app
 
     # When the stack is synthesized with context it cannot honour
@@ -961,12 +1074,19 @@ def test_idle_cost_inventory_of_the_bench_matches_the_template(synth: Synth, syn
     assert opted_in["alarm_metrics"] > counted["alarm_metrics"] and opted_in["dashboards"] == 1
     # and by default, within CloudWatch's free tier, the secrets and the signing key are the whole idle month
     free = idle_dollars_per_month(counted, free_tier=True)
-    assert sum(free.values()) == pytest.approx(len(manifest.SECRETS) * SECRETS_PER_SECRET_MONTH
-                                               + len(manifest.KEYS) * KMS_PER_CUSTOMER_KEY_MONTH
-                                               + (counted["alarm_metrics"] - 10) * 0.10)
+    assert sum(free.values()) == pytest.approx(
+        len(manifest.SECRETS) * SECRETS_PER_SECRET_MONTH
+        + len(manifest.KEYS) * KMS_PER_CUSTOMER_KEY_MONTH
+        + (counted["alarm_metrics"] - 10) * 0.10
+    )
     # and the counter can see always-on resources and keys: a provisioned table, a NAT gateway, a KMS key
-    fake = {"Resources": {"K": {"Type": "AWS::KMS::Key"}, "N": {"Type": "AWS::EC2::NatGateway"},
-                          "T": {"Type": "AWS::DynamoDB::GlobalTable", "Properties": {"BillingMode": "PROVISIONED"}}}}
+    fake = {
+        "Resources": {
+            "K": {"Type": "AWS::KMS::Key"},
+            "N": {"Type": "AWS::EC2::NatGateway"},
+            "T": {"Type": "AWS::DynamoDB::GlobalTable", "Properties": {"BillingMode": "PROVISIONED"}},
+        }
+    }
     got = idle_inventory_from_template(fake)
     assert (got["always_on"], got["kms_keys"]) == (2, 1)
 
@@ -985,8 +1105,10 @@ def test_webhook_queue_and_dlq_are_fifo_sqs_encrypted_tls_only_with_a_redrive(sy
         assert main["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
         assert "KmsMasterKeyId" not in main and "KmsMasterKeyId" not in dlq
         # and the main queue redrives to the DLQ after the manifest's attempts
-        assert main["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
-                                         "maxReceiveCount": spec.max_receives}
+        assert main["RedrivePolicy"] == {
+            "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+            "maxReceiveCount": spec.max_receives,
+        }
         consumer = next(f for f in manifest.FUNCTIONS if f.consumes == spec.key)
         assert main["VisibilityTimeout"] >= 6 * consumer.timeout_s
     # and every queue refuses requests without TLS
@@ -998,8 +1120,12 @@ def test_webhook_queue_and_dlq_are_fifo_sqs_encrypted_tls_only_with_a_redrive(sy
     # use it, for exactly their access (the queues never do; tests/infra/test_signing_secrets.py has who reads what)
     assert list(synth.of_type("AWS::KMS::Key")) == [synth.logical_id(synth.stack.secrets.key(manifest.SIGNING))]
     # (write+replay: Encrypt, and a Decrypt held to the replay context: test_signing_secrets checks the condition)
-    wanted = {"read": {"kms:Decrypt"}, "write": {"kms:Encrypt"}, "readwrite": {"kms:Encrypt", "kms:Decrypt"},
-              "write+replay": {"kms:Encrypt", "kms:Decrypt"}}
+    wanted = {
+        "read": {"kms:Decrypt"},
+        "write": {"kms:Encrypt"},
+        "readwrite": {"kms:Encrypt", "kms:Decrypt"},
+        "write+replay": {"kms:Encrypt", "kms:Decrypt"},
+    }
     for spec in manifest.FUNCTIONS:
         kms = {a for a in _actions(synth.function_statements(spec.name)) if a.startswith("kms:")}
         assert kms == set().union(*(wanted[access] for _, access in spec.keys)), spec.name
@@ -1014,8 +1140,11 @@ def test_only_the_fanout_sends_and_only_the_delivery_function_consumes(synth: Sy
         assert sends == bool(spec.sends), spec.name
         assert receives == (spec.consumes is not None), spec.name
     # and the delivery function is invoked with one message per batch, reporting partial failures
-    (mapping,) = [m["Properties"] for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
-                  if "StartingPosition" not in m["Properties"]]
+    (mapping,) = [
+        m["Properties"]
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if "StartingPosition" not in m["Properties"]
+    ]
     assert synth.names_alias(mapping["FunctionName"], "deliver_webhooks")
     assert mapping["BatchSize"] == 1 and mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 

@@ -21,13 +21,35 @@ pytestmark = pytest.mark.infra
 def test_the_layer_requirements_resolve_for_the_lambda_python_on_arm64(tmp_path: Path) -> None:
     # Given pip's resolution of the layer's requirements for the Lambda platform (a dry run: nothing installed)
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                    "--disable-pip-version-check", "--report", str(report), *packaging.pip_platform_args(),
-                    *packaging.layer_requirements()], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--report",
+            str(report),
+            *packaging.pip_platform_args(),
+            *packaging.layer_requirements(),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     resolved = {packaging.normalize(i["metadata"]["name"]): i for i in json.loads(report.read_text())["install"]}
     # Then it resolves, to wheels for that Python and platform only
-    assert packaging.pip_platform_args()[:6] == ["--platform", "manylinux2014_aarch64", "--implementation", "cp",
-                                                 "--python-version", f"{LAMBDA_PYTHON[0]}.{LAMBDA_PYTHON[1]}"]
+    assert packaging.pip_platform_args()[:6] == [
+        "--platform",
+        "manylinux2014_aarch64",
+        "--implementation",
+        "cp",
+        "--python-version",
+        f"{LAMBDA_PYTHON[0]}.{LAMBDA_PYTHON[1]}",
+    ]
     assert LAMBDA_PYTHON == (3, 13)
     wheels = [i["download_info"]["url"].rsplit("/", 1)[-1] for i in resolved.values()]
     assert wheels and all(w.endswith(".whl") for w in wheels)

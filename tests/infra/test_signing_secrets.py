@@ -20,9 +20,17 @@ from shared import manifest
 pytestmark = pytest.mark.infra
 
 # Every DynamoDB action that hands out item contents (or a copy of the table).
-ITEM_READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan",
-              "dynamodb:PartiQLSelect", "dynamodb:GetRecords", "dynamodb:ExportTableToPointInTime",
-              "dynamodb:RestoreTableToPointInTime", "dynamodb:RestoreTableFromBackup")
+ITEM_READS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:PartiQLSelect",
+    "dynamodb:GetRecords",
+    "dynamodb:ExportTableToPointInTime",
+    "dynamodb:RestoreTableToPointInTime",
+    "dynamodb:RestoreTableFromBackup",
+)
 DECRYPTS = ("kms:Decrypt", "kms:ReEncryptFrom")
 
 
@@ -33,8 +41,11 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict[
     from infra.app import build_app
 
     # the opt-ins too (a backup plan, its role), so every role the prod template can hold is in it
-    _, stack = build_app({"stage": "prod", "backup": "true", "detailedAlarms": "true"},
-                         outdir=str(Path(tmp_path_factory.mktemp("cdk.out"))), nag=False)
+    _, stack = build_app(
+        {"stage": "prod", "backup": "true", "detailedAlarms": "true"},
+        outdir=str(Path(tmp_path_factory.mktemp("cdk.out"))),
+        nag=False,
+    )
     return stack, Template.from_stack(stack).to_json()["Resources"]
 
 
@@ -80,8 +91,9 @@ def test_only_registration_and_delivery_can_read_signing_secrets_and_only_delive
         statements = _role_statements(resources, rid)
         # (no managed policy that could reach any table or key: only the logging/backup service policies)
         for arn in role["Properties"].get("ManagedPolicyArns", []):
-            assert not any(w in json.dumps(arn) for w in ("DynamoDB", "Administrator", "PowerUser", "KMS",
-                                                          "ReadOnly")), (rid, arn)
+            assert not any(
+                w in json.dumps(arn) for w in ("DynamoDB", "Administrator", "PowerUser", "KMS", "ReadOnly")
+            ), (rid, arn)
         if _allows(statements, ITEM_READS, table_id):
             readers.add(rid)
         if _allows([st for st in statements if "Condition" not in st], DECRYPTS, key_id):
@@ -94,8 +106,9 @@ def test_only_registration_and_delivery_can_read_signing_secrets_and_only_delive
     assert readers & openers == {deliver}
     # ... but for what registration sealed for an idempotent replay (its answer's secret), and only that
     replay = [st for st in _role_statements(resources, register) if _allows([st], DECRYPTS, key_id)]
-    assert replay and all(st["Condition"] == {"StringEquals": {"kms:EncryptionContext:purpose": "idempotent-replay"}}
-                          for st in replay)
+    assert replay and all(
+        st["Condition"] == {"StringEquals": {"kms:EncryptionContext:purpose": "idempotent-replay"}} for st in replay
+    )
     # and the fan-out, which reads every subscription, reads no secret
     assert _role_of(stack, "fanout_webhooks") not in readers | openers
 

@@ -25,8 +25,12 @@ def _suite_id() -> str:
 
 def _tool(host: Any, url: str, path: str, tier: str | None) -> str:
     tool_id = f"t{uuid.uuid4().hex[:8]}.crm:{path.strip('/').replace('/', '-')}"
-    body: dict[str, Any] = {"toolId": tool_id, "description": "a loopback tool", "inputSchema": {"type": "object"},
-                            "source": {"kind": "http", "url": url + path, "method": "POST"}}
+    body: dict[str, Any] = {
+        "toolId": tool_id,
+        "description": "a loopback tool",
+        "inputSchema": {"type": "object"},
+        "source": {"kind": "http", "url": url + path, "method": "POST"},
+    }
     if tier:
         body["safetyTier"] = tier
     r = raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a)
@@ -37,20 +41,34 @@ def _tool(host: Any, url: str, path: str, tier: str | None) -> str:
 @pytest.fixture(scope="module")
 def tools(host, server):
     counter, url = server
-    return {"server": counter, "lookup": _tool(host, url, "/crm/lookup", "read"),
-            "ticket": _tool(host, url, "/tickets", None)}
+    return {
+        "server": counter,
+        "lookup": _tool(host, url, "/crm/lookup", "read"),
+        "ticket": _tool(host, url, "/tickets", None),
+    }
 
 
-def _task(task_id: str, calls: list[tuple[str, Any]], entries: list[dict[str, Any]], on_miss: str = "fail",
-          answer: str = "done", **extra: Any) -> dict[str, Any]:
-    return {"taskId": task_id, "input": {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": answer},
-            "expected": {"kind": "golden", "match": {"strategy": "exact", "value": answer}},
-            "fixtures": {"toolResponses": entries, "onMiss": on_miss}, **extra}
+def _task(
+    task_id: str,
+    calls: list[tuple[str, Any]],
+    entries: list[dict[str, Any]],
+    on_miss: str = "fail",
+    answer: str = "done",
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "taskId": task_id,
+        "input": {"calls": [{"tool": t, "args": a} for t, a in calls], "answer": answer},
+        "expected": {"kind": "golden", "match": {"strategy": "exact", "value": answer}},
+        "fixtures": {"toolResponses": entries, "onMiss": on_miss},
+        **extra,
+    }
 
 
 def _register(host: Any, suite_id: str, version: str, tasks: list[dict[str, Any]], **extra: Any) -> str:
-    r = put_suite(host, host.key_a, {"suiteId": suite_id, "version": version, "modes": ["golden"], "tasks": tasks,
-                                     **extra})
+    r = put_suite(
+        host, host.key_a, {"suiteId": suite_id, "version": version, "modes": ["golden"], "tasks": tasks, **extra}
+    )
     assert r.status == 201, r.text
     return f"{suite_id}@{version}"
 
@@ -73,8 +91,7 @@ def test_ignore_makes_a_timestamp_only_change_pass(host, tools):
     calls, entries = _stamped(tools)
     # Given a recorded lookup whose only difference from the call is its timestamp
     exact = _register(host, suite_id, "1.0.0", [_task("stamp", calls, entries)])
-    ignoring = _register(host, suite_id, "1.1.0", [_task("stamp", calls, entries)],
-                         fixtureMatching={"ignore": ["/at"]})
+    ignoring = _register(host, suite_id, "1.1.0", [_task("stamp", calls, entries)], fixtureMatching={"ignore": ["/at"]})
     before = tools["server"].count()
     # When it runs under the official exact match
     missed = _report(host, run_eval(client, exact))["stamp"]
@@ -104,13 +121,22 @@ def test_any_of_serves_a_listed_changed_argument_and_the_miss_suggests_it(host, 
     assert (missed["verdict"], missed["fixtureMissCount"]) == ("unverifiable", 1)
     assert missed["fixtureMisses"][0]["wouldMatchWith"] == {"ignore": ["/region"], "anyOf": {"/region": ["us"]}}
     # When one task lists us in anyOf and another lists only ca
-    listed = _register(host, suite_id, "1.1.0", [
-        _task("region", [call], [entry], fixtureMatching={"anyOf": {"/region": ["ca", "us"]}}),
-        _task("unlisted", [call], [entry], fixtureMatching={"anyOf": {"/region": ["ca"]}})])
+    listed = _register(
+        host,
+        suite_id,
+        "1.1.0",
+        [
+            _task("region", [call], [entry], fixtureMatching={"anyOf": {"/region": ["ca", "us"]}}),
+            _task("unlisted", [call], [entry], fixtureMatching={"anyOf": {"/region": ["ca"]}}),
+        ],
+    )
     rows = _report(host, run_eval(client, listed))
     # Then the listed value is served the recorded answer and passes; the unlisted one still misses
     assert (rows["region"]["verdict"], rows["region"]["fixtureMissCount"], rows["region"]["liveToolCalls"]) == (
-        "passed", 0, 0)
+        "passed",
+        0,
+        0,
+    )
     assert [c["provenance"] for c in rows["region"]["trialResults"][0]["toolCalls"]] == ["served"]
     assert (rows["unlisted"]["verdict"], rows["unlisted"]["fixtureMissCount"]) == ("unverifiable", 1)
     assert tools["server"].count() == before  # nothing went live
@@ -122,10 +148,16 @@ def test_a_task_rule_replaces_the_suites_and_tolerance_bounds_numbers(host, tool
     call = (tools["lookup"], {"customerId": "c-1", "amount": 10.4})
     entry = {"tool": tools["lookup"], "args": {"customerId": "c-1", "amount": 10}, "response": ADA}
     # Given a suite ignoring /at and a task of its own bounding /amount, and one bound too tight
-    ref = _register(host, suite_id, "1.0.0", [
-        _task("near", [call], [entry], fixtureMatching={"tolerance": {"/amount": 0.5}}),
-        _task("far", [call], [entry], fixtureMatching={"tolerance": {"/amount": 0.1}})],
-        fixtureMatching={"ignore": ["/amount"]})
+    ref = _register(
+        host,
+        suite_id,
+        "1.0.0",
+        [
+            _task("near", [call], [entry], fixtureMatching={"tolerance": {"/amount": 0.5}}),
+            _task("far", [call], [entry], fixtureMatching={"tolerance": {"/amount": 0.1}}),
+        ],
+        fixtureMatching={"ignore": ["/amount"]},
+    )
     rows = _report(host, run_eval(client, ref))
     # Then the task's bound decides: within it served, beyond it a miss naming the bound that would match
     assert (rows["near"]["verdict"], rows["near"]["fixtureMissCount"]) == ("passed", 0)
@@ -138,9 +170,15 @@ def test_live_read_only_goes_live_for_a_read_tool_and_never_for_an_effect_tool(h
     suite_id = _suite_id()
     ada = {"tool": tools["lookup"], "args": {"customerId": "c-1"}, "response": ADA}
     # Given a read-only lookup and a write tool, both missing their fixtures under onMiss live-read-only
-    ref = _register(host, suite_id, "1.0.0", [
-        _task("reads", [(tools["lookup"], {"customerId": "c-2"})], [ada], "live-read-only"),
-        _task("writes", [(tools["ticket"], {"title": "refund"})], [ada], "live-read-only")])
+    ref = _register(
+        host,
+        suite_id,
+        "1.0.0",
+        [
+            _task("reads", [(tools["lookup"], {"customerId": "c-2"})], [ada], "live-read-only"),
+            _task("writes", [(tools["ticket"], {"title": "refund"})], [ada], "live-read-only"),
+        ],
+    )
     lookups, tickets = tools["server"].count("/crm/lookup"), tools["server"].count("/tickets")
     rows = _report(host, run_eval(client, ref))
     # Then the lookup went live once (counted on the tool server, shown live, no miss)
@@ -168,9 +206,15 @@ def test_eval_accept_publishes_a_version_the_same_candidate_passes(host, tools, 
     new_args = {"customerId": "c-1", "limit": 2}
     old = {"tool": tools["lookup"], "args": {"customerId": "c-1", "limit": 1}, "response": ADA}
     trajectory = {"match": "exact", "calls": [{"tool": tools["lookup"], "args": old["args"]}]}
-    ref = _register(host, suite_id, "1.0.0", [
-        _task("lookup", [(tools["lookup"], new_args)], [old], answer="found", trajectory=trajectory),
-        _task("same", [], [], answer="same")])
+    ref = _register(
+        host,
+        suite_id,
+        "1.0.0",
+        [
+            _task("lookup", [(tools["lookup"], new_args)], [old], answer="found", trajectory=trajectory),
+            _task("same", [], [], answer="same"),
+        ],
+    )
     assert _cli(host, "run", "--suite", ref, "--agent", AGENT, "--wait") == 2  # the miss: unverifiable
     capsys.readouterr()
     candidate = run_eval(client, ref)
@@ -179,12 +223,19 @@ def test_eval_accept_publishes_a_version_the_same_candidate_passes(host, tools, 
     assert _cli(host, "accept", candidate, "--json") == 0
     published = json.loads(capsys.readouterr().out)
     # Then the next minor version is published, taking the recorded call with its old answer as the fixture
-    assert published == {"suiteId": suite_id, "version": "1.1.0", "evalSuiteRef": f"{suite_id}@1.1.0",
-                         "taskCount": 2, "acceptedCount": 2}
+    assert published == {
+        "suiteId": suite_id,
+        "version": "1.1.0",
+        "evalSuiteRef": f"{suite_id}@1.1.0",
+        "taskCount": 2,
+        "acceptedCount": 2,
+    }
     doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.1.0", key=host.key_a).json
     task = doc["tasks"][0]
-    assert task["fixtures"] == {"toolResponses": [{"tool": tools["lookup"], "args": new_args, "argsMatch": "exact",
-                                                   "response": ADA}], "onMiss": "fail"}
+    assert task["fixtures"] == {
+        "toolResponses": [{"tool": tools["lookup"], "args": new_args, "argsMatch": "exact", "response": ADA}],
+        "onMiss": "fail",
+    }
     assert task["trajectory"] == {"match": "exact", "calls": [{"tool": tools["lookup"], "args": new_args}]}
     assert task["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "found"}}
     # and the old version is unchanged (immutable)
@@ -215,8 +266,9 @@ def test_eval_accept_with_task_through_the_cli_accepts_only_that_task(host, tool
     # and only that task takes the run's recorded call; the other keeps its old fixture
     doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.1.0", key=host.key_a).json
     tasks = {t["taskId"]: t for t in doc["tasks"]}
-    assert tasks["stamp"]["fixtures"]["toolResponses"] == [{"tool": tools["lookup"], "args": calls[0][1],
-                                                            "argsMatch": "exact", "response": ADA}]
+    assert tasks["stamp"]["fixtures"]["toolResponses"] == [
+        {"tool": tools["lookup"], "args": calls[0][1], "argsMatch": "exact", "response": ADA}
+    ]
     assert tasks["other"] == _task("other", calls, entries)
     # and the same candidate against it: stamp is served, other still misses (exit 2)
     assert _cli(host, "run", "--suite", f"{suite_id}@1.1.0", "--agent", AGENT, "--wait", "--json") == 2
@@ -226,7 +278,9 @@ def test_eval_accept_with_task_through_the_cli_accepts_only_that_task(host, tool
     assert _cli(host, "accept", candidate, "--task", "nope") == 3
     assert capsys.readouterr().err.startswith("error: ")
     assert raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}", key=host.key_a).json["versions"] == [
-        "1.0.0", "1.1.0"]
+        "1.0.0",
+        "1.1.0",
+    ]
 
 
 def test_accept_of_one_task_leaves_the_others_and_refuses_foreign_runs_with_one_answer(host, tools, capsys):
@@ -252,4 +306,6 @@ def test_accept_of_one_task_leaves_the_others_and_refuses_foreign_runs_with_one_
     assert (bad.status, bad.json["error"]) == (400, "validation_error")
     assert raw(host.base_url, "POST", path, {"run": candidate}, key=host.key_a).status == 400
     assert raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}", key=host.key_a).json["versions"] == [
-        "1.0.0", "1.1.0"]
+        "1.0.0",
+        "1.1.0",
+    ]

@@ -19,9 +19,16 @@ BASE = "/host/openwop-serverless"
 
 
 def _register(host: Any, agent_id: str, version: str, answer: str) -> None:
-    body = {"version": version, "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [
-        {"text": answer}]}}, "manifest": {"agentId": agent_id, "persona": "Answerer", "modelClass": "general",
-                                          "systemPrompt": f"answer {version}"}}
+    body = {
+        "version": version,
+        "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [{"text": answer}]}},
+        "manifest": {
+            "agentId": agent_id,
+            "persona": "Answerer",
+            "modelClass": "general",
+            "systemPrompt": f"answer {version}",
+        },
+    }
     r = raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a)
     assert r.status == 201, r.text
 
@@ -33,14 +40,31 @@ def _agent_with_evals(host: Any) -> tuple[str, dict[str, str]]:
     for version, answer in (("1.0.0", "42"), ("2.0.0", "42"), ("3.0.0", "41")):
         _register(host, agent_id, version, answer)
     suite = f"tests.{org}.evals.answer"
-    assert put_suite(host, host.key_a, {
-        "suiteId": suite, "version": "1.0.0", "modes": ["golden", "regression"], "targetAgentId": agent_id,
-        "tasks": [{"taskId": "q", "input": "What is six times seven?", "expected": golden("42")}]}).status == 201
+    assert (
+        put_suite(
+            host,
+            host.key_a,
+            {
+                "suiteId": suite,
+                "version": "1.0.0",
+                "modes": ["golden", "regression"],
+                "targetAgentId": agent_id,
+                "tasks": [{"taskId": "q", "input": "What is six times seven?", "expected": golden("42")}],
+            },
+        ).status
+        == 201
+    )
     client = host.client(host.key_a)
 
     def evaluate(version: str, **kw: Any) -> str:
-        run = client.runs_create(eval_request(f"{suite}@1.0.0", agentId=agent_id, configurable={
-            "version": 1, "extensions": {"openwop-serverless": {"agentVersion": version}}}, **kw))
+        run = client.runs_create(
+            eval_request(
+                f"{suite}@1.0.0",
+                agentId=agent_id,
+                configurable={"version": 1, "extensions": {"openwop-serverless": {"agentVersion": version}}},
+                **kw,
+            )
+        )
         assert wait_terminal(client, run.runId).status == "completed"
         return str(run.runId)
 
@@ -56,15 +80,19 @@ def agent(host):
 
 
 def _promote(client: Any, agent_id: str, version: str, **kw: Any) -> Any:
-    return client.agents_transition_deployment(agent_id, AgentDeploymentTransition(
-        version=version, transition=kw.pop("transition", "promote"), **kw))
+    return client.agents_transition_deployment(
+        agent_id, AgentDeploymentTransition(version=version, transition=kw.pop("transition", "promote"), **kw)
+    )
 
 
 def _channel_run(host: Any, agent_id: str, channel: str | None, version: str | None = None) -> Any:
     """A run of a one-node workflow naming the agent by ``channel``, by ``version``, or (neither) by id alone."""
     n = node("agent", "core.agent", inputs={"input": static("What is six times seven?")})
-    n["agent"] = {"agentId": agent_id, **({"channel": channel} if channel else {}),
-                  **({"version": version} if version else {})}
+    n["agent"] = {
+        "agentId": agent_id,
+        **({"channel": channel} if channel else {}),
+        **({"version": version} if version else {}),
+    }
     wid = f"wf-{uuid.uuid4().hex[:10]}"
     r = raw(host.base_url, "POST", f"{BASE}/workflows", definition(wid, [n]), key=host.key_a)
     assert r.status == 201, r.text
@@ -79,10 +107,19 @@ def test_the_promotion_gate_channels_rollback_and_pause(host, agent):
 
     # No evidence, a regressed eval, an eval of another version, a foreign or malformed id: the same refusal
     refusals = []
-    for kw in ({}, {"evalRunId": evals["v3"]}, {"evalRunId": evals["v1"]}, {"evalRunId": "tenant-b/r-zz"},
-               {"evalRunId": "garbage"}):
-        body = {"version": "3.0.0" if kw.get("evalRunId") == evals["v3"] else "2.0.0", "transition": "promote",
-                "toState": "active", **kw}
+    for kw in (
+        {},
+        {"evalRunId": evals["v3"]},
+        {"evalRunId": evals["v1"]},
+        {"evalRunId": "tenant-b/r-zz"},
+        {"evalRunId": "garbage"},
+    ):
+        body = {
+            "version": "3.0.0" if kw.get("evalRunId") == evals["v3"] else "2.0.0",
+            "transition": "promote",
+            "toState": "active",
+            **kw,
+        }
         r = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments", body, key=host.key_a)
         assert r.status == 422 and r.json["error"] == "eval_gate_unmet", r.text
         refusals.append(r.text)
@@ -123,8 +160,13 @@ def test_the_promotion_gate_channels_rollback_and_pause(host, agent):
     # Pause it: nothing serves "stable"; adjust-canary is not offered
     assert _promote(client, agent_id, "1.0.0", transition="pause").state == "paused"
     assert _channel_run(host, agent_id, "stable").json["error"] == "no_active_deployment"
-    canary = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments",
-                 {"version": "1.0.0", "transition": "adjust-canary", "canaryPercent": 50}, key=host.key_a)
+    canary = raw(
+        host.base_url,
+        "POST",
+        f"/agents/{agent_id}/deployments",
+        {"version": "1.0.0", "transition": "adjust-canary", "canaryPercent": 50},
+        key=host.key_a,
+    )
     assert canary.status == 400 and canary.json["error"] == "validation_error"
 
     # Another tenant sees no such agent
@@ -150,8 +192,7 @@ def _history(host: Any, agent_id: str, key: str | None = None) -> Any:
 
 
 def _rollback(host: Any, agent_id: str, key: str | None = None, channel: str = "stable") -> Any:
-    return raw(host.base_url, "POST", f"{BASE}/agents/{agent_id}/deployments/{channel}:rollback",
-               key=key or host.key_a)
+    return raw(host.base_url, "POST", f"{BASE}/agents/{agent_id}/deployments/{channel}:rollback", key=key or host.key_a)
 
 
 def test_an_unpinned_reference_follows_stable_and_rollback_returns_the_previous_one(host):
@@ -211,8 +252,10 @@ def test_the_channel_routes_answer_another_tenant_as_an_unknown_agent(host, agen
     # Given tenant A's agent
     agent_id, _ = agent
     # When tenant B reads its history or rolls it back, and asks the same of an id nobody has
-    answers = [(_history(host, agent_id, host.key_b), _history(host, "x.nobody", host.key_b)),
-               (_rollback(host, agent_id, host.key_b), _rollback(host, "x.nobody", host.key_b))]
+    answers = [
+        (_history(host, agent_id, host.key_b), _history(host, "x.nobody", host.key_b)),
+        (_rollback(host, agent_id, host.key_b), _rollback(host, "x.nobody", host.key_b)),
+    ]
     # Then each pair is the same 404, byte for byte, and tenant A's channel is untouched
     for foreign, unknown in answers:
         assert foreign.status == unknown.status == 404 and foreign.text == unknown.text

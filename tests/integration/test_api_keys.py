@@ -37,8 +37,9 @@ def _runs_status(host, key: str) -> int:
 
 def _pepper_doc(ports) -> dict[str, str]:
     client = ports.secrets.client()
-    doc: dict[str, str] = json.loads(client.get_secret_value(SecretId=ports.settings.apikey_pepper_secret_id)
-                                     ["SecretString"])
+    doc: dict[str, str] = json.loads(
+        client.get_secret_value(SecretId=ports.settings.apikey_pepper_secret_id)["SecretString"]
+    )
     return doc
 
 
@@ -120,8 +121,10 @@ def test_pepper_rotation_keeps_old_keys_working_until_it_is_finished(host, ports
         timer.now += 3600
         assert _runs_status(host, old["apiKey"]) == 200
         assert _runs_status(host, new["apiKey"]) == 200
-        states = {json.loads(x)["name"]: json.loads(x)["pepper"]
-                  for x in _cli(host, capsys, "keys", "list", "--tenant", tenant).splitlines()}
+        states = {
+            json.loads(x)["name"]: json.loads(x)["pepper"]
+            for x in _cli(host, capsys, "keys", "list", "--tenant", tenant).splitlines()
+        }
         assert states == {"old": "previous", "new": "current"}
         # When the rotation is finished
         _cli(host, capsys, "keys", "finish-rotation")

@@ -85,8 +85,10 @@ def test_a_revoked_key_stops_working_once_its_cache_entry_expires(ports, timer, 
     auth.put_api_key(ports, key, "tenant-b")
     assert auth.resolve_caller(ports, f"Bearer {key}").tenant == "tenant-b"
     # When it is revoked (its host-table item deleted)
-    ports.host._c.delete_item(TableName=ports.settings.host_table,
-                              Key={"pk": {"S": auth.APIKEY_PK}, "sk": {"S": auth.key_hash(auth.peppers(ports).current, key)}})
+    ports.host._c.delete_item(
+        TableName=ports.settings.host_table,
+        Key={"pk": {"S": auth.APIKEY_PK}, "sk": {"S": auth.key_hash(auth.peppers(ports).current, key)}},
+    )
     # Then it still works from the cache just before the TTL ...
     timer.now += auth.HIT_TTL_S - 1
     assert auth.resolve_caller(ports, f"Bearer {key}").tenant == "tenant-b"

@@ -26,17 +26,35 @@ print(json.dumps({"status": out["statusCode"], "clients": wiring.clients_built()
 
 def _event(key: str, method: str, path: str, route: str, body: Any = None) -> dict[str, Any]:
     return {
-        "version": "2.0", "routeKey": f"{method} {route}", "rawPath": path, "rawQueryString": "",
+        "version": "2.0",
+        "routeKey": f"{method} {route}",
+        "rawPath": path,
+        "rawQueryString": "",
         "headers": {"authorization": f"Bearer {key}", "openwop-version": "2.0", "content-type": "application/json"},
-        "requestContext": {"http": {"method": method, "path": path, "sourceIp": "127.0.0.1", "userAgent": "test",
-                                    "protocol": "HTTP/1.1"}, "requestId": "cold", "stage": "$default"},
-        "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False,
+        "requestContext": {
+            "http": {
+                "method": method,
+                "path": path,
+                "sourceIp": "127.0.0.1",
+                "userAgent": "test",
+                "protocol": "HTTP/1.1",
+            },
+            "requestId": "cold",
+            "stage": "$default",
+        },
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
     }
 
 
 def _cold(function: str, event: dict[str, Any]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-c", _COLD, function, json.dumps(event)], capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD, function, json.dumps(event)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -53,13 +71,17 @@ def _tenant_key(tenant: str) -> str:
     return key
 
 
-@pytest.mark.parametrize(("function", "method", "path", "route", "status"), [
-    ("get_run", "GET", f"/runs/{UNKNOWN}", "/runs/{runId}", 404),
-    ("list_runs", "GET", "/runs", "/runs", 200),
-    ("poll_run_events", "GET", f"/runs/{UNKNOWN}/events/poll", "/runs/{runId}/events/poll", 404),
-])
-def test_a_cold_read_builds_only_the_dynamodb_client(host: Any, function: str, method: str, path: str, route: str,
-                                                     status: int) -> None:
+@pytest.mark.parametrize(
+    ("function", "method", "path", "route", "status"),
+    [
+        ("get_run", "GET", f"/runs/{UNKNOWN}", "/runs/{runId}", 404),
+        ("list_runs", "GET", "/runs", "/runs", 200),
+        ("poll_run_events", "GET", f"/runs/{UNKNOWN}/events/poll", "/runs/{runId}/events/poll", 404),
+    ],
+)
+def test_a_cold_read_builds_only_the_dynamodb_client(
+    host: Any, function: str, method: str, path: str, route: str, status: int
+) -> None:
     key = host.key_a
     if function == "list_runs":  # a tenant of its own, one small run to list
         key = _tenant_key(unique("tenant-cold"))

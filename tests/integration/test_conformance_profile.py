@@ -38,8 +38,9 @@ def test_fork_inside_a_node_restarts_it_the_event_at_from_seq_is_a_fresh_node_st
         fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=from_seq, mode="replay"))
         assert wait_terminal(client, fork.runId).status == "completed"
         forked = all_events(client, fork.runId)
-        assert [(e.sequence, e.type) for e in forked if e.sequence < from_seq] == \
-            [(e.sequence, e.type) for e in source if e.sequence < from_seq]
+        assert [(e.sequence, e.type) for e in forked if e.sequence < from_seq] == [
+            (e.sequence, e.type) for e in source if e.sequence < from_seq
+        ]
         at = next(e for e in forked if e.sequence == from_seq)
         assert (at.type, at.nodeId) == ("node.started", source[from_seq].nodeId)
         # one event longer than the source (the node's completion is re-executed), and no divergence reported
@@ -68,8 +69,9 @@ def test_fork_of_an_agent_between_node_started_and_invocation_started_runs_the_a
         done = [e for e in forked if e.type == "node.completed"]
         assert [e.payload["outputs"] for e in done] == [{"decision": "done"}]
         if mode == "replay":  # the recorded answer, no divergence, the counter untouched
-            assert [e.payload["outcome"] for e in forked if e.type == "agent.tool-returned"] == \
-                [e.payload["outcome"] for e in source if e.type == "agent.tool-returned"]
+            assert [e.payload["outcome"] for e in forked if e.type == "agent.tool-returned"] == [
+                e.payload["outcome"] for e in source if e.type == "agent.tool-returned"
+            ]
             assert "replay.diverged" not in [e.type for e in forked]
             assert _ports().host.counter_read("COUNTER#tenant-a", key) == 1
     assert _ports().host.counter_read("COUNTER#tenant-a", key) == 2  # the branch called it live
@@ -86,8 +88,9 @@ def test_fork_inside_a_hold_restarts_the_hold_and_completes(host):
     forked = all_events(client, fork.runId)
     assert (forked[done.sequence].type, forked[done.sequence].nodeId) == ("node.started", "wait")
     effect = next(e for e in forked if e.type == "node.completed" and e.nodeId == "effect")
-    assert effect.payload["outputs"] == next(e.payload["outputs"] for e in source
-                                             if e.type == "node.completed" and e.nodeId == "effect")
+    assert effect.payload["outputs"] == next(
+        e.payload["outputs"] for e in source if e.type == "node.completed" and e.nodeId == "effect"
+    )
     assert "replay.diverged" not in [e.type for e in forked]
 
 
@@ -124,8 +127,10 @@ def test_diff_of_identical_logs_is_empty_and_a_noop_against_a_failure_diverges(h
     from tests.wire import raw
 
     client = host.client(host.key_a)
-    a, b, f = (client.runs_create(CreateRunRequest(workflowId=w)).runId
-               for w in ("conformance-noop", "conformance-noop", "conformance-failure"))
+    a, b, f = (
+        client.runs_create(CreateRunRequest(workflowId=w)).runId
+        for w in ("conformance-noop", "conformance-noop", "conformance-failure")
+    )
     for r in (a, b, f):
         wait_terminal(client, r)
     same = raw(host.base_url, "GET", f"/runs/{_wire(a)}:diff?against={_wire(b)}", key=host.key_a)
@@ -159,15 +164,19 @@ def test_same_key_creates_in_flight_one_run_losers_409_with_retry_after(host):
     sfn.meta.events.register("before-call.sfn.StartExecution", hold_the_winner)
     try:
         with ThreadPoolExecutor(5) as pool:
-            first = pool.submit(raw, host.base_url, "POST", "/runs", body, key=host.key_a,
-                                headers={"Idempotency-Key": key})
+            first = pool.submit(
+                raw, host.base_url, "POST", "/runs", body, key=host.key_a, headers={"Idempotency-Key": key}
+            )
             deadline = time.monotonic() + 60
             while not held:
-                assert time.monotonic() < deadline and not first.done(), \
+                assert time.monotonic() < deadline and not first.done(), (
                     f"the winner never reached StartExecution: {first.result() if first.done() else None}"
+                )
                 time.sleep(0.01)
-            losers = [pool.submit(raw, host.base_url, "POST", "/runs", body, key=host.key_a,
-                                  headers={"Idempotency-Key": key}) for _ in range(4)]
+            losers = [
+                pool.submit(raw, host.base_url, "POST", "/runs", body, key=host.key_a, headers={"Idempotency-Key": key})
+                for _ in range(4)
+            ]
             refused = [f.result() for f in losers]
             losers_done.set()
             winner = first.result()
@@ -193,9 +202,11 @@ def _execution_state(run_id: str) -> tuple[str, str | None]:
     sfn = _ports().orchestrator._c
     arn = _ports().runs.get_run(run_id).execution_arn
     status = sfn.describe_execution(executionArn=arn)["status"]
-    entered = [e["stateEnteredEventDetails"]["name"]
-               for e in sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-               if "stateEnteredEventDetails" in e]
+    entered = [
+        e["stateEnteredEventDetails"]["name"]
+        for e in sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        if "stateEnteredEventDetails" in e
+    ]
     return status, entered[-1] if entered else None
 
 
@@ -230,7 +241,11 @@ def test_pause_parks_the_run_on_a_task_token_and_resume_lets_it_finish(host):
     try:
         client.runs_pause(run.runId)
     except WopError as err:
-        assert (err.status, err.envelope.error, err.envelope.details) == (409, "run_state_conflict", {"runStatus": "paused"})
+        assert (err.status, err.envelope.error, err.envelope.details) == (
+            409,
+            "run_state_conflict",
+            {"runStatus": "paused"},
+        )
     else:
         raise AssertionError("a second pause must be refused")
     # the hold's Wait ends, then the execution parks on its task token (no Lambda runs while it waits)
@@ -267,7 +282,11 @@ def test_resume_before_the_run_parks_and_cancel_of_a_paused_run(host):
     try:
         client.runs_resume(run.runId)
     except WopError as err:
-        assert (err.status, err.envelope.error, err.envelope.details) == (409, "run_state_conflict", {"runStatus": "running"})
+        assert (err.status, err.envelope.error, err.envelope.details) == (
+            409,
+            "run_state_conflict",
+            {"runStatus": "running"},
+        )
     else:
         raise AssertionError("resuming a running run must be refused")
     assert wait_terminal(client, run.runId).status == "completed"
@@ -420,8 +439,9 @@ def test_discovery_validates_against_the_official_capabilities_schema(host):
     for name in EVAL_SUITE_OVERLAY:
         assert stripped["agents"]["evalSuite"].pop(name) is True
     assert _errors(_capabilities_validator(overlay=False), stripped) == []
-    assert doc["limits"]["clarificationRounds"] == doc["limits"]["schemaRounds"] == \
-        doc["limits"]["envelopesPerTurn"] == 0
+    assert (
+        doc["limits"]["clarificationRounds"] == doc["limits"]["schemaRounds"] == doc["limits"]["envelopesPerTurn"] == 0
+    )
     assert doc["idempotency"]["crossRegion"] == "single-region"
     assert doc["eventLog"]["crossEngineOrdering"] == {"orderingModel": "global-sequencer"}
     # the validator is not vacuous: the document as it was before (limits without its required bounds) fails
@@ -446,8 +466,9 @@ def _suspended(client, workflow_id="conformance-approval"):
 def _resolve(host, run_id, value, key=None, node="gate"):
     from tests.wire import raw
 
-    return raw(host.base_url, "POST", f"/runs/{_wire(run_id)}/interrupts/{node}", {"resumeValue": value},
-               key=key or host.key_a)
+    return raw(
+        host.base_url, "POST", f"/runs/{_wire(run_id)}/interrupts/{node}", {"resumeValue": value}, key=key or host.key_a
+    )
 
 
 def test_an_approval_waits_parked_and_an_accept_completes_the_run(host):
@@ -468,8 +489,14 @@ def test_an_approval_waits_parked_and_an_accept_completes_the_run(host):
     assert (out.runId, out.nodeId, out.status) == (run_id, "gate", "running")
     assert wait_terminal(client, run_id).status == "completed"
     events = all_events(client, run_id)
-    assert [e.type for e in events] == ["run.started", "node.started", "interrupt.requested", "interrupt.resolved",
-                                        "node.completed", "run.completed"]
+    assert [e.type for e in events] == [
+        "run.started",
+        "node.started",
+        "interrupt.requested",
+        "interrupt.resolved",
+        "node.completed",
+        "run.completed",
+    ]
     resolved = events[3].payload
     assert (resolved["action"], resolved["decision"], resolved["kind"]) == ("accept", "granted", "approval")
     assert resolved["interruptId"] == p["interruptId"] and resolved["resolvedBy"]["subjectId"] == "key-tenant-a"
@@ -490,8 +517,10 @@ def test_a_reject_fails_the_gate_and_the_run_with_approval_rejected(host):
     assert (resolved["action"], resolved["decision"]) == ("reject", "rejected")
     node_failed = next(e for e in events if e.type == "node.failed")
     assert node_failed.nodeId == "gate"
-    assert (node_failed.payload["error"]["code"], node_failed.payload["error"]["retryable"]) == \
-        ("approval_rejected", False)
+    assert (node_failed.payload["error"]["code"], node_failed.payload["error"]["retryable"]) == (
+        "approval_rejected",
+        False,
+    )
     run_failed = next(e for e in events if e.type == "run.failed")
     assert (run_failed.payload["error"]["code"], run_failed.payload["failedNodeId"]) == ("approval_rejected", "gate")
 
@@ -551,15 +580,18 @@ def test_interrupt_token_scheme(host):
 
     from tests.wire import raw
 
-    for token in ("b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
-                  "ow2.hs256.nokid.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
-                  "ow2.rs256.h1.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef"):
+    for token in (
+        "b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
+        "ow2.hs256.nokid.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
+        "ow2.rs256.h1.b3BlbndvcC1jb25mb3JtYW5jZQ.0123456789abcdef0123456789abcdef",
+    ):
         res = raw(host.base_url, "GET", f"/interrupts/{token}")
         assert (res.status, res.json["error"]) == (401, "interrupt_token_invalid"), token
     client = host.client(host.key_a)
     run_id = _suspended(client)
-    minted = raw(host.base_url, "POST", f"/host/openwop-serverless/runs/{_wire(run_id)}/interrupts/gate/token",
-                 key=host.key_a)
+    minted = raw(
+        host.base_url, "POST", f"/host/openwop-serverless/runs/{_wire(run_id)}/interrupts/gate/token", key=host.key_a
+    )
     assert minted.status == 201 and minted.json["token"].startswith("ow2.hs256.h1.")
     token = minted.json["token"]
     seen = client.interrupts_inspect_by_token(token)
@@ -580,8 +612,9 @@ def test_interrupt_token_scheme(host):
         raise AssertionError("a spent token must be refused")
     # only an eligible approver may mint a token
     gated = _suspended(client, "conformance-approval-approvers")
-    refused = raw(host.base_url, "POST", f"/host/openwop-serverless/runs/{_wire(gated)}/interrupts/gate/token",
-                  key=host.key_a)
+    refused = raw(
+        host.base_url, "POST", f"/host/openwop-serverless/runs/{_wire(gated)}/interrupts/gate/token", key=host.key_a
+    )
     assert (refused.status, refused.json["error"]) == (403, "forbidden")
     client.runs_cancel(gated)
 
@@ -597,8 +630,9 @@ def test_replay_takes_the_recorded_resolution_and_never_asks_again(host):
         assert wait_terminal(client, fork.runId).status == "completed"  # nobody resolved it: the record did
         forked = all_events(client, fork.runId)
         assert "replay.diverged" not in [e.type for e in forked]
-        assert [e.payload for e in forked if e.type == "interrupt.resolved"][-1] == \
-            next(e.payload for e in source if e.type == "interrupt.resolved")
+        assert [e.payload for e in forked if e.type == "interrupt.resolved"][-1] == next(
+            e.payload for e in source if e.type == "interrupt.resolved"
+        )
     # a branch asks again: it waits for a new decision
     branch = client.runs_fork(run_id, ForkRunRequest(fromSeq=0, mode="branch"))
     deadline = time.monotonic() + 60

@@ -26,20 +26,41 @@ def _ports():
 
 def _v1_log(workflow_id: str = "conformance-noop") -> list[dict]:
     return [
-        {"type": "run.started", "sequence": 0, "payload": {"workflowId": workflow_id},
-         "timestamp": "2026-01-15T10:00:00.000Z"},
-        {"type": "agent.toolCalled", "sequence": 1, "timestamp": "2026-01-15T10:00:01.000Z",
-         "payload": {"agentId": "conformance-agent", "toolName": "echo", "callId": "call-0001"}},
-        {"type": "agent.toolReturned", "sequence": 2, "timestamp": "2026-01-15T10:00:02.000Z",
-         "payload": {"agentId": "conformance-agent", "toolName": "echo", "callId": "call-0001", "status": "ok"}},
-        {"type": "run.completed", "sequence": 3, "payload": {"durationMs": 3000},
-         "timestamp": "2026-01-15T10:00:03.000Z"},
+        {
+            "type": "run.started",
+            "sequence": 0,
+            "payload": {"workflowId": workflow_id},
+            "timestamp": "2026-01-15T10:00:00.000Z",
+        },
+        {
+            "type": "agent.toolCalled",
+            "sequence": 1,
+            "timestamp": "2026-01-15T10:00:01.000Z",
+            "payload": {"agentId": "conformance-agent", "toolName": "echo", "callId": "call-0001"},
+        },
+        {
+            "type": "agent.toolReturned",
+            "sequence": 2,
+            "timestamp": "2026-01-15T10:00:02.000Z",
+            "payload": {"agentId": "conformance-agent", "toolName": "echo", "callId": "call-0001", "status": "ok"},
+        },
+        {
+            "type": "run.completed",
+            "sequence": 3,
+            "payload": {"durationMs": 3000},
+            "timestamp": "2026-01-15T10:00:03.000Z",
+        },
     ]
 
 
 def _seed(host, events: list[dict], status: str = "completed", key: str | None = None):
-    return raw(host.base_url, "POST", SEED, {"eventLogSchemaVersion": 2, "status": status, "events": events},
-               key=key or host.key_a)
+    return raw(
+        host.base_url,
+        "POST",
+        SEED,
+        {"eventLogSchemaVersion": 2, "status": status, "events": events},
+        key=key or host.key_a,
+    )
 
 
 def _poll(host, run_id: str, key: str | None = None):
@@ -64,11 +85,17 @@ def test_a_seeded_era_2_log_is_stored_verbatim_and_read_through_the_codemap(host
     run_id = seeded.json["runId"]
     assert set(seeded.json) == {"runId"}
     # Then the stored rows keep their v1 types (no write-time translation) and carry the era
-    items = _ports().events._c.query(TableName=_ports().settings.events_table,
-                                     KeyConditionExpression="runId = :r",
-                                     ExpressionAttributeValues={":r": {"S": run_id}})["Items"]
+    items = _ports().events._c.query(
+        TableName=_ports().settings.events_table,
+        KeyConditionExpression="runId = :r",
+        ExpressionAttributeValues={":r": {"S": run_id}},
+    )["Items"]
     assert [json.loads(i["doc"]["S"])["type"] for i in items] == [
-        "run.started", "agent.toolCalled", "agent.toolReturned", "run.completed"]
+        "run.started",
+        "agent.toolCalled",
+        "agent.toolReturned",
+        "run.completed",
+    ]
     assert {i["era"]["N"] for i in items} == {"2"}
     # And the snapshot reads era 2 with the caller's legacy Subject
     snap = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}", key=host.key_a).json
@@ -80,7 +107,11 @@ def test_a_seeded_era_2_log_is_stored_verbatim_and_read_through_the_codemap(host
     assert page.status == 200
     events = page.json["events"]
     assert [(e["type"], e["sequence"]) for e in events] == [
-        ("run.started", 0), ("agent.tool-called", 1), ("agent.tool-returned", 2), ("run.completed", 3)]
+        ("run.started", 0),
+        ("agent.tool-called", 1),
+        ("agent.tool-returned", 2),
+        ("run.completed", 3),
+    ]
     assert events[1]["timestamp"] == "2026-01-15T10:00:01.000Z"
     assert events[1]["payload"] == _v1_log()[1]["payload"]
     assert events[0]["payload"]["owner"] == snap["owner"]
@@ -95,43 +126,71 @@ def test_the_fork_of_an_era_2_run_copies_the_translated_prefix_and_the_legacy_su
     # When it is forked in replay mode at its last sequence
     fork = client.runs_fork(run_id, ForkRunRequest(mode="replay", fromSeq=3))
     assert fork.sourceRunId == run_id
-    child = eventually(lambda: (lambda ev: ev if len(ev) >= 3 else None)(_poll(host, fork.runId).json["events"]),
-                       timeout=20)
+    child = eventually(
+        lambda: (lambda ev: ev if len(ev) >= 3 else None)(_poll(host, fork.runId).json["events"]), timeout=20
+    )
     # Then its prefix [0, 3) is byte-equivalent to the translated parent, legacy Subject included
     assert [_observable(e) for e in child[:3]] == [_observable(e) for e in parent[:3]]
     assert child[0]["payload"]["owner"]["subject"]["issuer"] == LEGACY
     # And the fork is an era-3 run (its log is written in v2 vocabulary)
     snap = wait_terminal(client, fork.runId, timeout=30)
-    assert raw(host.base_url, "GET", f"/runs/{project_id(snap.runId)}", key=host.key_a).json[
-        "eventLogSchemaVersion"] == 3
+    assert (
+        raw(host.base_url, "GET", f"/runs/{project_id(snap.runId)}", key=host.key_a).json["eventLogSchemaVersion"] == 3
+    )
 
 
 def test_an_unmapped_v1_type_fails_the_read_with_event_type_unmapped(host):
     # Given a seeded log with a type the codemap does not name
-    run_id = _seed(host, [{"type": "run.started", "sequence": 0, "payload": {}},
-                          {"type": "bogus.thing", "sequence": 1, "payload": {}}], status="running").json["runId"]
+    run_id = _seed(
+        host,
+        [{"type": "run.started", "sequence": 0, "payload": {}}, {"type": "bogus.thing", "sequence": 1, "payload": {}}],
+        status="running",
+    ).json["runId"]
     # When it is read, then the read fails closed with the registered code, naming no stored content
     got = _poll(host, run_id)
     assert got.status == 500
     assert got.json["error"] == "event_type_unmapped" and "bogus" not in got.text
 
 
-@pytest.mark.parametrize("body", [
-    {"eventLogSchemaVersion": 3, "status": "completed", "events": [{"type": "run.started", "sequence": 0,
-                                                                    "payload": {}}]},
-    {"eventLogSchemaVersion": 2, "status": "paused", "events": [{"type": "run.started", "sequence": 0,
-                                                                 "payload": {}}]},
-    {"eventLogSchemaVersion": 2, "status": "completed", "events": []},
-    {"eventLogSchemaVersion": 2, "status": "completed", "events": [{"type": "run.started", "sequence": -1,
-                                                                    "payload": {}}]},
-    {"eventLogSchemaVersion": 2, "status": "completed", "events": [{"type": "run.started", "sequence": 0,
-                                                                    "payload": {}, "extra": 1}]},
-    {"eventLogSchemaVersion": 2, "status": "completed", "events": [{"type": "run.started", "sequence": 0,
-                                                                    "payload": {}, "timestamp": "yesterday"}]},
-    {"eventLogSchemaVersion": 2, "status": "completed", "events": [
-        {"type": "run.started", "sequence": 0, "payload": {}}, {"type": "run.completed", "sequence": 0,
-                                                               "payload": {}}]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "eventLogSchemaVersion": 3,
+            "status": "completed",
+            "events": [{"type": "run.started", "sequence": 0, "payload": {}}],
+        },
+        {
+            "eventLogSchemaVersion": 2,
+            "status": "paused",
+            "events": [{"type": "run.started", "sequence": 0, "payload": {}}],
+        },
+        {"eventLogSchemaVersion": 2, "status": "completed", "events": []},
+        {
+            "eventLogSchemaVersion": 2,
+            "status": "completed",
+            "events": [{"type": "run.started", "sequence": -1, "payload": {}}],
+        },
+        {
+            "eventLogSchemaVersion": 2,
+            "status": "completed",
+            "events": [{"type": "run.started", "sequence": 0, "payload": {}, "extra": 1}],
+        },
+        {
+            "eventLogSchemaVersion": 2,
+            "status": "completed",
+            "events": [{"type": "run.started", "sequence": 0, "payload": {}, "timestamp": "yesterday"}],
+        },
+        {
+            "eventLogSchemaVersion": 2,
+            "status": "completed",
+            "events": [
+                {"type": "run.started", "sequence": 0, "payload": {}},
+                {"type": "run.completed", "sequence": 0, "payload": {}},
+            ],
+        },
+    ],
+)
 def test_a_seed_body_outside_the_contract_is_400_and_stores_nothing(host, body):
     before = len(_ports().runs.list_runs(host.tenant_b, 100, None, {}).runs)
     got = raw(host.base_url, "POST", SEED, body, key=host.key_b)
@@ -144,8 +203,12 @@ def test_seeded_runs_stay_in_their_tenant(host):
     # When tenant B reads tenant A's seeded run, then it is refused as any foreign id
     got = _poll(host, run_id, key=host.key_b)
     assert got.status == 403 and got.json["error"] == "id_tenant_mismatch"
-    assert raw(host.base_url, "POST", SEED, {"eventLogSchemaVersion": 2, "status": "completed",
-                                             "events": _v1_log()}).status == 401
+    assert (
+        raw(
+            host.base_url, "POST", SEED, {"eventLogSchemaVersion": 2, "status": "completed", "events": _v1_log()}
+        ).status
+        == 401
+    )
 
 
 def test_firing_http_fetch_claims_one_effect_and_its_replay_fork_claims_none(host):
@@ -160,7 +223,8 @@ def test_firing_http_fetch_claims_one_effect_and_its_replay_fork_claims_none(hos
     effects = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/effects", key=host.key_a).json
     assert effects["runId"] == run_id
     assert [(e["nodeId"], e["attempt"], e["state"], e["keying"]) for e in effects["effects"]] == [
-        ("fire", 1, "claimed", "activity-recipe")]
+        ("fire", 1, "claimed", "activity-recipe")
+    ]
     # And its replay fork resolves the node from the source and claims nothing
     # (the suite's request: mode only, fromSeq defaulted)
     fork = raw(host.base_url, "POST", f"/runs/{project_id(run_id)}:fork", {"mode": "replay"}, key=host.key_a).json
@@ -181,15 +245,22 @@ def test_firing_the_effect_ledger_seam_writes_one_ledger_row(host):
 
 def test_a_seam_path_is_served_with_post_only(host):
     got = raw(host.base_url, "GET", SEED, key=host.key_a)
-    assert (got.status, got.json["error"], got.headers.get("allow")) == (405, "openwop-serverless.method_not_allowed", "POST")
+    assert (got.status, got.json["error"], got.headers.get("allow")) == (
+        405,
+        "openwop-serverless.method_not_allowed",
+        "POST",
+    )
 
 
-@pytest.mark.parametrize(("body", "status", "code"), [
-    ({"seam": "no.such-seam"}, 404, "not_found"),
-    ({"seam": "model.bedrock"}, 404, "not_found"),  # a manifest row no workflow node of this host drives
-    ({"seam": "http.fetch", "extra": True}, 400, "validation_error"),
-    ({}, 400, "validation_error"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"seam": "no.such-seam"}, 404, "not_found"),
+        ({"seam": "model.bedrock"}, 404, "not_found"),  # a manifest row no workflow node of this host drives
+        ({"seam": "http.fetch", "extra": True}, 400, "validation_error"),
+        ({}, 400, "validation_error"),
+    ],
+)
 def test_fire_refusals(host, body, status, code):
     got = raw(host.base_url, "POST", FIRE, body, key=host.key_a)
     assert (got.status, got.json["error"]) == (status, code)
@@ -209,11 +280,21 @@ def test_with_the_setting_off_the_seams_answer_as_unserved_paths_and_are_not_adv
     get_settings.cache_clear()
     try:
         unknown = raw(host.base_url, "POST", "/conformance/seams/sample/no-such-seam", {})
-        seeded = raw(host.base_url, "POST", SEED, {"eventLogSchemaVersion": 2, "status": "completed",
-                                                   "events": _v1_log()}, key=host.key_a)
+        seeded = raw(
+            host.base_url,
+            "POST",
+            SEED,
+            {"eventLogSchemaVersion": 2, "status": "completed", "events": _v1_log()},
+            key=host.key_a,
+        )
         anonymous = raw(host.base_url, "POST", FIRE, {"seam": "http.fetch"})
-        mcp = raw(host.base_url, "POST", "/conformance/seams/sample/mcp/invoke",
-                  {"serverUrl": "http://127.0.0.1:1/mcp"}, key=host.key_a)
+        mcp = raw(
+            host.base_url,
+            "POST",
+            "/conformance/seams/sample/mcp/invoke",
+            {"serverUrl": "http://127.0.0.1:1/mcp"},
+            key=host.key_a,
+        )
         other_method = raw(host.base_url, "GET", SEED, key=host.key_a)
         doc = raw(host.base_url, "GET", "/.well-known/openwop").json
     finally:
@@ -237,4 +318,7 @@ def test_a_seeded_running_run_can_be_cancelled_and_its_log_still_reads(host):
     assert (got.status, got.json["status"]) == (200, "cancelled")
     assert client.runs_get(run_id).status == "cancelled"
     assert [e["type"] for e in _poll(host, run_id).json["events"]] == [
-        "run.started", "agent.tool-called", "run.cancelled"]
+        "run.started",
+        "agent.tool-called",
+        "run.cancelled",
+    ]

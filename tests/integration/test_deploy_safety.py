@@ -72,13 +72,25 @@ def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances
     client = host.client(host.key_a)
     run_id = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     assert wait_terminal(client, run_id).status == "completed"
-    assert ports.runs.get_run(run_id).data["build"] == {"buildId": ports.settings.build_id,
-                                                        "engineVersion": ENGINE_VERSION}
+    assert ports.runs.get_run(run_id).data["build"] == {
+        "buildId": ports.settings.build_id,
+        "engineVersion": ENGINE_VERSION,
+    }
     # And a run item written by a (future) build of engine version ENGINE_VERSION + 1, not started
-    later = RunRecord(run_id=f"tenant-a/{unique('r-engine')}", tenant="tenant-a", status="pending", last_seq=-1,
-                      created_at=ports.clock.iso(), expires_at=ports.clock.now_ms() // 1000 + 3600,
-                      data={"kind": "workflow", "owner": {"tenant": "tenant-a"}, "workflowId": "conformance-noop",
-                            "build": {"buildId": "next", "engineVersion": ENGINE_VERSION + 1}})
+    later = RunRecord(
+        run_id=f"tenant-a/{unique('r-engine')}",
+        tenant="tenant-a",
+        status="pending",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+        data={
+            "kind": "workflow",
+            "owner": {"tenant": "tenant-a"},
+            "workflowId": "conformance-noop",
+            "build": {"buildId": "next", "engineVersion": ENGINE_VERSION + 1},
+        },
+    )
     ports.runs.create_run(later)  # the store writes the creation facts as given: that build's stamp
     # When this build's Advance task meets it
     with pytest.raises(EngineVersionMismatchError):

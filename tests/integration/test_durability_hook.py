@@ -50,9 +50,11 @@ def _executions(host, run_id: str) -> dict[str, str]:
     """The executions of the run state machine started for ``run_id``: name -> ARN."""
     sfn = host.aws.client("stepfunctions")
     prefix = run_id.replace("/", "--") + "-run"
-    return {e["name"]: e["executionArn"]
-            for e in sfn.list_executions(stateMachineArn=_ports().settings.run_state_machine_arn)["executions"]
-            if e["name"].startswith(prefix)}
+    return {
+        e["name"]: e["executionArn"]
+        for e in sfn.list_executions(stateMachineArn=_ports().settings.run_state_machine_arn)["executions"]
+        if e["name"].startswith(prefix)
+    }
 
 
 def test_the_probe_names_the_one_mode_this_host_stages_and_fires_nothing(host):
@@ -65,12 +67,20 @@ def test_the_probe_names_the_one_mode_this_host_stages_and_fires_nothing(host):
 
 def test_work_delivered_twice_fires_its_effect_once_and_ends_its_log_once(host, receiver):
     # When one run whose node POSTs to a loopback receiver is accepted once and delivered twice
-    got = raw(host.base_url, "POST", KILL, {"mode": "duplicate-delivery", "effectUrl": receiver.url + "/effect"},
-              key=host.key_a)
+    got = raw(
+        host.base_url,
+        "POST",
+        KILL,
+        {"mode": "duplicate-delivery", "effectUrl": receiver.url + "/effect"},
+        key=host.key_a,
+    )
     assert got.status == 201, got.text
     run_id = got.json["runId"]
     assert {k: got.json[k] for k in ("mode", "workflowId", "deliveries")} == {
-        "mode": "duplicate-delivery", "workflowId": "conformance-durability-effect", "deliveries": 2}
+        "mode": "duplicate-delivery",
+        "workflowId": "conformance-durability-effect",
+        "deliveries": 2,
+    }
     # Then two executions raced on it, and both have ended (the second found the effect's claim taken, waited, and
     # found the run finished)
     executions = _executions(host, run_id)
@@ -86,8 +96,9 @@ def test_work_delivered_twice_fires_its_effect_once_and_ends_its_log_once(host, 
 
 
 def test_without_an_effect_url_the_work_writes_one_ledger_row(host):
-    got = raw(host.base_url, "POST", KILL, {"mode": "duplicate-delivery", "workflowId": "conformance-noop"},
-              key=host.key_a)
+    got = raw(
+        host.base_url, "POST", KILL, {"mode": "duplicate-delivery", "workflowId": "conformance-noop"}, key=host.key_a
+    )
     assert got.status == 201, got.text
     run_id = got.json["runId"]
     assert got.json["workflowId"] == "conformance-durability-effect"  # the hook chooses work with an effect
@@ -95,11 +106,14 @@ def test_without_an_effect_url_the_work_writes_one_ledger_row(host):
     assert len(_ports().host.query(f"LEDGER#{host.tenant_a}", f"{run_id}#")) == 1
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"mode": "after-accept", "workflowId": "conformance-noop"}, "mode"),
-    ({"mode": "during-execution", "workflowId": "conformance-noop"}, "mode"),
-    ({"mode": "duplicate-delivery", "effectUrl": "ftp://127.0.0.1/x"}, "effectUrl"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"mode": "after-accept", "workflowId": "conformance-noop"}, "mode"),
+        ({"mode": "during-execution", "workflowId": "conformance-noop"}, "mode"),
+        ({"mode": "duplicate-delivery", "effectUrl": "ftp://127.0.0.1/x"}, "effectUrl"),
+    ],
+)
 def test_what_this_host_does_not_stage_is_refused_and_starts_nothing(host, body, field):
     before = _newest_run(host)
     got = raw(host.base_url, "POST", KILL, body, key=host.key_a)

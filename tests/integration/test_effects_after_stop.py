@@ -52,8 +52,14 @@ def test_no_effect_lands_after_a_cancel_at_a_random_point(host):
             assert row["at"] <= cancelled_at, (run_id, row, cancelled_at)
     # and, once every task has had time to run on, no row appears later for a cancelled run
     time.sleep(2.0)
-    late = [r for r, how in outcomes if how == "cancelled" and effects_after_cancel(
-        _ports(), "tenant-a", r, next(e.timestamp for e in all_events(client, r) if e.type == "run.cancelled"))]
+    late = [
+        r
+        for r, how in outcomes
+        if how == "cancelled"
+        and effects_after_cancel(
+            _ports(), "tenant-a", r, next(e.timestamp for e in all_events(client, r) if e.type == "run.cancelled")
+        )
+    ]
     assert late == []
     assert cancelled >= 10  # the randomization really cancelled runs mid-flight
     assert effects_before_cancel < cancelled  # and most of them before their effect
@@ -61,8 +67,9 @@ def test_no_effect_lands_after_a_cancel_at_a_random_point(host):
 
 def _erase_at_random(host, rng: random.Random) -> str:
     client = host.client(host.key_a)
-    run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
-                                              inputs={"delayMs": rng.randint(0, 1500)}))
+    run = client.runs_create(
+        CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": rng.randint(0, 1500)})
+    )
     time.sleep(rng.uniform(0, 1.6))
     _delete(host.base_url, host.key_a, run.runId)
     return run.runId
@@ -80,7 +87,11 @@ def test_no_effect_row_survives_an_erasure_at_a_random_point(host):
     # Then, after the erasure hook ran and every task had time to run on, no ledger row is left for any of them
     time.sleep(2.0)
     for run_id in erased:
-        eventually(lambda r=run_id: _ledger(r) == [] and not _ports().events.read_events(r)
-                   and not _ports().runs.query_aux(r, "EFFECT#"), timeout=60)  # a bound, not a target
+        eventually(
+            lambda r=run_id: (
+                _ledger(r) == [] and not _ports().events.read_events(r) and not _ports().runs.query_aux(r, "EFFECT#")
+            ),
+            timeout=60,
+        )  # a bound, not a target
     time.sleep(1.0)
     assert [r for r in erased if _ledger(r)] == []

@@ -25,9 +25,12 @@ def _register(tenant: str, doc: dict) -> str:
 
 
 def agent_workflow(wid: str, agent_id: str = "conformance-eval-agent") -> dict:
-    return definition(wid, [node("agent", "core.agent", config={"agentId": agent_id},
-                                 inputs={"input": variable("script")})],
-                      variables=[{"name": "script", "type": "object", "required": True}], settings={"timeout": 60000})
+    return definition(
+        wid,
+        [node("agent", "core.agent", config={"agentId": agent_id}, inputs={"input": variable("script")})],
+        variables=[{"name": "script", "type": "object", "required": True}],
+        settings={"timeout": 60000},
+    )
 
 
 def test_noop_fixture_completes(host):
@@ -35,7 +38,11 @@ def test_noop_fixture_completes(host):
     run = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
     assert wait_terminal(client, run.runId).status == "completed"
     assert types_of(all_events(client, run.runId)) == [
-        ("run.started", None), ("node.started", "noop"), ("node.completed", "noop"), ("run.completed", None)]
+        ("run.started", None),
+        ("node.started", "noop"),
+        ("node.completed", "noop"),
+        ("run.completed", None),
+    ]
 
 
 def test_side_effect_fixture_runs_hold_then_effect(host):
@@ -43,8 +50,14 @@ def test_side_effect_fixture_runs_hold_then_effect(host):
     run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 200}))
     assert wait_terminal(client, run.runId).status == "completed"
     events = all_events(client, run.runId)
-    assert types_of(events) == [("run.started", None), ("node.started", "wait"), ("node.completed", "wait"),
-                                ("node.started", "effect"), ("node.completed", "effect"), ("run.completed", None)]
+    assert types_of(events) == [
+        ("run.started", None),
+        ("node.started", "wait"),
+        ("node.completed", "wait"),
+        ("node.started", "effect"),
+        ("node.completed", "effect"),
+        ("run.completed", None),
+    ]
     # hold outputs equal its inputs
     assert events[2].payload["outputs"] == {"delayMs": 200}
     assert events[1].payload == {"nodeId": "wait", "typeId": "core.conformance.hold", "attempt": 0}
@@ -67,11 +80,15 @@ def test_agent_tool_calls_are_recorded_as_executed(host):
     # Given an agent workflow whose script calls the counter and echo
     wid = _register("tenant-a", agent_workflow(unique("agent-wf")))
     key = unique("k")
-    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
-                        {"tool": "conformance.eval:echo", "args": {"nested": {"b": 1, "a": [1, 2]}}},
-                        {"tool": "conformance.eval:counter", "args": {"op": "read", "key": key}},
-                        {"tool": "conformance.eval:fail", "args": {}}],
-              "answer": "done"}
+    script = {
+        "calls": [
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+            {"tool": "conformance.eval:echo", "args": {"nested": {"b": 1, "a": [1, 2]}}},
+            {"tool": "conformance.eval:counter", "args": {"op": "read", "key": key}},
+            {"tool": "conformance.eval:fail", "args": {}},
+        ],
+        "answer": "done",
+    }
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
     # When it runs
@@ -135,8 +152,11 @@ def test_disallowed_tool_is_forbidden_and_never_runs(host):
     from shared.services.auth import key_hash  # noqa: F401 - ensure services import cleanly
 
     agent_id = unique("narrow-agent")
-    _ports().host.put_item("AGENT#tenant-a", agent_id, {"agentId": agent_id, "kind": "scripted",
-                                                        "toolAllowlist": ["conformance.eval:echo"]})
+    _ports().host.put_item(
+        "AGENT#tenant-a",
+        agent_id,
+        {"agentId": agent_id, "kind": "scripted", "toolAllowlist": ["conformance.eval:echo"]},
+    )
     wid = _register("tenant-a", agent_workflow(unique("narrow-wf"), agent_id))
     key = unique("k")
     script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}}], "answer": 0}
@@ -170,16 +190,22 @@ def test_tool_call_budget_gives_rate_limited(host, monkeypatch):
 def test_cycle_without_bound_is_refused_before_anything_runs(host):
     from shared.errors import ValidationError
 
-    doc = definition(unique("cyc"), [node("a", "core.noop"), node("b", "core.noop"), node("c", "core.noop")],
-                     [edge("a", "b"), edge("b", "c"), edge("c", "b")])
+    doc = definition(
+        unique("cyc"),
+        [node("a", "core.noop"), node("b", "core.noop"), node("c", "core.noop")],
+        [edge("a", "b"), edge("b", "c"), edge("c", "b")],
+    )
     with pytest.raises(ValidationError):
         _register("tenant-a", doc)
     assert _ports().host.get_item("WORKFLOW#tenant-a", doc["id"]) is None
 
 
 def test_failed_node_fails_the_run_with_its_error(host):
-    doc = definition(unique("tool-wf"), [node("t", "core.tool", config={"tool": "conformance.eval:fail"}),
-                                         node("after", "core.noop")], [edge("t", "after")])
+    doc = definition(
+        unique("tool-wf"),
+        [node("t", "core.tool", config={"tool": "conformance.eval:fail"}), node("after", "core.noop")],
+        [edge("t", "after")],
+    )
     _register("tenant-a", doc)
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
@@ -232,9 +258,12 @@ def test_a_crash_after_the_write_is_retried_without_duplicates(host, monkeypatch
 
 @pytest.mark.slow
 def test_a_10000_event_run_completes_with_bounded_history(host):
-    doc = definition(unique("loop-wf"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-                     settings={"maxLoopbackIterations": 2500, "timeout": 0})
+    doc = definition(
+        unique("loop-wf"),
+        [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+        settings={"maxLoopbackIterations": 2500, "timeout": 0},
+    )
     _register("tenant-a", doc)
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
@@ -278,9 +307,17 @@ def test_http_node_calls_an_allowlisted_host_once_and_records_the_outcome(host, 
     monkeypatch.setenv("HTTP_ALLOWLIST", f"127.0.0.1:{port}")
     get_settings.cache_clear()
     try:
-        doc = definition(unique("http-ok"), [node("h", "core.http",
-                                                  config={"url": f"http://127.0.0.1:{port}/hook", "method": "POST"},
-                                                  inputs={"body": static({"n": 1})})])
+        doc = definition(
+            unique("http-ok"),
+            [
+                node(
+                    "h",
+                    "core.http",
+                    config={"url": f"http://127.0.0.1:{port}/hook", "method": "POST"},
+                    inputs={"body": static({"n": 1})},
+                )
+            ],
+        )
         _register("tenant-a", doc)
         client = host.client(host.key_a)
         run = client.runs_create(CreateRunRequest(workflowId=doc["id"]))

@@ -51,9 +51,13 @@ def test_erasure_leaves_nothing_derived_from_the_run_in_any_table_or_object(host
     # Given a source run whose agent saw a unique marker, made tool calls and performed an effect,
     marker = unique("personal-data")
     client = host.client(host.key_a)
-    script = {"calls": [{"tool": "conformance.eval:echo", "args": {"note": marker}},
-                        {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": unique("k")}}],
-              "answer": "done"}
+    script = {
+        "calls": [
+            {"tool": "conformance.eval:echo", "args": {"note": marker}},
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": unique("k")}},
+        ],
+        "answer": "done",
+    }
     source = _post(host, "/runs", {"workflowId": _workflow(marker), "inputs": {"script": script}})["runId"]
     assert wait_terminal(client, source).status == "completed"
     # its replay fork, a branch fork that re-ran the effect, and a fork of the fork (each with an Idempotency-Key)
@@ -143,7 +147,9 @@ def test_an_eval_whose_fixture_source_is_erased_mid_run_fails_with_fixtures_gone
     # Then the run fails with the RFC 0252 code, never a generic execution failure
     assert failed
     assert raw(host.base_url, "GET", f"/runs/{project_id(failed[0].runId)}", key=host.key_a).json["error"] == {
-        "code": "eval_recorded_fixtures_gone", "message": "the recorded fixtures this eval run was served are gone"}
+        "code": "eval_recorded_fixtures_gone",
+        "message": "the recorded fixtures this eval run was served are gone",
+    }
 
 
 def _served_suites(host: Any, marker: str) -> tuple[str, str]:
@@ -152,11 +158,25 @@ def _served_suites(host: Any, marker: str) -> tuple[str, str]:
 
     calls = script(("conformance.eval:echo", {"note": marker}), ("conformance.eval:echo", {"again": marker}))
     version = f"1.0.{uuid.uuid4().int % 1_000_000}"
-    record = {"suiteId": "tests.local.evals.erased-source", "version": version, "modes": ["golden"],
-              "tasks": [{"taskId": "t", "input": calls, "expected": golden("done"),
-                         "fixtures": {"toolResponses": [], "onMiss": "live"}}]}
-    replay = {"suiteId": "tests.local.evals.erased-replay", "version": version, "modes": ["golden"],
-              "tasks": [{"taskId": "t", "input": calls, "expected": golden("done")}]}
+    record = {
+        "suiteId": "tests.local.evals.erased-source",
+        "version": version,
+        "modes": ["golden"],
+        "tasks": [
+            {
+                "taskId": "t",
+                "input": calls,
+                "expected": golden("done"),
+                "fixtures": {"toolResponses": [], "onMiss": "live"},
+            }
+        ],
+    }
+    replay = {
+        "suiteId": "tests.local.evals.erased-replay",
+        "version": version,
+        "modes": ["golden"],
+        "tasks": [{"taskId": "t", "input": calls, "expected": golden("done")}],
+    }
     for doc in (record, replay):
         assert put_suite(host, host.key_a, doc).status == 201
     return f"{record['suiteId']}@{version}", f"{replay['suiteId']}@{version}"
@@ -187,8 +207,13 @@ def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_lett
     rx = WebhookReceiver()
     rx.start()
     try:
-        hook = raw(host.base_url, "POST", "/webhooks", {"url": rx.url + "/fail", "events": ["run.completed"],
-                                                        "tags": [tag]}, key=host.key_a).json["webhookId"]
+        hook = raw(
+            host.base_url,
+            "POST",
+            "/webhooks",
+            {"url": rx.url + "/fail", "events": ["run.completed"], "tags": [tag]},
+            key=host.key_a,
+        ).json["webhookId"]
         # a source R whose tool answered the marker, an eval E served from R, and a replay fork of E
         record, replay = _served_suites(host, marker)
         source = run_eval(client, record, tags=[tag])
@@ -198,9 +223,19 @@ def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_lett
         fork = _post(host, f"/runs/{project_id(served)}:fork", {"mode": "replay", "fromSeq": 0})["runId"]
         assert wait_terminal(client, fork).status == "completed"
         # and the deliveries of R's and E's completion dead-lettered (a replay fork delivers nothing)
-        dead = eventually(lambda: (d := raw(host.base_url, "GET", f"/webhooks/{project_id(hook)}/dead-letters",
-                                            key=host.key_a).json["deliveries"]) and len(d) >= 2 and d,
-                          timeout=60, interval=0.5)
+        dead = eventually(
+            lambda: (
+                (
+                    d := raw(host.base_url, "GET", f"/webhooks/{project_id(hook)}/dead-letters", key=host.key_a).json[
+                        "deliveries"
+                    ]
+                )
+                and len(d) >= 2
+                and d
+            ),
+            timeout=60,
+            interval=0.5,
+        )
         assert sorted(d["runId"] for d in dead) == sorted([source, served])
         ids = [source, served, fork]
         held = {t for t, _ in _scan(host, ids + [marker])}
@@ -211,8 +246,7 @@ def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_lett
         assert wait_for_stream_idle(30)
 
         # Then R, the eval served from it and the eval's fork answer 404 like unknown runs, their logs included,
-        unknown = raw(host.base_url, "GET", f"/runs/{project_id('tenant-a/r-' + '0' * 22)}/events/poll",
-                      key=host.key_a)
+        unknown = raw(host.base_url, "GET", f"/runs/{project_id('tenant-a/r-' + '0' * 22)}/events/poll", key=host.key_a)
         for run_id in ids:
             assert raw(host.base_url, "GET", f"/runs/{project_id(run_id)}", key=host.key_a).status == 404
             poll = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/events/poll", key=host.key_a)

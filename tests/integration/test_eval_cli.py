@@ -41,20 +41,35 @@ def loop(host):
 
 def test_a_regressed_candidate_exits_1_and_its_junit_fails_the_regressed_task(host, loop, tmp_path, capsys):
     junit = tmp_path / "reports" / "eval.xml"
-    code = cli(host, "run", "--suite", f"{loop['suite']}@1.1.0", "--agent", AGENT, "--baseline", loop["base"],
-               "--wait", "--junit", str(junit))
+    code = cli(
+        host,
+        "run",
+        "--suite",
+        f"{loop['suite']}@1.1.0",
+        "--agent",
+        AGENT,
+        "--baseline",
+        loop["base"],
+        "--wait",
+        "--junit",
+        str(junit),
+    )
     out, err = capsys.readouterr()
     assert code == 1, out + err
     # the table: one row per task, the aggregate delta and the paired verdict
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in out.splitlines() if line.count("│") == 10 and "task" not in line}
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+        for line in out.splitlines()
+        if line.count("│") == 10 and "task" not in line
+    }
     assert rows == {
         "steady": ["1.00", "1.00", "2/2 pass", "0", "2", "0.0000", rows["steady"][6], "unchanged"],
         "served": ["1.00", "1.00", "2/2 pass", "0", "0", "0.0000", rows["served"][6], "unchanged"],
         "answer": ["1.00", "0.00", "0/2 fail", "0", "0", "0.0000", rows["answer"][6], "regressed"],
     }
-    assert (f"baseline {loop['base']}  scoreDelta -0.333 [95% -1.000, 0.000]  paired verdict regressed"
-            " (3 paired tasks)") in out  # the paired bootstrap interval of the delta beside it
+    assert (
+        f"baseline {loop['base']}  scoreDelta -0.333 [95% -1.000, 0.000]  paired verdict regressed (3 paired tasks)"
+    ) in out  # the paired bootstrap interval of the delta beside it
     assert "verdict: regressed (exit 1)" in out
     assert "started" in err and ": completed" in err  # plain progress lines (not a terminal)
     # JUnit: one testcase per task, only the regressed one failed
@@ -68,16 +83,33 @@ def test_a_regressed_candidate_exits_1_and_its_junit_fails_the_regressed_task(ho
 
 
 def test_an_unchanged_candidate_exits_0_and_json_carries_the_paired_verdict(host, loop, capsys):
-    code = cli(host, "run", "--suite", f"{loop['suite']}@1.0.0", "--agent", AGENT, "--baseline", loop["base"],
-               "--wait", "--json")
+    code = cli(
+        host,
+        "run",
+        "--suite",
+        f"{loop['suite']}@1.0.0",
+        "--agent",
+        AGENT,
+        "--baseline",
+        loop["base"],
+        "--wait",
+        "--json",
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     doc = json.loads(out)
     assert (doc["verdict"], doc["pairedVerdict"], doc["pairedTaskCount"], doc["exitCode"]) == (
-        "unchanged", "unchanged", 3, 0)
+        "unchanged",
+        "unchanged",
+        3,
+        0,
+    )
     assert doc["scoreDelta"] == 0.0
     assert [(t["taskId"], t["verdict"]) for t in doc["tasks"]] == [
-        ("steady", "unchanged"), ("served", "unchanged"), ("answer", "unchanged")]
+        ("steady", "unchanged"),
+        ("served", "unchanged"),
+        ("answer", "unchanged"),
+    ]
     # compare a finished run again, against another baseline: the regressed candidate's table is recomputed
     cand = doc["runId"]
     assert cli(host, "compare", cand) == 0
@@ -88,13 +120,28 @@ def test_a_fixture_miss_exits_2_and_the_report_names_the_differing_pointer(host,
     junit = tmp_path / "miss.xml"
     comment = tmp_path / "pr" / "miss.md"
     # When eval run --wait serves a task from a recorded run whose call now differs at /key
-    code = cli(host, "run", "--suite", DRIFT, "--agent", AGENT, "--fixtures-from", f"record={loop['source']}",
-               "--wait", "--junit", str(junit), "--markdown", str(comment))
+    code = cli(
+        host,
+        "run",
+        "--suite",
+        DRIFT,
+        "--agent",
+        AGENT,
+        "--fixtures-from",
+        f"record={loop['source']}",
+        "--wait",
+        "--junit",
+        str(junit),
+        "--markdown",
+        str(comment),
+    )
     out, err = capsys.readouterr()
     # Then exit 2, and the table's miss line names the pointer and the rules that would have matched
     assert code == 2, out
     would = '; would match with {"ignore":["/key"]} or {"anyOf":{"/key":["k2"]}}'
-    miss = [ln for ln in out.splitlines() if ln.startswith("fixture miss in record (trial 1): conformance.eval:counter")]
+    miss = [
+        ln for ln in out.splitlines() if ln.startswith("fixture miss in record (trial 1): conformance.eval:counter")
+    ]
     assert len(miss) == 1 and "closest recorded call" in miss[0] and miss[0].endswith("differs at /key" + would)
     assert "verdict: unverifiable (exit 2)" in out
     # and the JUnit failure's message and text carry them too
@@ -151,8 +198,9 @@ class _Capture(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Capture.bodies.append((self.path, dict(self.headers), body))
-        out = json.dumps({"runId": "tenant-a/r-captured00000000000000000000", "status": "pending",
-                          "eventsUrl": "/runs/x/events"}).encode()
+        out = json.dumps(
+            {"runId": "tenant-a/r-captured00000000000000000000", "status": "pending", "eventsUrl": "/runs/x/events"}
+        ).encode()
         self.send_response(201)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -182,15 +230,85 @@ def test_agent_at_version_pins_the_version_in_the_request_the_cli_sends(capsys):
     try:
         _Capture.bodies.clear()
         _Capture.gets.clear()
-        assert main(["eval", "run", "--suite", "s.evals.x@1.0.0", "--agent", "support@2.0.0", "--baseline",
-                     "tenant-a/r-base", "--fixtures-from", "t1=tenant-a/r-src", "--endpoint", url,
-                     "--api-key", "k"]) == 0
-        assert main(["eval", "run", "--suite", "s.evals.x", "--agent", "support", "--modes", "golden",
-                     "--endpoint", url, "--api-key", "k", "--json"]) == 0
-        assert main(["eval", "run", "--suite", "s.evals.x", "--agent", "support", "--agent-version", "3.0.0",
-                     "--endpoint", url, "--api-key", "k"]) == 0
-        assert main(["eval", "run", "--suite", "s.evals.x", "--agent", "support@1.0.0", "--agent-version",
-                     "3.0.0", "--endpoint", url, "--api-key", "k"]) == 3
+        assert (
+            main(
+                [
+                    "eval",
+                    "run",
+                    "--suite",
+                    "s.evals.x@1.0.0",
+                    "--agent",
+                    "support@2.0.0",
+                    "--baseline",
+                    "tenant-a/r-base",
+                    "--fixtures-from",
+                    "t1=tenant-a/r-src",
+                    "--endpoint",
+                    url,
+                    "--api-key",
+                    "k",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "eval",
+                    "run",
+                    "--suite",
+                    "s.evals.x",
+                    "--agent",
+                    "support",
+                    "--modes",
+                    "golden",
+                    "--endpoint",
+                    url,
+                    "--api-key",
+                    "k",
+                    "--json",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "eval",
+                    "run",
+                    "--suite",
+                    "s.evals.x",
+                    "--agent",
+                    "support",
+                    "--agent-version",
+                    "3.0.0",
+                    "--endpoint",
+                    url,
+                    "--api-key",
+                    "k",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "eval",
+                    "run",
+                    "--suite",
+                    "s.evals.x",
+                    "--agent",
+                    "support@1.0.0",
+                    "--agent-version",
+                    "3.0.0",
+                    "--endpoint",
+                    url,
+                    "--api-key",
+                    "k",
+                ]
+            )
+            == 3
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -203,10 +321,15 @@ def test_agent_at_version_pins_the_version_in_the_request_the_cli_sends(capsys):
     assert _Capture.gets == ["/agents/support/deployments"]
     assert "agent support: no registered versions" in captured.err and "name two versions" in captured.err
     assert path1 == "/runs" and headers1["Authorization"] == "Bearer k"
-    assert first == {"mode": "eval", "evalSuiteRef": "s.evals.x@1.0.0", "agentId": "support",
-                     "baselineRunId": "tenant-a/r-base", "evalModes": ["golden", "regression"],
-                     "fixtureRuns": {"t1": "tenant-a/r-src"},
-                     "configurable": {"version": 1, "extensions": {"openwop-serverless": {"agentVersion": "2.0.0"}}}}
+    assert first == {
+        "mode": "eval",
+        "evalSuiteRef": "s.evals.x@1.0.0",
+        "agentId": "support",
+        "baselineRunId": "tenant-a/r-base",
+        "evalModes": ["golden", "regression"],
+        "fixtureRuns": {"t1": "tenant-a/r-src"},
+        "configurable": {"version": 1, "extensions": {"openwop-serverless": {"agentVersion": "2.0.0"}}},
+    }
     assert second == {"mode": "eval", "evalSuiteRef": "s.evals.x", "agentId": "support", "evalModes": ["golden"]}
     assert third["configurable"] == {"version": 1, "extensions": {"openwop-serverless": {"agentVersion": "3.0.0"}}}
 
@@ -216,9 +339,20 @@ def _slow_suite(host) -> str:
     from tests.integration.test_eval_runs import put_suite
 
     suite_id = f"tests.local.evals.{unique('progress')}"
-    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "trials": 5,
-           "tasks": [{"taskId": f"t{i}", "input": {"calls": [], "answer": "x"},
-                      "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "x"}}} for i in range(8)]}
+    doc = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "trials": 5,
+        "tasks": [
+            {
+                "taskId": f"t{i}",
+                "input": {"calls": [], "answer": "x"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "x"}},
+            }
+            for i in range(8)
+        ],
+    }
     assert put_suite(host, host.key_a, doc).status in (200, 201)
     return f"{suite_id}@1.0.0"
 
@@ -269,9 +403,11 @@ def test_a_changed_tool_argument_shows_in_the_table_json_and_junit(host, changed
     assert cli(host, "compare", changed["candidate"], "--junit", str(junit)) == 1
     out = capsys.readouterr().out
     # Then one indented line names the divergence: trial, step, kind, pointer and both values
-    line = ('  lookup: trial 1 step 0 tool-arguments at /opts/limit: baseline tool-call conformance.eval:echo '
-            '{"opts":{"limit":1},"text":"find"} / candidate tool-call conformance.eval:echo '
-            '{"opts":{"limit":2},"text":"find"}')
+    line = (
+        "  lookup: trial 1 step 0 tool-arguments at /opts/limit: baseline tool-call conformance.eval:echo "
+        '{"opts":{"limit":1},"text":"find"} / candidate tool-call conformance.eval:echo '
+        '{"opts":{"limit":2},"text":"find"}'
+    )
     assert line in out.splitlines()
     assert not any(ln.startswith("  same:") for ln in out.splitlines())  # unchanged: no line
     # and the JUnit failure's message carries it
@@ -284,7 +420,10 @@ def test_a_changed_tool_argument_shows_in_the_table_json_and_junit(host, changed
     div = {t["taskId"]: t["divergence"] for t in doc["tasks"]}
     assert div["same"] is None
     assert (div["lookup"]["kind"], div["lookup"]["pointers"], div["lookup"]["step"]) == (
-        "tool-arguments", ["/opts/limit"], 0)
+        "tool-arguments",
+        ["/opts/limit"],
+        0,
+    )
 
 
 def test_an_answer_regression_without_a_changed_step_shows_expected_vs_actual(host, loop, capsys):
@@ -321,9 +460,11 @@ def test_markdown_is_written_and_appended_to_the_step_summary(host, changed, tmp
     assert f"vs baseline [`{changed['base']}`]({viewer}#run={quote(changed['base'], safe='')})" in lines[2]
     assert "| same | 1.00 | 1.00 | 1/1 | 0 | unchanged |" in lines
     assert "| lookup | 1.00 | 0.00 | 0/1 | 0 | regressed |" in lines
-    assert ('- **lookup** (regressed): `trial 1 step 0 tool-arguments at /opts/limit: baseline tool-call '
-            'conformance.eval:echo {"opts":{"limit":1},"text":"find"} / candidate tool-call conformance.eval:echo '
-            '{"opts":{"limit":2},"text":"find"}`') in lines
+    assert (
+        "- **lookup** (regressed): `trial 1 step 0 tool-arguments at /opts/limit: baseline tool-call "
+        'conformance.eval:echo {"opts":{"limit":1},"text":"find"} / candidate tool-call conformance.eval:echo '
+        '{"opts":{"limit":2},"text":"find"}`'
+    ) in lines
     assert lines[-1] == f"[Side by side in the viewer]({link})"
     # and the same markdown is appended to the step summary
     assert summary.read_text(encoding="utf-8") == "earlier step\n" + text
@@ -334,8 +475,9 @@ def test_the_step_summary_alone_gets_the_markdown_of_eval_run(host, changed, tmp
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     # When eval run --wait finishes an unchanged candidate
-    code = cli(host, "run", "--suite", f"{changed['suite']}@1.0.0", "--agent", AGENT, "--baseline",
-               changed["base"], "--wait")
+    code = cli(
+        host, "run", "--suite", f"{changed['suite']}@1.0.0", "--agent", AGENT, "--baseline", changed["base"], "--wait"
+    )
     capsys.readouterr()
     # Then the summary holds its comment: no divergences, no viewer link
     text = summary.read_text(encoding="utf-8")

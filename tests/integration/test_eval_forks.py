@@ -24,8 +24,11 @@ def _eval(client, ref, **kw):
 
 
 def _scored(client, run_id):
-    return [(e.payload["taskId"], e.payload["score"], e.payload["passed"], e.payload["fixtureMissCount"])
-            for e in all_events(client, run_id) if e.type == "eval.scored"]
+    return [
+        (e.payload["taskId"], e.payload["score"], e.payload["passed"], e.payload["fixtureMissCount"])
+        for e in all_events(client, run_id)
+        if e.type == "eval.scored"
+    ]
 
 
 def echo_suite(host, tasks: int, name: str) -> str:
@@ -34,11 +37,21 @@ def echo_suite(host, tasks: int, name: str) -> str:
     from tests.helpers import unique
     from tests.integration.test_eval_runs import golden, put_suite, script
 
-    body = [{"taskId": f"t{i:02d}", "input": script(("conformance.eval:echo", {"i": i}), answer=str(i % 2)),
-             "expected": golden("0")} for i in range(tasks)]
+    body = [
+        {
+            "taskId": f"t{i:02d}",
+            "input": script(("conformance.eval:echo", {"i": i}), answer=str(i % 2)),
+            "expected": golden("0"),
+        }
+        for i in range(tasks)
+    ]
     suite_id = "tests.local.evals." + unique(name).replace("-", "")
-    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
-                                        "tasks": body}).status == 201
+    assert (
+        put_suite(
+            host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "tasks": body}
+        ).status
+        == 201
+    )
     return suite_id
 
 
@@ -52,8 +65,12 @@ def alter_score(host, run_id: str, seq: int, score: float) -> None:
 
     table = get_settings().events_table
     ddb = host.aws.client("dynamodb")
-    item = ddb.query(TableName=table, KeyConditionExpression="runId = :r AND seq >= :s", Limit=1,
-                     ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}})["Items"][0]
+    item = ddb.query(
+        TableName=table,
+        KeyConditionExpression="runId = :r AND seq >= :s",
+        Limit=1,
+        ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}},
+    )["Items"][0]
     first, docs = unpack_page(item)
     docs[seq - first]["payload"]["score"] = score
     page = pack_page(run_id, first, [json.dumps(d) for d in docs], int(item["expiresAt"]["N"]))
@@ -108,8 +125,13 @@ def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host):
     # When its derived copies are gone (the source's erasure deletes them first, before it reaches the eval run)
     assert _ports().blobs.delete_prefix(f"derived/{src.runId}/") == 1
     # Then forking the eval run that used them is refused, never re-derived, never live
-    r = raw(host.base_url, "POST", f"/runs/{rep.runId.replace('/', '~2F')}:fork", {"mode": "replay", "fromSeq": 0},
-            key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        f"/runs/{rep.runId.replace('/', '~2F')}:fork",
+        {"mode": "replay", "fromSeq": 0},
+        key=host.key_a,
+    )
     assert r.status == 410 and r.json["error"] == "eval_recorded_fixtures_gone"
     assert src.runId not in r.text
     # and once the source's erasure is done, the eval run and its fork are gone with it (decision 0108)
@@ -170,13 +192,17 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
     assert marks[0].payload["originalEventId"] == source[altered].eventId
     assert [e.sequence for e in got] == list(range(len(source) + 1))
     assert shape([e for e in got if e.type != "replay.diverged"]) == shape(source[:altered]) + [
-        ("eval.scored", "t07", 0.0)] + shape(source[altered + 1:])
+        ("eval.scored", "t07", 0.0)
+    ] + shape(source[altered + 1 :])
     # four pages each (3 + 3 + 3 + 1 tasks): the first three kept their rows under the child for the last one
     s3 = host.aws.client("s3")
     for child in (replay, branch, diverged):
         listed = s3.list_objects_v2(Bucket=get_settings().fixtures_bucket, Prefix=f"{run_prefix(child)}eval-rows/")
         assert sorted(o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])) == [
-            "00000.json", "00003.json", "00006.json"], child
+            "00000.json",
+            "00003.json",
+            "00006.json",
+        ], child
 
 
 def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_append_nothing(host):
@@ -191,17 +217,27 @@ def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_ap
     # a tenant no API key names, so no listing of the suite's tenants ever shows this bare record
     tenant = "tenant-appendpages"
     run_id = f"{tenant}/{unique('r-pages')}"
-    ports.runs.create_run(RunRecord(run_id=run_id, tenant=tenant, status="running", last_seq=-1,
-                                    created_at=ports.clock.iso(),
-                                    data={"kind": "eval", "workflowId": "conformance-eval",
-                                          "owner": Caller(tenant, "key-pages").owner},
-                                    expires_at=ports.clock.now_ms() // 1000 + 3600))
+    ports.runs.create_run(
+        RunRecord(
+            run_id=run_id,
+            tenant=tenant,
+            status="running",
+            last_seq=-1,
+            created_at=ports.clock.iso(),
+            data={"kind": "eval", "workflowId": "conformance-eval", "owner": Caller(tenant, "key-pages").owner},
+            expires_at=ports.clock.now_ms() // 1000 + 3600,
+        )
+    )
     rec = ports.runs.get_run(run_id)
     events = [kernel.make_event(ports, run_id, n, "run.started", {"n": n}, None) for n in range(3)]
     evalrun.append_chunked(ports, rec, events, {"cursor": {"task": 3, "pos": 3, "diverged": False}})
     rec = ports.runs.get_run(run_id)
     assert (rec.status, rec.last_seq, rec.cursor, rec.completed_at) == (
-        "running", 2, {"task": 3, "pos": 3, "diverged": False}, None)
+        "running",
+        2,
+        {"task": 3, "pos": 3, "diverged": False},
+        None,
+    )
     evalrun.append_chunked(ports, rec, [], {"cursor": {"task": 5, "pos": 3, "diverged": False}})
     rec = ports.runs.get_run(run_id)
     assert (rec.last_seq, rec.cursor["task"], rec.completed_at) == (2, 5, None)

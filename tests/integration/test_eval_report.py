@@ -34,7 +34,10 @@ def test_a_regressed_candidate_names_the_regressed_task_with_expected_and_actual
     rows = {t["taskId"]: t for t in rep["tasks"]}
     assert [t["taskId"] for t in rep["tasks"]] == ["steady", "served", "answer"]
     assert {k: (v["baselineScore"], v["score"], v["verdict"]) for k, v in rows.items()} == {
-        "steady": (1.0, 1.0, "unchanged"), "served": (1.0, 1.0, "unchanged"), "answer": (1.0, 0.0, "regressed")}
+        "steady": (1.0, 1.0, "unchanged"),
+        "served": (1.0, 1.0, "unchanged"),
+        "answer": (1.0, 0.0, "regressed"),
+    }
     answer = rows["answer"]
     assert answer["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "the answer"}}
     assert [t["actual"] for t in answer["trialResults"]] == ["a changed answer", "a changed answer"]
@@ -53,14 +56,23 @@ def test_a_fixture_miss_names_the_closest_recorded_call_and_the_differing_pointe
     task = rep["tasks"][0]
     assert (task["taskId"], task["fixtureMissCount"], task["verdict"]) == ("record", 1, "unverifiable")
     assert task["servedFrom"] == seeded["source"] and task["liveToolCalls"] == 0
-    assert task["fixtureMisses"] == [{
-        "trial": 1, "callId": task["trialResults"][0]["toolCalls"][0]["callId"], "tool": "conformance.eval:counter",
-        "recordedFrom": seeded["source"], "args": {"op": "inc", "key": "k2"},
-        "closest": {"index": 0, "tool": "conformance.eval:counter", "args": {"op": "inc", "key": "k1"}},
-        "sameTool": True, "differingPointers": ["/key"],
-        "wouldMatchWith": {"ignore": ["/key"], "anyOf": {"/key": ["k2"]}}}]
+    assert task["fixtureMisses"] == [
+        {
+            "trial": 1,
+            "callId": task["trialResults"][0]["toolCalls"][0]["callId"],
+            "tool": "conformance.eval:counter",
+            "recordedFrom": seeded["source"],
+            "args": {"op": "inc", "key": "k2"},
+            "closest": {"index": 0, "tool": "conformance.eval:counter", "args": {"op": "inc", "key": "k1"}},
+            "sameTool": True,
+            "differingPointers": ["/key"],
+            "wouldMatchWith": {"ignore": ["/key"], "anyOf": {"/key": ["k2"]}},
+        }
+    ]
     assert [(c["provenance"], c["status"]) for c in task["trialResults"][0]["toolCalls"]] == [
-        ("refused", "error"), ("served", "ok")]
+        ("refused", "error"),
+        ("served", "ok"),
+    ]
     assert task["trialResults"][0]["toolCalls"][0]["errorCode"] == "openwop-serverless.fixture_miss"
     assert task["trialResults"][0]["toolCalls"][1]["servedFrom"] == seeded["source"]
 
@@ -83,10 +95,20 @@ def test_a_workflow_run_is_a_404_envelope_and_a_running_eval_is_409(host):
     assert (r.status, r.json) == (404, {"error": "not_found", "message": "The run is not an eval run."})
     # a slow eval (many trials) is read while it runs: 409 with the run status, as the summary does
     slow_id = f"tests.local.evals.{unique('slow')}"
-    slow = {"suiteId": slow_id, "version": "1.0.0", "modes": ["golden"], "trials": 10,
-            "tasks": [{"taskId": f"t{i}", "input": {"calls": [], "answer": "x"},
-                       "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "x"}}}
-                      for i in range(12)]}
+    slow = {
+        "suiteId": slow_id,
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "trials": 10,
+        "tasks": [
+            {
+                "taskId": f"t{i}",
+                "input": {"calls": [], "answer": "x"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "x"}},
+            }
+            for i in range(12)
+        ],
+    }
     assert put_suite(host, host.key_a, slow).status in (200, 201)
     run = client.runs_create(eval_request(f"{slow_id}@1.0.0")).runId
     r = report(host, host.key_a, run)
@@ -123,8 +145,9 @@ def test_the_report_pages_by_task_with_the_same_header_on_every_page(host, seede
     assert [t["taskId"] for t in two["tasks"]] == ["served", "answer"] and "nextCursor" not in two
 
 
-@pytest.mark.parametrize("query", ["?cursor=tasks-00003", "?cursor=tasks-1", "?cursor=nonsense-cursor",
-                                   "?limit=0", "?limit=two"])
+@pytest.mark.parametrize(
+    "query", ["?cursor=tasks-00003", "?cursor=tasks-1", "?cursor=nonsense-cursor", "?limit=0", "?limit=two"]
+)
 def test_a_bad_cursor_or_limit_is_a_400_envelope(host, seeded, query):
     r = report(host, host.key_a, seeded["candidate"], query)
     assert r.status == 400, r.text
@@ -155,14 +178,27 @@ def test_a_changed_tool_argument_is_the_divergence_with_its_pointer(host, change
     # Then the regressed task names the first differing step: the tool call's arguments, at their pointer
     assert rows["lookup"]["verdict"] == "regressed"
     assert rows["lookup"]["divergence"] == {
-        "trial": 1, "step": 0, "kind": "tool-arguments", "pointers": ["/opts/limit"],
-        "baseline": {"type": "tool-call", "tool": "conformance.eval:echo",
-                     "args": {"text": "find", "opts": {"limit": 1}}},
-        "candidate": {"type": "tool-call", "tool": "conformance.eval:echo",
-                      "args": {"text": "find", "opts": {"limit": 2}}}}
+        "trial": 1,
+        "step": 0,
+        "kind": "tool-arguments",
+        "pointers": ["/opts/limit"],
+        "baseline": {
+            "type": "tool-call",
+            "tool": "conformance.eval:echo",
+            "args": {"text": "find", "opts": {"limit": 1}},
+        },
+        "candidate": {
+            "type": "tool-call",
+            "tool": "conformance.eval:echo",
+            "args": {"text": "find", "opts": {"limit": 2}},
+        },
+    }
     # and each trial carries its trajectory: the call, its answer, the final output
     assert [s["type"] for s in rows["lookup"]["trialResults"][0]["trajectory"]] == [
-        "tool-call", "tool-answer", "final-output"]
+        "tool-call",
+        "tool-answer",
+        "final-output",
+    ]
     assert rows["lookup"]["trialResults"][0]["trajectory"][2] == {"type": "final-output", "output": "found"}
     # and the unchanged task has none
     assert rows["same"]["verdict"] == "unchanged" and rows["same"]["divergence"] is None
@@ -250,8 +286,12 @@ def test_a_candidate_whose_suite_reorders_the_tasks_pairs_each_with_its_own_base
     suite = argument_suite(changed["suite"], "3.0.0", 2)
     suite["tasks"].reverse()
     assert put_suite(host, host.key_a, suite).status in (200, 201)
-    cand = run_eval(host.client(host.key_a), f"{changed['suite']}@3.0.0", evalModes=["golden", "regression"],
-                    baselineRunId=changed["base"])
+    cand = run_eval(
+        host.client(host.key_a),
+        f"{changed['suite']}@3.0.0",
+        evalModes=["golden", "regression"],
+        baselineRunId=changed["base"],
+    )
     # When its report is read one task a page
     first = report(host, host.key_a, cand, "?limit=1").json
     second = report(host, host.key_a, cand, f"?limit=1&cursor={first['nextCursor']}").json

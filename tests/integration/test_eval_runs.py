@@ -20,8 +20,18 @@ BASE = "conformance-eval-regression-base"
 CANDIDATE = "conformance-eval-regression-candidate"
 TRAJECTORY = "conformance-eval-trajectory"
 REGRESSION_SUITE_ID = "conformance.openwop.evals.regression"
-LEAK_KEYS = {"taskOutput", "output", "rubric", "completion", "prompt", "body", "secret", "credentials", "token",
-             "apiKey"}
+LEAK_KEYS = {
+    "taskOutput",
+    "output",
+    "rubric",
+    "completion",
+    "prompt",
+    "body",
+    "secret",
+    "credentials",
+    "token",
+    "apiKey",
+}
 
 
 def _ports():
@@ -93,7 +103,10 @@ def test_base_then_candidate_reports_a_paired_unchanged_verdict(host, runs):
     base_summary = summary_json(host, host.key_a, base)
     assert base_summary["aggregateScore"] == pytest.approx(2 / 3)
     assert [(t["taskId"], t["passed"]) for t in base_summary["tasks"]] == [
-        ("base-only", False), ("shared-a", True), ("shared-b", True)]
+        ("base-only", False),
+        ("shared-a", True),
+        ("shared-b", True),
+    ]
     assert "regression" not in base_summary
 
     created = client.runs_create(eval_request(CANDIDATE, evalModes=["golden", "regression"], baselineRunId=base))
@@ -102,8 +115,13 @@ def test_base_then_candidate_reports_a_paired_unchanged_verdict(host, runs):
     events = all_events(client, created.runId)
     started = [e for e in events if e.type == "eval.started"]
     assert len(started) == 1
-    assert started[0].payload == {"suiteId": REGRESSION_SUITE_ID, "suiteVersion": "1.1.0", "taskCount": 3,
-                                  "modes": ["golden", "regression"], "baselineRunId": base}
+    assert started[0].payload == {
+        "suiteId": REGRESSION_SUITE_ID,
+        "suiteVersion": "1.1.0",
+        "taskCount": 3,
+        "modes": ["golden", "regression"],
+        "baselineRunId": base,
+    }
 
     summary = summary_json(host, host.key_a, created.runId)  # raw JSON: the client drops verdict and pairing
     reg = summary["regression"]
@@ -114,13 +132,21 @@ def test_base_then_candidate_reports_a_paired_unchanged_verdict(host, runs):
     assert reg["verdict"] == "unchanged"
     assert summary["aggregateScore"] == 1.0 and summary["passed"] is True
     assert [(t["taskId"], t["score"], t["passed"], t["fixtureMissCount"]) for t in summary["tasks"]] == [
-        ("shared-a", 1.0, True, 0), ("shared-b", 1.0, True, 0), ("candidate-only", 1.0, True, 0)]
+        ("shared-a", 1.0, True, 0),
+        ("shared-b", 1.0, True, 0),
+        ("candidate-only", 1.0, True, 0),
+    ]
 
     parsed = client.runs_eval_summary(created.runId)
     assert parsed is not None and parsed.regression is not None and parsed.regression.baselineRunId == base
     completed = [e for e in events if e.type == "eval.completed"][0].payload
-    assert completed == {"aggregateScore": 1.0, "passed": True, "taskCount": 3, "passedCount": 3,
-                         "regressionVsBaseline": reg["scoreDelta"]}
+    assert completed == {
+        "aggregateScore": 1.0,
+        "passed": True,
+        "taskCount": 3,
+        "passedCount": 3,
+        "regressionVsBaseline": reg["scoreDelta"],
+    }
     assert events[-1].type == "run.completed" and events[-1].payload == {"outputs": summary}
 
 
@@ -151,9 +177,13 @@ def test_eval_run_event_sequence_and_content_free_eval_payloads(host, runs):
 def test_unusable_baselines_are_refused_with_identical_bytes(host, runs):
     client = host.client(host.key_a)
     # a run of this suiteId still in flight: tenant A's own slower version of the suite
-    slow = {"suiteId": REGRESSION_SUITE_ID, "version": f"9.{int(time.time() * 1000) % 100000}.0", "trials": 10,
-            "modes": ["golden", "regression"],
-            "tasks": [{"taskId": f"t{i}", "input": script(answer="x"), "expected": golden("x")} for i in range(12)]}
+    slow = {
+        "suiteId": REGRESSION_SUITE_ID,
+        "version": f"9.{int(time.time() * 1000) % 100000}.0",
+        "trials": 10,
+        "modes": ["golden", "regression"],
+        "tasks": [{"taskId": f"t{i}", "input": script(answer="x"), "expected": golden("x")} for i in range(12)],
+    }
     assert put_suite(host, host.key_a, slow).status == 201
     running = client.runs_create(eval_request(f"{REGRESSION_SUITE_ID}@{slow['version']}")).runId
     workflow_run = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
@@ -204,10 +234,13 @@ def test_refusal_rows_before_any_run_exists(host, runs):
         {"mode": "eval", "evalSuiteRef": BASE, "agentId": AGENT, "evalModes": []},
         {"mode": "eval", "evalSuiteRef": BASE, "agentId": AGENT, "evalModes": ["golden", "golden"]},
         {"mode": "eval", "evalSuiteRef": BASE, "agentId": AGENT, "evalModes": ["gold"]},
-        {"mode": "eval", "evalSuiteRef": BASE, "agentId": AGENT,
-         "configurable": {"version": 1, "evalModes": ["golden"]}},
-        {"mode": "eval", "evalSuiteRef": BASE, "agentId": AGENT,
-         "configurable": {"version": 1, "baselineRunId": base}},
+        {
+            "mode": "eval",
+            "evalSuiteRef": BASE,
+            "agentId": AGENT,
+            "configurable": {"version": 1, "evalModes": ["golden"]},
+        },
+        {"mode": "eval", "evalSuiteRef": BASE, "agentId": AGENT, "configurable": {"version": 1, "baselineRunId": base}},
         {"mode": "eval", "evalSuiteRef": BASE, "agentId": "no-such-agent"},
         {"mode": "eval", "evalSuiteRef": "no-such-suite", "agentId": AGENT},
         {"mode": "eval", "evalSuiteRef": "https://conformance.openwop.dev/eval-suites/no-such-suite", "agentId": AGENT},
@@ -234,12 +267,21 @@ def test_eval_summary_answers(host, runs):
     assert (r.status, r.json["error"]) == (404, "not_found")
     r = raw(host.base_url, "GET", f"/runs/{project_id(runs['base_b'])}/eval-summary", key=host.key_a)
     assert (r.status, r.json["error"]) == (403, "id_tenant_mismatch")
-    r = raw(host.base_url, "GET", f"/runs/{project_id('tenant-a/r-0000000000000000000000000001')}/eval-summary",
-            key=host.key_a)
+    r = raw(
+        host.base_url,
+        "GET",
+        f"/runs/{project_id('tenant-a/r-0000000000000000000000000001')}/eval-summary",
+        key=host.key_a,
+    )
     assert r.status == 404
     # while running: 409 run_state_conflict with details.runStatus
-    slow = {"suiteId": "tests.local.evals.slow", "version": "1.0.0", "modes": ["golden"], "trials": 10,
-            "tasks": [{"taskId": f"t{i}", "input": script(answer="x"), "expected": golden("x")} for i in range(12)]}
+    slow = {
+        "suiteId": "tests.local.evals.slow",
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "trials": 10,
+        "tasks": [{"taskId": f"t{i}", "input": script(answer="x"), "expected": golden("x")} for i in range(12)],
+    }
     assert put_suite(host, host.key_a, slow).status in (200, 201)
     run = client.runs_create(eval_request("tests.local.evals.slow@1.0.0")).runId
     r = raw(host.base_url, "GET", f"/runs/{project_id(run)}/eval-summary", key=host.key_a)
@@ -316,8 +358,14 @@ def test_discovery_advertises_the_eval_facet_and_suite_fixtures(host):
     assert {"golden", "regression"} <= set(facet["modes"])
     for flag in ("baselineSelection", "recordedFixtures", "fixtureMatching", "fixtureErrors", "regressionVerdict"):
         assert facet[flag] is True, flag
-    for fid in (BASE, CANDIDATE, TRAJECTORY, "conformance-eval-recorded-source", "conformance-eval-recorded-replay",
-                "conformance-eval-recorded-drift"):
+    for fid in (
+        BASE,
+        CANDIDATE,
+        TRAJECTORY,
+        "conformance-eval-recorded-source",
+        "conformance-eval-recorded-replay",
+        "conformance-eval-recorded-drift",
+    ):
         assert fid in caps["fixtures"]
 
 
@@ -327,15 +375,31 @@ def test_discovery_advertises_the_eval_facet_and_suite_fixtures(host):
 def test_a_fixture_miss_under_fail_makes_no_live_call(host):
     client = host.client(host.key_a)
     served, missed = unique("served"), unique("missed")
-    suite = {"suiteId": "tests.local.evals.miss", "version": f"1.0.{int(time.time() * 1000) % 1000000}",
-             "modes": ["golden"],
-             "tasks": [{"taskId": "miss",
-                        "input": script(("conformance.eval:counter", {"op": "inc", "key": missed}),
-                                        ("conformance.eval:counter", {"op": "inc", "key": served})),
-                        "expected": golden("done"),
-                        "fixtures": {"toolResponses": [{"tool": "conformance.eval:counter",
-                                                        "args": {"key": served, "op": "inc"}, "argsMatch": "exact",
-                                                        "response": {"key": served, "count": 99}}]}}]}
+    suite = {
+        "suiteId": "tests.local.evals.miss",
+        "version": f"1.0.{int(time.time() * 1000) % 1000000}",
+        "modes": ["golden"],
+        "tasks": [
+            {
+                "taskId": "miss",
+                "input": script(
+                    ("conformance.eval:counter", {"op": "inc", "key": missed}),
+                    ("conformance.eval:counter", {"op": "inc", "key": served}),
+                ),
+                "expected": golden("done"),
+                "fixtures": {
+                    "toolResponses": [
+                        {
+                            "tool": "conformance.eval:counter",
+                            "args": {"key": served, "op": "inc"},
+                            "argsMatch": "exact",
+                            "response": {"key": served, "count": 99},
+                        }
+                    ]
+                },
+            }
+        ],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
     before = (counter("tenant-a", missed), counter("tenant-a", served))
     run = run_eval(client, f"tests.local.evals.miss@{suite['version']}")
@@ -348,36 +412,62 @@ def test_a_fixture_miss_under_fail_makes_no_live_call(host):
     assert (task["fixtureMissCount"], task["passed"], task["score"]) == (1, False, 0.0)
     records = _ports().tool_calls.list_calls(run)
     assert [(r.source, r.status, r.extra.get("miss", False)) for r in records] == [
-        ("fixture", "error", True), ("fixture", "ok", False)]
+        ("fixture", "error", True),
+        ("fixture", "ok", False),
+    ]
 
 
 def test_three_trials_run_three_independent_fixture_states(host):
     client = host.client(host.key_a)
     key = unique("trial")
     inc = ("conformance.eval:counter", {"op": "inc", "key": key})
-    entry = {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}, "argsMatch": "exact",
-             "response": {"key": key, "count": 7}}
-    suite = {"suiteId": "tests.local.evals.trials", "version": f"1.0.{int(time.time() * 1000) % 1000000}",
-             "modes": ["golden"], "trials": 3,
-             "tasks": [
-                 # one entry, one call per trial: served in every trial only if each trial starts fresh
-                 {"taskId": "once", "input": script(inc), "expected": golden("done"),
-                  "fixtures": {"toolResponses": [entry], "onMiss": "fail"}},
-                 # one entry, two calls: the second misses in each trial
-                 {"taskId": "twice", "input": script(inc, inc), "expected": golden("done"),
-                  "fixtures": {"toolResponses": [entry]}, "trials": 2},
-             ]}
+    entry = {
+        "tool": "conformance.eval:counter",
+        "args": {"op": "inc", "key": key},
+        "argsMatch": "exact",
+        "response": {"key": key, "count": 7},
+    }
+    suite = {
+        "suiteId": "tests.local.evals.trials",
+        "version": f"1.0.{int(time.time() * 1000) % 1000000}",
+        "modes": ["golden"],
+        "trials": 3,
+        "tasks": [
+            # one entry, one call per trial: served in every trial only if each trial starts fresh
+            {
+                "taskId": "once",
+                "input": script(inc),
+                "expected": golden("done"),
+                "fixtures": {"toolResponses": [entry], "onMiss": "fail"},
+            },
+            # one entry, two calls: the second misses in each trial
+            {
+                "taskId": "twice",
+                "input": script(inc, inc),
+                "expected": golden("done"),
+                "fixtures": {"toolResponses": [entry]},
+                "trials": 2,
+            },
+        ],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
     run = run_eval(client, f"tests.local.evals.trials@{suite['version']}")
     assert counter("tenant-a", key) == 0
     events = all_events(client, run)
     assert [e.payload["invocationId"] for e in events if e.type == "agent.invocation-started"] == [
-        "once:1", "once:2", "once:3", "twice:1", "twice:2"]
+        "once:1",
+        "once:2",
+        "once:3",
+        "twice:1",
+        "twice:2",
+    ]
     statuses = [e.payload["status"] for e in events if e.type == "agent.tool-returned"]
     assert statuses == ["ok", "ok", "ok", "ok", "error", "ok", "error"]
     summary = summary_json(host, host.key_a, run)
     assert [(t["taskId"], t["score"], t["passed"], t["fixtureMissCount"]) for t in summary["tasks"]] == [
-        ("once", 1.0, True, 0), ("twice", 0.0, False, 2)]
+        ("once", 1.0, True, 0),
+        ("twice", 0.0, False, 2),
+    ]
     assert summary["aggregateScore"] == 0.5 and summary["passed"] is False
     scored = [e.payload for e in events if e.type == "eval.scored"]
     assert scored == [{k: t[k] for k in ("taskId", "score", "passed", "fixtureMissCount")} for t in summary["tasks"]]
@@ -392,23 +482,44 @@ def test_trajectory_suite_with_default_modes(host, runs):
     assert started["modes"] == ["golden"] and "baselineRunId" not in started and "fixtureRuns" not in started
     summary = summary_json(host, host.key_a, run)
     assert [(t["taskId"], t["passed"]) for t in summary["tasks"]] == [("ordered-calls", True), ("served-counter", True)]
-    served = [e.payload for e in events if e.type == "agent.tool-returned"
-              and e.payload["toolName"] == "conformance.eval:counter"]
-    assert served == [{"agentId": AGENT, "toolName": "conformance.eval:counter", "callId": "served-counter:1#0",
-                       "status": "ok", "outcome": {"key": "trajectory", "count": 41}, "durationMs": 0}] or \
-        served[0]["outcome"] == {"key": "trajectory", "count": 41}
+    served = [
+        e.payload
+        for e in events
+        if e.type == "agent.tool-returned" and e.payload["toolName"] == "conformance.eval:counter"
+    ]
+    assert served == [
+        {
+            "agentId": AGENT,
+            "toolName": "conformance.eval:counter",
+            "callId": "served-counter:1#0",
+            "status": "ok",
+            "outcome": {"key": "trajectory", "count": 41},
+            "durationMs": 0,
+        }
+    ] or served[0]["outcome"] == {"key": "trajectory", "count": 41}
     assert counter("tenant-a", "trajectory") == 0
 
 
 def test_a_trajectory_that_differs_fails_the_task(host):
     client = host.client(host.key_a)
-    suite = {"suiteId": "tests.local.evals.trajectory", "version": f"1.0.{int(time.time() * 1000) % 1000000}",
-             "modes": ["golden"],
-             "tasks": [{"taskId": "wrong-order",
-                        "input": script(("conformance.eval:echo", {"n": 2}), ("conformance.eval:echo", {"n": 1})),
-                        "expected": golden("done"),
-                        "trajectory": {"calls": [{"tool": "conformance.eval:echo", "args": {"n": 1}},
-                                                 {"tool": "conformance.eval:echo", "args": {"n": 2}}]}}]}
+    suite = {
+        "suiteId": "tests.local.evals.trajectory",
+        "version": f"1.0.{int(time.time() * 1000) % 1000000}",
+        "modes": ["golden"],
+        "tasks": [
+            {
+                "taskId": "wrong-order",
+                "input": script(("conformance.eval:echo", {"n": 2}), ("conformance.eval:echo", {"n": 1})),
+                "expected": golden("done"),
+                "trajectory": {
+                    "calls": [
+                        {"tool": "conformance.eval:echo", "args": {"n": 1}},
+                        {"tool": "conformance.eval:echo", "args": {"n": 2}},
+                    ]
+                },
+            }
+        ],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
     run = run_eval(client, f"tests.local.evals.trajectory@{suite['version']}")
     task = summary_json(host, host.key_a, run)["tasks"][0]
@@ -421,8 +532,12 @@ def test_a_trajectory_that_differs_fails_the_task(host):
 def test_suite_registration_versions_and_reference_forms(host, capsys):
     client_a, client_b = host.client(host.key_a), host.client(host.key_b)
     suite_id = f"tests.local.evals.{unique('reg')}"
-    v1 = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
-          "tasks": [{"taskId": "t", "input": script(answer="one"), "expected": golden("one")}]}
+    v1 = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "tasks": [{"taskId": "t", "input": script(answer="one"), "expected": golden("one")}],
+    }
     r = put_suite(host, host.key_a, v1)
     assert (r.status, r.json) == (201, {"suiteId": suite_id, "version": "1.0.0", "evalSuiteRef": f"{suite_id}@1.0.0"})
     assert put_suite(host, host.key_a, json.loads(json.dumps(v1))).status == 200  # identical: idempotent
@@ -456,8 +571,12 @@ def test_suite_registration_versions_and_reference_forms(host, capsys):
         json.dump(wide, f)
     assert main(["suites", "put", f.name]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out == {"suiteId": wide["suiteId"], "version": "1.0.0", "evalSuiteRef": f"{wide['suiteId']}@1.0.0",
-                   "created": True}
+    assert out == {
+        "suiteId": wide["suiteId"],
+        "version": "1.0.0",
+        "evalSuiteRef": f"{wide['suiteId']}@1.0.0",
+        "created": True,
+    }
     assert main(["suites", "put", f.name]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["created"] is False
     assert version_of(client_b, wide["suiteId"]) == "1.0.0"

@@ -45,8 +45,11 @@ class ScorerServer:
                     ok = False
                 else:
                     ok = body.get("output") == body.get("expected")
-                answer = {"score": 1.0 if ok else 0.25, "pass": ok,
-                          "reason": f"loopback scorer: {'agreed' if ok else 'disagreed'} on request {seen}"}
+                answer = {
+                    "score": 1.0 if ok else 0.25,
+                    "pass": ok,
+                    "reason": f"loopback scorer: {'agreed' if ok else 'disagreed'} on request {seen}",
+                }
                 data = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -68,10 +71,19 @@ class ScorerServer:
 def scorer(host):
     s = ScorerServer()
     tool_id = f"t{uuid.uuid4().hex[:8]}.evals:scorer"
-    r = raw(host.base_url, "POST", "/host/openwop-serverless/tools", {
-        "toolId": tool_id, "description": "Scores an answer", "source": {"kind": "http", "url": s.url},
-        "inputSchema": {"type": "object", "required": ["input", "expected", "output", "trajectory"]},
-        "replayPolicy": "idempotent"}, key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        "/host/openwop-serverless/tools",
+        {
+            "toolId": tool_id,
+            "description": "Scores an answer",
+            "source": {"kind": "http", "url": s.url},
+            "inputSchema": {"type": "object", "required": ["input", "expected", "output", "trajectory"]},
+            "replayPolicy": "idempotent",
+        },
+        key=host.key_a,
+    )
     assert r.status == 201, r.text
     yield s, tool_id
     s.httpd.shutdown()
@@ -80,15 +92,36 @@ def scorer(host):
 
 def _suite(suite_id: str, version: str, tool_id: str, wobbly_mode: str) -> dict[str, Any]:
     def task(task_id: str, mode: str, answer: str = "yes") -> dict[str, Any]:
-        return {"taskId": task_id, "input": {"calls": [], "answer": answer, "mode": mode},
-                "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": tool_id, "value": "yes"}}}
+        return {
+            "taskId": task_id,
+            "input": {"calls": [], "answer": answer, "mode": mode},
+            "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": tool_id, "value": "yes"}},
+        }
 
-    return {"suiteId": suite_id, "version": version, "modes": ["golden", "regression"], "trials": 2,
-            "tasks": [task("steady", f"match-{version}"), task("wobbly", wobbly_mode),
-                      {"taskId": "mixed", "input": {"calls": [], "answer": "yes", "mode": f"m-{version}"},
-                       "expected": {"kind": "golden", "match": {"strategy": "all-of", "of": [
-                           {"strategy": "exact", "value": "yes"},
-                           {"strategy": "tool", "tool": tool_id, "value": "no"}]}}}]}
+    return {
+        "suiteId": suite_id,
+        "version": version,
+        "modes": ["golden", "regression"],
+        "trials": 2,
+        "tasks": [
+            task("steady", f"match-{version}"),
+            task("wobbly", wobbly_mode),
+            {
+                "taskId": "mixed",
+                "input": {"calls": [], "answer": "yes", "mode": f"m-{version}"},
+                "expected": {
+                    "kind": "golden",
+                    "match": {
+                        "strategy": "all-of",
+                        "of": [
+                            {"strategy": "exact", "value": "yes"},
+                            {"strategy": "tool", "tool": tool_id, "value": "no"},
+                        ],
+                    },
+                },
+            },
+        ],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +149,12 @@ def test_the_tool_scorer_is_sent_the_task_and_its_answer_and_reason_reach_the_re
     assert (rows["mixed"]["score"], rows["mixed"]["passed"]) == (0.625, False)
     # and the tool received {input, expected, output, trajectory}
     sent = [b for b in server.bodies if (b["input"] or {}).get("mode") == "match-1.0.0"]
-    assert sent and sent[0] == {"input": {"calls": [], "answer": "yes", "mode": "match-1.0.0"}, "expected": "yes",
-                                "output": "yes", "trajectory": []}
+    assert sent and sent[0] == {
+        "input": {"calls": [], "answer": "yes", "mode": "match-1.0.0"},
+        "expected": "yes",
+        "output": "yes",
+        "trajectory": [],
+    }
     # When the report is read, each trial's tool reason is there
     rep = raw(host.base_url, "GET", REPORT.format(project_id(runs["base"])), key=host.key_a).json
     tasks = {t["taskId"]: t for t in rep["tasks"]}
@@ -144,8 +181,11 @@ def test_a_flaky_baseline_task_is_listed_apart_and_never_a_regression_alone(host
     assert (ci["low"], ci["high"]) == (pytest.approx(0.25 - 0.625), 0.0)
     rep = raw(host.base_url, "GET", REPORT.format(project_id(runs["candidate"])), key=host.key_a).json
     assert rep["verdict"] == "unchanged" and rep["flakyTasks"] == ["wobbly"]
-    assert {t["taskId"]: t["verdict"] for t in rep["tasks"]} == {"steady": "unchanged", "wobbly": "flaky",
-                                                                 "mixed": "unchanged"}
+    assert {t["taskId"]: t["verdict"] for t in rep["tasks"]} == {
+        "steady": "unchanged",
+        "wobbly": "flaky",
+        "mixed": "unchanged",
+    }
 
 
 def test_the_cli_exits_0_on_a_flaky_fall_and_junit_skips_it(host, runs, tmp_path, capsys):
@@ -153,8 +193,19 @@ def test_the_cli_exits_0_on_a_flaky_fall_and_junit_skips_it(host, runs, tmp_path
 
     junit = tmp_path / "flaky.xml"
     # When the CLI compares the candidate with its own baseline, and with the baseline named explicitly
-    code = main(["eval", "compare", runs["candidate"], "--endpoint", host.base_url, "--api-key", host.key_a,
-                 "--junit", str(junit)])
+    code = main(
+        [
+            "eval",
+            "compare",
+            runs["candidate"],
+            "--endpoint",
+            host.base_url,
+            "--api-key",
+            host.key_a,
+            "--junit",
+            str(junit),
+        ]
+    )
     out = capsys.readouterr().out
     # Then exit 0, the flaky task listed apart, JUnit skips it (no failure)
     assert code == 0, out
@@ -162,8 +213,20 @@ def test_the_cli_exits_0_on_a_flaky_fall_and_junit_skips_it(host, runs, tmp_path
     assert "[95% " in out
     text = junit.read_text()
     assert 'skipped="1"' in text and 'failures="0"' in text and "flaky: the baseline's trials disagreed" in text
-    code = main(["eval", "compare", runs["candidate"], "--baseline", runs["base"], "--json", "--endpoint",
-                 host.base_url, "--api-key", host.key_a])
+    code = main(
+        [
+            "eval",
+            "compare",
+            runs["candidate"],
+            "--baseline",
+            runs["base"],
+            "--json",
+            "--endpoint",
+            host.base_url,
+            "--api-key",
+            host.key_a,
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["verdict"], doc["flakyTasks"]) == (0, "unchanged", ["wobbly"])
 
@@ -188,9 +251,19 @@ def test_a_one_task_suite_whose_flaky_task_fell_is_not_regressed(host, scorer, c
     suite_id = f"tests.local.evals.{uuid.uuid4().hex[:10]}"
 
     def suite(version: str, mode: str) -> dict[str, Any]:
-        return {"suiteId": suite_id, "version": version, "modes": ["golden", "regression"], "trials": 2, "tasks": [
-            {"taskId": "wobbly", "input": {"calls": [], "answer": "yes", "mode": mode, "suite": suite_id},
-             "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": tool_id, "value": "yes"}}}]}
+        return {
+            "suiteId": suite_id,
+            "version": version,
+            "modes": ["golden", "regression"],
+            "trials": 2,
+            "tasks": [
+                {
+                    "taskId": "wobbly",
+                    "input": {"calls": [], "answer": "yes", "mode": mode, "suite": suite_id},
+                    "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": tool_id, "value": "yes"}},
+                }
+            ],
+        }
 
     for version, mode in (("1.0.0", "alternate"), ("1.1.0", "fail")):
         assert put_suite(host, host.key_a, suite(version, mode)).status == 201
@@ -209,10 +282,14 @@ def test_a_one_task_suite_whose_flaky_task_fell_is_not_regressed(host, scorer, c
 
 
 SCORE_TOOL = {
-    "name": "score_answer", "description": "Scores an answer: passes when the output equals the expected value.",
+    "name": "score_answer",
+    "description": "Scores an answer: passes when the output equals the expected value.",
     "inputSchema": {"type": "object", "required": ["input", "expected", "output", "trajectory"]},
-    "outputSchema": {"type": "object", "properties": {"score": {"type": "number"}, "pass": {"type": "boolean"},
-                                                      "reason": {"type": "string"}}, "required": ["score", "pass"]},
+    "outputSchema": {
+        "type": "object",
+        "properties": {"score": {"type": "number"}, "pass": {"type": "boolean"}, "reason": {"type": "string"}},
+        "required": ["score", "pass"],
+    },
 }
 
 
@@ -225,15 +302,26 @@ def mcp_scorer(host):
     def score(args: dict[str, Any]) -> dict[str, Any]:
         sent.append(args)
         ok = args.get("output") == args.get("expected")
-        return {"score": 1.0 if ok else 0.0, "pass": ok,
-                "reason": f"mcp scorer: {'agreed' if ok else 'disagreed'} with {args.get('expected')}"}
+        return {
+            "score": 1.0 if ok else 0.0,
+            "pass": ok,
+            "reason": f"mcp scorer: {'agreed' if ok else 'disagreed'} with {args.get('expected')}",
+        }
 
     server = DemoMcpServer(extra_tools=[(SCORE_TOOL, score)])
     url = server.start()
     server_id = "s" + uuid.uuid4().hex[:8]
-    r = raw(host.base_url, "POST", "/host/openwop-serverless/mcp-servers", {
-        "serverId": server_id, "url": url,
-        "tools": {"score_answer": {"safetyTier": "read", "replayPolicy": "deterministic"}}}, key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        "/host/openwop-serverless/mcp-servers",
+        {
+            "serverId": server_id,
+            "url": url,
+            "tools": {"score_answer": {"safetyTier": "read", "replayPolicy": "deterministic"}},
+        },
+        key=host.key_a,
+    )
     assert r.status == 201, r.text
     yield server, f"mcp:{server_id}", sent
     server.stop()
@@ -245,15 +333,24 @@ def test_an_mcp_tool_scorer_passes_and_fails_and_its_reason_reaches_the_report(h
     suite_id = f"tests.local.evals.{uuid.uuid4().hex[:10]}"
 
     def task(task_id: str, tool: str, value: str) -> dict[str, Any]:
-        return {"taskId": task_id, "input": {"calls": [], "answer": "yes"},
-                "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": f"{prefix}.{tool}",
-                                                         "value": value}}}
+        return {
+            "taskId": task_id,
+            "input": {"calls": [], "answer": "yes"},
+            "expected": {"kind": "golden", "match": {"strategy": "tool", "tool": f"{prefix}.{tool}", "value": value}},
+        }
 
     # Given tasks scored by a tool of a real MCP server on loopback: one it agrees with, one it does not, and one
     # scored by a tool that answers isError
-    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "tasks": [
-        task("agreed", "score_answer", "yes"), task("disagreed", "score_answer", "no"),
-        task("errored", "fail_always", "yes")]}
+    suite = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "tasks": [
+            task("agreed", "score_answer", "yes"),
+            task("disagreed", "score_answer", "no"),
+            task("errored", "fail_always", "yes"),
+        ],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
     before = dict(server.calls)
     # When the eval runs
@@ -265,9 +362,15 @@ def test_an_mcp_tool_scorer_passes_and_fails_and_its_reason_reaches_the_report(h
     # and its answer (the result's structuredContent) decided each task
     rows = {t["taskId"]: t for t in summary_json(host, host.key_a, run)["tasks"]}
     assert {k: (v["passed"], v["score"]) for k, v in rows.items()} == {
-        "agreed": (True, 1.0), "disagreed": (False, 0.0), "errored": (False, 0.0)}
+        "agreed": (True, 1.0),
+        "disagreed": (False, 0.0),
+        "errored": (False, 0.0),
+    }
     # and each reason reached the report
     rep = raw(host.base_url, "GET", REPORT.format(project_id(run)), key=host.key_a).json
     reasons = {t["taskId"]: t["scorers"][0]["reason"] for t in rep["tasks"]}
-    assert reasons == {"agreed": "mcp scorer: agreed with yes", "disagreed": "mcp scorer: disagreed with no",
-                       "errored": "the scorer tool answered with an error (isError)"}
+    assert reasons == {
+        "agreed": "mcp scorer: agreed with yes",
+        "disagreed": "mcp scorer: disagreed with no",
+        "errored": "the scorer tool answered with an error (isError)",
+    }

@@ -26,10 +26,14 @@ def _workflow() -> str:
 
 
 def _start(client, wid: str, marker: str) -> str:
-    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}},
-                        {"tool": "conformance.eval:echo", "args": {"m": marker}},
-                        {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}}],
-              "answer": "done"}
+    script = {
+        "calls": [
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}},
+            {"tool": "conformance.eval:echo", "args": {"m": marker}},
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": marker}},
+        ],
+        "answer": "done",
+    }
     return client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script})).runId
 
 

@@ -24,11 +24,15 @@ def _lose(run_id: str, seq: int) -> None:
     from shared.storage.events import pack_page, unpack_page
 
     ev = _ports().events
-    item = ev._c.query(TableName=ev._t, KeyConditionExpression="runId = :r AND seq >= :s", Limit=1,
-                       ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}})["Items"][0]
+    item = ev._c.query(
+        TableName=ev._t,
+        KeyConditionExpression="runId = :r AND seq >= :s",
+        Limit=1,
+        ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}},
+    )["Items"][0]
     first, docs = unpack_page(item)
     ev._c.delete_item(TableName=ev._t, Key={"runId": item["runId"], "seq": item["seq"]})
-    for lo, part in ((first, docs[:seq - first]), (seq + 1, docs[seq - first + 1:])):
+    for lo, part in ((first, docs[: seq - first]), (seq + 1, docs[seq - first + 1 :])):
         if part:
             page = pack_page(run_id, lo, [json.dumps(d) for d in part], int(item["expiresAt"]["N"]))
             ev._c.put_item(TableName=ev._t, Item=page.item)
@@ -49,17 +53,28 @@ def _counter_wf(tenant: str = "tenant-a") -> str:
     from shared.services.workflows import register_workflow
 
     wid = unique("fork-agent")
-    register_workflow(_ports(), tenant, definition(
-        wid, [node("agent", "core.agent", config={"agentId": "conformance-eval-agent"},
-                   inputs={"input": variable("script")})],
-        variables=[{"name": "script", "type": "object", "required": True}]))
+    register_workflow(
+        _ports(),
+        tenant,
+        definition(
+            wid,
+            [
+                node(
+                    "agent",
+                    "core.agent",
+                    config={"agentId": "conformance-eval-agent"},
+                    inputs={"input": variable("script")},
+                )
+            ],
+            variables=[{"name": "script", "type": "object", "required": True}],
+        ),
+    )
     return wid
 
 
 def test_replay_of_a_cancelled_side_effect_run_fails_the_effect_closed(host):
     client = host.client(host.key_a)
-    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
-                                              inputs={"delayMs": 6000}))
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 6000}))
     _wait_for(client, src.runId, lambda ev: ("node.started", "wait") in types_of(ev))
     client.runs_cancel(src.runId)
     assert wait_terminal(client, src.runId).status == "cancelled"
@@ -87,8 +102,7 @@ def test_replay_of_a_cancelled_side_effect_run_fails_the_effect_closed(host):
 
 def test_ordinal_loop_serves_execution_one_and_fails_execution_two(host):
     client = host.client(host.key_a)
-    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-ordinal-loop",
-                                              inputs={"delayMs": 8000}))
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-ordinal-loop", inputs={"delayMs": 8000}))
     events = _wait_for(client, src.runId, lambda ev: ("node.completed", "effect") in types_of(ev))
     client.runs_cancel(src.runId)
     wait_terminal(client, src.runId)
@@ -113,8 +127,13 @@ def test_replay_of_a_counter_run_leaves_the_counter_and_branch_moves_it(host):
     client = host.client(host.key_a)
     wid = _counter_wf()
     key = unique("ctr")
-    script = {"calls": [{"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
-                        {"tool": "conformance.eval:counter", "args": {"op": "read", "key": key}}], "answer": "ok"}
+    script = {
+        "calls": [
+            {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": key}},
+            {"tool": "conformance.eval:counter", "args": {"op": "read", "key": key}},
+        ],
+        "answer": "ok",
+    }
     src = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"script": script}))
     assert wait_terminal(client, src.runId).status == "completed"
     assert _ports().host.counter_read("COUNTER#tenant-a", key) == 1
@@ -154,14 +173,16 @@ def test_prefix_is_byte_equivalent_event_by_event(host, where):
     wait_terminal(client, fork.runId)
     child = _ports().events.read_events(fork.runId)
     for s, c in zip(source[:from_seq], child[:from_seq], strict=True):
-        assert {k: v for k, v in c.items() if k not in ("eventId", "runId")} == \
-            {k: v for k, v in s.items() if k not in ("eventId", "runId")}
+        assert {k: v for k, v in c.items() if k not in ("eventId", "runId")} == {
+            k: v for k, v in s.items() if k not in ("eventId", "runId")
+        }
         assert c["runId"] == fork.runId and c["eventId"] != s["eventId"]
     # the replayed tail reproduces the source (no divergence) and the run completes; a node the prefix left in
     # flight is restarted, so its node.started comes again at fromSeq (0170.fork-prefix-boundary)
     restarted = ["node.started"] if source[from_seq]["type"] == "node.completed" else []
-    assert [e["type"] for e in child] == [e["type"] for e in source[:from_seq]] + restarted + \
-        [e["type"] for e in source[from_seq:]]
+    assert [e["type"] for e in child] == [e["type"] for e in source[:from_seq]] + restarted + [
+        e["type"] for e in source[from_seq:]
+    ]
     assert where != "middle" or restarted
     assert not [e for e in child if e["type"] == "replay.diverged"]
 
@@ -170,8 +191,7 @@ def test_branch_overlay_tags_show_on_the_branch_only(host):
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["source"]))
     wait_terminal(client, src.runId)
-    br = client.runs_fork(src.runId, ForkRunRequest(fromSeq=1, mode="branch",
-                                                    runOptionsOverlay={"tags": ["branch"]}))
+    br = client.runs_fork(src.runId, ForkRunRequest(fromSeq=1, mode="branch", runOptionsOverlay={"tags": ["branch"]}))
     wait_terminal(client, br.runId)
     assert client.runs_get(br.runId).tags == ["branch"]
     assert client.runs_get(src.runId).tags == ["source"]
@@ -201,8 +221,7 @@ def test_fork_refusals(host):
         assert (r.status, r.json["error"]) == (status, code), body
     assert post({"mode": "replay", "runOptionsOverlay": {}}).status == 201
     foreign = post({"mode": "replay", "fromSeq": 0}, key=host.key_b)
-    unknown = post({"mode": "replay", "fromSeq": 0}, key=host.key_b,
-                   p="/runs/tenant-b~2Fr-00000000000000000000:fork")
+    unknown = post({"mode": "replay", "fromSeq": 0}, key=host.key_b, p="/runs/tenant-b~2Fr-00000000000000000000:fork")
     assert foreign.status == unknown.status == 404
     assert foreign.text == unknown.text and src.runId not in foreign.text
 
@@ -212,8 +231,7 @@ def test_fork_of_a_purged_history_is_410_run_expired(host):
     src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
     wait_terminal(client, src.runId)
     _lose(src.runId, 0)
-    r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "replay", "fromSeq": 2},
-            key=host.key_a)
+    r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "replay", "fromSeq": 2}, key=host.key_a)
     assert r.status == 410 and r.json["error"] == "run_expired"
     assert r.json["details"]["sourceRunId"] == src.runId and r.json["details"]["fromSeq"] == 2
 
@@ -225,8 +243,7 @@ def test_a_hole_in_the_history_fails_the_fork_run_expired_in_its_first_task(host
     wait_terminal(client, src.runId)
     _lose(src.runId, 3)
     # When it is forked, the request answers at once (it no longer reads the whole log)
-    r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "replay", "fromSeq": 2},
-            key=host.key_a)
+    r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "replay", "fromSeq": 2}, key=host.key_a)
     assert r.status == 201, r.text
     # Then the fork's first task finds the hole and fails the child with the spec's code, before copying anything
     snap = wait_terminal(client, r.json["runId"])
@@ -246,8 +263,13 @@ def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
     _lose(src.runId, 3)
 
     def branch(from_seq: int) -> str:
-        r = raw(host.base_url, "POST", f"/runs/{_wire(src.runId)}:fork", {"mode": "branch", "fromSeq": from_seq},
-                key=host.key_a)
+        r = raw(
+            host.base_url,
+            "POST",
+            f"/runs/{_wire(src.runId)}:fork",
+            {"mode": "branch", "fromSeq": from_seq},
+            key=host.key_a,
+        )
         assert r.status == 201, r.text
         return str(r.json["runId"])
 
@@ -329,9 +351,12 @@ def _loop_source(client):
     """A completed ~1,000-event run (a loop of two noop nodes, 4 events per iteration)."""
     from shared.services.workflows import register_workflow
 
-    doc = definition(unique("loop"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                     [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-                     settings={"maxLoopbackIterations": 249})
+    doc = definition(
+        unique("loop"),
+        [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+        settings={"maxLoopbackIterations": 249},
+    )
     register_workflow(_ports(), "tenant-a", doc)
     src = client.runs_create(CreateRunRequest(workflowId=doc["id"]))
     wait_terminal(client, src.runId)
@@ -346,8 +371,12 @@ def test_the_prefix_is_copied_with_batched_writes(host):
     calls: list[str] = []
 
     def count(params=None, **_):
-        items = [p["PutRequest"]["Item"] for reqs in (params or {}).get("RequestItems", {}).values()
-                 for p in reqs if "PutRequest" in p]
+        items = [
+            p["PutRequest"]["Item"]
+            for reqs in (params or {}).get("RequestItems", {}).values()
+            for p in reqs
+            if "PutRequest" in p
+        ]
         if items and all(i.get("runId", {}).get("S") not in (None, src.runId) for i in items):
             calls.append("BatchWriteItem")
 
@@ -360,8 +389,11 @@ def test_the_prefix_is_copied_with_batched_writes(host):
         ddb.meta.events.unregister("before-parameter-build.dynamodb.BatchWriteItem", count)
     # Then it was copied as pages of 99 events, 25 pages a write request: never a request per event or per page
     ev = _ports().events
-    pages = ev._c.query(TableName=ev._t, KeyConditionExpression="runId = :r AND seq < :n",
-                        ExpressionAttributeValues={":r": {"S": fork.runId}, ":n": {"N": str(n)}})["Items"]
+    pages = ev._c.query(
+        TableName=ev._t,
+        KeyConditionExpression="runId = :r AND seq < :n",
+        ExpressionAttributeValues={":r": {"S": fork.runId}, ":n": {"N": str(n)}},
+    )["Items"]
     assert len(pages) == -(-n // 99) and len(calls) == -(-len(pages) // 25)
     assert _ports().runs.get_run(fork.runId).last_seq == n + 0
 
@@ -396,8 +428,9 @@ def test_a_replay_reads_its_source_once_and_compares_digests(host):
     # Then the source's events were read once (the request checks its first event is there: one page; the index
     # task reads the log), and the replay compared 8-byte digests instead of reading them again
     ev = _ports().events
-    pages = ev._c.query(TableName=ev._t, KeyConditionExpression="runId = :r",
-                        ExpressionAttributeValues={":r": {"S": src.runId}})["Items"]
+    pages = ev._c.query(
+        TableName=ev._t, KeyConditionExpression="runId = :r", ExpressionAttributeValues={":r": {"S": src.runId}}
+    )["Items"]
     assert sum(read) == 1 + len(pages) and len(pages) < n / 50
     assert not any(e["type"] == "replay.diverged" for e in _ports().events.read_events(fork.runId))
     digests = _ports().blobs.get_range(forkindex.digests_key(fork.runId), 0, 10 * n)

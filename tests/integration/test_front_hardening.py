@@ -19,13 +19,19 @@ from shared.local.front import LocalFront
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 
 Route = manifest.Route
-ROUTES = (Route("GET", "/runs/{runId}", "echo"), Route("POST", "/runs/{runId}", "echo"),
-          Route("ANY", manifest.DEFAULT_ROUTE, "echo", auth=False))
+ROUTES = (
+    Route("GET", "/runs/{runId}", "echo"),
+    Route("POST", "/runs/{runId}", "echo"),
+    Route("ANY", manifest.DEFAULT_ROUTE, "echo", auth=False),
+)
 
 
 def echo(_name: str, event: dict[str, Any]) -> dict[str, Any]:
-    return {"statusCode": 200, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps({"length": len(event.get("body") or "")})}
+    return {
+        "statusCode": 200,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps({"length": len(event.get("body") or "")}),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +81,15 @@ def test_unsupported_methods_are_405_envelopes_with_allow(port, method):
 @pytest.mark.parametrize("length", ["abc", "-1", "1e3", "+5", "5, 6"])
 def test_a_malformed_content_length_is_a_prompt_400(port, length):
     status, headers, body, elapsed = exchange(
-        port, f"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n{{}}".encode())
+        port, f"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n{{}}".encode()
+    )
     assert status == 400 and elapsed < 2.0
     assert_envelope(headers, body, "validation_error")
 
 
-@pytest.mark.parametrize("chunks", [b"zz\r\nab\r\n0\r\n\r\n", b"2\r\nabcdef\r\n0\r\n\r\n", b"-2\r\nab\r\n0\r\n\r\n",
-                                    b"2;x\r\nabXY0\r\n\r\n"])
+@pytest.mark.parametrize(
+    "chunks", [b"zz\r\nab\r\n0\r\n\r\n", b"2\r\nabcdef\r\n0\r\n\r\n", b"-2\r\nab\r\n0\r\n\r\n", b"2;x\r\nabXY0\r\n\r\n"]
+)
 def test_bad_chunked_framing_is_a_400(port, chunks):
     request = b"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks
     status, headers, body, elapsed = exchange(port, request, timeout=2.0)
@@ -97,8 +105,10 @@ def test_an_unknown_transfer_coding_is_a_400(port):
 
 
 def test_good_chunked_framing_is_still_read(port):
-    request = (b"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-               b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n")
+    request = (
+        b"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    )
     status, _, body, _ = exchange(port, request)
     assert status == 200 and json.loads(body) == {"length": 5}
 
@@ -122,8 +132,7 @@ def test_an_oversized_body_sent_whole_still_gets_the_413(port):
 
 
 def test_expect_100_continue_with_an_oversized_length_answers_413_instead(port):
-    request = (b"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-               b"Content-Length: 5000000\r\n\r\n")
+    request = b"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n"
     status, headers, body, _ = exchange(port, request)
     assert status == 413
     assert_envelope(headers, body, "payload_too_large")

@@ -38,13 +38,29 @@ def assert_refused(r: Raw, status: int, code: str) -> None:
     assert r.headers["content-type"] == "application/json" and r.headers["openwop-version"] == "2.0"
 
 
-def invoke(host: Any, function: str, method: str, path: str, body: str, *, b64: bool = False,
-           headers: dict[str, str] | None = None) -> dict[str, Any]:
+def invoke(
+    host: Any,
+    function: str,
+    method: str,
+    path: str,
+    body: str,
+    *,
+    b64: bool = False,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Call a Lambda the way API Gateway does (the front cannot send some bodies, e.g. invalid base64)."""
     route = next(r for r in manifest.ROUTES if r.function == function)
     h = {"authorization": f"Bearer {host.key_a}", "content-type": "application/json", **(headers or {})}
-    event = build_event(method=method, raw_path=path, raw_query="", headers=list(h.items()), body=None,
-                        route=route, path_parameters={}, source_ip="127.0.0.1")
+    event = build_event(
+        method=method,
+        raw_path=path,
+        raw_query="",
+        headers=list(h.items()),
+        body=None,
+        route=route,
+        path_parameters={},
+        source_ip="127.0.0.1",
+    )
     event["body"], event["isBase64Encoded"] = body, b64
     result: dict[str, Any] = host.front.invoke(function, event)
     return result
@@ -128,8 +144,10 @@ def test_lambda_refuses_an_oversized_body_before_parsing(host, b64):
     result = invoke(host, "create_run", "POST", "/runs", text, b64=b64)
     # Then it is 413 payload_too_large (size is checked before any parse)
     assert result["statusCode"] == 413
-    assert json.loads(result["body"]) == {"error": "payload_too_large",
-                                          "message": "The request body is larger than limits.maxRequestBodyBytes."}
+    assert json.loads(result["body"]) == {
+        "error": "payload_too_large",
+        "message": "The request body is larger than limits.maxRequestBodyBytes.",
+    }
 
 
 # -- 4. NaN and infinities -------------------------------------------------------------------------------------------
@@ -149,11 +167,19 @@ def test_non_finite_numbers_in_a_fork_overlay_are_400(host, run_path):
 # -- 5. media type and strict numbers --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
-                                          "application/json; charset=latin-1", "application/jsonx"])
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1", "application/jsonx"],
+)
 def test_a_body_that_is_not_json_typed_is_415(host, content_type):
-    r = raw(host.base_url, "POST", "/runs", key=host.key_a, data=json.dumps(NOOP).encode(),
-            headers={"Content-Type": content_type})
+    r = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        key=host.key_a,
+        data=json.dumps(NOOP).encode(),
+        headers={"Content-Type": content_type},
+    )
     assert_refused(r, 415, "unsupported_media_type")
 
 
@@ -170,29 +196,46 @@ def test_a_body_without_a_content_type_is_415(host):
     assert_refused(r, 415, "unsupported_media_type")
 
 
-@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "Application/JSON",
-                                          "application/vnd.openwop+json", 'application/json;charset="UTF-8"'])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/vnd.openwop+json",
+        'application/json;charset="UTF-8"',
+    ],
+)
 def test_json_media_types_are_served(host, content_type):
-    r = raw(host.base_url, "POST", "/runs", key=host.key_a, data=json.dumps(NOOP).encode(),
-            headers={"Content-Type": content_type})
+    r = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        key=host.key_a,
+        data=json.dumps(NOOP).encode(),
+        headers={"Content-Type": content_type},
+    )
     assert r.status == 201, r.text
 
 
 def test_empty_cancel_without_a_content_type_is_still_served(host):
-    created = host.client(host.key_a).runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
-                                                                   inputs={"delayMs": 20000}))
+    created = host.client(host.key_a).runs_create(
+        CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 20000})
+    )
     r = raw(host.base_url, "POST", "/runs/" + created.runId.replace("/", "~2F") + "/cancel", key=host.key_a)
     assert r.status == 200 and r.json["status"] == "cancelled"
 
 
-@pytest.mark.parametrize("configurable", [
-    {"version": 1, "distillation": {"tokenBudget": False}},
-    {"version": 1, "distillation": {"tokenBudget": "3"}},
-    {"version": 1, "run": {"recursionLimit": True}},
-    {"version": 1, "ai": {"maxTokens": "12"}},
-    {"version": 1, "ai": {"temperature": True}},
-    {"version": True},
-])
+@pytest.mark.parametrize(
+    "configurable",
+    [
+        {"version": 1, "distillation": {"tokenBudget": False}},
+        {"version": 1, "distillation": {"tokenBudget": "3"}},
+        {"version": 1, "run": {"recursionLimit": True}},
+        {"version": 1, "ai": {"maxTokens": "12"}},
+        {"version": 1, "ai": {"temperature": True}},
+        {"version": True},
+    ],
+)
 def test_a_bool_or_string_where_a_number_is_expected_is_400(host, configurable):
     r = raw(host.base_url, "POST", "/runs", {**NOOP, "configurable": configurable}, key=host.key_a)
     assert_refused(r, 400, "validation_error")
@@ -201,5 +244,3 @@ def test_a_bool_or_string_where_a_number_is_expected_is_400(host, configurable):
 def test_numbers_of_the_right_type_are_served(host):
     configurable = {"version": 1, "distillation": {"tokenBudget": 0}, "ai": {"temperature": 1, "maxTokens": 5}}
     assert raw(host.base_url, "POST", "/runs", {**NOOP, "configurable": configurable}, key=host.key_a).status == 201
-
-

@@ -22,16 +22,23 @@ from tests.workflows import definition, node, run_script, tool_returned, variabl
 BASE = "/host/openwop-serverless"
 
 
-
-
 def _org() -> str:
     return "t" + uuid.uuid4().hex[:8]
 
 
 def _register(host: Any, key: str, url: str, tool_id: str, path: str = "/crm/lookup", **extra: Any) -> Any:
-    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + path},
-            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
-                            "required": ["customerId"], "additionalProperties": False}, **extra}
+    body = {
+        "toolId": tool_id,
+        "description": "Look a customer up",
+        "source": {"kind": "http", "url": url + path},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"customerId": {"type": "string"}},
+            "required": ["customerId"],
+            "additionalProperties": False,
+        },
+        **extra,
+    }
     return raw(host.base_url, "POST", f"{BASE}/tools", body, key=key)
 
 
@@ -64,23 +71,39 @@ def test_registration_statuses_and_the_catalog(host, server):
         assert list(validator.iter_errors(d)) == [], d
     mine = next(d for d in listed if d["toolId"] == tool_id)
     assert (mine["source"], mine["safetyTier"], mine["egress"]) == ("connector", "write", "safe-fetch")
-    assert mine["annotations"] == {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False,
-                                   "openWorldHint": True}
+    assert mine["annotations"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
     assert client.tools_get(tool_id).description == "Changed"
     # And unauthenticated reads are 401
     assert raw(host.base_url, "GET", "/tools").status == 401
 
 
-@pytest.mark.parametrize("bad", [
-    {"toolId": "Acme.crm:x"}, {"toolId": "conformance.eval:x"}, {"toolId": "acme.crm"},
-    {"inputSchema": {"type": "nonsense"}}, {"source": {"kind": "http", "url": "ftp://x/y"}},
-    {"source": {"kind": "http", "url": "http://x/y", "headers": {"Authorization": "Bearer leaked"}}},
-    {"unknownKey": 1}, {"credentialRef": "no-such-credential"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"toolId": "Acme.crm:x"},
+        {"toolId": "conformance.eval:x"},
+        {"toolId": "acme.crm"},
+        {"inputSchema": {"type": "nonsense"}},
+        {"source": {"kind": "http", "url": "ftp://x/y"}},
+        {"source": {"kind": "http", "url": "http://x/y", "headers": {"Authorization": "Bearer leaked"}}},
+        {"unknownKey": 1},
+        {"credentialRef": "no-such-credential"},
+    ],
+)
 def test_bad_registrations_are_400(host, server, bad):
     _, url = server
-    body = {"toolId": f"{_org()}.crm:lookup", "description": "d", "source": {"kind": "http", "url": url + "/x"},
-            "inputSchema": {"type": "object"}, **bad}
+    body = {
+        "toolId": f"{_org()}.crm:lookup",
+        "description": "d",
+        "source": {"kind": "http", "url": url + "/x"},
+        "inputSchema": {"type": "object"},
+        **bad,
+    }
     r = raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a)
     assert (r.status, r.json["error"]) == (400, "validation_error"), r.text
     assert "leaked" not in r.text
@@ -91,10 +114,22 @@ def test_a_run_records_real_calls_and_a_replay_fork_serves_them_with_zero_hits(h
     org = _org()
     lookup, ticket = f"{org}.crm:lookup", f"{org}.desk:ticket"
     assert _register(host, host.key_a, url, lookup).status == 201
-    assert raw(host.base_url, "POST", f"{BASE}/tools", {
-        "toolId": ticket, "description": "Open a ticket", "source": {"kind": "http", "url": url + "/tickets"},
-        "inputSchema": {"type": "object", "required": ["title"]}, "replayPolicy": "idempotent"},
-        key=host.key_a).status == 201
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            f"{BASE}/tools",
+            {
+                "toolId": ticket,
+                "description": "Open a ticket",
+                "source": {"kind": "http", "url": url + "/tickets"},
+                "inputSchema": {"type": "object", "required": ["title"]},
+                "replayPolicy": "idempotent",
+            },
+            key=host.key_a,
+        ).status
+        == 201
+    )
     client = host.client(host.key_a)
     before = tools.count()
     # Given a run whose agent calls both tools for real
@@ -132,16 +167,35 @@ def test_fixture_runs_serve_recorded_http_calls_fail_closed(host, server):
     suite_id = f"tests.local.evals.{uuid.uuid4().hex[:10]}"
 
     def task(task_id: str, customer: str) -> dict[str, Any]:
-        return {"taskId": task_id, "input": {"calls": [{"tool": lookup, "args": {"customerId": customer}}],
-                                            "answer": "done"}, "expected": golden("done")}
+        return {
+            "taskId": task_id,
+            "input": {"calls": [{"tool": lookup, "args": {"customerId": customer}}], "answer": "done"},
+            "expected": golden("done"),
+        }
 
-    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
-                                        "tasks": [task("same", "c-2"), task("changed", "c-1")]}).status == 201
+    assert (
+        put_suite(
+            host,
+            host.key_a,
+            {
+                "suiteId": suite_id,
+                "version": "1.0.0",
+                "modes": ["golden"],
+                "tasks": [task("same", "c-2"), task("changed", "c-1")],
+            },
+        ).status
+        == 201
+    )
     before = tools.count()
     # When an eval run serves both tasks from the recorded run
-    run = client.runs_create(CreateRunRequest(mode="eval", evalSuiteRef=f"{suite_id}@1.0.0",
-                                              agentId="conformance-eval-agent",
-                                              fixtureRuns={"same": source, "changed": source}))
+    run = client.runs_create(
+        CreateRunRequest(
+            mode="eval",
+            evalSuiteRef=f"{suite_id}@1.0.0",
+            agentId="conformance-eval-agent",
+            fixtureRuns={"same": source, "changed": source},
+        )
+    )
     wait_terminal(client, run.runId)
     summary = raw(host.base_url, "GET", f"/runs/{project_id(run.runId)}/eval-summary", key=host.key_a).json
     by_task = {t["taskId"]: t for t in summary["tasks"]}
@@ -157,8 +211,13 @@ def test_credentials_are_write_only_and_applied_at_egress(host, server):
     tools, url = server
     ref, token = f"crm-{uuid.uuid4().hex[:6]}", f"secret-{uuid.uuid4().hex}"
     # Given a credential stored for tenant A
-    put = raw(host.base_url, "PUT", f"{BASE}/credentials/{ref}", {"credential": {"type": "bearer", "token": token}},
-              key=host.key_a)
+    put = raw(
+        host.base_url,
+        "PUT",
+        f"{BASE}/credentials/{ref}",
+        {"credential": {"type": "bearer", "token": token}},
+        key=host.key_a,
+    )
     assert put.status == 201, put.text
     assert token not in put.text
     got = raw(host.base_url, "GET", f"{BASE}/credentials/{ref}", key=host.key_a)
@@ -207,8 +266,10 @@ def test_tenant_b_cannot_see_call_or_delete_tenant_a_tools(host, server):
     none = raw(host.base_url, "GET", f"/tools/{unknown}", key=host.key_b)
     assert (seen.status, seen.text) == (404, none.text)
     gone = raw(host.base_url, "DELETE", f"{BASE}/tools/{lookup}", key=host.key_b)
-    assert (gone.status, gone.text) == (404, raw(host.base_url, "DELETE", f"{BASE}/tools/{unknown}",
-                                                 key=host.key_b).text)
+    assert (gone.status, gone.text) == (
+        404,
+        raw(host.base_url, "DELETE", f"{BASE}/tools/{unknown}", key=host.key_b).text,
+    )
     assert lookup not in raw(host.base_url, "GET", "/tools", key=host.key_b).text
     # and B's agent calling A's tool id is refused without a request
     before = tools.count()
@@ -226,14 +287,31 @@ def test_a_core_tool_node_calls_a_registered_http_tool(host, server):
 
     tools, url = server
     weather = f"{_org()}.meteo:weather"
-    assert raw(host.base_url, "POST", f"{BASE}/tools", {
-        "toolId": weather, "description": "Forecast", "source": {"kind": "http", "url": url + "/weather",
-                                                                 "method": "GET"},
-        "inputSchema": {"type": "object", "required": ["city"]}}, key=host.key_a).status == 201
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            f"{BASE}/tools",
+            {
+                "toolId": weather,
+                "description": "Forecast",
+                "source": {"kind": "http", "url": url + "/weather", "method": "GET"},
+                "inputSchema": {"type": "object", "required": ["city"]},
+            },
+            key=host.key_a,
+        ).status
+        == 201
+    )
     wid = unique("tool-node")
-    register_workflow(_ports(), "tenant-a", definition(
-        wid, [node("w", "core.tool", config={"tool": weather}, inputs={"city": variable("city")})],
-        variables=[{"name": "city", "type": "string", "required": True}]))
+    register_workflow(
+        _ports(),
+        "tenant-a",
+        definition(
+            wid,
+            [node("w", "core.tool", config={"tool": weather}, inputs={"city": variable("city")})],
+            variables=[{"name": "city", "type": "string", "required": True}],
+        ),
+    )
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"city": "Oslo"}))
     snap = wait_terminal(client, run.runId)
@@ -251,9 +329,21 @@ def test_a_call_retried_after_a_crash_is_sent_at_most_once_more_with_the_same_ke
 
     tools, url = server
     ticket = f"{_org()}.desk:ticket"
-    assert raw(host.base_url, "POST", f"{BASE}/tools", {
-        "toolId": ticket, "description": "Open a ticket", "source": {"kind": "http", "url": url + "/tickets"},
-        "inputSchema": {"type": "object"}}, key=host.key_a).status == 201
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            f"{BASE}/tools",
+            {
+                "toolId": ticket,
+                "description": "Open a ticket",
+                "source": {"kind": "http", "url": url + "/tickets"},
+                "inputSchema": {"type": "object"},
+            },
+            key=host.key_a,
+        ).status
+        == 201
+    )
     title = f"title-{uuid.uuid4().hex}"
     client = host.client(host.key_a)
     before = tools.count("/tickets")

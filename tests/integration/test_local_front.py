@@ -384,16 +384,25 @@ def test_serve_moves_the_demo_servers_to_free_ports_when_theirs_are_taken(tmp_pa
             mcp_url = re.search(r"demo MCP server: (http://\S+)", serve.out).group(1)  # type: ignore[union-attr]
             moved = {urlsplit(tools_url).port, urlsplit(mcp_url).port}
             assert not moved & {base + 1, base + 2}, serve.out
-            assert f"note: port {base + 1} is taken" in serve.out and f"the demo tool server is on {tools_url}" \
-                in serve.out
-            assert f"note: port {base + 2} is taken" in serve.out and f"the demo MCP server is on {mcp_url}" \
-                in serve.out
+            assert (
+                f"note: port {base + 1} is taken" in serve.out
+                and f"the demo tool server is on {tools_url}" in serve.out
+            )
+            assert (
+                f"note: port {base + 2} is taken" in serve.out and f"the demo MCP server is on {mcp_url}" in serve.out
+            )
             # and the demo works there: its run calls both servers where they really are
             run = raw(serve.base_url, "POST", "/runs", {"workflowId": "demo-support"}, key="dev-key-tenant-a")
             assert run.status == 201, run.text
             wire = run.json["runId"].replace("/", "~2F")
-            status = eventually(lambda: (s := raw(serve.base_url, "GET", f"/runs/{wire}", key="dev-key-tenant-a")
-                                         .json["status"]) in ("completed", "failed") and s, timeout=60)
+            status = eventually(
+                lambda: (
+                    (s := raw(serve.base_url, "GET", f"/runs/{wire}", key="dev-key-tenant-a").json["status"])
+                    in ("completed", "failed")
+                    and s
+                ),
+                timeout=60,
+            )
             assert status == "completed"
             assert raw(tools_url, "GET", "/hits").json["count"] == 2
         finally:
@@ -410,8 +419,10 @@ def test_serve_on_a_taken_port_is_one_line_and_exit_2(tmp_path) -> None:
         serve = ServeProcess(tmp_path, "--port", str(base), "--ephemeral").start()
         assert serve.wait(60) == 2
         (line,) = serve.stderr.strip().splitlines()
-        assert line == (f"error: cannot listen on 127.0.0.1:{base} (Address already in use); stop what uses port "
-                        f"{base} or choose another --port")
+        assert line == (
+            f"error: cannot listen on 127.0.0.1:{base} (Address already in use); stop what uses port "
+            f"{base} or choose another --port"
+        )
         assert serve.out == ""
     finally:
         held.close()

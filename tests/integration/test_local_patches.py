@@ -343,13 +343,22 @@ def test_stop_execution_aborts_an_execution_waiting_for_its_task_token(
 ) -> None:
     tokens: list[str] = []
     arn = make_function(lambda event, context: tokens.append(event["token"]))
-    definition = {"StartAt": "Park", "States": {"Park": {
-        "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
-        "Parameters": {"FunctionName": arn, "Payload": {"token.$": "$$.Task.Token"}}, "Next": "After"},
-        "After": {"Type": "Pass", "Result": "ran", "End": True}}}
+    definition = {
+        "StartAt": "Park",
+        "States": {
+            "Park": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                "Parameters": {"FunctionName": arn, "Payload": {"token.$": "$$.Task.Token"}},
+                "Next": "After",
+            },
+            "After": {"Type": "Pass", "Result": "ran", "End": True},
+        },
+    }
     sfn = local_aws.client("stepfunctions")
-    machine = sfn.create_state_machine(name=unique("canary-park"), definition=json.dumps(definition),
-                                       roleArn=role_arn)["stateMachineArn"]
+    machine = sfn.create_state_machine(name=unique("canary-park"), definition=json.dumps(definition), roleArn=role_arn)[
+        "stateMachineArn"
+    ]
     parked = sfn.start_execution(stateMachineArn=machine, name=unique("ex"), input="{}")["executionArn"]
     deadline = time.monotonic() + 60
     while not tokens:
@@ -413,8 +422,9 @@ def test_transaction_with_a_failing_condition_writes_nothing(local_aws: LocalAws
     assert [i["seq"]["N"] for i in ddb.scan(TableName=log_table)["Items"]] == ["1"]
 
 
-def test_transaction_of_99_appends_copies_no_table(local_aws: LocalAws, log_table: str,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transaction_of_99_appends_copies_no_table(
+    local_aws: LocalAws, log_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import copy
 
     from moto.dynamodb.models.table import Table
@@ -456,12 +466,21 @@ def test_transact_get_items_never_sees_half_of_a_transaction(local_aws: LocalAws
     ddb = local_aws.client("dynamodb")
 
     def pair(value: int) -> list[dict[str, Any]]:
-        return [{"Put": {"TableName": log_table, "Item": {"runId": {"S": "pair"}, "seq": {"N": str(seq)},
-                                                           "v": {"N": str(value)}}}} for seq in range(1, 26)]
+        return [
+            {
+                "Put": {
+                    "TableName": log_table,
+                    "Item": {"runId": {"S": "pair"}, "seq": {"N": str(seq)}, "v": {"N": str(value)}},
+                }
+            }
+            for seq in range(1, 26)
+        ]
 
     ddb.transact_write_items(TransactItems=pair(0))
-    keys = [{"Get": {"TableName": log_table, "Key": {"runId": {"S": "pair"}, "seq": {"N": str(seq)}}}}
-            for seq in range(1, 26)]
+    keys = [
+        {"Get": {"TableName": log_table, "Key": {"runId": {"S": "pair"}, "seq": {"N": str(seq)}}}}
+        for seq in range(1, 26)
+    ]
     done = threading.Event()
 
     def writer() -> None:
@@ -522,34 +541,56 @@ def test_a_distributed_map_worker_runs_more_items_than_the_recursion_limit(local
     # Given a Distributed Map of one worker over more items than Python's default recursion limit
     assert sys.getrecursionlimit() <= 1000
     items = list(range(1_500))
-    definition = {"StartAt": "Each", "States": {"Each": {
-        "Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 1,
-        "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
-                          "StartAt": "Double", "States": {"Double": {
-                              "Type": "Pass", "Parameters": {"n.$": "States.MathAdd($, $)"}, "End": True}}},
-        "End": True}}}
+    definition = {
+        "StartAt": "Each",
+        "States": {
+            "Each": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "MaxConcurrency": 1,
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                    "StartAt": "Double",
+                    "States": {"Double": {"Type": "Pass", "Parameters": {"n.$": "States.MathAdd($, $)"}, "End": True}},
+                },
+                "End": True,
+            }
+        },
+    }
     # When it runs, then every item ran, in order
     done = run_machine(local_aws, role_arn, definition, {"items": items})
     assert done["status"] == "SUCCEEDED", done
     assert [o["n"] for o in json.loads(done["output"])] == [2 * i for i in items]
 
 
-def test_a_query_of_one_partition_reads_only_that_partition(local_aws: LocalAws, log_table: str,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_query_of_one_partition_reads_only_that_partition(
+    local_aws: LocalAws, log_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ddb = local_aws.client("dynamodb")
     for run in ("a", "b", "c"):
         for start in range(0, 50, 25):
-            ddb.batch_write_item(RequestItems={log_table: [
-                {"PutRequest": {"Item": {"runId": {"S": run}, "seq": {"N": str(i)}, "v": {"S": f"{run}{i}"}}}}
-                for i in range(start, start + 25)]})
+            ddb.batch_write_item(
+                RequestItems={
+                    log_table: [
+                        {"PutRequest": {"Item": {"runId": {"S": run}, "seq": {"N": str(i)}, "v": {"S": f"{run}{i}"}}}}
+                        for i in range(start, start + 25)
+                    ]
+                }
+            )
 
     def pages(**extra: Any) -> list[list[str]]:
         out, start = [], None
         for _ in range(20):
             kw = {"ExclusiveStartKey": start} if start else {}
-            got = ddb.query(TableName=log_table, KeyConditionExpression="runId = :r AND seq >= :s",
-                            ExpressionAttributeValues={":r": {"S": "b"}, ":s": {"N": "5"}, ":x": {"S": "b7"}},
-                            FilterExpression="v <> :x", Limit=10, **extra, **kw)
+            got = ddb.query(
+                TableName=log_table,
+                KeyConditionExpression="runId = :r AND seq >= :s",
+                ExpressionAttributeValues={":r": {"S": "b"}, ":s": {"N": "5"}, ":x": {"S": "b7"}},
+                FilterExpression="v <> :x",
+                Limit=10,
+                **extra,
+                **kw,
+            )
             out.append([i["v"]["S"] for i in got["Items"]])
             start = got.get("LastEvaluatedKey")
             if not start:
@@ -574,8 +615,9 @@ def test_a_query_of_one_partition_reads_only_that_partition(local_aws: LocalAws,
     assert getattr(Table.query, "__wrapped__", None) is not None  # the patch is on (moto's own Query is wrapped)
     monkeypatch.setattr(ddb_query, "_moto_all_items", whole_table)
     assert pages() == forward
-    empty = ddb.query(TableName=log_table, KeyConditionExpression="runId = :r",
-                      ExpressionAttributeValues={":r": {"S": "none"}})
+    empty = ddb.query(
+        TableName=log_table, KeyConditionExpression="runId = :r", ExpressionAttributeValues={":r": {"S": "none"}}
+    )
     assert empty["Items"] == [] and len(dynamodb_table(log_table).items) == 3  # an unknown partition is not made
 
 
@@ -593,9 +635,13 @@ def test_a_send_to_a_deep_fifo_queue_walks_none_of_its_messages(local_aws: Local
     url = sqs.create_queue(QueueName=unique("canary-q") + ".fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
 
     def send(first: int, count: int = 10, group: str = "g") -> list[str]:
-        got = sqs.send_message_batch(QueueUrl=url, Entries=[
-            {"Id": f"m{i}", "MessageBody": f"body-{i}", "MessageGroupId": group, "MessageDeduplicationId": f"d{i}"}
-            for i in range(first, first + count)])
+        got = sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": f"m{i}", "MessageBody": f"body-{i}", "MessageGroupId": group, "MessageDeduplicationId": f"d{i}"}
+                for i in range(first, first + count)
+            ],
+        )
         assert not got.get("Failed"), got
         return [e["Id"] for e in got["Successful"]]
 

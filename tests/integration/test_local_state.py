@@ -50,8 +50,7 @@ def _status(base_url: str, run_id: str) -> str:
 
 
 def _finished(base_url: str, run_id: str, timeout: float = 120) -> str:
-    return str(eventually(lambda: (s := _status(base_url, run_id)) in TERMINAL and s, timeout=timeout,
-                          interval=0.2))
+    return str(eventually(lambda: (s := _status(base_url, run_id)) in TERMINAL and s, timeout=timeout, interval=0.2))
 
 
 def _create(base_url: str, workflow_id: str, inputs: dict[str, Any] | None = None) -> str:
@@ -99,28 +98,55 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
     b = host.base_url
     try:
         # Given a tool, a workflow calling it then holding 6 s, an agent, a suite and a webhook
-        tool = {"toolId": tool_id, "description": "Look a customer up", "replayPolicy": "idempotent",
-                "source": {"kind": "http", "url": tools_url + "/crm/lookup"},
-                "inputSchema": {"type": "object", "required": ["customerId"]}}
+        tool = {
+            "toolId": tool_id,
+            "description": "Look a customer up",
+            "replayPolicy": "idempotent",
+            "source": {"kind": "http", "url": tools_url + "/crm/lookup"},
+            "inputSchema": {"type": "object", "required": ["customerId"]},
+        }
         assert raw(b, "POST", f"{BASE}/tools", tool, key=KEY).status == 201
         wid, slow = f"{org}-lookup", f"{org}-slow"
         lookup = node("t", "core.tool", config={"tool": tool_id}, inputs={"customerId": variable("customer")})
         customer = [{"name": "customer", "type": "string", "required": True}]
-        for workflow in (definition(wid, [lookup], variables=customer),
-                         definition(slow, [lookup, node("h", "core.conformance.hold",
-                                                        inputs={"delayMs": static(6000)}), node("n", "core.noop")],
-                                    [edge("t", "h"), edge("h", "n")], variables=customer)):
+        for workflow in (
+            definition(wid, [lookup], variables=customer),
+            definition(
+                slow,
+                [lookup, node("h", "core.conformance.hold", inputs={"delayMs": static(6000)}), node("n", "core.noop")],
+                [edge("t", "h"), edge("h", "n")],
+                variables=customer,
+            ),
+        ):
             r = raw(b, "POST", f"{BASE}/workflows", workflow, key=KEY)
             assert r.status == 201, r.text
-        agent = {"version": "1.0.0", "maxTurns": 4,
-                 "manifest": {"agentId": agent_id, "persona": "Support", "modelClass": "general",
-                              "systemPrompt": "Resolve the ticket.", "toolAllowlist": [tool_id]},
-                 "model": {"provider": "mock", "model": "demo-model", "mockProvider": {"script": [{"text": "ok"}]}}}
+        agent = {
+            "version": "1.0.0",
+            "maxTurns": 4,
+            "manifest": {
+                "agentId": agent_id,
+                "persona": "Support",
+                "modelClass": "general",
+                "systemPrompt": "Resolve the ticket.",
+                "toolAllowlist": [tool_id],
+            },
+            "model": {"provider": "mock", "model": "demo-model", "mockProvider": {"script": [{"text": "ok"}]}},
+        }
         r = raw(b, "POST", f"{BASE}/agents", agent, key=KEY)
         assert r.status == 201, r.text
-        suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": agent_id,
-                 "tasks": [{"taskId": "one", "input": "c-1", "expected": {
-                     "kind": "golden", "match": {"strategy": "exact", "value": "ok"}}}]}
+        suite = {
+            "suiteId": suite_id,
+            "version": "1.0.0",
+            "modes": ["golden"],
+            "targetAgentId": agent_id,
+            "tasks": [
+                {
+                    "taskId": "one",
+                    "input": "c-1",
+                    "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "ok"}},
+                }
+            ],
+        }
         assert raw(b, "POST", f"{BASE}/eval-suites", suite, key=KEY).status == 201
         hook = raw(b, "POST", "/webhooks", {"url": receiver.url + "/kept", "events": ["run.completed"]}, key=KEY)
         assert hook.status == 201, hook.text
@@ -137,11 +163,18 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         log_before = _events_body(b, recorded)
         eventually(lambda: receiver.deliveries(webhook_id, recorded), timeout=60, interval=0.2)
         holding = _create(b, slow, {"customer": "c-2"})
-        eventually(lambda: '"node.started"' in _events_body(b, holding) and
-                   json.loads(_events_body(b, holding))["events"][-1]["nodeId"] == "h", timeout=60, interval=0.2)
+        eventually(
+            lambda: (
+                '"node.started"' in _events_body(b, holding)
+                and json.loads(_events_body(b, holding))["events"][-1]["nodeId"] == "h"
+            ),
+            timeout=60,
+            interval=0.2,
+        )
         gated = _create(b, "conformance-approval")  # and a run parked on an approval
-        evaluated = raw(b, "POST", "/runs", {"mode": "eval", "evalSuiteRef": f"{suite_id}@1.0.0",
-                                             "agentId": agent_id}, key=KEY)  # and an eval run, likely in flight
+        evaluated = raw(
+            b, "POST", "/runs", {"mode": "eval", "evalSuiteRef": f"{suite_id}@1.0.0", "agentId": agent_id}, key=KEY
+        )  # and an eval run, likely in flight
         assert evaluated.status == 201, evaluated.text
         eventually(lambda: _status(b, gated) == "waiting-approval", timeout=60, interval=0.2)
         hits = tools.count("/crm/lookup")
@@ -173,8 +206,9 @@ def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path,
         assert held.count("node.completed") == 3 and held[-1] == "run.completed"
         # the parked run waits again, and its approval completes it
         assert _status(b, gated) == "waiting-approval"
-        accepted = raw(b, "POST", f"/runs/{_wire(gated)}/interrupts/gate", {"resumeValue": {"action": "accept"}},
-                       key=KEY)
+        accepted = raw(
+            b, "POST", f"/runs/{_wire(gated)}/interrupts/gate", {"resumeValue": {"action": "accept"}}, key=KEY
+        )
         assert accepted.status == 200, accepted.text
         assert _finished(b, gated) == "completed"
         # the eval run finished (resumed from Prepare if it was in flight: stored trials are not run again)
@@ -215,19 +249,23 @@ def _is_prefix(seen: str, after: str) -> bool:
     return last.startswith(head) and last[len(head)] in ",]"
 
 
-def _creates_until_killed(host: ServeProcess, rng: random.Random, acked: dict[str, str | None],
-                          read: dict[str, str], seen: dict[str, str]) -> None:
+def _creates_until_killed(
+    host: ServeProcess, rng: random.Random, acked: dict[str, str | None], read: dict[str, str], seen: dict[str, str]
+) -> None:
     """Create runs (one real tool call each, none, or a 4 s hold) until the host dies; keep every acknowledged id,
     the log of each finished run as it was read, and the latest events read of each run still in flight."""
     b = host.base_url
-    inputs: dict[str, dict[str, Any]] = {"demo-support": {"customerId": "c-1", "city": "Oslo"},
-                                         "conformance-noop": {},
-                                         "conformance-delay": {"delayMs": 4000}}  # in flight for a while
+    inputs: dict[str, dict[str, Any]] = {
+        "demo-support": {"customerId": "c-1", "city": "Oslo"},
+        "conformance-noop": {},
+        "conformance-delay": {"delayMs": 4000},
+    }  # in flight for a while
     while host.proc.poll() is None:
         flow = rng.choice(sorted(inputs))
         try:
-            r = raw(b, "POST", "/runs", {"workflowId": flow, **({"inputs": inputs[flow]} if inputs[flow] else {})},
-                    key=KEY)
+            r = raw(
+                b, "POST", "/runs", {"workflowId": flow, **({"inputs": inputs[flow]} if inputs[flow] else {})}, key=KEY
+            )
         except OSError:
             return  # the host is gone: this create got no answer
         if r.status != 201:
@@ -258,9 +296,14 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
     for round_ in range(3):
         host = _serve(tmp_path, data, f"round{round_}", **env)
         try:
-            workers = [threading.Thread(target=_creates_until_killed, args=(host, random.Random(rng.random()),
-                                                                             acked, read, seen), daemon=True)
-                       for _ in range(2)]
+            workers = [
+                threading.Thread(
+                    target=_creates_until_killed,
+                    args=(host, random.Random(rng.random()), acked, read, seen),
+                    daemon=True,
+                )
+                for _ in range(2)
+            ]
             for worker in workers:
                 worker.start()
             time.sleep(rng.uniform(2.0, 8.0))
@@ -275,16 +318,19 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
         assert read, f"seed {seed}: no run finished before a kill"
         snapshots = list(data.glob("snapshot.pickle"))
         assert snapshots, f"seed {seed}: no snapshot was ever written"
-        print(f"seed {seed}: {len(acked)} runs acknowledged over 3 kills, {len(read)} logs read before a kill, "
-              f"{len(seen) - len(set(seen) & set(read))} runs read in flight;",
-              final.out.splitlines()[2])
+        print(
+            f"seed {seed}: {len(acked)} runs acknowledged over 3 kills, {len(read)} logs read before a kill, "
+            f"{len(seen) - len(set(seen) & set(read))} runs read in flight;",
+            final.out.splitlines()[2],
+        )
         for run_id in acked:  # every acknowledged run exists, and finishes (resumed where its log ended)
             assert _finished(b, run_id, timeout=180) == "completed", (seed, run_id)
         for run_id, body in read.items():  # every log read before a kill is there byte for byte
             assert _events_body(b, run_id) == body, (seed, run_id)
         in_flight = {r: body for r, body in seen.items() if r not in read}
-        assert any(_events_array(body) != "[]" for body in in_flight.values()), \
+        assert any(_events_array(body) != "[]" for body in in_flight.values()), (
             f"seed {seed}: no events of a run in flight were read"
+        )
         for run_id, body in in_flight.items():  # every event read of a run in flight starts its log, byte for byte
             assert _is_prefix(body, _events_body(b, run_id)), (seed, run_id, body)
     finally:
@@ -298,29 +344,55 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
     data = tmp_path / "state"
     with _killed_after(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1") as host:
         endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", host.out).group(1)  # type: ignore
-        ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                           aws_secret_access_key="testing")
+        ddb = boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         # Given ~4 MB of writes (8,000 items of 400 B, in batches of 25) through moto's endpoint
         pad = "x" * 400
         for batch in range(320):
-            ddb.batch_write_item(RequestItems={"openwop-host": [
-                {"PutRequest": {"Item": {"pk": {"S": f"BULK#{batch}"}, "sk": {"S": f"{i:02d}"}, "v": {"S": pad}}}}
-                for i in range(25)]})
+            ddb.batch_write_item(
+                RequestItems={
+                    "openwop-host": [
+                        {
+                            "PutRequest": {
+                                "Item": {"pk": {"S": f"BULK#{batch}"}, "sk": {"S": f"{i:02d}"}, "v": {"S": pad}}
+                            }
+                        }
+                        for i in range(25)
+                    ]
+                }
+            )
         # Then snapshots were written while it served (each taking longer than the request that asked for it),
         # and the journal they cover is gone
         eventually(lambda: (data / "snapshot.pickle").exists(), timeout=120, interval=0.2)
-        eventually(lambda: sum(p.stat().st_size for p in data.glob("journal-*.log")) < 2_500_000, timeout=120,
-                   interval=0.2)
+        eventually(
+            lambda: sum(p.stat().st_size for p in data.glob("journal-*.log")) < 2_500_000, timeout=120, interval=0.2
+        )
         assert "snapshot failed" not in host.stderr and "snapshot child" not in host.stderr
     # And a start after a kill has every item (the snapshot plus the journal after it)
     again = _serve(tmp_path, data, "after-snapshots")
     try:
         endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", again.out).group(1)  # type: ignore
-        ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                           aws_secret_access_key="testing")
-        count = sum(page["Count"] for page in ddb.get_paginator("scan").paginate(
-            TableName="openwop-host", FilterExpression="begins_with(pk, :b)",
-            ExpressionAttributeValues={":b": {"S": "BULK#"}}, Select="COUNT"))
+        ddb = boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        count = sum(
+            page["Count"]
+            for page in ddb.get_paginator("scan").paginate(
+                TableName="openwop-host",
+                FilterExpression="begins_with(pk, :b)",
+                ExpressionAttributeValues={":b": {"S": "BULK#"}},
+                Select="COUNT",
+            )
+        )
         assert count == 8000
     finally:
         assert again.stop() == 0, again.stderr[-3000:]
@@ -328,8 +400,9 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
 
 def _holding(folder: Path, needles: list[str]) -> list[tuple[str, str]]:
     """Every (file, needle) where a file of the data folder holds a needle's bytes."""
-    return [(p.name, n) for p in sorted(folder.iterdir()) if p.is_file()
-            for n in needles if n.encode() in p.read_bytes()]
+    return [
+        (p.name, n) for p in sorted(folder.iterdir()) if p.is_file() for n in needles if n.encode() in p.read_bytes()
+    ]
 
 
 @pytest.mark.timeout(900)
@@ -339,8 +412,13 @@ def test_an_erased_run_leaves_nothing_of_it_in_the_data_folder(tmp_path, receive
     with _killed_after(tmp_path, data, "erasure") as host:
         b = host.base_url
         # Given a webhook whose receiver is down: the run's deliveries wait in the queue, backing off
-        hook = raw(b, "POST", "/webhooks", {"url": receiver.url + "/erased",
-                                            "events": ["run.started", "node.completed", "run.completed"]}, key=KEY)
+        hook = raw(
+            b,
+            "POST",
+            "/webhooks",
+            {"url": receiver.url + "/erased", "events": ["run.started", "node.completed", "run.completed"]},
+            key=KEY,
+        )
         assert hook.status == 201, hook.text
         webhook_id = hook.json["subscriptionId"]
         receiver.stop()
@@ -378,10 +456,13 @@ def _folder_bytes(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != "lock"}
 
 
-@pytest.mark.parametrize("written_by", [
-    {"format": 0, "host": "0.0.1", "moto": "5.2.5"},
-    {"format": 1, "host": "0.0.9", "moto": "5.1.0"},
-])
+@pytest.mark.parametrize(
+    "written_by",
+    [
+        {"format": 0, "host": "0.0.1", "moto": "5.2.5"},
+        {"format": 1, "host": "0.0.9", "moto": "5.1.0"},
+    ],
+)
 def test_a_folder_another_version_wrote_is_refused_naming_both_and_left_as_it_is(tmp_path, written_by):
     from shared.local.datadir import FORMAT, host_version, moto_version
 
@@ -394,8 +475,9 @@ def test_a_folder_another_version_wrote_is_refused_naming_both_and_left_as_it_is
     assert serve.wait(60) == 2
     (line,) = serve.stderr.strip().splitlines()
     assert line.startswith("error: data folder ") and "Traceback" not in serve.stderr
-    assert f"format {written_by['format']} by openwop-serverless {written_by['host']} (moto {written_by['moto']})" \
-        in line
+    assert (
+        f"format {written_by['format']} by openwop-serverless {written_by['host']} (moto {written_by['moto']})" in line
+    )
     assert f"openwop-serverless {host_version()} (format {FORMAT}, moto {moto_version()})" in line
     assert _folder_bytes(data) == before
 
@@ -407,8 +489,10 @@ def test_a_second_host_on_the_same_folder_refuses_to_start(tmp_path):
         second = ServeProcess(tmp_path, "--port", "0", "--data-dir", str(data), name="second").start()
         assert second.wait(60) == 2
         (line,) = second.stderr.strip().splitlines()
-        assert line == (f"error: data folder {data.resolve()} is in use by another openwop-serverless host "
-                        f"(pid {first.proc.pid}); stop it, or start this one with another --data-dir or --ephemeral")
+        assert line == (
+            f"error: data folder {data.resolve()} is in use by another openwop-serverless host "
+            f"(pid {first.proc.pid}); stop it, or start this one with another --data-dir or --ephemeral"
+        )
         assert raw(first.base_url, "GET", "/.well-known/openwop").status == 200  # the first is unharmed
     finally:
         assert first.stop() == 0
@@ -487,8 +571,10 @@ def test_a_start_whose_journal_holds_an_erasure_not_yet_snapshotted_takes_the_sn
 
     # Given a folder whose journal ends with an erasure's marker (the host died before that snapshot was written),
     # and one whose journal has none
-    for name, records, compact in (("erased", [("idle", "fn", "t"), ("erased",)], True),
-                                   ("plain", [("idle", "fn", "t")], False)):
+    for name, records, compact in (
+        ("erased", [("idle", "fn", "t"), ("erased",)], True),
+        ("plain", [("idle", "fn", "t")], False),
+    ):
         folder = DataDir.open(tmp_path / name)
         try:
             folder.segment(1).write_bytes(b"".join(frame(pickle.dumps(r)) for r in records))
@@ -502,30 +588,35 @@ def test_a_start_whose_journal_holds_an_erasure_not_yet_snapshotted_takes_the_sn
         assert (report.records, report.compact) == (len(records), compact), name
 
 
-@pytest.mark.parametrize(("auth", "target", "method", "kept"), [
-    ("dynamodb", "DynamoDB_20120810.PutItem", "POST", True),
-    ("dynamodb", "DynamoDB_20120810.TransactWriteItems", "POST", True),
-    ("dynamodb", "DynamoDB_20120810.Query", "POST", False),
-    ("dynamodb", "DynamoDB_20120810.BatchGetItem", "POST", False),
-    ("dynamodb", "DynamoDBStreams_20120810.GetRecords", "POST", False),
-    ("s3", "", "PUT", True),
-    ("s3", "", "DELETE", True),
-    ("s3", "", "GET", False),
-    ("secretsmanager", "secretsmanager.PutSecretValue", "POST", True),
-    ("secretsmanager", "secretsmanager.GetSecretValue", "POST", False),
-    ("sqs", "AmazonSQS.SendMessage", "POST", True),
-    ("sqs", "AmazonSQS.ReceiveMessage", "POST", False),
-    ("states", "AWSStepFunctions.StartExecution", "POST", False),
-    ("lambda", "", "POST", False),
-    ("", "", "POST", False),
-])
+@pytest.mark.parametrize(
+    ("auth", "target", "method", "kept"),
+    [
+        ("dynamodb", "DynamoDB_20120810.PutItem", "POST", True),
+        ("dynamodb", "DynamoDB_20120810.TransactWriteItems", "POST", True),
+        ("dynamodb", "DynamoDB_20120810.Query", "POST", False),
+        ("dynamodb", "DynamoDB_20120810.BatchGetItem", "POST", False),
+        ("dynamodb", "DynamoDBStreams_20120810.GetRecords", "POST", False),
+        ("s3", "", "PUT", True),
+        ("s3", "", "DELETE", True),
+        ("s3", "", "GET", False),
+        ("secretsmanager", "secretsmanager.PutSecretValue", "POST", True),
+        ("secretsmanager", "secretsmanager.GetSecretValue", "POST", False),
+        ("sqs", "AmazonSQS.SendMessage", "POST", True),
+        ("sqs", "AmazonSQS.ReceiveMessage", "POST", False),
+        ("states", "AWSStepFunctions.StartExecution", "POST", False),
+        ("lambda", "", "POST", False),
+        ("", "", "POST", False),
+    ],
+)
 def test_only_requests_that_change_kept_data_are_journaled(auth, target, method, kept):
     from shared.local.journal_records import classify
 
     environ = {"REQUEST_METHOD": method, "HTTP_X_AMZ_TARGET": target}
     if auth:
-        environ["HTTP_AUTHORIZATION"] = (f"AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{auth}/aws4_request, "
-                                         "SignedHeaders=host, Signature=abc")
+        environ["HTTP_AUTHORIZATION"] = (
+            f"AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{auth}/aws4_request, "
+            "SignedHeaders=host, Signature=abc"
+        )
     assert (classify(environ) is not None) is kept
 
 

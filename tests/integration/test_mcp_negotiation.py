@@ -30,14 +30,18 @@ OLDER = ("2025-11-25",)
 # schemas/v2/run-event-payloads.schema.json#/$defs/negotiationDecided (openwop/openwop, commit 11ad7804; the local
 # spec digest's copy is the same): the closed, content-free payload.
 NEGOTIATION_DECIDED = {
-    "type": "object", "additionalProperties": False, "required": ["protocol", "outcome", "at"],
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["protocol", "outcome", "at"],
     "properties": {
         "protocol": {"type": "string", "enum": ["a2a", "mcp"]},
         "outcome": {"type": "string", "enum": ["accepted", "refused"]},
-        "version": {"type": "string"}, "floor": {"type": "string"},
+        "version": {"type": "string"},
+        "floor": {"type": "string"},
         "peerDigest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         "reason": {"type": "string", "enum": ["below-floor", "unauthenticated", "unsupported", "ok"]},
-        "at": {"type": "string", "format": "date-time"}},
+        "at": {"type": "string", "format": "date-time"},
+    },
 }
 
 
@@ -70,8 +74,9 @@ def _payload_errors(p: dict[str, Any]) -> list[str]:
 
 def _register(host: Any, url: str) -> tuple[str, Any]:
     server_id = "s" + uuid.uuid4().hex[:8]
-    return server_id, raw(host.base_url, "POST", f"{BASE}/mcp-servers", {"serverId": server_id, "url": url},
-                          key=host.key_a)
+    return server_id, raw(
+        host.base_url, "POST", f"{BASE}/mcp-servers", {"serverId": server_id, "url": url}, key=host.key_a
+    )
 
 
 def _poll(host: Any, run_id: str) -> list[dict[str, Any]]:
@@ -81,8 +86,11 @@ def _poll(host: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 def _decided(events: list[Any]) -> list[dict[str, Any]]:
-    return [e.payload if hasattr(e, "payload") else e["payload"] for e in events
-            if (e.type if hasattr(e, "type") else e["type"]) == "negotiation.decided"]
+    return [
+        e.payload if hasattr(e, "payload") else e["payload"]
+        for e in events
+        if (e.type if hasattr(e, "type") else e["type"]) == "negotiation.decided"
+    ]
 
 
 # --------------------------------------------------------------------------- the facet
@@ -97,9 +105,17 @@ def test_the_mcp_facet_is_advertised_with_the_pinned_revision_and_validates(host
         assert "mcp" not in doc and "conformance-mcp-client" not in doc["fixtures"]
         return
     # Then the mcp facet names the one revision as offered, preferred and floor, reviewed within 90 days, as a client
-    assert doc["mcp"] == {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witness": "seam-gated",
-                          "revisions": [REVISION], "preferredVersion": REVISION, "minimumRevision": REVISION,
-                          "refreshedAt": negotiation.REFRESHED_AT, "client": True}
+    assert doc["mcp"] == {
+        "status": "experimental",
+        "since": "2.0",
+        "until": "2027-12-31",
+        "witness": "seam-gated",
+        "revisions": [REVISION],
+        "preferredVersion": REVISION,
+        "minimumRevision": REVISION,
+        "refreshedAt": negotiation.REFRESHED_AT,
+        "client": True,
+    }
     assert "conformance-mcp-client" in doc["fixtures"]
     # and the document validates, the facet alone too (as v2-legacy-profiles-absent checks it)
     assert _errors(_capabilities_validator(overlay=True), doc) == []
@@ -149,14 +165,22 @@ def test_registration_negotiates_once_and_its_audit_run_holds_the_accepted_outco
     [decided] = _decided(events)
     assert _payload_errors(decided) == []
     assert {k: v for k, v in decided.items() if k != "at"} == {
-        "protocol": "mcp", "outcome": "accepted", "version": REVISION, "floor": REVISION,
-        "peerDigest": _digest(mcp.url), "reason": "ok"}
+        "protocol": "mcp",
+        "outcome": "accepted",
+        "version": REVISION,
+        "floor": REVISION,
+        "peerDigest": _digest(mcp.url),
+        "reason": "ok",
+    }
     assert "127.0.0.1" not in str(decided)
     # which another tenant cannot read, and which has no workflow to fork
-    assert raw(host.base_url, "GET", f"/runs/{project_id(audit)}/events/poll?timeout=1", key=host.key_b).status \
-        in (403, 404)
-    fork = raw(host.base_url, "POST", f"/runs/{project_id(audit)}:fork", {"mode": "replay", "fromSeq": 0},
-               key=host.key_a)
+    assert raw(host.base_url, "GET", f"/runs/{project_id(audit)}/events/poll?timeout=1", key=host.key_b).status in (
+        403,
+        404,
+    )
+    fork = raw(
+        host.base_url, "POST", f"/runs/{project_id(audit)}:fork", {"mode": "replay", "fromSeq": 0}, key=host.key_a
+    )
     assert (fork.status, fork.json["error"]) == (400, "validation_error")
     raw(host.base_url, "DELETE", f"{BASE}/mcp-servers/{server_id}", key=host.key_a)
 
@@ -169,10 +193,16 @@ def test_registration_of_a_server_of_an_older_revision_is_refused_and_audited(ho
         assert r.status == 400, r.text
         assert r.json["error"] == "interop_version_unsupported"
         details = r.json["details"]
-        assert {k: details[k] for k in ("protocol", "requested", "supported", "reason", "serverSupported",
-                                        "retriable")} == {
-            "protocol": "mcp", "requested": REVISION, "supported": [REVISION], "reason": "below-floor",
-            "serverSupported": list(OLDER), "retriable": False}
+        assert {
+            k: details[k] for k in ("protocol", "requested", "supported", "reason", "serverSupported", "retriable")
+        } == {
+            "protocol": "mcp",
+            "requested": REVISION,
+            "supported": [REVISION],
+            "reason": "below-floor",
+            "serverSupported": list(OLDER),
+            "retriable": False,
+        }
         # and the server got the probe only: nothing was sent at another revision
         assert [(x["method"], x["protocolVersion"]) for x in old.exchanges] == [("server/discover", REVISION)]
     [decided] = _decided(_poll(host, details["runId"]))
@@ -205,19 +235,21 @@ def test_each_mcp_call_of_a_run_is_negotiated_right_before_its_events(host, mcp)
     client = host.client(host.key_a)
     mcp.reset()
     # When a run's agent calls two MCP tools
-    run_id = run_script(client, [(f"mcp:{server_id}.lookup_customer", {"id": "c-1"}),
-                                 (f"mcp:{server_id}.fail_always", {})])
+    run_id = run_script(
+        client, [(f"mcp:{server_id}.lookup_customer", {"id": "c-1"}), (f"mcp:{server_id}.fail_always", {})]
+    )
     events = all_events(client, run_id)
     types = [e.type for e in events]
     # Then each call's events follow its own negotiation.decided, and there is one per call
     starts = [i for i, t in enumerate(types) if t == "negotiation.decided"]
     assert len(starts) == 2
     for i in starts:
-        assert types[i + 1:i + 3] == ["agent.tool-called", "agent.tool-returned"]
+        assert types[i + 1 : i + 3] == ["agent.tool-called", "agent.tool-returned"]
     decided = _decided(events)
     assert all(_payload_errors(p) == [] for p in decided)
     assert [(p["outcome"], p["version"], p["peerDigest"]) for p in decided] == [
-        ("accepted", REVISION, _digest(mcp.url))] * 2
+        ("accepted", REVISION, _digest(mcp.url))
+    ] * 2
     # each negotiation is the probe the call made, and is kept with the call's record
     assert [x["method"] for x in mcp.exchanges].count("server/discover") == 2
     records = _ports().tool_calls.list_calls(run_id)
@@ -240,7 +272,7 @@ def test_a_call_to_a_server_of_an_older_revision_fails_closed_inside_the_run(hos
     events = all_events(client, run_id)
     types = [e.type for e in events]
     i = types.index("negotiation.decided")
-    assert types[i:i + 3] == ["negotiation.decided", "agent.tool-called", "agent.tool-returned"]
+    assert types[i : i + 3] == ["negotiation.decided", "agent.tool-called", "agent.tool-returned"]
     [decided] = _decided(events)
     assert (decided["outcome"], decided["reason"]) == ("refused", "below-floor") and "version" not in decided
     [returned] = tool_returned(client, run_id)
@@ -251,18 +283,27 @@ def _mcp_tool_workflow(tool: str) -> str:
     from shared.services.workflows import register_workflow
 
     wid = f"mcp-tool-{uuid.uuid4().hex[:10]}"
-    return register_workflow(_ports(), "tenant-a", definition(wid, [node("call", "core.tool", config={"tool": tool},
-                                                                         inputs={"id": static("n-7")})]))
+    return register_workflow(
+        _ports(),
+        "tenant-a",
+        definition(wid, [node("call", "core.tool", config={"tool": tool}, inputs={"id": static("n-7")})]),
+    )
 
 
 def test_a_replay_fork_re_emits_the_recorded_negotiations_and_calls_the_server_zero_times(host, mcp):
     server_id, _ = _register(host, mcp.url)
     client = host.client(host.key_a)
     # Given a run whose agent made two MCP calls, and a run whose core.tool node made one
-    agent_run = run_script(client, [(f"mcp:{server_id}.create_ticket", {"title": "a", "body": "b"}),
-                                    (f"mcp:{server_id}.lookup_customer", {"id": "c-2"})])
-    node_run = client.runs_create(CreateRunRequest(
-        workflowId=_mcp_tool_workflow(f"mcp:{server_id}.lookup_customer"))).runId
+    agent_run = run_script(
+        client,
+        [
+            (f"mcp:{server_id}.create_ticket", {"title": "a", "body": "b"}),
+            (f"mcp:{server_id}.lookup_customer", {"id": "c-2"}),
+        ],
+    )
+    node_run = client.runs_create(
+        CreateRunRequest(workflowId=_mcp_tool_workflow(f"mcp:{server_id}.lookup_customer"))
+    ).runId
     assert wait_terminal(client, node_run).status == "completed"
     mcp.reset()
     for source in (agent_run, node_run):
@@ -273,8 +314,9 @@ def test_a_replay_fork_re_emits_the_recorded_negotiations_and_calls_the_server_z
         src, got = all_events(client, source), all_events(client, fork.runId)
         assert [(e.type, e.nodeId, e.payload) for e in got] == [(e.type, e.nodeId, e.payload) for e in src]
         assert len(_decided(got)) == (2 if source == agent_run else 1)
-        diff = raw(host.base_url, "GET", f"/runs/{project_id(source)}:diff?against={project_id(fork.runId)}",
-                   key=host.key_a).json
+        diff = raw(
+            host.base_url, "GET", f"/runs/{project_id(source)}:diff?against={project_id(fork.runId)}", key=host.key_a
+        ).json
         assert (diff["divergedAtSeq"], diff["eventDiffs"]) == (None, [])
     # and the server saw no request at all: no probe, no listing, no call
     assert mcp.hosts == [] and mcp.exchanges == []

@@ -30,12 +30,18 @@ def _structured_echo(args: dict[str, Any]) -> Any:
     import mcp_types as types
 
     nonce = str(args.get("nonce", ""))
-    return types.CallToolResult(content=[types.TextContent(type="text", text=nonce)],
-                                structured_content={"nonce": nonce}, _meta={"dev.openwop.conformance/nonce": nonce})
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=nonce)],
+        structured_content={"nonce": nonce},
+        _meta={"dev.openwop.conformance/nonce": nonce},
+    )
 
 
-ECHO = {"name": "structured-echo", "description": "Echoes a nonce, in _meta too.",
-        "inputSchema": {"type": "object", "properties": {"nonce": {"type": "string"}}}}
+ECHO = {
+    "name": "structured-echo",
+    "description": "Echoes a nonce, in _meta too.",
+    "inputSchema": {"type": "object", "properties": {"nonce": {"type": "string"}}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +62,13 @@ def servers(host) -> Iterator[dict[str, DemoMcpServer]]:
     port = old.port
     old.stop()
     with DemoMcpServer(port=port) as briefly:
-        assert raw(host.base_url, "POST", f"{BASE}/mcp-servers", {"serverId": "conformance-old", "url": briefly.url},
-                   key=host.key_a).status in (200, 201)
+        assert raw(
+            host.base_url,
+            "POST",
+            f"{BASE}/mcp-servers",
+            {"serverId": "conformance-old", "url": briefly.url},
+            key=host.key_a,
+        ).status in (200, 201)
     old = DemoMcpServer(port=port, revisions=("2025-11-25",))
     old.start()
     yield {"up": up, "old": old}
@@ -83,8 +94,7 @@ def test_a_revision_below_the_floor_is_refused_with_its_audit_run_and_never_sent
     # Given a server that speaks only 2025-06-18 (v2-minimum-version-refused's server)
     with DemoMcpServer(revisions=("2025-06-18",)) as low:
         # When the seam asks the host to negotiate 2025-06-18 with it
-        r = raw(host.base_url, "POST", INVOKE, {"serverUrl": low.url, "requestVersion": "2025-06-18"},
-                key=host.key_a)
+        r = raw(host.base_url, "POST", INVOKE, {"serverUrl": low.url, "requestVersion": "2025-06-18"}, key=host.key_a)
         # Then it is refused 400 interop_version_unsupported, naming the protocol and the audit run
         assert (r.status, r.json["error"]) == (400, "interop_version_unsupported"), r.text
         assert (r.json["details"]["protocol"], r.json["details"]["reason"]) == ("mcp", "below-floor")
@@ -98,8 +108,11 @@ def test_a_revision_below_the_floor_is_refused_with_its_audit_run_and_never_sent
 def test_a_server_of_an_older_revision_is_refused_after_the_probe(host):
     with DemoMcpServer(revisions=("2025-06-18",)) as low:
         r = raw(host.base_url, "POST", INVOKE, {"serverUrl": low.url}, key=host.key_a)
-        assert (r.status, r.json["error"], r.json["details"]["reason"]) == (400, "interop_version_unsupported",
-                                                                          "below-floor")
+        assert (r.status, r.json["error"], r.json["details"]["reason"]) == (
+            400,
+            "interop_version_unsupported",
+            "below-floor",
+        )
         assert [(x["method"], x["protocolVersion"]) for x in low.exchanges] == [("server/discover", REVISION)]
     assert [d["outcome"] for d in _decided(host, r.json["details"]["runId"])] == ["refused"]
 
@@ -114,8 +127,7 @@ def test_an_accepted_exchange_answers_its_run_and_version_and_calls_the_tool_una
         body["authenticated"] = authenticated  # unauthenticated: still never lowered (there is nothing to lower)
     r = raw(host.base_url, "POST", INVOKE, body, key=host.key_a)
     assert r.status == 200, r.text
-    assert (r.json["protocol"], r.json["negotiatedVersion"], r.json["peerDigest"]) == ("mcp", REVISION,
-                                                                                      _digest(up.url))
+    assert (r.json["protocol"], r.json["negotiatedVersion"], r.json["peerDigest"]) == ("mcp", REVISION, _digest(up.url))
     sent = {x["method"]: x for x in up.exchanges}
     assert r.json["discover"] == sent["server/discover"]["result"]
     assert r.json["result"] == sent["tools/call"]["result"]
@@ -125,12 +137,15 @@ def test_an_accepted_exchange_answers_its_run_and_version_and_calls_the_tool_una
     assert (decided["outcome"], decided["version"]) == ("accepted", r.json["negotiatedVersion"])
 
 
-@pytest.mark.parametrize("body, at", [
-    ({"serverUrl": "http://127.0.0.1:1/mcp", "extra": 1}, "/extra"),
-    ({"serverUrl": "file:///etc/passwd"}, "/serverUrl"),
-    ({}, "/serverUrl"),
-    ({"serverUrl": "http://127.0.0.1:1/mcp", "arguments": [1]}, "/arguments"),
-])
+@pytest.mark.parametrize(
+    "body, at",
+    [
+        ({"serverUrl": "http://127.0.0.1:1/mcp", "extra": 1}, "/extra"),
+        ({"serverUrl": "file:///etc/passwd"}, "/serverUrl"),
+        ({}, "/serverUrl"),
+        ({"serverUrl": "http://127.0.0.1:1/mcp", "arguments": [1]}, "/arguments"),
+    ],
+)
 def test_bodies_outside_the_contract_are_400_with_nothing_written(host, body, at):
     r = raw(host.base_url, "POST", INVOKE, body, key=host.key_a)
     assert (r.status, r.json["error"]) == (400, "validation_error"), r.text
@@ -177,8 +192,10 @@ def test_the_fixture_is_advertised_and_seeded(host):
 def test_call_tool_resolves_the_servers_call_tool_result_unaltered_meta_included(host, servers):
     up = servers["up"]
     nonce = uuid.uuid4().hex
-    run_id, status, out = _run(host, {"method": "callTool", "serverId": "conformance", "name": "structured-echo",
-                                      "arguments": {"nonce": nonce}})
+    run_id, status, out = _run(
+        host,
+        {"method": "callTool", "serverId": "conformance", "name": "structured-echo", "arguments": {"nonce": nonce}},
+    )
     assert status == "completed" and out["type"] == "node.completed"
     sent = _last(up, "tools/call")
     assert sent["params"]["arguments"] == {"nonce": nonce}
@@ -186,8 +203,11 @@ def test_call_tool_resolves_the_servers_call_tool_result_unaltered_meta_included
     assert out["outputs"]["result"]["_meta"]["dev.openwop.conformance/nonce"] == nonce
     # negotiated once, right before the node's outcome
     types = [e.type for e in all_events(host.client(host.key_a), run_id)]
-    assert types[types.index("node.started"):types.index("node.completed") + 1] == [
-        "node.started", "negotiation.decided", "node.completed"]
+    assert types[types.index("node.started") : types.index("node.completed") + 1] == [
+        "node.started",
+        "negotiation.decided",
+        "node.completed",
+    ]
 
 
 def test_call_tool_resolves_an_is_error_result(host, servers):
@@ -220,8 +240,10 @@ def test_read_resource_resolves_the_result_unaltered(host, servers):
 def test_server_health_reports_reachability_from_server_discover_never_a_session(host, servers):
     _, status, up = _run(host, {"method": "serverHealth", "serverId": "conformance"})
     assert status == "completed"
-    assert up["outputs"]["result"] == {"state": "reachable",
-                                       "discover": _last(servers["up"], "server/discover")["result"]}
+    assert up["outputs"]["result"] == {
+        "state": "reachable",
+        "discover": _last(servers["up"], "server/discover")["result"],
+    }
     assert up["outputs"]["result"]["discover"]["supportedVersions"] == [REVISION]
     run_id, _, down = _run(host, {"method": "serverHealth", "serverId": "conformance-down"})
     assert down["outputs"]["result"] == {"state": "unreachable"}
@@ -236,15 +258,23 @@ def test_server_health_reports_reachability_from_server_discover_never_a_session
 def test_a_call_to_a_server_of_an_older_revision_fails_the_node_and_sends_nothing(host, servers):
     old = servers["old"]
     old.reset()
-    _, status, out = _run(host, {"method": "callTool", "serverId": "conformance-old", "name": "lookup_customer",
-                                 "arguments": {"id": "x"}})
+    _, status, out = _run(
+        host, {"method": "callTool", "serverId": "conformance-old", "name": "lookup_customer", "arguments": {"id": "x"}}
+    )
     assert (status, out["type"], out["error"]["code"]) == ("failed", "node.failed", "interop_version_unsupported")
     assert [x["method"] for x in old.exchanges] == ["server/discover"] and old.calls == {}
 
 
 def test_an_unknown_server_id_fails_the_node_not_found(host, servers):
-    _, status, out = _run(host, {"method": "callTool", "serverId": f"no-such-{uuid.uuid4().hex[:8]}",
-                                 "name": "echo", "arguments": {"text": "x"}})
+    _, status, out = _run(
+        host,
+        {
+            "method": "callTool",
+            "serverId": f"no-such-{uuid.uuid4().hex[:8]}",
+            "name": "echo",
+            "arguments": {"text": "x"},
+        },
+    )
     assert (status, out["type"], out["error"]["code"]) == ("failed", "node.failed", "not_found")
     # another tenant's server is as unknown as no server
     client_b = host.client(host.key_b)
@@ -257,8 +287,15 @@ def test_an_unknown_server_id_fails_the_node_not_found(host, servers):
 def test_a_replay_fork_of_a_fixture_run_serves_its_recorded_negotiation_with_zero_hits(host, servers):
     up = servers["up"]
     client = host.client(host.key_a)
-    source, status, _ = _run(host, {"method": "callTool", "serverId": "conformance", "name": "create_ticket",
-                                    "arguments": {"title": "t", "body": "b"}})
+    source, status, _ = _run(
+        host,
+        {
+            "method": "callTool",
+            "serverId": "conformance",
+            "name": "create_ticket",
+            "arguments": {"title": "t", "body": "b"},
+        },
+    )
     assert status == "completed"
     up.reset()
     fork = client.runs_fork(source, ForkRunRequest(fromSeq=0, mode="replay"))

@@ -45,17 +45,25 @@ _returned = tool_returned
 def test_registration_lists_the_server_and_the_catalog_classifies_its_tools(host, mcp):
     _, url = mcp
     # Given an MCP server registered with one tool classified by the registrant
-    server_id, r = _register(host, host.key_a, url, tools={"lookup_customer": {"safetyTier": "read",
-                                                                               "replayPolicy": "deterministic"}})
+    server_id, r = _register(
+        host, host.key_a, url, tools={"lookup_customer": {"safetyTier": "read", "replayPolicy": "deterministic"}}
+    )
     assert r.status == 201, r.text
-    assert r.json["toolIds"] == [f"mcp:{server_id}.create_ticket", f"mcp:{server_id}.fail_always",
-                                 f"mcp:{server_id}.lookup_customer"]
+    assert r.json["toolIds"] == [
+        f"mcp:{server_id}.create_ticket",
+        f"mcp:{server_id}.fail_always",
+        f"mcp:{server_id}.lookup_customer",
+    ]
     # Then the catalog holds its tools with the host's classes, never the server's annotations
     tools = {t["toolId"]: t for t in raw(host.base_url, "GET", "/tools", key=host.key_a).json["tools"]}
     lookup, ticket, fail = (tools[f"mcp:{server_id}.{n}"] for n in ("lookup_customer", "create_ticket", "fail_always"))
     assert (lookup["source"], lookup["safetyTier"], lookup["replayPolicy"]) == ("mcp", "read", "deterministic")
-    assert lookup["annotations"] == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-                                     "openWorldHint": True}  # the server said openWorldHint false: ignored
+    assert lookup["annotations"] == {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": True,
+    }  # the server said openWorldHint false: ignored
     assert lookup["inputSchema"]["required"] == ["id"]
     assert (fail["safetyTier"], fail["replayPolicy"]) == ("write", "non-deterministic")  # annotated read-only upstream
     assert ticket["safetyTier"] == "write"
@@ -65,9 +73,13 @@ def test_registration_lists_the_server_and_the_catalog_classifies_its_tools(host
     assert _register(host, host.key_a, url)[1].status == 201
     again = raw(host.base_url, "POST", f"{BASE}/mcp-servers", {"serverId": server_id, "url": url}, key=host.key_a)
     assert again.status == 200
-    bad = raw(host.base_url, "POST", f"{BASE}/mcp-servers", {"serverId": server_id, "url": url,
-                                                             "tools": {"nope": {"safetyTier": "read"}}},
-              key=host.key_a)
+    bad = raw(
+        host.base_url,
+        "POST",
+        f"{BASE}/mcp-servers",
+        {"serverId": server_id, "url": url, "tools": {"nope": {"safetyTier": "read"}}},
+        key=host.key_a,
+    )
     assert (bad.status, bad.json["error"]) == (400, "validation_error")
 
 
@@ -86,8 +98,13 @@ def test_mcp_calls_are_recorded_and_a_replay_fork_calls_the_server_zero_times(ho
     client = host.client(host.key_a)
     before = dict(server.calls)
     # Given a run whose agent calls two MCP tools, one of which reports a tool error
-    run_id = _run(client, [(f"mcp:{server_id}.create_ticket", {"title": "refund", "body": "broken"}),
-                           (f"mcp:{server_id}.fail_always", {})])
+    run_id = _run(
+        client,
+        [
+            (f"mcp:{server_id}.create_ticket", {"title": "refund", "body": "broken"}),
+            (f"mcp:{server_id}.fail_always", {}),
+        ],
+    )
     assert client.runs_get(run_id).status == "completed"
     assert server.calls["create_ticket"] - before.get("create_ticket", 0) == 1
     assert server.calls["fail_always"] - before.get("fail_always", 0) == 1
@@ -121,15 +138,34 @@ def test_fixture_runs_serve_recorded_mcp_calls_and_a_changed_argument_misses(hos
     suite_id = f"tests.local.evals.{uuid.uuid4().hex[:10]}"
 
     def task(task_id: str, customer: str) -> dict[str, Any]:
-        return {"taskId": task_id, "input": {"calls": [{"tool": tool, "args": {"id": customer}}], "answer": "done"},
-                "expected": golden("done")}
+        return {
+            "taskId": task_id,
+            "input": {"calls": [{"tool": tool, "args": {"id": customer}}], "answer": "done"},
+            "expected": golden("done"),
+        }
 
-    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"],
-                                        "tasks": [task("same", "c-7"), task("changed", "c-8")]}).status == 201
+    assert (
+        put_suite(
+            host,
+            host.key_a,
+            {
+                "suiteId": suite_id,
+                "version": "1.0.0",
+                "modes": ["golden"],
+                "tasks": [task("same", "c-7"), task("changed", "c-8")],
+            },
+        ).status
+        == 201
+    )
     calls = dict(server.calls)
-    run = client.runs_create(CreateRunRequest(mode="eval", evalSuiteRef=f"{suite_id}@1.0.0",
-                                              agentId="conformance-eval-agent",
-                                              fixtureRuns={"same": source, "changed": source}))
+    run = client.runs_create(
+        CreateRunRequest(
+            mode="eval",
+            evalSuiteRef=f"{suite_id}@1.0.0",
+            agentId="conformance-eval-agent",
+            fixtureRuns={"same": source, "changed": source},
+        )
+    )
     wait_terminal(client, run.runId)
     summary = raw(host.base_url, "GET", f"/runs/{project_id(run.runId)}/eval-summary", key=host.key_a).json
     by_task = {t["taskId"]: t for t in summary["tasks"]}
@@ -146,8 +182,10 @@ def test_tenant_b_cannot_see_call_or_delete_tenant_a_servers(host, mcp):
     assert (seen.status, seen.text) == (404, raw(host.base_url, "GET", f"/tools/{unknown}", key=host.key_b).text)
     assert server_id not in raw(host.base_url, "GET", f"{BASE}/mcp-servers", key=host.key_b).text
     gone = raw(host.base_url, "DELETE", f"{BASE}/mcp-servers/{server_id}", key=host.key_b)
-    assert (gone.status, gone.text) == (404, raw(host.base_url, "DELETE", f"{BASE}/mcp-servers/{server_id}x",
-                                                 key=host.key_b).text)
+    assert (gone.status, gone.text) == (
+        404,
+        raw(host.base_url, "DELETE", f"{BASE}/mcp-servers/{server_id}x", key=host.key_b).text,
+    )
     calls = dict(server.calls)
     client_b = host.client(host.key_b)
     run_id = _run(client_b, [(tool, {"title": "x", "body": "y"})], tenant="tenant-b")

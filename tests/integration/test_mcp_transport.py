@@ -124,8 +124,11 @@ def test_annotations_reach_the_listing_as_sent(demo: DemoMcpServer, mcp: McpSdkT
     # Given tools that carry behaviour hints
     tools = {t["name"]: t for t in mcp.list_tools(demo.url, {}, discovered=ACCEPTED, timeout_s=T)}
     # Then the hints are there for the catalog to see (and ignore)
-    assert tools["lookup_customer"]["annotations"] == {"title": "Customer lookup", "readOnlyHint": True,
-                                                       "openWorldHint": False}
+    assert tools["lookup_customer"]["annotations"] == {
+        "title": "Customer lookup",
+        "readOnlyHint": True,
+        "openWorldHint": False,
+    }
     assert tools["create_ticket"]["annotations"]["readOnlyHint"] is False
     assert "outputSchema" not in tools["fail_always"]
 
@@ -136,8 +139,7 @@ def test_annotations_reach_the_listing_as_sent(demo: DemoMcpServer, mcp: McpSdkT
 def test_call_tool_returns_the_result_unaltered(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
     # Given the demo server
     # When a read tool is called
-    result = mcp.call_tool(demo.url, {}, "lookup_customer", {"id": "c-7"}, meta={}, discovered=ACCEPTED,
-                           timeout_s=T)
+    result = mcp.call_tool(demo.url, {}, "lookup_customer", {"id": "c-7"}, meta={}, discovered=ACCEPTED, timeout_s=T)
     # Then the CallToolResult comes back as sent: structured and text content, isError false
     expected = {"id": "c-7", "name": "Customer c-7", "tier": "gold"}
     assert result["structuredContent"] == expected
@@ -153,8 +155,9 @@ def test_call_tool_write_counts_one_hit_per_call(demo: DemoMcpServer, mcp: McpSd
     first = mcp.call_tool(demo.url, {}, "create_ticket", args, meta={}, discovered=ACCEPTED, timeout_s=T)
     second = mcp.call_tool(demo.url, {}, "create_ticket", args, meta={}, discovered=ACCEPTED, timeout_s=T)
     # Then both reached the server and the ticket id is the deterministic one
-    assert first["structuredContent"] == second["structuredContent"] == {"ticketId": ticket_id("Printer",
-                                                                                               "It is on fire")}
+    assert (
+        first["structuredContent"] == second["structuredContent"] == {"ticketId": ticket_id("Printer", "It is on fire")}
+    )
     assert demo.calls["create_ticket"] == 2
 
 
@@ -172,8 +175,15 @@ def test_call_tool_sends_meta_to_the_server(demo: DemoMcpServer, mcp: McpSdkTran
     # Given an idempotency key in the call's _meta
     meta = {"openwop/idempotencyKey": "run-1/call-7", "openwop/nested": {"a": [1, 2]}}
     # When the tool is called
-    mcp.call_tool(demo.url, {}, "create_ticket", {"title": "t", "body": "b"}, meta=copy.deepcopy(meta),
-                  discovered=ACCEPTED, timeout_s=T)
+    mcp.call_tool(
+        demo.url,
+        {},
+        "create_ticket",
+        {"title": "t", "body": "b"},
+        meta=copy.deepcopy(meta),
+        discovered=ACCEPTED,
+        timeout_s=T,
+    )
     # Then the server received exactly that _meta (beside the protocol's own keys)
     [(name, recorded)] = demo.metas
     assert name == "create_ticket"
@@ -181,7 +191,8 @@ def test_call_tool_sends_meta_to_the_server(demo: DemoMcpServer, mcp: McpSdkTran
 
 
 def test_call_tool_headers_reach_the_server_and_no_reason_or_log_names_them(
-        demo: DemoMcpServer, mcp: McpSdkTransport, caplog: pytest.LogCaptureFixture) -> None:
+    demo: DemoMcpServer, mcp: McpSdkTransport, caplog: pytest.LogCaptureFixture
+) -> None:
     # Given a credential in the call's headers and a failing call
     caplog.set_level(logging.DEBUG)
     headers = {"Authorization": "Bearer sekrit-token-123"}
@@ -233,8 +244,9 @@ def test_a_server_of_an_older_revision_refuses_the_probe_and_nothing_falls_back(
     # Given a server that speaks only 2025-11-25 (the SDK's server, told its revision)
     with DemoMcpServer(revisions=("2025-11-25",)) as old:
         # When the transport probes it at 2026-07-28
-        probe = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).discover(old.url, {}, revision=REVISION,
-                                                                              timeout_s=T)
+        probe = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).discover(
+            old.url, {}, revision=REVISION, timeout_s=T
+        )
         # Then the server's -32022 refusal and the revisions it named come back; no initialize handshake followed
         assert not probe.accepted and probe.result is None
         assert probe.supported == ("2025-11-25",) and "-32022" in (probe.refusal or "")
@@ -244,8 +256,9 @@ def test_a_server_of_an_older_revision_refuses_the_probe_and_nothing_falls_back(
 def test_a_discover_result_without_the_revision_is_not_accepted() -> None:
     # Given a server whose DiscoverResult names other revisions only
     with DemoMcpServer(discover_lists=("2025-11-25", "2027-01-01")) as other:
-        probe = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).discover(other.url, {}, revision=REVISION,
-                                                                              timeout_s=T)
+        probe = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).discover(
+            other.url, {}, revision=REVISION, timeout_s=T
+        )
         # Then the answer is kept as sent, and the revision is not accepted
         assert probe.result is not None and probe.supported == ("2025-11-25", "2027-01-01")
         assert not probe.accepted
@@ -273,9 +286,11 @@ def test_call_tool_result_is_the_json_the_server_sent_meta_included() -> None:
     import mcp_types as types
 
     def tagged(args: dict[str, Any]) -> Any:
-        return types.CallToolResult(content=[types.TextContent(type="text", text=str(args["nonce"]))],
-                                    structured_content={"nonce": args["nonce"]},
-                                    _meta={"dev.openwop.conformance/nonce": args["nonce"]})
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=str(args["nonce"]))],
+            structured_content={"nonce": args["nonce"]},
+            _meta={"dev.openwop.conformance/nonce": args["nonce"]},
+        )
 
     tool = {"name": "structured_echo", "inputSchema": {"type": "object", "properties": {"nonce": {"type": "string"}}}}
     # Given a tool whose result carries _meta
@@ -283,8 +298,7 @@ def test_call_tool_result_is_the_json_the_server_sent_meta_included() -> None:
         mcp = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK))
         probe = mcp.discover(srv.url, {}, revision=REVISION, timeout_s=T)
         # When it is called
-        result = mcp.call_tool(srv.url, {}, "structured_echo", {"nonce": "n-1"}, meta={}, discovered=probe,
-                               timeout_s=T)
+        result = mcp.call_tool(srv.url, {}, "structured_echo", {"nonce": "n-1"}, meta={}, discovered=probe, timeout_s=T)
         # Then the result is exactly the JSON-RPC result the server sent (_meta, resultType and all)
         assert result == srv.exchanges[-1]["result"]
         assert result["_meta"]["dev.openwop.conformance/nonce"] == "n-1" and result["resultType"] == "complete"
@@ -309,8 +323,9 @@ def test_list_page_is_one_page_as_sent_and_forwards_the_cursor(demo: DemoMcpServ
 def test_read_resource_returns_the_result_as_sent(demo: DemoMcpServer, mcp: McpSdkTransport) -> None:
     from shared.ports import McpOp
 
-    got = mcp.exchange(demo.url, {}, McpOp("resources/read", uri="demo://greeting"), revision=REVISION,
-                       timeout_s=T).result
+    got = mcp.exchange(
+        demo.url, {}, McpOp("resources/read", uri="demo://greeting"), revision=REVISION, timeout_s=T
+    ).result
     assert got == demo.exchanges[-1]["result"]
     assert got["contents"][0]["text"] == "hello from the demo MCP server"
 
@@ -364,8 +379,9 @@ def test_loopback_not_allowlisted_is_refused_with_no_hit(demo: DemoMcpServer) ->
     guarded = McpSdkTransport(EgressPolicy.from_entries([]))
     # When the loopback server is called and listed
     with pytest.raises(EgressRefusedError) as err:
-        guarded.call_tool(demo.url, {}, "create_ticket", {"title": "t", "body": "b"}, meta={}, discovered=ACCEPTED,
-                          timeout_s=T)
+        guarded.call_tool(
+            demo.url, {}, "create_ticket", {"title": "t", "body": "b"}, meta={}, discovered=ACCEPTED, timeout_s=T
+        )
     with pytest.raises(EgressRefusedError):
         guarded.discover(demo.url, {}, revision=REVISION, timeout_s=T)
     with pytest.raises(EgressRefusedError):
@@ -375,8 +391,9 @@ def test_loopback_not_allowlisted_is_refused_with_no_hit(demo: DemoMcpServer) ->
     assert demo.hosts == [] and demo.calls == {} and demo.list_pages == 0
 
 
-@pytest.mark.parametrize("address, why", [("169.254.169.254", "metadata"), ("10.0.0.5", "private"),
-                                          ("fd00::1", "private")])
+@pytest.mark.parametrize(
+    "address, why", [("169.254.169.254", "metadata"), ("10.0.0.5", "private"), ("fd00::1", "private")]
+)
 def test_guarded_addresses_are_refused_before_any_connection(address: str, why: str) -> None:
     # Given a test name that resolves to a guarded address and a connect layer that fails if reached
     connects: list[tuple[str, int]] = []
@@ -384,8 +401,15 @@ def test_guarded_addresses_are_refused_before_any_connection(address: str, why: 
     guarded = McpSdkTransport(policy, connect=refusing_connect(connects))
     # When the tool server under that name is called
     with pytest.raises(EgressRefusedError) as err:
-        guarded.call_tool("https://tools.test.invalid/mcp", {}, "lookup_customer", {"id": "x"}, meta={},
-                          discovered=ACCEPTED, timeout_s=T)
+        guarded.call_tool(
+            "https://tools.test.invalid/mcp",
+            {},
+            "lookup_customer",
+            {"id": "x"},
+            meta={},
+            discovered=ACCEPTED,
+            timeout_s=T,
+        )
     # Then the guard refused it and nothing tried to connect
     assert why in err.value.reason
     assert connects == []
@@ -396,7 +420,8 @@ def test_name_resolving_to_public_and_private_is_refused() -> None:
     policy = EgressPolicy.from_entries([], resolver=lambda host, port: ["93.184.215.14", "10.0.0.5"])
     with pytest.raises(EgressRefusedError):
         McpSdkTransport(policy, connect=refusing_connect(connects)).list_tools(
-            "https://tools.test.invalid/mcp", {}, discovered=ACCEPTED, timeout_s=T)
+            "https://tools.test.invalid/mcp", {}, discovered=ACCEPTED, timeout_s=T
+        )
     assert connects == []
 
 
@@ -415,8 +440,7 @@ def _recording(demo: DemoMcpServer) -> tuple[McpSdkTransport, list[str], list[tu
         connects.append((address, port))
         return await AnyIOBackend().connect_tcp(address, port, timeout=timeout)
 
-    return McpSdkTransport(EgressPolicy.from_entries(LOOPBACK, resolver=resolver), connect=connect), resolved, \
-        connects
+    return McpSdkTransport(EgressPolicy.from_entries(LOOPBACK, resolver=resolver), connect=connect), resolved, connects
 
 
 def test_connection_is_pinned_to_the_checked_address(demo: DemoMcpServer) -> None:
@@ -425,8 +449,7 @@ def test_connection_is_pinned_to_the_checked_address(demo: DemoMcpServer) -> Non
     pinned, resolved, connects = _recording(demo)
     url = f"http://mcp.test.invalid:{demo.port}/mcp"
     # When the tool is called by that name (which no DNS server would resolve)
-    result = pinned.call_tool(url, {}, "lookup_customer", {"id": "p"}, meta={}, discovered=ACCEPTED,
-                              timeout_s=T)
+    result = pinned.call_tool(url, {}, "lookup_customer", {"id": "p"}, meta={}, discovered=ACCEPTED, timeout_s=T)
     # Then the name was resolved once, by the guard; every connection went to the checked address; and the server
     # saw the original name in the Host header
     assert result["structuredContent"]["id"] == "p"
@@ -445,8 +468,13 @@ def test_an_exchange_probes_and_calls_over_one_lookup_and_one_connection(demo: D
     transport, resolved, connects = _recording(demo)
     url = f"http://mcp.test.invalid:{demo.port}/mcp"
     # When a tool is called in one exchange (the probe, the listing that finds the tool, the call)
-    got = transport.exchange(url, {}, McpOp("tools/call", name="lookup_customer", arguments={"id": "x"}, meta={}),
-                             revision=REVISION, timeout_s=T)
+    got = transport.exchange(
+        url,
+        {},
+        McpOp("tools/call", name="lookup_customer", arguments={"id": "x"}, meta={}),
+        revision=REVISION,
+        timeout_s=T,
+    )
     # Then the probe was accepted and the call answered, the name was looked up once and one connection carried
     # every request (a probe and a call each of their own would be two lookups and two connections)
     assert got.discovery.accepted and got.error is None
@@ -456,13 +484,15 @@ def test_an_exchange_probes_and_calls_over_one_lookup_and_one_connection(demo: D
     assert connects == [("127.0.0.1", demo.port)]
 
 
-def test_a_request_that_fails_after_the_probe_keeps_the_probes_answer(demo: DemoMcpServer,
-                                                                      mcp: McpSdkTransport) -> None:
+def test_a_request_that_fails_after_the_probe_keeps_the_probes_answer(
+    demo: DemoMcpServer, mcp: McpSdkTransport
+) -> None:
     from shared.ports import McpOp
 
     # When the exchange names a tool the server does not list
-    got = mcp.exchange(demo.url, {}, McpOp("tools/call", name="no_such_tool", arguments={}, meta={}),
-                       revision=REVISION, timeout_s=T)
+    got = mcp.exchange(
+        demo.url, {}, McpOp("tools/call", name="no_such_tool", arguments={}, meta={}), revision=REVISION, timeout_s=T
+    )
     # Then the probe's answer is kept beside the failure, and nothing was called
     assert got.discovery.accepted and got.result is None
     assert isinstance(got.error, TransportError) and "no_such_tool" in got.error.reason
@@ -477,8 +507,12 @@ def test_an_exchange_sends_no_request_to_a_server_that_refuses_the_revision() ->
     old.start()
     try:
         got = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).exchange(
-            old.url, {}, McpOp("tools/call", name="lookup_customer", arguments={"id": "x"}, meta={}),
-            revision=REVISION, timeout_s=T)
+            old.url,
+            {},
+            McpOp("tools/call", name="lookup_customer", arguments={"id": "x"}, meta={}),
+            revision=REVISION,
+            timeout_s=T,
+        )
         # Then the probe was refused, nothing else went out, and there is no result and no error
         assert not got.discovery.accepted and got.discovery.supported == ("2025-11-25",)
         assert got.result is None and got.error is None
@@ -501,8 +535,8 @@ def test_the_exchanges_one_deadline_ends_a_request_that_outlasts_it_and_keeps_th
     with DemoMcpServer(extra_tools=[(tool, stalls)]) as srv:
         try:
             got = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).exchange(
-                srv.url, {}, McpOp("tools/call", name="stalls", arguments={}, meta={}), revision=REVISION,
-                timeout_s=1.0)
+                srv.url, {}, McpOp("tools/call", name="stalls", arguments={}, meta={}), revision=REVISION, timeout_s=1.0
+            )
         finally:
             release.set()
         # Then the exchange ends with the request's timeout as its error, beside the probe's accepted answer
@@ -518,8 +552,19 @@ def test_calls_from_worker_threads_leave_no_threads_behind(demo: DemoMcpServer, 
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         baseline = threading.active_count()
         # When each calls the server concurrently
-        futures = [pool.submit(mcp.call_tool, demo.url, {}, "lookup_customer", {"id": str(i)}, meta={},
-                               discovered=ACCEPTED, timeout_s=T) for i in range(8)]
+        futures = [
+            pool.submit(
+                mcp.call_tool,
+                demo.url,
+                {},
+                "lookup_customer",
+                {"id": str(i)},
+                meta={},
+                discovered=ACCEPTED,
+                timeout_s=T,
+            )
+            for i in range(8)
+        ]
         results = [f.result(timeout=30) for f in futures]
         # Then each got its own answer and no thread outlived its call (the pool's own workers aside)
         assert sorted(r["structuredContent"]["id"] for r in results) == [str(i) for i in range(8)]
@@ -536,7 +581,9 @@ def test_calls_from_worker_threads_leave_no_threads_behind(demo: DemoMcpServer, 
 
 
 def test_importing_the_transport_does_not_import_the_sdk() -> None:
-    code = ("import sys, shared.transports.mcp, shared.wiring; "
-            "print(sorted(m for m in ('mcp', 'httpx2', 'httpcore2', 'anyio') if m in sys.modules))")
+    code = (
+        "import sys, shared.transports.mcp, shared.wiring; "
+        "print(sorted(m for m in ('mcp', 'httpx2', 'httpcore2', 'anyio') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

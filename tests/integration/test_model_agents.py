@@ -24,21 +24,43 @@ def _org() -> str:
 
 def register_tool(host: Any, url: str, org: str) -> str:
     tool_id = f"{org}.crm:lookup"
-    body = {"toolId": tool_id, "description": "Look a customer up", "source": {"kind": "http", "url": url + "/crm/lookup"},
-            "inputSchema": {"type": "object", "properties": {"customerId": {"type": "string"}},
-                            "required": ["customerId"], "additionalProperties": False}}
+    body = {
+        "toolId": tool_id,
+        "description": "Look a customer up",
+        "source": {"kind": "http", "url": url + "/crm/lookup"},
+        "inputSchema": {
+            "type": "object",
+            "properties": {"customerId": {"type": "string"}},
+            "required": ["customerId"],
+            "additionalProperties": False,
+        },
+    }
     r = raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_a)
     assert r.status == 201, r.text
     return tool_id
 
 
-def agent_body(agent_id: str, version: str, tool_id: str, script: list[dict[str, Any]], *,
-               prompt: str = "You resolve support tickets.", max_turns: int = 6) -> dict[str, Any]:
-    return {"version": version,
-            "manifest": {"agentId": agent_id, "persona": "Support resolver", "modelClass": "general",
-                         "systemPrompt": prompt, "toolAllowlist": [tool_id]},
-            "model": {"provider": "mock", "model": "mock-model", "mockProvider": {"script": script}},
-            "maxTurns": max_turns}
+def agent_body(
+    agent_id: str,
+    version: str,
+    tool_id: str,
+    script: list[dict[str, Any]],
+    *,
+    prompt: str = "You resolve support tickets.",
+    max_turns: int = 6,
+) -> dict[str, Any]:
+    return {
+        "version": version,
+        "manifest": {
+            "agentId": agent_id,
+            "persona": "Support resolver",
+            "modelClass": "general",
+            "systemPrompt": prompt,
+            "toolAllowlist": [tool_id],
+        },
+        "model": {"provider": "mock", "model": "mock-model", "mockProvider": {"script": script}},
+        "maxTurns": max_turns,
+    }
 
 
 def lookup_then_answer(tool_id: str, customer: str, answer: str = "resolved") -> list[dict[str, Any]]:
@@ -110,17 +132,20 @@ def test_register_versions_and_the_inventory(host, server):
     assert agent_id not in [a.agentId for a in host.client(host.key_b).agents_list() or []]
 
 
-@pytest.mark.parametrize("mutate,status,code", [
-    (lambda b: b.update(version="1.0"), 400, "validation_error"),
-    (lambda b: b["manifest"].update(modelClass="poetry"), 400, "validation_error"),
-    (lambda b: b["manifest"].update(unknown=1), 400, "validation_error"),
-    (lambda b: b["manifest"].pop("systemPrompt"), 400, "validation_error"),
-    (lambda b: b["model"].update(provider="nosuch"), 400, "validation_error"),
-    (lambda b: b["model"].update(credentialRef="not-mine"), 403, "credential_forbidden"),
-    (lambda b: b["model"].update(mockProvider={"id": "nosuch"}), 400, "validation_error"),
-    (lambda b: b.update(maxTurns=0), 400, "validation_error"),
-    (lambda b: b.update(extra=True), 400, "validation_error"),
-])
+@pytest.mark.parametrize(
+    "mutate,status,code",
+    [
+        (lambda b: b.update(version="1.0"), 400, "validation_error"),
+        (lambda b: b["manifest"].update(modelClass="poetry"), 400, "validation_error"),
+        (lambda b: b["manifest"].update(unknown=1), 400, "validation_error"),
+        (lambda b: b["manifest"].pop("systemPrompt"), 400, "validation_error"),
+        (lambda b: b["model"].update(provider="nosuch"), 400, "validation_error"),
+        (lambda b: b["model"].update(credentialRef="not-mine"), 403, "credential_forbidden"),
+        (lambda b: b["model"].update(mockProvider={"id": "nosuch"}), 400, "validation_error"),
+        (lambda b: b.update(maxTurns=0), 400, "validation_error"),
+        (lambda b: b.update(extra=True), 400, "validation_error"),
+    ],
+)
 def test_bad_registrations_are_refused(host, mutate, status, code):
     body = agent_body(f"{_org()}.bad", "1.0.0", "x.y:z", [{"text": "hi"}])
     mutate(body)
@@ -136,8 +161,12 @@ def test_an_allowlist_naming_a_tool_the_tenant_cannot_call_is_refused_with_point
     agent_id = f"{org}.strict"
     # Given an allowlist with the tenant's tool, an unregistered one, a malformed id and tenant B's tool
     foreign = f"{_org()}.crm:lookup"
-    body = {"toolId": foreign, "description": "B's", "source": {"kind": "http", "url": url + "/crm/lookup"},
-            "inputSchema": {"type": "object"}}
+    body = {
+        "toolId": foreign,
+        "description": "B's",
+        "source": {"kind": "http", "url": url + "/crm/lookup"},
+        "inputSchema": {"type": "object"},
+    }
     assert raw(host.base_url, "POST", f"{BASE}/tools", body, key=host.key_b).status == 201
     agent = agent_body(agent_id, "1.0.0", tool_id, [{"text": "hi"}])
     agent["manifest"]["toolAllowlist"] = [tool_id, f"{org}.crm:missing", "not a tool id", foreign]
@@ -147,8 +176,10 @@ def test_an_allowlist_naming_a_tool_the_tenant_cannot_call_is_refused_with_point
     assert r.status == 400 and r.json["error"] == "validation_error", r.text
     errors = r.json["details"]["errors"]
     assert [(e["pointer"], e["keyword"]) for e in errors] == [
-        ("/manifest/toolAllowlist/1", "toolId"), ("/manifest/toolAllowlist/2", "pattern"),
-        ("/manifest/toolAllowlist/3", "toolId")]
+        ("/manifest/toolAllowlist/1", "toolId"),
+        ("/manifest/toolAllowlist/2", "pattern"),
+        ("/manifest/toolAllowlist/3", "toolId"),
+    ]
     assert all(e["message"] for e in errors) and "not a tool id" not in r.text and foreign not in r.text
     assert raw(host.base_url, "GET", f"/agents/{agent_id}", key=host.key_a).status == 404
     # And with only the tenant's own tool it is registered
@@ -156,17 +187,36 @@ def test_an_allowlist_naming_a_tool_the_tenant_cannot_call_is_refused_with_point
     assert raw(host.base_url, "POST", f"{BASE}/agents", agent, key=host.key_a).status == 201
 
 
-@pytest.mark.parametrize(("route", "body", "expected"), [
-    ("/tools", {"toolId": "Not-A-Tool", "source": {"kind": "http", "url": "http://127.0.0.1:1/x"},
-                "inputSchema": {"type": "object"}}, ("/toolId", "format")),
-    ("/agents", {"version": "1.0.0.0", "manifest": {}, "model": {"provider": "mock", "model": "m"}},
-     ("/version", "format")),
-    ("/agents", {"version": "1.0.0", "manifest": {}, "model": {"provider": "mock", "model": "m"}, "extra": 1},
-     ("/extra", "additionalProperties")),
-    ("/eval-suites", {"suiteId": "tests.x.evals.y", "version": "1.0.0", "modes": ["golden"], "tasks": "no"},
-     ("/tasks", "type")),
-    ("/workflows", [1], ("", "type")),
-])
+@pytest.mark.parametrize(
+    ("route", "body", "expected"),
+    [
+        (
+            "/tools",
+            {
+                "toolId": "Not-A-Tool",
+                "source": {"kind": "http", "url": "http://127.0.0.1:1/x"},
+                "inputSchema": {"type": "object"},
+            },
+            ("/toolId", "format"),
+        ),
+        (
+            "/agents",
+            {"version": "1.0.0.0", "manifest": {}, "model": {"provider": "mock", "model": "m"}},
+            ("/version", "format"),
+        ),
+        (
+            "/agents",
+            {"version": "1.0.0", "manifest": {}, "model": {"provider": "mock", "model": "m"}, "extra": 1},
+            ("/extra", "additionalProperties"),
+        ),
+        (
+            "/eval-suites",
+            {"suiteId": "tests.x.evals.y", "version": "1.0.0", "modes": ["golden"], "tasks": "no"},
+            ("/tasks", "type"),
+        ),
+        ("/workflows", [1], ("", "type")),
+    ],
+)
 def test_every_registration_refusal_points_at_the_member(host, route, body, expected):
     # When a registration route gets a body that breaks its schema
     r = raw(host.base_url, "POST", f"{BASE}{route}", body, key=host.key_a)
@@ -196,9 +246,19 @@ def test_live_run_then_replay_with_zero_model_and_tool_calls(host, server):
     assert srv.count("/crm/lookup") == before + 1
     events = all_events(client, run.runId)
     types = [e.type for e in events]
-    assert types == ["run.started", "node.started", "agent.invocation-started", "provider.usage",
-                     "agent.tool-called", "agent.tool-returned", "provider.usage", "agent.decided",
-                     "agent.invocation-completed", "node.completed", "run.completed"]
+    assert types == [
+        "run.started",
+        "node.started",
+        "agent.invocation-started",
+        "provider.usage",
+        "agent.tool-called",
+        "agent.tool-returned",
+        "provider.usage",
+        "agent.decided",
+        "agent.invocation-completed",
+        "node.completed",
+        "run.completed",
+    ]
     started = events[2].payload
     assert started["resolvedAgentVersion"] == "1.0.0" and started["resolvedProvider"] == "mock"
     assert started["resolvedModel"] == "mock-model" and started["source"] == "workflow-node"
@@ -239,14 +299,22 @@ def test_replay_of_a_changed_request_fails_closed(host, server):
     org = _org()
     tool_id = register_tool(host, url, org)
     agent_id = f"{org}.support"
-    assert raw(host.base_url, "POST", f"{BASE}/agents",
-               agent_body(agent_id, "1.0.0", tool_id, [{"text": "done"}]), key=host.key_a).status == 201
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            f"{BASE}/agents",
+            agent_body(agent_id, "1.0.0", tool_id, [{"text": "done"}]),
+            key=host.key_a,
+        ).status
+        == 201
+    )
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id, "1.0.0")))
     assert wait_terminal(client, run.runId).status == "completed"
     ports = _ports()
     # Tamper with the source's log key (as a changed request would): the replay must not call the model.
-    (sk, doc), = ports.runs.query_aux(run.runId, "MCALL#")
+    ((sk, doc),) = ports.runs.query_aux(run.runId, "MCALL#")
     ports.runs.put_aux(run.runId, sk, {**doc, "key": "sha256:" + "0" * 64}, 2**31)
     child = client.runs_fork(run.runId, ForkRunRequest(mode="replay", fromSeq=0)).runId
     snap = wait_terminal(client, child)
@@ -264,8 +332,16 @@ def test_max_turns_and_run_overrides(host, server):
     tool_id = register_tool(host, url, org)
     agent_id = f"{org}.looper"
     loop = [{"toolCalls": [{"name": tool_id, "arguments": {"customerId": f"c-{i}"}}]} for i in range(5)]
-    assert raw(host.base_url, "POST", f"{BASE}/agents", agent_body(agent_id, "1.0.0", tool_id, loop, max_turns=2),
-               key=host.key_a).status == 201
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            f"{BASE}/agents",
+            agent_body(agent_id, "1.0.0", tool_id, loop, max_turns=2),
+            key=host.key_a,
+        ).status
+        == 201
+    )
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
     assert wait_terminal(client, run.runId).status == "failed"
@@ -273,20 +349,39 @@ def test_max_turns_and_run_overrides(host, server):
     assert _payloads(client, run.runId, "node.failed")[0]["error"]["code"] == "loop_limit_exceeded"
     # configurable.ai.mockProvider overrides the script for this run only.
     wid = agent_workflow(host, agent_id)
-    r = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
-        "version": 1, "ai": {"mockProvider": {"script": [{"text": "overridden"}]}}}}, key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {
+            "workflowId": wid,
+            "configurable": {"version": 1, "ai": {"mockProvider": {"script": [{"text": "overridden"}]}}},
+        },
+        key=host.key_a,
+    )
     assert r.status == 201, r.text
     run_id = r.json["runId"]
     assert wait_terminal(client, run_id).status == "completed"
     assert _payloads(client, run_id, "agent.decided")[0]["decision"] == "overridden"
-    bad = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
-        "version": 1, "ai": {"provider": "nosuch"}}}, key=host.key_a)
+    bad = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": wid, "configurable": {"version": 1, "ai": {"provider": "nosuch"}}},
+        key=host.key_a,
+    )
     assert bad.status == 400 and bad.json["error"] == "validation_error"
-    forbidden = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
-        "version": 1, "ai": {"credentialRef": "someone-elses"}}}, key=host.key_a)
+    forbidden = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": wid, "configurable": {"version": 1, "ai": {"credentialRef": "someone-elses"}}},
+        key=host.key_a,
+    )
     assert forbidden.status == 403 and forbidden.json["error"] == "credential_forbidden"
-    missing = raw(host.base_url, "POST", "/runs", {"workflowId": agent_workflow(host, agent_id, "9.9.9")},
-                  key=host.key_a)
+    missing = raw(
+        host.base_url, "POST", "/runs", {"workflowId": agent_workflow(host, agent_id, "9.9.9")}, key=host.key_a
+    )
     assert missing.status == 400 and missing.json["error"] == "validation_error"
 
 
@@ -303,9 +398,16 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     agent_id = f"{org}.support"
 
     def cases(args_for: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        return {"script": [{"text": "unknown customer"}],
-                "cases": [{"whenInput": who, "script": [{"toolCalls": [{"name": tool_id, "arguments": args}]},
-                                                         {"text": "resolved"}]} for who, args in args_for.items()]}
+        return {
+            "script": [{"text": "unknown customer"}],
+            "cases": [
+                {
+                    "whenInput": who,
+                    "script": [{"toolCalls": [{"name": tool_id, "arguments": args}]}, {"text": "resolved"}],
+                }
+                for who, args in args_for.items()
+            ],
+        }
 
     v1 = agent_body(agent_id, "1.0.0", tool_id, [])
     v1["model"]["mockProvider"] = cases({"c-1": {"customerId": "c-1"}, "c-2": {"customerId": "c-2"}})
@@ -320,15 +422,25 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     hits = srv.count("/crm/lookup")
 
     suite_id = f"tests.{org}.evals.support"
-    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"], "targetAgentId": agent_id,
-             "tasks": [{"taskId": task, "input": ticket, "expected": golden("resolved")}
-                       for task, ticket in tickets.items()]}
+    suite = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["golden", "regression"],
+        "targetAgentId": agent_id,
+        "tasks": [
+            {"taskId": task, "input": ticket, "expected": golden("resolved")} for task, ticket in tickets.items()
+        ],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
 
     def evaluate(version: str, **kw: Any) -> str:
-        req = eval_request(f"{suite_id}@1.0.0", agentId=agent_id, fixtureRuns=production,
-                           configurable={"version": 1, "extensions": {"openwop-serverless": {"agentVersion": version}}},
-                           **kw)
+        req = eval_request(
+            f"{suite_id}@1.0.0",
+            agentId=agent_id,
+            fixtureRuns=production,
+            configurable={"version": 1, "extensions": {"openwop-serverless": {"agentVersion": version}}},
+            **kw,
+        )
         run = client.runs_create(req)
         assert wait_terminal(client, run.runId).status == "completed"
         return str(run.runId)
@@ -336,7 +448,9 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     baseline = evaluate("1.0.0", evalModes=["golden"])
     base = summary_json(host, host.key_a, baseline)
     assert [(t["taskId"], t["passed"], t["fixtureMissCount"]) for t in base["tasks"]] == [
-        ("login", True, 0), ("billing", True, 0)]
+        ("login", True, 0),
+        ("billing", True, 0),
+    ]
     candidate = evaluate("2.0.0", evalModes=["golden", "regression"], baselineRunId=baseline)
     assert srv.count("/crm/lookup") == hits  # every tool answer was served from v1's production runs
     summ = summary_json(host, host.key_a, candidate)
@@ -355,7 +469,10 @@ def test_v2_evaluated_against_v1_production_runs_and_a_v1_baseline(host, server)
     div = {t["taskId"]: t["divergence"] for t in rep["tasks"]}
     assert div["login"] is None
     assert (div["billing"]["step"], div["billing"]["kind"], div["billing"]["pointers"]) == (
-        1, "tool-arguments", ["/customerId"])
+        1,
+        "tool-arguments",
+        ["/customerId"],
+    )
     assert div["billing"]["baseline"] == {"type": "tool-call", "tool": tool_id, "args": {"customerId": "c-2"}}
     steps = next(t for t in rep["tasks"] if t["taskId"] == "billing")["trialResults"][0]["trajectory"]
     assert steps[0]["type"] == "model-output" and steps[0]["turn"] == 0
@@ -372,19 +489,45 @@ def test_rubric_tasks_are_graded_by_a_judge_model_and_replayed_without_judging_a
     assert raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a).status == 201
     suite_id = f"tests.{org}.evals.tone"
     rubric = [{"criterion": "apologises", "weight": 0.25}, {"criterion": "names the refund amount", "weight": 0.75}]
-    suite = {"suiteId": suite_id, "version": "1.0.0", "modes": ["rubric"], "targetAgentId": agent_id,
-             "tasks": [{"taskId": "refund", "input": "Customer c-1 wants a refund.",
-                        "expected": {"kind": "rubric", "rubric": rubric}}]}
+    suite = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["rubric"],
+        "targetAgentId": agent_id,
+        "tasks": [
+            {
+                "taskId": "refund",
+                "input": "Customer c-1 wants a refund.",
+                "expected": {"kind": "rubric", "rubric": rubric},
+            }
+        ],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
     client = host.client(host.key_a)
-    no_judge = raw(host.base_url, "POST", "/runs", {"mode": "eval", "evalSuiteRef": f"{suite_id}@1.0.0",
-                                                   "agentId": agent_id}, key=host.key_a)
+    no_judge = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"mode": "eval", "evalSuiteRef": f"{suite_id}@1.0.0", "agentId": agent_id},
+        key=host.key_a,
+    )
     assert no_judge.status == 400 and no_judge.json["error"] == "validation_error"
-    judge = {"provider": "mock", "model": "judge-1", "mockProvider": {"script": [{"text": "not json"}], "cases": [
-        {"whenInput": "a refund is on its way", "script": [{"text": '{"met": [true, false]}'}]}]}}
-    run = client.runs_create(eval_request(f"{suite_id}@1.0.0", agentId=agent_id, evalModes=["rubric"],
-                                          configurable={"version": 1, "extensions": {
-                                              "openwop-serverless": {"judge": judge}}}))
+    judge = {
+        "provider": "mock",
+        "model": "judge-1",
+        "mockProvider": {
+            "script": [{"text": "not json"}],
+            "cases": [{"whenInput": "a refund is on its way", "script": [{"text": '{"met": [true, false]}'}]}],
+        },
+    }
+    run = client.runs_create(
+        eval_request(
+            f"{suite_id}@1.0.0",
+            agentId=agent_id,
+            evalModes=["rubric"],
+            configurable={"version": 1, "extensions": {"openwop-serverless": {"judge": judge}}},
+        )
+    )
     assert wait_terminal(client, run.runId).status == "completed"
     summ = summary_json(host, host.key_a, run.runId)
     assert summ["tasks"][0]["score"] == pytest.approx(0.25) and summ["tasks"][0]["passed"] is False
@@ -400,9 +543,14 @@ def test_rubric_tasks_are_graded_by_a_judge_model_and_replayed_without_judging_a
     assert summary_json(host, host.key_a, child)["tasks"] == summ["tasks"]
     # An unreadable judgement makes the trial unverifiable, never a guess.
     bad = {**judge, "mockProvider": {"script": [{"text": "not json"}]}}
-    run2 = client.runs_create(eval_request(f"{suite_id}@1.0.0", agentId=agent_id, evalModes=["rubric"],
-                                           configurable={"version": 1, "extensions": {
-                                               "openwop-serverless": {"judge": bad}}}))
+    run2 = client.runs_create(
+        eval_request(
+            f"{suite_id}@1.0.0",
+            agentId=agent_id,
+            evalModes=["rubric"],
+            configurable={"version": 1, "extensions": {"openwop-serverless": {"judge": bad}}},
+        )
+    )
     assert wait_terminal(client, run2.runId).status == "completed"
     row = summary_json(host, host.key_a, run2.runId)["tasks"][0]
     assert row["score"] == 0 and row["passed"] is False
@@ -422,9 +570,13 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
     agent_id = f"{org}.support"
 
     def cases(customer_arg: str) -> dict[str, Any]:
-        return {"script": [{"text": "?"}], "cases": [
-            {"whenInput": "c-1", "script": lookup_then_answer(tool_id, "c-1")},
-            {"whenInput": "c-2", "script": lookup_then_answer(tool_id, customer_arg)}]}
+        return {
+            "script": [{"text": "?"}],
+            "cases": [
+                {"whenInput": "c-1", "script": lookup_then_answer(tool_id, "c-1")},
+                {"whenInput": "c-2", "script": lookup_then_answer(tool_id, customer_arg)},
+            ],
+        }
 
     for version, arg in (("1.0.0", "c-2"), ("2.0.0", "C-2")):
         body = agent_body(agent_id, version, tool_id, [])
@@ -433,20 +585,58 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
     tickets = TICKETS
     prod = record_production(host, agent_id)
     suite_id = f"tests.{org}.evals.cli"
-    assert put_suite(host, host.key_a, {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"],
-                                        "targetAgentId": agent_id, "tasks": [
-        {"taskId": t, "input": ticket, "expected": golden("resolved")} for t, ticket in tickets.items()]}).status == 201
+    assert (
+        put_suite(
+            host,
+            host.key_a,
+            {
+                "suiteId": suite_id,
+                "version": "1.0.0",
+                "modes": ["golden", "regression"],
+                "targetAgentId": agent_id,
+                "tasks": [
+                    {"taskId": t, "input": ticket, "expected": golden("resolved")} for t, ticket in tickets.items()
+                ],
+            },
+        ).status
+        == 201
+    )
 
     def cli(*args: str) -> int:
         return main(["eval", *args, "--endpoint", host.base_url, "--api-key", host.key_a])
 
     fixtures = [a for task, run_id in prod.items() for a in ("--fixtures-from", f"{task}={run_id}")]
-    assert cli("run", "--suite", f"{suite_id}@1.0.0", "--agent", f"{agent_id}@1.0.0", *fixtures, "--modes",
-               "golden", "--wait", "--json") == 0
+    assert (
+        cli(
+            "run",
+            "--suite",
+            f"{suite_id}@1.0.0",
+            "--agent",
+            f"{agent_id}@1.0.0",
+            *fixtures,
+            "--modes",
+            "golden",
+            "--wait",
+            "--json",
+        )
+        == 0
+    )
     baseline = json.loads(capsys.readouterr().out)["runId"]
     junit = tmp_path / "eval.xml"
-    code = cli("run", "--suite", f"{suite_id}@1.0.0", "--agent", f"{agent_id}@2.0.0", *fixtures, "--baseline",
-               baseline, "--wait", "--json", "--junit", str(junit))
+    code = cli(
+        "run",
+        "--suite",
+        f"{suite_id}@1.0.0",
+        "--agent",
+        f"{agent_id}@2.0.0",
+        *fixtures,
+        "--baseline",
+        baseline,
+        "--wait",
+        "--json",
+        "--junit",
+        str(junit),
+    )
     out, err = capsys.readouterr()
     assert code == 2, out + err
     assert "/customerId" in out  # the miss names the argument that differs from v1's recorded call
@@ -454,15 +644,38 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
     cases_ = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
     assert cases_["login"].find("failure") is None and cases_["billing"].find("failure") is not None
     # The gate: the unverifiable v2 eval cannot promote v2; v1's clean eval promotes v1
-    refused = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments", {
-        "version": "2.0.0", "transition": "promote", "toState": "active", "evalRunId": candidate}, key=host.key_a)
+    refused = raw(
+        host.base_url,
+        "POST",
+        f"/agents/{agent_id}/deployments",
+        {"version": "2.0.0", "transition": "promote", "toState": "active", "evalRunId": candidate},
+        key=host.key_a,
+    )
     assert refused.status == 422 and refused.json["error"] == "eval_gate_unmet"
-    r = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments",
-            {"version": "1.0.0", "transition": "promote", "toState": "active", "evalRunId": baseline}, key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        f"/agents/{agent_id}/deployments",
+        {"version": "1.0.0", "transition": "promote", "toState": "active", "evalRunId": baseline},
+        key=host.key_a,
+    )
     assert r.status == 200 and r.json["state"] == "active", r.text
     # Without a version the CLI pins what stable serves (1.0.0, not the newer 2.0.0) and says so
-    assert cli("run", "--suite", f"{suite_id}@1.0.0", "--agent", agent_id, *fixtures, "--modes", "golden",
-               "--wait", "--json") == 0
+    assert (
+        cli(
+            "run",
+            "--suite",
+            f"{suite_id}@1.0.0",
+            "--agent",
+            agent_id,
+            *fixtures,
+            "--modes",
+            "golden",
+            "--wait",
+            "--json",
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert f"agent {agent_id}: no version named; running 1.0.0 (what its stable channel serves)" in err
     assert json.loads(out)["agentVersion"] == "1.0.0"

@@ -20,15 +20,25 @@ from tests.wire import all_events, raw, wait_terminal
 SECRET = "sk-tenant-a-" + uuid.uuid4().hex
 
 
-def _agent(host: Any, url: str, *, credential: str | None = None, tools: list[str] | None = None,
-           max_turns: int = 4) -> str:
+def _agent(
+    host: Any, url: str, *, credential: str | None = None, tools: list[str] | None = None, max_turns: int = 4
+) -> str:
     agent_id = f"o{uuid.uuid4().hex[:8]}.helper"
     model: dict[str, Any] = {"provider": "openai", "model": "gpt-test", "baseUrl": url, "temperature": 0.2}
     if credential:
         model["credentialRef"] = credential
-    body = {"version": "1.0.0", "maxTurns": max_turns, "model": model,
-            "manifest": {"agentId": agent_id, "persona": "Helper", "modelClass": "general",
-                         "systemPrompt": "You help.", "toolAllowlist": tools or []}}
+    body = {
+        "version": "1.0.0",
+        "maxTurns": max_turns,
+        "model": model,
+        "manifest": {
+            "agentId": agent_id,
+            "persona": "Helper",
+            "modelClass": "general",
+            "systemPrompt": "You help.",
+            "toolAllowlist": tools or [],
+        },
+    }
     r = raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_a)
     assert r.status == 201, r.text
     return agent_id
@@ -44,7 +54,13 @@ def chat():
 
 def test_the_tenant_credential_reaches_the_provider_and_no_event(host, chat):
     ref = "llm-" + uuid.uuid4().hex[:6]
-    r = raw(host.base_url, "PUT", f"{BASE}/credentials/{ref}", {"credential": {"type": "bearer", "token": SECRET}}, key=host.key_a)
+    r = raw(
+        host.base_url,
+        "PUT",
+        f"{BASE}/credentials/{ref}",
+        {"credential": {"type": "bearer", "token": SECRET}},
+        key=host.key_a,
+    )
     assert r.status in (200, 201), r.text
     chat.answers = [(200, completion("hello there", usage=(21, 4)), {})]
     agent_id = _agent(host, chat.url, credential=ref)
@@ -58,16 +74,29 @@ def test_the_tenant_credential_reaches_the_provider_and_no_event(host, chat):
     assert sent["body"]["messages"][0] == {"role": "system", "content": "You help."}
     events = all_events(client, run.runId)
     usage = [e.payload for e in events if e.type == "provider.usage"]
-    assert usage == [{"provider": "openai", "model": "gpt-test-1", "inputTokens": 21, "outputTokens": 4,
-                      "totalTokens": 25, **({"costEstimateUsd": usage[0]["costEstimateUsd"]}
-                                            if "costEstimateUsd" in usage[0] else {})}]
+    assert usage == [
+        {
+            "provider": "openai",
+            "model": "gpt-test-1",
+            "inputTokens": 21,
+            "outputTokens": 4,
+            "totalTokens": 25,
+            **({"costEstimateUsd": usage[0]["costEstimateUsd"]} if "costEstimateUsd" in usage[0] else {}),
+        }
+    ]
     stored = json.dumps([e.payload for e in events]) + json.dumps(_ports().runs.query_aux(run.runId, "MCALL#"))
     assert SECRET not in stored
     # Another tenant cannot bind the credential: it is not theirs.
-    body = {"version": "1.0.0", "model": {"provider": "openai", "model": "m", "baseUrl": chat.url,
-                                          "credentialRef": ref},
-            "manifest": {"agentId": f"o{uuid.uuid4().hex[:8]}.x", "persona": "X", "modelClass": "general",
-                         "systemPrompt": "x"}}
+    body = {
+        "version": "1.0.0",
+        "model": {"provider": "openai", "model": "m", "baseUrl": chat.url, "credentialRef": ref},
+        "manifest": {
+            "agentId": f"o{uuid.uuid4().hex[:8]}.x",
+            "persona": "X",
+            "modelClass": "general",
+            "systemPrompt": "x",
+        },
+    }
     other = raw(host.base_url, "POST", f"{BASE}/agents", body, key=host.key_b)
     assert other.status == 403 and other.json["error"] == "credential_forbidden"
 
@@ -109,8 +138,13 @@ def test_a_cancelled_run_sends_no_model_call(host, chat):
     agent = node("agent", "core.agent", inputs={"input": static("hi")})
     agent["agent"] = {"agentId": agent_id}
     wid = f"wf-{uuid.uuid4().hex[:10]}"
-    r = raw(host.base_url, "POST", f"{BASE}/workflows", definition(wid, [hold, agent], [edge("hold", "agent")]),
-            key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        f"{BASE}/workflows",
+        definition(wid, [hold, agent], [edge("hold", "agent")]),
+        key=host.key_a,
+    )
     assert r.status == 201, r.text
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=wid))

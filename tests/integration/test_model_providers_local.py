@@ -14,8 +14,13 @@ def test_the_local_host_runs_all_three_providers_and_answers_the_mock(local_aws)
     # Given the local stack's ports, Then the router runs bedrock, openai and the mock
     assert models.names() == ("bedrock", "openai", "mock")
     # and the mock answers a scripted tool call, deterministically, at no cost
-    request = ModelRequest(provider="mock", model="demo", system="", messages=(ModelMessage("user", "hi"),),
-                           mock={"script": [{"toolCalls": [{"name": "demo.crm:lookup", "arguments": {"id": "c-1"}}]}]})
+    request = ModelRequest(
+        provider="mock",
+        model="demo",
+        system="",
+        messages=(ModelMessage("user", "hi"),),
+        mock={"script": [{"toolCalls": [{"name": "demo.crm:lookup", "arguments": {"id": "c-1"}}]}]},
+    )
     first, again = models.complete(request), models.complete(request)
     assert first == again and first.tool_calls[0].name == "demo.crm:lookup" and first.cost_usd == 0.0
     # and an unknown provider is refused as the spec says

@@ -37,15 +37,36 @@ def lab(host):
     for version in ("1.0.0", "2.0.0"):
         _register(host, agent_id, version, "42")
     suite = f"tests.{org}.evals.answer"
-    assert put_suite(host, host.key_a, {
-        "suiteId": suite, "version": "1.0.0", "modes": ["golden", "regression"], "targetAgentId": agent_id,
-        "tasks": [{"taskId": "q", "input": "What is six times seven?", "expected": golden("42")}]}).status == 201
+    assert (
+        put_suite(
+            host,
+            host.key_a,
+            {
+                "suiteId": suite,
+                "version": "1.0.0",
+                "modes": ["golden", "regression"],
+                "targetAgentId": agent_id,
+                "tasks": [{"taskId": "q", "input": "What is six times seven?", "expected": golden("42")}],
+            },
+        ).status
+        == 201
+    )
     return {"agent": agent_id, "suite": suite, "runs": {}}
 
 
 def _run(host: Any, capsys: Any, lab: dict[str, Any], version: str, *extra: str) -> dict[str, Any]:
-    code, out, err = cli(host, capsys, "run", "--suite", f"{lab['suite']}@1.0.0", "--agent",
-                         f"{lab['agent']}@{version}", "--wait", "--json", *extra)
+    code, out, err = cli(
+        host,
+        capsys,
+        "run",
+        "--suite",
+        f"{lab['suite']}@1.0.0",
+        "--agent",
+        f"{lab['agent']}@{version}",
+        "--wait",
+        "--json",
+        *extra,
+    )
     assert code == 0, out + err
     return dict(json.loads(out))
 
@@ -63,11 +84,30 @@ def test_a_named_run_is_listed_with_its_suite_agent_score_and_verdict(host, lab,
     # Then exactly that run is listed with what it evaluated and how it did
     assert r.status == 200, r.text
     [row] = r.json["evalRuns"]
-    assert {k: row[k] for k in ("runId", "suiteId", "suiteVersion", "agentId", "agentVersion", "name", "status",
-                                "aggregateScore", "verdict")} == {
-        "runId": first["runId"], "suiteId": lab["suite"], "suiteVersion": "1.0.0", "agentId": lab["agent"],
-        "agentVersion": "1.0.0", "name": "nightly 1", "status": "completed", "aggregateScore": 1.0,
-        "verdict": "passed"}
+    assert {
+        k: row[k]
+        for k in (
+            "runId",
+            "suiteId",
+            "suiteVersion",
+            "agentId",
+            "agentVersion",
+            "name",
+            "status",
+            "aggregateScore",
+            "verdict",
+        )
+    } == {
+        "runId": first["runId"],
+        "suiteId": lab["suite"],
+        "suiteVersion": "1.0.0",
+        "agentId": lab["agent"],
+        "agentVersion": "1.0.0",
+        "name": "nightly 1",
+        "status": "completed",
+        "aggregateScore": 1.0,
+        "verdict": "passed",
+    }
     assert row["startedAt"] and row["createdAt"]
     # and another tenant's listing never shows it
     other = _listed(host, "suite=" + lab["suite"], key=host.key_b)
@@ -106,7 +146,10 @@ def test_baseline_last_is_the_newest_completed_eval_of_the_suite_and_agent(host,
     assert code == 0, out + err
     rows = json.loads(out)["evalRuns"]
     assert [(r["runId"], r["agentVersion"], r["verdict"]) for r in rows] == [
-        (v3, "2.0.0", "unchanged"), (v2, "2.0.0", "unchanged"), (v1, "1.0.0", "passed")]
+        (v3, "2.0.0", "unchanged"),
+        (v2, "2.0.0", "unchanged"),
+        (v1, "1.0.0", "passed"),
+    ]
     # and the host route pages them by its signed cursor, which another tenant cannot use
     first = _listed(host, f"suite={lab['suite']}&limit=1")
     assert [r["runId"] for r in first.json["evalRuns"]] == [v3] and first.json["nextCursor"]
@@ -127,8 +170,17 @@ def test_a_named_baseline_that_names_no_run_is_a_usage_error(host, capsys):
     _register(host, f"{org}.idle", "1.0.0", "42")
     # When an eval run asks for --baseline stable / last
     for value in ("stable", "last"):
-        code, out, err = cli(host, capsys, "run", "--suite", f"tests.{org}.evals.none@1.0.0", "--agent",
-                             f"{org}.idle", "--baseline", value)
+        code, out, err = cli(
+            host,
+            capsys,
+            "run",
+            "--suite",
+            f"tests.{org}.evals.none@1.0.0",
+            "--agent",
+            f"{org}.idle",
+            "--baseline",
+            value,
+        )
         # Then it exits 3 with one error line, and starts nothing
         assert code == 3 and out == "", (out, err)
         assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -136,8 +188,12 @@ def test_a_named_baseline_that_names_no_run_is_a_usage_error(host, capsys):
 
 def test_bad_names_and_filters_are_400_validation_error(host, lab):
     # Given an over-long name, a non-string name, an unknown filter, an unknown status, empty values
-    too_long = {"mode": "eval", "evalSuiteRef": f"{lab['suite']}@1.0.0", "agentId": lab["agent"],
-                "configurable": {"version": 1, "extensions": {"openwop-serverless": {"name": "x" * 129}}}}
+    too_long = {
+        "mode": "eval",
+        "evalSuiteRef": f"{lab['suite']}@1.0.0",
+        "agentId": lab["agent"],
+        "configurable": {"version": 1, "extensions": {"openwop-serverless": {"name": "x" * 129}}},
+    }
     not_text = {**too_long, "configurable": {"version": 1, "extensions": {"openwop-serverless": {"name": 7}}}}
     # When they are sent
     created = [raw(host.base_url, "POST", "/runs", body, key=host.key_a) for body in (too_long, not_text)]

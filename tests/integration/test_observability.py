@@ -35,8 +35,7 @@ def _metrics(out: str) -> list[dict[str, Any]]:
         if line.startswith("{") and '"_aws"' in line:
             doc = json.loads(line)
             names = [m["Name"] for d in doc["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]]
-            docs.append({"namespace": doc["_aws"]["CloudWatchMetrics"][0]["Namespace"],
-                         **{n: doc[n] for n in names}})
+            docs.append({"namespace": doc["_aws"]["CloudWatchMetrics"][0]["Namespace"], **{n: doc[n] for n in names}})
     return docs
 
 
@@ -63,7 +62,9 @@ def test_a_started_run_is_counted_in_the_settings_namespace(emf, capsys):
     from shared.local.front import invoke_in_process
 
     # When a run is created through the create_run handler
-    out = invoke_in_process("create_run", _authed(api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop"})))
+    out = invoke_in_process(
+        "create_run", _authed(api_event("POST", "/runs", "/runs", {"workflowId": "conformance-noop"}))
+    )
     # Then it answered 201 and one EMF document counts it under the configured namespace
     assert out["statusCode"] == 201
     docs = _metrics(capsys.readouterr().out)
@@ -99,7 +100,9 @@ def test_task_logs_correlate_on_the_run_id(emf, capsys):
     other.start()
     other.join()
     # (a line this thread logs now, formatted by the logger's own formatter)
-    line = logger().registered_formatter.format(logging.LogRecord("probe", logging.INFO, __file__, 1, "probe", None, None))
+    line = logger().registered_formatter.format(
+        logging.LogRecord("probe", logging.INFO, __file__, 1, "probe", None, None)
+    )
     assert json.loads(line)["correlation_id"] == "tenant-a/r-obs-missing"
     assert any(d["namespace"] == "OpenWOP/test" and d.get("RunsFinished") for d in _metrics(capsys.readouterr().out))
 
@@ -119,8 +122,10 @@ def test_importing_a_handler_builds_no_tracer_and_loads_no_xray_sdk():
     import sys
 
     # When a task handler and an API handler are imported in a fresh interpreter
-    code = ("import sys, functions.erase_run.handler, functions.tasks.advance_run.handler, "
-            "functions.create_run.handler; print('aws_xray_sdk' in sys.modules)")
+    code = (
+        "import sys, functions.erase_run.handler, functions.tasks.advance_run.handler, "
+        "functions.create_run.handler; print('aws_xray_sdk' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # Then the X-Ray SDK (~250 ms of imports) was not loaded: tracing is assembled on the first traced invocation
     assert out.stdout.strip() == "False"
@@ -158,7 +163,9 @@ def test_an_eval_start_and_each_refusal_code_are_counted(emf, capsys):
     assert len(started) == 1 and started[0]["EvalsStarted"] == [1.0] and started[0]["RunsStarted"] == [1.0]
     # and each refusal is counted under its protocol code
     assert sorted((dims["code"], value) for dims, value in _dimensioned(out, "RefusalsByCode")) == [
-        ("unauthenticated", 1.0), ("validation_error", 1.0)]
+        ("unauthenticated", 1.0),
+        ("validation_error", 1.0),
+    ]
     assert all(dims["service"] == "openwop-serverless" for dims, _ in _dimensioned(out, "RefusalsByCode"))
 
 
@@ -169,8 +176,10 @@ def test_tool_calls_by_transport_status_and_source_and_fixture_misses_are_counte
     # Given a recorded source eval run (two live calls of the native counter tool)
     source = run_eval(client, "conformance-eval-recorded-source")
     out = capsys.readouterr().out
-    assert ({"service": "openwop-serverless", "transport": "native", "status": "ok", "source": "live"}, 2.0) \
-        in _dimensioned(out, "ToolCalls")
+    assert (
+        {"service": "openwop-serverless", "transport": "native", "status": "ok", "source": "live"},
+        2.0,
+    ) in _dimensioned(out, "ToolCalls")
     # When an eval whose task drifts from it is served that run's calls as fixtures (RFC 0252)
     run_eval(client, "conformance-eval-recorded-drift", fixtureRuns={"record": source})
     out = _read_until(capsys, "EvalsFinished")
@@ -192,9 +201,11 @@ def test_model_calls_sent_are_counted_by_provider_and_status_and_served_ones_are
 
     client = host.client(host.key_a)
     agent_id = f"x{uuid.uuid4().hex[:8]}.counted"
-    body = {"version": "1.0.0", "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [
-        {"text": "one"}]}}, "manifest": {"agentId": agent_id, "persona": "P", "modelClass": "general",
-                                        "systemPrompt": "s"}}
+    body = {
+        "version": "1.0.0",
+        "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [{"text": "one"}]}},
+        "manifest": {"agentId": agent_id, "persona": "P", "modelClass": "general", "systemPrompt": "s"},
+    }
     assert raw(host.base_url, "POST", "/host/openwop-serverless/agents", body, key=host.key_a).status == 201
     # Given a live run of a model-backed agent (one model call)
     run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))

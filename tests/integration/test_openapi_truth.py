@@ -63,12 +63,19 @@ NEGATIVE_STATUSES = ("400", "401", "403", "404", "405", "406", "409", "415", "42
 
 
 def _config(path: Path) -> None:
-    lines = ["[checks.negative_data_rejection]",
-             "expected-statuses = [" + ", ".join(f'"{st}"' for st in NEGATIVE_STATUSES) + "]", ""]
+    lines = [
+        "[checks.negative_data_rejection]",
+        "expected-statuses = [" + ", ".join(f'"{st}"' for st in NEGATIVE_STATUSES) + "]",
+        "",
+    ]
     for operation_id, extra in STATE_DEPENDENT.items():
         statuses = ", ".join(f'"{s}"' for s in (*POSITIVE_DEFAULT, *extra))
-        lines += ["[[operations]]", f'include-operation-id = "{operation_id}"',
-                  f"checks.positive_data_acceptance.expected-statuses = [{statuses}]", ""]
+        lines += [
+            "[[operations]]",
+            f'include-operation-id = "{operation_id}"',
+            f"checks.positive_data_acceptance.expected-statuses = [{statuses}]",
+            "",
+        ]
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -80,26 +87,54 @@ def test_schemathesis_checks_all_finds_nothing(host, tmp_path, record_property):
     assert seed({KEY: TENANT})
     config, report = tmp_path / "schemathesis.toml", tmp_path / "report.json"
     _config(config)
-    command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
-               f"{host.base_url}/openapi.json", "--checks", "all", "-H", f"Authorization: Bearer {KEY}",
-               "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED), "--workers", "2",
-               # a response slower than API Gateway's 30 s integration timeout would be a 503 deployed
-               "--request-timeout", "60", "--max-response-time", "29", "--no-shrink",
-               "--report", "json", "--report-json-path", str(report),
-               *(arg for op in NOT_FUZZED for arg in ("--exclude-operation-id", op))]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(ROOT),
-           "NO_COLOR": "1"}
+    command = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(config),
+        "run",
+        f"{host.base_url}/openapi.json",
+        "--checks",
+        "all",
+        "-H",
+        f"Authorization: Bearer {KEY}",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "2",
+        # a response slower than API Gateway's 30 s integration timeout would be a 503 deployed
+        "--request-timeout",
+        "60",
+        "--max-response-time",
+        "29",
+        "--no-shrink",
+        "--report",
+        "json",
+        "--report-json-path",
+        str(report),
+        *(arg for op in NOT_FUZZED for arg in ("--exclude-operation-id", op)),
+    ]
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schemathesis_hooks", "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
     # When schemathesis runs every check over every phase
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=840, check=False)
     summary = json.loads(report.read_text("utf-8"))
-    line = (f"schemathesis: {summary['test_cases']['generated']} test cases, "
-            f"{len(summary['failures'])} failure kinds, {len(summary['errors'])} errors, "
-            f"{summary['running_time']:.0f} s")
+    line = (
+        f"schemathesis: {summary['test_cases']['generated']} test cases, "
+        f"{len(summary['failures'])} failure kinds, {len(summary['errors'])} errors, "
+        f"{summary['running_time']:.0f} s"
+    )
     print(line)
     record_property("schemathesis", line)
     # Then no check failed, nothing errored, and the run was not vacuous
-    detail = "\n".join([*(f"{f['code']} {f['title']}: {', '.join(f['operations'])}" for f in summary["failures"]),
-                        *(line[:400] for line in done.stdout.splitlines() if line.strip())][:200])
+    detail = "\n".join(
+        [
+            *(f"{f['code']} {f['title']}: {', '.join(f['operations'])}" for f in summary["failures"]),
+            *(line[:400] for line in done.stdout.splitlines() if line.strip()),
+        ][:200]
+    )
     assert summary["failures"] == [], detail
     assert summary["errors"] == [], detail
     assert done.returncode == 0, detail

@@ -53,8 +53,9 @@ def _chat_server() -> Iterator[ChatServer]:
         def do_POST(self) -> None:  # noqa: N802 - the stdlib's spelling
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            state.received.append(Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()},
-                                           json.loads(raw)))
+            state.received.append(
+                Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
+            )
             status, headers, body = state.answers.pop(0)
             self.send_response(status)
             for k, v in headers.items():
@@ -92,31 +93,48 @@ def _provider(allow: tuple[str, ...] = ("127.0.0.0/8",)) -> OpenAiChatProvider:
 
 
 def _request(server: ChatServer, **kw: Any) -> ModelRequest:
-    base: dict[str, Any] = {"provider": "openai", "model": "gpt-4o-mini", "system": "You are terse.",
-                            "messages": (ModelMessage("user", "Look up customer c-1."),), "base_url": server.url,
-                            "timeout_s": 5.0}
+    base: dict[str, Any] = {
+        "provider": "openai",
+        "model": "gpt-4o-mini",
+        "system": "You are terse.",
+        "messages": (ModelMessage("user", "Look up customer c-1."),),
+        "base_url": server.url,
+        "timeout_s": 5.0,
+    }
     base.update(kw)
     return ModelRequest(**base)
 
 
-def _completion(message: dict[str, Any], finish: str, usage: dict[str, int] | None = None,
-                model: str = "gpt-4o-mini-2024-07-18") -> dict[str, Any]:
-    out: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
-                           "choices": [{"index": 0, "message": {"role": "assistant", **message},
-                                        "finish_reason": finish}]}
+def _completion(
+    message: dict[str, Any], finish: str, usage: dict[str, int] | None = None, model: str = "gpt-4o-mini-2024-07-18"
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+    }
     if usage is not None:
         out["usage"] = usage
     return out
 
 
-TOOLS = (ModelToolSpec("acme.crm:lookup", "Find a customer", {"type": "object", "required": ["customerId"],
-                                                               "properties": {"customerId": {"type": "string"}}}),)
+TOOLS = (
+    ModelToolSpec(
+        "acme.crm:lookup",
+        "Find a customer",
+        {"type": "object", "required": ["customerId"], "properties": {"customerId": {"type": "string"}}},
+    ),
+)
 
 
 def test_a_text_answer_with_usage_and_the_exact_request_sent(server):
     # Given a server that answers plain text with usage
-    server.answer(200, _completion({"content": "Done."}, "stop", {"prompt_tokens": 21, "completion_tokens": 3,
-                                                                    "total_tokens": 24}))
+    server.answer(
+        200,
+        _completion({"content": "Done."}, "stop", {"prompt_tokens": 21, "completion_tokens": 3, "total_tokens": 24}),
+    )
     # When the adapter sends a request with a credential, temperature and max tokens
     reply = _provider().complete(_request(server, credential=SECRET, temperature=0.2, max_tokens=64))
     # Then the reply carries the text, the mapped stop reason, the usage, the model and a cost from the rate table
@@ -128,38 +146,74 @@ def test_a_text_answer_with_usage_and_the_exact_request_sent(server):
     assert (got.method, got.path) == ("POST", "/v1/chat/completions")
     assert got.headers["authorization"] == f"Bearer {SECRET}"
     assert got.headers["content-type"] == "application/json"
-    assert got.body == {"model": "gpt-4o-mini", "temperature": 0.2, "max_tokens": 64,
-                        "messages": [{"role": "system", "content": "You are terse."},
-                                     {"role": "user", "content": "Look up customer c-1."}]}
+    assert got.body == {
+        "model": "gpt-4o-mini",
+        "temperature": 0.2,
+        "max_tokens": 64,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Look up customer c-1."},
+        ],
+    }
 
 
 def test_tool_calls_out_and_the_tool_round_trip_in(server):
     # Given a server that answers two tool calls (arguments as JSON text, as the wire has them)
-    server.answer(200, _completion({"content": None, "tool_calls": [
-        {"id": "call_a", "type": "function", "function": {"name": "acme_crm_lookup_" + _digest("acme.crm:lookup"),
-                                                          "arguments": "{\"customerId\":\"c-1\"}"}},
-        {"id": "call_b", "type": "function", "function": {"name": "unknown_tool", "arguments": "{}"}}]},
-        "tool_calls", {"prompt_tokens": 40, "completion_tokens": 12}))
+    server.answer(
+        200,
+        _completion(
+            {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {
+                            "name": "acme_crm_lookup_" + _digest("acme.crm:lookup"),
+                            "arguments": '{"customerId":"c-1"}',
+                        },
+                    },
+                    {"id": "call_b", "type": "function", "function": {"name": "unknown_tool", "arguments": "{}"}},
+                ],
+            },
+            "tool_calls",
+            {"prompt_tokens": 40, "completion_tokens": 12},
+        ),
+    )
     # When the adapter sends a conversation holding an earlier tool round and the tool list, without a credential
-    history = (ModelMessage("user", "Look up c-0 then c-1."),
-               ModelMessage("assistant", None, (ModelToolCall("call_0", "acme.crm:lookup", {"customerId": "c-0"}),)),
-               ModelMessage("tool", "{\"name\":\"Ada\"}", tool_call_id="call_0"))
+    history = (
+        ModelMessage("user", "Look up c-0 then c-1."),
+        ModelMessage("assistant", None, (ModelToolCall("call_0", "acme.crm:lookup", {"customerId": "c-0"}),)),
+        ModelMessage("tool", '{"name":"Ada"}', tool_call_id="call_0"),
+    )
     reply = _provider().complete(_request(server, messages=history, tools=TOOLS))
     # Then the calls come back with catalog names (an unknown name as the model spelled it) and parsed arguments
     assert reply.stop_reason == "tool_use" and reply.text is None
     assert [(c.call_id, c.name, c.arguments) for c in reply.tool_calls] == [
-        ("call_a", "acme.crm:lookup", {"customerId": "c-1"}), ("call_b", "unknown_tool", {})]
+        ("call_a", "acme.crm:lookup", {"customerId": "c-1"}),
+        ("call_b", "unknown_tool", {}),
+    ]
     # and the request carried wire-safe tool names, the assistant's tool_calls and the tool answer, no Authorization
     [got] = server.received
     assert "authorization" not in got.headers
     wire = "acme_crm_lookup_" + _digest("acme.crm:lookup")
-    assert got.body["tools"] == [{"type": "function", "function": {
-        "name": wire, "description": "Find a customer", "parameters": TOOLS[0].input_schema}}]
+    assert got.body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": wire, "description": "Find a customer", "parameters": TOOLS[0].input_schema},
+        }
+    ]
     assert got.body["messages"][1:] == [
         {"role": "user", "content": "Look up c-0 then c-1."},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_0", "type": "function", "function": {"name": wire, "arguments": "{\"customerId\":\"c-0\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_0", "content": "{\"name\":\"Ada\"}"}]
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": wire, "arguments": '{"customerId":"c-0"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": '{"name":"Ada"}'},
+    ]
     assert "temperature" not in got.body and "max_tokens" not in got.body
 
 
@@ -178,8 +232,9 @@ def test_finish_reasons_map(server, finish, stop):
 
 
 def test_429_is_rate_limited_with_retry_after(server):
-    server.answer(429, {"error": {"message": "Rate limit reached for prompt 'Look up customer c-1.'"}},
-                  {"Retry-After": "7"})
+    server.answer(
+        429, {"error": {"message": "Rate limit reached for prompt 'Look up customer c-1.'"}}, {"Retry-After": "7"}
+    )
     with pytest.raises(ModelProviderError) as err:
         _provider().complete(_request(server, credential=SECRET))
     assert (err.value.code, err.value.retryable, err.value.retry_after_s) == ("rate_limited", True, 7.0)
@@ -221,9 +276,22 @@ def test_client_errors_are_validation_errors(server, status):
 
 
 def test_malformed_tool_call_arguments_are_refused_clearly(server):
-    server.answer(200, _completion({"content": None, "tool_calls": [
-        {"id": "call_a", "type": "function", "function": {"name": "acme_tool", "arguments": "{customerId: c-1"}}]},
-        "tool_calls"))
+    server.answer(
+        200,
+        _completion(
+            {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_a",
+                        "type": "function",
+                        "function": {"name": "acme_tool", "arguments": "{customerId: c-1"},
+                    }
+                ],
+            },
+            "tool_calls",
+        ),
+    )
     with pytest.raises(ModelProviderError) as err:
         _provider().complete(_request(server))
     assert err.value.code == "external_call_failed"

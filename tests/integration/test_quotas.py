@@ -36,8 +36,7 @@ def quota_ports(host) -> Iterator[tuple[object, FixedClock]]:
 
     base = get_ports()
     clock = FixedClock((1_900_000_000_000 // 60_000) * 60_000 + 10_000)  # 10 s into a minute
-    ports = dataclasses.replace(base, clock=clock,
-                                settings=dataclasses.replace(base.settings, run_starts_per_minute=2))
+    ports = dataclasses.replace(base, clock=clock, settings=dataclasses.replace(base.settings, run_starts_per_minute=2))
     set_ports(ports)
     auth.reset_cache()
     try:

@@ -20,14 +20,29 @@ def test_the_readme_release_section_runs_as_written(tmp_path) -> None:
         # Given the shell `make install` leaves: the venv's commands on PATH
         env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
         # When every block of the walk runs as written, in order
-        out = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=600)
+        out = subprocess.run(
+            [sys.executable, "-c", "\n".join(blocks)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     # Then every step prints what the README says it prints (the comment closing each print line)
     assert out.returncode == 0, out.stderr[-3000:]
-    said = [line.rsplit("# ", 1)[1].strip() for block in blocks for line in block.splitlines()
-            if line.startswith("print(")]
+    said = [
+        line.rsplit("# ", 1)[1].strip() for block in blocks for line in block.splitlines() if line.startswith("print(")
+    ]
     assert out.stdout.splitlines() == said, out.stdout
     assert said == [
-        "demo.evals.production@1.0.0 2 tasks (2 added)", "['stable']", "201", "422 eval_gate_unmet", "201",
-        "200 active ['stable']", "2.1.0",
-        "200 1.0.0 2.1.0", "1.0.0", "['1.0.0', '2.1.0', '1.0.0']"]
+        "demo.evals.production@1.0.0 2 tasks (2 added)",
+        "['stable']",
+        "201",
+        "422 eval_gate_unmet",
+        "201",
+        "200 active ['stable']",
+        "2.1.0",
+        "200 1.0.0 2.1.0",
+        "1.0.0",
+        "['1.0.0', '2.1.0', '1.0.0']",
+    ]

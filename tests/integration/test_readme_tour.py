@@ -32,8 +32,14 @@ def test_the_readme_tour_runs_as_written(tmp_path) -> None:
         assert {"OPENWOP_BASE_URL", "OPENWOP_API_KEY", "DEMO_TOOLS_URL"} <= set(tour_env)
 
         # The shell tour: real tool calls, then a replay that calls nothing
-        sh = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[0][1]], cwd=tmp_path, env=tour_env,
-                            capture_output=True, text=True, timeout=240)
+        sh = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", blocks[0][1]],
+            cwd=tmp_path,
+            env=tour_env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert sh.returncode == 0, sh.stderr[-3000:]
         out = sh.stdout
         assert "['2.0']" in out
@@ -44,8 +50,14 @@ def test_the_readme_tour_runs_as_written(tmp_path) -> None:
         assert out.rstrip().splitlines()[-1] == "completed"
 
         # The Python tour, with the official client
-        py = subprocess.run([sys.executable, "-c", blocks[1][1]], cwd=tmp_path, env=tour_env, capture_output=True,
-                            text=True, timeout=240)
+        py = subprocess.run(
+            [sys.executable, "-c", blocks[1][1]],
+            cwd=tmp_path,
+            env=tour_env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert py.returncode == 0, py.stderr[-3000:]
         printed = py.stdout.splitlines()
         assert printed[0] == "completed"
@@ -55,8 +67,14 @@ def test_the_readme_tour_runs_as_written(tmp_path) -> None:
 
         # The CLI tour, with the console script on PATH (the virtualenv activated)
         cli_env = {**tour_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{tour_env.get('PATH', '')}"}
-        cli = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[2][1]], cwd=tmp_path, env=cli_env,
-                             capture_output=True, text=True, timeout=240)
+        cli = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", blocks[2][1]],
+            cwd=tmp_path,
+            env=cli_env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
         rows = [line for line in cli.stdout.splitlines() if line.startswith("│")]
         assert [r.split("│")[1].strip() for r in rows] == ["shared-a", "shared-b", "candidate-only"]

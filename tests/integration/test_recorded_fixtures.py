@@ -99,10 +99,10 @@ def test_unusable_sources_are_refused_with_identical_bytes(host, sources):
     wait_terminal(client, noop)
     content_free = run_eval(client, SOURCE, agentId=CONTENT_FREE)  # invoked another agent, not this eval's
     # a source whose agent ran and whose calls are recorded, but which is still running: it holds after the agent
-    running = client.runs_create(CreateRunRequest(workflowId=_agent_then_hold(), inputs={
-        "script": script(("conformance.eval:echo", {"i": 1}))})).runId
-    eventually(lambda: [e for e in all_events(client, running) if e.type == "agent.invocation-completed"],
-               timeout=30)
+    running = client.runs_create(
+        CreateRunRequest(workflowId=_agent_then_hold(), inputs={"script": script(("conformance.eval:echo", {"i": 1}))})
+    ).runId
+    eventually(lambda: [e for e in all_events(client, running) if e.type == "agent.invocation-completed"], timeout=30)
     # a source whose calls the host no longer holds
     dropped = run_eval(client, SOURCE)
     _ports().tool_calls.delete_all(dropped)
@@ -126,8 +126,9 @@ def test_unusable_sources_are_refused_with_identical_bytes(host, sources):
         assert value not in text, reason
     assert client.runs_get(running).status == "running"
     # the same bytes as an unusable baseline: one answer for every unusable reference
-    base_body = eval_request("conformance-eval-regression-candidate", evalModes=["golden", "regression"],
-                             baselineRunId=unknown)
+    base_body = eval_request(
+        "conformance-eval-regression-candidate", evalModes=["golden", "regression"], baselineRunId=unknown
+    )
     assert refused(client, base_body) == reference
     client.runs_cancel(running)
 
@@ -137,10 +138,15 @@ def _agent_then_hold() -> str:
     from shared.services.workflows import register_workflow
     from tests.workflows import SCRIPT_VARIABLE, definition, edge, node, static, variable
 
-    doc = definition(unique("agent-hold"), [
-        node("agent", "core.agent", config={"agentId": AGENT}, inputs={"input": variable("script")}),
-        node("hold", "core.conformance.hold", inputs={"delayMs": static(60_000)})],
-        [edge("agent", "hold")], variables=[SCRIPT_VARIABLE])
+    doc = definition(
+        unique("agent-hold"),
+        [
+            node("agent", "core.agent", config={"agentId": AGENT}, inputs={"input": variable("script")}),
+            node("hold", "core.conformance.hold", inputs={"delayMs": static(60_000)}),
+        ],
+        [edge("agent", "hold")],
+        variables=[SCRIPT_VARIABLE],
+    )
     return register_workflow(_ports(), "tenant-a", doc)
 
 
@@ -155,23 +161,45 @@ def test_fixture_runs_field_refusals(host, sources):
         {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": {}},
         {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": ["record", source]},
         {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": {"record": 7}},
-        {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": {"record": source},
-         "evalModes": ["golden", "live-shadow"]},
+        {
+            "mode": "eval",
+            "evalSuiteRef": REPLAY,
+            "agentId": AGENT,
+            "fixtureRuns": {"record": source},
+            "evalModes": ["golden", "live-shadow"],
+        },
     ]
     for body in cases:
         refused(client, {**body, "tags": [marker]}, host, host.key_a)
     # more sources than one create request checks and copies (refused before any is read)
     many = {"record": source, **{f"t{i}": source for i in range(200)}}
-    text = refused(client, {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": many,
-                            "tags": [marker]}, host, host.key_a)
+    text = refused(
+        client,
+        {"mode": "eval", "evalSuiteRef": REPLAY, "agentId": AGENT, "fixtureRuns": many, "tags": [marker]},
+        host,
+        host.key_a,
+    )
     assert "more than 200" in text
     # a task whose fixtures carry only onMiss is refused as a target too
-    suite = {"suiteId": "tests.local.evals.onmiss", "version": f"1.0.{int(time.time() * 1000) % 1000000}",
-             "modes": ["golden"], "tasks": [{"taskId": "record", "input": script(), "expected": golden("done"),
-                                             "fixtures": {"onMiss": "fail"}}]}
+    suite = {
+        "suiteId": "tests.local.evals.onmiss",
+        "version": f"1.0.{int(time.time() * 1000) % 1000000}",
+        "modes": ["golden"],
+        "tasks": [{"taskId": "record", "input": script(), "expected": golden("done"), "fixtures": {"onMiss": "fail"}}],
+    }
     assert put_suite(host, host.key_a, suite).status == 201
-    refused(client, {"mode": "eval", "evalSuiteRef": f"{suite['suiteId']}@{suite['version']}", "agentId": AGENT,
-                     "fixtureRuns": {"record": source}, "tags": [marker]}, host, host.key_a)
+    refused(
+        client,
+        {
+            "mode": "eval",
+            "evalSuiteRef": f"{suite['suiteId']}@{suite['version']}",
+            "agentId": AGENT,
+            "fixtureRuns": {"record": source},
+            "tags": [marker],
+        },
+        host,
+        host.key_a,
+    )
     listed = raw(host.base_url, "GET", "/runs?limit=100", key=host.key_a).json["runs"]
     assert not [r for r in listed if marker in (r.get("tags") or [])]
 
@@ -198,11 +226,25 @@ def test_a_source_with_a_failed_call_is_usable_and_its_entry_is_an_error(host):
     client = host.client(host.key_a)
     calls = script(("conformance.eval:fail", {"why": "boom"}), ("conformance.eval:echo", {"x": 1}))
     version = f"1.0.{int(time.time() * 1000) % 1000000}"
-    src_suite = {"suiteId": "tests.local.evals.failing-source", "version": version, "modes": ["golden"],
-                 "tasks": [{"taskId": "t", "input": calls, "expected": golden("done"),
-                            "fixtures": {"toolResponses": [], "onMiss": "live"}}]}
-    replay_suite = {"suiteId": "tests.local.evals.failing-replay", "version": version, "modes": ["golden"],
-                    "tasks": [{"taskId": "t", "input": calls, "expected": golden("done")}]}
+    src_suite = {
+        "suiteId": "tests.local.evals.failing-source",
+        "version": version,
+        "modes": ["golden"],
+        "tasks": [
+            {
+                "taskId": "t",
+                "input": calls,
+                "expected": golden("done"),
+                "fixtures": {"toolResponses": [], "onMiss": "live"},
+            }
+        ],
+    }
+    replay_suite = {
+        "suiteId": "tests.local.evals.failing-replay",
+        "version": version,
+        "modes": ["golden"],
+        "tasks": [{"taskId": "t", "input": calls, "expected": golden("done")}],
+    }
     assert put_suite(host, host.key_a, src_suite).status == 201
     assert put_suite(host, host.key_a, replay_suite).status == 201
     source = run_eval(client, f"tests.local.evals.failing-source@{version}")
@@ -251,8 +293,18 @@ def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host
     fork = raw(host.base_url, "POST", f"/runs/{project_id(used)}:fork", {"mode": "replay"}, key=host.key_a)
     assert (fork.status, fork.json["error"]) == (404, "not_found")
     # late writes for the erased source fail
-    late = ToolCallRecord(run_id=source, call_key="Z#00000", agent_id=AGENT, invocation_id="late:1", delegate=False,
-                          tool_name="conformance.eval:echo", call_id="late:1#0", args={}, status="ok", result={})
+    late = ToolCallRecord(
+        run_id=source,
+        call_key="Z#00000",
+        agent_id=AGENT,
+        invocation_id="late:1",
+        delegate=False,
+        tool_name="conformance.eval:echo",
+        call_id="late:1#0",
+        args={},
+        status="ok",
+        result={},
+    )
     with pytest.raises(RunGoneError):
         ports.tool_calls.put_call(late, 0)
     with pytest.raises(RunGoneError):
@@ -295,8 +347,12 @@ def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
     assert ports.blobs.list_keys(keys.derived_prefix(source))
     past = int(time.time()) - 60
     ddb = host.aws.client("dynamodb")
-    ddb.update_item(TableName=get_settings().runs_table, Key={"pk": {"S": source}, "sk": {"S": "RUN"}},
-                    UpdateExpression="SET expiresAt = :t", ExpressionAttributeValues={":t": {"N": str(past)}})
+    ddb.update_item(
+        TableName=get_settings().runs_table,
+        Key={"pk": {"S": source}, "sk": {"S": "RUN"}},
+        UpdateExpression="SET expiresAt = :t",
+        ExpressionAttributeValues={":t": {"N": str(past)}},
+    )
     # TTL deletion can lag for days: an expired run already reads as gone, and is no longer a usable source
     assert raw(host.base_url, "GET", f"/runs/{project_id(source)}", key=host.key_a).status == 404
     unknown = refused(client, eval_request(REPLAY, fixtureRuns={"record": "tenant-a/r-2222222222222222222222"}))

@@ -21,8 +21,13 @@ def test_large_inputs_are_accepted_stored_and_executed(host, kb):
     # Given inputs of a size that used to overflow the 400 KB run item (210-260 KB failed later, 500+ was a 500)
     message = "x" * (kb * 1000)
     # When a run is created with them
-    r = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-multi-node", "inputs": {"message": message}},
-            key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-multi-node", "inputs": {"message": message}},
+        key=host.key_a,
+    )
     # Then it is accepted, completes, and reads back whole
     assert r.status == 201, r.text
     run_id = r.json["runId"]
@@ -34,14 +39,23 @@ def test_large_inputs_are_accepted_stored_and_executed(host, kb):
 
 
 def test_large_metadata_on_a_fork_is_stored(host):
-    r = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop", "metadata": {"m": "y" * 600_000}},
-            key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-noop", "metadata": {"m": "y" * 600_000}},
+        key=host.key_a,
+    )
     assert r.status == 201, r.text
     run_id = r.json["runId"]
     wait_terminal(host.client(host.key_a), run_id)
-    fork = raw(host.base_url, "POST", f"/runs/{project_id(run_id)}:fork",
-               {"mode": "branch", "fromSeq": 0, "runOptionsOverlay": {"metadata": {"n": "z" * 300_000}}},
-               key=host.key_a)
+    fork = raw(
+        host.base_url,
+        "POST",
+        f"/runs/{project_id(run_id)}:fork",
+        {"mode": "branch", "fromSeq": 0, "runOptionsOverlay": {"metadata": {"n": "z" * 300_000}}},
+        key=host.key_a,
+    )
     assert fork.status == 201, fork.text
     assert wait_terminal(host.client(host.key_a), fork.json["runId"]).status == "completed"
 
@@ -53,9 +67,17 @@ def test_an_eval_suite_too_large_to_store_is_413_not_500(host):
     import random
 
     noise = base64.b64encode(random.Random(15).randbytes(525_000)).decode()
-    task = {"taskId": "t", "input": {"calls": [], "answer": noise},
-            "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}}}
-    doc = {"suiteId": "tests.local.evals." + unique("big").replace("-", ""), "version": "1.0.0", "modes": ["golden"], "tasks": [task]}
+    task = {
+        "taskId": "t",
+        "input": {"calls": [], "answer": noise},
+        "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+    }
+    doc = {
+        "suiteId": "tests.local.evals." + unique("big").replace("-", ""),
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "tasks": [task],
+    }
     r = raw(host.base_url, "POST", "/host/openwop-serverless/eval-suites", doc, key=host.key_a)
     # Then it is refused with the envelope, and nothing is stored under its id
     assert (r.status, r.json["error"]) == (413, "payload_too_large"), r.text

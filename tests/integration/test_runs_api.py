@@ -39,11 +39,22 @@ def test_create_get_and_events_of_a_workflow_run(host):
     assert snap.eventLogSchemaVersion == 3 and snap.owner.subject.lane == "api-key"
     events = all_events(client, created.runId)
     assert types_of(events) == [
-        ("run.started", None), ("node.started", "A"), ("node.completed", "A"), ("node.started", "B"),
-        ("node.completed", "B"), ("node.started", "C"), ("node.completed", "C"), ("run.completed", None)]
+        ("run.started", None),
+        ("node.started", "A"),
+        ("node.completed", "A"),
+        ("node.started", "B"),
+        ("node.completed", "B"),
+        ("node.started", "C"),
+        ("node.completed", "C"),
+        ("run.completed", None),
+    ]
     assert [e.sequence for e in events] == list(range(8))
-    assert events[0].payload["owner"] == json.loads(raw(host.base_url, "GET", "/runs/" + created.runId.replace(
-        "/", "~2F"), key=host.key_a).text)["owner"]
+    assert (
+        events[0].payload["owner"]
+        == json.loads(raw(host.base_url, "GET", "/runs/" + created.runId.replace("/", "~2F"), key=host.key_a).text)[
+            "owner"
+        ]
+    )
     assert events[-1].payload == {"outputs": {"C": {}}}
 
 
@@ -64,8 +75,7 @@ def test_sse_resumes_after_last_event_id(host):
 
 def test_sse_rejects_an_unknown_stream_mode(host):
     created = host.client(host.key_a).runs_create(CreateRunRequest(workflowId="conformance-noop"))
-    r = raw(host.base_url, "GET", f"/runs/{created.runId.replace('/', '~2F')}/events?streamMode=bogus",
-            key=host.key_a)
+    r = raw(host.base_url, "GET", f"/runs/{created.runId.replace('/', '~2F')}/events?streamMode=bogus", key=host.key_a)
     assert r.status == 400 and r.json["error"] == "unsupported_stream_mode"
     assert r.json["details"]["supported"] == ["values", "updates", "messages", "debug"]
 
@@ -89,8 +99,7 @@ def test_get_run_etag_and_304(host):
 
 def test_list_runs_newest_first_with_cursor(host):
     client = host.client(host.key_b)
-    ids = [client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["list"])).runId
-           for _ in range(3)]
+    ids = [client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["list"])).runId for _ in range(3)]
     page1 = client.runs_list(limit=2)
     assert [r.runId for r in page1.runs] == ids[::-1][:2]
     page2 = client.runs_list(limit=2, cursor=page1.next_cursor)
@@ -113,8 +122,9 @@ def test_list_runs_filters_by_workflow(host):
 
 def test_cancel_mid_hold_ends_cancelled_without_completion(host):
     client = host.client(host.key_a)
-    created = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect",
-                                                  inputs={"delayMs": 20000}))
+    created = client.runs_create(
+        CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 20000})
+    )
     # Wait until the hold has started
     for _ in range(100):
         if any(e.type == "node.started" for e in all_events(client, created.runId)):
@@ -153,18 +163,21 @@ def test_openapi_lists_the_surface(host):
 # ---------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("body", [
-    {"workflowId": "conformance-noop", "bogus": 1},
-    {"workflowId": "conformance-noop", "configurable": {"version": 1, "evalModes": ["golden"]}},
-    {"workflowId": "conformance-noop", "configurable": {"run": {}}},
-    {"workflowId": "conformance-noop", "tags": ["x" * 300]},
-    {"workflowId": "conformance-noop", "baselineRunId": "tenant-a/r-0000000000000000"},
-    {"workflowId": "conformance-noop", "evalModes": ["golden"]},
-    {"workflowId": "conformance-noop", "fixtureRuns": {"t": "tenant-a/r-0000000000000000"}},
-    {"workflowId": "conformance-replay-side-effect", "inputs": {"delayMs": "soon"}},
-    {"workflowId": "bad id with spaces"},
-    {},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"workflowId": "conformance-noop", "bogus": 1},
+        {"workflowId": "conformance-noop", "configurable": {"version": 1, "evalModes": ["golden"]}},
+        {"workflowId": "conformance-noop", "configurable": {"run": {}}},
+        {"workflowId": "conformance-noop", "tags": ["x" * 300]},
+        {"workflowId": "conformance-noop", "baselineRunId": "tenant-a/r-0000000000000000"},
+        {"workflowId": "conformance-noop", "evalModes": ["golden"]},
+        {"workflowId": "conformance-noop", "fixtureRuns": {"t": "tenant-a/r-0000000000000000"}},
+        {"workflowId": "conformance-replay-side-effect", "inputs": {"delayMs": "soon"}},
+        {"workflowId": "bad id with spaces"},
+        {},
+    ],
+)
 def test_create_refusals_are_400_and_leave_no_run(host, body):
     client = host.client(host.key_b)
     before = len(client.runs_list(limit=100).runs)
@@ -176,8 +189,9 @@ def test_create_refusals_are_400_and_leave_no_run(host, body):
 
 
 def test_create_malformed_json_is_400(host):
-    r = raw(host.base_url, "POST", "/runs", key=host.key_a, data=b"{not json",
-            headers={"Content-Type": "application/json"})
+    r = raw(
+        host.base_url, "POST", "/runs", key=host.key_a, data=b"{not json", headers={"Content-Type": "application/json"}
+    )
     assert r.status == 400 and r.json["error"] == "validation_error"
 
 
@@ -192,8 +206,7 @@ def test_eval_suite_id_as_workflow_is_404(host):
 
 
 def test_body_tenant_must_match_credential(host):
-    r = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop", "tenantId": "tenant-b"},
-            key=host.key_a)
+    r = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop", "tenantId": "tenant-b"}, key=host.key_a)
     assert r.status == 403 and r.json["error"] == "forbidden"
 
 
@@ -211,8 +224,13 @@ def test_unsupported_major_is_406(host):
 
 
 def test_major_two_without_minor_is_served(host):
-    r = raw(host.base_url, "GET", "/runs", key=host.key_a, headers={"OpenWOP-Version": "2",
-                                                                   "OpenWOP-Client-Version": "2.46.32"})
+    r = raw(
+        host.base_url,
+        "GET",
+        "/runs",
+        key=host.key_a,
+        headers={"OpenWOP-Version": "2", "OpenWOP-Client-Version": "2.46.32"},
+    )
     assert r.status == 200 and r.headers["openwop-version"] == "2.0"
 
 
@@ -250,27 +268,57 @@ def test_unknown_route_is_404_envelope(host):
 def test_idempotent_create_replays_and_detects_mismatch(host):
     client = host.client(host.key_a)
     key = "idem-key-0123456789abcdefghij"
-    first = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
-                headers={"Idempotency-Key": key})
-    again = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
-                headers={"Idempotency-Key": key})
+    first = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-noop"},
+        key=host.key_a,
+        headers={"Idempotency-Key": key},
+    )
+    again = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-noop"},
+        key=host.key_a,
+        headers={"Idempotency-Key": key},
+    )
     assert first.status == again.status == 201
     assert first.json["runId"] == again.json["runId"]
     assert again.headers.get("openwop-idempotent-replay") == "true"
     assert "openwop-idempotent-replay" not in first.headers
-    other = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-multi-node"}, key=host.key_a,
-                headers={"Idempotency-Key": key})
+    other = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-multi-node"},
+        key=host.key_a,
+        headers={"Idempotency-Key": key},
+    )
     assert other.status == 409 and other.json["error"] == "idempotency_key_mismatch"
     # The same key is a different record for another tenant
-    b = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_b,
-            headers={"Idempotency-Key": key})
+    b = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-noop"},
+        key=host.key_b,
+        headers={"Idempotency-Key": key},
+    )
     assert b.status == 201 and b.json["runId"].startswith("tenant-b/")
     assert client.runs_get(first.json["runId"]).runId == first.json["runId"]
 
 
 def test_bad_idempotency_key_is_400(host):
-    r = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
-            headers={"Idempotency-Key": "short"})
+    r = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-noop"},
+        key=host.key_a,
+        headers={"Idempotency-Key": "short"},
+    )
     assert r.status == 400 and r.json["error"] == "idempotency_key_invalid"
 
 
@@ -280,22 +328,36 @@ def test_dedup_enforce_refuses_a_second_active_run_for_a_scope(host):
     scope = unique("scope")
     body = {"workflowId": "conformance-replay-side-effect", "inputs": {"delayMs": 20000}, "scopeId": scope}
     # a refused create does not hold the scope
-    bad = raw(host.base_url, "POST", "/runs", {**body, "inputs": {"delayMs": "x"}}, key=host.key_a,
-              headers={"OpenWOP-Dedup": "enforce"})
+    bad = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {**body, "inputs": {"delayMs": "x"}},
+        key=host.key_a,
+        headers={"OpenWOP-Dedup": "enforce"},
+    )
     assert bad.status == 400
     first = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"OpenWOP-Dedup": "enforce"})
     assert first.status == 201
     second = raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"OpenWOP-Dedup": "enforce"})
     assert second.status == 409 and second.json["error"] == "run_already_active" and second.headers["retry-after"]
     # without the header, or for another tenant, nothing is refused
-    assert raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop", "scopeId": scope},
-               key=host.key_a).status == 201
+    assert (
+        raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop", "scopeId": scope}, key=host.key_a).status
+        == 201
+    )
     assert raw(host.base_url, "POST", "/runs", body, key=host.key_b, headers={"OpenWOP-Dedup": "enforce"}).status == 201
     # once the active run ends, the scope is free again
     client = host.client(host.key_a)
     client.runs_cancel(first.json["runId"])
-    third = raw(host.base_url, "POST", "/runs", {**body, "inputs": {"delayMs": 10}}, key=host.key_a,
-                headers={"OpenWOP-Dedup": "enforce"})
+    third = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {**body, "inputs": {"delayMs": 10}},
+        key=host.key_a,
+        headers={"OpenWOP-Dedup": "enforce"},
+    )
     assert third.status == 201
     for r in (third.json["runId"],):
         wait_terminal(client, r)
@@ -306,11 +368,17 @@ def test_sse_buffered_batches_are_flattened_by_the_client(host):
     created = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
     wait_terminal(client, created.runId)
     wire = created.runId.replace("/", "~2F")
-    r = raw(host.base_url, "GET", f"/runs/{wire}/events?bufferMs=200&streamMode=debug", key=host.key_a,
-            headers={"Accept": "text/event-stream"})
+    r = raw(
+        host.base_url,
+        "GET",
+        f"/runs/{wire}/events?bufferMs=200&streamMode=debug",
+        key=host.key_a,
+        headers={"Accept": "text/event-stream"},
+    )
     assert r.status == 200 and "event: batch" in r.text and "id: 7" in r.text
-    got = [e.sequence for e in client.runs_events(created.runId, stream_mode="debug", buffer_ms=200,
-                                                  timeout_seconds=20)]
+    got = [
+        e.sequence for e in client.runs_events(created.runId, stream_mode="debug", buffer_ms=200, timeout_seconds=20)
+    ]
     assert got == list(range(8))
 
 
@@ -319,8 +387,13 @@ def test_sse_values_mode_sends_snapshots(host):
     created = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
     wait_terminal(client, created.runId)
     wire = created.runId.replace("/", "~2F")
-    r = raw(host.base_url, "GET", f"/runs/{wire}/events?streamMode=values", key=host.key_a,
-            headers={"Accept": "text/event-stream", "Last-Event-ID": "1"})
+    r = raw(
+        host.base_url,
+        "GET",
+        f"/runs/{wire}/events?streamMode=values",
+        key=host.key_a,
+        headers={"Accept": "text/event-stream", "Last-Event-ID": "1"},
+    )
     frames = [f for f in r.text.split("\n\n") if f.startswith("id:")]
     assert frames and all("event: state.snapshot" in f for f in frames)
     assert json.loads(frames[0].split("data: ", 1)[1])["runId"] == created.runId

@@ -67,12 +67,16 @@ def test_a_rule_samples_exactly_the_matching_completed_production_runs(host, too
     sampled_wf = register_scripted_agent("tenant-a", "sampled")
     other_wf = register_scripted_agent("tenant-a", "unsampled")
     # Given a rule on tenant A's suite for the agent's runs of one workflow
-    r = _rule(host, suite_id, {"agentId": AGENT, "filter": {"workflowId": sampled_wf}, "sampleRate": 1,
-                               "maxTasks": 50})
+    r = _rule(host, suite_id, {"agentId": AGENT, "filter": {"workflowId": sampled_wf}, "sampleRate": 1, "maxTasks": 50})
     assert r.status == 201, r.text
     rule = r.json
     assert (rule["suiteId"], rule["agentId"], rule["filter"], rule["sampleRate"], rule["maxTasks"]) == (
-        suite_id, AGENT, {"workflowId": sampled_wf}, 1, 50)
+        suite_id,
+        AGENT,
+        {"workflowId": sampled_wf},
+        1,
+        50,
+    )
     listed = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/rules", key=host.key_a)
     assert listed.status == 200 and listed.json == {"rules": [rule]}
     # When three runs of that workflow complete, one run of another workflow completes, and one matching run is
@@ -80,8 +84,13 @@ def test_a_rule_samples_exactly_the_matching_completed_production_runs(host, too
     runs = _runs(client, sampled_wf, tool, 3)
     _runs(client, other_wf, tool, 1, tag="o")
     for mode, seq in (("branch", 2), ("replay", 2)):
-        f = raw(host.base_url, "POST", f"/runs/{project_id(runs[0]).replace('/', '~2F')}:fork",
-                {"mode": mode, "fromSeq": seq}, key=host.key_a)
+        f = raw(
+            host.base_url,
+            "POST",
+            f"/runs/{project_id(runs[0]).replace('/', '~2F')}:fork",
+            {"mode": mode, "fromSeq": seq},
+            key=host.key_a,
+        )
         assert f.status == 201, f.text
         assert wait_terminal(client, f.json["runId"], timeout=120).status in ("completed", "failed")
     draft = _settled_draft(host, suite_id)
@@ -89,22 +98,28 @@ def test_a_rule_samples_exactly_the_matching_completed_production_runs(host, too
     assert draft["taskCount"] == 3 and draft["targetAgentId"] == AGENT
     assert sorted(t["sourceRunId"] for t in draft["tasks"]) == sorted(runs)
     first = next(t for t in draft["tasks"] if t["sourceRunId"] == runs[0])
-    assert first == {"taskId": task_id_for(runs[0]),
-                     "input": {"calls": [{"tool": tool, "args": {"customerId": "r-0"}}], "answer": "r-answer-0"},
-                     "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "r-answer-0"}},
-                     "sourceRunId": runs[0]}
+    assert first == {
+        "taskId": task_id_for(runs[0]),
+        "input": {"calls": [{"tool": tool, "args": {"customerId": "r-0"}}], "answer": "r-answer-0"},
+        "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "r-answer-0"}},
+        "sourceRunId": runs[0],
+    }
     # When the draft is published and evaluated (an eval run of the agent completes too)
     p = raw(host.base_url, "POST", f"{SUITES}/{suite_id}:publish", {}, key=host.key_a)
     assert p.status == 201, p.text
-    assert p.json == {"suiteId": suite_id, "version": "1.0.0", "evalSuiteRef": f"{suite_id}@1.0.0",
-                      "taskCount": 3, "addedCount": 3}
+    assert p.json == {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "evalSuiteRef": f"{suite_id}@1.0.0",
+        "taskCount": 3,
+        "addedCount": 3,
+    }
     ev = client.runs_create(CreateRunRequest(mode="eval", evalSuiteRef=f"{suite_id}@1.0.0", agentId=AGENT))
     assert wait_terminal(client, ev.runId, timeout=180).status == "completed"
     # Then the version holds the tasks, the draft is empty, and the eval run was not sampled into it
     doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
     assert sorted(t["sourceRunId"] for t in doc["tasks"]) == sorted(runs)
-    assert _settled_draft(host, suite_id) == {"suiteId": suite_id, "taskCount": 0, "tasks": [],
-                                              "targetAgentId": AGENT}
+    assert _settled_draft(host, suite_id) == {"suiteId": suite_id, "taskCount": 0, "tasks": [], "targetAgentId": AGENT}
     # and an empty draft publishes nothing
     again = raw(host.base_url, "POST", f"{SUITES}/{suite_id}:publish", {}, key=host.key_a)
     assert (again.status, again.json["error"]) == (400, "validation_error")
@@ -132,11 +147,20 @@ def test_the_sample_is_deterministic_per_run_id_and_max_tasks_caps_the_draft(hos
     assert not {t["sourceRunId"] for t in _settled_draft(host, suite_id)["tasks"]} & set(later)
 
 
-@pytest.mark.parametrize("body", [
-    {}, {"agentId": ""}, {"agentId": AGENT, "sampleRate": 0}, {"agentId": AGENT, "sampleRate": 1.5},
-    {"agentId": AGENT, "maxTasks": 0}, {"agentId": AGENT, "maxTasks": 501}, {"agentId": AGENT, "extra": 1},
-    {"agentId": AGENT, "filter": {"status": "failed"}}, [AGENT],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"agentId": ""},
+        {"agentId": AGENT, "sampleRate": 0},
+        {"agentId": AGENT, "sampleRate": 1.5},
+        {"agentId": AGENT, "maxTasks": 0},
+        {"agentId": AGENT, "maxTasks": 501},
+        {"agentId": AGENT, "extra": 1},
+        {"agentId": AGENT, "filter": {"status": "failed"}},
+        [AGENT],
+    ],
+)
 def test_bad_rules_are_400_and_write_nothing(host, body):
     suite_id = _suite_id()
     # When a malformed rule is registered

@@ -38,8 +38,9 @@ def _run_item(host: Any, run_id: str, sk: str = "RUN") -> dict[str, Any]:
     """The run item (``RUN``), or another of the run's items (``RUN#FACTS``, ``RUN#STATE``)."""
     from shared.settings import get_settings
 
-    got = host.aws.client("dynamodb").get_item(TableName=get_settings().runs_table,
-                                                Key={"pk": {"S": run_id}, "sk": {"S": sk}})
+    got = host.aws.client("dynamodb").get_item(
+        TableName=get_settings().runs_table, Key={"pk": {"S": run_id}, "sk": {"S": sk}}
+    )
     item: dict[str, Any] = got["Item"]
     return item
 
@@ -79,8 +80,9 @@ def test_a_10000_node_chain_registers_runs_and_completes(host):
     # events appended after the one before), the last one the run's end
     from shared.settings import get_settings
 
-    listed = host.aws.client("s3").list_objects_v2(Bucket=get_settings().fixtures_bucket,
-                                                   Prefix=f"runs/{run_id}/state/")["Contents"]
+    listed = host.aws.client("s3").list_objects_v2(
+        Bucket=get_settings().fixtures_bucket, Prefix=f"runs/{run_id}/state/"
+    )["Contents"]
     log = sum(len(json.dumps(e, separators=(",", ":"))) for e in _ports().events.read_events(run_id))
     assert 1 <= len(listed) and sum(o["Size"] for o in listed) < log, (len(listed), log)
     assert json.loads(state_item["state"]["S"])["seq"] == int(item["lastSeq"]["N"])
@@ -108,8 +110,12 @@ def test_an_agent_making_2000_tool_calls_completes_with_a_small_run_item(host, m
     # Then it completes with every call answered, and the item each append rewrote stays small
     assert snap.status == "completed", snap
     tail = client.runs_poll_events(run_id, after_sequence=2 * calls, timeout_seconds=1).events
-    assert [e.type for e in tail][-4:] == ["agent.decided", "agent.invocation-completed", "node.completed",
-                                            "run.completed"]
+    assert [e.type for e in tail][-4:] == [
+        "agent.decided",
+        "agent.invocation-completed",
+        "node.completed",
+        "run.completed",
+    ]
     assert len(_ports().tool_calls.list_calls(run_id)) == calls
     item = _run_item(host, run_id)
     assert _item_bytes(item) < 1_000, _item_bytes(item)
@@ -126,8 +132,9 @@ def test_a_run_longer_than_an_executions_budget_continues_in_a_new_execution(hos
 
     # Given executions that may make only 2 Advance tasks, and a run of four holds longer than 1.5 s (each a Wait)
     holds = [node(f"h{i}", "core.conformance.hold", inputs={"delayMs": static(1600)}) for i in range(4)]
-    wid = register_workflow(_ports(), host.tenant_a, definition(
-        unique("holds"), holds, [edge(f"h{i - 1}", f"h{i}") for i in range(1, 4)]))
+    wid = register_workflow(
+        _ports(), host.tenant_a, definition(unique("holds"), holds, [edge(f"h{i - 1}", f"h{i}") for i in range(1, 4)])
+    )
     monkeypatch.setenv("EXECUTION_MAX_TASKS", "2")
     get_settings.cache_clear()
     try:
@@ -144,14 +151,20 @@ def test_a_run_longer_than_an_executions_budget_continues_in_a_new_execution(hos
     sfn = host.aws.client("stepfunctions")
     arn = get_settings().run_state_machine_arn
     prefix = run_id.replace("/", "--") + "-run"
-    names = sorted(e["name"] for e in sfn.list_executions(stateMachineArn=arn, maxResults=1000)["executions"]
-                   if e["name"].startswith(prefix))
+    names = sorted(
+        e["name"]
+        for e in sfn.list_executions(stateMachineArn=arn, maxResults=1000)["executions"]
+        if e["name"].startswith(prefix)
+    )
     assert len(names) >= 3 and names[0] == prefix and f"{prefix}-g1" in names and f"{prefix}-g2" in names
     for name in names:
         ex_arn = arn.replace(":stateMachine:", ":execution:") + ":" + name
         assert sfn.describe_execution(executionArn=ex_arn)["status"] == "SUCCEEDED"
-        tasks = [h for h in sfn.get_execution_history(executionArn=ex_arn, maxResults=1000)["events"]
-                 if h["type"] == "TaskScheduled"]
+        tasks = [
+            h
+            for h in sfn.get_execution_history(executionArn=ex_arn, maxResults=1000)["events"]
+            if h["type"] == "TaskScheduled"
+        ]
         assert len(tasks) <= 2
     # and the run names its latest execution (what a cancel stops)
     item = _run_item(host, run_id)
@@ -166,8 +179,12 @@ def test_discovery_advertises_the_suite_cap_the_host_enforces(host):
     assert caps["agents"]["evalSuite"]["maxTasksPerSuite"] == MAX_TASKS_PER_SUITE == 10_000
     # and the suite schema refuses one task more (compact tasks: the body stays under maxRequestBodyBytes)
     tasks = [{"taskId": f"t{i}", "input": {}, "expected": golden("x")} for i in range(10_001)]
-    doc = {"suiteId": "tests.local.evals." + unique("over").replace("-", ""), "version": "1.0.0",
-           "modes": ["golden"], "tasks": tasks}
+    doc = {
+        "suiteId": "tests.local.evals." + unique("over").replace("-", ""),
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "tasks": tasks,
+    }
     got = put_suite(host, host.key_a, doc)
     assert got.status == 400 and got.json["error"] == "validation_error"
     assert ("/tasks", "maxItems") in [(e["pointer"], e["keyword"]) for e in got.json["details"]["errors"]]
@@ -188,8 +205,15 @@ def test_a_large_eval_runs_as_a_distributed_map_and_finishes_in_pages(host, monk
     # Given a suite of 560 tasks with 128-character ids and padded inputs (its summary is over the run item's
     # inline limit, its plan over the plan item's), one task in seven run twice, and Finish pages of 200 trials
     pad = "p" * 300
-    tasks = [{"taskId": f"{i:04d}-" + "x" * 123, "input": {**script(answer=str(i % 2)), "note": pad},
-              "expected": golden("0"), **({"trials": 2} if i % 7 == 0 else {})} for i in range(560)]
+    tasks = [
+        {
+            "taskId": f"{i:04d}-" + "x" * 123,
+            "input": {**script(answer=str(i % 2)), "note": pad},
+            "expected": golden("0"),
+            **({"trials": 2} if i % 7 == 0 else {}),
+        }
+        for i in range(560)
+    ]
     trials = sum(2 if i % 7 == 0 else 1 for i in range(560))
     suite_id = "tests.local.evals." + unique("wide").replace("-", "")
     doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden", "regression"], "tasks": tasks}
@@ -202,8 +226,9 @@ def test_a_large_eval_runs_as_a_distributed_map_and_finishes_in_pages(host, monk
         snap = _wait(client, run_id, 600)
         assert snap.status == "completed", snap
         # When a regression eval names it as its baseline
-        again = client.runs_create(eval_request(f"{suite_id}@1.0.0", evalModes=["golden", "regression"],
-                                                baselineRunId=run_id)).runId
+        again = client.runs_create(
+            eval_request(f"{suite_id}@1.0.0", evalModes=["golden", "regression"], baselineRunId=run_id)
+        ).runId
         snap2 = _wait(client, again, 600)
         assert snap2.status == "completed", snap2
     finally:
@@ -214,8 +239,9 @@ def test_a_large_eval_runs_as_a_distributed_map_and_finishes_in_pages(host, monk
     summary = raw(host.base_url, "GET", f"/runs/{run_pid}/eval-summary", key=host.key_a).json
     assert summary["taskCount"] == 560 and summary["passedCount"] == 280
     assert [t["taskId"] for t in summary["tasks"]] == [t["taskId"] for t in tasks]
-    assert _run_item(host, run_id)["summary"]["S"] == json.dumps({"$ref": keys.eval_summary_key(run_id)},
-                                                                 separators=(",", ":"))
+    assert _run_item(host, run_id)["summary"]["S"] == json.dumps(
+        {"$ref": keys.eval_summary_key(run_id)}, separators=(",", ":")
+    )
     # the log holds every trial's invocation and one eval.scored per task, in suite order, then the two closers
     seen: list[Any] = []
     while not seen or seen[-1].type != "run.completed":
@@ -230,8 +256,9 @@ def test_a_large_eval_runs_as_a_distributed_map_and_finishes_in_pages(host, monk
     # through a Distributed Map (no iteration in the parent's history) and a Finish loop of four pages
     history = _eval_history(host, run_id)
     assert not any(h["type"].startswith("MapIteration") for h in history)
-    finishes = [h for h in history
-                if h["type"] == "TaskStateEntered" and h["stateEnteredEventDetails"]["name"] == "Finish"]
+    finishes = [
+        h for h in history if h["type"] == "TaskStateEntered" and h["stateEnteredEventDetails"]["name"] == "Finish"
+    ]
     assert len(finishes) == 4  # whole tasks up to 200 trials: 175 + 175 + 175 + 35 tasks
     sfn = host.aws.client("stepfunctions")
     runs = sfn.list_map_runs(executionArn=_run_item(host, run_id)["executionArn"]["S"])["mapRuns"]
@@ -239,11 +266,16 @@ def test_a_large_eval_runs_as_a_distributed_map_and_finishes_in_pages(host, monk
     assert counts["succeeded"] == counts["total"] == trials
     assert get_settings().eval_max_concurrency == sfn.describe_map_run(mapRunArn=runs[0]["mapRunArn"])["maxConcurrency"]
     # the Map's result, the pages' rows and the plan were written under the run (erasure reaches them)
-    listed = [o["Key"] for o in host.aws.client("s3").list_objects_v2(
-        Bucket=get_settings().fixtures_bucket, Prefix=keys.run_prefix(run_id))["Contents"]]
+    listed = [
+        o["Key"]
+        for o in host.aws.client("s3").list_objects_v2(
+            Bucket=get_settings().fixtures_bucket, Prefix=keys.run_prefix(run_id)
+        )["Contents"]
+    ]
     assert any(k.startswith(f"{keys.run_prefix(run_id)}eval-map/") for k in listed)
     assert sorted(k for k in listed if "/eval-rows/" in k) == [
-        f"{keys.run_prefix(run_id)}eval-rows/{n:05d}.json" for n in (0, 175, 350)]
+        f"{keys.run_prefix(run_id)}eval-rows/{n:05d}.json" for n in (0, 175, 350)
+    ]
     assert f"{keys.run_prefix(run_id)}eval-plan.json" in listed
     # and the regression eval compared against the baseline read from S3: every task unchanged
     regression = raw(host.base_url, "GET", f"/runs/{project_id(again)}/eval-summary", key=host.key_a).json

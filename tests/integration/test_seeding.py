@@ -30,8 +30,9 @@ class _Capture:
 
             def do_PUT(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                owner.puts.append({"path": self.path, "contentType": self.headers.get("Content-Type"),
-                                   "body": json.loads(raw)})
+                owner.puts.append(
+                    {"path": self.path, "contentType": self.headers.get("Content-Type"), "body": json.loads(raw)}
+                )
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -64,11 +65,19 @@ def demo_servers() -> Iterator[tuple[Any, str, Any, str]]:
 
 
 def _event(capture: _Capture, request: str, **props: str) -> dict[str, Any]:
-    return {"RequestType": request, "ResponseURL": f"{capture.url}/cfn/response?sig=abc",
-            "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/OpenWopHost-qa/1",
-            "RequestId": unique("req"), "LogicalResourceId": "HostSeedingSeed", "ResourceType": "Custom::OpenWopSeed",
-            "ResourceProperties": {"ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:seed",
-                                   "Stage": "qa", **props}}
+    return {
+        "RequestType": request,
+        "ResponseURL": f"{capture.url}/cfn/response?sig=abc",
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/OpenWopHost-qa/1",
+        "RequestId": unique("req"),
+        "LogicalResourceId": "HostSeedingSeed",
+        "ResourceType": "Custom::OpenWopSeed",
+        "ResourceProperties": {
+            "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:seed",
+            "Stage": "qa",
+            **props,
+        },
+    }
 
 
 def _finished(client: Any, run_id: str, timeout: float = 60.0) -> Any:
@@ -103,9 +112,10 @@ def test_the_custom_resource_seeds_the_conformance_fixtures_and_answers_cloudfor
     assert put["body"] == out
     assert out["Status"] == "SUCCESS"
     assert out["Data"] == {"Conformance": len(fixtures.workflows()) + len(fixtures.suites()), "DemoTenants": 0}
-    assert (out["LogicalResourceId"], out["StackId"]) == ("HostSeedingSeed",
-                                                          "arn:aws:cloudformation:us-east-1:123456789012:stack/"
-                                                          "OpenWopHost-qa/1")
+    assert (out["LogicalResourceId"], out["StackId"]) == (
+        "HostSeedingSeed",
+        "arn:aws:cloudformation:us-east-1:123456789012:stack/OpenWopHost-qa/1",
+    )
 
 
 def test_the_custom_resource_seeds_the_demo_and_its_run_calls_the_real_tool_servers(host, capture, demo_servers):
@@ -116,8 +126,9 @@ def test_the_custom_resource_seeds_the_demo_and_its_run_calls_the_real_tool_serv
     http, http_url, mcp, mcp_url = demo_servers
     tenant = unique("tenant-seeded")
     # When the stack is deployed with seed=demo for a new tenant and the demo servers' URLs
-    out = invoke_in_process("seed_host", _event(capture, "Create", Sets="demo", Tenants=tenant,
-                                                DemoToolsUrl=http_url, DemoMcpUrl=mcp_url))
+    out = invoke_in_process(
+        "seed_host", _event(capture, "Create", Sets="demo", Tenants=tenant, DemoToolsUrl=http_url, DemoMcpUrl=mcp_url)
+    )
     assert out["Status"] == "SUCCESS" and out["Data"] == {"Conformance": 0, "DemoTenants": 1}
     # Then that tenant, with a key, runs the demo workflow: the MCP lookup and two HTTP calls really happen
     key, _ = auth.create_api_key(get_ports(), tenant, "seed-test")
@@ -128,9 +139,13 @@ def test_the_custom_resource_seeds_the_demo_and_its_run_calls_the_real_tool_serv
     assert _finished(client, run.runId).status == "completed"
     assert http.count() == 2 and http.count("/weather") == 1 and http.count("/tickets") == 1
     # and seeding again (a CloudFormation update) changes nothing and still succeeds
-    again = invoke_in_process("seed_host", {**_event(capture, "Update", Sets="demo", Tenants=tenant,
-                                                     DemoToolsUrl=http_url, DemoMcpUrl=mcp_url),
-                                            "PhysicalResourceId": out["PhysicalResourceId"]})
+    again = invoke_in_process(
+        "seed_host",
+        {
+            **_event(capture, "Update", Sets="demo", Tenants=tenant, DemoToolsUrl=http_url, DemoMcpUrl=mcp_url),
+            "PhysicalResourceId": out["PhysicalResourceId"],
+        },
+    )
     assert again["Status"] == "SUCCESS" and again["PhysicalResourceId"] == out["PhysicalResourceId"]
     # and another tenant has none of it (the demo is registered per tenant)
     from shared.engine.kernel import load_definition
@@ -138,11 +153,14 @@ def test_the_custom_resource_seeds_the_demo_and_its_run_calls_the_real_tool_serv
     assert load_definition(get_ports(), unique("tenant-other"), "demo-support") is None
 
 
-@pytest.mark.parametrize(("props", "reason"), [
-    ({"Sets": "demo", "Tenants": "t"}, "the demo needs tenants"),
-    ({"Sets": "conformance", "Stage": "prod"}, "seeding is refused in the prod stage"),
-    ({"Sets": "everything"}, "unknown seed set everything"),
-])
+@pytest.mark.parametrize(
+    ("props", "reason"),
+    [
+        ({"Sets": "demo", "Tenants": "t"}, "the demo needs tenants"),
+        ({"Sets": "conformance", "Stage": "prod"}, "seeding is refused in the prod stage"),
+        ({"Sets": "everything"}, "unknown seed set everything"),
+    ],
+)
 def test_a_seed_request_that_cannot_be_done_fails_the_deploy_with_a_one_line_reason(host, capture, props, reason):
     from shared.local.front import invoke_in_process
 
@@ -159,8 +177,17 @@ def test_an_unreachable_demo_mcp_server_fails_the_deploy_with_the_refusal(host, 
 
     _, http_url, _, _ = demo_servers
     # When the demo's MCP URL answers nothing (a closed loopback port)
-    out = invoke_in_process("seed_host", _event(capture, "Create", Sets="demo", Tenants=unique("t"),
-                                                DemoToolsUrl=http_url, DemoMcpUrl="http://127.0.0.1:9/mcp"))
+    out = invoke_in_process(
+        "seed_host",
+        _event(
+            capture,
+            "Create",
+            Sets="demo",
+            Tenants=unique("t"),
+            DemoToolsUrl=http_url,
+            DemoMcpUrl="http://127.0.0.1:9/mcp",
+        ),
+    )
     # Then the deploy fails with the registration's validation_error, not a traceback
     assert out["Status"] == "FAILED" and out["Reason"].startswith("validation_error: The MCP server could not be")
 
@@ -169,8 +196,9 @@ def test_deleting_the_seed_resource_runs_no_seeding(host, capture):
     from shared.local.front import invoke_in_process
 
     # When CloudFormation deletes the resource (even with a request that could not be seeded)
-    out = invoke_in_process("seed_host", {**_event(capture, "Delete", Sets="everything"),
-                                          "PhysicalResourceId": "HostSeedingSeed-seed"})
+    out = invoke_in_process(
+        "seed_host", {**_event(capture, "Delete", Sets="everything"), "PhysicalResourceId": "HostSeedingSeed-seed"}
+    )
     # Then it answers SUCCESS under the same physical id, and seeded data is kept
     assert (out["Status"], out["PhysicalResourceId"]) == ("SUCCESS", "HostSeedingSeed-seed")
 
@@ -205,8 +233,9 @@ def test_the_seed_command_refuses_a_prod_stack_before_any_lookup(host, capsys, r
     code = main(["seed", "conformance", "--stack", "OpenWopHost-prod", "--region", REGION])
     # Then it is refused with one line, before CloudFormation is asked anything
     assert code == 1
-    assert capsys.readouterr().err.strip() == ("error: seeding is refused in the prod stage: fixtures and demo "
-                                               "tools are for test stages")
+    assert capsys.readouterr().err.strip() == (
+        "error: seeding is refused in the prod stage: fixtures and demo tools are for test stages"
+    )
 
 
 def test_seeding_the_conformance_fixtures_is_one_put_per_fixture(host):

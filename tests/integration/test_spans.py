@@ -42,8 +42,14 @@ class Traced:
         from shared.telemetry.otel import OtelTracing
         from shared.wiring import set_ports
 
-        set_ports(replace(_ports(), tracing=OtelTracing(self.exporter, service_name="openwop-test",
-                                                         capture_content=capture_content, batch=False)))
+        set_ports(
+            replace(
+                _ports(),
+                tracing=OtelTracing(
+                    self.exporter, service_name="openwop-test", capture_content=capture_content, batch=False
+                ),
+            )
+        )
 
     def spans(self) -> list[Any]:
         return list(self.exporter.get_finished_spans())
@@ -80,8 +86,13 @@ def _credentialed_run(host: Any, chat: ScriptedChatServer, usage: tuple[int, int
     """A completed run of an OpenAI-wire agent bound to a tenant credential (``SECRET``) whose model answers
     "the answer is hello" with ``usage`` tokens; its run id."""
     ref = "llm-" + uuid.uuid4().hex[:6]
-    r = raw(host.base_url, "PUT", f"{BASE}/credentials/{ref}", {"credential": {"type": "bearer", "token": SECRET}},
-            key=host.key_a)
+    r = raw(
+        host.base_url,
+        "PUT",
+        f"{BASE}/credentials/{ref}",
+        {"credential": {"type": "bearer", "token": SECRET}},
+        key=host.key_a,
+    )
     assert r.status in (200, 201), r.text
     chat.answers = [(200, completion("the answer is hello", usage=usage), {})]
     agent_id = _agent(host, chat.url, credential=ref)
@@ -108,8 +119,9 @@ def test_a_divergent_replay_marks_the_diverging_node_span(host, traced):
     spans = traced.trace(fork.runId)
     # Then exactly the hold's node span says the replay diverged there
     diverged = [s for s in spans if s.attributes.get("openwop.replay.diverged") is True]
-    assert [(s.name, s.attributes["openwop.node.id"], s.attributes["openwop.replay.diverged_seq"])
-            for s in diverged] == [("openwop.node", "wait", 2)]
+    assert [
+        (s.name, s.attributes["openwop.node.id"], s.attributes["openwop.replay.diverged_seq"]) for s in diverged
+    ] == [("openwop.node", "wait", 2)]
     assert "node.completed" in diverged[0].attributes["openwop.events"]
     # and the source's trace carries no divergence
     assert not [s for s in traced.trace(src.runId) if "openwop.replay.diverged" in s.attributes]
@@ -118,8 +130,12 @@ def test_a_divergent_replay_marks_the_diverging_node_span(host, traced):
     root = next(s for s in spans if s.name == "openwop.run")
     tasks = [s for s in spans if s.name == "openwop.task"]
     assert tasks and {s.parent.span_id for s in tasks} == {root.context.span_id}
-    assert all(s.attributes["openwop.run.id"] == fork.runId and s.attributes["openwop.tenant"] == "tenant-a"
-               and s.attributes["openwop.run.mode"] == "replay" for s in tasks)
+    assert all(
+        s.attributes["openwop.run.id"] == fork.runId
+        and s.attributes["openwop.tenant"] == "tenant-a"
+        and s.attributes["openwop.run.mode"] == "replay"
+        for s in tasks
+    )
     task_ids = {s.context.span_id for s in tasks}
     steps = [s for s in spans if s.name in ("openwop.node", "openwop.run.step")]
     assert steps and all(s.parent.span_id in task_ids for s in steps)
@@ -140,14 +156,32 @@ def test_a_model_call_span_has_the_gen_ai_attributes_and_no_content_or_secret(ho
     assert len(calls) == 1
     call = calls[0]
     assert call.name == "chat gpt-test" and call.kind.name == "CLIENT"
-    assert {k: call.attributes[k] for k in (
-        "gen_ai.system", "gen_ai.provider.name", "gen_ai.request.model", "gen_ai.request.temperature",
-        "gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "openwop.run.id",
-        "openwop.tenant", "openwop.model_call.source")} == {
-        "gen_ai.system": "openai", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test",
-        "gen_ai.request.temperature": 0.2, "gen_ai.response.model": "gpt-test-1", "gen_ai.usage.input_tokens": 21,
-        "gen_ai.usage.output_tokens": 4, "openwop.run.id": run_id, "openwop.tenant": "tenant-a",
-        "openwop.model_call.source": "live"}
+    assert {
+        k: call.attributes[k]
+        for k in (
+            "gen_ai.system",
+            "gen_ai.provider.name",
+            "gen_ai.request.model",
+            "gen_ai.request.temperature",
+            "gen_ai.response.model",
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "openwop.run.id",
+            "openwop.tenant",
+            "openwop.model_call.source",
+        )
+    } == {
+        "gen_ai.system": "openai",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-test",
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.response.model": "gpt-test-1",
+        "gen_ai.usage.input_tokens": 21,
+        "gen_ai.usage.output_tokens": 4,
+        "openwop.run.id": run_id,
+        "openwop.tenant": "tenant-a",
+        "openwop.model_call.source": "live",
+    }
     assert tuple(call.attributes["gen_ai.response.finish_reasons"]) == ("end_turn",)
     # and it is a child of the agent node's span
     parent = next(s for s in spans if s.context.span_id == call.parent.span_id)
@@ -158,8 +192,12 @@ def test_a_model_call_span_has_the_gen_ai_attributes_and_no_content_or_secret(ho
     assert SECRET not in text
     for content in ("You help.", TICKET, "the answer is hello"):
         assert content not in text
-    assert not [k for s in spans for k in s.attributes if k in (
-        "gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.output.messages")]
+    assert not [
+        k
+        for s in spans
+        for k in s.attributes
+        if k in ("gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.output.messages")
+    ]
 
 
 def test_with_the_content_opt_in_a_model_span_carries_the_messages_and_still_no_secret(host, traced, chat):
@@ -171,10 +209,16 @@ def test_with_the_content_opt_in_a_model_span_carries_the_messages_and_still_no_
     # Then the span carries the system prompt, the input and the answer as the GenAI content attributes
     assert json.loads(call.attributes["gen_ai.system_instructions"]) == [{"type": "text", "content": "You help."}]
     assert json.loads(call.attributes["gen_ai.input.messages"]) == [
-        {"role": "user", "parts": [{"type": "text", "content": TICKET}]}]
+        {"role": "user", "parts": [{"type": "text", "content": TICKET}]}
+    ]
     out = json.loads(call.attributes["gen_ai.output.messages"])
-    assert out == [{"role": "assistant", "parts": [{"type": "text", "content": "the answer is hello"}],
-                    "finish_reason": "end_turn"}]
+    assert out == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "the answer is hello"}],
+            "finish_reason": "end_turn",
+        }
+    ]
     # and still never the credential
     assert SECRET not in _dump(traced.spans())
 
@@ -185,8 +229,13 @@ def test_tool_calls_are_spans_and_a_replay_serves_model_calls_from_the_log(host,
     org = "s" + uuid.uuid4().hex[:8]
     tool_id = register_tool(host, url, org)
     agent_id = f"{org}.resolver"
-    r = raw(host.base_url, "POST", f"{BASE}/agents", agent_body(agent_id, "1.0.0", tool_id,
-                                                                lookup_then_answer(tool_id, "c-1")), key=host.key_a)
+    r = raw(
+        host.base_url,
+        "POST",
+        f"{BASE}/agents",
+        agent_body(agent_id, "1.0.0", tool_id, lookup_then_answer(tool_id, "c-1")),
+        key=host.key_a,
+    )
     assert r.status == 201, r.text
     client = host.client(host.key_a)
     # When a run invokes it, and the run is replayed
@@ -197,20 +246,35 @@ def test_tool_calls_are_spans_and_a_replay_serves_model_calls_from_the_log(host,
     # Then the run's tool call is an execute_tool span under the agent's node span, with no arguments or result
     live = traced.trace(run.runId)
     tools = [s for s in live if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
-    assert [(s.name, s.attributes["gen_ai.tool.name"], s.attributes["openwop.tool.status"],
-             s.attributes["openwop.tool.source"], s.attributes["openwop.tool.transport"]) for s in tools] == [
-        (f"execute_tool {tool_id}", tool_id, "ok", "live", "http")]
+    assert [
+        (
+            s.name,
+            s.attributes["gen_ai.tool.name"],
+            s.attributes["openwop.tool.status"],
+            s.attributes["openwop.tool.source"],
+            s.attributes["openwop.tool.transport"],
+        )
+        for s in tools
+    ] == [(f"execute_tool {tool_id}", tool_id, "ok", "live", "http")]
     assert "gen_ai.tool.call.arguments" not in tools[0].attributes and "c-1" not in tools[0].to_json()
     assert next(s for s in live if s.context.span_id == tools[0].parent.span_id).name == "openwop.node"
     models = [s for s in live if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert [(s.attributes["gen_ai.system"], s.attributes["openwop.model_call.turn"]) for s in models] == [
-        ("openwop.mock", 0), ("openwop.mock", 1)]
+        ("openwop.mock", 0),
+        ("openwop.mock", 1),
+    ]
     # and the replay's model calls are spans served from the recorded log, its tool call from the record
     replayed = traced.trace(fork.runId)
-    assert [s.attributes["openwop.model_call.source"] for s in replayed
-            if s.attributes.get("gen_ai.operation.name") == "chat"] == ["recorded", "recorded"]
-    assert [s.attributes["openwop.tool.source"] for s in replayed
-            if s.attributes.get("gen_ai.operation.name") == "execute_tool"] == ["recorded"]
+    assert [
+        s.attributes["openwop.model_call.source"]
+        for s in replayed
+        if s.attributes.get("gen_ai.operation.name") == "chat"
+    ] == ["recorded", "recorded"]
+    assert [
+        s.attributes["openwop.tool.source"]
+        for s in replayed
+        if s.attributes.get("gen_ai.operation.name") == "execute_tool"
+    ] == ["recorded"]
     assert not [s for s in replayed if "openwop.replay.diverged" in s.attributes]
 
 
@@ -229,12 +293,16 @@ def test_each_eval_trial_is_a_span_in_the_eval_runs_trace(host, traced):
     assert root.attributes["openwop.run.kind"] == "eval"
     trials = [s for s in spans if s.name == "openwop.eval.trial"]
     assert sorted((s.attributes["openwop.eval.task_index"], s.attributes["openwop.eval.trial"]) for s in trials) == [
-        (t, k) for t in range(3) for k in (1, 2)]
+        (t, k) for t in range(3) for k in (1, 2)
+    ]
     assert {s.parent.span_id for s in trials} == {root.context.span_id}
     # and its tool calls are its children: the live echo and the fixture-served one
     trial_ids = {s.context.span_id: s.attributes["openwop.eval.task_index"] for s in trials}
-    calls = sorted((trial_ids[s.parent.span_id], s.attributes["openwop.tool.source"]) for s in spans
-                   if s.attributes.get("gen_ai.operation.name") == "execute_tool")
+    calls = sorted(
+        (trial_ids[s.parent.span_id], s.attributes["openwop.tool.source"])
+        for s in spans
+        if s.attributes.get("gen_ai.operation.name") == "execute_tool"
+    )
     assert calls == [(0, "live"), (0, "live"), (1, "fixture"), (1, "fixture")]
 
 
@@ -259,8 +327,9 @@ def test_a_divergent_eval_replay_marks_the_diverging_task_span(host, traced):
     # appended the divergence, a child of the fork's run span
     spans = traced.trace(fork)
     diverged = [s for s in spans if s.attributes.get("openwop.replay.diverged") is True]
-    assert [(s.name, s.attributes["openwop.replay.diverged_seq"], s.attributes["openwop.run.mode"])
-            for s in diverged] == [("openwop.task", altered, "replay")]
+    assert [
+        (s.name, s.attributes["openwop.replay.diverged_seq"], s.attributes["openwop.run.mode"]) for s in diverged
+    ] == [("openwop.task", altered, "replay")]
     root = next(s for s in spans if s.name == "openwop.run")
     assert diverged[0].parent.span_id == root.context.span_id
     # and the faithful replay's trace, like the source's, carries no divergence

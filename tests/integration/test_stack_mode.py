@@ -16,8 +16,14 @@ import pytest
 from tests.helpers import unique
 
 REGION = "us-east-1"
-AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
-           "AWS_DEFAULT_REGION")
+AWS_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+)
 
 
 def _deploy_outputs(host, outputs: dict[str, str]) -> str:
@@ -126,13 +132,25 @@ def test_cloudformation_refusals_become_one_line_reasons():
     from shared.ports import StackLookupError
 
     # Given CloudFormation answering AccessDenied, then a stack with outputs (at the API boundary: Stubber)
-    client = get_session().create_client("cloudformation", region_name=REGION, aws_access_key_id="x",
-                                         aws_secret_access_key="x")
+    client = get_session().create_client(
+        "cloudformation", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
+    )
     stub = Stubber(client)
     stub.add_client_error("describe_stacks", "AccessDenied", "User is not authorized", 403)
-    stub.add_response("describe_stacks", {"Stacks": [{
-        "StackName": "S", "CreationTime": "2026-01-01T00:00:00Z", "StackStatus": "CREATE_COMPLETE",
-        "Outputs": [{"OutputKey": "RunsTable", "OutputValue": "t-runs"}]}]}, {"StackName": "S"})
+    stub.add_response(
+        "describe_stacks",
+        {
+            "Stacks": [
+                {
+                    "StackName": "S",
+                    "CreationTime": "2026-01-01T00:00:00Z",
+                    "StackStatus": "CREATE_COMPLETE",
+                    "Outputs": [{"OutputKey": "RunsTable", "OutputValue": "t-runs"}],
+                }
+            ]
+        },
+        {"StackName": "S"},
+    )
     port = CloudFormationStackOutputs(lambda: client, REGION)
     with stub:
         # Then a refusal names the operation and code only

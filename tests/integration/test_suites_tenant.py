@@ -27,14 +27,14 @@ def _suite_id() -> str:
     return f"tests.local.evals.s{uuid.uuid4().hex[:10]}"
 
 
-def _recorded_runs(client: Any, workflow_id: str, tool_id: str, n: int, *, metadata: dict[str, Any] | None = None
-                   ) -> list[str]:
+def _recorded_runs(
+    client: Any, workflow_id: str, tool_id: str, n: int, *, metadata: dict[str, Any] | None = None
+) -> list[str]:
     """``n`` completed runs of the scripted agent, each looking one customer up and answering with its id."""
     out = []
     for i in range(n):
         script = {"calls": [{"tool": tool_id, "args": {"customerId": f"c-{i}"}}], "answer": f"answer-{i}"}
-        run = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"script": script},
-                                                  metadata=metadata))
+        run = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"script": script}, metadata=metadata))
         out.append(run.runId)
     for run_id in out:
         assert wait_terminal(client, run_id, timeout=120).status == "completed"
@@ -86,11 +86,15 @@ def recorded(host, server):
 def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, recorded):
     suite_id = _suite_id()
     # Given a suite built from 50 recorded runs selected by a filter
-    r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"],
-                                                "limit": 50})
+    r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"], "limit": 50})
     assert r.status == 201, r.text
-    assert r.json == {"suiteId": suite_id, "version": "1.0.0", "evalSuiteRef": f"{suite_id}@1.0.0",
-                      "taskCount": 50, "addedCount": 50}
+    assert r.json == {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "evalSuiteRef": f"{suite_id}@1.0.0",
+        "taskCount": 50,
+        "addedCount": 50,
+    }
     doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
     by_source = {t["sourceRunId"]: t for t in doc["tasks"]}
     assert set(by_source) == set(recorded["runs"]) and doc["targetAgentId"] == AGENT
@@ -99,8 +103,10 @@ def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, 
     assert first["taskId"] == task_id_for(recorded["runs"][0]) and re.fullmatch(r"run-[0-9a-f]{26}", first["taskId"])
     assert recorded["runs"][0].partition("/")[2].lower() not in first["taskId"]
     assert len({t["taskId"] for t in doc["tasks"]}) == 50
-    assert first["input"] == {"calls": [{"tool": recorded["tool"], "args": {"customerId": "c-0"}}],
-                              "answer": "answer-0"}
+    assert first["input"] == {
+        "calls": [{"tool": recorded["tool"], "args": {"customerId": "c-0"}}],
+        "answer": "answer-0",
+    }
     assert first["expected"] == {"kind": "golden", "match": {"strategy": "exact", "value": "answer-0"}}
     assert suites.validate_suite(doc) == doc  # every task built from a run is one the suite schema takes
     # When it is evaluated with no fixtureRuns, then every task passes from its own source's record, no live hit
@@ -111,8 +117,12 @@ def test_a_from_runs_suite_evaluates_with_no_fixture_runs_and_no_live_hit(host, 
 
 
 def _task(task_id: str, tool: str, customer: str, answer: str, source: str) -> dict[str, Any]:
-    return {"taskId": task_id, "input": {"calls": [{"tool": tool, "args": {"customerId": customer}}], "answer": answer},
-            "expected": {"kind": "golden", "match": {"strategy": "exact", "value": answer}}, "sourceRunId": source}
+    return {
+        "taskId": task_id,
+        "input": {"calls": [{"tool": tool, "args": {"customerId": customer}}], "answer": answer},
+        "expected": {"kind": "golden", "match": {"strategy": "exact", "value": answer}},
+        "sourceRunId": source,
+    }
 
 
 def _sources(client: Any, tool_id: str, n: int, recorded_n: int = 3) -> list[str]:
@@ -130,8 +140,9 @@ def test_a_suite_of_more_than_200_source_tasks_registers_and_evaluates_with_no_f
     sources = _sources(client, recorded["tool"], 201)
     # and a suite registered with one task per run, each naming its run (the 200 cap of fixtureRuns is not theirs)
     suite_id = _suite_id()
-    tasks = [_task(f"t{k:03d}", recorded["tool"], f"c-{k % 3}", f"answer-{k % 3}", run)
-             for k, run in enumerate(sources)]
+    tasks = [
+        _task(f"t{k:03d}", recorded["tool"], f"c-{k % 3}", f"answer-{k % 3}", run) for k, run in enumerate(sources)
+    ]
     doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT, "tasks": tasks}
     r = raw(host.base_url, "POST", SUITES, doc, key=host.key_a)
     assert r.status == 201, r.text
@@ -191,9 +202,20 @@ def test_fixture_runs_overrides_a_tasks_source_run(host):
     first, second = recorded
     # and a suite whose one task names the first as its source
     suite_id = _suite_id()
-    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
-           "tasks": [{"taskId": "count", "input": script, "sourceRunId": first,
-                      "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "done"}}}]}
+    doc = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "targetAgentId": AGENT,
+        "tasks": [
+            {
+                "taskId": "count",
+                "input": script,
+                "sourceRunId": first,
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "done"}},
+            }
+        ],
+    }
     assert raw(host.base_url, "POST", SUITES, doc, key=host.key_a).status == 201
 
     def served(run_id: str) -> list[Any]:
@@ -232,8 +254,13 @@ def test_a_base_whose_task_names_a_run_under_another_taskid_does_not_get_that_ru
     runs = recorded["runs"]
     # Given a version whose one task names run 0 as its source under a taskId of its own (as versions written before
     # taskIds were derived from the run's id do)
-    doc = {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
-           "tasks": [_task("legacy-name", recorded["tool"], "c-0", "answer-0", runs[0])]}
+    doc = {
+        "suiteId": suite_id,
+        "version": "1.0.0",
+        "modes": ["golden"],
+        "targetAgentId": AGENT,
+        "tasks": [_task("legacy-name", recorded["tool"], "c-0", "answer-0", runs[0])],
+    }
     assert raw(host.base_url, "POST", SUITES, doc, key=host.key_a).status == 201
     # When runs 0 and 1 are added to it
     r = _from_runs(host, host.key_a, suite_id, {"runIds": runs[:2], "base": "latest"})
@@ -241,8 +268,10 @@ def test_a_base_whose_task_names_a_run_under_another_taskid_does_not_get_that_ru
     assert r.status == 201, r.text
     assert (r.json["taskCount"], r.json["addedCount"]) == (2, 1)
     got = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/{r.json['version']}", key=host.key_a).json
-    assert [(t["taskId"], t["sourceRunId"]) for t in got["tasks"]] == [("legacy-name", runs[0]),
-                                                                        (task_id_for(runs[1]), runs[1])]
+    assert [(t["taskId"], t["sourceRunId"]) for t in got["tasks"]] == [
+        ("legacy-name", runs[0]),
+        (task_id_for(runs[1]), runs[1]),
+    ]
 
 
 def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded):
@@ -259,15 +288,21 @@ def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded)
     got = raw(host.base_url, "GET", f"{SUITES}/{suite_id}", key=host.key_a)
     assert got.status == 200
     assert [(i["version"], i["taskCount"], i["evalSuiteRef"]) for i in got.json["items"]] == [
-        ("1.0.0", 2, f"{suite_id}@1.0.0"), ("1.1.0", 3, f"{suite_id}@1.1.0")]
+        ("1.0.0", 2, f"{suite_id}@1.0.0"),
+        ("1.1.0", 3, f"{suite_id}@1.1.0"),
+    ]
     v1 = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.1.0", key=host.key_a).json
     assert [t["sourceRunId"] for t in v1["tasks"]] == runs[:3]
     # and tenant B sees none of it: the same 404 bytes as an unknown or malformed id
     assert suite_id not in [s["suiteId"] for s in _listed(host, host.key_b)]
     unknown = raw(host.base_url, "GET", f"{SUITES}/{_suite_id()}", key=host.key_b)
     assert unknown.status == 404 and unknown.json["error"] == "not_found"
-    for path in (f"{SUITES}/{suite_id}", f"{SUITES}/{suite_id}/versions/1.0.0", f"{SUITES}/not-a-suite",
-                 f"{SUITES}/{suite_id}/versions/x"):
+    for path in (
+        f"{SUITES}/{suite_id}",
+        f"{SUITES}/{suite_id}/versions/1.0.0",
+        f"{SUITES}/not-a-suite",
+        f"{SUITES}/{suite_id}/versions/x",
+    ):
         foreign = raw(host.base_url, "GET", path, key=host.key_b)
         assert (foreign.status, foreign.text) == (404, unknown.text), path
     deleted = raw(host.base_url, "DELETE", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_b)
@@ -276,10 +311,19 @@ def test_suites_are_listed_read_and_isolated_with_identical_404s(host, recorded)
 
 
 def _plain_suite(suite_id: str, version: str, tasks: int) -> dict[str, Any]:
-    return {"suiteId": suite_id, "version": version, "modes": ["golden"],
-            "tasks": [{"taskId": f"t{i}", "input": {"calls": [], "answer": "a"},
-                       "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}}}
-                      for i in range(tasks)]}
+    return {
+        "suiteId": suite_id,
+        "version": version,
+        "modes": ["golden"],
+        "tasks": [
+            {
+                "taskId": f"t{i}",
+                "input": {"calls": [], "answer": "a"},
+                "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+            }
+            for i in range(tasks)
+        ],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -317,9 +361,15 @@ def test_the_suite_list_pages_by_a_signed_cursor_to_its_end(host, own_tenant):
     # latest version's task count and its first version's createdAt
     assert [len(p) for p in pages] == [2, 2, 1]
     index = _ports().host
-    expected = [{"suiteId": sid, "versions": [v for v, _ in versions], "taskCount": versions[-1][1],
-                 "createdAt": index.get_item(f"SUITEIDX#{tenant}", f"{sid}@1.0.0")["createdAt"]}
-                for sid, versions in sorted(made.items())]
+    expected = [
+        {
+            "suiteId": sid,
+            "versions": [v for v, _ in versions],
+            "taskCount": versions[-1][1],
+            "createdAt": index.get_item(f"SUITEIDX#{tenant}", f"{sid}@1.0.0")["createdAt"],
+        }
+        for sid, versions in sorted(made.items())
+    ]
     assert [s for p in pages for s in p] == expected
     first = expected[0]
     assert first["createdAt"] <= index.get_item(f"SUITEIDX#{tenant}", f"{first['suiteId']}@1.1.0")["createdAt"]
@@ -371,13 +421,23 @@ def test_a_suite_list_cursor_is_refused_like_a_runs_cursor(host, own_tenant):
     page = raw(host.base_url, "GET", f"{SUITES}?limit=1", key=key).json
     cursor = page["nextCursor"]
     doc = _json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    flipped = base64.urlsafe_b64encode(_json.dumps(
-        {**doc, "m": ("0" if doc["m"][0] != "0" else "1") + doc["m"][1:]}).encode()).decode().rstrip("=")
-    runs_cursor = mint_cursor(_ports(), tenant, {"pk": f"{tenant}/r-x", "sk": "RUN", "gsi1pk": tenant,
-                                                 "gsi1sk": "2026-01-01T00:00:00.000Z#x"})
+    flipped = (
+        base64.urlsafe_b64encode(
+            _json.dumps({**doc, "m": ("0" if doc["m"][0] != "0" else "1") + doc["m"][1:]}).encode()
+        )
+        .decode()
+        .rstrip("=")
+    )
+    runs_cursor = mint_cursor(
+        _ports(), tenant, {"pk": f"{tenant}/r-x", "sk": "RUN", "gsi1pk": tenant, "gsi1sk": "2026-01-01T00:00:00.000Z#x"}
+    )
     # Given another tenant's cursor, a forged one, an empty one, garbage, and the tenant's own cursor of GET /runs
-    for name, bad, who in (("foreign", cursor, host.key_b), ("forged", flipped, key), ("empty", "", key),
-                           ("garbage", "not*a*cursor", key)):
+    for name, bad, who in (
+        ("foreign", cursor, host.key_b),
+        ("forged", flipped, key),
+        ("empty", "", key),
+        ("garbage", "not*a*cursor", key),
+    ):
         # When each is presented to the suite list and to GET /runs
         suites_answer = raw(host.base_url, "GET", f"{SUITES}?cursor={bad}", key=who)
         runs_answer = raw(host.base_url, "GET", f"/runs?cursor={bad}", key=who)
@@ -424,13 +484,26 @@ def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, rec
     suite_id = _suite_id()
 
     def doc(source: str) -> dict[str, Any]:
-        return {"suiteId": suite_id, "version": "1.0.0", "modes": ["golden"], "targetAgentId": AGENT,
-                "tasks": [{"taskId": "ok", "input": {"calls": [], "answer": "a"},
-                           "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
-                           "sourceRunId": good},
-                          {"taskId": "bad", "input": {"calls": [], "answer": "a"},
-                           "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
-                           "sourceRunId": source}]}
+        return {
+            "suiteId": suite_id,
+            "version": "1.0.0",
+            "modes": ["golden"],
+            "targetAgentId": AGENT,
+            "tasks": [
+                {
+                    "taskId": "ok",
+                    "input": {"calls": [], "answer": "a"},
+                    "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+                    "sourceRunId": good,
+                },
+                {
+                    "taskId": "bad",
+                    "input": {"calls": [], "answer": "a"},
+                    "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "a"}},
+                    "sourceRunId": source,
+                },
+            ],
+        }
 
     unknown = "tenant-a/r-0000000000000000000000000000"
     reference = raw(host.base_url, "POST", SUITES, doc(unknown), key=host.key_a)
@@ -441,8 +514,11 @@ def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, rec
     assert [e["pointer"] for e in from_reference.json["details"]["errors"]] == ["/runIds/1"]
     # Then every unusable source, in a registration or a from-runs request, gets the same bytes as an unknown run
     # named at the same place, without the id
-    for reason, value in {"tenant B's run": foreign, "never invoked the agent": noop,
-                          "not a run id": "not a run id"}.items():
+    for reason, value in {
+        "tenant B's run": foreign,
+        "never invoked the agent": noop,
+        "not a run id": "not a run id",
+    }.items():
         r = raw(host.base_url, "POST", SUITES, doc(value), key=host.key_a)
         assert (r.status, r.text) == (400, reference.text), reason
         assert value not in r.text
@@ -457,21 +533,24 @@ def test_unusable_sources_are_refused_uniformly_and_nothing_is_written(host, rec
     assert (r.status, r.json["error"]) == (400, "validation_error")
 
 
-@pytest.mark.parametrize("body", [
-    {"agentId": AGENT, "runIds": ["x"], "limit": 3},  # runIds and a filter
-    {"agentId": AGENT, "seed": "s"},  # seed without sampleRate
-    {"agentId": AGENT, "sampleRate": 0},
-    {"agentId": AGENT, "sampleRate": 1.5},
-    {"agentId": AGENT, "limit": 0},
-    {"agentId": AGENT, "status": "running"},
-    {"agentId": AGENT, "startedAfter": "yesterday at noon"},
-    {"agentId": AGENT, "strategy": "fuzzy"},
-    {"agentId": AGENT, "base": "latest"},  # no version to append to
-    {"agentId": AGENT, "unknown": 1},
-    {"runIds": ["x"]},  # no agent
-    {"agentId": AGENT, "workflowId": "no-such-workflow-anywhere"},  # selects nothing
-    [],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"agentId": AGENT, "runIds": ["x"], "limit": 3},  # runIds and a filter
+        {"agentId": AGENT, "seed": "s"},  # seed without sampleRate
+        {"agentId": AGENT, "sampleRate": 0},
+        {"agentId": AGENT, "sampleRate": 1.5},
+        {"agentId": AGENT, "limit": 0},
+        {"agentId": AGENT, "status": "running"},
+        {"agentId": AGENT, "startedAfter": "yesterday at noon"},
+        {"agentId": AGENT, "strategy": "fuzzy"},
+        {"agentId": AGENT, "base": "latest"},  # no version to append to
+        {"agentId": AGENT, "unknown": 1},
+        {"runIds": ["x"]},  # no agent
+        {"agentId": AGENT, "workflowId": "no-such-workflow-anywhere"},  # selects nothing
+        [],
+    ],
+)
 def test_bad_from_runs_requests_are_400_and_write_nothing(host, body):
     suite_id = _suite_id()
     r = _from_runs(host, host.key_a, suite_id, body)
@@ -486,9 +565,19 @@ def test_a_sample_is_deterministic_for_its_seed(host, recorded):
     picks = []
     for seed in ("s1", "s1", "s2"):
         suite_id = _suite_id()
-        r = _from_runs(host, host.key_a, suite_id, {"agentId": AGENT, "workflowId": recorded["workflowId"],
-                                                    "sampleRate": 0.5, "seed": seed, "limit": 50,
-                                                    "metadata": {"batch": "b1"}})
+        r = _from_runs(
+            host,
+            host.key_a,
+            suite_id,
+            {
+                "agentId": AGENT,
+                "workflowId": recorded["workflowId"],
+                "sampleRate": 0.5,
+                "seed": seed,
+                "limit": 50,
+                "metadata": {"batch": "b1"},
+            },
+        )
         assert r.status == 201, r.text
         doc = raw(host.base_url, "GET", f"{SUITES}/{suite_id}/versions/1.0.0", key=host.key_a).json
         picks.append(sorted(t["sourceRunId"] for t in doc["tasks"]))
@@ -497,8 +586,12 @@ def test_a_sample_is_deterministic_for_its_seed(host, recorded):
     assert picks[0] != picks[2]
     assert 5 < len(picks[0]) < 45
     # and a metadata value no run carries selects nothing
-    r = _from_runs(host, host.key_a, _suite_id(), {"agentId": AGENT, "workflowId": recorded["workflowId"],
-                                                   "metadata": {"batch": "other"}})
+    r = _from_runs(
+        host,
+        host.key_a,
+        _suite_id(),
+        {"agentId": AGENT, "workflowId": recorded["workflowId"], "metadata": {"batch": "other"}},
+    )
     assert r.status == 400
 
 
@@ -539,8 +632,7 @@ def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, s
     assert report["verdict"] == "unverifiable"
 
 
-def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, recorded, capsys, monkeypatch,
-                                                                        tmp_path):
+def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, recorded, capsys, monkeypatch, tmp_path):
     import json
 
     from shared.local.cli import main
@@ -549,8 +641,24 @@ def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, re
     monkeypatch.delenv("OPENWOP_API_KEY", raising=False)
     suite_id = _suite_id()
     # When tenant A builds a suite from two named runs with the eval CLI
-    code = main(["eval", "suite", "from-runs", suite_id, "--agent", AGENT, "--run-id", recorded["runs"][6],
-                 "--run-id", recorded["runs"][7], "--endpoint", host.base_url, "--api-key", host.key_a])
+    code = main(
+        [
+            "eval",
+            "suite",
+            "from-runs",
+            suite_id,
+            "--agent",
+            AGENT,
+            "--run-id",
+            recorded["runs"][6],
+            "--run-id",
+            recorded["runs"][7],
+            "--endpoint",
+            host.base_url,
+            "--api-key",
+            host.key_a,
+        ]
+    )
     assert code == 0
     assert capsys.readouterr().out.strip() == f"{suite_id}@1.0.0 2 tasks (2 added)"
     # Then `suites list|get` with --base-url/--api-key (or the env) read it as tenant A, and not as tenant B
@@ -577,8 +685,25 @@ def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, re
     assert main(["suites", "list"]) == 0
     assert suite_id not in capsys.readouterr().out
     # a bad duration is a usage error (exit 3), before any request
-    assert main(["eval", "suite", "from-runs", suite_id, "--agent", AGENT, "--since", "yesterday",
-                 "--endpoint", host.base_url, "--api-key", host.key_a]) == 3
+    assert (
+        main(
+            [
+                "eval",
+                "suite",
+                "from-runs",
+                suite_id,
+                "--agent",
+                AGENT,
+                "--since",
+                "yesterday",
+                "--endpoint",
+                host.base_url,
+                "--api-key",
+                host.key_a,
+            ]
+        )
+        == 3
+    )
     assert "--since" in capsys.readouterr().err
 
 
@@ -588,8 +713,15 @@ def test_since_and_sample_flags_make_the_filter_body():
     # Given the CLI flags of a filtered build
     body = from_runs_body("agent-x@2", "24h", 0.1, None, 20, [], True, None, now_s=86_400 * 2)
     # Then they become the request's filter fields, the version a filter on agentVersion
-    assert body == {"agentId": "agent-x", "agentVersion": "2", "startedAfter": "1970-01-02T00:00:00Z",
-                    "sampleRate": 0.1, "seed": "openwop", "limit": 20, "base": "latest"}
+    assert body == {
+        "agentId": "agent-x",
+        "agentVersion": "2",
+        "startedAfter": "1970-01-02T00:00:00Z",
+        "sampleRate": 0.1,
+        "seed": "openwop",
+        "limit": 20,
+        "base": "latest",
+    }
     assert since_iso("30m", 3600) == "1970-01-01T00:30:00Z"
 
 
@@ -614,8 +746,9 @@ def test_from_runs_costs_a_bounded_number_of_requests_per_run(host, recorded):
     try:
         # When a suite is built from 50 named runs
         began = time.monotonic()
-        status, body = suite_runs.from_runs(_ports(), Caller("tenant-a", "measure"), _suite_id(),
-                                            {"agentId": AGENT, "runIds": recorded["runs"]})
+        status, body = suite_runs.from_runs(
+            _ports(), Caller("tenant-a", "measure"), _suite_id(), {"agentId": AGENT, "runIds": recorded["runs"]}
+        )
         took = time.monotonic() - began
     finally:
         client.meta.events.unregister("before-call.dynamodb.*", before_call)

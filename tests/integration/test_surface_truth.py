@@ -13,16 +13,19 @@ METHOD_ERROR = "openwop-serverless.method_not_allowed"
 ORIGIN = "https://app.example"
 
 
-@pytest.mark.parametrize(("method", "path", "allow"), [
-    ("PUT", "/runs", "GET, POST"),
-    ("PATCH", "/runs/tenant-a~2F0000000000000000", "DELETE, GET"),
-    ("POST", "/runs/tenant-a~2F0000000000000000", "DELETE, GET"),  # POST rides the route for its :verbs only
-    ("DELETE", "/runs/tenant-a~2F0000000000000000:diff", "GET"),
-    ("GET", "/runs/tenant-a~2F0000000000000000:fork", "POST"),
-    ("GET", "/runs:bulk-cancel", "POST"),
-    ("DELETE", "/tools/acme.crm:lookup", "GET"),
-    ("POST", "/.well-known/openwop", "GET"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/runs", "GET, POST"),
+        ("PATCH", "/runs/tenant-a~2F0000000000000000", "DELETE, GET"),
+        ("POST", "/runs/tenant-a~2F0000000000000000", "DELETE, GET"),  # POST rides the route for its :verbs only
+        ("DELETE", "/runs/tenant-a~2F0000000000000000:diff", "GET"),
+        ("GET", "/runs/tenant-a~2F0000000000000000:fork", "POST"),
+        ("GET", "/runs:bulk-cancel", "POST"),
+        ("DELETE", "/tools/acme.crm:lookup", "GET"),
+        ("POST", "/.well-known/openwop", "GET"),
+    ],
+)
 def test_a_method_the_path_does_not_serve_is_405_with_allow(host, method, path, allow):
     # Given a path the document declares, with a method it does not declare there
     got = raw(host.base_url, method, path, key=host.key_a)
@@ -35,8 +38,11 @@ def test_a_method_the_path_does_not_serve_is_405_with_allow(host, method, path, 
 
 def test_an_undeclared_path_stays_404_whatever_the_method(host):
     # Given paths no operation has (an unadvertised gated operation among them)
-    for method, path in (("PUT", "/prompts"), ("GET", "/runs/tenant-a~2F0000000000000000/ancestry"),
-                         ("DELETE", "/nowhere")):
+    for method, path in (
+        ("PUT", "/prompts"),
+        ("GET", "/runs/tenant-a~2F0000000000000000/ancestry"),
+        ("DELETE", "/nowhere"),
+    ):
         got = raw(host.base_url, method, path, key=host.key_a)
         # Then they are the 404 envelope (errors.md: an unadvertised operation is not_found), never a 405
         assert (got.status, got.json["error"]) == (404, "not_found"), (method, path, got.text)
@@ -51,16 +57,30 @@ def test_a_plain_options_lists_the_methods(host):
 
 def test_a_preflight_admits_every_declared_request_header_and_method(host):
     # Given a browser's preflight for an authenticated JSON POST with an idempotency key
-    got = raw(host.base_url, "OPTIONS", "/runs/tenant-a~2F0000000000000000:fork", headers={
-        "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization,content-type,idempotency-key,openwop-version"})
+    got = raw(
+        host.base_url,
+        "OPTIONS",
+        "/runs/tenant-a~2F0000000000000000:fork",
+        headers={
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type,idempotency-key,openwop-version",
+        },
+    )
     # Then API Gateway's answer (the local front does the same): granted, every method, every header by name
     assert got.status == 204
     assert got.headers["access-control-allow-origin"] == "*"
     assert set(got.headers["access-control-allow-methods"].split(",")) == {"GET", "POST", "PUT", "DELETE"}
     admitted = got.headers["access-control-allow-headers"].split(",")
-    assert {"authorization", "content-type", "idempotency-key", "openwop-version", "openwop-client-version",
-            "if-none-match", "last-event-id"} <= set(admitted)
+    assert {
+        "authorization",
+        "content-type",
+        "idempotency-key",
+        "openwop-version",
+        "openwop-client-version",
+        "if-none-match",
+        "last-event-id",
+    } <= set(admitted)
     assert int(got.headers["access-control-max-age"]) == manifest.CORS.max_age_s
     assert "access-control-allow-credentials" not in got.headers  # bearer keys only: never credentials mode
 
@@ -93,12 +113,24 @@ def test_an_allowlist_grants_only_its_origins(host):
         front.stop()
 
 
-@pytest.mark.parametrize("text", ['{"runIds": ["a"], "runIds": ["b"]}', '{"runIds": ["a"], "reason": {"x": 1, "x": 2}}',
-                                  '{"runIds": ["a"], "run\\u0049ds": ["b"]}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"runIds": ["a"], "runIds": ["b"]}',
+        '{"runIds": ["a"], "reason": {"x": 1, "x": 2}}',
+        '{"runIds": ["a"], "run\\u0049ds": ["b"]}',
+    ],
+)
 def test_a_repeated_member_name_is_refused_naming_it(host, text):
     # Given a body whose meaning would depend on the parser's duplicate rule (RFC 7493 §2.3)
-    got = raw(host.base_url, "POST", "/runs:bulk-cancel", key=host.key_a, data=text.encode(),
-              headers={"Content-Type": "application/json"})
+    got = raw(
+        host.base_url,
+        "POST",
+        "/runs:bulk-cancel",
+        key=host.key_a,
+        data=text.encode(),
+        headers={"Content-Type": "application/json"},
+    )
     # Then it is a 400 validation_error naming the member (after unescaping, so an escaped spelling is the same)
     assert got.status == 400
     assert got.json["error"] == "validation_error"
@@ -107,13 +139,19 @@ def test_a_repeated_member_name_is_refused_naming_it(host, text):
 
 def test_the_bulk_cancel_cap_is_decided_before_the_ids(host):
     # Given 101 entries that are not even run ids (numbers, another tenant's shape, nulls)
-    ids: list[object] = [*range(50), *(f"openwop-conformance-bulk-cap/opaque{i:03d}0123456789abcdef" for i in range(50)),
-                         None]
+    ids: list[object] = [
+        *range(50),
+        *(f"openwop-conformance-bulk-cap/opaque{i:03d}0123456789abcdef" for i in range(50)),
+        None,
+    ]
     got = raw(host.base_url, "POST", "/runs:bulk-cancel", {"runIds": ids}, key=host.key_a)
     # Then the refusal is the cap's, with details.maxRunIds, not one about the ids
     assert got.status == 400
-    assert got.json == {"error": "validation_error", "message": "At most 100 runIds per request.",
-                        "details": {"maxRunIds": 100}}
+    assert got.json == {
+        "error": "validation_error",
+        "message": "At most 100 runIds per request.",
+        "details": {"maxRunIds": 100},
+    }
     # and an empty list is refused too (runIds[1..100])
     assert raw(host.base_url, "POST", "/runs:bulk-cancel", {"runIds": []}, key=host.key_a).status == 400
 
@@ -144,23 +182,35 @@ def test_every_route_serves_exactly_the_operations_the_document_declares():
     # seams and RFC 0158's durability hook alone are left out (api/seams-v2.yaml; the hook advertises nothing): a
     # certification-stage surface, off by default
     assert declared == served - seams
-    assert seams == {("POST", "/conformance/seams/sample/event-log/seed"),
-                     ("POST", "/conformance/seams/sample/effect-seams/fire"),
-                     ("POST", "/conformance/seams/sample/mcp/invoke"),
-                     ("GET", "/host/durability/kill"), ("POST", "/host/durability/kill")}
-
+    assert seams == {
+        ("POST", "/conformance/seams/sample/event-log/seed"),
+        ("POST", "/conformance/seams/sample/effect-seams/fire"),
+        ("POST", "/conformance/seams/sample/mcp/invoke"),
+        ("GET", "/host/durability/kill"),
+        ("POST", "/host/durability/kill"),
+    }
 
 
 def test_an_integer_written_with_a_fraction_is_the_integer(host):
     # Given a create whose integer members are written with a fraction and an exponent
     text = '{"workflowId": "conformance-noop", "configurable": {"version": 1.0, "run": {"recursionLimit": 1e2}}}'
-    got = raw(host.base_url, "POST", "/runs", key=host.key_a, data=text.encode(),
-              headers={"Content-Type": "application/json"})
+    got = raw(
+        host.base_url, "POST", "/runs", key=host.key_a, data=text.encode(), headers={"Content-Type": "application/json"}
+    )
     # Then they are those integers (JSON Schema's integer admits 1.0; RFC 8785 writes it 1), and a fraction is not
     assert got.status == 201, got.text
     half = text.replace("1e2", "1.5")
-    assert raw(host.base_url, "POST", "/runs", key=host.key_a, data=half.encode(),
-               headers={"Content-Type": "application/json"}).status == 400
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            "/runs",
+            key=host.key_a,
+            data=half.encode(),
+            headers={"Content-Type": "application/json"},
+        ).status
+        == 400
+    )
 
 
 def test_a_client_below_min_client_version_is_refused_426_naming_the_floor(host):
@@ -170,17 +220,28 @@ def test_a_client_below_min_client_version_is_refused_426_naming_the_floor(host)
 
     def asked(client_version: str | None, method: str = "GET", path: str = "/.well-known/openwop"):
         headers = {} if client_version is None else {"OpenWOP-Client-Version": client_version}
-        return raw(host.base_url, method, path, {"workflowId": "conformance-noop"} if method == "POST" else None,
-                   key=host.key_a, headers=headers)
+        return raw(
+            host.base_url,
+            method,
+            path,
+            {"workflowId": "conformance-noop"} if method == "POST" else None,
+            key=host.key_a,
+            headers=headers,
+        )
 
     # When clients announce versions below it, at it, above it, malformed ones, or none
     # Then a well-formed version below the floor is refused 426 with the floor, on any route, before anything else
     for below in ("0.0.1", "1.9", "1.99.7"):
         for method, path in (("GET", "/.well-known/openwop"), ("POST", "/runs"), ("GET", "/runs")):
             answer = asked(below, method, path)
-            assert (answer.status, answer.json) == (426, {
-                "error": "client_version_unsupported", "message": answer.json["message"],
-                "details": {"minClientVersion": "2.0"}}), (below, method, path)
+            assert (answer.status, answer.json) == (
+                426,
+                {
+                    "error": "client_version_unsupported",
+                    "message": answer.json["message"],
+                    "details": {"minClientVersion": "2.0"},
+                },
+            ), (below, method, path)
     # and the major and minor decide, never the patch; a value outside the grammar is as if absent
     for served in ("2.0", "2.0.0", "2.0.99", "2.46.32", "10.1", "not-a-version", "1", "01.0", "1.0-rc.1", "", None):
         assert asked(served).status == 200, served

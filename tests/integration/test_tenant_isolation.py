@@ -50,8 +50,13 @@ def test_a_flooding_tenant_is_refused_past_its_limit_and_the_other_tenants_runs_
 
 def _concrete(path: str, tenant: str) -> str:
     """An operation path with every ``{name}`` segment filled with a well-formed value of ``tenant``."""
-    values = {"runId": quote(f"{tenant}/{unique('r')}", safe=""), "toolId": quote("acme.crm:lookup", safe=""),
-              "collection": "runs:bulk-cancel", "version": "1.0.0", "channel": "stable"}
+    values = {
+        "runId": quote(f"{tenant}/{unique('r')}", safe=""),
+        "toolId": quote("acme.crm:lookup", safe=""),
+        "collection": "runs:bulk-cancel",
+        "version": "1.0.0",
+        "channel": "stable",
+    }
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), unique(m.group(1).lower())), path)
 
 
@@ -61,21 +66,25 @@ def test_every_authenticated_write_operation_takes_a_token_before_anything_else(
     # Given a fresh tenant whose bucket holds one token and refills one in 1,000 s
     tenant, key = unique("tenant-bucket"), unique("key-bucket")
     assert seed({key: tenant})
-    operations = sorted({(r.method, op) for r in ROUTES if r.auth and r.method in WRITE_METHODS
-                         for op in r.operations})
+    operations = sorted({(r.method, op) for r in ROUTES if r.auth and r.method in WRITE_METHODS for op in r.operations})
     assert len(operations) > 30
     with write_limits(0.001, 1):  # type: ignore[arg-type]
         seams_on = get_settings().conformance_seams
         # When its one token is spent, then every authenticated write operation of the route table is asked
         assert raw(host.base_url, "DELETE", f"/webhooks/{unique('wh')}", key=key).status == 400  # malformed id
-        answers = {(method, op): raw(host.base_url, method, _concrete(op, tenant), {}, key=key)
-                   for method, op in operations}
+        answers = {
+            (method, op): raw(host.base_url, method, _concrete(op, tenant), {}, key=key) for method, op in operations
+        }
     # Then each is refused 429 rate_limited with a Retry-After, before its body, path or ids were looked at
     # (a seam path off the certification profile is not served at all)
     for (method, op), answer in answers.items():
         if op.startswith(SEAMS_PATH) and not seams_on:
             assert answer.status == 404, (method, op)
             continue
-        assert (answer.status, answer.json) == (429, {"error": "rate_limited", "message": answer.json["message"]}), \
-            (method, op, answer.status, answer.text)
+        assert (answer.status, answer.json) == (429, {"error": "rate_limited", "message": answer.json["message"]}), (
+            method,
+            op,
+            answer.status,
+            answer.text,
+        )
         assert int(answer.headers["retry-after"]) > 1

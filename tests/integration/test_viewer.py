@@ -20,8 +20,16 @@ from tests.wire import all_events, raw, types_of, wait_terminal
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGE = "/host/openwop-serverless/ui/"
 
 
@@ -35,9 +43,16 @@ def test_the_page_is_served_with_a_strict_content_security_policy(host):
     csp = dict(part.strip().split(" ", 1) for part in r.headers["content-security-policy"].split(";"))
     script = re.search(r"<script>(.*)</script>", r.text, re.S).group(1)
     style = re.search(r"<style>(.*)</style>", r.text, re.S).group(1)
-    assert csp == {"default-src": "'none'", "script-src": _sha(script), "style-src": _sha(style),
-                   "connect-src": "'self'", "img-src": "'self' data:", "base-uri": "'none'",
-                   "form-action": "'none'", "frame-ancestors": "'none'"}
+    assert csp == {
+        "default-src": "'none'",
+        "script-src": _sha(script),
+        "style-src": _sha(style),
+        "connect-src": "'self'",
+        "img-src": "'self' data:",
+        "base-uri": "'none'",
+        "form-action": "'none'",
+        "frame-ancestors": "'none'",
+    }
     assert "unsafe" not in r.headers["content-security-policy"]
     assert r.headers["x-content-type-options"] == "nosniff"
     assert "sessionStorage" in script and "localStorage" not in script and "innerHTML" not in script
@@ -64,8 +79,13 @@ def seeded(host):
     noop = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     wait_terminal(client, noop)
     source, fork = _diverged_fork(client)
-    return {"run": noop, "source": source, "fork": fork, "drift": seed_drift(client)["drift"],
-            **seed_regression(host, client, host.key_a)}
+    return {
+        "run": noop,
+        "source": source,
+        "fork": fork,
+        "drift": seed_drift(client)["drift"],
+        **seed_regression(host, client, host.key_a),
+    }
 
 
 def _open(browser, host, *, check_start: bool = False, url: str | None = None):
@@ -97,15 +117,19 @@ def _model_agent_run(host) -> tuple[str, str]:
 
     agent_id = f"v{uuid.uuid4().hex[:8]}.answerer"
     for version in ("1.0.0", "1.1.0"):
-        body = {"version": version, "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [
-            {"text": "42"}]}}, "manifest": {"agentId": agent_id, "persona": "Answerer", "modelClass": "general",
-                                            "systemPrompt": "answer"}}
+        body = {
+            "version": version,
+            "model": {"provider": "mock", "model": "m", "mockProvider": {"script": [{"text": "42"}]}},
+            "manifest": {"agentId": agent_id, "persona": "Answerer", "modelClass": "general", "systemPrompt": "answer"},
+        }
         assert raw(host.base_url, "POST", "/host/openwop-serverless/agents", body, key=host.key_a).status == 201
     n = node("agent", "core.agent", inputs={"input": static("six times seven?")})
     n["agent"] = {"agentId": agent_id}
     wid = f"wf-{uuid.uuid4().hex[:10]}"
-    assert raw(host.base_url, "POST", "/host/openwop-serverless/workflows", definition(wid, [n]),
-               key=host.key_a).status == 201
+    assert (
+        raw(host.base_url, "POST", "/host/openwop-serverless/workflows", definition(wid, [n]), key=host.key_a).status
+        == 201
+    )
     client = host.client(host.key_a)
     run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
     assert wait_terminal(client, run_id).status == "completed"
@@ -138,9 +162,13 @@ def test_the_viewer_in_headless_chromium_shows_runs_a_regressed_task_and_a_fork_
             page.wait_for_selector("#eval-tasks tr.task-row.regressed")
             rows = page.eval_on_selector_all(
                 "#eval-tasks tr.task-row",
-                "rows => rows.map(r => [r.dataset.taskId, r.cells[8].textContent, getComputedStyle(r.cells[8]).color])")
-            assert rows == [["steady", "unchanged", "rgb(0, 0, 0)"], ["served", "unchanged", "rgb(0, 0, 0)"],
-                            ["answer", "regressed", "rgb(200, 30, 30)"]]
+                "rows => rows.map(r => [r.dataset.taskId, r.cells[8].textContent, getComputedStyle(r.cells[8]).color])",
+            )
+            assert rows == [
+                ["steady", "unchanged", "rgb(0, 0, 0)"],
+                ["served", "unchanged", "rgb(0, 0, 0)"],
+                ["answer", "regressed", "rgb(200, 30, 30)"],
+            ]
             assert "paired verdict regressed" in page.text_content("#eval-aggregate")
             provs = page.eval_on_selector_all("#tool-calls td.provenance", "cells => cells.map(c => c.textContent)")
             assert provs == ["live", "live", "served", "served"]
@@ -194,19 +222,27 @@ def test_the_viewer_shows_baseline_and_candidate_trajectories_side_by_side_with_
             # Then both sides list the task's steps, the first divergence (step 0, the call) marked on each
             sides = page.eval_on_selector_all(
                 f"{pair} ol.trajectory",
-                "ols => ols.map(ol => Array.from(ol.children).map(li => [li.dataset.step, li.className, li.textContent]))")
+                "ols => ols.map(ol => Array.from(ol.children).map(li => [li.dataset.step, li.className, li.textContent]))",
+            )
             assert sides == [
-                [["0", "diverged", 'tool-call conformance.eval:echo {"text":"find","opts":{"limit":1}}'],
-                 ["1", "", 'tool-answer conformance.eval:echo {"text":"find","opts":{"limit":1}}'],
-                 ["2", "", 'final-output "found"']],
-                [["0", "diverged", 'tool-call conformance.eval:echo {"text":"find","opts":{"limit":2}}'],
-                 ["1", "", 'tool-answer conformance.eval:echo {"text":"find","opts":{"limit":2}}'],
-                 ["2", "", 'final-output "found"']]]
+                [
+                    ["0", "diverged", 'tool-call conformance.eval:echo {"text":"find","opts":{"limit":1}}'],
+                    ["1", "", 'tool-answer conformance.eval:echo {"text":"find","opts":{"limit":1}}'],
+                    ["2", "", 'final-output "found"'],
+                ],
+                [
+                    ["0", "diverged", 'tool-call conformance.eval:echo {"text":"find","opts":{"limit":2}}'],
+                    ["1", "", 'tool-answer conformance.eval:echo {"text":"find","opts":{"limit":2}}'],
+                    ["2", "", 'final-output "found"'],
+                ],
+            ]
             assert page.eval_on_selector(pair, "d => d.open") is True
             assert page.text_content(f"{pair} summary").startswith(
-                "lookup (trial 1): first divergence at step 0, tool-arguments")
+                "lookup (trial 1): first divergence at step 0, tool-arguments"
+            )
             assert page.eval_on_selector_all(f"{pair} .pointer", "els => els.map(e => e.textContent)") == [
-                "/opts/limit"]
+                "/opts/limit"
+            ]
             bg = page.eval_on_selector(f"{pair} li.diverged", "li => getComputedStyle(li).backgroundColor")
             assert bg == "rgb(255, 236, 179)"
             # and the unchanged task is listed closed, with no mark
@@ -246,9 +282,13 @@ def test_the_served_viewer_url_signs_in_and_the_run_list_shows_and_filters_evals
             assert requests and not [u for u in requests if host.key_a in u], requests
             # and the candidate's row shows its suite, agent@version, score and verdict
             cells = page.eval_on_selector(row, "r => Array.from(r.cells).slice(3, 8).map(c => c.textContent)")
-            assert cells == [f"{cand['suiteId']}@{cand['suiteVersion']}",
-                             f"{cand['agentId']}@{cand['agentVersion']}" if cand.get("agentVersion") else
-                             cand["agentId"], "-", f"{cand['aggregateScore']:.2f}", cand["verdict"]]
+            assert cells == [
+                f"{cand['suiteId']}@{cand['suiteVersion']}",
+                f"{cand['agentId']}@{cand['agentVersion']}" if cand.get("agentVersion") else cand["agentId"],
+                "-",
+                f"{cand['aggregateScore']:.2f}",
+                cand["verdict"],
+            ]
             page.screenshot(path=str(SHOTS / "runs-evals.png"), full_page=True)
             # When the list is filtered by the suite and the candidate's verdict
             page.fill("#filter-suite", cand["suiteId"])

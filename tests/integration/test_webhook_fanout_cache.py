@@ -41,8 +41,15 @@ class _Queries:
 
 
 def _event(run_id: str, seq: int) -> dict[str, Any]:
-    return {"eventId": f"ev-{seq}", "runId": run_id, "type": "node.started", "sequence": seq,
-            "timestamp": "2026-12-04T00:00:00.000Z", "schemaVersion": 1, "payload": {}}
+    return {
+        "eventId": f"ev-{seq}",
+        "runId": run_id,
+        "type": "node.started",
+        "sequence": seq,
+        "timestamp": "2026-12-04T00:00:00.000Z",
+        "schemaVersion": 1,
+        "payload": {},
+    }
 
 
 def test_a_tenant_without_subscriptions_is_queried_once_per_cache_life_not_per_batch(host):
@@ -90,8 +97,11 @@ def test_a_first_registration_outlasts_a_cached_answer_and_every_later_event_is_
     # Then the registration answered only after the cache's life, and every event of the run is delivered in order
     assert waited >= stream_interest.NO_SUBSCRIBER_CACHE_S
     stored = [e.sequence for e in all_events(client, run.runId)]
-    hits = eventually(lambda: (d := receiver.deliveries(reg.json["webhookId"], run.runId)) and len(d) >= len(stored)
-                      and d, timeout=20.0, interval=0.1)
+    hits = eventually(
+        lambda: (d := receiver.deliveries(reg.json["webhookId"], run.runId)) and len(d) >= len(stored) and d,
+        timeout=20.0,
+        interval=0.1,
+    )
     assert [h.json()["event"]["sequence"] for h in hits] == stored
 
 
@@ -104,9 +114,21 @@ def test_a_registration_beside_a_settled_subscription_does_not_wait(host, receiv
     # Given tenant-a holds a subscription written two minutes ago (every fan-out has seen it since)
     old_id = f"{tenant}/{unique('old')}"
     created = ports.clock.iso(ports.clock.now_ms() - 120_000)
-    ports.host.put_item(webhooks.SUB_PK + tenant, old_id, {
-        "webhookId": old_id, "tenant": tenant, "url": receiver.url + "/old", "events": ["run.completed"], "tags": [],
-        "signatureAlgorithms": ["v1"], "secret": "whsec_" + "A" * 43, "createdAt": created, "createdBy": "test"})
+    ports.host.put_item(
+        webhooks.SUB_PK + tenant,
+        old_id,
+        {
+            "webhookId": old_id,
+            "tenant": tenant,
+            "url": receiver.url + "/old",
+            "events": ["run.completed"],
+            "tags": [],
+            "signatureAlgorithms": ["v1"],
+            "secret": "whsec_" + "A" * 43,
+            "createdAt": created,
+            "createdBy": "test",
+        },
+    )
     # When it registers another one
     started = time.monotonic()
     reg = raw(host.base_url, "POST", "/webhooks", {"url": receiver.url + "/new", "events": ALL}, key=host.key_a)

@@ -22,8 +22,11 @@ receiver = test_webhooks.receiver  # the loopback receiver fixture (its subscrip
 
 
 def _raw_item(host: Any, table: str, pk: str, sk: str) -> dict[str, Any] | None:
-    item: dict[str, Any] | None = host.aws.client("dynamodb").get_item(
-        TableName=table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True).get("Item")
+    item: dict[str, Any] | None = (
+        host.aws.client("dynamodb")
+        .get_item(TableName=table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True)
+        .get("Item")
+    )
     return item
 
 
@@ -39,8 +42,13 @@ def test_a_registered_secret_is_stored_sealed_in_the_signing_table_and_nowhere_e
 
     settings = get_settings()
     # Given a subscription registered with a generated secret
-    reg = raw(host.base_url, "POST", "/webhooks", {"url": receiver.url + "/sealed", "events": ["run.completed"]},
-              key=host.key_a)
+    reg = raw(
+        host.base_url,
+        "POST",
+        "/webhooks",
+        {"url": receiver.url + "/sealed", "events": ["run.completed"]},
+        key=host.key_a,
+    )
     assert reg.status == 201, reg.text
     webhook_id, secret = reg.json["webhookId"], reg.json["secret"]
     # Then the subscription item in the host table holds no secret, in any attribute
@@ -75,9 +83,17 @@ def test_a_subscription_with_a_cleartext_secret_keeps_signing_and_is_sealed_at_i
     # Given a subscription stored as before the signing table: its secret in cleartext in the subscription item
     webhook_id = f"{host.tenant_a}/{ports.ids.ulid()}"
     secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
-    legacy = {"webhookId": webhook_id, "tenant": host.tenant_a, "url": receiver.url + "/legacy",
-              "events": ["run.completed"], "tags": [], "signatureAlgorithms": ["v1"], "secret": secret,
-              "createdAt": ports.clock.iso(), "createdBy": "test"}
+    legacy = {
+        "webhookId": webhook_id,
+        "tenant": host.tenant_a,
+        "url": receiver.url + "/legacy",
+        "events": ["run.completed"],
+        "tags": [],
+        "signatureAlgorithms": ["v1"],
+        "secret": secret,
+        "createdAt": ports.clock.iso(),
+        "createdBy": "test",
+    }
     assert ports.host.put_item(f"WEBHOOK#{host.tenant_a}", webhook_id, legacy, if_absent=True)
     assert _raw_item(host, settings.signing_table, f"WEBHOOK#{host.tenant_a}", webhook_id) is None
     # When a run completes

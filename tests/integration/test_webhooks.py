@@ -55,10 +55,25 @@ def _register(host: Any, key: str, url: str, events: list[str], **extra: Any) ->
 # the event types and formats are the log's own business (and the body's event is compared with the stored one).
 _RUN_EVENT_SHAPE = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://openwop.dev/spec/v2/run-event.schema.json", "type": "object", "additionalProperties": False,
+    "$id": "https://openwop.dev/spec/v2/run-event.schema.json",
+    "type": "object",
+    "additionalProperties": False,
     "required": ["eventId", "payload", "runId", "schemaVersion", "sequence", "timestamp", "type"],
-    "properties": {k: {} for k in ("eventId", "runId", "nodeId", "type", "payload", "timestamp", "sequence",
-                                   "schemaVersion", "engineVersion", "causationId")},
+    "properties": {
+        k: {}
+        for k in (
+            "eventId",
+            "runId",
+            "nodeId",
+            "type",
+            "payload",
+            "timestamp",
+            "sequence",
+            "schemaVersion",
+            "engineVersion",
+            "causationId",
+        )
+    },
 }
 
 
@@ -69,10 +84,10 @@ def _delivery_errors(body: Any) -> list[str]:
     from referencing import Registry, Resource
 
     folder = Path(__file__).resolve().parents[2] / "shared" / "protocol" / "schemas" / "openwop-v2"
-    docs = {n: json.loads((folder / n).read_text("utf-8")) for n in ("webhook-delivery.schema.json",
-                                                                      "ids.schema.json")}
+    docs = {n: json.loads((folder / n).read_text("utf-8")) for n in ("webhook-delivery.schema.json", "ids.schema.json")}
     registry = Registry().with_resources(
-        [(d["$id"], Resource.from_contents(d)) for d in (*docs.values(), _RUN_EVENT_SHAPE)])
+        [(d["$id"], Resource.from_contents(d)) for d in (*docs.values(), _RUN_EVENT_SHAPE)]
+    )
     validator = Draft202012Validator(docs["webhook-delivery.schema.json"], registry=registry)
     return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
 
@@ -84,8 +99,9 @@ def _noop_run(client: Any) -> str:
 
 
 def _wait(rx: WebhookReceiver, webhook_id: str, run_id: str, n: int, timeout: float = 20.0) -> list[Hit]:
-    return eventually(lambda: (d := rx.deliveries(webhook_id, run_id)) and len(d) >= n and d, timeout=timeout,
-                      interval=0.1)
+    return eventually(
+        lambda: (d := rx.deliveries(webhook_id, run_id)) and len(d) >= n and d, timeout=timeout, interval=0.1
+    )
 
 
 def test_registration_returns_the_generated_secret_once_and_deliveries_verify_under_it(host, receiver):
@@ -120,8 +136,14 @@ def test_registration_returns_the_generated_secret_once_and_deliveries_verify_un
 def test_standard_webhooks_delivery_is_verified_by_the_library_and_the_id_is_stable(host, receiver):
     client = host.client(host.key_a)
     secret = _whsec()
-    reg = _register(host, host.key_a, receiver.url + "/sw", ["run.started", "run.completed"],
-                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=secret)
+    reg = _register(
+        host,
+        host.key_a,
+        receiver.url + "/sw",
+        ["run.started", "run.completed"],
+        signatureAlgorithms=["v1", "standard-webhooks-1"],
+        secret=secret,
+    )
     assert reg.status == 201, reg.text
     doc = reg.json
     assert doc["signatureAlgorithms"] == ["v1", "standard-webhooks-1"] and secret not in reg.text
@@ -141,12 +163,24 @@ def test_standard_webhooks_delivery_is_verified_by_the_library_and_the_id_is_sta
 
 def test_opted_in_registration_is_refused_without_the_echoed_challenge_and_persists_nothing(host, receiver):
     secret = _whsec()
-    refused = _register(host, host.key_a, receiver.url + "/no-echo", ["run.completed"],
-                        signatureAlgorithms=["v1", "standard-webhooks-1"], secret=secret)
+    refused = _register(
+        host,
+        host.key_a,
+        receiver.url + "/no-echo",
+        ["run.completed"],
+        signatureAlgorithms=["v1", "standard-webhooks-1"],
+        secret=secret,
+    )
     assert refused.status == 400 and refused.json["error"] == "webhook_endpoint_unverified"
     assert len([h for h in receiver.hits if h.verification]) == 1  # one request, never retried
-    ok = _register(host, host.key_a, receiver.url + "/echo", ["run.completed"],
-                   signatureAlgorithms=["v1", "standard-webhooks-1"], secret=secret)
+    ok = _register(
+        host,
+        host.key_a,
+        receiver.url + "/echo",
+        ["run.completed"],
+        signatureAlgorithms=["v1", "standard-webhooks-1"],
+        secret=secret,
+    )
     run_id = _noop_run(host.client(host.key_a))
     _wait(receiver, ok.json["webhookId"], run_id, 1)
     time.sleep(0.5)
@@ -200,12 +234,19 @@ def test_nothing_of_an_erased_run_is_delivered_after_its_erasure_answered(host, 
 def test_secret_rotation_signs_with_both_secrets_during_the_overlap(host, receiver):
     client = host.client(host.key_a)
     s1, s2 = _whsec(), _whsec()
-    reg = _register(host, host.key_a, receiver.url + "/rot", ["run.completed"],
-                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=s1)
+    reg = _register(
+        host,
+        host.key_a,
+        receiver.url + "/rot",
+        ["run.completed"],
+        signatureAlgorithms=["v1", "standard-webhooks-1"],
+        secret=s1,
+    )
     webhook_id = reg.json["webhookId"]
     rotated = client.webhooks_rotate_secret(webhook_id, RotateWebhookSecretRequest(secret=s2))
     span = time.mktime(time.strptime(rotated.previousSecretExpiresAt[:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(
-        time.strptime(rotated.rotatedAt[:19], "%Y-%m-%dT%H:%M:%S"))
+        time.strptime(rotated.rotatedAt[:19], "%Y-%m-%dT%H:%M:%S")
+    )
     caps = raw(host.base_url, "GET", "/.well-known/openwop").json
     assert span == caps["webhooks"]["secretRotation"]["overlapSeconds"]
     run_id = _noop_run(client)
@@ -216,10 +257,19 @@ def test_secret_rotation_signs_with_both_secrets_during_the_overlap(host, receiv
     assert verify_v1(s1, hit) and not verify_v1(s2, hit)  # OpenWOP-Signature stays on the previous secret
     # a plain (v1-only) subscription cannot rotate; a foreign tenant's id is refused before any lookup
     plain = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/plain", events=["run.completed"]))
-    assert raw(host.base_url, "POST", f"/webhooks/{project_id(plain.subscriptionId)}/rotate-secret",
-               {"secret": s2}, key=host.key_a).status == 400
-    cross = raw(host.base_url, "POST", f"/webhooks/{project_id(webhook_id)}/rotate-secret", {"secret": s2},
-                key=host.key_b)
+    assert (
+        raw(
+            host.base_url,
+            "POST",
+            f"/webhooks/{project_id(plain.subscriptionId)}/rotate-secret",
+            {"secret": s2},
+            key=host.key_a,
+        ).status
+        == 400
+    )
+    cross = raw(
+        host.base_url, "POST", f"/webhooks/{project_id(webhook_id)}/rotate-secret", {"secret": s2}, key=host.key_b
+    )
     assert cross.status == 403 and cross.json["error"] == "id_tenant_mismatch"
     assert s2 not in json.dumps(rotated.__dict__)
 
@@ -279,26 +329,46 @@ def test_tenant_b_receiver_gets_nothing_from_tenant_a_runs(host, receiver):
     for method, path in (("DELETE", f"/webhooks/{wire_a}"), ("GET", f"/webhooks/{wire_a}/dead-letters")):
         r = raw(host.base_url, method, path, None, key=host.key_b)
         assert r.status == 403 and r.json["error"] == "id_tenant_mismatch"
-    unknown = [raw(host.base_url, "GET", f"/webhooks/{project_id(host.tenant_b + '/' + 'x' * 26)}/dead-letters",
-                   None, key=host.key_b) for _ in range(2)]
+    unknown = [
+        raw(
+            host.base_url,
+            "GET",
+            f"/webhooks/{project_id(host.tenant_b + '/' + 'x' * 26)}/dead-letters",
+            None,
+            key=host.key_b,
+        )
+        for _ in range(2)
+    ]
     assert unknown[0].status == 404 and unknown[0].text == unknown[1].text
 
 
 def test_an_exhausted_delivery_is_dead_lettered_with_its_reason_and_no_content(host, receiver):
     client = host.client(host.key_a)
-    reg = _register(host, host.key_a, receiver.url + "/fail", ["run.completed"],
-                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=_whsec())
+    reg = _register(
+        host,
+        host.key_a,
+        receiver.url + "/fail",
+        ["run.completed"],
+        signatureAlgorithms=["v1", "standard-webhooks-1"],
+        secret=_whsec(),
+    )
     webhook_id = reg.json["webhookId"]
     run_id = _noop_run(client)
     from shared.wiring import get_ports
 
     attempts = get_ports().settings.webhook_max_attempts
     assert attempts == 8  # the deployed count (the queue's maxReceiveCount); only the delays are shortened
-    page = eventually(lambda: (p := client.webhooks_dead_letters(webhook_id)).deliveries and p,
-                      timeout=60, interval=0.2)
+    page = eventually(
+        lambda: (p := client.webhooks_dead_letters(webhook_id)).deliveries and p, timeout=60, interval=0.2
+    )
     (dead,) = page.deliveries
     assert (dead.runId, dead.eventType, dead.reason, dead.attempts, dead.lastStatus) == (
-        run_id, "run.completed", "retries_exhausted", attempts, 500)
+        run_id,
+        "run.completed",
+        "retries_exhausted",
+        attempts,
+        500,
+    )
     assert dead.deliveryId.startswith("msg_")
     hits = receiver.deliveries(webhook_id, run_id)
     assert len(hits) == attempts
@@ -306,33 +376,62 @@ def test_an_exhausted_delivery_is_dead_lettered_with_its_reason_and_no_content(h
     assert {h.headers["webhook-id"] for h in hits} == {dead.deliveryId}
     gaps = [b.at - a.at for a, b in zip(hits, hits[1:], strict=False)]
     assert gaps[0] >= 0.9 and gaps[-1] >= gaps[0]
-    record = raw(host.base_url, "GET", f"/webhooks/{project_id(webhook_id)}/dead-letters", None,
-                 key=host.key_a).json["deliveries"][0]
-    assert set(record) <= {"deliveryId", "webhookId", "runId", "eventId", "eventType", "attempts", "deadLetteredAt",
-                           "expiresAt", "reason", "lastStatus"}
+    record = raw(host.base_url, "GET", f"/webhooks/{project_id(webhook_id)}/dead-letters", None, key=host.key_a).json[
+        "deliveries"
+    ][0]
+    assert set(record) <= {
+        "deliveryId",
+        "webhookId",
+        "runId",
+        "eventId",
+        "eventType",
+        "attempts",
+        "deadLetteredAt",
+        "expiresAt",
+        "reason",
+        "lastStatus",
+    }
 
 
-@pytest.mark.parametrize("body", [
-    {"url": "https://hooks.example.com/x"},
-    {"url": "https://hooks.example.com/x", "events": []},
-    {"url": "https://hooks.example.com/x", "events": ["Run Completed"]},
-    {"url": "https://hooks.example.com/x", "events": ["run.completed"], "extra": 1},
-    {"url": "https://hooks.example.com/x", "events": ["run.completed"], "signatureAlgorithms": ["standard-webhooks-1"]},
-    {"url": "https://hooks.example.com/x", "events": ["run.completed"], "signatureAlgorithms": ["v1", "nope"]},
-    {"url": "https://hooks.example.com/x", "events": ["run.completed"],
-     "signatureAlgorithms": ["v1", "standard-webhooks-1"], "secret": "not-a-whsec-secret-at-all"},
-    {"events": ["run.completed"]},
-    [],
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"url": "https://hooks.example.com/x"},
+        {"url": "https://hooks.example.com/x", "events": []},
+        {"url": "https://hooks.example.com/x", "events": ["Run Completed"]},
+        {"url": "https://hooks.example.com/x", "events": ["run.completed"], "extra": 1},
+        {
+            "url": "https://hooks.example.com/x",
+            "events": ["run.completed"],
+            "signatureAlgorithms": ["standard-webhooks-1"],
+        },
+        {"url": "https://hooks.example.com/x", "events": ["run.completed"], "signatureAlgorithms": ["v1", "nope"]},
+        {
+            "url": "https://hooks.example.com/x",
+            "events": ["run.completed"],
+            "signatureAlgorithms": ["v1", "standard-webhooks-1"],
+            "secret": "not-a-whsec-secret-at-all",
+        },
+        {"events": ["run.completed"]},
+        [],
+    ],
+)
 def test_bad_bodies_are_400_validation_error(host, body):
     r = raw(host.base_url, "POST", "/webhooks", body, key=host.key_a)
     assert r.status == 400 and r.json["error"] == "validation_error"
 
 
-@pytest.mark.parametrize("url", [
-    "https://10.1.2.3/hook", "https://169.254.169.254/latest/meta-data", "https://[fd00::1]/x",
-    "http://93.184.216.34/hook", "ftp://93.184.216.34/hook", "https://user:pw@93.184.216.34/x",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://10.1.2.3/hook",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[fd00::1]/x",
+        "http://93.184.216.34/hook",
+        "ftp://93.184.216.34/hook",
+        "https://user:pw@93.184.216.34/x",
+    ],
+)
 def test_private_metadata_and_plain_http_callback_urls_are_refused(host, url):
     r = raw(host.base_url, "POST", "/webhooks", {"url": url, "events": ["run.completed"]}, key=host.key_a)
     assert r.status == 400 and r.json["error"] == "webhook_url_rejected"
@@ -347,7 +446,8 @@ def test_the_listen_command_prints_verified_deliveries(host, receiver):
     run_id = _noop_run(client)
     (hit,) = _wait(receiver, reg.subscriptionId, run_id, 1)
     assert describe_hit(hit, [reg.secret]) == (
-        f"run.completed run={run_id} seq={hit.json()['event']['sequence']} webhook={reg.subscriptionId} v1 verified")
+        f"run.completed run={run_id} seq={hit.json()['event']['sequence']} webhook={reg.subscriptionId} v1 verified"
+    )
     assert describe_hit(hit, [_whsec()]).endswith("v1 NOT VERIFIED")
 
 
@@ -356,8 +456,14 @@ def test_no_delivery_carries_the_callers_credentials(host, receiver):
     client = host.client(host.key_a)
     reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/creds", events=ALL))
     c1, c2 = "c1-" + os.urandom(16).hex(), base64.b64encode(b"canary:" + os.urandom(16)).decode()
-    created = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=host.key_a,
-                  headers={"Cookie": f"ow_canary={c1}", "Proxy-Authorization": f"Basic {c2}"})
+    created = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": "conformance-noop"},
+        key=host.key_a,
+        headers={"Cookie": f"ow_canary={c1}", "Proxy-Authorization": f"Basic {c2}"},
+    )
     assert created.status == 201
     run_id = created.json["runId"]
     wait_terminal(client, run_id)
@@ -380,20 +486,28 @@ def test_an_event_too_large_for_the_message_is_read_from_the_log_at_delivery(hos
     stored = [e for e in get_ports().events.read_events(run_id) if e["type"] == "run.completed"][0]
     big = {**stored, "payload": {"blob": "x" * (webhooks.MAX_INLINE_EVENT_BYTES + 1)}}
     message = json.loads(webhooks._message(reg.subscriptionId, run_id, big).body)
-    assert "event" not in message and message["deliveryId"] == delivery_id(reg.subscriptionId, run_id,
-                                                                           stored["sequence"])
+    assert "event" not in message and message["deliveryId"] == delivery_id(
+        reg.subscriptionId, run_id, stored["sequence"]
+    )
     # the delivery reads the stored event itself
     message = json.loads(webhooks._message(reg.subscriptionId, run_id, stored).body)
     del message["event"]
     assert webhooks.deliver(get_ports(), message, 1).status == 200
-    (hit,) = [h for h in receiver.deliveries(reg.subscriptionId, run_id) if h.json()["event"]["type"] == "run.completed"]
+    (hit,) = [
+        h for h in receiver.deliveries(reg.subscriptionId, run_id) if h.json()["event"]["type"] == "run.completed"
+    ]
     assert hit.json()["event"] == stored and verify_v1(reg.secret, hit)
 
 
 def test_tags_narrow_delivery_to_runs_with_an_overlapping_tag(host, receiver):
     client = host.client(host.key_a)
-    reg = raw(host.base_url, "POST", "/webhooks", {"url": receiver.url + "/tags", "events": ["run.completed"],
-                                                   "tags": ["ci", "nightly"]}, key=host.key_a).json
+    reg = raw(
+        host.base_url,
+        "POST",
+        "/webhooks",
+        {"url": receiver.url + "/tags", "events": ["run.completed"], "tags": ["ci", "nightly"]},
+        key=host.key_a,
+    ).json
     tagged = client.runs_create(CreateRunRequest(workflowId="conformance-noop", tags=["nightly"])).runId
     plain = _noop_run(client)
     wait_terminal(client, tagged)
@@ -425,8 +539,14 @@ def test_list_webhooks_shows_the_callers_subscriptions_without_secrets_and_no_ot
     # and tenant B one
     gen = _register(host, host.key_a, receiver.url + "/list-1", ["run.completed"], tags=["blue"])
     whsec = _whsec()
-    std = _register(host, host.key_a, receiver.url + "/list-2", ["run.started", "run.failed"],
-                    signatureAlgorithms=["v1", "standard-webhooks-1"], secret=whsec)
+    std = _register(
+        host,
+        host.key_a,
+        receiver.url + "/list-2",
+        ["run.started", "run.failed"],
+        signatureAlgorithms=["v1", "standard-webhooks-1"],
+        secret=whsec,
+    )
     other = _register(host, host.key_b, receiver.url + "/list-b", ["run.completed"])
     assert (gen.status, std.status, other.status) == (201, 201, 201)
     # When each tenant lists its webhooks
@@ -436,9 +556,15 @@ def test_list_webhooks_shows_the_callers_subscriptions_without_secrets_and_no_ot
     assert page_a.status == 200
     mine = {w["webhookId"]: w for w in page_a.json["webhooks"]}
     assert mine[gen.json["webhookId"]] == {
-        "webhookId": gen.json["webhookId"], "subscriptionId": gen.json["webhookId"], "url": receiver.url + "/list-1",
-        "events": ["run.completed"], "eventTypes": ["run.completed"], "tags": ["blue"], "signatureAlgorithms": ["v1"],
-        "createdAt": gen.json["createdAt"]}
+        "webhookId": gen.json["webhookId"],
+        "subscriptionId": gen.json["webhookId"],
+        "url": receiver.url + "/list-1",
+        "events": ["run.completed"],
+        "eventTypes": ["run.completed"],
+        "tags": ["blue"],
+        "signatureAlgorithms": ["v1"],
+        "createdAt": gen.json["createdAt"],
+    }
     # the registration's answer is the listed entry without the secret
     assert {k: v for k, v in gen.json.items() if k != "secret"}.items() <= mine[gen.json["webhookId"]].items()
     assert mine[std.json["webhookId"]]["signatureAlgorithms"] == ["v1", "standard-webhooks-1"]
@@ -457,8 +583,9 @@ def test_list_webhooks_shows_the_callers_subscriptions_without_secrets_and_no_ot
 
 def test_list_webhooks_pages_with_a_cursor_no_other_tenant_can_use(host, receiver):
     # Given tenant A holds at least three subscriptions
-    ids = {_register(host, host.key_a, receiver.url + f"/page-{i}", ["run.completed"]).json["webhookId"]
-           for i in range(3)}
+    ids = {
+        _register(host, host.key_a, receiver.url + f"/page-{i}", ["run.completed"]).json["webhookId"] for i in range(3)
+    }
     # When it lists them two at a time
     seen: list[str] = []
     first = raw(host.base_url, "GET", "/webhooks?limit=2", None, key=host.key_a).json
@@ -526,8 +653,9 @@ def test_messages_behind_a_failing_delivery_wait_in_order_and_keep_every_attempt
     from shared.wiring import get_ports
 
     attempts = get_ports().settings.webhook_max_attempts
-    page = eventually(lambda: (p := client.webhooks_dead_letters(reg.subscriptionId)).deliveries and p,
-                      timeout=60, interval=0.2)
+    page = eventually(
+        lambda: (p := client.webhooks_dead_letters(reg.subscriptionId)).deliveries and p, timeout=60, interval=0.2
+    )
     assert [(d.attempts, d.reason) for d in page.deliveries] == [(attempts, "retries_exhausted")]
     hits = _wait(receiver, reg.subscriptionId, run_id, attempts + len(expected) - 1, timeout=30)
     time.sleep(0.5)
@@ -574,8 +702,7 @@ def test_different_runs_deliver_concurrently_while_one_runs_receiver_is_slow(hos
     reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/lanes", events=ALL))
     try:
         # (three slow runs: more groups than the two delivery threads the local mapping used to have)
-        slow_runs = [str(client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId)
-                     for _ in range(3)]
+        slow_runs = [str(client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId) for _ in range(3)]
         slow.update(slow_runs)
         sealed.set()
         for run_id in slow_runs:
@@ -607,13 +734,19 @@ def test_negotiation_decided_is_delivered_like_any_other_event(host, receiver):
     from tests.workflows import run_script
 
     client = host.client(host.key_a)
-    reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/negotiations",
-                                                          events=["negotiation.decided"]))
+    reg = client.webhooks_register(
+        RegisterWebhookRequest(url=receiver.url + "/negotiations", events=["negotiation.decided"])
+    )
     with DemoMcpServer() as mcp:
         # When an MCP server is registered (its negotiation on an audit run) and a run calls one of its tools
         server_id = "s" + uuid.uuid4().hex[:8]
-        registered = raw(host.base_url, "POST", "/host/openwop-serverless/mcp-servers",
-                         {"serverId": server_id, "url": mcp.url}, key=host.key_a)
+        registered = raw(
+            host.base_url,
+            "POST",
+            "/host/openwop-serverless/mcp-servers",
+            {"serverId": server_id, "url": mcp.url},
+            key=host.key_a,
+        )
         assert registered.status == 201, registered.text
         audit = registered.json["negotiation"]["runId"]
         run_id = run_script(client, [(f"mcp:{server_id}.lookup_customer", {"id": "w-1"})])

@@ -104,30 +104,52 @@ def test_an_unknown_type_id_is_refused(host):
 
 
 def test_a_cycle_without_a_loop_bound_is_refused_and_with_one_accepted(host):
-    doc = definition(unique("cyc"), [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-                     [edge("s", "a"), edge("a", "b"), edge("b", "a")])
+    doc = definition(
+        unique("cyc"),
+        [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+        [edge("s", "a"), edge("a", "b"), edge("b", "a")],
+    )
     r = _post(host, doc)
     assert _errors(r) == [{"pointer": "", "keyword": "graph"}] and "maxLoopbackIterations" in r.json["message"]
     doc["settings"] = {"maxLoopbackIterations": 2}
     assert _post(host, doc).status == 201
 
 
-@pytest.mark.parametrize(("mutate", "expected"), [
-    (lambda d: d["nodes"][0]["inputs"].update(x={"type": "literal", "value": 1}),
-     [{"pointer": "/nodes/0/inputs/x", "keyword": "oneOf"}]),
-    (lambda d: d["nodes"][0]["inputs"].update(x={"type": "expression", "expression": "1 + 1"}),
-     [{"pointer": "/nodes/0/inputs/x", "keyword": "expression"}]),
-    (lambda d: d["nodes"][0]["inputs"].update(x={"type": "connection", "nodeId": "a", "outputKey": "k"}),
-     [{"pointer": "/nodes/0/inputs/x", "keyword": "not-upstream"}]),
-    (lambda d: d["nodes"][0].update(agent={"agentId": "x"}), [{"pointer": "/nodes/0/agent", "keyword": "unsupported"}]),
-    (lambda d: d.update(channels={"c": {"reducer": "replace"}}), [{"pointer": "/channels", "keyword": "unsupported"}]),
-    (lambda d: d.pop("triggers"), [{"pointer": "", "keyword": "required"}]),
-    (lambda d: d.update(version="v" * 129), [{"pointer": "/version", "keyword": "maxLength"}]),
-    (lambda d: d.update(configurableSchema={"type": "nope"}),
-     [{"pointer": "/configurableSchema/type", "keyword": "anyOf"}]),
-    (lambda d: d.update(configurableSchema={"$ref": "https://example.com/s.json"}),
-     [{"pointer": "/configurableSchema", "keyword": "$ref"}]),
-])
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda d: d["nodes"][0]["inputs"].update(x={"type": "literal", "value": 1}),
+            [{"pointer": "/nodes/0/inputs/x", "keyword": "oneOf"}],
+        ),
+        (
+            lambda d: d["nodes"][0]["inputs"].update(x={"type": "expression", "expression": "1 + 1"}),
+            [{"pointer": "/nodes/0/inputs/x", "keyword": "expression"}],
+        ),
+        (
+            lambda d: d["nodes"][0]["inputs"].update(x={"type": "connection", "nodeId": "a", "outputKey": "k"}),
+            [{"pointer": "/nodes/0/inputs/x", "keyword": "not-upstream"}],
+        ),
+        (
+            lambda d: d["nodes"][0].update(agent={"agentId": "x"}),
+            [{"pointer": "/nodes/0/agent", "keyword": "unsupported"}],
+        ),
+        (
+            lambda d: d.update(channels={"c": {"reducer": "replace"}}),
+            [{"pointer": "/channels", "keyword": "unsupported"}],
+        ),
+        (lambda d: d.pop("triggers"), [{"pointer": "", "keyword": "required"}]),
+        (lambda d: d.update(version="v" * 129), [{"pointer": "/version", "keyword": "maxLength"}]),
+        (
+            lambda d: d.update(configurableSchema={"type": "nope"}),
+            [{"pointer": "/configurableSchema/type", "keyword": "anyOf"}],
+        ),
+        (
+            lambda d: d.update(configurableSchema={"$ref": "https://example.com/s.json"}),
+            [{"pointer": "/configurableSchema", "keyword": "$ref"}],
+        ),
+    ],
+)
 def test_what_this_host_cannot_run_is_refused(host, mutate, expected):
     doc = _noop(unique("refuse"))
     mutate(doc)
@@ -225,13 +247,32 @@ def test_delete_removes_every_version_and_runs_keep_their_definition(host):
 
 def test_a_run_resolves_static_variable_and_connection_inputs(host):
     wid = unique("ports")
-    doc = definition(wid, [
-        node("first", "core.conformance.hold", inputs={"delayMs": static(0), "greeting": variable("greeting"),
-                                                        "nothing": variable("unset", optional=True)}),
-        node("tool", "core.tool", config={"tool": "conformance.eval:echo"},
-             inputs={"said": connection("first", "greeting"), "fixed": static({"n": [1, 2]}),
-                     "maybe": connection("first", "absent", optional=True)}),
-    ], [edge("first", "tool")], variables=[{"name": "greeting", "type": "string", "defaultValue": "hi"}])
+    doc = definition(
+        wid,
+        [
+            node(
+                "first",
+                "core.conformance.hold",
+                inputs={
+                    "delayMs": static(0),
+                    "greeting": variable("greeting"),
+                    "nothing": variable("unset", optional=True),
+                },
+            ),
+            node(
+                "tool",
+                "core.tool",
+                config={"tool": "conformance.eval:echo"},
+                inputs={
+                    "said": connection("first", "greeting"),
+                    "fixed": static({"n": [1, 2]}),
+                    "maybe": connection("first", "absent", optional=True),
+                },
+            ),
+        ],
+        [edge("first", "tool")],
+        variables=[{"name": "greeting", "type": "string", "defaultValue": "hi"}],
+    )
     assert _post(host, doc).status == 201
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=wid, inputs={"greeting": "hello"})).runId
@@ -244,8 +285,9 @@ def test_a_run_resolves_static_variable_and_connection_inputs(host):
 
 def test_a_required_input_without_a_value_fails_its_node(host):
     wid = unique("unset")
-    doc = definition(wid, [node("t", "core.tool", config={"tool": "conformance.eval:echo"},
-                                inputs={"x": variable("never")})])
+    doc = definition(
+        wid, [node("t", "core.tool", config={"tool": "conformance.eval:echo"}, inputs={"x": variable("never")})]
+    )
     assert _post(host, doc).status == 201
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId=wid)).runId
@@ -257,8 +299,11 @@ def test_a_required_input_without_a_value_fails_its_node(host):
 
 def test_configurable_must_satisfy_the_configurable_schema(host):
     wid = unique("cfg")
-    schema = {"type": "object", "required": ["run"],
-              "properties": {"run": {"type": "object", "required": ["recursionLimit"]}}}
+    schema = {
+        "type": "object",
+        "required": ["run"],
+        "properties": {"run": {"type": "object", "required": ["recursionLimit"]}},
+    }
     doc = _noop(wid)
     doc["configurableSchema"] = schema
     assert _post(host, doc).status == 201
@@ -266,8 +311,13 @@ def test_configurable_must_satisfy_the_configurable_schema(host):
     bad = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {"version": 1}}, key=host.key_a)
     assert _errors(bad) == [{"pointer": "/configurable", "keyword": "required"}]
     assert raw(host.base_url, "POST", "/runs", {"workflowId": wid}, key=host.key_a).status == 400
-    ok = raw(host.base_url, "POST", "/runs", {"workflowId": wid, "configurable": {
-        "version": 1, "run": {"recursionLimit": 5}}}, key=host.key_a)
+    ok = raw(
+        host.base_url,
+        "POST",
+        "/runs",
+        {"workflowId": wid, "configurable": {"version": 1, "run": {"recursionLimit": 5}}},
+        key=host.key_a,
+    )
     assert ok.status == 201
 
 

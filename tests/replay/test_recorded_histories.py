@@ -36,11 +36,21 @@ def import_history(name: str) -> str:
         if ev["type"] == "run.started":
             ev["payload"] = dict(ev["payload"], owner=owner)
         events.append(ev)
-    rec = RunRecord(run_id=run_id, tenant=TENANT, status=doc["status"], last_seq=len(events) - 1,
-                    created_at=events[0]["timestamp"],
-                    data={"kind": "workflow", "workflowId": doc["workflowId"], "inputs": doc["inputs"],
-                          "owner": owner, "definition": doc["definition"]},
-                    expires_at=ports.clock.now_ms() // 1000 + 3600)
+    rec = RunRecord(
+        run_id=run_id,
+        tenant=TENANT,
+        status=doc["status"],
+        last_seq=len(events) - 1,
+        created_at=events[0]["timestamp"],
+        data={
+            "kind": "workflow",
+            "workflowId": doc["workflowId"],
+            "inputs": doc["inputs"],
+            "owner": owner,
+            "definition": doc["definition"],
+        },
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
     ports.runs.create_run(rec)
     ports.events.copy_events(run_id, events, rec.expires_at)
     return run_id
@@ -52,8 +62,9 @@ def replay(run_id: str, from_seq: int = 0) -> list[dict]:
     from shared.services.forks import fork_run
 
     ports = _ports()
-    created = fork_run(ports, Caller(TENANT, "key-replay"), run_id.replace("/", "~2F"),
-                       ForkRunRequest(mode="replay", fromSeq=from_seq))
+    created = fork_run(
+        ports, Caller(TENANT, "key-replay"), run_id.replace("/", "~2F"), ForkRunRequest(mode="replay", fromSeq=from_seq)
+    )
     child = created.body["runId"]
     deadline = time.monotonic() + 30
     while not ports.runs.get_run(child).terminal:
@@ -77,13 +88,15 @@ def test_current_code_reproduces_recorded_history(local_aws, name):
         child = replay(source, from_seq)
         # a node in flight at fromSeq restarts: its node.started comes again (0170.fork-prefix-boundary)
         restarted = [recorded[from_seq - 1]["type"]] if recorded[from_seq - 1]["type"] == "node.started" else []
-        assert [e["type"] for e in child] == [e["type"] for e in recorded[:from_seq]] + restarted + \
-            [e["type"] for e in recorded[from_seq:]]
+        assert [e["type"] for e in child] == [e["type"] for e in recorded[:from_seq]] + restarted + [
+            e["type"] for e in recorded[from_seq:]
+        ]
         assert all(_same(a, b) for a, b in zip(child[:from_seq], recorded[:from_seq], strict=True))
         assert not [e for e in child if e["type"].startswith("replay.")]
         effects = [e["payload"]["outputs"] for e in child if e["type"] == "node.completed" and e["nodeId"] == "effect"]
-        assert effects == [e["payload"]["outputs"] for e in recorded
-                           if e["type"] == "node.completed" and e["nodeId"] == "effect"]
+        assert effects == [
+            e["payload"]["outputs"] for e in recorded if e["type"] == "node.completed" and e["nodeId"] == "effect"
+        ]
 
 
 def test_a_divergent_history_is_reported_and_the_replay_continues(local_aws):

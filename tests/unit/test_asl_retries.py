@@ -12,8 +12,12 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-THROTTLING = {"Lambda.TooManyRequestsException", "Lambda.ServiceException", "Lambda.AWSLambdaException",
-              "Lambda.SdkClientException"}
+THROTTLING = {
+    "Lambda.TooManyRequestsException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+}
 FIVE_MINUTES = 300.0
 
 
@@ -35,7 +39,7 @@ def delays(retrier: dict[str, Any]) -> list[float]:
     """The nominal wait before each retry (ASL: interval x rate^(n-1), capped at MaxDelaySeconds)."""
     interval, rate = retrier.get("IntervalSeconds", 1), retrier.get("BackoffRate", 2.0)
     cap = retrier.get("MaxDelaySeconds", math.inf)
-    return [min(interval * rate ** n, cap) for n in range(retrier.get("MaxAttempts", 3))]
+    return [min(interval * rate**n, cap) for n in range(retrier.get("MaxAttempts", 3))]
 
 
 def test_the_window_arithmetic_can_fail() -> None:
@@ -52,7 +56,7 @@ def test_every_lambda_task_rides_out_throttling_for_well_over_five_minutes(machi
         # Given the first retrier that matches Lambda's throttling (retriers are tried in order)
         retrier = next(r for r in task["Retry"] if set(r["ErrorEquals"]) & THROTTLING)
         assert THROTTLING <= set(retrier["ErrorEquals"]), (machine, name)
-        earlier = task["Retry"][:task["Retry"].index(retrier)]
+        earlier = task["Retry"][: task["Retry"].index(retrier)]
         assert all(not {"States.ALL", "States.TaskFailed"} & set(r["ErrorEquals"]) for r in earlier), (machine, name)
         # Then it backs off with full jitter, at most a minute apart
         assert retrier["JitterStrategy"] == "FULL" and retrier["MaxDelaySeconds"] == 60, (machine, name)
@@ -65,16 +69,19 @@ def test_every_lambda_task_rides_out_throttling_for_well_over_five_minutes(machi
 
 
 @pytest.mark.parametrize(("machine", "doc"), [m for m in _machines() if "Park" in m[1]["States"]])
-def test_a_parked_run_times_out_into_run_timeout_without_failing_its_execution(machine: str,
-                                                                            doc: dict[str, Any]) -> None:
+def test_a_parked_run_times_out_into_run_timeout_without_failing_its_execution(
+    machine: str, doc: dict[str, Any]
+) -> None:
     states = doc["States"]
     park = states["Park"]
     # Given the Park task: its wait is bounded by the parkedTimeout the Advance (and fork Index) results carry
     assert park["TimeoutSecondsPath"] == "$.parkedTimeoutSeconds" and "HeartbeatSeconds" not in park
     for name in ("Advance", "Index"):
         if name in states:
-            assert states[name]["ResultSelector"]["parkedTimeoutSeconds.$"] == \
-                "States.StringToJson('${ParkedTimeoutSeconds}')", (machine, name)
+            assert (
+                states[name]["ResultSelector"]["parkedTimeoutSeconds.$"]
+                == "States.StringToJson('${ParkedTimeoutSeconds}')"
+            ), (machine, name)
     # Then a timeout is caught before States.ALL and goes to ParkedTimeout, which fails the run through FailRun ...
     catches = [c["ErrorEquals"] for c in park["Catch"]]
     assert catches.index(["States.Timeout"]) < catches.index(["States.ALL"])

@@ -51,8 +51,10 @@ def test_fifo_requests_are_priced_at_the_fifo_price_per_64_kb():
     for size in (1_000, 100_000):
         body = json.dumps({"QueueUrl": fifo, "Entries": [{"Id": "1", "MessageBody": "x" * size}]}).encode()
         meter._before_send(request=_Sent(body), event_name="before-send.sqs.SendMessageBatch")
-    meter._before_send(request=_Sent(b'{"QueueUrl": "https://sqs/erasure", "MessageBody": "x"}'),
-                       event_name="before-send.sqs.SendMessage")
+    meter._before_send(
+        request=_Sent(b'{"QueueUrl": "https://sqs/erasure", "MessageBody": "x"}'),
+        event_name="before-send.sqs.SendMessage",
+    )
     used = meter.usage("bench")
     # Then the FIFO requests are 1 + 2 chunks of 64 KB at the FIFO price, the other one at the standard price
     assert used.units["sqs_fifo"] == 3 and used.units["sqs_fifo_requests"] == 2

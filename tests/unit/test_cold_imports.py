@@ -18,10 +18,28 @@ from shared import manifest
 # Never needed to import a handler: clients are built on first use (shared.wiring), the MCP SDK and its HTTP stack
 # on the first MCP call, JSON Schema validation on the first schema check, the local stack never in Lambda, the
 # DynamoDB and S3 stores (each imports shared.storage.ddb) only when the ports are built.
-NEVER_AT_IMPORT = ("boto3", "botocore.client", "botocore.session", "mcp", "httpx", "anyio", "jsonschema",
-                   "referencing", "moto", "jsonata", "werkzeug", "openwop_client", "requests", "cachetools.func",
-                   "shared.local", "shared.providers.bedrock", "shared.providers.openai", "shared.storage.ddb",
-                   "shared.orchestration.step_functions", "shared.transports.mcp")
+NEVER_AT_IMPORT = (
+    "boto3",
+    "botocore.client",
+    "botocore.session",
+    "mcp",
+    "httpx",
+    "anyio",
+    "jsonschema",
+    "referencing",
+    "moto",
+    "jsonata",
+    "werkzeug",
+    "openwop_client",
+    "requests",
+    "cachetools.func",
+    "shared.local",
+    "shared.providers.bedrock",
+    "shared.providers.openai",
+    "shared.storage.ddb",
+    "shared.orchestration.step_functions",
+    "shared.transports.mcp",
+)
 # Powertools' other resolvers (AppSync and its asyncio, ...) never load (functions._common.resolver).
 NOT_NEEDED = ("aws_lambda_powertools.event_handler.appsync", "asyncio")
 # No handler loads pydantic (~90 ms) at import: the run-lifecycle bodies are msgspec Structs (~15 ms), loaded by the
@@ -41,8 +59,13 @@ print(json.dumps({{"loaded": [m for m in {watch!r} if m in sys.modules],
 
 def _probe(module: str) -> dict:
     watch = (*NEVER_AT_IMPORT, *NOT_NEEDED, "pydantic", "msgspec")
-    out = subprocess.run([sys.executable, "-c", _PROBE.format(module=module, watch=watch)], capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(module=module, watch=watch)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -64,9 +87,11 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Any, monkeypatch: pytest.Monkey
 
 def test_the_lazy_event_handler_package_still_serves_every_name() -> None:
     """Importing the resolver shim first, any other Powertools event_handler name still resolves (loaded then)."""
-    code = ("import sys, functions._common.resolver as r\n"
-            "assert 'aws_lambda_powertools.event_handler.appsync' not in sys.modules\n"
-            "from aws_lambda_powertools.event_handler import AppSyncResolver, Response, content_types\n"
-            "print(AppSyncResolver.__module__, Response is r.Response, content_types.APPLICATION_JSON)")
+    code = (
+        "import sys, functions._common.resolver as r\n"
+        "assert 'aws_lambda_powertools.event_handler.appsync' not in sys.modules\n"
+        "from aws_lambda_powertools.event_handler import AppSyncResolver, Response, content_types\n"
+        "print(AppSyncResolver.__module__, Response is r.Response, content_types.APPLICATION_JSON)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["aws_lambda_powertools.event_handler.appsync", "True", "application/json"]

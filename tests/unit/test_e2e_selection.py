@@ -13,8 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _collect(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENWOP_E2E_")}
-    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_e2e_module_imports_without_a_stack() -> None:
@@ -43,8 +49,14 @@ def test_e2e_tests_are_collected_only_when_asked_for() -> None:
 def test_asked_for_without_a_stack_the_e2e_tests_fail_with_the_instruction() -> None:
     # When the e2e tests run without OPENWOP_E2E_STACK / OPENWOP_E2E_REGION
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENWOP_E2E_")}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "e2e", "tests/e2e",
-                          "-k", "discovery"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "e2e", "tests/e2e", "-k", "discovery"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     # Then they error (never skip) and say what to do
     assert run.returncode == 1, run.stdout
     assert "make e2e STAGE=<stage> REGION=<region>" in run.stdout and "skipped" not in run.stdout

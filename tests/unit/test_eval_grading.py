@@ -53,8 +53,9 @@ def test_trajectory_exact_and_in_order():
     exact = {"match": "exact", "calls": [{"tool": "t:a", "args": {"x": 1}}, {"tool": "t:b"}, {"tool": "t:a"}]}
     assert grading.trajectory_match(exact, calls)
     assert not grading.trajectory_match({"calls": [{"tool": "t:a"}, {"tool": "t:b"}]}, calls)  # default exact
-    assert not grading.trajectory_match({"calls": [{"tool": "t:a", "args": {"x": 2}}, {"tool": "t:b"},
-                                                   {"tool": "t:a"}]}, calls)
+    assert not grading.trajectory_match(
+        {"calls": [{"tool": "t:a", "args": {"x": 2}}, {"tool": "t:b"}, {"tool": "t:a"}]}, calls
+    )
     assert grading.trajectory_match({"match": "in-order", "calls": [{"tool": "t:a"}, {"tool": "t:a"}]}, calls)
     assert not grading.trajectory_match({"match": "in-order", "calls": [{"tool": "t:b"}, {"tool": "t:b"}]}, calls)
     assert grading.trajectory_match({"match": "exact", "calls": []}, [])
@@ -77,14 +78,22 @@ def test_trial_grade_miss_trajectory_and_undecided():
 
 
 def test_task_score_is_the_mean_over_trials_and_passes_only_if_every_trial_passed():
-    rows = [{"score": 1.0, "passed": True, "fixtureMissCount": 0},
-            {"score": 0.0, "passed": False, "fixtureMissCount": 2},
-            {"score": 1.0, "passed": True, "fixtureMissCount": 0}]
+    rows = [
+        {"score": 1.0, "passed": True, "fixtureMissCount": 0},
+        {"score": 0.0, "passed": False, "fixtureMissCount": 2},
+        {"score": 1.0, "passed": True, "fixtureMissCount": 0},
+    ]
     r = grading.task_result("t", rows)
-    assert r == {"taskId": "t", "score": pytest.approx(2 / 3), "passed": False, "fixtureMissCount": 2,
-                 "trials": 3, "passAtK": 1.0, "passHatK": 0.0}  # content-free; pass@k / pass^k at k = 3
-    assert grading.task_result("t", rows[:1]) == {"taskId": "t", "score": 1.0, "passed": True,
-                                                  "fixtureMissCount": 0}
+    assert r == {
+        "taskId": "t",
+        "score": pytest.approx(2 / 3),
+        "passed": False,
+        "fixtureMissCount": 2,
+        "trials": 3,
+        "passAtK": 1.0,
+        "passHatK": 0.0,
+    }  # content-free; pass@k / pass^k at k = 3
+    assert grading.task_result("t", rows[:1]) == {"taskId": "t", "score": 1.0, "passed": True, "fixtureMissCount": 0}
 
 
 def test_trials_suite_level_task_level_default():
@@ -98,8 +107,11 @@ def test_trials_suite_level_task_level_default():
 
 def test_conformance_pair_is_unchanged_with_a_third_score_delta():
     base = {"runId": "a/base", "aggregateScore": 2 / 3, "tasks": {"base-only": 0.0, "shared-a": 1.0, "shared-b": 1.0}}
-    cand = [{"taskId": "shared-a", "score": 1.0}, {"taskId": "shared-b", "score": 1.0},
-            {"taskId": "candidate-only", "score": 1.0}]
+    cand = [
+        {"taskId": "shared-a", "score": 1.0},
+        {"taskId": "shared-b", "score": 1.0},
+        {"taskId": "candidate-only", "score": 1.0},
+    ]
     block = grading.regression_block(1.0, cand, base)
     assert block["baselineRunId"] == "a/base"
     assert abs(block["scoreDelta"] - 1 / 3) < 1e-9
@@ -123,27 +135,36 @@ def test_verdict_from_paired_scores(cand, base, paired, verdict):
 
 def test_summary_passed_rule_and_regression_only_with_a_baseline():
     suite = {"suiteId": "x.evals.y", "version": "1.0.0"}
-    rows = [{"taskId": "a", "score": 1.0, "passed": True, "fixtureMissCount": 0},
-            {"taskId": "b", "score": 0.0, "passed": False, "fixtureMissCount": 1}]
+    rows = [
+        {"taskId": "a", "score": 1.0, "passed": True, "fixtureMissCount": 0},
+        {"taskId": "b", "score": 0.0, "passed": False, "fixtureMissCount": 1},
+    ]
     s = grading.summary(suite, rows, None)
     assert (s["aggregateScore"], s["passed"], s["taskCount"], s["passedCount"]) == (0.5, False, 2, 1)
     assert "regression" not in s
     assert grading.summary({**suite, "thresholds": {"passScore": 0.5}}, rows, None)["passed"] is True
     assert grading.summary({**suite, "thresholds": {"passScore": 0.6}}, rows, None)["passed"] is False
     reg = grading.summary(suite, rows, {"runId": "t/b", "aggregateScore": 0.75, "tasks": {"a": 1.0, "b": 0.5}})
-    assert reg["regression"] == {"baselineRunId": "t/b", "scoreDelta": -0.25, "verdict": "regressed",
-                                 "pairedTaskCount": 2}
+    assert reg["regression"] == {
+        "baselineRunId": "t/b",
+        "scoreDelta": -0.25,
+        "verdict": "regressed",
+        "pairedTaskCount": 2,
+    }
 
 
 # --------------------------------------------------------------------------- fixtures: selection, consumption, reset
 
 
 def test_fixture_selection_is_exact_canonical_args_and_first_unconsumed_entry():
-    plan = FixturePlan([
-        {"tool": "c", "args": {"op": "inc", "key": "k"}, "response": 1},
-        {"tool": "c", "args": {"key": "k", "op": "inc"}, "response": 2},  # same args, other key order
-        {"tool": "c", "response": "any"},  # no args: matches on the tool alone
-    ], "fail")
+    plan = FixturePlan(
+        [
+            {"tool": "c", "args": {"op": "inc", "key": "k"}, "response": 1},
+            {"tool": "c", "args": {"key": "k", "op": "inc"}, "response": 2},  # same args, other key order
+            {"tool": "c", "response": "any"},  # no args: matches on the tool alone
+        ],
+        "fail",
+    )
     assert plan.take("c", {"key": "k", "op": "inc"})["response"] == 1
     assert plan.take("c", {"op": "inc", "key": "k"})["response"] == 2  # a repeat consumes the next entry
     assert plan.take("c", {"op": "inc", "key": "k"})["response"] == "any"
@@ -164,11 +185,30 @@ def test_fixture_args_differing_in_a_value_or_type_miss():
 # --------------------------------------------------------------------------- derivation from the record
 
 
-def _rec(key, agent=AGENT, delegate=False, status="ok", tool="conformance.eval:counter", args=None, result=None,
-         error=None, inv="record:1"):
-    return ToolCallRecord(run_id="t/src", call_key=key, agent_id=agent, invocation_id=inv, delegate=delegate,
-                          tool_name=tool, call_id=f"{inv}#0", args=args if args is not None else {"k": key},
-                          status=status, result=result, error=error)
+def _rec(
+    key,
+    agent=AGENT,
+    delegate=False,
+    status="ok",
+    tool="conformance.eval:counter",
+    args=None,
+    result=None,
+    error=None,
+    inv="record:1",
+):
+    return ToolCallRecord(
+        run_id="t/src",
+        call_key=key,
+        agent_id=agent,
+        invocation_id=inv,
+        delegate=delegate,
+        tool_name=tool,
+        call_id=f"{inv}#0",
+        args=args if args is not None else {"k": key},
+        status=status,
+        result=result,
+        error=error,
+    )
 
 
 def test_derivation_takes_the_agents_own_calls_in_call_key_order_one_entry_each():
@@ -178,23 +218,55 @@ def test_derivation_takes_the_agents_own_calls_in_call_key_order_one_entry_each(
         _rec("T00000-001#00000", args={"op": "inc", "key": "k1"}, result={"key": "k1", "count": 4}),
         _rec("T00000-001#00002", delegate=True, result="delegate's"),
         _rec("T00000-001#00003", agent="someone-else", result="other agent's"),
-        _rec("T00000-002#00000", status="error", tool="conformance.eval:fail", args={},
-             error={"code": "external_call_failed", "message": "the tool failed"}),
-        _rec("T00000-003#00000", status="forbidden", tool="x:y", args={"a": 1},
-             error={"code": "forbidden", "message": "no"}),
+        _rec(
+            "T00000-002#00000",
+            status="error",
+            tool="conformance.eval:fail",
+            args={},
+            error={"code": "external_call_failed", "message": "the tool failed"},
+        ),
+        _rec(
+            "T00000-003#00000",
+            status="forbidden",
+            tool="x:y",
+            args={"a": 1},
+            error={"code": "forbidden", "message": "no"},
+        ),
     ]
     entries = entries_from_records(records, AGENT)
     assert entries == [
-        {"tool": "conformance.eval:counter", "args": {"op": "inc", "key": "k1"}, "argsMatch": "exact",
-         "response": {"key": "k1", "count": 4}},
-        {"tool": "conformance.eval:counter", "args": {"op": "read", "key": "k1"}, "argsMatch": "exact",
-         "response": {"key": "k1", "count": 4}},
-        {"tool": "conformance.eval:fail", "args": {}, "argsMatch": "exact", "isError": True,
-         "response": {"code": "external_call_failed", "message": "the tool failed"}},
-        {"tool": "x:y", "args": {"a": 1}, "argsMatch": "exact", "isError": True,
-         "response": {"code": "forbidden", "message": "no"}},
-        {"tool": "conformance.eval:counter", "args": {"op": "read", "key": "k1"}, "argsMatch": "exact",
-         "response": {"key": "k1", "count": 5}},
+        {
+            "tool": "conformance.eval:counter",
+            "args": {"op": "inc", "key": "k1"},
+            "argsMatch": "exact",
+            "response": {"key": "k1", "count": 4},
+        },
+        {
+            "tool": "conformance.eval:counter",
+            "args": {"op": "read", "key": "k1"},
+            "argsMatch": "exact",
+            "response": {"key": "k1", "count": 4},
+        },
+        {
+            "tool": "conformance.eval:fail",
+            "args": {},
+            "argsMatch": "exact",
+            "isError": True,
+            "response": {"code": "external_call_failed", "message": "the tool failed"},
+        },
+        {
+            "tool": "x:y",
+            "args": {"a": 1},
+            "argsMatch": "exact",
+            "isError": True,
+            "response": {"code": "forbidden", "message": "no"},
+        },
+        {
+            "tool": "conformance.eval:counter",
+            "args": {"op": "read", "key": "k1"},
+            "argsMatch": "exact",
+            "response": {"key": "k1", "count": 5},
+        },
     ]
     assert entries_from_records(records, "nobody") == []
 
@@ -202,28 +274,48 @@ def test_derivation_takes_the_agents_own_calls_in_call_key_order_one_entry_each(
 def test_order_keys_sort_in_suite_then_trial_then_call_order():
     keys = [f"{order_key(t, k)}#{i:05d}" for t in (0, 1, 12) for k in (1, 2, 10) for i in (0, 1)]
     assert sorted(keys) == keys
-    assert sorted([trial_sk(3, 1), trial_sk(0, 10), trial_sk(0, 2)]) == [trial_sk(0, 2), trial_sk(0, 10), trial_sk(3, 1)]
+    assert sorted([trial_sk(3, 1), trial_sk(0, 10), trial_sk(0, 2)]) == [
+        trial_sk(0, 2),
+        trial_sk(0, 10),
+        trial_sk(3, 1),
+    ]
 
 
 # --------------------------------------------------------------------------- finish: event order and the summary
 
 
 def test_finish_drafts_put_trials_in_suite_order_with_one_scored_event_per_task():
-    suite = {"suiteId": "x.evals.y", "version": "1.0.0", "trials": 2,
-             "tasks": [{"taskId": "a", "input": {}, "expected": {}}, {"taskId": "b", "input": {}, "expected": {},
-                                                                      "trials": 1}]}
+    suite = {
+        "suiteId": "x.evals.y",
+        "version": "1.0.0",
+        "trials": 2,
+        "tasks": [
+            {"taskId": "a", "input": {}, "expected": {}},
+            {"taskId": "b", "input": {}, "expected": {}, "trials": 1},
+        ],
+    }
     plan = {"suite": suite, "modes": ["golden"], "baseline": {"runId": "x/b", "aggregateScore": 0, "tasks": {}}}
 
     def trial(i, k, score, miss=0):
-        return {"taskIndex": i, "trial": k, "events": [{"type": "agent.decided", "payload": {"i": i, "k": k},
-                                                        "timestamp": "t"}],
-                "score": score, "passed": score == 1.0, "fixtureMissCount": miss}
+        return {
+            "taskIndex": i,
+            "trial": k,
+            "events": [{"type": "agent.decided", "payload": {"i": i, "k": k}, "timestamp": "t"}],
+            "score": score,
+            "passed": score == 1.0,
+            "fixtureMissCount": miss,
+        }
 
     trials = {(1, 1): trial(1, 1, 1.0), (0, 2): trial(0, 2, 0.0, 1), (0, 1): trial(0, 1, 1.0)}
     assert [it["t"] * 10 + it["k"] for it in items(plan, "x/r")] == [1, 2, 11]
     drafts, summ = finish_drafts(plan, trials, "now")
     assert [(d["type"], d["payload"].get("taskId") or d["payload"].get("k")) for d in drafts[:5]] == [
-        ("agent.decided", 1), ("agent.decided", 2), ("eval.scored", "a"), ("agent.decided", 1), ("eval.scored", "b")]
+        ("agent.decided", 1),
+        ("agent.decided", 2),
+        ("eval.scored", "a"),
+        ("agent.decided", 1),
+        ("eval.scored", "b"),
+    ]
     assert drafts[2]["payload"] == {"taskId": "a", "score": 0.5, "passed": False, "fixtureMissCount": 1}
     assert [d["type"] for d in drafts[-2:]] == ["eval.completed", "run.completed"]
     assert drafts[-2]["payload"] == {"aggregateScore": 0.75, "passed": False, "taskCount": 2, "passedCount": 1}
@@ -231,8 +323,18 @@ def test_finish_drafts_put_trials_in_suite_order_with_one_scored_event_per_task(
     assert "regression" not in summ  # a baseline only counts in regression mode
     drafts, summ = finish_drafts({**plan, "modes": ["golden", "regression"]}, trials, "now")
     assert drafts[-2]["payload"]["regressionVsBaseline"] == summ["regression"]["scoreDelta"] == 0.75
-    leaks = {"taskOutput", "output", "rubric", "completion", "prompt", "body", "secret", "credentials", "token",
-             "apiKey"}
+    leaks = {
+        "taskOutput",
+        "output",
+        "rubric",
+        "completion",
+        "prompt",
+        "body",
+        "secret",
+        "credentials",
+        "token",
+        "apiKey",
+    }
     for d in drafts:
         if d["type"].startswith("eval."):
             assert not leaks & set(d["payload"])
@@ -243,8 +345,11 @@ def test_finish_drafts_put_trials_in_suite_order_with_one_scored_event_per_task(
 def test_finish_pages_hold_whole_tasks_and_join_to_the_one_page_log():
     # Given tasks of 3, 1, 4 and 2 trials and pages of at most 4 task-trials
     counts = [3, 1, 4, 2]
-    suite = {"suiteId": "x.evals.y", "version": "1.0.0",
-             "tasks": [{"taskId": f"t{i}", "input": {}, "expected": {}, "trials": n} for i, n in enumerate(counts)]}
+    suite = {
+        "suiteId": "x.evals.y",
+        "version": "1.0.0",
+        "tasks": [{"taskId": f"t{i}", "input": {}, "expected": {}, "trials": n} for i, n in enumerate(counts)],
+    }
     plan = {"suite": suite, "modes": ["golden"]}
     starts, start = [], 0
     while start < len(counts):
@@ -254,10 +359,18 @@ def test_finish_pages_hold_whole_tasks_and_join_to_the_one_page_log():
     assert starts == [0, 2, 3]
     assert page_end(plan, 0, 1) == 1 and page_end(plan, 0, 100) == 4
     # and the pages' events and rows joined are the one-page result
-    trials = {(i, k): {"taskIndex": i, "trial": k, "events": [{"type": "agent.decided", "payload": {"i": i, "k": k},
-                                                                "timestamp": "t"}],
-                       "score": float(k % 2), "passed": k % 2 == 1, "fixtureMissCount": 0}
-              for i, n in enumerate(counts) for k in range(1, n + 1)}
+    trials = {
+        (i, k): {
+            "taskIndex": i,
+            "trial": k,
+            "events": [{"type": "agent.decided", "payload": {"i": i, "k": k}, "timestamp": "t"}],
+            "score": float(k % 2),
+            "passed": k % 2 == 1,
+            "fixtureMissCount": 0,
+        }
+        for i, n in enumerate(counts)
+        for k in range(1, n + 1)
+    }
     drafts, rows = [], []
     for a, b in zip(starts, starts[1:] + [len(counts)], strict=True):
         d, r = task_drafts(plan, trials, a, b, "now")
@@ -273,8 +386,13 @@ def test_finish_pages_hold_whole_tasks_and_join_to_the_one_page_log():
 def test_the_six_conformance_suites_validate_and_have_the_contract_shape():
     all_suites = fixtures.suites()
     assert set(all_suites) == {
-        "conformance-eval-regression-base", "conformance-eval-regression-candidate", "conformance-eval-trajectory",
-        "conformance-eval-recorded-source", "conformance-eval-recorded-replay", "conformance-eval-recorded-drift"}
+        "conformance-eval-regression-base",
+        "conformance-eval-regression-candidate",
+        "conformance-eval-trajectory",
+        "conformance-eval-recorded-source",
+        "conformance-eval-recorded-replay",
+        "conformance-eval-recorded-drift",
+    }
     for doc in all_suites.values():
         suites.validate_suite(copy.deepcopy(doc))
     base, cand = all_suites["conformance-eval-regression-base"], all_suites["conformance-eval-regression-candidate"]

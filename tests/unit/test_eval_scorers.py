@@ -53,32 +53,53 @@ def test_cost_and_latency_are_strictly_below_from_the_trials_facts():
 
 
 def test_all_of_weights_the_score_and_passes_only_when_every_part_does():
-    match = {"strategy": "all-of", "of": [
-        {"strategy": "contains", "value": "a", "weight": 0.5},
-        {"strategy": "all-of", "weight": 1.5, "of": [{"strategy": "regex", "value": "b"},
-                                                     {"strategy": "not-contains", "value": "z"}]}]}
+    match = {
+        "strategy": "all-of",
+        "of": [
+            {"strategy": "contains", "value": "a", "weight": 0.5},
+            {
+                "strategy": "all-of",
+                "weight": 1.5,
+                "of": [{"strategy": "regex", "value": "b"}, {"strategy": "not-contains", "value": "z"}],
+            },
+        ],
+    }
     assert (score(match, "ab").score, score(match, "ab").passed) == (1.0, True)
     got = score(match, "a")
     assert (got.score, got.passed) == (0.5 * 1 / 2 + 1.5 * 0.5 / 2, False)
     doc = got.doc()
-    assert doc["parts"][1]["parts"][0] == {"strategy": "regex", "score": 0.0, "passed": False,
-                                           "reason": "the output does not match the pattern"}
-    zero = {"strategy": "all-of", "of": [{"strategy": "exact", "value": "a", "weight": 0},
-                                         {"strategy": "exact", "value": "b", "weight": 0}]}
+    assert doc["parts"][1]["parts"][0] == {
+        "strategy": "regex",
+        "score": 0.0,
+        "passed": False,
+        "reason": "the output does not match the pattern",
+    }
+    zero = {
+        "strategy": "all-of",
+        "of": [{"strategy": "exact", "value": "a", "weight": 0}, {"strategy": "exact", "value": "b", "weight": 0}],
+    }
     assert score(zero, "a").score == 0.5  # all weights 0: equal weights
 
 
 def test_a_trial_grade_carries_the_scorers_reason_and_a_trajectory_failure_zeroes_it():
-    task = {"taskId": "t", "input": {}, "trajectory": {"calls": [{"tool": "t:a"}]},
-            "expected": {"kind": "golden", "match": {"strategy": "regex", "value": "ok"}}}
+    task = {
+        "taskId": "t",
+        "input": {},
+        "trajectory": {"calls": [{"tool": "t:a"}]},
+        "expected": {"kind": "golden", "match": {"strategy": "regex", "value": "ok"}},
+    }
     good = grading.grade_trial(task, True, "ok", [{"tool": "t:a", "args": {}}], 0)
     assert (good.score, good.passed, good.scorer["reason"]) == (1.0, True, "the output matches the pattern")
     bad = grading.grade_trial(task, True, "ok", [{"tool": "t:b", "args": {}}], 0)
     assert (bad.score, bad.passed) == (0.0, False)
     assert bad.scorer["reason"] == "the output matches the pattern; the trajectory does not match"
     miss = grading.grade_trial(task, True, "ok", [], 1)
-    assert miss.scorer == {"strategy": "regex", "score": 0.0, "passed": False,
-                           "reason": "a tool call missed its fixtures"}
+    assert miss.scorer == {
+        "strategy": "regex",
+        "score": 0.0,
+        "passed": False,
+        "reason": "a tool call missed its fixtures",
+    }
 
 
 def test_rfc6901_pointers_resolve_and_refuse_what_is_not_there():
@@ -118,8 +139,16 @@ def test_the_members_a_strategy_takes_are_checked_by_pointer(match, member):
     assert [p["pointer"] for p in found] == [f"/tasks/0/expected/match/{member}"]
     assert all(set(p) == {"pointer", "keyword", "message"} and p["message"] for p in found)
     assert "unclosed" not in str(found)
-    assert problems({"strategy": "all-of", "of": [{"strategy": "numeric", "path": "/n", "value": 1,
-                                                   "tolerance": 0.5, "weight": 2}]}, "") == []
+    assert (
+        problems(
+            {
+                "strategy": "all-of",
+                "of": [{"strategy": "numeric", "path": "/n", "value": 1, "tolerance": 0.5, "weight": 2}],
+            },
+            "",
+        )
+        == []
+    )
 
 
 def test_an_mcp_scorer_answers_in_its_call_tool_result() -> None:
@@ -135,7 +164,10 @@ def test_an_mcp_scorer_answers_in_its_call_tool_result() -> None:
         assert (got.score, got.passed, got.reason) == (0.5, False, "half")
     # and an isError result, or a text that is not the answer, fails the trial with a reason
     errored = read_answer("ok", {"content": [{"type": "text", "text": "boom"}], "isError": True}, None)
-    assert (errored.score, errored.passed, errored.reason) == (0.0, False,
-                                                               "the scorer tool answered with an error (isError)")
+    assert (errored.score, errored.passed, errored.reason) == (
+        0.0,
+        False,
+        "the scorer tool answered with an error (isError)",
+    )
     prose = read_answer("ok", {"content": [{"type": "text", "text": "looks fine"}]}, None)
     assert (prose.passed, prose.reason) == (False, "the scorer tool's answer is not {score, pass, reason}")

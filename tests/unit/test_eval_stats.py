@@ -27,8 +27,10 @@ def test_pass_at_k_and_pass_hat_k_are_the_unbiased_estimators():
 
 
 def test_a_task_row_of_several_trials_carries_pass_at_k_and_pass_hat_k_at_k_equal_n():
-    rows = [{"score": 1.0, "passed": True, "fixtureMissCount": 0}, {"score": 0.0, "passed": False,
-                                                                   "fixtureMissCount": 0}]
+    rows = [
+        {"score": 1.0, "passed": True, "fixtureMissCount": 0},
+        {"score": 0.0, "passed": False, "fixtureMissCount": 0},
+    ]
     row = grading.task_result("t", rows)
     assert (row["trials"], row["passAtK"], row["passHatK"]) == (2, 1.0, 0.0)
     assert evalstats.is_flaky(row) is True
@@ -37,13 +39,20 @@ def test_a_task_row_of_several_trials_carries_pass_at_k_and_pass_hat_k_at_k_equa
 
 
 def test_the_baseline_snapshot_names_its_flaky_tasks():
-    summary = {"aggregateScore": 0.75, "tasks": [
-        {"taskId": "steady", "score": 1.0, "passed": True, "trials": 2, "passAtK": 1.0, "passHatK": 1.0},
-        {"taskId": "wobbly", "score": 0.5, "passed": False, "trials": 2, "passAtK": 1.0, "passHatK": 0.0},
-        {"taskId": "single", "score": 0.5, "passed": False}]}
+    summary = {
+        "aggregateScore": 0.75,
+        "tasks": [
+            {"taskId": "steady", "score": 1.0, "passed": True, "trials": 2, "passAtK": 1.0, "passHatK": 1.0},
+            {"taskId": "wobbly", "score": 0.5, "passed": False, "trials": 2, "passAtK": 1.0, "passHatK": 0.0},
+            {"taskId": "single", "score": 0.5, "passed": False},
+        ],
+    }
     assert grading.baseline_snapshot("t/b", summary) == {
-        "runId": "t/b", "aggregateScore": 0.75, "tasks": {"steady": 1.0, "wobbly": 0.5, "single": 0.5},
-        "flaky": ["wobbly"]}
+        "runId": "t/b",
+        "aggregateScore": 0.75,
+        "tasks": {"steady": 1.0, "wobbly": 0.5, "single": 0.5},
+        "flaky": ["wobbly"],
+    }
 
 
 def test_a_flaky_task_alone_is_never_regressed():
@@ -79,8 +88,10 @@ def test_one_flaky_task_never_regresses_a_suite_alone_whatever_the_interval():
     # Then the verdict is unchanged (the fall is the flaky task's own), the task listed apart
     assert (block["verdict"], block["flakyTasks"]) == ("unchanged", ["wobbly"])
     # and one flaky fall beside an unchanged task, even with an interval below 0 given, is not a regression
-    assert grading.pair({"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, frozenset({"a"}),
-                        {"low": -1.0, "high": -0.1}) == (2, "unchanged")
+    assert grading.pair({"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, frozenset({"a"}), {"low": -1.0, "high": -0.1}) == (
+        2,
+        "unchanged",
+    )
     # nor a rise an improvement
     assert grading.pair({"a": 1.0}, {"a": 0.5}, frozenset({"a"}), {"low": 0.5, "high": 0.5}) == (1, "unchanged")
 
@@ -107,9 +118,18 @@ def _brute_force(diffs: list[float], tail: float) -> tuple[float, float]:
     return below[0], reach[0]
 
 
-@pytest.mark.parametrize("diffs", [[0.0, 0.0, -1.0], [-1.0, 0.0], [0.5], [0.0, 0.0, 0.0, 0.0],
-                                   [0.0, -1.0, 0.0, 0.5, -0.5, 0.0], [1.0, 0.25, -0.5, 0.0, 1.0, -1.0],
-                                   [-1.0, -1.0, -1.0, 0.0, 0.0, 0.0]])
+@pytest.mark.parametrize(
+    "diffs",
+    [
+        [0.0, 0.0, -1.0],
+        [-1.0, 0.0],
+        [0.5],
+        [0.0, 0.0, 0.0, 0.0],
+        [0.0, -1.0, 0.0, 0.5, -0.5, 0.0],
+        [1.0, 0.25, -0.5, 0.0, 1.0, -1.0],
+        [-1.0, -1.0, -1.0, 0.0, 0.0, 0.0],
+    ],
+)
 def test_a_small_sample_gets_the_exact_bootstrap_whatever_the_seed(diffs):
     # Given few enough distinct resamples, the interval is the exact one: every seed reports the same
     one = evalstats.bootstrap(diffs, SystemIds().seeded("seed-1"))
@@ -139,15 +159,25 @@ def test_a_pass_fail_suite_of_a_thousand_tasks_is_still_exact():
 
 
 def test_the_summary_interval_is_seeded_from_the_plan_so_a_replay_reports_the_same():
-    plan = {"suite": {**SUITE, "tasks": [{"taskId": "a"}, {"taskId": "b"}]}, "modes": ["golden", "regression"],
-            "baseline": {"runId": "t/base", "aggregateScore": 1.0, "tasks": {"a": 1.0, "b": 1.0}, "flaky": []}}
-    rows = [{"taskId": "a", "score": 0.0, "passed": False, "fixtureMissCount": 0},
-            {"taskId": "b", "score": 1.0, "passed": True, "fixtureMissCount": 0}]
+    plan = {
+        "suite": {**SUITE, "tasks": [{"taskId": "a"}, {"taskId": "b"}]},
+        "modes": ["golden", "regression"],
+        "baseline": {"runId": "t/base", "aggregateScore": 1.0, "tasks": {"a": 1.0, "b": 1.0}, "flaky": []},
+    }
+    rows = [
+        {"taskId": "a", "score": 0.0, "passed": False, "fixtureMissCount": 0},
+        {"taskId": "b", "score": 1.0, "passed": True, "fixtureMissCount": 0},
+    ]
     _, one = closing_drafts(plan, rows, "now", SystemIds().seeded)
     _, two = closing_drafts(plan, rows, "later", SystemIds().seeded)
     assert one == two
-    assert one["regression"]["scoreDeltaInterval"] == {"pairedMean": -0.5, "low": -1.0, "high": 0.0,
-                                                       "confidence": 0.95, "resamples": 3,
-                                                       "method": "paired-bootstrap-exact"}
+    assert one["regression"]["scoreDeltaInterval"] == {
+        "pairedMean": -0.5,
+        "low": -1.0,
+        "high": 0.0,
+        "confidence": 0.95,
+        "resamples": 3,
+        "method": "paired-bootstrap-exact",
+    }
     _, plain = closing_drafts(plan, rows, "now")
     assert "scoreDeltaInterval" not in plain["regression"]

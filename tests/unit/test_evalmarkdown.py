@@ -6,15 +6,43 @@ from shared.local.evalmarkdown import expected_actual, markdown
 
 
 def _rep() -> dict:
-    div = {"trial": 1, "step": 0, "kind": "tool-arguments", "pointers": ["/q"],
-           "baseline": {"type": "tool-call", "tool": "t", "args": {"q": "x`y"}},
-           "candidate": {"type": "tool-call", "tool": "t", "args": {"q": "z"}}}
-    return {"runId": "tenant-a/r-2", "verdict": "regressed", "exitCode": 1, "suiteId": "s.x", "suiteVersion": "2.0.0",
-            "aggregateScore": 0.5, "baselineRunId": None,
-            "tasks": [{"taskId": "a|b", "baselineScore": None, "score": 0.0, "trials": {"passed": 0, "total": 1},
-                       "fixtureMissCount": 0, "verdict": "regressed", "divergence": div},
-                      {"taskId": "ok", "baselineScore": None, "score": 1.0, "trials": None, "fixtureMissCount": 0,
-                       "verdict": "passed", "divergence": None}]}
+    div = {
+        "trial": 1,
+        "step": 0,
+        "kind": "tool-arguments",
+        "pointers": ["/q"],
+        "baseline": {"type": "tool-call", "tool": "t", "args": {"q": "x`y"}},
+        "candidate": {"type": "tool-call", "tool": "t", "args": {"q": "z"}},
+    }
+    return {
+        "runId": "tenant-a/r-2",
+        "verdict": "regressed",
+        "exitCode": 1,
+        "suiteId": "s.x",
+        "suiteVersion": "2.0.0",
+        "aggregateScore": 0.5,
+        "baselineRunId": None,
+        "tasks": [
+            {
+                "taskId": "a|b",
+                "baselineScore": None,
+                "score": 0.0,
+                "trials": {"passed": 0, "total": 1},
+                "fixtureMissCount": 0,
+                "verdict": "regressed",
+                "divergence": div,
+            },
+            {
+                "taskId": "ok",
+                "baselineScore": None,
+                "score": 1.0,
+                "trials": None,
+                "fixtureMissCount": 0,
+                "verdict": "passed",
+                "divergence": None,
+            },
+        ],
+    }
 
 
 def test_a_pipe_in_a_task_id_is_escaped_in_the_table_and_a_backtick_never_ends_a_code_span() -> None:
@@ -31,8 +59,10 @@ def test_a_pipe_in_a_task_id_is_escaped_in_the_table_and_a_backtick_never_ends_a
 
 
 def test_expected_vs_actual_reads_the_golden_value_and_each_trials_answer() -> None:
-    task = {"expected": {"kind": "golden", "match": {"strategy": "exact", "value": "the answer"}},
-            "trialResults": [{"trial": 1, "actual": "a"}, {"trial": 2, "actual": {"k": 1}}]}
+    task = {
+        "expected": {"kind": "golden", "match": {"strategy": "exact", "value": "the answer"}},
+        "trialResults": [{"trial": 1, "actual": "a"}, {"trial": 2, "actual": {"k": 1}}],
+    }
     assert expected_actual(task) == 'expected "the answer", actual "a" / {"k":1}'
     assert expected_actual({"taskId": "x"}) == "expected -, actual -"
 
@@ -41,12 +71,17 @@ def test_would_match_with_is_pasteable_json_ignore_and_tolerance_first_anyof_as_
     from shared.local.evalmarkdown import miss_text, would_match_with
 
     # Given misses with every kind of rule, with ignore only (a content-free trial), and with none
-    both = {"tool": "t", "differingPointers": ["/amount", "/at"], "closest": {"index": 0},
-            "wouldMatchWith": {"ignore": ["/at"], "tolerance": {"/amount": 0.5}, "anyOf": {"/at": ["x`y"]}}}
+    both = {
+        "tool": "t",
+        "differingPointers": ["/amount", "/at"],
+        "closest": {"index": 0},
+        "wouldMatchWith": {"ignore": ["/at"], "tolerance": {"/amount": 0.5}, "anyOf": {"/at": ["x`y"]}},
+    }
     plain = {"tool": "t", "differingPointers": ["/at"], "closest": {"index": 0}, "wouldMatchWith": {"ignore": ["/at"]}}
     # Then the rules read as fixtureMatching JSON, anyOf after "or"; nothing is appended without rules
-    assert would_match_with(both) == ('; would match with {"ignore":["/at"],"tolerance":{"/amount":0.5}} or '
-                                      '{"anyOf":{"/at":["x`y"]}}')
+    assert would_match_with(both) == (
+        '; would match with {"ignore":["/at"],"tolerance":{"/amount":0.5}} or {"anyOf":{"/at":["x`y"]}}'
+    )
     assert miss_text(plain) == 't differs at /at; would match with {"ignore":["/at"]}'
     assert miss_text({"tool": "t", "closest": None}) == "t differs at -"
     # and in the comment a backtick in a value never ends the miss's code span

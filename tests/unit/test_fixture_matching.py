@@ -18,8 +18,10 @@ def test_without_rules_the_match_is_exact() -> None:
 def test_ignore_covers_a_pointer_and_everything_under_it() -> None:
     recorded = {"customerId": "c-1", "meta": {"at": "t1", "requestId": "r1"}}
     # When the rules ignore /meta, a call differing anywhere under it matches
-    assert args_match(recorded, {"customerId": "c-1", "meta": {"at": "t2", "requestId": "r2"}},
-                      {"ignore": ["/meta"]}) is True
+    assert (
+        args_match(recorded, {"customerId": "c-1", "meta": {"at": "t2", "requestId": "r2"}}, {"ignore": ["/meta"]})
+        is True
+    )
     # and one differing elsewhere does not
     assert args_match(recorded, {"customerId": "c-2", "meta": {"at": "t2"}}, {"ignore": ["/meta"]}) is False
     # a pointer deeper than the difference (one side lacks /meta) does not cover it
@@ -65,8 +67,11 @@ def test_would_match_names_the_rules_per_pointer_and_no_recorded_value() -> None
     call = {"id": "c-1", "at": "t2", "amount": 12.5, "opts": {"limit": 2}}
     got = would_match(recorded, call)
     # Then ignore + tolerance cover every pointer, and anyOf offers the call's value wherever it has one
-    assert got == {"ignore": ["/at", "/gone", "/opts"], "tolerance": {"/amount": 2.5},
-                   "anyOf": {"/amount": [12.5], "/at": ["t2"], "/opts": [{"limit": 2}]}}
+    assert got == {
+        "ignore": ["/at", "/gone", "/opts"],
+        "tolerance": {"/amount": 2.5},
+        "anyOf": {"/amount": [12.5], "/at": ["t2"], "/opts": [{"limit": 2}]},
+    }
     # and each suggestion, used as the rules, does match (anyOf with ignore only where the call dropped a value)
     assert args_match(recorded, call, {k: got[k] for k in ("ignore", "tolerance")})
     assert args_match(recorded, call, {"anyOf": got["anyOf"], "ignore": ["/gone"]})

@@ -39,8 +39,15 @@ def _graph() -> grimp.ImportGraph:
 
 def test_cycles_finds_each_circle_and_nothing_else() -> None:
     graph = grimp.ImportGraph()
-    for importer, imported in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.d", "p.a"), ("p.e", "p.f"),
-                               ("p.f", "p.e"), ("p.g", "p.g")):
+    for importer, imported in (
+        ("p.a", "p.b"),
+        ("p.b", "p.c"),
+        ("p.c", "p.a"),
+        ("p.d", "p.a"),
+        ("p.e", "p.f"),
+        ("p.f", "p.e"),
+        ("p.g", "p.g"),
+    ):
         graph.add_import(importer=importer, imported=imported)
     assert cycles(graph) == {frozenset({"p.a", "p.b", "p.c"}), frozenset({"p.e", "p.f"})}
 
@@ -50,9 +57,22 @@ def test_no_module_of_shared_or_functions_is_in_an_import_circle() -> None:
     graph = _graph()
     assert len([m for m in graph.modules if m.startswith(f"{SERVICES}.")]) > 20  # the graph holds the services
     # and the embedded AWS: the local state's modules and the moto patches' (lazy moto imports and all)
-    assert {f"shared.local.{m}" for m in ("persistence", "datadir", "journal_records", "snapshots", "moto_data",
-                                          "patches", "lambda_registry", "ddb_streams", "sfn_patches",
-                                          "stack", "cli")} <= graph.modules
+    assert {
+        f"shared.local.{m}"
+        for m in (
+            "persistence",
+            "datadir",
+            "journal_records",
+            "snapshots",
+            "moto_data",
+            "patches",
+            "lambda_registry",
+            "ddb_streams",
+            "sfn_patches",
+            "stack",
+            "cli",
+        )
+    } <= graph.modules
     assert cycles(graph) == set()
 
 
@@ -61,17 +81,20 @@ def test_a_circle_through_a_lazy_import_is_found() -> None:
     add) closes the circle agents -> deployments -> agent_versions -> agents."""
     graph = grimp.build_graph("shared", "functions", cache_dir=None)
     graph.add_import(importer=f"{SERVICES}.agent_versions", imported=f"{SERVICES}.agents")
-    assert cycles(graph) == {frozenset({f"{SERVICES}.agent_versions", f"{SERVICES}.agents",
-                                        f"{SERVICES}.deployments"})}
+    assert cycles(graph) == {frozenset({f"{SERVICES}.agent_versions", f"{SERVICES}.agents", f"{SERVICES}.deployments"})}
 
 
 def test_lazy_imports_are_in_the_graph() -> None:
     """The imports inside ``agents.pin`` (the default: stable once deployed) and ``agents.workflow_pins`` (channel
     resolution) are edges like top-level ones."""
-    lines = [d["line_contents"] for d in _graph().get_import_details(importer=f"{SERVICES}.agents",
-                                                                      imported=f"{SERVICES}.deployments")]
-    assert sorted(lines) == ["from shared.services.deployments import default_version",
-                             "from shared.services.deployments import resolve_channel"]
+    lines = [
+        d["line_contents"]
+        for d in _graph().get_import_details(importer=f"{SERVICES}.agents", imported=f"{SERVICES}.deployments")
+    ]
+    assert sorted(lines) == [
+        "from shared.services.deployments import default_version",
+        "from shared.services.deployments import resolve_channel",
+    ]
 
 
 def test_the_kernel_imports_no_run_kind() -> None:
@@ -103,8 +126,14 @@ def _lint_imports(where: Path) -> tuple[int, dict[str, str], str]:
     """Run ``lint-imports`` in ``where`` (it analyses the packages found there first): its exit status, each
     contract's verdict by name, and its output."""
     tool = Path(sys.executable).parent / "lint-imports"
-    out = subprocess.run([str(tool), "--no-cache"], cwd=where, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"})
+    out = subprocess.run(
+        [str(tool), "--no-cache"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "400", "NO_COLOR": "1"},
+    )
     verdicts = {}
     for line in out.stdout.splitlines():
         for verdict in ("KEPT", "BROKEN"):
@@ -121,23 +150,34 @@ def test_the_copied_tree_keeps_every_contract(tmp_path: Path) -> None:
     assert verdicts[LOCAL_ACYCLIC] == "KEPT"
 
 
-@pytest.mark.parametrize(("module", "imports", "broken"), [
-    # the circle as it was: the kernel's advance importing the eval fork kind (lazily, inside a function)
-    ("shared/engine/kernel.py", "shared.engine.evalfork", {ENGINE_LAYERS, ENGINE_ACYCLIC}),
-    # the other direction: the index of a fork calling back into the workflow kind
-    ("shared/engine/forkindex.py", "shared.engine.workflowrun", {ENGINE_LAYERS, ENGINE_ACYCLIC}),
-    # a building block reaching up into the kernel (which imports it)
-    ("shared/engine/state.py", "shared.engine.kernel", {ENGINE_LAYERS, ENGINE_ACYCLIC}),
-    # two kinds side by side, one importing the other: no circle, but not their layer's independence
-    ("shared/engine/evalrun.py", "shared.engine.workflowrun", {ENGINE_LAYERS}),
-    # the local state's data folder reaching back into the journal (which imports it)
-    ("shared/local/datadir.py", "shared.local.persistence", {LOCAL_ACYCLIC}),
-    # a moto patch area importing the module that applies every patch
-    ("shared/local/lambda_registry.py", "shared.local.patches", {LOCAL_ACYCLIC}),
-], ids=["kernel-imports-a-kind", "forkindex-imports-a-kind", "block-imports-kernel", "kind-imports-sibling",
-        "local-datadir-imports-journal", "local-patch-area-imports-patches"])
-def test_import_linter_breaks_when_a_circle_comes_back(tmp_path: Path, module: str, imports: str,
-                                                      broken: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("module", "imports", "broken"),
+    [
+        # the circle as it was: the kernel's advance importing the eval fork kind (lazily, inside a function)
+        ("shared/engine/kernel.py", "shared.engine.evalfork", {ENGINE_LAYERS, ENGINE_ACYCLIC}),
+        # the other direction: the index of a fork calling back into the workflow kind
+        ("shared/engine/forkindex.py", "shared.engine.workflowrun", {ENGINE_LAYERS, ENGINE_ACYCLIC}),
+        # a building block reaching up into the kernel (which imports it)
+        ("shared/engine/state.py", "shared.engine.kernel", {ENGINE_LAYERS, ENGINE_ACYCLIC}),
+        # two kinds side by side, one importing the other: no circle, but not their layer's independence
+        ("shared/engine/evalrun.py", "shared.engine.workflowrun", {ENGINE_LAYERS}),
+        # the local state's data folder reaching back into the journal (which imports it)
+        ("shared/local/datadir.py", "shared.local.persistence", {LOCAL_ACYCLIC}),
+        # a moto patch area importing the module that applies every patch
+        ("shared/local/lambda_registry.py", "shared.local.patches", {LOCAL_ACYCLIC}),
+    ],
+    ids=[
+        "kernel-imports-a-kind",
+        "forkindex-imports-a-kind",
+        "block-imports-kernel",
+        "kind-imports-sibling",
+        "local-datadir-imports-journal",
+        "local-patch-area-imports-patches",
+    ],
+)
+def test_import_linter_breaks_when_a_circle_comes_back(
+    tmp_path: Path, module: str, imports: str, broken: set[str]
+) -> None:
     where = _source_copy(tmp_path)
     with (where / module).open("a") as f:
         f.write(f"\n\ndef _reintroduced():  # pragma: no cover\n    import {imports}\n\n    return {imports}\n")

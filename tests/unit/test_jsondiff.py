@@ -17,9 +17,11 @@ def test_pointers_name_each_differing_leaf_with_escaped_tokens() -> None:
 
 
 def test_closest_prefers_the_same_tool_then_the_fewest_differences() -> None:
-    entries = [{"tool": "other", "args": {"key": "k2", "op": "inc"}},
-               {"tool": "counter", "args": {"key": "k1", "op": "read"}},
-               {"tool": "counter", "args": {"key": "k1", "op": "inc"}}]
+    entries = [
+        {"tool": "other", "args": {"key": "k2", "op": "inc"}},
+        {"tool": "counter", "args": {"key": "k1", "op": "read"}},
+        {"tool": "counter", "args": {"key": "k1", "op": "inc"}},
+    ]
     assert closest("counter", {"key": "k2", "op": "inc"}, entries) == (2, ["/key"])
     assert closest("nope", {"key": "k2", "op": "inc"}, entries) == (0, [])
     assert closest("counter", {}, []) is None

@@ -15,6 +15,7 @@ from infra import packaging
 def _installer(version: str):
     def install(site: Path) -> None:
         (site / "dep.txt").write_text(f"VERSION = {version!r}\n")
+
     return install
 
 
@@ -81,8 +82,13 @@ def test_runtime_provided_and_excluded_distributions_leave_the_layer_whole(tmp_p
     assert packaging.layer_distributions(site) == [("jmespath", "1.1.0")]
     assert (site / "jmespath" / "__init__.py").exists() and (tmp_path / "elsewhere.txt").exists()
     # and the runtime's own botocore is never asked for by the layer's requirements
-    assert not {packaging.normalize(r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0])
-                for r in packaging.layer_requirements()} & packaging.RUNTIME_PROVIDED
+    assert (
+        not {
+            packaging.normalize(r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0])
+            for r in packaging.layer_requirements()
+        }
+        & packaging.RUNTIME_PROVIDED
+    )
 
 
 def test_a_sourceless_layer_imports_from_byte_code_alone(tmp_path: Path) -> None:
@@ -97,8 +103,15 @@ def test_a_sourceless_layer_imports_from_byte_code_alone(tmp_path: Path) -> None
     assert packaging._compile(site, sourceless=True, interpreter=sys.executable)
     # Then only byte code is left, beside where the sources were
     assert sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()) == [
-        "pkg/__init__.pyc", "pkg/mod.pyc"]
+        "pkg/__init__.pyc",
+        "pkg/mod.pyc",
+    ]
     # and it imports
-    out = subprocess.run([sys.executable, "-c", "import pkg; print(pkg.VALUE)"], env={"PYTHONPATH": str(site)},
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import pkg; print(pkg.VALUE)"],
+        env={"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "compiled"

@@ -78,6 +78,7 @@ def test_adapters_are_built_on_first_use_only():
         def make():
             built.append(name)
             return Echo()
+
         return make
 
     router = ModelRouter(("a", "b"), {"a": factory("a"), "b": factory("b")}, mock_allowed=True)
@@ -110,8 +111,17 @@ def test_settings_read_model_providers_stage_and_prices(monkeypatch):
         get_settings.cache_clear()
 
 
-@pytest.mark.parametrize("raw", ["[1]", "{", '{"m": {"input": 1}}', '{"m": {"input": 1, "output": "2"}}',
-                                 '{"m": {"input": 1, "output": 2, "cached": 0}}', '{"m": {"input": true, "output": 1}}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[1]",
+        "{",
+        '{"m": {"input": 1}}',
+        '{"m": {"input": 1, "output": "2"}}',
+        '{"m": {"input": 1, "output": 2, "cached": 0}}',
+        '{"m": {"input": true, "output": 1}}',
+    ],
+)
 def test_malformed_price_overrides_are_refused(raw):
     with pytest.raises(ValueError, match="MODEL_PRICES"):
         parse_overrides(raw)

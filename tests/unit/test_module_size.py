@@ -17,8 +17,12 @@ def lines_of(path: Path) -> int:
 
 def oversized(root: Path) -> dict[str, int]:
     """Every ``.py`` file under the packages of ``root`` with more than ``MAX_LINES`` lines, by its path."""
-    return {str(p.relative_to(root)): n for package in PACKAGES for p in sorted((root / package).rglob("*.py"))
-            if "__pycache__" not in p.parts and (n := lines_of(p)) > MAX_LINES}
+    return {
+        str(p.relative_to(root)): n
+        for package in PACKAGES
+        for p in sorted((root / package).rglob("*.py"))
+        if "__pycache__" not in p.parts and (n := lines_of(p)) > MAX_LINES
+    }
 
 
 def test_no_module_of_shared_or_functions_is_over_600_lines() -> None:

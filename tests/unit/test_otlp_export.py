@@ -63,15 +63,23 @@ def _attrs(span: dict[str, Any]) -> dict[str, Any]:
 
 
 def _probe(env: dict[str, str]) -> dict[str, Any]:
-    code = ("import json, sys\n"
-            "from shared.settings import get_settings\n"
-            "from shared.wiring import build_tracing\n"
-            "t = build_tracing(get_settings())\n"
-            "print(json.dumps({'impl': type(t).__name__, 'capture': t.capture_content,\n"
-            "                  'otel': any(m.startswith('opentelemetry') for m in sys.modules)}))\n")
+    code = (
+        "import json, sys\n"
+        "from shared.settings import get_settings\n"
+        "from shared.wiring import build_tracing\n"
+        "t = build_tracing(get_settings())\n"
+        "print(json.dumps({'impl': type(t).__name__, 'capture': t.capture_content,\n"
+        "                  'otel': any(m.startswith('opentelemetry') for m in sys.modules)}))\n"
+    )
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    out = subprocess.run([sys.executable, "-c", code], env={**base, "PYTHONPATH": str(ROOT), **env}, check=True,
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "PYTHONPATH": str(ROOT), **env},
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     return dict(json.loads(out.stdout))
 
 
@@ -87,8 +95,12 @@ def test_an_endpoint_turns_tracing_on_and_content_stays_off_unless_opted_in():
     # Given an endpoint (and then the content opt-in as well)
     # When the tracing is built
     plain = _probe({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"})
-    opted = _probe({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces",
-                    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"})
+    opted = _probe(
+        {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+        }
+    )
     # Then it is OpenTelemetry's, with content only where opted in
     assert plain == {"impl": "OtelTracing", "capture": False, "otel": True}
     assert opted == {"impl": "OtelTracing", "capture": True, "otel": True}
@@ -102,8 +114,9 @@ def test_spans_are_posted_as_otlp_json(receiver):
     # When a run span, a client child and a failing child end and the tracing is flushed
     with tracing.span("openwop.run", {"openwop.run.id": "tenant-a/r-1", "openwop.tenant": "tenant-a"}):
         parent = tracing.current()
-        with tracing.span("chat m", {"gen_ai.usage.input_tokens": 21, "gen_ai.request.temperature": 0.5}, kind="client"
-                          ) as span:
+        with tracing.span(
+            "chat m", {"gen_ai.usage.input_tokens": 21, "gen_ai.request.temperature": 0.5}, kind="client"
+        ) as span:
             span.set("gen_ai.response.finish_reasons", ["end_turn"])
             span.set("openwop.replay.diverged", True)
         with pytest.raises(RuntimeError), tracing.span("execute_tool t"):
@@ -124,10 +137,12 @@ def test_spans_are_posted_as_otlp_json(receiver):
     assert parent == f"00-{run['traceId']}-{run['spanId']}-{parent[-2:]}"
     assert chat["traceId"] == run["traceId"] and chat["parentSpanId"] == run["spanId"]
     assert (run["kind"], chat["kind"]) == (1, 3)  # SPAN_KIND_INTERNAL, SPAN_KIND_CLIENT
-    assert _attrs(chat) == {"gen_ai.usage.input_tokens": {"intValue": "21"},
-                            "gen_ai.request.temperature": {"doubleValue": 0.5},
-                            "gen_ai.response.finish_reasons": {"arrayValue": {"values": [{"stringValue": "end_turn"}]}},
-                            "openwop.replay.diverged": {"boolValue": True}}
+    assert _attrs(chat) == {
+        "gen_ai.usage.input_tokens": {"intValue": "21"},
+        "gen_ai.request.temperature": {"doubleValue": 0.5},
+        "gen_ai.response.finish_reasons": {"arrayValue": {"values": [{"stringValue": "end_turn"}]}},
+        "openwop.replay.diverged": {"boolValue": True},
+    }
     assert int(chat["endTimeUnixNano"]) >= int(chat["startTimeUnixNano"]) > 0
     # and a failed span says only its error type: no exception text, no event
     assert tool["status"] == {"code": 2} and _attrs(tool) == {"error.type": {"stringValue": "RuntimeError"}}

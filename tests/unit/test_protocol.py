@@ -24,8 +24,11 @@ def test_projection_round_trips_and_matches_the_client(value):
 
 
 def test_both_escape_forms_decode():
-    assert decode_run_id("acme~2Fr-0123456789abcdef") == decode_run_id("acme%2Fr-0123456789abcdef") == \
-        "acme/r-0123456789abcdef"
+    assert (
+        decode_run_id("acme~2Fr-0123456789abcdef")
+        == decode_run_id("acme%2Fr-0123456789abcdef")
+        == "acme/r-0123456789abcdef"
+    )
 
 
 @pytest.mark.parametrize("wire", ["acme~2", "acme~ZZr-0123456789abcdef", "acme~2Fshort", "noslash0123456789abc"])

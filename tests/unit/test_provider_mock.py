@@ -13,8 +13,15 @@ TOOLS = (ModelToolSpec("acme.crm:lookup", "Find a customer", {"type": "object"})
 
 
 def _request(mock: dict[str, Any] | None, turn: int = 0, **kw: Any) -> ModelRequest:
-    base: dict[str, Any] = {"provider": "mock", "model": "", "system": "Be brief.",
-                            "messages": (ModelMessage("user", "hello"),), "tools": TOOLS, "mock": mock, "turn": turn}
+    base: dict[str, Any] = {
+        "provider": "mock",
+        "model": "",
+        "system": "Be brief.",
+        "messages": (ModelMessage("user", "hello"),),
+        "tools": TOOLS,
+        "mock": mock,
+        "turn": turn,
+    }
     base.update(kw)
     return ModelRequest(**base)
 
@@ -27,12 +34,24 @@ def test_stream_text_defaults_follow_the_spec():
 
 
 def test_stream_text_config_is_served():
-    cfg = {"id": "stream-text", "config": {"tokens": ["Hello", " ", "world", "!"], "delayMsPerToken": 10,
-                                          "finishReason": "length", "model": "m-1",
-                                          "usage": {"promptTokens": 5, "completionTokens": 4, "totalTokens": 9}}}
+    cfg = {
+        "id": "stream-text",
+        "config": {
+            "tokens": ["Hello", " ", "world", "!"],
+            "delayMsPerToken": 10,
+            "finishReason": "length",
+            "model": "m-1",
+            "usage": {"promptTokens": 5, "completionTokens": 4, "totalTokens": 9},
+        },
+    }
     reply = MockProvider().complete(_request(cfg))
     assert (reply.text, reply.stop_reason, reply.input_tokens, reply.output_tokens, reply.model) == (
-        "Hello world!", "max_tokens", 5, 4, "m-1")
+        "Hello world!",
+        "max_tokens",
+        5,
+        4,
+        "m-1",
+    )
 
 
 def test_no_configuration_is_stream_text_with_its_defaults():
@@ -40,21 +59,31 @@ def test_no_configuration_is_stream_text_with_its_defaults():
 
 
 def test_tool_calls_answers_its_calls_once_then_a_final_answer():
-    cfg = {"id": "tool-calls", "config": {"toolCalls": [
-        {"id": "c-1", "name": "acme.crm:lookup", "arguments": {"customerId": "c-1"}},
-        {"name": "acme.crm:lookup", "arguments": {"customerId": "c-2"}}]}}
+    cfg = {
+        "id": "tool-calls",
+        "config": {
+            "toolCalls": [
+                {"id": "c-1", "name": "acme.crm:lookup", "arguments": {"customerId": "c-1"}},
+                {"name": "acme.crm:lookup", "arguments": {"customerId": "c-2"}},
+            ]
+        },
+    }
     first = MockProvider().complete(_request(cfg, turn=0))
     assert first.stop_reason == "tool_use" and first.text is None
-    assert first.tool_calls == (ModelToolCall("c-1", "acme.crm:lookup", {"customerId": "c-1"}),
-                                ModelToolCall("call_0_1", "acme.crm:lookup", {"customerId": "c-2"}))
+    assert first.tool_calls == (
+        ModelToolCall("c-1", "acme.crm:lookup", {"customerId": "c-1"}),
+        ModelToolCall("call_0_1", "acme.crm:lookup", {"customerId": "c-2"}),
+    )
     later = MockProvider().complete(_request(cfg, turn=1))
     assert (later.text, later.tool_calls, later.stop_reason) == ("", (), "end_turn")
     assert first.input_tokens > 0 and first.output_tokens > 0 and later.output_tokens == 0
 
 
 def test_error_fails_the_call_with_its_code():
-    cfg = {"id": "error", "config": {"code": "rate_limited", "message": "slow down", "retryable": True,
-                                    "failAfterMs": 5}}
+    cfg = {
+        "id": "error",
+        "config": {"code": "rate_limited", "message": "slow down", "retryable": True, "failAfterMs": 5},
+    }
     with pytest.raises(ModelProviderError) as err:
         MockProvider().complete(_request(cfg))
     assert (err.value.code, err.value.reason, err.value.retryable) == ("rate_limited", "slow down", True)
@@ -69,11 +98,13 @@ def test_usage_only_reports_usage_and_no_content():
     assert (reply.text, reply.tool_calls, reply.input_tokens, reply.output_tokens) == (None, (), 120, 30)
 
 
-SCRIPT = {"script": [
-    {"toolCalls": [{"name": "acme.crm:lookup", "arguments": {"customerId": "c-1"}, "id": "s-1"}]},
-    {"text": "Ada is a VIP.", "usage": {"inputTokens": 50, "outputTokens": 6}},
-    {"error": {"code": "service_unavailable", "retryable": True}},
-]}
+SCRIPT = {
+    "script": [
+        {"toolCalls": [{"name": "acme.crm:lookup", "arguments": {"customerId": "c-1"}, "id": "s-1"}]},
+        {"text": "Ada is a VIP.", "usage": {"inputTokens": 50, "outputTokens": 6}},
+        {"error": {"code": "service_unavailable", "retryable": True}},
+    ]
+}
 
 
 def test_a_script_answers_by_turn_and_ends_with_an_empty_final_answer():
@@ -101,28 +132,31 @@ def test_token_counts_are_a_function_of_the_request_alone():
     assert request_tokens(longer) > request_tokens(_request(SCRIPT, 0)) == a.input_tokens
 
 
-@pytest.mark.parametrize("cfg", [
-    {"id": "does-not-exist"},
-    {"id": "stream-text", "config": {"tokens": "Hello"}},
-    {"id": "stream-text", "config": {"finishReason": "done"}},
-    {"id": "stream-text", "config": {"delayMsPerToken": 6000}},
-    {"id": "stream-text", "config": {"usage": {"promptTokens": -1, "completionTokens": 1}}},
-    {"id": "stream-text", "config": {"unknownKey": 1}},
-    {"id": "stream-text", "extra": 1},
-    {"id": "tool-calls", "config": {}},
-    {"id": "tool-calls", "config": {"toolCalls": [{"name": "", "arguments": {}}]}},
-    {"id": "tool-calls", "config": {"toolCalls": [{"name": "t", "arguments": "{}"}]}},
-    {"id": "error", "config": {"code": "Not A Code"}},
-    {"id": "error", "config": {"retryable": "yes"}},
-    {"script": "answer"},
-    {"script": [{"text": 1}]},
-    {"script": [{"text": "x", "error": {"code": "x"}}]},
-    {"script": [{"usage": {"inputTokens": 1}}]},
-    {"script": [{"say": "x"}]},
-    {"script": [], "id": "stream-text"},
-    {},
-    ["stream-text"],
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"id": "does-not-exist"},
+        {"id": "stream-text", "config": {"tokens": "Hello"}},
+        {"id": "stream-text", "config": {"finishReason": "done"}},
+        {"id": "stream-text", "config": {"delayMsPerToken": 6000}},
+        {"id": "stream-text", "config": {"usage": {"promptTokens": -1, "completionTokens": 1}}},
+        {"id": "stream-text", "config": {"unknownKey": 1}},
+        {"id": "stream-text", "extra": 1},
+        {"id": "tool-calls", "config": {}},
+        {"id": "tool-calls", "config": {"toolCalls": [{"name": "", "arguments": {}}]}},
+        {"id": "tool-calls", "config": {"toolCalls": [{"name": "t", "arguments": "{}"}]}},
+        {"id": "error", "config": {"code": "Not A Code"}},
+        {"id": "error", "config": {"retryable": "yes"}},
+        {"script": "answer"},
+        {"script": [{"text": 1}]},
+        {"script": [{"text": "x", "error": {"code": "x"}}]},
+        {"script": [{"usage": {"inputTokens": 1}}]},
+        {"script": [{"say": "x"}]},
+        {"script": [], "id": "stream-text"},
+        {},
+        ["stream-text"],
+    ],
+)
 def test_a_malformed_configuration_is_a_validation_error(cfg):
     with pytest.raises(ModelProviderError) as err:
         validate_mock_config(cfg)
@@ -131,8 +165,11 @@ def test_a_malformed_configuration_is_a_validation_error(cfg):
         MockProvider().complete(_request(cfg))
 
 
-@pytest.mark.parametrize("cfg", [{"id": i} for i in ("stream-text", "error", "usage-only")] + [
-    {"script": []}, SCRIPT, {"id": "tool-calls", "config": {"toolCalls": [{"name": "t", "arguments": {}}]}}])
+@pytest.mark.parametrize(
+    "cfg",
+    [{"id": i} for i in ("stream-text", "error", "usage-only")]
+    + [{"script": []}, SCRIPT, {"id": "tool-calls", "config": {"toolCalls": [{"name": "t", "arguments": {}}]}}],
+)
 def test_valid_configurations_pass(cfg):
     assert validate_mock_config(cfg) is None
 

@@ -9,13 +9,24 @@ from functions._common.resolver import APIGatewayHttpResolver, Response
 
 
 def _event(path: str, body: str) -> dict[str, Any]:
-    return {"version": "2.0", "routeKey": f"POST {path}", "rawPath": path, "rawQueryString": "", "headers": {},
-            "body": body, "isBase64Encoded": False,
-            "requestContext": {"http": {"method": "POST", "path": path}, "stage": "$default"}}
+    return {
+        "version": "2.0",
+        "routeKey": f"POST {path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {},
+        "body": body,
+        "isBase64Encoded": False,
+        "requestContext": {"http": {"method": "POST", "path": path}, "stage": "$default"},
+    }
 
 
-def _meanwhile(held: tuple[Any, dict[str, Any], str], holding: threading.Event,
-               other: tuple[Any, dict[str, Any], str], released: threading.Event) -> dict[str, Any]:
+def _meanwhile(
+    held: tuple[Any, dict[str, Any], str],
+    holding: threading.Event,
+    other: tuple[Any, dict[str, Any], str],
+    released: threading.Event,
+) -> dict[str, Any]:
     """Resolve ``held`` (resolver, event, context) on a thread until its route signals ``holding``, then ``other``
     on this thread, then release the first: both answers, as "a" and "b"."""
     answers: dict[str, Any] = {}
@@ -47,8 +58,7 @@ def test_a_request_in_flight_keeps_its_own_event_while_another_is_resolved():
         return Response(200, "text/plain", "b")
 
     # When the second request is resolved meanwhile, in another thread
-    answers = _meanwhile((first, _event("/a", "A"), "ctx-a"), entered, (second, _event("/b", "B"), "ctx-b"),
-                         released)
+    answers = _meanwhile((first, _event("/a", "A"), "ctx-a"), entered, (second, _event("/b", "B"), "ctx-b"), released)
     # Then each route saw its own path, body and context, and both were routed
     assert seen == {"a": ("/a", "A", "ctx-a"), "b": ("/b", "B", "ctx-b")}
     assert (answers["a"]["statusCode"], answers["b"]["statusCode"]) == (200, 200)
@@ -73,8 +83,7 @@ def test_a_request_in_flight_keeps_its_path_arguments_while_another_on_the_same_
         return Response(200, "text/plain", "other")
 
     # When a second request on the same resolver is resolved and ends meanwhile (its end clears the route context)
-    answers = _meanwhile((app, _event("/items/7", ""), "ctx-a"), routed, (app, _event("/other", ""), "ctx-b"),
-                         released)
+    answers = _meanwhile((app, _event("/items/7", ""), "ctx-a"), routed, (app, _event("/other", ""), "ctx-b"), released)
     # Then the first still reaches its handler with its own path argument
     assert (answers["b"]["statusCode"], answers["b"]["body"]) == (200, "other")
     assert (answers["a"]["statusCode"], answers["a"]["body"]) == (200, "item 7")

@@ -20,34 +20,43 @@ from shared.protocol.models import (
 from shared.services import openapi
 
 
-@pytest.mark.parametrize("body", [
-    {"bogus": 1},                                                  # closed at the top
-    {"configurable": {"version": 1, "run": {"bogus": 1}}},         # and in every nested body
-    {"configurable": {"run": {}}},                                 # version is required
-    {"configurable": {"version": True}},                           # true is not 1
-    {"configurable": {"version": 1.0}},                            # nor is 1.0
-    {"configurable": {"version": 1, "run": {"recursionLimit": "3"}}},  # no number from a string
-    {"configurable": {"version": 1, "run": {"recursionLimit": 2.0}}},  # an integer refuses a float
-    {"configurable": {"version": 1, "run": {"recursionLimit": 0}}},    # ge=1
-    {"configurable": {"version": 1, "ai": {"temperature": 2.5}}},      # le=2
-    {"configurable": {"version": 1, "ai": {"temperature": False}}},
-    {"workflowId": "flow\n"},                                      # the pattern holds to the end of the text
-    {"workflowId": ""},
-    {"workflowId": "x" * 129},
-    {"workflowId": 7},
-    {"tags": ["x" * 257]},
-    {"tags": ["x"] * 101},
-    {"mode": "live"},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"bogus": 1},  # closed at the top
+        {"configurable": {"version": 1, "run": {"bogus": 1}}},  # and in every nested body
+        {"configurable": {"run": {}}},  # version is required
+        {"configurable": {"version": True}},  # true is not 1
+        {"configurable": {"version": 1.0}},  # nor is 1.0
+        {"configurable": {"version": 1, "run": {"recursionLimit": "3"}}},  # no number from a string
+        {"configurable": {"version": 1, "run": {"recursionLimit": 2.0}}},  # an integer refuses a float
+        {"configurable": {"version": 1, "run": {"recursionLimit": 0}}},  # ge=1
+        {"configurable": {"version": 1, "ai": {"temperature": 2.5}}},  # le=2
+        {"configurable": {"version": 1, "ai": {"temperature": False}}},
+        {"workflowId": "flow\n"},  # the pattern holds to the end of the text
+        {"workflowId": ""},
+        {"workflowId": "x" * 129},
+        {"workflowId": 7},
+        {"tags": ["x" * 257]},
+        {"tags": ["x"] * 101},
+        {"mode": "live"},
+    ],
+)
 def test_a_create_body_that_does_not_fit_is_refused(body: dict[str, Any]) -> None:
     with pytest.raises(msgspec.ValidationError):
         parse(body, CreateRunRequest)
 
 
 def test_a_fitting_body_reads_as_sent() -> None:
-    req = parse({"workflowId": "a.b:c~d-e_f", "configurable": {"version": 1, "ai": {"temperature": 1},
-                                                                "extensions": {"x": {"k": None}}},
-                 "tags": ["t"] * 100, "fixtureRuns": {"t": "r"}}, CreateRunRequest)
+    req = parse(
+        {
+            "workflowId": "a.b:c~d-e_f",
+            "configurable": {"version": 1, "ai": {"temperature": 1}, "extensions": {"x": {"k": None}}},
+            "tags": ["t"] * 100,
+            "fixtureRuns": {"t": "r"},
+        },
+        CreateRunRequest,
+    )
     assert req.workflowId == "a.b:c~d-e_f" and req.tags == ["t"] * 100 and req.fixtureRuns == {"t": "r"}
     assert req.configurable is not None and req.configurable.ai is not None
     assert req.configurable.ai.temperature == 1.0 and isinstance(req.configurable.ai.temperature, float)

@@ -28,12 +28,20 @@ def _whsec() -> str:
 def test_v1_signature_verifies_with_the_client_helper_and_fails_for_another_body() -> None:
     secret = _whsec()
     body = b'{"runId":"t/r","event":{"type":"run.completed"}}'
-    h = wh.delivery_headers(webhook_id="t/w", event_type="run.completed", timestamp=1_700_000_000, raw_body=body,
-                            v1_secret=secret)
-    ok = verify_webhook_signature(secret, h["OpenWOP-Signature"], h["OpenWOP-Timestamp"], body,
-                                  now_seconds=1_700_000_010, algorithm_header=h["OpenWOP-Signature-Algorithm"])
-    bad = verify_webhook_signature(secret, h["OpenWOP-Signature"], h["OpenWOP-Timestamp"], body + b" ",
-                                   now_seconds=1_700_000_010)
+    h = wh.delivery_headers(
+        webhook_id="t/w", event_type="run.completed", timestamp=1_700_000_000, raw_body=body, v1_secret=secret
+    )
+    ok = verify_webhook_signature(
+        secret,
+        h["OpenWOP-Signature"],
+        h["OpenWOP-Timestamp"],
+        body,
+        now_seconds=1_700_000_010,
+        algorithm_header=h["OpenWOP-Signature-Algorithm"],
+    )
+    bad = verify_webhook_signature(
+        secret, h["OpenWOP-Signature"], h["OpenWOP-Timestamp"], body + b" ", now_seconds=1_700_000_010
+    )
     assert ok.valid and not bad.valid
     assert not [k for k in h if k.startswith("webhook-")]
 
@@ -42,8 +50,15 @@ def test_standard_webhooks_entries_one_per_secret_each_verifying_under_its_own()
     new, old = _whsec(), _whsec()
     now = int(datetime.datetime.now(datetime.UTC).timestamp())
     body = b'{"runId":"t/r","event":{}}'
-    h = wh.delivery_headers(webhook_id="t/w", event_type="run.started", timestamp=now, raw_body=body,
-                            v1_secret=old, standard=[new, old], message_id="msg_" + "a" * 40)
+    h = wh.delivery_headers(
+        webhook_id="t/w",
+        event_type="run.started",
+        timestamp=now,
+        raw_body=body,
+        v1_secret=old,
+        standard=[new, old],
+        message_id="msg_" + "a" * 40,
+    )
     assert len(h["webhook-signature"].split(" ")) == 2
     sw = {k: v for k, v in h.items() if k.startswith("webhook-")}
     for secret in (new, old):
@@ -88,9 +103,19 @@ def _ports(resolved: dict[str, list[str]], allow: tuple[str, ...] = ()) -> Simpl
     return SimpleNamespace(http=http, host=SimpleNamespace(query=reached))
 
 
-@pytest.mark.parametrize("addresses", [["10.0.0.7"], ["169.254.169.254"], ["127.0.0.1"], ["fd00:ec2::254"],
-                                       ["::ffff:10.0.0.1"], ["::ffff:7f00:1"], ["fc00::5"],
-                                       ["93.184.216.34", "192.168.1.1"]])
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        ["10.0.0.7"],
+        ["169.254.169.254"],
+        ["127.0.0.1"],
+        ["fd00:ec2::254"],
+        ["::ffff:10.0.0.1"],
+        ["::ffff:7f00:1"],
+        ["fc00::5"],
+        ["93.184.216.34", "192.168.1.1"],
+    ],
+)
 def test_a_name_resolving_to_a_private_or_metadata_address_is_refused_at_registration(addresses) -> None:
     ports = _ports({"hooks.example.com": addresses})
     body = RegisterWebhook(url="https://hooks.example.com/x", events=["run.completed"])
@@ -103,22 +128,44 @@ def test_a_public_https_name_passes_and_plain_http_only_when_allowlisted() -> No
     caller = SimpleNamespace(tenant="t", subject_id="s")
     public = _ports({"hooks.example.com": ["93.184.216.34"]})
     with pytest.raises(_Reached):
-        webhooks.register(public, caller, RegisterWebhook(url="https://hooks.example.com/x",  # type: ignore[arg-type]
-                                                             events=["run.completed"]))
+        webhooks.register(
+            public,
+            caller,
+            RegisterWebhook(
+                url="https://hooks.example.com/x",  # type: ignore[arg-type]
+                events=["run.completed"],
+            ),
+        )
     with pytest.raises(WebhookUrlRejectedError):
-        webhooks.register(public, caller, RegisterWebhook(url="http://hooks.example.com/x",  # type: ignore[arg-type]
-                                                             events=["run.completed"]))
+        webhooks.register(
+            public,
+            caller,
+            RegisterWebhook(
+                url="http://hooks.example.com/x",  # type: ignore[arg-type]
+                events=["run.completed"],
+            ),
+        )
     local = _ports({"127.0.0.1": ["127.0.0.1"]}, allow=("127.0.0.0/8",))
     with pytest.raises(_Reached):
-        webhooks.register(local, caller, RegisterWebhook(url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
-                                                            events=["run.completed"]))
+        webhooks.register(
+            local,
+            caller,
+            RegisterWebhook(
+                url="http://127.0.0.1:9/x",  # type: ignore[arg-type]
+                events=["run.completed"],
+            ),
+        )
 
 
 def _schedule(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from shared.settings import get_settings
 
-    for name in ("WEBHOOK_MAX_ATTEMPTS", "WEBHOOK_RETRY_BASE_SECONDS", "WEBHOOK_RETRY_CAP_SECONDS",
-                 "WEBHOOK_RETRY_DIVISOR"):
+    for name in (
+        "WEBHOOK_MAX_ATTEMPTS",
+        "WEBHOOK_RETRY_BASE_SECONDS",
+        "WEBHOOK_RETRY_CAP_SECONDS",
+        "WEBHOOK_RETRY_DIVISOR",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -160,8 +207,15 @@ def test_the_documented_receiver_checks_verify_real_delivery_headers_and_refuse_
     docs = _docs_verifier()
     secret, now = _whsec(), 1_700_000_000
     body = b'{"runId":"t/r","event":{"type":"run.completed","sequence":3}}'
-    h = wh.delivery_headers(webhook_id="t/w", event_type="run.completed", timestamp=now, raw_body=body,
-                            v1_secret=secret, standard=[secret], message_id=wh.delivery_id("t/w", "t/r", 3))
+    h = wh.delivery_headers(
+        webhook_id="t/w",
+        event_type="run.completed",
+        timestamp=now,
+        raw_body=body,
+        v1_secret=secret,
+        standard=[secret],
+        message_id=wh.delivery_id("t/w", "t/r", 3),
+    )
     headers = {k.lower(): v for k, v in h.items()}
     # Then both documented checks accept the delivery as sent
     assert docs["verify_openwop"](secret, headers, body, now + 10)
@@ -197,8 +251,11 @@ def test_every_event_type_this_host_emits_is_a_registered_v2_name_a_webhook_can_
     from shared.protocol.event_types import V2_EVENT_TYPES
 
     # Given the event-type constants the host emits (shared.protocol.codes: "<domain>.<verb>" strings)
-    emitted = {v for k, v in vars(codes).items() if k.isupper() and isinstance(v, str) and "." in v
-               and wh.EVENT_TYPE_RE.match(v)}
+    emitted = {
+        v
+        for k, v in vars(codes).items()
+        if k.isupper() and isinstance(v, str) and "." in v and wh.EVENT_TYPE_RE.match(v)
+    }
     # Then each is registered (so a subscription naming it is accepted), and an unregistered one is named
     assert emitted and emitted <= V2_EVENT_TYPES and len(V2_EVENT_TYPES) == 118
     assert wh.unknown_event_types(sorted(emitted)) == []

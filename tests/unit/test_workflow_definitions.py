@@ -56,39 +56,63 @@ def test_more_nodes_or_edges_than_the_bounds_are_refused():
 
 
 def test_duplicate_edge_ids_are_refused():
-    doc = definition("dup", [node("a", "core.noop"), node("b", "core.noop"), node("c", "core.noop")],
-                     [edge("a", "b", eid="x"), edge("b", "c", eid="x")])
+    doc = definition(
+        "dup",
+        [node("a", "core.noop"), node("b", "core.noop"), node("c", "core.noop")],
+        [edge("a", "b", eid="x"), edge("b", "c", eid="x")],
+    )
     with pytest.raises(DefinitionError, match="duplicate edge id"):
         load_workflow(doc, TYPES)
 
 
 def test_each_port_value_kind_resolves():
-    n = node("t", "core.tool", inputs={"s": static({"k": [1]}), "v": variable("who"),
-                                       "c": connection("up", "result"), "o": variable("unset", optional=True),
-                                       "oc": connection("up", "absent", optional=True)})
+    n = node(
+        "t",
+        "core.tool",
+        inputs={
+            "s": static({"k": [1]}),
+            "v": variable("who"),
+            "c": connection("up", "result"),
+            "o": variable("unset", optional=True),
+            "oc": connection("up", "absent", optional=True),
+        },
+    )
     got = resolve_node_inputs(n, {"who": "ada"}, {"up": {"result": 7}})
     assert got == {"s": {"k": [1]}, "v": "ada", "c": 7}
 
 
-@pytest.mark.parametrize("binding", [variable("unset"), connection("up", "absent"), connection("gone", "x"),
-                                     {"type": "expression", "expression": "1 + 1"}])
+@pytest.mark.parametrize(
+    "binding",
+    [
+        variable("unset"),
+        connection("up", "absent"),
+        connection("gone", "x"),
+        {"type": "expression", "expression": "1 + 1"},
+    ],
+)
 def test_a_required_binding_without_a_value_is_an_error(binding):
     with pytest.raises(UnresolvedInputError):
         resolve_node_inputs(node("t", "core.noop", inputs={"x": binding}), {}, {"up": {"result": 1}})
 
 
 def test_connections_must_name_an_upstream_node():
-    nodes = [node("a", "core.noop"), node("b", "core.noop", inputs={"x": connection("a", "k")}),
-             node("c", "core.noop", inputs={"x": connection("d", "k"), "self": connection("c", "k")}),
-             node("d", "core.noop"), node("e", "core.noop", inputs={"x": connection("zz", "k")})]
-    wf = load_workflow(definition("conn", nodes, [edge("a", "b"), edge("b", "c"), edge("a", "d"), edge("d", "e")]),
-                       TYPES)
+    nodes = [
+        node("a", "core.noop"),
+        node("b", "core.noop", inputs={"x": connection("a", "k")}),
+        node("c", "core.noop", inputs={"x": connection("d", "k"), "self": connection("c", "k")}),
+        node("d", "core.noop"),
+        node("e", "core.noop", inputs={"x": connection("zz", "k")}),
+    ]
+    wf = load_workflow(
+        definition("conn", nodes, [edge("a", "b"), edge("b", "c"), edge("a", "d"), edge("d", "e")]), TYPES
+    )
     # b reads its parent; c reads a sibling branch and itself; e names no node
-    assert check_bindings(wf) == [("c", "x", "not-upstream"), ("c", "self", "not-upstream"),
-                                  ("e", "x", "not-upstream")]
+    assert check_bindings(wf) == [("c", "x", "not-upstream"), ("c", "self", "not-upstream"), ("e", "x", "not-upstream")]
 
 
 def test_expressions_are_reported_for_refusal():
-    wf = load_workflow(definition("expr", [node("a", "core.noop", inputs={
-        "x": {"type": "expression", "expression": "vars.x"}})]), TYPES)
+    wf = load_workflow(
+        definition("expr", [node("a", "core.noop", inputs={"x": {"type": "expression", "expression": "vars.x"}})]),
+        TYPES,
+    )
     assert check_bindings(wf) == [("a", "x", "expression")]

@@ -39,8 +39,10 @@ def _record_handler(record: Any) -> None:
         result = webhooks.deliver(ports, message, attempt)
     except webhooks.DeliveryFailedError as exc:
         count("WebhookAttemptsFailed")
-        logger().warning("webhook delivery attempt failed", extra={"deliveryId": message.get("deliveryId"),
-                                                                   "attempt": attempt, "reason": exc.reason})
+        logger().warning(
+            "webhook delivery attempt failed",
+            extra={"deliveryId": message.get("deliveryId"), "attempt": attempt, "reason": exc.reason},
+        )
         raise
     if result.status is not None:
         count("WebhookDeliveries")
@@ -50,8 +52,11 @@ def _record_handler(record: Any) -> None:
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    answer: dict[str, Any] = dict(process_partial_response(event=event, record_handler=_record_handler,
-                                                           processor=_get_processor(), context=context))
+    answer: dict[str, Any] = dict(
+        process_partial_response(
+            event=event, record_handler=_record_handler, processor=_get_processor(), context=context
+        )
+    )
     failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
     if failed:
         ports = get_ports()

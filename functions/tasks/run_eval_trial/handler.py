@@ -18,13 +18,16 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if phase == "prepare":
         ports = get_ports()
         # the trials Map's MaxConcurrencyPath: a setting (EVAL_MAX_CONCURRENCY), not a constant of the ASL file
-        return {**evalrun.prepare(ports, ti.text(event, "runId")),
-                "maxConcurrency": ports.settings.eval_max_concurrency}
+        return {
+            **evalrun.prepare(ports, ti.text(event, "runId")),
+            "maxConcurrency": ports.settings.eval_max_concurrency,
+        }
     if phase != "trial":
         raise ti.TaskInputError("phase is prepare or trial")
     item = ti.mapping(event, "item")  # {r: runId, t: task index in suite order, k: trial number, 1-based}
     tally = ToolTally()
-    out = evalrun.trial_task(get_ports(), {"r": ti.text(item, "r"), "t": ti.integer(item, "t"),
-                                           "k": ti.integer(item, "k")}, tally=tally)
+    out = evalrun.trial_task(
+        get_ports(), {"r": ti.text(item, "r"), "t": ti.integer(item, "t"), "k": ti.integer(item, "k")}, tally=tally
+    )
     count_tools(tally)  # the trial's tool calls, and the RFC 0252 fixture misses it was served
     return out
