@@ -299,7 +299,7 @@ def build_ports(settings: Settings) -> Ports:
         signing=DynamoHostStore(ddb, settings.signing_table, settings.runs_table),
         settings=settings,
         models=build_models(settings, http),
-        rate_limits=DynamoRateLimiter(ddb, settings.host_table),
+        rate_limits=DynamoRateLimiter(ddb, settings.host_table, clock.now_ms),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

@@ -12,7 +12,9 @@ DynamoDB cannot take a max in an update, so the two cases are two conditional up
 The first update tried is the case the bucket was in when this process last saw it; a failed condition returns the
 item (``ReturnValuesOnConditionCheckFailure``), so the second case is tried only when it can succeed, and a refusal
 needs no further request: at most two writes, usually one. Concurrent requests from any number of functions are
-serialized by the conditions (a race loses, reads the new ``tat`` and decides again). A refusal writes nothing and
+serialized by the conditions (a race loses, reads the new ``tat`` and decides again, at the clock's reading after
+the write it lost, never the one the request came with: contention is retried, never refused). A refusal writes
+nothing and
 says exactly when the next token comes back (``Retry-After``); until then this process refuses that key without a
 request (the bucket's ``tat`` only moves forward, so the refusal stays right whatever other processes do). The item
 expires (TTL) a day after its bucket is full again.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -36,7 +39,10 @@ from shared.storage import schema
 PREFIX = "RATE#"
 SK = "bucket"
 KEEP_S = 86_400  # an idle bucket's item lives a day past the time it is full again
-MAX_TRIES = 4  # conditional races lost in a row before the request is refused for a moment
+# Conditional races lost in a row before the request is refused for a token's time. Each lost race is another
+# request admitted (or the bucket turning idle), so a request loses at most as many as there are requests racing it:
+# the cap only bounds a pathological store, never ordinary contention (20 writers racing lose a handful).
+MAX_TRIES = 64
 # DynamoDB refusing the bucket's writes (after botocore's retries): the key is hotter than a partition takes
 THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
 THROTTLED_RETRY_MS = 1000
@@ -47,9 +53,10 @@ class _Throttled(Exception):
 
 
 class DynamoRateLimiter:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, now_ms: Callable[[], int] | None = None) -> None:
         self._c = client
         self._t = table
+        self._now = now_ms  # the clock read again after a lost race or a refusal (None: the request's time only)
         self._lock = threading.Lock()
         self._tat: dict[str, int] = {}  # the last tat this process saw, per key: which case to try first
         self._refused_until: dict[str, int] = {}  # keys this process refuses without a request, until (epoch ms)
@@ -60,10 +67,15 @@ class DynamoRateLimiter:
         with self._lock:
             until = self._refused_until.get(key, 0)
             seen = self._tat.get(key)
+        if now_ms < until and self._now is not None:
+            now_ms = max(now_ms, self._now())  # a stale reading must not extend a remembered refusal
         if now_ms < until:
             return RateDecision(False, until - now_ms)
+        lim = now_ms + limit.burst * step - step
         busy = seen is not None and seen >= now_ms
-        for _ in range(MAX_TRIES):
+        for attempt in range(MAX_TRIES):
+            if attempt:  # a race was lost: decide again at the time of this write, not the request's stale reading
+                now_ms, lim = self._fresh(now_ms, limit.burst, step)
             try:
                 admitted, tat = self._update(key, step, now_ms, lim, busy)
             except _Throttled:  # a flood hotter than DynamoDB takes on one key is refused too, never a 5xx
@@ -71,6 +83,11 @@ class DynamoRateLimiter:
             if admitted and tat is not None:
                 self._remember(key, tat, 0)
                 return RateDecision(True)
+            if tat is not None and tat > lim and self._now is not None:
+                fresh, fresh_lim = self._fresh(now_ms, limit.burst, step)
+                if tat <= fresh_lim:  # the request's clock reading was stale: at the write's time a token is back
+                    now_ms, lim, busy = fresh, fresh_lim, tat >= fresh
+                    continue
             if tat is not None and tat > lim:  # empty: refused until one token is back
                 # At most one token's time: every admitted request left tat <= its own now + tau, so in real time
                 # a token is back within ``step``. A request whose now_ms went stale while others were admitted
@@ -80,6 +97,11 @@ class DynamoRateLimiter:
                 return RateDecision(False, wait)
             busy = tat is not None and tat >= now_ms  # the other case holds: try it
         return RateDecision(False, math.ceil(step))  # lost every race: the bucket is contended, come back in a token
+
+    def _fresh(self, now_ms: int, burst: int, step: float) -> tuple[int, float]:
+        """The clock read again (never earlier than ``now_ms``), and the latest admissible ``tat`` at that time."""
+        fresh = max(now_ms, self._now()) if self._now is not None else now_ms
+        return fresh, fresh + burst * step - step
 
     def _update(self, key: str, step: float, now_ms: int, lim: float, busy: bool) -> tuple[bool, int | None]:
         """One conditional update: (admitted, the bucket's tat after it, or as found when refused; None: no item)."""
