@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+NAME_MAX = 80  # Step Functions' limit on an execution name
+DIGEST_CHARS = 16  # 64 bits of SHA-256: two runs' names collide with odds of ~1e-19 per pair
+
+
+def execution_name(run_id: str, machine: str, *, generation: int = 0, redelivery: bool = False) -> str:
+    """The execution of ``run_id`` on ``machine``: idempotent per run, purpose and generation, at most 80 characters.
+
+    '/' is not allowed in a name (it becomes ``--``). Generation n > 0 is the n-th continuation of a long run
+    (continue-as-new): suffix ``-g<n>``; a redelivery (the durability hook's second delivery of the same work) adds
+    ``-r``. A name that fits is the readable one; one that would not keeps its head and ends with a digest of the
+    whole, so two long run ids that share their first ~60 characters never share an execution (decision 0141).
+    """
+    suffix = (f"-g{generation}" if generation else "") + ("-r" if redelivery else "")
+    base = run_id.replace("/", "--") + "-" + machine
+    if len(base) + len(suffix) <= NAME_MAX:
+        return base + suffix
+    digest = hashlib.sha256(base.encode()).hexdigest()[:DIGEST_CHARS]
+    return base[: NAME_MAX - len(suffix) - DIGEST_CHARS - 1] + "-" + digest + suffix
 
 
 class StepFunctionsOrchestrator:
@@ -16,11 +36,7 @@ class StepFunctionsOrchestrator:
     def start(
         self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0, redelivery: bool = False
     ) -> str:
-        # Executions are always named (idempotent per run + purpose + generation); '/' is not allowed in names.
-        # Generation n > 0 is the n-th continuation of a long run (continue-as-new): suffix ``-g<n>``, kept whole.
-        # A redelivery (the durability hook's second delivery of the same work) adds ``-r``.
-        suffix = (f"-g{generation}" if generation else "") + ("-r" if redelivery else "")
-        name = (run_id.replace("/", "--") + "-" + machine)[: 80 - len(suffix)] + suffix
+        name = execution_name(run_id, machine, generation=generation, redelivery=redelivery)
         try:
             resp = self._c.start_execution(
                 stateMachineArn=self._machines[machine], name=name, input=json.dumps(payload)
