@@ -11,7 +11,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from shared.errors import StorageError
+
 SECRET_MAX_AGE_S = 24 * 3600
+PUT_ROUNDS = 5
 
 
 class SecretsManagerSecretStore:
@@ -49,12 +52,20 @@ class SecretsManagerSecretStore:
     def put_secret(self, name: str, value: str, *, description: str = "") -> bool:
         """Create the secret, or store a new current version of it. True when it was created."""
         client = self.client()
-        try:
-            client.create_secret(Name=name, SecretString=value, Description=description)
-            return True
-        except client.exceptions.ResourceExistsException:
-            client.put_secret_value(SecretId=name, SecretString=value)
-            return False
+        # A delete racing this put can remove the secret between the two calls: create again (it is gone), and the
+        # other way round. Each lost round is another request's completed create or delete, so a few suffice.
+        for _ in range(PUT_ROUNDS):
+            try:
+                client.create_secret(Name=name, SecretString=value, Description=description)
+                return True
+            except client.exceptions.ResourceExistsException:
+                pass
+            try:
+                client.put_secret_value(SecretId=name, SecretString=value)
+                return False
+            except client.exceptions.ResourceNotFoundException:
+                continue
+        raise StorageError("the secret is being created and deleted concurrently")
 
     def update_secret(self, secret_id: str, value: str) -> None:
         """Store a new current version of an existing secret (name or ARN); the old one becomes AWSPREVIOUS."""
