@@ -43,6 +43,16 @@ class ResolvedTool:
         return schema if isinstance(schema, dict) else None
 
     @property
+    def description(self) -> str | None:
+        """What the tool does, as its registration (http) or its MCP server's listing (mcp) says."""
+        text = (
+            (self.spec.get("tool") or {}).get("description")
+            if self.transport == "mcp"
+            else self.spec.get("description")
+        )
+        return text if isinstance(text, str) and text else None
+
+    @property
     def safety_tier(self) -> str:
         """The tool descriptor's ``safetyTier`` (``shared.services.tools`` serves the same)."""
         if self.transport == "http":

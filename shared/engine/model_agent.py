@@ -174,7 +174,7 @@ class ModelSession:
             for tool in agent.tool_allowlist or ():
                 resolved = catalog.resolve(tool)
                 schema = (resolved.input_schema if resolved is not None else None) or {"type": "object"}
-                desc = str((resolved.spec.get("description") if resolved is not None else None) or tool)
+                desc = (resolved.description if resolved is not None else None) or tool
                 specs.append(ModelToolSpec(tool, desc[:1024], schema))
             self._tools[key] = tuple(specs)
         out: tuple[ModelToolSpec, ...] = self._tools[key]

@@ -155,3 +155,27 @@ def test_a_cancelled_run_sends_no_model_call(host, chat):
     time.sleep(3.5)  # past the hold: nothing may call the model after the cancel
     assert chat.requests == []
     assert _ports().runs.query_aux(run.runId, "EFFECT#model") == []
+
+
+def test_the_model_is_offered_an_mcp_tool_with_its_servers_description(host, chat):
+    from shared.local.demo_mcp import DemoMcpServer
+
+    # Given an MCP server whose lookup_customer tool is described, and an agent allowed to call it
+    server = DemoMcpServer()
+    url = server.start()
+    try:
+        server_id = "s" + uuid.uuid4().hex[:8]
+        r = raw(host.base_url, "POST", f"{BASE}/mcp-servers", {"serverId": server_id, "url": url}, key=host.key_a)
+        assert r.status == 201, r.text
+        chat.answers = [(200, completion("nothing to look up"), {})]
+        agent_id = _agent(host, chat.url, tools=[f"mcp:{server_id}.lookup_customer"])
+        client = host.client(host.key_a)
+        # When the agent runs
+        run = client.runs_create(CreateRunRequest(workflowId=agent_workflow(host, agent_id)))
+        assert wait_terminal(client, run.runId).status == "completed"
+    finally:
+        server.stop()
+    # Then the model is offered the tool with the description its server lists (not its id) and its input schema
+    [offered] = chat.requests[0]["body"]["tools"]
+    assert offered["function"]["description"] == "A customer's name and tier by id."
+    assert offered["function"]["parameters"]["required"] == ["id"]
