@@ -1,8 +1,13 @@
 "use strict";
-// The viewer: same-origin calls to this host's API with the key the user pasted (kept in sessionStorage only).
+// The viewer: same-origin calls to this host's API with the key the user pasted (kept in sessionStorage; in
+// localStorage too only when the user ticks "remember", so a run link opened in a new tab needs no paste).
 // Every value from the API is written with textContent (never parsed as HTML).
 (function () {
   var KEY = "openwop.viewer.apiKey";
+  // A remembered key (opt-in) seeds each new tab's session.
+  if (!sessionStorage.getItem(KEY) && localStorage.getItem(KEY)) {
+    sessionStorage.setItem(KEY, localStorage.getItem(KEY));
+  }
   var $ = function (id) { return document.getElementById(id); };
 
   function projectId(id) {
@@ -161,9 +166,13 @@
     return Promise.all([api("/runs/" + wire), allEvents(wire)]).then(function (res) {
       var snap = res[0], events = res[1];
       $("run-status").textContent = snap.status;
-      $("run-meta").textContent = "workflow " + (snap.workflowId || "-") + " · " + events.length + " events" +
+      var started = events.filter(function (e) { return e.type === "eval.started"; })[0];
+      var isEval = !!started;
+      var what = isEval
+        ? "suite " + started.payload.suiteId + "@" + started.payload.suiteVersion
+        : "workflow " + (snap.workflowId || "-");
+      $("run-meta").textContent = what + " · " + events.length + " events" +
         (snap.parentRunId ? " · forked from " + snap.parentRunId : "");
-      var isEval = events.some(function (e) { return e.type === "eval.started"; });
       var work = [];
       var report = isEval && ["completed", "failed", "cancelled"].indexOf(snap.status) >= 0
         ? wholeReport(wire) : Promise.resolve(null);
@@ -422,7 +431,7 @@
   // ------------------------------------------------------------------ wiring
 
   function route() {
-    var m = /^#run=(.+)$/.exec(location.hash);
+    var m = /^#run=([^&]+)$/.exec(location.hash);
     var p = m ? showRun(decodeURIComponent(m[1])) : Promise.resolve();
     return p.catch(function (err) { status(err.message, true); });
   }
@@ -430,12 +439,16 @@
   $("key-form").addEventListener("submit", function (ev) {
     ev.preventDefault();
     var key = $("api-key").value.trim();
-    if (key) { sessionStorage.setItem(KEY, key); }
+    if (key) {
+      sessionStorage.setItem(KEY, key);
+      if ($("remember-key").checked) { localStorage.setItem(KEY, key); } else { localStorage.removeItem(KEY); }
+    }
     $("api-key").value = "";
     loadRuns().then(route).catch(function (err) { status(err.message, true); });
   });
   $("forget-key").addEventListener("click", function () {
     sessionStorage.removeItem(KEY);
+    localStorage.removeItem(KEY);
     clear($("runs").tBodies[0]);
     $("run-view").hidden = true;
     status("key forgotten");
@@ -448,12 +461,17 @@
     loadRuns().catch(function (err) { status(err.message, true); });
   });
   window.addEventListener("hashchange", route);
-  // ``#key=KEY`` (the URL ``serve`` prints): a fragment is never sent to a server; the key is kept like a pasted
-  // one and taken out of the address bar at once.
-  var signed = /^#key=([^&]+)$/.exec(location.hash);
-  if (signed) {
-    sessionStorage.setItem(KEY, decodeURIComponent(signed[1]));
-    history.replaceState(null, "", location.pathname + location.search);
+  // ``#key=KEY`` (the URL ``serve`` prints), alone or beside ``run=RUN`` in any order (``#key=KEY&run=RUN``): a
+  // fragment is never sent to a server; the key is kept like a pasted one and taken out of the address bar at once,
+  // which keeps ``#run=RUN``.
+  var parts = {};
+  location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+    var i = kv.indexOf("=");
+    if (i > 0) { parts[kv.slice(0, i)] = kv.slice(i + 1); }
+  });
+  if (parts.key) {
+    sessionStorage.setItem(KEY, decodeURIComponent(parts.key));
+    history.replaceState(null, "", location.pathname + location.search + (parts.run ? "#run=" + parts.run : ""));
   }
   if (sessionStorage.getItem(KEY)) {
     loadRuns().then(route).catch(function (err) { status(err.message, true); });
