@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.engine.workflowrun import HOLD_MAX_MS, _hold_delay
+from shared.engine.workflownodes import HOLD_MAX_MS, _hold_delay
 
 
 @pytest.mark.parametrize(
