@@ -30,6 +30,7 @@ from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
+from shared.engine.runcore import fail_obj
 from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
@@ -108,10 +109,6 @@ def make_event(
     if node_id:
         ev["nodeId"] = node_id
     return ev
-
-
-def fail_obj(code: str, message: str) -> dict[str, Any]:
-    return {"code": code, "message": message}
 
 
 # --------------------------------------------------------------------------- what a run executes

@@ -1,7 +1,7 @@
 """What one Advance task of a workflow run knows about its run: its record, its loaded workflow, its mode (live, replay,
-branch), what a fork's index recorded of its source, and the task's tool and model paths (``RunContext``), and what
-a step returns (``Step``). Built once per task (``build_context``) and read by the node kinds (``workflownodes``) and
-the step loop (``workflowrun``).
+branch), what a fork's index recorded of its source, and the task's tool and model paths (``RunContext``). Built
+once per task (``build_context``) and read by the node kinds (``workflownodes``) and the step loop
+(``workflowrun``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,6 @@ from shared.engine.workflow import Workflow
 from shared.ports import Ports, RunRecord
 
 SOURCE_PAGE = 1000  # events per read of a replay's source (a task appends at most 2,000)
-
-
-@dataclass
-class Step:
-    events: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)
-    wait_ms: int | None = None
-    done: bool = False
 
 
 @dataclass

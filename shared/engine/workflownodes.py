@@ -1,7 +1,8 @@
 """What each node kind of a workflow run does in a step: a node's start (its ``node.started`` and, for a single-shot
 node, its outcome), its continuation while active (a hold's wait, an approval's resolution, an agent's next turn) and
 its restart after a fork's prefix. In a replay a side-effecting node takes its source's recorded outcome and an
-approval its recorded resolution; the nodes that act outside the run are ``nodeeffects``'.
+approval its recorded resolution; the nodes that act outside the run are ``nodeeffects``'. The steps that need no
+port (a hold, a replayed outcome, the inputs) are the pure core's (``runcore``).
 """
 
 from __future__ import annotations
@@ -9,27 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from shared.engine.agents import invocation_step, started_payload
-from shared.engine.kernel import EngineError, fail_obj
+from shared.engine.kernel import EngineError
 from shared.engine.nodeeffects import NodeFailure, execute_once
 from shared.engine.registry import NODE_TYPES
+from shared.engine.runcore import Step, fail_obj, hold_step, negotiations, node_ev, node_inputs, replayed_outcome
 from shared.engine.tools import Guard
-from shared.engine.workflow import UnresolvedInputError, resolve_node_inputs
-from shared.engine.workflowcontext import RunContext, Step, node_agent_id
+from shared.engine.workflow import UnresolvedInputError
+from shared.engine.workflowcontext import RunContext, node_agent_id
 from shared.ports import EffectDeniedError
 from shared.protocol import codes as c
-
-HOLD_MAX_MS = 60_000  # a conformance hold waits at most a minute (the fixtures document 1..60000 ms)
-
-
-def node_ev(t: str, nid: str, **payload: Any) -> tuple[str, dict[str, Any], str | None]:
-    return (t, {"nodeId": nid, **payload}, nid)
-
-
-def _hold_delay(inputs: dict[str, Any]) -> int:
-    d = inputs.get("delayMs", 0)
-    if not isinstance(d, int | float) or isinstance(d, bool) or d < 0:
-        return 0
-    return int(min(d, HOLD_MAX_MS))
 
 
 def start_node(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
@@ -40,31 +29,11 @@ def start_node(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     ordinal = int(state["nodes"][nid]["visits"]) + 1
     started = node_ev(c.NODE_STARTED, nid, typeId=type_id, attempt=0)
     try:
-        inputs = _inputs(state, node)
+        inputs = node_inputs(state, node)
     except UnresolvedInputError as exc:
         return Step([started, node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
     if ctx.mode == "replay" and nt.role == "side-effect":
-        # (sourceRunId, nodeId, n): n = 1 + this node's terminal outcomes so far, inherited prefix included.
-        n = int(state["nodes"][nid]["terminals"]) + 1
-        recorded = ctx.source_outcomes.get(nid, [])
-        if len(recorded) >= n:
-            o = recorded[n - 1]
-            again = _negotiations(nid, o.get("negotiations") or [])  # as recorded, `at` included
-            if o["type"] == c.NODE_COMPLETED:
-                return Step([started, *again, node_ev(c.NODE_COMPLETED, nid, outputs=o.get("outputs", {}))])
-            return Step([started, *again, node_ev(c.NODE_FAILED, nid, error=o.get("error"))])
-        return Step(
-            [
-                started,
-                node_ev(
-                    c.NODE_FAILED,
-                    nid,
-                    error=fail_obj(
-                        c.REPLAY_SOURCE_MISSING, "the source run has no recorded outcome for this execution"
-                    ),
-                ),
-            ]
-        )
+        return replayed_outcome(state, nid, started, ctx.source_outcomes)  # the pure core's: never the effect
     if type_id == "core.conformance.hold":
         return Step([started])
     if type_id == "core.approvalGate":
@@ -110,28 +79,11 @@ def start_node(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
         return Step(
             [
                 started,
-                *_negotiations(nid, negotiated),
+                *negotiations(nid, negotiated),
                 node_ev(c.NODE_FAILED, nid, error=fail_obj(exc.code, exc.message)),
             ]
         )
-    return Step([started, *_negotiations(nid, negotiated), node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
-
-
-def _negotiations(nid: str, payloads: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str | None]]:
-    return [(c.NEGOTIATION_DECIDED, p, nid) for p in payloads]
-
-
-def _inputs(state: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """The node's resolved inputs; a connection reads the upstream node's latest completed outputs."""
-    nodes = state["nodes"]
-    # Only the nodes a connection names (not every node's outputs, which made a long chain quadratic).
-    named = {
-        b["nodeId"]
-        for b in (node.get("inputs") or {}).values()
-        if isinstance(b, dict) and b.get("type") == "connection" and isinstance(b.get("nodeId"), str)
-    }
-    outputs = {k: nodes[k]["outputs"] for k in named if k in nodes and nodes[k].get("outputs") is not None}
-    return resolve_node_inputs(node, state["variables"], outputs)
+    return Step([started, *negotiations(nid, negotiated), node_ev(c.NODE_COMPLETED, nid, outputs=outputs)])
 
 
 APPROVAL_ACTIONS = ("accept", "reject")
@@ -183,14 +135,11 @@ def continue_node(ctx: RunContext, state: dict[str, Any], active: dict[str, Any]
     node = ctx.wf.nodes[nid]
     type_id = node["typeId"]
     try:
-        inputs = _inputs(state, node)
+        inputs = node_inputs(state, node)
     except UnresolvedInputError as exc:
         return Step([node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, str(exc)))])
     if type_id == "core.conformance.hold":
-        until = int(active["startedAtMs"]) + _hold_delay(inputs)
-        if now >= until:
-            return Step([node_ev(c.NODE_COMPLETED, nid, outputs=inputs)])
-        return Step(wait_ms=until - now)
+        return hold_step(active, inputs, now)
     if type_id == "core.approvalGate":
         pending = active.get("interrupt")
         if pending is None:  # a crash between node.started and interrupt.requested (two transactions)

@@ -23,21 +23,20 @@ from typing import Any
 from shared.engine import forkindex, spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
-from shared.engine.forkindex import comparable, divergence, reproduces
+from shared.engine.forkindex import reproduces
 from shared.engine.kernel import (
-    ENGINE_VERSION,
     FLUSH_AT,
     TASK_EVENTS,
     EffectInFlightError,
-    fail_obj,
     halt,
     load_state,
     make_event,
     snapshot_updates,
 )
+from shared.engine.runcore import Step, comparable, divergence, run_step
 from shared.engine.tools import ToolTally
-from shared.engine.workflowcontext import RunContext, Step, build_context
-from shared.engine.workflownodes import continue_node, node_ev, restart_node, start_node
+from shared.engine.workflowcontext import RunContext, build_context
+from shared.engine.workflownodes import continue_node, restart_node, start_node
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
@@ -49,52 +48,19 @@ SHORT_WAIT_MS = 1500
 
 
 def next_step(ctx: RunContext, state: dict[str, Any]) -> Step:
-    """The run's next step from its folded state: it starts, times out, fails, skips a node, steps its active node
-    (``workflownodes``), starts the next ready one, or completes."""
-    rec = ctx.record
+    """The run's next step from its folded state: the run's own (``runcore.run_step``: it starts, times out, fails,
+    skips a node, completes), else its active node's (``workflownodes``) or the next ready node's start."""
     now = ctx.ports.clock.now_ms()
     restart, ctx.restart = ctx.restart, False  # only the first step after the prefix copy
-    if state["status"] == "pending":
-        payload: dict[str, Any] = {
-            "workflowId": ctx.wf.id,
-            "inputs": rec.data.get("inputs", {}),
-            "transport": "rest",
-            "engineVersion": ENGINE_VERSION,
-            "owner": rec.data["owner"],
-        }
-        for k in ("tags", "metadata"):
-            if rec.data.get(k) is not None:
-                payload[k] = rec.data[k]
-        return Step([(c.RUN_STARTED, payload, None)])
-    if state["status"] in c.TERMINAL_STATUSES:
-        return Step(done=True)
+    step = run_step(ctx.wf, ctx.record.data, state, now)
+    if step is not None:
+        return step
     active = state.get("active")
-    # A fork's clock starts when the fork does: a prefix recorded long ago must not time the child out.
-    began = max(int(state.get("startedAtMs") or 0), int((rec.data.get("fork") or {}).get("startedAtMs", 0)))
-    if ctx.wf.timeout_ms and began and now - began > ctx.wf.timeout_ms:
-        evs = []
-        if active:
-            evs.append(node_ev(c.NODE_CANCELLED, active["nodeId"], reason="run-timeout"))
-        evs.append((c.RUN_FAILED, {"error": fail_obj(c.RUN_TIMEOUT, "the run exceeded settings.timeout")}, None))
-        return Step(evs, done=True)
-    if state.get("failure"):
-        f = state["failure"]
-        err = f.get("error") or fail_obj(c.NODE_EXECUTION_FAILED, "a node failed")
-        return Step([(c.RUN_FAILED, {"error": err, "failedNodeId": f["nodeId"]}, None)], done=True)
-    if state.get("skips"):
-        return Step([node_ev(c.NODE_SKIPPED, state["skips"][0], reason="trigger rule not satisfied")])
     if active and restart:
         return restart_node(ctx, state, active["nodeId"])
     if active:
         return continue_node(ctx, state, active, now)
-    if state["ready"]:
-        return start_node(ctx, state, state["ready"][0])
-    outputs = {
-        n: v["outputs"]
-        for n, v in state["nodes"].items()
-        if v["status"] == "completed" and not any(not e.back for e in ctx.wf.out_edges.get(n, ()))
-    }
-    return Step([(c.RUN_COMPLETED, {"outputs": outputs}, None)], done=True)
+    return start_node(ctx, state, state["ready"][0])
 
 
 # --------------------------------------------------------------------------- events and the loop
