@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engine import evalrun, forkindex, grading
+from shared.engine import evalpages, evalplan, evalrun, evaltrial, forkindex, grading
 from shared.engine.canonical import same_json
 from shared.engine.kernel import DIVERGED_AT, TASK_EVENTS, EngineError, make_event
 from shared.engine.model_agent import ModelSession
@@ -74,7 +74,7 @@ def advance(
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
         return forkindex.copy_prefix(ports, rec)
-    plan = evalrun.load_plan(ports, rec.run_id)
+    plan = evalplan.load_plan(ports, rec.run_id)
     index = forkindex.load(ports, rec.run_id)
     cur = dict(rec.cursor or {"task": 0, "pos": 0, "diverged": False})
     start, pos0, diverged = int(cur["task"]), int(cur["pos"]), bool(cur["diverged"])
@@ -109,21 +109,21 @@ def advance(
         tally=tally,
     )
     suite = plan["suite"]
-    end = evalrun.page_end(plan, start, int(ports.settings.eval_finish_page_trials))
+    end = evalpages.page_end(plan, start, int(ports.settings.eval_finish_page_trials))
     trials: dict[tuple[int, int], dict[str, Any]] = {}
     for i in range(start, end):
         for k in range(1, grading.task_trials(suite, suite["tasks"][i]) + 1):
-            result = evalrun.run_trial(ports, rec, i, k, tools, plan=plan, models=models)
+            result = evaltrial.run_trial(ports, rec, i, k, tools, plan=plan, models=models)
             trials[(i, k)] = result.stored()
     now = ports.clock.iso()
-    drafts, rows = evalrun.task_drafts(plan, trials, start, end, now)
+    drafts, rows = evalpages.task_drafts(plan, trials, start, end, now)
     if start == 0:
         drafts = _head(ports, rec, plan) + drafts
     last_page = end >= len(suite["tasks"])
     summary: dict[str, Any] = {}
     if last_page:
-        earlier = evalrun.earlier_rows(ports, rec.run_id, start) if start else []
-        closing, summary = evalrun.closing_drafts(plan, earlier + rows, now, ports.ids.seeded)
+        earlier = evalpages.earlier_rows(ports, rec.run_id, start) if start else []
+        closing, summary = evalpages.closing_drafts(plan, earlier + rows, now, ports.ids.seeded)
         drafts += closing
     # Drafts before fromSeq are the copied prefix's; a child sequence is its draft's position, plus one after the
     # divergence event (a replay reports only its first divergence, so positions shift at most once).
@@ -160,19 +160,19 @@ def advance(
     if already < 0 or already > len(events):
         raise EngineError("the eval fork's earlier events are not appended")
     updates: dict[str, Any] = (
-        {"status": "completed", "completedAt": now, **evalrun.summary_updates(ports, rec.run_id, summary)}
+        {"status": "completed", "completedAt": now, **evalpages.summary_updates(ports, rec.run_id, summary)}
         if last_page
         else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}
     )
     try:
         if not last_page:
-            ports.blobs.put_json(evalrun.rows_key(rec.run_id, start), rows)
+            ports.blobs.put_json(evalpages.rows_key(rec.run_id, start), rows)
         # Records of calls that claimed no effect (every call of a replay: recorded or refused) are written here,
         # 98 to a transaction, before the events that name them; a retried page decides and writes them equal.
         if tools.deferred:
             ports.tool_calls.put_calls(rec.run_id, tools.deferred, rec.expires_at)
         # A page wholly inside the prefix appends nothing: only its cursor moves.
-        evalrun.append_chunked(ports, rec, events[already:], updates)
+        evalpages.append_chunked(ports, rec, events[already:], updates)
     except (ConflictError, RunGoneError):
         return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
     out: dict[str, Any] = {"runId": rec.run_id, "next": "done" if last_page else "continue", "waitSeconds": 0}

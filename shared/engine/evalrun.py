@@ -15,333 +15,51 @@ The eval state machine (statemachines/eval-run.asl.json) calls:
 The plan of an eval run (its ``EVALPLAN`` aux item, written at create) pins the suite, the agent, the modes,
 the baseline's scores, and the S3 keys of derived (RFC 0252) fixture copies. Large data travels by these keys,
 never inside the Step Functions payload.
+
+Here the three tasks; below them, one trial (``evaltrial``), which answers its calls are served (``evalsources``) and
+what a Finish page appends (``evalpages``). The services read the plan, the sources and the stored trials through
+this module (``load_plan``, ``source_entries``, ``load_trials``, ...: re-exported).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
 
 from shared import keys
-from shared.engine import evalstats, grading, judge, scorers, spans, toolscorer
-from shared.engine.agents import invocation_step, started_payload
-from shared.engine.evalplan import INLINE_LIMIT as INLINE_LIMIT
+from shared.engine import grading, spans
+from shared.engine.evalpages import (
+    append_chunked,
+    closing_drafts,
+    earlier_rows,
+    page_end,
+    rows_key,
+    summary_updates,
+    task_drafts,
+)
 from shared.engine.evalplan import PLAN_VERSION as PLAN_VERSION
 from shared.engine.evalplan import _plan_cache as _plan_cache
 from shared.engine.evalplan import load_plan as load_plan
 from shared.engine.evalplan import store_plan as store_plan
-from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
-from shared.engine.matching import rules_for
-from shared.engine.model_agent import ModelSession, usage_payload
-from shared.engine.tools import LIVE_READ_ONLY, FixturePlan, ToolRuntime, ToolTally
+from shared.engine.evalsources import SOURCES_LINKED as SOURCES_LINKED
+from shared.engine.evalsources import derived_entries as derived_entries
+from shared.engine.evalsources import entries_from_records as entries_from_records
+from shared.engine.evalsources import source_entries as source_entries
+from shared.engine.evaltrial import call_keys_between as call_keys_between
+from shared.engine.evaltrial import invocation_id as invocation_id
+from shared.engine.evaltrial import load_trials as load_trials
+from shared.engine.evaltrial import run_trial, store_trial
+from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event
+from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
-from shared.ports import WRITABLE, Draws, Ports, RunRecord, ToolCallRecord
+from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 PREPARED_EVENTS = 2  # run.started, eval.started
-CHUNK_EVENTS = 99
-CHUNK_BYTES = 3_000_000  # TransactWriteItems carries at most 4 MB
-# On a plan: the suite's sources were linked under the eval run at create (a source erased before is tombstoned in the
-# plan), so a trial reads its source without a link of its own (docs/decisions/0121-from-runs-at-ten-thousand.md).
-SOURCES_LINKED = "sourcesLinked"
-SUMMARY_INLINE_LIMIT = 100_000  # bytes of EvalSummary JSON kept on the run item; larger goes to S3 under the run
 
 
-def invocation_id(task_id: str, trial: int) -> str:
-    return f"{task_id}:{trial}"
-
-
-def order_key(task_index: int, trial: int) -> str:
-    """Call keys ``T<task>-<trial>#<index>`` sort in event order (suite order, then trial, then call)."""
-    return f"T{task_index:05d}-{trial:03d}"
-
-
-def call_keys_between(start: int, end: int) -> tuple[str, str]:
-    """The (low, high) call keys of tasks ``start <= index < end``, trials and judge calls included."""
-    return f"T{start:05d}-", f"T{end - 1:05d}-~"
-
-
-def trial_sk(task_index: int, trial: int) -> str:
-    return f"{keys.TRIAL_PREFIX}{task_index:05d}#{trial:03d}"
-
-
-# --------------------------------------------------------------------------- derivation (RFC 0252 §D)
-
-
-def entries_from_records(records: list[ToolCallRecord], agent_id: str) -> list[dict[str, Any]]:
-    """Fixture entries from the as-executed record: the agent's own calls (delegates excluded), every
-    invocation, in call-key (= event) order; one entry per call. A call that failed or never ran
-    (``forbidden``, ``rate_limited``) yields ``isError`` with its error as the response."""
-    out: list[dict[str, Any]] = []
-    for r in sorted(records, key=lambda r: r.call_key):
-        if r.agent_id != agent_id or r.delegate:
-            continue
-        entry: dict[str, Any] = {"tool": r.tool_name, "args": r.args, "argsMatch": "exact"}
-        if r.status == "ok":
-            entry["response"] = r.result
-        else:
-            entry["isError"] = True
-            entry["response"] = r.error or {"code": c.EXTERNAL_CALL_FAILED, "message": "the call failed"}
-        out.append(entry)
-    return out
-
-
-def derived_entries(ports: Ports, plan: dict[str, Any], task_id: str) -> list[dict[str, Any]] | None:
-    """The stored derived copy for a task named in ``fixtureRuns`` (never derived again)."""
-    key = (plan.get("derived") or {}).get(task_id)
-    if key is None:
-        return None
-    copy = ports.blobs.get_json(str(key))
-    if copy is None:
-        raise EvalRecordedFixturesGoneError()
-    return list(copy["entries"])
-
-
-def source_entries(
-    ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str, served: RunRecord | None = None
-) -> list[dict[str, Any]]:
-    """A task whose suite names its ``sourceRunId`` (checked when the suite was registered): the entries of the
-    eval's agent, read from the source's as-executed record at each trial (the eval's pinned suite is the grant; no
-    copy). A source of another tenant, or one being erased (its tombstone is written before its calls go), serves
-    nothing: every call misses (fail-closed).
-
-    ``served`` is the eval run a trial serves: before anything is read it is linked under the source (``CHILD#``,
-    conditioned on the source's tombstone, one write), so the source's erasure erases the eval run that holds its
-    answers (decision 0108); a source whose erasure began refuses the link and serves nothing."""
-    source = str(task["sourceRunId"])
-    if source.partition("/")[0] != tenant:
-        return []
-    # An eval created with its sources linked (SOURCES_LINKED): every served source was linked under it before the
-    # plan was written, so a source whose erasure begins now erases this eval run with what it serves: one read.
-    linked = served is not None and bool(plan.get(SOURCES_LINKED))
-    if served is not None and not linked:
-        try:
-            ports.runs.put_aux(
-                source, f"{keys.CHILD_PREFIX}{served.run_id}", {"runId": served.run_id}, served.expires_at
-            )
-        except RunGoneError:
-            return []
-    records = ports.tool_calls.list_calls(source)
-    if not records or (not linked and ports.runs.is_tombstoned(source)):
-        return []
-    return entries_from_records(records, str(plan["agentId"]))
-
-
-def fixture_plan(
-    ports: Ports, plan: dict[str, Any], task: dict[str, Any], tenant: str = "", served: RunRecord | None = None
-) -> FixturePlan | None:
-    """Which plan a task gets (eval.md §5.1), matched under its ``fixtureMatching`` (else the suite's; none: exact):
-    derived entries (``fixtureRuns``) under ``onMiss: "fail"``; else its ``sourceRunId``'s, under ``"fail"`` unless
-    it says ``"live-read-only"``; else the suite's ``fixtures`` (default ``"fail"``); else live tools (``None``)."""
-    rules = rules_for(plan["suite"], task)
-    entries = derived_entries(ports, plan, str(task["taskId"]))
-    if entries is not None:
-        return FixturePlan(entries, "fail", rules=rules)
-    fx = task.get("fixtures")
-    if task.get("sourceRunId"):
-        on_miss = LIVE_READ_ONLY if (fx or {}).get("onMiss") == LIVE_READ_ONLY else "fail"
-        return FixturePlan(source_entries(ports, plan, task, tenant, served), on_miss, rules=rules)
-    if "live-shadow" in (plan.get("modes") or []):
-        return None
-    if fx is not None:
-        return FixturePlan(list(fx.get("toolResponses") or []), str(fx.get("onMiss", "fail")), rules=rules)
-    return None
-
-
-# --------------------------------------------------------------------------- one trial
-
-
-@dataclass
-class TrialResult:
-    task_index: int
-    trial: int
-    task_id: str
-    events: list[dict[str, Any]] = field(default_factory=list)  # drafts {type, payload, timestamp}
-    decided: bool = False
-    decision: Any = None
-    calls: list[dict[str, Any]] = field(default_factory=list)  # {tool, args} as the agent attempted them
-    fixture_miss_count: int = 0
-    score: float = 0.0
-    passed: bool = False
-    error: dict[str, Any] | None = None  # the invocation failed (a model call, maxTurns, a replay miss, the judge)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None
-    latency_ms: int = 0
-    scorer: dict[str, Any] | None = None  # the scorer's {strategy, score, passed, reason, parts}: the report's
-
-    def stored(self) -> dict[str, Any]:
-        """What the TRIAL# item keeps: the drafts and the grade (no decision, no call content beyond events)."""
-        doc: dict[str, Any] = {
-            "taskIndex": self.task_index,
-            "trial": self.trial,
-            "taskId": self.task_id,
-            "events": self.events,
-            "score": self.score,
-            "passed": self.passed,
-            "fixtureMissCount": self.fixture_miss_count,
-            "latencyMs": self.latency_ms,
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-        }
-        if self.cost_usd is not None:
-            doc["costUsd"] = self.cost_usd
-        if self.error is not None:
-            doc["errorCode"] = self.error.get("code")
-        if self.scorer is not None:
-            doc["scorer"] = self.scorer
-        return doc
-
-
-def run_trial(
-    ports: Ports,
-    rec: RunRecord,
-    task_index: int,
-    trial: int,
-    tools: ToolRuntime,
-    *,
-    plan: dict[str, Any] | None = None,
-    models: ModelSession | None = None,
-) -> TrialResult:
-    """Run one invocation of the eval's agent on one task (trial ``trial``, 1-based) to completion and grade it.
-
-    ``tools`` decides how calls are answered (live, or a replay fork's recorded calls); this function gives it
-    a fresh fixture state for the task. Writes only the tool-call record (write-once per call key), so it can
-    be re-run: calls already recorded return their recorded outcome and consume their fixture entry again.
-    """
-    plan = plan if plan is not None else load_plan(ports, rec.run_id)
-    suite = plan["suite"]
-    task = suite["tasks"][task_index]
-    task_id = str(task["taskId"])
-    if task.get("tombstoned"):
-        # Its source run was erased with the task's input and answer: nothing to run; reported unverifiable.
-        return TrialResult(
-            task_index,
-            trial,
-            task_id,
-            fixture_miss_count=1,
-            error={"code": c.EVAL_RECORDED_FIXTURES_GONE, "message": "the task's source run is gone"},
-        )
-    agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
-    if agent is None:
-        raise EngineError("the eval's agent is gone")
-    fp = fixture_plan(ports, plan, task, rec.tenant, served=rec)
-    tools.plan = fp.fresh() if fp is not None else None
-    inv = invocation_id(task_id, trial)
-    result = TrialResult(task_index, trial, task_id)
-    overrides = (rec.data.get("configurable") or {}).get("ai")
-    if models is None and agent.kind == "model":
-        models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
-    result.events.append(
-        {
-            "type": c.AGENT_INVOCATION_STARTED,
-            "payload": started_payload(agent, agent.agent_id, inv, "run-api", overrides),
-            "timestamp": ports.clock.iso(),
-        }
-    )
-    progress: dict[str, Any] = {
-        "invocationId": inv,
-        "order": order_key(task_index, trial),
-        "calls": 0,
-        "turns": 0,
-        "history": [],
-        "decided": False,
-        "decision": None,
-    }
-    agent_input = task.get("input")
-    for _ in range(int(tools.budget) + 2 * agent.max_turns + 3):
-        step = invocation_step(agent, agent_input, progress, tools, int(progress["calls"]), models)
-        ts = ports.clock.iso()
-        for t, p in step.events:
-            result.events.append({"type": t, "payload": p, "timestamp": ts})
-            if t == c.AGENT_DECIDED:
-                progress["decided"] = True
-                progress["decision"] = p.get("decision")
-            elif t == c.PROVIDER_USAGE:
-                progress["turns"] += 1
-                result.input_tokens += int(p.get("inputTokens", 0))
-                result.output_tokens += int(p.get("outputTokens", 0))
-                if p.get("costEstimateUsd") is not None:
-                    result.cost_usd = (result.cost_usd or 0.0) + float(p["costEstimateUsd"])
-        if step.outcome is not None and step.call is not None:
-            out = step.outcome
-            progress["calls"] += 1
-            progress["history"].append({"status": out.status, "outcome": out.result, "error": out.error})
-            result.calls.append({"tool": step.call[0], "args": step.call[1]})
-            result.latency_ms += int(out.duration_ms or 0)
-            if out.miss:
-                result.fixture_miss_count += 1
-        if step.finished:
-            result.error = step.error
-            break
-    else:
-        raise EngineError("the agent invocation did not finish")
-    if models is not None and agent.kind == "model":
-        # Recorded durations only (a replay serves them again), so a replayed summary equals its source's.
-        result.latency_ms += sum(int(e.get("durationMs") or 0) for e in models.log(inv).values())
-    result.decided = bool(progress["decided"]) and result.error is None
-    result.decision = progress["decision"]
-    met = None
-    expected = task.get("expected") or {}
-    rubric = judge.criteria(expected)  # a rubric task's criteria, or a golden task's judge matches
-    answers: dict[str, scorers.Scored] = {}
-    if rubric and result.decided and not result.fixture_miss_count:
-        if models is None:
-            models = ModelSession(ports, rec.run_id, rec.tenant, "live", rec.expires_at, overrides, tally=tools.tally)
-        try:
-            met, entry = judge.judge(
-                models,
-                dict(plan.get("judge") or {}),
-                f"judge:{inv}",
-                order_key(task_index, trial) + "J",
-                agent_input,
-                result.decision,
-                rubric,
-            )
-            answers = judge.scored(expected, met) if expected.get("kind") == "golden" else {}
-            result.events.append(
-                {"type": c.PROVIDER_USAGE, "payload": usage_payload(entry), "timestamp": ports.clock.iso()}
-            )
-            if entry.get("costUsd") is not None:
-                result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
-        except (judge.ModelCallFailed, judge.JudgementError) as exc:
-            result.error = {"code": exc.code, "message": exc.message}
-    if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:
-        negotiated: list[dict[str, Any]] = []
-        answers |= toolscorer.answers(
-            tools,
-            agent,
-            f"score:{inv}",
-            order_key(task_index, trial) + "S",
-            dict(expected.get("match") or {}),
-            agent_input,
-            result.decision,
-            result.calls,
-            negotiated,
-        )
-        result.events += [
-            {"type": c.NEGOTIATION_DECIDED, "payload": p, "timestamp": ports.clock.iso()} for p in negotiated
-        ]
-    pass_score = (suite.get("thresholds") or {}).get("passScore")
-    g = grading.grade_trial(
-        task,
-        result.decided,
-        result.decision,
-        result.calls,
-        result.fixture_miss_count,
-        met=met,
-        pass_score=None if pass_score is None else float(pass_score),
-        facts=scorers.Facts(result.cost_usd, result.latency_ms, answers),
-    )
-    result.score, result.passed, result.scorer = g.score, g.passed, g.scorer
-    return result
-
-
-# --------------------------------------------------------------------------- the three tasks
+# --------------------------------------------------------------------------- Prepare
 
 
 def items(plan: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
@@ -423,16 +141,7 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
     raise EngineError("could not start the eval run")
 
 
-def store_trial(ports: Ports, rec: RunRecord, result: TrialResult, calls: list[ToolCallRecord] | None = None) -> None:
-    """Write the trial's TRIAL# item with the records of its calls that claimed no effect (``calls``), in one
-    transaction while the run is writable (usually the trial's only write); ``ConflictError`` when it is not."""
-    doc = result.stored()
-    sk = trial_sk(result.task_index, result.trial)
-    if len(json.dumps(doc, separators=(",", ":"))) > INLINE_LIMIT:
-        key = f"{keys.run_prefix(rec.run_id)}trials/{result.task_index:05d}-{result.trial:03d}.json"
-        ports.blobs.put_json(key, doc)
-        doc = {"blob": key}
-    ports.tool_calls.put_calls(rec.run_id, list(calls or []), rec.expires_at, aux=(sk, doc))
+# --------------------------------------------------------------------------- a trial (a Map iteration)
 
 
 _runs: LRUCache[str, RunRecord] = LRUCache(maxsize=16)  # eval run id -> its record as first read in this container
@@ -487,143 +196,7 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
     return {"ok": True}
 
 
-def load_trials(
-    ports: Ports, run_id: str, tasks: tuple[int, int] | None = None
-) -> dict[tuple[int, int], dict[str, Any]]:
-    """Every stored trial of the run by (task index, trial); with ``tasks`` = (start, end), those of tasks
-    ``start <= index < end`` only (one key-range Query: trial items sort by task index)."""
-    between = (
-        None if tasks is None else (f"{keys.TRIAL_PREFIX}{tasks[0]:05d}#", f"{keys.TRIAL_PREFIX}{tasks[1] - 1:05d}#~")
-    )
-    out: dict[tuple[int, int], dict[str, Any]] = {}
-    for _sk, doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX, between=between):
-        if "blob" in doc:
-            got = ports.blobs.get_json(str(doc["blob"]))
-            if got is None:
-                raise RunGoneError(run_id)
-            doc = dict(got)
-        out[(int(doc["taskIndex"]), int(doc["trial"]))] = doc
-    return out
-
-
-def page_end(plan: dict[str, Any], start: int, page_trials: int) -> int:
-    """The end (exclusive) of the Finish page of tasks that starts at ``start``: whole tasks, at least one, up to
-    ``page_trials`` task-trials (``EVAL_FINISH_PAGE_TRIALS``; a suite of at most that many takes one page)."""
-    suite = plan["suite"]
-    tasks = suite["tasks"]
-    end, trials = start, 0
-    while end < len(tasks):
-        n = grading.task_trials(suite, tasks[end])
-        if end > start and trials + n > page_trials:
-            break
-        trials += n
-        end += 1
-    return end
-
-
-def task_drafts(
-    plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], start: int, end: int, now: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The events of tasks ``start <= index < end`` in suite order (each trial's, then the task's
-    ``eval.scored``) and the tasks' summary rows (pure)."""
-    suite = plan["suite"]
-    drafts: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
-    for i in range(start, end):
-        task = suite["tasks"][i]
-        task_id = str(task["taskId"])
-        done = []
-        for k in range(1, grading.task_trials(suite, task) + 1):
-            tr = trials.get((i, k))
-            if tr is None:
-                raise EngineError(f"trial {i}/{k} has no stored result")
-            drafts.extend(tr["events"])
-            done.append(tr)
-        row = grading.task_result(task_id, done)
-        rows.append(row)
-        drafts.append(
-            {
-                "type": c.EVAL_SCORED,
-                "timestamp": now,
-                "payload": {
-                    "taskId": task_id,
-                    "score": row["score"],
-                    "passed": row["passed"],
-                    "fixtureMissCount": row["fixtureMissCount"],
-                },
-            }
-        )
-    return drafts, rows
-
-
-def closing_drafts(
-    plan: dict[str, Any], rows: list[dict[str, Any]], now: str, seeded: Callable[[str], Draws] | None = None
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``eval.completed`` and ``run.completed`` and the summary, from every task's row (pure; ``seeded``, the
-    IdSource's seeded generator, draws the bootstrap of a regression's delta)."""
-    baseline = plan.get("baseline") if "regression" in (plan.get("modes") or []) else None
-    draws = seeded(evalstats.seed(plan["suite"], str(baseline["runId"]))) if baseline and seeded else None
-    summ = grading.summary(plan["suite"], rows, baseline, draws)
-    completed: dict[str, Any] = {
-        "aggregateScore": summ["aggregateScore"],
-        "passed": summ["passed"],
-        "taskCount": summ["taskCount"],
-        "passedCount": summ["passedCount"],
-    }
-    if "regression" in summ:
-        completed["regressionVsBaseline"] = summ["regression"]["scoreDelta"]
-    return [
-        {"type": c.EVAL_COMPLETED, "payload": completed, "timestamp": now},
-        {"type": c.RUN_COMPLETED, "payload": {"outputs": summ}, "timestamp": now},
-    ], summ
-
-
-def finish_drafts(
-    plan: dict[str, Any], trials: dict[tuple[int, int], dict[str, Any]], now: str
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Every event after eval.started, in suite order, and the summary (pure)."""
-    drafts, rows = task_drafts(plan, trials, 0, len(plan["suite"]["tasks"]), now)
-    closing, summ = closing_drafts(plan, rows, now)
-    return drafts + closing, summ
-
-
-def summary_updates(ports: Ports, run_id: str, summ: dict[str, Any]) -> dict[str, Any]:
-    """The run-item update that stores the summary: inline, or (a suite of thousands of tasks) an S3 object under
-    the run named by ``{"$ref": key}`` (read back with ``shared.services.summaries.stored``)."""
-    if len(json.dumps(summ, separators=(",", ":"))) <= SUMMARY_INLINE_LIMIT:
-        return {"summary": summ}
-    key = keys.eval_summary_key(run_id)
-    ports.blobs.put_json(key, summ)
-    return {"summary": {"$ref": key}}
-
-
-def rows_key(run_id: str, start: int) -> str:
-    return f"{keys.run_prefix(run_id)}eval-rows/{start:05d}.json"
-
-
-def earlier_rows(ports: Ports, run_id: str, upto: int) -> list[dict[str, Any]]:
-    """The summary rows the pages before task ``upto`` stored, in suite order (a page's object holds one row per
-    task, so the next page starts where its rows end, whatever the page size was)."""
-    rows: list[dict[str, Any]] = []
-    while len(rows) < upto:
-        got = ports.blobs.get_json(rows_key(run_id, len(rows)))
-        if not got:
-            raise RunGoneError(run_id)
-        rows.extend(got)
-    return rows
-
-
-def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    out: list[list[dict[str, Any]]] = [[]]
-    size = 0
-    for ev in events:
-        n = len(json.dumps(ev, separators=(",", ":")))
-        if out[-1] and (len(out[-1]) >= CHUNK_EVENTS or size + n > CHUNK_BYTES):
-            out.append([])
-            size = 0
-        out[-1].append(ev)
-        size += n
-    return out
+# --------------------------------------------------------------------------- Finish pages
 
 
 def finish(ports: Ports, run_id: str, cursor: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -677,34 +250,3 @@ def _append(ports: Ports, rec: RunRecord, drafts: list[dict[str, Any]], updates:
         events.append(ev)
         seq += 1
     append_chunked(ports, rec, events, updates)
-
-
-def append_chunked(ports: Ports, rec: RunRecord, events: list[dict[str, Any]], updates: dict[str, Any] | None) -> None:
-    """Append ``events`` (numbered from the run's last one) in transactions of at most ``CHUNK_EVENTS`` events and
-    ``CHUNK_BYTES``; the last carries ``updates``, and when they end the run, ``completedAt``: its last event's
-    time (or the updates' own when there is no event). No event: ``updates`` alone (none: nothing is written)."""
-    if not events:
-        if updates:
-            ports.events.append_events(
-                rec.run_id,
-                rec.last_seq + 1,
-                [],
-                run_updates=updates,
-                require_status=WRITABLE,
-                expires_at=rec.expires_at,
-            )
-        return
-    if updates and updates.get("status") in c.TERMINAL_STATUSES:
-        updates = {**updates, "completedAt": events[-1]["timestamp"]}
-    nxt = rec.last_seq + 1
-    chunks = _chunks(events)
-    for ci, chunk in enumerate(chunks):
-        ports.events.append_events(
-            rec.run_id,
-            nxt,
-            chunk,
-            run_updates=updates if ci == len(chunks) - 1 else None,
-            require_status=WRITABLE,
-            expires_at=rec.expires_at,
-        )
-        nxt += len(chunk)

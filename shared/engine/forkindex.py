@@ -34,6 +34,8 @@ from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
 from shared.engine.kernel import halt, load_state, make_event, run_workflow, state_updates
 from shared.engine.registry import NODE_TYPES
+from shared.engine.runcore import comparable as comparable  # what a replay reproduces: the pure core's
+from shared.engine.runcore import divergence as divergence
 from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import FORK_SOURCE_SK, run_prefix
@@ -45,16 +47,6 @@ DIGEST_SIZE = 8  # bytes per source event; a collision (2^-64 per event) would h
 DIGEST_PAGE = 16_384  # digests per ranged read (128 KB)
 
 _cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=1)  # child run id -> its index (immutable once written)
-
-
-def comparable(ev: dict[str, Any]) -> dict[str, Any]:
-    """What a replay must reproduce: type, nodeId and payload (clock and duration fields excluded: a call's
-    ``durationMs``, a negotiation's ``at``)."""
-    p = ev.get("payload")
-    if isinstance(p, dict):
-        clock = ("durationMs", "at") if ev.get("type") == c.NEGOTIATION_DECIDED else ("durationMs",)
-        p = {k: v for k, v in p.items() if k not in clock}
-    return {"type": ev.get("type"), "nodeId": ev.get("nodeId"), "payload": p}
 
 
 def event_digest(ev: dict[str, Any]) -> bytes:
@@ -98,22 +90,6 @@ def reproduces(
         return True, None
     got = ports.events.read_page(source_run_id, seq - 1, 1) if digest is not None else []
     return False, (got[0] if got else None)
-
-
-def divergence(source_run_id: str, ev: dict[str, Any], src: dict[str, Any] | None) -> dict[str, Any]:
-    """The ``replay.diverged`` payload for ``ev``, which does not reproduce ``src`` (None: the source has no
-    event there)."""
-    payload: dict[str, Any] = {
-        "sourceRunId": source_run_id,
-        "atSequence": int(ev["sequence"]),
-        "divergencePoint": ev["type"],
-    }
-    if src is None:
-        payload["divergenceKind"] = "extra"
-    else:
-        payload["originalEventId"] = src["eventId"]
-        payload["divergenceKind"] = "type-mismatch" if src["type"] != ev["type"] else "output"
-    return payload
 
 
 def build(

@@ -7,9 +7,10 @@ A run's kind is how it executes. The kinds sit above this module, each in its ow
 - ``evalrun``: an eval run's own tasks (Prepare, a trial, Finish pages);
 - ``evalfork``: a fork of an eval run re-runs its trials after the prefix, a page of tasks at a time.
 
-Each kind imports this module; this module imports none of them. ``advance`` (the Step Functions task) finds the
-kind by name in ``RUN_KINDS``; import-linter's contracts in pyproject.toml keep the order (kernel, forkindex, then
-workflowrun and evalrun, then evalfork) and fail on any circle.
+Each kind imports this module; this module imports none of them. ``advance`` (the Step Functions task) hands a run
+to its kind through the map its caller passes in (``RunKinds``: ``shared.engine.runkinds.RUN_KINDS``, keyed by
+``run_kind``); import-linter's contracts in pyproject.toml keep the order (kernel, forkindex, then workflowrun and
+evalrun, then evalfork, then runkinds) and fail on any circle.
 
 Here: events (``make_event``, ``ENGINE_VERSION``, ``EngineError``), what a run executes (its pinned definition, its
 agent), the state store (the folded state stored with the run item: ``load_state``, ``snapshot_updates``), halting
@@ -18,9 +19,9 @@ and failing a run, and continue-as-new (``renew``).
 
 from __future__ import annotations
 
-import importlib
 import json
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cachetools import LRUCache
 
@@ -29,6 +30,7 @@ from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
+from shared.engine.runcore import fail_obj
 from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
@@ -107,10 +109,6 @@ def make_event(
     if node_id:
         ev["nodeId"] = node_id
     return ev
-
-
-def fail_obj(code: str, message: str) -> dict[str, Any]:
-    return {"code": code, "message": message}
 
 
 # --------------------------------------------------------------------------- what a run executes
@@ -292,17 +290,11 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
 # compared after the trials that made them have ended): the task's span then says so (replay.md §7).
 DIVERGED_AT = "divergedAtSeq"
 
-# The kinds ``advance`` hands a run to, by module name: imported on first use, so the kernel imports none of them.
-RUN_KINDS: dict[str, str] = {
-    "workflow": "shared.engine.workflowrun",  # a workflow run, its replays and branches: the step loop
-    "eval-fork": "shared.engine.evalfork",  # a fork of an eval run: its trials re-run, a page of tasks per task
-}
-
 
 class RunKind(Protocol):
-    """What a module of ``RUN_KINDS`` provides: one Advance task's work on a writable run."""
+    """One Advance task's work on a writable run of one kind (``workflowrun.advance``, ``evalfork.advance``)."""
 
-    def advance(
+    def __call__(
         self,
         ports: Ports,
         rec: RunRecord,
@@ -313,8 +305,13 @@ class RunKind(Protocol):
     ) -> dict[str, Any]: ...
 
 
+# The kinds ``advance`` hands a run to, by the key ``run_kind`` gives (``workflow``, ``eval-fork``): the caller's map
+# (``shared.engine.runkinds.RUN_KINDS``), so the kernel imports none of them.
+RunKinds = Mapping[str, RunKind]
+
+
 def run_kind(rec: RunRecord) -> str:
-    """The key in ``RUN_KINDS`` of the kind that advances ``rec`` (an eval run itself is advanced by its own
+    """The key in a ``RunKinds`` map of the kind that advances ``rec`` (an eval run itself is advanced by its own
     tasks, ``evalrun``'s, never by ``advance``)."""
     return "eval-fork" if rec.kind == "eval" and rec.data.get("fork") else "workflow"
 
@@ -322,6 +319,7 @@ def run_kind(rec: RunRecord) -> str:
 def advance(
     ports: Ports,
     run_id: str,
+    kinds: RunKinds,
     *,
     max_events: int = TASK_EVENTS,
     max_ms: int = 60_000,
@@ -329,7 +327,7 @@ def advance(
     execution: str = "",
     tally: ToolTally | None = None,
 ) -> dict[str, Any]:
-    """Advance one run; return ``{runId, next, waitSeconds, hops}`` for the state machine.
+    """Advance one run by its kind in ``kinds``; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 
     ``hops`` counts the Advance tasks of this execution (the ASL carries it). When the run would go on (``continue``
     or a long ``wait``) after ``settings.execution_max_tasks`` of them, it continues in a new execution of the same
@@ -338,7 +336,7 @@ def advance(
     holds or tasks a run takes. The new execution re-reads the run and resumes from its stored sequence.
     ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
     """
-    out = _advance(ports, run_id, max_events=max_events, max_ms=max_ms, tally=tally)
+    out = _advance(ports, run_id, kinds, max_events=max_events, max_ms=max_ms, tally=tally)
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
         return renew(ports, run_id, execution, hops + 1)
@@ -365,17 +363,23 @@ def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any
 
 
 def _advance(
-    ports: Ports, run_id: str, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+    ports: Ports,
+    run_id: str,
+    kinds: RunKinds,
+    *,
+    max_events: int = TASK_EVENTS,
+    max_ms: int = 60_000,
+    tally: ToolTally | None = None,
 ) -> dict[str, Any]:
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return halt(run_id, rec)
     check_engine(rec.data)  # a build of another engine version never advances the run (shared/engine/version.py)
-    kind = cast(RunKind, importlib.import_module(RUN_KINDS[run_kind(rec)]))
+    kind = kinds[run_kind(rec)]
     # The task's span joins the run's trace (the context stored when the run was created), whatever execution
     # or continuation this task belongs to.
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
-        out = kind.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
+        out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
         span.set("openwop.task.next", str(out.get("next", "")))
         if DIVERGED_AT in out:
             span.set(spans.DIVERGED, True)

@@ -64,6 +64,7 @@ def test_a_run_waiting_past_the_parked_timeout_fails_run_timeout_and_its_executi
 
 def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances_it(host):
     from shared.engine import kernel
+    from shared.engine.runkinds import RUN_KINDS
     from shared.engine.version import ENGINE_VERSION, EngineVersionMismatchError
     from shared.ports import RunRecord
 
@@ -94,7 +95,7 @@ def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances
     ports.runs.create_run(later)  # the store writes the creation facts as given: that build's stamp
     # When this build's Advance task meets it
     with pytest.raises(EngineVersionMismatchError):
-        kernel.advance(ports, later.run_id)
+        kernel.advance(ports, later.run_id, RUN_KINDS)
     # Then it refused before writing anything (the state machines retry this error past a traffic shift)
     stored = ports.runs.get_run(later.run_id)
     assert (stored.status, stored.last_seq) == ("pending", -1)

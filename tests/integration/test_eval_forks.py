@@ -208,7 +208,7 @@ def test_a_large_eval_forks_in_pages_and_reports_one_divergence_across_them(host
 def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_append_nothing(host):
     """``append_chunked``: a page's cursor update leaves the run running (no ``completedAt``); an update with no
     event is still written (a fork page wholly inside its prefix, or a last page with nothing left to append)."""
-    from shared.engine import evalrun, kernel
+    from shared.engine import evalpages, kernel
     from shared.ports import RunRecord
     from shared.services.common import Caller
     from tests.helpers import unique
@@ -230,7 +230,7 @@ def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_ap
     )
     rec = ports.runs.get_run(run_id)
     events = [kernel.make_event(ports, run_id, n, "run.started", {"n": n}, None) for n in range(3)]
-    evalrun.append_chunked(ports, rec, events, {"cursor": {"task": 3, "pos": 3, "diverged": False}})
+    evalpages.append_chunked(ports, rec, events, {"cursor": {"task": 3, "pos": 3, "diverged": False}})
     rec = ports.runs.get_run(run_id)
     assert (rec.status, rec.last_seq, rec.cursor, rec.completed_at) == (
         "running",
@@ -238,9 +238,9 @@ def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_ap
         {"task": 3, "pos": 3, "diverged": False},
         None,
     )
-    evalrun.append_chunked(ports, rec, [], {"cursor": {"task": 5, "pos": 3, "diverged": False}})
+    evalpages.append_chunked(ports, rec, [], {"cursor": {"task": 5, "pos": 3, "diverged": False}})
     rec = ports.runs.get_run(run_id)
     assert (rec.last_seq, rec.cursor["task"], rec.completed_at) == (2, 5, None)
-    evalrun.append_chunked(ports, rec, [], {"status": "completed", "completedAt": "2026-01-01T00:00:00.000Z"})
+    evalpages.append_chunked(ports, rec, [], {"status": "completed", "completedAt": "2026-01-01T00:00:00.000Z"})
     rec = ports.runs.get_run(run_id)
     assert (rec.status, rec.last_seq, rec.completed_at) == ("completed", 2, "2026-01-01T00:00:00.000Z")

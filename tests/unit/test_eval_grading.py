@@ -7,16 +7,10 @@ import copy
 import pytest
 
 from shared.engine import grading
-from shared.engine.evalrun import (
-    closing_drafts,
-    entries_from_records,
-    finish_drafts,
-    items,
-    order_key,
-    page_end,
-    task_drafts,
-    trial_sk,
-)
+from shared.engine.evalpages import closing_drafts, finish_drafts, page_end, task_drafts
+from shared.engine.evalrun import items
+from shared.engine.evalsources import entries_from_records
+from shared.engine.evaltrial import order_key, trial_sk
 from shared.engine.tools import FixturePlan
 from shared.errors import ValidationError
 from shared.ports import ToolCallRecord

@@ -9,7 +9,7 @@ import pytest
 
 from shared.clock import SystemIds
 from shared.engine import evalstats, grading
-from shared.engine.evalrun import closing_drafts
+from shared.engine.evalpages import closing_drafts
 
 SUITE = {"suiteId": "x.evals.y", "version": "1.0.0", "tasks": []}
 

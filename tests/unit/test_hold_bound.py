@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.engine.workflowrun import HOLD_MAX_MS, _hold_delay
+from shared.engine.runcore import HOLD_MAX_MS
+from shared.engine.runcore import hold_delay as _hold_delay
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_LAYERS = "engine layers: blocks, kernel, forkindex, workflowrun | evalrun, evalfork"
+ENGINE_LAYERS = "engine layers: blocks, kernel, forkindex, workflowrun | evalrun, evalfork, runkinds"
 ENGINE_ACYCLIC = "engine modules import each other without cycles"
 LOCAL_ACYCLIC = "local modules import each other without cycles"
 SERVICES = "shared.services"
@@ -98,16 +98,24 @@ def test_lazy_imports_are_in_the_graph() -> None:
 
 
 def test_the_kernel_imports_no_run_kind() -> None:
-    """The kernel finds the run kinds by name (``RUN_KINDS``), never by import, and each name is a real kind."""
-    from shared.engine import kernel
+    """The kernel takes the run kinds in a map from its caller (``runkinds.RUN_KINDS``), never by import, and each
+    entry is a real kind: the key ``kernel.run_kind`` gives, the kind's ``advance``."""
+    from shared.engine import runkinds
 
     graph = _graph()
-    kinds = set(kernel.RUN_KINDS.values())
-    assert kinds == {"shared.engine.workflowrun", "shared.engine.evalfork"}
+    kinds = {"shared.engine.workflowrun", "shared.engine.evalfork"}
+    assert set(runkinds.RUN_KINDS) == {"workflow", "eval-fork"}
+    assert runkinds.RUN_KINDS["workflow"] is __import__("shared.engine.workflowrun", fromlist=["advance"]).advance
+    assert {"shared.engine.workflowrun", "shared.engine.evalfork"} <= graph.find_upstream_modules(
+        "shared.engine.runkinds"
+    )
     below = graph.find_upstream_modules("shared.engine.kernel")
-    assert below & {*kinds, "shared.engine.evalrun", "shared.engine.forkindex"} == set()
+    assert below & {*kinds, "shared.engine.evalrun", "shared.engine.forkindex", "shared.engine.runkinds"} == set()
     for name in kinds:
         assert callable(__import__(name, fromlist=["advance"]).advance)
+    # and no task handler imports a kind only for its side effect: the Advance task's passes the map
+    handler = (ROOT / "functions/tasks/advance_run/handler.py").read_text()
+    assert "noqa: F401" not in handler and "kernel.advance(get_ports(), run_id, RUN_KINDS" in handler
 
 
 def _not_python(directory: str, names: list[str]) -> list[str]:

@@ -6,7 +6,8 @@ from typing import Any
 
 from functions._common import task_input as ti
 from functions._common.observability import count, count_tools, task_handler
-from shared.engine import kernel, workflowrun  # noqa: F401  (workflowrun: kernel.advance's kind, loaded at init)
+from shared.engine import kernel
+from shared.engine.runkinds import RUN_KINDS
 from shared.engine.tools import ToolTally
 from shared.wiring import get_ports
 
@@ -22,7 +23,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
         return {**forkindex.index_fork(get_ports(), run_id), "hops": hops}
     tally = ToolTally()
-    out = kernel.advance(get_ports(), run_id, hops=hops, execution=execution, tally=tally)
+    out = kernel.advance(get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, tally=tally)
     count_tools(tally)
     if out.get("next") == "done":
         count("RunsFinished")
