@@ -252,6 +252,8 @@ def build_tracing(settings: Settings) -> Tracing:
 
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
+    from shared.storage.agents import DynamoAgentRepository, DynamoDeploymentRepository
+    from shared.storage.apikeys import DynamoApiKeyRepository
     from shared.storage.blobs import S3BlobStore
     from shared.storage.ddb import Tombstones
     from shared.storage.events import DynamoEventStore
@@ -259,10 +261,12 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.idempotency import DynamoIdempotencyStore
     from shared.storage.kms import KmsCipher
     from shared.storage.ratelimit import DynamoRateLimiter
+    from shared.storage.registrations import DynamoCredentialRepository, DynamoMcpServerRepository, DynamoToolRepository
     from shared.storage.runs import DynamoRunStore
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
     from shared.storage.tool_calls import DynamoToolCallStore
+    from shared.storage.workflows import DynamoWorkflowRepository
     from shared.transports.http import GuardedHttpTransport
 
     # Our stores build every DynamoDB request, and DynamoDB validates it: botocore's check of each one was a fifth of
@@ -273,13 +277,14 @@ def build_ports(settings: Settings) -> Ports:
     http = GuardedHttpTransport(_egress(settings))
     secrets = SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get)
     tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
+    host = DynamoHostStore(ddb, settings.host_table, settings.runs_table)
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(
             ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table, tombstones
         ),
-        host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
+        host=host,
         blobs=blobs,
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
         orchestrator=StepFunctionsOrchestrator(
@@ -300,6 +305,13 @@ def build_ports(settings: Settings) -> Ports:
         settings=settings,
         models=build_models(settings, http),
         rate_limits=DynamoRateLimiter(ddb, settings.host_table),
+        tools=DynamoToolRepository(host),
+        mcp_servers=DynamoMcpServerRepository(host),
+        credentials=DynamoCredentialRepository(host, settings.credentials_prefix),
+        workflows=DynamoWorkflowRepository(host),
+        api_keys=DynamoApiKeyRepository(host),
+        agents=DynamoAgentRepository(host),
+        deployments=DynamoDeploymentRepository(host),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.ports.agents import AgentRepository, DeploymentRepository
+from shared.ports.apikeys import ApiKeyRepository
 from shared.ports.clock import Clock, Draws, IdSource
 from shared.ports.host import HostStore, IdempotencyStore
 from shared.ports.models import (
@@ -24,6 +26,7 @@ from shared.ports.models import (
 )
 from shared.ports.orchestration import EffectDeniedError, EffectGuard, Orchestrator
 from shared.ports.queues import Queue, QueueMessage, RateDecision, RateLimit, RateLimiter
+from shared.ports.registrations import CredentialRepository, McpServerRepository, ToolRepository, WorkflowRepository
 from shared.ports.runs import (
     AUX_PER_TRANSACTION,
     EVENTS_PER_PAGE,
@@ -59,10 +62,14 @@ __all__ = [
     "AUX_PER_TRANSACTION",
     "EVENTS_PER_PAGE",
     "WRITABLE",
+    "AgentRepository",
+    "ApiKeyRepository",
     "AttrValue",
     "BlobStore",
     "Cipher",
+    "DeploymentRepository",
     "Clock",
+    "CredentialRepository",
     "Draws",
     "EffectDeniedError",
     "EffectGuard",
@@ -77,6 +84,7 @@ __all__ = [
     "McpDiscovery",
     "McpExchange",
     "McpOp",
+    "McpServerRepository",
     "McpTransport",
     "ModelMessage",
     "ModelProvider",
@@ -103,8 +111,10 @@ __all__ = [
     "StackOutputs",
     "ToolCallRecord",
     "ToolCallStore",
+    "ToolRepository",
     "Tracing",
     "TransportError",
+    "WorkflowRepository",
 ]
 
 
@@ -127,5 +137,13 @@ class Ports:
     settings: Any
     models: ModelProviders
     rate_limits: RateLimiter
+    # What tenants register, by aggregate (the key layout is the storage's).
+    tools: ToolRepository
+    mcp_servers: McpServerRepository
+    credentials: CredentialRepository
+    workflows: WorkflowRepository
+    api_keys: ApiKeyRepository
+    agents: AgentRepository
+    deployments: DeploymentRepository
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

@@ -1,0 +1,173 @@
+"""The registration repositories (tools, MCP servers, credentials, workflows): the DynamoDB implementation on moto and the
+in-memory one for unit tests keep the same contract; the DynamoDB one stores exactly the host items it always
+stored (same partition and sort keys, same document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.fakes.registrations import (
+    InMemoryAgentRepository,
+    InMemoryApiKeyRepository,
+    InMemoryCredentialRepository,
+    InMemoryDeploymentRepository,
+    InMemoryMcpServerRepository,
+    InMemoryToolRepository,
+    InMemoryWorkflowRepository,
+)
+from tests.helpers import unique
+
+
+@pytest.fixture(params=["dynamo", "memory"])
+def repos(request: pytest.FixtureRequest) -> Any:
+    if request.param == "memory":
+        return {
+            "tools": InMemoryToolRepository(),
+            "mcp_servers": InMemoryMcpServerRepository(),
+            "credentials": InMemoryCredentialRepository(),
+            "workflows": InMemoryWorkflowRepository(),
+            "api_keys": InMemoryApiKeyRepository(),
+            "agents": InMemoryAgentRepository(),
+            "deployments": InMemoryDeploymentRepository(),
+        }
+    request.getfixturevalue("local_aws")
+    from shared.wiring import get_ports
+
+    ports = get_ports()
+    names = ("tools", "mcp_servers", "credentials", "workflows", "api_keys", "agents", "deployments")
+    return {name: getattr(ports, name) for name in names}
+
+
+def test_tool_repository_puts_conditionally_lists_in_id_order_and_deletes(repos: Any) -> None:
+    # Given a fresh tenant and two tool documents
+    tools, tenant = repos["tools"], unique("tenant-r")
+    a, b = {"toolId": "b.tool", "version": "1"}, {"toolId": "a.tool", "version": "1"}
+    # When both are put only if absent, then each is written once
+    assert tools.put_tool(tenant, "b.tool", a, if_absent=True) is True
+    assert tools.put_tool(tenant, "a.tool", b, if_absent=True) is True
+    assert tools.put_tool(tenant, "a.tool", a, if_absent=True) is False
+    # And a compare-and-set writes only over the document it names
+    assert tools.put_tool(tenant, "a.tool", {**b, "version": "2"}, if_equals=a) is False
+    assert tools.put_tool(tenant, "a.tool", {**b, "version": "2"}, if_equals=b) is True
+    # Then the tenant's tools are listed in id order; another tenant sees none
+    assert tools.list_tools(tenant) == [{**b, "version": "2"}, a]
+    assert tools.list_tools(unique("tenant-r")) == []
+    # And a delete says whether the tool existed
+    assert tools.delete_tool(tenant, "a.tool") is True
+    assert tools.delete_tool(tenant, "a.tool") is False
+    assert tools.get_tool(tenant, "a.tool") is None
+
+
+def test_mcp_server_and_credential_repositories_round_trip(repos: Any) -> None:
+    # Given a fresh tenant
+    servers, creds, tenant = repos["mcp_servers"], repos["credentials"], unique("tenant-r")
+    # When a server and two credentials are put
+    servers.put_server(tenant, "srv", {"serverId": "srv", "tools": [{"name": "t"}]})
+    creds.put_credential(tenant, "k2", {"type": "bearer"})
+    creds.put_credential(tenant, "k1", {"type": "apiKey"})
+    # Then they read back, listed in id order
+    assert servers.get_server(tenant, "srv") == {"serverId": "srv", "tools": [{"name": "t"}]}
+    assert servers.list_servers(tenant) == [{"serverId": "srv", "tools": [{"name": "t"}]}]
+    assert creds.list_credentials(tenant) == [("k1", {"type": "apiKey"}), ("k2", {"type": "bearer"})]
+    # And each tenant's secret material is named under its own path
+    assert creds.secret_name(tenant, "k1").endswith(f"/{tenant}/k1")
+    # And deletes say whether the item existed
+    assert servers.delete_server(tenant, "srv") is True and servers.get_server(tenant, "srv") is None
+    assert creds.delete_credential(tenant, "k1") is True and creds.delete_credential(tenant, "k1") is False
+
+
+def test_workflow_repository_keeps_versions_current_definitions_and_listings(repos: Any) -> None:
+    # Given a fresh tenant and a definition registered as version 1 then 2
+    workflows, tenant = repos["workflows"], unique("tenant-r")
+    v1, v2 = {"id": "wf", "version": "1"}, {"id": "wf", "version": "2"}
+    # When a version is stored twice, then only the first write counts
+    assert workflows.put_version(tenant, "wf", "1", v1) is True
+    assert workflows.put_version(tenant, "wf", "1", v2) is False
+    assert workflows.put_version(tenant, "wf", "2", v2) is True
+    workflows.put_definition(tenant, "wf", v2)
+    for wid in ("wf", "wf-b", "a"):
+        workflows.put_listing(tenant, wid, {"workflowId": wid})
+    # Then each version, the current definition and the listing (in workflowId order, after a cursor) read back
+    assert workflows.get_version(tenant, "wf", "1") == v1
+    assert workflows.get_definition(tenant, "wf") == v2
+    assert [r["workflowId"] for r in workflows.list_listings(tenant)] == ["a", "wf", "wf-b"]
+    assert [r["workflowId"] for r in workflows.list_listings(tenant, after="wf")] == ["wf-b"]
+    # When the workflow is deleted, then its definition, versions and listing row are gone; its neighbour stays
+    workflows.delete_workflow(tenant, "wf", at="2026-01-01T00:00:00Z")
+    assert workflows.get_definition(tenant, "wf") is None
+    assert workflows.get_version(tenant, "wf", "2") is None
+    assert workflows.get_listing(tenant, "wf") is None
+    assert workflows.get_listing(tenant, "wf-b") == {"workflowId": "wf-b"}
+
+
+def test_api_key_repository_stores_a_key_by_hash_id_and_tenant_and_deletes_it(repos: Any) -> None:
+    # Given a fresh tenant and a key's hash
+    api_keys, tenant, kid, h = repos["api_keys"], unique("tenant-r"), unique("key"), unique("hash")
+    # When the key is stored
+    lookup = {"tenant": tenant, "subjectId": kid, "keyId": kid}
+    api_keys.put_key(kid, h, tenant=tenant, listing={"keyId": kid, "name": "ci"}, lookup=lookup)
+    # Then it is found by its hash, by its id, and in its tenant's listing
+    assert api_keys.get_by_hash(h) == lookup
+    assert api_keys.get_key(kid) == {"tenant": tenant, "hash": h}
+    assert api_keys.list_keys(tenant) == [(kid, {"keyId": kid, "name": "ci"})]
+    # When it is deleted, then none of the three finds it
+    api_keys.delete_key(kid, h, tenant=tenant)
+    assert api_keys.get_by_hash(h) is None and api_keys.get_key(kid) is None and api_keys.list_keys(tenant) == []
+
+
+def test_agent_repositories_keep_versions_records_and_channel_history_per_agent(repos: Any) -> None:
+    # Given a fresh tenant with agent "a" (two versions), its neighbour "ab" and a scripted agent
+    agents, deployments, tenant = repos["agents"], repos["deployments"], unique("tenant-r")
+    assert agents.put_version(tenant, "a", "1.0.0", {"v": 1}) is True
+    assert agents.put_version(tenant, "a", "1.0.0", {"v": 9}) is False
+    agents.put_version(tenant, "a", "2.0.0", {"v": 2})
+    agents.put_version(tenant, "ab", "1.0.0", {"v": 3})
+    agents.put_scripted(tenant, "bot", {"script": []})
+    # Then each agent reads only its own versions
+    assert sorted(agents.list_versions(tenant, "a")) == [("1.0.0", {"v": 1}), ("2.0.0", {"v": 2})]
+    assert sorted(agents.list_all_versions(tenant))[-1] == ("ab", "1.0.0", {"v": 3})
+    assert agents.get_version(tenant, "a", "2.0.0") == {"v": 2} and agents.get_scripted(tenant, "bot") == {"script": []}
+    # When records and channel changes are written, then they read back per agent; a position is claimed once
+    deployments.put_record(tenant, "a", "1.0.0", {"state": "active"})
+    deployments.put_record(tenant, "ab", "1.0.0", {"state": "draft"})
+    assert deployments.list_records(tenant, "a") == {"1.0.0": {"state": "active"}}
+    assert deployments.put_history(tenant, "a", "stable", 0, {"version": "1.0.0"}) is True
+    assert deployments.put_history(tenant, "a", "stable", 0, {"version": "2.0.0"}) is False
+    deployments.put_history(tenant, "a", "stable", 1, {"version": "2.0.0"})
+    assert deployments.list_history(tenant, "a", "stable") == [{"version": "1.0.0"}, {"version": "2.0.0"}]
+    assert deployments.list_history(tenant, "a", "canary") == []
+
+
+def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None:
+    # Given the wired repositories and the host store beneath them
+    from shared.wiring import get_ports
+
+    ports, tenant = get_ports(), unique("tenant-r")
+    # When one of each aggregate is put
+    ports.tools.put_tool(tenant, "t1", {"toolId": "t1"})
+    ports.mcp_servers.put_server(tenant, "s1", {"serverId": "s1"})
+    ports.credentials.put_credential(tenant, "c1", {"type": "bearer"})
+    # Then the items are where they have always been (pk = prefix + tenant, sk = id): no data-format change
+    assert ports.host.get_item(f"TOOL#{tenant}", "t1") == {"toolId": "t1"}
+    assert ports.host.get_item(f"MCPSERVER#{tenant}", "s1") == {"serverId": "s1"}
+    assert ports.host.get_item(f"CRED#{tenant}", "c1") == {"type": "bearer"}
+    ports.workflows.put_version(tenant, "w1", "1", {"id": "w1"})
+    ports.workflows.put_definition(tenant, "w1", {"id": "w1"})
+    ports.workflows.put_listing(tenant, "w1", {"workflowId": "w1"})
+    assert ports.host.get_item(f"WORKFLOWV#{tenant}", "w1#1") == {"id": "w1"}
+    assert ports.host.get_item(f"WORKFLOW#{tenant}", "w1") == {"id": "w1"}
+    assert ports.host.get_item(f"WORKFLOWIDX#{tenant}", "w#w1#") == {"workflowId": "w1"}
+    ports.workflows.delete_workflow(tenant, "w1", at="2026-01-01T00:00:00Z")
+    assert ports.host.get_item(f"WORKFLOW#{tenant}", "w1") == {"$deleted": "2026-01-01T00:00:00Z"}
+    kid, h = unique("key"), unique("hash")
+    ports.api_keys.put_key(kid, h, tenant=tenant, listing={"keyId": kid}, lookup={"tenant": tenant})
+    assert ports.host.get_item("APIKEY", h) == {"tenant": tenant}
+    assert ports.host.get_item("APIKEYID", kid) == {"tenant": tenant, "hash": h}
+    assert ports.host.get_item(f"APIKEYS#{tenant}", kid) == {"keyId": kid}
+    ports.agents.put_version(tenant, "ag", "1.0.0", {"v": 1})
+    ports.deployments.put_history(tenant, "ag", "stable", 3, {"version": "1.0.0"})
+    assert ports.host.get_item(f"AGENTV#{tenant}", "ag#1.0.0") == {"v": 1}
+    assert ports.host.get_item(f"AGENTCHAN#{tenant}", "ag#stable#00000003") == {"version": "1.0.0"}
+    assert ports.credentials.secret_name(tenant, "c1") == f"{ports.settings.credentials_prefix}/{tenant}/c1"
