@@ -260,12 +260,14 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.host import DynamoHostStore
     from shared.storage.idempotency import DynamoIdempotencyStore
     from shared.storage.kms import KmsCipher
+    from shared.storage.limits import DynamoQuotaRepository, DynamoScopeClaimRepository
     from shared.storage.ratelimit import DynamoRateLimiter
     from shared.storage.registrations import DynamoCredentialRepository, DynamoMcpServerRepository, DynamoToolRepository
     from shared.storage.runs import DynamoRunStore
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
     from shared.storage.tool_calls import DynamoToolCallStore
+    from shared.storage.webhooks import DynamoWebhookRepository, DynamoWebhookSecretRepository
     from shared.storage.workflows import DynamoWorkflowRepository
     from shared.transports.http import GuardedHttpTransport
 
@@ -278,6 +280,7 @@ def build_ports(settings: Settings) -> Ports:
     secrets = SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get)
     tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
     host = DynamoHostStore(ddb, settings.host_table, settings.runs_table)
+    signing = DynamoHostStore(ddb, settings.signing_table, settings.runs_table)
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
@@ -301,7 +304,7 @@ def build_ports(settings: Settings) -> Ports:
         mcp=_LazyMcp(settings),
         secrets=secrets,
         cipher=KmsCipher(LazyClient("kms", lambda: _client("kms")), {manifest.SIGNING: settings.signing_key_id}),
-        signing=DynamoHostStore(ddb, settings.signing_table, settings.runs_table),
+        signing=signing,
         settings=settings,
         models=build_models(settings, http),
         rate_limits=DynamoRateLimiter(ddb, settings.host_table),
@@ -312,6 +315,10 @@ def build_ports(settings: Settings) -> Ports:
         api_keys=DynamoApiKeyRepository(host),
         agents=DynamoAgentRepository(host),
         deployments=DynamoDeploymentRepository(host),
+        webhooks=DynamoWebhookRepository(host),
+        webhook_secrets=DynamoWebhookSecretRepository(signing),
+        quotas=DynamoQuotaRepository(host),
+        scope_claims=DynamoScopeClaimRepository(host),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

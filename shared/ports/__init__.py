@@ -14,6 +14,7 @@ from shared.ports.agents import AgentRepository, DeploymentRepository
 from shared.ports.apikeys import ApiKeyRepository
 from shared.ports.clock import Clock, Draws, IdSource
 from shared.ports.host import HostStore, IdempotencyStore
+from shared.ports.limits import QuotaRepository, ScopeClaimRepository
 from shared.ports.models import (
     ModelMessage,
     ModelProvider,
@@ -57,6 +58,7 @@ from shared.ports.vault import (
     StackLookupError,
     StackOutputs,
 )
+from shared.ports.webhooks import WebhookRepository, WebhookSecretRepository
 
 __all__ = [
     "AUX_PER_TRANSACTION",
@@ -98,12 +100,14 @@ __all__ = [
     "Orchestrator",
     "Ports",
     "Queue",
+    "QuotaRepository",
     "QueueMessage",
     "RateDecision",
     "RateLimit",
     "RateLimiter",
     "RunRecord",
     "RunStore",
+    "ScopeClaimRepository",
     "SecretNotFoundError",
     "SecretStore",
     "Span",
@@ -114,6 +118,8 @@ __all__ = [
     "ToolRepository",
     "Tracing",
     "TransportError",
+    "WebhookRepository",
+    "WebhookSecretRepository",
     "WorkflowRepository",
 ]
 
@@ -145,5 +151,9 @@ class Ports:
     api_keys: ApiKeyRepository
     agents: AgentRepository
     deployments: DeploymentRepository
+    webhooks: WebhookRepository
+    webhook_secrets: WebhookSecretRepository
+    quotas: QuotaRepository
+    scope_claims: ScopeClaimRepository
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

@@ -1,4 +1,5 @@
-"""The registration repositories (tools, MCP servers, credentials, workflows): the DynamoDB implementation on moto and the
+"""The repositories beneath the services (tools, MCP servers, credentials, workflows, API keys, agents, webhooks,
+quotas, scope claims): the DynamoDB implementation on moto and the
 in-memory one for unit tests keep the same contract; the DynamoDB one stores exactly the host items it always
 stored (same partition and sort keys, same document)."""
 
@@ -14,7 +15,11 @@ from tests.fakes.registrations import (
     InMemoryCredentialRepository,
     InMemoryDeploymentRepository,
     InMemoryMcpServerRepository,
+    InMemoryQuotaRepository,
+    InMemoryScopeClaimRepository,
     InMemoryToolRepository,
+    InMemoryWebhookRepository,
+    InMemoryWebhookSecretRepository,
     InMemoryWorkflowRepository,
 )
 from tests.helpers import unique
@@ -31,12 +36,17 @@ def repos(request: pytest.FixtureRequest) -> Any:
             "api_keys": InMemoryApiKeyRepository(),
             "agents": InMemoryAgentRepository(),
             "deployments": InMemoryDeploymentRepository(),
+            "webhooks": InMemoryWebhookRepository(),
+            "webhook_secrets": InMemoryWebhookSecretRepository(),
+            "quotas": InMemoryQuotaRepository(),
+            "scope_claims": InMemoryScopeClaimRepository(),
         }
     request.getfixturevalue("local_aws")
     from shared.wiring import get_ports
 
     ports = get_ports()
     names = ("tools", "mcp_servers", "credentials", "workflows", "api_keys", "agents", "deployments")
+    names += ("webhooks", "webhook_secrets", "quotas", "scope_claims")
     return {name: getattr(ports, name) for name in names}
 
 
@@ -140,6 +150,33 @@ def test_agent_repositories_keep_versions_records_and_channel_history_per_agent(
     assert deployments.list_history(tenant, "a", "canary") == []
 
 
+def test_webhook_and_limit_repositories_round_trip(repos: Any) -> None:
+    # Given a fresh tenant and one subscription of it
+    hooks, secrets, tenant = repos["webhooks"], repos["webhook_secrets"], unique("tenant-r")
+    wid = f"{tenant}/01"
+    assert hooks.put_subscription(tenant, wid, {"webhookId": wid}, if_absent=True) is True
+    assert hooks.put_subscription(tenant, wid, {"webhookId": "other"}, if_absent=True) is False
+    # When the tenant's rules change, then the interest holds the subscription and the rules version
+    assert hooks.get_interest(tenant) == ([{"webhookId": wid}], None)
+    hooks.put_rules_version(tenant, {"version": "v1", "changedAt": "t"})
+    assert hooks.get_interest(tenant) == ([{"webhookId": wid}], "v1")
+    assert hooks.list_subscriptions(tenant, consistent=True) == [(wid, {"webhookId": wid})]
+    # And a dead letter is listed under its subscription
+    hooks.put_dead_letter(wid, {"deadLetteredAt": "t1", "deliveryId": "d1"}, expires_at=2**31)
+    assert hooks.list_dead_letters(wid) == [("t1#d1", {"deadLetteredAt": "t1", "deliveryId": "d1"})]
+    # And a sealed secret is compare-and-set
+    assert secrets.put_secret(tenant, wid, {"secret": "a"}, if_absent=True) is True
+    assert secrets.put_secret(tenant, wid, {"secret": "b"}, if_equals={"secret": "x"}) is False
+    assert secrets.get_secret(tenant, wid) == {"secret": "a"}
+    secrets.delete_secret(tenant, wid)
+    assert secrets.get_secret(tenant, wid) is None and hooks.delete_subscription(tenant, wid) is True
+    # And a quota window counts, a scope claim is taken once
+    assert [repos["quotas"].add_run_start(tenant, 7, expires_at=2**31) for _ in range(2)] == [1, 2]
+    assert repos["scope_claims"].put_claim(tenant, "s", {"runId": None}, if_absent=True) is True
+    assert repos["scope_claims"].put_claim(tenant, "s", {"runId": "r"}, if_absent=True) is False
+    assert repos["scope_claims"].get_claim(tenant, "s") == {"runId": None}
+
+
 def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None:
     # Given the wired repositories and the host store beneath them
     from shared.wiring import get_ports
@@ -170,4 +207,13 @@ def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None
     ports.deployments.put_history(tenant, "ag", "stable", 3, {"version": "1.0.0"})
     assert ports.host.get_item(f"AGENTV#{tenant}", "ag#1.0.0") == {"v": 1}
     assert ports.host.get_item(f"AGENTCHAN#{tenant}", "ag#stable#00000003") == {"version": "1.0.0"}
+    wid = f"{tenant}/01"
+    ports.webhooks.put_subscription(tenant, wid, {"webhookId": wid})
+    assert ports.webhooks.put_dead_letter(wid, {"deadLetteredAt": "t", "deliveryId": "d"}, expires_at=2**31) == (
+        f"WEBHOOKDL#{wid}",
+        "t#d",
+    )
+    ports.scope_claims.put_claim(tenant, "s", {"runId": None})
+    assert ports.host.get_item(f"WEBHOOK#{tenant}", wid) == {"webhookId": wid}
+    assert ports.host.get_item(f"DEDUP#{tenant}", "s") == {"runId": None}
     assert ports.credentials.secret_name(tenant, "c1") == f"{ports.settings.credentials_prefix}/{tenant}/c1"

@@ -204,3 +204,103 @@ class InMemoryDeploymentRepository:
 
     def put_history(self, tenant: str, agent_id: str, channel: str, position: int, entry: dict[str, Any]) -> bool:
         return self._history.put(tenant, f"{agent_id}#{channel}#{position:08d}", entry, if_absent=True, if_equals=None)
+
+
+class InMemoryWebhookRepository:
+    """Subscriptions and dead letters; ``runs`` maps a run id to its TTL (absent: the run is erased)."""
+
+    def __init__(self) -> None:
+        self._subs = _Partitions()
+        self._rules: dict[str, dict[str, Any]] = {}
+        self._dead = _Partitions()
+        self.runs: dict[str, int] = {}
+
+    def get_subscription(self, tenant: str, webhook_id: str) -> dict[str, Any] | None:
+        return self._subs.get(tenant, webhook_id)
+
+    def get_subscription_and_run(
+        self, tenant: str, webhook_id: str, run_id: str
+    ) -> tuple[dict[str, Any] | None, int | None]:
+        return self._subs.get(tenant, webhook_id), self.runs.get(run_id)
+
+    def list_subscriptions(self, tenant: str, *, consistent: bool = False) -> list[tuple[str, dict[str, Any]]]:
+        return self._subs.items(tenant)
+
+    def get_interest(self, tenant: str) -> tuple[list[dict[str, Any]], str | None]:
+        rules = self._rules.get(tenant)
+        return [doc for _, doc in self._subs.items(tenant)], (str(rules["version"]) if rules else None)
+
+    def put_subscription(
+        self,
+        tenant: str,
+        webhook_id: str,
+        doc: dict[str, Any],
+        *,
+        if_absent: bool = False,
+        if_equals: dict[str, Any] | None = None,
+    ) -> bool:
+        return self._subs.put(tenant, webhook_id, doc, if_absent=if_absent, if_equals=if_equals)
+
+    def delete_subscription(self, tenant: str, webhook_id: str) -> bool:
+        return self._subs.delete(tenant, webhook_id)
+
+    def put_rules_version(self, tenant: str, version: dict[str, Any]) -> None:
+        self._rules[tenant] = copy.deepcopy(version)
+
+    def list_dead_letters(self, webhook_id: str) -> list[tuple[str, dict[str, Any]]]:
+        return self._dead.items(webhook_id)
+
+    def put_dead_letter(self, webhook_id: str, record: dict[str, Any], *, expires_at: int) -> tuple[str, str]:
+        sk = f"{record['deadLetteredAt']}#{record['deliveryId']}"
+        self._dead.put(webhook_id, sk, record, if_absent=False, if_equals=None)
+        return webhook_id, sk
+
+
+class InMemoryWebhookSecretRepository:
+    def __init__(self) -> None:
+        self._p = _Partitions()
+
+    def get_secret(self, tenant: str, webhook_id: str) -> dict[str, Any] | None:
+        return self._p.get(tenant, webhook_id)
+
+    def put_secret(
+        self,
+        tenant: str,
+        webhook_id: str,
+        record: dict[str, Any],
+        *,
+        if_absent: bool = False,
+        if_equals: dict[str, Any] | None = None,
+    ) -> bool:
+        return self._p.put(tenant, webhook_id, record, if_absent=if_absent, if_equals=if_equals)
+
+    def delete_secret(self, tenant: str, webhook_id: str) -> None:
+        self._p.delete(tenant, webhook_id)
+
+
+class InMemoryQuotaRepository:
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, int], int] = {}
+
+    def add_run_start(self, tenant: str, window: int, *, expires_at: int) -> int:
+        self._counts[(tenant, window)] = self._counts.get((tenant, window), 0) + 1
+        return self._counts[(tenant, window)]
+
+
+class InMemoryScopeClaimRepository:
+    def __init__(self) -> None:
+        self._p = _Partitions()
+
+    def get_claim(self, tenant: str, scope_id: str) -> dict[str, Any] | None:
+        return self._p.get(tenant, scope_id)
+
+    def put_claim(
+        self,
+        tenant: str,
+        scope_id: str,
+        claim: dict[str, Any],
+        *,
+        if_absent: bool = False,
+        if_equals: dict[str, Any] | None = None,
+    ) -> bool:
+        return self._p.put(tenant, scope_id, claim, if_absent=if_absent, if_equals=if_equals)
