@@ -255,6 +255,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.agents import DynamoAgentRepository, DynamoDeploymentRepository
     from shared.storage.apikeys import DynamoApiKeyRepository
     from shared.storage.blobs import S3BlobStore
+    from shared.storage.counters import DynamoCounterRepository, DynamoEffectLedger
     from shared.storage.ddb import Tombstones
     from shared.storage.events import DynamoEventStore
     from shared.storage.host import DynamoHostStore
@@ -319,6 +320,8 @@ def build_ports(settings: Settings) -> Ports:
         webhook_secrets=DynamoWebhookSecretRepository(signing),
         quotas=DynamoQuotaRepository(host),
         scope_claims=DynamoScopeClaimRepository(host),
+        counters=DynamoCounterRepository(host),
+        ledger=DynamoEffectLedger(host),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

@@ -13,6 +13,7 @@ from typing import Any
 from shared.ports.agents import AgentRepository, DeploymentRepository
 from shared.ports.apikeys import ApiKeyRepository
 from shared.ports.clock import Clock, Draws, IdSource
+from shared.ports.counters import CounterRepository, EffectLedger
 from shared.ports.host import HostStore, IdempotencyStore
 from shared.ports.limits import QuotaRepository, ScopeClaimRepository
 from shared.ports.models import (
@@ -71,10 +72,12 @@ __all__ = [
     "Cipher",
     "DeploymentRepository",
     "Clock",
+    "CounterRepository",
     "CredentialRepository",
     "Draws",
     "EffectDeniedError",
     "EffectGuard",
+    "EffectLedger",
     "EgressRefusedError",
     "EventStore",
     "HostStore",
@@ -155,5 +158,7 @@ class Ports:
     webhook_secrets: WebhookSecretRepository
     quotas: QuotaRepository
     scope_claims: ScopeClaimRepository
+    counters: CounterRepository
+    ledger: EffectLedger
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

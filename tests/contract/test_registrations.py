@@ -177,6 +177,21 @@ def test_webhook_and_limit_repositories_round_trip(repos: Any) -> None:
     assert repos["scope_claims"].get_claim(tenant, "s") == {"runId": None}
 
 
+def test_dynamo_counters_and_ledger_read_the_host_items_the_engine_writes(local_aws: Any) -> None:
+    # Given a counter incremented and a ledger row written by the host store (as the engine writes them)
+    from shared.wiring import get_ports
+
+    ports, tenant, run_id = get_ports(), unique("tenant-r"), unique("r")
+    ports.host.add_counter(f"COUNTER#{tenant}", "k", expires_at=2**31)
+    ports.host.put_item(f"LEDGER#{tenant}", f"{run_id}#n1#1", {"nodeId": "n1"})
+    # Then the counter repository reads it, and names it as the counted-call write expects
+    assert ports.counters.get_count(tenant, "k") == 1 and ports.counters.get_count(tenant, "other") == 0
+    assert ports.counters.get_ref(tenant, "k") == (f"COUNTER#{tenant}", "k")
+    # And the ledger lists the run's rows with their effect ids, and deletes them
+    assert ports.ledger.list_effects(tenant, run_id) == [(f"LEDGER#{run_id}#n1#1", {"nodeId": "n1"})]
+    assert ports.ledger.delete_effects(tenant, run_id) == 1 and ports.ledger.list_effects(tenant, run_id) == []
+
+
 def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None:
     # Given the wired repositories and the host store beneath them
     from shared.wiring import get_ports

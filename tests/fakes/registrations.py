@@ -304,3 +304,33 @@ class InMemoryScopeClaimRepository:
         if_equals: dict[str, Any] | None = None,
     ) -> bool:
         return self._p.put(tenant, scope_id, claim, if_absent=if_absent, if_equals=if_equals)
+
+
+class InMemoryCounterRepository:
+    """Counters by (tenant, name); ``counts`` is what an increment (written elsewhere) would have left."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def get_count(self, tenant: str, name: str) -> int:
+        return self.counts.get((tenant, name), 0)
+
+    def get_ref(self, tenant: str, name: str) -> tuple[str, str]:
+        return tenant, name
+
+
+class InMemoryEffectLedger:
+    """Ledger rows by tenant, keyed ``<runId>#<nodeId>#<ordinal>`` (``rows`` is what the engine would have written)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def list_effects(self, tenant: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+        mine = sorted((k, v) for k, v in self.rows.get(tenant, {}).items() if k.startswith(f"{run_id}#"))
+        return [(f"LEDGER#{k}", copy.deepcopy(v)) for k, v in mine]
+
+    def delete_effects(self, tenant: str, run_id: str) -> int:
+        gone = [k for k in self.rows.get(tenant, {}) if k.startswith(f"{run_id}#")]
+        for k in gone:
+            del self.rows[tenant][k]
+        return len(gone)
