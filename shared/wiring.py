@@ -265,6 +265,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.ratelimit import DynamoRateLimiter
     from shared.storage.registrations import DynamoCredentialRepository, DynamoMcpServerRepository, DynamoToolRepository
     from shared.storage.runs import DynamoRunStore
+    from shared.storage.sampling import DynamoSamplingRuleRepository, DynamoSuiteDraftRepository
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
     from shared.storage.tool_calls import DynamoToolCallStore
@@ -322,6 +323,8 @@ def build_ports(settings: Settings) -> Ports:
         scope_claims=DynamoScopeClaimRepository(host),
         counters=DynamoCounterRepository(host),
         ledger=DynamoEffectLedger(host),
+        sampling_rules=DynamoSamplingRuleRepository(host),
+        suite_drafts=DynamoSuiteDraftRepository(host),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

@@ -40,6 +40,7 @@ from shared.ports.runs import (
     ToolCallRecord,
     ToolCallStore,
 )
+from shared.ports.sampling import SamplingRuleRepository, SuiteDraftRepository
 from shared.ports.tracing import AttrValue, NoTracing, Span, Tracing
 from shared.ports.transports import (
     EgressRefusedError,
@@ -110,12 +111,14 @@ __all__ = [
     "RateLimiter",
     "RunRecord",
     "RunStore",
+    "SamplingRuleRepository",
     "ScopeClaimRepository",
     "SecretNotFoundError",
     "SecretStore",
     "Span",
     "StackLookupError",
     "StackOutputs",
+    "SuiteDraftRepository",
     "ToolCallRecord",
     "ToolCallStore",
     "ToolRepository",
@@ -160,5 +163,7 @@ class Ports:
     scope_claims: ScopeClaimRepository
     counters: CounterRepository
     ledger: EffectLedger
+    sampling_rules: SamplingRuleRepository
+    suite_drafts: SuiteDraftRepository
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

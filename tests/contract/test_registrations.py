@@ -16,7 +16,9 @@ from tests.fakes.registrations import (
     InMemoryDeploymentRepository,
     InMemoryMcpServerRepository,
     InMemoryQuotaRepository,
+    InMemorySamplingRuleRepository,
     InMemoryScopeClaimRepository,
+    InMemorySuiteDraftRepository,
     InMemoryToolRepository,
     InMemoryWebhookRepository,
     InMemoryWebhookSecretRepository,
@@ -40,13 +42,15 @@ def repos(request: pytest.FixtureRequest) -> Any:
             "webhook_secrets": InMemoryWebhookSecretRepository(),
             "quotas": InMemoryQuotaRepository(),
             "scope_claims": InMemoryScopeClaimRepository(),
+            "sampling_rules": InMemorySamplingRuleRepository(),
+            "suite_drafts": InMemorySuiteDraftRepository(),
         }
     request.getfixturevalue("local_aws")
     from shared.wiring import get_ports
 
     ports = get_ports()
     names = ("tools", "mcp_servers", "credentials", "workflows", "api_keys", "agents", "deployments")
-    names += ("webhooks", "webhook_secrets", "quotas", "scope_claims")
+    names += ("webhooks", "webhook_secrets", "quotas", "scope_claims", "sampling_rules", "suite_drafts")
     return {name: getattr(ports, name) for name in names}
 
 
@@ -177,6 +181,28 @@ def test_webhook_and_limit_repositories_round_trip(repos: Any) -> None:
     assert repos["scope_claims"].get_claim(tenant, "s") == {"runId": None}
 
 
+def test_sampling_rules_and_suite_drafts_round_trip(repos: Any) -> None:
+    # Given a fresh tenant with rules on two suites
+    rules, drafts, tenant = repos["sampling_rules"], repos["suite_drafts"], unique("tenant-r")
+    assert rules.put_rule(tenant, {"suiteId": "s.evals.b", "ruleId": "R1"}) is True
+    assert rules.put_rule(tenant, {"suiteId": "s.evals.a", "ruleId": "R2"}) is True
+    assert rules.put_rule(tenant, {"suiteId": "s.evals.a", "ruleId": "R2", "x": 1}) is False
+    # Then they are listed per suite and all together, in (suiteId, ruleId) order; a delete says whether one existed
+    assert rules.list_rules(tenant, "s.evals.a") == [{"suiteId": "s.evals.a", "ruleId": "R2"}]
+    assert [r["ruleId"] for r in rules.list_rules(tenant, consistent=True)] == ["R2", "R1"]
+    assert (
+        rules.delete_rule(tenant, "s.evals.a", "R2") is True and rules.delete_rule(tenant, "s.evals.a", "R2") is False
+    )
+    # When a draft is created and then changed by compare-and-set
+    assert drafts.put_draft(tenant, "s.evals.a", {"tasks": []}, if_absent=True) is True
+    assert drafts.put_draft(tenant, "s.evals.a", {"tasks": [1]}, if_absent=True) is False
+    assert drafts.put_draft(tenant, "s.evals.a", {"tasks": [2]}, if_equals={"tasks": [9]}) is False
+    assert drafts.put_draft(tenant, "s.evals.a", {"tasks": [2]}, if_equals={"tasks": []}) is True
+    # Then it reads back, and its reference names the suite's draft
+    assert drafts.get_draft(tenant, "s.evals.a") == {"tasks": [2]} and drafts.get_draft(tenant, "s.evals.b") is None
+    assert drafts.get_ref("s.evals.a") == "s.evals.a@draft"
+
+
 def test_dynamo_counters_and_ledger_read_the_host_items_the_engine_writes(local_aws: Any) -> None:
     # Given a counter incremented and a ledger row written by the host store (as the engine writes them)
     from shared.wiring import get_ports
@@ -231,4 +257,8 @@ def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None
     ports.scope_claims.put_claim(tenant, "s", {"runId": None})
     assert ports.host.get_item(f"WEBHOOK#{tenant}", wid) == {"webhookId": wid}
     assert ports.host.get_item(f"DEDUP#{tenant}", "s") == {"runId": None}
+    ports.sampling_rules.put_rule(tenant, {"suiteId": "s.evals.a", "ruleId": "R1"})
+    ports.suite_drafts.put_draft(tenant, "s.evals.a", {"tasks": []})
+    assert ports.host.get_item(f"SUITERULE#{tenant}", "s.evals.a#R1") == {"suiteId": "s.evals.a", "ruleId": "R1"}
+    assert ports.host.get_item(f"SUITE#{tenant}", "s.evals.a@draft") == {"tasks": []}
     assert ports.credentials.secret_name(tenant, "c1") == f"{ports.settings.credentials_prefix}/{tenant}/c1"

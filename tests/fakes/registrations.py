@@ -334,3 +334,40 @@ class InMemoryEffectLedger:
         for k in gone:
             del self.rows[tenant][k]
         return len(gone)
+
+
+class InMemorySamplingRuleRepository:
+    def __init__(self) -> None:
+        self._p = _Partitions()
+
+    def list_rules(self, tenant: str, suite_id: str | None = None, *, consistent: bool = False) -> list[dict[str, Any]]:
+        prefix = f"{suite_id}#" if suite_id is not None else ""
+        return [doc for key, doc in self._p.items(tenant) if key.startswith(prefix)]
+
+    def put_rule(self, tenant: str, rule: dict[str, Any]) -> bool:
+        return self._p.put(tenant, f"{rule['suiteId']}#{rule['ruleId']}", rule, if_absent=True, if_equals=None)
+
+    def delete_rule(self, tenant: str, suite_id: str, rule_id: str) -> bool:
+        return self._p.delete(tenant, f"{suite_id}#{rule_id}")
+
+
+class InMemorySuiteDraftRepository:
+    def __init__(self) -> None:
+        self._p = _Partitions()
+
+    def get_draft(self, tenant: str, suite_id: str) -> dict[str, Any] | None:
+        return self._p.get(tenant, suite_id)
+
+    def put_draft(
+        self,
+        tenant: str,
+        suite_id: str,
+        doc: dict[str, Any],
+        *,
+        if_absent: bool = False,
+        if_equals: dict[str, Any] | None = None,
+    ) -> bool:
+        return self._p.put(tenant, suite_id, doc, if_absent=if_absent, if_equals=if_equals)
+
+    def get_ref(self, suite_id: str) -> str:
+        return f"{suite_id}@draft"
