@@ -41,6 +41,7 @@ from shared.ports.runs import (
     ToolCallStore,
 )
 from shared.ports.sampling import SamplingRuleRepository, SuiteDraftRepository
+from shared.ports.suites import SuiteRepository
 from shared.ports.tracing import AttrValue, NoTracing, Span, Tracing
 from shared.ports.transports import (
     EgressRefusedError,
@@ -119,6 +120,7 @@ __all__ = [
     "StackLookupError",
     "StackOutputs",
     "SuiteDraftRepository",
+    "SuiteRepository",
     "ToolCallRecord",
     "ToolCallStore",
     "ToolRepository",
@@ -165,5 +167,6 @@ class Ports:
     ledger: EffectLedger
     sampling_rules: SamplingRuleRepository
     suite_drafts: SuiteDraftRepository
+    suites: SuiteRepository
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

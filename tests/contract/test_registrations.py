@@ -19,6 +19,7 @@ from tests.fakes.registrations import (
     InMemorySamplingRuleRepository,
     InMemoryScopeClaimRepository,
     InMemorySuiteDraftRepository,
+    InMemorySuiteRepository,
     InMemoryToolRepository,
     InMemoryWebhookRepository,
     InMemoryWebhookSecretRepository,
@@ -44,13 +45,14 @@ def repos(request: pytest.FixtureRequest) -> Any:
             "scope_claims": InMemoryScopeClaimRepository(),
             "sampling_rules": InMemorySamplingRuleRepository(),
             "suite_drafts": InMemorySuiteDraftRepository(),
+            "suites": InMemorySuiteRepository(),
         }
     request.getfixturevalue("local_aws")
     from shared.wiring import get_ports
 
     ports = get_ports()
     names = ("tools", "mcp_servers", "credentials", "workflows", "api_keys", "agents", "deployments")
-    names += ("webhooks", "webhook_secrets", "quotas", "scope_claims", "sampling_rules", "suite_drafts")
+    names += ("webhooks", "webhook_secrets", "quotas", "scope_claims", "sampling_rules", "suite_drafts", "suites")
     return {name: getattr(ports, name) for name in names}
 
 
@@ -203,6 +205,33 @@ def test_sampling_rules_and_suite_drafts_round_trip(repos: Any) -> None:
     assert drafts.get_ref("s.evals.a") == "s.evals.a@draft"
 
 
+def test_suite_repository_keeps_index_rows_listing_and_references(repos: Any) -> None:
+    # Given a fresh tenant with two versions of one suite and one of another
+    suites, tenant = repos["suites"], unique("tenant-r")
+    for ref in ("s.evals.a@1.0.0", "s.evals.a@1.1.0", "s.evals.ab@1.0.0"):
+        suites.put_index_row(tenant, ref, {"version": ref.split("@")[1]})
+    suites.put_index_row(tenant, "s.evals.a@1.0.0", {"version": "x"}, if_absent=True)
+    # Then the index rows are read per version and per suite
+    assert suites.get_index_row(tenant, "s.evals.a@1.0.0") == {"version": "1.0.0"}
+    assert [r["version"] for r in suites.list_index_rows(tenant, "s.evals.a", consistent=True)] == ["1.0.0", "1.1.0"]
+    suites.delete_index_row(tenant, "s.evals.a@1.1.0")
+    assert suites.get_index_row(tenant, "s.evals.a@1.1.0") is None
+    # And the listing rows are compare-and-set and paged in suiteId order
+    assert suites.put_listing(tenant, "s.evals.b", {"n": 1}, if_absent=True, if_equals=None) is True
+    assert suites.put_listing(tenant, "s.evals.b", {"n": 2}, if_absent=False, if_equals={"n": 9}) is False
+    assert suites.put_listing(tenant, "s.evals.a", {"n": 3}, if_absent=True, if_equals=None) is True
+    assert suites.list_listings(tenant, 1)[0] == [("s.evals.a", {"n": 3})]
+    assert suites.list_listings(tenant, 5, after="s.evals.a") == ([("s.evals.b", {"n": 1})], False)
+    assert suites.delete_listing(tenant, "s.evals.b", if_equals={"n": 9}) is False
+    assert suites.delete_listing(tenant, "s.evals.b", if_equals={"n": 1}) is True
+    # And a version's references are listed and deleted by run
+    suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31)
+    suites.put_reference(tenant, "s.evals.a@1.0.0", "r2", expires_at=2**31)
+    assert sorted(suites.list_references(tenant, "s.evals.a@1.0.0")) == ["r1", "r2"]
+    suites.delete_reference(tenant, "s.evals.a@1.0.0", "r1")
+    assert suites.list_references(tenant, "s.evals.a@1.0.0") == ["r2"]
+
+
 def test_dynamo_counters_and_ledger_read_the_host_items_the_engine_writes(local_aws: Any) -> None:
     # Given a counter incremented and a ledger row written by the host store (as the engine writes them)
     from shared.wiring import get_ports
@@ -261,4 +290,10 @@ def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None
     ports.suite_drafts.put_draft(tenant, "s.evals.a", {"tasks": []})
     assert ports.host.get_item(f"SUITERULE#{tenant}", "s.evals.a#R1") == {"suiteId": "s.evals.a", "ruleId": "R1"}
     assert ports.host.get_item(f"SUITE#{tenant}", "s.evals.a@draft") == {"tasks": []}
+    assert ports.suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31) == (
+        f"SUITEREF#{tenant}",
+        "s.evals.a@1.0.0#r1",
+    )
+    ports.suites.put_index_row(tenant, "s.evals.a@1.0.0", {"version": "1.0.0"})
+    assert ports.host.get_item(f"SUITEIDX#{tenant}", "s.evals.a@1.0.0") == {"version": "1.0.0"}
     assert ports.credentials.secret_name(tenant, "c1") == f"{ports.settings.credentials_prefix}/{tenant}/c1"

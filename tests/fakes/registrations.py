@@ -371,3 +371,58 @@ class InMemorySuiteDraftRepository:
 
     def get_ref(self, suite_id: str) -> str:
         return f"{suite_id}@draft"
+
+
+class InMemorySuiteRepository:
+    def __init__(self) -> None:
+        self._fixtures = _Partitions()
+        self._index = _Partitions()
+        self._listing = _Partitions()
+        self._refs = _Partitions()
+
+    def get_fixture(self, fixture_id: str) -> dict[str, Any] | None:
+        return self._fixtures.get("*", fixture_id)
+
+    def put_fixture(self, fixture_id: str, doc: dict[str, Any]) -> None:
+        self._fixtures.put("*", fixture_id, doc, if_absent=False, if_equals=None)
+
+    def get_index_row(self, tenant: str, ref: str) -> dict[str, Any] | None:
+        return self._index.get(tenant, ref)
+
+    def list_index_rows(self, tenant: str, suite_id: str, *, consistent: bool = False) -> list[dict[str, Any]]:
+        return [row for key, row in self._index.items(tenant) if key.startswith(f"{suite_id}@")]
+
+    def put_index_row(self, tenant: str, ref: str, row: dict[str, Any], *, if_absent: bool = False) -> None:
+        self._index.put(tenant, ref, row, if_absent=if_absent, if_equals=None)
+
+    def delete_index_row(self, tenant: str, ref: str) -> None:
+        self._index.delete(tenant, ref)
+
+    def get_listing(self, tenant: str, suite_id: str) -> dict[str, Any] | None:
+        return self._listing.get(tenant, suite_id)
+
+    def put_listing(
+        self, tenant: str, suite_id: str, doc: dict[str, Any], *, if_absent: bool, if_equals: dict[str, Any] | None
+    ) -> bool:
+        return self._listing.put(tenant, suite_id, doc, if_absent=if_absent, if_equals=if_equals)
+
+    def delete_listing(self, tenant: str, suite_id: str, *, if_equals: dict[str, Any] | None) -> bool:
+        if if_equals is not None and self._listing.get(tenant, suite_id) != if_equals:
+            return False
+        return self._listing.delete(tenant, suite_id)
+
+    def list_listings(
+        self, tenant: str, limit: int, *, after: str = ""
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        rows = [(k, v) for k, v in self._listing.items(tenant) if k > after]
+        return rows[:limit], len(rows) > limit
+
+    def put_reference(self, tenant: str, ref: str, run_id: str, *, expires_at: int) -> tuple[str, str]:
+        self._refs.put(tenant, f"{ref}#{run_id}", {"runId": run_id}, if_absent=False, if_equals=None)
+        return tenant, f"{ref}#{run_id}"
+
+    def list_references(self, tenant: str, ref: str) -> list[str]:
+        return [str(row["runId"]) for key, row in self._refs.items(tenant) if key.startswith(f"{ref}#")]
+
+    def delete_reference(self, tenant: str, ref: str, run_id: str) -> None:
+        self._refs.delete(tenant, f"{ref}#{run_id}")
