@@ -42,19 +42,10 @@ def derived_key(source_run_id: str, eval_run_id: str, task_id: str) -> str:
 
 
 # Host-table partitions of what a tenant registers (pk = prefix + tenant, sk = the id).
-TOOL_PREFIX = "TOOL#"
-MCP_SERVER_PREFIX = "MCPSERVER#"
-CREDENTIAL_PREFIX = "CRED#"
-AGENT_DEPLOYMENT_PREFIX = "AGENTDEP#"  # sk = "<agentId>#<version>": the version's deployment record (RFC 0082)
-AGENT_CHANNEL_PREFIX = "AGENTCHAN#"  # sk = "<agentId>#<channel>#<n:08d>": the n-th change of what a channel serves
-AGENT_VERSION_PREFIX = "AGENTV#"  # sk = "<agentId>#<version>": one immutable item per registered version
+TOOL_PREFIX = "TOOL#"  # also read by the embedded demo (shared.local.demo); the rest are in shared.storage.schema
+AGENT_VERSION_PREFIX = "AGENTV#"  # sk = "<agentId>#<version>"; also read by the engine's kernel (storage.agents)
 # Under a run: the content-addressed model-call log, one item per (invocation, turn) in event order.
 MODEL_CALL_PREFIX = "MCALL#"
-
-
-def credential_secret_name(prefix: str, tenant: str, credential_ref: str) -> str:
-    """The Secrets Manager name of a tenant's credential: every tenant under its own path (IAM can scope it)."""
-    return f"{prefix.rstrip('/')}/{tenant}/{credential_ref}"
 
 
 def eval_summary_key(run_id: str) -> str:

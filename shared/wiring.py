@@ -252,17 +252,26 @@ def build_tracing(settings: Settings) -> Tracing:
 
 def build_ports(settings: Settings) -> Ports:
     from shared.orchestration.step_functions import StepFunctionsOrchestrator
+    from shared.storage.agents import DynamoAgentRepository, DynamoDeploymentRepository
+    from shared.storage.apikeys import DynamoApiKeyRepository
     from shared.storage.blobs import S3BlobStore
+    from shared.storage.counters import DynamoCounterRepository, DynamoEffectLedger
     from shared.storage.ddb import Tombstones
     from shared.storage.events import DynamoEventStore
     from shared.storage.host import DynamoHostStore
     from shared.storage.idempotency import DynamoIdempotencyStore
     from shared.storage.kms import KmsCipher
+    from shared.storage.limits import DynamoQuotaRepository, DynamoScopeClaimRepository
     from shared.storage.ratelimit import DynamoRateLimiter
+    from shared.storage.registrations import DynamoCredentialRepository, DynamoMcpServerRepository, DynamoToolRepository
     from shared.storage.runs import DynamoRunStore
+    from shared.storage.sampling import DynamoSamplingRuleRepository, DynamoSuiteDraftRepository
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
+    from shared.storage.suites import DynamoSuiteRepository
     from shared.storage.tool_calls import DynamoToolCallStore
+    from shared.storage.webhooks import DynamoWebhookRepository, DynamoWebhookSecretRepository
+    from shared.storage.workflows import DynamoWorkflowRepository
     from shared.transports.http import GuardedHttpTransport
 
     # Our stores build every DynamoDB request, and DynamoDB validates it: botocore's check of each one was a fifth of
@@ -273,13 +282,15 @@ def build_ports(settings: Settings) -> Ports:
     http = GuardedHttpTransport(_egress(settings))
     secrets = SecretsManagerSecretStore(LazyClient("secretsmanager", lambda: _client("secretsmanager")).get)
     tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
+    host = DynamoHostStore(ddb, settings.host_table, settings.runs_table)
+    signing = DynamoHostStore(ddb, settings.signing_table, settings.runs_table)
     return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(
             ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table, tombstones
         ),
-        host=DynamoHostStore(ddb, settings.host_table, settings.runs_table),
+        host=host,
         blobs=blobs,
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
         orchestrator=StepFunctionsOrchestrator(
@@ -296,10 +307,26 @@ def build_ports(settings: Settings) -> Ports:
         mcp=_LazyMcp(settings),
         secrets=secrets,
         cipher=KmsCipher(LazyClient("kms", lambda: _client("kms")), {manifest.SIGNING: settings.signing_key_id}),
-        signing=DynamoHostStore(ddb, settings.signing_table, settings.runs_table),
+        signing=signing,
         settings=settings,
         models=build_models(settings, http),
         rate_limits=DynamoRateLimiter(ddb, settings.host_table, clock.now_ms),
+        tools=DynamoToolRepository(host),
+        mcp_servers=DynamoMcpServerRepository(host),
+        credentials=DynamoCredentialRepository(host, settings.credentials_prefix),
+        workflows=DynamoWorkflowRepository(host),
+        api_keys=DynamoApiKeyRepository(host),
+        agents=DynamoAgentRepository(host),
+        deployments=DynamoDeploymentRepository(host),
+        webhooks=DynamoWebhookRepository(host),
+        webhook_secrets=DynamoWebhookSecretRepository(signing),
+        quotas=DynamoQuotaRepository(host),
+        scope_claims=DynamoScopeClaimRepository(host),
+        counters=DynamoCounterRepository(host),
+        ledger=DynamoEffectLedger(host),
+        sampling_rules=DynamoSamplingRuleRepository(host),
+        suite_drafts=DynamoSuiteDraftRepository(host),
+        suites=DynamoSuiteRepository(host),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

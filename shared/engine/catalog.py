@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared import keys
 from shared.engine.registry import COUNTER_TOOL, TOOLS
 from shared.ports import Ports
 from shared.protocol.toolids import split_mcp_tool_id
@@ -88,10 +87,10 @@ class Catalog:
     def _load(self, tool_id: str) -> ResolvedTool | None:
         mcp = split_mcp_tool_id(tool_id)
         if mcp is not None:
-            server = self.ports.host.get_item(f"{keys.MCP_SERVER_PREFIX}{self.tenant}", mcp[0])
+            server = self.ports.mcp_servers.get_server(self.tenant, mcp[0])
             tool = next((t for t in (server or {}).get("tools", []) if t.get("name") == mcp[1]), None)
             return ResolvedTool(tool_id, "mcp", {"server": server, "tool": tool}) if server and tool else None
-        doc = self.ports.host.get_item(f"{keys.TOOL_PREFIX}{self.tenant}", tool_id)
+        doc = self.ports.tools.get_tool(self.tenant, tool_id)
         return ResolvedTool(tool_id, "http", doc) if doc else None
 
     def argument_errors(self, tool: ResolvedTool, args: Any) -> bool:

@@ -22,7 +22,6 @@ import json
 from typing import Any, NamedTuple
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from shared import keys
 from shared.engine import negotiation
 from shared.engine.catalog import ResolvedTool
 from shared.ports import EgressRefusedError, McpOp, Ports, SecretNotFoundError, TransportError
@@ -42,7 +41,7 @@ def _error(message: str) -> dict[str, Any]:
 
 
 def _credential(ports: Ports, tenant: str, ref: str) -> dict[str, Any]:
-    name = keys.credential_secret_name(ports.settings.credentials_prefix, tenant, ref)
+    name = ports.credentials.secret_name(tenant, ref)
     cred: dict[str, Any] = json.loads(ports.secrets.get_secret(name, max_age_s=CREDENTIAL_MAX_AGE_S))
     return cred
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared import keys
 from shared.engine import negotiation
 from shared.ports import EgressRefusedError, McpOp, Ports, SecretNotFoundError, TransportError
 from shared.protocol import codes as c
@@ -68,9 +67,7 @@ def invoke(
     if method not in METHODS:
         raise Rejected(c.VALIDATION_ERROR, f"method must be one of {', '.join(METHODS)}")
     server_id = _text(inputs, "serverId", required=False) or "conformance"
-    server = (
-        ports.host.get_item(f"{keys.MCP_SERVER_PREFIX}{tenant}", server_id) if SERVER_ID_RE.match(server_id) else None
-    )
+    server = ports.mcp_servers.get_server(tenant, server_id) if SERVER_ID_RE.match(server_id) else None
     if server is None:
         raise Rejected(c.NOT_FOUND, "no MCP server is configured under that serverId")
     url = str(server["url"])

@@ -130,7 +130,7 @@ def run_live_tool(ports: Ports, tenant: str, tool: str, args: Any) -> Any:
     if tool == COUNTER_TOOL:  # a read (an increment is written with its record: ``ToolRuntime._increment``)
         if not _counter_args(args, "read"):
             raise ToolError(c.VALIDATION_ERROR, "counter args are {op: inc|read, key: string}")
-        return {"key": args["key"], "count": ports.host.counter_read(f"COUNTER#{tenant}", args["key"])}
+        return {"key": args["key"], "count": ports.counters.get_count(tenant, args["key"])}
     if tool == ECHO_TOOL:
         return args
     if tool == FAIL_TOOL:
@@ -354,11 +354,11 @@ class ToolRuntime:
         None when nothing was written: the call was recorded before (a retried step: the caller's write-once record
         path returns that outcome; the counter moved once for the call) or the counter stayed contended (``record``
         now holds that error outcome, for the caller to write)."""
-        counter = (f"COUNTER#{self.tenant}", key)
+        counter = self.ports.counters.get_ref(self.tenant, key)
         expected = _counts.get(counter)
         for _ in range(COUNTER_ATTEMPTS):
             if expected is None:
-                expected = self.ports.host.counter_read(*counter)
+                expected = self.ports.counters.get_count(self.tenant, key)
             record.result = {"key": key, "count": expected + 1}
             got, count = self.ports.tool_calls.put_counted_call(record, self.expires_at, counter, expected)
             if got == "written":

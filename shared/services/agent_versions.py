@@ -1,37 +1,22 @@
 """Reading the versions a tenant registered of a model-backed agent: the one module that knows their layout.
 
-Versions live in the host table under ``AGENTV#<tenant>`` with sk ``<agentId>#<version>``, one immutable item per
-version. Registration and the inventory (``agents``) and deployment channels (``deployments``) read them here, so
-neither of those imports the other for it.
+Versions are stored through ``Ports.agents`` (one immutable item per version). Registration and the inventory
+(``agents``) and deployment channels (``deployments``) read them here, so neither of those imports the other for it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from shared import keys
 from shared.ports import Ports
 from shared.protocol.semver import semver_key
 
 Row = tuple[str, dict[str, Any]]  # (version, the stored document)
 
 
-def pk(tenant: str) -> str:
-    return f"{keys.AGENT_VERSION_PREFIX}{tenant}"
-
-
-def sk(agent_id: str, version: str) -> str:
-    return f"{agent_id}#{version}"
-
-
 def rows(ports: Ports, tenant: str, agent_id: str) -> list[Row]:
     """The agent's versions, lowest first (semver order)."""
-    got = [
-        (key.rsplit("#", 1)[1], doc)
-        for key, doc in ports.host.query(pk(tenant), f"{agent_id}#")
-        if key.rsplit("#", 1)[0] == agent_id
-    ]
-    return sorted(got, key=lambda r: semver_key(r[0]))
+    return sorted(ports.agents.list_versions(tenant, agent_id), key=lambda r: semver_key(r[0]))
 
 
 def versions(ports: Ports, tenant: str, agent_id: str) -> list[str]:
@@ -51,4 +36,4 @@ def latest(ports: Ports, tenant: str, agent_id: str) -> str | None:
 
 
 def exists(ports: Ports, tenant: str, agent_id: str, version: str) -> bool:
-    return ports.host.get_item(pk(tenant), sk(agent_id, version)) is not None
+    return ports.agents.get_version(tenant, agent_id, version) is not None

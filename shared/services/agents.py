@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from shared import keys
 from shared.engine.canonical import same_json
 from shared.errors import MAX_FAULTS, NotFoundError, ProtocolError, VersionConflictError, fault, invalid
 from shared.ports import ModelProviderError, Ports
@@ -57,7 +56,7 @@ def check_model_binding(ports: Ports, tenant: str, model: dict[str, Any], where:
     if provider is not None and provider not in ports.models.names():
         raise invalid("The model provider is not one this host runs.", [fault(f"{where}/provider", "enum")])
     ref = model.get("credentialRef")
-    if ref is not None and ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{tenant}", str(ref)) is None:
+    if ref is not None and ports.credentials.get_credential(tenant, str(ref)) is None:
         raise CredentialForbiddenError("credentialRef names no credential this tenant may use.")
     if provider == "openai" and not model.get("baseUrl") and not ports.settings.openai_base_url:
         raise invalid("An OpenAI-compatible binding needs a baseUrl.", [fault(f"{where}/baseUrl", "required")])
@@ -141,12 +140,10 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
     check_allowlist(ports, caller.tenant, body.manifest.get("toolAllowlist") or [])
     doc = {"version": body.version, "manifest": body.manifest, "model": model, "maxTurns": body.maxTurns}
     agent_id = str(body.manifest["agentId"])
-    sk = av.sk(agent_id, body.version)
-    pk = av.pk(caller.tenant)
-    if ports.host.put_item(pk, sk, doc, if_absent=True):
+    if ports.agents.put_version(caller.tenant, agent_id, body.version, doc):
         status = 201
     else:
-        current = ports.host.get_item(pk, sk)
+        current = ports.agents.get_version(caller.tenant, agent_id, body.version)
         if current is None or not same_json(current, doc):
             raise VersionConflictError("Another agent definition is registered under this agentId and version.")
         status = 200
@@ -155,8 +152,7 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
 
 def list_agents(ports: Ports, caller: Caller) -> dict[str, Any]:
     by_agent: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for sk, doc in ports.host.query(av.pk(caller.tenant)):
-        agent_id, version = sk.rsplit("#", 1)
+    for agent_id, version, doc in ports.agents.list_all_versions(caller.tenant):
         by_agent.setdefault(agent_id, []).append((version, doc))
     out = []
     for agent_id in sorted(by_agent):

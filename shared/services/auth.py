@@ -4,11 +4,9 @@ A key is stored only as HMAC-SHA-256 under a pepper held in Secrets Manager (the
 manifest, read through the SecretStore port once per cold start and again at most every
 ``apikey_pepper_max_age_s``): a copy of the host table alone cannot test guesses. The pepper secret is the JSON
 object ``{"current": ..., "previous": ...}``; keys verify under either, new keys are hashed under ``current``
-(rotation: docs/operations.md). Host-table items:
-
-- ``APIKEY`` / <hmac>           -> tenant, subjectId, keyId          (what a request looks up)
-- ``APIKEYID`` / <keyId>        -> tenant, hash                       (what ``keys revoke KEY_ID`` finds)
-- ``APIKEYS#<tenant>`` / <keyId> -> keyId, name, createdAt, pepperId  (what ``keys list`` shows; never the key)
+(rotation: docs/operations.md). Keys are stored through ``Ports.api_keys`` (``shared.storage.apikeys``): the
+lookup by hash a request reads, the reference by key id ``keys revoke KEY_ID`` finds, the listing ``keys list``
+shows (never the key).
 
 Lookups are cached per container in two bounded TTL caches, keyed by an in-memory digest of the presented key:
 known keys (``HIT_MAX`` entries for ``HIT_TTL_S``) and unknown keys (``MISS_MAX`` for ``MISS_TTL_S``). A flood of
@@ -33,9 +31,6 @@ from shared.errors import UnauthenticatedError
 from shared.ports import Ports
 from shared.services.common import Caller
 
-APIKEY_PK = "APIKEY"
-KEYID_PK = "APIKEYID"
-TENANT_KEYS_PREFIX = "APIKEYS#"
 KEY_PREFIX = "owk_"
 HIT_MAX, HIT_TTL_S = 1024, 60.0
 MISS_MAX, MISS_TTL_S = 256, 5.0
@@ -122,13 +117,13 @@ def put_api_key(
     h = key_hash(pepper, key)
     kid = key_id or f"seed-{h[:16]}"
     created = ports.clock.iso()
-    ports.host.put_item(KEYID_PK, kid, {"tenant": tenant, "hash": h})
-    ports.host.put_item(
-        f"{TENANT_KEYS_PREFIX}{tenant}",
+    ports.api_keys.put_key(
         kid,
-        {"keyId": kid, "name": name, "createdAt": created, "pepperId": pepper_id(pepper)},
+        h,
+        tenant=tenant,
+        listing={"keyId": kid, "name": name, "createdAt": created, "pepperId": pepper_id(pepper)},
+        lookup={"tenant": tenant, "subjectId": subject_id or f"key-{tenant}", "keyId": kid},
     )
-    ports.host.put_item(APIKEY_PK, h, {"tenant": tenant, "subjectId": subject_id or f"key-{tenant}", "keyId": kid})
     with _lock:
         _hits.pop(_cache_key(key), None)
         _misses.pop(_cache_key(key), None)
@@ -150,7 +145,7 @@ def list_api_keys(ports: Ports, tenant: str) -> list[dict[str, str]]:
     p = peppers(ports)
     state = {pepper_id(p.current): "current", **({pepper_id(p.previous): "previous"} if p.previous else {})}
     out = []
-    for kid, item in ports.host.query(f"{TENANT_KEYS_PREFIX}{tenant}"):
+    for kid, item in ports.api_keys.list_keys(tenant):
         out.append(
             {
                 "keyId": kid,
@@ -165,12 +160,10 @@ def list_api_keys(ports: Ports, tenant: str) -> list[dict[str, str]]:
 def revoke_api_key(ports: Ports, key_id: str) -> bool:
     """Delete the key: lookup first (it stops authenticating within ``HIT_TTL_S``), then its listing. False if
     there is no such key id."""
-    ref = ports.host.get_item(KEYID_PK, key_id)
+    ref = ports.api_keys.get_key(key_id)
     if ref is None:
         return False
-    ports.host.delete_item(APIKEY_PK, str(ref["hash"]))
-    ports.host.delete_item(f"{TENANT_KEYS_PREFIX}{ref['tenant']}", key_id)
-    ports.host.delete_item(KEYID_PK, key_id)
+    ports.api_keys.delete_key(key_id, str(ref["hash"]), tenant=str(ref["tenant"]))
     return True
 
 
@@ -208,7 +201,7 @@ def resolve_caller(ports: Ports, authorization: str | None) -> Caller:
     if caller is None:
         item: dict[str, Any] | None = None
         for pepper in peppers(ports).all():
-            item = ports.host.get_item(APIKEY_PK, key_hash(pepper, key))
+            item = ports.api_keys.get_by_hash(key_hash(pepper, key))
             if item:
                 break
         with _lock:

@@ -191,7 +191,7 @@ def seed_demo(ports: Ports, tenant: str, tools_url: str, mcp_url: str) -> list[s
         seeded.append(doc["toolId"])
     tools.register_mcp_server(ports, caller, McpServerRegistration.model_validate(mcp_server(mcp_url)))
     seeded.append(f"mcp:{DEMO_SERVER_ID}")
-    ports.host.put_item(f"AGENT#{tenant}", DEMO_AGENT, AGENT)
+    ports.agents.put_scripted(tenant, DEMO_AGENT, AGENT)
     seeded.append(DEMO_AGENT)
     seeded.append(register_workflow(ports, tenant, WORKFLOW))
     if ports.settings.mock_providers_allowed:

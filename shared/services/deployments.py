@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import keys
 from shared.errors import (
     NotFoundError,
     ProtocolError,
@@ -72,21 +71,9 @@ class NoPreviousDeploymentError(ProtocolError):
     default_message = "The channel has no earlier deployment that is still active to roll back to."
 
 
-def _pk(tenant: str) -> str:
-    return f"{keys.AGENT_DEPLOYMENT_PREFIX}{tenant}"
-
-
-def _history_pk(tenant: str) -> str:
-    return f"{keys.AGENT_CHANNEL_PREFIX}{tenant}"
-
-
 def _stored(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
     """The deployment records written for the agent (versions never deployed have none), by version."""
-    return {
-        sk.rsplit("#", 1)[1]: doc
-        for sk, doc in ports.host.query(_pk(tenant), f"{agent_id}#")
-        if sk.rsplit("#", 1)[0] == agent_id
-    }
+    return ports.deployments.list_records(tenant, agent_id)
 
 
 def _records(ports: Ports, tenant: str, agent_id: str) -> dict[str, dict[str, Any]]:
@@ -223,7 +210,7 @@ def serving(records: dict[str, dict[str, Any]], channel: str) -> str | None:
 
 
 def _history(ports: Ports, tenant: str, agent_id: str, channel: str) -> list[dict[str, Any]]:
-    return [doc for _, doc in ports.host.query(_history_pk(tenant), f"{agent_id}#{channel}#")]
+    return ports.deployments.list_history(tenant, agent_id, channel)
 
 
 def _write(
@@ -244,10 +231,10 @@ def _write(
             "at": at,
             "keyId": caller.key_id or None,
         }
-        if not ports.host.put_item(_history_pk(caller.tenant), f"{agent_id}#{channel}#{n:08d}", entry, if_absent=True):
+        if not ports.deployments.put_history(caller.tenant, agent_id, channel, n, entry):
             raise VersionConflictError("The channel changed meanwhile; read it again and retry.")
     for v, doc in changed.items():
-        ports.host.put_item(_pk(caller.tenant), f"{agent_id}#{v}", doc)
+        ports.deployments.put_record(caller.tenant, agent_id, v, doc)
 
 
 def _channel_records(ports: Ports, caller: Caller, agent_id: str, channel: str) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.keys import EFFECT_PREFIX, LEDGER_PK_PREFIX
+from shared.keys import EFFECT_PREFIX
 from shared.ports import Ports, RunRecord
 from shared.services.common import Caller, load_own_run
 
@@ -61,10 +61,10 @@ def run_effects(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any
         _claim_row(ports, rec, sk[len(EFFECT_PREFIX) :], value, cache)
         for sk, value in ports.runs.query_aux(rec.run_id, EFFECT_PREFIX)
     ]
-    for sk, value in ports.host.query(f"{LEDGER_PK_PREFIX}{rec.tenant}", f"{rec.run_id}#"):
+    for effect_id, value in ports.ledger.list_effects(rec.tenant, rec.run_id):
         rows.append(
             {
-                "effectId": f"{LEDGER_PK_PREFIX}{sk}",
+                "effectId": effect_id,
                 "nodeId": str(value["nodeId"]),
                 "attempt": max(1, int(value.get("ordinal", 1))),
                 "keying": KEYING,

@@ -110,7 +110,7 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
         counts["idempotency"] += 1
     for _, link in ports.runs.query_aux(run_id, keys.HOST_ITEM_PREFIX):
         counts["hostItems"] += int(ports.host.delete_item(str(link["pk"]), str(link["sk"])))
-    counts["ledger"] = ports.host.delete_prefix(f"LEDGER#{tenant_of(run_id)}", f"{run_id}#")
+    counts["ledger"] = ports.ledger.delete_effects(tenant_of(run_id), run_id)
     # Suite tasks that name it as their source (SUITELINK# links, written before the version): tombstoned.
     from shared.services.suites import on_source_erased
 

@@ -1,6 +1,6 @@
 """Per-tenant quota on run starts: at most ``Settings.run_starts_per_minute`` per tenant and clock minute (0: off).
 
-One atomic counter per (tenant, minute) in the host table (``QUOTA#<tenant>`` / ``runs#<minute>``), expiring two
+One atomic counter per (tenant, minute) (``Ports.quotas``, in the host table), expiring two
 minutes later. A fixed window: a tenant may burst up to twice the quota across a minute boundary. Refused starts
 count too (a tenant that keeps retrying stays refused until the minute turns). Idempotent replays never reach it.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from shared.errors import RateLimitedError
 from shared.ports import Ports
 
-QUOTA_PREFIX = "QUOTA#"
 WINDOW_MS = 60_000
 
 
@@ -22,7 +21,7 @@ def check_run_start(ports: Ports, tenant: str) -> None:
         return
     now = ports.clock.now_ms()
     window = now // WINDOW_MS
-    n = ports.host.add_counter(f"{QUOTA_PREFIX}{tenant}", f"runs#{window}", expires_at=(window + 2) * WINDOW_MS // 1000)
+    n = ports.quotas.add_run_start(tenant, window, expires_at=(window + 2) * WINDOW_MS // 1000)
     if n > quota:
         retry = -(-((window + 1) * WINDOW_MS - now) // 1000)
         raise RateLimitedError("This tenant started too many runs this minute; retry later.", retry_after_s=retry)

@@ -329,12 +329,11 @@ def get_workflow(ports: Ports, caller: Caller, workflow_id: str) -> dict[str, An
 def claim_scope(ports: Ports, caller: Caller, scope_id: str) -> dict[str, Any]:
     """``OpenWOP-Dedup: enforce``: one active run per (tenant, scopeId). The claim is a conditional write, so
     two racing creates cannot both pass; a claim whose run has ended (or never started) is taken over."""
-    pk = f"DEDUP#{caller.tenant}"
     claim = {"runId": None, "at": ports.clock.iso(), "by": ports.ids.ulid()}
     for _ in range(3):
-        if ports.host.put_item(pk, scope_id, claim, if_absent=True):
+        if ports.scope_claims.put_claim(caller.tenant, scope_id, claim, if_absent=True):
             return claim
-        current = ports.host.get_item(pk, scope_id)
+        current = ports.scope_claims.get_claim(caller.tenant, scope_id)
         if current is None:
             continue
         held = current.get("runId")
@@ -347,7 +346,7 @@ def claim_scope(ports: Ports, caller: Caller, scope_id: str) -> dict[str, Any]:
             from shared.errors import RunAlreadyActiveError
 
             raise RunAlreadyActiveError()  # another create for this scope is in flight
-        if ports.host.put_item(pk, scope_id, claim, if_equals=current):
+        if ports.scope_claims.put_claim(caller.tenant, scope_id, claim, if_equals=current):
             return claim
     raise ServiceUnavailableError()
 
@@ -367,15 +366,16 @@ def create(ports: Ports, caller: Caller, req: CreateRunRequest, *, dedup: bool =
 
     check_run_start(ports, caller.tenant)  # per-tenant run-start quota (off unless RUN_STARTS_PER_MINUTE is set)
     if dedup and req.scopeId:
-        pk = f"DEDUP#{caller.tenant}"
         claim = claim_scope(ports, caller, req.scopeId)
         try:
             created = _create(ports, caller, req)
         except Exception:
             # a refused create releases its claim at once (a stale claim is taken over)
-            ports.host.put_item(pk, req.scopeId, {**claim, "at": "1970-01-01T00:00:00.000Z"}, if_equals=claim)
+            released = {**claim, "at": "1970-01-01T00:00:00.000Z"}
+            ports.scope_claims.put_claim(caller.tenant, req.scopeId, released, if_equals=claim)
             raise
-        ports.host.put_item(pk, req.scopeId, {"runId": created.body["runId"], "at": ports.clock.iso()}, if_equals=claim)
+        held = {"runId": created.body["runId"], "at": ports.clock.iso()}
+        ports.scope_claims.put_claim(caller.tenant, req.scopeId, held, if_equals=claim)
         return created
     return _create(ports, caller, req)
 

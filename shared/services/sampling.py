@@ -43,7 +43,6 @@ from shared.protocol.ids import tenant_of
 from shared.services import stream_interest, suites
 from shared.services.common import Caller, remember
 
-RULE_PK = "SUITERULE#"
 DRAFT = "draft"
 MAX_RULES_PER_SUITE = 10
 MAX_RULES_PER_TENANT = 100
@@ -72,16 +71,12 @@ def _suite_id(suite_id: str) -> str:
     return suite_id
 
 
-def _draft_sk(suite_id: str) -> str:
-    return f"{suite_id}@{DRAFT}"
-
-
 def _public(rule: dict[str, Any]) -> dict[str, Any]:
     return {k: rule[k] for k in ("ruleId", "suiteId", "agentId", "filter", "sampleRate", "maxTasks", "createdAt")}
 
 
 def suite_rules(ports: Ports, tenant: str, suite_id: str) -> list[dict[str, Any]]:
-    return [doc for _, doc in ports.host.query(RULE_PK + tenant, f"{suite_id}#")]
+    return ports.sampling_rules.list_rules(tenant, suite_id)
 
 
 # --------------------------------------------------------------------------- the routes
@@ -100,7 +95,7 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
         )
     tenant = caller.tenant
     agent_id = str(body["agentId"])
-    mine = [doc for _, doc in ports.host.query(RULE_PK + tenant)]
+    mine = ports.sampling_rules.list_rules(tenant)
     if len(mine) >= MAX_RULES_PER_TENANT:
         raise invalid_at("", "quota", f"A tenant may hold at most {MAX_RULES_PER_TENANT} sampling rules.")
     same = [r for r in mine if r["suiteId"] == suite_id]
@@ -123,7 +118,7 @@ def register_rule(ports: Ports, caller: Caller, suite_id: str, body: Any) -> dic
         "maxTasks": int(body.get("maxTasks", 100)),
         "createdAt": ports.clock.iso(),
     }
-    ports.host.put_item(RULE_PK + tenant, f"{suite_id}#{rule['ruleId']}", rule, if_absent=True)
+    ports.sampling_rules.put_rule(tenant, rule)
     stream_interest.rules_changed(ports, tenant)  # every run completing from now on meets it
     return _public(rule)
 
@@ -136,7 +131,7 @@ def delete_rule(ports: Ports, caller: Caller, suite_id: str, rule_id: str) -> No
     if not (
         suites.SUITE_ID_RE.fullmatch(suite_id)
         and _RULE_ID_RE.fullmatch(rule_id)
-        and ports.host.delete_item(RULE_PK + caller.tenant, f"{suite_id}#{rule_id}")
+        and ports.sampling_rules.delete_rule(caller.tenant, suite_id, rule_id)
     ):
         raise NotFoundError(NO_RULE)
     stream_interest.rules_changed(ports, caller.tenant)  # no run completing from now on meets it
@@ -146,7 +141,7 @@ def get_draft(ports: Ports, caller: Caller, suite_id: str) -> dict[str, Any]:
     """``GET .../eval-suites/{suiteId}/draft``: {suiteId, targetAgentId?, taskCount, tasks}; a suite id with no
     draft, rule or version is the suites' one 404."""
     tenant = caller.tenant
-    doc = ports.host.get_item(suites.suite_pk(tenant), _draft_sk(_suite_id(suite_id)))
+    doc = ports.suite_drafts.get_draft(tenant, _suite_id(suite_id))
     if (
         doc is None
         and not suite_rules(ports, tenant, suite_id)
@@ -169,7 +164,7 @@ def publish(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int
         raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     body = _publish_body(body)
     tenant = caller.tenant
-    draft = ports.host.get_item(suites.suite_pk(tenant), _draft_sk(suite_id))
+    draft = ports.suite_drafts.get_draft(tenant, suite_id)
     tasks = [t for t in (draft or {}).get("tasks") or [] if not t.get(suites.TOMBSTONED)]
     if draft is None or not tasks:
         raise invalid_at("", "minItems", "The draft holds no task to publish.")
@@ -204,11 +199,11 @@ def _publish_body(body: Any) -> dict[str, Any]:
 
 def _drop_from_draft(ports: Ports, tenant: str, suite_id: str, task_ids: set[str]) -> None:
     for _ in range(_CAS_TRIES):
-        doc = ports.host.get_item(suites.suite_pk(tenant), _draft_sk(suite_id))
+        doc = ports.suite_drafts.get_draft(tenant, suite_id)
         if doc is None:
             return
         left = {**doc, "tasks": [t for t in doc["tasks"] if str(t["taskId"]) not in task_ids]}
-        if ports.host.put_item(suites.suite_pk(tenant), _draft_sk(suite_id), left, if_equals=doc, compress=True):
+        if ports.suite_drafts.put_draft(tenant, suite_id, left, if_equals=doc):
             return
     raise VersionConflictError("The draft kept changing while it was published.")
 
@@ -222,7 +217,7 @@ def _tenant_rules(ports: Ports, tenant: str, version: str) -> list[dict[str, Any
     hit = _RULES.get(tenant)
     if hit is not None and hit[0] == version:
         return hit[1]
-    rules = [doc for _, doc in ports.host.query(RULE_PK + tenant, consistent=True)]
+    rules = ports.sampling_rules.list_rules(tenant, consistent=True)
     remember(_RULES, tenant, (version, rules), _RULES_MAX)
     return rules
 
@@ -273,8 +268,8 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     if not filter_matches(rec, flt, agent_id):
         return 0
     tenant, suite_id = rec.tenant, str(rule["suiteId"])
-    sk = _draft_sk(suite_id)
-    draft = ports.host.get_item(suites.suite_pk(tenant), sk)
+    sk = ports.suite_drafts.get_ref(suite_id)
+    draft = ports.suite_drafts.get_draft(tenant, suite_id)
 
     def done(tasks: list[dict[str, Any]]) -> bool:  # full, or the run already added (a stream retry)
         return len(tasks) >= int(rule["maxTasks"]) or any(t.get("sourceRunId") == rec.run_id for t in tasks)
@@ -296,22 +291,18 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     task = task_from_run(rec, log)
     for _ in range(_CAS_TRIES):
         if draft is None:
-            if ports.host.put_item(
-                suites.suite_pk(tenant),
-                sk,
-                {"suiteId": suite_id, "targetAgentId": agent_id, "tasks": [task]},
-                if_absent=True,
-                compress=True,
+            if ports.suite_drafts.put_draft(
+                tenant, suite_id, {"suiteId": suite_id, "targetAgentId": agent_id, "tasks": [task]}, if_absent=True
             ):
                 break
         else:
             if done(draft["tasks"]):
                 return 0
-            if ports.host.put_item(
-                suites.suite_pk(tenant), sk, {**draft, "tasks": [*draft["tasks"], task]}, if_equals=draft, compress=True
+            if ports.suite_drafts.put_draft(
+                tenant, suite_id, {**draft, "tasks": [*draft["tasks"], task]}, if_equals=draft
             ):
                 break
-        draft = ports.host.get_item(suites.suite_pk(tenant), sk)
+        draft = ports.suite_drafts.get_draft(tenant, suite_id)
     else:
         raise VersionConflictError("The draft kept changing while a run was sampled.")  # the batch is retried
     if ports.runs.is_tombstoned(rec.run_id):  # erased while we sampled it: its hook may have missed the draft

@@ -10,16 +10,14 @@ from shared.ports import Ports
 from shared.services import fixtures
 from shared.services.auth import put_api_key
 
-GLOBAL = "*"  # fixtures are runnable by every tenant
-
 
 def seed_fixtures(ports: Ports) -> list[str]:
     seeded = []
     for fid, doc in fixtures.workflows().items():
-        ports.host.put_item(f"WORKFLOW#{GLOBAL}", fid, doc)
+        ports.workflows.put_fixture(fid, doc)
         seeded.append(fid)
     for fid, suite in fixtures.suites().items():
-        ports.host.put_item(f"SUITE#{GLOBAL}", fid, suite)
+        ports.suites.put_fixture(fid, suite)
         seeded.append(fid)
     return seeded
 

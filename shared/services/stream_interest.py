@@ -21,8 +21,6 @@ from typing import Any
 from shared.ports import Ports
 from shared.services.common import remember
 
-SUB_PK = "WEBHOOK#"
-RULES_SK = "#rules"  # sorts before every subscription of the partition
 NO_SUBSCRIBER_CACHE_S = 2.0
 # A subscription written longer ago than this (its createdAt, read just before its write) was visible to every
 # Query sent since: a tenant that has one needs no wait.
@@ -37,11 +35,6 @@ class Interest:
     rules_version: str | None  # None: the tenant never had a sampling rule
 
 
-def subscriptions_prefix(tenant: str) -> str:
-    """The sort-key prefix of a tenant's subscriptions in its partition (what a webhook route reads)."""
-    return f"{tenant}/"
-
-
 def read(ports: Ports, tenant: str) -> Interest:
     """The tenant's subscriptions and rules version; an answer without subscriptions comes without a request while
     it is younger than the cache's life (a clock that went back does not extend it)."""
@@ -49,9 +42,7 @@ def read(ports: Ports, tenant: str) -> Interest:
     cached = _NO_SUBSCRIBERS.get(tenant)
     if cached is not None and 0 <= now - cached[0] < NO_SUBSCRIBER_CACHE_S * 1000:
         return Interest([], cached[1])
-    rows = ports.host.query(SUB_PK + tenant, consistent=True)
-    subs = [doc for sk, doc in rows if sk != RULES_SK]
-    version = next((str(doc["version"]) for sk, doc in rows if sk == RULES_SK), None)
+    subs, version = ports.webhooks.get_interest(tenant)
     if subs:
         _NO_SUBSCRIBERS.pop(tenant, None)
     else:
@@ -81,6 +72,6 @@ def outlast(ports: Ports, existing: Iterable[dict[str, Any]]) -> None:
 def rules_changed(ports: Ports, tenant: str) -> None:
     """After a rule of the tenant was written or deleted: a new rules version, then every cached answer outlasted
     (one Query of the subscriptions, one PutItem, and the wait unless a subscription is settled)."""
-    existing = [doc for _, doc in ports.host.query(SUB_PK + tenant, subscriptions_prefix(tenant), consistent=True)]
-    ports.host.put_item(SUB_PK + tenant, RULES_SK, {"version": ports.ids.ulid(), "changedAt": ports.clock.iso()})
+    existing = [doc for _, doc in ports.webhooks.list_subscriptions(tenant, consistent=True)]
+    ports.webhooks.put_rules_version(tenant, {"version": ports.ids.ulid(), "changedAt": ports.clock.iso()})
     outlast(ports, existing)

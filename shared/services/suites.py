@@ -68,18 +68,6 @@ def suite_pk(tenant: str) -> str:
     return f"SUITE#{tenant}"
 
 
-def index_pk(tenant: str) -> str:
-    return f"SUITEIDX#{tenant}"
-
-
-def list_pk(tenant: str) -> str:
-    return f"SUITELIST#{tenant}"
-
-
-def refs_pk(tenant: str) -> str:
-    return f"SUITEREF#{tenant}"
-
-
 def page_pk(tenant: str) -> str:
     return f"SUITEPAGE#{tenant}"
 
@@ -198,24 +186,24 @@ def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) ->
         "createdAt": ports.clock.iso(),
     }
     if _write(ports, tenant, sk, suite):
-        ports.host.put_item(index_pk(tenant), sk, row)
+        ports.suites.put_index_row(tenant, sk, row)
         _sync_listing(ports, tenant, suite["suiteId"])
         return 201, body
     existing = _read(ports, tenant, sk)
     if existing is not None and same_json(existing, suite):
-        ports.host.put_item(index_pk(tenant), sk, row, if_absent=True)  # a retry after a crash between the writes
+        ports.suites.put_index_row(tenant, sk, row, if_absent=True)  # a retry after a crash between the writes
         _sync_listing(ports, tenant, suite["suiteId"])
         return 200, body
     raise VersionConflictError()
 
 
 def exists(ports: Ports, tenant: str, suite_id: str, version: str) -> bool:
-    return ports.host.get_item(index_pk(tenant), f"{suite_id}@{version}") is not None
+    return ports.suites.get_index_row(tenant, f"{suite_id}@{version}") is not None
 
 
 def latest_version(ports: Ports, tenant: str, suite_id: str) -> str | None:
     """The highest version of the tenant's own suite (its listing rows), or None."""
-    versions = [str(r["version"]) for _, r in ports.host.query(index_pk(tenant), f"{suite_id}@")]
+    versions = [str(r["version"]) for r in ports.suites.list_index_rows(tenant, suite_id)]
     return max(versions, key=_semver) if versions else None
 
 
@@ -228,7 +216,7 @@ _CAS_TRIES = 5
 
 def _rows(ports: Ports, tenant: str, suite_id: str, *, consistent: bool = False) -> list[dict[str, Any]]:
     """One suite's index rows, its versions in SemVer order."""
-    rows = [row for _, row in ports.host.query(index_pk(tenant), f"{suite_id}@", consistent=consistent)]
+    rows = ports.suites.list_index_rows(tenant, suite_id, consistent=consistent)
     return sorted(rows, key=lambda r: _semver(str(r["version"])))
 
 
@@ -244,17 +232,16 @@ def _entry(suite_id: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _sync_listing(ports: Ports, tenant: str, suite_id: str) -> None:
     """The suite's listing row, recomputed from its index rows (read strongly consistent after the caller's write)
     and written only if it still holds what was read before them, so the last row written saw every version."""
-    pk = list_pk(tenant)
     for _ in range(_CAS_TRIES):
-        old = ports.host.get_item(pk, suite_id)
+        old = ports.suites.get_listing(tenant, suite_id)
         rows = _rows(ports, tenant, suite_id, consistent=True)
         new = _entry(suite_id, rows) if rows else None
         if new == old:
             return
         if new is None:
-            done = ports.host.delete_item(pk, suite_id, if_equals=old, compress=True)
+            done = ports.suites.delete_listing(tenant, suite_id, if_equals=old)
         else:
-            done = ports.host.put_item(pk, suite_id, new, if_absent=old is None, if_equals=old, compress=True)
+            done = ports.suites.put_listing(tenant, suite_id, new, if_absent=old is None, if_equals=old)
         if done:
             return
     raise VersionConflictError("The suite's versions kept changing while it was listed.")
@@ -269,7 +256,7 @@ def list_suites(ports: Ports, tenant: str, params: dict[str, str]) -> dict[str, 
 
     limit = page_limit(params, 50, 100)
     start = page_start(ports, tenant, params, _LIST_CURSOR)
-    rows, more = ports.host.query_page(list_pk(tenant), limit + 1, after=start["suiteId"] if start else "")
+    rows, more = ports.suites.list_listings(tenant, limit + 1, after=start["suiteId"] if start else "")
     page = rows[:limit]
     out: dict[str, Any] = {
         "suites": [{k: doc[k] for k in ("suiteId", "versions", "taskCount", "createdAt")} for _, doc in page]
@@ -311,9 +298,7 @@ def get_version(ports: Ports, tenant: str, suite_id: str, version: str) -> dict[
 def record_reference(ports: Ports, owner: str, suite: dict[str, Any], run_id: str, expires_at: int) -> tuple[str, str]:
     """Remember that an eval run pinned this version (the row expires with the run); its key, which the caller
     links under the run so the run's erasure deletes it."""
-    pk, sk = refs_pk(owner), f"{ref_for(suite)}#{run_id}"
-    ports.host.put_item(pk, sk, {"runId": run_id}, expires_at=expires_at)
-    return pk, sk
+    return ports.suites.put_reference(owner, ref_for(suite), run_id, expires_at=expires_at)
 
 
 def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> None:
@@ -325,14 +310,14 @@ def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> No
         raise NotFoundError(NOT_FOUND)  # get_version's 404, without reading the version's tasks
     ref = f"{suite_id}@{version}"
     holding: list[str] = []
-    for sk, row in ports.host.query(refs_pk(tenant), f"{ref}#"):
-        if ports.runs.get_run(str(row["runId"])) is None:
-            ports.host.delete_item(refs_pk(tenant), sk)
+    for run_id in ports.suites.list_references(tenant, ref):
+        if ports.runs.get_run(run_id) is None:
+            ports.suites.delete_reference(tenant, ref, run_id)
         else:
-            holding.append(str(row["runId"]))
+            holding.append(run_id)
     if holding:
         raise VersionConflictError("Eval runs reference this suite version.", {"runIds": sorted(holding)})
-    ports.host.delete_item(index_pk(tenant), ref)
+    ports.suites.delete_index_row(tenant, ref)
     _delete(ports, tenant, ref)
     _sync_listing(ports, tenant, suite_id)
 
@@ -417,7 +402,7 @@ def resolve(ports: Ports, tenant: str, ref: str) -> ResolvedSuite | None:
     if not SUITE_ID_RE.match(suite_id):
         if version or not name:
             return None
-        doc = ports.host.get_item(suite_pk(GLOBAL), name)  # a conformance fixture id
+        doc = ports.suites.get_fixture(name)  # a conformance fixture id
         return ResolvedSuite(doc, name) if doc is not None else None
     if conformance_only:
         return None

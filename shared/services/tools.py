@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from shared import keys
 from shared.engine.canonical import same_json
 from shared.engine.catalog import BUILTIN_TIERS, http_tier, mcp_tier
 from shared.engine.registry import COUNTER_TOOL, TOOLS
@@ -129,8 +128,8 @@ def _mcp(server: dict[str, Any], tool: dict[str, Any]) -> dict[str, Any]:
 
 def list_tools(ports: Ports, caller: Caller) -> dict[str, Any]:
     tools = [_builtin(name) for name in TOOLS] if ports.settings.conformance_enabled else []
-    tools += [_http(doc) for _, doc in ports.host.query(f"{keys.TOOL_PREFIX}{caller.tenant}")]
-    for _, server in ports.host.query(f"{keys.MCP_SERVER_PREFIX}{caller.tenant}"):
+    tools += [_http(doc) for doc in ports.tools.list_tools(caller.tenant)]
+    for server in ports.mcp_servers.list_servers(caller.tenant):
         tools += [_mcp(server, t) for t in server.get("tools", [])]
     return {"tools": sorted(tools, key=lambda d: d["toolId"])}
 
@@ -140,12 +139,12 @@ def get_tool(ports: Ports, caller: Caller, tool_id: str) -> dict[str, Any]:
         return _builtin(tool_id)
     mcp = split_mcp_tool_id(tool_id)
     if mcp is not None:
-        server = ports.host.get_item(f"{keys.MCP_SERVER_PREFIX}{caller.tenant}", mcp[0])
+        server = ports.mcp_servers.get_server(caller.tenant, mcp[0])
         tool = next((t for t in (server or {}).get("tools", []) if t.get("name") == mcp[1]), None)
         if server is None or tool is None:
             raise _not_found("tool")
         return _mcp(server, tool)
-    doc = ports.host.get_item(f"{keys.TOOL_PREFIX}{caller.tenant}", tool_id)
+    doc = ports.tools.get_tool(caller.tenant, tool_id)
     if doc is None:
         raise _not_found("tool")
     return _http(doc)
@@ -165,7 +164,7 @@ def _check_schema(schema: Any, field: str) -> None:
 
 
 def _check_credential(ports: Ports, caller: Caller, ref: str | None) -> None:
-    if ref is not None and ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{caller.tenant}", ref) is None:
+    if ref is not None and ports.credentials.get_credential(caller.tenant, ref) is None:
         raise invalid("credentialRef names no credential of this tenant.", [fault("/credentialRef", "credentialRef")])
 
 
@@ -176,24 +175,23 @@ def register_tool(ports: Ports, caller: Caller, body: ToolRegistration) -> tuple
         _check_schema(body.outputSchema, "outputSchema")
     _check_credential(ports, caller, body.credentialRef)
     doc = body.model_dump(mode="json", exclude_none=True)
-    pk = f"{keys.TOOL_PREFIX}{caller.tenant}"
     for _ in range(3):
-        current = ports.host.get_item(pk, body.toolId)
+        current = ports.tools.get_tool(caller.tenant, body.toolId)
         if current is None:
-            if ports.host.put_item(pk, body.toolId, doc, if_absent=True):
+            if ports.tools.put_tool(caller.tenant, body.toolId, doc, if_absent=True):
                 return 201, _http(doc)
             continue
         if same_json(current, doc):
             return 200, _http(doc)
         if current.get("version") == doc.get("version"):
             raise VersionConflictError("Another tool is registered under this toolId and version.")
-        if ports.host.put_item(pk, body.toolId, doc, if_equals=current):
+        if ports.tools.put_tool(caller.tenant, body.toolId, doc, if_equals=current):
             return 201, _http(doc)
     raise VersionConflictError("The tool changed while it was being registered.")
 
 
 def delete_tool(ports: Ports, caller: Caller, tool_id: str) -> None:
-    if not ports.host.delete_item(f"{keys.TOOL_PREFIX}{caller.tenant}", tool_id):
+    if not ports.tools.delete_tool(caller.tenant, tool_id):
         raise _not_found("tool")
 
 
@@ -245,9 +243,8 @@ def register_mcp_server(ports: Ports, caller: Caller, body: McpServerRegistratio
             [fault("/tools" + pointer([sorted(set(classes) - names)[0]]), "listed")],
         )
     doc = {**body.model_dump(mode="json", exclude_none=True, exclude={"tools"}), "tools": tools, "classes": classes}
-    pk = f"{keys.MCP_SERVER_PREFIX}{caller.tenant}"
-    existed = ports.host.get_item(pk, body.serverId) is not None
-    ports.host.put_item(pk, body.serverId, doc)
+    existed = ports.mcp_servers.get_server(caller.tenant, body.serverId) is not None
+    ports.mcp_servers.put_server(caller.tenant, body.serverId, doc)
     view = _server_view(doc)
     view["negotiation"] = {"runId": audit, "version": deal.decision.version}
     return (200 if existed else 201), view
@@ -262,12 +259,12 @@ def _server_view(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_mcp_servers(ports: Ports, caller: Caller) -> dict[str, Any]:
-    servers = [_server_view(doc) for _, doc in ports.host.query(f"{keys.MCP_SERVER_PREFIX}{caller.tenant}")]
+    servers = [_server_view(doc) for doc in ports.mcp_servers.list_servers(caller.tenant)]
     return {"servers": sorted(servers, key=lambda s: s["serverId"])}
 
 
 def delete_mcp_server(ports: Ports, caller: Caller, server_id: str) -> None:
-    if not ports.host.delete_item(f"{keys.MCP_SERVER_PREFIX}{caller.tenant}", server_id):
+    if not ports.mcp_servers.delete_server(caller.tenant, server_id):
         raise _not_found("MCP server")
 
 
@@ -292,40 +289,38 @@ def put_credential(ports: Ports, caller: Caller, ref: str, body: CredentialPut) 
 
     if not CREDENTIAL_REF_RE.match(ref):
         raise invalid_parameter("credentialRef", "The credentialRef is malformed.")
-    name = keys.credential_secret_name(ports.settings.credentials_prefix, caller.tenant, ref)
+    name = ports.credentials.secret_name(caller.tenant, ref)
     created = ports.secrets.put_secret(
         name,
         json.dumps(body.credential.model_dump(), separators=(",", ":")),
         description="openwop-serverless tool credential",
     )
-    pk = f"{keys.CREDENTIAL_PREFIX}{caller.tenant}"
     now = ports.clock.iso()
-    before = ports.host.get_item(pk, ref)
+    before = ports.credentials.get_credential(caller.tenant, ref)
     meta = {
         "type": body.credential.type,
         "createdAt": (before or {}).get("createdAt", now),
         "updatedAt": now,
         **({"description": body.description} if body.description else {}),
     }
-    ports.host.put_item(pk, ref, meta)
+    ports.credentials.put_credential(caller.tenant, ref, meta)
     return (201 if created and before is None else 200), _credential_view(ref, meta)
 
 
 def get_credential(ports: Ports, caller: Caller, ref: str) -> dict[str, Any]:
-    meta = ports.host.get_item(f"{keys.CREDENTIAL_PREFIX}{caller.tenant}", ref)
+    meta = ports.credentials.get_credential(caller.tenant, ref)
     if meta is None:
         raise _not_found("credential")
     return _credential_view(ref, meta)
 
 
 def list_credentials(ports: Ports, caller: Caller) -> dict[str, Any]:
-    items = ports.host.query(f"{keys.CREDENTIAL_PREFIX}{caller.tenant}")
+    items = ports.credentials.list_credentials(caller.tenant)
     return {"credentials": [_credential_view(ref, meta) for ref, meta in sorted(items, key=lambda x: x[0])]}
 
 
 def delete_credential(ports: Ports, caller: Caller, ref: str) -> None:
-    pk = f"{keys.CREDENTIAL_PREFIX}{caller.tenant}"
-    if ports.host.get_item(pk, ref) is None:
+    if ports.credentials.get_credential(caller.tenant, ref) is None:
         raise _not_found("credential")
-    ports.secrets.delete_secret(keys.credential_secret_name(ports.settings.credentials_prefix, caller.tenant, ref))
-    ports.host.delete_item(pk, ref)
+    ports.secrets.delete_secret(ports.credentials.secret_name(caller.tenant, ref))
+    ports.credentials.delete_credential(caller.tenant, ref)

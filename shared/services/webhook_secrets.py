@@ -21,7 +21,6 @@ from shared import manifest
 from shared.ports import Ports
 from shared.services.common import remember
 
-PK = "WEBHOOK#"
 _CLEAR = ("secret", "previousSecret", "previousExpiresAtMs")
 # Per warm process: opened secrets by the digest of their sealed form (a rotation seals anew, so an entry never goes
 # stale); one KMS Decrypt per secret and container. Bounded; an evicted one is opened again.
@@ -76,29 +75,29 @@ def open_answer(ports: Ports, answer: dict[str, Any]) -> dict[str, Any]:
 
 def store(ports: Ports, tenant: str, webhook_id: str, secret: str) -> None:
     """A new subscription's secret (written before the subscription: a subscription never exists without it)."""
-    ports.signing.put_item(PK + tenant, webhook_id, {"secret": seal(ports, webhook_id, secret)}, if_absent=True)
+    ports.webhook_secrets.put_secret(tenant, webhook_id, {"secret": seal(ports, webhook_id, secret)}, if_absent=True)
 
 
 def delete(ports: Ports, tenant: str, webhook_id: str) -> None:
-    ports.signing.delete_item(PK + tenant, webhook_id)
+    ports.webhook_secrets.delete_secret(tenant, webhook_id)
 
 
 def migrate(ports: Ports, sub: dict[str, Any]) -> dict[str, Any] | None:
     """The sealed record of ``sub``: the stored one, or (a subscription of before the signing table) its cleartext
     secrets sealed into a new one, then taken out of the subscription item. None when it has neither."""
-    pk, webhook_id = PK + sub["tenant"], sub["webhookId"]
-    stored = ports.signing.get_item(pk, webhook_id)
+    tenant, webhook_id = str(sub["tenant"]), str(sub["webhookId"])
+    stored = ports.webhook_secrets.get_secret(tenant, webhook_id)
     if stored is not None or "secret" not in sub:
         return stored
     record: dict[str, Any] = {"secret": seal(ports, webhook_id, str(sub["secret"]))}
     if sub.get("previousSecret"):
         record["previous"] = seal(ports, webhook_id, str(sub["previousSecret"]))
         record["previousExpiresAtMs"] = int(sub.get("previousExpiresAtMs", 0))
-    if not ports.signing.put_item(pk, webhook_id, record, if_absent=True):
-        return ports.signing.get_item(pk, webhook_id)  # another delivery migrated it first
+    if not ports.webhook_secrets.put_secret(tenant, webhook_id, record, if_absent=True):
+        return ports.webhook_secrets.get_secret(tenant, webhook_id)  # another delivery migrated it first
     # only now is the cleartext removed, and only from the subscription as read (a concurrent change keeps it)
-    ports.host.put_item(
-        PK + sub["tenant"], webhook_id, {k: v for k, v in sub.items() if k not in _CLEAR}, if_equals=sub
+    ports.webhooks.put_subscription(
+        tenant, webhook_id, {k: v for k, v in sub.items() if k not in _CLEAR}, if_equals=sub
     )
     return record
 
@@ -125,4 +124,4 @@ def rotate(ports: Ports, sub: dict[str, Any], secret: str, previous_expires_ms: 
         "previous": record["secret"],
         "previousExpiresAtMs": previous_expires_ms,
     }
-    return ports.signing.put_item(PK + sub["tenant"], sub["webhookId"], updated, if_equals=record)
+    return ports.webhook_secrets.put_secret(sub["tenant"], sub["webhookId"], updated, if_equals=record)

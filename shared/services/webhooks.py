@@ -47,8 +47,6 @@ from shared.services.common import Caller, page_limit, remember
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
     from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
-SUB_PK = stream_interest.SUB_PK  # the partition the fan-out reads (with the tenant's rules version)
-DL_PK = "WEBHOOKDL#"
 MAX_SUBSCRIPTIONS_PER_TENANT = 50
 MAX_DEAD_LETTER_PAGE = 100
 VERIFY_TIMEOUT_S = 10.0
@@ -90,7 +88,7 @@ def _decode_webhook_id(caller: Caller, wire: str) -> str:
 
 def _load(ports: Ports, caller: Caller, wire: str) -> dict[str, Any]:
     webhook_id = _decode_webhook_id(caller, wire)
-    sub = ports.host.get_item(SUB_PK + caller.tenant, webhook_id)
+    sub = ports.webhooks.get_subscription(caller.tenant, webhook_id)
     if sub is None:
         raise NotFoundError("No such webhook.")
     return sub
@@ -170,7 +168,7 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
             "A standard-webhooks-1 subscription needs secret as whsec_<base64 of 24-64 bytes>.",
         )
     _check_url(ports, body.url)
-    existing = ports.host.query(SUB_PK + caller.tenant, stream_interest.subscriptions_prefix(caller.tenant))
+    existing = ports.webhooks.list_subscriptions(caller.tenant)
     if len(existing) >= MAX_SUBSCRIPTIONS_PER_TENANT:
         raise invalid_at("", "quota", f"A tenant may hold at most {MAX_SUBSCRIPTIONS_PER_TENANT} webhooks.")
     if standard:
@@ -195,7 +193,7 @@ def register(ports: Ports, caller: Caller, body: RegisterWebhook) -> dict[str, A
         "createdBy": caller.subject_id,
     }
     webhook_secrets.store(ports, caller.tenant, webhook_id, secret)  # sealed, in the signing table
-    ports.host.put_item(SUB_PK + caller.tenant, webhook_id, sub, if_absent=True)
+    ports.webhooks.put_subscription(caller.tenant, webhook_id, sub, if_absent=True)
     stream_interest.outlast(ports, [doc for _, doc in existing])  # a first subscription: the cached answers
     out: dict[str, Any] = {
         "webhookId": webhook_id,
@@ -248,7 +246,7 @@ def _verify_endpoint(ports: Ports, url: str, secret: str) -> None:
 
 def unregister(ports: Ports, caller: Caller, wire: str) -> None:
     webhook_id = _decode_webhook_id(caller, wire)
-    if not ports.host.delete_item(SUB_PK + caller.tenant, webhook_id):
+    if not ports.webhooks.delete_subscription(caller.tenant, webhook_id):
         raise NotFoundError("No such webhook.")
     webhook_secrets.delete(ports, caller.tenant, webhook_id)
 
@@ -299,11 +297,7 @@ def list_webhooks(ports: Ports, caller: Caller, params: dict[str, str]) -> dict[
     limit = page_limit(params, MAX_SUBSCRIPTIONS_PER_TENANT, MAX_SUBSCRIPTIONS_PER_TENANT)
     start = page_start(ports, caller.tenant, params, _LIST_CURSOR_KEY)
     after = start["webhookId"] if start else ""
-    rows = sorted(
-        (sk, doc)
-        for sk, doc in ports.host.query(SUB_PK + caller.tenant, stream_interest.subscriptions_prefix(caller.tenant))
-        if sk > after
-    )
+    rows = sorted((sk, doc) for sk, doc in ports.webhooks.list_subscriptions(caller.tenant) if sk > after)
     page = rows[:limit]
     out: dict[str, Any] = {"webhooks": [_listed(doc) for _, doc in page]}
     if len(rows) > limit:
@@ -321,7 +315,7 @@ def dead_letters(ports: Ports, caller: Caller, wire: str, params: dict[str, str]
             before = base64.urlsafe_b64decode(params["cursor"] + "=" * (-len(params["cursor"]) % 4)).decode()
         except (ValueError, UnicodeDecodeError) as exc:
             raise ValidationError("cursor is malformed.") from exc
-    rows = sorted(ports.host.query(DL_PK + sub["webhookId"]), key=lambda r: r[0], reverse=True)
+    rows = sorted(ports.webhooks.list_dead_letters(sub["webhookId"]), key=lambda r: r[0], reverse=True)
     now_s = ports.clock.now_ms() // 1000
     rows = [
         (sk, doc)
@@ -489,7 +483,7 @@ def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
     did = str(message["deliveryId"])
     if tenant_of(run_id) != tenant_of(webhook_id):
         return Delivered(did, None)
-    sub, run_expires = ports.host.get_item_and_run(SUB_PK + tenant_of(webhook_id), webhook_id, run_id)
+    sub, run_expires = ports.webhooks.get_subscription_and_run(tenant_of(webhook_id), webhook_id, run_id)
     if sub is None or tenant_of(run_id) != sub["tenant"]:
         return Delivered(did, None)
     if run_expires is None or 0 < run_expires <= ports.clock.now_ms() // 1000:
@@ -558,8 +552,7 @@ def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], att
     }
     if status is not None:
         record["lastStatus"] = status
-    sk = f"{record['deadLetteredAt']}#{record['deliveryId']}"
-    ports.host.put_item(DL_PK + sub["webhookId"], sk, record, expires_at=expires_s)
+    pk, sk = ports.webhooks.put_dead_letter(sub["webhookId"], record, expires_at=expires_s)
     from shared.services.erasure import link_host_item
 
-    link_host_item(ports, record["runId"], DL_PK + sub["webhookId"], sk, expires_s)  # the run's erasure reaches it
+    link_host_item(ports, record["runId"], pk, sk, expires_s)  # the run's erasure reaches it

@@ -1,13 +1,9 @@
 """Workflows a tenant registers: validation, versions, listing, deletion (docs/decisions/README.md, "Workflows a
 tenant registers").
 
-Storage (host table):
-- ``WORKFLOW#<tenant>`` / ``<workflowId>``: the current definition (the version registered last), which runs of
-  ``workflowId`` use; after a delete, a ``{"$deleted": <time>}`` marker (read as absent);
-- ``WORKFLOWV#<tenant>`` / ``<workflowId>#<version>``: every registered version, immutable;
-- ``WORKFLOWIDX#<tenant>`` / ``w#<workflowId>#``: the listing row ``{workflowId, name, version, registeredAt}``.
-The schema's workflowId grammar has no ``#``, so ``<workflowId>#`` is a prefix of exactly one workflow's keys.
-Conformance fixtures live at ``WORKFLOW#*`` and cannot be registered over or deleted by a tenant (409).
+Stored through ``Ports.workflows``: every registered version (immutable), the current definition (the version
+registered last, which runs of the workflowId use), the listing rows. Conformance fixtures are the host's and cannot
+be registered over or deleted by a tenant (409).
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from shared.errors import (
 from shared.ports import Ports
 from shared.services.common import page_limit
 
-GLOBAL = "*"
 MAX_VERSION_CHARS = 128  # the version is part of a sort key; the schema bounds only its minimum
 DEFAULT_PAGE = 50
 MAX_PAGE = 100
@@ -41,22 +36,6 @@ _VENDORED = ("workflow-definition.schema.json", "ids.schema.json", "prompt-ref.s
 _UNSERVED = ("compensation-policy.schema.json",)
 _BASE = "https://openwop.dev/spec/v2/"
 _NOT_FOUND = "No such workflow."
-
-
-def _pk(tenant: str) -> str:
-    return f"WORKFLOW#{tenant}"
-
-
-def _versions_pk(tenant: str) -> str:
-    return f"WORKFLOWV#{tenant}"
-
-
-def _index_pk(tenant: str) -> str:
-    return f"WORKFLOWIDX#{tenant}"
-
-
-def _index_sk(workflow_id: str) -> str:
-    return f"w#{workflow_id}#"
 
 
 @lru_cache(maxsize=1)
@@ -153,12 +132,12 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
     wf = validate_definition(doc)
     wid, version = wf.id, str(doc["version"])
     body = {"workflowId": wid, "version": version, "name": doc["name"]}
-    if ports.host.get_item(_pk(GLOBAL), wid) is not None:
+    if ports.workflows.get_fixture(wid) is not None:
         raise VersionConflictError("The workflowId names a host fixture, which cannot be registered over.")
-    if not ports.host.put_item(_versions_pk(tenant), f"{wid}#{version}", doc, if_absent=True, compress=True):
-        existing = ports.host.get_item(_versions_pk(tenant), f"{wid}#{version}")
+    if not ports.workflows.put_version(tenant, wid, version, doc):
+        existing = ports.workflows.get_version(tenant, wid, version)
         if existing is not None and same_json(existing, doc):
-            if ports.host.get_item(_index_pk(tenant), _index_sk(wid)) is None:  # a first attempt stopped half-way
+            if ports.workflows.get_listing(tenant, wid) is None:  # a first attempt stopped half-way
                 _publish(ports, tenant, doc, body)
             return 200, body
         raise VersionConflictError("Another document is already registered under this workflowId and version.")
@@ -168,8 +147,8 @@ def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
 
 def _publish(ports: Ports, tenant: str, doc: dict[str, Any], body: dict[str, Any]) -> None:
     """Make ``doc`` the current definition and list it (last registered wins)."""
-    ports.host.put_item(_pk(tenant), body["workflowId"], doc, compress=True)
-    ports.host.put_item(_index_pk(tenant), _index_sk(body["workflowId"]), {**body, "registeredAt": ports.clock.iso()})
+    ports.workflows.put_definition(tenant, body["workflowId"], doc)
+    ports.workflows.put_listing(tenant, body["workflowId"], {**body, "registeredAt": ports.clock.iso()})
 
 
 def register_workflow(ports: Ports, tenant: str, doc: Any) -> str:
@@ -184,7 +163,7 @@ def list_workflows(ports: Ports, tenant: str, params: dict[str, str]) -> dict[st
     after = params.get("cursor")
     if after is not None and not _SCHEMA_ID_RE.fullmatch(after):
         raise ValidationError("The cursor is not valid.")
-    rows = [doc for sk, doc in ports.host.query(_index_pk(tenant), "w#") if after is None or sk > _index_sk(after)]
+    rows = ports.workflows.list_listings(tenant, after=after)
     page = rows[:limit]
     out: dict[str, Any] = {
         "workflows": [{k: r[k] for k in ("workflowId", "name", "version", "registeredAt")} for r in page]
@@ -199,13 +178,11 @@ def delete_workflow(ports: Ports, tenant: str, workflow_id: str) -> None:
     Runs already created keep the definition pinned in their data. Unknown, foreign or malformed: the same 404."""
     if not _SCHEMA_ID_RE.match(workflow_id):
         raise NotFoundError(_NOT_FOUND)
-    if ports.host.get_item(_pk(GLOBAL), workflow_id) is not None:
+    if ports.workflows.get_fixture(workflow_id) is not None:
         raise VersionConflictError("The workflowId names a host fixture, which cannot be deleted.")
-    if ports.host.get_item(_index_pk(tenant), _index_sk(workflow_id)) is None:
+    if ports.workflows.get_listing(tenant, workflow_id) is None:
         raise NotFoundError(_NOT_FOUND)
-    ports.host.put_item(_pk(tenant), workflow_id, {"$deleted": ports.clock.iso()})
-    ports.host.delete_prefix(_versions_pk(tenant), f"{workflow_id}#")
-    ports.host.delete_prefix(_index_pk(tenant), _index_sk(workflow_id))
+    ports.workflows.delete_workflow(tenant, workflow_id, at=ports.clock.iso())
 
 
 def _check_configurable_schema(schema: Any) -> None:

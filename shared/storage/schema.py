@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, services and CDK
+    AGENT_VERSION_PREFIX,
     DEFINITION_SK,
     EFFECT_PREFIX,
     EVAL_PLAN_SK,
@@ -13,6 +14,7 @@ from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, s
     RUN_SK,
     RUN_STATE_SK,
     TOMBSTONE_SK,
+    TOOL_PREFIX,
     TRIAL_PREFIX,
     derived_key,
     derived_prefix,
@@ -33,6 +35,12 @@ TOMBSTONE_PK_PREFIX = "ERASED#"
 APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"
 COUNTER_PK_PREFIX = "COUNTER#"
+
+# Host-table partitions of what a tenant registers (pk = prefix + tenant, sk = the id): ``storage.registrations``.
+MCP_SERVER_PREFIX = "MCPSERVER#"
+CREDENTIAL_PREFIX = "CRED#"
+AGENT_DEPLOYMENT_PREFIX = "AGENTDEP#"  # sk = "<agentId>#<version>": the version's deployment record (RFC 0082)
+AGENT_CHANNEL_PREFIX = "AGENTCHAN#"  # sk = "<agentId>#<channel>#<n:08d>": the n-th change of what a channel serves
 
 # DynamoDB's item limit is 400 KB; anything larger than this goes to S3 with a pointer.
 MAX_INLINE_BYTES = 350_000

@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from shared.storage import schema
 from tests.helpers import unique
 from tests.wire import raw
 
@@ -53,12 +54,10 @@ def test_keys_create_prints_a_working_key_once_and_stores_only_its_peppered_hash
     assert created["tenant"] == tenant and created["name"] == "ci" and key.startswith("owk_") and len(key) > 40
     assert _runs_status(host, key) == 200
     # and the host table holds HMAC-SHA-256(pepper, key), never the bare SHA-256 nor the key
-    from shared.services import auth
-
     pepper = _pepper_doc(ports)["current"]
     peppered = hmac.new(pepper.encode(), key.encode(), hashlib.sha256).hexdigest()
-    assert ports.host.get_item(auth.APIKEY_PK, peppered)["tenant"] == tenant
-    assert ports.host.get_item(auth.APIKEY_PK, hashlib.sha256(key.encode()).hexdigest()) is None
+    assert ports.host.get_item(schema.APIKEY_PK, peppered)["tenant"] == tenant
+    assert ports.host.get_item(schema.APIKEY_PK, hashlib.sha256(key.encode()).hexdigest()) is None
     # and listing shows its id and metadata only
     listed = [json.loads(line) for line in _cli(host, capsys, "keys", "list", "--tenant", tenant).splitlines()]
     assert [k["keyId"] for k in listed] == [created["keyId"]]

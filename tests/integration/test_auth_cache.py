@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from shared.errors import UnauthenticatedError
+from shared.storage import schema
 from tests.helpers import unique
 
 
@@ -87,7 +88,7 @@ def test_a_revoked_key_stops_working_once_its_cache_entry_expires(ports, timer, 
     # When it is revoked (its host-table item deleted)
     ports.host._c.delete_item(
         TableName=ports.settings.host_table,
-        Key={"pk": {"S": auth.APIKEY_PK}, "sk": {"S": auth.key_hash(auth.peppers(ports).current, key)}},
+        Key={"pk": {"S": schema.APIKEY_PK}, "sk": {"S": auth.key_hash(auth.peppers(ports).current, key)}},
     )
     # Then it still works from the cache just before the TTL ...
     timer.now += auth.HIT_TTL_S - 1

@@ -195,8 +195,8 @@ def _scan_answers(host: Any, ids: list[str], marker: str, suites: tuple[str, str
 def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_letters(host):
     from shared.local.ddb_streams import wait_for_stream_idle
     from shared.local.webhook_receiver import WebhookReceiver
-    from shared.services.webhooks import SUB_PK
     from shared.settings import get_settings
+    from shared.storage.webhooks import SUB_PK
     from tests.helpers import eventually
     from tests.integration.test_eval_runs import run_eval
     from tests.wire import all_events

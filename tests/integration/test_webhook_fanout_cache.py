@@ -13,6 +13,7 @@ from typing import Any
 
 from openwop_client.types import CreateRunRequest
 
+from shared.storage.webhooks import SUB_PK
 from tests.helpers import eventually, unique
 from tests.integration import test_webhooks
 from tests.wire import all_events, raw, wait_terminal
@@ -59,7 +60,7 @@ def test_a_tenant_without_subscriptions_is_queried_once_per_cache_life_not_per_b
     ports = get_ports()
     tenant = unique("no-hooks")
     run_id = f"{tenant}/r-{unique('run')}"
-    with _Queries(ports.host._c, webhooks.SUB_PK + tenant) as queries:
+    with _Queries(ports.host._c, SUB_PK + tenant) as queries:
         # Given a tenant that has no subscription
         # When five stream batches of its run are fanned out within the cache's life
         queued = [webhooks.fan_out(ports, [(run_id, seq, _event(run_id, seq))]) for seq in range(5)]
@@ -80,7 +81,7 @@ def test_a_first_registration_outlasts_a_cached_answer_and_every_later_event_is_
     ports = get_ports()
     tenant = host.tenant_b
     probe = f"{tenant}/r-{unique('probe')}"
-    with _Queries(ports.host._c, webhooks.SUB_PK + tenant) as queries:
+    with _Queries(ports.host._c, SUB_PK + tenant) as queries:
         # Given a fan-out that has just found no subscription for tenant-b (its answer is now cached)
         assert webhooks.fan_out(ports, [(probe, 0, _event(probe, 0))]) == 0
         assert len(queries.bodies) == 1
@@ -106,7 +107,7 @@ def test_a_first_registration_outlasts_a_cached_answer_and_every_later_event_is_
 
 
 def test_a_registration_beside_a_settled_subscription_does_not_wait(host, receiver):
-    from shared.services import stream_interest, webhooks
+    from shared.services import stream_interest
     from shared.wiring import get_ports
 
     ports = get_ports()
@@ -115,7 +116,7 @@ def test_a_registration_beside_a_settled_subscription_does_not_wait(host, receiv
     old_id = f"{tenant}/{unique('old')}"
     created = ports.clock.iso(ports.clock.now_ms() - 120_000)
     ports.host.put_item(
-        webhooks.SUB_PK + tenant,
+        SUB_PK + tenant,
         old_id,
         {
             "webhookId": old_id,

@@ -28,7 +28,7 @@ ALL = ["run.started", "node.started", "node.completed", *TERMINAL]
 
 @pytest.fixture
 def receiver(host):
-    from shared.services.webhooks import SUB_PK
+    from shared.storage.webhooks import SUB_PK
     from shared.wiring import get_ports
 
     rx = WebhookReceiver()

@@ -100,7 +100,7 @@ def _ports(resolved: dict[str, list[str]], allow: tuple[str, ...] = ()) -> Simpl
         raise _Reached  # the URL passed the guard; storage is next
 
     http = GuardedHttpTransport(EgressPolicy.from_entries(allow, resolver=resolver), connect=never_connect)
-    return SimpleNamespace(http=http, host=SimpleNamespace(query=reached))
+    return SimpleNamespace(http=http, webhooks=SimpleNamespace(list_subscriptions=reached))
 
 
 @pytest.mark.parametrize(

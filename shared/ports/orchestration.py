@@ -1,0 +1,25 @@
+"""Orchestration of run executions and the effect guard."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Orchestrator(Protocol):
+    def start(
+        self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0, redelivery: bool = False
+    ) -> str:
+        """Start (once: executions are named) an execution of ``machine`` for ``run_id``; its ARN. ``redelivery``:
+        a second execution of the same generation (the durability hook's duplicate delivery, never the engine)."""
+        ...
+
+    def stop(self, execution_arn: str) -> None: ...
+    def resume(self, task_token: str) -> None: ...
+
+
+class EffectDeniedError(Exception):
+    """An effect seam refused an effect (default-deny in replay)."""
+
+
+class EffectGuard(Protocol):
+    def check(self, seam: str) -> None: ...

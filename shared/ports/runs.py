@@ -1,0 +1,165 @@
+"""Runs, their event logs and their tool calls: the records, the stores and the limits callers plan by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# A run takes new events, and may perform effects, only while its status is one of these.
+WRITABLE = ("pending", "running")
+# Limits of the stores that their callers plan by (the storage implements them, services batch by them):
+# ``RunStore.put_aux_many`` writes this many items (each with its run's tombstone check) to a transaction,
+AUX_PER_TRANSACTION = 50
+# and a page of a run's stored log holds at most this many events (a longer log is read by Query).
+EVENTS_PER_PAGE = 99
+
+
+@dataclass
+class RunRecord:
+    """The stored run item. ``data`` holds the immutable creation facts; the rest mutate."""
+
+    run_id: str
+    tenant: str
+    status: str
+    last_seq: int
+    created_at: str
+    data: dict[str, Any]
+    state: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    started_at: str | None = None
+    completed_at: str | None = None
+    execution_arn: str | None = None
+    expires_at: int = 0
+    summary: dict[str, Any] | None = None
+    # Where a run that works in pages goes on (an eval fork: its next task, draft position, divergence), written
+    # with the page's last append so it moves exactly when the page's events are stored.
+    cursor: dict[str, Any] | None = None
+
+    @property
+    def kind(self) -> str:
+        return str(self.data.get("kind", "workflow"))
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+@dataclass
+class ListPage:
+    runs: list[RunRecord]
+    next_key: dict[str, Any] | None
+
+
+class RunStore(Protocol):
+    def create_run(self, record: RunRecord, *, parent: str | None = None) -> None: ...
+    def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None: ...
+    def get_runs(
+        self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
+    ) -> dict[str, RunRecord]: ...
+    def list_runs(
+        self,
+        tenant: str,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        filters: dict[str, str],
+        *,
+        created_between: tuple[str, str] | None = None,
+        evals: bool = False,
+    ) -> ListPage: ...
+    def list_run_ids(
+        self,
+        tenant: str,
+        limit: int,
+        start_key: dict[str, Any] | None,
+        filters: dict[str, str],
+        *,
+        created_between: tuple[str, str] | None = None,
+        evals: bool = False,
+    ) -> tuple[list[str], dict[str, Any] | None]: ...
+    def set_execution(self, run_id: str, execution_arn: str) -> None: ...
+    def update_status(self, run_id: str, status: str, *, allowed_from: Sequence[str]) -> bool: ...
+    def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None: ...
+    def put_aux_many(self, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
+        """``put_aux`` for many (runId, sk, value, expiresAt), batched; returns the runs whose tombstone refused
+        their items (nothing of theirs is written)."""
+        ...
+
+    def tombstoned(self, run_ids: Sequence[str]) -> set[str]: ...
+    def get_definitions(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+    def claim_effect(
+        self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int, *, stale_before: str | None = None
+    ) -> bool: ...
+    def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None: ...
+    def get_definition(self, run_id: str) -> dict[str, Any] | None: ...
+    def query_aux(
+        self, run_id: str, prefix: str, *, between: tuple[str, str] | None = None
+    ) -> list[tuple[str, dict[str, Any]]]: ...
+    def is_tombstoned(self, run_id: str) -> bool: ...
+    def set_progress(self, run_id: str, expected_last_seq: int, new_last_seq: int, updates: dict[str, Any]) -> None: ...
+    def write_tombstone(self, run_id: str, tenant: str, at: str, expires_at: int) -> None: ...
+    def delete_run_item(self, run_id: str) -> bool: ...
+    def delete_aux_all(self, run_id: str) -> int: ...
+    def delete_tombstone(self, run_id: str) -> None: ...
+
+
+class EventStore(Protocol):
+    def append_events(
+        self,
+        run_id: str,
+        expected_next_seq: int,
+        events: Sequence[dict[str, Any]],
+        *,
+        run_updates: dict[str, Any] | None = None,
+        require_status: Sequence[str] | None = None,
+        expires_at: int = 0,
+    ) -> int: ...
+    def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]: ...
+    def read_logs(self, last_seqs: Mapping[str, int]) -> dict[str, list[dict[str, Any]]]: ...
+    def iter_events(
+        self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *, limit: int | None = None
+    ) -> Iterator[list[dict[str, Any]]]: ...
+    def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int: ...
+    def seed_log(
+        self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, owner: dict[str, Any]
+    ) -> int: ...
+    def read_page(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]: ...
+    def delete_all(self, run_id: str) -> int: ...
+    def events_from_image(self, image: dict[str, Any]) -> list[tuple[int, dict[str, Any] | None]]:
+        """The (sequence, event) pairs an item image of this store holds (a stream record's NewImage: a page of
+        events or one); an event is None when it is stored out of line or in v1 vocabulary (read it with
+        ``read_events``, which translates it)."""
+        ...
+
+
+@dataclass
+class ToolCallRecord:
+    run_id: str
+    call_key: str
+    agent_id: str
+    invocation_id: str
+    delegate: bool
+    tool_name: str
+    call_id: str
+    args: Any
+    status: str  # ok | error | forbidden | rate_limited
+    result: Any = None
+    error: dict[str, Any] | None = None
+    source: str = "live"  # live | fixture | recorded
+    started_at: str = ""
+    duration_ms: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolCallStore(Protocol):
+    def put_call(self, record: ToolCallRecord, expires_at: int) -> bool: ...
+    def put_calls(
+        self, run_id: str, records: list[ToolCallRecord], expires_at: int, aux: tuple[str, dict[str, Any]] | None = None
+    ) -> None: ...
+    def put_counted_call(
+        self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str], expected: int
+    ) -> tuple[str, int | None]: ...
+    def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None: ...
+    def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]: ...
+    def get_calls(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ToolCallRecord]: ...
+    def delete_all(self, run_id: str) -> int: ...

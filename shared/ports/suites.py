@@ -1,0 +1,43 @@
+"""Eval suites a tenant registers, beside their stored versions: the conformance fixtures, the index row of each
+version, the suite's listing row, and the eval runs that pinned a version (``ref``: ``<suiteId>@<version>``)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class SuiteRepository(Protocol):
+    def get_fixture(self, fixture_id: str) -> dict[str, Any] | None: ...
+    def put_fixture(self, fixture_id: str, doc: dict[str, Any]) -> None: ...
+    def get_index_row(self, tenant: str, ref: str) -> dict[str, Any] | None: ...
+    def list_index_rows(self, tenant: str, suite_id: str, *, consistent: bool = False) -> list[dict[str, Any]]:
+        """The index rows of every version of the suite (``{suiteId, version, taskCount, createdAt}``)."""
+        ...
+
+    def put_index_row(self, tenant: str, ref: str, row: dict[str, Any], *, if_absent: bool = False) -> None: ...
+    def delete_index_row(self, tenant: str, ref: str) -> None: ...
+    def get_listing(self, tenant: str, suite_id: str) -> dict[str, Any] | None: ...
+    def put_listing(
+        self, tenant: str, suite_id: str, doc: dict[str, Any], *, if_absent: bool, if_equals: dict[str, Any] | None
+    ) -> bool:
+        """Compare-and-set of the suite's listing row; False when it changed meanwhile (nothing written)."""
+        ...
+
+    def delete_listing(self, tenant: str, suite_id: str, *, if_equals: dict[str, Any] | None) -> bool: ...
+    def list_listings(
+        self, tenant: str, limit: int, *, after: str = ""
+    ) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """At most ``limit`` (suiteId, listing row) after the suiteId ``after``, in suiteId order, read by one
+        Query; and whether more may remain."""
+        ...
+
+    def put_reference(self, tenant: str, ref: str, run_id: str, *, expires_at: int) -> tuple[str, str]:
+        """Remember that ``run_id`` pinned the version (until ``expires_at``); the stored item's reference, which
+        the run links so that its erasure deletes it."""
+        ...
+
+    def list_references(self, tenant: str, ref: str) -> list[str]:
+        """The runs that pinned the version."""
+        ...
+
+    def delete_reference(self, tenant: str, ref: str, run_id: str) -> None: ...
