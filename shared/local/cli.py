@@ -195,7 +195,7 @@ def _use_endpoint(endpoint: str | None) -> None:
     if not endpoint:
         return
     from shared import settings
-    from shared.local.stack import endpoint_env, resource_env
+    from shared.local.environment import endpoint_env, resource_env
 
     os.environ.update(endpoint_env(endpoint))
     os.environ.update(resource_env())

@@ -40,7 +40,7 @@ def _deploy_outputs(host, outputs: dict[str, str]) -> str:
 
 def _local_outputs() -> dict[str, str]:
     from shared import settings
-    from shared.local.stack import resource_env
+    from shared.local.environment import resource_env
 
     env = {**resource_env(), settings.CREDENTIALS_PREFIX_VAR: "openwop-serverless/test/credentials"}
     return {settings.output_key(var): env[var] for var in settings.resource_env_vars()}
