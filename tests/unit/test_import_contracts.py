@@ -70,7 +70,7 @@ def test_no_module_of_shared_or_functions_is_in_an_import_circle() -> None:
             "ddb_streams",
             "sfn_patches",
             "stack",
-            "cli",
+            "commands",
         )
     } <= graph.modules
     assert cycles(graph) == set()
