@@ -53,6 +53,7 @@ Operator = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None, operator: Operator) -> int:
+    """Run one command line (``sys.argv[1:]`` when ``argv`` is None); its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
         from shared.cli import evalcli
