@@ -156,7 +156,7 @@ def _demo_run_journal() -> dict[str, Any]:
 def _recorded_demo(folder: str | None = None) -> tuple[Any, str, str, int]:
     """A kept host with one recorded demo-support run: (aws, run id, folder, journal bytes the run added)."""
     from bench.common import API_KEY, TENANT, api_event, call, wait_status
-    from shared.local.cli import seed
+    from shared.local.commands import seed
     from shared.local.ddb_streams import wait_for_stream_idle
     from shared.local.demo import start_demo
     from shared.local.stack import LocalAws
@@ -257,7 +257,7 @@ def _start(folder: str) -> dict[str, Any]:
     env["PYTHONPATH"] = str(ROOT)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.local.cli", "serve", "--port", "0", "--data-dir", folder],
+        [sys.executable, "-m", "shared.local.commands", "serve", "--port", "0", "--data-dir", folder],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

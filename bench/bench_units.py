@@ -169,7 +169,7 @@ def _fan_out(label: str, used: Usage, events: int, subscribed: bool) -> None:
 
 
 def main() -> None:
-    from shared.local.webhook_receiver import WebhookReceiver
+    from shared.cli.webhook_receiver import WebhookReceiver
     from shared.wiring import get_ports
 
     sizes = [int(s) for s in os.environ.get("BENCH_UNITS_SIZES", "1000,10000,100000").split(",") if s.strip()]

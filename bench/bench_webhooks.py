@@ -65,7 +65,7 @@ def _ms(iso: str) -> float:
 
 
 def main() -> None:
-    from shared.local.webhook_receiver import WebhookReceiver
+    from shared.cli.webhook_receiver import WebhookReceiver
     from shared.wiring import get_ports
 
     aws, _ = start_stack()

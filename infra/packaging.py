@@ -2,7 +2,7 @@
 
 ``python -m infra.packaging`` builds two directories that the CDK stack ships as-is:
 
-- ``build/lambda/``: ``functions/`` and ``shared/`` (minus ``shared/local/``, tests and caches) plus byte code
+- ``build/lambda/``: ``functions/`` and ``shared/`` (minus ``shared/local/``, ``shared/cli/``, tests and caches) plus byte code
   compiled ahead of time for the Lambda runtime's Python, so a cold start never compiles.
 - ``build/layer/python/``: the runtime dependencies from pyproject.toml, installed by pip for the Lambda platform
   (cp313, manylinux2014_aarch64, wheels only: ``infra/runtimes.py`` names the runtime), less what the runtime
@@ -57,8 +57,8 @@ PLACEHOLDER_DIR = BUILD_DIR / "placeholder"
 
 SOURCE_PACKAGES = ("functions", "shared")
 EXCLUDED_DIRS = frozenset({"__pycache__", "tests", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-# The embedded (moto) host is never deployed.
-EXCLUDED_PATHS = frozenset({("shared", "local")})
+# The embedded (moto) host and the command line are never deployed.
+EXCLUDED_PATHS = frozenset({("shared", "local"), ("shared", "cli")})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 # Distributions the Lambda Python runtime already provides: never in the layer, even when a dependency asks for one.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})

@@ -69,7 +69,7 @@ class Host:
 @pytest.fixture(scope="session")
 def host(local_aws: LocalAws) -> Iterator[Host]:
     """The local host over HTTP: two seeded tenants (``test-key-a`` → tenant-a, ``test-key-b`` → tenant-b)."""
-    from shared.local.cli import seed
+    from shared.local.commands import seed
     from shared.local.front import LocalFront
 
     seeded = seed(TEST_API_KEYS)

@@ -88,7 +88,7 @@ class ServeProcess:
 
         errors = self.stderr_path.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.local.cli", "serve", *self.args],
+            [sys.executable, "-m", "shared.local.commands", "serve", *self.args],
             cwd=self.cwd,
             env=self.env,
             stdout=subprocess.PIPE,

@@ -6,7 +6,8 @@
   ``sfn_patches.fast_waits()`` (tests).
 - ``front.LocalFront``: API Gateway HTTP API (payload v2.0) semantics over a stdlib HTTP server, with SSE.
 - ``ttl.ttl_sweep(now)``: DynamoDB TTL expiry, which moto never performs.
-- ``cli.main``: the ``openwop-serverless`` console script (``serve``, ``suites put``, ``runs delete``).
+- ``commands.main``: the ``openwop-serverless`` console script: ``serve`` and the operator commands (``keys``,
+  ``seed``, ``runs delete``, ``suites`` host-wide) here, composed with the HTTP commands of ``shared.cli``.
 
 Nothing is imported eagerly: import the submodule you need.
 """

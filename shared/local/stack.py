@@ -2,7 +2,8 @@
 
 ``LocalAws().start()`` starts the server and points every boto3 client of the process at it through the
 environment; ``bootstrap()`` creates the tables, bucket, functions, state machines and stream mappings the CDK
-stack would create, and exports the env vars ``shared.settings`` reads. Both are idempotent.
+stack would create (``shared.local.resources``), and exports the env vars ``shared.settings`` reads
+(``shared.local.environment``). Both are idempotent.
 
 ``LocalAws()`` keeps everything in memory (the tests' host); ``LocalAws(data_dir=...)`` keeps the data in that folder
 across restarts (``shared.local.persistence``): ``start()`` takes the folder (or raises ``DataDirError``) and loads
@@ -12,14 +13,10 @@ finished.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
-import re
-import secrets
 import urllib.request
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,52 +24,19 @@ import boto3
 
 from shared import manifest, settings
 from shared.keys import RUN_SK
-from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION, function_arn
+from shared.local import resources
+from shared.local.environment import REGION, endpoint_env, resource_env
 from shared.local.patches import apply_patches
 
 if TYPE_CHECKING:
     from shared.local.datadir import DataDir
     from shared.local.persistence import Journal, Recovery
 
-REGION = DEFAULT_REGION
-ACCOUNT = DEFAULT_ACCOUNT
-ROLE_NAME = "openwop-local-role"
 STOP_STREAM_WAIT_S = 5.0  # at most this long, at stop, for the stream batches written so far to be delivered
 MOTO_CONFIG: dict[str, Any] = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
-_TRUST_POLICY = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-)
-
-
-def state_machine_arn(sm: manifest.StateMachine) -> str:
-    return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{sm.local_name}"
-
-
-def resource_env() -> dict[str, str]:
-    """The env vars the runtime reads to find the local resources (same names CDK sets on the functions)."""
-    env = {t.env_var: t.local_name for t in manifest.TABLES}
-    env.update({b.env_var: b.local_name for b in manifest.BUCKETS})
-    env.update({sm.env_var: state_machine_arn(sm) for sm in manifest.STATE_MACHINES})
-    env.update({sec.env_var: sec.local_name for sec in manifest.SECRETS})
-    env.update({k.env_var: k.local_name for k in manifest.KEYS})
-    endpoint = os.environ.get("AWS_ENDPOINT_URL", "http://127.0.0.1")
-    env.update({q.env_var: f"{endpoint}/{ACCOUNT}/{q.local_name}" for q in manifest.QUEUES})  # moto's URL form
-    return env
 
 
 LOCAL_EGRESS_ALLOW = "127.0.0.0/8,::1/128"
-
-
 LOCAL_MODEL_PROVIDERS = "bedrock,openai,mock"
 LOCAL_WEBHOOK_RETRY_DIVISOR = 30
 
@@ -100,68 +64,10 @@ def local_policy_env() -> dict[str, str]:
     }
 
 
-def endpoint_env(endpoint: str) -> dict[str, str]:
-    """The env vars that point boto3 (and moto's Step Functions interpreter) at a local moto endpoint."""
-    port = endpoint.rsplit(":", 1)[-1].split("/", 1)[0]
-    return {
-        "AWS_ENDPOINT_URL": endpoint,
-        "MOTO_PORT": port,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-        "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-    }
-
-
-def substitute(definition: str, sm: manifest.StateMachine) -> str:
-    """Replace ``${Name}`` placeholders as CloudFormation ``DefinitionSubstitutions`` would for the local stack."""
-
-    def value(ref: str) -> str:
-        kind, _, key = ref.partition(":")
-        if kind == "function":
-            return function_arn(manifest.function(key).local_name, REGION, ACCOUNT)
-        if kind == "table":
-            return manifest.table(key).local_name
-        if kind == "bucket":
-            return next(b.local_name for b in manifest.BUCKETS if b.key == key)
-        if kind == "setting":
-            env_var, default = manifest.ASL_SETTINGS[key]
-            return str(int(os.environ.get(env_var) or default))
-        raise ValueError(f"{sm.key}: unknown substitution kind in {ref!r}")
-
-    values = {name: value(ref) for name, ref in sm.substitutions.items()}
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in values:
-            raise ValueError(f"{sm.file}: placeholder ${{{name}}} has no substitution in the manifest")
-        return values[name]
-
-    return _PLACEHOLDER.sub(replace, definition)
-
-
-def asl_path(relative: str) -> Path:
-    """Find an ASL file of the manifest: relative to the repository (checkout) first, then the working dir."""
-    for base in (Path(manifest.__file__).resolve().parents[1], Path.cwd()):
-        candidate = base / relative
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"state machine definition {relative} not found beside the package or in {Path.cwd()}")
-
-
 def _forget_clients() -> None:
     from shared.wiring import reset_ports
 
     reset_ports()
-
-
-def _dummy_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("README.txt", "openwop local: handlers run in-process from the checkout\n")
-    return buf.getvalue()
 
 
 def _moto_server(host: str, port: int, wrap: Any) -> Any:
@@ -363,17 +269,17 @@ class LocalAws:
         self._set_env({**resource_env(), **local_policy_env()})
         settings.get_settings.cache_clear()
         _forget_clients()  # clients built against an earlier endpoint must not be reused
-        self._tables()
-        self._buckets()
-        self._secrets()
+        resources.create_tables(self.client)
+        resources.create_buckets(self.client)
+        resources.create_secrets(self.client)
         from shared.local.kms_keys import ensure_keys
 
         ensure_keys(self.client("kms"), self.client("secretsmanager"))
-        role_arn = self._role()
-        self._functions(role_arn)
-        self._state_machines(role_arn)
-        self._stream_mappings()
-        self._queues()
+        role_arn = resources.ensure_role(self.client)
+        resources.create_functions(self.client, role_arn)
+        resources.create_state_machines(self.client, role_arn)
+        resources.create_stream_mappings(self.client)
+        self._set_env(resources.create_queues(self.client))
         settings.get_settings.cache_clear()
         _forget_clients()
         self._start_pollers()
@@ -393,154 +299,6 @@ class LocalAws:
         flush_stream_backlog()
         if self.recovery.compact and self.journal is not None:  # an erasure's snapshot the last stop did not write
             self.journal.snapshot_when_streams_idle()
-
-    def _tables(self) -> None:
-        ddb = self.client("dynamodb")
-        existing: set[str] = set()
-        for page in ddb.get_paginator("list_tables").paginate():
-            existing.update(page["TableNames"])
-        for t in manifest.TABLES:
-            if t.local_name not in existing:
-                ddb.create_table(**_table_spec(t))
-            else:
-                self._add_indexes(ddb, t)
-            ttl = ddb.describe_time_to_live(TableName=t.local_name)["TimeToLiveDescription"]
-            if ttl.get("TimeToLiveStatus") != "ENABLED":
-                ddb.update_time_to_live(
-                    TableName=t.local_name,
-                    TimeToLiveSpecification={"Enabled": True, "AttributeName": t.ttl_attribute},
-                )
-
-    @staticmethod
-    def _add_indexes(ddb: Any, t: manifest.Table) -> None:
-        """A kept local state made before an index was added to the manifest gets it (existing items stay out)."""
-        have = {
-            ix["IndexName"]
-            for ix in ddb.describe_table(TableName=t.local_name)["Table"].get("GlobalSecondaryIndexes", [])
-        }
-        spec = _table_spec(t)
-        for ix in spec.get("GlobalSecondaryIndexes", []):
-            if ix["IndexName"] not in have:
-                ddb.update_table(
-                    TableName=t.local_name,
-                    AttributeDefinitions=spec["AttributeDefinitions"],
-                    GlobalSecondaryIndexUpdates=[{"Create": ix}],
-                )
-
-    def _buckets(self) -> None:
-        s3 = self.client("s3")
-        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-        for b in manifest.BUCKETS:
-            if b.local_name in existing:
-                continue
-            s3.create_bucket(Bucket=b.local_name)
-            s3.put_bucket_encryption(
-                Bucket=b.local_name,
-                ServerSideEncryptionConfiguration={
-                    "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
-                },
-            )
-            s3.put_public_access_block(
-                Bucket=b.local_name,
-                PublicAccessBlockConfiguration={
-                    "BlockPublicAcls": True,
-                    "IgnorePublicAcls": True,
-                    "BlockPublicPolicy": True,
-                    "RestrictPublicBuckets": True,
-                },
-            )
-
-    def _secrets(self) -> None:
-        """Each manifest secret once, with a generated value (as CDK's generated secret string on AWS)."""
-        sm = self.client("secretsmanager")
-        for sec in manifest.SECRETS:
-            try:
-                sm.describe_secret(SecretId=sec.local_name)
-            except sm.exceptions.ResourceNotFoundException:
-                value = secrets.token_urlsafe(48)
-                if sec.json_key:  # as CDK's SecretStringGenerator with generate_string_key
-                    value = json.dumps({sec.json_key: value})
-                sm.create_secret(Name=sec.local_name, Description=sec.purpose, SecretString=value)
-
-    def _role(self) -> str:
-        iam = self.client("iam")
-        try:
-            arn: str = iam.get_role(RoleName=ROLE_NAME)["Role"]["Arn"]
-        except iam.exceptions.NoSuchEntityException:
-            arn = iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=_TRUST_POLICY)["Role"]["Arn"]
-        return arn
-
-    def _functions(self, role_arn: str) -> None:
-        lam = self.client("lambda")
-        existing: set[str] = set()
-        for page in lam.get_paginator("list_functions").paginate():
-            existing.update(f["FunctionName"] for f in page["Functions"])
-        env = resource_env()
-        code = _dummy_zip()
-        for fn in manifest.FUNCTIONS:
-            if fn.local_name in existing:
-                continue
-            lam.create_function(
-                FunctionName=fn.local_name,
-                Runtime=manifest.RUNTIME,
-                Role=role_arn,
-                Handler=f"{fn.module}.lambda_handler",
-                Code={"ZipFile": code},
-                Timeout=fn.timeout_s,
-                MemorySize=fn.memory_mb,
-                Environment={"Variables": env},
-            )
-
-    def _state_machines(self, role_arn: str) -> None:
-        sfn = self.client("stepfunctions")
-        existing = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
-        for sm in manifest.STATE_MACHINES:
-            definition = substitute(asl_path(sm.file).read_text(encoding="utf-8"), sm)
-            arn = state_machine_arn(sm)
-            if arn in existing:
-                if sfn.describe_state_machine(stateMachineArn=arn)["definition"] != definition:
-                    sfn.update_state_machine(stateMachineArn=arn, definition=definition)
-            else:
-                sfn.create_state_machine(name=sm.local_name, definition=definition, roleArn=role_arn)
-
-    def _stream_mappings(self) -> None:
-        ddb = self.client("dynamodb")
-        lam = self.client("lambda")
-        for table_key, function_name in manifest.STREAM_CONSUMERS:
-            stream_arn = ddb.describe_table(TableName=manifest.table(table_key).local_name)["Table"]["LatestStreamArn"]
-            fn = manifest.function(function_name)
-            mappings = lam.list_event_source_mappings(FunctionName=fn.local_name)["EventSourceMappings"]
-            if any(m["EventSourceArn"] == stream_arn for m in mappings):
-                continue
-            lam.create_event_source_mapping(
-                EventSourceArn=stream_arn,
-                FunctionName=fn.local_name,
-                StartingPosition="LATEST",
-                BatchSize=100,
-                Enabled=True,
-            )
-
-    def _queues(self) -> None:
-        """Each manifest queue as on AWS: FIFO, content-free dead-letter queue behind it (redrive after the
-        configured attempts); their URLs exported as the runtime reads them."""
-        sqs = self.client("sqs")
-        attempts = os.environ.get("WEBHOOK_MAX_ATTEMPTS")
-        for q in manifest.QUEUES:
-            dlq_url = sqs.create_queue(
-                QueueName=q.dlq_local_name, Attributes={"FifoQueue": "true", "MessageRetentionPeriod": str(14 * 86400)}
-            )["QueueUrl"]
-            dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": int(attempts or q.max_receives)})
-            url = sqs.create_queue(
-                QueueName=q.local_name,
-                Attributes={
-                    "FifoQueue": "true",
-                    "VisibilityTimeout": "30",
-                    "MessageRetentionPeriod": str(q.retention_days * 86400),
-                },
-            )["QueueUrl"]
-            sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": redrive})
-            self._set_env({q.env_var: url, f"{q.key.upper()}_DLQ_URL": dlq_url})
 
     def _start_pollers(self) -> None:
         from shared.local.sqs_poller import QueuePoller
@@ -590,36 +348,3 @@ class LocalAws:
                 if keys:
                     s3.delete_objects(Bucket=b.local_name, Delete={"Objects": keys})
         self.bootstrap()
-
-
-def _table_spec(t: manifest.Table) -> dict[str, Any]:
-    attributes: dict[str, str] = {t.partition_key[0]: t.partition_key[1]}
-    schema = [{"AttributeName": t.partition_key[0], "KeyType": "HASH"}]
-    if t.sort_key is not None:
-        attributes[t.sort_key[0]] = t.sort_key[1]
-        schema.append({"AttributeName": t.sort_key[0], "KeyType": "RANGE"})
-    indexes = []
-    for ix in t.indexes:
-        attributes[ix.partition_key[0]] = ix.partition_key[1]
-        attributes[ix.sort_key[0]] = ix.sort_key[1]
-        indexes.append(
-            {
-                "IndexName": ix.name,
-                "KeySchema": [
-                    {"AttributeName": ix.partition_key[0], "KeyType": "HASH"},
-                    {"AttributeName": ix.sort_key[0], "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        )
-    spec: dict[str, Any] = {
-        "TableName": t.local_name,
-        "AttributeDefinitions": [{"AttributeName": k, "AttributeType": v} for k, v in attributes.items()],
-        "KeySchema": schema,
-        "BillingMode": "PAY_PER_REQUEST",
-    }
-    if indexes:
-        spec["GlobalSecondaryIndexes"] = indexes
-    if t.stream:
-        spec["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    return spec

@@ -1,4 +1,4 @@
-"""Operator commands behind ``openwop-serverless`` (shared/local/cli.py imports this lazily).
+"""Operator commands behind ``openwop-serverless`` (shared/local/commands.py imports this lazily).
 
     openwop-serverless suites put FILE               -> put_suite(ports, FILE)
     openwop-serverless suites list | get SUITE [--version V] -> list_suites(ports), get_suite(ports, SUITE, V)

@@ -44,6 +44,7 @@ from shared.errors import (
 )
 from shared.ports import Ports
 from shared.protocol import codes as c
+from shared.protocol.channels import serving
 from shared.protocol.semver import semver_key
 from shared.services import agent_versions
 from shared.services.common import Caller, reference
@@ -198,15 +199,6 @@ def _rolled_back(records: dict[str, dict[str, Any]], current: str, target: str) 
         "channels": sorted(set(records[target].get("channels") or []) | set(rec.get("channels") or [])),
     }
     return {target: restored, current: {**rec, "state": "rolled-back", "rollbackPointer": target, "channels": []}}
-
-
-def serving(records: dict[str, dict[str, Any]], channel: str) -> str | None:
-    """The version a channel serves (``latest``: the highest active version), or None. ``records`` are the
-    deployment records by version (stored or as ``GET /agents/{agentId}/deployments`` lists them)."""
-    active = sorted((v for v, r in records.items() if r["state"] == "active"), key=semver_key, reverse=True)
-    if channel == "latest":
-        return active[0] if active else None
-    return next((v for v in active if channel in (records[v].get("channels") or [])), None)
 
 
 def _history(ports: Ports, tenant: str, agent_id: str, channel: str) -> list[dict[str, Any]]:

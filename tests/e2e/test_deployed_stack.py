@@ -50,7 +50,7 @@ class Deployed:
 
 def cli(*args: str) -> str:
     """``openwop-serverless ARGS --stack S --region R`` in this process; its stdout (exit status 0 asserted)."""
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):

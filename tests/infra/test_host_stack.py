@@ -682,9 +682,10 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
 
     # Given a build of the Lambda code asset into a temporary directory
     target = build_lambda(tmp_path / "lambda")
-    # Then the embedded host, tests and stale caches are left out
+    # Then the embedded host, the command line, tests and stale caches are left out
     assert (target / "shared" / "manifest.py").exists()
     assert not (target / "shared" / "local").exists()
+    assert not (target / "shared" / "cli").exists()  # the command line: a user's tool, never deployed
     assert not list(target.rglob("tests"))
     assert not list(target.rglob("*.pyc")) or all(p.parent.name == "__pycache__" for p in target.rglob("*.pyc"))
     # and byte code sits in __pycache__ as unchecked-hash files (valid whatever mtimes the zip gives the sources)

@@ -194,7 +194,7 @@ def test_live_read_only_goes_live_for_a_read_tool_and_never_for_an_effect_tool(h
 
 
 def _cli(host: Any, *args: str, key: str | None = None) -> int:
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     return main(["eval", *args, "--endpoint", host.base_url, "--api-key", key or host.key_a])
 

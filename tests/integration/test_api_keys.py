@@ -25,7 +25,7 @@ def ports(host):
 
 
 def _cli(host, capsys, *argv: str) -> str:
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     assert main([*argv, "--endpoint", host.aws.endpoint]) == 0
     out: str = capsys.readouterr().out.strip()
@@ -98,7 +98,7 @@ def test_a_revoked_key_is_refused_once_the_auth_cache_ttl_has_passed(host, ports
     assert _runs_status(host, created["apiKey"]) == 401
     # and it is no longer listed; revoking it again is a one-line error
     assert _cli(host, capsys, "keys", "list", "--tenant", tenant).startswith("(no keys")
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     with pytest.raises(SystemExit) as err:
         main(["keys", "revoke", created["keyId"], "--endpoint", host.aws.endpoint])
@@ -141,7 +141,7 @@ def test_pepper_rotation_keeps_old_keys_working_until_it_is_finished(host, ports
 
 
 def test_keys_create_without_a_stack_or_tenant_is_a_one_line_error(host, capsys):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     # Given no tenant: argparse refuses (exit 2) before anything runs
     with pytest.raises(SystemExit) as err:

@@ -38,7 +38,7 @@ def parked_timeout_2s(host) -> Iterator[None]:
 
 
 def test_a_run_waiting_past_the_parked_timeout_fails_run_timeout_and_its_execution_succeeds(host, parked_timeout_2s):
-    from shared.local.stack import state_machine_arn
+    from shared.local.environment import state_machine_arn
     from shared.manifest import STATE_MACHINES
 
     # Given a run that waits on an approval nobody gives (it parks on its task token)

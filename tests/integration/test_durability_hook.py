@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.local.webhook_receiver import WebhookReceiver
+from shared.cli.webhook_receiver import WebhookReceiver
 from shared.protocol.ids import project_id
 from tests.helpers import wait_for_execution
 from tests.wire import raw

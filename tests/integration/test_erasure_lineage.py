@@ -193,8 +193,8 @@ def _scan_answers(host: Any, ids: list[str], marker: str, suites: tuple[str, str
 
 
 def test_erasure_reaches_the_evals_served_from_the_run_their_forks_and_dead_letters(host):
+    from shared.cli.webhook_receiver import WebhookReceiver
     from shared.local.ddb_streams import wait_for_stream_idle
-    from shared.local.webhook_receiver import WebhookReceiver
     from shared.settings import get_settings
     from shared.storage.webhooks import SUB_PK
     from tests.helpers import eventually

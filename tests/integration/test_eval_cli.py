@@ -16,7 +16,7 @@ from tests.integration.test_eval_runs import AGENT, run_eval
 
 
 def cli(host: Any, *args: str, key: str | None = None) -> int:
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     return main(["eval", *args, "--endpoint", host.base_url, "--api-key", key or host.key_a])
 
@@ -174,7 +174,7 @@ def test_compare_against_another_baseline_pairs_client_side(host, loop, capsys):
 
 
 def test_usage_and_connection_errors_exit_3(host, loop, capsys):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     assert main(["eval", "run", "--agent", AGENT, "--endpoint", host.base_url, "--api-key", host.key_a]) == 3
     assert "Missing option '--suite'" in capsys.readouterr().err
@@ -222,7 +222,7 @@ class _Capture(BaseHTTPRequestHandler):
 
 
 def test_agent_at_version_pins_the_version_in_the_request_the_cli_sends(capsys):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -362,14 +362,15 @@ def test_wait_shows_tasks_and_trials_done_as_plain_lines_or_a_progress_bar(host)
 
     from rich.console import Console
 
-    from shared.local import evalcli
+    from shared.cli.evalhost import Host, wait
+    from shared.cli.evalrequest import build_request
 
-    api = evalcli.Host(host.base_url, host.key_a)
+    api = Host(host.base_url, host.key_a)
     for terminal in (False, True):
-        run = api.client.runs_create(evalcli.build_request(_slow_suite(host), AGENT, None, [], [])).runId
+        run = api.client.runs_create(build_request(_slow_suite(host), AGENT, None, [], [])).runId
         buf = io.StringIO()
         console = Console(file=buf, force_terminal=terminal, width=120)
-        assert evalcli.wait(api, run, 120, console, show=True) == "completed"
+        assert wait(api, run, 120, console, show=True) == "completed"
         out = buf.getvalue()
         if terminal:  # rich's live bar: the trials row with its M/N count, redrawn with ANSI control codes
             assert "\x1b[" in out and "trials" in out and "/40" in out
@@ -384,9 +385,9 @@ def test_a_cancelled_eval_is_unverifiable_exit_2_and_every_task_fails_in_junit(h
     from tests.wire import wait_terminal
 
     client = host.client(host.key_a)
-    from shared.local import evalcli
+    from shared.cli.evalrequest import build_request
 
-    run = client.runs_create(evalcli.build_request(_slow_suite(host), AGENT, None, [], [])).runId
+    run = client.runs_create(build_request(_slow_suite(host), AGENT, None, [], [])).runId
     client.runs_cancel(run)
     assert wait_terminal(client, run).status == "cancelled"
     junit = tmp_path / "cancelled.xml"

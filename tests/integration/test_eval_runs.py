@@ -564,7 +564,7 @@ def test_suite_registration_versions_and_reference_forms(host, capsys):
     # an operator's host-wide suite (the CLI) is runnable by every tenant
     import tempfile
 
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     wide = {**v1, "suiteId": f"tests.local.evals.{unique('wide')}"}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:

@@ -189,7 +189,7 @@ def test_a_flaky_baseline_task_is_listed_apart_and_never_a_regression_alone(host
 
 
 def test_the_cli_exits_0_on_a_flaky_fall_and_junit_skips_it(host, runs, tmp_path, capsys):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     junit = tmp_path / "flaky.xml"
     # When the CLI compares the candidate with its own baseline, and with the baseline named explicitly
@@ -244,7 +244,7 @@ def test_a_replay_of_the_eval_makes_no_scorer_call_and_reproduces_the_scores(hos
 
 
 def test_a_one_task_suite_whose_flaky_task_fell_is_not_regressed(host, scorer, capsys):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     _, tool_id = scorer
     client = host.client(host.key_a)

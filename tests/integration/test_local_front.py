@@ -298,7 +298,7 @@ def test_serve_prints_urls_and_keys_and_answers_the_404_envelope(tmp_path) -> No
     env |= {"PYTHONPATH": str(ROOT), "OPENWOP_API_KEYS": "k1=tenant-one,k2=tenant-two"}
     errors = (tmp_path / "stderr.txt").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.local.cli", "serve", "--port", "0", "--data-dir", str(tmp_path / "state")],
+        [sys.executable, "-m", "shared.local.commands", "serve", "--port", "0", "--data-dir", str(tmp_path / "state")],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -429,7 +429,7 @@ def test_serve_on_a_taken_port_is_one_line_and_exit_2(tmp_path) -> None:
 
 
 def test_cli_parses_api_keys_and_rejects_malformed_entries() -> None:
-    from shared.local.cli import parse_api_keys
+    from shared.local.commands import parse_api_keys
 
     assert parse_api_keys("k1=tenant-one, k2=tenant-two,") == {"k1": "tenant-one", "k2": "tenant-two"}
     with pytest.raises(ValueError, match="not key=tenant"):
@@ -439,7 +439,7 @@ def test_cli_parses_api_keys_and_rejects_malformed_entries() -> None:
 def test_cli_operator_commands_exit_2_when_the_service_is_missing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     monkeypatch.setitem(sys.modules, "shared.services.cli_ops", None)  # makes the import fail
 

@@ -17,7 +17,8 @@ from botocore.exceptions import ClientError
 
 from shared import manifest
 from shared.local import ddb_streams, lambda_registry, sfn_patches
-from shared.local.stack import LocalAws, state_machine_arn
+from shared.local.environment import state_machine_arn
+from shared.local.stack import LocalAws
 from shared.local.ttl import ttl_sweep
 from tests.helpers import unique, wait_for_execution
 

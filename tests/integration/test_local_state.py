@@ -78,7 +78,7 @@ def _killed_after(tmp_path: Path, data_dir: Path, name: str, **env: str) -> Iter
 
 @pytest.fixture
 def receiver():
-    from shared.local.webhook_receiver import WebhookReceiver
+    from shared.cli.webhook_receiver import WebhookReceiver
 
     rx = WebhookReceiver()
     rx.start()
@@ -88,7 +88,7 @@ def receiver():
 
 @pytest.mark.timeout(900)
 def test_everything_registered_and_recorded_reads_back_after_a_sigkill(tmp_path, server, receiver):
-    from shared.local.webhook_receiver import verify_v1
+    from shared.cli.webhook_receiver import verify_v1
 
     tools, tools_url = server  # this process's loopback tool server (conftest): its hits span the restarts
     data = tmp_path / "state"

@@ -561,7 +561,7 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
     fixture miss, unverifiable) and names the differing pointer; the deployment gate refuses that eval."""
     import xml.etree.ElementTree as ET
 
-    from shared.local.cli import main
+    from shared.local.commands import main
     from tests.integration.test_eval_runs import golden, put_suite
 
     _, url = server

@@ -17,7 +17,7 @@ BASE = "/host/openwop-serverless"
 
 
 def cli(host: Any, capsys: Any, *args: str, key: str | None = None) -> tuple[int, str, str]:
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     code = main(["eval", *args, "--endpoint", host.base_url, "--api-key", key or host.key_a])
     out, err = capsys.readouterr()

@@ -81,7 +81,7 @@ def _config(path: Path) -> None:
 
 @pytest.mark.timeout(900)  # a bound for a loaded 2-core machine (the run takes ~220 s alone, 345 s measured loaded)
 def test_schemathesis_checks_all_finds_nothing(host, tmp_path, record_property):
-    from shared.local.cli import seed
+    from shared.local.commands import seed
 
     # Given the local host, its served document, and a tenant of this test's own
     assert seed({KEY: TENANT})

@@ -317,7 +317,7 @@ def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host
 
 
 def test_the_cli_erases_a_run_of_the_named_tenant(host, capsys):
-    from shared.local.cli import main
+    from shared.local.commands import main
     from shared.local.ddb_streams import wait_for_stream_idle
 
     client = host.client(host.key_a)

@@ -204,7 +204,7 @@ def test_deleting_the_seed_resource_runs_no_seeding(host, capture):
 
 
 def test_the_seed_command_against_a_stack_seeds_through_its_outputs(host, capsys, restore_env):  # noqa: F811
-    from shared.local.cli import main
+    from shared.local.commands import main
     from shared.services import fixtures
     from shared.wiring import get_ports
 
@@ -227,7 +227,7 @@ def test_the_seed_command_against_a_stack_seeds_through_its_outputs(host, capsys
 
 
 def test_the_seed_command_refuses_a_prod_stack_before_any_lookup(host, capsys, restore_env):  # noqa: F811
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     # When the operator seeds a -prod stack (one that does not even exist here)
     code = main(["seed", "conformance", "--stack", "OpenWopHost-prod", "--region", REGION])

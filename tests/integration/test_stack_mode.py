@@ -40,7 +40,7 @@ def _deploy_outputs(host, outputs: dict[str, str]) -> str:
 
 def _local_outputs() -> dict[str, str]:
     from shared import settings
-    from shared.local.stack import resource_env
+    from shared.local.environment import resource_env
 
     env = {**resource_env(), settings.CREDENTIALS_PREFIX_VAR: "openwop-serverless/test/credentials"}
     return {settings.output_key(var): env[var] for var in settings.resource_env_vars()}
@@ -63,7 +63,7 @@ def restore_env(monkeypatch):
 
 
 def test_keys_create_with_stack_reads_the_outputs_and_writes_that_stacks_tables(host, capsys, restore_env):
-    from shared.local.cli import main
+    from shared.local.commands import main
     from shared.services import auth
     from shared.wiring import get_ports
 
@@ -80,7 +80,7 @@ def test_keys_create_with_stack_reads_the_outputs_and_writes_that_stacks_tables(
 
 
 def test_a_stack_missing_an_output_is_a_one_line_error(host, capsys, restore_env):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     # Given a stack of an older version, without the pepper secret's output
     outputs = _local_outputs()
@@ -93,7 +93,7 @@ def test_a_stack_missing_an_output_is_a_one_line_error(host, capsys, restore_env
 
 
 def test_an_unknown_stack_is_a_one_line_error(host, capsys, restore_env):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     # When the stack does not exist
     assert main(["keys", "list", "--tenant", "t", "--stack", "OpenWopHost-nope", "--region", REGION]) == 1
@@ -104,7 +104,7 @@ def test_an_unknown_stack_is_a_one_line_error(host, capsys, restore_env):
 
 
 def test_missing_credentials_or_region_are_one_line_errors(host, capsys, restore_env, tmp_path):
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     # Given an environment with no AWS credentials anywhere (files, env, instance metadata disabled)
     for var in (*AWS_ENV, "AWS_ENDPOINT_URL"):

@@ -635,7 +635,7 @@ def test_erasing_a_source_tombstones_its_task_in_every_version(host, recorded, s
 def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, recorded, capsys, monkeypatch, tmp_path):
     import json
 
-    from shared.local.cli import main
+    from shared.local.commands import main
 
     monkeypatch.delenv("OPENWOP_BASE_URL", raising=False)
     monkeypatch.delenv("OPENWOP_API_KEY", raising=False)
@@ -708,7 +708,7 @@ def test_the_cli_acts_as_a_tenant_with_a_base_url_and_host_wide_without(host, re
 
 
 def test_since_and_sample_flags_make_the_filter_body():
-    from shared.local.suitecli import from_runs_body, since_iso
+    from shared.cli.suitecli import from_runs_body, since_iso
 
     # Given the CLI flags of a filtered build
     body = from_runs_body("agent-x@2", "24h", 0.1, None, 20, [], True, None, now_s=86_400 * 2)

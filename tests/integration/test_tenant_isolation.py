@@ -7,7 +7,7 @@ import re
 import time
 from urllib.parse import quote
 
-from shared.local.cli import seed
+from shared.local.commands import seed
 from shared.manifest import ROUTES, SEAMS_PATH
 from shared.services.ratelimits import WRITE_METHODS
 from tests.helpers import unique

@@ -261,7 +261,7 @@ def test_the_viewer_shows_baseline_and_candidate_trajectories_side_by_side_with_
 def test_the_served_viewer_url_signs_in_and_the_run_list_shows_and_filters_evals(host):
     from playwright.sync_api import sync_playwright
 
-    from shared.local.cli import viewer_url
+    from shared.local.commands import viewer_url
 
     # Given two named eval runs of one suite and agent, one regressed against the other
     changed = seed_argument_change(host, host.client(host.key_a), host.key_a)

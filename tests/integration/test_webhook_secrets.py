@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest
 
-from shared.local.webhook_receiver import verify_v1
+from shared.cli.webhook_receiver import verify_v1
 from shared.protocol.ids import project_id
 from tests.helpers import eventually
 from tests.integration import test_webhooks

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest, RegisterWebhookRequest, RotateWebhookSecretRequest
 
-from shared.local.webhook_receiver import Hit, WebhookReceiver, verify_standard, verify_v1
+from shared.cli.webhook_receiver import Hit, WebhookReceiver, verify_standard, verify_v1
 from shared.protocol.ids import project_id
 from tests.helpers import eventually
 from tests.wire import all_events, raw, wait_terminal
@@ -439,7 +439,7 @@ def test_private_metadata_and_plain_http_callback_urls_are_refused(host, url):
 
 
 def test_the_listen_command_prints_verified_deliveries(host, receiver):
-    from shared.local.cli import describe_hit
+    from shared.cli.webhooks import describe_hit
 
     client = host.client(host.key_a)
     reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/cli", events=["run.completed"]))

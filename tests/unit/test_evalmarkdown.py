@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.local.evalmarkdown import expected_actual, markdown
+from shared.cli.evalmarkdown import expected_actual, markdown
 
 
 def _rep() -> dict:
@@ -68,7 +68,7 @@ def test_expected_vs_actual_reads_the_golden_value_and_each_trials_answer() -> N
 
 
 def test_would_match_with_is_pasteable_json_ignore_and_tolerance_first_anyof_as_the_alternative() -> None:
-    from shared.local.evalmarkdown import miss_text, would_match_with
+    from shared.cli.evalmarkdown import miss_text, would_match_with
 
     # Given misses with every kind of rule, with ignore only (a content-free trial), and with none
     both = {

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE_LAYERS = "engine layers: blocks, kernel, forkindex, workflowrun | evalrun, evalfork, runkinds"
 ENGINE_ACYCLIC = "engine modules import each other without cycles"
 LOCAL_ACYCLIC = "local modules import each other without cycles"
+CLI_HTTP = "the CLI talks HTTP: no embedded AWS, AWS SDK, storage, wiring or services"
 SERVICES = "shared.services"
 
 
@@ -70,7 +71,7 @@ def test_no_module_of_shared_or_functions_is_in_an_import_circle() -> None:
             "ddb_streams",
             "sfn_patches",
             "stack",
-            "cli",
+            "commands",
         )
     } <= graph.modules
     assert cycles(graph) == set()
@@ -197,3 +198,25 @@ def test_import_linter_breaks_when_a_circle_comes_back(
     if broken == {LOCAL_ACYCLIC}:  # an acyclic_siblings contract alone names the import below its ancestor
         shown = f"- {importer.removeprefix('shared.local')} -> {imports.removeprefix('shared.local')} (1 import)"
     assert shown in output  # the copy's import, so the copy is what was analysed
+
+
+@pytest.mark.parametrize(
+    ("module", "imports"),
+    [
+        ("shared/cli/evalcli.py", "shared.local.stack"),  # the embedded AWS, lazily inside a command
+        ("shared/cli/evalhost.py", "boto3"),  # an AWS SDK
+        ("shared/cli/evalrequest.py", "shared.services.deployments"),  # a host service (as resolve_version did)
+    ],
+    ids=["cli-imports-local", "cli-imports-boto3", "cli-imports-a-service"],
+)
+def test_import_linter_breaks_when_the_cli_reaches_past_http(tmp_path: Path, module: str, imports: str) -> None:
+    # Given a copy of the sources whose CLI module imports what the CLI contract forbids
+    where = _source_copy(tmp_path)
+    with (where / module).open("a") as f:
+        f.write(f"\n\ndef _reached():  # pragma: no cover\n    import {imports}\n\n    return {imports}\n")
+    # When import-linter runs on it
+    code, verdicts, output = _lint_imports(where)
+    # Then the CLI contract alone breaks, naming the import
+    assert code == 1, output
+    assert {name for name, v in verdicts.items() if v == "BROKEN"} == {CLI_HTTP}, output
+    assert f"{module.removesuffix('.py').replace('/', '.')} -> {imports}" in output

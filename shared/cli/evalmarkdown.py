@@ -2,7 +2,7 @@
 JUnit failure message, and a pull-request comment in markdown (``eval run|compare --markdown FILE``, appended
 to ``$GITHUB_STEP_SUMMARY`` when that is set).
 
-Works on the compared report (``evalcli.compare``'s document): each task's ``divergence`` (the first step where
+Works on the compared report (``evalcompare.compare``'s document): each task's ``divergence`` (the first step where
 its trajectory departs from the baseline's, ``shared.engine.trajectory``), else its expected vs actual outcome.
 """
 

@@ -1,38 +1,8 @@
-"""``openwop-serverless``: run the embedded host, and a few operator commands.
-
-    openwop-serverless serve [--host 127.0.0.1] [--port 8787] [--data-dir .openwop | --ephemeral]
-    openwop-serverless suites put FILE | list | get SUITE [--version V]  [TARGET | TENANT]
-    openwop-serverless runs delete RUN_ID --tenant T      [TARGET]
-    openwop-serverless keys create --tenant T [--name N]  [TARGET]
-    openwop-serverless keys list --tenant T               [TARGET]
-    openwop-serverless keys revoke KEY_ID                 [TARGET]
-    openwop-serverless keys rotate-pepper | finish-rotation [TARGET]
-    openwop-serverless seed conformance[,demo] [--tenants T,U --demo-tools-url U --demo-mcp-url U] [TARGET]
-    openwop-serverless eval run|compare ...               (HTTP to any host; ``eval --help``)
-    openwop-serverless webhooks listen [--host 127.0.0.1] [--port 8790] [--secret S]...
-
-    TENANT: --base-url URL --api-key KEY     (or OPENWOP_BASE_URL/OPENWOP_API_KEY: over HTTP, as that key's tenant;
-                                              without them ``suites`` acts host-wide, as the operator)
-    TARGET: --endpoint http://127.0.0.1:PORT  (a running local host: the moto endpoint ``serve`` prints)
-          | --stack NAME [--region R]        (a deployed stack: resources read from its CloudFormation outputs)
-          | nothing                          (resource names from the environment, e.g. inside AWS)
-
-``serve`` starts moto in this process, bootstraps the stack from the manifest, seeds the API keys from
-``OPENWOP_API_KEYS`` (``key=tenant,key=tenant``; two dev tenants when unset) and serves the API until Ctrl-C;
-``OPENWOP_CORS_ORIGINS`` lists the origins its CORS configuration grants (unset: every origin; empty: none).
-What the host stores is kept in ``--data-dir`` (default ``.openwop`` in the working directory) and is there again
-at the next start, unfinished runs resuming where their log ends; ``--ephemeral`` keeps everything in memory only.
-A folder another host holds, or one another version wrote, and a taken ``--port``, are one ``error:`` line and exit
-2. The demo tool servers listen on the two ports after ``--port``, or on free ones when those are taken.
-``webhooks listen`` runs a loopback webhook receiver: it answers endpoint verification, and prints one line per
-delivery (event type, run, sequence) with ``verified``/``NOT VERIFIED`` under the given secrets (scheme v1 and, when
-the delivery carries them, Standard Webhooks headers). Failures of the operator commands (no credentials, no region, no such stack, a refusal) print one ``error:``
-line and exit non-zero.
-
-``eval`` is a different kind of command: it talks HTTP to any host (``--endpoint URL --api-key KEY`` or
-``OPENWOP_BASE_URL``/``OPENWOP_API_KEY``), never to AWS, and its exit codes gate CI (0 no regression, 1 regressed,
-2 unverifiable, 3 usage or connection error). It is built with typer and rich (``shared/local/evalcli.py``) and
-dispatched from here, so there is one console script; the operator commands keep their argparse parser.
+"""The ``openwop-serverless`` console script's entry: ``serve`` (the embedded host) and the operator commands that
+reach AWS (``suites`` host-wide, ``runs delete``, ``keys``, ``seed`` on a TARGET: a running local host's moto
+endpoint, a deployed stack, or the environment's resources), composed with the command line and the HTTP commands
+of ``shared.cli`` (``shared/cli/main.py`` describes every command). They live here, not in ``shared.cli``, because
+they build AWS clients (``shared.wiring``) or start moto.
 """
 
 from __future__ import annotations
@@ -46,6 +16,8 @@ import threading
 from collections.abc import Sequence
 
 from shared import manifest
+from shared.cli import main as cli
+from shared.cli.parser import DEFAULT_DATA_DIR
 
 DEFAULT_API_KEYS = "dev-key-tenant-a=tenant-a,dev-key-tenant-b=tenant-b"
 
@@ -77,9 +49,6 @@ def seed(api_keys: dict[str, str]) -> bool:
 
     seed_host(api_keys, get_ports())
     return True
-
-
-DEFAULT_DATA_DIR = ".openwop"
 
 
 def _port_taken(host: str, port: int) -> str | None:
@@ -195,7 +164,7 @@ def _use_endpoint(endpoint: str | None) -> None:
     if not endpoint:
         return
     from shared import settings
-    from shared.local.stack import endpoint_env, resource_env
+    from shared.local.environment import endpoint_env, resource_env
 
     os.environ.update(endpoint_env(endpoint))
     os.environ.update(resource_env())
@@ -270,136 +239,14 @@ def viewer_url(base_url: str, key: str) -> str:
     return f"{base_url.rstrip('/')}/host/openwop-serverless/ui/#key={quote(key, safe='')}"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openwop-serverless", description="OpenWOP v2 serverless host tools")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser(
-        "eval",
-        help="eval runs on any host over HTTP: run, compare; exit codes gate CI (see `openwop-serverless eval --help`)",
-        add_help=False,
-    )
-
-    serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
-    kept = serve.add_mutually_exclusive_group()
-    kept.add_argument(
-        "--data-dir",
-        default=DEFAULT_DATA_DIR,
-        help="folder that keeps the host's state across restarts (default: .openwop in the working directory)",
-    )
-    kept.add_argument("--ephemeral", action="store_true", help="keep nothing: all state in memory, gone at stop")
-
-    def target(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        group = p.add_mutually_exclusive_group()
-        group.add_argument("--endpoint", help="moto endpoint of a running local host (printed by serve)")
-        group.add_argument(
-            "--stack", help="a deployed stack's name (e.g. OpenWopHost-prod): its outputs locate the resources"
-        )
-        p.add_argument("--region", help="AWS region of --stack (default: the AWS environment's)")
-        return p
-
-    def tenant(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument(
-            "--base-url", help="a host's base URL: act as the --api-key's tenant over HTTP (default: OPENWOP_BASE_URL)"
-        )
-        p.add_argument("--api-key", help="a tenant API key (default: OPENWOP_API_KEY)")
-        return target(p)
-
-    suites = sub.add_parser("suites", help="eval suites").add_subparsers(dest="action", required=True)
-    put = tenant(suites.add_parser("put", help="store an eval suite from a JSON file"))
-    put.add_argument("file")
-    tenant(suites.add_parser("list", help="the suites (a tenant's, or the host-wide ones)"))
-    got = tenant(suites.add_parser("get", help="a suite's versions, or one version's document"))
-    got.add_argument("suite_id")
-    got.add_argument("--version")
-
-    runs = sub.add_parser("runs", help="runs").add_subparsers(dest="action", required=True)
-    delete = target(runs.add_parser("delete", help="erase a run"))
-    delete.add_argument("run_id")
-    delete.add_argument("--tenant", required=True)
-
-    keys = sub.add_parser("keys", help="tenants' API keys").add_subparsers(dest="action", required=True)
-    create = target(keys.add_parser("create", help="create an API key (printed once)"))
-    create.add_argument("--tenant", required=True)
-    create.add_argument("--name", default="")
-    listing = target(keys.add_parser("list", help="a tenant's keys (ids and metadata, never the keys)"))
-    listing.add_argument("--tenant", required=True)
-    revoke = target(keys.add_parser("revoke", help="revoke a key by id (effective within 60 s)"))
-    revoke.add_argument("key_id")
-    target(keys.add_parser("rotate-pepper", help="new pepper for key hashes; keys under the old one keep working"))
-    target(keys.add_parser("finish-rotation", help="drop the previous pepper (its keys stop working)"))
-
-    seeding = target(
-        sub.add_parser("seed", help="seed the conformance fixtures and/or the demo (refused for a -prod stack)")
-    )
-    seeding.add_argument("sets", help="conformance, demo, or conformance,demo")
-    seeding.add_argument("--tenants", default="", help="tenants the demo is registered for (comma-separated)")
-    seeding.add_argument("--demo-tools-url", default="", help="base URL of the demo HTTP tool server")
-    seeding.add_argument("--demo-mcp-url", default="", help="URL of the demo MCP server (listed when registered)")
-    webhooks = sub.add_parser("webhooks", help="webhooks").add_subparsers(dest="action", required=True)
-    listen = webhooks.add_parser("listen", help="a loopback receiver that prints verified deliveries")
-    listen.add_argument("--host", default="127.0.0.1")
-    listen.add_argument("--port", type=int, default=8790)
-    listen.add_argument(
-        "--secret",
-        action="append",
-        default=[],
-        help="a subscription secret to verify with (repeatable; from the 201 of POST /webhooks)",
-    )
-    return parser
-
-
 def stack_stage(stack: str | None) -> str:
     """The stage of a stack named ``OpenWopHost-<stage>`` (the CDK app's naming); empty for any other target."""
     prefix = "OpenWopHost-"
     return stack[len(prefix) :] if stack and stack.startswith(prefix) else ""
 
 
-def describe_hit(hit: object, secrets: Sequence[str]) -> str:
-    """One printed line for a received request (``webhooks listen``)."""
-    from shared.local.webhook_receiver import Hit, verify_standard, verify_v1
-
-    assert isinstance(hit, Hit)
-    if hit.verification:
-        return "verification challenge answered"
-    try:
-        body = hit.json()
-        what = f"{hit.headers.get('openwop-event-type')} run={body.get('runId')} seq={body['event'].get('sequence')}"
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return f"not a delivery ({len(hit.body)} bytes)"
-    checks = []
-    if secrets:
-        checks.append("v1 " + ("verified" if any(verify_v1(s, hit) for s in secrets) else "NOT VERIFIED"))
-        if "webhook-signature" in hit.headers:
-            ok = any(verify_standard(s, hit) for s in secrets)
-            checks.append("standard-webhooks " + ("verified" if ok else "NOT VERIFIED"))
-    else:
-        checks.append("unverified (no --secret)")
-    return f"{what} webhook={hit.headers.get('openwop-webhook-id')} {' '.join(checks)}"
-
-
-def _listen(host: str, port: int, secrets: Sequence[str]) -> int:
-    from shared.local.webhook_receiver import WebhookReceiver
-
-    receiver = WebhookReceiver(host, port, on_hit=lambda hit: print(describe_hit(hit, secrets), flush=True))
-    url = receiver.start()
-    print(f"listening on {url}/ (register it with POST /webhooks; Ctrl-C stops)", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
-    receiver.stop()
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["eval"]:
-        from shared.local import evalcli
-
-        return evalcli.main(argv[1:])
-    args = build_parser().parse_args(argv)
+def operator(args: argparse.Namespace) -> int:
+    """Run a parsed command that needs AWS (``shared.cli.main`` hands every other one to its own module)."""
     if args.command == "serve":
         return _serve(args.host, args.port, data_dir=None if args.ephemeral else args.data_dir)
     if args.command == "seed":  # checked before any AWS call (a -prod stack is refused without a lookup)
@@ -416,18 +263,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SeedPlanError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    if args.command == "webhooks":
-        return _listen(args.host, args.port, args.secret)
-    if args.command == "suites":
-        from shared.local import suitecli
-
-        try:
-            as_tenant = suitecli.tenant_target(args.base_url, args.api_key)
-        except suitecli.SuiteCliError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        if as_tenant is not None:
-            return suitecli.run_tenant(args.action, as_tenant, args)
     _use_endpoint(args.endpoint)
     try:
         _use_stack(args.stack, args.region)
@@ -453,6 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "rotate-pepper":
         return _ops("rotate_pepper")
     return _ops("finish_pepper_rotation")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``openwop-serverless`` console script."""
+    return cli.main(argv, operator)
 
 
 if __name__ == "__main__":

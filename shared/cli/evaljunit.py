@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from shared.local import evalmarkdown
+from shared.cli import evalmarkdown
 
 
 def num(value: Any, digits: int = 2) -> str:

@@ -1,0 +1,115 @@
+"""The eval CLI's conversation with a host over HTTP: the typed ``openwop-client`` where its models carry what the
+CLI reads, raw JSON through the same client where they drop fields (the eval report, the summary's verdict), and
+waiting for a run to end."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import quote
+
+from openwop_client import OpenwopClient, WopError
+from openwop_client.wire_id import project_id
+from rich.console import Console
+
+TERMINAL = ("completed", "failed", "cancelled")
+EXTENSION = "openwop-serverless"
+
+
+class CliError(Exception):
+    """A usage or connection problem: one ``error:`` line, exit 3."""
+
+
+class Host:
+    """The typed client for what its models carry; raw JSON (same client, same transport) where they drop fields."""
+
+    def __init__(self, endpoint: str | None, api_key: str | None) -> None:
+        if not endpoint:
+            raise CliError("no host: pass --endpoint or set OPENWOP_BASE_URL")
+        if not api_key:
+            raise CliError("no API key: pass --api-key or set OPENWOP_API_KEY")
+        self.client = OpenwopClient(endpoint.rstrip("/"), api_key)
+
+    def raw(self, path: str) -> dict[str, Any]:
+        return self.client._request_json("GET", path)
+
+    def report(self, run_id: str, *, whole: bool = True) -> dict[str, Any] | None:
+        """The eval report, every page's tasks joined (``whole``) or only its header and first task; None on a
+        host without it (404 for an eval run the summary knows)."""
+        path = f"/host/{EXTENSION}/runs/{project_id(run_id)}/eval-report"
+        try:
+            rep = self.raw(path + ("?limit=1000" if whole else "?limit=1"))
+            cursor = rep.pop("nextCursor", None) if whole else None
+            # Each page holds at least one task, so a report of N tasks has at most N pages.
+            for _ in range(int(rep.get("taskCount") or 0)):
+                if not cursor:
+                    break
+                page = self.raw(f"{path}?limit=1000&cursor={quote(str(cursor), safe='')}")
+                rep["tasks"].extend(page["tasks"])
+                cursor = page.get("nextCursor")
+            return rep
+        except WopError as err:
+            if err.status == 404 and err.envelope is not None and "not an eval run" not in err.envelope.message:
+                return None
+            raise
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        return self.raw(f"/runs/{project_id(run_id)}/eval-summary")
+
+
+def wire_error(err: WopError) -> CliError:
+    if err.status == 0:
+        return CliError(f"cannot reach the host: {err.raw_text}")
+    if err.envelope is not None:
+        return CliError(f"the host answered {err.status} {err.envelope.error}: {err.envelope.message}")
+    return CliError(f"the host answered {err.status}")
+
+
+def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -> str:
+    """Poll until terminal; progress (tasks and trials done / total) as a bar on a terminal, lines otherwise."""
+    deadline = time.monotonic() + timeout
+    bar = None
+    last: tuple[Any, ...] | None = None
+    if show and err.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err, transient=True)
+        bar.start()
+        tasks_bar = bar.add_task("tasks", total=None)
+        trials_bar = bar.add_task("trials", total=None)
+    try:
+        while True:
+            status = host.client.runs_get(run_id).status
+            if status in TERMINAL:
+                if show and bar is None:
+                    err.print(f"{run_id}: {status}", highlight=False)
+                return status
+            prog: dict[str, Any] = {}
+            try:
+                host.report(run_id, whole=False)
+            except WopError as e:
+                if e.status == 409 and e.envelope is not None and isinstance(e.envelope.details, dict):
+                    prog = e.envelope.details.get("progress") or {}
+                elif e.status != 409:
+                    raise
+            tasks, trials = prog.get("tasks") or {}, prog.get("trials") or {}
+            if bar is not None:
+                bar.update(tasks_bar, completed=tasks.get("done", 0), total=tasks.get("total"))
+                bar.update(trials_bar, completed=trials.get("done", 0), total=trials.get("total"))
+            elif show:
+                now = (status, tasks.get("done"), tasks.get("total"), trials.get("done"), trials.get("total"))
+                if now != last:
+                    line = f"{run_id}: {status}"
+                    if tasks:
+                        line += (
+                            f", tasks {tasks['done']}/{tasks['total']},"
+                            f" trials {trials.get('done')}/{trials.get('total')}"
+                        )
+                    err.print(line, highlight=False)
+                    last = now
+            if time.monotonic() > deadline:
+                raise CliError(f"{run_id} is still {status} after {timeout:g} s")
+            time.sleep(0.5)
+    finally:
+        if bar is not None:
+            bar.stop()

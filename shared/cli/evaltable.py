@@ -1,0 +1,109 @@
+"""The eval CLI's output: the per-task table with its fixture misses and what changed, the verdict line, and the
+``--json`` / ``--junit`` / ``--markdown`` documents."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from shared.cli import evalmarkdown
+from shared.cli.evaljunit import junit, num
+
+
+def _trials(t: dict[str, Any]) -> str:
+    tr = t.get("trials")
+    if not tr:
+        return "-"
+    return f"{tr['passed']}/{tr['total']} {'pass' if t.get('passAllK') else 'fail'}"
+
+
+STYLE = {"regressed": "bold red", "unverifiable": "yellow", "improved": "green", "failed": "red", "flaky": "magenta"}
+
+
+def table(rep: dict[str, Any], out: Console) -> None:
+    title = f"eval {rep['runId']}"
+    if rep.get("suiteId"):
+        title += f"  suite {rep['suiteId']}@{rep.get('suiteVersion')}"
+    t = Table(title=title, title_justify="left")
+    for col, just in (
+        ("task", "left"),
+        ("baseline", "right"),
+        ("candidate", "right"),
+        ("trials (pass^k)", "right"),
+        ("fixture misses", "right"),
+        ("live tool calls", "right"),
+        ("cost USD", "right"),
+        ("latency ms", "right"),
+        ("verdict", "left"),
+    ):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for task in rep["tasks"]:
+        t.add_row(
+            task["taskId"],
+            num(task.get("baselineScore")),
+            num(task["score"]),
+            _trials(task),
+            str(task["fixtureMissCount"]),
+            "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
+            num(task.get("costUsd"), 4),
+            "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
+            task["verdict"],
+            style=STYLE.get(task["verdict"]),
+        )
+    out.print(t)
+    for task in rep["tasks"]:
+        for m in task.get("fixtureMisses") or []:
+            near = m.get("closest")
+            where = ", ".join(m.get("differingPointers") or []) or ("the tool name" if near else "-")
+            out.print(
+                f"fixture miss in {task['taskId']} (trial {m.get('trial')}): {m['tool']} "
+                f"{json.dumps(m.get('args'))}; closest recorded call "
+                f"{json.dumps(near.get('args')) if near else 'none'} differs at {where}"
+                f"{evalmarkdown.would_match_with(m)}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+    for task in rep["tasks"]:
+        if task["verdict"] in evalmarkdown.FAILING:
+            out.print(
+                f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False, soft_wrap=True
+            )
+    line = f"status {rep.get('status')}"
+    if rep.get("baselineRunId"):
+        line += f"  baseline {rep['baselineRunId']}  scoreDelta {num(rep.get('scoreDelta'), 3)}"
+        ci = rep.get("scoreDeltaInterval")
+        if ci:
+            line += f" [{round(100 * float(ci['confidence']))}% {num(ci['low'], 3)}, {num(ci['high'], 3)}]"
+        line += f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)"
+    else:
+        line += "  no baseline"
+    out.print(line, highlight=False)
+    if rep.get("flakyTasks"):
+        out.print(
+            f"flaky (baseline trials disagreed, never a regression alone): {', '.join(rep['flakyTasks'])}",
+            highlight=False,
+        )
+    out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]), highlight=False)
+
+
+def emit(
+    rep: dict[str, Any],
+    as_json: bool,
+    junit_file: Path | None,
+    markdown_file: Path | None = None,
+    viewer_url: str | None = None,
+) -> int:
+    if junit_file is not None:
+        junit(rep, junit_file)
+    evalmarkdown.write(rep, markdown_file, viewer_url)
+    if as_json:
+        sys.stdout.write(json.dumps(rep, indent=2) + "\n")
+    else:
+        table(rep, Console(width=None if sys.stdout.isatty() else 160))
+    return int(rep["exitCode"])
