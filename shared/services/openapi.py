@@ -13,7 +13,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from shared import manifest
+from shared.manifest import matching, routes
 from shared.protocol.agents import AGENT_ID_PATTERN, AgentRegistration, DeploymentTransition
 from shared.protocol.client_version import below_floor_pattern
 from shared.protocol.codes import RUN_STATUSES
@@ -1104,8 +1104,8 @@ def document() -> dict[str, Any]:
         schemas[model.__name__] = js
     _create_run_requires(schemas["CreateRunRequest"])
     paths: dict[str, Any] = {}
-    for route in manifest.ROUTES:
-        if route.path == manifest.DEFAULT_ROUTE or manifest.is_seam_path(route.path):
+    for route in routes.ROUTES:
+        if route.path == routes.DEFAULT_ROUTE or matching.is_seam_path(route.path):
             continue  # the seams profile has its own document (api/seams-v2.yaml), and is off by default
         ops = OPERATIONS[(route.method, route.path)]
         if tuple(op.path for op in ops) != route.operations:  # the manifest's 405s answer from route.operations
