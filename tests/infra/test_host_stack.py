@@ -1,4 +1,4 @@
-"""Infra tier: the synthesized HostStack matches the resource manifest (shared/manifest.py) and passes cdk-nag.
+"""Infra tier: the synthesized HostStack matches the resource manifest (shared/manifest/) and passes cdk-nag.
 
 One default synthesis per module (fixture ``synth``) that most tests read, one with the monitoring opt-ins
 (``synth_opted_in``). No Docker, no AWS calls.
