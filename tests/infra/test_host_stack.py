@@ -684,7 +684,7 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
     # Given a build of the Lambda code asset into a temporary directory
     target = build_lambda(tmp_path / "lambda")
     # Then the embedded host, tests and stale caches are left out
-    assert (target / "shared" / "manifest.py").exists()
+    assert (target / "shared" / "manifest" / "resources.py").exists()
     assert not (target / "shared" / "local").exists()
     assert not list(target.rglob("tests"))
     assert not list(target.rglob("*.pyc")) or all(p.parent.name == "__pycache__" for p in target.rglob("*.pyc"))
@@ -694,7 +694,7 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
     # (for the Lambda runtime's Python: pyenv's python3.13 on this machine kind, found by infra.packaging)
     assert lambda_interpreter() is not None
     tag = f"cpython-{LAMBDA_PYTHON[0]}{LAMBDA_PYTHON[1]}"
-    pyc = target / "shared" / "__pycache__" / f"manifest.{tag}.pyc"
+    pyc = target / "shared" / "manifest" / "__pycache__" / f"resources.{tag}.pyc"
     assert pyc.exists() and not list(target.rglob(f"*.{importlib.util.cache_from_source('x.py').split('.')[-2]}.pyc"))
     flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
     assert flags == 0b01  # hash-based, check_source off
