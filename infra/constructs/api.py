@@ -1,6 +1,6 @@
 """The HTTP API: one route per ``shared.manifest.routes.ROUTES`` entry; one Lambda proxy integration and one invoke
-permission per function, shared by its routes (a CloudFormation stack holds at most 500 resources: an integration and a permission
-per route cost two resources a route)."""
+permission per function, shared by its routes (a CloudFormation stack holds at most 500 resources: an integration and
+a permission per route cost two resources a route)."""
 
 from __future__ import annotations
 
