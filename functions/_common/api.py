@@ -19,7 +19,6 @@ from aws_lambda_powertools import Logger
 
 from functions._common.observability import count, count_by, observed
 from functions._common.resolver import APIGatewayHttpResolver, Response
-from shared import manifest
 from shared.errors import (
     ClientVersionUnsupportedError,
     IdempotencyKeyInvalidError,
@@ -37,6 +36,7 @@ from shared.errors import (
     invalid_at,
     pointer,
 )
+from shared.manifest.matching import allowed_methods, is_seam_path
 from shared.ports import Ports
 from shared.protocol import body as wire_body
 from shared.protocol import client_version
@@ -179,11 +179,11 @@ def method_answer(event: dict[str, Any]) -> dict[str, Any] | None:
     ``OPTIONS`` (a CORS preflight never gets here: API Gateway, or the local front, answers it), ``204`` with
     ``Allow``. ``None`` when the method is served there or no operation has that path (the route's own ``404``)."""
     raw_path = str(event.get("rawPath") or "")
-    allowed = manifest.allowed_methods(raw_path)
+    allowed = allowed_methods(raw_path)
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method") or "").upper()
     if allowed is None or method in allowed:
         return None
-    if manifest.is_seam_path(raw_path) and not get_ports().settings.conformance_seams:
+    if is_seam_path(raw_path) and not get_ports().settings.conformance_seams:
         return None  # the seams profile off: its paths are not served at all (404), whatever the method
     allow = {"Allow": ", ".join(allowed)}
     if method == "OPTIONS":

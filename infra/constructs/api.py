@@ -1,6 +1,6 @@
-"""The HTTP API: one route per ``manifest.ROUTES`` entry; one Lambda proxy integration and one invoke permission per
-function, shared by its routes (a CloudFormation stack holds at most 500 resources: an integration and a permission
-per route cost two resources a route)."""
+"""The HTTP API: one route per ``shared.manifest.routes.ROUTES`` entry; one Lambda proxy integration and one invoke
+permission per function, shared by its routes (a CloudFormation stack holds at most 500 resources: an integration and
+a permission per route cost two resources a route)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from constructs import Construct
 from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
 from infra.constructs.functions import HostFunctions
 from shared import manifest
+from shared.manifest.routes import DEFAULT_ROUTE, ROUTES, Route
 
 ACCESS_LOG_FORMAT = json.dumps(
     {
@@ -42,13 +43,13 @@ DEFAULT_THROTTLE_RATE = 100
 DEFAULT_THROTTLE_BURST = 200
 
 
-def route_id(route: manifest.Route) -> str:
+def route_id(route: Route) -> str:
     """``GET /runs/{runId}/events`` -> ``GetRunsRunIdEventsRoute``: stable, unique per route key."""
     words = re.findall(r"[A-Za-z0-9]+", f"{route.method.lower()} {route.path}")
     return "".join(w[:1].upper() + w[1:] for w in words) + "Route"
 
 
-def route_key(route: manifest.Route) -> str:
+def route_key(route: Route) -> str:
     return route.key
 
 
@@ -104,7 +105,7 @@ class RunsApi(Construct):
         )
         self.routes: dict[str, apigwv2.HttpRoute] = {}
         integrations: dict[str, _FunctionIntegration] = {}
-        for route in manifest.ROUTES:
+        for route in ROUTES:
             rid = route_id(route)
             integration = integrations.get(route.function)
             if integration is None:  # the live alias, never $LATEST
@@ -116,7 +117,7 @@ class RunsApi(Construct):
                 rid,
                 http_api=self.http_api,
                 route_key=apigwv2.HttpRouteKey.DEFAULT
-                if route.path == manifest.DEFAULT_ROUTE
+                if route.path == DEFAULT_ROUTE
                 else apigwv2.HttpRouteKey.with_(route.path, apigwv2.HttpMethod(route.method)),
                 integration=integration,
             )

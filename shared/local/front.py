@@ -1,6 +1,6 @@
 """The local HTTP front: API Gateway HTTP API (payload v2.0) semantics over a stdlib ``ThreadingHTTPServer``.
 
-Routes come from ``shared.manifest.ROUTES`` (the table CDK deploys), so local and deployed routing agree:
+Routes come from ``shared.manifest.routes.ROUTES`` (the table CDK deploys), so local and deployed routing agree:
 ``{x}`` matches exactly one whole, non-empty path segment, ``{x+}`` the rest of the path, literal segments beat
 variables, and the most specific route wins. Matching runs on the RAW path (``/runs/acme%2Fabc/events`` keeps
 ``acme%2Fabc`` as one segment); ``pathParameters`` are then percent-decoded as API Gateway does.
@@ -35,6 +35,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from shared import manifest
 from shared.errors import MethodNotAllowedError, PayloadTooLargeError, ProtocolError, ValidationError
 from shared.local.context import DEFAULT_ACCOUNT, context_for, load_handler
+from shared.manifest.matching import allowed_methods
+from shared.manifest.routes import DEFAULT_ROUTE, ROUTES, Route
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 
 log = logging.getLogger("shared.local.front")
@@ -70,7 +72,7 @@ def _segments(path: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _CompiledRoute:
-    route: manifest.Route
+    route: Route
     segments: tuple[str, ...]
 
     @property
@@ -102,16 +104,16 @@ class _CompiledRoute:
 class Router:
     """API Gateway HTTP API route selection over a route table."""
 
-    def __init__(self, routes: Iterable[manifest.Route]) -> None:
+    def __init__(self, routes: Iterable[Route]) -> None:
         routes = list(routes)
         self.routes = tuple(routes)
-        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes if r.path != manifest.DEFAULT_ROUTE]
-        self.default = next((r for r in routes if r.path == manifest.DEFAULT_ROUTE), None)
+        self._routes = [_CompiledRoute(r, tuple(_segments(r.path))) for r in routes if r.path != DEFAULT_ROUTE]
+        self.default = next((r for r in routes if r.path == DEFAULT_ROUTE), None)
 
-    def match(self, method: str, raw_path: str) -> tuple[manifest.Route, dict[str, str]] | None:
+    def match(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]] | None:
         """The most specific route for this method and raw (still percent-encoded) path, or None."""
         raw_segments = _segments(raw_path)
-        best: tuple[tuple[tuple[int, ...], int], manifest.Route, dict[str, str]] | None = None
+        best: tuple[tuple[tuple[int, ...], int], Route, dict[str, str]] | None = None
         for compiled in self._routes:
             route_method = compiled.route.method.upper()
             if route_method not in (method, "ANY"):
@@ -135,7 +137,7 @@ def build_event(
     raw_query: str,
     headers: Sequence[tuple[str, str]],
     body: bytes | None,
-    route: manifest.Route,
+    route: Route,
     path_parameters: dict[str, str],
     source_ip: str,
     protocol: str = "HTTP/1.1",
@@ -300,7 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _allowed_methods(self) -> list[str]:
         raw_path = urlsplit(self.path).path if self.path.startswith(("http://", "https://")) else self.path
         raw_path = raw_path.partition("?")[0]
-        found = manifest.allowed_methods(raw_path, self.front.router.routes)
+        found = allowed_methods(raw_path, self.front.router.routes)
         return (
             list(found)
             if found
@@ -454,7 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(self._call(route, event))
 
-    def _call(self, route: manifest.Route, event: dict[str, Any]) -> HttpResponse:
+    def _call(self, route: Route, event: dict[str, Any]) -> HttpResponse:
         try:
             return to_http(self.front.invoke(route.function, event))
         except Exception:
@@ -477,7 +479,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(response.body)
 
-    def _stream(self, route: manifest.Route, event: dict[str, Any]) -> None:
+    def _stream(self, route: Route, event: dict[str, Any]) -> None:
         response = self._call(route, event)
         if response.status != 200:
             self._send(response)
@@ -530,16 +532,16 @@ class _Server(ThreadingHTTPServer):
 
 
 class LocalFront:
-    """The HTTP front. ``routes`` defaults to ``manifest.ROUTES``; ``invoke`` to the in-process manifest handlers;
+    """The HTTP front. ``routes`` defaults to ``ROUTES``; ``invoke`` to the in-process manifest handlers;
     ``cors_origins`` are the origins its CORS configuration grants (``manifest.Cors``)."""
 
     def __init__(
         self,
-        routes: Iterable[manifest.Route] | None = None,
+        routes: Iterable[Route] | None = None,
         invoke: Invoker | None = None,
         cors_origins: tuple[str, ...] = (manifest.CORS_ANY_ORIGIN,),
     ) -> None:
-        self.router = Router(manifest.ROUTES if routes is None else routes)
+        self.router = Router(ROUTES if routes is None else routes)
         self.invoke: Invoker = invoke or invoke_in_process
         self.cors_origins = cors_origins  # as manifest.cors_origins reads the setting; () grants none
         self._server: ThreadingHTTPServer | None = None

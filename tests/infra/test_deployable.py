@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from shared import manifest
+from shared.manifest import routes
 
 pytestmark = pytest.mark.infra
 
@@ -104,7 +105,7 @@ def test_nothing_invokes_latest_every_caller_names_the_alias(prod) -> None:
     # reference to the alias resource would close a cycle through its rollback alarm), never a bare function (whose
     # unqualified ARN is $LATEST)
     # (one API integration per function that serves routes, shared by its routes)
-    assert len(callers) == len({r.function for r in manifest.ROUTES}) + 3 + sum(
+    assert len(callers) == len({r.function for r in routes.ROUTES}) + 3 + sum(
         len(m.invokes) for m in manifest.STATE_MACHINES
     )
     for value in callers:

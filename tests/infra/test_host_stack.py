@@ -1,4 +1,4 @@
-"""Infra tier: the synthesized HostStack matches the resource manifest (shared/manifest.py) and passes cdk-nag.
+"""Infra tier: the synthesized HostStack matches the resource manifest (shared/manifest/) and passes cdk-nag.
 
 One default synthesis per module (fixture ``synth``) that most tests read, one with the monitoring opt-ins
 (``synth_opted_in``). No Docker, no AWS calls.
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from shared import manifest
+from shared.manifest import routes
 
 if TYPE_CHECKING:
     from aws_cdk.assertions import Template
@@ -125,7 +126,7 @@ def _statements_with(statements: list[dict[str, Any]], action: str) -> list[dict
 
 def test_the_stack_keeps_clear_of_cloudformations_500_resources(synth: Synth, synth_opted_in: Synth) -> None:
     # Given the functions that serve routes
-    served = {r.function for r in manifest.ROUTES}
+    served = {r.function for r in routes.ROUTES}
     # Then each has one API integration and one invoke permission for the API, whatever number of routes it serves
     assert len(synth.of_type("AWS::ApiGatewayV2::Integration")) == len(served)
     api_permissions = [
@@ -141,7 +142,7 @@ def test_the_stack_keeps_clear_of_cloudformations_500_resources(synth: Synth, sy
 
 def test_routes_match_manifest_in_both_directions(synth: Synth) -> None:
     # Given the manifest route table
-    expected = {r.key: r.function for r in manifest.ROUTES}
+    expected = {r.key: r.function for r in routes.ROUTES}
     integrations = synth.of_type("AWS::ApiGatewayV2::Integration")
     # When every synthesized route is followed to the function its integration invokes
     actual: dict[str, str] = {}
@@ -495,7 +496,7 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
     assert manifest.function("list_runs").secrets == (manifest.CURSOR,)
     # the API-key pepper: every function behind an authenticated route, and no task, stream or public function
     readers = {f.name for f in manifest.FUNCTIONS if manifest.APIKEY_PEPPER in manifest.secrets_of(f)}
-    assert readers == {r.function for r in manifest.ROUTES if r.auth}
+    assert readers == {r.function for r in routes.ROUTES if r.auth}
     assert not readers & {"advance_run", "erase_run", "not_found", "get_capabilities", "get_openapi"}
     for spec in manifest.FUNCTIONS:
         # Given the Secrets Manager statements of one function
@@ -683,7 +684,7 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
     # Given a build of the Lambda code asset into a temporary directory
     target = build_lambda(tmp_path / "lambda")
     # Then the embedded host, the command line, tests and stale caches are left out
-    assert (target / "shared" / "manifest.py").exists()
+    assert (target / "shared" / "manifest" / "resources.py").exists()
     assert not (target / "shared" / "local").exists()
     assert not (target / "shared" / "cli").exists()  # the command line: a user's tool, never deployed
     assert not list(target.rglob("tests"))
@@ -694,7 +695,7 @@ def test_packaging_copies_deployable_sources_with_unchecked_pyc(tmp_path: Path) 
     # (for the Lambda runtime's Python: pyenv's python3.13 on this machine kind, found by infra.packaging)
     assert lambda_interpreter() is not None
     tag = f"cpython-{LAMBDA_PYTHON[0]}{LAMBDA_PYTHON[1]}"
-    pyc = target / "shared" / "__pycache__" / f"manifest.{tag}.pyc"
+    pyc = target / "shared" / "manifest" / "__pycache__" / f"resources.{tag}.pyc"
     assert pyc.exists() and not list(target.rglob(f"*.{importlib.util.cache_from_source('x.py').split('.')[-2]}.pyc"))
     flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
     assert flags == 0b01  # hash-based, check_source off

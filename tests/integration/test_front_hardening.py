@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from shared import manifest
 from shared.local.front import LocalFront
+from shared.manifest import routes
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 
-Route = manifest.Route
+Route = routes.Route
 ROUTES = (
     Route("GET", "/runs/{runId}", "echo"),
     Route("POST", "/runs/{runId}", "echo"),
-    Route("ANY", manifest.DEFAULT_ROUTE, "echo", auth=False),
+    Route("ANY", routes.DEFAULT_ROUTE, "echo", auth=False),
 )
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from openwop_client.types import CreateRunRequest
 
-from shared import manifest
 from shared.local.front import build_event
+from shared.manifest import routes
 from shared.protocol.body import MAX_JSON_DEPTH, MAX_REQUEST_BODY_BYTES
 from tests.wire import Raw, raw
 
@@ -49,7 +49,7 @@ def invoke(
     headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Call a Lambda the way API Gateway does (the front cannot send some bodies, e.g. invalid base64)."""
-    route = next(r for r in manifest.ROUTES if r.function == function)
+    route = next(r for r in routes.ROUTES if r.function == function)
     h = {"authorization": f"Bearer {host.key_a}", "content-type": "application/json", **(headers or {})}
     event = build_event(
         method=method,

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from shared import manifest
 from shared.local.front import LocalFront, Router, last_event_id
+from shared.manifest import routes
 from tests.helpers import ServeProcess, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-Route = manifest.Route
+Route = routes.Route
 
 
 # -- routing (the manifest table) -----------------------------------------------------------------------------------
@@ -30,11 +30,11 @@ Route = manifest.Route
 
 @pytest.fixture(scope="module")
 def router() -> Router:
-    return Router(manifest.ROUTES)
+    return Router(routes.ROUTES)
 
 
 def test_router_variable_is_exactly_one_whole_segment(router: Router) -> None:
-    assert router.match("GET", "/runs/r1") == (manifest.ROUTES[4], {"runId": "r1"})
+    assert router.match("GET", "/runs/r1") == (routes.ROUTES[4], {"runId": "r1"})
     assert router.match("GET", "/runs/r1:diff")[1] == {"runId": "r1:diff"}  # type: ignore[index]
     assert router.match("GET", "/runs/r1/nope") is None
     assert router.match("GET", "/runs/") is None  # an empty segment is not a value

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from shared import manifest
+from shared.manifest import matching, routes
 from tests.wire import raw
 
 METHOD_ERROR = "openwop-serverless.method_not_allowed"
@@ -176,8 +177,8 @@ def test_every_route_serves_exactly_the_operations_the_document_declares():
 
     # Given the served document and the route table
     declared = {(m.upper(), path) for path, ops in document()["paths"].items() for m in ops}
-    served = {(r.method, op) for r in manifest.ROUTES for op in r.operations}
-    seams = {(m, op) for m, op in served if manifest.is_seam_path(op)}
+    served = {(r.method, op) for r in routes.ROUTES for op in r.operations}
+    seams = {(m, op) for m, op in served if matching.is_seam_path(op)}
     # Then they name the same (method, path) pairs, so a 405's Allow is the document's own list; the conformance
     # seams and RFC 0158's durability hook alone are left out (api/seams-v2.yaml; the hook advertises nothing): a
     # certification-stage surface, off by default

@@ -8,7 +8,7 @@ import time
 from urllib.parse import quote
 
 from shared.local.commands import seed
-from shared.manifest import ROUTES, SEAMS_PATH
+from shared.manifest.routes import ROUTES, SEAMS_PATH
 from shared.services.ratelimits import WRITE_METHODS
 from tests.helpers import unique
 from tests.isolation import create, flooding, write_limits

@@ -1,0 +1,330 @@
+"""The deployed compute: Lambda functions (what each may reach), Step Functions state machines, stream consumers.
+
+Both the CDK stack (``infra/``) and the local bootstrap (``shared/local``) read them, so deployed and local functions
+and state machines cannot drift. Plain data only: no AWS calls, no imports beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from shared.manifest.resources import (
+    APIKEY_PEPPER,
+    CURSOR,
+    EVENTS,
+    FIXTURES,
+    HOST,
+    IDEMPOTENCY,
+    RUNS,
+    SIGNING,
+    TOMBSTONE,
+    TOOL_CALLS,
+    WEBHOOKS,
+    Access,
+)
+
+# The Lambda runtime of every function (infra/runtimes.py holds AWS's support dates; the layer is built for it).
+RUNTIME = "python3.13"
+
+
+@dataclass(frozen=True)
+class Function:
+    """One Lambda function. ``module`` exposes ``lambda_handler``."""
+
+    name: str
+    module: str
+    kind: Literal["api", "task", "stream", "setup", "queue"]  # setup: a CloudFormation custom resource
+    tables: tuple[tuple[str, Access], ...] = ()
+    bucket: Access | None = None
+    starts: tuple[str, ...] = ()  # state machines it may start / stop
+    secrets: tuple[str, ...] = ()  # secrets it may read
+    credentials: Access | None = None  # tenants' tool credentials (Secrets Manager, under the credentials prefix)
+    egress: bool = False  # calls tools / MCP servers outside AWS (egress settings apply)
+    resumes: tuple[str, ...] = ()  # state machines whose waiting (task token) tasks it may resume
+    models: bool = False  # calls model providers (Bedrock with its role; others through egress and credentials)
+    sends: tuple[str, ...] = ()  # queues it may send to
+    consumes: str | None = None  # the queue whose messages it is invoked with (event source mapping)
+    keys: tuple[tuple[str, Access], ...] = ()  # KMS keys it may use: read = Decrypt, write = Encrypt,
+    # write+replay = Encrypt, and Decrypt only of what was sealed for an idempotent replay (REPLAY_CONTEXT)
+    timeout_s: int = 30
+    memory_mb: int = 512
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.name.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class StateMachine:
+    """A Step Functions state machine defined by an ASL file with ``${Name}`` placeholders.
+
+    ``substitutions`` maps a placeholder to ``function:<name>`` (the function's ``live`` alias on AWS, the function
+    locally), ``table:<key>`` (the table name), ``bucket:<key>`` (the bucket name) or ``setting:<name>`` (an
+    operator setting of ``ASL_SETTINGS``: CDK context on AWS, the environment locally).
+    """
+
+    key: str
+    file: str
+    substitutions: dict[str, str] = field(default_factory=dict)
+    invokes: tuple[str, ...] = ()
+
+    @property
+    def env_var(self) -> str:
+        return f"{self.key.upper()}_STATE_MACHINE_ARN"
+
+    @property
+    def local_name(self) -> str:
+        return f"openwop-{self.key}"
+
+
+_RW_ALL: tuple[tuple[str, Access], ...] = (
+    (RUNS, "readwrite"),
+    (EVENTS, "readwrite"),
+    (TOOL_CALLS, "readwrite"),
+    (HOST, "readwrite"),
+)
+_READ: tuple[tuple[str, Access], ...] = ((RUNS, "read"), (EVENTS, "read"), (HOST, "read"))
+
+FUNCTIONS: tuple[Function, ...] = (
+    Function("get_capabilities", "functions.get_capabilities.handler", "api", ((HOST, "read"),)),
+    Function("get_openapi", "functions.get_openapi.handler", "api"),
+    Function(
+        "create_run",
+        "functions.create_run.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        bucket="readwrite",
+        starts=("run", "eval"),
+    ),
+    Function("list_runs", "functions.list_runs.handler", "api", _READ, secrets=(CURSOR,)),
+    Function("get_run", "functions.get_run.handler", "api", _READ),
+    Function(
+        "run_actions",
+        "functions.run_actions.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        bucket="readwrite",
+        starts=("fork",),
+        resumes=("run", "fork"),
+    ),
+    Function(
+        "delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite", starts=("run", "eval", "fork")
+    ),
+    Function(
+        "cancel_run",
+        "functions.cancel_run.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        starts=("run", "eval", "fork"),
+    ),
+    Function("stream_run_events", "functions.stream_run_events.handler", "api", _READ, bucket="read"),
+    Function("poll_run_events", "functions.poll_run_events.handler", "api", _READ, bucket="read"),
+    Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
+    Function(
+        "get_eval_report",
+        "functions.get_eval_report.handler",
+        "api",
+        ((RUNS, "read"), (EVENTS, "read"), (TOOL_CALLS, "read"), (HOST, "read")),
+        bucket="read",
+    ),
+    Function("get_ui", "functions.get_ui.handler", "api", memory_mb=128),
+    Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
+    Function("get_effect_seams", "functions.get_effect_seams.handler", "api", ((HOST, "read"),)),
+    # Registration checks a task's source run (its record, its log) and links the run to the version: up to 10,000
+    # sources in one request, read and checked inside API Gateway's 30 s on one full vCPU, 1,769 MB (decision 0121).
+    Function("put_eval_suite", "functions.put_eval_suite.handler", "api", _RW_ALL, bucket="read", memory_mb=1769),
+    Function(
+        "manage_eval_suites", "functions.manage_eval_suites.handler", "api", _RW_ALL, bucket="read", memory_mb=1769
+    ),
+    Function(
+        "advance_run",
+        "functions.tasks.advance_run.handler",
+        "task",
+        _RW_ALL,
+        bucket="readwrite",
+        timeout_s=300,
+        credentials="read",
+        egress=True,
+        models=True,
+    ),
+    Function(
+        "run_eval_trial",
+        "functions.tasks.run_eval_trial.handler",
+        "task",
+        _RW_ALL,
+        bucket="readwrite",
+        timeout_s=300,
+        credentials="read",
+        egress=True,
+        models=True,
+    ),
+    Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
+    Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
+    Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
+    Function(
+        "erase_run",
+        "functions.erase_run.handler",
+        "stream",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        bucket="readwrite",
+        timeout_s=300,
+        starts=("run", "eval", "fork"),
+    ),
+    Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
+    # Registering an MCP server negotiates with it: the outcome's audit run (runs, events).
+    Function(
+        "manage_tools",
+        "functions.manage_tools.handler",
+        "api",
+        ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")),
+        credentials="read",
+        egress=True,
+    ),
+    Function(
+        "manage_credentials",
+        "functions.manage_credentials.handler",
+        "api",
+        ((HOST, "readwrite"),),
+        credentials="readwrite",
+    ),
+    Function("manage_agents", "functions.manage_agents.handler", "api", ((HOST, "readwrite"),)),
+    Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
+    Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
+    Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),
+    # The conformance seams (certification stage only): seed an era-2 log (runs, events), fire an effect seam (a run).
+    # The MCP invoke seam calls the caller's MCP server (egress) and writes an audit run.
+    Function(
+        "conformance_seams",
+        "functions.conformance_seams.handler",
+        "api",
+        _RW_ALL,
+        bucket="readwrite",
+        starts=("run",),
+        egress=True,
+    ),
+    Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
+    Function(
+        "interrupts",
+        "functions.interrupts.handler",
+        "api",
+        _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
+        secrets=(CURSOR,),
+        resumes=("run", "fork"),
+    ),
+    # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server
+    # (registering it negotiates: the outcome's audit run, runs and events).
+    Function(
+        "seed_host",
+        "functions.seed_host.handler",
+        "setup",
+        ((HOST, "readwrite"), (RUNS, "readwrite"), (EVENTS, "readwrite")),
+        egress=True,
+        timeout_s=120,
+        memory_mb=256,
+    ),
+    # Signing secrets: registration encrypts them (it decrypts only an idempotent answer it sealed), delivery decrypts
+    # them (and encrypts a subscription's cleartext secret of before the signing table once, when it first delivers).
+    Function(
+        "manage_webhooks",
+        "functions.manage_webhooks.handler",
+        "api",
+        ((HOST, "readwrite"), (IDEMPOTENCY, "readwrite"), (SIGNING, "readwrite")),
+        secrets=(CURSOR,),
+        egress=True,
+        keys=((SIGNING, "write+replay"),),
+    ),
+    # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
+    Function(
+        "fanout_webhooks",
+        "functions.fanout_webhooks.handler",
+        "stream",
+        ((RUNS, "readwrite"), (EVENTS, "read"), (HOST, "readwrite"), (TOOL_CALLS, "read")),
+        bucket="read",
+        sends=(WEBHOOKS,),
+        memory_mb=256,
+        timeout_s=60,
+    ),
+    # The runs table: a delivery reads its run's item (an erased run's message is dropped), and a dead letter is
+    # linked under its run (its erasure deletes it).
+    Function(
+        "deliver_webhooks",
+        "functions.tasks.deliver_webhooks.handler",
+        "queue",
+        ((HOST, "readwrite"), (EVENTS, "read"), (SIGNING, "readwrite"), (RUNS, "readwrite")),
+        bucket="read",  # events too large to travel in the message
+        consumes=WEBHOOKS,
+        egress=True,
+        memory_mb=256,
+        timeout_s=60,
+        keys=((SIGNING, "readwrite"),),
+    ),
+)
+
+# Operator settings the ASL files read through a placeholder: name (the CDK context key) -> (the env var the local
+# stack reads, the default). ``parkedTimeout``: seconds a run may stay paused or waiting in the Park task before it
+# fails ``run_timeout`` (7 days; at most the run's retention, checked at synthesis).
+ASL_SETTINGS: dict[str, tuple[str, int]] = {"parkedTimeout": ("PARKED_TIMEOUT_SECONDS", 7 * 86_400)}
+
+STATE_MACHINES: tuple[StateMachine, ...] = (
+    StateMachine(
+        "run",
+        "statemachines/run.asl.json",
+        {
+            "AdvanceRunFunction": "function:advance_run",
+            "FailRunFunction": "function:fail_run",
+            "ParkRunFunction": "function:park_run",
+            "ParkedTimeoutSeconds": "setting:parkedTimeout",
+        },
+        invokes=("advance_run", "fail_run", "park_run"),
+    ),
+    StateMachine(
+        "eval",
+        "statemachines/eval-run.asl.json",
+        {
+            "RunEvalTrialFunction": "function:run_eval_trial",
+            "FinishEvalFunction": "function:finish_eval",
+            "FailRunFunction": "function:fail_run",
+            "FixturesBucket": f"bucket:{FIXTURES}",
+        },
+        invokes=("run_eval_trial", "finish_eval", "fail_run"),
+    ),
+    StateMachine(
+        "fork",
+        "statemachines/fork-replay.asl.json",
+        {
+            "AdvanceRunFunction": "function:advance_run",
+            "FailRunFunction": "function:fail_run",
+            "ParkRunFunction": "function:park_run",
+            "ParkedTimeoutSeconds": "setting:parkedTimeout",
+        },
+        invokes=("advance_run", "fail_run", "park_run"),
+    ),
+)
+
+# The DynamoDB stream of the runs table feeds the erasure hook (REMOVE records only); the events table's stream
+# feeds the webhook fan-out (INSERT records only: an event is fanned out once it is durably stored).
+STREAM_CONSUMERS: tuple[tuple[str, str], ...] = ((RUNS, "erase_run"), (EVENTS, "fanout_webhooks"))
+STREAM_EVENT_NAMES: dict[tuple[str, str], str] = {(RUNS, "erase_run"): "REMOVE", (EVENTS, "fanout_webhooks"): "INSERT"}
+
+
+def function(name: str) -> Function:
+    for f in FUNCTIONS:
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def secrets_of(fn: Function) -> tuple[str, ...]:
+    """The secrets ``fn`` may read: its declared ones, plus the API-key pepper when it serves an authenticated
+    route (it resolves callers) or the operator commands need it (none: the CLI runs with the operator's rights),
+    and the tombstone key when it uses the runs table."""
+    from shared.manifest.routes import ROUTES  # the route table, only where grants are computed (not in a handler)
+
+    authenticates = any(r.function == fn.name and r.auth for r in ROUTES)
+    runs = any(t == RUNS for t, _ in fn.tables)  # a function of the runs table may meet a tombstone: its key's key
+    return (
+        fn.secrets
+        + ((APIKEY_PEPPER,) if authenticates and APIKEY_PEPPER not in fn.secrets else ())
+        + ((TOMBSTONE,) if runs and TOMBSTONE not in fn.secrets else ())
+    )
