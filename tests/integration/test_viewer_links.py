@@ -8,15 +8,22 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+
 from tests.evalseed import seed_argument_change
 from tests.integration.test_viewer import ARGS, CHROMIUM, PAGE, SHOTS, _open
 
 
-def test_a_link_with_the_key_beside_the_run_opens_the_run_and_drops_the_key(host) -> None:
+@pytest.fixture(scope="module")
+def changed(host) -> dict[str, str]:
+    """Two eval runs of one suite: a base, and a candidate regressed against it."""
+    return seed_argument_change(host, host.client(host.key_a), host.key_a)
+
+
+def test_a_link_with_the_key_beside_the_run_opens_the_run_and_drops_the_key(host, changed) -> None:
     from playwright.sync_api import sync_playwright
 
     # Given an eval run (a candidate of a suite, regressed against its base)
-    changed = seed_argument_change(host, host.client(host.key_a), host.key_a)
     run = changed["candidate"]
     assert Path(CHROMIUM).exists(), "Debian chromium is missing: run `make browser` (make test does)"
     with sync_playwright() as pw:
@@ -46,11 +53,10 @@ def test_a_link_with_the_key_beside_the_run_opens_the_run_and_drops_the_key(host
             browser.close()
 
 
-def test_a_remembered_key_opens_a_run_link_in_a_new_tab(host) -> None:
+def test_a_remembered_key_opens_a_run_link_in_a_new_tab(host, changed) -> None:
     from playwright.sync_api import sync_playwright
 
     # Given a completed eval run and a viewer tab where the key was pasted with "remember in this browser"
-    changed = seed_argument_change(host, host.client(host.key_a), host.key_a)
     run = changed["base"]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
