@@ -14,6 +14,8 @@ from tests.fakes.registrations import (
     InMemoryApiKeyRepository,
     InMemoryCredentialRepository,
     InMemoryDeploymentRepository,
+    InMemoryEffectLedger,
+    InMemoryLinkedItemStore,
     InMemoryMcpServerRepository,
     InMemoryQuotaRepository,
     InMemorySamplingRuleRepository,
@@ -245,6 +247,59 @@ def test_dynamo_counters_and_ledger_read_the_host_items_the_engine_writes(local_
     # And the ledger lists the run's rows with their effect ids, and deletes them
     assert ports.ledger.list_effects(tenant, run_id) == [(f"LEDGER#{run_id}#n1#1", {"nodeId": "n1"})]
     assert ports.ledger.delete_effects(tenant, run_id) == 1 and ports.ledger.list_effects(tenant, run_id) == []
+
+
+@pytest.mark.parametrize("impl", ["dynamo", "memory"])
+def test_effect_ledger_writes_a_row_once_and_lists_it_by_its_effect_id(
+    impl: str, request: pytest.FixtureRequest
+) -> None:
+    # Given a writable run (on moto: a run item; in memory every run is writable)
+    from shared.ports import RunRecord
+
+    tenant = unique("tenant-r")
+    run_id = f"{tenant}/{unique('r')}"
+    if impl == "memory":
+        ledger: Any = InMemoryEffectLedger()
+    else:
+        request.getfixturevalue("local_aws")
+        from shared.wiring import get_ports
+
+        ports = get_ports()
+        ledger = ports.ledger
+        data = {"kind": "workflow", "owner": {"tenant": tenant}}
+        ports.runs.create_run(RunRecord(run_id, tenant, "running", -1, ports.clock.iso(), data, expires_at=2**31))
+    # When the node's first effect is written twice (a retried step)
+    assert ledger.put_effect(tenant, run_id, "n1", 1, {"nodeId": "n1"}, expires_at=2**31) is True
+    assert ledger.put_effect(tenant, run_id, "n1", 1, {"nodeId": "x"}, expires_at=2**31) is False
+    # Then one row is listed under its effect id (the ordinal zero-padded to six digits), and deleted with the run
+    assert ledger.list_effects(tenant, run_id) == [(f"LEDGER#{run_id}#n1#000001", {"nodeId": "n1"})]
+    assert ledger.delete_effects(tenant, run_id) == 1 and ledger.list_effects(tenant, run_id) == []
+
+
+@pytest.mark.parametrize("impl", ["dynamo", "memory"])
+def test_a_linked_item_is_deleted_by_the_reference_its_repository_returned(
+    impl: str, request: pytest.FixtureRequest
+) -> None:
+    # Given a suite-version reference written for a run (its repository returns the item's reference)
+    tenant = unique("tenant-r")
+    if impl == "memory":
+        suites: Any = InMemorySuiteRepository()
+        linked: Any = InMemoryLinkedItemStore()
+        linked.items.add(suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31))
+    else:
+        request.getfixturevalue("local_aws")
+        from shared.wiring import get_ports
+
+        ports = get_ports()
+        suites, linked = ports.suites, ports.linked
+        suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31)
+    ref = suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31)
+    # When it is deleted by that reference, twice
+    assert linked.delete_linked(*ref) is True
+    assert linked.delete_linked(*ref) is False
+    # Then the suite's repository no longer lists it
+    if impl == "dynamo":
+        assert suites.list_references(tenant, "s.evals.a@1.0.0") == []
 
 
 def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None:

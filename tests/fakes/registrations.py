@@ -325,6 +325,17 @@ class InMemoryEffectLedger:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, dict[str, Any]]] = {}
 
+    def put_effect(
+        self, tenant: str, run_id: str, node_id: str, ordinal: int, row: dict[str, Any], *, expires_at: int
+    ) -> bool:
+        """Once per (run, node, ordinal); no run to check here, so every run is writable."""
+        mine = self.rows.setdefault(tenant, {})
+        key = f"{run_id}#{node_id}#{ordinal:06d}"
+        if key in mine:
+            return False
+        mine[key] = copy.deepcopy(row)
+        return True
+
     def list_effects(self, tenant: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         mine = sorted((k, v) for k, v in self.rows.get(tenant, {}).items() if k.startswith(f"{run_id}#"))
         return [(f"LEDGER#{k}", copy.deepcopy(v)) for k, v in mine]
@@ -334,6 +345,18 @@ class InMemoryEffectLedger:
         for k in gone:
             del self.rows[tenant][k]
         return len(gone)
+
+
+class InMemoryLinkedItemStore:
+    """The references of items other repositories wrote (``items``: what they would have left)."""
+
+    def __init__(self) -> None:
+        self.items: set[tuple[str, str]] = set()
+
+    def delete_linked(self, pk: str, sk: str) -> bool:
+        found = (pk, sk) in self.items
+        self.items.discard((pk, sk))
+        return found
 
 
 class InMemorySamplingRuleRepository:
