@@ -4,6 +4,7 @@ table. Documents are copied in and out (as a store would), so a caller never ali
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -398,10 +399,45 @@ class InMemorySuiteDraftRepository:
 
 class InMemorySuiteRepository:
     def __init__(self) -> None:
+        self._versions = _Partitions()
         self._fixtures = _Partitions()
         self._index = _Partitions()
         self._listing = _Partitions()
         self._refs = _Partitions()
+
+    def get_version(self, owner: str, ref: str) -> dict[str, Any] | None:
+        return self._versions.get(owner, ref)
+
+    def put_version(self, owner: str, ref: str, suite: dict[str, Any]) -> bool:
+        return self._versions.put(owner, ref, suite, if_absent=True, if_equals=None)
+
+    def delete_version(self, owner: str, ref: str) -> None:
+        self._versions.delete(owner, ref)
+
+    def get_latest_version(
+        self, owners: Sequence[str], suite_id: str, choose: Callable[[Iterable[str]], str | None]
+    ) -> tuple[str, dict[str, Any]] | None:
+        found = {
+            key.partition("@")[2]: (owner, doc)
+            for owner in owners
+            for key, doc in self._versions.items(owner)
+            if key.startswith(f"{suite_id}@")
+        }
+        best = choose(list(found)) if found else None
+        return found[best] if best is not None else None
+
+    def rewrite_tasks(
+        self, owner: str, ref: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> int | None:
+        doc = self._versions.get(owner, ref)
+        if doc is None:
+            return 0
+        new = [change(t) for t in doc["tasks"]]
+        hit = sum(n is not None for n in new)
+        if hit:
+            tasks = [n if n is not None else t for t, n in zip(doc["tasks"], new, strict=True)]
+            self._versions.put(owner, ref, {**doc, "tasks": tasks}, if_absent=False, if_equals=None)
+        return hit
 
     def get_fixture(self, fixture_id: str) -> dict[str, Any] | None:
         return self._fixtures.get("*", fixture_id)
