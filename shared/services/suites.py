@@ -30,6 +30,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from shared import keys
 from shared.engine import scorers
 from shared.engine.canonical import same_json
 from shared.errors import (
@@ -50,7 +51,7 @@ VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _URL_NAME_RE = re.compile(r"^(?:.*/)?eval-suites/([^/]+)$")
 
 
-SUITE_LINK_PREFIX = "SUITELINK#"  # under a source run: a suite version one of whose tasks names it
+SUITE_LINK_PREFIX = keys.SUITE_LINK_PREFIX
 NOT_FOUND = "No such eval suite."  # one answer for unknown, foreign and malformed ids
 TOMBSTONED = "tombstoned"
 
