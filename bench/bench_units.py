@@ -101,7 +101,8 @@ def _own_items(aws: Any, run_id: str, parent: str | None = None) -> int:
     a transaction (its creation, conditioned on no tombstone), and its index entry's one necessary move (its status,
     a listed field, is terminal at the end); a fork's lineage link under its ``parent`` (how the parent's erasure
     reaches it) is one of its items."""
-    from shared.keys import CHILD_PREFIX, RUN_INDEX_SK
+    from shared.keys import CHILD_PREFIX
+    from shared.storage.schema import RUN_INDEX_SK
 
     own = _items(aws, run_id, "runs", "pk")
     if parent is not None:

@@ -262,6 +262,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.idempotency import DynamoIdempotencyStore
     from shared.storage.kms import KmsCipher
     from shared.storage.limits import DynamoQuotaRepository, DynamoScopeClaimRepository
+    from shared.storage.linked import DynamoLinkedItemStore
     from shared.storage.ratelimit import DynamoRateLimiter
     from shared.storage.registrations import DynamoCredentialRepository, DynamoMcpServerRepository, DynamoToolRepository
     from shared.storage.runs import DynamoRunStore
@@ -324,6 +325,7 @@ def build_ports(settings: Settings) -> Ports:
         scope_claims=DynamoScopeClaimRepository(host),
         counters=DynamoCounterRepository(host),
         ledger=DynamoEffectLedger(host),
+        linked=DynamoLinkedItemStore(host),
         sampling_rules=DynamoSamplingRuleRepository(host),
         suite_drafts=DynamoSuiteDraftRepository(host),
         suites=DynamoSuiteRepository(host),

@@ -34,7 +34,7 @@ from shared.engine.runcore import fail_obj
 from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import AGENT_VERSION_PREFIX, EFFECT_PREFIX
+from shared.keys import EFFECT_PREFIX
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -119,11 +119,11 @@ def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None 
     if version is not None:
         from shared.engine.registry import agent_from_version
 
-        doc = ports.host.get_item(f"{AGENT_VERSION_PREFIX}{tenant}", f"{agent_id}#{version}")
+        doc = ports.agents.get_version(tenant, agent_id, version)
         return agent_from_version(doc) if doc is not None else None
     if agent_id in AGENTS:
         return AGENTS[agent_id]
-    doc = ports.host.get_item(f"AGENT#{tenant}", agent_id)
+    doc = ports.agents.get_scripted(tenant, agent_id)
     if doc is None:
         return None
     from shared.engine.registry import agent_from_json
@@ -132,12 +132,9 @@ def resolve_agent(ports: Ports, tenant: str, agent_id: str, version: str | None 
 
 
 def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, Any] | None:
-    """The tenant's current registered definition, else the global fixture. A deleted registration leaves a
-    ``{"$deleted": ...}`` marker (no definition can carry that key: the schema is closed), read as absent."""
-    own = ports.host.get_item(f"WORKFLOW#{tenant}", workflow_id)
-    if own is not None and "$deleted" not in own:
-        return own
-    return ports.host.get_item("WORKFLOW#*", workflow_id)
+    """The tenant's current registered definition (a deleted registration has none), else the global fixture."""
+    own = ports.workflows.get_definition(tenant, workflow_id)
+    return own if own is not None else ports.workflows.get_fixture(workflow_id)
 
 
 def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:

@@ -44,11 +44,12 @@ def execute_once(
         rec = ctx.record
         effect_id = f"{rec.run_id}#{nid}#{ordinal}"
         # The effect: one ledger row, written only while the run is writable (ConflictError otherwise).
-        ctx.ports.host.put_effect(
-            f"LEDGER#{rec.tenant}",
-            f"{rec.run_id}#{nid}#{ordinal:06d}",
+        ctx.ports.ledger.put_effect(
+            rec.tenant,
+            rec.run_id,
+            nid,
+            ordinal,
             {"runId": rec.run_id, "nodeId": nid, "ordinal": ordinal, "at": ctx.ports.clock.iso()},
-            run_id=rec.run_id,
             expires_at=rec.expires_at,
         )
         return {"effectId": effect_id, "ordinal": ordinal}

@@ -74,10 +74,9 @@ def start_demo(ports: Ports, tenants: list[str], base_port: int = 0) -> Demo:
 def _forget_moved_tools(ports: Ports, tenant: str, tools_url: str) -> None:
     """The demo's HTTP tools registered by an earlier start at another URL (kept state, the server on another
     port): deleted, so seeding registers them at this URL (one version, one URL: a changed URL is a conflict)."""
-    from shared import keys
     from shared.services.demo import http_tools
 
     for doc in http_tools(tools_url):
-        current = ports.host.get_item(f"{keys.TOOL_PREFIX}{tenant}", doc["toolId"])
+        current = ports.tools.get_tool(tenant, doc["toolId"])
         if current is not None and (current.get("source") or {}).get("url") != doc["source"]["url"]:
-            ports.host.delete_item(f"{keys.TOOL_PREFIX}{tenant}", doc["toolId"])
+            ports.tools.delete_tool(tenant, doc["toolId"])

@@ -16,6 +16,7 @@ from shared.ports.clock import Clock, Draws, IdSource
 from shared.ports.counters import CounterRepository, EffectLedger
 from shared.ports.host import HostStore, IdempotencyStore
 from shared.ports.limits import QuotaRepository, ScopeClaimRepository
+from shared.ports.linked import LinkedItemStore
 from shared.ports.models import (
     ModelMessage,
     ModelProvider,
@@ -80,6 +81,7 @@ __all__ = [
     "EffectDeniedError",
     "EffectGuard",
     "EffectLedger",
+    "LinkedItemStore",
     "EgressRefusedError",
     "EventStore",
     "HostStore",
@@ -165,6 +167,7 @@ class Ports:
     scope_claims: ScopeClaimRepository
     counters: CounterRepository
     ledger: EffectLedger
+    linked: LinkedItemStore  # host items linked to a run, deleted by their stored reference
     sampling_rules: SamplingRuleRepository
     suite_drafts: SuiteDraftRepository
     suites: SuiteRepository

@@ -21,6 +21,14 @@ class CounterRepository(Protocol):
 class EffectLedger(Protocol):
     """The side-effect nodes' ledger rows of a run, by tenant."""
 
+    def put_effect(
+        self, tenant: str, run_id: str, node_id: str, ordinal: int, row: dict[str, Any], *, expires_at: int
+    ) -> bool:
+        """Write the ``ordinal``-th effect of the node once, only while the run is writable: True when written now,
+        False when it was written before (a retried step); ``ConflictError`` when the run is cancelled, finished or
+        erased (the effect is not performed). The row expires with the run (``expires_at``)."""
+        ...
+
     def list_effects(self, tenant: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         """The run's (effectId as the API shows it, ledger row)."""
         ...

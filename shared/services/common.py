@@ -69,20 +69,6 @@ def chunks(items: Sequence[_T], size: int) -> list[list[_T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def packed(items: Iterable[_T], weight: Callable[[_T], int], cap: int) -> list[list[_T]]:
-    """``items`` in order, cut into groups of at most ``cap`` weight (an item heavier than ``cap`` alone)."""
-    out: list[list[_T]] = []
-    load = cap
-    for item in items:
-        w = weight(item)
-        if load + w > cap:
-            out.append([])
-            load = 0
-        out[-1].append(item)
-        load += w
-    return out
-
-
 def link_under(ports: Ports, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
     """Write aux items (runId, sk, value, expiresAt) under many runs, ``AUX_PER_TRANSACTION`` to a transaction, in
     parallel; the runs whose tombstone refused theirs (nothing of theirs is written)."""

@@ -83,7 +83,7 @@ def link_host_item(ports: Ports, run_id: str, pk: str, sk: str, expires_at: int)
     try:
         ports.runs.put_aux(run_id, f"{keys.HOST_ITEM_PREFIX}{pk}#{sk}", {"pk": pk, "sk": sk}, expires_at)
     except RunGoneError:
-        ports.host.delete_item(pk, sk)
+        ports.linked.delete_linked(pk, sk)
 
 
 def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
@@ -109,7 +109,7 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
         ports.idempotency.delete_record(str(link["recordId"]))
         counts["idempotency"] += 1
     for _, link in ports.runs.query_aux(run_id, keys.HOST_ITEM_PREFIX):
-        counts["hostItems"] += int(ports.host.delete_item(str(link["pk"]), str(link["sk"])))
+        counts["hostItems"] += int(ports.linked.delete_linked(str(link["pk"]), str(link["sk"])))
     counts["ledger"] = ports.ledger.delete_effects(tenant_of(run_id), run_id)
     # Suite tasks that name it as their source (SUITELINK# links, written before the version): tombstoned.
     from shared.services.suites import on_source_erased

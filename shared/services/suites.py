@@ -1,11 +1,8 @@
 """Eval suites: validation (closed JSON Schema), registration per (tenant, suiteId, version), resolution of evalSuiteRef.
 
-Storage (host table):
-- conformance fixtures, seeded: ``pk SUITE#*``, ``sk <fixture-id>``;
-- user suites: ``pk SUITE#<tenant>``, ``sk <suiteId>@<version>`` (several versions of one suiteId coexist); a version
-  too large for one compressed item (a few thousand tasks) keeps its tasks in pages, ``pk SUITEPAGE#<tenant>``,
-  ``sk <suiteId>@<version>#<hash>#<n>``, its item naming them (docs/decisions/0121-from-runs-at-ten-thousand.md);
-- host-wide suites registered by an operator (CLI): ``pk SUITE#*``, ``sk <suiteId>@<version>``.
+Stored through the suite repository (``ports.suites``; its key layout is the storage's, ``shared.storage.suites``):
+the conformance fixtures (seeded); each tenant's versions, several of one suiteId coexisting, however many tasks they
+hold; host-wide versions registered by an operator (CLI), owner ``*``.
 
 ``evalSuiteRef`` forms (docs/decisions/0025-eval-suite-registration-and-refs.md):
 - a conformance fixture id (``conformance-eval-regression-base``), or
@@ -15,30 +12,28 @@ Storage (host table):
 A tenant's own suites shadow host-wide ones of the same version; no tenant reads another tenant's suites.
 
 A tenant's resource (issue 24, docs/decisions/0112-suites-from-recorded-runs.md):
-- an index row per version, ``pk SUITEIDX#<tenant>``, ``sk <suiteId>@<version>`` {suiteId, version, taskCount,
-  createdAt} (the get routes never read the documents);
-- a listing row per suite, ``pk SUITELIST#<tenant>``, ``sk <suiteId>`` {suiteId, versions, taskCount, createdAt},
-  recomputed from the index rows after each write of a version (compare-and-set), so a page of the list is one Query
-  (docs/decisions/0123-suite-list-pages.md);
-- an eval run that pinned a version: ``pk SUITEREF#<owner>``, ``sk <suiteId>@<version>#<runId>`` (what a delete checks);
+- an index row per version {suiteId, version, taskCount, createdAt} (the get routes never read the documents);
+- a listing row per suite {suiteId, versions, taskCount, createdAt}, recomputed from the index rows after each write
+  of a version (compare-and-set), so a page of the list is one Query (docs/decisions/0123-suite-list-pages.md);
+- the eval runs that pinned a version (what a delete checks);
 - a task may name its ``sourceRunId``: a link under that run (``SUITELINK#<suiteId>@<version>``) lets its erasure
   tombstone the task in every version that names it, with no scan.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from shared import keys
 from shared.engine import scorers
-from shared.engine.canonical import canonical_bytes, same_json
+from shared.engine.canonical import same_json
 from shared.errors import (
-    ItemTooLargeError,
     NotFoundError,
     VersionConflictError,
     fault,
@@ -48,7 +43,6 @@ from shared.errors import (
 )
 from shared.ports import Ports
 from shared.protocol.ids import tenant_of
-from shared.services.common import packed
 
 GLOBAL = "*"
 CONFORMANCE_ORIGIN = "conformance.openwop.dev"
@@ -57,78 +51,9 @@ VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _URL_NAME_RE = re.compile(r"^(?:.*/)?eval-suites/([^/]+)$")
 
 
-SUITE_LINK_PREFIX = "SUITELINK#"  # under a source run: a suite version one of whose tasks names it
-PAGES = "$pages"  # on a version stored in pages: {id, count, tasks}
-PAGE_RAW_BYTES = 1_000_000  # a page's tasks as JSON before compression (a page that still does not fit is halved)
+SUITE_LINK_PREFIX = keys.SUITE_LINK_PREFIX
 NOT_FOUND = "No such eval suite."  # one answer for unknown, foreign and malformed ids
 TOMBSTONED = "tombstoned"
-
-
-def suite_pk(tenant: str) -> str:
-    return f"SUITE#{tenant}"
-
-
-def page_pk(tenant: str) -> str:
-    return f"SUITEPAGE#{tenant}"
-
-
-# --------------------------------------------------------------------------- one version's stored form
-
-
-def _read(ports: Ports, owner: str, sk: str) -> dict[str, Any] | None:
-    """A version's document (its pages put together), or None."""
-    return _whole(ports, owner, sk, ports.host.get_item(suite_pk(owner), sk))
-
-
-def _pages(ports: Ports, owner: str, sk: str, head: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return ports.host.query(page_pk(owner), f"{sk}#{head[PAGES]['id']}#", consistent=True)
-
-
-def _whole(ports: Ports, owner: str, sk: str, head: dict[str, Any] | None) -> dict[str, Any] | None:
-    if head is None or PAGES not in head:
-        return head
-    tasks = [t for _, page in _pages(ports, owner, sk, head) for t in page["tasks"]]
-    if len(tasks) != head[PAGES]["tasks"]:
-        return None  # being deleted (the head goes first): gone
-    return {**{k: v for k, v in head.items() if k != PAGES}, "tasks": tasks}
-
-
-def _write(ports: Ports, owner: str, sk: str, suite: dict[str, Any]) -> bool:
-    """Store a new version (False when one is stored under that key): one compressed host item, or, when that does
-    not fit (a few thousand tasks), its tasks in page items of their own (``SUITEPAGE#<owner>``, written first, keyed
-    by the document's hash so another document's pages never overwrite them) under a head item that names them."""
-    try:
-        return ports.host.put_item(suite_pk(owner), sk, suite, if_absent=True, compress=True)
-    except ItemTooLargeError:
-        pass
-    pid = hashlib.sha256(canonical_bytes(suite)).hexdigest()[:16]
-    todo = packed(suite["tasks"], lambda t: len(json.dumps(t, separators=(",", ":"))), PAGE_RAW_BYTES)
-    count = 0
-    while todo:
-        tasks = todo.pop(0)
-        try:
-            ports.host.put_item(page_pk(owner), f"{sk}#{pid}#{count:04d}", {"tasks": tasks}, compress=True)
-        except ItemTooLargeError:
-            if len(tasks) == 1:
-                raise
-            todo[:0] = [tasks[: len(tasks) // 2], tasks[len(tasks) // 2 :]]
-            continue
-        count += 1
-    head = {
-        **{k: v for k, v in suite.items() if k != "tasks"},
-        PAGES: {"id": pid, "count": count, "tasks": len(suite["tasks"])},
-    }
-    if ports.host.put_item(suite_pk(owner), sk, head, if_absent=True, compress=True):
-        return True
-    existing = ports.host.get_item(suite_pk(owner), sk) or {}
-    if (existing.get(PAGES) or {}).get("id") != pid:  # another document holds the version: ours go
-        ports.host.delete_prefix(page_pk(owner), f"{sk}#{pid}#")
-    return False
-
-
-def _delete(ports: Ports, owner: str, sk: str) -> None:
-    ports.host.delete_item(suite_pk(owner), sk)
-    ports.host.delete_prefix(page_pk(owner), f"{sk}#")
 
 
 @lru_cache(maxsize=1)
@@ -185,11 +110,11 @@ def register(ports: Ports, tenant: str, doc: Any, *, validated: bool = False) ->
         "taskCount": len(suite["tasks"]),
         "createdAt": ports.clock.iso(),
     }
-    if _write(ports, tenant, sk, suite):
+    if ports.suites.put_version(tenant, sk, suite):
         ports.suites.put_index_row(tenant, sk, row)
         _sync_listing(ports, tenant, suite["suiteId"])
         return 201, body
-    existing = _read(ports, tenant, sk)
+    existing = ports.suites.get_version(tenant, sk)
     if existing is not None and same_json(existing, suite):
         ports.suites.put_index_row(tenant, sk, row, if_absent=True)  # a retry after a crash between the writes
         _sync_listing(ports, tenant, suite["suiteId"])
@@ -289,7 +214,7 @@ def get_version(ports: Ports, tenant: str, suite_id: str, version: str) -> dict[
     """The stored document of one version (a tombstoned task keeps only its taskId); the same 404 otherwise."""
     doc = None
     if SUITE_ID_RE.fullmatch(suite_id) and VERSION_RE.fullmatch(version) and exists(ports, tenant, suite_id, version):
-        doc = _read(ports, tenant, f"{suite_id}@{version}")
+        doc = ports.suites.get_version(tenant, f"{suite_id}@{version}")
     if doc is None:
         raise NotFoundError(NOT_FOUND)
     return doc
@@ -318,7 +243,7 @@ def delete_version(ports: Ports, tenant: str, suite_id: str, version: str) -> No
     if holding:
         raise VersionConflictError("Eval runs reference this suite version.", {"runIds": sorted(holding)})
     ports.suites.delete_index_row(tenant, ref)
-    _delete(ports, tenant, ref)
+    ports.suites.delete_version(tenant, ref)
     _sync_listing(ports, tenant, suite_id)
 
 
@@ -332,35 +257,13 @@ def tombstone(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def tombstone_in(ports: Ports, tenant: str, ref: str, run_ids: str | set[str]) -> int:
-    """Tombstone the tasks of one version (or draft) that name any of ``run_ids``: compare-and-set of the item that
-    holds them (the version's, or each of its pages that does); a concurrent rewrite retries."""
+    """Tombstone the tasks of one version (or draft) that name any of ``run_ids``: compare-and-set of the stored
+    parts that hold them; a concurrent rewrite retries."""
     gone = {run_ids} if isinstance(run_ids, str) else set(run_ids)
-    head = ports.host.get_item(suite_pk(tenant), ref)
-    if head is None:
-        return 0
-    if PAGES not in head:
-        return _tombstone_item(ports, suite_pk(tenant), ref, gone, head)
-    return sum(
-        _tombstone_item(ports, page_pk(tenant), sk, gone, page)
-        for sk, page in _pages(ports, tenant, ref, head)
-        if any(t.get("sourceRunId") in gone for t in page["tasks"])
-    )
-
-
-def _tombstone_item(ports: Ports, pk: str, sk: str, gone: set[str], read: dict[str, Any]) -> int:
-    """Compare-and-set of the item ``read`` (as just read): a rewrite meanwhile is read again and retried."""
-    doc: dict[str, Any] | None = read
-    for _ in range(_CAS_TRIES):
-        if doc is None:
-            return 0
-        hit = [i for i, t in enumerate(doc["tasks"]) if t.get("sourceRunId") in gone]
-        if not hit:
-            return 0
-        new = {**doc, "tasks": [tombstone(t) if i in hit else t for i, t in enumerate(doc["tasks"])]}
-        if ports.host.put_item(pk, sk, new, if_equals=doc, compress=True):
-            return len(hit)
-        doc = ports.host.get_item(pk, sk)
-    raise VersionConflictError("The suite version kept changing while a source run was erased.")
+    done = ports.suites.rewrite_tasks(tenant, ref, lambda t: tombstone(t) if t.get("sourceRunId") in gone else None)
+    if done is None:
+        raise VersionConflictError("The suite version kept changing while a source run was erased.")
+    return done
 
 
 def on_source_erased(ports: Ports, run_id: str) -> int:
@@ -410,19 +313,13 @@ def resolve(ports: Ports, tenant: str, ref: str) -> ResolvedSuite | None:
         if not VERSION_RE.match(version):
             return None
         for owner in (tenant, GLOBAL):
-            doc = _read(ports, owner, name)
+            doc = ports.suites.get_version(owner, name)
             if doc is not None:
                 return ResolvedSuite(doc, None, owner)
         return None
-    candidates: dict[str, tuple[dict[str, Any], str]] = {}
-    for owner in (GLOBAL, tenant):  # the tenant's own shadow host-wide ones
-        for sk, doc in ports.host.query(suite_pk(owner), f"{suite_id}@"):
-            candidates[sk.partition("@")[2]] = (doc, owner)
-    if not candidates:
-        return None
-    best = max((v for v in candidates if VERSION_RE.match(v)), key=_semver, default=None)
-    if best is None:
-        return None
-    doc, owner = candidates[best]
-    whole = _whole(ports, owner, f"{suite_id}@{best}", doc)
-    return ResolvedSuite(whole, None, owner) if whole is not None else None
+    found = ports.suites.get_latest_version((GLOBAL, tenant), suite_id, _highest)  # the tenant's own shadow
+    return ResolvedSuite(found[1], None, found[0]) if found is not None else None
+
+
+def _highest(versions: Iterable[str]) -> str | None:
+    return max((v for v in versions if VERSION_RE.match(v)), key=_semver, default=None)

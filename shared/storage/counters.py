@@ -24,6 +24,12 @@ class DynamoEffectLedger:
     def __init__(self, host: HostStore) -> None:
         self._host = host
 
+    def put_effect(
+        self, tenant: str, run_id: str, node_id: str, ordinal: int, row: dict[str, Any], *, expires_at: int
+    ) -> bool:
+        sk = f"{run_id}#{node_id}#{ordinal:06d}"
+        return self._host.put_effect(f"{LEDGER_PK_PREFIX}{tenant}", sk, row, run_id=run_id, expires_at=expires_at)
+
     def list_effects(self, tenant: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         return [
             (f"{LEDGER_PK_PREFIX}{sk}", row)

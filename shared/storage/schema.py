@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-from shared.keys import (  # noqa: F401 - re-exported: one layout for storage, services and CDK
-    AGENT_VERSION_PREFIX,
-    DEFINITION_SK,
+from shared.keys import (  # noqa: F401 - re-exported: the run's keys the engine and services also name
     EFFECT_PREFIX,
     EVAL_PLAN_SK,
     FORK_SOURCE_SK,
-    LEDGER_PK_PREFIX,
-    RUN_FACTS_SK,
-    RUN_INDEX_SK,
     RUN_SK,
-    RUN_STATE_SK,
-    TOMBSTONE_SK,
-    TOOL_PREFIX,
     TRIAL_PREFIX,
     derived_key,
     derived_prefix,
     run_prefix,
 )
 from shared.ports import EVENTS_PER_PAGE
+
+# The run's other items (one BatchGetItem reads a run: run, facts and state items by key). The run item
+# (``RUN``) holds only what changes and is small; each append rewrites it. Its creation facts (written once), its
+# folded state (written when it changes) and its tenant-index entry (written when a listed field changes: status,
+# times) are items of their own, so an append pays for none of them (issue 27; docs/decisions/0109).
+RUN_FACTS_SK = "RUN#FACTS"
+RUN_STATE_SK = "RUN#STATE"
+RUN_INDEX_SK = "RUN#INDEX"
+TOMBSTONE_SK = "TOMBSTONE"
+# A run's pinned workflow definition: written once with the run item (same transaction), never rewritten; the run
+# item itself carries only a marker, so the item each 99-event append rewrites stays small (issue 15).
+DEFINITION_SK = "DEFINITION"
 
 TENANT_INDEX = "byTenant"
 # A sparse index of the tenant's eval runs only (gsi2pk/gsi2sk are written on eval run items, with gsi1's values).
@@ -35,10 +39,13 @@ TOMBSTONE_PK_PREFIX = "ERASED#"
 APIKEY_PK = "APIKEY"
 SUITE_PK_PREFIX = "SUITE#"
 COUNTER_PK_PREFIX = "COUNTER#"
+LEDGER_PK_PREFIX = "LEDGER#"  # a side-effect node's ledger row: sk <runId>#<nodeId>#<ordinal> (storage.counters)
 
 # Host-table partitions of what a tenant registers (pk = prefix + tenant, sk = the id): ``storage.registrations``.
+TOOL_PREFIX = "TOOL#"
 MCP_SERVER_PREFIX = "MCPSERVER#"
 CREDENTIAL_PREFIX = "CRED#"
+AGENT_VERSION_PREFIX = "AGENTV#"  # sk = "<agentId>#<version>": an immutable model-backed version (storage.agents)
 AGENT_DEPLOYMENT_PREFIX = "AGENTDEP#"  # sk = "<agentId>#<version>": the version's deployment record (RFC 0082)
 AGENT_CHANNEL_PREFIX = "AGENTCHAN#"  # sk = "<agentId>#<channel>#<n:08d>": the n-th change of what a channel serves
 

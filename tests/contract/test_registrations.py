@@ -14,6 +14,8 @@ from tests.fakes.registrations import (
     InMemoryApiKeyRepository,
     InMemoryCredentialRepository,
     InMemoryDeploymentRepository,
+    InMemoryEffectLedger,
+    InMemoryLinkedItemStore,
     InMemoryMcpServerRepository,
     InMemoryQuotaRepository,
     InMemorySamplingRuleRepository,
@@ -232,6 +234,36 @@ def test_suite_repository_keeps_index_rows_listing_and_references(repos: Any) ->
     assert suites.list_references(tenant, "s.evals.a@1.0.0") == ["r2"]
 
 
+def test_suite_repository_stores_versions_once_resolves_the_latest_and_rewrites_tasks(repos: Any) -> None:
+    # Given a fresh tenant's two versions of a suite and a host-wide version of the same suite
+    suites, tenant = repos["suites"], unique("tenant-r")
+    v1 = {"suiteId": "s.evals.a", "version": "1.0.0", "tasks": [{"taskId": "t1", "sourceRunId": "r1"}]}
+    v2 = {**v1, "version": "1.2.0", "tasks": [{"taskId": "t1"}, {"taskId": "t2", "sourceRunId": "r1"}]}
+    host_wide = {**v1, "version": "1.1.0"}
+    assert suites.put_version(tenant, "s.evals.a@1.0.0", v1) is True
+    assert suites.put_version(tenant, "s.evals.a@1.2.0", v2) is True
+    assert suites.put_version(tenant, "s.evals.a@1.0.0", v2) is False
+    assert suites.put_version("*", "s.evals.a@1.1.0", host_wide) is True
+    # Then each reads back as stored; another owner sees none of the tenant's
+    assert suites.get_version(tenant, "s.evals.a@1.0.0") == v1
+    assert suites.get_version(unique("tenant-r"), "s.evals.a@1.0.0") is None
+    # And the latest is the one chosen among every owner's versions (a later owner's shadowing an earlier's)
+    assert suites.get_latest_version(("*", tenant), "s.evals.a", max) == (tenant, v2)
+    assert suites.get_latest_version(("*", tenant), "s.evals.a", min) == (tenant, v1)
+    assert suites.get_latest_version(("*",), "s.evals.a", max) == ("*", host_wide)
+    assert suites.get_latest_version(("*", tenant), "s.evals.b", max) is None
+    assert suites.get_latest_version(("*", tenant), "s.evals.a", lambda vs: None) is None
+    # When the tasks naming r1 are rewritten, then only those change, and an absent version has none
+    mark = lambda t: {"taskId": t["taskId"], "gone": True} if t.get("sourceRunId") == "r1" else None  # noqa: E731
+    assert suites.rewrite_tasks(tenant, "s.evals.a@1.2.0", mark) == 1
+    assert suites.get_version(tenant, "s.evals.a@1.2.0")["tasks"] == [{"taskId": "t1"}, {"taskId": "t2", "gone": True}]
+    assert suites.rewrite_tasks(tenant, "s.evals.a@1.2.0", mark) == 0
+    assert suites.rewrite_tasks(tenant, "s.evals.a@9.9.9", mark) == 0
+    # And a deleted version is gone
+    suites.delete_version(tenant, "s.evals.a@1.0.0")
+    assert suites.get_version(tenant, "s.evals.a@1.0.0") is None
+
+
 def test_dynamo_counters_and_ledger_read_the_host_items_the_engine_writes(local_aws: Any) -> None:
     # Given a counter incremented and a ledger row written by the host store (as the engine writes them)
     from shared.wiring import get_ports
@@ -245,6 +277,59 @@ def test_dynamo_counters_and_ledger_read_the_host_items_the_engine_writes(local_
     # And the ledger lists the run's rows with their effect ids, and deletes them
     assert ports.ledger.list_effects(tenant, run_id) == [(f"LEDGER#{run_id}#n1#1", {"nodeId": "n1"})]
     assert ports.ledger.delete_effects(tenant, run_id) == 1 and ports.ledger.list_effects(tenant, run_id) == []
+
+
+@pytest.mark.parametrize("impl", ["dynamo", "memory"])
+def test_effect_ledger_writes_a_row_once_and_lists_it_by_its_effect_id(
+    impl: str, request: pytest.FixtureRequest
+) -> None:
+    # Given a writable run (on moto: a run item; in memory every run is writable)
+    from shared.ports import RunRecord
+
+    tenant = unique("tenant-r")
+    run_id = f"{tenant}/{unique('r')}"
+    if impl == "memory":
+        ledger: Any = InMemoryEffectLedger()
+    else:
+        request.getfixturevalue("local_aws")
+        from shared.wiring import get_ports
+
+        ports = get_ports()
+        ledger = ports.ledger
+        data = {"kind": "workflow", "owner": {"tenant": tenant}}
+        ports.runs.create_run(RunRecord(run_id, tenant, "running", -1, ports.clock.iso(), data, expires_at=2**31))
+    # When the node's first effect is written twice (a retried step)
+    assert ledger.put_effect(tenant, run_id, "n1", 1, {"nodeId": "n1"}, expires_at=2**31) is True
+    assert ledger.put_effect(tenant, run_id, "n1", 1, {"nodeId": "x"}, expires_at=2**31) is False
+    # Then one row is listed under its effect id (the ordinal zero-padded to six digits), and deleted with the run
+    assert ledger.list_effects(tenant, run_id) == [(f"LEDGER#{run_id}#n1#000001", {"nodeId": "n1"})]
+    assert ledger.delete_effects(tenant, run_id) == 1 and ledger.list_effects(tenant, run_id) == []
+
+
+@pytest.mark.parametrize("impl", ["dynamo", "memory"])
+def test_a_linked_item_is_deleted_by_the_reference_its_repository_returned(
+    impl: str, request: pytest.FixtureRequest
+) -> None:
+    # Given a suite-version reference written for a run (its repository returns the item's reference)
+    tenant = unique("tenant-r")
+    if impl == "memory":
+        suites: Any = InMemorySuiteRepository()
+        linked: Any = InMemoryLinkedItemStore()
+        linked.items.add(suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31))
+    else:
+        request.getfixturevalue("local_aws")
+        from shared.wiring import get_ports
+
+        ports = get_ports()
+        suites, linked = ports.suites, ports.linked
+        suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31)
+    ref = suites.put_reference(tenant, "s.evals.a@1.0.0", "r1", expires_at=2**31)
+    # When it is deleted by that reference, twice
+    assert linked.delete_linked(*ref) is True
+    assert linked.delete_linked(*ref) is False
+    # Then the suite's repository no longer lists it
+    if impl == "dynamo":
+        assert suites.list_references(tenant, "s.evals.a@1.0.0") == []
 
 
 def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None:
@@ -296,4 +381,6 @@ def test_dynamo_registrations_keep_their_host_table_keys(local_aws: Any) -> None
     )
     ports.suites.put_index_row(tenant, "s.evals.a@1.0.0", {"version": "1.0.0"})
     assert ports.host.get_item(f"SUITEIDX#{tenant}", "s.evals.a@1.0.0") == {"version": "1.0.0"}
+    ports.suites.put_version(tenant, "s.evals.a@1.0.0", {"suiteId": "s.evals.a", "tasks": []})
+    assert ports.host.get_item(f"SUITE#{tenant}", "s.evals.a@1.0.0") == {"suiteId": "s.evals.a", "tasks": []}
     assert ports.credentials.secret_name(tenant, "c1") == f"{ports.settings.credentials_prefix}/{tenant}/c1"

@@ -4,6 +4,7 @@ table. Documents are copied in and out (as a store would), so a caller never ali
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -325,6 +326,17 @@ class InMemoryEffectLedger:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, dict[str, Any]]] = {}
 
+    def put_effect(
+        self, tenant: str, run_id: str, node_id: str, ordinal: int, row: dict[str, Any], *, expires_at: int
+    ) -> bool:
+        """Once per (run, node, ordinal); no run to check here, so every run is writable."""
+        mine = self.rows.setdefault(tenant, {})
+        key = f"{run_id}#{node_id}#{ordinal:06d}"
+        if key in mine:
+            return False
+        mine[key] = copy.deepcopy(row)
+        return True
+
     def list_effects(self, tenant: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
         mine = sorted((k, v) for k, v in self.rows.get(tenant, {}).items() if k.startswith(f"{run_id}#"))
         return [(f"LEDGER#{k}", copy.deepcopy(v)) for k, v in mine]
@@ -334,6 +346,18 @@ class InMemoryEffectLedger:
         for k in gone:
             del self.rows[tenant][k]
         return len(gone)
+
+
+class InMemoryLinkedItemStore:
+    """The references of items other repositories wrote (``items``: what they would have left)."""
+
+    def __init__(self) -> None:
+        self.items: set[tuple[str, str]] = set()
+
+    def delete_linked(self, pk: str, sk: str) -> bool:
+        found = (pk, sk) in self.items
+        self.items.discard((pk, sk))
+        return found
 
 
 class InMemorySamplingRuleRepository:
@@ -375,10 +399,45 @@ class InMemorySuiteDraftRepository:
 
 class InMemorySuiteRepository:
     def __init__(self) -> None:
+        self._versions = _Partitions()
         self._fixtures = _Partitions()
         self._index = _Partitions()
         self._listing = _Partitions()
         self._refs = _Partitions()
+
+    def get_version(self, owner: str, ref: str) -> dict[str, Any] | None:
+        return self._versions.get(owner, ref)
+
+    def put_version(self, owner: str, ref: str, suite: dict[str, Any]) -> bool:
+        return self._versions.put(owner, ref, suite, if_absent=True, if_equals=None)
+
+    def delete_version(self, owner: str, ref: str) -> None:
+        self._versions.delete(owner, ref)
+
+    def get_latest_version(
+        self, owners: Sequence[str], suite_id: str, choose: Callable[[Iterable[str]], str | None]
+    ) -> tuple[str, dict[str, Any]] | None:
+        found = {
+            key.partition("@")[2]: (owner, doc)
+            for owner in owners
+            for key, doc in self._versions.items(owner)
+            if key.startswith(f"{suite_id}@")
+        }
+        best = choose(list(found)) if found else None
+        return found[best] if best is not None else None
+
+    def rewrite_tasks(
+        self, owner: str, ref: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> int | None:
+        doc = self._versions.get(owner, ref)
+        if doc is None:
+            return 0
+        new = [change(t) for t in doc["tasks"]]
+        hit = sum(n is not None for n in new)
+        if hit:
+            tasks = [n if n is not None else t for t, n in zip(doc["tasks"], new, strict=True)]
+            self._versions.put(owner, ref, {**doc, "tasks": tasks}, if_absent=False, if_equals=None)
+        return hit
 
     def get_fixture(self, fixture_id: str) -> dict[str, Any] | None:
         return self._fixtures.get("*", fixture_id)

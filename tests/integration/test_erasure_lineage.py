@@ -185,10 +185,10 @@ def _served_suites(host: Any, marker: str) -> tuple[str, str]:
 def _scan_answers(host: Any, ids: list[str], marker: str, suites: tuple[str, str]) -> list[tuple[str, str]]:
     """``_scan`` for the ids and the echoed answer, once the two suites are dropped: their task inputs hold the
     same bytes as the echo's answer, and they are the tenant's own registrations, not derived from any run."""
-    from shared.services.suites import suite_pk
+    from shared.storage.schema import SUITE_PK_PREFIX
 
     for ref in suites:
-        assert _ports().host.delete_item(suite_pk("tenant-a"), ref)
+        assert _ports().host.delete_item(SUITE_PK_PREFIX + "tenant-a", ref)
     return _scan(host, [*ids, marker])
 
 
