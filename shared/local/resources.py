@@ -65,9 +65,12 @@ def substitute(definition: str, sm: manifest.StateMachine) -> str:
     return _PLACEHOLDER.sub(replace, definition)
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]  # the folder holding shared/ and statemachines/
+
+
 def asl_path(relative: str) -> Path:
     """Find an ASL file of the manifest: relative to the repository (checkout) first, then the working dir."""
-    for base in (Path(manifest.__file__).resolve().parents[1], Path.cwd()):
+    for base in (CHECKOUT, Path.cwd()):
         candidate = base / relative
         if candidate.is_file():
             return candidate
