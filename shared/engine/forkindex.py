@@ -33,9 +33,10 @@ from cachetools import LRUCache
 from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
 from shared.engine.kernel import halt, load_state, make_event, run_workflow, state_updates
-from shared.engine.registry import NODE_TYPES
+from shared.engine.runcore import OutcomeIndex
 from shared.engine.runcore import comparable as comparable  # what a replay reproduces: the pure core's
 from shared.engine.runcore import divergence as divergence
+from shared.engine.runcore import side_effect_nodes as side_effect_nodes_of
 from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import FORK_SOURCE_SK, run_prefix
@@ -105,9 +106,8 @@ def build(
     ``digests``: when given, each event's digest is appended to it, in sequence order.
     ``prefix_upto`` (an eval run's fork: its ``fromSeq``): also index what the copied prefix fixed, the callIds
     of the tool calls returned before it and each invocation's model calls before it (``prefix``)."""
-    outcomes: dict[str, list[dict[str, Any]]] = {}
+    recorded = OutcomeIndex(side_effect_nodes or ())
     resolutions: dict[str, list[dict[str, Any]]] = {}
-    negotiated: dict[str, list[dict[str, Any]]] = {}  # a side-effect node's negotiations since its node.started
     prefix_calls: list[str] = []
     prefix_turns: dict[str, int] = {}
     invocation: str | None = None
@@ -125,26 +125,10 @@ def build(
                     invocation = str(p.get("invocationId"))
                 elif ev["type"] == c.PROVIDER_USAGE and invocation is not None:
                     prefix_turns[invocation] = prefix_turns.get(invocation, 0) + 1
-            nid = ev.get("nodeId")
-            if not nid:
-                continue
-            if ev["type"] == c.INTERRUPT_RESOLVED:
-                resolutions.setdefault(str(nid), []).append(dict(ev.get("payload") or {}))
-            elif ev["type"] == c.NEGOTIATION_DECIDED and side_effect_nodes and nid in side_effect_nodes:
-                negotiated.setdefault(str(nid), []).append(dict(ev.get("payload") or {}))
-            elif ev["type"] == c.NODE_STARTED:
-                negotiated.pop(str(nid), None)
-            elif ev["type"] in c.NODE_TERMINAL_OUTCOMES and side_effect_nodes and nid in side_effect_nodes:
-                p = ev.get("payload") or {}
-                o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
-                if ev["type"] == c.NODE_COMPLETED:
-                    o["outputs"] = p.get("outputs", {})
-                else:
-                    o["error"] = p.get("error")
-                # The negotiations the execution made before its outcome: a replay emits them again with it.
-                if str(nid) in negotiated:
-                    o["negotiations"] = negotiated.pop(str(nid))
-                outcomes.setdefault(str(nid), []).append(o)
+            if ev["type"] == c.INTERRUPT_RESOLVED and ev.get("nodeId"):
+                resolutions.setdefault(str(ev["nodeId"]), []).append(dict(ev.get("payload") or {}))
+            else:
+                recorded.add(ev)
     calls = []
     for r in ports.tool_calls.list_calls(src.run_id):
         index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
@@ -163,7 +147,7 @@ def build(
                 **({"negotiation": r.extra["negotiation"]} if r.extra.get("negotiation") else {}),
             }
         )
-    out: dict[str, Any] = {"outcomes": outcomes, "calls": calls, "resolutions": resolutions}
+    out: dict[str, Any] = {"outcomes": recorded.outcomes, "calls": calls, "resolutions": resolutions}
     if prefix_upto is not None:
         out["prefix"] = {"calls": prefix_calls, "turns": prefix_turns}
     return out, count
@@ -207,7 +191,7 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
     digests: bytearray | None = None
     if rec.kind == "workflow":
         wf = run_workflow(ports, rec)
-        side = {n for n in wf.node_ids if NODE_TYPES[wf.nodes[n]["typeId"]].role == "side-effect"}
+        side = side_effect_nodes_of(wf)
     if fork.get("mode") == "replay":
         digests = bytearray()
     upto = int(fork["fromSeq"]) if rec.kind == "eval" else None

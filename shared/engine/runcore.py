@@ -14,7 +14,7 @@ ports (the tool-call record, the model-call log), which is where the core grows 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,20 +187,25 @@ class Replayed:
     divergences: list[dict[str, Any]]  # the ``replay.diverged`` payloads, in order (at most one: the first)
 
 
-def recorded_outcomes(wf: Workflow, events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Each side-effecting node's terminal outcomes in order, as a replay fork's index holds them
-    (``forkindex.build``), with the negotiations each execution made before its outcome."""
-    side = {nid for nid, node in wf.nodes.items() if NODE_TYPES[node["typeId"]].role == "side-effect"}
-    outcomes: dict[str, list[dict[str, Any]]] = {}
-    negotiated: dict[str, list[dict[str, Any]]] = {}
-    for ev in events:
+class OutcomeIndex:
+    """Folds a log, event by event, into each side-effecting node's terminal outcomes in order, with the
+    negotiations each execution made before its outcome (a replay emits them again with it). A replay fork's index
+    (``forkindex.build``) and ``recorded_outcomes`` both read a log through it."""
+
+    def __init__(self, side_effect_nodes: Collection[str]) -> None:
+        self.side = side_effect_nodes
+        self.outcomes: dict[str, list[dict[str, Any]]] = {}
+        self._negotiated: dict[str, list[dict[str, Any]]] = {}  # a node's negotiations since its node.started
+
+    def add(self, ev: dict[str, Any]) -> None:
         nid = ev.get("nodeId")
-        if not nid or nid not in side:
-            continue
+        if not nid or nid not in self.side:
+            return
+        nid = str(nid)
         if ev["type"] == c.NEGOTIATION_DECIDED:
-            negotiated.setdefault(nid, []).append(dict(ev.get("payload") or {}))
+            self._negotiated.setdefault(nid, []).append(dict(ev.get("payload") or {}))
         elif ev["type"] == c.NODE_STARTED:
-            negotiated.pop(nid, None)
+            self._negotiated.pop(nid, None)
         elif ev["type"] in c.NODE_TERMINAL_OUTCOMES:
             p = ev.get("payload") or {}
             o: dict[str, Any] = {"type": ev["type"], "sequence": ev["sequence"]}
@@ -208,10 +213,22 @@ def recorded_outcomes(wf: Workflow, events: list[dict[str, Any]]) -> dict[str, l
                 o["outputs"] = p.get("outputs", {})
             else:
                 o["error"] = p.get("error")
-            if nid in negotiated:
-                o["negotiations"] = negotiated.pop(nid)
-            outcomes.setdefault(nid, []).append(o)
-    return outcomes
+            if nid in self._negotiated:
+                o["negotiations"] = self._negotiated.pop(nid)
+            self.outcomes.setdefault(nid, []).append(o)
+
+
+def side_effect_nodes(wf: Workflow) -> set[str]:
+    """The nodes of ``wf`` whose outcomes a replay takes from the record."""
+    return {nid for nid, node in wf.nodes.items() if NODE_TYPES[node["typeId"]].role == "side-effect"}
+
+
+def recorded_outcomes(wf: Workflow, events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each side-effecting node's terminal outcomes in order, as a replay fork's index holds them."""
+    index = OutcomeIndex(side_effect_nodes(wf))
+    for ev in events:
+        index.add(ev)
+    return index.outcomes
 
 
 def _node_step(wf: Workflow, state: dict[str, Any], nid: str, now: int, outcomes: dict[str, Any], fresh: bool) -> Step:
