@@ -23,8 +23,8 @@ serve: $(STAMP)
 	.venv/bin/openwop-serverless serve --host 127.0.0.1 --port $${PORT:-8787}
 
 lint: $(STAMP)
-	$(PY) -m ruff check shared functions infra tests bench
-	$(PY) -m ruff format --check shared functions infra tests bench
+	$(PY) -m ruff check shared functions infra tests bench examples
+	$(PY) -m ruff format --check shared functions infra tests bench examples
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 

@@ -17,6 +17,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="eval runs on any host over HTTP: run, compare; exit codes gate CI (see `openwop-serverless eval --help`)",
         add_help=False,
     )
+    sub.add_parser(
+        "session",
+        help="one production session of an external agent, driven by its command (`openwop-serverless session --help`)",
+        add_help=False,
+    )
 
     serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
     serve.add_argument("--host", default="127.0.0.1")
