@@ -5,6 +5,7 @@ from __future__ import annotations
 
 RUN_SK = "RUN"
 TRIAL_PREFIX = "TRIAL#"
+TRIAL_WAIT_PREFIX = "TWAIT#"  # an external agent's open trial: its gateway nonce, expiry and task token
 FORK_SOURCE_SK = "FORKSOURCE"
 EVAL_PLAN_SK = "EVALPLAN"
 # Lineage links under a run: what its erasure must reach beyond its own keys.

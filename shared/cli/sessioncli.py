@@ -107,7 +107,10 @@ def main(argv: list[str]) -> int:
     from shared.cli.evalhost import wire_error
 
     app = typer.Typer(add_completion=False, rich_markup_mode=None)
-    app.command(help="One production session of an external agent, driven by its own command.\n\n" + EXIT_CODES, epilog=EXIT_CODES)(command)
+    app.command(
+        help="One production session of an external agent, driven by its own command.\n\n" + EXIT_CODES,
+        epilog=EXIT_CODES,
+    )(command)
     try:
         typer.main.get_command(app).main(args=argv, prog_name="openwop-serverless session", standalone_mode=True)
     except Exit as done:

@@ -76,7 +76,7 @@ class StepOut:
     error: dict[str, Any] | None = None
 
 
-def _completed(agent: AgentSpec, inv: str, outcome: str = "completed") -> tuple[str, dict[str, Any]]:
+def completed_event(agent: AgentSpec, inv: str, outcome: str = "completed") -> tuple[str, dict[str, Any]]:
     return c.AGENT_INVOCATION_COMPLETED, {"invocationId": inv, "agentId": agent.agent_id, "outcome": outcome}
 
 
@@ -111,7 +111,7 @@ def invocation_step(
     """
     inv = str(progress["invocationId"])
     if progress.get("decided"):
-        return StepOut([_completed(agent, inv)], finished=True)
+        return StepOut([completed_event(agent, inv)], finished=True)
     if agent.kind == "model":
         if models is None:
             raise ValueError("a model-backed agent needs a model session")
@@ -123,7 +123,7 @@ def invocation_step(
 
 
 def _failed(agent: AgentSpec, inv: str, code: str, message: str, outcome: str = "failed") -> StepOut:
-    return StepOut([_completed(agent, inv, outcome)], finished=True, error={"code": code, "message": message})
+    return StepOut([completed_event(agent, inv, outcome)], finished=True, error={"code": code, "message": message})
 
 
 def _model_step(

@@ -28,7 +28,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from shared import keys
-from shared.engine import grading, spans
+from shared.engine import externaltrial, grading, spans
 from shared.engine.evalpages import (
     append_chunked,
     closing_drafts,
@@ -50,7 +50,7 @@ from shared.engine.evaltrial import call_keys_between as call_keys_between
 from shared.engine.evaltrial import invocation_id as invocation_id
 from shared.engine.evaltrial import load_trials as load_trials
 from shared.engine.evaltrial import run_trial, store_trial
-from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event
+from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
 from shared.ports import WRITABLE, Ports, RunRecord
@@ -102,9 +102,11 @@ def items_key(run_id: str) -> str:
     return f"{keys.run_prefix(run_id)}eval-items.json"
 
 
-def _listed(ports: Ports, plan: dict[str, Any], run_id: str) -> dict[str, Any]:
+def _listed(ports: Ports, plan: dict[str, Any], rec: RunRecord) -> dict[str, Any]:
     """Write the trial items for the Distributed Map's ItemReader (no 256 KB state payload limit)."""
-    listed = items(plan, run_id)
+    run_id = rec.run_id
+    agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
+    listed = externaltrial.harness_items(ports, agent, items(plan, run_id))
     ports.blobs.put_json(items_key(run_id), listed)
     return {"runId": run_id, "count": len(listed), "itemsKey": items_key(run_id)}
 
@@ -118,7 +120,7 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
             return none
         plan = load_plan(ports, run_id)
         if rec.last_seq + 1 >= PREPARED_EVENTS:
-            return _listed(ports, plan, run_id)
+            return _listed(ports, plan, rec)
         started, ev_started = head_payloads(rec, plan)
         evs = [
             make_event(ports, run_id, 0, c.RUN_STARTED, started, None),
@@ -137,7 +139,7 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
             return none
         except ConflictError:
             continue
-        return _listed(ports, plan, run_id)  # appended: the run is started (no second read)
+        return _listed(ports, plan, rec)  # appended: the run is started (no second read)
     raise EngineError("could not start the eval run")
 
 
@@ -160,7 +162,9 @@ def _eval_record(ports: Ports, run_id: str) -> RunRecord | None:
     return rec
 
 
-def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = None) -> dict[str, Any]:
+def trial_task(
+    ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = None, issue: externaltrial.Issue | None = None
+) -> dict[str, Any]:
     """One Map iteration. Idempotent without a read of its own: a retried trial re-runs, every call that claimed an
     effect returns its recorded outcome (write-once by call key), the others are decided again equal, and the
     TRIAL# item is rewritten with them. A warm container reads the run once for all its trials."""
@@ -183,7 +187,13 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
                 tally=tally,
                 deferred=[],
             )
-            result = run_trial(ports, rec, task_index, trial, tools, plan=plan)
+            agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
+            if agent is not None and agent.external:
+                if issue is None:
+                    raise EngineError("an external agent's trial needs the gateway's tokens")
+                result = externaltrial.endpoint_trial(ports, rec, plan, task_index, trial, agent, issue)
+            else:
+                result = run_trial(ports, rec, task_index, trial, tools, plan=plan, agent=agent)
             store_trial(ports, rec, result, tools.deferred)
     except (RunGoneError, ConflictError):  # cancelled, finished or erased meanwhile: the trial writes nothing
         _runs.pop(run_id, None)
@@ -193,6 +203,27 @@ def trial_task(ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = 
         # exceeded, so the trial fails the run with the RFC 0252 code itself, then fails as before.
         fail_run(ports, run_id, {"Error": "EvalRecordedFixturesGoneError"})
         raise
+    return {"ok": True}
+
+
+def agent_task(ports: Ports, item: dict[str, Any], phase: str, task_token: str = "") -> dict[str, Any]:
+    """The states of a trial an external agent's driver runs (decision 0143): ``wait`` opens it for the driver
+    (the Map item waits on ``task_token``), ``score`` grades what the gateway recorded and stores the trial."""
+    run_id, task_index, trial = str(item["r"]), int(item["t"]), int(item["k"])
+    rec = _eval_record(ports, run_id)
+    if rec is None:
+        return {"ok": True}
+    try:
+        plan = load_plan(ports, run_id)
+        agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
+        if agent is None:
+            raise EngineError("the eval's agent is gone")
+        if phase == "wait":
+            externaltrial.wait_task(ports, rec, plan, task_index, trial, task_token)
+        else:
+            store_trial(ports, rec, externaltrial.close_trial(ports, rec, plan, task_index, trial, agent))
+    except (RunGoneError, ConflictError):
+        _runs.pop(run_id, None)
     return {"ok": True}
 
 

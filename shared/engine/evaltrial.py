@@ -16,6 +16,7 @@ from shared.engine.evalplan import INLINE_LIMIT, load_plan
 from shared.engine.evalsources import fixture_plan
 from shared.engine.kernel import EngineError, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
+from shared.engine.registry import AgentSpec
 from shared.engine.tools import ToolRuntime
 from shared.errors import RunGoneError
 from shared.ports import Ports, RunRecord, ToolCallRecord
@@ -94,6 +95,7 @@ def run_trial(
     *,
     plan: dict[str, Any] | None = None,
     models: ModelSession | None = None,
+    agent: AgentSpec | None = None,
 ) -> TrialResult:
     """Run one invocation of the eval's agent on one task (trial ``trial``, 1-based) to completion and grade it.
 
@@ -114,7 +116,7 @@ def run_trial(
             fixture_miss_count=1,
             error={"code": c.EVAL_RECORDED_FIXTURES_GONE, "message": "the task's source run is gone"},
         )
-    agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
+    agent = agent or resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
     if agent is None:
         raise EngineError("the eval's agent is gone")
     fp = fixture_plan(ports, plan, task, rec.tenant, served=rec)
@@ -173,6 +175,29 @@ def run_trial(
         result.latency_ms += sum(int(e.get("durationMs") or 0) for e in models.log(inv).values())
     result.decided = bool(progress["decided"]) and result.error is None
     result.decision = progress["decision"]
+    grade(ports, rec, plan, task_index, trial, result, agent, tools, models)
+    return result
+
+
+def grade(
+    ports: Ports,
+    rec: RunRecord,
+    plan: dict[str, Any],
+    task_index: int,
+    trial: int,
+    result: TrialResult,
+    agent: AgentSpec,
+    tools: ToolRuntime,
+    models: ModelSession | None,
+) -> None:
+    """Grade a finished invocation (``result.decided``/``decision``/``calls``/``fixture_miss_count`` set): the
+    judge and the tool-answer scorer where the task asks for them, then the task's scorer; sets ``result``'s
+    score, pass and scorer (and appends the judge's and the scorer's events)."""
+    task = plan["suite"]["tasks"][task_index]
+    inv = invocation_id(result.task_id, trial)
+    agent_input = task.get("input")
+    overrides = (rec.data.get("configurable") or {}).get("ai")
+    suite = plan["suite"]
     met = None
     expected = task.get("expected") or {}
     rubric = judge.criteria(expected)  # a rubric task's criteria, or a golden task's judge matches
@@ -226,7 +251,6 @@ def run_trial(
         facts=scorers.Facts(result.cost_usd, result.latency_ms, answers),
     )
     result.score, result.passed, result.scorer = g.score, g.passed, g.scorer
-    return result
 
 
 # --------------------------------------------------------------------------- its stored item

@@ -193,6 +193,12 @@ class AgentSpec:
     model: dict[str, Any] | None = None  # {provider, model, temperature?, maxTokens?, credentialRef?, baseUrl?, ...}
     max_turns: int = 8
     model_class: str | None = None
+    # {"kind": "host" | "external", "endpoint"?: {...}}: an external agent runs elsewhere, through the gateway
+    runtime: dict[str, Any] | None = None
+
+    @property
+    def external(self) -> bool:
+        return (self.runtime or {}).get("kind") == "external"
 
 
 CONFORMANCE_AGENT = "conformance-eval-agent"
@@ -248,6 +254,7 @@ def agent_from_version(doc: dict[str, Any]) -> AgentSpec:
         model=dict(doc["model"]),
         max_turns=int(doc.get("maxTurns", 8)),
         model_class=manifest.get("modelClass"),
+        runtime=dict(doc["runtime"]) if isinstance(doc.get("runtime"), dict) else None,
     )
 
 

@@ -1,5 +1,6 @@
-"""Step Functions task of the eval state machine: ``prepare`` (run.started, eval.started, the trial items) or
-one ``trial`` (one agent invocation of a task under its fixture plan); see shared.engine.evalrun."""
+"""Step Functions task of the eval state machine: ``prepare`` (run.started, eval.started, the trial items), one
+``trial`` (one agent invocation of a task under its fixture plan), or an external agent's driven trial: ``wait``
+(open it for the driver, the Map item waiting on the task token) and ``score``; see shared.engine.evalrun."""
 
 from __future__ import annotations
 
@@ -22,9 +23,13 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             **evalrun.prepare(ports, ti.text(event, "runId")),
             "maxConcurrency": ports.settings.eval_max_concurrency,
         }
-    if phase != "trial":
-        raise ti.TaskInputError("phase is prepare or trial")
+    if phase not in ("trial", "wait", "score"):
+        raise ti.TaskInputError("phase is prepare, trial, wait or score")
     item = ti.mapping(event, "item")  # {r: runId, t: task index in suite order, k: trial number, 1-based}
+    if phase != "trial":  # an external agent's trial, driven from outside (decision 0143)
+        keyed = {"r": ti.text(item, "r"), "t": ti.integer(item, "t"), "k": ti.integer(item, "k")}
+        token = ti.text(event, "taskToken") if phase == "wait" else ""
+        return evalrun.agent_task(get_ports(), keyed, phase, token)
     tally = ToolTally()
     out = evalrun.trial_task(
         get_ports(), {"r": ti.text(item, "r"), "t": ti.integer(item, "t"), "k": ti.integer(item, "k")}, tally=tally

@@ -39,6 +39,8 @@ class GatewaySession:
     order_key: str  # the sequence of the invocation's ``agent.invocation-started`` (as ``key_of_call`` wants it)
     expires_at_ms: int
     source_run_id: str | None = None  # REPLAY: the session run the fork replays
+    task_index: int | None = None  # EVAL: the trial's task (its index in the suite) and trial number
+    trial: int | None = None
 
 
 @dataclass(frozen=True)
