@@ -113,3 +113,34 @@ def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -
     finally:
         if bar is not None:
             bar.stop()
+
+
+def waiting_trials(host: Host, run_id: str) -> list[dict[str, Any]]:
+    """The eval run's trials waiting for their driver (an external agent's, decision 0143), every page."""
+    path = f"/host/{EXTENSION}/runs/{project_id(run_id)}/trials?status=waiting"
+    out: list[dict[str, Any]] = []
+    page = host.raw(path)
+    for _ in range(10_000):
+        out += list(page.get("trials") or [])
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+        page = host.raw(f"{path}&cursor={quote(str(cursor), safe='')}")
+    return out
+
+
+def drive(host: Host, run_id: str, cmd: str, concurrency: int, timeout: float, err: Console) -> int:
+    """``eval run --exec CMD``: run CMD once per waiting trial until the eval run ends; the trials run."""
+    from shared.cli.gatewayexec import drive_trials
+
+    def done() -> bool:
+        return host.client.runs_get(run_id).status in TERMINAL
+
+    return drive_trials(
+        lambda: waiting_trials(host, run_id),
+        done,
+        cmd,
+        concurrency=concurrency,
+        timeout_s=timeout,
+        progress=lambda line: err.print(f"{run_id}: {line}", highlight=False),
+    )

@@ -10,6 +10,7 @@
     openwop-serverless seed conformance[,demo] [--tenants T,U --demo-tools-url U --demo-mcp-url U] [TARGET]
     openwop-serverless eval run|compare ...               (HTTP to any host; ``eval --help``)
     openwop-serverless session AGENT --input J --exec CMD (HTTP: one session of an external agent)
+    openwop-serverless replay RUN --exec CMD              (HTTP: a session's replay fork, driven by CMD)
     openwop-serverless webhooks listen [--host 127.0.0.1] [--port 8790] [--secret S]...
 
     TENANT: --base-url URL --api-key KEY     (or OPENWOP_BASE_URL/OPENWOP_API_KEY: over HTTP, as that key's tenant;
@@ -60,10 +61,10 @@ def main(argv: Sequence[str] | None, operator: Operator) -> int:
         from shared.cli import evalcli
 
         return evalcli.main(argv[1:])
-    if argv[:1] == ["session"]:
+    if argv[:1] in (["session"], ["replay"]):
         from shared.cli import sessioncli
 
-        return sessioncli.main(argv[1:])
+        return sessioncli.main(argv[1:], argv[0])
     args = build_parser().parse_args(argv)
     if args.command == "webhooks":
         from shared.cli.webhooks import listen

@@ -22,6 +22,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="one production session of an external agent, driven by its command (`openwop-serverless session --help`)",
         add_help=False,
     )
+    sub.add_parser(
+        "replay",
+        help="replay a session run with zero tool and model calls, driving the fork with the agent's command",
+        add_help=False,
+    )
 
     serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
     serve.add_argument("--host", default="127.0.0.1")

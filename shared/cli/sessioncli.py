@@ -100,19 +100,63 @@ def command(
     raise Exit(OK if status == "completed" else FAILED)
 
 
-def main(argv: list[str]) -> int:
-    """Run ``session``; a usage or connection problem is one ``error:`` line and exit 3."""
+def replay_command(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="the session run to replay")],
+    exec_: Annotated[str, typer.Option("--exec", metavar="CMD", help="the agent's command line, run once")],
+    mode: Annotated[str, typer.Option("--mode", help="replay (recorded answers only) or branch (live again)")] = (
+        "replay"
+    ),
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds CMD may run")] = 600.0,
+    endpoint: Endpoint = None,
+    api_key: ApiKey = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Fork a session run and drive the fork with CMD: in replay every tool and model call is served from the
+    source's record (none reaches a tool or a model); a call the source never made fails closed."""
+    if mode not in ("replay", "branch"):
+        raise CliError("--mode is replay or branch")
+    host = Host(endpoint, api_key)
+    fork = host.client._request_json("POST", f"/runs/{quote(run, safe='')}:fork", body={"mode": mode})
+    fork_id = str(fork["runId"])
+    fields = host.client._request_json("POST", f"/host/{EXTENSION}/runs/{quote(fork_id, safe='')}/session")
+    gateway = Gateway.of(fields)
+    body = run_agent(exec_, gateway, fields.get("input"), timeout)
+    try:
+        ended = complete(gateway, body)
+    except GatewayError as exc:
+        raise CliError(str(exc)) from None
+    status = str(ended.get("status"))
+    events = host.client._request_json("GET", f"/runs/{quote(fork_id, safe='')}/events/poll?afterSequence=-1")
+    diverged = [e for e in events.get("events", []) if e.get("type") == "replay.diverged"]
+    out = {"runId": fork_id, "sourceRunId": run, "mode": mode, "status": status, "diverged": len(diverged), **body}
+    if as_json:
+        sys.stdout.write(json.dumps(out) + "\n")
+    else:
+        line = f"{fork_id} {status} ({mode} of {run})"
+        if diverged:
+            line += f", diverged {len(diverged)} time(s)"
+        if "error" in body:
+            line += f": {body['error']['message']}"
+        sys.stdout.write(line + "\n")
+    raise Exit(OK if status == "completed" else FAILED)
+
+
+def main(argv: list[str], which: str = "session") -> int:
+    """Run ``session`` (or ``replay``); a usage or connection problem is one ``error:`` line and exit 3."""
     from openwop_client import WopError
 
     from shared.cli.evalhost import wire_error
 
     app = typer.Typer(add_completion=False, rich_markup_mode=None)
-    app.command(
-        help="One production session of an external agent, driven by its own command.\n\n" + EXIT_CODES,
-        epilog=EXIT_CODES,
-    )(command)
+    if which == "replay":
+        app.command(help=replay_command.__doc__, epilog=EXIT_CODES)(replay_command)
+    else:
+        app.command(
+            help="One production session of an external agent, driven by its own command.\n\n" + EXIT_CODES,
+            epilog=EXIT_CODES,
+        )(command)
     try:
-        typer.main.get_command(app).main(args=argv, prog_name="openwop-serverless session", standalone_mode=True)
+        typer.main.get_command(app).main(args=argv, prog_name=f"openwop-serverless {which}", standalone_mode=True)
     except Exit as done:
         return done.code
     except SystemExit as exc:
