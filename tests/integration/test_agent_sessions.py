@@ -432,3 +432,32 @@ def test_claims_and_appends_land_on_the_running_session_only(host):
     with pytest.raises(RunTerminalError):
         record_events(ports, session, [("provider.usage", usage)])
     assert _events(host, s["runId"])[-1]["type"] == "run.completed"
+
+
+def test_completed_sessions_build_a_suite_with_from_runs(host):
+    # Given two completed sessions of an external agent, each with its input and output
+    agent_id = _register(host, _agent())
+    runs = []
+    for i in range(2):
+        s = _session(host, agent_id, {"input": {"ticket": f"c-{i}"}})
+        assert _call(host, s["completeUrl"], {"output": f"answer-{i}"}, token=s["token"]).status == 200
+        runs.append(s["runId"])
+    # When a suite is built from them
+    suite_id = f"tests.local.evals.s{uuid.uuid4().hex[:10]}"
+    body = {"agentId": agent_id, "workflowId": "openwop-serverless.agent-session", "limit": 10}
+    got = raw(host.base_url, "POST", f"{BASE}/eval-suites/{suite_id}:from-runs", body, key=host.key_a)
+    assert got.status == 201, got.text
+    # Then each task is a session's input and its output, named by its source run
+    doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.0.0", key=host.key_a).json
+    by_source = {t["sourceRunId"]: t for t in doc["tasks"]}
+    assert set(by_source) == set(runs)
+    assert by_source[runs[1]]["input"] == {"ticket": "c-1"}
+    assert by_source[runs[1]]["expected"]["match"]["value"] == "answer-1"
+
+
+def test_an_erased_session_is_gone_for_its_token_too(host):
+    s = _session(host, _register(host, _agent()))
+    gone = raw(host.base_url, "DELETE", f"/runs/{project_id(s['runId'])}", key=host.key_a)
+    assert gone.status == 204, gone.text
+    got = _call(host, s["completeUrl"], {"output": 1}, token=s["token"])
+    assert got.status == 401 and got.json["error"] == "unauthenticated", got.text
