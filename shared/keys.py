@@ -5,6 +5,7 @@ from __future__ import annotations
 
 RUN_SK = "RUN"
 TRIAL_PREFIX = "TRIAL#"
+TRIAL_COUNT_PREFIX = "TCOUNT#"  # the ordinals of an external agent's trial's gateway calls
 TRIAL_WAIT_PREFIX = "TWAIT#"  # an external agent's open trial: its gateway nonce, expiry and task token
 FORK_SOURCE_SK = "FORKSOURCE"
 EVAL_PLAN_SK = "EVALPLAN"

@@ -48,7 +48,6 @@ class Settings:
     # Task-trials one Finish invocation of an eval appends (whole tasks, ~15,000 events at 2,000): a larger suite
     # is finished in pages, a Step Functions loop.
     eval_finish_page_trials: int = 2000
-    session_ttl_s: int = 900  # an external agent's session (or eval trial) fails unless completed within this
     # Advance tasks one run/fork execution makes before it continues in a new execution (continue-as-new): each
     # task is ~10 history events, so 1,000 keeps an execution under ~10,000 of Step Functions' 25,000.
     execution_max_tasks: int = 1000
@@ -153,7 +152,6 @@ def get_settings() -> Settings:
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
         eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
         eval_finish_page_trials=max(1, int(_env("EVAL_FINISH_PAGE_TRIALS", "2000"))),
-        session_ttl_s=max(1, int(_env("SESSION_TTL_S", "900"))),
         execution_max_tasks=max(2, int(_env("EXECUTION_MAX_TASKS", "1000"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
         tenant_write_rate=max(0.0, float(_env("TENANT_WRITE_RATE", "20"))),

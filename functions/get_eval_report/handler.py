@@ -1,4 +1,5 @@
 """GET /host/openwop-serverless/runs/{runId}/eval-report: per-task diagnostics of a terminal eval run.
+GET /host/openwop-serverless/runs/{runId}/trials?status=waiting: an eval run's trials waiting for their driver.
 GET /host/openwop-serverless/eval-runs: the tenant's eval runs, newest first (suite, agent, name, status filters).
 
 Query: limit (tasks per page, 1..1000, default 200), cursor (the nextCursor of the previous page)."""
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from functions._common import api
 from functions._common.resolver import Response
-from shared.services import eval_report, eval_runs
+from shared.services import eval_report, eval_runs, eval_trials
 
 app = api.build_resolver()
 
@@ -16,6 +17,13 @@ app = api.build_resolver()
 def get_eval_report(run_id: str) -> Response[str]:
     caller = api.caller(app)
     return api.reply(200, eval_report.eval_report(api.ports(), caller, run_id, api.query(app)))
+
+
+@app.get("/host/openwop-serverless/runs/<run_id>/trials")
+def list_waiting_trials(run_id: str) -> Response[str]:
+    caller = api.caller(app)
+    params = api.query(app)
+    return api.reply(200, eval_trials.waiting_trials(api.ports(), caller, run_id, params, api.origin(app)))
 
 
 @app.get("/host/openwop-serverless/eval-runs")

@@ -34,6 +34,11 @@ def wait_sk(task_index: int, trial: int) -> str:
     return f"{keys.TRIAL_WAIT_PREFIX}{task_index:05d}#{trial:03d}"
 
 
+def counter_sk(task_index: int, trial: int) -> str:
+    """The item whose counters order the trial's gateway calls (apart from ``TWAIT#``, which a retry rewrites)."""
+    return f"{keys.TRIAL_COUNT_PREFIX}{task_index:05d}#{trial:03d}"
+
+
 def gateway_id(run_id: str, task_index: int, trial: int) -> str:
     """The gateway id of one trial: ``<evalRunId>.t<taskIndex>.<trial>``."""
     return f"{run_id}.t{task_index}.{trial}"
@@ -180,7 +185,12 @@ def endpoint_trial(
     timeout_ms = int(endpoint.get("timeoutMs") or 60_000)
     doc = open_trial(ports, rec, plan, task_index, trial, timeout_ms // 1000 + 60)
     task = plan["suite"]["tasks"][task_index]
-    fields = issue(gateway_id(rec.run_id, task_index, trial), str(doc["nonce"]), int(doc["expiresAtMs"]))
+    try:
+        fields = issue(gateway_id(rec.run_id, task_index, trial), str(doc["nonce"]), int(doc["expiresAtMs"]))
+    except LookupError as exc:
+        outcome: dict[str, Any] = {"error": {"message": f"the trial's gateway cannot be reached: {exc}"}}
+        end_trial(ports, rec, doc, outcome)
+        return score_trial(ports, rec, plan, task_index, trial, agent, outcome)
     body = {
         "input": task.get("input"),
         "taskId": str(task["taskId"]),

@@ -8,6 +8,7 @@ they build AWS clients (``shared.wiring``) or start moto.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import signal
@@ -128,6 +129,8 @@ def _serve(
                 f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another --port", file=sys.stderr
             )
             return 2
+        ports = get_ports()  # an eval trial's endpoint is handed gateway URLs under the host's own base URL
+        ports.settings = dataclasses.replace(ports.settings, gateway_url=ports.settings.gateway_url or base_url)
         print(f"openwop-serverless local host: {base_url}")
         print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
         print(_state_line(aws, resumed))

@@ -84,6 +84,11 @@ class RunStore(Protocol):
         of ``require_status`` (``ConflictError`` otherwise)."""
         ...
 
+    def claim_aux_counter(self, run_id: str, sk: str, counter: str) -> int:
+        """``ADD`` 1 to ``counter`` on the run's aux item ``sk`` (made by the first claim): the claimed 0-based
+        ordinal. For ordinals of a part of a run (an eval trial's calls) that the run item should not carry."""
+        ...
+
     def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None: ...
     def put_aux_many(self, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
         """``put_aux`` for many (runId, sk, value, expiresAt), batched; returns the runs whose tombstone refused

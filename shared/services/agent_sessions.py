@@ -15,7 +15,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shared.engine.recorded import SESSION_WORKFLOW  # the run.started workflowId of a session (never registered)
-from shared.errors import NotFoundError, ProtocolError, RunTerminalError, ServiceUnavailableError, fault, invalid
+from shared.errors import (
+    NotFoundError,
+    ProtocolError,
+    RunGoneError,
+    RunTerminalError,
+    ServiceUnavailableError,
+    fault,
+    invalid,
+)
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.protocol.ids import project_id
@@ -121,8 +129,44 @@ def create_session(
     return 201, fields(ports, rec, origin)
 
 
+def fork_session(ports: Ports, caller: Caller, src: RunRecord, mode: str, from_seq: int) -> dict[str, Any]:
+    """``POST /runs/{runId}:fork`` of a session: a new session of the same agent version and input, awaiting its
+    driver (``POST /runs/{forkId}/session``). The agent runs again from its start, so a session forks at 0 only.
+    In ``replay`` every tool and model call is served from the source's record; a ``branch`` goes live again."""
+    from shared.engine.registry import agent_from_version
+
+    if from_seq != 0:
+        raise invalid("A session forks from its start: fromSeq is 0.", [fault("/fromSeq", "const")])
+    facts = gw.session_facts(src)
+    if facts is None:
+        raise AgentRuntimeMismatchError("This run is not a session of an external agent.")
+    doc = ports.agents.get_version(src.tenant, str(facts["agentId"]), str(facts["agentVersion"]))
+    if doc is None:
+        raise NotFoundError("No such run.")
+    run_id = new_run_id(ports, caller.tenant)
+    expires_ms = ports.clock.now_ms() + int(ports.settings.session_ttl_s) * 1000
+    data: dict[str, Any] = {
+        k: v for k, v in src.data.items() if k in ("kind", "workflowId", "inputs", "agentId", "agentVersion")
+    }
+    data["owner"] = caller.owner
+    data["session"] = {**facts, "nonce": ports.ids.token(24), "expiresAtMs": expires_ms}
+    data["parentRunId"] = src.run_id
+    data["originRunId"] = src.data.get("originRunId") or src.run_id
+    data["fork"] = {"mode": mode, "sourceRunId": src.run_id, "fromSeq": 0, "startedAtMs": ports.clock.now_ms()}
+    with run_span(ports, run_id, caller.tenant, data):
+        _start(ports, caller, run_id, data, agent_from_version(doc), None, parent=src.run_id)
+    return {"runId": run_id, "sourceRunId": src.run_id, "fromSeq": 0, "mode": mode, "status": "running"}
+
+
 def _start(
-    ports: Ports, caller: Caller, run_id: str, data: dict[str, Any], agent: Any, channel: str | None
+    ports: Ports,
+    caller: Caller,
+    run_id: str,
+    data: dict[str, Any],
+    agent: Any,
+    channel: str | None,
+    *,
+    parent: str | None = None,
 ) -> RunRecord:
     from shared.engine import kernel
     from shared.engine import state as st
@@ -139,7 +183,10 @@ def _start(
         state=st.new_state(),
         expires_at=expires_at(ports),
     )
-    ports.runs.create_run(rec)
+    try:  # a fork with its lineage link, in one transaction: the source's erasure reaches it
+        ports.runs.create_run(rec, parent=parent)
+    except RunGoneError as exc:
+        raise NotFoundError("No such run.") from exc  # the source is being erased
     started = {
         "workflowId": SESSION_WORKFLOW,
         "inputs": data["inputs"],
@@ -182,4 +229,4 @@ def session_of_run(ports: Ports, caller: Caller, wire_run_id: str, origin: str) 
     if ports.clock.now_ms() >= int(rec.data["session"]["expiresAtMs"]):
         gw.expire(ports, rec.run_id)
         raise RunTerminalError("The session has expired.")
-    return fields(ports, rec, origin)
+    return {**fields(ports, rec, origin), "input": (rec.data.get("inputs") or {}).get("input")}

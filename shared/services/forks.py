@@ -66,6 +66,13 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     if src.data.get(AUDIT_KEY):  # a record of a negotiation: no workflow executed
         raise ValidationError("An audit run records a negotiation; it executed no workflow to fork.")
     from_seq = _from_seq(req)
+    if src.kind == "session":  # an external agent's session: a new session the agent's own code drives again
+        from shared.services.agent_sessions import fork_session
+
+        if req.runOptionsOverlay is not None and present(req.runOptionsOverlay):
+            raise ValidationError("A session fork takes no runOptionsOverlay.")
+        forked = fork_session(ports, caller, src, req.mode, from_seq)
+        return Created(201, {**forked, **links(str(forked["runId"]))})
     overlay = req.runOptionsOverlay
     if req.mode == "replay" and overlay is not None and present(overlay):
         raise ValidationError("A replay fork takes no runOptionsOverlay.")

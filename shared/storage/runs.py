@@ -370,6 +370,17 @@ class DynamoRunStore:
             raise
         return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
 
+    def claim_aux_counter(self, run_id: str, sk: str, counter: str) -> int:
+        resp = self._c.update_item(
+            TableName=self._t,
+            Key=to_item({"pk": run_id, "sk": sk}),
+            UpdateExpression="ADD #c :one",
+            ExpressionAttributeNames={"#c": f"counter_{counter}"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
+
     def get_definition(self, run_id: str) -> dict[str, Any] | None:
         """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
         resp = self._c.get_item(

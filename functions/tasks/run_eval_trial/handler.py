@@ -10,6 +10,7 @@ from functions._common import task_input as ti
 from functions._common.observability import count_tools, task_handler
 from shared.engine import evalrun
 from shared.engine.tools import ToolTally
+from shared.services import eval_trials
 from shared.wiring import get_ports
 
 
@@ -31,8 +32,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         token = ti.text(event, "taskToken") if phase == "wait" else ""
         return evalrun.agent_task(get_ports(), keyed, phase, token)
     tally = ToolTally()
-    out = evalrun.trial_task(
-        get_ports(), {"r": ti.text(item, "r"), "t": ti.integer(item, "t"), "k": ti.integer(item, "k")}, tally=tally
-    )
+    ports = get_ports()
+    keyed = {"r": ti.text(item, "r"), "t": ti.integer(item, "t"), "k": ti.integer(item, "k")}
+    out = evalrun.trial_task(ports, keyed, tally=tally, issue=eval_trials.issuer(ports))
     count_tools(tally)  # the trial's tool calls, and the RFC 0252 fixture misses it was served
     return out

@@ -16,6 +16,15 @@ EVAL_RUNS: tuple[Op, ...] = (
     ),
     Op(
         "GET",
+        "/host/openwop-serverless/runs/{runId}/trials",
+        "listWaitingTrials",
+        "get_eval_report",
+        {200: "Object"},
+        READ_ERRORS,
+        query=("status", "limit", "cursor"),
+    ),
+    Op(
+        "GET",
         "/host/openwop-serverless/eval-runs",
         "listEvalRuns",
         "get_eval_report",

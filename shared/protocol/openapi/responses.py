@@ -282,6 +282,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
             "completeUrl": _STR,
             "expiresAt": {"type": "string", "format": "date-time"},
             "resolvedAgentVersion": _STR,
+            "input": {"description": "the session's input (POST /runs/{runId}/session: what a fork's driver runs on)"},
         },
     },
     "SessionComplete": {

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.errors import fault, invalid
+from shared.errors import RunGoneError, RunTerminalError, fault, invalid
 from shared.ports import Ports
 from shared.protocol import codes as c
-from shared.services.gateway import GatewayRequest, GatewayResponse, GatewaySession
+from shared.services.gateway import EVAL, GatewayRequest, GatewayResponse, GatewaySession
 from shared.services.gateway.session import append
 from shared.services.gateway.wire import json_object, json_response
 
@@ -47,6 +47,8 @@ def handle(ports: Ports, session: GatewaySession, request: GatewayRequest) -> Ga
     from shared.engine.runcore import fail_obj
 
     ok, value = _outcome(json_object(request))
+    if session.mode == EVAL:
+        return _end_trial(ports, session, {"output": value} if ok else {"error": {"message": value}})
     agent_id = session.agent.agent_id
     inv = session.invocation_id
     if ok:
@@ -73,3 +75,24 @@ def handle(ports: Ports, session: GatewaySession, request: GatewayRequest) -> Ga
         updates={"error": failure},
     )
     return json_response(200, {"runId": session.run_id, "status": "failed"})
+
+
+def _end_trial(ports: Ports, session: GatewaySession, outcome: dict[str, Any]) -> GatewayResponse:
+    """An eval trial's driver is done: its outcome is stored on the trial, and the Map item waiting on the trial's
+    task token goes on to score it (the first ``complete`` wins; a later one is ``409 run_terminal``)."""
+    from shared.engine import externaltrial as xt
+
+    assert session.task_index is not None and session.trial is not None
+    rec = ports.runs.get_run(session.run_id)
+    doc = xt.trial_state(ports, session.run_id, session.task_index, session.trial)
+    if rec is None or doc is None:
+        raise RunGoneError(session.run_id)
+    if rec.terminal or doc.get("status") != xt.WAITING:
+        raise RunTerminalError("The trial has ended.")
+    ended = xt.end_trial(ports, rec, doc, outcome)
+    if ended.get("taskToken"):
+        ports.orchestrator.resume(str(ended["taskToken"]))
+    status = "completed" if "output" in outcome else "failed"
+    return json_response(
+        200, {"runId": session.run_id, "taskId": doc["taskId"], "trial": session.trial, "status": status}
+    )

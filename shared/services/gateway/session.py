@@ -28,7 +28,7 @@ from shared.errors import (
 )
 from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
-from shared.services.gateway import PRODUCTION, REPLAY, GatewaySession
+from shared.services.gateway import EVAL, PRODUCTION, REPLAY, GatewaySession
 
 TOKEN_PREFIX = "owg_"
 SESSION_KIND = "session"
@@ -92,8 +92,14 @@ def _run_of(ports: Ports, gateway_id: str) -> RunRecord | None:
 
 
 def authenticate(ports: Ports, gateway_id: str, authorization: str | None) -> GatewaySession:
-    """The session ``authorization`` opens at ``gateway_id`` (the projected run id, as in the URL)."""
+    """The session ``authorization`` opens at ``gateway_id`` (the projected run id, as in the URL; an eval
+    trial's ``<evalRunId>.t<taskIndex>.<trial>``)."""
+    from shared.engine.externaltrial import parse_gateway_id
+
     token = _bearer(authorization)
+    trial = parse_gateway_id(gateway_id)
+    if trial is not None:
+        return _trial_session(ports, trial, token)
     rec = _run_of(ports, gateway_id) if token is not None else None
     facts = session_facts(rec) if rec is not None else None
     # the id the token was minted for is the run id itself, however the URL spelled it
@@ -108,6 +114,42 @@ def authenticate(ports: Ports, gateway_id: str, authorization: str | None) -> Ga
         expire(ports, rec.run_id)
         raise RunExpiredError("The session expired.")
     return _session(ports, rec, facts)
+
+
+def _trial_session(ports: Ports, trial: tuple[str, int, int], token: str | None) -> GatewaySession:
+    """An eval trial's gateway: open while its ``TWAIT#`` item waits and the eval run runs; the same refusals,
+    with the same bytes, as a session's."""
+    from shared.engine import externaltrial as xt
+    from shared.engine.evalplan import load_plan
+    from shared.engine.evaltrial import invocation_id, order_key
+
+    wire_run, task_index, k = trial
+    rec = _run_of(ports, wire_run) if token is not None else None
+    doc = xt.trial_state(ports, rec.run_id, task_index, k) if rec is not None and rec.kind == "eval" else None
+    bound = xt.gateway_id(rec.run_id, task_index, k) if rec is not None else wire_run
+    matched = _token_matches(ports, bound, str(doc["nonce"]) if doc else _DUMMY_NONCE, token or "")
+    if rec is None or doc is None or not matched:
+        raise GatewayUnauthenticatedError()
+    if rec.terminal or doc.get("status") != xt.WAITING:
+        raise RunTerminalError("The trial has ended.")
+    if ports.clock.now_ms() >= int(doc["expiresAtMs"]):
+        raise RunExpiredError("The trial expired.")
+    plan = load_plan(ports, rec.run_id)
+    from shared.engine.registry import agent_from_version
+
+    version = _version_doc(ports, rec.tenant, str(plan["agentId"]), str(plan["agentVersion"]))
+    return GatewaySession(
+        gateway_id=bound,
+        tenant=rec.tenant,
+        run_id=rec.run_id,
+        mode=EVAL,
+        agent=agent_from_version(version),
+        invocation_id=invocation_id(str(doc["taskId"]), k),
+        order_key=order_key(task_index, k),
+        expires_at_ms=int(doc["expiresAtMs"]),
+        task_index=task_index,
+        trial=k,
+    )
 
 
 # agent versions are immutable: a warm container reads each one once
@@ -161,6 +203,10 @@ def claim(ports: Ports, session: GatewaySession, counter: str) -> int:
     atomically while the run still runs (``409 run_terminal`` once it does not)."""
     if counter not in COUNTERS:
         raise ValueError(f"unknown gateway counter {counter!r}")
+    if session.mode == EVAL and session.task_index is not None and session.trial is not None:
+        from shared.engine.externaltrial import counter_sk
+
+        return ports.runs.claim_aux_counter(session.run_id, counter_sk(session.task_index, session.trial), counter)
     try:
         return ports.runs.claim_counter(session.run_id, counter, require_status=("running",))
     except ConflictError as exc:
@@ -169,7 +215,10 @@ def claim(ports: Ports, session: GatewaySession, counter: str) -> int:
 
 def record_events(ports: Ports, session: GatewaySession, events: list[tuple[str, dict[str, Any]]]) -> None:
     """Append ``(type, payload)`` events to the session's run log (the engine's append: SSE, the viewer and the
-    events routes see them); ``409 run_terminal`` once the run has ended."""
+    events routes see them); ``409 run_terminal`` once the run has ended. An eval trial's calls are not appended
+    one by one: its events are made from the records when the trial is scored, in suite order, as a host agent's."""
+    if session.mode == EVAL:
+        return
     append(ports, session.run_id, events)
 
 
