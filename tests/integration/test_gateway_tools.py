@@ -246,3 +246,30 @@ def _second_session(host: Any, session: dict[str, Any]) -> dict[str, Any]:
 def _agent_of(host: Any, session: dict[str, Any]) -> str:
     rec = _ports().runs.get_run(session["runId"])
     return str(rec.data["agentId"])
+
+
+def test_the_modern_revision_serves_the_sdks_own_client(host, session):
+    """The ``mcp`` 2.x ``Client`` pinned to 2026-07-28: no handshake, each request stamped with the revision."""
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    lookup, echo = session["allow"]
+
+    async def go() -> Any:
+        headers = {"Authorization": f"Bearer {session['token']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(session["mcpUrl"], http_client=http), mode="2026-07-28") as client,
+        ):
+            return await client.list_tools(), await client.call_tool(echo, {"modern": True})
+
+    listed, echoed = asyncio.run(go())
+    assert [t.name for t in listed.tools] == [lookup, echo]
+    assert (echoed.is_error, echoed.structured_content) == (False, {"modern": True})
+    returned = [
+        e["payload"]
+        for e in _events(host, session["runId"])
+        if e["type"] == "agent.tool-returned" and e["payload"]["toolName"] == echo
+    ]
+    assert returned[-1]["status"] == "ok" and returned[-1]["outcome"] == {"modern": True}
