@@ -8,7 +8,8 @@ pointers into the call's ``args``:
 - ``anyOf``: the call's value at the pointer may be any of the listed values (the recorded one need not be listed).
 Without rules an entry's ``args`` must equal the call's (deep JSON equality): the official default stays exact.
 
-``would_match`` says which rules would have matched a call that missed, for the eval report's miss detail.
+``closest`` finds the recorded entry nearest to a call that missed and ``would_match`` says which rules would have
+matched it: the miss detail of the eval report and of the agent gateway's fail-closed answer.
 """
 
 from __future__ import annotations
@@ -97,6 +98,18 @@ def would_match(recorded: Any, actual: Any, *, bounds: bool = True) -> dict[str,
     if any_of:
         out["anyOf"] = any_of
     return out
+
+
+def closest(call_tool: str, call_args: Any, entries: list[dict[str, Any]]) -> tuple[int, list[str]] | None:
+    """The recorded entry nearest to a call: the same tool first, then the fewest differing pointers, then the
+    earliest. Returns (index, pointers), or None when there is no entry at all."""
+    best: tuple[tuple[int, int, int], int, list[str]] | None = None
+    for i, entry in enumerate(entries):
+        ptrs = differing_pointers(entry.get("args"), call_args)
+        rank = (0 if entry.get("tool") == call_tool else 1, len(ptrs), i)
+        if best is None or rank < best[0]:
+            best = (rank, i, ptrs)
+    return None if best is None else (best[1], best[2])
 
 
 def rules_for(suite: dict[str, Any], task: dict[str, Any]) -> dict[str, Any] | None:

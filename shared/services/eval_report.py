@@ -30,8 +30,7 @@ from typing import Any
 
 from shared import keys
 from shared.engine import evalstats, grading
-from shared.engine.jsondiff import differing_pointers
-from shared.engine.matching import would_match
+from shared.engine.matching import closest, would_match
 from shared.errors import (
     EvalRecordedFixturesGoneError,
     NotFoundError,
@@ -100,18 +99,6 @@ def _usage(events: list[dict[str, Any]]) -> dict[str, Any]:
         "outputTokens": sum(int(u.get("outputTokens", 0)) for u in usage),
         "costUsd": sum(float(u.get("costEstimateUsd") or 0) for u in usage),
     }
-
-
-def closest(call_tool: str, call_args: Any, entries: list[dict[str, Any]]) -> tuple[int, list[str]] | None:
-    """The recorded entry nearest to a call: the same tool first, then the fewest differing pointers, then the
-    earliest. Returns (index, pointers), or None when there is no entry at all."""
-    best: tuple[tuple[int, int, int], int, list[str]] | None = None
-    for i, entry in enumerate(entries):
-        ptrs = differing_pointers(entry.get("args"), call_args)
-        rank = (0 if entry.get("tool") == call_tool else 1, len(ptrs), i)
-        if best is None or rank < best[0]:
-            best = (rank, i, ptrs)
-    return None if best is None else (best[1], best[2])
 
 
 def provenance(rec: ToolCallRecord) -> str:
