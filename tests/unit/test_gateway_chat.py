@@ -286,3 +286,43 @@ def test_sse_usage_chunk_only_when_asked() -> None:
     assert all(c["usage"] is None for c in chunks[:-1])
     assert chat.include_usage({"stream_options": {"include_usage": True}})
     assert not chat.include_usage({"stream_options": {}}) and not chat.include_usage({})
+
+
+def test_rendered_answers_parse_with_the_official_openai_client() -> None:
+    # Given the official client over an in-memory transport that answers with our renderings
+    import httpx2 as httpx
+    from openai import OpenAI
+
+    answer = _tool_answer()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body.get("stream"):
+            raw = chat.sse(answer, usage=chat.include_usage(body))
+            return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=raw)
+        return httpx.Response(200, json=answer)
+
+    client = OpenAI(
+        base_url="http://gateway.invalid/v1",
+        api_key="t",
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
+    # When it asks for a whole completion and for a stream with usage
+    whole = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True, stream_options={"include_usage": True}
+        )
+    )
+    # Then both parse, and the stream adds up to the same message
+    assert whole.choices[0].message.tool_calls[1].function.name == "ping"
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "Looking."
+    calls = [t for d in deltas for t in (d.tool_calls or [])]
+    assert [(t.index, t.id, t.function.name, t.function.arguments) for t in calls] == [
+        (0, "call_0", "lookup", '{"id":"c-1"}'),
+        (1, "call_1", "ping", "{}"),
+    ]
+    assert chunks[-1].usage.total_tokens == 8 and [c.choices[0].finish_reason for c in chunks if c.choices][-1] == (
+        "tool_calls"
+    )
