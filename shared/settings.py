@@ -65,6 +65,10 @@ class Settings:
     model_providers: tuple[str, ...] = ("bedrock", "openai", "mock")
     # JSON price overrides (USD per 1M tokens), see shared.providers.prices; "" = the built-in table
     model_prices: str = ""
+    # An external agent's session (decision 0143): seconds from creation until an uncompleted session fails
+    # ``session_expired``; and the gateway's public root (``GATEWAY_URL``; "" = the request's own origin)
+    session_ttl_s: int = 900
+    gateway_url: str = ""
 
     @property
     def mock_providers_allowed(self) -> bool:
@@ -173,6 +177,8 @@ def get_settings() -> Settings:
         tracing_capture_content=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower()
         in ("1", "true", "yes", "on"),
         signing_key_id=_env(signing.env_var, signing.local_name),
+        session_ttl_s=max(1, int(_env("SESSION_TTL_SECONDS", "900"))),
+        gateway_url=_env("GATEWAY_URL").strip().rstrip("/"),
     )
 
 

@@ -246,6 +246,17 @@ def caller(app: APIGatewayHttpResolver) -> Caller:
     return c
 
 
+def origin(app: APIGatewayHttpResolver) -> str:
+    """The scheme and host this request reached (``https://<domain>``; plain ``http`` on loopback), for URLs a
+    response hands out that are not relative to the API (an agent session's gateway, decision 0143)."""
+    host = header(app, "host") or str(app.current_event.request_context.domain_name or "localhost")
+    proto = header(app, "x-forwarded-proto")
+    if proto not in ("http", "https"):
+        loopback = host.split(":")[0] in ("localhost", "127.0.0.1", "[::1]")
+        proto = "http" if loopback else "https"
+    return f"{proto}://{host}"
+
+
 def segment(raw: str) -> str:
     """A path segment as the client meant it: the raw path keeps percent-escapes (``acme.crm%3Alookup``)."""
     from urllib.parse import unquote

@@ -4,7 +4,8 @@ POST /host/openwop-serverless/agents (201 a new version, 200 the identical versi
 GET /agents; GET /agents/{agentId} (the latest version's inventory entry, never the system prompt);
 GET|POST /agents/{agentId}/deployments (RFC 0082 records and transitions, the eval promotion gate);
 POST /host/openwop-serverless/agents/{agentId}/deployments/{channel}:rollback (the channel's previous deployment) and
-GET .../deployments/{channel}/history (every change of what the channel serves).
+GET .../deployments/{channel}/history (every change of what the channel serves);
+POST /host/openwop-serverless/agents/{agentId}/sessions (a session of an external agent, decision 0143).
 """
 
 from __future__ import annotations
@@ -23,6 +24,17 @@ def register_agent() -> Response[str]:
     caller = api.caller(app)
     status, body = agents.register_agent(api.ports(), caller, api.parse(app, AgentRegistration))
     return api.reply(status, body)
+
+
+@app.post("/host/openwop-serverless/agents/<agent_id>/sessions")
+def create_session(agent_id: str) -> Response[str]:
+    from shared.protocol.agents import SessionRequest
+    from shared.services import agent_sessions
+
+    caller = api.caller(app)
+    body = api.parse(app, SessionRequest)
+    status, out = agent_sessions.create_session(api.ports(), caller, api.segment(agent_id), body, api.origin(app))
+    return api.reply(status, out)
 
 
 @app.get("/agents")

@@ -1,5 +1,5 @@
 """POST /runs/{runId} verbs: ":fork" (replay | branch), ":pause", ":resume". API Gateway routes the whole segment
-here."""
+here. POST /host/openwop-serverless/runs/{runId}/session: a running session's token and gateway URLs again."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ from shared.protocol.models import ForkRunRequest, PauseRunRequest, ResumeRunReq
 from shared.services import lifecycle
 
 app = api.build_resolver()
+
+
+@app.post("/host/openwop-serverless/runs/<run_id>/session")
+def run_session(run_id: str) -> Response[str]:
+    from shared.services import agent_sessions
+
+    caller = api.caller(app)
+    return api.reply(200, agent_sessions.session_of_run(api.ports(), caller, run_id, api.origin(app)))
 
 
 @app.post("/runs/<run_id>:fork")

@@ -266,6 +266,8 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
     if name.endswith("EvalRecordedFixturesGoneError"):
         # RFC 0252: a fixture source erased mid-run took the derived copy with it; never derived again
         failure = fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
+    if name == "SessionExpired":  # a session's execution waited for its expiresAt (decision 0143)
+        failure = fail_obj(c.SESSION_EXPIRED, "the session was not completed before its expiresAt")
     ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": failure}, None)
     try:
         ports.events.append_events(
@@ -310,6 +312,8 @@ RunKinds = Mapping[str, RunKind]
 def run_kind(rec: RunRecord) -> str:
     """The key in a ``RunKinds`` map of the kind that advances ``rec`` (an eval run itself is advanced by its own
     tasks, ``evalrun``'s, never by ``advance``)."""
+    if rec.kind == "session":
+        return "session"
     return "eval-fork" if rec.kind == "eval" and rec.data.get("fork") else "workflow"
 
 

@@ -4,7 +4,8 @@ Used by RFC 0252's source check (the agent ran there; every call the log shows i
 and by suites built from recorded runs (issue 24): the input of the agent's first invocation and the decision it
 reached, so a task replays the run. The input is rebuilt the way the engine built it: a workflow run's agent node
 resolves its bindings against the run's inputs (``run.started``) and the outputs its upstream nodes had completed
-with before it started; an eval run's invocation ``<taskId>:<trial>`` took that task's input from its pinned suite.
+with before it started; an eval run's invocation ``<taskId>:<trial>`` took that task's input from its pinned suite;
+a session's input is its ``run.started.inputs.input``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from shared.engine.workflow import UnresolvedInputError, resolve_node_inputs
 from shared.protocol import codes as c
 
 _MISSING = object()
+# A session of an external agent (decision 0143): its run.started names this workflow and carries the agent's input
+# as ``inputs.input``; its one invocation is ``s:0``.
+SESSION_WORKFLOW = "openwop-serverless.agent-session"
 
 
 @dataclass
@@ -73,6 +77,8 @@ def read_agent_log(
                 continue
             if t == c.RUN_STARTED:
                 variables = dict(p.get("inputs") or {})
+                if p.get("workflowId") == SESSION_WORKFLOW and "input" in variables:
+                    log.input = variables["input"]
             elif t == c.NODE_STARTED and log.agent_node is None and str(p.get("nodeId")) in nodes:
                 log.agent_node = str(p["nodeId"])
                 try:

@@ -65,10 +65,12 @@ def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resu
             continue
         machine = "fork" if rec.data.get("fork") else "eval" if rec.kind == "eval" else "run"
         previous = (rec.execution_arn or "").rsplit(":", 1)[-1]
+        payload: dict[str, Any] = {"runId": run_id}
+        session = rec.data.get("session")
+        if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
+            payload["sessionExpiresAt"] = ports.clock.iso(int(session["expiresAtMs"]))
         try:
-            arn = ports.orchestrator.start(
-                machine, run_id, {"runId": run_id}, generation=execution_generation(previous) + 1
-            )
+            arn = ports.orchestrator.start(machine, run_id, payload, generation=execution_generation(previous) + 1)
             ports.runs.set_execution(run_id, arn)
         except Exception:  # noqa: BLE001 - one run that cannot start must not keep the host from starting
             done.failed.append(run_id)

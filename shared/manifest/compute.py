@@ -188,7 +188,29 @@ FUNCTIONS: tuple[Function, ...] = (
         ((HOST, "readwrite"),),
         credentials="readwrite",
     ),
-    Function("manage_agents", "functions.manage_agents.handler", "api", ((HOST, "readwrite"),)),
+    # A session of an external agent is a run (decision 0143): its item, its first events, its expiry execution.
+    Function(
+        "manage_agents",
+        "functions.manage_agents.handler",
+        "api",
+        _RW_ALL,
+        bucket="readwrite",
+        starts=("run",),
+    ),
+    # The agent gateway (decision 0143): token-authenticated (its key derives from the API-key pepper), it records a
+    # session's tool and model calls as executed, calling tools and model providers as the Advance task does.
+    Function(
+        "agent_gateway",
+        "functions.agent_gateway.app",
+        "api",
+        _RW_ALL,
+        bucket="readwrite",
+        secrets=(APIKEY_PEPPER,),
+        credentials="read",
+        egress=True,
+        models=True,
+        timeout_s=300,
+    ),
     Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),
     Function("list_workflows", "functions.list_workflows.handler", "api", ((HOST, "read"),)),
     Function("delete_workflow", "functions.delete_workflow.handler", "api", ((HOST, "readwrite"),)),

@@ -1,12 +1,17 @@
 """Model-backed agents a tenant registers in versions (host-defined registration, official AgentManifest inside).
 
-``POST /host/openwop-serverless/agents`` takes ``{version, manifest, model, maxTurns?}``:
+``POST /host/openwop-serverless/agents`` takes ``{version, manifest, model, maxTurns?, runtime?}``:
 - ``manifest`` is an official AgentManifest (``agent-manifest.schema.json``, vendored, closed), with an inline
   ``systemPrompt`` (a ``systemPromptRef`` needs an agent pack, which this host does not install);
 - ``version`` is a semantic version (``MAJOR.MINOR.PATCH[-pre][+build]``); a version is immutable;
 - ``model`` binds the agent to a provider and model: ``{provider, model, temperature?, maxTokens?, credentialRef?,
   baseUrl?, mockProvider?}``;
-- ``maxTurns`` bounds the model calls of one invocation.
+- ``maxTurns`` bounds the model calls of one invocation;
+- ``runtime`` says where the agent's loop runs (decision 0143): ``host`` (the default: this host's loop) or
+  ``external`` (the agent's own code, reaching the host through its gateway), with an optional ``endpoint`` the host
+  invokes per eval trial.
+
+``POST /host/openwop-serverless/agents/{agentId}/sessions`` takes ``{input, version?, channel?}`` (``SessionRequest``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ DEFAULT_MAX_TURNS = 8
 MAX_SYSTEM_PROMPT_CHARS = 100_000
 _BASE = "https://openwop.dev/spec/v2/"
 AGENT_ID_PATTERN = r"^[A-Za-z0-9._~:-]{1,128}$"  # ids.schema.json#/$defs/agentId
+ENDPOINT_URL_RE = re.compile(r"^https?://[^\s/?#]+(?:/[^\s#]*)?$")
+MAX_ENDPOINT_TIMEOUT_MS = 840_000  # under the trial task's Lambda timeout (decision 0143)
 
 
 class _Closed(BaseModel):
@@ -66,6 +73,40 @@ class ModelBinding(_Closed):
         return v
 
 
+class RuntimeEndpoint(_Closed):
+    url: str = Field(max_length=2048, json_schema_extra={"pattern": ENDPOINT_URL_RE.pattern})
+    credentialRef: str | None = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
+    timeoutMs: StrictInt | None = Field(default=None, ge=1, le=MAX_ENDPOINT_TIMEOUT_MS)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not ENDPOINT_URL_RE.fullmatch(v):
+            raise ValueError("url is an http(s) URL without a fragment")
+        return v
+
+    @field_validator("credentialRef")
+    @classmethod
+    def _cred(cls, v: str | None) -> str | None:
+        if v is not None and not CREDENTIAL_REF_RE.fullmatch(v):
+            raise ValueError("credentialRef is malformed")
+        return v
+
+
+class AgentRuntime(_Closed):
+    kind: Literal["host", "external"]
+    endpoint: RuntimeEndpoint | None = None
+
+
+class SessionRequest(_Closed):
+    """``POST /host/openwop-serverless/agents/{agentId}/sessions``: the session's input, and the version it runs (an
+    exact ``version`` or a ``channel``; neither: what ``stable`` serves, like a run's pin)."""
+
+    input: Any
+    version: str | None = Field(default=None, min_length=1, max_length=64)
+    channel: str | None = Field(default=None, min_length=1, max_length=64)
+
+
 class AgentRegistration(_Closed):
     version: str = Field(min_length=5, max_length=64, json_schema_extra={"pattern": SEMVER_RE.pattern})
     # The official AgentManifest (checked against the vendored schema); the document shows the ids it must use.
@@ -83,6 +124,7 @@ class AgentRegistration(_Closed):
     )
     model: ModelBinding
     maxTurns: StrictInt = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
+    runtime: AgentRuntime | None = None
 
     @field_validator("version")
     @classmethod

@@ -50,6 +50,9 @@ METHOD_NOT_ALLOWED = "openwop-serverless.method_not_allowed"
 # Host decision (docs/decisions/0111-safe-channels-rollback-strict-registration.md): no registered 409 code says "this
 # channel has nothing earlier to return to"; a vendor code in the registry's vendor grammar.
 NO_PREVIOUS_DEPLOYMENT = "openwop-serverless.no_previous_deployment"
+# Host decision (docs/decisions/0143-agent-gateway.md): a session asked of a host-run agent (or a session route asked
+# of a run that is not a session); a vendor code in the registry's vendor grammar.
+AGENT_RUNTIME_MISMATCH = "openwop-serverless.agent_runtime_mismatch"
 
 HTTP_STATUS: dict[str, int] = {
     VALIDATION_ERROR: 400,
@@ -72,6 +75,7 @@ HTTP_STATUS: dict[str, int] = {
     EVAL_RECORDED_FIXTURES_GONE: 410,
     METHOD_NOT_ALLOWED: 405,
     NO_PREVIOUS_DEPLOYMENT: 409,
+    AGENT_RUNTIME_MISMATCH: 409,
     INTERRUPT_TOKEN_INVALID: 401,
     INTERRUPT_ALREADY_RESOLVED: 409,
     INTERRUPT_EXPIRED: 410,
@@ -105,6 +109,7 @@ REPLAY_SOURCE_MISSING = "replay_source_missing"
 REPLAY_DIVERGED_AT_REFUSAL = "replay_diverged_at_refusal"
 PERSISTENCE_FAILED = "persistence_failed"
 APPROVAL_REJECTED = "approval_rejected"
+SESSION_EXPIRED = "session_expired"  # an external agent's session not completed by its expiresAt (decision 0143)
 
 # Event types (v2 spellings).
 RUN_STARTED = "run.started"

@@ -93,6 +93,22 @@ def check_allowlist(ports: Ports, tenant: str, allowlist: list[Any]) -> None:
         raise invalid("The toolAllowlist names a tool this tenant cannot call.", faults)
 
 
+def check_runtime(ports: Ports, tenant: str, body: AgentRegistration) -> dict[str, Any] | None:
+    """The stored ``runtime`` of an external agent (a host agent stores none: its versions are as before); an
+    endpoint's credential is one the tenant owns (decision 0143)."""
+    if body.runtime is None:
+        return None
+    runtime = body.runtime.model_dump(mode="json", exclude_none=True)
+    if runtime["kind"] == "host":
+        if "endpoint" in runtime:
+            raise invalid("Only an external agent has an endpoint.", [fault("/runtime/endpoint", "unsupported")])
+        return None
+    ref = (runtime.get("endpoint") or {}).get("credentialRef")
+    if ref is not None and ports.credentials.get_credential(tenant, str(ref)) is None:
+        raise CredentialForbiddenError("credentialRef names no credential this tenant may use.")
+    return runtime
+
+
 def _view(doc: dict[str, Any], versions: list[str]) -> dict[str, Any]:
     """The RFC 0072 inventory entry (no system prompt, no credential, no mock script) plus the versions."""
     m = doc["manifest"]
@@ -115,6 +131,8 @@ def _view(doc: dict[str, Any], versions: list[str]) -> dict[str, Any]:
     entry["versions"] = versions
     entry["model"] = {"provider": doc["model"]["provider"], "model": doc["model"]["model"]}
     entry["maxTurns"] = doc.get("maxTurns")
+    runtime = doc.get("runtime") or {}
+    entry["runtime"] = {"kind": runtime.get("kind", "host"), "hasEndpoint": "endpoint" in runtime}
     return entry
 
 
@@ -139,6 +157,9 @@ def register_agent(ports: Ports, caller: Caller, body: AgentRegistration) -> tup
     check_model_binding(ports, caller.tenant, model, "/model")
     check_allowlist(ports, caller.tenant, body.manifest.get("toolAllowlist") or [])
     doc = {"version": body.version, "manifest": body.manifest, "model": model, "maxTurns": body.maxTurns}
+    runtime = check_runtime(ports, caller.tenant, body)
+    if runtime is not None:
+        doc["runtime"] = runtime
     agent_id = str(body.manifest["agentId"])
     if ports.agents.put_version(caller.tenant, agent_id, body.version, doc):
         status = 201

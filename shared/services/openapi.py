@@ -13,7 +13,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from shared.protocol.agents import AgentRegistration, DeploymentTransition
+from shared.protocol.agents import AgentRegistration, DeploymentTransition, SessionRequest
 from shared.protocol.models import BODIES
 from shared.protocol.openapi.operation import Op
 from shared.protocol.openapi.operations import OPERATIONS
@@ -129,6 +129,7 @@ def document() -> dict[str, Any]:
         CredentialPut,
         AgentRegistration,
         DeploymentTransition,
+        SessionRequest,
         RegisterWebhook,
         RotateWebhookSecret,
     ):

@@ -350,6 +350,26 @@ class DynamoRunStore:
                 return False
             raise
 
+    def claim_counter(self, run_id: str, counter: str, *, require_status: Sequence[str]) -> int:
+        """``ADD`` 1 to the run item's counter while the run's status is one of ``require_status``: the claimed
+        0-based ordinal (``ConflictError`` when the run is gone or not in such a status)."""
+        values: dict[str, Any] = {":one": {"N": "1"}, **{f":a{i}": {"S": s} for i, s in enumerate(require_status)}}
+        try:
+            resp = self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="ADD #c :one",
+                ConditionExpression=f"attribute_exists(pk) AND #st IN ({', '.join(v for v in values if v != ':one')})",
+                ExpressionAttributeNames={"#c": f"counter_{counter}", "#st": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValues="UPDATED_NEW",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise ConflictError("run not writable") from exc
+            raise
+        return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
+
     def get_definition(self, run_id: str) -> dict[str, Any] | None:
         """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
         resp = self._c.get_item(

@@ -496,7 +496,8 @@ def test_only_the_declared_functions_may_read_each_secret(synth: Synth) -> None:
     assert manifest.function("list_runs").secrets == (manifest.CURSOR,)
     # the API-key pepper: every function behind an authenticated route, and no task, stream or public function
     readers = {f.name for f in manifest.FUNCTIONS if manifest.APIKEY_PEPPER in manifest.secrets_of(f)}
-    assert readers == {r.function for r in routes.ROUTES if r.auth}
+    # and the agent gateway, whose session tokens are keyed under it (decision 0143)
+    assert readers == {r.function for r in routes.ROUTES if r.auth} | {"agent_gateway"}
     assert not readers & {"advance_run", "erase_run", "not_found", "get_capabilities", "get_openapi"}
     for spec in manifest.FUNCTIONS:
         # Given the Secrets Manager statements of one function

@@ -57,6 +57,7 @@ def test_every_registered_code_has_the_registry_status():
             assert code not in ERROR_CODE_HTTP_STATUS and status == 400
             continue
         vendor = {codes.METHOD_NOT_ALLOWED: 405, codes.NO_PREVIOUS_DEPLOYMENT: 409}  # decisions 0047, 0111
+        vendor[codes.AGENT_RUNTIME_MISMATCH] = 409  # decision 0143
         if code in vendor:
             assert code not in ERROR_CODE_HTTP_STATUS and status == vendor[code]
             assert re.fullmatch(r"(?!openwop\.)[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z][a-z0-9_]*", code)

@@ -67,3 +67,25 @@ def test_an_eval_run_invocation_takes_its_task_input_and_another_agent_is_not_re
     # and a log without the agent is neither invoked nor replayable
     none = read_agent_log(pages, "absent", task_inputs={"t0": "in-0"})
     assert not none.invoked and not none.replayable
+
+
+def test_a_session_input_is_its_run_started_input():
+    # Given a session's log (decision 0143): its input in run.started, one invocation s:0, a tool call, a decision
+    pages = [
+        [
+            _ev("run.started", workflowId="openwop-serverless.agent-session", inputs={"input": {"ticket": "c-1"}}),
+            {**_ev("agent.invocation-started", agentId=AGENT, invocationId="s:0"), "sequence": 1},
+            _ev("agent.tool-called", agentId=AGENT, callId="s:0#0"),
+            _ev("agent.decided", agentId=AGENT, decision={"answer": "ok"}),
+        ]
+    ]
+    # When it is read for the agent
+    log = read_agent_log(pages, AGENT)
+    # Then a task can be built from it: the input as the agent got it, its decision, its call's record key
+    assert log.replayable and log.input == {"ticket": "c-1"} and log.decision == {"answer": "ok"}
+    assert log.call_keys == {"s:0#0": f"{1:012d}#00000"}
+
+
+def test_a_workflow_named_otherwise_does_not_take_its_input_from_run_started():
+    pages = [[_ev("run.started", workflowId="wf", inputs={"input": 1}), _ev("agent.invocation-started", agentId=AGENT)]]
+    assert not read_agent_log(pages, AGENT).replayable

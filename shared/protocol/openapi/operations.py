@@ -4,7 +4,7 @@ in the same order."""
 
 from __future__ import annotations
 
-from shared.protocol.openapi import discovery, evals, registrations, runs
+from shared.protocol.openapi import discovery, evals, gateway, registrations, runs
 from shared.protocol.openapi.operation import Op
 
 OPERATIONS: tuple[Op, ...] = (
@@ -21,4 +21,6 @@ OPERATIONS: tuple[Op, ...] = (
     *registrations.WORKFLOWS,
     *runs.BULK_CANCEL_AND_INTERRUPTS,
     *registrations.WEBHOOKS,
+    *gateway.SESSIONS,
+    *gateway.GATEWAY,
 )

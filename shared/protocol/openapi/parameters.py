@@ -17,6 +17,7 @@ STREAM_MODE = r"^(values|(updates|messages|debug)(,(updates|messages|debug))*)$"
 
 PARAMETERS: dict[str, dict[str, Any]] = {
     "runId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
+    "gatewayId": {"in": "path", "schema": {"type": "string", "pattern": WIRE_RUN_ID}},
     "workflowId": {"in": "path", "schema": {"type": "string", "pattern": NAME_ID}},
     "agentId": {"in": "path", "schema": {"type": "string", "pattern": AGENT_ID_PATTERN}},
     "channel": {"in": "path", "schema": {"type": "string", "enum": ["stable", "canary"]}},
