@@ -243,7 +243,9 @@ def _replay_of(host: Any, source_run_id: str, chat: ScriptedChatServer) -> tuple
 def _call(session: Any, body: dict[str, Any]) -> Any:
     from shared.services.gateway.models import handle_chat
 
-    req = GatewayRequest("POST", "/v1/chat/completions", {}, json.dumps(body).encode())
+    req = GatewayRequest(
+        "POST", "/v1/chat/completions", {"content-type": "application/json"}, json.dumps(body).encode()
+    )
     return handle_chat(_ports(), session, req)
 
 

@@ -44,20 +44,21 @@ def test_check_body_every_allowlisted_member_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "at"),
+    ("body", "at"),
     [
-        (b"[1]", ""),
-        (b"not json", ""),
-        (b'{"model": "x"}', "/messages"),
-        (b'{"messages": []}', "/messages"),
-        (b'{"messages": "hi"}', "/messages"),
-        (b'{"messages": [{"content": "x"}]}', "/messages/0"),
-        (b'{"messages": [{"role": "user"}], "stream": "yes"}', "/stream"),
+        ([1], ""),
+        ({"model": "x"}, "/messages"),
+        ({"messages": []}, "/messages"),
+        ({"messages": "hi"}, "/messages"),
+        ({"messages": [{"content": "x"}]}, "/messages/0"),
+        ({"messages": [{"role": "user"}], "stream": "yes"}, "/stream"),
+        ({"messages": [{"role": "user"}], "stream_options": True}, "/stream_options"),
+        ({"messages": [{"role": "user"}], "tools": {}}, "/tools"),
     ],
 )
-def test_parse_body_bad_shapes_refused_with_pointer(raw: bytes, at: str) -> None:
+def test_check_body_bad_shapes_refused_with_pointer(body: Any, at: str) -> None:
     with pytest.raises(ValidationError) as exc:
-        chat.parse_body(raw)
+        chat.check_body(body)
     assert _pointers(exc) == [at]
 
 

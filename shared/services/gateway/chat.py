@@ -44,15 +44,6 @@ FINISH_REASONS = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "l
 STOP_REASONS = {v: k for k, v in FINISH_REASONS.items()}
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a checked chat-completions body."""
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError:
-        raise invalid_at("", "type", "The request body must be a JSON object.") from None
-    return check_body(body)
-
-
 def check_body(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise invalid_at("", "type", "The request body must be a JSON object.")

@@ -38,6 +38,8 @@ from shared.errors import (
 from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
 from shared.services.gateway import REPLAY, GatewayRequest, GatewayResponse, GatewaySession, chat
+from shared.services.gateway.session import claim
+from shared.services.gateway.wire import VERSION_HEADER, json_object
 
 DIVERGED_HEADER = "OpenWOP-Replay-Diverged"
 DIVERGED_CLAIM = "gateway.replay.diverged"  # the fork's once-only marker for its first divergence
@@ -60,13 +62,11 @@ _RECORDED = (
 def handle_chat(ports: Ports, session: GatewaySession, request: GatewayRequest) -> GatewayResponse:
     if request.method != "POST":
         raise MethodNotAllowedError()
-    body = chat.parse_body(request.body)
+    body = chat.check_body(json_object(request))
     binding = dict(session.agent.model or {})
     provider = str(binding.get("provider", ""))
     if session.mode != REPLAY and provider != "openai":
         chat.to_model_request(body, binding, turn=0)  # refuse what the provider cannot carry before any write
-    from shared.services.gateway.session import claim
-
     turn = claim(ports, session, "modelCalls")
     rec = ports.runs.get_run(session.run_id)
     ttl = rec.expires_at if rec is not None else 0
@@ -91,7 +91,7 @@ def handle_chat(ports: Ports, session: GatewaySession, request: GatewayRequest) 
         spans.model_reply(span, entry, False)
         if "divergedAt" in entry:
             span.set(spans.DIVERGED, True)
-    headers = {"Cache-Control": "no-store"}
+    headers = {"Cache-Control": "no-store", **VERSION_HEADER}
     if "divergedAt" in entry:
         headers[DIVERGED_HEADER] = str(entry["divergedAt"])
     answer: dict[str, Any] = entry["response"]
@@ -234,7 +234,7 @@ def _source_usage_event(
 
 
 def _record(ports: Ports, session: GatewaySession, events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    from shared.services.gateway.session import record_events
+    """``record_events``, answering the appended events (the divergence names its ``provider.usage``'s sequence)."""
+    from shared.services.gateway.session import append
 
-    out = record_events(ports, session, events)
-    return list(out) if isinstance(out, list) else []
+    return append(ports, session.run_id, events)
