@@ -118,7 +118,8 @@ def test_chat_forwards_to_the_binding_with_the_tenant_credential_and_records_it(
     assert entry["request"] == {"model": "agent-picks-this", "messages": HELLO, "temperature": 0.3}
     assert entry["key"].startswith("sha256:") and entry["response"]["id"] == got.id
     assert (entry["turn"], entry["invocationId"], entry["source"]) == (0, "s:0", "live")
-    assert SECRET not in json.dumps(_events(host, s["runId"])) + json.dumps(entry)
+    stored = json.dumps(_events(host, s["runId"])) + json.dumps(entry)
+    assert SECRET not in stored and s["token"] not in stored
 
 
 def test_stream_true_is_buffered_sse_the_client_parses(host, chat):
@@ -201,6 +202,24 @@ def test_the_mock_provider_answers_through_the_translation(host):
     assert first.id == f"chatcmpl-{s['runId']}-0" and first.model == "mock-model"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "done"
     assert [u["provider"] for u in _usages(host, s["runId"])] == ["mock", "mock"]
+
+
+def test_a_mock_failure_is_upstream_unavailable_and_logged(host):
+    # Given an external agent bound to a mock whose first answer fails, then answers
+    script = [{"error": {"code": "external_call_failed", "message": "mock broke"}}, {"text": "recovered"}]
+    agent_id = _agent(host, {"provider": "mock", "model": "mock-model", "mockProvider": {"script": script}})
+    s = _session(host, agent_id)
+    client = OpenAI(base_url=s["openaiBaseUrl"], api_key=s["token"], max_retries=0)
+    # When the agent calls, fails, and calls again (as its client's retry would)
+    with pytest.raises(openai.InternalServerError) as exc:
+        client.chat.completions.create(model="m", messages=HELLO)
+    again = client.chat.completions.create(model="m", messages=HELLO)
+    # Then the failure is 502 upstream_unavailable, logged at its ordinal without usage, and the retry is the next
+    assert exc.value.status_code == 502 and exc.value.response.json()["error"] == "upstream_unavailable"
+    assert again.choices[0].message.content == "recovered" and again.id == f"chatcmpl-{s['runId']}-1"
+    entries = {e["turn"]: e for e in _entries(s["runId"])}
+    assert entries[0]["error"]["code"] == "external_call_failed" and "response" not in entries[0]
+    assert entries[1]["text"] == "recovered" and len(_usages(host, s["runId"])) == 1
 
 
 def test_an_unknown_member_is_refused_at_its_pointer_and_nothing_is_sent(host, chat):

@@ -169,6 +169,32 @@ def test_to_model_request_member_it_cannot_carry_refused_at_pointer(kw: dict[str
     assert _pointers(exc) == [at]
 
 
+def test_a_translated_request_reaches_bedrock_converse_with_tool_use_and_results() -> None:
+    # Given a chat body with a system prompt, a tool call and its result, translated for a bedrock binding
+    from shared.providers.bedrock import converse_request
+
+    body = _body(
+        messages=[
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "look up c-1"},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": '{"name":"Ada"}'},
+        ],
+        tools=[{"type": "function", "function": {"name": "lookup"}}],
+    )
+    req = chat.to_model_request(body, {"provider": "bedrock", "model": "anthropic.claude"}, turn=1)
+    params, _names = converse_request(req)
+    # Then Converse gets the system prompt, the toolUse and the toolResult, and the tool's spec
+    assert params["modelId"] == "anthropic.claude" and params["system"] == [{"text": "Be terse."}]
+    assert [m["role"] for m in params["messages"]] == ["user", "assistant", "user"]
+    assert params["messages"][1]["content"] == [{"toolUse": {"toolUseId": "t1", "name": "lookup", "input": {}}}]
+    assert params["messages"][2]["content"][0]["toolResult"]["content"] == [{"json": {"name": "Ada"}}]
+    assert params["toolConfig"]["tools"][0]["toolSpec"]["name"] == "lookup"
+
+
 # --------------------------------------------------------------------------- ModelReply -> chat.completion
 
 
