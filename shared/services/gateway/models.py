@@ -43,7 +43,7 @@ from shared.services.gateway.wire import VERSION_HEADER, json_object
 
 DIVERGED_HEADER = "OpenWOP-Replay-Diverged"
 DIVERGED_CLAIM = "gateway.replay.diverged"  # the fork's once-only marker for its first divergence
-TIMEOUT_S = 120.0
+TIMEOUT_S = 60.0  # per try; MODEL_CALL_ATTEMPTS tries stay inside the function's 300 s
 _RECORDED = (
     "provider",
     "model",
