@@ -262,6 +262,20 @@ class RateLimitedError(ProtocolError):
         self.retry_after_s = max(1, retry_after_s)
 
 
+class UpstreamUnavailableError(ProtocolError):
+    """The model gateway's provider failed the call (its reason is safe: no prompt, credential or address)."""
+
+    code = codes.UPSTREAM_UNAVAILABLE
+    default_message = "The model provider failed the call."
+
+
+class ReplaySourceMissingError(ProtocolError):
+    """A replay fork asked the model gateway for a call its source run never made."""
+
+    code = codes.REPLAY_SOURCE_MISSING
+    default_message = "The source run's record has no answer for this request."
+
+
 # Storage-level errors (no HTTP meaning until a service maps them).
 class StorageError(Exception):
     pass

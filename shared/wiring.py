@@ -11,6 +11,7 @@ from typing import Any
 from shared import manifest
 from shared.clock import SystemClock, SystemIds
 from shared.ports import (
+    ChatCompletion,
     HttpTransport,
     McpDiscovery,
     McpExchange,
@@ -189,7 +190,18 @@ class ModelRouter:
         validate_mock_config(config)
 
     def complete(self, request: ModelRequest) -> ModelReply:
-        name = request.provider
+        return self._provider(request.provider).complete(request)
+
+    def complete_chat(
+        self, body: dict[str, Any], *, base_url: str | None, credential: str | None, timeout_s: float = 60.0
+    ) -> ChatCompletion:
+        passthrough = getattr(self._provider("openai"), "complete_chat", None)
+        if passthrough is None:
+            raise ModelProviderError("validation_error", "the openai provider here does not pass chat bodies through")
+        out: ChatCompletion = passthrough(body, base_url=base_url, credential=credential, timeout_s=timeout_s)
+        return out
+
+    def _provider(self, name: str) -> ModelProvider:
         if name not in self._enabled:
             if name == "mock":
                 raise ModelProviderError("mock_provider_forbidden", "this deployment does not serve mock providers")
@@ -200,7 +212,7 @@ class ModelRouter:
         impl = self._built.get(name)
         if impl is None:
             impl = self._built[name] = self._factories[name]()
-        return impl.complete(request)
+        return impl
 
 
 def build_models(settings: Settings, http: HttpTransport) -> ModelRouter:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from shared import keys
 from shared.engine import spans
@@ -39,6 +40,8 @@ from shared.ports import (
     Ports,
 )
 from shared.protocol import codes as c
+
+T = TypeVar("T")
 
 INLINE_LIMIT = 300_000
 MAX_RETRY_SLEEP_S = 10.0
@@ -137,15 +140,7 @@ class ModelSession:
     _tools: dict[str, Any] = field(default_factory=dict)
 
     def _read(self, run_id: str) -> list[dict[str, Any]]:
-        out = []
-        for _sk, doc in self.ports.runs.query_aux(run_id, keys.MODEL_CALL_PREFIX):
-            if "blob" in doc:
-                got = self.ports.blobs.get_json(str(doc["blob"]))
-                if got is None:
-                    continue
-                doc = dict(got)
-            out.append(doc)
-        return out
+        return read_log(self.ports, run_id)
 
     def log(self, invocation_id: str) -> dict[int, dict[str, Any]]:
         if self._log is None:
@@ -317,33 +312,67 @@ class ModelSession:
         except LookupError as exc:
             raise ModelCallFailed(c.CREDENTIAL_FORBIDDEN, "the model binding's credential is not available") from exc
         request = req if credential is None else _with_credential(req, credential)
-        attempts = int(self.ports.settings.model_call_attempts)
-        for attempt in range(attempts):
-            started = self.ports.clock.now_ms()
-            try:
-                reply = self.ports.models.complete(request)
-                self._count(req.provider, "ok")
-                return reply, max(0, self.ports.clock.now_ms() - started)
-            except ModelProviderError as exc:
-                self._count(req.provider, exc.code)
-                if exc.retryable and attempt + 1 < attempts:
-                    self.ports.clock.sleep(min(exc.retry_after_s or 0.5 * 2**attempt, MAX_RETRY_SLEEP_S))
-                    continue
-                raise ModelCallFailed(exc.code, f"the model call failed: {exc.reason}") from exc
-        raise ModelCallFailed(c.EXTERNAL_CALL_FAILED, "the model call failed")
+        try:
+            return send_with_retries(self.ports, lambda: self.ports.models.complete(request), req.provider, self._count)
+        except ModelProviderError as exc:
+            raise ModelCallFailed(exc.code, f"the model call failed: {exc.reason}") from exc
 
     def _count(self, provider: str, status: str) -> None:
         if self.tally is not None:
             self.tally.add_model_call(provider, status)
 
     def _store(self, order: str, turn: int, entry: dict[str, Any]) -> None:
-        sk = f"{keys.MODEL_CALL_PREFIX}{order}#{turn:04d}"
-        doc = entry
-        if len(json.dumps(entry, separators=(",", ":"))) > INLINE_LIMIT:
-            blob = f"{keys.run_prefix(self.run_id)}model-calls/{order}-{turn:04d}.json"
-            self.ports.blobs.put_json(blob, entry)
-            doc = {"blob": blob, "invocationId": entry["invocationId"], "turn": turn}
-        self.ports.runs.put_aux(self.run_id, sk, doc, self.expires_at)
+        store_entry(self.ports, self.run_id, order, turn, entry, self.expires_at)
+
+
+def send_with_retries(
+    ports: Ports, send: Callable[[], T], provider: str, count: Callable[[str, str], None] | None = None
+) -> tuple[T, int]:
+    """``send()`` (one provider call) with the host's retry rule: up to ``model_call_attempts`` tries while the
+    provider's error is retryable, backing off by its hint (else 0.5 s doubling, at most ``MAX_RETRY_SLEEP_S``).
+    Returns the answer and the duration of the try that answered; the last ``ModelProviderError`` otherwise."""
+    attempts = max(1, int(ports.settings.model_call_attempts))
+    for attempt in range(attempts):
+        started = ports.clock.now_ms()
+        try:
+            out = send()
+        except ModelProviderError as exc:
+            if count is not None:
+                count(provider, exc.code)
+            if exc.retryable and attempt + 1 < attempts:
+                ports.clock.sleep(min(exc.retry_after_s or 0.5 * 2**attempt, MAX_RETRY_SLEEP_S))
+                continue
+            raise
+        if count is not None:
+            count(provider, "ok")
+        return out, max(0, ports.clock.now_ms() - started)
+    raise ModelProviderError(c.EXTERNAL_CALL_FAILED, "the model call failed")
+
+
+def read_log(ports: Ports, run_id: str) -> list[dict[str, Any]]:
+    """Every entry of a run's model-call log (an entry kept in S3 read from there; one whose blob is gone is left
+    out)."""
+    out = []
+    for _sk, doc in ports.runs.query_aux(run_id, keys.MODEL_CALL_PREFIX):
+        if "blob" in doc:
+            got = ports.blobs.get_json(str(doc["blob"]))
+            if got is None:
+                continue
+            doc = dict(got)
+        out.append(doc)
+    return out
+
+
+def store_entry(ports: Ports, run_id: str, order: str, turn: int, entry: dict[str, Any], expires_at: int) -> None:
+    """Log model call ``turn`` of the invocation that ``order`` names: ``MCALL#<order>#<turn>``, in S3 (a pointer
+    left in the item) when its JSON is over ``INLINE_LIMIT``."""
+    sk = f"{keys.MODEL_CALL_PREFIX}{order}#{turn:04d}"
+    doc = entry
+    if len(json.dumps(entry, separators=(",", ":"))) > INLINE_LIMIT:
+        blob = f"{keys.run_prefix(run_id)}model-calls/{order}-{turn:04d}.json"
+        ports.blobs.put_json(blob, entry)
+        doc = {"blob": blob, "invocationId": entry["invocationId"], "turn": turn}
+    ports.runs.put_aux(run_id, sk, doc, expires_at)
 
 
 def _with_credential(req: ModelRequest, credential: str) -> ModelRequest:

@@ -18,6 +18,7 @@ from shared.ports.host import HostStore, IdempotencyStore
 from shared.ports.limits import QuotaRepository, ScopeClaimRepository
 from shared.ports.linked import LinkedItemStore
 from shared.ports.models import (
+    ChatCompletion,
     ModelMessage,
     ModelProvider,
     ModelProviderError,
@@ -72,6 +73,7 @@ __all__ = [
     "ApiKeyRepository",
     "AttrValue",
     "BlobStore",
+    "ChatCompletion",
     "Cipher",
     "DeploymentRepository",
     "Clock",

@@ -91,6 +91,18 @@ class ModelReply:
     cost_usd: float | None = None
 
 
+@dataclass(frozen=True)
+class ChatCompletion:
+    """A chat-completions answer passed through as it came (the model gateway, decision 0143): ``body`` is the
+    provider's JSON object; the token counts and ``model`` are read from it, ``cost_usd`` where a price is known."""
+
+    body: dict[str, Any]
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = None
+
+
 class ModelProvider(Protocol):
     """One adapter per provider (``shared/providers/<name>.py``), reached through ``Ports.models``."""
 
@@ -104,6 +116,13 @@ class ModelProviders(Protocol):
     def complete(self, request: ModelRequest) -> ModelReply: ...
     def mock_ids(self) -> tuple[str, ...]:
         """The mock-provider ids served here (empty where mocks are not served)."""
+        ...
+
+    def complete_chat(
+        self, body: dict[str, Any], *, base_url: str | None, credential: str | None, timeout_s: float = 60.0
+    ) -> ChatCompletion:
+        """Send a chat-completions ``body`` as it is to the OpenAI-compatible provider (``base_url``, default
+        OpenAI's) and answer its reply unaltered; raises ``ModelProviderError`` as ``complete`` does."""
         ...
 
     def check_mock(self, config: Any) -> None:

@@ -25,6 +25,7 @@ CAPABILITY_REQUIRED = "capability_required"
 INTERNAL_ERROR = "internal_error"
 EVENT_TYPE_UNMAPPED = "event_type_unmapped"
 SERVICE_UNAVAILABLE = "service_unavailable"
+UPSTREAM_UNAVAILABLE = "upstream_unavailable"  # the model gateway: the provider failed the call (decision 0143)
 RATE_LIMITED = "rate_limited"
 RESIDENCY_UNAVAILABLE = "residency_unavailable"
 VERSION_CONFLICT = "version_conflict"
@@ -95,6 +96,8 @@ HTTP_STATUS: dict[str, int] = {
     INTERNAL_ERROR: 500,
     EVENT_TYPE_UNMAPPED: 500,
     SERVICE_UNAVAILABLE: 503,
+    UPSTREAM_UNAVAILABLE: 502,
+    "replay_source_missing": 404,  # REPLAY_SOURCE_MISSING below; an HTTP answer only of the model gateway (0143)
 }
 
 # Run-document codes (RunSnapshot.error.code, run.failed / node.failed error.code).

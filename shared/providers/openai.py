@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.ports import (
+    ChatCompletion,
     EgressRefusedError,
     HttpTransport,
     ModelMessage,
@@ -179,7 +180,31 @@ class OpenAiChatProvider:
 
     def complete(self, request: ModelRequest) -> ModelReply:
         body, names = chat_request(request)
-        base = request.base_url or DEFAULT_BASE_URL
+        data = self._post(body, request.base_url, request.credential, request.timeout_s)
+        return parse_answer(data, names, request.model, self._prices)
+
+    def complete_chat(
+        self, body: dict[str, Any], *, base_url: str | None, credential: str | None, timeout_s: float = 60.0
+    ) -> ChatCompletion:
+        """``body`` sent as it is (the model gateway's passthrough); the answer comes back unaltered once it is
+        a chat completion (an object with a non-empty ``choices`` array of objects with a ``message``)."""
+        data = self._post(body, base_url, credential, timeout_s)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices:
+            raise ModelProviderError("external_call_failed", "the model provider's answer is not a chat completion")
+        if not all(isinstance(ch, dict) and isinstance(ch.get("message"), dict) for ch in choices):
+            raise ModelProviderError("external_call_failed", "the model provider's answer is not a chat completion")
+        usage: dict[str, Any] = data["usage"] if isinstance(data.get("usage"), dict) else {}
+        tokens_in, tokens_out = _tokens(usage.get("prompt_tokens")), _tokens(usage.get("completion_tokens"))
+        sent = str(body.get("model") or "")
+        model = str(data.get("model") or sent)
+        rate_model = model if self._prices.rate(model) is not None else sent
+        return ChatCompletion(
+            data, model, tokens_in, tokens_out, self._prices.cost_usd(rate_model, tokens_in, tokens_out)
+        )
+
+    def _post(self, body: dict[str, Any], base_url: str | None, credential: str | None, timeout_s: float) -> Any:
+        base = base_url or DEFAULT_BASE_URL
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ModelProviderError(
@@ -187,11 +212,11 @@ class OpenAiChatProvider:
             )
         url = base.rstrip("/") + "/chat/completions"
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if request.credential:
-            headers["Authorization"] = f"Bearer {request.credential}"
+        if credential:
+            headers["Authorization"] = f"Bearer {credential}"
         try:
             reply = self._http.send(
-                "POST", url, headers, _dumps(body).encode(), timeout_s=request.timeout_s, max_bytes=self._max
+                "POST", url, headers, _dumps(body).encode(), timeout_s=timeout_s, max_bytes=self._max
             )
         except EgressRefusedError as exc:
             # the guard's reason is safe; it speaks of "the tool" because tools were its first callers
@@ -211,7 +236,10 @@ class OpenAiChatProvider:
         if reply.status != 200:
             raise map_status(reply.status, reply.headers)
         try:
-            data = json.loads(reply.body)
+            return json.loads(reply.body)
         except ValueError:
             raise ModelProviderError("external_call_failed", "the model provider's answer is not JSON") from None
-        return parse_answer(data, names, request.model, self._prices)
+
+
+def _tokens(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

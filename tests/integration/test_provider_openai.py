@@ -335,3 +335,41 @@ def test_a_base_url_that_is_not_http_is_a_validation_error(server):
         _provider().complete(_request(server, base_url="file:///etc/passwd"))
     assert err.value.code == "validation_error"
     assert server.received == []
+
+
+def test_complete_chat_passes_the_body_through_and_the_answer_back(server):
+    # Given a server that answers a tool call whose arguments are not JSON (the passthrough does not judge them)
+    answer = _completion(
+        {
+            "content": None,
+            "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{oops"}}],
+        },
+        "tool_calls",
+        {"prompt_tokens": 21, "completion_tokens": 3, "total_tokens": 24},
+    )
+    server.answer(200, answer)
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "seed": 7, "stream": False}
+    # When the gateway's passthrough sends a chat body with a credential
+    got = _provider().complete_chat(body, base_url=server.url, credential=SECRET, timeout_s=5.0)
+    # Then the server got exactly that body, with bearer auth, and the answer comes back unaltered
+    [sent] = server.received
+    assert (sent.path, sent.headers["authorization"], sent.body) == ("/v1/chat/completions", f"Bearer {SECRET}", body)
+    assert got.body == answer
+    assert (got.model, got.input_tokens, got.output_tokens) == ("gpt-4o-mini-2024-07-18", 21, 3)
+    assert got.cost_usd == pytest.approx((21 * 0.15 + 3 * 0.60) / 1_000_000)
+
+
+def test_complete_chat_keeps_the_error_rules(server):
+    # Given a server that rate-limits, then one that answers something that is not a chat completion
+    server.answer(429, {"error": {"message": f"slow down, {SECRET}"}}, {"Retry-After": "3"})
+    server.answer(200, {"choices": []})
+    body = {"model": "m", "messages": [{"role": "user", "content": "a secret prompt"}]}
+    with pytest.raises(ModelProviderError) as limited:
+        _provider().complete_chat(body, base_url=server.url, credential=SECRET)
+    with pytest.raises(ModelProviderError) as bad:
+        _provider().complete_chat(body, base_url=server.url, credential=SECRET)
+    # Then the codes are the adapter's, and no reason carries the credential, the prompt or the URL
+    assert (limited.value.code, limited.value.retryable, limited.value.retry_after_s) == ("rate_limited", True, 3.0)
+    assert bad.value.code == "external_call_failed"
+    for reason in (limited.value.reason, bad.value.reason):
+        assert SECRET not in reason and "secret prompt" not in reason and "127.0.0.1" not in reason

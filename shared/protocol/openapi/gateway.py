@@ -51,7 +51,7 @@ GATEWAY: tuple[Op, ...] = (
         "gatewayChatCompletions",
         "agent_gateway",
         {200: "Object"},
-        _GATEWAY_ERRORS,
+        (*_GATEWAY_ERRORS, 403, 429, 502, 503),  # the provider's failures (decision 0144)
         body="Object",
         route_path=GATEWAY_ROUTE,
         auth=False,
