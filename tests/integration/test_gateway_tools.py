@@ -18,6 +18,7 @@ import pytest
 from shared.engine.tools import key_of_call
 from shared.local.demo_mcp import DemoMcpServer
 from shared.protocol.ids import project_id
+from shared.providers.names import wire_name
 from tests.helpers import ports as _ports
 from tests.wire import raw
 
@@ -93,7 +94,8 @@ def test_the_official_client_lists_exactly_the_allowlist(host, session):
 
     init, listed = _mcp(session["mcpUrl"], session["token"], steps)
     assert init.protocol_version == "2025-11-25"
-    assert [t.name for t in listed.tools] == session["allow"]
+    # listed under the providers' tool-name grammar (an agent hands them to its model), called back by either name
+    assert [t.name for t in listed.tools] == [wire_name(a) for a in session["allow"]]
     lookup = listed.tools[0]
     assert lookup.input_schema["required"] == ["id"]  # the catalog's schema, as the MCP server listed it
     assert lookup.description == "A customer's name and tier by id."
@@ -265,7 +267,7 @@ def test_the_modern_revision_serves_the_sdks_own_client(host, session):
             return await client.list_tools(), await client.call_tool(echo, {"modern": True})
 
     listed, echoed = asyncio.run(go())
-    assert [t.name for t in listed.tools] == [lookup, echo]
+    assert [t.name for t in listed.tools] == [wire_name(lookup), wire_name(echo)]
     assert (echoed.is_error, echoed.structured_content) == (False, {"modern": True})
     returned = [
         e["payload"]

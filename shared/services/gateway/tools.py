@@ -36,21 +36,31 @@ from shared.engine.matching import closest, would_match
 from shared.engine.tools import FIXTURE_MISS, FixturePlan, ToolOutcome, ToolRuntime, key_of_call
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
+from shared.providers.names import ToolNames
 from shared.services.gateway import EVAL, REPLAY, GatewaySession
 from shared.services.gateway import session as sessions
 
 LAST_INDEX = 99_999  # ``key_of_call`` pads the index to 5 digits: a session's calls lie between index 0 and this
 
 
+def _names(session: GatewaySession) -> ToolNames:
+    """Catalog ids (``acme.crm:lookup``) do not fit the model providers' tool-name grammar, and an agent hands its MCP
+    tools to its model by name: so the gateway lists each tool under its wire-safe name (``shared.providers.names``,
+    the name a host-run agent's model sees) and maps a call's name back to the catalog id it records."""
+    return ToolNames(session.agent.tool_allowlist or ())
+
+
 def list_tools(ports: Ports, session: GatewaySession) -> list[dict[str, Any]]:
-    """``tools/list``: the version's allowlist, in its order, by catalog id. Reads the catalog, writes nothing."""
+    """``tools/list``: the version's allowlist, in its order, under wire-safe names. Reads the catalog, writes
+    nothing."""
     catalog = Catalog(ports, session.tenant)
+    names = _names(session)
     out = []
     for tool in session.agent.tool_allowlist or ():
         resolved = catalog.resolve(tool)
         schema = (resolved.input_schema if resolved is not None else None) or {"type": "object"}
         desc = (resolved.description if resolved is not None else None) or tool
-        out.append({"name": tool, "description": desc, "inputSchema": schema})
+        out.append({"name": names.to_wire(tool), "description": desc, "inputSchema": schema})
     return out
 
 
@@ -58,6 +68,7 @@ def call_tool(ports: Ports, session: GatewaySession, name: str, arguments: Any) 
     """``tools/call``: one call decided, recorded and logged as a host-run agent's; a ``CallToolResult`` as JSON.
     A tool outside the allowlist is decided ``forbidden`` by the runtime, recorded and logged, and never called."""
     agent = session.agent
+    name = _names(session).to_catalog(name)
     index = sessions.claim(ports, session, "toolCalls")
     rec = ports.runs.get_run(session.run_id)  # its retention (the record's TTL) and, for a trial, its plan
     mode = "replay" if session.mode == REPLAY else "live"
