@@ -461,3 +461,14 @@ def test_an_erased_session_is_gone_for_its_token_too(host):
     assert gone.status == 204, gone.text
     got = _call(host, s["completeUrl"], {"output": 1}, token=s["token"])
     assert got.status == 401 and got.json["error"] == "unauthenticated", got.text
+
+
+def test_an_advance_task_that_meets_a_session_ends_and_leaves_it_running(host):
+    from shared.engine import kernel
+    from shared.engine.runkinds import RUN_KINDS
+
+    s = _session(host, _register(host, _agent()))
+    out = kernel.advance(_ports(), s["runId"], RUN_KINDS)
+    assert out["next"] == "done"
+    assert _status(host, s["runId"])["status"] == "running"
+    assert len(_events(host, s["runId"])) == 2
