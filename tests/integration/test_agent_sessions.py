@@ -472,3 +472,10 @@ def test_an_advance_task_that_meets_a_session_ends_and_leaves_it_running(host):
     assert out["next"] == "done"
     assert _status(host, s["runId"])["status"] == "running"
     assert len(_events(host, s["runId"])) == 2
+
+
+def test_a_session_cannot_be_forked_yet(host):
+    s = _session(host, _register(host, _agent()))
+    assert _call(host, s["completeUrl"], {"output": 1}, token=s["token"]).status == 200
+    got = raw(host.base_url, "POST", f"/runs/{project_id(s['runId'])}:fork", {"mode": "replay"}, key=host.key_a)
+    assert got.status == 400 and got.json["error"] == "validation_error", got.text
