@@ -479,3 +479,16 @@ def test_a_session_cannot_be_forked_yet(host):
     assert _call(host, s["completeUrl"], {"output": 1}, token=s["token"]).status == 200
     got = raw(host.base_url, "POST", f"/runs/{project_id(s['runId'])}:fork", {"mode": "replay"}, key=host.key_a)
     assert got.status == 400 and got.json["error"] == "validation_error", got.text
+
+
+def test_a_session_log_streams_over_sse_like_any_run(host):
+    s = _session(host, _register(host, _agent()))
+    assert _call(host, s["completeUrl"], {"output": "streamed"}, token=s["token"]).status == 200
+    got = [e.type for e in host.client(host.key_a).runs_events(s["runId"], stream_mode="debug", timeout_seconds=20)]
+    assert got == [
+        "run.started",
+        "agent.invocation-started",
+        "agent.decided",
+        "agent.invocation-completed",
+        "run.completed",
+    ]
