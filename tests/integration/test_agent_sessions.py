@@ -474,11 +474,28 @@ def test_an_advance_task_that_meets_a_session_ends_and_leaves_it_running(host):
     assert len(_events(host, s["runId"])) == 2
 
 
-def test_a_session_cannot_be_forked_yet(host):
+def test_a_session_forks_into_a_session_its_driver_runs_again(host):
     s = _session(host, _register(host, _agent()))
     assert _call(host, s["completeUrl"], {"output": 1}, token=s["token"]).status == 200
-    got = raw(host.base_url, "POST", f"/runs/{project_id(s['runId'])}:fork", {"mode": "replay"}, key=host.key_a)
-    assert got.status == 400 and got.json["error"] == "validation_error", got.text
+    path = f"/runs/{project_id(s['runId'])}:fork"
+    # a session forks from its start only: the agent runs again from there
+    late = raw(host.base_url, "POST", path, {"mode": "replay", "fromSeq": 2}, key=host.key_a)
+    assert late.status == 400 and late.json["details"]["errors"][0]["pointer"] == "/fromSeq", late.text
+    got = raw(host.base_url, "POST", path, {"mode": "replay"}, key=host.key_a)
+    assert got.status == 201, got.text
+    assert (got.json["sourceRunId"], got.json["mode"], got.json["status"]) == (s["runId"], "replay", "running")
+    fork = got.json["runId"]
+    again = raw(host.base_url, "POST", f"{BASE}/runs/{project_id(fork)}/session", key=host.key_a)
+    assert again.status == 200, again.text
+    assert again.json["runId"] == fork and again.json["token"] != s["token"]
+    assert again.json["input"] == {"ticket": "c-1 cannot log in"}
+    assert [e["type"] for e in _events(host, fork)] == ["run.started", "agent.invocation-started"]
+    # the fork's token opens the fork's gateway only; the source's is refused there
+    assert _call(host, again.json["completeUrl"], {"output": 1}, token=s["token"]).status == 401
+    assert _call(host, again.json["completeUrl"], {"output": 1}, token=again.json["token"]).status == 200
+    # erasing the source reaches the fork (its lineage link)
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(s['runId'])}", key=host.key_a).status in (200, 202, 204)
+    eventually(lambda: raw(host.base_url, "GET", f"/runs/{project_id(fork)}", key=host.key_a).status == 404)
 
 
 def test_a_session_log_streams_over_sse_like_any_run(host):
