@@ -312,8 +312,6 @@ RunKinds = Mapping[str, RunKind]
 def run_kind(rec: RunRecord) -> str:
     """The key in a ``RunKinds`` map of the kind that advances ``rec`` (an eval run itself is advanced by its own
     tasks, ``evalrun``'s, never by ``advance``)."""
-    if rec.kind == "session":
-        return "session"
     return "eval-fork" if rec.kind == "eval" and rec.data.get("fork") else "workflow"
 
 
@@ -373,7 +371,8 @@ def _advance(
     tally: ToolTally | None = None,
 ) -> dict[str, Any]:
     rec = ports.runs.get_run(run_id)
-    if rec is None or rec.status not in WRITABLE:
+    # a session of an external agent (decision 0143) is advanced by its gateway and its expiry, never by a task
+    if rec is None or rec.status not in WRITABLE or rec.kind == "session":
         return halt(run_id, rec)
     check_engine(rec.data)  # a build of another engine version never advances the run (shared/engine/version.py)
     kind = kinds[run_kind(rec)]

@@ -24,16 +24,7 @@ def eval_fork(
     return evalfork.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
 
 
-def session(
-    ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
-) -> dict[str, Any]:
-    """A session of an external agent (decision 0143): nothing advances it but its gateway and its expiry, so an
-    Advance task that meets one (after a restart, say) ends its execution."""
-    return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
-
-
 RUN_KINDS: RunKinds = {
     "workflow": workflowrun.advance,  # a workflow run, its replays and branches: the step loop
     "eval-fork": eval_fork,  # a fork of an eval run: its trials re-run, a page of tasks per task
-    "session": session,  # an external agent's session: advanced by its gateway, never by a task
 }

@@ -94,6 +94,9 @@ def create_session(
     if runtime_kind(doc) != "external":
         raise AgentRuntimeMismatchError("This agent version runs on the host: start it with POST /runs.")
     agent = agent_from_version(doc)
+    from shared.services.quotas import check_run_start
+
+    check_run_start(ports, caller.tenant)  # a session is a run start (the quota is off unless it is set)
     run_id = new_run_id(ports, caller.tenant)
     now_ms = ports.clock.now_ms()
     expires_ms = now_ms + int(ports.settings.session_ttl_s) * 1000

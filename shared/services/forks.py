@@ -65,6 +65,8 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     src = _visible_source(ports, caller, wire_run_id)
     if src.data.get(AUDIT_KEY):  # a record of a negotiation: no workflow executed
         raise ValidationError("An audit run records a negotiation; it executed no workflow to fork.")
+    if src.kind == "session":  # decision 0143 step 7 (session forks and replay --exec) is not built yet
+        raise ValidationError("A session of an external agent cannot be forked yet.")
     from_seq = _from_seq(req)
     overlay = req.runOptionsOverlay
     if req.mode == "replay" and overlay is not None and present(overlay):

@@ -461,3 +461,34 @@ def test_an_erased_session_is_gone_for_its_token_too(host):
     assert gone.status == 204, gone.text
     got = _call(host, s["completeUrl"], {"output": 1}, token=s["token"])
     assert got.status == 401 and got.json["error"] == "unauthenticated", got.text
+
+
+def test_an_advance_task_that_meets_a_session_ends_and_leaves_it_running(host):
+    from shared.engine import kernel
+    from shared.engine.runkinds import RUN_KINDS
+
+    s = _session(host, _register(host, _agent()))
+    out = kernel.advance(_ports(), s["runId"], RUN_KINDS)
+    assert out["next"] == "done"
+    assert _status(host, s["runId"])["status"] == "running"
+    assert len(_events(host, s["runId"])) == 2
+
+
+def test_a_session_cannot_be_forked_yet(host):
+    s = _session(host, _register(host, _agent()))
+    assert _call(host, s["completeUrl"], {"output": 1}, token=s["token"]).status == 200
+    got = raw(host.base_url, "POST", f"/runs/{project_id(s['runId'])}:fork", {"mode": "replay"}, key=host.key_a)
+    assert got.status == 400 and got.json["error"] == "validation_error", got.text
+
+
+def test_a_session_log_streams_over_sse_like_any_run(host):
+    s = _session(host, _register(host, _agent()))
+    assert _call(host, s["completeUrl"], {"output": "streamed"}, token=s["token"]).status == 200
+    got = [e.type for e in host.client(host.key_a).runs_events(s["runId"], stream_mode="debug", timeout_seconds=20)]
+    assert got == [
+        "run.started",
+        "agent.invocation-started",
+        "agent.decided",
+        "agent.invocation-completed",
+        "run.completed",
+    ]
