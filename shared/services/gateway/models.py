@@ -195,7 +195,7 @@ def _source_calls(ports: Ports, session: GatewaySession) -> dict[int, dict[str, 
 def _replayed(ports: Ports, session: GatewaySession, turn: int, body: dict[str, Any], ttl: int) -> dict[str, Any]:
     source = _source_calls(ports, session) if session.source_run_id else {}
     recorded = source.get(turn)
-    if recorded is None:
+    if recorded is None or not ("response" in recorded or "error" in recorded):  # none, or not a gateway call
         raise ReplaySourceMissingError(
             "The source run made no model call at this point of the conversation.", {"pointer": "/messages"}
         )
