@@ -162,7 +162,7 @@ def _evidence_faults(
             )
         )
     if summary is None:
-        out.append(_reason("unfinished", f"The eval run is {status}, not completed with a summary."))
+        out.append(_reason("unfinished", f"The eval run has no summary to be evidence: it is {status}."))
         return out
     tasks = list(summary.get("tasks") or [])
     if not summary.get("passed"):

@@ -56,6 +56,18 @@ def test_promote_refused_prints_every_reason_and_json_carries_them(host, agent, 
     doc = json.loads(capsys.readouterr().out)
     assert [r["code"] for r in doc["details"]["reasons"]] == ["not_found"]
     assert "r-zz" not in json.dumps(doc["details"])
+    # And a cancelled eval of another agent: both reasons, not only the first
+    from tests.integration.test_eval_cli import _slow_suite
+    from tests.integration.test_eval_runs import AGENT, eval_request
+
+    client = host.client(host.key_a)
+    cancelled = client.runs_create(eval_request(_slow_suite(host), agentId=AGENT)).runId
+    client.runs_cancel(cancelled)
+    assert wait_terminal(client, cancelled).status == "cancelled"
+    assert cli(host, "agents", "promote", f"{agent_id}@2.0.0", "--eval", cancelled, "--json") == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["code"] for r in doc["details"]["reasons"]] == ["other_agent", "unfinished"]
+    assert doc["details"]["reasons"][1]["message"] == "The eval run has no summary to be evidence: it is cancelled."
     # Usage and connection errors are exit 3
     assert cli(host, "agents", "promote", agent_id, "--eval", evals["v1"]) == 3
     assert "is not AGENT@VERSION" in capsys.readouterr().err
