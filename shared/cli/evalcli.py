@@ -28,15 +28,15 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
-from openwop_client import WopError
 from rich.console import Console
 
 from shared.cli import experiments
-from shared.cli.evalcompare import OK, USAGE, compare
-from shared.cli.evalhost import EXTENSION, CliError, Host, wait, wire_error
+from shared.cli.clirun import Verdict, run
+from shared.cli.evalcompare import OK, compare
+from shared.cli.evalhost import EXTENSION, CliError, Host, wait
 from shared.cli.evalrequest import build_request, parse_agent, resolve_version
 from shared.cli.evaltable import emit
-from shared.cli.suitecli import SuiteCliError, suite_app
+from shared.cli.suitecli import suite_app
 
 EXIT_CODES = """Exit codes: 0 no regression; 1 regressed; 2 unverifiable (a fixture miss, a failed or cancelled run,
 no task paired with the baseline); 3 usage or connection error. A flaky task (its baseline trials disagreed) never
@@ -84,14 +84,6 @@ ViewerUrl = Annotated[
 
 
 app.add_typer(suite_app)  # ``eval suite from-runs``
-
-
-class Verdict(Exception):  # noqa: N818 - not an error: how a command hands its exit code to main()
-    """A command's outcome: its exit code (raised so it passes through the CLI framework untouched)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 # --------------------------------------------------------------------------- commands
@@ -261,24 +253,7 @@ def main(argv: list[str]) -> int:
 
     The framework runs in its standalone mode (it prints usage errors itself and exits 2, help exits 0); a
     command's verdict leaves as ``Verdict``, so the framework's own 2 can only mean a usage error (-> 3)."""
-    command = typer.main.get_command(app)
-    try:
-        command.main(args=argv, prog_name="openwop-serverless eval", standalone_mode=True)
-    except Verdict as v:
-        return v.code
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else USAGE)
-        return OK if code == 0 else USAGE
-    except (CliError, SuiteCliError, experiments.ExperimentError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE
-    except WopError as exc:
-        print(f"error: {wire_error(exc)}", file=sys.stderr)
-        return USAGE
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE
-    return OK
+    return run(app, argv, "openwop-serverless eval", (experiments.ExperimentError,))
 
 
 if __name__ == "__main__":

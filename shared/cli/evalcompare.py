@@ -49,6 +49,7 @@ def _from_summary(run_id: str, status: str, summary: dict[str, Any]) -> dict[str
         "suiteVersion": summary.get("suiteVersion"),
         "baselineRunId": reg.get("baselineRunId"),
         "aggregateScore": summary.get("aggregateScore"),
+        "totalCostUsd": summary.get("totalCostUsd"),
         "scoreDelta": reg.get("scoreDelta"),
         "pairedVerdict": reg.get("verdict"),
         "pairedTaskCount": reg.get("pairedTaskCount"),
@@ -68,7 +69,7 @@ def _from_summary(run_id: str, status: str, summary: dict[str, Any]) -> dict[str
                 "trials": None,
                 "passAllK": None,
                 "liveToolCalls": None,
-                "costUsd": None,
+                "costUsd": t.get("costUsd"),  # absent from the summary: unknown
                 "latencyMs": None,
                 "fixtureMisses": [],
                 "verdict": None,

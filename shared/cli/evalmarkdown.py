@@ -81,6 +81,11 @@ def _num(value: Any, digits: int = 2) -> str:
     return "-" if value is None else f"{float(value):.{digits}f}"
 
 
+def usd(value: Any) -> str:
+    """A cost: ``unknown`` where a model's price is (None), never ``0.0000``."""
+    return "unknown" if value is None else f"{float(value):.4f}"
+
+
 def _link(viewer_url: str | None, run_id: str) -> str:
     return f"{viewer_url}#run={quote(run_id, safe='')}" if viewer_url else ""
 
@@ -104,6 +109,7 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
         )
     else:
         head += " · no baseline"
+    head += f" · cost USD {usd(rep.get('totalCostUsd'))}"
     lines = [
         f"### openwop eval `{_cell(rep.get('suiteId') or run)}`",
         "",

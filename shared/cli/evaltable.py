@@ -50,7 +50,7 @@ def table(rep: dict[str, Any], out: Console) -> None:
             _trials(task),
             str(task["fixtureMissCount"]),
             "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
-            num(task.get("costUsd"), 4),
+            evalmarkdown.usd(task.get("costUsd")),
             "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
             task["verdict"],
             style=STYLE.get(task["verdict"]),
@@ -74,6 +74,7 @@ def table(rep: dict[str, Any], out: Console) -> None:
             out.print(
                 f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False, soft_wrap=True
             )
+    out.print(f"total cost USD {evalmarkdown.usd(rep.get('totalCostUsd'))}", highlight=False)
     line = f"status {rep.get('status')}"
     if rep.get("baselineRunId"):
         line += f"  baseline {rep['baselineRunId']}  scoreDelta {num(rep.get('scoreDelta'), 3)}"

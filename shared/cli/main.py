@@ -11,6 +11,8 @@
     openwop-serverless eval run|compare ...               (HTTP to any host; ``eval --help``)
     openwop-serverless session AGENT --input J --exec CMD (HTTP: one session of an external agent)
     openwop-serverless replay RUN --exec CMD              (HTTP: a session's replay fork, driven by CMD)
+    openwop-serverless agents promote|rollback|history|list ...  (HTTP to any host; ``agents --help``)
+    openwop-serverless tools add --http URL --id ID ... | workflows add FILE  (HTTP to any host)
     openwop-serverless webhooks listen [--host 127.0.0.1] [--port 8790] [--secret S]...
 
     TENANT: --base-url URL --api-key KEY     (or OPENWOP_BASE_URL/OPENWOP_API_KEY: over HTTP, as that key's tenant;
@@ -58,13 +60,22 @@ def main(argv: Sequence[str] | None, operator: Operator) -> int:
     """Run one command line (``sys.argv[1:]`` when ``argv`` is None); its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["eval"]:
-        from shared.cli import evalcli
+        from shared.cli import evalcli, suiterules
 
+        suiterules.mount()  # ``eval suite rules|draft``
         return evalcli.main(argv[1:])
     if argv[:1] in (["session"], ["replay"]):
         from shared.cli import sessioncli
 
         return sessioncli.main(argv[1:], argv[0])
+    if argv[:1] == ["agents"]:
+        from shared.cli import agentcli
+
+        return agentcli.main(argv[1:])
+    if argv[:1] in (["tools"], ["workflows"]):
+        from shared.cli import registercli
+
+        return registercli.main(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "webhooks":
         from shared.cli.webhooks import listen

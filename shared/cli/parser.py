@@ -17,16 +17,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="eval runs on any host over HTTP: run, compare; exit codes gate CI (see `openwop-serverless eval --help`)",
         add_help=False,
     )
-    sub.add_parser(
-        "session",
-        help="one production session of an external agent, driven by its command (`openwop-serverless session --help`)",
-        add_help=False,
-    )
-    sub.add_parser(
-        "replay",
-        help="replay a session run with zero tool and model calls, driving the fork with the agent's command",
-        add_help=False,
-    )
+    for name, text in (
+        ("agents", "agents' releases over HTTP: promote with an eval as evidence, rollback, history, list"),
+        ("tools", "register an HTTP tool over HTTP: tools add --http URL --id ID ..."),
+        ("workflows", "register a workflow over HTTP: workflows add FILE"),
+        ("session", "one production session of an external agent, driven by its command: session AGENT --exec CMD"),
+        ("replay", "replay a session run with zero tool and model calls, the fork driven by the agent's command"),
+    ):
+        sub.add_parser(name, help=text + " (see `openwop-serverless " + name + " --help`)", add_help=False)
 
     serve = sub.add_parser("serve", help="run the embedded local host (moto in-process + HTTP front)")
     serve.add_argument("--host", default="127.0.0.1")

@@ -21,18 +21,13 @@ from urllib.parse import quote
 
 import typer
 
+from shared.cli.clirun import Verdict, run
 from shared.cli.evalcli import ApiKey, Endpoint, JsonOut
 from shared.cli.evalhost import EXTENSION, CliError, Host
 from shared.cli.gatewayexec import Gateway, GatewayError, complete, run_agent
 
 OK, FAILED, USAGE = 0, 1, 3
 EXIT_CODES = "Exit codes: 0 the session completed; 1 the agent failed; 3 usage or connection error."
-
-
-class Exit(Exception):  # noqa: N818 - not an error: the command's exit code, carried past the CLI framework
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 def read_input(value: str | None, file: Path | None) -> Any:
@@ -97,7 +92,7 @@ def command(
         if "error" in body:
             line += f": {body['error']['message']}"
         sys.stdout.write(line + "\n")
-    raise Exit(OK if status == "completed" else FAILED)
+    raise Verdict(OK if status == "completed" else FAILED)
 
 
 def replay_command(
@@ -138,15 +133,11 @@ def replay_command(
         if "error" in body:
             line += f": {body['error']['message']}"
         sys.stdout.write(line + "\n")
-    raise Exit(OK if status == "completed" else FAILED)
+    raise Verdict(OK if status == "completed" else FAILED)
 
 
 def main(argv: list[str], which: str = "session") -> int:
     """Run ``session`` (or ``replay``); a usage or connection problem is one ``error:`` line and exit 3."""
-    from openwop_client import WopError
-
-    from shared.cli.evalhost import wire_error
-
     app = typer.Typer(add_completion=False, rich_markup_mode=None)
     if which == "replay":
         app.command(help=replay_command.__doc__, epilog=EXIT_CODES)(replay_command)
@@ -155,16 +146,4 @@ def main(argv: list[str], which: str = "session") -> int:
             help="One production session of an external agent, driven by its own command.\n\n" + EXIT_CODES,
             epilog=EXIT_CODES,
         )(command)
-    try:
-        typer.main.get_command(app).main(args=argv, prog_name=f"openwop-serverless {which}", standalone_mode=True)
-    except Exit as done:
-        return done.code
-    except SystemExit as exc:
-        return OK if exc.code in (0, None) else USAGE
-    except (CliError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE
-    except WopError as exc:
-        print(f"error: {wire_error(exc)}", file=sys.stderr)
-        return USAGE
-    return OK
+    return run(app, argv, f"openwop-serverless {which}")

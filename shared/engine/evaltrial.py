@@ -60,6 +60,7 @@ class TrialResult:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    cost_unknown: bool = False  # a model call had no known price: the trial's cost is unknown, never a partial sum
     latency_ms: int = 0
     scorer: dict[str, Any] | None = None  # the scorer's {strategy, score, passed, reason, parts}: the report's
 
@@ -77,7 +78,7 @@ class TrialResult:
             "inputTokens": self.input_tokens,
             "outputTokens": self.output_tokens,
         }
-        if self.cost_usd is not None:
+        if self.cost_usd is not None and not self.cost_unknown:
             doc["costUsd"] = self.cost_usd
         if self.error is not None:
             doc["errorCode"] = self.error.get("code")
@@ -157,6 +158,8 @@ def run_trial(
                 result.output_tokens += int(p.get("outputTokens", 0))
                 if p.get("costEstimateUsd") is not None:
                     result.cost_usd = (result.cost_usd or 0.0) + float(p["costEstimateUsd"])
+                else:
+                    result.cost_unknown = True
         if step.outcome is not None and step.call is not None:
             out = step.outcome
             progress["calls"] += 1
@@ -221,6 +224,8 @@ def grade(
             )
             if entry.get("costUsd") is not None:
                 result.cost_usd = (result.cost_usd or 0.0) + float(entry["costUsd"])
+            else:
+                result.cost_unknown = True
         except (judge.ModelCallFailed, judge.JudgementError) as exc:
             result.error = {"code": exc.code, "message": exc.message}
     if expected.get("kind") == "golden" and result.decided and not result.fixture_miss_count:

@@ -124,7 +124,7 @@ def task_result(task_id: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
         **evalstats.trial_stats([bool(t["passed"]) for t in trials]),
     }
     costs = [float(t["costUsd"]) for t in trials if t.get("costUsd") is not None]
-    if costs:
+    if costs and len(costs) == n:  # one trial of unknown cost makes the task's unknown (absent), never a partial sum
         row["costUsd"] = sum(costs)
     latencies = [int(t["latencyMs"]) for t in trials if t.get("latencyMs") is not None]
     if latencies:
@@ -227,7 +227,7 @@ def summary(
         "passedCount": passed_count,
         "tasks": tasks,
     }
-    if costs:
+    if costs and len(costs) == len(tasks):  # absent (unknown) unless every task's cost is known
         out["totalCostUsd"] = sum(costs)
     if baseline is not None:
         out["regression"] = regression_block(aggregate, tasks, baseline, draws)

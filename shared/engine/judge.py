@@ -81,7 +81,9 @@ def judge(
     """(which criteria are met, the judge call's log entry). Raises ``ModelCallFailed`` / ``JudgementError``."""
     criteria = [str(r.get("criterion", "")) for r in rubric]
     req = request(judge_binding, task_input, answer, criteria, models.ports.settings.openai_base_url or None)
-    entry = models.serve(invocation_id, order, 0, req, judge_binding.get("credentialRef"))
+    entry = models.serve(
+        invocation_id, order, 0, req, judge_binding.get("credentialRef"), price=judge_binding.get("price")
+    )
     return parse(entry.get("text"), len(criteria)), entry
 
 

@@ -40,6 +40,7 @@ from shared.ports import (
     Ports,
 )
 from shared.protocol import codes as c
+from shared.providers.prices import Rate
 
 T = TypeVar("T")
 
@@ -66,6 +67,9 @@ def binding(agent: AgentSpec, overrides: dict[str, Any] | None) -> dict[str, Any
     if "mockProvider" in ai:
         b["provider"] = "mock"
         b["mockProvider"] = ai["mockProvider"]
+    bound = agent.model or {}
+    if (b.get("provider"), b.get("model")) != (bound.get("provider"), bound.get("model")):
+        b.pop("price", None)  # a registered price is the bound model's: an overriding model is priced by the table
     return b
 
 
@@ -210,7 +214,9 @@ class ModelSession:
             mock=b.get("mockProvider"),
             turn=turn,
         )
-        return self.serve(invocation_id, order, turn, req, b.get("credentialRef"), calls_before=len(history))
+        return self.serve(
+            invocation_id, order, turn, req, b.get("credentialRef"), calls_before=len(history), price=b.get("price")
+        )
 
     def serve(
         self,
@@ -221,6 +227,7 @@ class ModelSession:
         cred_ref: str | None,
         *,
         calls_before: int = 0,
+        price: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Model call ``turn`` of ``invocation_id``: the logged entry, else served from the source's log (replay, or
         a branch's copied prefix), else sent to the provider; logged before it is used."""
@@ -231,7 +238,7 @@ class ModelSession:
         attrs = spans.model_request(req, self.run_id, self.tenant, invocation_id, turn, tracing.capture_content)
         with tracing.span(f"chat {req.model}", attrs, kind="client") as span:
             try:
-                entry = self._serve(invocation_id, order, turn, req, cred_ref, calls_before)
+                entry = self._serve(invocation_id, order, turn, req, cred_ref, calls_before, price)
             except ModelCallFailed as exc:
                 span.fail(exc.code)
                 raise
@@ -239,7 +246,14 @@ class ModelSession:
         return entry
 
     def _serve(
-        self, invocation_id: str, order: str, turn: int, req: ModelRequest, cred_ref: str | None, calls_before: int
+        self,
+        invocation_id: str,
+        order: str,
+        turn: int,
+        req: ModelRequest,
+        cred_ref: str | None,
+        calls_before: int,
+        price: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         log = self.log(invocation_id)
         key = content_key(req)
@@ -293,8 +307,13 @@ class ModelSession:
                     "source": "live",
                 }
             )
-            if reply.cost_usd is not None:
-                entry["costUsd"] = reply.cost_usd
+            cost = (
+                reply.cost_usd
+                if price is None
+                else Rate.registered(price).cost_usd(reply.input_tokens, reply.output_tokens)
+            )
+            if cost is not None:
+                entry["costUsd"] = cost
         self._store(order, turn, entry)
         log[turn] = entry
         return entry

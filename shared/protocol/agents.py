@@ -41,6 +41,14 @@ class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
+class ModelPrice(_Closed):
+    """What the bound model costs, USD per million tokens: prices its calls where the host's table does not know
+    the model (or knows another price). Closed; both members required (decision 0147)."""
+
+    inputPerMTokUsd: float = Field(ge=0, le=100_000, allow_inf_nan=False, strict=True)
+    outputPerMTokUsd: float = Field(ge=0, le=100_000, allow_inf_nan=False, strict=True)
+
+
 class ModelBinding(_Closed):
     # Fields checked by a validator name its pattern in their JSON schema too, so the OpenAPI document tells the truth.
     provider: str = Field(json_schema_extra={"pattern": PROVIDER_RE.pattern})
@@ -50,6 +58,7 @@ class ModelBinding(_Closed):
     credentialRef: str | None = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
     baseUrl: str | None = Field(default=None, max_length=2048, json_schema_extra={"pattern": BASE_URL_RE.pattern})
     mockProvider: dict[str, Any] | None = None
+    price: ModelPrice | None = None
 
     @field_validator("provider")
     @classmethod

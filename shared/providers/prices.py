@@ -4,7 +4,8 @@ The defaults are the providers' published on-demand list prices at the time of w
 on-demand, no batch or cache discounts; OpenAI: the standard tier). They are estimates for ``provider.usage``, not
 invoices: an operator whose contract differs sets ``MODEL_PRICES``, a JSON object ``{"<model id>": {"input": <usd
 per 1M>, "output": <usd per 1M>}, ...}`` that adds to and overrides this table. A model with no price gets
-``cost_usd = None`` (unknown, never a guessed 0). The mock provider costs 0.
+``cost_usd = None`` (unknown, never a guessed 0). The mock provider costs 0. A tenant prices its own model on the
+agent version's binding (``model.price``: ``Rate.registered``), which prices that binding's calls instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ MOCK = "mock"
 class Rate:
     input_per_mtok: float
     output_per_mtok: float
+
+    @classmethod
+    def registered(cls, price: Mapping[str, float]) -> Rate:
+        """The ``price`` of an agent version's model binding (``{inputPerMTokUsd, outputPerMTokUsd}``, validated at
+        registration): it prices that binding's calls instead of the table (decision 0147)."""
+        return cls(float(price["inputPerMTokUsd"]), float(price["outputPerMTokUsd"]))
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        return round((input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1_000_000, 10)
 
 
 DEFAULT_RATES: dict[str, Rate] = {
@@ -92,7 +102,4 @@ class PriceTable:
 
     def cost_usd(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
         rate = self.rate(model)
-        if rate is None:
-            return None
-        usd = (input_tokens * rate.input_per_mtok + output_tokens * rate.output_per_mtok) / 1_000_000
-        return round(usd, 10)
+        return None if rate is None else rate.cost_usd(input_tokens, output_tokens)

@@ -8,7 +8,9 @@ with no record is ``draft``. ``GET /agents/{agentId}/deployments`` lists every v
   state), or a ``paused`` version back to ``active``. Entering ``staged`` or ``active`` needs eval evidence:
   ``evalRunId`` naming a completed eval run of this tenant that evaluated exactly this agent version, whose summary
   passed, with no fixture miss, and which did not regress against its baseline; anything else is
-  ``422 eval_gate_unmet`` with the same bytes whatever the reason. ``active`` puts the version on ``channel``
+  ``422 eval_gate_unmet`` whose ``details.reasons`` lists every reason that applies (``{code, message}``, and the
+  task ids where it is about tasks: decision 0147); a foreign, malformed or unknown id is the one reason
+  ``not_found``, the same bytes whatever it was. ``active`` puts the version on ``channel``
   (default ``stable``); the version that held the channel keeps its state and loses the channel, and becomes the
   new version's rollback target.
 - ``pause`` (active → paused), ``deprecate`` (active → deprecated): the version leaves its channels.
@@ -56,11 +58,30 @@ CHANNELS = ("stable", "canary", "latest")
 ASSIGNABLE = ("stable", "canary")
 
 
+MAX_REASON_TASKS = 20  # task ids a reason names at most (its ``taskCount`` says how many there are)
+
+
 class EvalGateUnmetError(ProtocolError):
+    """``422 eval_gate_unmet`` with ``details.reasons``: every reason that applies, each ``{code, message}`` (and
+    ``tasks``/``taskCount`` where it is about tasks). Only the caller's own eval run is described: a foreign,
+    malformed or unknown id is the one reason ``not_found``, the same bytes whatever it was."""
+
     code = c.EVAL_GATE_UNMET
 
-    def __init__(self) -> None:
-        super().__init__("The eval run is not evidence that this version may be promoted.")
+    def __init__(self, reasons: list[dict[str, Any]]) -> None:
+        super().__init__("The eval run is not evidence that this version may be promoted.", {"reasons": reasons})
+
+
+def _reason(code: str, message: str, tasks: list[str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": code, "message": message}
+    if tasks is not None:
+        out["tasks"] = tasks[:MAX_REASON_TASKS]
+        out["taskCount"] = len(tasks)
+    return out
+
+
+NO_EVIDENCE = _reason("no_evidence", "Entering staged or active needs evalRunId: an eval run of this version.")
+NOT_FOUND = _reason("not_found", "evalRunId names no eval run of this tenant.")
 
 
 class NoActiveDeploymentError(ProtocolError):
@@ -103,33 +124,66 @@ def list_deployments(ports: Ports, caller: Caller, agent_id: str) -> dict[str, A
 
 
 def _gate(ports: Ports, caller: Caller, agent_id: str, version: str, eval_run_id: str | None) -> str:
-    """The eval evidence for entering staged/active, or the uniform ``eval_gate_unmet``."""
+    """The eval evidence for entering staged/active, or ``eval_gate_unmet`` with every reason that applies."""
     from shared.engine import evalrun
     from shared.services import summaries
 
     if eval_run_id is None:
-        raise EvalGateUnmetError()
+        raise EvalGateUnmetError([NO_EVIDENCE])
     rec = reference(ports, caller, eval_run_id)
-    if rec is None or rec.kind != "eval" or rec.status != "completed" or not rec.summary:
-        raise EvalGateUnmetError()
+    if rec is None or rec.kind != "eval":
+        raise EvalGateUnmetError([NOT_FOUND])
     try:
         plan = evalrun.load_plan(ports, rec.run_id)
     except RunGoneError as exc:  # erased meanwhile
-        raise EvalGateUnmetError() from exc
-    summary = summaries.stored(ports, rec)
-    if summary is None:  # erased meanwhile
-        raise EvalGateUnmetError()
-    regression = summary.get("regression") or {}
-    if (
-        plan.get("agentId") != agent_id
-        or plan.get("agentVersion") != version
-        or not summary.get("passed")
-        or any(int(t.get("fixtureMissCount", 0)) for t in summary.get("tasks", []))
-        or regression.get("verdict") == "regressed"
-        or float(regression.get("scoreDelta", 0)) < 0
-    ):
-        raise EvalGateUnmetError()
+        raise EvalGateUnmetError([NOT_FOUND]) from exc
+    summary = summaries.stored(ports, rec) if rec.status == "completed" and rec.summary else None
+    reasons = _evidence_faults(plan, summary, rec.status, agent_id, version)
+    if reasons:
+        raise EvalGateUnmetError(reasons)
     return rec.run_id
+
+
+def _evidence_faults(
+    plan: dict[str, Any], summary: dict[str, Any] | None, status: str, agent_id: str, version: str
+) -> list[dict[str, Any]]:
+    """Why the caller's own eval run is no evidence for ``agent_id@version`` (empty: it is)."""
+    out: list[dict[str, Any]] = []
+    if plan.get("agentId") != agent_id:
+        out.append(_reason("other_agent", "The eval run evaluated another agent."))
+    elif plan.get("agentVersion") != version:
+        evaluated = plan.get("agentVersion")
+        out.append(
+            _reason(
+                "wrong_version",
+                f"The eval run evaluated version {evaluated}, not {version}."
+                if evaluated
+                else f"The eval run pinned no agent version, not {version}.",
+            )
+        )
+    if summary is None:
+        out.append(_reason("unfinished", f"The eval run has no summary to be evidence: it is {status}."))
+        return out
+    tasks = list(summary.get("tasks") or [])
+    if not summary.get("passed"):
+        failed = [str(t.get("taskId")) for t in tasks if not t.get("passed")]
+        out.append(_reason("not_passed", "The eval run did not pass its suite's bar.", failed))
+    missed = [str(t.get("taskId")) for t in tasks if int(t.get("fixtureMissCount", 0))]
+    if missed:
+        out.append(_reason("fixture_misses", "Tasks met calls their fixtures did not record (unverifiable).", missed))
+    regression = summary.get("regression") or {}
+    base = {str(k): float(v) for k, v in ((plan.get("baseline") or {}).get("tasks") or {}).items()}
+    fell = [
+        str(t["taskId"])
+        for t in tasks
+        if str(t.get("taskId")) in base and float(t["score"]) < base[str(t["taskId"])] - 1e-9
+    ]
+    if regression.get("verdict") == "regressed":
+        out.append(_reason("regressed", "The eval run regressed against its baseline.", fell))
+    if float(regression.get("scoreDelta", 0)) < 0:
+        delta = float(regression["scoreDelta"])
+        out.append(_reason("score_fell", f"The aggregate score fell against the baseline (scoreDelta {delta:.3f})."))
+    return out
 
 
 def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[str, Any]:

@@ -97,7 +97,10 @@ def _usage(events: list[dict[str, Any]]) -> dict[str, Any]:
         "modelCalls": len(usage),
         "inputTokens": sum(int(u.get("inputTokens", 0)) for u in usage),
         "outputTokens": sum(int(u.get("outputTokens", 0)) for u in usage),
-        "costUsd": sum(float(u.get("costEstimateUsd") or 0) for u in usage),
+        # unknown (None) when a call had no known price: never a partial sum, never 0 for an unpriced model
+        "costUsd": None
+        if any(u.get("costEstimateUsd") is None for u in usage)
+        else sum(float(u["costEstimateUsd"]) for u in usage),
     }
 
 
@@ -293,7 +296,9 @@ def _task_row(
         "fixtureMisses": misses,
         "servedFrom": served_from,
         "liveToolCalls": sum(t["liveToolCalls"] for t in trial_rows),
-        "costUsd": sum(t["costUsd"] for t in trial_rows),
+        "costUsd": None
+        if any(t["costUsd"] is None for t in trial_rows)
+        else sum(float(t["costUsd"]) for t in trial_rows),
         "latencyMs": round(sum(latencies) / len(latencies)) if latencies else None,
         "scorers": scored,
         "trialResults": trial_rows,
@@ -365,6 +370,7 @@ def build(
         "modes": list(plan.get("modes") or []),
         "baselineRunId": plan.get("baselineRunId"),
         "aggregateScore": summary.get("aggregateScore"),
+        "totalCostUsd": summary.get("totalCostUsd"),  # None: some task's cost is unknown (an unpriced model)
         "baselineAggregateScore": (baseline or {}).get("aggregateScore"),
         "scoreDelta": (regression or {}).get("scoreDelta"),
         "pairedVerdict": (regression or {}).get("verdict"),

@@ -62,6 +62,7 @@ def _operation(op: Op) -> dict[str, Any]:
     statuses = sorted({*op.errors, 400, 406, 426, *((401,) if op.auth else ())} - set(op.success))
     for status in statuses:
         envelope = "RegistrationError" if status == 400 and op.registration else "ErrorEnvelope"
+        envelope = op.refusals.get(status, envelope)
         responses[str(status)] = {
             "description": "error envelope",
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{envelope}"}}},

@@ -4,6 +4,7 @@ resolved once per run and recorded, rollback and pause."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -105,7 +106,8 @@ def test_the_promotion_gate_channels_rollback_and_pause(host, agent):
     listed = client.agents_list_deployments(agent_id)
     assert [(d.version, d.state) for d in listed] == [("1.0.0", "draft"), ("2.0.0", "draft"), ("3.0.0", "draft")]
 
-    # No evidence, a regressed eval, an eval of another version, a foreign or malformed id: the same refusal
+    # No evidence, a regressed eval, an eval of another version, a foreign or malformed id: each refused, with its
+    # reasons (decision 0147); the ids that are no eval of the caller's (foreign, malformed) read the same bytes
     refusals = []
     for kw in (
         {},
@@ -123,7 +125,17 @@ def test_the_promotion_gate_channels_rollback_and_pause(host, agent):
         r = raw(host.base_url, "POST", f"/agents/{agent_id}/deployments", body, key=host.key_a)
         assert r.status == 422 and r.json["error"] == "eval_gate_unmet", r.text
         refusals.append(r.text)
-    assert len(set(refusals)) == 1
+    assert refusals[3] == refusals[4]
+    reasons = [[(x["code"], x.get("tasks")) for x in json.loads(t)["details"]["reasons"]] for t in refusals]
+    assert reasons == [
+        [("no_evidence", None)],
+        [("not_passed", ["q"]), ("regressed", ["q"]), ("score_fell", None)],
+        [("wrong_version", None)],
+        [("not_found", None)],
+        [("not_found", None)],
+    ]
+    assert "evaluated version 1.0.0, not 2.0.0" in json.loads(refusals[2])["details"]["reasons"][0]["message"]
+    assert "tenant-b" not in refusals[3] and "garbage" not in refusals[4]
     # A channel nothing serves yet
     refused = _channel_run(host, agent_id, "stable")
     assert refused.status == 400 and refused.json["error"] == "no_active_deployment"

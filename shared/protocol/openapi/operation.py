@@ -37,6 +37,8 @@ class Op:
     streaming: bool = False
     registration: bool = False
     """A registration: its ``400 validation_error`` always carries ``details.errors`` (issue 24 part 6)."""
+    refusals: dict[int, str] = field(default_factory=dict)
+    """An error status whose envelope says more than ``ErrorEnvelope``: the schema's name (e.g. 422 -> the gate's)."""
 
     @property
     def route(self) -> str:

@@ -117,6 +117,7 @@ AGENTS: tuple[Op, ...] = (
         (400, 401, 404, 406, 413, 415, 422),
         body="DeploymentTransition",
         registration=True,
+        refusals={422: "EvalGateRefusal"},
     ),
     # Safe channels (issue 24): a channel back to its previous deployment, and every change of what it serves.
     Op(

@@ -48,6 +48,50 @@ RESPONSES: dict[str, dict[str, Any]] = {
             },
         },
     },
+    # The promotion gate's refusal (decision 0147): every reason the named eval run is no evidence, each a code, a
+    # fixed-form message and, where it is about tasks, their ids (at most 20; taskCount says how many).
+    "EvalGateRefusal": {
+        "allOf": [{"$ref": "#/components/schemas/ErrorEnvelope"}],
+        "if": {"required": ["error"], "properties": {"error": {"const": "eval_gate_unmet"}}},
+        "then": {
+            "required": ["details"],
+            "properties": {
+                "details": {
+                    "type": "object",
+                    "required": ["reasons"],
+                    "properties": {
+                        "reasons": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "required": ["code", "message"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "code": {
+                                        "enum": [
+                                            "no_evidence",
+                                            "not_found",
+                                            "other_agent",
+                                            "wrong_version",
+                                            "unfinished",
+                                            "not_passed",
+                                            "fixture_misses",
+                                            "regressed",
+                                            "score_fell",
+                                        ]
+                                    },
+                                    "message": {"type": "string", "minLength": 1},
+                                    "tasks": {"type": "array", "maxItems": 20, "items": _STR},
+                                    "taskCount": {"type": "integer", "minimum": 0},
+                                },
+                            },
+                        }
+                    },
+                }
+            },
+        },
+    },
     "ValidationFault": {
         "type": "object",
         "required": ["pointer", "message"],
