@@ -58,8 +58,10 @@ def baseline_line(rep: dict[str, Any]) -> str | None:
     line = f"baseline {base['runId']}: agent version {base.get('agentVersion') or '-'}, verdict {verdict}"
     if failed:
         line += f", {len(failed)} failing task{'s' if len(failed) != 1 else ''}"
-    if base.get("passed") is not None:
-        line += ", passed" if base["passed"] else f", did not pass ({base.get('notPassedBecause')})"
+    if base.get("passed") is False:
+        line += f", did not pass ({base.get('notPassedBecause')})"
+    elif base.get("passed") and verdict != "passed":
+        line += ", passed"
     if base.get("picked"):
         line += f"; picked by --baseline {base['picked'] if base['picked'] != 'run' else 'RUN'}"
         if base.get("name"):
