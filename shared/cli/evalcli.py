@@ -13,14 +13,16 @@ comment, appended to ``$GITHUB_STEP_SUMMARY`` when set (``shared/cli/evalmarkdow
 ``eval accept RUN [--task T ...]`` publishes the run's suite's next minor version that takes the run's recorded
 calls, answers and decisions as the accepted tasks' fixtures and expectations (an intended change).
 
-Exit codes (every command): 0 no regression (accept: published), 1 regressed, 2 unverifiable (a fixture miss, a failed or cancelled
-run, no task paired with the baseline), 3 usage or connection error. A task whose baseline trials disagreed is
-``flaky``: listed apart, it never makes exit 1 on its own (the host counts its fall only when the bootstrap
-interval of ``scoreDelta`` lies wholly below 0; a client-side comparison never counts it).
+Exit codes (``EXIT_CODES``; docs/decisions/0145-ci-verdict-baselines-and-precedence.md): when several conditions
+apply, the first in the order usage 3 > regression 1 > unverifiable 2 > failure 4 decides; 0 when none does. A task
+whose baseline trials disagreed is ``flaky``: listed apart, it never makes exit 1 on its own (the host counts its fall
+only when the bootstrap interval of ``scoreDelta`` lies wholly below 0; a client-side comparison never counts it).
+Baselines are picked and checked by ``shared/cli/evalbaseline.py``.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -30,7 +32,7 @@ from urllib.parse import quote
 import typer
 from rich.console import Console
 
-from shared.cli import experiments
+from shared.cli import evalbaseline, experiments
 from shared.cli.clirun import Verdict, run
 from shared.cli.evalcompare import OK, compare
 from shared.cli.evalhost import EXTENSION, CliError, Host, wait
@@ -38,9 +40,13 @@ from shared.cli.evalrequest import build_request, parse_agent, resolve_version
 from shared.cli.evaltable import emit
 from shared.cli.suitecli import suite_app
 
-EXIT_CODES = """Exit codes: 0 no regression; 1 regressed; 2 unverifiable (a fixture miss, a failed or cancelled run,
-no task paired with the baseline); 3 usage or connection error. A flaky task (its baseline trials disagreed) never
-makes exit 1 on its own."""
+EXIT_CODES = """Exit codes, by precedence (when several conditions apply, the first listed decides):
+3 usage: a usage or connection error, or a refused baseline (it ran the candidate's own agent version, or did not
+pass; --baseline-any lifts the refusal); 1 regression: the paired verdict against the baseline is regressed;
+2 unverifiable: a fixture miss, a failed or cancelled run or baseline, no task paired with the baseline; 4 failure:
+a task fails its expectation, with or without a baseline, unless its suite marks it knownFailure or
+--allow-known-failures tolerates it (the baseline failed it too); 0 none of these. A flaky task (its baseline trials
+disagreed) never makes exit 1 on its own. The markdown's first line names the deciding condition."""
 
 app = typer.Typer(
     name="eval",
@@ -81,6 +87,29 @@ ViewerUrl = Annotated[
         help="the viewer's URL (.../host/openwop-serverless/ui): the markdown links each run to it",
     ),
 ]
+BaselineAny = Annotated[
+    bool,
+    typer.Option(
+        "--baseline-any",
+        help="take the baseline even when it ran the candidate's own agent version or did not pass; "
+        "'last' is then the newest completed eval of the suite and agent",
+    ),
+]
+AllowKnown = Annotated[
+    bool,
+    typer.Option(
+        "--allow-known-failures",
+        help="tolerate a task that fails its expectation when the baseline failed it too (listed, a JUnit skip, "
+        "never exit 4); never a regression or a fixture miss; without a baseline it tolerates nothing",
+    ),
+]
+ChangedOnly = Annotated[
+    bool,
+    typer.Option(
+        "--changed-only",
+        help="markdown: list only the tasks that changed or fail (a line counts the others)",
+    ),
+]
 
 
 app.add_typer(suite_app)  # ``eval suite from-runs``
@@ -111,11 +140,13 @@ def run_command(
         typer.Option(
             "--baseline",
             metavar="RUN|stable|last",
-            help="baseline eval run id, 'stable' (the run that admitted the "
-            "agent's stable deployment) or 'last' (the newest completed "
-            "eval of this suite and agent); adds 'regression'",
+            help="baseline eval run id, 'stable' (the run that admitted the agent's stable deployment) or 'last' "
+            "(the newest passed eval of this suite and agent at another agent version); adds 'regression'; a "
+            "baseline of the candidate's own version, or one that did not pass, is refused (exit 3)",
         ),
     ] = None,
+    baseline_any: BaselineAny = False,
+    allow_known: AllowKnown = False,
     fixtures_from: Annotated[
         list[str] | None,
         typer.Option(
@@ -140,6 +171,7 @@ def run_command(
     junit_file: Junit = None,
     markdown_file: Markdown = None,
     viewer_url: ViewerUrl = None,
+    changed_only: ChangedOnly = False,
     name: Annotated[
         str | None,
         typer.Option("--name", metavar="NAME", help="the experiment's name (stored on the run; eval list --name)"),
@@ -148,14 +180,20 @@ def run_command(
     """Start an eval run; with --wait show progress until it ends, then print the comparison table."""
     build_request(suite, agent, None, fixtures_from or [], modes or [], agent_version)  # usage errors first
     host = Host(endpoint, api_key)
-    if baseline in experiments.NAMED_BASELINES:
-        baseline = experiments.resolve_baseline(host, baseline, experiments.suite_id(suite), parse_agent(agent)[0])
-    req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], agent_version)
     err = Console(stderr=True)
-    if req.configurable is None:  # no version named: resolve it as the host would, pin it, and say so
-        resolved = resolve_version(host, req.agentId or "", err)
-        if resolved is not None:
-            req = build_request(suite, agent, baseline, fixtures_from or [], modes or [], resolved)
+    buffer = io.StringIO()
+    held = Console(file=buffer, width=err.width)  # said once the baseline is not refused
+    agent_id, named = parse_agent(agent)
+    version = agent_version or named
+    if version is None:  # no version named: resolve it as the host would, pin it, and say so
+        version = resolve_version(host, agent_id, held)
+    picked = None
+    if baseline:
+        picked = evalbaseline.pick(host, baseline, experiments.suite_id(suite), agent_id, version, any_=baseline_any)
+    sys.stderr.write(buffer.getvalue())
+    if picked is not None:
+        evalbaseline.say(picked, err)
+    req = build_request(suite, agent, picked.run_id if picked else None, fixtures_from or [], modes or [], version)
     req = experiments.with_name(req, name)
     created = host.client.runs_create(req)
     if not wait_:
@@ -166,7 +204,8 @@ def run_command(
         raise Verdict(OK)
     err.print(f"eval run {created.runId} started", highlight=False)
     wait(host, created.runId, timeout, err, show=True)
-    raise Verdict(emit(compare(host, created.runId, None), as_json, junit_file, markdown_file, viewer_url))
+    rep = compare(host, created.runId, None, allow_known=allow_known, baseline_doc=picked.doc() if picked else None)
+    raise Verdict(emit(rep, as_json, junit_file, markdown_file, viewer_url, changed_only))
 
 
 @app.command("compare", epilog=EXIT_CODES)
@@ -177,26 +216,48 @@ def compare_command(
         typer.Option(
             "--baseline",
             metavar="RUN|stable|last",
-            help="compare with this run instead of the run's own baseline; "
-            "'stable' or 'last' (the newest completed eval of the same "
-            "suite and agent older than the run)",
+            help="compare with this run instead of the run's own baseline; 'stable' or 'last' (the newest passed "
+            "eval of the same suite and agent at another agent version, older than the run); a baseline of the "
+            "run's own agent version, or one that did not pass, is refused (exit 3)",
         ),
     ] = None,
+    baseline_any: BaselineAny = False,
+    allow_known: AllowKnown = False,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
     as_json: JsonOut = False,
     junit_file: Junit = None,
     markdown_file: Markdown = None,
     viewer_url: ViewerUrl = None,
+    changed_only: ChangedOnly = False,
 ) -> None:
-    """Print the per-task table of a finished eval run against its baseline, and the paired verdict."""
+    """Print the per-task table of a finished eval run against its baseline, and the verdict; without --baseline,
+    the run's own baseline (picked, and checked, when the run was started)."""
     host = Host(endpoint, api_key)
-    if baseline in experiments.NAMED_BASELINES:
+    picked = None
+    if baseline:
         head = host.report(run, whole=False) or {}
-        if not head.get("suiteId") or not head.get("agentId"):
+        if baseline in experiments.NAMED_BASELINES and (not head.get("suiteId") or not head.get("agentId")):
             raise CliError(f"--baseline {baseline} needs the host's eval report for {run}")
-        baseline = experiments.resolve_baseline(host, baseline, str(head["suiteId"]), str(head["agentId"]), before=run)
-    raise Verdict(emit(compare(host, run, baseline), as_json, junit_file, markdown_file, viewer_url))
+        version = head.get("agentVersion")
+        picked = evalbaseline.pick(
+            host,
+            baseline,
+            str(head.get("suiteId")),
+            str(head.get("agentId")),
+            None if version is None else str(version),
+            before=run,
+            any_=baseline_any,
+        )
+        evalbaseline.say(picked, Console(stderr=True))
+    rep = compare(
+        host,
+        run,
+        picked.run_id if picked else None,
+        allow_known=allow_known,
+        baseline_doc=picked.doc() if picked else None,
+    )
+    raise Verdict(emit(rep, as_json, junit_file, markdown_file, viewer_url, changed_only))
 
 
 @app.command("list", epilog="Exit codes: 0 listed; 3 usage or connection error.")

@@ -29,6 +29,7 @@ class Host:
         if not api_key:
             raise CliError("no API key: pass --api-key or set OPENWOP_API_KEY")
         self.client = OpenwopClient(endpoint.rstrip("/"), api_key)
+        self._marks: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
 
     def raw(self, path: str) -> dict[str, Any]:
         return self.client._request_json("GET", path)
@@ -55,6 +56,27 @@ class Host:
 
     def summary(self, run_id: str) -> dict[str, Any]:
         return self.raw(f"/runs/{project_id(run_id)}/eval-summary")
+
+    def suite_marks(self, suite_id: Any, version: Any) -> dict[str, dict[str, Any]]:
+        """Each task's host extension member of a suite version (``label``, ``knownFailure``), by taskId; empty
+        when the host does not serve the version (a conformance fixture, a plain OpenWOP host)."""
+        if not suite_id or not version:
+            return {}
+        key = (str(suite_id), str(version))
+        if key not in self._marks:
+            path = f"/host/{EXTENSION}/eval-suites/{quote(key[0], safe='')}/versions/{quote(key[1], safe='')}"
+            try:
+                doc = self.raw(path)
+            except WopError as err:
+                if err.status not in (400, 404):
+                    raise
+                doc = {}
+            self._marks[key] = {
+                str(t["taskId"]): (t.get("extensions") or {}).get(EXTENSION) or {}
+                for t in doc.get("tasks") or []
+                if isinstance(t, dict) and "taskId" in t
+            }
+        return self._marks[key]
 
 
 def wire_error(err: WopError) -> CliError:

@@ -16,6 +16,57 @@ from urllib.parse import quote
 from shared.engine.trajectory import describe, short, task_divergence
 
 FAILING = ("regressed", "unverifiable")
+UNCHANGED = ("unchanged", "passed")  # what --changed-only leaves out (when the task also met its expectation)
+
+
+def failing(task: dict[str, Any]) -> bool:
+    """The task fails the CI result: regressed, unverifiable, or failed its expectation untolerated."""
+    return task["verdict"] in FAILING or task.get("outcome") == "failed"
+
+
+def task_name(task: dict[str, Any]) -> str:
+    """The task id and, when its suite gives one, its label: ``run-3f2a… (customer=ACME, order=17)``."""
+    label = task.get("label")
+    return f"{task['taskId']} ({label})" if label else str(task["taskId"])
+
+
+def verdict_text(task: dict[str, Any]) -> str:
+    """The task's verdict, and its outcome where that adds something (``unchanged, failed``, ``failed,
+    known-failure``)."""
+    verdict, outcome = str(task["verdict"]), task.get("outcome")
+    if outcome in ("failed", "known-failure", "tolerated") and verdict not in (*FAILING, outcome):
+        return f"{verdict}, {outcome}"
+    return verdict
+
+
+def decided_line(rep: dict[str, Any]) -> str:
+    """Which condition decided the exit code, and the precedence it was decided by."""
+    decided = rep.get("decidedBy")
+    others = [c for c in rep.get("conditions") or [] if c != decided]
+    why = f"decided by {decided}" if decided else "no condition applies"
+    also = f" (also: {', '.join(others)})" if others else ""
+    return f"exit {rep['exitCode']}: {why}{also}; precedence {rep.get('precedence')}"
+
+
+def baseline_line(rep: dict[str, Any]) -> str | None:
+    """The baseline's run, agent version and verdict (and how it was picked), or None without a baseline."""
+    base = rep.get("baseline")
+    if not base:
+        return None
+    verdict = base.get("verdict") or base.get("status") or "-"
+    failed = base.get("failedTasks") or []
+    line = f"baseline {base['runId']}: agent version {base.get('agentVersion') or '-'}, verdict {verdict}"
+    if failed:
+        line += f", {len(failed)} failing task{'s' if len(failed) != 1 else ''}"
+    if base.get("passed") is False:
+        line += f", did not pass ({base.get('notPassedBecause')})"
+    elif base.get("passed") and verdict != "passed":
+        line += ", passed"
+    if base.get("picked"):
+        line += f"; picked by --baseline {base['picked'] if base['picked'] != 'run' else 'RUN'}"
+        if base.get("name"):
+            line += f", experiment {base['name']}"
+    return line
 
 
 def expected_actual(task: dict[str, Any]) -> str:
@@ -90,9 +141,21 @@ def _link(viewer_url: str | None, run_id: str) -> str:
     return f"{viewer_url}#run={quote(run_id, safe='')}" if viewer_url else ""
 
 
-def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
-    """A pull-request comment: the summary line, the per-task table, the divergences (or expected vs actual) of
-    the regressed and unverifiable tasks, and links to the viewer when ``viewer_url`` is given."""
+def _row(t: dict[str, Any]) -> str:
+    tr = t.get("trials")
+    trials = f"{tr['passed']}/{tr['total']}" if tr else "-"
+    verdict = verdict_text(t)
+    return (
+        f"| {_cell(task_name(t))} | {_num(t.get('baselineScore'))} | {_num(t['score'])} | {trials} | "
+        f"{t['fixtureMissCount']} | {_cell(verdict)} |"
+    )
+
+
+def markdown(rep: dict[str, Any], viewer_url: str | None = None, changed_only: bool = False) -> str:
+    """A pull-request comment: which condition decided the exit code (its first line), the summary line, the
+    per-task table (``changed_only``: only the tasks that changed or fail, a line counting the others), the known
+    failures, the divergences (or expected vs actual) of the failing tasks, and links to the viewer when
+    ``viewer_url`` is given."""
     run = str(rep["runId"])
     cand = f"[`{_cell(run)}`]({_link(viewer_url, run)})" if viewer_url else f"`{_cell(run)}`"
     head = f"**eval {_cell(rep['verdict'])}** (exit {rep['exitCode']}) · run {cand}"
@@ -111,25 +174,43 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
         head += " · no baseline"
     head += f" · cost USD {usd(rep.get('totalCostUsd'))}"
     lines = [
-        f"### openwop eval `{_cell(rep.get('suiteId') or run)}`",
+        f"### openwop eval `{_cell(rep.get('suiteId') or run)}`: {_cell(decided_line(rep))}",
         "",
         head,
         "",
+    ]
+    if baseline_line(rep):
+        lines += [_cell(baseline_line(rep)), ""]
+    lines += [
         "| task | baseline | candidate | trials (pass^k) | fixture misses | verdict |",
         "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
-    for t in rep.get("tasks") or []:
-        tr = t.get("trials")
-        trials = f"{tr['passed']}/{tr['total']}" if tr else "-"
-        lines.append(
-            f"| {_cell(t['taskId'])} | {_num(t.get('baselineScore'))} | {_num(t['score'])} | {trials} | "
-            f"{t['fixtureMissCount']} | {_cell(t['verdict'])} |"
-        )
-    failing = [t for t in rep.get("tasks") or [] if t["verdict"] in FAILING]
-    if failing:
+    tasks = rep.get("tasks") or []
+    hide = [changed_only and t["verdict"] in UNCHANGED and t.get("outcome") == "passed" for t in tasks]
+    shown = [t for t, h in zip(tasks, hide, strict=True) if not h]
+    lines += [_row(t) for t in shown]
+    if changed_only:
+        hidden: dict[str, int] = {}
+        for t, h in zip(tasks, hide, strict=True):
+            if h:
+                hidden[t["verdict"]] = hidden.get(t["verdict"], 0) + 1
+        counts = ", ".join(f"{n} {v}" for v, n in hidden.items()) or "none"
+        lines += ["", f"_Not listed (--changed-only): {len(tasks) - len(shown)} of {len(tasks)} tasks ({counts})._"]
+    known = rep.get("knownFailures") or []
+    if known or rep.get("toleratedTasks"):
+        lines += ["", "#### Known failures (tolerated)", ""]
+        for k in known:
+            state = "fails" if k["failed"] else "passes now"
+            name = task_name(k)
+            lines.append(f"- **{_code(name)}** ({state}, knownFailure): {_code(k['reason'])}")
+        for tid in rep.get("toleratedTasks") or []:
+            lines.append(f"- **{_code(tid)}** (failed in the baseline too; --allow-known-failures)")
+    failing_tasks = [t for t in tasks if failing(t)]
+    if failing_tasks:
         lines += ["", "#### What changed", ""]
-        for t in failing:
-            lines.append(f"- **{_code(t['taskId'])}** ({t['verdict']}): `{_code(what_changed(t))}`")
+        for t in failing_tasks:
+            why = t["verdict"] if t["verdict"] in FAILING else t["outcome"]
+            lines.append(f"- **{_code(task_name(t))}** ({why}): `{_code(what_changed(t))}`")
             for m in t.get("fixtureMisses") or []:
                 lines.append(f"  - fixture miss (trial {m.get('trial')}): `{_code(miss_text(m))}`")
     if viewer_url:
@@ -137,12 +218,12 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rep: dict[str, Any], path: Path | None, viewer_url: str | None) -> None:
+def write(rep: dict[str, Any], path: Path | None, viewer_url: str | None, changed_only: bool = False) -> None:
     """Write the comment to ``path`` (when given) and append it to ``$GITHUB_STEP_SUMMARY`` (when set)."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if path is None and not summary:
         return
-    text = markdown(rep, viewer_url)
+    text = markdown(rep, viewer_url, changed_only)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

@@ -30,8 +30,11 @@ def table(rep: dict[str, Any], out: Console) -> None:
     if rep.get("suiteId"):
         title += f"  suite {rep['suiteId']}@{rep.get('suiteVersion')}"
     t = Table(title=title, title_justify="left")
+    labelled = any(task.get("label") for task in rep["tasks"])
+    if labelled:
+        t.add_column("task")
     for col, just in (
-        ("task", "left"),
+        ("label" if labelled else "task", "left"),
         ("baseline", "right"),
         ("candidate", "right"),
         ("trials (pass^k)", "right"),
@@ -43,8 +46,10 @@ def table(rep: dict[str, Any], out: Console) -> None:
     ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for task in rep["tasks"]:
+        verdict = evalmarkdown.verdict_text(task)
         t.add_row(
-            task["taskId"],
+            *([task["taskId"]] if labelled else []),
+            (task.get("label") or "-") if labelled else task["taskId"],
             num(task.get("baselineScore")),
             num(task["score"]),
             _trials(task),
@@ -52,8 +57,8 @@ def table(rep: dict[str, Any], out: Console) -> None:
             "-" if task.get("liveToolCalls") is None else str(task["liveToolCalls"]),
             evalmarkdown.usd(task.get("costUsd")),
             "-" if task.get("latencyMs") is None else str(task["latencyMs"]),
-            task["verdict"],
-            style=STYLE.get(task["verdict"]),
+            verdict,
+            style=STYLE.get(task["verdict"]) or STYLE.get(task.get("outcome") or ""),
         )
     out.print(t)
     for task in rep["tasks"]:
@@ -70,9 +75,12 @@ def table(rep: dict[str, Any], out: Console) -> None:
                 soft_wrap=True,
             )
     for task in rep["tasks"]:
-        if task["verdict"] in evalmarkdown.FAILING:
+        if evalmarkdown.failing(task):
             out.print(
-                f"  {task['taskId']}: {evalmarkdown.what_changed(task)}", highlight=False, markup=False, soft_wrap=True
+                f"  {evalmarkdown.task_name(task)}: {evalmarkdown.what_changed(task)}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
     out.print(f"total cost USD {evalmarkdown.usd(rep.get('totalCostUsd'))}", highlight=False)
     line = f"status {rep.get('status')}"
@@ -85,11 +93,29 @@ def table(rep: dict[str, Any], out: Console) -> None:
     else:
         line += "  no baseline"
     out.print(line, highlight=False)
+    base = evalmarkdown.baseline_line(rep)
+    if base:
+        out.print(base, highlight=False, markup=False, soft_wrap=True)
+    for k in rep.get("knownFailures") or []:
+        state = "fails" if k["failed"] else "passes now"
+        out.print(
+            f"known failure {evalmarkdown.task_name(k)} ({state}): {k['reason']}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    if rep.get("toleratedTasks"):
+        out.print(
+            f"tolerated (failed in the baseline too, --allow-known-failures): {', '.join(rep['toleratedTasks'])}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if rep.get("flakyTasks"):
         out.print(
             f"flaky (baseline trials disagreed, never a regression alone): {', '.join(rep['flakyTasks'])}",
             highlight=False,
         )
+    out.print(evalmarkdown.decided_line(rep), highlight=False, markup=False, soft_wrap=True)
     out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]), highlight=False)
 
 
@@ -99,10 +125,11 @@ def emit(
     junit_file: Path | None,
     markdown_file: Path | None = None,
     viewer_url: str | None = None,
+    changed_only: bool = False,
 ) -> int:
     if junit_file is not None:
         junit(rep, junit_file)
-    evalmarkdown.write(rep, markdown_file, viewer_url)
+    evalmarkdown.write(rep, markdown_file, viewer_url, changed_only)
     if as_json:
         sys.stdout.write(json.dumps(rep, indent=2) + "\n")
     else:

@@ -5,8 +5,8 @@
 - ``eval list [--suite S] [--agent A] [--name N]``: run id, suite@version, agent@version, name, score, verdict,
   started; newest first.
 - ``--baseline stable``: the eval run that admitted the agent's active ``stable`` deployment (its ``evalRunId``,
-  ``GET /agents/{agentId}/deployments``). ``--baseline last``: the newest completed eval run of the same suite and
-  agent (for ``compare``: the newest one older than the candidate).
+  ``GET /agents/{agentId}/deployments``). ``--baseline last`` and the checks every named baseline passes:
+  ``shared/cli/evalbaseline.py``.
 """
 
 from __future__ import annotations
@@ -76,28 +76,6 @@ def stable_baseline(host: RawHost, agent_id: str) -> str:
         if dep.get("state") == "active" and "stable" in (dep.get("channels") or []) and dep.get("evalRunId"):
             return str(dep["evalRunId"])
     raise ExperimentError(f"agent {agent_id} has no active stable deployment admitted by an eval run")
-
-
-def last_baseline(host: RawHost, suite: str, agent_id: str, *, before: str | None = None) -> str:
-    """The newest completed eval run of ``suite`` and ``agent_id``; with ``before``, the newest one older than it."""
-    seen = before is None
-    for row in eval_runs(host, suite=suite, agent=agent_id, status=None if before else "completed"):
-        if row["runId"] == before:
-            seen = True
-        elif seen and row.get("status") == "completed":
-            return str(row["runId"])
-    raise ExperimentError(f"no earlier completed eval run of suite {suite} and agent {agent_id}")
-
-
-def resolve_baseline(
-    host: RawHost, value: str | None, suite: str, agent_id: str, *, before: str | None = None
-) -> str | None:
-    """``stable`` / ``last`` resolved to a run id; any other value is a run id already."""
-    if value == "stable":
-        return stable_baseline(host, agent_id)
-    if value == "last":
-        return last_baseline(host, suite, agent_id, before=before)
-    return value
 
 
 def _at(row: dict[str, Any], what: str) -> str:

@@ -122,6 +122,7 @@ def from_runs_body(
     base: bool,
     strategy: str | None,
     now_s: float,
+    label: str | None = None,
 ) -> dict[str, Any]:
     agent_id, sep, version = agent.partition("@")
     if not agent_id or (sep and not version):
@@ -145,6 +146,8 @@ def from_runs_body(
         body["base"] = "latest"
     if strategy:
         body["strategy"] = strategy
+    if label:
+        body["label"] = label
     return body
 
 
@@ -172,6 +175,15 @@ def from_runs_command(
     run_id: Annotated[list[str] | None, typer.Option("--run-id", metavar="ID", help="a run (repeatable)")] = None,
     append: Annotated[bool, typer.Option("--append", help="append to the latest version (base: latest)")] = False,
     strategy: Annotated[str | None, typer.Option("--strategy", help="exact (default), contains or json-match")] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label",
+            metavar="TEMPLATE",
+            help="each task's label, e.g. '{input.customer}' ({input} or {input.a.b}: the run's input or a member); "
+            "default: a short summary of the run's input",
+        ),
+    ] = None,
     endpoint: Annotated[
         str | None,
         typer.Option("--endpoint", "--base-url", metavar="URL", envvar="OPENWOP_BASE_URL", help="the host's base URL"),
@@ -181,7 +193,7 @@ def from_runs_command(
     ] = None,
 ) -> None:
     """Build a new suite version from recorded runs; print it and its task count."""
-    body = from_runs_body(agent, since, sample, seed, limit, run_id or [], append, strategy, time.time())
+    body = from_runs_body(agent, since, sample, seed, limit, run_id or [], append, strategy, time.time(), label)
     target = tenant_target(endpoint, api_key)
     if target is None:
         raise SuiteCliError("no host: pass --endpoint and --api-key or set OPENWOP_BASE_URL and OPENWOP_API_KEY")

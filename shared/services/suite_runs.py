@@ -9,8 +9,9 @@ a source erased while we registered is tombstoned by us after the write.
 
 ``from_runs`` builds a new version from runs named (``runIds``) or found by a filter on the tenant index of runs
 (never a scan): each task's input is the input of the agent's first invocation in the run, its expected answer the
-decision it reached (``golden``, strategy ``exact`` unless named), its ``sourceRunId`` the run and its taskId derived
-from the run's id (``task_id_for``: stable, and not the id itself). Every check happens before the one write of the version: a refused request writes
+decision it reached (``golden``, strategy ``exact`` unless named), its ``sourceRunId`` the run, its taskId derived
+from the run's id (``task_id_for``: stable, and not the id itself) and its label the body's ``label`` template or a
+summary of the input (``task_labels``). Every check happens before the one write of the version: a refused request writes
 nothing but links, which name no version.
 """
 
@@ -33,7 +34,7 @@ from shared.errors import (
     pointer,
 )
 from shared.ports import Ports, RunRecord
-from shared.services import evals, source_runs, suites
+from shared.services import evals, source_runs, suites, task_labels
 from shared.services.common import Caller, chunks, link_under, parallel
 
 DEFAULT_FROM_RUNS = 100
@@ -296,6 +297,7 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
     recs: dict[str, RunRecord] = {}
     for src in checked:
         task = task_from_run(src.rec, src.log, strategy)
+        task = task_labels.labelled(task, task_labels.render(req.get("label"), src.log.input))
         if task["taskId"] not in have and src.rec.run_id not in have_sources:
             have.add(task["taskId"])
             added.append(task)

@@ -204,15 +204,27 @@ def test_the_cli_exits_0_on_a_flaky_fall_and_junit_skips_it(host, runs, tmp_path
             host.key_a,
             "--junit",
             str(junit),
+            "--allow-known-failures",
         ]
     )
     out = capsys.readouterr().out
-    # Then exit 0, the flaky task listed apart, JUnit skips it (no failure)
+    # Then exit 0, the flaky task listed apart, JUnit skips it (no failure); wobbly and mixed fail their
+    # expectation as the baseline did, which --allow-known-failures tolerates (issue 36): skipped too
     assert code == 0, out
     assert "flaky (baseline trials disagreed, never a regression alone): wobbly" in out
     assert "[95% " in out
     text = junit.read_text()
-    assert 'skipped="1"' in text and 'failures="0"' in text and "flaky: the baseline's trials disagreed" in text
+    assert 'skipped="2"' in text and 'failures="0"' in text and "flaky: the baseline's trials disagreed" in text
+    assert "tolerated (failed in the baseline too, --allow-known-failures): wobbly, mixed" in out
+    # without it, those standing failures fail CI (exit 4), still no regression
+    code = main(["eval", "compare", runs["candidate"], "--json", "--endpoint", host.base_url, "--api-key", host.key_a])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["decidedBy"], doc["pairedVerdict"], doc["failedTasks"]) == (
+        4,
+        "failure",
+        "unchanged",
+        ["wobbly", "mixed"],
+    )
     code = main(
         [
             "eval",
@@ -220,6 +232,8 @@ def test_the_cli_exits_0_on_a_flaky_fall_and_junit_skips_it(host, runs, tmp_path
             runs["candidate"],
             "--baseline",
             runs["base"],
+            "--baseline-any",  # the baseline failed wobbly and mixed too: named on purpose
+            "--allow-known-failures",
             "--json",
             "--endpoint",
             host.base_url,
@@ -276,7 +290,20 @@ def test_a_one_task_suite_whose_flaky_task_fell_is_not_regressed(host, scorer, c
     assert ci["low"] == ci["high"] == pytest.approx(0.25 - 0.625)
     # and still the flaky task alone does not make the suite regressed: listed apart, exit 0
     assert (reg["verdict"], reg["flakyTasks"]) == ("unchanged", ["wobbly"])
-    code = main(["eval", "compare", cand, "--json", "--endpoint", host.base_url, "--api-key", host.key_a])
+    # (the task fails its expectation as the baseline did: --allow-known-failures tolerates that, issue 36)
+    code = main(
+        [
+            "eval",
+            "compare",
+            cand,
+            "--json",
+            "--allow-known-failures",
+            "--endpoint",
+            host.base_url,
+            "--api-key",
+            host.key_a,
+        ]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert (code, doc["verdict"], [t["verdict"] for t in doc["tasks"]]) == (0, "unchanged", ["flaky"])
 

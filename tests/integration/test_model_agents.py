@@ -557,8 +557,9 @@ def test_rubric_tasks_are_graded_by_a_judge_model_and_replayed_without_judging_a
 
 
 def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promotion(host, server, tmp_path, capsys):
-    """``openwop-serverless eval run --agent ID@VERSION``: v2 against v1's production tool answers exits 2 (a
-    fixture miss, unverifiable) and names the differing pointer; the deployment gate refuses that eval."""
+    """``openwop-serverless eval run --agent ID@VERSION``: v2 against v1's production tool answers regresses and
+    misses a fixture: exit 1 (a regression outranks the miss, decision 0145), the miss listed and its differing
+    pointer named; the deployment gate refuses that eval."""
     import xml.etree.ElementTree as ET
 
     from shared.local.commands import main
@@ -638,7 +639,9 @@ def test_the_eval_cli_gates_a_model_agent_version_and_the_gate_refuses_its_promo
         str(junit),
     )
     out, err = capsys.readouterr()
-    assert code == 2, out + err
+    assert code == 1, out + err
+    # both conditions are reported, in precedence order: the regression decides, the miss is listed after it
+    assert json.loads(out)["conditions"][:2] == ["regression", "unverifiable"]
     assert "/customerId" in out  # the miss names the argument that differs from v1's recorded call
     candidate = json.loads(out)["runId"]
     cases_ = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}

@@ -128,19 +128,44 @@ def test_baseline_stable_is_the_run_that_admitted_the_stable_deployment(host, la
     assert (rep["pairedVerdict"], rep["pairedTaskCount"], rep["verdict"]) == ("unchanged", 1, "unchanged")
 
 
-def test_baseline_last_is_the_newest_completed_eval_of_the_suite_and_agent(host, lab, capsys):
-    # Given two finished eval runs of the suite and agent (v1, named "nightly 1", then v2)
+def test_baseline_last_is_the_newest_passed_eval_of_the_suite_and_agent_at_another_version(host, lab, capsys):
+    # Given two finished eval runs of the suite and agent (v1 at 1.0.0, named "nightly 1", then v2 at 2.0.0)
     v1 = lab["runs"].get("v1") or _run(host, capsys, lab, "1.0.0", "--name", "nightly 1")["runId"]
     v2 = lab["runs"].get("v2") or _run(host, capsys, lab, "2.0.0", "--baseline", v1)["runId"]
-    # When a third runs with --baseline last
-    rep = _run(host, capsys, lab, "2.0.0", "--baseline", "last")
+    # When a third run of 2.0.0 asks for --baseline last
+    code, out, err = cli(
+        host,
+        capsys,
+        "run",
+        "--suite",
+        f"{lab['suite']}@1.0.0",
+        "--agent",
+        f"{lab['agent']}@2.0.0",
+        "--baseline",
+        "last",
+        "--wait",
+        "--json",
+    )
+    assert code == 0, out + err
+    rep = json.loads(out)
     v3 = rep["runId"]
-    # Then its baseline is v2, the newest one before it
-    assert rep["baselineRunId"] == v2
-    # and compare --baseline last pairs v2 with the one older than it (v1), not with itself or v3
+    # Then its baseline is v1: v2 ran 2.0.0, the candidate's own version, so it is passed over (issue 36)
+    assert rep["baselineRunId"] == v1
+    # and the CLI says which run it picked: its id, agent version, experiment name, age and verdict
+    assert f"baseline last: {v1} (agent version 1.0.0, experiment nightly 1, " in err and " ago, passed)" in err
+    assert (rep["baseline"]["runId"], rep["baseline"]["agentVersion"], rep["baseline"]["picked"]) == (
+        v1,
+        "1.0.0",
+        "last",
+    )
+    # and compare --baseline last pairs v2 with v1 too (older than v2, another version), not with itself or v3
     code, out, err = cli(host, capsys, "compare", v2, "--baseline", "last", "--json")
     assert code == 0, out + err
     assert json.loads(out)["baselineRunId"] == v1
+    # and with --baseline-any, last is the newest completed eval older than v3 whatever its version: v2
+    code, out, err = cli(host, capsys, "compare", v3, "--baseline", "last", "--baseline-any", "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["baselineRunId"] == v2
     # and eval list shows the three, newest first, with what a reader tells them apart by
     code, out, err = cli(host, capsys, "list", "--suite", lab["suite"], "--agent", lab["agent"], "--json")
     assert code == 0, out + err
