@@ -15,17 +15,16 @@ import pytest
 
 from shared import manifest
 from shared.manifest import routes
+from tests.infra.templates import logical_id, synthesize
 
 pytestmark = pytest.mark.infra
 
 
 def _synth(tmp_path: Path, **context: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     _, stack = build_app({"stage": "prod", **context}, outdir=str(tmp_path), nag=False)
-    return stack, Template.from_stack(stack).to_json()["Resources"]
+    return stack, synthesize(stack).to_json()["Resources"]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,8 @@ def _of_type(resources: dict[str, dict[str, Any]], kind: str) -> dict[str, dict[
 
 
 def _id(stack: Any, construct: Any) -> str:
-    return str(stack.resolve(construct.node.default_child.ref)["Ref"])
+    """The construct's logical id, in whichever stack (root or nested) holds it: ids are unique across them."""
+    return logical_id(construct)
 
 
 # --- Runtime --------------------------------------------------------------------------------------------------

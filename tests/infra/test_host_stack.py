@@ -17,10 +17,9 @@ import pytest
 
 from shared import manifest
 from shared.manifest import routes
+from tests.infra.templates import Templates, synthesize
 
 if TYPE_CHECKING:
-    from aws_cdk.assertions import Template
-
     from infra.host_stack import HostStack
 
 pytestmark = pytest.mark.infra
@@ -41,15 +40,15 @@ DYNAMODB_WRITE_ACTIONS = {
 @dataclass(frozen=True)
 class Synth:
     stack: HostStack
-    template: Template
+    template: Templates  # the root stack with its nested stacks folded in (tests/infra/templates.py)
     resources: dict[str, dict[str, Any]] = field(repr=False)
 
     def of_type(self, cfn_type: str) -> dict[str, dict[str, Any]]:
         return {k: r for k, r in self.resources.items() if r["Type"] == cfn_type}
 
     def resolve(self, value: Any) -> Any:
-        """A token as the template spells it: ``{"Ref": ...}``, ``{"Fn::GetAtt": [...]}`` ..."""
-        return self.stack.resolve(value)
+        """A token as the (folded) template spells it: ``{"Ref": ...}``, ``{"Fn::GetAtt": [...]}`` ..."""
+        return self.template.resolve(self.stack, value)
 
     def logical_id(self, construct: Any) -> str:
         return str(self.resolve(construct.node.default_child.ref)["Ref"])
@@ -79,15 +78,13 @@ class Synth:
 
 
 def _synthesize(outdir: Path, **context: Any) -> Synth:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     _, stack = build_app(
         {"stage": STAGE, "retentionDays": str(RETENTION_DAYS), **context}, outdir=str(outdir), nag=False
     )
-    template = Template.from_stack(stack)
-    return Synth(stack=stack, template=template, resources=template.to_json()["Resources"])
+    template = synthesize(stack)
+    return Synth(stack=stack, template=template, resources=template.flat["Resources"])
 
 
 @pytest.fixture(scope="module")
@@ -839,8 +836,6 @@ def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
 
 
 def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path) -> None:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     # Given a stack synthesized with explicit throttling and eval concurrency context
@@ -855,7 +850,7 @@ def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path)
         outdir=str(tmp_path),
         nag=False,
     )
-    resources = Template.from_stack(stack).to_json()["Resources"]
+    resources = synthesize(stack).to_json()["Resources"]
     # Then the $default stage throttles at that rate and burst
     (stage,) = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
     assert stage["Properties"]["DefaultRouteSettings"] == {"ThrottlingBurstLimit": 11, "ThrottlingRateLimit": 7}
@@ -885,8 +880,6 @@ COLLECTOR_LAYER = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-collecto
 
 
 def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) -> None:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
     from infra.constructs.runtime_settings import RUNTIME_SETTINGS
     from infra.constructs.seeding import fixtures_digest
@@ -962,7 +955,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         outdir=str(tmp_path),
         nag=True,
     )
-    template = Template.from_stack(stack).to_json()
+    template = synthesize(stack).to_json()
     resources = template["Resources"]
     # Then every function's environment carries each setting as the code reads it
     for spec in manifest.FUNCTIONS:
