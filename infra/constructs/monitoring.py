@@ -41,6 +41,7 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.api import RunsApi
@@ -107,8 +108,25 @@ class RollbackAlarms(Construct):
             "to a topic encrypted with the AWS-managed SNS key, and a customer key would be the stack's only one.",
         )
         email = self.node.try_get_context("alarmEmail")
+        self.email_dead_letters: sqs.Queue | None = None
         if email:
-            self.topic.add_subscription(subs.EmailSubscription(str(email)))
+            # Notifications SNS could not deliver to the address after its retries land here, not nowhere
+            # (cdk-nag Serverless-SNSRedrivePolicy: SNS honours a subscription's redrive policy for every protocol).
+            self.email_dead_letters = sqs.Queue(
+                self,
+                "AlarmEmailDeadLetters",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,  # SNS may send to SSE-SQS queues without a KMS grant
+                enforce_ssl=True,
+                retention_period=Duration.days(14),
+            )
+            for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+                acknowledge(
+                    self.email_dead_letters,
+                    rule,
+                    "This queue is itself the dead-letter queue of the alarm e-mail subscription: it holds the "
+                    "notifications SNS could not deliver, read by an operator (docs/operations.md), never consumed.",
+                )
+            self.topic.add_subscription(subs.EmailSubscription(str(email), dead_letter_queue=self.email_dead_letters))
         topic = self.topic
         self.alarms: dict[str, cw.Alarm] = {}
         _alarm(

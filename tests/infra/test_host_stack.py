@@ -96,9 +96,11 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 @pytest.fixture(scope="module")
 def synth_opted_in(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The same with the operator's opt-ins: ``detailedAlarms`` as the CDK CLI passes ``-c`` values (a string),
-    ``dashboard`` as cdk.json would hold it (JSON true), and the backup plan with a copy to a vault elsewhere."""
+    ``dashboard`` as cdk.json would hold it (JSON true), the backup plan with a copy to a vault elsewhere, and the
+    alarm e-mail (which cdk-nag refused before it had a dead-letter queue: issue 37, item 9)."""
     return _synthesize(
         tmp_path_factory.mktemp("cdk.out"),
+        alarmEmail="oncall@example.com",
         detailedAlarms="true",
         dashboard=True,
         backup="true",
