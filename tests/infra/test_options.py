@@ -33,7 +33,8 @@ EVERYTHING: dict[str, str] = {
     "tenantWriteRate": "10",
     "tenantWriteBurst": "20",
     "reservedConcurrency": '{"advance_run": 120}',
-    "accountConcurrency": "2000",
+    "accountConcurrency": "3000",
+    "stagesPerAccount": "3",
     "parkedTimeout": "86400",
     "deploymentConfig": "linear",
     "backup": "true",
@@ -97,14 +98,15 @@ def documented_options() -> set[str]:
 
 
 def code_options() -> set[str]:
-    """The context keys the CDK app reads (by name: ``try_get_context``, ``context_flag``; and the settings
-    tables)."""
+    """The context keys the CDK app reads (by name: ``try_get_context``, ``context_flag``, ``_positive``; and the
+    settings tables)."""
     from infra.constructs.runtime_settings import RUNTIME_SETTINGS
     from shared import manifest
 
     source = "\n".join(p.read_text() for p in (ROOT / "infra").rglob("*.py"))
     keys = set(re.findall(r'try_get_context\("([A-Za-z]+)"\)', source))
     keys |= set(re.findall(r'context_flag\([a-z_]+, "([A-Za-z]+)"\)', source))
+    keys |= set(re.findall(r'_positive\([a-z_]+, "([A-Za-z]+)"', source))  # infra/constructs/concurrency.py
     return keys | {s.context for s in RUNTIME_SETTINGS} | set(manifest.ASL_SETTINGS)
 
 
