@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, Tags
+from aws_cdk import NestedStack, Stack, Tags
 from constructs import Construct
 
 from infra.constructs.api import RunsApi
 from infra.constructs.backups import HostBackups
 from infra.constructs.deployments import HostDeployments
 from infra.constructs.fixtures_bucket import FixturesBucket
-from infra.constructs.functions import HostFunctions
-from infra.constructs.monitoring import HostMonitoring
+from infra.constructs.functions import HostFunctions, function_group
+from infra.constructs.monitoring import HostMonitoring, RollbackAlarms
 from infra.constructs.outputs import add_outputs
 from infra.constructs.queues import HostQueues
 from infra.constructs.secrets import HostSecrets
@@ -21,14 +21,30 @@ from infra.constructs.state_machines import HostStateMachines
 from infra.constructs.streams import StreamConsumers
 from infra.constructs.tables import HostTables
 from infra.packaging import AssetDirs
+from shared import manifest
 
 PROJECT_TAG = "openwop-serverless"
 DEFAULT_RETENTION_DAYS = 30
 
 
+NESTED_STACKS = {
+    "ApiFunctions": "the API handlers",
+    "Workers": "the stream and queue consumers and the seed function",
+    "Monitoring": "the alarms (but the rollback ones) and the dashboard",
+}
+
+
 class HostStack(Stack):
     """Tables, fixtures bucket, secrets, functions (versioned, behind aliases CodeDeploy moves), state machines, the
-    stream consumers, the queues, the HTTP API, alarms, and on request a backup plan."""
+    stream consumers, the queues, the HTTP API, alarms, and on request a backup plan.
+
+    The root stack keeps what holds state or is named from outside (tables, buckets, secrets, the signing key, the
+    queues, the HTTP API with its stage and routes, the alarm topic, the backup vault, the outputs and parameters)
+    and what in-flight runs use (the run tasks, the state machines, their rollback alarms and deployment groups); the rest
+    lives in nested stacks by subject (``NESTED_STACKS``), so that no template nears a CloudFormation quota
+    (docs/decisions/0144-nested-stacks.md). Cross-stack values are CDK references: it wires the parameters and
+    outputs.
+    """
 
     def __init__(
         self,
@@ -44,10 +60,17 @@ class HostStack(Stack):
         self.stage = stage
         Tags.of(self).add("project", PROJECT_TAG)
         Tags.of(self).add("stage", stage)
+        self.nested_stacks = {
+            name: NestedStack(self, name, description=f"OpenWOP v2 serverless host ({stage}): {what}")
+            for name, what in NESTED_STACKS.items()
+        }
+        api_functions, workers = self.nested_stacks["ApiFunctions"], self.nested_stacks["Workers"]
 
         self.tables = HostTables(self, "HostTables", stage=stage)
         self.fixtures = FixturesBucket(self, "FixturesBucket", stage=stage, retention_days=retention_days)
         self.secrets = HostSecrets(self, "HostSecrets", stage=stage)
+        # the run tasks stay in the root (``HostFunctions`` itself), with the state machines that invoke them
+        homes: dict[str, Construct] = {"api": api_functions, "workers": workers}
         self.functions = HostFunctions(
             self,
             "HostFunctions",
@@ -57,6 +80,7 @@ class HostStack(Stack):
             fixtures=self.fixtures,
             secrets=self.secrets,
             retention_days=retention_days,
+            homes={group: Construct(home, "HostFunctions") for group, home in homes.items()},
         )
         self.state_machines = HostStateMachines(
             self,
@@ -69,11 +93,13 @@ class HostStack(Stack):
         self.functions.connect_state_machines(self.state_machines.machines)
         self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
         self.queues = HostQueues(self, "HostQueues", functions=self.functions)
+        # the routes stay in the root with the API: a route key is unique in its API, so a route moved to a nested
+        # stack would be created beside the old one before that is deleted, and refused
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
+        rollback = RollbackAlarms(self, "HostMonitoring", stage=stage, api=self.api, state_machines=self.state_machines)
         self.monitoring = HostMonitoring(
-            self,
+            self.nested_stacks["Monitoring"],
             "HostMonitoring",
-            stage=stage,
             functions=self.functions,
             state_machines=self.state_machines,
             streams=self.streams,
@@ -81,21 +107,24 @@ class HostStack(Stack):
             queues=self.queues,
             tables=self.tables,
             metrics_namespace=self.functions.metrics_namespace,
+            rollback=rollback,
         )
-        # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on alarms.
+        # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on alarms: one
+        # application and role here, the groups beside the aliases whose update policy names them.
         self.deployments = HostDeployments(
-            self,
-            "HostDeployments",
-            stage=stage,
-            functions=self.functions,
-            rollback_alarms=self.monitoring.rollback_alarms,
+            self, "HostDeployments", stage=stage, rollback_alarms=rollback.rollback_alarms
         )
+        for group, home in {"tasks": self.functions, **homes}.items():
+            self.deployments.shift(
+                home,
+                {n: a for n, a in self.functions.aliases.items() if function_group(manifest.function(n)) == group},
+            )
         # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
         self.backups = HostBackups.from_context(self, "HostBackups", tables=self.tables, stage=stage)
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
         seed_plan = plan_from_context(self, stage)
         self.seeding = (
-            HostSeeding(self, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions)
+            HostSeeding(workers, "HostSeeding", stage=stage, plan=seed_plan, functions=self.functions)
             if seed_plan is not None
             else None
         )

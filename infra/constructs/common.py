@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, CfnElement, Names, NestedStack, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
@@ -45,3 +45,19 @@ def acknowledge(scope: IConstruct, rule_id: str, reason: str) -> None:
     # Unprefixed ids are what cdk-nag itself matches (NagPack.isAcknowledged), both during synthesis and in
     # NagPack.validate_scope (the tests); CDK stores them as "Annotation::<id>" metadata.
     Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+def nag_reference(consumer: IConstruct, target: IConstruct, attribute: str) -> str:
+    """How cdk-nag spells ``target``'s attribute (``Arn``, ``Name``) as seen from ``consumer``'s stack, for an
+    acknowledgment: ``<Logical.Arn>`` in the same stack, otherwise the parameter CDK makes for the nested stack
+    (``<referenceto<unique id><Attr>>``, through the producing nested stack's output when both are nested)."""
+    element = target if isinstance(target, CfnElement) else target.node.default_child
+    if not isinstance(element, CfnElement):
+        raise TypeError(f"{target.node.path} has no CloudFormation resource")
+    producer, stack = Stack.of(element), Stack.of(consumer)
+    if producer is stack:
+        return f"<{producer.get_logical_id(element)}.{attribute}>"
+    name = f"{Names.unique_id(element)}{attribute}"
+    if isinstance(producer, NestedStack) and producer.nested_stack_resource is not None:
+        return f"<referenceto{Names.unique_id(producer.nested_stack_resource)}Outputs{name}>"
+    return f"<referenceto{name}>"

@@ -1,14 +1,20 @@
 """Reserved concurrency: the run-advancing tasks always have room, and the long polls never take the account's.
 
-A Lambda account has one pool of concurrent executions (1,000 by default). Without reservations, long polls held at
-the API stage's rate (100 requests a second x 25 s = 2,500 executions) would exhaust it, and the Step Functions tasks
-that advance runs would be throttled. A reservation is both a floor (the function always has that many) and a
-ceiling (it never has more): the tasks get a floor, the long polls a ceiling. Reservations cost nothing.
+A Lambda account has one pool of concurrent executions (1,000 by default) shared by every stack in a region. Without
+reservations, long polls held at the API stage's rate (100 requests a second x 25 s = 2,500 executions) would exhaust
+it, and the Step Functions tasks that advance runs would be throttled. A reservation is both a floor (the function
+always has that many) and a ceiling (it never has more): the tasks get a floor, the long polls a ceiling.
+Reservations cost nothing.
+
+The defaults reserve 400 executions per stage, so two stages (say ``qa`` and ``prod``) fit one account of 1,000 and
+leave 200 unreserved for their API handlers, streams and queues (Lambda refuses a reservation that leaves less than
+100: the second stage's deploy would fail half-way).
 
 CDK context ``reservedConcurrency``: ``off`` (no reservation: for an account whose quota is below the sum plus the
 100 Lambda keeps unreserved), or a JSON object of function name -> executions merged over the defaults
-(``{"advance_run": 400}``; 0 removes one). ``accountConcurrency`` (default 1,000) is the account's quota: synthesis
-stops when the reservations would leave less than 100 unreserved, as Lambda would refuse them at deploy.
+(``{"advance_run": 300}``; 0 removes one). ``accountConcurrency`` (default 1,000) is the account's quota and
+``stagesPerAccount`` (default 2) the stages deployed to it with these reservations: synthesis stops, saying what it
+assumed, when that many stages would leave less than 100 unreserved.
 """
 
 from __future__ import annotations
@@ -20,20 +26,21 @@ from constructs import Construct
 
 from shared import manifest
 
-# Defaults: 480 of the account's 1,000, leaving 520 for the API handlers, streams and queues.
+# Defaults: 400 per stage, so two stages leave 200 of an account's 1,000 for the API handlers, streams and queues.
 DEFAULT_RESERVED: Mapping[str, int] = {
-    "advance_run": 200,  # runs and forks: one execution per run between holds
-    "run_eval_trial": 100,  # eval trials: evalMaxConcurrency (4) per eval run
+    "advance_run": 160,  # runs and forks: one execution per run between holds
+    "run_eval_trial": 80,  # eval trials: evalMaxConcurrency (4) per eval run
     "finish_eval": 10,
     "fail_run": 10,  # the state machines' Catch: must run when everything else fails
     "park_run": 10,
-    "poll_run_events": 100,  # long polls: at most 100 held at once (4 a second at the 25 s hold)
-    "stream_run_events": 50,  # SSE bodies: at most 50 held at once (5 a second at the 10 s hold)
+    "poll_run_events": 90,  # long polls: at most 90 held at once (3.6 a second at the 25 s hold)
+    "stream_run_events": 40,  # SSE bodies: at most 40 held at once (4 a second at the 10 s hold)
 }
 TASKS = ("advance_run", "run_eval_trial", "finish_eval", "fail_run", "park_run")
 LONG_POLLS = ("poll_run_events", "stream_run_events")
 UNRESERVED_MINIMUM = 100  # what Lambda keeps unreserved in every account
 DEFAULT_ACCOUNT_CONCURRENCY = 1000
+DEFAULT_STAGES_PER_ACCOUNT = 2
 
 
 def reserved_concurrency(scope: Construct) -> dict[str, int]:
@@ -58,11 +65,25 @@ def reserved_concurrency(scope: Construct) -> dict[str, int]:
                 "name -> a non-negative integer"
             ) from None
     reserved = {k: v for k, v in reserved.items() if v > 0}
-    account = int(scope.node.try_get_context("accountConcurrency") or DEFAULT_ACCOUNT_CONCURRENCY)
-    if sum(reserved.values()) > account - UNRESERVED_MINIMUM:
+    account = _positive(scope, "accountConcurrency", DEFAULT_ACCOUNT_CONCURRENCY)
+    stages = _positive(scope, "stagesPerAccount", DEFAULT_STAGES_PER_ACCOUNT)
+    total = sum(reserved.values())
+    if stages * total > account - UNRESERVED_MINIMUM:
         raise ValueError(
-            f"context reservedConcurrency: {sum(reserved.values())} reserved executions leave less "
-            f"than {UNRESERVED_MINIMUM} of the account's {account} unreserved (set accountConcurrency "
-            "to the account's quota, or reservedConcurrency=off)"
+            f"context reservedConcurrency: {total} reserved executions per stage, assuming {stages} stages in an "
+            f"account of {account} (stagesPerAccount, accountConcurrency), leave {account - stages * total} "
+            f"unreserved where Lambda keeps at least {UNRESERVED_MINIMUM} (lower the reservations, set the "
+            "account's figures, or reservedConcurrency=off)"
         )
     return reserved
+
+
+def _positive(scope: Construct, key: str, default: int) -> int:
+    raw = scope.node.try_get_context(key)
+    try:
+        value = default if raw in (None, "") else int(str(raw))
+        if value < 1:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"context {key}={raw!r}: expected a positive integer") from None
+    return value

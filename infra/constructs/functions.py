@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import ArnFormat, CfnElement, Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -12,7 +12,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
+from infra.constructs.common import acknowledge, log_retention, nag_reference, pascal, removal_policy
 from infra.constructs.concurrency import reserved_concurrency
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.runtime_settings import runtime_environment
@@ -45,7 +45,7 @@ def _grant_table(spec: manifest.Table, table: dynamodb.TableV2, role: iam.Role, 
     if spec.indexes:
         acknowledge(
             role,
-            f"AwsSolutions-IAM5[Resource::<{_logical_id(table)}.Arn>/index/*]",
+            f"AwsSolutions-IAM5[Resource::{nag_reference(role, table, 'Arn')}/index/*]",
             f"The manifest grants {access} access to the {spec.key} table including its GSIs "
             f"({', '.join(i.name for i in spec.indexes)}); "
             "CDK's grant_*_data scopes that to <table ARN>/index/* of this one table.",
@@ -69,17 +69,10 @@ def _grant_bucket(fixtures: FixturesBucket, role: iam.Role, access: manifest.Acc
         )
     acknowledge(
         role,
-        f"AwsSolutions-IAM5[Resource::<{_logical_id(bucket)}.Arn>/*]",
+        f"AwsSolutions-IAM5[Resource::{nag_reference(role, bucket, 'Arn')}/*]",
         "Fixture copies are written under per-run keys that only exist at run time; access is limited to "
         "objects of the fixtures bucket.",
     )
-
-
-def _logical_id(construct: Construct) -> str:
-    child = construct.node.default_child
-    if not isinstance(child, CfnElement):
-        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
-    return Stack.of(construct).get_logical_id(child)
 
 
 class HostFunctions(Construct):
@@ -92,6 +85,10 @@ class HostFunctions(Construct):
     CodeDeploy moves to the new version (``infra/constructs/deployments.py``: a canary that rolls back on alarms).
     The run-advancing tasks and the long polls have reserved concurrency (``infra/constructs/concurrency.py``).
     Construct ids are ``<Name>Function`` / ``<Name>Live`` / ``<Name>Role`` / ``<Name>Logs`` (``CreateRunFunction``).
+
+    The functions live in nested stacks by area (``FUNCTION_GROUPS``: the run tasks, the API handlers, the stream,
+    queue and setup workers): ``homes`` maps each group to the construct its functions are made under
+    (docs/decisions/0144-nested-stacks.md). The dependencies layer stays here, in the root stack.
     """
 
     def __init__(
@@ -105,9 +102,11 @@ class HostFunctions(Construct):
         fixtures: FixturesBucket,
         secrets: HostSecrets,
         retention_days: int,
+        homes: Mapping[str, Construct] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._secrets = secrets
+        self._homes: Mapping[str, Construct] = homes or {}
         # CDK context ``metricsNamespace`` (default OpenWOP/<stage>): where the functions' EMF metrics land.
         self.metrics_namespace = str(self.node.try_get_context("metricsNamespace") or f"OpenWOP/{stage}")
         self._functions: dict[str, lambda_.Function] = {}
@@ -117,7 +116,7 @@ class HostFunctions(Construct):
         # CDK context ``buildId`` names the build (e.g. a commit); by default the code asset's content hash. Every run
         # records the build that started it (shared/engine/version.py), and discovery reports it.
         self.build_id = str(self.node.try_get_context("buildId") or code_fingerprint(assets.code))
-        code = lambda_.Code.from_asset(str(assets.code))
+        codes: dict[str, lambda_.Code] = {}  # one asset per stack: CDK binds an asset to one stack
         self.layer = lambda_.LayerVersion(
             self,
             "DependenciesLayer",
@@ -136,9 +135,11 @@ class HostFunctions(Construct):
             else []
         )
         for spec in manifest.FUNCTIONS:
+            home = self.home(spec.name)
+            code = codes.setdefault(Stack.of(home).node.path, lambda_.Code.from_asset(str(assets.code)))
             fn = self._functions[spec.name] = self._function(spec, stage, code, tables, fixtures, retention_days)
             self._aliases[spec.name] = lambda_.Alias(
-                self,
+                home,
                 f"{pascal(spec.name)}Live",
                 alias_name=ALIAS_NAME,
                 version=fn.current_version,
@@ -155,11 +156,12 @@ class HostFunctions(Construct):
         retention_days: int,
     ) -> lambda_.Function:
         name = pascal(spec.name)
+        home = self.home(spec.name)
         log_group = logs.LogGroup(
-            self, f"{name}Logs", retention=log_retention(stage), removal_policy=removal_policy(stage)
+            home, f"{name}Logs", retention=log_retention(stage), removal_policy=removal_policy(stage)
         )
         role = iam.Role(
-            self,
+            home,
             f"{name}Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"OpenWOP {spec.name}: only the grants its manifest entry declares",
@@ -202,7 +204,7 @@ class HostFunctions(Construct):
             # CDK context ``egressAllow``: CIDRs or host names tools may reach although private (default: none).
             environment["EGRESS_ALLOW"] = str(self.node.try_get_context("egressAllow") or "")
         fn = lambda_.Function(
-            self,
+            home,
             f"{name}Function",
             description=f"OpenWOP {spec.kind} {spec.name}",
             runtime=RUNTIME,
@@ -342,13 +344,17 @@ class HostFunctions(Construct):
                 acknowledge(
                     role,
                     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
-                    f"execution:<{_logical_id(machine)}.Name>:*]",
+                    f"execution:{nag_reference(role, machine, 'Name')}:*]",
                     "Execution ARNs are minted at each start; stop/describe is limited to the executions of this "
                     "one state machine (execution:<machine name>:*).",
                 )
             for key in spec.resumes:
                 # SendTaskSuccess/Failure/Heartbeat on this machine: ends a parked run's .waitForTaskToken wait
                 machines[key].grant_task_response(role)
+
+    def home(self, name: str) -> Construct:
+        """The construct a function's resources are made under: its group's home, or this construct."""
+        return self._homes.get(function_group(manifest.function(name)), self)
 
     def function(self, name: str) -> lambda_.Function:
         return self._functions[name]
@@ -370,6 +376,15 @@ class HostFunctions(Construct):
     @property
     def functions(self) -> dict[str, lambda_.Function]:
         return dict(self._functions)
+
+
+FUNCTION_GROUPS = ("tasks", "api", "workers")
+
+
+def function_group(spec: manifest.Function) -> str:
+    """The nested stack a function lives in: the run tasks (beside the state machines that invoke them), the API
+    handlers, or the workers (stream and queue consumers, the seed function)."""
+    return {"task": "tasks", "api": "api"}.get(spec.kind, "workers")
 
 
 def credentials_prefix(stage: str) -> str:

@@ -41,6 +41,7 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.api import RunsApi
@@ -59,20 +60,44 @@ APP_METRICS = ("RunsStarted", "RunsFinished", "RunsFailed", "Forks", "Refusals",
 EVAL_METRICS = ("EvalsStarted", "EvalsFinished", "FixtureMisses")
 
 
-class HostMonitoring(Construct):
+def _alarm(
+    scope: Construct,
+    alarms: dict[str, cw.Alarm],
+    topic: sns.ITopic,
+    name: str,
+    metric: cw.IMetric,
+    description: str,
+    threshold: float = 1,
+) -> None:
+    a = cw.Alarm(
+        scope,
+        name,
+        metric=metric,
+        threshold=threshold,
+        evaluation_periods=1,
+        comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        alarm_description=description,
+    )
+    a.add_alarm_action(cw_actions.SnsAction(topic))
+    alarms[name] = a
+
+
+class RollbackAlarms(Construct):
+    """The root stack's alarms: the SNS topic every alarm notifies (``AlarmTopicArn`` output; CDK context
+    ``alarmEmail`` subscribes an address), and the alarms that roll a deploy back (infra/constructs/deployments.py):
+    a failing handler (``Api5xx``) or task (``<Machine>ExecutionsFailed``). They live beside the state machines, in
+    the root, which every deployment group may reference without a cycle, and keep their ids across the split into
+    nested stacks (docs/decisions/0144-nested-stacks.md)."""
+
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
         stage: str,
-        functions: HostFunctions,
-        state_machines: HostStateMachines,
-        streams: StreamConsumers,
         api: RunsApi,
-        queues: HostQueues,
-        tables: HostTables,
-        metrics_namespace: str,
+        state_machines: HostStateMachines,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "AlarmTopic", display_name=f"OpenWOP host alarms ({stage})", enforce_ssl=True)
@@ -83,36 +108,78 @@ class HostMonitoring(Construct):
             "to a topic encrypted with the AWS-managed SNS key, and a customer key would be the stack's only one.",
         )
         email = self.node.try_get_context("alarmEmail")
+        self.email_dead_letters: sqs.Queue | None = None
         if email:
-            self.topic.add_subscription(subs.EmailSubscription(str(email)))
-        action = cw_actions.SnsAction(self.topic)
-        self.alarms: dict[str, cw.Alarm] = {}
-
-        def alarm(name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
-            a = cw.Alarm(
+            # Notifications SNS could not deliver to the address after its retries land here, not nowhere
+            # (cdk-nag Serverless-SNSRedrivePolicy: SNS honours a subscription's redrive policy for every protocol).
+            self.email_dead_letters = sqs.Queue(
                 self,
-                name,
-                metric=metric,
-                threshold=threshold,
-                evaluation_periods=1,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description=description,
+                "AlarmEmailDeadLetters",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,  # SNS may send to SSE-SQS queues without a KMS grant
+                enforce_ssl=True,
+                retention_period=Duration.days(14),
             )
-            a.add_alarm_action(action)
-            self.alarms[name] = a
-
-        alarm(
+            for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"):
+                acknowledge(
+                    self.email_dead_letters,
+                    rule,
+                    "This queue is itself the dead-letter queue of the alarm e-mail subscription: it holds the "
+                    "notifications SNS could not deliver, read by an operator (docs/operations.md), never consumed.",
+                )
+            self.topic.add_subscription(subs.EmailSubscription(str(email), dead_letter_queue=self.email_dead_letters))
+        topic = self.topic
+        self.alarms: dict[str, cw.Alarm] = {}
+        _alarm(
+            self,
+            self.alarms,
+            topic,
             "Api5xx",
             api.http_api.metric_server_error(period=PERIOD, statistic="Sum"),
             "The HTTP API answered 5xx: a handler failed unexpectedly (see docs/operations.md).",
         )
         for key, machine in state_machines.machines.items():
-            alarm(
+            _alarm(
+                self,
+                self.alarms,
+                topic,
                 f"{pascal(key)}ExecutionsFailed",
                 machine.metric_failed(period=PERIOD, statistic="Sum"),
                 f"Step Functions {key}: executions failed (see docs/operations.md).",
             )
+        CfnOutput(
+            Stack.of(self),
+            "AlarmTopicArn",
+            value=self.topic.topic_arn,
+            description="SNS topic of the host's alarms (subscribe to be paged)",
+        )
+
+    @property
+    def rollback_alarms(self) -> list[cw.Alarm]:
+        return list(self.alarms.values())
+
+
+class HostMonitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: HostFunctions,
+        state_machines: HostStateMachines,
+        streams: StreamConsumers,
+        api: RunsApi,
+        queues: HostQueues,
+        tables: HostTables,
+        metrics_namespace: str,
+        rollback: RollbackAlarms,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.topic = topic = rollback.topic
+        self.alarms: dict[str, cw.Alarm] = dict(rollback.alarms)
+
+        def alarm(name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
+            _alarm(self, self.alarms, topic, name, metric, description, threshold)
+
         for (table_key, function_name), queue in streams.failure_queues.items():
             alarm(
                 "ErasureFailures" if function_name == "erase_run" else f"{pascal(function_name)}StreamFailures",
@@ -190,17 +257,8 @@ class HostMonitoring(Construct):
                     f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).",
                 )
 
-        # The alarms that roll a deploy back (infra/constructs/deployments.py): a failing handler or task.
-        self.rollback_alarms = [self.alarms["Api5xx"]] + [
-            self.alarms[f"{pascal(k)}ExecutionsFailed"] for k in state_machines.machines
-        ]
+        self.rollback_alarms = rollback.rollback_alarms
         self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
-        CfnOutput(
-            Stack.of(self),
-            "AlarmTopicArn",
-            value=self.topic.topic_arn,
-            description="SNS topic of the host's alarms (subscribe to be paged)",
-        )
 
     def _dashboard(self, api: RunsApi, metrics_namespace: str) -> cw.Dashboard:
         app = [

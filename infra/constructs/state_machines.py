@@ -11,7 +11,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.constructs.common import acknowledge, log_retention, pascal, removal_policy
+from infra.constructs.common import acknowledge, log_retention, nag_reference, pascal, removal_policy
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions
 from infra.constructs.tables import HostTables
@@ -147,10 +147,9 @@ class HostStateMachines(Construct):
                 ],
             )
         )
-        bucket_id = stack.get_logical_id(bucket.node.default_child)  # type: ignore[arg-type]
         acknowledge(
             machine.role,
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/runs/*]",
+            f"AwsSolutions-IAM5[Resource::{nag_reference(machine.role, bucket, 'Arn')}/runs/*]",
             "A Distributed Map reads its item list from, and writes its result to, S3 objects under runs/<runId>/, "
             "named per run at execution time.",
         )

@@ -15,17 +15,16 @@ import pytest
 
 from shared import manifest
 from shared.manifest import routes
+from tests.infra.templates import logical_id, synthesize
 
 pytestmark = pytest.mark.infra
 
 
 def _synth(tmp_path: Path, **context: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     _, stack = build_app({"stage": "prod", **context}, outdir=str(tmp_path), nag=False)
-    return stack, Template.from_stack(stack).to_json()["Resources"]
+    return stack, synthesize(stack).to_json()["Resources"]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +37,8 @@ def _of_type(resources: dict[str, dict[str, Any]], kind: str) -> dict[str, dict[
 
 
 def _id(stack: Any, construct: Any) -> str:
-    return str(stack.resolve(construct.node.default_child.ref)["Ref"])
+    """The construct's logical id, in whichever stack (root or nested) holds it: ids are unique across them."""
+    return logical_id(construct)
 
 
 # --- Runtime --------------------------------------------------------------------------------------------------
@@ -202,8 +202,10 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
     assert {k: v for k, v in reserved.items() if v is not None} == dict(DEFAULT_RESERVED)
     assert set(TASKS) | set(LONG_POLLS) == set(DEFAULT_RESERVED)
     assert all(reserved[name] >= 10 for name in (*TASKS, *LONG_POLLS))
-    # and the account's default 1,000 keeps Lambda's 100 unreserved
+    # and the account's default 1,000 keeps Lambda's 100 unreserved, with two stages deployed to it (issue 37, item 8)
     assert sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
+    assert 2 * sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
+    assert sum(v for v in reserved.values() if v is not None) <= 400
 
 
 @pytest.mark.parametrize(
@@ -211,8 +213,15 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
     [
         (
             {"reservedConcurrency": '{"advance_run": 950}'},
-            "context reservedConcurrency: 1230 reserved executions leave",
+            "context reservedConcurrency: 1190 reserved executions per stage, assuming 2 stages in an account of 1000",
         ),
+        (
+            {"stagesPerAccount": "3"},
+            "context reservedConcurrency: 400 reserved executions per stage, assuming 3 stages in an account of 1000 "
+            "(stagesPerAccount, accountConcurrency), leave -200 unreserved where Lambda keeps at least 100",
+        ),
+        ({"stagesPerAccount": "0"}, "context stagesPerAccount='0': expected a positive integer"),
+        ({"accountConcurrency": "many"}, "context accountConcurrency='many': expected a positive integer"),
         ({"reservedConcurrency": '{"nope": 3}'}, "context reservedConcurrency="),
         ({"reservedConcurrency": "lots"}, "context reservedConcurrency="),
         ({"parkedTimeout": "30"}, "context parkedTimeout='30': expected 60 to 2592000"),
@@ -234,6 +243,7 @@ def test_reservations_and_parked_timeout_come_from_context(tmp_path: Path) -> No
     stack, resources = _synth(
         tmp_path,
         reservedConcurrency='{"advance_run": 400, "stream_run_events": 0}',
+        stagesPerAccount="1",  # 600 reserved: one stage to the account
         parkedTimeout="86400",
         tenantWriteRate="3",
         tenantWriteBurst="6",

@@ -17,10 +17,9 @@ import pytest
 
 from shared import manifest
 from shared.manifest import routes
+from tests.infra.templates import Templates, synthesize
 
 if TYPE_CHECKING:
-    from aws_cdk.assertions import Template
-
     from infra.host_stack import HostStack
 
 pytestmark = pytest.mark.infra
@@ -41,15 +40,15 @@ DYNAMODB_WRITE_ACTIONS = {
 @dataclass(frozen=True)
 class Synth:
     stack: HostStack
-    template: Template
+    template: Templates  # the root stack with its nested stacks folded in (tests/infra/templates.py)
     resources: dict[str, dict[str, Any]] = field(repr=False)
 
     def of_type(self, cfn_type: str) -> dict[str, dict[str, Any]]:
         return {k: r for k, r in self.resources.items() if r["Type"] == cfn_type}
 
     def resolve(self, value: Any) -> Any:
-        """A token as the template spells it: ``{"Ref": ...}``, ``{"Fn::GetAtt": [...]}`` ..."""
-        return self.stack.resolve(value)
+        """A token as the (folded) template spells it: ``{"Ref": ...}``, ``{"Fn::GetAtt": [...]}`` ..."""
+        return self.template.resolve(self.stack, value)
 
     def logical_id(self, construct: Any) -> str:
         return str(self.resolve(construct.node.default_child.ref)["Ref"])
@@ -79,15 +78,13 @@ class Synth:
 
 
 def _synthesize(outdir: Path, **context: Any) -> Synth:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     _, stack = build_app(
         {"stage": STAGE, "retentionDays": str(RETENTION_DAYS), **context}, outdir=str(outdir), nag=False
     )
-    template = Template.from_stack(stack)
-    return Synth(stack=stack, template=template, resources=template.to_json()["Resources"])
+    template = synthesize(stack)
+    return Synth(stack=stack, template=template, resources=template.flat["Resources"])
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +96,11 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 @pytest.fixture(scope="module")
 def synth_opted_in(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The same with the operator's opt-ins: ``detailedAlarms`` as the CDK CLI passes ``-c`` values (a string),
-    ``dashboard`` as cdk.json would hold it (JSON true), and the backup plan with a copy to a vault elsewhere."""
+    ``dashboard`` as cdk.json would hold it (JSON true), the backup plan with a copy to a vault elsewhere, and the
+    alarm e-mail (which cdk-nag refused before it had a dead-letter queue: issue 37, item 9)."""
     return _synthesize(
         tmp_path_factory.mktemp("cdk.out"),
+        alarmEmail="oncall@example.com",
         detailedAlarms="true",
         dashboard=True,
         backup="true",
@@ -135,9 +134,62 @@ def test_the_stack_keeps_clear_of_cloudformations_500_resources(synth: Synth, sy
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
     ]
     assert len(api_permissions) == len(served)
-    # and the template, opt-ins included, stays under the limit with room for new routes (a stack over 500 resources
-    # does not deploy; CDK refuses to synthesize it)
-    assert len(synth.resources) <= 460 and len(synth_opted_in.resources) <= 500
+    # and the root stack and every nested stack, opt-ins included, stay under 90% of each CloudFormation quota
+    # (test_every_template_stays_under_90_percent_of_each_cloudformation_quota)
+    assert set(synth.template.raw) == set(synth_opted_in.template.raw) and len(synth.template.raw) > 1
+
+
+# CloudFormation's quotas of one template (AWS CloudFormation User Guide, "Quotas"): a stack over one does not deploy.
+CLOUDFORMATION_QUOTAS = {
+    "resources": 500,
+    "outputs": 200,
+    "parameters": 200,
+    "mappings": 200,
+    "bytes": 1_000_000,  # the template body uploaded to S3 (CDK uploads every template: nested ones always)
+    "logical id length": 255,
+    "description bytes": 1024,
+}
+QUOTA_SHARE = 0.9
+
+
+def _quota_figures(template: dict[str, Any], size: int) -> dict[str, int]:
+    names = [*template.get("Resources", {}), *template.get("Outputs", {}), *template.get("Parameters", {})]
+    return {
+        "resources": len(template.get("Resources", {})),
+        "outputs": len(template.get("Outputs", {})),
+        "parameters": len(template.get("Parameters", {})),
+        "mappings": len(template.get("Mappings", {})),
+        "bytes": size,
+        "logical id length": max(map(len, names)),
+        "description bytes": len(template.get("Description", "").encode()),
+    }
+
+
+def test_every_template_stays_under_90_percent_of_each_cloudformation_quota(
+    synth: Synth, synth_opted_in: Synth
+) -> None:
+    # Given the root stack's and each nested stack's template, by default and with every opt-in
+    figures = {
+        f"{which}:{path}": _quota_figures(template, s.template.sizes[path])
+        for which, s in (("default", synth), ("opted-in", synth_opted_in))
+        for path, template in s.template.raw.items()
+    }
+    table = "\n".join(
+        f"{name}: " + ", ".join(f"{k} {v}/{CLOUDFORMATION_QUOTAS[k]}" for k, v in f.items())
+        for name, f in figures.items()
+    )
+    # Then no figure reaches 90% of its quota (room for the next functions before a deploy would fail)
+    over = [
+        f"{name} {k} {v} >= {QUOTA_SHARE:.0%} of {CLOUDFORMATION_QUOTAS[k]}"
+        for name, f in figures.items()
+        for k, v in f.items()
+        if v >= QUOTA_SHARE * CLOUDFORMATION_QUOTAS[k]
+    ]
+    assert over == [], f"{over}\n{table}"
+    # and the check can fail: a template one resource past 90% is reported
+    crowded = {"Resources": {f"R{i}": {} for i in range(int(QUOTA_SHARE * 500))}}
+    assert _quota_figures(crowded, 10)["resources"] >= QUOTA_SHARE * CLOUDFORMATION_QUOTAS["resources"]
+    print(table)  # the figures, for `pytest -s` and the decision record (docs/decisions/0144-nested-stacks.md)
 
 
 def test_routes_match_manifest_in_both_directions(synth: Synth) -> None:
@@ -840,8 +892,6 @@ def test_erasure_stream_has_an_on_failure_destination(synth: Synth) -> None:
 
 
 def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path) -> None:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     # Given a stack synthesized with explicit throttling and eval concurrency context
@@ -856,7 +906,7 @@ def test_stage_throttling_and_eval_concurrency_come_from_context(tmp_path: Path)
         outdir=str(tmp_path),
         nag=False,
     )
-    resources = Template.from_stack(stack).to_json()["Resources"]
+    resources = synthesize(stack).to_json()["Resources"]
     # Then the $default stage throttles at that rate and burst
     (stage,) = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
     assert stage["Properties"]["DefaultRouteSettings"] == {"ThrottlingBurstLimit": 11, "ThrottlingRateLimit": 7}
@@ -886,8 +936,6 @@ COLLECTOR_LAYER = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-collecto
 
 
 def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) -> None:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
     from infra.constructs.runtime_settings import RUNTIME_SETTINGS
     from infra.constructs.seeding import fixtures_digest
@@ -963,7 +1011,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         outdir=str(tmp_path),
         nag=True,
     )
-    template = Template.from_stack(stack).to_json()
+    template = synthesize(stack).to_json()
     resources = template["Resources"]
     # Then every function's environment carries each setting as the code reads it
     for spec in manifest.FUNCTIONS:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from shared import manifest
+from tests.infra.templates import logical_id, synthesize
 
 pytestmark = pytest.mark.infra
 
@@ -36,8 +37,6 @@ DECRYPTS = ("kms:Decrypt", "kms:ReEncryptFrom")
 
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict[str, Any]]]:
-    from aws_cdk.assertions import Template
-
     from infra.app import build_app
 
     # the opt-ins too (a backup plan, its role), so every role the prod template can hold is in it
@@ -46,7 +45,7 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict[
         outdir=str(Path(tmp_path_factory.mktemp("cdk.out"))),
         nag=False,
     )
-    return stack, Template.from_stack(stack).to_json()["Resources"]
+    return stack, synthesize(stack).to_json()["Resources"]
 
 
 def _list(value: Any) -> list[Any]:
@@ -76,7 +75,7 @@ def _allows(statements: list[dict[str, Any]], actions: tuple[str, ...], logical_
 
 def _role_of(stack: Any, name: str) -> str:
     fn = stack.functions.function(name)
-    return str(stack.resolve(fn.role.node.default_child.ref)["Ref"])
+    return logical_id(fn.role)
 
 
 def test_only_registration_and_delivery_can_read_signing_secrets_and_only_delivery_opens_them(prod) -> None:
