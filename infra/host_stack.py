@@ -42,7 +42,7 @@ class HostStack(Stack):
     queues, the HTTP API with its stage and routes, the alarm topic, the backup vault, the outputs and parameters)
     and what in-flight runs use (the run tasks, the state machines, their rollback alarms and deployment groups); the rest
     lives in nested stacks by subject (``NESTED_STACKS``), so that no template nears a CloudFormation quota
-    (docs/decisions/0144-nested-stacks.md). Cross-stack values are CDK references: it wires the parameters and
+    (docs/decisions/0148-nested-stacks.md). Cross-stack values are CDK references: it wires the parameters and
     outputs.
     """
 

@@ -88,7 +88,7 @@ class HostFunctions(Construct):
 
     The functions live in nested stacks by area (``FUNCTION_GROUPS``: the run tasks, the API handlers, the stream,
     queue and setup workers): ``homes`` maps each group to the construct its functions are made under
-    (docs/decisions/0144-nested-stacks.md). The dependencies layer stays here, in the root stack.
+    (docs/decisions/0148-nested-stacks.md). The dependencies layer stays here, in the root stack.
     """
 
     def __init__(

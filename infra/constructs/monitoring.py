@@ -88,7 +88,7 @@ class RollbackAlarms(Construct):
     ``alarmEmail`` subscribes an address), and the alarms that roll a deploy back (infra/constructs/deployments.py):
     a failing handler (``Api5xx``) or task (``<Machine>ExecutionsFailed``). They live beside the state machines, in
     the root, which every deployment group may reference without a cycle, and keep their ids across the split into
-    nested stacks (docs/decisions/0144-nested-stacks.md)."""
+    nested stacks (docs/decisions/0148-nested-stacks.md)."""
 
     def __init__(
         self,

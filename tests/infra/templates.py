@@ -1,6 +1,6 @@
 """The synthesized host as one template: the root stack with its nested stacks folded in.
 
-The host is a root stack and nested stacks (docs/decisions/0144-nested-stacks.md). The tests read it as the one
+The host is a root stack and nested stacks (docs/decisions/0148-nested-stacks.md). The tests read it as the one
 template it was before: every nested stack's resources beside the root's (logical ids are unique across them: each
 is its construct path below its own stack), a nested stack's parameter replaced by the value its parent passes, and
 a parent's ``Fn::GetAtt [<nested stack>, Outputs.X]`` by the nested output's value. So a value reads the same

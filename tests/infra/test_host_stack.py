@@ -189,7 +189,7 @@ def test_every_template_stays_under_90_percent_of_each_cloudformation_quota(
     # and the check can fail: a template one resource past 90% is reported
     crowded = {"Resources": {f"R{i}": {} for i in range(int(QUOTA_SHARE * 500))}}
     assert _quota_figures(crowded, 10)["resources"] >= QUOTA_SHARE * CLOUDFORMATION_QUOTAS["resources"]
-    print(table)  # the figures, for `pytest -s` and the decision record (docs/decisions/0144-nested-stacks.md)
+    print(table)  # the figures, for `pytest -s` and the decision record (docs/decisions/0148-nested-stacks.md)
 
 
 def test_routes_match_manifest_in_both_directions(synth: Synth) -> None:
