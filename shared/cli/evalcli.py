@@ -35,7 +35,7 @@ from rich.console import Console
 from shared.cli import evalbaseline, experiments
 from shared.cli.clirun import Verdict, run
 from shared.cli.evalcompare import OK, compare
-from shared.cli.evalhost import EXTENSION, CliError, Host, wait
+from shared.cli.evalhost import EXTENSION, CliError, Host, drive, wait
 from shared.cli.evalrequest import build_request, parse_agent, resolve_version
 from shared.cli.evaltable import emit
 from shared.cli.suitecli import suite_app
@@ -165,6 +165,17 @@ def run_command(
     ] = None,
     wait_: Annotated[bool, typer.Option("--wait", help="wait until terminal, then compare (exit code gates)")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds --wait waits at most")] = 900.0,
+    exec_: Annotated[
+        str | None,
+        typer.Option(
+            "--exec",
+            metavar="CMD",
+            help="an external agent's command, run once per trial with the trial's gateway in its environment "
+            "(OPENWOP_MCP_URL, OPENWOP_GATEWAY_TOKEN, OPENAI_BASE_URL, OPENAI_API_KEY, OPENWOP_TASK_INPUT) and the "
+            "input on stdin; its stdout is the output; implies --wait",
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="--exec trials run at once")] = 4,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
     as_json: JsonOut = False,
@@ -196,6 +207,10 @@ def run_command(
     req = build_request(suite, agent, picked.run_id if picked else None, fixtures_from or [], modes or [], version)
     req = experiments.with_name(req, name)
     created = host.client.runs_create(req)
+    if exec_:
+        err.print(f"eval run {created.runId} started: each trial runs {exec_!r}", highlight=False)
+        drive(host, created.runId, exec_, concurrency, timeout, err)
+        wait_ = True
     if not wait_:
         if as_json:
             sys.stdout.write(json.dumps({"runId": created.runId, "status": created.status}) + "\n")

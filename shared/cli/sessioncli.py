@@ -121,7 +121,7 @@ def replay_command(
     except GatewayError as exc:
         raise CliError(str(exc)) from None
     status = str(ended.get("status"))
-    events = host.client._request_json("GET", f"/runs/{quote(fork_id, safe='')}/events/poll?afterSequence=-1")
+    events = host.client._request_json("GET", f"/runs/{quote(fork_id, safe='')}/events/poll")
     diverged = [e for e in events.get("events", []) if e.get("type") == "replay.diverged"]
     out = {"runId": fork_id, "sourceRunId": run, "mode": mode, "status": status, "diverged": len(diverged), **body}
     if as_json:
