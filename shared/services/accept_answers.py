@@ -71,7 +71,7 @@ def _answer_faults(answers: Any) -> list[dict[str, str]]:
             out.append(fault(f"/answers/{i}/taskId", "type"))
         call = a.get("call")
         if "call" in a and (not isinstance(call, int) or isinstance(call, bool) or call < 0):
-            out.append(fault(f"/answers/{i}/call", "type" if not isinstance(call, int) else "minimum"))
+            out.append(fault(f"/answers/{i}/call", "minimum" if isinstance(call, int) and call < 0 else "type"))
         if "isError" in a and not isinstance(a["isError"], bool):
             out.append(fault(f"/answers/{i}/isError", "type"))
     return out

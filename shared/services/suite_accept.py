@@ -25,6 +25,8 @@ other suite's run is the one uniform ``400 validation_error`` RFC 0252 uses for 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,10 +75,10 @@ class _Accepted:
     live: list[int] = field(default_factory=list)
 
 
-def _unanswered(task_id: str, k: int, rec: ToolCallRecord, old: list[dict[str, Any]]) -> dict[str, Any]:
+def _unanswered(task_id: str, k: int, rec: ToolCallRecord, old: Callable[[], list[dict[str, Any]]]) -> dict[str, Any]:
     """A new call no one answered: the task, the call's position, its tool and where its args differ from the
     closest recorded call of that tool (RFC 6901 pointers; null when the record has no call of it)."""
-    same = [e for e in old if e.get("tool") == rec.tool_name]
+    same = [e for e in old() if e.get("tool") == rec.tool_name]
     near = _report().closest(rec.tool_name, rec.args, same)
     return {"taskId": task_id, "call": k, "tool": rec.tool_name, "differingPointers": None if near is None else near[1]}
 
@@ -111,10 +113,10 @@ def _new_task(job: _Accepted, plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def _classify(
-    job: _Accepted, task_id: str, req: aa.AcceptRequest, live: aa.LiveCaller, old: list[dict[str, Any]]
+    job: _Accepted, task_id: str, req: aa.AcceptRequest, live: aa.LiveCaller, old: Callable[[], list[dict[str, Any]]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Each call's provenance (the reviewer's answers applied, live reads queued); the calls no one answered and
-    the answers that name no new call."""
+    the answers that name no new call. ``old``: the entries the task was served from (read only for a refusal)."""
     unanswered: list[dict[str, Any]] = []
     faults: list[dict[str, str]] = []
     for k, rec in enumerate(job.calls):
@@ -205,7 +207,7 @@ def accept(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int,
             raise invalid_at(at, "decided", "A task to accept has no decided first trial in the run.")
         mine = _mine(by_invocation.get(evalrun.invocation_id(task_id, 1), []), agent_id)
         job = _Accepted(i, tasks[i], decision, mine, evalrun.entries_from_records(mine, agent_id))
-        old = _report()._entries_for(ports, plan, tasks[i])[0]
+        old = functools.cache(lambda task=tasks[i]: list(_report()._entries_for(ports, plan, task)[0]))
         missing, wrong = _classify(job, task_id, req, live, old)
         unanswered += missing
         faults += wrong
