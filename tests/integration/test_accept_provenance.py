@@ -214,9 +214,14 @@ def test_erasing_the_source_run_reaches_the_accepted_version(host, server):
     assert [(e["args"], e.get("isError")) for e in accepted["fixtures"]["toolResponses"]] == [
         ({"customerId": "c-0"}, True)
     ]
+    # and an eval of the accepted version (served R's answers from it) is linked to R as well
+    served = run_eval(client, f"{suite_id}@1.1.0")
     # When R is erased
     assert raw(host.base_url, "DELETE", f"/runs/{project_id(source)}", key=host.key_a).status == 204
     assert wait_for_stream_idle(20)
+    # Then that eval is erased with it (decision 0108), as the candidate served from R is
+    for run_id in (served, candidate):
+        assert raw(host.base_url, "GET", f"/runs/{project_id(run_id)}", key=host.key_a).status == 404
     # Then the accepted version's copy is tombstoned too: none of R's input, answers or id is left in it
     for version in ("1.0.0", "1.1.0"):
         doc = _version(host, suite_id, version)
