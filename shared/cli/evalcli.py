@@ -27,15 +27,14 @@ import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import typer
 from rich.console import Console
 
-from shared.cli import evalbaseline, experiments
+from shared.cli import evalaccept, evalbaseline, experiments
 from shared.cli.clirun import Verdict, run
 from shared.cli.evalcompare import OK, compare
-from shared.cli.evalhost import EXTENSION, CliError, Host, drive, wait
+from shared.cli.evalhost import CliError, Host, drive, wait
 from shared.cli.evalrequest import build_request, parse_agent, resolve_version
 from shared.cli.evaltable import emit
 from shared.cli.suitecli import suite_app
@@ -299,12 +298,32 @@ def list_command(
     raise Verdict(OK)
 
 
-@app.command("accept", epilog=EXIT_CODES)
+ACCEPT_EXIT = """Exit codes: 0 published; 3 usage or connection error, or the host refused (nothing is written;
+each call the record lacks that has no answer is listed)."""
+
+
+@app.command("accept", epilog=ACCEPT_EXIT)
 def accept_command(
     run: Annotated[str, typer.Argument(help="the candidate eval run id whose changes are intended")],
+    reason: Annotated[
+        str, typer.Option("--reason", metavar="TEXT", help="why the change is intended (recorded in the version)")
+    ],
     tasks: Annotated[
         list[str] | None,
         typer.Option("--task", metavar="T", help="accept only this task (repeatable; default: every task)"),
+    ] = None,
+    answers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--answer",
+            metavar="TASK:CALL=FILE",
+            help="the answer (JSON in FILE) to a call the record lacks; CALL is its 0-based position among the "
+            "task's calls (repeatable)",
+        ),
+    ] = None,
+    drops: Annotated[
+        list[str] | None,
+        typer.Option("--drop", metavar="TASK", help="leave this task out of the new version (repeatable)"),
     ] = None,
     endpoint: Endpoint = None,
     api_key: ApiKey = None,
@@ -312,15 +331,11 @@ def accept_command(
 ) -> None:
     """Publish the suite's next minor version whose tasks take the run's recorded calls, answers and final
     outputs as their fixtures and expectations (the run's suite must be one of the caller's); prints its
-    evalSuiteRef. The same candidate then evaluates with no miss."""
-    host = Host(endpoint, api_key)
-    report = host.report(run, whole=False)
-    if report is None:
-        raise CliError("the host has no eval report: it cannot accept a run")
-    body: dict[str, Any] = {"runId": run, **({"taskIds": list(tasks)} if tasks else {})}
-    path = f"/host/{EXTENSION}/eval-suites/{quote(str(report['suiteId']), safe='')}:accept"
-    out = host.client._request_json("POST", path, body=body)
-    sys.stdout.write((json.dumps(out) if as_json else str(out["evalSuiteRef"])) + "\n")
+    evalSuiteRef, and on stderr each accepted call with where its answer came from (recorded, accepted-live,
+    reviewer-supplied). A new call of a read tool is called live once; of any other tool it needs --answer or
+    --drop, else the host refuses and names it."""
+    body = evalaccept.body_for(run, reason, tasks or [], answers or [], drops or [])  # usage errors first
+    evalaccept.accept(Host(endpoint, api_key), run, body, as_json)
     raise Verdict(OK)
 
 

@@ -273,7 +273,12 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         if refused & set(sources.values()):
             raise RunGoneError(rec.run_id)
         pinned = (
-            {**suite, "tasks": [suites.tombstone(t) if t.get("sourceRunId") in refused else t for t in suite["tasks"]]}
+            {
+                **suite,
+                "tasks": [
+                    suites.tombstone(t) if refused.intersection(suites.lineage(t)) else t for t in suite["tasks"]
+                ],
+            }
             if refused
             else suite
         )
@@ -320,15 +325,16 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
 
 def _suite_sources(suite: dict[str, Any], fixture_runs: dict[str, str] | None, tenant: str) -> set[str]:
     """The source runs the trials serve suite tasks from (a task's ``sourceRunId``, unless ``fixtureRuns`` names the
-    task): the tenant's own; another tenant's serves nothing and is never linked."""
-    return {
-        str(t["sourceRunId"])
-        for t in suite["tasks"]
-        if t.get("sourceRunId")
-        and not t.get(suites.TOMBSTONED)
-        and str(t["taskId"]) not in (fixture_runs or {})
-        and tenant_of(str(t["sourceRunId"])) == tenant
-    }
+    task), and the runs an accepted task's fixtures came from (``derivedFromRunIds``: the run is served their
+    content): the tenant's own; another tenant's serves nothing and is never linked."""
+    out: set[str] = set()
+    for t in suite["tasks"]:
+        if t.get(suites.TOMBSTONED):
+            continue
+        if t.get("sourceRunId") and str(t["taskId"]) not in (fixture_runs or {}):
+            out.add(str(t["sourceRunId"]))
+        out.update(str(r) for r in t.get("derivedFromRunIds") or [])
+    return {r for r in out if tenant_of(r) == tenant}
 
 
 # --------------------------------------------------------------------------- reads

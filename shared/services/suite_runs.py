@@ -77,10 +77,22 @@ def _store_with_sources(
     return status, body
 
 
+def _named_runs(suite: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every run the tasks name, with the member that names it: ``sourceRunId`` and ``derivedFromRunIds``."""
+    out = []
+    for i, t in enumerate(suite["tasks"]):
+        if "sourceRunId" in t:
+            out.append((str(t["sourceRunId"]), f"/tasks/{i}/sourceRunId"))
+        out.extend(
+            (str(r), f"/tasks/{i}/derivedFromRunIds/{j}") for j, r in enumerate(t.get("derivedFromRunIds") or [])
+        )
+    return out
+
+
 def _sources_rule(suite: dict[str, Any]) -> str | None:
-    """The agent the sources are checked for (the suite's targetAgentId), or None when no task names a source."""
+    """The agent the sources are checked for (the suite's targetAgentId), or None when no task names a run."""
     named = [i for i, t in enumerate(suite["tasks"]) if "sourceRunId" in t]
-    if not named:
+    if not named and not any("derivedFromRunIds" in t for t in suite["tasks"]):
         return None
     if not suite.get("targetAgentId"):
         raise invalid_at("/targetAgentId", "required", "A suite whose tasks name sourceRunId must name targetAgentId.")
@@ -95,25 +107,35 @@ def _sources_rule(suite: dict[str, Any]) -> str | None:
     return str(suite["targetAgentId"])
 
 
-def register(ports: Ports, tenant: str, doc: Any) -> tuple[int, dict[str, Any]]:
+def _bound(task: dict[str, Any], bound: dict[str, str]) -> dict[str, Any]:
+    out = {**task, "sourceRunId": bound[str(task["sourceRunId"])]} if "sourceRunId" in task else task
+    if "derivedFromRunIds" in task:
+        out = {**out, "derivedFromRunIds": [bound[str(r)] for r in task["derivedFromRunIds"]]}
+    return out
+
+
+def register(ports: Ports, tenant: str, doc: Any, *, accepted: bool = False) -> tuple[int, dict[str, Any]]:
     """``POST /host/openwop-serverless/eval-suites`` for a tenant: the schema, then every named source run checked
-    (one uniform refusal for any unusable one; batched, ``source_runs.named``), then the version."""
+    (one uniform refusal for any unusable one; batched, ``source_runs.named``), then the version. ``acceptance`` is
+    written by ``:accept`` only (``accepted``); a registration that names it is refused."""
     suite = suites.validate_suite(doc)
+    if "acceptance" in suite and not accepted:
+        raise invalid_at("/acceptance", "readOnly", "acceptance is written by :accept; a registration cannot name it.")
     agent_id = _sources_rule(suite)
     if agent_id is None:
         return suites.register(ports, tenant, suite, validated=True)
-    values = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t})
+    named = _named_runs(suite)
+    values = sorted({v for v, _ in named})
     found = dict(zip(values, source_runs.named(ports, _caller(tenant), values, agent_id), strict=True))
     first: dict[str, str] = {}  # each source by the first task naming it (a refusal points there)
-    for i, t in enumerate(suite["tasks"]):
-        if "sourceRunId" in t:
-            first.setdefault(str(t["sourceRunId"]), f"/tasks/{i}/sourceRunId")
+    for v, at in named:
+        first.setdefault(v, at)
     unusable = [first[v] for v, src in found.items() if src is None]
     if unusable:  # the same answer whatever made it unusable; the first task (by position) naming one
         raise UnusableReferenceError(min(unusable, key=_position))
     recs = {src.rec.run_id: src.rec for src in found.values() if src is not None}
     bound = {v: src.rec.run_id for v, src in found.items() if src is not None}
-    tasks = [{**t, "sourceRunId": bound[str(t["sourceRunId"])]} if "sourceRunId" in t else t for t in suite["tasks"]]
+    tasks = [_bound(t, bound) for t in suite["tasks"]]
     where = {bound[v]: at for v, at in first.items()}
     return _store_with_sources(ports, tenant, {**suite, "tasks": tasks}, recs, where)
 
@@ -360,11 +382,11 @@ def build_version(
     except ValidationError as exc:  # its pointers name the built document, not the request
         raise invalid_at(blame, "suite", "The recorded runs do not make valid tasks of a suite version.") from exc
     # the base's own sources keep their links (written when the base was registered) and get this version's too
-    others = sorted({str(t["sourceRunId"]) for t in suite["tasks"] if "sourceRunId" in t} - set(recs))
+    others = sorted({r for t in suite["tasks"] for r in suites.lineage(t)} - set(recs))
     found = source_runs.read_runs(ports, others)
     recs.update((run_id, found[run_id]) for run_id in others if run_id in found)
     for i, t in enumerate(suite["tasks"]):
-        if "sourceRunId" in t and str(t["sourceRunId"]) in others and str(t["sourceRunId"]) not in found:
+        if any(r in others and r not in found for r in suites.lineage(t)):
             suite["tasks"][i] = suites.tombstone(t)  # being erased: its hook may not reach this new version
     status, out = _store_with_sources(ports, tenant, suite, recs, where or {})
     return status, {**out, "taskCount": len(suite["tasks"]), "addedCount": len(added)}

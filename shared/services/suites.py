@@ -256,11 +256,18 @@ def tombstone(task: dict[str, Any]) -> dict[str, Any]:
     return {"taskId": task["taskId"], TOMBSTONED: True, **({"trials": task["trials"]} if "trials" in task else {})}
 
 
+def lineage(task: dict[str, Any]) -> list[str]:
+    """The runs whose content a task holds: its ``sourceRunId`` (served from) and its ``derivedFromRunIds`` (an
+    accepted task's sources, lineage only: docs/decisions/0146-accept-without-invention.md)."""
+    named = [task["sourceRunId"]] if task.get("sourceRunId") else []
+    return [str(r) for r in [*named, *(task.get("derivedFromRunIds") or [])]]
+
+
 def tombstone_in(ports: Ports, tenant: str, ref: str, run_ids: str | set[str]) -> int:
-    """Tombstone the tasks of one version (or draft) that name any of ``run_ids``: compare-and-set of the stored
-    parts that hold them; a concurrent rewrite retries."""
+    """Tombstone the tasks of one version (or draft) that name any of ``run_ids`` (``lineage``): compare-and-set of
+    the stored parts that hold them; a concurrent rewrite retries."""
     gone = {run_ids} if isinstance(run_ids, str) else set(run_ids)
-    done = ports.suites.rewrite_tasks(tenant, ref, lambda t: tombstone(t) if t.get("sourceRunId") in gone else None)
+    done = ports.suites.rewrite_tasks(tenant, ref, lambda t: tombstone(t) if gone.intersection(lineage(t)) else None)
     if done is None:
         raise VersionConflictError("The suite version kept changing while a source run was erased.")
     return done

@@ -220,16 +220,24 @@ def test_eval_accept_publishes_a_version_the_same_candidate_passes(host, tools, 
     candidate = run_eval(client, ref)
     hits = tools["server"].count()
     # When the change is accepted
-    assert _cli(host, "accept", candidate, "--json") == 0
+    assert _cli(host, "accept", candidate, "--json", "--reason", "the agent now asks for two") == 0
     published = json.loads(capsys.readouterr().out)
-    # Then the next minor version is published, taking the recorded call with its old answer as the fixture
+    # Then the next minor version is published, taking the new call with the answer the read tool gave when it was
+    # called live, once, at accept time (decision 0146: never the old call's answer)
     assert published == {
         "suiteId": suite_id,
         "version": "1.1.0",
         "evalSuiteRef": f"{suite_id}@1.1.0",
         "taskCount": 2,
         "acceptedCount": 2,
+        "accepted": [
+            {"taskId": "lookup", "calls": [{"call": 0, "tool": tools["lookup"], "provenance": "accepted-live"}]},
+            {"taskId": "same", "calls": []},
+        ],
+        "droppedTaskIds": [],
     }
+    assert tools["server"].count() == hits + 1
+    hits = tools["server"].count()
     doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.1.0", key=host.key_a).json
     task = doc["tasks"][0]
     assert task["fixtures"] == {
@@ -260,7 +268,7 @@ def _two_stamped(host: Any, tools: dict[str, Any]) -> tuple[str, list[tuple[str,
 def test_eval_accept_with_task_through_the_cli_accepts_only_that_task(host, tools, capsys):
     suite_id, calls, entries, candidate = _two_stamped(host, tools)
     # When the CLI accepts one task of the run
-    assert _cli(host, "accept", candidate, "--task", "stamp") == 0
+    assert _cli(host, "accept", candidate, "--task", "stamp", "--reason", "timestamps move") == 0
     # Then it prints the new version's evalSuiteRef
     assert capsys.readouterr().out.strip() == f"{suite_id}@1.1.0"
     # and only that task takes the run's recorded call; the other keeps its old fixture
@@ -275,7 +283,7 @@ def test_eval_accept_with_task_through_the_cli_accepts_only_that_task(host, tool
     out = json.loads(capsys.readouterr().out)
     assert [(t["taskId"], t["fixtureMissCount"]) for t in out["tasks"]] == [("stamp", 0), ("other", 1)]
     # When a task the run does not have is named, Then exit 3 with one error line and no new version
-    assert _cli(host, "accept", candidate, "--task", "nope") == 3
+    assert _cli(host, "accept", candidate, "--task", "nope", "--reason", "timestamps move") == 3
     assert capsys.readouterr().err.startswith("error: ")
     assert raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}", key=host.key_a).json["versions"] == [
         "1.0.0",
@@ -287,24 +295,25 @@ def test_accept_of_one_task_leaves_the_others_and_refuses_foreign_runs_with_one_
     suite_id, calls, entries, candidate = _two_stamped(host, tools)
     path = f"{BASE}/eval-suites/{suite_id}:accept"
     # When only one task is accepted
-    r = raw(host.base_url, "POST", path, {"runId": candidate, "taskIds": ["stamp"]}, key=host.key_a)
+    why = "timestamps move"
+    r = raw(host.base_url, "POST", path, {"runId": candidate, "taskIds": ["stamp"], "reason": why}, key=host.key_a)
     assert r.status == 201, r.text
     assert (r.json["version"], r.json["acceptedCount"]) == ("1.1.0", 1)
     doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.1.0", key=host.key_a).json
     assert doc["tasks"][0]["fixtures"]["toolResponses"][0]["args"] == calls[0][1]
     assert doc["tasks"][1] == _task("other", calls, entries)
     # Then tenant B accepting A's run, an unknown run and a malformed id get the same bytes
-    foreign = raw(host.base_url, "POST", path, {"runId": candidate}, key=host.key_b)
-    unknown = raw(host.base_url, "POST", path, {"runId": candidate[:-4] + "zzzz"}, key=host.key_a)
-    malformed = raw(host.base_url, "POST", path, {"runId": "nope"}, key=host.key_a)
+    foreign = raw(host.base_url, "POST", path, {"runId": candidate, "reason": why}, key=host.key_b)
+    unknown = raw(host.base_url, "POST", path, {"runId": candidate[:-4] + "zzzz", "reason": why}, key=host.key_a)
+    malformed = raw(host.base_url, "POST", path, {"runId": "nope", "reason": why}, key=host.key_a)
     assert foreign.status == unknown.status == malformed.status == 400
     assert foreign.json["error"] == "validation_error"
     assert foreign.text == unknown.text == malformed.text
     assert candidate not in foreign.text
     # and an unknown task or a bad body is a 400 that writes nothing
-    bad = raw(host.base_url, "POST", path, {"runId": candidate, "taskIds": ["nope"]}, key=host.key_a)
+    bad = raw(host.base_url, "POST", path, {"runId": candidate, "taskIds": ["nope"], "reason": why}, key=host.key_a)
     assert (bad.status, bad.json["error"]) == (400, "validation_error")
-    assert raw(host.base_url, "POST", path, {"run": candidate}, key=host.key_a).status == 400
+    assert raw(host.base_url, "POST", path, {"run": candidate, "reason": why}, key=host.key_a).status == 400
     assert raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}", key=host.key_a).json["versions"] == [
         "1.0.0",
         "1.1.0",

@@ -237,7 +237,15 @@ def test_rule_refusals_point_at_the_member(host):
         (None, {"runId": UNKNOWN_RUN, "extra": 1}, ("/extra", None)),
         (None, {"runId": UNKNOWN_RUN, "taskIds": ["a", 1]}, ("/taskIds/1", None)),
         (None, {"runId": UNKNOWN_RUN, "taskIds": []}, ("/taskIds", None)),
-        (None, {"runId": UNKNOWN_RUN}, ("/runId", None)),  # the uniform refusal of an unusable run
+        (None, {"runId": UNKNOWN_RUN}, ("/reason", None)),  # why: required (decision 0146)
+        (None, {"runId": UNKNOWN_RUN, "reason": " "}, ("/reason", None)),
+        (
+            None,
+            {"runId": UNKNOWN_RUN, "reason": "r", "answers": [{"taskId": "a", "call": -1}]},
+            ("/answers/0/response", None),
+        ),
+        (None, {"runId": UNKNOWN_RUN, "reason": "r", "dropTaskIds": [1]}, ("/dropTaskIds/0", None)),
+        (None, {"runId": UNKNOWN_RUN, "reason": "r"}, ("/runId", None)),  # the uniform refusal of an unusable run
         ("Not_A_Suite", {"runId": UNKNOWN_RUN}, ("", "suiteId")),
     ],
 )

@@ -510,22 +510,67 @@ RESPONSES: dict[str, dict[str, Any]] = {
             "addedCount": {"type": "integer"},
         },
     },
+    # docs/decisions/0146-accept-without-invention.md: where each accepted call's answer came from
     "SuiteAccepted": {
         "type": "object",
-        "required": ["suiteId", "version", "evalSuiteRef", "taskCount", "acceptedCount"],
+        "required": ["suiteId", "version", "evalSuiteRef", "taskCount", "acceptedCount", "accepted", "droppedTaskIds"],
         "properties": {
             "suiteId": _STR,
             "version": _STR,
             "evalSuiteRef": _STR,
             "taskCount": {"type": "integer"},
             "acceptedCount": {"type": "integer"},
+            "accepted": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["taskId", "calls"],
+                    "properties": {
+                        "taskId": _STR,
+                        "calls": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["call", "tool", "provenance"],
+                                "properties": {
+                                    "call": {"type": "integer", "minimum": 0},
+                                    "tool": _STR,
+                                    "provenance": {"enum": ["recorded", "accepted-live", "reviewer-supplied"]},
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+            "droppedTaskIds": {"type": "array", "items": _STR},
         },
     },
     "EvalSuiteAcceptRequest": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["runId"],
-        "properties": {"runId": _STR, "taskIds": {"type": "array", "minItems": 1, "items": _STR}},
+        "required": ["runId", "reason"],
+        "properties": {
+            "runId": _STR,
+            "reason": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "taskIds": {"type": "array", "minItems": 1, "maxItems": 10000, "items": _STR},
+            "answers": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 10000,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["taskId", "call", "response"],
+                    "properties": {
+                        "taskId": _STR,
+                        "call": {"type": "integer", "minimum": 0},
+                        "response": {},
+                        "isError": {"type": "boolean"},
+                    },
+                },
+            },
+            "dropTaskIds": {"type": "array", "minItems": 1, "maxItems": 10000, "items": _STR},
+        },
     },
     "EvalSuiteList": {
         "type": "object",
