@@ -82,7 +82,8 @@ def _end_trial(ports: Ports, session: GatewaySession, outcome: dict[str, Any]) -
     task token goes on to score it (the first ``complete`` wins; a later one is ``409 run_terminal``)."""
     from shared.engine import externaltrial as xt
 
-    assert session.task_index is not None and session.trial is not None
+    if session.task_index is None or session.trial is None:
+        raise RunGoneError(session.run_id)
     rec = ports.runs.get_run(session.run_id)
     doc = xt.trial_state(ports, session.run_id, session.task_index, session.trial)
     if rec is None or doc is None:
