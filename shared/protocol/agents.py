@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
 from shared.protocol.semver import SEMVER_RE
 from shared.protocol.toolids import ALLOWLIST_ID_RE, CREDENTIAL_REF_RE, MAX_ALLOWLIST
@@ -35,6 +35,15 @@ _BASE = "https://openwop.dev/spec/v2/"
 AGENT_ID_PATTERN = r"^[A-Za-z0-9._~:-]{1,128}$"  # ids.schema.json#/$defs/agentId
 ENDPOINT_URL_RE = re.compile(r"^https?://[^\s/?#]+(?:/[^\s#]*)?$")
 MAX_ENDPOINT_TIMEOUT_MS = 840_000  # under the trial task's Lambda timeout (decision 0143)
+
+
+def _credential_ref(v: str | None) -> str | None:
+    if v is not None and not CREDENTIAL_REF_RE.fullmatch(v):
+        raise ValueError("credentialRef is malformed")
+    return v
+
+
+CredentialRef = Annotated[str | None, AfterValidator(_credential_ref)]  # a model binding's, an endpoint's
 
 
 class _Closed(BaseModel):
@@ -55,7 +64,7 @@ class ModelBinding(_Closed):
     model: str = Field(min_length=1, max_length=256)
     temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
     maxTokens: StrictInt | None = Field(default=None, ge=1, le=200_000)
-    credentialRef: str | None = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
+    credentialRef: CredentialRef = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
     baseUrl: str | None = Field(default=None, max_length=2048, json_schema_extra={"pattern": BASE_URL_RE.pattern})
     mockProvider: dict[str, Any] | None = None
     price: ModelPrice | None = None
@@ -65,13 +74,6 @@ class ModelBinding(_Closed):
     def _provider(cls, v: str) -> str:
         if not PROVIDER_RE.fullmatch(v):
             raise ValueError("provider is a lower-case provider id")
-        return v
-
-    @field_validator("credentialRef")
-    @classmethod
-    def _cred(cls, v: str | None) -> str | None:
-        if v is not None and not CREDENTIAL_REF_RE.fullmatch(v):
-            raise ValueError("credentialRef is malformed")
         return v
 
     @field_validator("baseUrl")
@@ -84,7 +86,7 @@ class ModelBinding(_Closed):
 
 class RuntimeEndpoint(_Closed):
     url: str = Field(max_length=2048, json_schema_extra={"pattern": ENDPOINT_URL_RE.pattern})
-    credentialRef: str | None = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
+    credentialRef: CredentialRef = Field(default=None, json_schema_extra={"pattern": CREDENTIAL_REF_RE.pattern})
     timeoutMs: StrictInt | None = Field(default=None, ge=1, le=MAX_ENDPOINT_TIMEOUT_MS)
 
     @field_validator("url")
@@ -92,13 +94,6 @@ class RuntimeEndpoint(_Closed):
     def _url(cls, v: str) -> str:
         if not ENDPOINT_URL_RE.fullmatch(v):
             raise ValueError("url is an http(s) URL without a fragment")
-        return v
-
-    @field_validator("credentialRef")
-    @classmethod
-    def _cred(cls, v: str | None) -> str | None:
-        if v is not None and not CREDENTIAL_REF_RE.fullmatch(v):
-            raise ValueError("credentialRef is malformed")
         return v
 
 
