@@ -38,6 +38,13 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
     ),
     ContextSetting("runToolCallBudget", "RUN_TOOL_CALL_BUDGET", "int", "tool calls per run; default 1000"),
     ContextSetting(
+        "sessionTtlSeconds",
+        "SESSION_TTL_SECONDS",
+        "int",
+        "seconds an external agent's session (or driven eval trial) has to complete before it fails "
+        "`session_expired`; default 900",
+    ),
+    ContextSetting(
         "toolResponseMaxBytes",
         "TOOL_RESPONSE_MAX_BYTES",
         "int",

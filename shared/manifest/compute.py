@@ -201,7 +201,7 @@ FUNCTIONS: tuple[Function, ...] = (
     # session's tool and model calls as executed, calling tools and model providers as the Advance task does.
     Function(
         "agent_gateway",
-        "functions.agent_gateway.app",
+        "functions.agent_gateway.handler",
         "api",
         _RW_ALL,
         bucket="readwrite",

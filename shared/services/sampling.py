@@ -258,7 +258,7 @@ def on_stored(
 
 
 def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
-    from shared.services import evals
+    from shared.services import evals, task_labels
     from shared.services.suite_runs import filter_matches, task_from_run
 
     flt = dict(rule.get("filter") or {})
@@ -288,7 +288,7 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
         )
     except RunGoneError:
         return 0  # erased since it completed
-    task = task_from_run(rec, log)
+    task = task_labels.labelled(task_from_run(rec, log), task_labels.render(None, log.input))  # as :from-runs
     for _ in range(_CAS_TRIES):
         if draft is None:
             if ports.suite_drafts.put_draft(

@@ -38,6 +38,7 @@ def _counts(lines: list[str]) -> list[list[int]]:
     return [[int(n) for n in re.findall(r'\{"count": (\d+)\}', line)] for line in lines if '{"count"' in line]
 
 
+@pytest.mark.timeout(1200)  # a framework's start, five sessions, two evals and a replay: ~80 s alone, more under load
 @pytest.mark.parametrize("example", ["openai-agents", "pydantic-ai"])
 def test_the_example_runs_as_its_readme_says(tmp_path, example) -> None:
     # Given the host as make serve runs it, and the README's blocks in one shell

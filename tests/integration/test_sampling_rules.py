@@ -98,6 +98,8 @@ def test_a_rule_samples_exactly_the_matching_completed_production_runs(host, too
     assert draft["taskCount"] == 3 and draft["targetAgentId"] == AGENT
     assert sorted(t["sourceRunId"] for t in draft["tasks"]) == sorted(runs)
     first = next(t for t in draft["tasks"] if t["sourceRunId"] == runs[0])
+    # labelled as :from-runs labels a task: the run's input, simple values first
+    assert first.pop("extensions")["openwop-serverless"]["label"].startswith("answer=r-answer-0, calls=[")
     assert first == {
         "taskId": task_id_for(runs[0]),
         "input": {"calls": [{"tool": tool, "args": {"customerId": "r-0"}}], "answer": "r-answer-0"},

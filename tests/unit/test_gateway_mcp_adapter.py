@@ -9,6 +9,7 @@ from typing import Any
 
 from functions.agent_gateway import asgi, mcp
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, AgentSpec
+from shared.providers.names import wire_name
 from shared.services.gateway import PRODUCTION, GatewayRequest, GatewaySession
 
 ALLOW = (ECHO_TOOL, COUNTER_TOOL)
@@ -74,7 +75,7 @@ def test_initialize_negotiates_the_handshake_revision_and_lists_exactly_the_allo
     assert _post({"jsonrpc": "2.0", "method": "notifications/initialized"}, "2025-11-25").status == 202
     listed = _post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, "2025-11-25")
     tools = json.loads(listed.body)["result"]["tools"]
-    assert [t["name"] for t in tools] == list(ALLOW)
+    assert [t["name"] for t in tools] == [wire_name(a) for a in ALLOW]  # the providers' tool-name grammar
     assert all(t["inputSchema"] == {"type": "object"} for t in tools)
     assert "nextCursor" not in json.loads(listed.body)["result"]
 
@@ -97,7 +98,7 @@ def test_the_modern_revision_is_served_without_a_handshake() -> None:
         extra={"mcp-method": "tools/list"},
     )
     assert listed.status == 200, listed.body
-    assert [t["name"] for t in json.loads(listed.body)["result"]["tools"]] == list(ALLOW)
+    assert [t["name"] for t in json.loads(listed.body)["result"]["tools"]] == [wire_name(a) for a in ALLOW]
 
 
 def _refused(out: Any, requested: str | None, ident: Any) -> None:

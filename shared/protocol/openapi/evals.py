@@ -21,7 +21,7 @@ EVAL_RUNS: tuple[Op, ...] = (
         "get_eval_report",
         {200: "Object"},
         READ_ERRORS,
-        query=("status", "limit", "cursor"),
+        query=("status?", "limit", "cursor"),
     ),
     Op(
         "GET",

@@ -34,6 +34,8 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     "cursor": {"in": "query", "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{8,2048}$"}},
     "workflowId?": {"in": "query", "schema": {"type": "string", "pattern": NAME_ID}},
     "status": {"in": "query", "schema": {"type": "string", "enum": list(RUN_STATUSES)}},
+    # listWaitingTrials: the one listing of an eval run's trials (those waiting for their driver)
+    "status?": {"in": "query", "schema": {"type": "string", "enum": ["waiting"]}},
     # listWorkflows pages by workflowId (the last one of the previous page), not by an opaque cursor
     "cursor?workflows": {"in": "query", "schema": {"type": "string", "pattern": r"^[a-z][a-z0-9_-]{0,127}$"}},
     "suiteId": {"in": "path", "schema": {"type": "string", "maxLength": 200}},
