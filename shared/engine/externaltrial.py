@@ -28,6 +28,7 @@ WAITING, ENDED = "waiting", "ended"
 EXPIRED = "session_expired"  # the reason a trial whose agent never completed fails with
 AGENT_FAILED = "agent_failed"  # the reason a trial whose agent reported a failure fails with
 _GATEWAY_ID = re.compile(r"^(?P<run>.+)\.t(?P<task>\d{1,6})\.(?P<trial>\d{1,4})$")
+_TOKEN = re.compile(r"owg_[A-Za-z0-9_-]{16,}")  # a gateway token an agent's own message might quote
 
 
 def wait_sk(task_index: int, trial: int) -> str:
@@ -131,6 +132,7 @@ def score_trial(
         drafts.append(completed_event(agent, inv))
     else:
         message = str(((outcome or {}).get("error") or {}).get("message") or "the agent did not complete the trial")
+        message = _TOKEN.sub("owg_[redacted]", message)  # the reason is reported: never a token in it
         result.error = {"code": AGENT_FAILED if outcome is not None else EXPIRED, "message": message}
         drafts.append(completed_event(agent, inv, "failed"))
     result.events = [{"type": t, "payload": p, "timestamp": now} for t, p in drafts]
@@ -225,7 +227,7 @@ def _call_endpoint(
     except EgressRefusedError as exc:
         return {"error": {"message": f"egress refused: {exc.reason}"}}
     except TransportError as exc:
-        return {"error": {"message": f"the endpoint was not reached: {exc.reason}"}}
+        return {"error": {"message": f"the endpoint call failed ({exc.reason})"}}
     if not 200 <= reply.status < 300:
         return {"error": {"message": f"the endpoint answered HTTP {reply.status}"}}
     try:
