@@ -182,10 +182,13 @@ def endpoint_trial(
 ) -> TrialResult:
     """A trial of an external agent with an endpoint: the host calls it once (egress-guarded, with its credential
     and ``timeoutMs``) with ``{input, taskId, trial, mcpUrl, openaiBaseUrl, token, deadline}`` and expects
-    ``{"output"}``; a timeout, a refusal, a non-JSON answer or a non-2xx fails this trial only, with its reason."""
+    ``{"output"}``; a timeout, a refusal, a non-JSON answer or a non-2xx fails this trial only, with its reason.
+    A retry of a trial whose endpoint already answered never calls it again."""
     endpoint = dict((agent.runtime or {}).get("endpoint") or {})
     timeout_ms = int(endpoint.get("timeoutMs") or 60_000)
     doc = open_trial(ports, rec, plan, task_index, trial, timeout_ms // 1000 + 60)
+    if doc.get("status") == ENDED:  # a retried task whose endpoint already answered: score that answer again
+        return score_trial(ports, rec, plan, task_index, trial, agent, doc.get("outcome"))
     task = plan["suite"]["tasks"][task_index]
     try:
         fields = issue(gateway_id(rec.run_id, task_index, trial), str(doc["nonce"]), int(doc["expiresAtMs"]))

@@ -278,19 +278,27 @@ def _trials(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["taskId"]: t["trialResults"][0] for t in report["tasks"]}
 
 
-def test_an_endpoint_eval_passes_from_the_record_with_the_harness_shapes(host, stack):
-    tools, endpoint = stack["tools"], stack["endpoint"]
-    live = tools.calls["lookup_customer"]
-    # When the suite from the sessions runs once through the endpoint and once through the harness
+@pytest.fixture(scope="module")
+def endpoint_run(host, stack) -> dict[str, Any]:
+    """The suite from the sessions, run once through the endpoint (version 1.1.0): what the host called."""
+    live, hits = stack["tools"].calls["lookup_customer"], stack["endpoint"].hits["ok"]
     summary, report = _endpoint_eval(host, stack, "1.1.0")
+    return {"summary": summary, "report": report, "live": live, "hits": hits}
+
+
+def test_an_endpoint_eval_passes_from_the_record_with_the_harness_shapes(host, stack, endpoint_run):
+    tools, endpoint = stack["tools"], stack["endpoint"]
+    live = endpoint_run["live"]
+    # When the suite from the sessions runs once through the endpoint and once through the harness
+    summary, report = endpoint_run["summary"], endpoint_run["report"]
     harness_summary, harness_report = _harness_eval(host, stack)
     # Then the endpoint was called once per task, with the trial's fields and the endpoint's credential
-    assert endpoint.hits["ok"] == len(CUSTOMERS)
-    sent = endpoint.bodies[-len(CUSTOMERS) :]
+    assert endpoint.hits["ok"] == endpoint_run["hits"] + len(CUSTOMERS)
+    sent = [b for b in endpoint.bodies if f"/gateway/{project_id(report['runId'])}.t" in b["mcpUrl"]]
     assert sorted(b["input"]["customerId"] for b in sent) == list(CUSTOMERS)
     assert all(set(b) == {"input", "taskId", "trial", "mcpUrl", "openaiBaseUrl", "token", "deadline"} for b in sent)
     assert all(b["mcpUrl"].startswith(host.base_url + BASE + "/gateway/") for b in sent)
-    assert endpoint.auth[-len(CUSTOMERS) :] == [f"Bearer {SECRET}"] * len(CUSTOMERS)
+    assert {endpoint.auth[endpoint.bodies.index(b)] for b in sent} == {f"Bearer {SECRET}"}
     # every task passes, served from the record: no tool call reached the tool server
     assert tools.calls["lookup_customer"] == live
     for doc in (report, harness_report):
@@ -361,3 +369,20 @@ def _customer_trials(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         name = task["expected"]["match"]["value"]["name"]  # "Customer c-1"
         out[name.rsplit(" ", 1)[1]] = task["trialResults"][0]
     return out
+
+
+def test_a_retried_trial_scores_the_endpoints_answer_without_calling_it_again(host, stack, endpoint_run):
+    """A Trial task run again (a Lambda retry) after its endpoint answered: scored from the stored answer."""
+    from shared.engine import externaltrial
+    from shared.engine.evalplan import load_plan
+    from shared.engine.kernel import resolve_agent
+    from shared.services.eval_trials import issuer
+
+    ports, run_id = _ports(), endpoint_run["report"]["runId"]
+    rec, plan = ports.runs.get_run(run_id), load_plan(ports, run_id)
+    agent = resolve_agent(ports, rec.tenant, stack["agentId"], "1.1.0")
+    hits = sum(stack["endpoint"].hits.values())
+    result = externaltrial.endpoint_trial(ports, rec, plan, 0, 1, agent, issuer(ports))
+    assert sum(stack["endpoint"].hits.values()) == hits
+    assert (result.decided, result.passed, result.error) == (True, True, None)
+    assert result.decision == plan["suite"]["tasks"][0]["expected"]["match"]["value"]
