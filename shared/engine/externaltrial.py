@@ -29,6 +29,7 @@ EXPIRED = "session_expired"  # the reason a trial whose agent never completed fa
 AGENT_FAILED = "agent_failed"  # the reason a trial whose agent reported a failure fails with
 _GATEWAY_ID = re.compile(r"^(?P<run>.+)\.t(?P<task>\d{1,6})\.(?P<trial>\d{1,4})$")
 _TOKEN = re.compile(r"owg_[A-Za-z0-9_-]{16,}")  # a gateway token an agent's own message might quote
+REDACTED = "owg_[redacted]"
 
 
 def wait_sk(task_index: int, trial: int) -> str:
@@ -86,7 +87,10 @@ def waiting(ports: Ports, run_id: str) -> list[dict[str, Any]]:
 
 def end_trial(ports: Ports, rec: RunRecord, doc: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
     """Store the agent's outcome (``{"output"}`` or ``{"error": {"message"}}``) on a waiting trial; the ended
-    document (its ``taskToken`` is what to resume)."""
+    document (its ``taskToken`` is what to resume). A token the message quotes is not stored."""
+    error = outcome.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        outcome = {**outcome, "error": {**error, "message": _TOKEN.sub(REDACTED, error["message"])}}
     ended = {**doc, "status": ENDED, "outcome": outcome}
     ports.runs.put_aux(rec.run_id, wait_sk(int(doc["taskIndex"]), int(doc["trial"])), ended, rec.expires_at)
     return ended
@@ -132,7 +136,7 @@ def score_trial(
         drafts.append(completed_event(agent, inv))
     else:
         message = str(((outcome or {}).get("error") or {}).get("message") or "the agent did not complete the trial")
-        message = _TOKEN.sub("owg_[redacted]", message)  # the reason is reported: never a token in it
+        message = _TOKEN.sub(REDACTED, message)  # the reason is reported: never a token in it
         result.error = {"code": AGENT_FAILED if outcome is not None else EXPIRED, "message": message}
         drafts.append(completed_event(agent, inv, "failed"))
     result.events = [{"type": t, "payload": p, "timestamp": now} for t, p in drafts]

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import http.server
 import json
+import re
 import threading
 import uuid
 from collections import Counter
@@ -244,8 +245,9 @@ def _endpoint_eval(host: Any, stack: dict[str, Any], version: str) -> tuple[dict
     return _summary(host, run_id), _report(host, run_id)
 
 
-def _harness_eval(host: Any, stack: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What ``eval run --exec`` does: list the waiting trials, run the agent on each, ``complete`` it."""
+def _harness_eval(host: Any, stack: dict[str, Any], fail: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``eval run --exec`` does: list the waiting trials, run the agent on each, ``complete`` it (the trial of
+    customer ``fail`` completes with an error whose message quotes its token, as a careless agent's might)."""
     run_id = _start(host, stack, "1.0.0")
     driven: set[tuple[str, int]] = set()
 
@@ -254,8 +256,11 @@ def _harness_eval(host: Any, stack: dict[str, Any]) -> tuple[dict[str, Any], dic
         assert r.status == 200, r.text
         for t in r.json["trials"]:
             if (t["taskId"], t["trial"]) not in driven:
-                output = _agent_run(t)
-                done = raw(host.base_url, "POST", _path(t["completeUrl"]), {"output": output}, key=t["token"])
+                if t["input"]["customerId"] == fail:
+                    outcome = {"error": {"message": f"crashed; OPENAI_API_KEY={t['token']}"}}
+                else:
+                    outcome = {"output": _agent_run(t)}
+                done = raw(host.base_url, "POST", _path(t["completeUrl"]), outcome, key=t["token"])
                 assert done.status == 200, done.text
                 driven.add((t["taskId"], t["trial"]))
         return len(driven) == len(CUSTOMERS)
@@ -386,3 +391,15 @@ def test_a_retried_trial_scores_the_endpoints_answer_without_calling_it_again(ho
     assert sum(stack["endpoint"].hits.values()) == hits
     assert (result.decided, result.passed, result.error) == (True, True, None)
     assert result.decision == plan["suite"]["tasks"][0]["expected"]["match"]["value"]
+
+
+def test_a_harness_trial_that_fails_says_why_without_its_token(host, stack):
+    summary, report = _harness_eval(host, stack, fail="c-2")
+    by_customer = _customer_trials(report)
+    assert [by_customer[c]["passed"] for c in CUSTOMERS] == [True, False, True]
+    assert by_customer["c-2"]["error"] == {"code": "agent_failed", "message": "crashed; OPENAI_API_KEY=owg_[redacted]"}
+    assert report["status"] == "completed" and summary["aggregateScore"] == pytest.approx(2 / 3)
+    # nor is the token kept on the trial's own item
+    stored = json.dumps([doc for _sk, doc in _ports().runs.query_aux(report["runId"], "TWAIT#")])
+    assert "crashed; OPENAI_API_KEY=owg_[redacted]" in stored
+    assert not re.search(r"owg_[A-Za-z0-9_-]{16,}", stored)
