@@ -22,6 +22,8 @@ from shared.errors import RunGoneError
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
+ERROR_MESSAGE_MAX = 500  # a failed trial's stored reason, at most (the TRIAL# item stays small)
+
 
 def invocation_id(task_id: str, trial: int) -> str:
     return f"{task_id}:{trial}"
@@ -82,6 +84,8 @@ class TrialResult:
             doc["costUsd"] = self.cost_usd
         if self.error is not None:
             doc["errorCode"] = self.error.get("code")
+            if self.error.get("message"):  # why it failed (an endpoint's timeout, refusal or status): the report's
+                doc["errorMessage"] = str(self.error["message"])[:ERROR_MESSAGE_MAX]
         if self.scorer is not None:
             doc["scorer"] = self.scorer
         return doc

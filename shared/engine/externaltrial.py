@@ -28,6 +28,8 @@ WAITING, ENDED = "waiting", "ended"
 EXPIRED = "session_expired"  # the reason a trial whose agent never completed fails with
 AGENT_FAILED = "agent_failed"  # the reason a trial whose agent reported a failure fails with
 _GATEWAY_ID = re.compile(r"^(?P<run>.+)\.t(?P<task>\d{1,6})\.(?P<trial>\d{1,4})$")
+_TOKEN = re.compile(r"owg_[A-Za-z0-9_-]{16,}")  # a gateway token an agent's own message might quote
+REDACTED = "owg_[redacted]"
 
 
 def wait_sk(task_index: int, trial: int) -> str:
@@ -85,7 +87,10 @@ def waiting(ports: Ports, run_id: str) -> list[dict[str, Any]]:
 
 def end_trial(ports: Ports, rec: RunRecord, doc: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
     """Store the agent's outcome (``{"output"}`` or ``{"error": {"message"}}``) on a waiting trial; the ended
-    document (its ``taskToken`` is what to resume)."""
+    document (its ``taskToken`` is what to resume). A token the message quotes is not stored."""
+    error = outcome.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        outcome = {**outcome, "error": {**error, "message": _TOKEN.sub(REDACTED, error["message"])}}
     ended = {**doc, "status": ENDED, "outcome": outcome}
     ports.runs.put_aux(rec.run_id, wait_sk(int(doc["taskIndex"]), int(doc["trial"])), ended, rec.expires_at)
     return ended
@@ -131,6 +136,7 @@ def score_trial(
         drafts.append(completed_event(agent, inv))
     else:
         message = str(((outcome or {}).get("error") or {}).get("message") or "the agent did not complete the trial")
+        message = _TOKEN.sub(REDACTED, message)  # the reason is reported: never a token in it
         result.error = {"code": AGENT_FAILED if outcome is not None else EXPIRED, "message": message}
         drafts.append(completed_event(agent, inv, "failed"))
     result.events = [{"type": t, "payload": p, "timestamp": now} for t, p in drafts]
@@ -180,10 +186,13 @@ def endpoint_trial(
 ) -> TrialResult:
     """A trial of an external agent with an endpoint: the host calls it once (egress-guarded, with its credential
     and ``timeoutMs``) with ``{input, taskId, trial, mcpUrl, openaiBaseUrl, token, deadline}`` and expects
-    ``{"output"}``; a timeout, a refusal, a non-JSON answer or a non-2xx fails this trial only, with its reason."""
+    ``{"output"}``; a timeout, a refusal, a non-JSON answer or a non-2xx fails this trial only, with its reason.
+    A retry of a trial whose endpoint already answered never calls it again."""
     endpoint = dict((agent.runtime or {}).get("endpoint") or {})
     timeout_ms = int(endpoint.get("timeoutMs") or 60_000)
     doc = open_trial(ports, rec, plan, task_index, trial, timeout_ms // 1000 + 60)
+    if doc.get("status") == ENDED:  # a retried task whose endpoint already answered: score that answer again
+        return score_trial(ports, rec, plan, task_index, trial, agent, doc.get("outcome"))
     task = plan["suite"]["tasks"][task_index]
     try:
         fields = issue(gateway_id(rec.run_id, task_index, trial), str(doc["nonce"]), int(doc["expiresAtMs"]))
@@ -225,7 +234,7 @@ def _call_endpoint(
     except EgressRefusedError as exc:
         return {"error": {"message": f"egress refused: {exc.reason}"}}
     except TransportError as exc:
-        return {"error": {"message": f"the endpoint was not reached: {exc.reason}"}}
+        return {"error": {"message": f"the endpoint call failed ({exc.reason})"}}
     if not 200 <= reply.status < 300:
         return {"error": {"message": f"the endpoint answered HTTP {reply.status}"}}
     try:

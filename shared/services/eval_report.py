@@ -181,6 +181,10 @@ def _trial(
     }
     if decided and not content_free:
         trial["actual"] = (decided[-1].get("payload") or {}).get("decision")
+    if doc.get("errorCode"):  # a failed trial says why (a content-free agent's message may quote content: code only)
+        trial["error"] = {"code": doc["errorCode"]}
+        if doc.get("errorMessage") and not content_free:
+            trial["error"]["message"] = doc["errorMessage"]
     # The trial's recorded call durations (stored with it; a replay reports the same), else its events' span.
     trial["latencyMs"] = (
         doc.get("latencyMs")
