@@ -11,6 +11,7 @@ MODULES = (
     "bench.bench_host",
     "bench.bench_eval",
     "bench.bench_tools",
+    "bench.bench_gateway",
     "bench.bench_hardening",
     "bench.bench_providers",
     "bench.bench_agents",

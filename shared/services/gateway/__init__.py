@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from shared.engine.registry import AgentSpec
+    from shared.ports import RunRecord
 
 PRODUCTION = "production"  # a session run: tools and models go live, and are recorded as executed
 EVAL = "eval"  # an eval trial of an external agent: tools served from the trial's fixtures, models live
@@ -41,6 +42,7 @@ class GatewaySession:
     source_run_id: str | None = None  # REPLAY: the session run the fork replays
     task_index: int | None = None  # EVAL: the trial's task (its index in the suite) and trial number
     trial: int | None = None
+    run: RunRecord | None = None  # the run item as authentication read it: its retention is the records' TTL
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def handle_chat(ports: Ports, session: GatewaySession, request: GatewayRequest) 
     if session.mode != REPLAY and provider != "openai":
         chat.to_model_request(body, binding, turn=0)  # refuse what the provider cannot carry before any write
     turn = claim(ports, session, "modelCalls")
-    rec = ports.runs.get_run(session.run_id)
+    rec = session.run if session.run is not None else ports.runs.get_run(session.run_id)  # its TTL, as authenticated
     ttl = rec.expires_at if rec is not None else 0
     tracing = ports.tracing
     attrs: dict[str, Any] = {

@@ -149,6 +149,7 @@ def _trial_session(ports: Ports, trial: tuple[str, int, int], token: str | None)
         expires_at_ms=int(doc["expiresAtMs"]),
         task_index=task_index,
         trial=k,
+        run=rec,
     )
 
 
@@ -183,6 +184,7 @@ def _session(ports: Ports, rec: RunRecord, facts: dict[str, Any]) -> GatewaySess
         order_key=str(facts["orderKey"]),
         expires_at_ms=int(facts["expiresAtMs"]),
         source_run_id=str(fork.get("sourceRunId")) if replay and fork.get("sourceRunId") else None,
+        run=rec,
     )
 
 

@@ -70,7 +70,8 @@ def call_tool(ports: Ports, session: GatewaySession, name: str, arguments: Any) 
     agent = session.agent
     name = _names(session).to_catalog(name)
     index = sessions.claim(ports, session, "toolCalls")
-    rec = ports.runs.get_run(session.run_id)  # its retention (the record's TTL) and, for a trial, its plan
+    # its retention (the record's TTL, fixed at creation) and, for a trial, its plan: as authentication read it
+    rec = session.run if session.run is not None else ports.runs.get_run(session.run_id)
     mode = "replay" if session.mode == REPLAY else "live"
     budget = int(ports.settings.run_tool_call_budget)
     runtime = ToolRuntime(ports, session.run_id, session.tenant, mode, rec.expires_at if rec else 0, budget)
