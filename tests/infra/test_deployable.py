@@ -189,7 +189,7 @@ def test_every_function_records_one_build_id(prod, tmp_path: Path) -> None:
 
 
 def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(prod) -> None:
-    from infra.constructs.concurrency import DEFAULT_RESERVED, LONG_POLLS, TASKS, UNRESERVED_MINIMUM
+    from infra.constructs.concurrency import DEFAULT_RESERVED, LONG_POLLS, PUBLIC_URLS, TASKS, UNRESERVED_MINIMUM
 
     stack, resources = prod
     reserved = {
@@ -198,10 +198,12 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
         )
         for spec in manifest.FUNCTIONS
     }
-    # Then the run-advancing tasks have a floor and the long polls a ceiling, and nothing else is reserved
+    # Then the run-advancing tasks have a floor and the long polls and the public function URL (the agent gateway's)
+    # a ceiling, and nothing else is reserved
     assert {k: v for k, v in reserved.items() if v is not None} == dict(DEFAULT_RESERVED)
-    assert set(TASKS) | set(LONG_POLLS) == set(DEFAULT_RESERVED)
-    assert all(reserved[name] >= 10 for name in (*TASKS, *LONG_POLLS))
+    assert set(TASKS) | set(LONG_POLLS) | set(PUBLIC_URLS) == set(DEFAULT_RESERVED)
+    assert set(PUBLIC_URLS) == {spec.name for spec in manifest.FUNCTIONS if spec.url}
+    assert all(reserved[name] >= 10 for name in (*TASKS, *LONG_POLLS, *PUBLIC_URLS))
     # and the account's default 1,000 keeps Lambda's 100 unreserved, with two stages deployed to it (issue 37, item 8)
     assert sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
     assert 2 * sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
