@@ -9,6 +9,7 @@ from constructs import Construct
 
 from infra.constructs.api import RunsApi
 from infra.constructs.backups import HostBackups
+from infra.constructs.common import pascal
 from infra.constructs.deployments import HostDeployments
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions, function_group
@@ -117,8 +118,25 @@ class HostStack(Stack):
         for group, home in {"tasks": self.functions, **homes}.items():
             self.deployments.shift(
                 home,
-                {n: a for n, a in self.functions.aliases.items() if function_group(manifest.function(n)) == group},
+                {
+                    n: a
+                    for n, a in self.functions.aliases.items()
+                    if function_group(manifest.function(n)) == group and not manifest.function(n).url
+                },
             )
+        # A function URL's alias (the agent gateway's) rolls back on every rollback alarm but the failed executions of
+        # a machine that invokes a reader of the URL (eval: run_eval_trial): alias -> group -> that alarm -> the
+        # machine -> its task -> the URL -> the alias would be a cycle.
+        cycling = {
+            rollback.alarms[f"{pascal(m.key)}ExecutionsFailed"]
+            for m in manifest.STATE_MACHINES
+            if any(manifest.function(f).gateway_url for f in m.invokes)
+        }
+        self.deployments.shift(
+            self.functions,
+            {n: a for n, a in self.functions.aliases.items() if manifest.function(n).url},
+            [a for a in rollback.rollback_alarms if a not in cycling],
+        )
         # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
         self.backups = HostBackups.from_context(self, "HostBackups", tables=self.tables, stage=stage)
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.

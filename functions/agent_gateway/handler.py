@@ -1,5 +1,6 @@
 """The agent gateway (decision 0143): ``/host/openwop-serverless/gateway/{gatewayId}/{rest+}``, authenticated by the
-session's bearer token (``shared.services.gateway.session``), never by an API key.
+session's bearer token (``shared.services.gateway.session``), never by an API key. On AWS it is served by its own
+function URL (``GATEWAY_URL``) and by the HTTP API's route; the events differ only in how the path arrives.
 
 ``POST G/mcp`` is the MCP tool gateway (``functions.agent_gateway.mcp``); ``GET``/``DELETE G/mcp`` are ``405`` (a
 stateless server: no stream to open, no session to end). ``POST G/v1/chat/completions`` is the model gateway
@@ -18,6 +19,7 @@ import binascii
 import contextvars
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from functions._common.observability import logger, observed
 from shared.errors import (
@@ -37,6 +39,7 @@ from shared.wiring import get_ports
 
 Part = Callable[[Ports, GatewaySession, GatewayRequest], GatewayResponse]
 _authorization: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_authorization", default=None)
+GATEWAY_PREFIX = "/host/openwop-serverless/gateway/"  # G without its gateway id (a function URL serves every path)
 RESPONSES_API = (
     "This gateway serves the OpenAI Chat Completions API (POST {openaiBaseUrl}/chat/completions), not the Responses "
     "API: switch the client to chat completions."
@@ -89,8 +92,21 @@ def _body(event: dict[str, Any]) -> bytes:
     return str(raw).encode("utf-8", "surrogatepass")
 
 
+def _path_parameters(event: dict[str, Any]) -> dict[str, str]:
+    """``gatewayId`` and ``rest``: the HTTP API route's path parameters, or, from a function URL (whose payload-v2
+    event has no ``pathParameters``, decision 0143 "On AWS"), parsed from ``rawPath``. A path outside ``G`` is 404."""
+    params = event.get("pathParameters")
+    if params:
+        return {str(k): str(v) for k, v in params.items()}
+    raw = str(event.get("rawPath") or "")
+    if not raw.startswith(GATEWAY_PREFIX):
+        raise NotFoundError("No such resource.")
+    gateway_id, _, rest = raw[len(GATEWAY_PREFIX) :].partition("/")
+    return {"gatewayId": unquote(gateway_id), "rest": unquote(rest)}
+
+
 def _request(event: dict[str, Any]) -> tuple[str, GatewayRequest]:
-    params = event.get("pathParameters") or {}
+    params = _path_parameters(event)
     method = str(((event.get("requestContext") or {}).get("http") or {}).get("method") or "GET").upper()
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
     body = _body(event)

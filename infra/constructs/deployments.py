@@ -77,9 +77,11 @@ class HostDeployments(Construct):
         )
         self.groups: dict[str, codedeploy.LambdaDeploymentGroup] = {}
 
-    def shift(self, home: Construct, aliases: Mapping[str, lambda_.Alias]) -> None:
+    def shift(
+        self, home: Construct, aliases: Mapping[str, lambda_.Alias], alarms: Sequence[cw.IAlarm] | None = None
+    ) -> None:
         """One deployment group per alias, made under ``home`` (a construct in the aliases' nested stack); the root
-        stack's aliases keep theirs here."""
+        stack's aliases keep theirs here. ``alarms``: the rollback alarms when not all of them."""
         scope = self if Stack.of(home) is Stack.of(self) else Construct(home, "HostDeployments")
         for name, alias in aliases.items():
             self.groups[name] = codedeploy.LambdaDeploymentGroup(
@@ -89,7 +91,7 @@ class HostDeployments(Construct):
                 alias=alias,
                 role=self.role,
                 deployment_config=CONFIGS[self.config_name],
-                alarms=self.rollback_alarms,
+                alarms=list(self.rollback_alarms if alarms is None else alarms),
                 auto_rollback=codedeploy.AutoRollbackConfig(
                     failed_deployment=True, stopped_deployment=True, deployment_in_alarm=True
                 ),

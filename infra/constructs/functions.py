@@ -145,6 +145,11 @@ class HostFunctions(Construct):
                 version=fn.current_version,
                 description=f"what callers of {spec.name} invoke",
             )
+        # The agent gateway's function URL (decision 0143, "On AWS"), handed to the functions that build its URLs
+        self.urls = {spec.name: self._url(spec.name) for spec in manifest.FUNCTIONS if spec.url}
+        for spec in manifest.FUNCTIONS:
+            if spec.gateway_url and GATEWAY in self.urls:
+                self._functions[spec.name].add_environment(GATEWAY_URL_ENV, self.urls[GATEWAY].url)
 
     def _function(
         self,
@@ -275,6 +280,19 @@ class HostFunctions(Construct):
             )
         return fn
 
+    def _url(self, name: str) -> lambda_.FunctionUrl:
+        """A public function URL on the ``live`` alias (so CodeDeploy's canary applies to it): ``AuthType NONE``, the
+        handler's bearer-token check being the authorizer, and ``BUFFERED`` (Python has no native response
+        streaming: an SSE answer is sent whole). No API Gateway in front: no 30 s cap, no request charge; the
+        function's reserved concurrency bounds a flood (``infra/constructs/concurrency.py``)."""
+        url = self._aliases[name].add_function_url(
+            auth_type=lambda_.FunctionUrlAuthType.NONE, invoke_mode=lambda_.InvokeMode.BUFFERED
+        )
+        # cdk-nag's LambdaFunctionUrlAuth (in none of the AwsSolutions, Serverless, HIPAA, NIST or PCI packs of cdk-nag
+        # 3.0.2) would flag AuthType NONE: acknowledged here, should a pack take it up.
+        acknowledge(url, "LambdaFunctionUrlAuth", PUBLIC_URL_REASON)
+        return url
+
     def _grant_models(self, role: iam.Role) -> None:
         """Bedrock Converse for model-backed agents: the foundation models and this account's inference profiles."""
         stack = Stack.of(self)
@@ -350,7 +368,23 @@ class HostFunctions(Construct):
                 )
             for key in spec.resumes:
                 # SendTaskSuccess/Failure/Heartbeat on this machine: ends a parked run's .waitForTaskToken wait
-                machines[key].grant_task_response(role)
+                if not spec.url:
+                    machines[key].grant_task_response(role)
+                    continue
+                # The run tasks read this function's URL, and a function waits on its role's default policy: a grant
+                # there would close a cycle (function -> policy -> machine -> its task -> the URL -> the function).
+                # A policy of its own, which nothing waits on, holds it.
+                iam.Policy(
+                    self.home(spec.name),
+                    f"{pascal(spec.name)}Resumes{pascal(key)}",
+                    roles=[role],
+                    statements=[
+                        iam.PolicyStatement(
+                            actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                            resources=[machines[key].state_machine_arn],
+                        )
+                    ],
+                )
 
     def home(self, name: str) -> Construct:
         """The construct a function's resources are made under: its group's home, or this construct."""
@@ -379,11 +413,25 @@ class HostFunctions(Construct):
 
 
 FUNCTION_GROUPS = ("tasks", "api", "workers")
+GATEWAY = "agent_gateway"  # the function whose URL is GATEWAY_URL
+GATEWAY_URL_ENV = "GATEWAY_URL"
+PUBLIC_URL_REASON = (
+    "The bearer token check in the handler is the authorizer: every request to the agent gateway's function URL "
+    "carries a session's token (derived under the API-key pepper), checked in constant time before anything is read "
+    "or called (decision 0143)."
+)
 
 
 def function_group(spec: manifest.Function) -> str:
     """The nested stack a function lives in: the run tasks (beside the state machines that invoke them), the API
-    handlers, or the workers (stream and queue consumers, the seed function)."""
+    handlers, or the workers (stream and queue consumers, the seed function).
+
+    A function served by a URL of its own lives in the root with the tasks (group ``tasks``): the URL is named from
+    outside (an agent holds it), and the run tasks read it (``run_eval_trial``), which a nested stack's output could
+    not give them without a cycle (the ``eval`` machine invokes the task, and the API handlers that start it take
+    its ARN from the root)."""
+    if spec.url:
+        return "tasks"
     return {"task": "tasks", "api": "api"}.get(spec.kind, "workers")
 
 

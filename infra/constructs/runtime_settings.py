@@ -41,8 +41,8 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "sessionTtlSeconds",
         "SESSION_TTL_SECONDS",
         "int",
-        "seconds an external agent's session (or driven eval trial) has to complete before it fails "
-        "`session_expired`; default 900",
+        "seconds an external agent's session or waiting eval trial stays open before it fails `session_expired`; "
+        "default 900",
     ),
     ContextSetting(
         "toolResponseMaxBytes",
@@ -174,6 +174,8 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
 # Set by the stack itself from the manifest, never from context: env var -> what fixes it.
 STACK_DERIVED: Mapping[str, str] = {
     "WEBHOOK_MAX_ATTEMPTS": "the webhook queue's maxReceiveCount (shared/manifest.py), so attempts match the redrive",
+    "GATEWAY_URL": "the agent gateway's function URL (infra/constructs/functions.py), given to the functions that "
+    "hand out gateway URLs; locally the front's own base URL",
     "WEBHOOK_RETRY_DIVISOR": "local mode only (shared/local/stack.py sets 30); never set on AWS, so deployed delays "
     "are the schedule's own (divisor 1)",
 }

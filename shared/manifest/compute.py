@@ -47,6 +47,8 @@ class Function:
     consumes: str | None = None  # the queue whose messages it is invoked with (event source mapping)
     keys: tuple[tuple[str, Access], ...] = ()  # KMS keys it may use: read = Decrypt, write = Encrypt,
     # write+replay = Encrypt, and Decrypt only of what was sealed for an idempotent replay (REPLAY_CONTEXT)
+    url: bool = False  # served by a Lambda function URL of its own too (on AWS; locally the front routes it)
+    gateway_url: bool = False  # hands out agent-gateway URLs: GATEWAY_URL, the gateway's function URL on AWS
     timeout_s: int = 30
     memory_mb: int = 512
 
@@ -107,6 +109,7 @@ FUNCTIONS: tuple[Function, ...] = (
         bucket="readwrite",
         starts=("fork",),
         resumes=("run", "fork"),
+        gateway_url=True,  # POST /runs/{runId}/session
     ),
     Function(
         "delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite", starts=("run", "eval", "fork")
@@ -127,6 +130,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "api",
         ((RUNS, "read"), (EVENTS, "read"), (TOOL_CALLS, "read"), (HOST, "read")),
         bucket="read",
+        gateway_url=True,  # the waiting trials of an external agent's eval
     ),
     Function("get_ui", "functions.get_ui.handler", "api", memory_mb=128),
     Function("get_workflow", "functions.get_workflow.handler", "api", ((HOST, "read"),)),
@@ -158,6 +162,7 @@ FUNCTIONS: tuple[Function, ...] = (
         credentials="read",
         egress=True,
         models=True,
+        gateway_url=True,  # an endpoint trial hands its agent the trial's gateway URLs
     ),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
@@ -196,9 +201,11 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL,
         bucket="readwrite",
         starts=("run",),
+        gateway_url=True,  # a session's gateway URLs
     ),
     # The agent gateway (decision 0143): token-authenticated (its key derives from the API-key pepper), it records a
-    # session's tool and model calls as executed, calling tools and model providers as the Advance task does.
+    # session's tool and model calls as executed, calling tools and model providers as the Advance task does. On AWS
+    # its own function URL serves it (no API Gateway 30 s cap on a model or tool call); it never needs that URL.
     Function(
         "agent_gateway",
         "functions.agent_gateway.handler",
@@ -209,6 +216,8 @@ FUNCTIONS: tuple[Function, ...] = (
         credentials="read",
         egress=True,
         models=True,
+        resumes=("eval",),  # complete ends a waiting trial: the eval Map's WaitAgent task token
+        url=True,
         timeout_s=300,
     ),
     Function("register_workflow", "functions.register_workflow.handler", "api", ((HOST, "readwrite"),)),

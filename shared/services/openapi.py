@@ -73,6 +73,8 @@ def _operation(op: Op) -> dict[str, Any]:
             for name, target in op.links.items()
         }
     out: dict[str, Any] = {"operationId": op.operation_id, "responses": responses}
+    if op.description:
+        out["description"] = op.description
     if op.auth:
         out["security"] = [{"bearer": []}]
     names = [seg[1:-1] for seg in op.path.replace(":", "/").split("/") if seg.startswith("{")]

@@ -141,13 +141,18 @@ def test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms(prod, tmp_pat
     rollback = sorted(stack.resolve(a.alarm_name)["Ref"] for a in stack.monitoring.rollback_alarms)
     assert len(rollback) == 1 + len(manifest.STATE_MACHINES)
     assert {_id(stack, stack.monitoring.alarms["Api5xx"])} < set(rollback)
-    for group in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").values():
+    # (the agent gateway's alias, which its function URL names, all but the eval machine's: the eval machine invokes
+    # run_eval_trial, which reads the URL, so that alarm would close a cycle)
+    gateway_group = _id(stack, stack.deployments.groups["agent_gateway"])
+    eval_failed = _id(stack, stack.monitoring.alarms["EvalExecutionsFailed"])
+    for group_id, group in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").items():
         props = group["Properties"]
         # Then outside dev each deploy is a canary: 10% for 5 minutes, then all
         assert props["DeploymentConfigName"] == "CodeDeployDefault.LambdaCanary10Percent5Minutes"
         # and it rolls back when the API answers 5xx or an execution fails, or the deployment fails or is stopped
         assert props["AlarmConfiguration"]["Enabled"] is True
-        assert sorted(a["Name"]["Ref"] for a in props["AlarmConfiguration"]["Alarms"]) == rollback
+        expected = [r for r in rollback if r != eval_failed] if group_id == gateway_group else rollback
+        assert sorted(a["Name"]["Ref"] for a in props["AlarmConfiguration"]["Alarms"]) == expected
         assert set(props["AutoRollbackConfiguration"]["Events"]) == {
             "DEPLOYMENT_FAILURE",
             "DEPLOYMENT_STOP_ON_REQUEST",
@@ -189,7 +194,7 @@ def test_every_function_records_one_build_id(prod, tmp_path: Path) -> None:
 
 
 def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(prod) -> None:
-    from infra.constructs.concurrency import DEFAULT_RESERVED, LONG_POLLS, TASKS, UNRESERVED_MINIMUM
+    from infra.constructs.concurrency import DEFAULT_RESERVED, LONG_POLLS, PUBLIC_URLS, TASKS, UNRESERVED_MINIMUM
 
     stack, resources = prod
     reserved = {
@@ -198,10 +203,12 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
         )
         for spec in manifest.FUNCTIONS
     }
-    # Then the run-advancing tasks have a floor and the long polls a ceiling, and nothing else is reserved
+    # Then the run-advancing tasks have a floor and the long polls and the public function URL (the agent gateway's)
+    # a ceiling, and nothing else is reserved
     assert {k: v for k, v in reserved.items() if v is not None} == dict(DEFAULT_RESERVED)
-    assert set(TASKS) | set(LONG_POLLS) == set(DEFAULT_RESERVED)
-    assert all(reserved[name] >= 10 for name in (*TASKS, *LONG_POLLS))
+    assert set(TASKS) | set(LONG_POLLS) | set(PUBLIC_URLS) == set(DEFAULT_RESERVED)
+    assert set(PUBLIC_URLS) == {spec.name for spec in manifest.FUNCTIONS if spec.url}
+    assert all(reserved[name] >= 10 for name in (*TASKS, *LONG_POLLS, *PUBLIC_URLS))
     # and the account's default 1,000 keeps Lambda's 100 unreserved, with two stages deployed to it (issue 37, item 8)
     assert sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM
     assert 2 * sum(DEFAULT_RESERVED.values()) <= 1000 - UNRESERVED_MINIMUM

@@ -664,6 +664,82 @@ def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts
         assert "OnFailure" in props["DestinationConfig"]
 
 
+# --- The agent gateway's function URL ---------------------------------------------------------------------------
+
+
+def test_the_agent_gateway_is_served_by_a_public_buffered_url_on_its_live_alias(synth: Synth) -> None:
+    from infra.constructs.concurrency import DEFAULT_RESERVED
+
+    # Given the function URLs of the stack
+    urls = synth.of_type("AWS::Lambda::Url")
+    gateway = synth.function_logical_id("agent_gateway")
+    # Then there is one, the agent gateway's, public (the handler's token check authorizes), buffered, on its alias
+    assert [manifest.function(n).name for n in synth.stack.functions.urls] == ["agent_gateway"]
+    ((url_id, url),) = urls.items()
+    assert url["Properties"] == {
+        "AuthType": "NONE",
+        "InvokeMode": "BUFFERED",
+        "Qualifier": "live",
+        "TargetFunctionArn": {"Fn::GetAtt": [gateway, "Arn"]},
+    }
+    # and anyone may invoke the alias through the URL only (Lambda wants both permissions for a NONE URL)
+    public = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "*"
+    ]
+    assert sorted(public, key=lambda p: p["Action"]) == [
+        {
+            "Action": "lambda:InvokeFunction",
+            "FunctionName": {"Ref": synth.alias_logical_id("agent_gateway")},
+            "InvokedViaFunctionUrl": True,
+            "Principal": "*",
+        },
+        {
+            "Action": "lambda:InvokeFunctionUrl",
+            "FunctionName": {"Ref": synth.alias_logical_id("agent_gateway")},
+            "FunctionUrlAuthType": "NONE",
+            "Principal": "*",
+        },
+    ]
+    # and the URL and its function live in the root stack, where the run tasks that read the URL are
+    root = synth.template.raw[synth.stack.node.path]["Resources"]
+    assert url_id in root and gateway in root
+    # and reserved concurrency is its ceiling (no stage throttle is in front of a function URL)
+    props = synth.resources[gateway]["Properties"]
+    assert props["ReservedConcurrentExecutions"] == DEFAULT_RESERVED["agent_gateway"] == 40
+    # and the functions that hand out gateway URLs get the URL as GATEWAY_URL; no other, not the gateway itself
+    given = {
+        spec.name: env["GATEWAY_URL"]
+        for spec in manifest.FUNCTIONS
+        if "GATEWAY_URL"
+        in (env := synth.resources[synth.function_logical_id(spec.name)]["Properties"]["Environment"]["Variables"])
+    }
+    assert given == {
+        name: {"Fn::GetAtt": [url_id, "FunctionUrl"]}
+        for name in ("manage_agents", "run_actions", "get_eval_report", "run_eval_trial")
+    }
+    # and the gateway may end a waiting eval trial (complete resumes the Map's WaitAgent task)
+    resumes = _statements_with(synth.function_statements("agent_gateway"), "states:SendTaskSuccess")
+    assert [s["Resource"] for s in resumes] == [
+        synth.resolve(synth.stack.state_machines.machine("eval").state_machine_arn)
+    ]
+
+
+def test_the_functions_that_hand_out_gateway_urls_are_marked_in_the_manifest() -> None:
+    # Given the services that build gateway URLs from the gateway_url setting
+    services = ROOT / "shared" / "services"
+    readers = {p.stem for p in services.rglob("*.py") if "settings.gateway_url" in p.read_text()}
+    assert readers == {"agent_sessions", "eval_trials"}
+    # Then every function whose handler uses them is marked gateway_url (the stack gives it GATEWAY_URL), and no other
+    for spec in manifest.FUNCTIONS:
+        source = (ROOT / (spec.module.replace(".", "/") + ".py")).read_text()
+        uses = any(re.search(rf"\b{name}\.", source) for name in readers)
+        assert spec.gateway_url == uses, spec.name
+    # and the gateway never needs its own URL (no cycle): it is served by it
+    assert manifest.function("agent_gateway").url and not manifest.function("agent_gateway").gateway_url
+
+
 # --- cdk-nag ----------------------------------------------------------------------------------------------------
 
 

@@ -49,6 +49,7 @@ EVERYTHING: dict[str, str] = {
     "egressAllow": "10.1.0.0/16",
     "httpAllowlist": "api.example.com",
     "runToolCallBudget": "50",
+    "sessionTtlSeconds": "600",
     "toolResponseMaxBytes": "65536",
     "conformance": "false",
     "conformanceSeams": "true",

@@ -1,7 +1,8 @@
 """External agents (decision 0143): sessions, and the gateway an agent's own code reaches the host through.
 
 The gateway's operations (``G`` = ``/host/openwop-serverless/gateway/{gatewayId}``, ``gatewayId`` the projected run
-id) ride one route, ``POST G/{rest+}``, on the ``agent_gateway`` function. They take the session's bearer token
+id) ride one route, ``POST G/{rest+}``, on the ``agent_gateway`` function; on AWS that function's own function URL
+serves them too, and it is the base of the URLs a session hands out (``SERVED_AT``). They take the session's bearer token
 (``owg_...``), never an API key, so the document marks them without the API-key security scheme.
 """
 
@@ -12,6 +13,14 @@ from shared.protocol.openapi.operation import Op
 GATEWAY_ROOT = "/host/openwop-serverless/gateway/{gatewayId}"
 GATEWAY_ROUTE = f"{GATEWAY_ROOT}/{{rest+}}"
 _GATEWAY_ERRORS = (400, 401, 404, 406, 409, 410, 413, 415)
+# Where the gateway lives (decision 0143, "On AWS"): the document's paths are under the API's base, but the URLs a
+# session hands out are under GATEWAY_URL when it is set.
+SERVED_AT = (
+    "Served at the URL a session's answer gives (mcpUrl, openaiBaseUrl, completeUrl). On AWS their base is "
+    "GATEWAY_URL, the agent gateway's own Lambda function URL (no 30 s cap); the API's base also routes this path, "
+    "within API Gateway's 30 s. Locally the base is the host's own. Authenticated by the session's bearer token, "
+    "never an API key."
+)
 
 SESSIONS: tuple[Op, ...] = (
     Op(
@@ -44,6 +53,7 @@ GATEWAY: tuple[Op, ...] = (
         body="Object",
         route_path=GATEWAY_ROUTE,
         auth=False,
+        description=SERVED_AT,
     ),
     Op(
         "POST",
@@ -55,6 +65,7 @@ GATEWAY: tuple[Op, ...] = (
         body="Object",
         route_path=GATEWAY_ROUTE,
         auth=False,
+        description=SERVED_AT,
     ),
     Op(
         "POST",
@@ -66,5 +77,6 @@ GATEWAY: tuple[Op, ...] = (
         body="SessionComplete",
         route_path=GATEWAY_ROUTE,
         auth=False,
+        description=SERVED_AT,
     ),
 )

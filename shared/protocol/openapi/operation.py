@@ -39,6 +39,8 @@ class Op:
     """A registration: its ``400 validation_error`` always carries ``details.errors`` (issue 24 part 6)."""
     refusals: dict[int, str] = field(default_factory=dict)
     """An error status whose envelope says more than ``ErrorEnvelope``: the schema's name (e.g. 422 -> the gate's)."""
+    description: str = ""
+    """What the document says of the operation beyond its shape (e.g. where it is served)."""
 
     @property
     def route(self) -> str:
