@@ -220,7 +220,7 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
     [
         (
             {"reservedConcurrency": '{"advance_run": 950}'},
-            "context reservedConcurrency: 1190 reserved executions per stage, assuming 2 stages in an account of 1000",
+            "context reservedConcurrency: 1230 reserved executions per stage, assuming 2 stages in an account of 1000",
         ),
         (
             {"stagesPerAccount": "3"},

@@ -1020,6 +1020,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     given = {
         "httpAllowlist": "api.example.com, hooks.example.com:8443",
         "runToolCallBudget": "50",
+        "sessionTtlSeconds": "600",
         "toolResponseMaxBytes": "65536",
         "conformance": "False",
         "maxPollWaitSeconds": "10",
@@ -1047,6 +1048,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
     expected = {
         "HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443",
         "RUN_TOOL_CALL_BUDGET": "50",
+        "SESSION_TTL_SECONDS": "600",
         "TOOL_RESPONSE_MAX_BYTES": "65536",
         "OPENWOP_CONFORMANCE": "false",
         "MAX_POLL_WAIT_SECONDS": "10",
