@@ -42,7 +42,7 @@ from shared.protocol import body as wire_body
 from shared.protocol import client_version
 from shared.protocol.ids import IDEMPOTENCY_KEY_RE
 from shared.services.auth import resolve_caller
-from shared.services.common import Caller
+from shared.services.common import Caller, decode_json, json_object_of
 from shared.services.ratelimits import WRITE_METHODS, check_write
 from shared.wiring import get_ports
 
@@ -298,17 +298,11 @@ def json_body(app: APIGatewayHttpResolver) -> Any:
     text = _body_text(app)
     if text.strip() == "":
         return {}
-    try:
-        return wire_body.loads(text)
-    except wire_body.BodyError as exc:  # its messages are fixed texts, never the caller's input
-        raise ValidationError(str(exc), {**(exc.details or {}), "errors": [fault("", "json", str(exc))]}) from exc
+    return decode_json(text)
 
 
 def _object(app: APIGatewayHttpResolver) -> dict[str, Any]:
-    data = json_body(app)
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.", [fault("", "type")])
-    return data
+    return json_object_of(json_body(app))
 
 
 def parse(app: APIGatewayHttpResolver, model: type[M]) -> M:

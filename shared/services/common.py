@@ -182,3 +182,24 @@ def page_limit(params: dict[str, str], default: int, maximum: int) -> int:
     if limit < 1:
         raise ValidationError("limit must be at least 1.")
     return min(limit, maximum)
+
+
+def decode_json(text: str) -> Any:
+    """A request body's JSON under the wire's rules (``shared.protocol.body``), or ``400`` at ``""``: every route's
+    body and the agent gateway's alike."""
+    from shared.errors import ValidationError, fault
+    from shared.protocol import body as wire_body
+
+    try:
+        return wire_body.loads(text)
+    except wire_body.BodyError as exc:  # its messages are fixed texts, never the caller's input
+        raise ValidationError(str(exc), {**(exc.details or {}), "errors": [fault("", "json", str(exc))]}) from exc
+
+
+def json_object_of(data: Any) -> dict[str, Any]:
+    """``data`` when it is a JSON object, else ``400`` at ``""``."""
+    from shared.errors import fault, invalid
+
+    if not isinstance(data, dict):
+        raise invalid("The request body must be a JSON object.", [fault("", "type")])
+    return data

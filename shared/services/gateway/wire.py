@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.errors import ProtocolError, UnsupportedMediaTypeError, ValidationError, fault, invalid, invalid_at
-from shared.protocol import body as wire_body
+from shared.errors import ProtocolError, UnsupportedMediaTypeError, invalid_at
+from shared.services.common import decode_json, json_object_of
 from shared.services.gateway import GatewayRequest, GatewayResponse
 
 VERSION_HEADER = {"OpenWOP-Version": "2.0"}
@@ -43,14 +43,8 @@ def json_body(request: GatewayRequest) -> Any:
         text = request.body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise invalid_at("", "json", "The request body is not UTF-8 JSON.") from exc
-    try:
-        return wire_body.loads(text)
-    except wire_body.BodyError as exc:  # its messages are fixed texts, never the caller's input
-        raise ValidationError(str(exc), {**(exc.details or {}), "errors": [fault("", "json", str(exc))]}) from exc
+    return decode_json(text)
 
 
 def json_object(request: GatewayRequest) -> dict[str, Any]:
-    data = json_body(request)
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.", [fault("", "type")])
-    return data
+    return json_object_of(json_body(request))
