@@ -48,6 +48,10 @@ INLINE_LIMIT = 300_000
 MAX_RETRY_SLEEP_S = 10.0
 
 
+# What a replay serves again of a recorded model call: its answer and its cost, never its request.
+REPLAYED_ANSWER = ("model", "text", "toolCalls", "stopReason", "inputTokens", "outputTokens", "costUsd", "durationMs")
+
+
 class ModelCallFailed(Exception):
     """The invocation cannot continue: ``code`` is the run-document error code, ``message`` safe to show."""
 
@@ -274,22 +278,7 @@ class ModelSession:
                 raise ModelCallFailed(
                     c.REPLAY_SOURCE_MISSING, "the source run's model-call log has no answer for this request"
                 )
-            entry.update(
-                {
-                    k: src[k]
-                    for k in (
-                        "model",
-                        "text",
-                        "toolCalls",
-                        "stopReason",
-                        "inputTokens",
-                        "outputTokens",
-                        "costUsd",
-                        "durationMs",
-                    )
-                    if k in src
-                }
-            )
+            entry.update({k: src[k] for k in REPLAYED_ANSWER if k in src})
             entry["source"] = "recorded"
         else:
             reply, duration = self._call(req, order, turn, cred_ref)

@@ -25,7 +25,7 @@ from typing import Any
 
 from shared.engine import spans
 from shared.engine.jsondiff import differing_pointers
-from shared.engine.model_agent import read_log, send_with_retries, store_entry, usage_payload
+from shared.engine.model_agent import REPLAYED_ANSWER, read_log, send_with_retries, store_entry, usage_payload
 from shared.errors import (
     MethodNotAllowedError,
     ProtocolError,
@@ -44,19 +44,7 @@ from shared.services.gateway.wire import VERSION_HEADER, json_object
 DIVERGED_HEADER = "OpenWOP-Replay-Diverged"
 DIVERGED_CLAIM = "gateway.replay.diverged"  # the fork's once-only marker for its first divergence
 TIMEOUT_S = 60.0  # per try; MODEL_CALL_ATTEMPTS tries stay inside the function's 300 s
-_RECORDED = (
-    "provider",
-    "model",
-    "text",
-    "toolCalls",
-    "stopReason",
-    "inputTokens",
-    "outputTokens",
-    "costUsd",
-    "durationMs",
-    "response",
-    "error",
-)
+_RECORDED = ("provider", *REPLAYED_ANSWER, "response", "error")  # the gateway's entries keep the wire answer too
 
 
 def handle_chat(ports: Ports, session: GatewaySession, request: GatewayRequest) -> GatewayResponse:
