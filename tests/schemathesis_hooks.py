@@ -8,29 +8,34 @@ it was (schema-valid or not):
 - a long poll's ``timeout`` and a stream's ``bufferMs`` are bounded to one second and none, so a generated request
   on a live run never holds a connection for a minute.
 
-And one guard of the interpreter: CPython 3.11's ``ast.parse`` keeps its AST-construction recursion depth in state
-shared by every thread (python/cpython gh-106905), so two of schemathesis' ``--workers`` threads parsing at once (its
-hypothesis describes lambdas by parsing their source) can fail with ``SystemError: AST constructor recursion depth
-mismatch``. This process parses one source at a time.
+And one guard of the interpreter: CPython 3.11 keeps its AST-construction recursion depth in state shared by every
+thread (python/cpython gh-106905), so two of schemathesis' ``--workers`` threads building or reading an AST at once
+(its hypothesis describes lambdas by parsing their source) can fail with ``SystemError: AST constructor recursion
+depth mismatch``. Every such ``compile`` goes through the builtin (``ast.parse`` calls it, and so does a module that
+imported ``parse`` before this one loaded), so this process runs them one at a time.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import threading
 from typing import Any
 
 import schemathesis
 
-_parse, _parsing = ast.parse, threading.Lock()
+_compile, _compiling = builtins.compile, threading.Lock()
 
 
-def _parse_one_at_a_time(*args: Any, **kwargs: Any) -> Any:
-    with _parsing:
-        return _parse(*args, **kwargs)
+def _ast_one_at_a_time(source: Any, *args: Any, **kwargs: Any) -> Any:
+    flags = kwargs.get("flags", args[2] if len(args) > 2 else 0)
+    if isinstance(source, ast.AST) or flags & ast.PyCF_ONLY_AST:
+        with _compiling:
+            return _compile(source, *args, **kwargs)
+    return _compile(source, *args, **kwargs)
 
 
-ast.parse = _parse_one_at_a_time  # type: ignore[assignment]
+builtins.compile = _ast_one_at_a_time
 
 
 @schemathesis.hook

@@ -249,6 +249,11 @@ def _is_prefix(seen: str, after: str) -> bool:
     return last.startswith(head) and last[len(head)] in ",]"
 
 
+def _read_in_flight(read: dict[str, str], seen: dict[str, str]) -> bool:
+    """Some run not yet finished has had events read by a client."""
+    return any(_events_array(body) != "[]" for run_id, body in list(seen.items()) if run_id not in read)
+
+
 def _creates_until_killed(
     host: ServeProcess, rng: random.Random, acked: dict[str, str | None], read: dict[str, str], seen: dict[str, str]
 ) -> None:
@@ -307,6 +312,11 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
             for worker in workers:
                 worker.start()
             time.sleep(rng.uniform(2.0, 8.0))
+            # the kill lands at a random moment, but never before a client has read events of a run in flight
+            # (a loaded machine can start runs slower than the random delay): a condition, bounded, not a sleep
+            deadline = time.monotonic() + 60
+            while not _read_in_flight(read, seen) and time.monotonic() < deadline:
+                time.sleep(0.05)
         finally:
             host.kill()
         for worker in workers:
@@ -328,9 +338,7 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
         for run_id, body in read.items():  # every log read before a kill is there byte for byte
             assert _events_body(b, run_id) == body, (seed, run_id)
         in_flight = {r: body for r, body in seen.items() if r not in read}
-        assert any(_events_array(body) != "[]" for body in in_flight.values()), (
-            f"seed {seed}: no events of a run in flight were read"
-        )
+        assert _read_in_flight(read, seen), f"seed {seed}: no events of a run in flight were read"
         for run_id, body in in_flight.items():  # every event read of a run in flight starts its log, byte for byte
             assert _is_prefix(body, _events_body(b, run_id)), (seed, run_id, body)
     finally:
