@@ -31,9 +31,11 @@ lint: $(STAMP)
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time: most of a test's time is
 # one Python process waiting on its own threads (moto, the handlers) and on polls, so two workers left the two cores
 # partly idle. Measured on 2 cores, 1,244 tests: 2 workers 1,004 s, 3 workers 863 s (195% CPU, 0.7 GB peak a worker).
+# Files go out in collection order (tests/conftest.py puts the longest first), not xdist's default of most tests first,
+# which left the two one-test example files (~10 min each loaded) to start last on one worker.
 TEST_WORKERS ?= 3
 test: $(STAMP) lint lint-cfn browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The viewer test drives Debian's chromium (Playwright only drives it; it never downloads a browser).
 # Installed once with apt-get when /usr/bin/chromium is absent (CI runs as root on a clean Debian machine).
