@@ -54,6 +54,6 @@ def apply_query_patch() -> None:
         finally:
             _scope.current = outer
 
-    Table.all_items = partition_items
-    Table.query = partition_query
+    Table.all_items = partition_items  # type: ignore[method-assign]
+    Table.query = partition_query  # type: ignore[method-assign]
     _applied = True

@@ -59,7 +59,7 @@ def apply_send_patch() -> None:
 
     def attributes(self: Any) -> dict[str, Any]:
         if not getattr(_sending, "depth", 0):
-            return whole.fget(self)  # type: ignore[no-any-return]
+            return whole.fget(self)  # type: ignore[attr-defined,no-any-return]
         if not self.fifo_queue:
             return {}
         out: dict[str, Any] = {}
