@@ -173,6 +173,23 @@ def test_other_revisions_are_refused_with_what_the_gateway_speaks(host, session,
         error = r.json["error"]
         assert error["code"] == -32022
         assert error["data"] == {"supported": ["2025-11-25", "2026-07-28"], "requested": old}
+        assert _declared_refusal_errors(host, 400, r.json) == []  # the served document declares this body
+
+
+def _declared_refusal_errors(host: Any, status: int, body: Any) -> list[str]:
+    """What is wrong with ``body`` as the served OpenAPI document's ``status`` answer of ``gatewayMcp``."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    doc = raw(host.base_url, "GET", "/openapi.json", None).json
+    op = next(o for path in doc["paths"].values() for o in path.values() if o.get("operationId") == "gatewayMcp")
+    schema = op["responses"][str(status)]["content"]["application/json"]["schema"]
+    registry = Registry().with_resource("urn:openapi", Resource.from_contents({**doc, "$schema": DRAFT}))
+    validator = Draft202012Validator({"$ref": "urn:openapi" + schema["$ref"]}, registry=registry)
+    return [e.message for e in validator.iter_errors(body)]
+
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def test_a_bad_token_is_401_before_the_sdk(host, session, tool_server):

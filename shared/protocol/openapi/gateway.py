@@ -53,6 +53,7 @@ GATEWAY: tuple[Op, ...] = (
         body="Object",
         route_path=GATEWAY_ROUTE,
         auth=False,
+        refusals={status: "McpRefusal" for status in (400, 404, 406, 409, 413, 415)},
         description=SERVED_AT,
     ),
     Op(

@@ -50,6 +50,27 @@ RESPONSES: dict[str, dict[str, Any]] = {
             },
         },
     },
+    # A refusal of the tool gateway's MCP endpoint (decision 0143): the host's error envelope (a token, a run, a
+    # body the host refuses before the SDK sees it), or a JSON-RPC error object as the MCP SDK and the revision check
+    # answer it (e.g. -32022 for a protocol revision the gateway does not speak, -32700 for a body that is not JSON).
+    "McpRefusal": {
+        "anyOf": [
+            {"$ref": "#/components/schemas/ErrorEnvelope"},
+            {
+                "type": "object",
+                "required": ["jsonrpc", "error"],
+                "properties": {
+                    "jsonrpc": {"const": "2.0"},
+                    "id": {"type": ["string", "integer", "null"]},
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "properties": {"code": {"type": "integer"}, "message": _STR, "data": {}},
+                    },
+                },
+            },
+        ]
+    },
     # The promotion gate's refusal (decision 0147): every reason the named eval run is no evidence, each a code, a
     # fixed-form message and, where it is about tasks, their ids (at most 20; taskCount says how many).
     "EvalGateRefusal": {
