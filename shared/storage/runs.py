@@ -14,7 +14,7 @@ from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import CHILD_PREFIX
 from shared.ports import AUX_PER_TRANSACTION, BlobStore, Clock, ListPage, RunRecord
-from shared.storage import runitems, schema
+from shared.storage import runclaims, runitems, schema
 from shared.storage.ddb import (
     BATCH_WRITE_ATTEMPTS,
     Tombstones,
@@ -36,7 +36,7 @@ from shared.storage.ddb import (
 )
 
 
-class DynamoRunStore:
+class DynamoRunStore(runclaims.RunClaims):
     def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore, tombstones: Tombstones) -> None:
         self._c = client
         self._t = table
@@ -175,6 +175,7 @@ class DynamoRunStore:
             expires_at=int(it.get(schema.TTL_ATTRIBUTE, 0)),
             summary=json.loads(it["summary"]) if it.get("summary") else None,
             cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
+            counters=runclaims.counters(it),
         )
 
     @staticmethod
