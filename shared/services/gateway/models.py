@@ -12,9 +12,9 @@ Every call claims the next ordinal of the run's ``modelCalls`` (the run must sti
   the ``OpenWOP-Replay-Diverged`` header and the entry (``divergedAt``), and the fork's first divergence appends
   ``replay.diverged``. A call past the source's last is ``404 replay_source_missing``.
 
-Each call is logged in the run's model-call log (``MCALL#<order>#<turn>``, ``model_agent.store_entry``) with the
-compared request, the answer, its ``key`` and usage, then ``provider.usage`` is appended (the payload a host
-agent's call gets). A call the provider failed is logged with its error and answered with it again in a replay,
+Each call is logged in the run's model-call log (``MCALL#<order>#<turn>``, ``model_agent.stage_entry``) with the
+compared request, the answer, its ``key`` and usage, in the transaction that appends its ``provider.usage`` (the
+payload a host agent's call gets): two writes a call, the ordinal and the outcome (decision 0149). A call the provider failed is logged with its error and answered with it again in a replay,
 so an agent that retried lines up with its record. ``stream: true`` is answered as buffered server-sent events.
 """
 

@@ -1,5 +1,6 @@
-"""Gateway sessions (decision 0143): the token that opens a run's gateway, the run a token resolves to, and the two
-writes every gateway call makes on that run (an ordinal claimed, events appended).
+"""Gateway sessions (decision 0143): the token that opens a run's gateway, the run a token resolves to, and the
+writes a gateway call makes on that run: an ordinal claimed, then the call's records and events appended in one
+transaction (decision 0149: two writes a call, the ordinal riding the first).
 
 A token is derived, never stored: ``owg_`` + base64url(HMAC-SHA-256(K, gatewayId ‖ nonce)), K = HMAC(pepper,
 "openwop-serverless gateway") under the API-key pepper (the current one mints, current and previous verify, so a

@@ -4,9 +4,11 @@ what one ``tools/call`` answers, as plain JSON (``functions.agent_gateway.mcp`` 
 - ``list_tools``: exactly the version's ``toolAllowlist``, each with its catalog description and input schema
   (``{"type": "object"}`` when it has none, as ``ModelSession.surface`` does). It writes nothing.
 - ``call_tool``: through ``ToolRuntime.call``, unchanged in its decisions, as a host-run agent's call: the index is
-  an ordinal claimed on the run (``session.claim``: a terminal run never sends), the record goes to the tool-call
-  store under ``key_of_call(order_key, index)`` (what ``:from-runs``, ``fixtureRuns`` and the viewer read), and
-  ``agent.tool-called`` / ``agent.tool-returned`` (``agents.tool_events``) go on the run's log.
+  an ordinal of the run (a terminal run never sends), the record goes to the tool-call store under
+  ``key_of_call(order_key, index)`` (what ``:from-runs``, ``fixtureRuns`` and the viewer read), and
+  ``agent.tool-called`` / ``agent.tool-returned`` (``agents.tool_events``) go on the run's log. A session's call
+  writes twice at most (decision 0149, ``_session_call``): the ordinal with the effect's intent before the tool
+  runs, the record with the events after; an eval trial's claims its ordinal on the trial's item first.
   - PRODUCTION: live through the registered HTTP or MCP tool (egress guard, credentials, idempotency key,
     timeouts).
   - EVAL: served from the trial's ``FixturePlan``; which entries earlier calls took is read back from the trial's
