@@ -112,7 +112,8 @@ class RunStore(Protocol):
         """Claim ordinal ``expected`` of the run item's ``counter`` (it moves to ``expected + 1``) while the run's
         status is one of ``require_status`` and, with ``effect`` = (effect key, value, expiresAt), the intent of that
         outside effect (``claim_effect``'s item) in the same write. ``OrdinalTakenError`` (its ``current``: the next
-        ordinal) when the counter was not at ``expected``; ``ConflictError`` when the run is not in such a status
+        ordinal) when the counter was not at ``expected`` or another transaction on the run item was in flight (read
+        again and retry); ``ConflictError`` when the run is not in such a status
         (or the effect was claimed before): nothing is written either way."""
         ...
 

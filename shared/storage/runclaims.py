@@ -73,6 +73,8 @@ class RunClaims:
             if error_code(exc) != "TransactionCanceledException":
                 raise
             reasons = exc.response.get("CancellationReasons") or []
+            if any(r.get("Code") == "TransactionConflict" for r in reasons):  # an append in flight: try again
+                raise OrdinalTakenError(expected) from exc
             old = (reasons[0].get("Item") or {}) if reasons else {}
             if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and old:
                 current = int((old.get(f"{COUNTER_PREFIX}{counter}") or {}).get("N", "0"))
