@@ -1,6 +1,6 @@
-"""The run store's writes that a gateway call makes durable in one request each (decision 0149): an ordinal claimed
-at an expected value together with the intent of the outside effect it is for, and an auxiliary item staged for
-the append that records the call's outcome. A part of ``DynamoRunStore`` (``runs.py``), kept apart by subject."""
+"""The run store's claims (a part of ``DynamoRunStore``, ``runs.py``, kept apart by subject): a counter's next
+ordinal, an outside effect's intent, and (decision 0149) an ordinal claimed at an expected value together with the
+intent of the effect it is for, in one write; and an auxiliary item staged for the append that records a call."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from shared.errors import ConflictError, OrdinalTakenError
 from shared.ports import StagedWrite
 from shared.storage import schema
-from shared.storage.ddb import dump, error_code, to_item
+from shared.storage.ddb import dump, effect_transaction, error_code, to_item, writable_check
 
 COUNTER_PREFIX = "counter_"  # a run item's counter ``name`` is its attribute ``counter_<name>``
 
@@ -33,8 +33,67 @@ def counter_update(counter: str, expected: int, names: dict[str, str], values: d
 
 
 class RunClaims:
+    """Ordinals and effect intents claimed on a run (``RunStore``'s claims)."""
+
     _c: Any
     _t: str
+
+    def claim_counter(self, run_id: str, counter: str, *, require_status: Sequence[str]) -> int:
+        """``ADD`` 1 to the run item's counter while the run's status is one of ``require_status``: the claimed
+        0-based ordinal (``ConflictError`` when the run is gone or not in such a status)."""
+        values: dict[str, Any] = {":one": {"N": "1"}, **{f":a{i}": {"S": s} for i, s in enumerate(require_status)}}
+        try:
+            resp = self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="ADD #c :one",
+                ConditionExpression=f"attribute_exists(pk) AND #st IN ({', '.join(v for v in values if v != ':one')})",
+                ExpressionAttributeNames={"#c": f"counter_{counter}", "#st": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValues="UPDATED_NEW",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise ConflictError("run not writable") from exc
+            raise
+        return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
+
+    def claim_aux_counter(self, run_id: str, sk: str, counter: str) -> int:
+        resp = self._c.update_item(
+            TableName=self._t,
+            Key=to_item({"pk": run_id, "sk": sk}),
+            UpdateExpression="ADD #c :one",
+            ExpressionAttributeNames={"#c": f"counter_{counter}"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
+
+    def claim_effect(
+        self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int, *, stale_before: str | None = None
+    ) -> bool:
+        """Record the intent of an outside effect under the run, only while the run is writable (one transaction).
+
+        True when newly claimed, False when this effect key was claimed before (a retried step);
+        ``ConflictError`` when the run is no longer writable: the caller must not perform the effect.
+        With ``stale_before`` (an ISO time) a claim made before it, or one that names no time, is taken over in the
+        same write (its claimant is gone), and the claim records ``value["at"]`` as its time.
+        """
+        item: dict[str, Any] = {
+            "pk": run_id,
+            "sk": f"{schema.EFFECT_PREFIX}{effect_key}",
+            "doc": dump(value),
+            schema.TTL_ATTRIBUTE: expires_at,
+        }
+        put: dict[str, Any] = {"TableName": self._t, "ConditionExpression": "attribute_not_exists(pk)"}
+        if stale_before is not None:
+            item["claimedAt"] = str(value["at"])
+            put["ConditionExpression"] = (
+                "attribute_not_exists(pk) OR attribute_not_exists(claimedAt) OR claimedAt < :stale"
+            )
+            put["ExpressionAttributeValues"] = {":stale": {"S": stale_before}}
+        put["Item"] = to_item(item)
+        return effect_transaction(self._c, [{"Put": put}, writable_check(self._t, run_id)], run_id)
 
     def claim_ordinal(
         self,
