@@ -289,6 +289,14 @@ class ConflictError(StorageError):
     """A conditional write lost (sequence taken, item exists, run no longer writable)."""
 
 
+class OrdinalTakenError(ConflictError):
+    """An ordinal claimed at an expected value was taken first (``RunStore.claim_ordinal``): ``current`` is next."""
+
+    def __init__(self, current: int) -> None:
+        super().__init__(f"the ordinal was taken; the next is {current}")
+        self.current = current
+
+
 class RunGoneError(StorageError):
     """The run is tombstoned (erased) or expired: late writes are refused."""
 

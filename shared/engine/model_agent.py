@@ -38,6 +38,7 @@ from shared.ports import (
     ModelToolCall,
     ModelToolSpec,
     Ports,
+    StagedWrite,
 )
 from shared.protocol import codes as c
 from shared.providers.prices import Rate
@@ -374,13 +375,24 @@ def read_log(ports: Ports, run_id: str) -> list[dict[str, Any]]:
 def store_entry(ports: Ports, run_id: str, order: str, turn: int, entry: dict[str, Any], expires_at: int) -> None:
     """Log model call ``turn`` of the invocation that ``order`` names: ``MCALL#<order>#<turn>``, in S3 (a pointer
     left in the item) when its JSON is over ``INLINE_LIMIT``."""
+    ports.runs.put_aux(run_id, *_entry_item(ports, run_id, order, turn, entry), expires_at)
+
+
+def stage_entry(
+    ports: Ports, run_id: str, order: str, turn: int, entry: dict[str, Any], expires_at: int
+) -> StagedWrite:
+    """``store_entry``'s write, for the append that records the call (written once, with its events)."""
+    return ports.runs.stage_aux(run_id, *_entry_item(ports, run_id, order, turn, entry), expires_at)
+
+
+def _entry_item(ports: Ports, run_id: str, order: str, turn: int, entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     sk = f"{keys.MODEL_CALL_PREFIX}{order}#{turn:04d}"
     doc = entry
     if len(json.dumps(entry, separators=(",", ":"))) > INLINE_LIMIT:
         blob = f"{keys.run_prefix(run_id)}model-calls/{order}-{turn:04d}.json"
         ports.blobs.put_json(blob, entry)
         doc = {"blob": blob, "invocationId": entry["invocationId"], "turn": turn}
-    ports.runs.put_aux(run_id, sk, doc, expires_at)
+    return sk, doc
 
 
 def _with_credential(req: ModelRequest, credential: str) -> ModelRequest:

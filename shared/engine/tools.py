@@ -16,6 +16,7 @@ so a retried step reads the outcome it already made and never re-fires the effec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +192,13 @@ class ToolRuntime:
     # When a list: records of calls that claimed no outside effect are kept here for the caller to write with its
     # own result (an eval trial: one transaction); deciding them again on a retry gives the same outcomes.
     deferred: list[ToolCallRecord] | None = None
+    # With ``deferred``: the records of calls that claimed an outside effect are kept there too; the caller writes
+    # them before it uses their outcomes (the agent gateway: with the call's events, in one write).
+    defer_claimed: bool = False
+    # How a call claims the intent of its outside effect (effect key and value) or, for an effect that is its own
+    # record (the counter's increment: key None), just the right to perform it; None: ``runs.claim_effect``. The agent
+    # gateway claims the call's ordinal in the same write (decision 0149); it answers True or raises.
+    claimer: Callable[[str | None, dict[str, Any] | None], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.catalog is None:
@@ -258,10 +266,12 @@ class ToolRuntime:
                 **({"negotiation": outcome.negotiation} if outcome.negotiation is not None else {}),
             },
         )
+        if outcome.counter is not None and self.claimer is not None:
+            self.claimer(None, None)
         counted = self._increment(record, outcome.counter) if outcome.counter is not None else None
         if counted is not None:
             outcome = counted  # written with its increment
-        elif self.deferred is not None and not outcome.claimed and outcome.counter is None:
+        elif self.deferred is not None and (self.defer_claimed or not outcome.claimed) and outcome.counter is None:
             self.deferred.append(record)
         else:
             if outcome.counter is not None:  # recorded before (a retried step) or contended: the record says which
@@ -387,12 +397,11 @@ class ToolRuntime:
             return ToolOutcome(
                 "error", error=_error_obj(c.REPLAY_SOURCE_MISSING, "effect refused in replay"), source="none"
             )
-        claimed = self.ports.runs.claim_effect(
-            self.run_id,
-            f"call#{call_key}",
-            {"seam": f"tool.{tool.transport}", "toolId": tool.tool_id, "at": self.ports.clock.iso()},
-            self.expires_at,
-        )
+        intent = {"seam": f"tool.{tool.transport}", "toolId": tool.tool_id, "at": self.ports.clock.iso()}
+        if self.claimer is not None:
+            claimed = self.claimer(f"call#{call_key}", intent)
+        else:
+            claimed = self.ports.runs.claim_effect(self.run_id, f"call#{call_key}", intent, self.expires_at)
         if not claimed:  # a retried step: an outcome already recorded is returned, never sent again
             prior = self.ports.tool_calls.get_call(self.run_id, call_key)
             if prior is not None:

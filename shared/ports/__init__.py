@@ -39,6 +39,7 @@ from shared.ports.runs import (
     ListPage,
     RunRecord,
     RunStore,
+    StagedWrite,
     ToolCallRecord,
     ToolCallStore,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "RateLimit",
     "RateLimiter",
     "RunRecord",
+    "StagedWrite",
     "RunStore",
     "SamplingRuleRepository",
     "ScopeClaimRepository",

@@ -35,6 +35,8 @@ class RunRecord:
     # Where a run that works in pages goes on (an eval fork: its next task, draft position, divergence), written
     # with the page's last append so it moves exactly when the page's events are stored.
     cursor: dict[str, Any] | None = None
+    # The run item's ordinal counters (``claim_counter``, ``claim_ordinal``) as read: the next ordinal of each.
+    counters: dict[str, int] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -49,6 +51,15 @@ class RunRecord:
 class ListPage:
     runs: list[RunRecord]
     next_key: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class StagedWrite:
+    """An item one store prepared for another store's transaction (``EventStore.append_events``'s ``staged``):
+    opaque to its callers, written all or nothing with what that transaction writes, once (its own condition)."""
+
+    action: Any  # the store's transaction action
+    size: int  # its bytes, as the transaction's size limit counts them
 
 
 class RunStore(Protocol):
@@ -89,7 +100,28 @@ class RunStore(Protocol):
         ordinal. For ordinals of a part of a run (an eval trial's calls) that the run item should not carry."""
         ...
 
+    def claim_ordinal(
+        self,
+        run_id: str,
+        counter: str,
+        expected: int,
+        *,
+        require_status: Sequence[str],
+        effect: tuple[str, dict[str, Any], int] | None = None,
+    ) -> None:
+        """Claim ordinal ``expected`` of the run item's ``counter`` (it moves to ``expected + 1``) while the run's
+        status is one of ``require_status`` and, with ``effect`` = (effect key, value, expiresAt), the intent of that
+        outside effect (``claim_effect``'s item) in the same write. ``OrdinalTakenError`` (its ``current``: the next
+        ordinal) when the counter was not at ``expected`` or another transaction on the run item was in flight (read
+        again and retry); ``ConflictError`` when the run is not in such a status
+        (or the effect was claimed before): nothing is written either way."""
+        ...
+
     def put_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> None: ...
+    def stage_aux(self, run_id: str, sk: str, value: dict[str, Any], expires_at: int) -> StagedWrite:
+        """``put_aux``'s item, for an append to write (``EventStore.append_events``): written once per key."""
+        ...
+
     def put_aux_many(self, entries: Sequence[tuple[str, str, dict[str, Any], int]]) -> set[str]:
         """``put_aux`` for many (runId, sk, value, expiresAt), batched; returns the runs whose tombstone refused
         their items (nothing of theirs is written)."""
@@ -123,7 +155,15 @@ class EventStore(Protocol):
         run_updates: dict[str, Any] | None = None,
         require_status: Sequence[str] | None = None,
         expires_at: int = 0,
-    ) -> int: ...
+        staged: Sequence[StagedWrite] = (),
+        claim: tuple[str, int] | None = None,
+    ) -> int:
+        """Append ``events`` from ``expected_next_seq`` (``ConflictError`` when the log's head or the run's status
+        moved). ``staged`` items are written in the transaction that moves the head (all or nothing with it); with
+        ``claim`` = (counter, expected) that transaction also claims ordinal ``expected`` of the run item's counter
+        (``RunStore.claim_ordinal``; ``ConflictError`` when it is not at ``expected``)."""
+        ...
+
     def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]: ...
     def read_logs(self, last_seqs: Mapping[str, int]) -> dict[str, list[dict[str, Any]]]: ...
     def iter_events(
@@ -163,6 +203,10 @@ class ToolCallRecord:
 
 class ToolCallStore(Protocol):
     def put_call(self, record: ToolCallRecord, expires_at: int) -> bool: ...
+    def stage_call(self, record: ToolCallRecord, expires_at: int) -> StagedWrite:
+        """``put_call``'s write, for an append to write (``EventStore.append_events``): once per call key."""
+        ...
+
     def put_calls(
         self, run_id: str, records: list[ToolCallRecord], expires_at: int, aux: tuple[str, dict[str, Any]] | None = None
     ) -> None: ...

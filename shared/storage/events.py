@@ -28,9 +28,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import BlobStore
+from shared.ports import BlobStore, StagedWrite
 from shared.protocol.codemap import ERA_V1, translate
-from shared.storage import runitems, schema
+from shared.storage import runclaims, runitems, schema
 from shared.storage.ddb import (
     add_updates,
     batch_delete,
@@ -148,6 +148,8 @@ class DynamoEventStore:
         run_updates: dict[str, Any] | None = None,
         require_status: Sequence[str] | None = None,
         expires_at: int = 0,
+        staged: Sequence[StagedWrite] = (),
+        claim: tuple[str, int] | None = None,
     ) -> int:
         """Append ``events`` (their ``sequence`` must run from ``expected_next_seq``).
 
@@ -156,8 +158,11 @@ class DynamoEventStore:
         their own: a transaction is all or nothing, and only the writer whose ``expected - 1`` is the head commits,
         so two writers racing for the same sequence get exactly one win and one ``ConflictError``; no gap, no
         duplicate. Returns the new last sequence.
+
+        ``staged`` items (another store's, each with its own condition) and the ``claim`` of a counter's ordinal
+        (``runclaims.counter_update``: the run item's Update carries it) ride the last transaction, with the head.
         """
-        if not events and not run_updates:
+        if not events and not run_updates and not staged and claim is None:
             return expected_next_seq - 1
         for i, ev in enumerate(events):
             if int(ev["sequence"]) != expected_next_seq + i:
@@ -174,9 +179,9 @@ class DynamoEventStore:
                 size = 0
             groups[-1].append(page)
             size += page.size
-        extra = len(dump(parts.items)) if parts.items else 0
+        extra = (len(dump(parts.items)) if parts.items else 0) + sum(w.size for w in staged)
         if len(groups[-1]) > 1 and (
-            len(groups[-1]) + len(parts.items) > room or size + extra > schema.MAX_TRANSACTION_BYTES
+            len(groups[-1]) + len(parts.items) + len(staged) > room or size + extra > schema.MAX_TRANSACTION_BYTES
         ):
             groups.append([groups[-1].pop()])
         nxt = expected_next_seq
@@ -188,6 +193,10 @@ class DynamoEventStore:
             names: dict[str, str] = {}
             add_updates(parts.run if final else {}, sets, values, names)
             cond = "attribute_exists(pk) AND lastSeq = :prev"
+            if final and claim is not None:
+                set_clause, claimed = runclaims.counter_update(claim[0], claim[1], names, values)
+                sets.append(set_clause)
+                cond += f" AND {claimed}"
             if require_status:
                 names["#st"] = "status"
                 alts = []
@@ -205,6 +214,7 @@ class DynamoEventStore:
             if names:
                 update["ExpressionAttributeNames"] = names
             items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
+            items += [w.action for w in staged] if final else []
             items += [{"Put": {"TableName": self._t, "Item": page.item}} for page in group]
             try:
                 self._c.transact_write_items(TransactItems=items)

@@ -14,7 +14,7 @@ from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import CHILD_PREFIX
 from shared.ports import AUX_PER_TRANSACTION, BlobStore, Clock, ListPage, RunRecord
-from shared.storage import runitems, schema
+from shared.storage import runclaims, runitems, schema
 from shared.storage.ddb import (
     BATCH_WRITE_ATTEMPTS,
     Tombstones,
@@ -22,7 +22,6 @@ from shared.storage.ddb import (
     batch_delete,
     batch_get,
     dump,
-    effect_transaction,
     error_code,
     from_item,
     partition_condition,
@@ -32,11 +31,10 @@ from shared.storage.ddb import (
     refuse_too_large,
     to_item,
     tombstone_check,
-    writable_check,
 )
 
 
-class DynamoRunStore:
+class DynamoRunStore(runclaims.RunClaims):
     def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore, tombstones: Tombstones) -> None:
         self._c = client
         self._t = table
@@ -175,6 +173,7 @@ class DynamoRunStore:
             expires_at=int(it.get(schema.TTL_ATTRIBUTE, 0)),
             summary=json.loads(it["summary"]) if it.get("summary") else None,
             cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
+            counters=runclaims.counters(it),
         )
 
     @staticmethod
@@ -350,37 +349,6 @@ class DynamoRunStore:
                 return False
             raise
 
-    def claim_counter(self, run_id: str, counter: str, *, require_status: Sequence[str]) -> int:
-        """``ADD`` 1 to the run item's counter while the run's status is one of ``require_status``: the claimed
-        0-based ordinal (``ConflictError`` when the run is gone or not in such a status)."""
-        values: dict[str, Any] = {":one": {"N": "1"}, **{f":a{i}": {"S": s} for i, s in enumerate(require_status)}}
-        try:
-            resp = self._c.update_item(
-                TableName=self._t,
-                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
-                UpdateExpression="ADD #c :one",
-                ConditionExpression=f"attribute_exists(pk) AND #st IN ({', '.join(v for v in values if v != ':one')})",
-                ExpressionAttributeNames={"#c": f"counter_{counter}", "#st": "status"},
-                ExpressionAttributeValues=values,
-                ReturnValues="UPDATED_NEW",
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise ConflictError("run not writable") from exc
-            raise
-        return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
-
-    def claim_aux_counter(self, run_id: str, sk: str, counter: str) -> int:
-        resp = self._c.update_item(
-            TableName=self._t,
-            Key=to_item({"pk": run_id, "sk": sk}),
-            UpdateExpression="ADD #c :one",
-            ExpressionAttributeNames={"#c": f"counter_{counter}"},
-            ExpressionAttributeValues={":one": {"N": "1"}},
-            ReturnValues="UPDATED_NEW",
-        )
-        return int(resp["Attributes"][f"counter_{counter}"]["N"]) - 1
-
     def get_definition(self, run_id: str) -> dict[str, Any] | None:
         """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
         resp = self._c.get_item(
@@ -502,32 +470,6 @@ class DynamoRunStore:
             if error_code(exc) == "TransactionCanceledException":
                 raise RunGoneError(run_id) from exc
             raise
-
-    def claim_effect(
-        self, run_id: str, effect_key: str, value: dict[str, Any], expires_at: int, *, stale_before: str | None = None
-    ) -> bool:
-        """Record the intent of an outside effect under the run, only while the run is writable (one transaction).
-
-        True when newly claimed, False when this effect key was claimed before (a retried step);
-        ``ConflictError`` when the run is no longer writable: the caller must not perform the effect.
-        With ``stale_before`` (an ISO time) a claim made before it, or one that names no time, is taken over in the
-        same write (its claimant is gone), and the claim records ``value["at"]`` as its time.
-        """
-        item: dict[str, Any] = {
-            "pk": run_id,
-            "sk": f"{schema.EFFECT_PREFIX}{effect_key}",
-            "doc": dump(value),
-            schema.TTL_ATTRIBUTE: expires_at,
-        }
-        put: dict[str, Any] = {"TableName": self._t, "ConditionExpression": "attribute_not_exists(pk)"}
-        if stale_before is not None:
-            item["claimedAt"] = str(value["at"])
-            put["ConditionExpression"] = (
-                "attribute_not_exists(pk) OR attribute_not_exists(claimedAt) OR claimedAt < :stale"
-            )
-            put["ExpressionAttributeValues"] = {":stale": {"S": stale_before}}
-        put["Item"] = to_item(item)
-        return effect_transaction(self._c, [{"Put": put}, writable_check(self._t, run_id)], run_id)
 
     def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
         resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)

@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import BlobStore, ToolCallRecord
+from shared.ports import BlobStore, StagedWrite, ToolCallRecord
 from shared.storage import schema
 from shared.storage.ddb import (
     BATCH_GET_SIZE,
@@ -144,6 +144,14 @@ class DynamoToolCallStore:
             if codes[1] == "ConditionalCheckFailed":
                 return "stale", int((reasons[1].get("Item") or {}).get("count", {}).get("N", "0"))
             raise
+
+    def stage_call(self, record: ToolCallRecord, expires_at: int) -> StagedWrite:
+        """``put_call``'s item with its once-per-key condition, for an append's transaction (the run item's writable
+        condition there stands for the tombstone check: an erased run has no run item). A large record goes to S3
+        now, under the run's prefix (an append refused for an erased run deletes that prefix)."""
+        item = self._item(record, expires_at)
+        put = {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(callKey)"}
+        return StagedWrite({"Put": put}, len(dump(item)))
 
     def put_call(self, record: ToolCallRecord, expires_at: int) -> bool:
         """Write once. False when this call key is already recorded (a retried step)."""

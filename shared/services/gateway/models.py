@@ -12,9 +12,9 @@ Every call claims the next ordinal of the run's ``modelCalls`` (the run must sti
   the ``OpenWOP-Replay-Diverged`` header and the entry (``divergedAt``), and the fork's first divergence appends
   ``replay.diverged``. A call past the source's last is ``404 replay_source_missing``.
 
-Each call is logged in the run's model-call log (``MCALL#<order>#<turn>``, ``model_agent.store_entry``) with the
-compared request, the answer, its ``key`` and usage, then ``provider.usage`` is appended (the payload a host
-agent's call gets). A call the provider failed is logged with its error and answered with it again in a replay,
+Each call is logged in the run's model-call log (``MCALL#<order>#<turn>``, ``model_agent.stage_entry``) with the
+compared request, the answer, its ``key`` and usage, in the transaction that appends its ``provider.usage`` (the
+payload a host agent's call gets): two writes a call, the ordinal and the outcome (decision 0149). A call the provider failed is logged with its error and answered with it again in a replay,
 so an agent that retried lines up with its record. ``stream: true`` is answered as buffered server-sent events.
 """
 
@@ -25,12 +25,20 @@ from typing import Any
 
 from shared.engine import spans
 from shared.engine.jsondiff import differing_pointers
-from shared.engine.model_agent import REPLAYED_ANSWER, read_log, send_with_retries, store_entry, usage_payload
+from shared.engine.model_agent import (
+    REPLAYED_ANSWER,
+    read_log,
+    send_with_retries,
+    stage_entry,
+    store_entry,
+    usage_payload,
+)
 from shared.errors import (
     MethodNotAllowedError,
     ProtocolError,
     RateLimitedError,
     ReplaySourceMissingError,
+    RunTerminalError,
     ServiceUnavailableError,
     UpstreamUnavailableError,
     ValidationError,
@@ -38,7 +46,7 @@ from shared.errors import (
 from shared.ports import ModelProviderError, Ports
 from shared.protocol import codes as c
 from shared.services.gateway import REPLAY, GatewayRequest, GatewayResponse, GatewaySession, chat
-from shared.services.gateway.session import claim
+from shared.services.gateway.session import MODEL_CALLS, claim
 from shared.services.gateway.wire import VERSION_HEADER, json_object
 
 DIVERGED_HEADER = "OpenWOP-Replay-Diverged"
@@ -55,7 +63,7 @@ def handle_chat(ports: Ports, session: GatewaySession, request: GatewayRequest) 
     provider = str(binding.get("provider", ""))
     if session.mode != REPLAY and provider != "openai":
         chat.to_model_request(body, binding, turn=0)  # refuse what the provider cannot carry before any write
-    turn = claim(ports, session, "modelCalls")
+    turn = claim(ports, session, MODEL_CALLS)
     rec = session.run if session.run is not None else ports.runs.get_run(session.run_id)  # its TTL, as authenticated
     ttl = rec.expires_at if rec is not None else 0
     tracing = ports.tracing
@@ -137,8 +145,7 @@ def _live(
     if cost is not None:
         entry["costUsd"] = cost
     entry["response"] = answer
-    store_entry(ports, session.run_id, session.order_key, turn, entry, ttl)
-    _record(ports, session, [(c.PROVIDER_USAGE, usage_payload(entry))])
+    _record(ports, session, [(c.PROVIDER_USAGE, usage_payload(entry))], entry=(turn, entry, ttl))
     return entry
 
 
@@ -192,10 +199,10 @@ def _replayed(ports: Ports, session: GatewaySession, turn: int, body: dict[str, 
     if recorded.get("key") != entry["key"]:
         pointers = differing_pointers(recorded.get("request"), entry["request"])
         entry["divergedAt"] = pointers[0] if pointers else ""
-    store_entry(ports, session.run_id, session.order_key, turn, entry, ttl)
     if "error" in recorded:
+        store_entry(ports, session.run_id, session.order_key, turn, entry, ttl)
         raise _refusal(dict(recorded["error"]))
-    evs = _record(ports, session, [(c.PROVIDER_USAGE, usage_payload(entry))])
+    evs = _record(ports, session, [(c.PROVIDER_USAGE, usage_payload(entry))], entry=(turn, entry, ttl))
     if "divergedAt" in entry and ports.runs.claim_effect(
         session.run_id, DIVERGED_CLAIM, {"seam": "gateway.model", "at": ports.clock.iso()}, ttl
     ):
@@ -221,8 +228,24 @@ def _source_usage_event(
     return str(usages[index]["eventId"]) if index < len(usages) else None
 
 
-def _record(ports: Ports, session: GatewaySession, events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """``record_events``, answering the appended events (the divergence names its ``provider.usage``'s sequence)."""
+def _record(
+    ports: Ports,
+    session: GatewaySession,
+    events: list[tuple[str, dict[str, Any]]],
+    *,
+    entry: tuple[int, dict[str, Any], int] | None = None,
+) -> list[dict[str, Any]]:
+    """``events`` appended to the session's log, with the call's ``entry`` (turn, entry, TTL) in its model-call log
+    in the same write (decision 0149); the appended events (the divergence names its ``provider.usage``'s
+    sequence). The entry is kept if the session ended meanwhile: the call was made."""
     from shared.services.gateway.session import append
 
-    return append(ports, session.run_id, events)
+    if entry is None:
+        return append(ports, session.run_id, events)
+    turn, doc, ttl = entry
+    staged = [stage_entry(ports, session.run_id, session.order_key, turn, doc, ttl)]
+    try:
+        return append(ports, session.run_id, events, rec=session.run, staged=staged)
+    except RunTerminalError:
+        store_entry(ports, session.run_id, session.order_key, turn, doc, ttl)
+        raise

@@ -1,5 +1,6 @@
-"""Gateway sessions (decision 0143): the token that opens a run's gateway, the run a token resolves to, and the two
-writes every gateway call makes on that run (an ordinal claimed, events appended).
+"""Gateway sessions (decision 0143): the token that opens a run's gateway, the run a token resolves to, and the
+writes a gateway call makes on that run: an ordinal claimed, then the call's records and events appended in one
+transaction (decision 0149: two writes a call, the ordinal riding the first).
 
 A token is derived, never stored: ``owg_`` + base64url(HMAC-SHA-256(K, gatewayId ‖ nonce)), K = HMAC(pepper,
 "openwop-serverless gateway") under the API-key pepper (the current one mints, current and previous verify, so a
@@ -14,29 +15,32 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Sequence
 from typing import Any
 
 from cachetools import LRUCache
 
 from shared.errors import (
     ConflictError,
+    OrdinalTakenError,
     RunExpiredError,
     RunGoneError,
     RunTerminalError,
     ServiceUnavailableError,
     UnauthenticatedError,
 )
-from shared.ports import Ports, RunRecord
+from shared.ports import Ports, RunRecord, StagedWrite
 from shared.protocol import codes as c
 from shared.services.gateway import EVAL, PRODUCTION, REPLAY, GatewaySession
 
 TOKEN_PREFIX = "owg_"
 SESSION_KIND = "session"
 SESSION_INVOCATION = "s:0"
-COUNTERS = ("toolCalls", "modelCalls")
+TOOL_CALLS, MODEL_CALLS = "toolCalls", "modelCalls"
+COUNTERS = (TOOL_CALLS, MODEL_CALLS)
 _KEY_LABEL = b"openwop-serverless gateway"
 _MAX_TOKEN = 128
-_ATTEMPTS = 10
+ATTEMPTS = 10  # tries of a write that lost a race (the log's head, an ordinal) before 503
 _DUMMY_NONCE = "-" * 32  # an unknown gateway id is checked against this, so its refusal costs what a wrong token's does
 
 
@@ -231,18 +235,29 @@ def append(
     *,
     status: str | None = None,
     updates: dict[str, Any] | None = None,
+    rec: RunRecord | None = None,
+    staged: Sequence[StagedWrite] = (),
+    claim: tuple[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Append to a running run, re-reading on a lost race; ``status`` moves it (a terminal one stamps
-    ``completedAt``). ``RunTerminalError`` when the run no longer runs, ``RunGoneError`` when it is gone."""
+    ``completedAt``). ``RunTerminalError`` when the run no longer runs, ``RunGoneError`` when it is gone.
+
+    One write when nothing races it (decision 0149): ``rec`` is the run as the caller last read it (authentication's
+    read: the first try needs no read of its own; a stale one loses the head's condition and is read again), and
+    ``staged`` (a call's record) and ``claim`` (its ordinal, counter and expected value) are written in the same
+    transaction. ``OrdinalTakenError`` when the claimed ordinal was taken meanwhile: the caller decides again."""
     from shared.engine import kernel
     from shared.engine import state as st
 
-    for _ in range(_ATTEMPTS):
-        rec = ports.runs.get_run(run_id)
+    for _ in range(ATTEMPTS):
+        if rec is None:
+            rec = ports.runs.get_run(run_id)
         if rec is None:
             raise RunGoneError(run_id)
         if rec.status != "running":
             raise RunTerminalError("The session has ended.")
+        if claim is not None and rec.counters.get(claim[0], 0) != claim[1]:
+            raise OrdinalTakenError(rec.counters.get(claim[0], 0))
         seq = rec.last_seq + 1
         evs = [kernel.make_event(ports, run_id, seq + i, t, p, None) for i, (t, p) in enumerate(events)]
         state = kernel.load_state(ports, rec)
@@ -256,9 +271,17 @@ def append(
                 run_updates["completedAt"] = evs[-1]["timestamp"]
         try:
             ports.events.append_events(
-                run_id, seq, evs, run_updates=run_updates, require_status=("running",), expires_at=rec.expires_at
+                run_id,
+                seq,
+                evs,
+                run_updates=run_updates,
+                require_status=("running",),
+                expires_at=rec.expires_at,
+                staged=staged,
+                claim=claim,
             )
         except ConflictError:
-            continue  # another call appended first, or the run ended: read again
+            rec = None  # another call appended (or claimed) first, or the run ended: read again
+            continue
         return evs
     raise ServiceUnavailableError()  # the log stayed contended through every attempt

@@ -4,9 +4,11 @@ what one ``tools/call`` answers, as plain JSON (``functions.agent_gateway.mcp`` 
 - ``list_tools``: exactly the version's ``toolAllowlist``, each with its catalog description and input schema
   (``{"type": "object"}`` when it has none, as ``ModelSession.surface`` does). It writes nothing.
 - ``call_tool``: through ``ToolRuntime.call``, unchanged in its decisions, as a host-run agent's call: the index is
-  an ordinal claimed on the run (``session.claim``: a terminal run never sends), the record goes to the tool-call
-  store under ``key_of_call(order_key, index)`` (what ``:from-runs``, ``fixtureRuns`` and the viewer read), and
-  ``agent.tool-called`` / ``agent.tool-returned`` (``agents.tool_events``) go on the run's log.
+  an ordinal of the run (a terminal run never sends), the record goes to the tool-call store under
+  ``key_of_call(order_key, index)`` (what ``:from-runs``, ``fixtureRuns`` and the viewer read), and
+  ``agent.tool-called`` / ``agent.tool-returned`` (``agents.tool_events``) go on the run's log. A session's call
+  writes twice at most (decision 0149, ``_session_call``): the ordinal with the effect's intent before the tool
+  runs, the record with the events after; an eval trial's claims its ordinal on the trial's item first.
   - PRODUCTION: live through the registered HTTP or MCP tool (egress guard, credentials, idempotency key,
     timeouts).
   - EVAL: served from the trial's ``FixturePlan``; which entries earlier calls took is read back from the trial's
@@ -25,6 +27,7 @@ The answer is a ``CallToolResult``: a registered MCP tool's passes through unalt
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from shared.engine.agents import tool_events
@@ -34,6 +37,7 @@ from shared.engine.evalplan import load_plan
 from shared.engine.evalsources import fixture_plan
 from shared.engine.matching import closest, would_match
 from shared.engine.tools import FIXTURE_MISS, FixturePlan, ToolOutcome, ToolRuntime, key_of_call
+from shared.errors import ConflictError, OrdinalTakenError, RunTerminalError, ServiceUnavailableError
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 from shared.providers.names import ToolNames
@@ -69,28 +73,10 @@ def call_tool(ports: Ports, session: GatewaySession, name: str, arguments: Any) 
     A tool outside the allowlist is decided ``forbidden`` by the runtime, recorded and logged, and never called."""
     agent = session.agent
     name = _names(session).to_catalog(name)
-    index = sessions.claim(ports, session, "toolCalls")
-    # its retention (the record's TTL, fixed at creation) and, for a trial, its plan: as authentication read it
-    rec = session.run if session.run is not None else ports.runs.get_run(session.run_id)
-    mode = "replay" if session.mode == REPLAY else "live"
-    budget = int(ports.settings.run_tool_call_budget)
-    runtime = ToolRuntime(ports, session.run_id, session.tenant, mode, rec.expires_at if rec else 0, budget)
-    source: list[dict[str, Any]] = []
-    if session.mode == REPLAY:
-        served, source = _replay_source(ports, session, index, name, arguments)
-        runtime.source_calls = {(session.invocation_id, index): served} if served is not None else {}
-    elif session.mode == EVAL:
-        runtime.plan = _trial_plan(ports, session, rec)
-    out = runtime.call(
-        agent=agent,
-        invocation_id=session.invocation_id,
-        order_key=session.order_key,
-        index=index,
-        tool=name,
-        args=arguments,
-        calls_so_far=index,
-    )
-    sessions.record_events(ports, session, tool_events(agent, f"{session.invocation_id}#{index}", name, arguments, out))
+    if session.mode == EVAL:
+        out, runtime, source = _trial_call(ports, session, name, arguments)
+    else:
+        out, runtime, source = _session_call(ports, session, name, arguments)
     code = (out.error or {}).get("code") if out.status == "error" else None
     if session.mode == REPLAY and code == c.REPLAY_SOURCE_MISSING:
         miss = _miss(c.REPLAY_SOURCE_MISSING, "no recorded call in the source run matches this call", name)
@@ -99,6 +85,114 @@ def call_tool(ports: Ports, session: GatewaySession, name: str, arguments: Any) 
         miss = _miss(FIXTURE_MISS, "no fixture matches this call", name)
         return _missed(miss, name, arguments, runtime.plan.entries, agent.content_free)
     return _result(out)
+
+
+def _runtime(ports: Ports, session: GatewaySession, rec: RunRecord | None, **kw: Any) -> ToolRuntime:
+    mode = "replay" if session.mode == REPLAY else "live"
+    budget = int(ports.settings.run_tool_call_budget)
+    return ToolRuntime(ports, session.run_id, session.tenant, mode, rec.expires_at if rec else 0, budget, **kw)
+
+
+def _call(runtime: ToolRuntime, session: GatewaySession, index: int, name: str, arguments: Any) -> ToolOutcome:
+    return runtime.call(
+        agent=session.agent,
+        invocation_id=session.invocation_id,
+        order_key=session.order_key,
+        index=index,
+        tool=name,
+        args=arguments,
+        calls_so_far=index,
+    )
+
+
+def _trial_call(
+    ports: Ports, session: GatewaySession, name: str, arguments: Any
+) -> tuple[ToolOutcome, ToolRuntime, list[dict[str, Any]]]:
+    """An eval trial's call: its ordinal claimed on the trial's item, its record written by the runtime; its events
+    are made from the records when the trial is scored."""
+    index = sessions.claim(ports, session, "toolCalls")
+    # its retention (the record's TTL, fixed at creation) and its plan: as authentication read it
+    rec = session.run if session.run is not None else ports.runs.get_run(session.run_id)
+    runtime = _runtime(ports, session, rec)
+    runtime.plan = _trial_plan(ports, session, rec)
+    return _call(runtime, session, index, name, arguments), runtime, []
+
+
+@dataclass
+class _Ordinal:
+    """A session call's ordinal, claimed with the intent of the call's outside effect (``ToolRuntime.claimer``)."""
+
+    ports: Ports
+    run_id: str
+    index: int
+    ttl: int
+    claimed: bool = False
+
+    def __call__(self, key: str | None, intent: dict[str, Any] | None) -> bool:
+        effect = (key, intent, self.ttl) if key is not None and intent is not None else None
+        try:
+            self.ports.runs.claim_ordinal(
+                self.run_id, sessions.TOOL_CALLS, self.index, require_status=("running",), effect=effect
+            )
+        except OrdinalTakenError:
+            raise  # decided again at the next ordinal: nothing was written or sent
+        except ConflictError as exc:
+            raise RunTerminalError("The session has ended.") from exc
+        self.claimed = True
+        return True
+
+
+def _session_call(
+    ports: Ports, session: GatewaySession, name: str, arguments: Any
+) -> tuple[ToolOutcome, ToolRuntime, list[dict[str, Any]]]:
+    """A session's (or a replay fork's) call in at most two writes (decision 0149). Its ordinal is the run's next
+    as authentication read it, taken in the call's first write: a call that performs an outside effect claims the
+    ordinal and the effect's intent in one conditional write before it sends (``claimer``), and its record and its
+    events are the second; any other call (decided without an effect: forbidden, over budget, invalid, served from
+    the record) claims the ordinal with its record and events, in one. A lost race for the ordinal decides again at
+    the next one (nothing was written or sent); a lost race for the log's head appends again."""
+    agent = session.agent
+    rec = session.run if session.run is not None else ports.runs.get_run(session.run_id)
+    for _ in range(sessions.ATTEMPTS):
+        if rec is None or rec.status != "running":
+            raise RunTerminalError("The session has ended.")
+        index = rec.counters.get(sessions.TOOL_CALLS, 0)
+        ordinal = _Ordinal(ports, session.run_id, index, rec.expires_at)
+        runtime = _runtime(ports, session, rec, deferred=[], defer_claimed=True, claimer=ordinal)
+        source: list[dict[str, Any]] = []
+        if session.mode == REPLAY:
+            served, source = _replay_source(ports, session, index, name, arguments)
+            runtime.source_calls = {(session.invocation_id, index): served} if served is not None else {}
+        try:
+            out = _call(runtime, session, index, name, arguments)
+            events = tool_events(agent, f"{session.invocation_id}#{index}", name, arguments, out)
+            _record(ports, session, rec, runtime, events, None if ordinal.claimed else (sessions.TOOL_CALLS, index))
+        except OrdinalTakenError:
+            rec = ports.runs.get_run(session.run_id)  # another call took this ordinal first: decide at the next
+            continue
+        return out, runtime, source
+    raise ServiceUnavailableError()
+
+
+def _record(
+    ports: Ports,
+    session: GatewaySession,
+    rec: RunRecord,
+    runtime: ToolRuntime,
+    events: list[tuple[str, dict[str, Any]]],
+    claim: tuple[str, int] | None,
+) -> None:
+    """The call's record and its events in one write (and its ordinal, unless its intent claimed it). A call that
+    performed its effect keeps its record if the session ended meanwhile (the record is what happened)."""
+    records = list(runtime.deferred or [])
+    staged = [ports.tool_calls.stage_call(r, rec.expires_at) for r in records]
+    try:
+        sessions.append(ports, session.run_id, events, rec=rec, staged=staged, claim=claim)
+    except RunTerminalError:
+        if claim is None:
+            for r in records:
+                ports.tool_calls.put_call(r, rec.expires_at)
+        raise
 
 
 def _earlier(ports: Ports, session: GatewaySession, index: int) -> list[ToolCallRecord]:
