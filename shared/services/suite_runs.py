@@ -193,8 +193,12 @@ def sampled(seed: str, run_id: str, rate: float) -> bool:
 
 
 def filter_matches(rec: RunRecord, req: dict[str, Any], agent_id: str) -> bool:
-    """The filter fields the index does not hold (checked on the run items a page of it read)."""
+    """The filter fields the index does not hold (checked on the run items a page of it read). A fork (a replay or
+    a branch) is never a candidate: it re-executes a run that is one itself, so it is not production traffic
+    (decision 0154); ``sourceRunId`` and ``fixtureRuns`` may still name one."""
     d = rec.data
+    if d.get("fork"):
+        return False
     if "sampleRate" in req and not sampled(str(req.get("seed", "")), rec.run_id, float(req["sampleRate"])):
         return False
     meta = d.get("metadata") or {}

@@ -442,6 +442,12 @@ def test_completed_sessions_build_a_suite_with_from_runs(host):
         s = _session(host, agent_id, {"input": {"ticket": f"c-{i}"}})
         assert _call(host, s["completeUrl"], {"output": f"answer-{i}"}, token=s["token"]).status == 200
         runs.append(s["runId"])
+    # and a replay of the first, completed too: a re-execution, not production traffic
+    fork = raw(host.base_url, "POST", f"/runs/{project_id(runs[0])}:fork", {"mode": "replay"}, key=host.key_a)
+    assert fork.status == 201, fork.text
+    again = raw(host.base_url, "POST", f"{BASE}/runs/{project_id(fork.json['runId'])}/session", key=host.key_a).json
+    assert _call(host, again["completeUrl"], {"output": "answer-0"}, token=again["token"]).status == 200
+    assert _status(host, fork.json["runId"])["status"] == "completed"
     # When a suite is built from them
     suite_id = f"tests.local.evals.s{uuid.uuid4().hex[:10]}"
     body = {"agentId": agent_id, "workflowId": "openwop-serverless.agent-session", "limit": 10}
@@ -450,7 +456,7 @@ def test_completed_sessions_build_a_suite_with_from_runs(host):
     # Then each task is a session's input and its output, named by its source run
     doc = raw(host.base_url, "GET", f"{BASE}/eval-suites/{suite_id}/versions/1.0.0", key=host.key_a).json
     by_source = {t["sourceRunId"]: t for t in doc["tasks"]}
-    assert set(by_source) == set(runs)
+    assert set(by_source) == set(runs)  # the replay is no task of its own
     assert by_source[runs[1]]["input"] == {"ticket": "c-1"}
     assert by_source[runs[1]]["expected"]["match"]["value"] == "answer-1"
 
