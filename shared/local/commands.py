@@ -145,8 +145,8 @@ def _serve(
         ports.settings = dataclasses.replace(ports.settings, gateway_url=ports.settings.gateway_url or base_url)
         print(f"openwop-serverless local host: {base_url}")
         print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
-        print(_credentials_line(aws))
         print(_state_line(aws, resumed))
+        print(_credentials_line(aws))
         for key, tenant in api_keys.items():
             print(f"  API key {key} -> tenant {tenant}")
         print(f"demo tool server (HTTP): {demo.tools_url}   demo MCP server: {demo.mcp_url}")

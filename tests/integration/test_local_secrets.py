@@ -262,6 +262,26 @@ def test_another_process_reads_nothing_through_the_endpoint_without_the_hosts_cr
         assert raw(b, "GET", f"{BASE}/credentials/crm", key=KEY).status == 200
         _put_credential(b, "other", "Other" + uuid.uuid4().hex)
         assert raw(b, "DELETE", f"{BASE}/credentials/other", key=KEY).status == 204
+        # And an operator's command in another process, given only --endpoint, finds the credential by port
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        listed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "shared.local.commands",
+                "keys",
+                "list",
+                "--tenant",
+                "tenant-a",
+                "--endpoint",
+                endpoint,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        assert listed.returncode == 0 and "key-tenant-a" in listed.stdout, (listed.stdout, listed.stderr[-2000:])
     finally:
         assert host.stop() == 0, host.stderr[-3000:]
     # And the file is gone with the host
