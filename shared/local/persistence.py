@@ -38,9 +38,9 @@ How (docs/decisions/0095-local-state.md has the evidence and the cost):
   erasure), so a crash costs at most a few repeated webhook deliveries, never a lost one.
 
 The folder: ``FORMAT`` (JSON: format number, the host and moto versions that wrote it), ``lock`` (``flock``ed by
-the running host: a second host on the folder refuses to start), ``snapshot.pickle``, ``journal-<n>.log``. Another
-format or another moto version is refused with both versions named (moto's pickled classes are the snapshot's
-format), never read as empty.
+the running host: a second host on the folder refuses to start), ``snapshot.pickle``, ``journal-<n>.log``,
+``secrets.key`` (``shared.local.sealing``). Another format or another moto version is refused with both versions
+named (moto's pickled classes are the snapshot's format), never read as empty.
 
 This module is the journal (``Journal``: the WSGI layer, recovery, the snapshot child). Beside it:
 ``shared.local.datadir`` (the folder, its format and lock), ``shared.local.journal_records`` (which requests are
