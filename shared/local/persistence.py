@@ -202,6 +202,7 @@ class Journal:
         report.stream_batches = [(name, event) for name, events in pending.items() for event in events]
         # a format-1 folder holds secrets in clear: one snapshot seals them and drops the journal that held them
         report.compact = self.compact_pending or self.data_dir.written_format < FORMAT
+        self.sealer.keep()  # a new folder's key (the journal held nothing sealed): on disk before its first use
         self._segment = max([through, *segments]) + 1  # never a number a snapshot already covers
         self._open_segment()
         report.seconds = time.perf_counter() - started

@@ -5,7 +5,7 @@ the folder's key), and a snapshot holds moto's secrets store as one sealed blob 
 the host before the snapshot child forks: the child does no cryptography). A start opens both. So no file of the
 folder holds a secret's value, name or description in clear, base64 or compressed (decision 0152).
 
-The key: 32 random bytes in ``secrets.key`` (mode 0600), made once per folder, before the first sealed write. It is
+The key: 32 random bytes in ``secrets.key`` (mode 0600), made once per folder, written before the first sealed write. It is
 not the manifest's KMS key: that key's material is itself kept in a Secrets Manager secret (``shared.local.kms_keys``),
 which is sealed with this one. A folder with sealed data and no key is refused, never read as empty.
 
@@ -35,37 +35,45 @@ SEALED_SERVICE = "secretsmanager"
 class Sealer:
     """Seals and opens with one folder's key."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, *, unkept: Path | None = None) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         self._aead = AESGCM(key)
+        self._key = key
+        self._unkept = unkept
+        """Where a new key goes once the folder's journal has been read without meeting a sealed value."""
 
     @classmethod
     def for_folder(cls, data_dir: DataDir) -> Sealer:
-        """The folder's key, made (and fsynced) on first use; refused when sealed data is there but no key."""
+        """The folder's key; a new one when it has none (written by ``keep``, once recovery met no sealed value),
+        refused when a snapshot of this format (its secrets are sealed) is there without it."""
         path = data_dir.path / KEY_FILE
         if path.exists():
             key = path.read_bytes()
             if len(key) != 32:
                 raise DataDirError(f"{path} is not a key this host wrote; the folder was left as it is")
             return cls(key)
-        if holds_sealed(data_dir):
-            raise DataDirError(
-                f"data folder {data_dir.path} holds sealed secrets but its key {path.name} is missing; "
-                "put the key back, or start with another --data-dir or --ephemeral (the folder was left as it is)"
-            )
-        key = os.urandom(32)
+        if data_dir.written_format >= 2 and data_dir.snapshot.exists():
+            raise _missing(data_dir.path)
+        return cls(os.urandom(32), unkept=path)
+
+    def keep(self) -> None:
+        """Write a new key (fsynced, mode 0600) before anything is sealed with it."""
+        path, self._unkept = self._unkept, None
+        if path is None:
+            return
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "wb") as f:
-            f.write(key)
+            f.write(self._key)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
-        return cls(key)
 
     def seal(self, plain: bytes) -> bytes:
+        if self._unkept is not None:
+            self.keep()
         nonce = os.urandom(_NONCE)
         return MAGIC + nonce + self._aead.encrypt(nonce, plain, _AAD)
 
@@ -78,14 +86,18 @@ class Sealer:
         try:
             return bytes(self._aead.decrypt(nonce, sealed[len(MAGIC) + _NONCE :], _AAD))
         except InvalidTag as exc:
+            if self._unkept is not None:
+                raise _missing(self._unkept.parent) from exc
             raise DataDirError(
                 f"a sealed value of the data folder does not open with its {KEY_FILE}; the folder was left as it is"
             ) from exc
 
 
-def holds_sealed(data_dir: DataDir) -> bool:
-    """Whether the folder may hold sealed data (a snapshot or a journal written in format 2)."""
-    return data_dir.written_format >= 2 and (data_dir.snapshot.exists() or bool(data_dir.segments()))
+def _missing(folder: Path) -> DataDirError:
+    return DataDirError(
+        f"data folder {folder} holds sealed secrets but its key {KEY_FILE} is missing; put the key back, or start "
+        "with another --data-dir or --ephemeral (the folder was left as it is)"
+    )
 
 
 def seal_state(state: dict[str, Any], sealer: Sealer, dispatch: dict[Any, Callable[[Any], Any]]) -> dict[str, Any]:

@@ -321,7 +321,7 @@ class _Recording:
 
 
 def test_a_secrets_request_is_journaled_sealed_and_replayed_clear(tmp_path):
-    from shared.local.datadir import DataDir
+    from shared.local.datadir import DataDir, DataDirError
     from shared.local.persistence import Journal
 
     canary = "Canary" + uuid.uuid4().hex
@@ -350,6 +350,15 @@ def test_a_secrets_request_is_journaled_sealed_and_replayed_clear(tmp_path):
     finally:
         folder.close()
     assert again.bodies == [body]
+    # And without its key the folder is refused, not read as empty, and left as it was (no new key written)
+    (tmp_path / "d" / "secrets.key").rename(tmp_path / "kept.key")
+    folder = DataDir.open(tmp_path / "d")
+    try:
+        with pytest.raises(DataDirError, match="holds sealed secrets but its key secrets.key is missing"):
+            Journal(folder, _Recording()).recover()
+    finally:
+        folder.close()
+    assert not (tmp_path / "d" / "secrets.key").exists()
 
 
 def test_a_format_1_folder_is_read_and_compacted_at_start(tmp_path):
