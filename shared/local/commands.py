@@ -66,6 +66,18 @@ def _port_taken(host: str, port: int) -> str | None:
     return None
 
 
+def _credentials_line(aws: object) -> str:
+    from shared.local.stack import LocalAws
+
+    assert isinstance(aws, LocalAws)
+    if aws.credentials_path is None:
+        return "  it answers this host only (a credential made at this start; no file could hold it for you)"
+    return (
+        f"  it answers this host's credential only (new at each start): --endpoint finds it; for boto3 or the AWS CLI, "
+        f"`. {aws.credentials_path}` (mode 0600)"
+    )
+
+
 def _state_line(aws: object, resumed: object) -> str:
     from shared.local.resume import Resumed
     from shared.local.stack import LocalAws
@@ -134,6 +146,7 @@ def _serve(
         print(f"openwop-serverless local host: {base_url}")
         print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
         print(_state_line(aws, resumed))
+        print(_credentials_line(aws))
         for key, tenant in api_keys.items():
             print(f"  API key {key} -> tenant {tenant}")
         print(f"demo tool server (HTTP): {demo.tools_url}   demo MCP server: {demo.mcp_url}")
@@ -167,9 +180,18 @@ def _use_endpoint(endpoint: str | None) -> None:
     if not endpoint:
         return
     from shared import settings
+    from shared.local.endpoint_auth import read_credentials
     from shared.local.environment import endpoint_env, resource_env
 
-    os.environ.update(endpoint_env(endpoint))
+    port = endpoint.rstrip("/").rsplit(":", 1)[-1]
+    found = read_credentials(port)  # the file the host serving that port wrote (else what the environment holds)
+    os.environ.update(
+        endpoint_env(
+            endpoint,
+            found.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_ACCESS_KEY_ID", ""),
+            found.get("AWS_SECRET_ACCESS_KEY") or os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        )
+    )
     os.environ.update(resource_env())
     settings.get_settings.cache_clear()
 

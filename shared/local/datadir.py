@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-FORMAT = 1
+FORMAT = 2
 """The data folder's format. Change it (and teach ``DataDir.open`` to read or refuse the older one) whenever what a
-snapshot or a journal record holds changes meaning."""
+snapshot or a journal record holds changes meaning. 2: Secrets Manager sealed (``shared.local.sealing``); a format-1
+folder is read (its clear records and snapshot load as they are) and compacted at start, so it holds them sealed."""
+READABLE = (1, 2)
 
 FORMAT_FILE = "FORMAT"
 LOCK_FILE = "lock"
@@ -46,6 +48,8 @@ def moto_version() -> str:
 class DataDir:
     path: Path
     _lock_fd: int = -1
+    written_format: int = FORMAT
+    """The format the folder was in when this host opened it (an older one is rewritten: compact it at start)."""
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> DataDir:
@@ -99,14 +103,15 @@ class DataDir:
                 f"(openwop-serverless {ours['host']}); move the folder away to start empty"
             ) from exc
         found_host, found_moto = found.get("host", "unknown"), found.get("moto", "unknown")
-        if found_format != FORMAT or found_moto != ours["moto"]:
+        if found_format not in READABLE or found_moto != ours["moto"]:
             raise DataDirError(
                 f"data folder {self.path} was written in format {found_format} by openwop-serverless {found_host} "
                 f"(moto {found_moto}); this is openwop-serverless {ours['host']} (format {FORMAT}, moto "
                 f"{ours['moto']}), which cannot read it: start the version that wrote it, or use another --data-dir "
                 f"or --ephemeral (the folder was left as it is)"
             )
-        if found_host != ours["host"]:  # same format, same moto: readable; the file names the newest writer
+        self.written_format = found_format
+        if found_host != ours["host"] or found_format != FORMAT:  # readable: the file names the newest writer
             _write_atomically(fmt, (json.dumps(ours, indent=1) + "\n").encode())
 
     def close(self) -> None:

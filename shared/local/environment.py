@@ -28,15 +28,16 @@ def resource_env() -> dict[str, str]:
     return env
 
 
-def endpoint_env(endpoint: str) -> dict[str, str]:
-    """The env vars that point boto3 (and moto's Step Functions interpreter) at a local moto endpoint."""
+def endpoint_env(endpoint: str, access_key_id: str, secret_access_key: str) -> dict[str, str]:
+    """The env vars that point boto3 (and moto's Step Functions interpreter) at a local moto endpoint, signing with
+    its credential (``shared.local.endpoint_auth``: it refuses any other)."""
     port = endpoint.rsplit(":", 1)[-1].split("/", 1)[0]
     return {
         "AWS_ENDPOINT_URL": endpoint,
         "MOTO_PORT": port,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
+        "AWS_ACCESS_KEY_ID": access_key_id,
+        "AWS_SECRET_ACCESS_KEY": secret_access_key,
+        "AWS_SESSION_TOKEN": "local",
         "AWS_DEFAULT_REGION": REGION,
         "AWS_REGION": REGION,
         "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",

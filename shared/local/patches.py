@@ -33,6 +33,9 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 10. A send to a FIFO queue costs the same at any depth (``shared.local.sqs_send``): moto computed the queue's
    approximate counts for every message sent and walked every held message for a duplicate, so filling a queue
    took the square of its depth (a 100,000-event run's fan-out with a subscriber did not finish within an hour).
+11. moto's Step Functions interpreter signs its calls to the server with a fixed key (``ak``): they sign with the
+   endpoint's per-start credential instead, which the guard in front of moto requires (``shared.local.endpoint_auth``,
+   applied by ``LocalAws`` at start; decision 0152).
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in

@@ -17,12 +17,14 @@ How (docs/decisions/0095-local-state.md has the evidence and the cost):
   Reads are not journaled and not serialised, nor are requests moto refused (a 4xx changed nothing). Two requests
   are journaled by meaning instead of by bytes: an SQS delete names the message ids its receipt handles designated
   (receipt handles die with the process), and an SQS send keeps the message ids moto answered, so a replayed
-  message gets its first id back.
+  message gets its first id back. Secrets Manager requests are journaled sealed (``shared.local.sealing``).
 - **Snapshots.** When the journal since the last snapshot passes ``snapshot_bytes``, the journal's snapshot thread
   forks: the child (a copy-on-write image of the parent at a moment when no mutating request was in flight) pickles
   moto's data containers to ``snapshot.pickle`` (written beside, fsynced, renamed: a snapshot is whole or absent)
   and exits; the host goes on serving, and deletes the journal segments the snapshot covers once the child
-  succeeded.
+  succeeded. The secrets store is pickled and sealed by the host before the fork.
+- **Deleted secrets.** A ``DeleteSecret`` is answered once a snapshot without the secret has replaced the segments
+  that held it (an ``erased`` record makes a start after a crash take it): nothing of it stays in the folder.
 - **Erasure.** Once the erasure hook has delivered a run's REMOVE, the run's queued messages are deleted (journaled by
   message id), its stream records are kept out of snapshots, and a snapshot is taken: the journal segments that
   wrote its data go with the ones it covers (decision 0127).
@@ -36,9 +38,9 @@ How (docs/decisions/0095-local-state.md has the evidence and the cost):
   erasure), so a crash costs at most a few repeated webhook deliveries, never a lost one.
 
 The folder: ``FORMAT`` (JSON: format number, the host and moto versions that wrote it), ``lock`` (``flock``ed by
-the running host: a second host on the folder refuses to start), ``snapshot.pickle``, ``journal-<n>.log``. Another
-format or another moto version is refused with both versions named (moto's pickled classes are the snapshot's
-format), never read as empty.
+the running host: a second host on the folder refuses to start), ``snapshot.pickle``, ``journal-<n>.log``,
+``secrets.key`` (``shared.local.sealing``). Another format or another moto version is refused with both versions
+named (moto's pickled classes are the snapshot's format), never read as empty.
 
 This module is the journal (``Journal``: the WSGI layer, recovery, the snapshot child). Beside it:
 ``shared.local.datadir`` (the folder, its format and lock), ``shared.local.journal_records`` (which requests are
@@ -76,6 +78,7 @@ from shared.local.moto_data import (
     sqs_restore_ids,
     sqs_sent_ids,
 )
+from shared.local.sealing import SEALED_SERVICE, Sealer, open_state, seal_state
 from shared.local.snapshots import (  # a snapshot names the two rebuilders here (snapshots.PICKLED_IN)
     _rebuild_key_store,  # noqa: F401
     _rebuild_limited_dict,  # noqa: F401
@@ -135,11 +138,13 @@ class Journal:
         data_dir: DataDir,
         app: Any,
         *,
+        sealer: Sealer | None = None,
         snapshot_bytes: int | None = None,
         pending_streams: Callable[[], list[tuple[str, dict[str, Any]]]] = list,
     ) -> None:
         self.data_dir = data_dir
         self.app = app
+        self.sealer = sealer or Sealer.for_folder(data_dir)
         self.lock = threading.Lock()
         self.snapshot_bytes = snapshot_bytes if snapshot_bytes is not None else snapshot_bytes_setting()
         self.pending_streams = pending_streams
@@ -172,7 +177,7 @@ class Journal:
         pending: dict[str, list[dict[str, Any]]] = {}
         if loaded is not None:
             header, state = loaded
-            install_state(state)
+            install_state(open_state(state, self.sealer))
             through = int(header["through"])
             for name, event in header.get("streams", []):
                 pending.setdefault(name, []).append(event)
@@ -195,7 +200,9 @@ class Journal:
                 gc.enable()
         gc.freeze()  # what was loaded lives as long as the process: keep the collector (and forks) off it
         report.stream_batches = [(name, event) for name, events in pending.items() for event in events]
-        report.compact = self.compact_pending
+        # a format-1 folder holds secrets in clear: one snapshot seals them and drops the journal that held them
+        report.compact = self.compact_pending or self.data_dir.written_format < FORMAT
+        self.sealer.keep()  # a new folder's key (the journal held nothing sealed): on disk before its first use
         self._segment = max([through, *segments]) + 1  # never a number a snapshot already covers
         self._open_segment()
         report.seconds = time.perf_counter() - started
@@ -216,7 +223,9 @@ class Journal:
             _, queue_url, ids = record
             sqs_delete_ids(queue_url, ids)
             return
-        _, saved, body, extra = record
+        kind, saved, body, extra = record
+        if kind == "sealed":
+            body = self.sealer.open(body)
         environ = dict(saved)
         environ.update(
             {
@@ -261,9 +270,16 @@ class Journal:
                         "queue": str(_json(body).get("QueueUrl", "")),
                         "sent": sqs_sent_ids(mutation.operation, response),
                     }
-                record = ("http", saved, body, extra)
+                sealed = mutation.service == SEALED_SERVICE
+                record = ("sealed" if sealed else "http", saved, self.sealer.seal(body) if sealed else body, extra)
             self._append(pickle.dumps(record, protocol=5))
+            deleted = mutation.service == SEALED_SERVICE and mutation.operation == "DeleteSecret"
+            if deleted:  # a start after a crash before the snapshot below takes it
+                self._append(pickle.dumps(("erased",), protocol=5))
             self._maybe_snapshot()
+        if deleted:  # answered once the segments that held its sealed value are gone
+            self.request_snapshot()
+            self.wait_for_snapshot()
         start_response(status, headers)
         return [response]
 
@@ -365,7 +381,8 @@ class Journal:
         through = self._segment
         # Everything the child needs is made here: after a fork only the forking thread runs, and a lock another
         # thread held at that instant (an import lock, a logging handler's) would never be released in the child.
-        header, state, dispatch = self._header(through, self._kept_streams()), collect_state(), dispatch_table()
+        dispatch = dispatch_table()
+        header, state = self._header(through, self._kept_streams()), seal_state(collect_state(), self.sealer, dispatch)
         os.close(self._fd)
         self._segment += 1
         self._open_segment()
@@ -431,7 +448,8 @@ class Journal:
             os.close(self._fd)
             self._segment += 1
             self._open_segment()
-            size = write_snapshot(self.data_dir, self._header(through, self._kept_streams()), collect_state())
+            state = seal_state(collect_state(), self.sealer, dispatch_table())
+            size = write_snapshot(self.data_dir, self._header(through, self._kept_streams()), state)
             self.since_snapshot = 0
             self.snapshots += 1
         for number in self.data_dir.segments():

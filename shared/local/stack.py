@@ -9,6 +9,10 @@ stack would create (``shared.local.resources``), and exports the env vars ``shar
 across restarts (``shared.local.persistence``): ``start()`` takes the folder (or raises ``DataDirError``) and loads
 what it holds before anything else runs, and the first ``bootstrap()`` delivers the stream records a consumer had not
 finished.
+
+The endpoint answers this process only: ``start()`` makes a credential for it, which the process's boto3 clients
+sign with and every request must carry (``shared.local.endpoint_auth``); ``credentials_path`` is the 0600 file that
+hands it to an operator's commands.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import boto3
 
 from shared import manifest, settings
 from shared.keys import RUN_SK
-from shared.local import resources
+from shared.local import endpoint_auth, resources
 from shared.local.environment import REGION, endpoint_env, resource_env
 from shared.local.patches import apply_patches
 
 if TYPE_CHECKING:
     from shared.local.datadir import DataDir
     from shared.local.persistence import Journal, Recovery
+    from shared.local.sealing import Sealer
 
 STOP_STREAM_WAIT_S = 5.0  # at most this long, at stop, for the stream batches written so far to be delivered
 MOTO_CONFIG: dict[str, Any] = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
@@ -71,12 +76,9 @@ def _forget_clients() -> None:
 
 
 def _moto_server(host: str, port: int, wrap: Any) -> Any:
-    """moto's ``ThreadedMotoServer`` whose WSGI application is ``wrap(moto's application)`` (the journal of kept
-    state) when ``wrap`` is given. Pinned to moto 5.2.5's ``_server_entry`` (it makes the application and serves)."""
+    """moto's ``ThreadedMotoServer`` whose WSGI application is ``wrap(moto's application)`` (the endpoint's guard,
+    and the journal of kept state). Pinned to moto 5.2.5's ``_server_entry`` (it makes the application and serves)."""
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-
-    if wrap is None:
-        return ThreadedMotoServer(ip_address=host, port=port, verbose=False)
 
     class _Server(ThreadedMotoServer):
         def _server_entry(self) -> None:
@@ -116,6 +118,11 @@ class LocalAws:
         self.journal: Journal | None = None
         self.recovery: Recovery | None = None
         self._stream_backlog = False
+        self.credential = endpoint_auth.EndpointCredential.new()
+        """The endpoint's credential for this start (``shared.local.endpoint_auth``)."""
+        self._sealer: Sealer | None = None
+        self.credentials_path: Path | None = None
+        """The 0600 file holding it for an operator (None when the user's folder for it could not be used)."""
 
     @property
     def kept(self) -> bool:
@@ -142,13 +149,19 @@ class LocalAws:
             return self.endpoint
         for name in ("moto", "werkzeug", "botocore.credentials"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        wrap = None
+        journal = None
         if self.data_dir_path is not None:
             from shared.local.datadir import DataDir
 
             self.data_dir = DataDir.open(self.data_dir_path)  # DataDirError before anything starts
-            wrap = self._journal_for
+            journal = self._journal_for
+        self.credential = endpoint_auth.EndpointCredential.new()
+        wrap = endpoint_auth.guarded(self.credential, journal)
         try:
+            if self.data_dir is not None:
+                from shared.local.sealing import Sealer
+
+                self._sealer = Sealer.for_folder(self.data_dir)  # the folder's key (DataDirError: refused)
             self._start_server(wrap)
         except BaseException:
             self.stop()  # a folder it could not read: the server stops, the environment and the folder are released
@@ -163,8 +176,13 @@ class LocalAws:
         from shared.local.persistence import Journal
 
         assert self.data_dir is not None
+        assert self._sealer is not None
         self.journal = Journal(
-            self.data_dir, app, snapshot_bytes=self._snapshot_bytes, pending_streams=pending_stream_batches
+            self.data_dir,
+            app,
+            sealer=self._sealer,
+            snapshot_bytes=self._snapshot_bytes,
+            pending_streams=pending_stream_batches,
         )
         return self.journal
 
@@ -173,16 +191,26 @@ class LocalAws:
         server.start()
         self._server = server
         self.port = server.get_host_and_port()[1]
-        self._set_env(endpoint_env(self.endpoint))
+        credential = self.credential
+        self._set_env(endpoint_env(self.endpoint, credential.access_key_id, credential.secret_access_key))
+        endpoint_auth.set_current(credential)
         request = urllib.request.Request(
             f"{self.endpoint}/moto-api/config",
             data=json.dumps(MOTO_CONFIG).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"AWS4-HMAC-SHA256 Credential={credential.access_key_id}/moto-api",
+            },
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
         apply_patches()
+        endpoint_auth.patch_sfn_boto_clients()
+        try:
+            self.credentials_path = endpoint_auth.write_credentials(self.endpoint, self.port, credential, REGION)
+        except OSError as exc:  # the host still works; the operator is told there is no file
+            logging.getLogger("shared.local").warning("the endpoint's credentials file was not written: %s", exc)
         if self.journal is not None:
             self.recovery = self.journal.recover()  # before any client: the kept data is there when they come
             self._stream_backlog = True
@@ -233,6 +261,9 @@ class LocalAws:
                 self.journal.close()  # later writes are refused (503), never half-kept
             self._server.stop()
             self._server = None
+            endpoint_auth.remove_credentials(self.credentials_path, self.credential)
+            self.credentials_path = None
+            endpoint_auth.set_current(None)
             self.journal = None
             if self.data_dir is not None:
                 self.data_dir.close()

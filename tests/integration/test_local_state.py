@@ -345,20 +345,27 @@ def test_nothing_acknowledged_is_lost_when_the_host_is_killed_at_any_moment(tmp_
         assert final.stop() == 0, final.stderr[-3000:]
 
 
-@pytest.mark.timeout(900)
-def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
+def _endpoint_client(host: ServeProcess, service: str) -> Any:
+    """A boto3 client for the host's moto endpoint, with the credential in the file its start printed."""
     import boto3
 
+    endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", host.out).group(1)  # type: ignore
+    path = re.search(r"`\. (\S+)` \(mode 0600\)", host.out).group(1)  # type: ignore
+    exported = dict(p.split("=", 1) for line in open(path).read().splitlines()[1:] for p in line.split()[1:])
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=exported["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=exported["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+@pytest.mark.timeout(900)
+def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
     data = tmp_path / "state"
     with _killed_after(tmp_path, data, "snapshots", OPENWOP_SNAPSHOT_JOURNAL_MB="1") as host:
-        endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", host.out).group(1)  # type: ignore
-        ddb = boto3.client(
-            "dynamodb",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
+        ddb = _endpoint_client(host, "dynamodb")
         # Given ~4 MB of writes (8,000 items of 400 B, in batches of 25) through moto's endpoint
         pad = "x" * 400
         for batch in range(320):
@@ -384,14 +391,7 @@ def test_snapshots_replace_the_journal_while_the_host_serves(tmp_path):
     # And a start after a kill has every item (the snapshot plus the journal after it)
     again = _serve(tmp_path, data, "after-snapshots")
     try:
-        endpoint = re.search(r"moto endpoint .*: (http://127\.0\.0\.1:\d+)", again.out).group(1)  # type: ignore
-        ddb = boto3.client(
-            "dynamodb",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
+        ddb = _endpoint_client(again, "dynamodb")
         count = sum(
             page["Count"]
             for page in ddb.get_paginator("scan").paginate(
@@ -524,7 +524,7 @@ def test_state_is_kept_in_dot_openwop_of_the_working_directory_unless_ephemeral(
     try:
         assert serve.serving, serve.stderr[-3000:]
         assert f"local state: {work.resolve() / '.openwop'} (kept across restarts" in serve.out
-        assert json.loads((work / ".openwop" / "FORMAT").read_text())["format"] == 1
+        assert json.loads((work / ".openwop" / "FORMAT").read_text())["format"] == 2
     finally:
         assert serve.stop() == 0
     # With --ephemeral: nothing is written anywhere
