@@ -48,6 +48,7 @@ LONGEST_FIRST = (
     "test_readme_release.py",  # ~170 s
     "test_layer.py",  # ~170 s: pip
     "test_local_front.py",  # ~145 s
+    "test_local_secrets.py",  # ~150 s: hosts killed and started again
     "test_effects_after_stop.py",  # ~130 s
     "test_conformance_profile.py",  # ~125 s
     "test_readme_agents.py",  # ~120 s
