@@ -14,8 +14,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import pytest
 from openwop_client.types import CreateRunRequest
 
 from tests.faults import check_run
@@ -231,3 +233,86 @@ def test_a_marker_younger_than_the_grace_period_is_left_alone(host):
     assert run_id in {p.run_id for p in ports.starts.read_due(ports.clock.now_ms() + 1)}
     assert run_id in sweep(ports, grace_s=0).failed
     assert ports.runs.get_run(run_id).error["code"] == "persistence_failed"
+
+
+# A kill -9 at a chosen write of the first create, in a served host: botocore's client call wrapped from
+# ``sitecustomize`` (the served process imports it at start, from PYTHONPATH). The thread that writes a start marker
+# is the create's; after its n-th applied write the process exits at once (``os._exit``: no cleanup, no flush beyond
+# the journal's own writes), noting the run id first.
+KILL_HOOK = """
+import os, threading
+from botocore.client import BaseClient
+
+_after, _note = int(os.environ["OUTBOX_KILL_AFTER"]), os.environ["OUTBOX_KILL_NOTE"]
+_writes = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem", "PutObject", "StartExecution"}
+_armed = {}
+_call = BaseClient._make_api_call
+
+
+def _make_api_call(self, operation, params):
+    out = _call(self, operation, params)
+    me = threading.get_ident()
+    pk = str(((params.get("Item") or {}).get("pk") or {}).get("S", "")) if operation == "PutItem" else ""
+    if pk.startswith("STARTS#") and not _armed:
+        _armed[me] = 0
+        with open(_note, "w") as f:
+            f.write(params["Item"]["sk"]["S"])
+    if me in _armed and operation in _writes:
+        _armed[me] += 1
+        if _armed[me] == _after:
+            os._exit(137)
+    return out
+
+
+BaseClient._make_api_call = _make_api_call
+"""
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("after", "expected"), [(2, "failed"), (4, "completed")], ids=["before-plan", "after-ready"])
+def test_a_host_killed_mid_eval_create_settles_the_run_when_it_starts_again(tmp_path, after, expected):
+    import os
+
+    from tests.helpers import ServeProcess
+    from tests.wire import raw
+
+    key, data, note = "dev-key-tenant-a", tmp_path / "data", tmp_path / "note"
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(KILL_HOOK)
+    # Given a kept host killed right after the n-th write of an eval run's create: its run items (2: the plan never
+    # written, the issue's stranded eval) or its marker made ready (4: the plan stored, no execution started)
+    killed = ServeProcess(
+        tmp_path,
+        *("--port", "0", "--data-dir", str(data)),
+        name="killed",
+        env={
+            "PYTHONPATH": f"{tmp_path / 'hook'}{os.pathsep}{Path(__file__).resolve().parents[2]}",
+            "OUTBOX_KILL_AFTER": str(after),
+            "OUTBOX_KILL_NOTE": str(note),
+        },
+    ).start(timeout=300)
+    assert killed.serving, killed.stderr[-3000:]
+    body = {"mode": "eval", "evalSuiteRef": EVAL_SUITE, "agentId": EVAL_AGENT}
+    with pytest.raises(OSError):  # the connection drops: no answer
+        raw(killed.base_url, "POST", "/runs", body, key=key)
+    assert killed.wait(timeout=60) == 137
+    run_id = note.read_text()
+    # When the host starts again on the same folder
+    again = ServeProcess(tmp_path, "--port", "0", "--data-dir", str(data), name="again").start(timeout=300)
+    try:
+        assert again.serving, again.stderr[-3000:]
+        # Then the run is settled: failed persistence_failed (cut before its plan), or started and completed
+        wire = run_id.replace("/", "~2F")
+
+        def snapshot() -> Any:
+            r = raw(again.base_url, "GET", f"/runs/{wire}", key=key)
+            assert r.status == 200, r.text
+            return r.json if r.json["status"] in ("completed", "failed", "cancelled") else None
+
+        snap = eventually(snapshot, timeout=120, interval=0.2)
+        assert snap["status"] == expected, snap
+        if expected == "failed":
+            assert snap["error"]["code"] == "persistence_failed"
+            assert "1 runs whose create was cut failed" in again.out, again.out
+    finally:
+        again.stop()
