@@ -65,7 +65,8 @@ def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resu
     done = Resumed(runs=list(swept.started), failed_starts=list(swept.failed))
     for run_id in unfinished_runs(ports.settings.runs_table, writes):
         rec = ports.runs.get_run(run_id)
-        if rec is None or rec.terminal or run_id in swept.settled:
+        # a marker the sweep only cleared (the run had an execution before the stop) leaves the run to resume
+        if rec is None or rec.terminal or run_id in swept.started or run_id in swept.failed:
             continue
         if rec.status == "cancelling":
             finish_cancel(ports, run_id)
