@@ -235,6 +235,36 @@ def test_a_marker_younger_than_the_grace_period_is_left_alone(host):
     assert ports.runs.get_run(run_id).error["code"] == "persistence_failed"
 
 
+def test_the_scheduled_function_fails_a_stranded_eval_once_its_grace_has_passed(host):
+    # Given an eval run's create killed right after its run items (its plan never written)
+    import dataclasses
+
+    from functions.sweep_starts.handler import lambda_handler
+    from shared import wiring
+    from shared.services import runs
+    from shared.services.common import Caller
+
+    ports = _ports()
+    req = CreateRunRequest(mode="eval", evalSuiteRef=EVAL_SUITE, agentId=EVAL_AGENT)
+    with killed_after_write(ports, 2) as kill:
+        try:
+            runs.create(ports, Caller(tenant=host.tenant_a, subject_id="outbox-test"), req)
+        except Killed:
+            pass
+    (run_id,) = kill.run_ids
+    # When the scheduled function is invoked with EventBridge's event, on a deployment whose grace has passed
+    event = {"id": unique("tick"), "detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    before = wiring._override
+    wiring.set_ports(dataclasses.replace(ports, settings=dataclasses.replace(ports.settings, start_sweep_grace_s=0)))
+    try:
+        out = lambda_handler(event, None)
+    finally:
+        wiring.set_ports(before)
+    # Then it failed the run persistence_failed and says so
+    assert run_id in out["failed"] and out["errors"] == {}
+    assert ports.runs.get_run(run_id).error["code"] == "persistence_failed"
+
+
 # A kill -9 at a chosen write of the first create, in a served host: botocore's client call wrapped from
 # ``sitecustomize`` (the served process imports it at start, from PYTHONPATH). The thread that writes a start marker
 # is the create's; after its n-th applied write the process exits at once (``os._exit``: no cleanup, no flush beyond
