@@ -16,6 +16,7 @@ from infra.constructs.functions import HostFunctions, function_group
 from infra.constructs.monitoring import HostMonitoring, RollbackAlarms
 from infra.constructs.outputs import add_outputs
 from infra.constructs.queues import HostQueues
+from infra.constructs.schedules import HostSchedules
 from infra.constructs.secrets import HostSecrets
 from infra.constructs.seeding import HostSeeding, plan_from_context
 from infra.constructs.state_machines import HostStateMachines
@@ -30,7 +31,7 @@ DEFAULT_RETENTION_DAYS = 30
 
 NESTED_STACKS = {
     "ApiFunctions": "the API handlers",
-    "Workers": "the stream and queue consumers and the seed function",
+    "Workers": "the stream, queue and scheduled consumers and the seed function",
     "Monitoring": "the alarms (but the rollback ones) and the dashboard",
 }
 
@@ -94,6 +95,8 @@ class HostStack(Stack):
         self.functions.connect_state_machines(self.state_machines.machines)
         self.streams = StreamConsumers(self, "StreamConsumers", tables=self.tables, functions=self.functions)
         self.queues = HostQueues(self, "HostQueues", functions=self.functions)
+        # the scheduled functions' rules beside them, in the workers' stack: the start outbox's sweep (decision 0150)
+        self.schedules = HostSchedules(workers, "HostSchedules", functions=self.functions)
         # the routes stay in the root with the API: a route key is unique in its API, so a route moved to a nested
         # stack would be created beside the old one before that is deleted, and refused
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)

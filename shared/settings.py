@@ -57,6 +57,9 @@ class Settings:
     tenant_write_burst: int = 40
     openai_base_url: str = ""  # the OpenAI-compatible endpoint an agent binding without baseUrl uses
     model_call_attempts: int = 3  # per model call: a retryable provider error is tried this often in the task
+    # How old a start-outbox marker must be before a sweep settles it: longer than any create may take (the create
+    # functions time out at 30 s), so a sweep never meets a create still writing (decision 0150).
+    start_sweep_grace_s: int = 60
     judge_provider: str = ""  # the default rubric judge (RFC 0244) when an eval run names none
     judge_model: str = ""
     # the deployment stage (CDK context ``stage``; ``local`` for the embedded host). ``prod`` never serves mocks.
@@ -158,6 +161,7 @@ def get_settings() -> Settings:
         tenant_write_burst=max(1, int(_env("TENANT_WRITE_BURST", "40"))),
         openai_base_url=_env("OPENAI_BASE_URL"),
         model_call_attempts=max(1, int(_env("MODEL_CALL_ATTEMPTS", "3"))),
+        start_sweep_grace_s=max(0, int(_env("START_SWEEP_GRACE_SECONDS", "60"))),
         judge_provider=_env("JUDGE_PROVIDER"),
         judge_model=_env("JUDGE_MODEL"),
         stage=_env("STAGE", "local").strip() or "local",

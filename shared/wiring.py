@@ -281,6 +281,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.sampling import DynamoSamplingRuleRepository, DynamoSuiteDraftRepository
     from shared.storage.secrets import SecretsManagerSecretStore
     from shared.storage.sqs import SqsQueue
+    from shared.storage.starts import DynamoStartOutbox
     from shared.storage.suites import DynamoSuiteRepository
     from shared.storage.tool_calls import DynamoToolCallStore
     from shared.storage.webhooks import DynamoWebhookRepository, DynamoWebhookSecretRepository
@@ -341,6 +342,7 @@ def build_ports(settings: Settings) -> Ports:
         sampling_rules=DynamoSamplingRuleRepository(host),
         suite_drafts=DynamoSuiteDraftRepository(host),
         suites=DynamoSuiteRepository(host),
+        starts=DynamoStartOutbox(host),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

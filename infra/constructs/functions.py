@@ -264,7 +264,10 @@ class HostFunctions(Construct):
         acknowledge(
             fn,
             "Serverless-LambdaDLQ",
-            f"{spec.name} is never invoked asynchronously: API Gateway and Step Functions invoke it synchronously "
+            f"{spec.name} is invoked asynchronously only by its EventBridge schedule, whose ticks carry nothing: a "
+            "failed one is made up by the next, and a dead-letter target would hold only stale ticks."
+            if spec.kind == "schedule"
+            else f"{spec.name} is never invoked asynchronously: API Gateway and Step Functions invoke it synchronously "
             "(and retry), stream and queue event source mappings keep their own on-failure queue or redrive, and "
             "CloudFormation waits on the seed custom resource; an async dead-letter target would never receive a "
             "message.",

@@ -164,6 +164,13 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "http://localhost:4318/v1/traces); default none: no spans",
     ),
     ContextSetting(
+        "startSweepGraceSeconds",
+        "START_SWEEP_GRACE_SECONDS",
+        "int",
+        "seconds a run written but not started waits before the start sweep starts or fails it (more than a create "
+        "may take: its function's 30 s timeout); default 60",
+    ),
+    ContextSetting(
         "tracingCaptureContent",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
         "bool",

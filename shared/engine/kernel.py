@@ -251,6 +251,10 @@ def halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:
     return {"runId": run_id, "next": "park" if parked else "done", "waitSeconds": 0}
 
 
+# The error name a sweep of the start outbox fails a run with whose create stopped before all it needs was stored.
+START_INTERRUPTED = "StartInterrupted"
+
+
 def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[str, Any]:
     """The state machine's Catch: the run fails with a registered code, never silently."""
     rec = ports.runs.get_run(run_id)
@@ -268,6 +272,8 @@ def fail_run(ports: Ports, run_id: str, error: dict[str, Any] | None) -> dict[st
         failure = fail_obj(c.EVAL_RECORDED_FIXTURES_GONE, "the recorded fixtures this eval run was served are gone")
     if name == "SessionExpired":  # a session's execution waited for its expiresAt (decision 0143)
         failure = fail_obj(c.SESSION_EXPIRED, "the session was not completed before its expiresAt")
+    if name == START_INTERRUPTED:  # the start outbox's sweep: a create cut before its run was whole (decision 0150)
+        failure = fail_obj(c.PERSISTENCE_FAILED, "the run's creation was interrupted before it was stored whole")
     ev = make_event(ports, run_id, rec.last_seq + 1, c.RUN_FAILED, {"error": failure}, None)
     try:
         ports.events.append_events(

@@ -96,6 +96,8 @@ def _state_line(aws: object, resumed: object) -> str:
         line += f"; {len(resumed.runs)} unfinished run{'' if len(resumed.runs) == 1 else 's'} resumed"
         if resumed.cancelled:
             line += f", {len(resumed.cancelled)} cancellations finished"
+        if resumed.failed_starts:
+            line += f", {len(resumed.failed_starts)} runs whose create was cut failed"
     if resumed.failed:
         line += f"; {len(resumed.failed)} runs could not be restarted: {', '.join(resumed.failed[:3])}"
     return line

@@ -34,7 +34,8 @@ class Function:
 
     name: str
     module: str
-    kind: Literal["api", "task", "stream", "setup", "queue"]  # setup: a CloudFormation custom resource
+    # setup: a CloudFormation custom resource; schedule: invoked by an EventBridge rule every ``every_minutes``
+    kind: Literal["api", "task", "stream", "setup", "queue", "schedule"]
     tables: tuple[tuple[str, Access], ...] = ()
     bucket: Access | None = None
     starts: tuple[str, ...] = ()  # state machines it may start / stop
@@ -51,6 +52,7 @@ class Function:
     gateway_url: bool = False  # hands out agent-gateway URLs: GATEWAY_URL, the gateway's function URL on AWS
     timeout_s: int = 30
     memory_mb: int = 512
+    every_minutes: int = 0  # a ``schedule`` function's period
 
     @property
     def local_name(self) -> str:
@@ -289,6 +291,21 @@ FUNCTIONS: tuple[Function, ...] = (
         memory_mb=256,
         timeout_s=60,
         keys=((SIGNING, "readwrite"),),
+    ),
+    # The start outbox's sweep (decision 0150): runs written but never started (a create cut by a timeout or a lost
+    # instance) are started, or failed persistence_failed when what they need was never stored. It reads its markers
+    # and the runs they name, appends a failed run's run.failed (a state snapshot may go to the bucket), and starts or
+    # finishes what the create would have.
+    Function(
+        "sweep_starts",
+        "functions.sweep_starts.handler",
+        "schedule",
+        ((RUNS, "readwrite"), (EVENTS, "readwrite"), (HOST, "readwrite")),
+        bucket="readwrite",
+        starts=("run", "eval", "fork"),
+        timeout_s=120,
+        memory_mb=256,
+        every_minutes=1,
     ),
 )
 

@@ -44,6 +44,7 @@ from shared.ports.runs import (
     ToolCallStore,
 )
 from shared.ports.sampling import SamplingRuleRepository, SuiteDraftRepository
+from shared.ports.starts import PendingStart, StartOutbox
 from shared.ports.suites import SuiteRepository
 from shared.ports.tracing import AttrValue, NoTracing, Span, Tracing
 from shared.ports.transports import (
@@ -108,6 +109,7 @@ __all__ = [
     "ModelToolSpec",
     "NoTracing",
     "Orchestrator",
+    "PendingStart",
     "Ports",
     "Queue",
     "QuotaRepository",
@@ -123,6 +125,7 @@ __all__ = [
     "SecretNotFoundError",
     "SecretStore",
     "Span",
+    "StartOutbox",
     "StackLookupError",
     "StackOutputs",
     "SuiteDraftRepository",
@@ -175,5 +178,6 @@ class Ports:
     sampling_rules: SamplingRuleRepository
     suite_drafts: SuiteDraftRepository
     suites: SuiteRepository
+    starts: StartOutbox  # runs written but not yet started (the start outbox; decision 0150)
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

@@ -186,9 +186,14 @@ def _start(
         state=st.new_state(),
         expires_at=expires_at(ports),
     )
+    from shared.services import start_outbox as outbox
+
+    # ready once its first events are stored: a session cut before them is failed by the sweep (decision 0150)
+    pending = outbox.begin(ports, run_id, "run", rec.expires_at, ready=False)
     try:  # a fork with its lineage link, in one transaction: the source's erasure reaches it
         ports.runs.create_run(rec, parent=parent)
     except RunGoneError as exc:
+        outbox.done(ports, run_id)
         raise NotFoundError("No such run.") from exc  # the source is being erased
     started = {
         "workflowId": SESSION_WORKFLOW,
@@ -211,6 +216,7 @@ def _start(
         ports.events.append_events(
             run_id, 0, events, run_updates=updates, require_status=("running",), expires_at=rec.expires_at
         )
+        outbox.ready(ports, pending, rec.expires_at)
         expires_iso = ports.clock.iso(int(data["session"]["expiresAtMs"]))
         arn = ports.orchestrator.start("run", run_id, {"runId": run_id, "sessionExpiresAt": expires_iso})
         ports.runs.set_execution(run_id, arn)
@@ -218,7 +224,9 @@ def _start(
         from shared.services.erasure import erase_now
 
         erase_now(ports, run_id, tombstone=False)
+        outbox.done(ports, run_id)
         raise ServiceUnavailableError() from exc
+    outbox.done(ports, run_id)
     return ports.runs.get_run(run_id) or rec
 
 

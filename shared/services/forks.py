@@ -158,23 +158,30 @@ def _create_fork(
         expires_at=exp,
         started_at=now if status == "running" else None,
     )
+    from shared.services import start_outbox as outbox
+
+    pending = outbox.begin(ports, run_id, "fork", exp, ready=child_plan is None)  # decision 0150
     try:
         # With its lineage link, in one transaction: the source's erasure reaches every fork through it.
         ports.runs.create_run(rec, parent=src.run_id)
     except RunGoneError as exc:
+        outbox.done(ports, run_id)
         raise NotFoundError("No such run.") from exc  # the source is being erased
     try:
         if child_plan is not None:
             from shared.engine import evalrun
 
             evalrun.store_plan(ports, run_id, child_plan, exp)
+            outbox.ready(ports, pending, exp)
         arn = ports.orchestrator.start("fork", run_id, {"runId": run_id})
         ports.runs.set_execution(run_id, arn)
     except Exception:
         from shared.services.erasure import erase_now
 
         erase_now(ports, run_id, tombstone=False)
+        outbox.done(ports, run_id)
         raise
+    outbox.done(ports, run_id)
     return Created(
         201,
         {

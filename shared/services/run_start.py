@@ -20,6 +20,7 @@ from shared.errors import (
     ValidationError,
 )
 from shared.ports import Ports, RunRecord, Span
+from shared.services import start_outbox as outbox
 from shared.services.common import Caller, links
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ def start_run(
     *,
     before_start: Callable[[RunRecord], None] | None = None,
 ) -> Created:
-    """Write the run item, then start its execution; a failed start leaves no run behind.
+    """Write the run item, then start its execution; a failed start leaves no run behind, a create cut short (a
+    crash, a timeout) one the start outbox's sweep starts or fails (``start_outbox``).
 
     ``before_start(record)`` writes what the execution needs under the new run id (an eval run's plan and its
     derived fixture copies) after the run item exists and before the execution starts; if it fails, the run
@@ -126,17 +128,22 @@ def _start_run(
         state=new_state(),
         expires_at=expires_at(ports),
     )
+    # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
+    pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)
     ports.runs.create_run(rec)
     try:
         if before_start is not None:
             before_start(rec)
+            outbox.ready(ports, pending, rec.expires_at)
         arn = ports.orchestrator.start(machine, run_id, {"runId": run_id})
         ports.runs.set_execution(run_id, arn)
     except Exception as exc:
         from shared.services.erasure import erase_now
 
         erase_now(ports, run_id, tombstone=False)
+        outbox.done(ports, run_id)
         if isinstance(exc, ProtocolError | ItemTooLargeError):
             raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
         raise ServiceUnavailableError() from exc
+    outbox.done(ports, run_id)
     return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})

@@ -1044,6 +1044,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         "tracingEndpoint": "http://localhost:4318/v1/traces",
         "tracingCaptureContent": "False",
         "conformanceSeams": "True",
+        "startSweepGraceSeconds": "90",
     }
     expected = {
         "HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443",
@@ -1072,6 +1073,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://localhost:4318/v1/traces",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false",
         "OPENWOP_CONFORMANCE_SEAMS": "true",
+        "START_SWEEP_GRACE_SECONDS": "90",
     }
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(
         expected

@@ -1,0 +1,82 @@
+"""The start outbox: a run written but never started is started or failed by a sweep, never left ``pending``.
+
+A create writes the run's marker (``ports.starts``) before its first item, marks it ready once all the execution
+needs is stored, and clears it once the execution is started (``begin`` / ``ready`` / ``done``). A create cut
+anywhere in between (a Lambda timeout or a lost instance on AWS, a killed process locally) leaves the marker, and
+a sweep (``start_sweep``) settles it once it is older than the grace period: the scheduled ``sweep_starts`` function
+on AWS, the resume at startup locally (``shared.local.resume``).
+
+Settling is idempotent: the execution's name is derived from the run id (``execution_name``, hashed when too long),
+so starting a run whose execution already exists answers that execution; a run whose marker is not ready (its plan,
+or a session's first events, never stored) fails ``persistence_failed`` through the engine's terminal path
+(``kernel.fail_run``: a ``run.failed`` event, so webhooks and streams see it as any failure). Decision 0150.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.ports import PendingStart, Ports, RunRecord
+
+# --------------------------------------------------------------------------- the create's side
+
+
+def begin(ports: Ports, run_id: str, machine: str, expires_at: int, *, ready: bool) -> PendingStart:
+    """Before a create's first write: the run's marker (``ready`` when the run item alone is all it needs)."""
+    start = PendingStart(run_id=run_id, machine=machine, ready=ready, at_ms=ports.clock.now_ms())
+    ports.starts.put_start(start, expires_at=expires_at)
+    return start
+
+
+def ready(ports: Ports, start: PendingStart, expires_at: int) -> None:
+    """Everything the run's execution needs is stored: a sweep may start it."""
+    ports.starts.put_start(
+        PendingStart(run_id=start.run_id, machine=start.machine, ready=True, at_ms=start.at_ms), expires_at=expires_at
+    )
+
+
+def done(ports: Ports, run_id: str) -> None:
+    """The execution is started (or the run erased): clear the marker. A failure here only leaves the marker for
+    the sweep, which finds the execution and clears it: it never fails the create."""
+    try:
+        ports.starts.clear_start(run_id)
+    except Exception:  # noqa: BLE001, S110 - the sweep clears what is left
+        pass
+
+
+# --------------------------------------------------------------------------- what a sweep and a resume need
+
+
+def machine_of(rec: RunRecord) -> str:
+    """The state machine a run executes on."""
+    return "fork" if rec.data.get("fork") else "eval" if rec.kind == "eval" else "run"
+
+
+def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+    """The input of the run's execution, as its create gave it."""
+    payload: dict[str, Any] = {"runId": rec.run_id}
+    session = rec.data.get("session")
+    if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
+        payload["sessionExpiresAt"] = ports.clock.iso(int(session["expiresAtMs"]))
+    return payload
+
+
+def plan_missing(ports: Ports, rec: RunRecord) -> bool:
+    """An eval run (or an eval run's fork) that never had its plan stored: its trials could never run."""
+    if rec.kind != "eval":
+        return False
+    from shared.engine import evalplan
+    from shared.errors import RunGoneError
+
+    try:
+        evalplan.load_plan(ports, rec.run_id, cached=False)
+    except RunGoneError:
+        return True
+    return False
+
+
+def fail_unstarted(ports: Ports, run_id: str) -> bool:
+    """Fail a run whose create stopped before it was whole: ``persistence_failed``, by the engine's terminal path."""
+    from shared.engine import kernel
+
+    return bool(kernel.fail_run(ports, run_id, {"Error": kernel.START_INTERRUPTED}).get("failed"))

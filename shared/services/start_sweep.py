@@ -1,0 +1,59 @@
+"""The start outbox's sweep: every marker older than the grace period is settled, its run started or failed.
+
+Run by the scheduled ``sweep_starts`` function on AWS and, with no grace, by the resume at startup locally
+(``shared.local.resume``). What a marker is and how a create writes it: ``start_outbox``; decision 0150.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.ports import PendingStart, Ports
+from shared.services.start_outbox import fail_unstarted, payload_of, plan_missing
+
+
+@dataclass
+class Swept:
+    started: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    cleared: list[str] = field(default_factory=list)  # already started, finished or gone: only the marker was left
+    errors: dict[str, str] = field(default_factory=dict)  # run id -> error class: left for the next sweep
+
+    @property
+    def settled(self) -> set[str]:
+        return {*self.started, *self.failed, *self.cleared}
+
+
+def settle(ports: Ports, start: PendingStart) -> str:
+    """Start or fail one marked run, then clear its marker: ``started``, ``failed`` or ``cleared``."""
+    rec = ports.runs.get_run(start.run_id)
+    outcome = "cleared"
+    if rec is None or rec.terminal or rec.execution_arn:
+        pass  # gone (never written, erased, expired), ended, or started with only the marker's clear lost
+    elif rec.status == "cancelling":
+        from shared.services.runs import finish_cancel
+
+        finish_cancel(ports, rec.run_id)  # a cancel cut before it finished: nothing ran, nothing to stop
+    elif not start.ready or plan_missing(ports, rec):
+        outcome = "failed" if fail_unstarted(ports, rec.run_id) else "cleared"
+    else:
+        arn = ports.orchestrator.start(start.machine, rec.run_id, payload_of(ports, rec))  # idempotent: named
+        ports.runs.set_execution(rec.run_id, arn)
+        outcome = "started"
+    ports.starts.clear_start(start.run_id)
+    return outcome
+
+
+def sweep(ports: Ports, *, grace_s: float | None = None) -> Swept:
+    """Settle every marker older than ``grace_s`` (default: the ``start_sweep_grace_s`` setting, longer than any
+    create may take); one that fails stays for the next sweep."""
+    grace = float(ports.settings.start_sweep_grace_s if grace_s is None else grace_s)
+    out = Swept()
+    for start in ports.starts.read_due(ports.clock.now_ms() - int(grace * 1000)):
+        try:
+            outcome = settle(ports, start)
+        except Exception as exc:  # noqa: BLE001 - one run that cannot be settled must not stop the others
+            out.errors[start.run_id] = type(exc).__name__
+            continue
+        getattr(out, outcome).append(start.run_id)
+    return out
