@@ -368,14 +368,15 @@ def test_a_completed_session_is_not_failed_by_its_expiry(host):
 
     agent_id = _register(host, _agent())
     ports = _ports()
-    short = dataclasses.replace(ports, settings=dataclasses.replace(ports.settings, session_ttl_s=2))
+    # (short, but long enough for the complete below to land first on a loaded machine: 2 s was not)
+    short = dataclasses.replace(ports, settings=dataclasses.replace(ports.settings, session_ttl_s=10))
     _, s = create_session(short, Caller("tenant-a", "test", ""), agent_id, SessionRequest(input=1), host.base_url)
     # Given a session completed before its expiry
     done = _call(host, s["completeUrl"], {"output": "ok"}, token=s["token"])
     assert done.status == 200, done.text
     # When its execution's Wait ends at expiresAt
     arn = ports.runs.get_run(s["runId"]).execution_arn
-    assert wait_for_execution(host.aws.client("stepfunctions"), arn, timeout=30)["status"] == "SUCCEEDED"
+    assert wait_for_execution(host.aws.client("stepfunctions"), arn, timeout=60)["status"] == "SUCCEEDED"
     # Then the expiry was a no-op: the run stays completed with its five events
     assert _status(host, s["runId"])["status"] == "completed"
     assert [e["type"] for e in _events(host, s["runId"])][-1] == "run.completed"
