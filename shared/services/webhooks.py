@@ -384,8 +384,9 @@ def fan_out(
     (``stream_interest.read``), filled in here with each tenant read (so the caller's other uses of the batch, the
     sampling rules, need no read of their own). Returns the number of messages queued.
 
-    Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
-    NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
+    Requests: at most one eventually consistent Query of the tenant's subscriptions per tenant and batch (none
+    while the warm process keeps its answer: ``stream_interest``), and for the runs of tenants that have any, one
+    BatchGetItem of the runs
     not seen yet by this warm process (per 100), sent while the Query is (unless this process found the tenant
     without subscribers before), then one SendMessageBatch per ten messages; events come from the stream records
     themselves."""
