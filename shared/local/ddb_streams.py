@@ -77,6 +77,7 @@ class _StreamWorker:
     lanes: int = STREAM_LANES
     window_s: float = 0.0
     invocations: int = 0  # handler invocations so far (the batches delivered, each attempt counted)
+    waits: list[float] = field(default_factory=list)  # per batch: seconds the window held it once it could go
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _lanes: list[_Lane] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
@@ -127,7 +128,10 @@ class _StreamWorker:
                         break
                     self._cond.wait()
                 if not announce:
+                    held = time.monotonic()
                     self._fill(lane)
+                    if self.window_s > 0 and len(self.waits) < 100_000:
+                        self.waits.append(time.monotonic() - held)
                     target, event = lane.queue.popleft()
                     records = list(event["Records"])
                     while lane.queue and len(records) + len(lane.queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
@@ -237,17 +241,39 @@ def _stream_worker_for(name: str) -> _StreamWorker:
         return worker
 
 
-def stream_invocations(function_name: str) -> int:
-    """How many times the local mapping has invoked ``function_name`` (its local or manifest name) so far."""
+def _worker_named(function_name: str) -> _StreamWorker | None:
     from shared import manifest
 
     local = next((f.local_name for f in manifest.FUNCTIONS if f.name == function_name), function_name)
     with _stream_workers_lock:
-        worker = _stream_workers.get(local)
+        return _stream_workers.get(local)
+
+
+def stream_invocations(function_name: str) -> int:
+    """How many times the local mapping has invoked ``function_name`` (its local or manifest name) so far."""
+    worker = _worker_named(function_name)
     if worker is None:
         return 0
     with worker._cond:
         return worker.invocations
+
+
+def stream_window_waits(function_name: str) -> list[float]:
+    """Per batch delivered to ``function_name`` so far: the seconds the batching window held it after the lane was
+    free to deliver it (what the window added to its records' delivery lag); empty without a window."""
+    worker = _worker_named(function_name)
+    if worker is None:
+        return []
+    with worker._cond:
+        return list(worker.waits)
+
+
+def stream_window_s(function_name: str) -> float:
+    """The local batching window of ``function_name``'s mapping (0: none)."""
+    from shared import manifest
+
+    local = next((f.local_name for f in manifest.FUNCTIONS if f.name == function_name), function_name)
+    return _window_of(local)
 
 
 def _window_of(function_name: str) -> float:

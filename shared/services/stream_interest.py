@@ -9,10 +9,11 @@ subscription for ``NO_SUBSCRIBER_CACHE_S``, one with subscriptions for the setti
 (2 s by default). So a tenant costs one Query per that many seconds and process, not one per stream batch. A
 registration cannot reach those processes, so whatever changes what a kept answer says outlasts it instead
 (``outlast``): every answer given before its write, and every eventually consistent one that may not reflect it yet
-(``EVENTUAL_READ_LAG_S``), has expired when it returns. A tenant's first subscription and every rule change wait;
-a subscription registered beside a settled one does not, and is fanned out the events stored from at most the
-cache's life (plus that lag) after its 201. An unregistered subscription stops at once all the same: a delivery
-reads its subscription first, strongly consistent.
+(``EVENTUAL_READ_LAG_S``), has expired when it returns. A tenant's first subscription and every rule change wait.
+A subscription registered beside a settled one does not: a run's first batch in a process reads its tenant afresh
+(``read(fresh=True)``), so the runs started after the 201 are fanned out to it, and the runs already going are from
+at most the cache's life (plus that lag) after it. An unregistered subscription stops at once all the same: a
+delivery reads its subscription first, strongly consistent.
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ def subscription_cache_s(ports: Ports) -> float:
     return max(0.0, float(ports.settings.webhook_subscription_cache_s))
 
 
-def read(ports: Ports, tenant: str) -> Interest:
+def read(ports: Ports, tenant: str, *, fresh: bool = False) -> Interest:
     """The tenant's subscriptions and rules version; a kept answer comes without a request while it is younger than
-    its cache's life (a clock that went back does not extend it), else one eventually consistent Query."""
+    its cache's life (a clock that went back does not extend it), else one eventually consistent Query. ``fresh``:
+    not a kept answer with subscriptions (the fan-out asks so for a run it has not seen yet, so a run started after
+    a registration answered is fanned out to it)."""
     now = ports.clock.now_ms()
     cached = _NO_SUBSCRIBERS.get(tenant)
     if cached is not None and 0 <= now - cached[0] < NO_SUBSCRIBER_CACHE_S * 1000:
         return Interest([], cached[1])
-    kept = _SUBSCRIBED.get(tenant)
+    kept = None if fresh else _SUBSCRIBED.get(tenant)
     if kept is not None and 0 <= now - kept[0] < subscription_cache_s(ports) * 1000:
         return kept[1]
     subs, version = ports.webhooks.get_interest(tenant)

@@ -128,10 +128,13 @@ def test_a_kept_subscription_list_is_read_again_once_its_time_has_passed(host):
         clock.ms += 1
         assert ids(stream_interest.read(ports, tenant)) == [a, b]
         assert len(queries.bodies) == 2
+        # and a read for a run the fan-out has not seen yet asks again while the list is kept
+        assert ids(stream_interest.read(ports, tenant, fresh=True)) == [a, b]
+        assert len(queries.bodies) == 3
         # and a clock that went back does not keep the new answer alive
         clock.ms -= 10_000
         assert ids(stream_interest.read(ports, tenant)) == [a, b]
-        assert len(queries.bodies) == 3
+        assert len(queries.bodies) == 4
 
 
 def test_a_batch_with_an_unreadable_record_reports_it_and_fans_out_the_records_before_it(host, receiver):
