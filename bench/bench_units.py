@@ -25,7 +25,11 @@ Lower bounds, from the stored items themselves (read afterwards through a client
 - **replay fork from 0**: its events as a live run's, its own items and link as a branch's; the whole source log read once (0.5 RRU
   per 4 KB);
 - **fan-out without a subscriber**: 0; **with one** (every event type): one SQS FIFO request per 10 messages (one
-  per event), nothing read or written in DynamoDB.
+  per event), nothing read or written in DynamoDB. Its invocations per 1,000 events are printed against the bound
+  of decision 0151 (at most 1: the mapping's batching window takes many pages per invocation), beside what the
+  window added to a delivery's lag (the seconds the window held each batch once its lane was free, median and
+  most: a batch queued behind a busy handler waits for it whatever the window). The local window is the deployed
+  one here (``LOCAL_STREAM_BATCHING_WINDOW_SECONDS`` unless set).
 
 The ratio is DynamoDB dollars measured / bound (write and read units at their prices). The other services' cost is
 printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
@@ -154,7 +158,10 @@ def _loop(ports: Any, events: int) -> str:
     return workflow
 
 
-def _fan_out(label: str, used: Usage, events: int, subscribed: bool) -> None:
+FAN_OUT_INVOCATIONS_BOUND = 1.0  # per 1,000 events (decision 0151)
+
+
+def _fan_out(label: str, used: Usage, events: int, subscribed: bool, waits: list[float] | None = None) -> None:
     queries = used.calls["dynamodb:Query"]
     sqs_usd = used.units["sqs_fifo"] * p.SQS_FIFO_PER_REQUEST
     measured = _ddb_usd(used.units["wru"], used.units["rru"]) + sqs_usd
@@ -167,13 +174,26 @@ def _fan_out(label: str, used: Usage, events: int, subscribed: bool) -> None:
         f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}); {queries} subscription Queries; "
         f"{sum(used.invocations.values())} fan-out invocations",
     )
+    invoked = sum(used.invocations.values())
+    per_k = invoked * 1000 / max(1, events)
+    held = sorted(waits or [0.0])
+    line(
+        f"{label}: fan-out invocations per 1,000 events",
+        f"{per_k:.2f}",
+        f"bound {FAN_OUT_INVOCATIONS_BOUND:.0f} ({'within' if per_k <= FAN_OUT_INVOCATIONS_BOUND else 'OVER'}); "
+        f"{invoked} invocations; delivery lag added by the batching window, median / most "
+        f"{held[len(held) // 2]:.2f} / {held[-1]:.2f} s",
+    )
 
 
 def main() -> None:
     from shared.cli.webhook_receiver import WebhookReceiver
+    from shared.local import ddb_streams
     from shared.wiring import get_ports
 
     sizes = [int(s) for s in os.environ.get("BENCH_UNITS_SIZES", "1000,10000,100000").split(",") if s.strip()]
+    deployed = manifest.STREAM_BATCHING_WINDOW_S[(manifest.EVENTS, "fanout_webhooks")]
+    os.environ.setdefault(ddb_streams.LOCAL_WINDOW_ENV, str(deployed))  # the deployed mapping's window
     print(
         "Capacity units per operation against their lower bounds (local moto; exact counts; DynamoDB write and "
         f"read units at ${p.DDB_PER_WRITE_REQUEST_UNIT * 1e6:.3f} / ${p.DDB_PER_READ_REQUEST_UNIT * 1e6:.3f} per "
@@ -183,12 +203,19 @@ def main() -> None:
     ports = get_ports()
     loops: dict[int, str] = {}
     receiver = WebhookReceiver()  # deliveries go to it until the stack stops
+    print(f"  (fan-out batching window: {ddb_streams.stream_window_s('fanout_webhooks'):g} s, deployed {deployed} s)")
+
+    def waits_since(mark: int) -> list[float]:
+        return ddb_streams.stream_window_waits("fanout_webhooks")[mark:]
+
     try:
         _measure(aws, ports, meter, lambda: _create("conformance-noop"))  # warm caches
         for n in sizes:
             loops[n] = _loop(ports, n)
             t0 = time.monotonic()
+            mark = len(waits_since(0))
             source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
+            waits = waits_since(mark)
             items = _items(aws, source)
             events = ports.runs.get_run(source).last_seq + 1
             _row(
@@ -211,6 +238,7 @@ def main() -> None:
                 meter.usage(f"{source}|fanout_webhooks"),
                 events,
                 subscribed=False,
+                waits=waits,
             )
             for mode, from_seq in (("branch", events // 2), ("replay", 0)):
                 child, used = _measure(aws, ports, meter, lambda m=mode, f=from_seq, s=source: _fork(s, m, f))
@@ -253,6 +281,7 @@ def main() -> None:
             time.sleep(max(0.0, purged + 60 - time.monotonic()))  # SQS takes one purge a minute
             sqs.purge_queue(QueueUrl=queue_url)
             purged = time.monotonic()
+            mark = len(waits_since(0))
             source, used = _measure(aws, ports, meter, lambda w=loops.get(n) or _loop(ports, n): _create(w))
             events = ports.runs.get_run(source).last_seq + 1
             _fan_out(
@@ -260,6 +289,7 @@ def main() -> None:
                 meter.usage(f"{source}|fanout_webhooks"),
                 events,
                 subscribed=True,
+                waits=waits_since(mark),
             )
     finally:
         meter.close()

@@ -87,6 +87,9 @@ class Settings:
     webhook_rotation_overlap_s: int = 86_400
     webhook_dead_letter_days: int = 14
     webhook_timeout_s: float = 10.0
+    # Seconds a warm fan-out keeps a tenant's subscriptions (decision 0151): a new one beside a settled one is fanned
+    # out events stored from at most this long (plus an eventually consistent read's lag) after its 201
+    webhook_subscription_cache_s: float = 2.0
     # OpenTelemetry spans (shared/telemetry/otel.py): the OTLP/HTTP traces endpoint; "" = off (no span, nothing
     # imported). Prompt, message and tool-argument text reach spans only with the opt-in below.
     tracing_endpoint: str = ""
@@ -176,6 +179,7 @@ def get_settings() -> Settings:
         webhook_retry_divisor=max(1, int(_env("WEBHOOK_RETRY_DIVISOR", "1"))),
         webhook_rotation_overlap_s=min(604_800, max(60, int(_env("WEBHOOK_ROTATION_OVERLAP_SECONDS", "86400")))),
         webhook_dead_letter_days=max(1, int(_env("WEBHOOK_DEAD_LETTER_DAYS", "14"))),
+        webhook_subscription_cache_s=min(60.0, max(0.0, float(_env("WEBHOOK_SUBSCRIPTION_CACHE_SECONDS", "2")))),
         # the OpenTelemetry SDK's own names: an operator who knows OTLP knows these
         tracing_endpoint=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").strip(),
         tracing_capture_content=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower()

@@ -22,7 +22,9 @@ MAX_RECORD_AGE = Duration.days(1)
 class StreamConsumers(Construct):
     """One event source mapping per (table, function) pair, keeping only its ``manifest.STREAM_EVENT_NAMES`` records.
 
-    Starting position LATEST, batch size 100, bisect on error, partial batch responses (``ReportBatchItemFailures``).
+    Starting position LATEST, batch size 100, bisect on error, partial batch responses (``ReportBatchItemFailures``),
+    and the batching window of ``manifest.STREAM_BATCHING_WINDOW_S`` (the fan-out: a few seconds, so one invocation
+    takes many pages of the log, decision 0151; none for the erasure hook).
     Records that still fail after the retries go to an SQS failure queue (``<Table><Function>Failures``) instead of
     being dropped: a lost REMOVE would be an erasure that never happened, a lost INSERT a webhook never delivered.
     """
@@ -46,12 +48,14 @@ class StreamConsumers(Construct):
                     "This queue is itself the on-failure destination of the stream event source mapping; records "
                     "reaching it are inspected and replayed by an operator, never consumed automatically.",
                 )
+            window = manifest.STREAM_BATCHING_WINDOW_S.get((table_key, function_name), 0)
             fn = functions.alias(function_name)  # the live alias: a canary deploy shifts stream batches too
             fn.add_event_source(
                 event_sources.DynamoEventSource(
                     tables.table(table_key),
                     starting_position=lambda_.StartingPosition.LATEST,
                     batch_size=BATCH_SIZE,
+                    max_batching_window=Duration.seconds(window) if window else None,
                     bisect_batch_on_error=True,
                     retry_attempts=RETRY_ATTEMPTS,
                     max_record_age=MAX_RECORD_AGE,

@@ -35,6 +35,11 @@ class StreamDeliveryError:
 
 _stream_errors: list[StreamDeliveryError] = []
 STREAM_BATCH_SIZE = 100  # records per invocation, as the CDK event source mappings
+LOCAL_WINDOW_ENV = "LOCAL_STREAM_BATCHING_WINDOW_SECONDS"
+LOCAL_WINDOW_S = 1.0
+"""The local batching window of a consumer whose deployed mapping has one (``manifest.STREAM_BATCHING_WINDOW_S``):
+shorter than the deployed one by default, so tests wait less for a delivery; ``LOCAL_WINDOW_ENV`` sets it (the bench
+sets the deployed value)."""
 
 
 STREAM_LANES = 4
@@ -46,6 +51,7 @@ shard, so its records are split by partition key instead: each key's records in 
 @dataclass
 class _Lane:
     queue: deque[tuple[Target, dict[str, Any]]] = field(default_factory=deque)
+    since: float = 0.0  # when the oldest queued record arrived (monotonic): its batching window runs from then
     current: tuple[str, dict[str, Any]] | None = None  # the batch being delivered
     busy: bool = False
     thread: threading.Thread | None = None
@@ -62,11 +68,16 @@ class _StreamWorker:
     """The event source mapping of one consuming function: its stream records split by partition key into
     ``lanes``, each lane delivering its batches in order on its own thread, like a mapping reading a shard per
     partition: batches queued while the handler ran are coalesced into one invocation of up to
-    ``STREAM_BATCH_SIZE`` records (as the AWS poller batches a shard's backlog)."""
+    ``STREAM_BATCH_SIZE`` records (as the AWS poller batches a shard's backlog). With a batching window
+    (``window_s``), a lane's first waiting record waits for more until the window has passed since it arrived or
+    the batch is full, as a mapping's ``MaximumBatchingWindowInSeconds``."""
 
     name: str
     attempts: int = 3
     lanes: int = STREAM_LANES
+    window_s: float = 0.0
+    invocations: int = 0  # handler invocations so far (the batches delivered, each attempt counted)
+    waits: list[float] = field(default_factory=list)  # per batch: seconds the window held it once it could go
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _lanes: list[_Lane] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
@@ -92,6 +103,8 @@ class _StreamWorker:
                 by_lane.setdefault(_lane_of(record, len(self._lanes)), []).append(record)
             for i, records in by_lane.items():
                 lane = self._lanes[i]
+                if not lane.queue:
+                    lane.since = time.monotonic()
                 lane.queue.append((target, {"Records": records}))
                 if lane.thread is None or not lane.thread.is_alive():
                     lane.thread = threading.Thread(
@@ -115,10 +128,15 @@ class _StreamWorker:
                         break
                     self._cond.wait()
                 if not announce:
+                    held = time.monotonic()
+                    self._fill(lane)
+                    if self.window_s > 0 and len(self.waits) < 100_000:
+                        self.waits.append(time.monotonic() - held)
                     target, event = lane.queue.popleft()
                     records = list(event["Records"])
                     while lane.queue and len(records) + len(lane.queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
                         records.extend(lane.queue.popleft()[1]["Records"])
+                    lane.since = time.monotonic()  # what is left waits a window of its own
                     lane.busy = True
                     lane.current = (target.name, {"Records": records})
             if announce:
@@ -133,6 +151,15 @@ class _StreamWorker:
                 if _idle_listener is not None:  # someone takes them (the kept state's erasure follow-up)
                     self._removed.extend(r["dynamodb"].get("Keys", {}) for r in records if r["eventName"] == "REMOVE")
 
+    def _fill(self, lane: _Lane) -> None:
+        """Under the condition: wait until the lane's batching window has passed since its oldest queued record
+        arrived, or until it holds a full batch (no wait without a window)."""
+        while self.window_s > 0 and sum(len(e["Records"]) for _, e in lane.queue) < STREAM_BATCH_SIZE:
+            left = lane.since + self.window_s - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
+
     def pending(self) -> list[tuple[str, dict[str, Any]]]:
         """The batches not yet delivered, each lane's in order, the one being delivered first:
         ``[(function name, stream event)]``."""
@@ -144,8 +171,21 @@ class _StreamWorker:
             return batches
 
     def _deliver(self, target: Target, event: dict[str, Any]) -> None:
+        """Invoke the handler with the batch; a raised error retries it whole, a reported item failure
+        (``batchItemFailures``) retries it from the lowest sequence number reported, as the AWS mapping does."""
         for attempt in range(1, self.attempts + 1):
-            _, error = invoke_target(target, event)
+            with self._cond:
+                self.invocations += 1
+            result, error = invoke_target(target, event)
+            failed = {
+                str(f.get("itemIdentifier"))
+                for f in (result if isinstance(result, dict) else {}).get("batchItemFailures", [])
+            }
+            if error is None and failed:
+                records = event["Records"]
+                at = next((i for i, r in enumerate(records) if str(r["dynamodb"].get("SequenceNumber")) in failed), 0)
+                event = {"Records": records[at:]}
+                error = {"errorMessage": f"{len(failed)} batch item failures reported"}
             if error is None:
                 return
             if attempt == self.attempts:
@@ -197,8 +237,56 @@ def _stream_worker_for(name: str) -> _StreamWorker:
     with _stream_workers_lock:
         worker = _stream_workers.get(name)
         if worker is None:
-            worker = _stream_workers[name] = _StreamWorker(name)
+            worker = _stream_workers[name] = _StreamWorker(name, window_s=_window_of(name))
         return worker
+
+
+def _worker_named(function_name: str) -> _StreamWorker | None:
+    from shared import manifest
+
+    local = next((f.local_name for f in manifest.FUNCTIONS if f.name == function_name), function_name)
+    with _stream_workers_lock:
+        return _stream_workers.get(local)
+
+
+def stream_invocations(function_name: str) -> int:
+    """How many times the local mapping has invoked ``function_name`` (its local or manifest name) so far."""
+    worker = _worker_named(function_name)
+    if worker is None:
+        return 0
+    with worker._cond:
+        return worker.invocations
+
+
+def stream_window_waits(function_name: str) -> list[float]:
+    """Per batch delivered to ``function_name`` so far: the seconds the batching window held it after the lane was
+    free to deliver it (what the window added to its records' delivery lag); empty without a window."""
+    worker = _worker_named(function_name)
+    if worker is None:
+        return []
+    with worker._cond:
+        return list(worker.waits)
+
+
+def stream_window_s(function_name: str) -> float:
+    """The local batching window of ``function_name``'s mapping (0: none)."""
+    from shared import manifest
+
+    local = next((f.local_name for f in manifest.FUNCTIONS if f.name == function_name), function_name)
+    return _window_of(local)
+
+
+def _window_of(function_name: str) -> float:
+    """The local batching window of a consuming function: none where its deployed mapping has none, else
+    ``LOCAL_WINDOW_ENV`` (seconds) or ``LOCAL_WINDOW_S``."""
+    import os
+
+    from shared import manifest
+
+    deployed = {manifest.function(fn).local_name: s for (_, fn), s in manifest.STREAM_BATCHING_WINDOW_S.items()}
+    if not deployed.get(function_name):
+        return 0.0
+    return max(0.0, float(os.environ.get(LOCAL_WINDOW_ENV) or LOCAL_WINDOW_S))
 
 
 def wait_for_stream_idle(timeout: float = 10.0) -> bool:

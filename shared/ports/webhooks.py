@@ -20,7 +20,7 @@ class WebhookRepository(Protocol):
 
     def get_interest(self, tenant: str) -> tuple[list[dict[str, Any]], str | None]:
         """The tenant's subscriptions and its sampling rules version (None: it never had a rule), read together
-        strongly consistent (what the fan-out reads)."""
+        eventually consistent (what the fan-out reads, and keeps a short while)."""
         ...
 
     def put_subscription(

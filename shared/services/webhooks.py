@@ -384,14 +384,17 @@ def fan_out(
     (``stream_interest.read``), filled in here with each tenant read (so the caller's other uses of the batch, the
     sampling rules, need no read of their own). Returns the number of messages queued.
 
-    Requests: one Query of the tenant's subscriptions per tenant and batch (for a tenant without any, one per
-    NO_SUBSCRIBER_CACHE_S and warm process), and for the runs of tenants that have any, one BatchGetItem of the runs
+    Requests: at most one eventually consistent Query of the tenant's subscriptions per tenant and batch (none
+    while the warm process keeps its answer, ``stream_interest``, unless a run of the tenant is new to this process:
+    then its kept subscriptions are read again), and for the runs of tenants that have any, one
+    BatchGetItem of the runs
     not seen yet by this warm process (per 100), sent while the Query is (unless this process found the tenant
     without subscribers before), then one SendMessageBatch per ten messages; events come from the stream records
     themselves."""
     by_run: dict[str, list[tuple[int, dict[str, Any] | None]]] = defaultdict(list)
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
+    unseen = {tenant_of(r) for r in by_run if r not in _RUN_FACTS}  # a run's first batch here: its tenant read afresh
     ahead = [r for r in by_run if r not in _RUN_FACTS and not stream_interest.known_without_subscribers(tenant_of(r))]
     reading = None
     if ahead:  # a run's first events: its facts are read beside its tenant's subscriptions, not after them
@@ -410,7 +413,7 @@ def fan_out(
     interests = {} if interests is None else interests
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
         if tenant not in interests:
-            interests[tenant] = stream_interest.read(ports, tenant)
+            interests[tenant] = stream_interest.read(ports, tenant, fresh=tenant in unseen)
     subs_of = {tenant: interest.subscriptions for tenant, interest in interests.items()}
     if reading is not None:
         reading.join()

@@ -37,7 +37,7 @@ class DynamoWebhookRepository:
         return self._host.query(SUB_PK + tenant, _subscriptions_prefix(tenant), consistent=consistent)
 
     def get_interest(self, tenant: str) -> tuple[list[dict[str, Any]], str | None]:
-        rows = self._host.query(SUB_PK + tenant, consistent=True)
+        rows = self._host.query(SUB_PK + tenant, consistent=False)
         subs = [doc for sk, doc in rows if sk != RULES_SK]
         return subs, next((str(doc["version"]) for sk, doc in rows if sk == RULES_SK), None)
 

@@ -662,6 +662,10 @@ def test_streams_feed_erase_run_with_removes_and_the_webhook_fanout_with_inserts
         assert props["MaximumRetryAttempts"] > 0
         assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert "OnFailure" in props["DestinationConfig"]
+        # and the fan-out waits a few seconds to take many pages per invocation (decision 0151), the erasure hook not
+        window = manifest.STREAM_BATCHING_WINDOW_S.get((table_key, function_name))
+        assert props.get("MaximumBatchingWindowInSeconds") == window
+        assert (function_name, window) in (("fanout_webhooks", 3), ("erase_run", None))
 
 
 # --- The agent gateway's function URL ---------------------------------------------------------------------------
