@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_HOLD_MS = 1500  # the longest hold a randomized run waits (the in-task sleep path) before its side effect
 WRITES = ("TransactWriteItems", "PutItem", "UpdateItem", "BatchWriteItem", "DeleteItem")
 
 
@@ -170,8 +171,8 @@ def cancel_at_random(client: Any, rng: Any, workflow_id: str = "conformance-repl
 
     from openwop_client.types import CreateRunRequest
 
-    run = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"delayMs": rng.randint(0, 1500)}))
-    time.sleep(rng.uniform(0, 1.6))
+    run = client.runs_create(CreateRunRequest(workflowId=workflow_id, inputs={"delayMs": rng.randint(0, MAX_HOLD_MS)}))
+    time.sleep(rng.uniform(0, 1.6))  # the scenario's random cancel point (up to just past the longest hold), not a wait
     try:
         client.runs_cancel(run.runId)
         return run.runId, "cancelled"

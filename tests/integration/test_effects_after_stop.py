@@ -13,9 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from openwop_client.types import CreateRunRequest
 
-from tests.faults import cancel_at_random, effects_after_cancel
+from tests.faults import MAX_HOLD_MS, cancel_at_random, effects_after_cancel
 from tests.helpers import eventually
 from tests.wire import all_events, raw, wait_terminal
+
+# What a task does after its hold ends (check the run is writable, write its effect) takes well under this here
+TASK_STEP_S = 0.5
+# A quiet window that outlasts any task of a stopped run: its longest hold, then its step
+RUN_ON_S = MAX_HOLD_MS / 1000 + TASK_STEP_S
 
 
 def _ports():
@@ -50,8 +55,9 @@ def test_no_effect_lands_after_a_cancel_at_a_random_point(host):
         effects_before_cancel += len(rows)
         for row in rows:
             assert row["at"] <= cancelled_at, (run_id, row, cancelled_at)
-    # and, once every task has had time to run on, no row appears later for a cancelled run
-    time.sleep(2.0)
+    # and, once every task has had time to run on (a quiet window past the longest hold since the last cancel), no
+    # row appears later for a cancelled run
+    time.sleep(RUN_ON_S)
     late = [
         r
         for r, how in outcomes
@@ -68,9 +74,9 @@ def test_no_effect_lands_after_a_cancel_at_a_random_point(host):
 def _erase_at_random(host, rng: random.Random) -> str:
     client = host.client(host.key_a)
     run = client.runs_create(
-        CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": rng.randint(0, 1500)})
+        CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": rng.randint(0, MAX_HOLD_MS)})
     )
-    time.sleep(rng.uniform(0, 1.6))
+    time.sleep(rng.uniform(0, 1.6))  # the scenario's random erasure point, not a wait
     _delete(host.base_url, host.key_a, run.runId)
     return run.runId
 
@@ -84,8 +90,9 @@ def test_no_effect_row_survives_an_erasure_at_a_random_point(host):
     rng = random.Random(11)
     with ThreadPoolExecutor(8) as pool:
         erased = list(pool.map(lambda _: _erase_at_random(host, random.Random(rng.random())), range(20)))
-    # Then, after the erasure hook ran and every task had time to run on, no ledger row is left for any of them
-    time.sleep(2.0)
+    # Then, after the erasure hook ran and every task had time to run on (a quiet window past the longest hold since
+    # the last erasure), no ledger row is left for any of them
+    time.sleep(RUN_ON_S)
     for run_id in erased:
         eventually(
             lambda r=run_id: (
@@ -93,5 +100,5 @@ def test_no_effect_row_survives_an_erasure_at_a_random_point(host):
             ),
             timeout=60,
         )  # a bound, not a target
-    time.sleep(1.0)
+    time.sleep(2 * TASK_STEP_S)  # a second look, past a task's write that raced the clean-up's last delete
     assert [r for r in erased if _ledger(r)] == []

@@ -22,6 +22,7 @@ from shared.manifest import routes
 from tests.helpers import ServeProcess, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
+ENDLESS_CALL_S = 0.02  # how long the endless stream handler takes per call (the slowness it simulates)
 Route = routes.Route
 
 
@@ -119,7 +120,7 @@ class FakeFunctions:
 
     def endless(self, event: dict[str, Any]) -> Any:
         self.endless_calls += 1
-        time.sleep(0.02)
+        time.sleep(ENDLESS_CALL_S)
         return {"statusCode": 200, "body": f"id: {self.endless_calls}\ndata: tick\n\n"}
 
 
@@ -285,8 +286,10 @@ def test_front_stream_flushes_each_answer_and_stops_when_the_client_leaves(fake:
 
 
 def _stable(functions: FakeFunctions) -> bool:
+    """No handler call during a quiet window: a live stream calls the endless handler back to back (each answer has
+    a body, so the front does not pause), ENDLESS_CALL_S each; 15 such calls' time without one means it stopped."""
     before = functions.endless_calls
-    time.sleep(0.3)
+    time.sleep(15 * ENDLESS_CALL_S)
     return functions.endless_calls == before
 
 

@@ -20,7 +20,7 @@ from shared.local import ddb_streams, lambda_registry, sfn_patches
 from shared.local.environment import state_machine_arn
 from shared.local.stack import LocalAws
 from shared.local.ttl import ttl_sweep
-from tests.helpers import unique, wait_for_execution
+from tests.helpers import eventually, unique, wait_for_execution
 
 ZIP = b"PK\x05\x06" + b"\x00" * 18  # an empty zip archive
 
@@ -327,16 +327,25 @@ def test_wait_states_really_wait_unless_fast_waits(local_aws: LocalAws, role_arn
         "stateMachineArn"
     ]
 
-    # By default a one-hour Wait holds
-    held = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input="{}")["executionArn"]
-    time.sleep(0.5)
-    assert sfn.describe_execution(executionArn=held)["status"] == "RUNNING"
-    sfn.stop_execution(executionArn=held)
-
-    # Under fast_waits the same Wait passes at once
+    # Under fast_waits the Wait passes at once (timed: the window below is derived from it)
     with sfn_patches.fast_waits():
+        started = time.monotonic()
         quick = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input="{}")["executionArn"]
         assert wait_for_execution(sfn, quick, timeout=30)["status"] == "SUCCEEDED"  # not the hour
+        instant_s = time.monotonic() - started
+
+    # By default a one-hour Wait holds: once the execution is in the Wait state, it is still there after a quiet
+    # window of three times what a whole instant execution took above (an instant Wait would have left it by then)
+    held = sfn.start_execution(stateMachineArn=arn, name=unique("ex"), input="{}")["executionArn"]
+    eventually(lambda: _entered(sfn, held, "WaitStateEntered"), timeout=30)
+    time.sleep(3 * instant_s)
+    assert sfn.describe_execution(executionArn=held)["status"] == "RUNNING"
+    assert not _entered(sfn, held, "WaitStateExited")
+    sfn.stop_execution(executionArn=held)
+
+
+def _entered(sfn: Any, execution_arn: str, event_type: str) -> bool:
+    return any(e["type"] == event_type for e in sfn.get_execution_history(executionArn=execution_arn)["events"])
 
 
 def test_stop_execution_aborts_an_execution_waiting_for_its_task_token(
@@ -360,12 +369,16 @@ def test_stop_execution_aborts_an_execution_waiting_for_its_task_token(
     machine = sfn.create_state_machine(name=unique("canary-park"), definition=json.dumps(definition), roleArn=role_arn)[
         "stateMachineArn"
     ]
+    started = time.monotonic()
     parked = sfn.start_execution(stateMachineArn=machine, name=unique("ex"), input="{}")["executionArn"]
     deadline = time.monotonic() + 60
     while not tokens:
         assert time.monotonic() < deadline, "the task never received its token"
         time.sleep(0.05)
-    time.sleep(0.2)
+    # A quiet window past the function's return: a Task that did not wait for its token would go on to After (one
+    # Pass state, no I/O) as soon as the invoke returned. The window is as long again as reaching the token took
+    # (an execution's start, a Task state's entry and an invoke), which on this stack outlasts a Pass step
+    time.sleep(time.monotonic() - started)
     assert sfn.describe_execution(executionArn=parked)["status"] == "RUNNING"  # it waits for the token
 
     sfn.stop_execution(executionArn=parked)

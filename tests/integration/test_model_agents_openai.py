@@ -134,7 +134,8 @@ def test_a_cancelled_run_sends_no_model_call(host, chat):
 
     chat.answers = [(200, completion("too late"), {})]
     agent_id = _agent(host, chat.url)
-    hold = node("hold", "core.conformance.hold", inputs={"delayMs": static(3000)})
+    hold_ms = 3000
+    hold = node("hold", "core.conformance.hold", inputs={"delayMs": static(hold_ms)})
     agent = node("agent", "core.agent", inputs={"input": static("hi")})
     agent["agent"] = {"agentId": agent_id}
     wid = f"wf-{uuid.uuid4().hex[:10]}"
@@ -152,7 +153,10 @@ def test_a_cancelled_run_sends_no_model_call(host, chat):
     assert wait_terminal(client, run.runId).status == "cancelled"
     import time
 
-    time.sleep(3.5)  # past the hold: nothing may call the model after the cancel
+    # A quiet window past the hold: had the cancel not stopped the run, the agent node would call the model as
+    # soon as the hold ended, at most hold_ms from now (the hold began after the run was created); half a second
+    # more covers the agent node's start
+    time.sleep(hold_ms / 1000 + 0.5)
     assert chat.requests == []
     assert _ports().runs.query_aux(run.runId, "EFFECT#model") == []
 

@@ -7,12 +7,14 @@ only once every such answer given before its write has expired, so no event stor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
 
 from openwop_client.types import CreateRunRequest
 
+from shared.clock import SystemClock
 from shared.storage.webhooks import SUB_PK
 from tests.helpers import eventually, unique
 from tests.integration import test_webhooks
@@ -53,11 +55,22 @@ def _event(run_id: str, seq: int) -> dict[str, Any]:
     }
 
 
+class _MovedClock(SystemClock):
+    """The system clock plus an offset the test moves: the cache's life passes without the test sleeping it."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+    def now_ms(self) -> int:
+        return super().now_ms() + self.offset_ms
+
+
 def test_a_tenant_without_subscriptions_is_queried_once_per_cache_life_not_per_batch(host):
     from shared.services import stream_interest, webhooks
     from shared.wiring import get_ports
 
-    ports = get_ports()
+    clock = _MovedClock()
+    ports = dataclasses.replace(get_ports(), clock=clock)  # the fan-out reads the cache's age on its ports' clock
     tenant = unique("no-hooks")
     run_id = f"{tenant}/r-{unique('run')}"
     with _Queries(ports.host._c, SUB_PK + tenant) as queries:
@@ -68,7 +81,7 @@ def test_a_tenant_without_subscriptions_is_queried_once_per_cache_life_not_per_b
         assert queued == [0, 0, 0, 0, 0]
         assert len(queries.bodies) == 1 and queries.bodies[0].get("ConsistentRead", False) is False
         # When the cache's life has passed, the next batch asks again (once)
-        time.sleep(stream_interest.NO_SUBSCRIBER_CACHE_S + 0.1)
+        clock.offset_ms += int(stream_interest.NO_SUBSCRIBER_CACHE_S * 1000)
         assert webhooks.fan_out(ports, [(run_id, 5, _event(run_id, 5))]) == 0
         assert webhooks.fan_out(ports, [(run_id, 6, _event(run_id, 6))]) == 0
         assert len(queries.bodies) == 2

@@ -104,6 +104,59 @@ def _wait(rx: WebhookReceiver, webhook_id: str, run_id: str, n: int, timeout: fl
     )
 
 
+def _queued(ids: set[str]) -> list[Any]:
+    """The delivery queue's messages (waiting or in flight, not dead-lettered) whose body names one of ``ids`` as
+    its run or its subscription."""
+    from shared.local.moto_data import backends
+    from shared.manifest.resources import WEBHOOKS, queue
+
+    found = backends()["sqs"].queues.get(queue(WEBHOOKS).local_name)
+    messages = list(found._messages) if found is not None else []
+    return [
+        m
+        for m in messages
+        if any(i in m.body for i in ids) and {json.loads(m.body).get(k) for k in ("runId", "webhookId")} & ids
+    ]
+
+
+def _settled(*ids: str, timeout: float = 30.0) -> None:
+    """Wait until nothing more of the runs or subscriptions ``ids`` can be delivered: every stream record written so
+    far was fanned out (its messages sent) and the delivery queue holds no message of theirs (each one was
+    delivered, dropped or dead-lettered; a message is deleted only after its request was answered, and the receiver
+    records a hit before it answers). What a test then asserts about their deliveries is final, where a fixed sleep
+    only hoped that a late attempt had come."""
+    from shared.local.ddb_streams import wait_for_stream_idle
+
+    assert wait_for_stream_idle(timeout), "stream records still undelivered"
+    eventually(lambda: not _queued(set(ids)), timeout=timeout, interval=0.05)
+
+
+def _attempted(*run_ids: str, timeout: float = 30.0) -> None:
+    """Wait until each run's first queued message has had a failed delivery attempt and backs off: it was received
+    (the poller uncounts the receives of messages held behind a failed one, so only a head's count is an attempt)
+    and its invisibility no longer runs to the queue's in-flight timeout but only to the retry delay the handler set
+    after the attempt failed (with the receiver down, every attempt fails). A received count alone is not enough:
+    the attempt may still be on its way, read the run before a step of the test and post after it."""
+    from moto.core.utils import unix_time_millis
+
+    from shared.services import webhooks
+    from shared.wiring import get_ports
+
+    ports = get_ports()
+
+    def backing_off(run_id: str) -> bool:
+        queued = _queued({run_id})
+        if not queued or queued[0].approximate_receive_count < 1:
+            return False
+        head = queued[0]
+        return bool(
+            head.visible_at - unix_time_millis() <= webhooks.retry_delay_s(ports, head.approximate_receive_count) * 1000
+        )
+
+    for run_id in run_ids:
+        eventually(lambda r=run_id: backing_off(r), timeout=timeout)
+
+
 def test_registration_returns_the_generated_secret_once_and_deliveries_verify_under_it(host, receiver):
     client = host.client(host.key_a)
     reg = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/a", events=["run.completed"]))
@@ -183,7 +236,7 @@ def test_opted_in_registration_is_refused_without_the_echoed_challenge_and_persi
     )
     run_id = _noop_run(host.client(host.key_a))
     _wait(receiver, ok.json["webhookId"], run_id, 1)
-    time.sleep(0.5)
+    _settled(run_id)
     assert not [h for h in receiver.deliveries(run_id=run_id) if h.path.endswith("/no-echo")]
 
 
@@ -193,14 +246,14 @@ def test_a_receiver_that_is_down_gets_every_event_once_in_order_when_it_returns(
     # Given the receiver is down (its port refuses connections) while two runs emit their events
     receiver.stop()
     runs = [_noop_run(client), _noop_run(client)]
-    time.sleep(1.5)  # at least one failed attempt per run, backing off
+    _attempted(*runs)  # at least one failed attempt per run, backing off
     # When it comes back on the same port
     receiver.start()
     # Then every event of each run arrives exactly once, in log order
     for run_id in runs:
         expected = [e.sequence for e in all_events(client, run_id) if e.type in ALL]
         hits = _wait(receiver, reg.subscriptionId, run_id, len(expected), timeout=30)
-        time.sleep(0.5)
+        _settled(run_id)
         hits = receiver.deliveries(reg.subscriptionId, run_id)
         assert [h.json()["event"]["sequence"] for h in hits] == expected
     dead = client.webhooks_dead_letters(reg.subscriptionId)
@@ -216,7 +269,7 @@ def test_nothing_of_an_erased_run_is_delivered_after_its_erasure_answered(host, 
     receiver.stop()
     erased = _noop_run(client)
     eventually(lambda: sqs_messages_naming({erased}), timeout=30, interval=0.1)
-    time.sleep(1.5)  # at least one failed attempt
+    _attempted(erased)  # at least one failed attempt
     # When the run is erased, and only then the receiver comes back on the same port
     assert raw(host.base_url, "DELETE", f"/runs/{project_id(erased)}", key=host.key_a).status == 204
     receiver.start()
@@ -226,7 +279,7 @@ def test_nothing_of_an_erased_run_is_delivered_after_its_erasure_answered(host, 
     # and every waiting delivery of the erased run was dropped without a request: none is left in any queue, none
     # arrived, and none was dead-lettered
     eventually(lambda: not sqs_messages_naming({erased}), timeout=60, interval=0.2)
-    time.sleep(2.0)  # past the next attempt any dropped message would have had
+    _settled(erased)  # and no stream record of it is left to fan out
     assert receiver.deliveries(reg.subscriptionId, erased) == []
     assert client.webhooks_dead_letters(reg.subscriptionId).deliveries == []
 
@@ -285,7 +338,7 @@ def test_nothing_is_delivered_after_unregister(host, receiver):
     other = client.webhooks_register(RegisterWebhookRequest(url=receiver.url + "/sync", events=["run.completed"]))
     third = _noop_run(client)
     _wait(receiver, other.subscriptionId, third, 1)
-    time.sleep(0.5)
+    _settled(reg.subscriptionId, second, third)
     assert receiver.deliveries(reg.subscriptionId, second) == []
     assert receiver.deliveries(reg.subscriptionId, third) == []
     again = raw(host.base_url, "DELETE", f"/webhooks/{project_id(reg.subscriptionId)}", None, key=host.key_a)
@@ -305,7 +358,7 @@ def test_a_replay_fork_delivers_no_copied_prefix_event_and_a_branch_only_its_own
     own = [e.sequence for e in all_events(client, branch.runId) if e.type in ALL and e.sequence >= 2]
     assert own  # the branch re-executed from 2: its own events are new facts
     hits = _wait(receiver, reg.subscriptionId, branch.runId, len(own))
-    time.sleep(0.5)
+    _settled(branch.runId, replay.runId)
     assert [h.json()["event"]["sequence"] for h in receiver.deliveries(reg.subscriptionId, branch.runId)] == own
     # the replay fork's log carries the re-emitted events, and none of them was delivered
     assert [e for e in all_events(client, replay.runId) if e.type in ALL]
@@ -321,7 +374,7 @@ def test_tenant_b_receiver_gets_nothing_from_tenant_a_runs(host, receiver):
     run_b = _noop_run(b)
     _wait(receiver, reg_a.subscriptionId, run_a, 1)
     _wait(receiver, reg_b.subscriptionId, run_b, 1)
-    time.sleep(0.5)
+    _settled(reg_b.subscriptionId, run_a, run_b)
     assert receiver.deliveries(reg_b.subscriptionId, run_a) == []
     assert all(h.json()["runId"].startswith(host.tenant_b + "/") for h in receiver.deliveries(reg_b.subscriptionId))
     # tenant B cannot see or remove A's subscription; an unknown id of its own tenant is 404
@@ -512,7 +565,7 @@ def test_tags_narrow_delivery_to_runs_with_an_overlapping_tag(host, receiver):
     plain = _noop_run(client)
     wait_terminal(client, tagged)
     _wait(receiver, reg["webhookId"], tagged, 1)
-    time.sleep(0.5)
+    _settled(reg["webhookId"], tagged, plain)
     assert receiver.deliveries(reg["webhookId"], plain) == []
 
 
@@ -658,7 +711,7 @@ def test_messages_behind_a_failing_delivery_wait_in_order_and_keep_every_attempt
     )
     assert [(d.attempts, d.reason) for d in page.deliveries] == [(attempts, "retries_exhausted")]
     hits = _wait(receiver, reg.subscriptionId, run_id, attempts + len(expected) - 1, timeout=30)
-    time.sleep(0.5)
+    _settled(run_id)  # the dead-lettered one is no longer in the delivery queue
     hits = receiver.deliveries(reg.subscriptionId, run_id)
     seqs = [h.json()["event"]["sequence"] for h in hits]
     assert seqs == [expected[0]] * attempts + expected[1:]
@@ -759,5 +812,5 @@ def test_negotiation_decided_is_delivered_like_any_other_event(host, receiver):
         assert body["event"]["payload"] == stored[0].payload and body["event"]["payload"]["outcome"] == "accepted"
         assert hit.headers["openwop-event-type"] == "negotiation.decided"
         assert _delivery_errors(body) == [] and verify_v1(reg.secret, hit)
-    time.sleep(0.5)
+    _settled(reg.subscriptionId)
     assert {h.json()["event"]["type"] for h in receiver.deliveries(reg.subscriptionId)} == {"negotiation.decided"}
