@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Fn, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -45,6 +45,20 @@ def asl_setting(scope: Construct, name: str) -> int:
     return value
 
 
+VENDED_LOGS_PREFIX = "/aws/vendedlogs/states/"
+
+
+def vended_log_group_name(scope: Construct, machine: str) -> str:
+    """``/aws/vendedlogs/states/<stack name>-<Machine>-<stack GUID>``: under the prefix CloudWatch Logs reserves for
+    vended logs, whose delivery needs no entry in the account's CloudWatch Logs resource policy (5,120 characters,
+    shared by every log group a service delivers to: a stack per stage would outgrow it). The stack's GUID (the last
+    part of its id) keeps the name unique per stack instance: a fixed name would collide with a group RETAINed from an
+    earlier stack of the same name."""
+    stack = Stack.of(scope)
+    guid = Fn.select(2, Fn.split("/", stack.stack_id))
+    return f"{VENDED_LOGS_PREFIX}{stack.stack_name}-{machine}-{guid}"
+
+
 class HostStateMachines(Construct):
     """One STANDARD ``sfn.StateMachine`` per ``manifest.STATE_MACHINES`` entry.
 
@@ -77,9 +91,12 @@ class HostStateMachines(Construct):
             missing = placeholders(text) ^ set(spec.substitutions)
             if missing:
                 raise ValueError(f"{spec.file}: placeholders and manifest substitutions differ: {sorted(missing)}")
-            # Generated name: a fixed one would collide with a group RETAINed from an earlier stack of that name.
             log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=log_retention(stage), removal_policy=removal_policy(stage)
+                self,
+                f"{name}Logs",
+                log_group_name=vended_log_group_name(self, name),
+                retention=log_retention(stage),
+                removal_policy=removal_policy(stage),
             )
             machine = sfn.StateMachine(
                 self,

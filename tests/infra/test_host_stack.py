@@ -634,6 +634,40 @@ def test_state_machines_invoke_exactly_their_functions(synth: Synth) -> None:
         assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.key
 
 
+def _literal_prefix(value: Any) -> str:
+    """The literal text a (possibly ``Fn::Join``ed) CloudFormation string starts with, up to its first token."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        text = ""
+        for i, part in enumerate(parts):
+            if not isinstance(part, str):
+                return text
+            text += part if i == 0 else separator + part
+        return text
+    return ""
+
+
+def test_state_machines_log_to_vended_log_groups_unique_per_stack(synth: Synth) -> None:
+    from infra.constructs.state_machines import VENDED_LOGS_PREFIX
+
+    # Given every log group a state machine's logging configuration names
+    groups = synth.of_type("AWS::Logs::LogGroup")
+    named = []
+    for machine in synth.of_type("AWS::StepFunctions::StateMachine").values():
+        for destination in machine["Properties"]["LoggingConfiguration"]["Destinations"]:
+            arn = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]
+            named.append(groups[arn["Fn::GetAtt"][0]]["Properties"]["LogGroupName"])
+    assert len(named) == len(manifest.STATE_MACHINES) == len({json.dumps(n) for n in named})
+    for name in named:
+        # Then its name is under the vended-logs prefix (no entry in the account's Logs resource policy needed)
+        assert _literal_prefix(name).startswith(VENDED_LOGS_PREFIX), name
+        # and carries the stack's name and its GUID, so a group RETAINed from an earlier stack never collides
+        assert _literal_prefix(name).startswith(f"{VENDED_LOGS_PREFIX}{synth.stack.stack_name}-"), name
+        assert "AWS::StackId" in json.dumps(name), name
+
+
 # --- Streams ----------------------------------------------------------------------------------------------------
 
 
