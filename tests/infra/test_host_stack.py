@@ -419,6 +419,61 @@ def test_start_execution_only_on_manifest_machines(synth: Synth) -> None:
             assert set(_as_list(s["Action"])) == {"states:StopExecution", "states:DescribeExecution"}
 
 
+PSEUDO_PARAMETERS = {"AWS::Partition", "AWS::Region", "AWS::AccountId", "AWS::URLSuffix"}
+
+
+def _pins_a_resource(part: Any, markers: tuple[str, ...]) -> bool:
+    """``part`` of an ARN names something of this stack only: a reference to one of its resources (a ``Ref`` but to
+    a pseudo parameter, a ``Fn::GetAtt``), or literal text with the stack's name or the stage's prefix."""
+    if isinstance(part, str):
+        return any(m in part for m in markers)
+    if isinstance(part, dict) and "Ref" in part:
+        return part["Ref"] not in PSEUDO_PARAMETERS
+    return isinstance(part, dict) and "Fn::GetAtt" in part
+
+
+def _before_first_wildcard(value: Any) -> list[Any] | None:
+    """The parts of a resource ARN before its first ``*``, or None when it has none."""
+    parts = value["Fn::Join"][1] if isinstance(value, dict) and "Fn::Join" in value else [value]
+    before: list[Any] = []
+    for part in parts:
+        if isinstance(part, str) and "*" in part:
+            return [*before, part.split("*", 1)[0]]
+        before.append(part)
+    return None
+
+
+def test_no_resource_pattern_reaches_another_stages_resources(synth: Synth) -> None:
+    # Given every statement of every IAM policy of the stack, roles of state machines and functions alike
+    statements = [
+        s for p in synth.of_type("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert statements
+    markers = (synth.stack.stack_name, f"/{STAGE}/")  # the stack's name; the stage's secret-name prefix
+    # Then a resource with a wildcard (but the bare "*" of actions without resource-level permissions, and Bedrock's
+    # models and inference profiles, which belong to no stage) is pinned to this stack or stage before its wildcard:
+    # another stage's machine, execution, secret, bucket or table cannot match it
+    loose = []
+    for statement in statements:
+        for resource in _as_list(statement.get("Resource", [])):
+            if resource == "*" or ":bedrock:" in json.dumps(resource):
+                continue
+            before = _before_first_wildcard(resource)
+            if before is not None and not any(_pins_a_resource(p, markers) for p in before):
+                loose.append((statement["Action"], resource))
+    assert loose == [], json.dumps(loose, indent=1)
+    # and the eval machine (a Distributed Map) starts, describes and stops its own executions only, by its own name
+    machine = synth.stack.state_machines.machine("eval")
+    role = synth.resources[synth.logical_id(machine)]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    own = synth.role_statements(role)
+    started = [r for s in _statements_with(own, "states:StartExecution") for r in _as_list(s["Resource"])]
+    assert started == [synth.resolve(machine.state_machine_arn)]
+    stopped = [r for s in _statements_with(own, "states:StopExecution") for r in _as_list(s["Resource"])]
+    name = synth.resolve(machine.state_machine_name)
+    assert len(stopped) == 2 and all(r["Fn::Join"][1][-2:] in ([name, ":*"], [name, "/*"]) for r in stopped)
+    assert "EvalStateMachine*" not in json.dumps(synth.template.to_json()["Resources"])
+
+
 def test_create_run_starts_only_run_and_eval(synth: Synth) -> None:
     # Given create_run's StartExecution statements
     statements = _statements_with(synth.function_statements("create_run"), "states:StartExecution")
