@@ -979,6 +979,8 @@ def _default_alarm_names() -> set[str]:
         | {f"{pascal(q.key)}DeadLetters" for q in manifest.QUEUES}
         | {"DynamoDbThrottles", "WebhookFanoutLag"}
         | {f"{pascal(q.key)}QueueAge" for q in manifest.QUEUES}
+        | {f"{pascal(m.key)}ExecutionsThrottled" for m in manifest.STATE_MACHINES}
+        | {f"{pascal(f.name)}Throttles" for f in manifest.FUNCTIONS if f.kind == "task"}
     )
 
 
@@ -995,19 +997,24 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
     # and there is one for API 5xx, one per state machine, one per stream failure queue, one per dead-letter queue
     # (webhook deliveries that exhausted their retries), DynamoDB throttles, the fan-out's lag and each queue's age,
-    # and no per-function alarm but the fan-out's lag
+    # one per state machine's throttled executions, and no per-function alarm but the fan-out's lag and the run
+    # tasks' throttles
     mon = synth.stack.monitoring.alarms
     assert set(mon) == _default_alarm_names() and len(alarms) == len(mon)
-    blob = json.dumps({k: a for k, a in alarms.items() if k != synth.logical_id(mon["WebhookFanoutLag"])})
+    tasks = {f.name for f in manifest.FUNCTIONS if f.kind == "task"}
+    per_function = {synth.logical_id(mon["WebhookFanoutLag"])} | {
+        synth.logical_id(mon[f"{pascal(name)}Throttles"]) for name in tasks
+    }
+    blob = json.dumps({k: a for k, a in alarms.items() if k not in per_function})
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) not in blob, spec.name
-    # and each watches one metric but the throttle alarm (read + write throttles of each watched table): 19 metrics,
-    # 9 past CloudWatch's 10 free ones ($0.90 a month at list price, what bench.costs prices)
+    # and each watches one metric but the throttle alarm (read + write throttles of each watched table): 27 metrics,
+    # 17 past CloudWatch's 10 free ones ($1.70 a month at list price, what bench.costs prices)
     throttles_id = synth.logical_id(mon["DynamoDbThrottles"])
     assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id)
     metrics = len(alarms) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
-    assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == metrics == 19
-    assert metrics - CLOUDWATCH_FREE_ALARM_METRICS == 9
+    assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == metrics == 27
+    assert metrics - CLOUDWATCH_FREE_ALARM_METRICS == 17
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
@@ -1018,6 +1025,61 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
         assert failed["Dimensions"] == [{"Name": "StateMachineArn", "Value": synth.resolve(machine.state_machine_arn)}]
     # and the topic ARN is an output, for subscriptions
     assert "AlarmTopicArn" in synth.template.to_json()["Outputs"]
+
+
+def test_step_functions_and_run_task_throttles_are_alarmed_by_default(synth: Synth) -> None:
+    from infra.constructs.common import pascal
+
+    # Given the default stack's alarms
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    mon = synth.stack.monitoring.alarms
+    for key, machine in synth.stack.state_machines.machines.items():
+        # Then each state machine has an alarm on its own throttled executions
+        props = alarms[synth.logical_id(mon[f"{pascal(key)}ExecutionsThrottled"])]["Properties"]
+        assert (props["Namespace"], props["MetricName"], props["Statistic"]) == (
+            "AWS/States",
+            "ExecutionThrottled",
+            "Sum",
+        )
+        assert props["Dimensions"] == [{"Name": "StateMachineArn", "Value": synth.resolve(machine.state_machine_arn)}]
+        assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    tasks = [f.name for f in manifest.FUNCTIONS if f.kind == "task"]
+    assert {"advance_run", "run_eval_trial"} <= set(tasks)
+    for name in tasks:
+        # and each run task an alarm on its own Lambda throttles, without detailedAlarms
+        props = alarms[synth.logical_id(mon[f"{pascal(name)}Throttles"])]["Properties"]
+        assert (props["Namespace"], props["MetricName"], props["Statistic"]) == ("AWS/Lambda", "Throttles", "Sum")
+        assert props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": synth.function_logical_id(name)}}]
+
+
+def test_disabling_or_scheduling_deletion_of_the_signing_key_notifies_the_alarm_topic(synth: Synth) -> None:
+    # Given the EventBridge rules of the default stack and the alarm topic
+    rules = synth.of_type("AWS::Events::Rule")
+    (topic_id,) = synth.of_type("AWS::SNS::Topic")
+    key = synth.stack.secrets.key(manifest.SIGNING)
+    # Then one rule matches the CloudTrail events that disable the signing key or schedule its deletion, by its ARN
+    props = rules[synth.logical_id(synth.stack.monitoring.rules["SigningKeyDisabled"])]["Properties"]
+    assert props["State"] == "ENABLED"
+    assert props["EventPattern"] == {
+        "source": ["aws.kms"],
+        "detail-type": ["AWS API Call via CloudTrail"],
+        "detail": {
+            "eventSource": ["kms.amazonaws.com"],
+            "eventName": ["DisableKey", "ScheduleKeyDeletion"],
+            "resources": {"ARN": [synth.resolve(key.key_arn)]},
+        },
+    }
+    # and sends the event to the alarm topic, which lets EventBridge publish
+    assert [t["Arn"] for t in props["Targets"]] == [{"Ref": topic_id}]
+    policies = [p["Properties"] for p in synth.of_type("AWS::SNS::TopicPolicy").values()]
+    assert any(
+        {"Ref": topic_id} in p["Topics"]
+        and any(
+            s.get("Principal") == {"Service": "events.amazonaws.com"} and s["Action"] == "sns:Publish"
+            for s in p["PolicyDocument"]["Statement"]
+        )
+        for p in policies
+    )
 
 
 def test_detailed_alarms_add_function_and_execution_alarms_when_asked(synth_opted_in: Synth) -> None:
