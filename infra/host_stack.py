@@ -112,6 +112,7 @@ class HostStack(Stack):
             tables=self.tables,
             metrics_namespace=self.functions.metrics_namespace,
             rollback=rollback,
+            keys={k.key: self.secrets.key(k.key) for k in manifest.KEYS},
         )
         # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on alarms: one
         # application and role here, the groups beside the aliases whose update policy names them.

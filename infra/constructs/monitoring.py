@@ -21,8 +21,17 @@ machine's catch ends in a Fail state), a stream or queue consumer as records in 
 - ``<Queue>QueueAge``: the oldest message of the webhook queue (``ApproximateAgeOfOldestMessage``) over
   ``QUEUE_AGE_S``: deliveries are backing up (a receiver down, or the delivery function throttled).
 
-Together the default alarms watch 19 metrics: 9 more than CloudWatch's 10 free alarm metrics ($0.90 a month at list
-price, in ``bench.costs``). The rollback alarms of a deploy are ``Api5xx`` and the ``ExecutionsFailed`` ones
+- ``<Machine>ExecutionsThrottled``: Step Functions throttled a machine's state transitions or executions
+  (``ExecutionThrottled``): runs are slowed, then fail when a task's retries run out.
+- ``<Function>Throttles``: Lambda throttled a run task (``Throttles`` of each function of kind ``task``): the
+  state machines retry it, then fail the run (always on: ``detailedAlarms`` only adds the other functions).
+
+Together the default alarms watch 27 metrics: 17 more than CloudWatch's 10 free alarm metrics ($1.70 a month at list
+price, in ``bench.costs``).
+
+Not an alarm but a rule on the same topic: ``<Key>KeyDisabled`` (``SigningKeyDisabled``), an EventBridge rule on the
+CloudTrail events ``DisableKey`` and ``ScheduleKeyDeletion`` of each customer managed key, whose event goes to the
+topic as it is (KMS publishes no metric of a key's state; docs/decisions/0153-alarms-that-mean-one-thing.md). The rollback alarms of a deploy are ``Api5xx`` and the ``ExecutionsFailed`` ones
 (``infra/constructs/deployments.py``).
 
 CDK context ``detailedAlarms=true`` adds, two metrics each (billed per metric):
@@ -36,9 +45,14 @@ CDK context ``dashboard=true`` adds the dashboard (billed beyond an account's fi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
@@ -172,6 +186,7 @@ class HostMonitoring(Construct):
         tables: HostTables,
         metrics_namespace: str,
         rollback: RollbackAlarms,
+        keys: Mapping[str, kms.IKey],
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = topic = rollback.topic
@@ -231,6 +246,20 @@ class HostMonitoring(Construct):
                 "(see docs/operations.md).",
                 threshold=QUEUE_AGE_S,
             )
+        for key, machine in state_machines.machines.items():
+            alarm(
+                f"{pascal(key)}ExecutionsThrottled",
+                machine.metric_throttled(period=PERIOD, statistic="Sum"),
+                f"Step Functions {key}: state transitions or executions throttled (see docs/operations.md).",
+            )
+        for spec in manifest.FUNCTIONS:
+            if spec.kind == "task":
+                alarm(
+                    f"{pascal(spec.name)}Throttles",
+                    functions.function(spec.name).metric_throttles(period=PERIOD, statistic="Sum"),
+                    f"Lambda {spec.name} (a run task): invocations throttled (see docs/operations.md).",
+                )
+        self.rules: dict[str, events.Rule] = dict(self._key_disabled(key, k) for key, k in keys.items())
         if context_flag(self, "detailedAlarms"):
 
             def summed(a: cw.IMetric, b: cw.IMetric, label: str) -> cw.MathExpression:
@@ -259,6 +288,35 @@ class HostMonitoring(Construct):
 
         self.rollback_alarms = rollback.rollback_alarms
         self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
+
+    def _key_disabled(self, key: str, kms_key: kms.IKey) -> tuple[str, events.Rule]:
+        """``<Key>KeyDisabled``: the key's ``DisableKey`` or ``ScheduleKeyDeletion`` (CloudTrail management events, as
+        EventBridge receives them where a trail records management events), sent to the alarm topic as they are. KMS
+        has no metric of a key's state; a disabled signing key stops every webhook delivery and secret read."""
+        name = f"{pascal(key)}KeyDisabled"
+        rule = events.Rule(
+            self,
+            name,
+            description=f"OpenWOP {key} key disabled or scheduled for deletion (see docs/operations.md)",
+            event_pattern=events.EventPattern(
+                source=["aws.kms"],
+                detail_type=["AWS API Call via CloudTrail"],
+                detail={
+                    "eventSource": ["kms.amazonaws.com"],
+                    "eventName": ["DisableKey", "ScheduleKeyDeletion"],
+                    "resources": {"ARN": [kms_key.key_arn]},
+                },
+            ),
+        )
+        rule.add_target(targets.SnsTopic(self.topic, retry_attempts=185, max_event_age=Duration.hours(24)))
+        acknowledge(
+            rule,
+            "Serverless-EventBusDLQ",
+            "The target is the alarm topic itself, retried by EventBridge for 24 hours: an event it still cannot "
+            "publish there is one no alarm could page about either; a dead-letter queue would need its own alarm "
+            "on that same topic.",
+        )
+        return name, rule
 
     def _dashboard(self, api: RunsApi, metrics_namespace: str) -> cw.Dashboard:
         app = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Fn, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -45,6 +45,20 @@ def asl_setting(scope: Construct, name: str) -> int:
     return value
 
 
+VENDED_LOGS_PREFIX = "/aws/vendedlogs/states/"
+
+
+def vended_log_group_name(scope: Construct, machine: str) -> str:
+    """``/aws/vendedlogs/states/<stack name>-<Machine>-<stack GUID>``: under the prefix CloudWatch Logs reserves for
+    vended logs, whose delivery needs no entry in the account's CloudWatch Logs resource policy (5,120 characters,
+    shared by every log group a service delivers to: a stack per stage would outgrow it). The stack's GUID (the last
+    part of its id) keeps the name unique per stack instance: a fixed name would collide with a group RETAINed from an
+    earlier stack of the same name."""
+    stack = Stack.of(scope)
+    guid = Fn.select(2, Fn.split("/", stack.stack_id))
+    return f"{VENDED_LOGS_PREFIX}{stack.stack_name}-{machine}-{guid}"
+
+
 class HostStateMachines(Construct):
     """One STANDARD ``sfn.StateMachine`` per ``manifest.STATE_MACHINES`` entry.
 
@@ -77,9 +91,12 @@ class HostStateMachines(Construct):
             missing = placeholders(text) ^ set(spec.substitutions)
             if missing:
                 raise ValueError(f"{spec.file}: placeholders and manifest substitutions differ: {sorted(missing)}")
-            # Generated name: a fixed one would collide with a group RETAINed from an earlier stack of that name.
             log_group = logs.LogGroup(
-                self, f"{name}Logs", retention=log_retention(stage), removal_policy=removal_policy(stage)
+                self,
+                f"{name}Logs",
+                log_group_name=vended_log_group_name(self, name),
+                retention=log_retention(stage),
+                removal_policy=removal_policy(stage),
             )
             machine = sfn.StateMachine(
                 self,
@@ -110,8 +127,7 @@ class HostStateMachines(Construct):
 
     def _grant_distributed_map(self, machine: sfn.StateMachine) -> None:
         """A Distributed Map reads its item list from S3 (ItemReader), writes its result there (ResultWriter) and runs
-        its iterations as child executions of this very state machine (whose ARN its own role cannot name without a
-        cycle: a pattern on this stack's machines)."""
+        its iterations as child executions of this very state machine (named by a policy beside the role's default one)."""
         stack = Stack.of(self)
         bucket = self._fixtures.bucket
         machine.add_to_role_policy(
@@ -121,45 +137,42 @@ class HostStateMachines(Construct):
             )
         )
         machine.add_to_role_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-        machine.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["states:StartExecution"],
-                resources=[
-                    stack.format_arn(
-                        service="states",
-                        resource="stateMachine",
-                        resource_name=f"*{pascal('eval')}StateMachine*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
-            )
-        )
-        machine.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["states:DescribeExecution", "states:StopExecution"],
-                resources=[
-                    stack.format_arn(
-                        service="states",
-                        resource="execution",
-                        resource_name=f"*{pascal('eval')}StateMachine*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
-            )
-        )
         acknowledge(
             machine.role,
             f"AwsSolutions-IAM5[Resource::{nag_reference(machine.role, bucket, 'Arn')}/runs/*]",
             "A Distributed Map reads its item list from, and writes its result to, S3 objects under runs/<runId>/, "
             "named per run at execution time.",
         )
-        arn = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
-        for kind in ("stateMachine", "execution"):
+        # Its own executions by its own ARN and name, in a policy of its own: the role's default policy cannot name
+        # the machine (the machine waits on it: a cycle), this one waits on the machine. A name pattern instead
+        # (``*EvalStateMachine*``) matched every stage's eval machine in the account (issue 37, defect 11).
+        children = iam.Policy(
+            self,
+            f"{machine.node.id}ChildExecutions",
+            roles=[machine.role],
+            statements=[
+                iam.PolicyStatement(actions=["states:StartExecution"], resources=[machine.state_machine_arn]),
+                iam.PolicyStatement(
+                    actions=["states:DescribeExecution", "states:StopExecution"],
+                    resources=[
+                        stack.format_arn(
+                            service="states",
+                            resource="execution",
+                            resource_name=f"{machine.state_machine_name}{separator}*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                        for separator in (":", "/")  # its executions; a Map Run's child executions
+                    ],
+                ),
+            ],
+        )
+        arn = "arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution"
+        for separator in (":", "/"):
             acknowledge(
-                machine.role,
-                f"AwsSolutions-IAM5[Resource::{arn}:{kind}:*{pascal('eval')}StateMachine*]",
-                "A Distributed Map starts, describes and stops child executions of its own state machine, whose "
-                "generated name its role cannot reference without a dependency cycle: a name pattern instead.",
+                children,
+                f"AwsSolutions-IAM5[Resource::{arn}:{nag_reference(children, machine, 'Name')}{separator}*]",
+                "A Distributed Map describes and stops the child executions it starts, named at execution time: "
+                "every execution of this one state machine, by its own name.",
             )
 
     def _resolve(self, ref: str) -> str:

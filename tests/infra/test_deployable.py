@@ -278,6 +278,8 @@ def test_reservations_and_parked_timeout_come_from_context(tmp_path: Path) -> No
 
 
 def test_alarms_watch_dynamodb_throttles_the_fanouts_lag_and_the_webhook_queues_age(prod) -> None:
+    from infra.constructs.common import pascal
+
     stack, resources = prod
     alarms = _of_type(resources, "AWS::CloudWatch::Alarm")
     mon = stack.monitoring.alarms
@@ -312,8 +314,11 @@ def test_alarms_watch_dynamodb_throttles_the_fanouts_lag_and_the_webhook_queues_
     assert age["Dimensions"] == [{"Name": "QueueName", "Value": stack.resolve(queue.queue_name)}]
     # and each has a runbook row in docs/operations.md
     runbook = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
-    for name in mon:  # every default alarm: by its name, or its family's row (<Machine>ExecutionsFailed)
-        row = "<Machine>ExecutionsFailed" if name.endswith("ExecutionsFailed") else name
+    families = ("ExecutionsFailed", "ExecutionsThrottled")  # a row per family: <Machine>ExecutionsFailed ...
+    tasks = {f"{pascal(f.name)}Throttles" for f in manifest.FUNCTIONS if f.kind == "task"}
+    for name in [*mon, *stack.monitoring.rules]:  # every default alarm and rule: by its name, or its family's row
+        family = next((f for f in families if name.endswith(f)), None)
+        row = f"<Machine>{family}" if family else "<Task>Throttles" if name in tasks else name
         assert f"| `{row}` |" in runbook, name
 
 

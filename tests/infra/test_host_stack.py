@@ -419,6 +419,61 @@ def test_start_execution_only_on_manifest_machines(synth: Synth) -> None:
             assert set(_as_list(s["Action"])) == {"states:StopExecution", "states:DescribeExecution"}
 
 
+PSEUDO_PARAMETERS = {"AWS::Partition", "AWS::Region", "AWS::AccountId", "AWS::URLSuffix"}
+
+
+def _pins_a_resource(part: Any, markers: tuple[str, ...]) -> bool:
+    """``part`` of an ARN names something of this stack only: a reference to one of its resources (a ``Ref`` but to
+    a pseudo parameter, a ``Fn::GetAtt``), or literal text with the stack's name or the stage's prefix."""
+    if isinstance(part, str):
+        return any(m in part for m in markers)
+    if isinstance(part, dict) and "Ref" in part:
+        return part["Ref"] not in PSEUDO_PARAMETERS
+    return isinstance(part, dict) and "Fn::GetAtt" in part
+
+
+def _before_first_wildcard(value: Any) -> list[Any] | None:
+    """The parts of a resource ARN before its first ``*``, or None when it has none."""
+    parts = value["Fn::Join"][1] if isinstance(value, dict) and "Fn::Join" in value else [value]
+    before: list[Any] = []
+    for part in parts:
+        if isinstance(part, str) and "*" in part:
+            return [*before, part.split("*", 1)[0]]
+        before.append(part)
+    return None
+
+
+def test_no_resource_pattern_reaches_another_stages_resources(synth: Synth) -> None:
+    # Given every statement of every IAM policy of the stack, roles of state machines and functions alike
+    statements = [
+        s for p in synth.of_type("AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert statements
+    markers = (synth.stack.stack_name, f"/{STAGE}/")  # the stack's name; the stage's secret-name prefix
+    # Then a resource with a wildcard (but the bare "*" of actions without resource-level permissions, and Bedrock's
+    # models and inference profiles, which belong to no stage) is pinned to this stack or stage before its wildcard:
+    # another stage's machine, execution, secret, bucket or table cannot match it
+    loose = []
+    for statement in statements:
+        for resource in _as_list(statement.get("Resource", [])):
+            if resource == "*" or ":bedrock:" in json.dumps(resource):
+                continue
+            before = _before_first_wildcard(resource)
+            if before is not None and not any(_pins_a_resource(p, markers) for p in before):
+                loose.append((statement["Action"], resource))
+    assert loose == [], json.dumps(loose, indent=1)
+    # and the eval machine (a Distributed Map) starts, describes and stops its own executions only, by its own name
+    machine = synth.stack.state_machines.machine("eval")
+    role = synth.resources[synth.logical_id(machine)]["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    own = synth.role_statements(role)
+    started = [r for s in _statements_with(own, "states:StartExecution") for r in _as_list(s["Resource"])]
+    assert started == [synth.resolve(machine.state_machine_arn)]
+    stopped = [r for s in _statements_with(own, "states:StopExecution") for r in _as_list(s["Resource"])]
+    name = synth.resolve(machine.state_machine_name)
+    assert len(stopped) == 2 and all(r["Fn::Join"][1][-2:] in ([name, ":*"], [name, "/*"]) for r in stopped)
+    assert "EvalStateMachine*" not in json.dumps(synth.template.to_json()["Resources"])
+
+
 def test_create_run_starts_only_run_and_eval(synth: Synth) -> None:
     # Given create_run's StartExecution statements
     statements = _statements_with(synth.function_statements("create_run"), "states:StartExecution")
@@ -632,6 +687,40 @@ def test_state_machines_invoke_exactly_their_functions(synth: Synth) -> None:
         # Then it may invoke exactly the manifest's functions' live aliases (what the ASL files' placeholders name)
         expected = [synth.resolve(synth.stack.functions.alias_arn(f)) for f in spec.invokes]
         assert sorted(map(json.dumps, resources)) == sorted(map(json.dumps, expected)), spec.key
+
+
+def _literal_prefix(value: Any) -> str:
+    """The literal text a (possibly ``Fn::Join``ed) CloudFormation string starts with, up to its first token."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        text = ""
+        for i, part in enumerate(parts):
+            if not isinstance(part, str):
+                return text
+            text += part if i == 0 else separator + part
+        return text
+    return ""
+
+
+def test_state_machines_log_to_vended_log_groups_unique_per_stack(synth: Synth) -> None:
+    from infra.constructs.state_machines import VENDED_LOGS_PREFIX
+
+    # Given every log group a state machine's logging configuration names
+    groups = synth.of_type("AWS::Logs::LogGroup")
+    named = []
+    for machine in synth.of_type("AWS::StepFunctions::StateMachine").values():
+        for destination in machine["Properties"]["LoggingConfiguration"]["Destinations"]:
+            arn = destination["CloudWatchLogsLogGroup"]["LogGroupArn"]
+            named.append(groups[arn["Fn::GetAtt"][0]]["Properties"]["LogGroupName"])
+    assert len(named) == len(manifest.STATE_MACHINES) == len({json.dumps(n) for n in named})
+    for name in named:
+        # Then its name is under the vended-logs prefix (no entry in the account's Logs resource policy needed)
+        assert _literal_prefix(name).startswith(VENDED_LOGS_PREFIX), name
+        # and carries the stack's name and its GUID, so a group RETAINed from an earlier stack never collides
+        assert _literal_prefix(name).startswith(f"{VENDED_LOGS_PREFIX}{synth.stack.stack_name}-"), name
+        assert "AWS::StackId" in json.dumps(name), name
 
 
 # --- Streams ----------------------------------------------------------------------------------------------------
@@ -894,6 +983,8 @@ def _default_alarm_names() -> set[str]:
         | {f"{pascal(q.key)}DeadLetters" for q in manifest.QUEUES}
         | {"DynamoDbThrottles", "WebhookFanoutLag"}
         | {f"{pascal(q.key)}QueueAge" for q in manifest.QUEUES}
+        | {f"{pascal(m.key)}ExecutionsThrottled" for m in manifest.STATE_MACHINES}
+        | {f"{pascal(f.name)}Throttles" for f in manifest.FUNCTIONS if f.kind == "task"}
     )
 
 
@@ -910,19 +1001,24 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
     # and there is one for API 5xx, one per state machine, one per stream failure queue, one per dead-letter queue
     # (webhook deliveries that exhausted their retries), DynamoDB throttles, the fan-out's lag and each queue's age,
-    # and no per-function alarm but the fan-out's lag
+    # one per state machine's throttled executions, and no per-function alarm but the fan-out's lag and the run
+    # tasks' throttles
     mon = synth.stack.monitoring.alarms
     assert set(mon) == _default_alarm_names() and len(alarms) == len(mon)
-    blob = json.dumps({k: a for k, a in alarms.items() if k != synth.logical_id(mon["WebhookFanoutLag"])})
+    tasks = {f.name for f in manifest.FUNCTIONS if f.kind == "task"}
+    per_function = {synth.logical_id(mon["WebhookFanoutLag"])} | {
+        synth.logical_id(mon[f"{pascal(name)}Throttles"]) for name in tasks
+    }
+    blob = json.dumps({k: a for k, a in alarms.items() if k not in per_function})
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) not in blob, spec.name
-    # and each watches one metric but the throttle alarm (read + write throttles of each watched table): 19 metrics,
-    # 9 past CloudWatch's 10 free ones ($0.90 a month at list price, what bench.costs prices)
+    # and each watches one metric but the throttle alarm (read + write throttles of each watched table): 27 metrics,
+    # 17 past CloudWatch's 10 free ones ($1.70 a month at list price, what bench.costs prices)
     throttles_id = synth.logical_id(mon["DynamoDbThrottles"])
     assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id)
     metrics = len(alarms) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
-    assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == metrics == 19
-    assert metrics - CLOUDWATCH_FREE_ALARM_METRICS == 9
+    assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == metrics == 27
+    assert metrics - CLOUDWATCH_FREE_ALARM_METRICS == 17
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
@@ -933,6 +1029,61 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
         assert failed["Dimensions"] == [{"Name": "StateMachineArn", "Value": synth.resolve(machine.state_machine_arn)}]
     # and the topic ARN is an output, for subscriptions
     assert "AlarmTopicArn" in synth.template.to_json()["Outputs"]
+
+
+def test_step_functions_and_run_task_throttles_are_alarmed_by_default(synth: Synth) -> None:
+    from infra.constructs.common import pascal
+
+    # Given the default stack's alarms
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    mon = synth.stack.monitoring.alarms
+    for key, machine in synth.stack.state_machines.machines.items():
+        # Then each state machine has an alarm on its own throttled executions
+        props = alarms[synth.logical_id(mon[f"{pascal(key)}ExecutionsThrottled"])]["Properties"]
+        assert (props["Namespace"], props["MetricName"], props["Statistic"]) == (
+            "AWS/States",
+            "ExecutionThrottled",
+            "Sum",
+        )
+        assert props["Dimensions"] == [{"Name": "StateMachineArn", "Value": synth.resolve(machine.state_machine_arn)}]
+        assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    tasks = [f.name for f in manifest.FUNCTIONS if f.kind == "task"]
+    assert {"advance_run", "run_eval_trial"} <= set(tasks)
+    for name in tasks:
+        # and each run task an alarm on its own Lambda throttles, without detailedAlarms
+        props = alarms[synth.logical_id(mon[f"{pascal(name)}Throttles"])]["Properties"]
+        assert (props["Namespace"], props["MetricName"], props["Statistic"]) == ("AWS/Lambda", "Throttles", "Sum")
+        assert props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": synth.function_logical_id(name)}}]
+
+
+def test_disabling_or_scheduling_deletion_of_the_signing_key_notifies_the_alarm_topic(synth: Synth) -> None:
+    # Given the EventBridge rules of the default stack and the alarm topic
+    rules = synth.of_type("AWS::Events::Rule")
+    (topic_id,) = synth.of_type("AWS::SNS::Topic")
+    key = synth.stack.secrets.key(manifest.SIGNING)
+    # Then one rule matches the CloudTrail events that disable the signing key or schedule its deletion, by its ARN
+    props = rules[synth.logical_id(synth.stack.monitoring.rules["SigningKeyDisabled"])]["Properties"]
+    assert props["State"] == "ENABLED"
+    assert props["EventPattern"] == {
+        "source": ["aws.kms"],
+        "detail-type": ["AWS API Call via CloudTrail"],
+        "detail": {
+            "eventSource": ["kms.amazonaws.com"],
+            "eventName": ["DisableKey", "ScheduleKeyDeletion"],
+            "resources": {"ARN": [synth.resolve(key.key_arn)]},
+        },
+    }
+    # and sends the event to the alarm topic, which lets EventBridge publish
+    assert [t["Arn"] for t in props["Targets"]] == [{"Ref": topic_id}]
+    policies = [p["Properties"] for p in synth.of_type("AWS::SNS::TopicPolicy").values()]
+    assert any(
+        {"Ref": topic_id} in p["Topics"]
+        and any(
+            s.get("Principal") == {"Service": "events.amazonaws.com"} and s["Action"] == "sns:Publish"
+            for s in p["PolicyDocument"]["Statement"]
+        )
+        for p in policies
+    )
 
 
 def test_detailed_alarms_add_function_and_execution_alarms_when_asked(synth_opted_in: Synth) -> None:
