@@ -164,6 +164,13 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "http://localhost:4318/v1/traces); default none: no spans",
     ),
     ContextSetting(
+        "webhookSubscriptionCacheSeconds",
+        "WEBHOOK_SUBSCRIPTION_CACHE_SECONDS",
+        "int",
+        "seconds a warm fan-out keeps a tenant's subscriptions it found (a new subscription reaches runs already "
+        "going within this plus about 1 s; a run's first batch always reads afresh); default 2, at most 60",
+    ),
+    ContextSetting(
         "startSweepGraceSeconds",
         "START_SWEEP_GRACE_SECONDS",
         "int",

@@ -1200,6 +1200,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         "tracingCaptureContent": "False",
         "conformanceSeams": "True",
         "startSweepGraceSeconds": "90",
+        "webhookSubscriptionCacheSeconds": "5",
     }
     expected = {
         "HTTP_ALLOWLIST": "api.example.com,hooks.example.com:8443",
@@ -1229,6 +1230,7 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "false",
         "OPENWOP_CONFORMANCE_SEAMS": "true",
         "START_SWEEP_GRACE_SECONDS": "90",
+        "WEBHOOK_SUBSCRIPTION_CACHE_SECONDS": "5",
     }
     assert {s.context for s in RUNTIME_SETTINGS} == set(given) and {s.env_var for s in RUNTIME_SETTINGS} == set(
         expected

@@ -70,6 +70,7 @@ EVERYTHING: dict[str, str] = {
     "webhookRotationOverlapSeconds": "3600",
     "webhookDeadLetterDays": "7",
     "startSweepGraceSeconds": "90",
+    "webhookSubscriptionCacheSeconds": "5",
     "tracingEndpoint": "http://localhost:4318/v1/traces",
     "tracingCaptureContent": "true",
     "tracingLayerArn": "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1",
