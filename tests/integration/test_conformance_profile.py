@@ -274,8 +274,9 @@ def test_resume_before_the_run_parks_and_cancel_of_a_paused_run(host):
     from tests.wire import raw
 
     client = host.client(host.key_a)
-    # paused and resumed while its hold still waits: the Park task finds it running and goes on by itself
-    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 2500}))
+    # paused and resumed while its hold still waits: the Park task finds it running and goes on by itself (a hold
+    # long enough to outlast three requests on a loaded machine: at 2.5 s the run had completed by the second resume)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 10000}))
     _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
     client.runs_pause(run.runId)
     client.runs_resume(run.runId)
@@ -289,7 +290,7 @@ def test_resume_before_the_run_parks_and_cancel_of_a_paused_run(host):
         )
     else:
         raise AssertionError("resuming a running run must be refused")
-    assert wait_terminal(client, run.runId).status == "completed"
+    assert wait_terminal(client, run.runId, timeout=90).status == "completed"
     # a paused run can be cancelled; its parked execution is stopped
     other = client.runs_create(CreateRunRequest(workflowId="conformance-cancellable", inputs={"delayMs": 60000}))
     _wait_for(client, other.runId, lambda ev: "node.started" in [e.type for e in ev])
