@@ -161,13 +161,15 @@ def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
 
 
 @contextmanager
-def requests_sent(client: Any, operation: str) -> Iterator[list[dict[str, Any]]]:
+def requests_sent(client: Any, operation: str, table: str | None = None) -> Iterator[list[dict[str, Any]]]:
     """The parameters of every ``operation`` request (e.g. ``Query``) ``client`` sends while inside, whatever thread
-    sends it (a botocore hook on a DynamoDB client)."""
+    sends it (a botocore hook on a DynamoDB client); with ``table``, only the requests to that table (the client is
+    shared: the local stream's fan-out may read another table from its own thread meanwhile)."""
     sent: list[dict[str, Any]] = []
 
     def capture(params: Any = None, **_: Any) -> None:
-        sent.append(dict(params))
+        if table is None or params.get("TableName") == table:
+            sent.append(dict(params))
 
     event = f"before-parameter-build.dynamodb.{operation}"
     client.meta.events.register(event, capture)

@@ -138,16 +138,16 @@ def test_one_append_is_pages_of_at_most_99_events_and_reads_cross_them(ports):
     docs = json.loads(zlib.decompress(items[1]["page"]["B"]))
     assert [d["sequence"] for d in docs] == list(range(99, 198))
     # And a range inside a page reads that page only; one across pages reads the pages that hold it
-    with requests_sent(ports.events._c, "Query") as sent:
+    with requests_sent(ports.events._c, "Query", ports.events._t) as sent:
         assert [e["sequence"] for e in ports.events.read_page(rec.run_id, 120, 5)] == [121, 122, 123, 124, 125]
     assert len(sent) == 1 and sent[0]["Limit"] == 1
-    with requests_sent(ports.events._c, "Query") as sent:
+    with requests_sent(ports.events._c, "Query", ports.events._t) as sent:
         got = ports.events.read_events(rec.run_id, 50, limit=100)
     assert [e["sequence"] for e in got] == list(range(51, 151)) and len(sent) == 2
     got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, 97, 198) for e in page]
     assert got == list(range(98, 199))
     # And a range that ends where a page ends needs no second Query
-    with requests_sent(ports.events._c, "Query") as sent:
+    with requests_sent(ports.events._c, "Query", ports.events._t) as sent:
         got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, -1, 197) for e in page]
     assert got == list(range(198)) and len(sent) == 1
     assert [e["sequence"] for e in ports.events.read_page(rec.run_id, 240)] == list(range(241, 250))
