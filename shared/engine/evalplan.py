@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cachetools import LRUCache
-
 from shared import keys
+from shared.caches import LockedLRUCache
 from shared.errors import RunGoneError
 from shared.ports import Ports
 
@@ -16,7 +15,7 @@ PLAN_VERSION = 1
 INLINE_LIMIT = 300_000  # bytes of JSON kept inside a DynamoDB item; larger goes to S3 under the run's prefix
 
 _PLAN_CACHE_SIZE = 16
-_plan_cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=_PLAN_CACHE_SIZE)
+_plan_cache: LockedLRUCache[str, dict[str, Any]] = LockedLRUCache(maxsize=_PLAN_CACHE_SIZE)
 
 
 def load_plan(ports: Ports, run_id: str, *, cached: bool = True) -> dict[str, Any]:

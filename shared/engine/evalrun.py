@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cachetools import LRUCache
-
 from shared import keys
+from shared.caches import LockedLRUCache
 from shared.engine import externaltrial, grading, spans
 from shared.engine.evalpages import (
     append_chunked,
@@ -146,7 +145,9 @@ def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- a trial (a Map iteration)
 
 
-_runs: LRUCache[str, RunRecord] = LRUCache(maxsize=16)  # eval run id -> its record as first read in this container
+_runs: LockedLRUCache[str, RunRecord] = LockedLRUCache(
+    maxsize=16
+)  # eval run id -> its record as first read in this container
 
 
 def _eval_record(ports: Ports, run_id: str) -> RunRecord | None:

@@ -28,8 +28,7 @@ import hashlib
 import json
 from typing import Any
 
-from cachetools import LRUCache
-
+from shared.caches import LockedLRUCache
 from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
 from shared.engine.kernel import halt, load_state, make_event, run_workflow, state_updates
@@ -47,7 +46,9 @@ INLINE_INDEX_LIMIT = 300_000
 DIGEST_SIZE = 8  # bytes per source event; a collision (2^-64 per event) would hide one divergence
 DIGEST_PAGE = 16_384  # digests per ranged read (128 KB)
 
-_cache: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=1)  # child run id -> its index (immutable once written)
+_cache: LockedLRUCache[str, dict[str, Any]] = LockedLRUCache(
+    maxsize=1
+)  # child run id -> its index (immutable once written)
 
 
 def event_digest(ev: dict[str, Any]) -> bytes:
@@ -60,7 +61,7 @@ def digests_key(run_id: str) -> str:
 
 
 # A page of a replay's digests ((object, first sequence)): immutable, so a warm container keeps the last one read.
-_digest_pages: LRUCache[tuple[str, int], bytes] = LRUCache(maxsize=1)
+_digest_pages: LockedLRUCache[tuple[str, int], bytes] = LockedLRUCache(maxsize=1)
 
 
 def digest_at(ports: Ports, digests: dict[str, Any], seq: int, run_id: str) -> bytes | None:

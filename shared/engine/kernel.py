@@ -23,8 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cachetools import LRUCache
-
+from shared.caches import LockedLRUCache
 from shared.clock import ms_from_iso
 from shared.engine import spans
 from shared.engine import state as st
@@ -147,7 +146,7 @@ def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
 
 
 # A run's pinned workflow (run id), immutable: a warm container keeps one.
-_pinned: LRUCache[str, Workflow] = LRUCache(maxsize=1)
+_pinned: LockedLRUCache[str, Workflow] = LockedLRUCache(maxsize=1)
 
 
 def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
@@ -169,7 +168,7 @@ def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
 # --------------------------------------------------------------------------- the state store
 
 # The large state snapshot this container last wrote (S3 key), immutable: the run's next task here reads it back.
-_last_state: LRUCache[str, str] = LRUCache(maxsize=1)
+_last_state: LockedLRUCache[str, str] = LockedLRUCache(maxsize=1)
 
 
 def snapshot_updates(

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachetools import LRUCache
-
+from shared.caches import LockedLRUCache
 from shared.engine import dispatch, spans
 from shared.engine.canonical import same_json
 from shared.engine.catalog import Catalog, ResolvedTool
@@ -149,7 +148,7 @@ def _counter_args(args: Any, op: str) -> bool:
 
 
 COUNTER_ATTEMPTS = 8  # optimistic increments of a contended counter before the call is an error outcome
-_counts: LRUCache[tuple[str, str], int] = LRUCache(
+_counts: LockedLRUCache[tuple[str, str], int] = LockedLRUCache(
     maxsize=1024
 )  # the last count this container saw per counter: a guess, checked on write
 

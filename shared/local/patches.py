@@ -14,7 +14,7 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 3. (removed: JSONata. No ASL file of ours uses ``QueryLanguage: JSONata``; moto 5.2.5 fails such states,
    getmoto/moto#10105, and ``tests/unit`` checks that none of our state machines uses JSONata.)
 4. ``states:startExecution`` casing (getmoto/moto#10076, PR #10101): PascalCase parameters go straight to boto3.
-   Patches 4, 5, 7 and 8 are in ``shared.local.sfn_patches``.
+   Patches 4, 5, 7, 8 and 12 are in ``shared.local.sfn_patches``.
 5. ``fast_waits()`` (test-only, never applied by default): Wait states and Retry intervals become instant.
 6. ``TransactWriteItems`` without deep-copying whole tables per item (``shared.local.ddb_transactions``).
 7. ``StopExecution`` of an execution waiting in a ``.waitForTaskToken`` task (no upstream issue filed yet):
@@ -36,6 +36,9 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 11. moto's Step Functions interpreter signs its calls to the server with a fixed key (``ak``): they sign with the
    endpoint's per-start credential instead, which the guard in front of moto requires (``shared.local.endpoint_auth``,
    applied by ``LocalAws`` at start; decision 0152).
+12. An execution's end is seen whole (``BaseExecutionWorkerCommunication._reflect_execution_status``, no upstream
+   issue filed yet): moto set ``SUCCEEDED`` before the output (``FAILED`` before the error), so a
+   ``DescribeExecution`` between the two answered a succeeded execution with no ``output``.
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -51,6 +54,7 @@ from shared.local.ddb_streams import patch_stream_delivery, patch_stream_record_
 from shared.local.lambda_registry import patch_lambda_invoke
 from shared.local.sfn_patches import (
     patch_sfn_distributed_map_worker_loop,
+    patch_sfn_end_seen_whole,
     patch_sfn_start_execution,
     patch_sfn_stop_wakes_callbacks,
 )
@@ -79,6 +83,7 @@ def apply_patches() -> None:
         patch_sfn_start_execution()
         patch_sfn_stop_wakes_callbacks()
         patch_sfn_distributed_map_worker_loop()
+        patch_sfn_end_seen_whole()
         from shared.local.ddb_transactions import apply_transaction_patch
 
         apply_transaction_patch()  # TransactWriteItems without a table deep-copy per item

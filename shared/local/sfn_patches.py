@@ -1,6 +1,6 @@
-"""Step Functions patches of the embedded AWS (4, 5, 7 and 8 in ``shared.local.patches``): ``startExecution``
-casing, stopping an execution that waits for a task token, the Distributed Map worker's loop, and ``fast_waits``
-(tests only)."""
+"""Step Functions patches of the embedded AWS (4, 5, 7, 8 and 12 in ``shared.local.patches``): ``startExecution``
+casing, stopping an execution that waits for a task token, the Distributed Map worker's loop, an execution's end
+seen whole, and ``fast_waits`` (tests only)."""
 
 from __future__ import annotations
 
@@ -130,6 +130,28 @@ def patch_sfn_distributed_map_worker_loop() -> None:
             self._job_pool.close_job(job)
 
     worker.DistributedItemProcessorWorker._eval_pool = _eval_pool  # type: ignore[method-assign]
+
+
+def patch_sfn_end_seen_whole() -> None:
+    """Patch 12: an execution's output (or error and cause) is set before its status turns terminal, so a
+    ``DescribeExecution`` racing the end never reads ``SUCCEEDED`` without ``output`` (or ``FAILED`` without
+    ``error``); moto set the status first."""
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded, ProgramError
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+    original = BaseExecutionWorkerCommunication._reflect_execution_status
+
+    def reflect(self: Any) -> None:
+        execution = self.execution
+        state = execution.exec_worker.env.program_state()
+        if isinstance(state, ProgramEnded):
+            execution.output = execution.exec_worker.env.states.get_input()
+        elif isinstance(state, ProgramError) and state.error is not None:
+            execution.error = state.error.get("error")
+            execution.cause = state.error.get("cause")
+        original(self)
+
+    BaseExecutionWorkerCommunication._reflect_execution_status = reflect  # type: ignore[method-assign]
 
 
 @contextmanager

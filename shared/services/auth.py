@@ -25,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import TTLCache
-
+from shared.caches import LockedTTLCache
 from shared.errors import UnauthenticatedError
 from shared.ports import Ports
 from shared.services.common import Caller
@@ -36,16 +35,16 @@ HIT_MAX, HIT_TTL_S = 1024, 60.0
 MISS_MAX, MISS_TTL_S = 256, 5.0
 
 _lock = threading.Lock()
-_hits: TTLCache[str, Caller] = TTLCache(HIT_MAX, HIT_TTL_S, timer=time.monotonic)
-_misses: TTLCache[str, bool] = TTLCache(MISS_MAX, MISS_TTL_S, timer=time.monotonic)
+_hits: LockedTTLCache[str, Caller] = LockedTTLCache(HIT_MAX, HIT_TTL_S, timer=time.monotonic)
+_misses: LockedTTLCache[str, bool] = LockedTTLCache(MISS_MAX, MISS_TTL_S, timer=time.monotonic)
 
 
 def reset_cache(timer: Callable[[], float] = time.monotonic) -> None:
     """Empty both caches and (tests) give them another timer, in seconds."""
     global _hits, _misses
     with _lock:
-        _hits = TTLCache(HIT_MAX, HIT_TTL_S, timer=timer)
-        _misses = TTLCache(MISS_MAX, MISS_TTL_S, timer=timer)
+        _hits = LockedTTLCache(HIT_MAX, HIT_TTL_S, timer=timer)
+        _misses = LockedTTLCache(MISS_MAX, MISS_TTL_S, timer=timer)
 
 
 def cache_sizes() -> tuple[int, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -677,3 +678,32 @@ def test_a_send_to_a_deep_fifo_queue_walks_none_of_its_messages(local_aws: Local
     send(205, 10)
     assert [m.body for m in queue._messages][205:] == [f"body-{i}" for i in range(205, 215)]
     assert len(queue._messages) == 215
+
+
+def test_an_execution_is_never_seen_succeeded_without_its_output(local_aws: LocalAws) -> None:
+    from moto.stepfunctions.parser.asl.eval.program_state import ProgramEnded
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+    # Given an execution whose program ended with an output, watched at the moment its status changes
+    seen: list[tuple[str, Any]] = []
+
+    class Watched:
+        output: Any = None
+        stop_date: Any = None
+        exec_worker = SimpleNamespace(
+            env=SimpleNamespace(program_state=ProgramEnded, states=SimpleNamespace(get_input=lambda: {"n": 2}))
+        )
+
+        @property
+        def exec_status(self) -> Any:
+            return seen[-1][0] if seen else None
+
+        @exec_status.setter
+        def exec_status(self, value: Any) -> None:
+            seen.append((value.value, self.output))
+
+    # When moto reflects the end (the step a DescribeExecution can race)
+    BaseExecutionWorkerCommunication(Watched())._reflect_execution_status()  # type: ignore[arg-type]
+
+    # Then the output was there before the status said SUCCEEDED
+    assert seen == [("SUCCEEDED", {"n": 2})]

@@ -18,8 +18,7 @@ import hmac
 from collections.abc import Sequence
 from typing import Any
 
-from cachetools import LRUCache
-
+from shared.caches import LockedLRUCache
 from shared.errors import (
     ConflictError,
     OrdinalTakenError,
@@ -158,7 +157,7 @@ def _trial_session(ports: Ports, trial: tuple[str, int, int], token: str | None)
 
 
 # agent versions are immutable: a warm container reads each one once
-_versions: LRUCache[tuple[str, str, str], dict[str, Any]] = LRUCache(maxsize=64)
+_versions: LockedLRUCache[tuple[str, str, str], dict[str, Any]] = LockedLRUCache(maxsize=64)
 
 
 def _version_doc(ports: Ports, tenant: str, agent_id: str, version: str) -> dict[str, Any]:
