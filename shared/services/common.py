@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,17 +16,6 @@ ISSUER = "urn:openwop-serverless:api-key"
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 _UNREADABLE = "~"  # an opaque part no run id can have (the grammar needs 16+ chars)
-_V = TypeVar("_V")
-_cache_lock = threading.Lock()
-
-
-def remember(cache: dict[str, _V], key: str, value: _V, most: int) -> None:
-    """Put ``value`` in a warm process's bounded cache, the oldest entry going when it is full. Safe when several
-    invocations of one process run side by side (the local host runs a consumer's batches on several threads)."""
-    with _cache_lock:
-        if key not in cache and len(cache) >= most:
-            cache.pop(next(iter(cache)), None)
-        cache[key] = value
 
 
 @dataclass(frozen=True)

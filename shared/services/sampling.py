@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from shared.caches import LockedLRUCache
 from shared.errors import (
     NotFoundError,
     RunGoneError,
@@ -41,7 +42,7 @@ from shared.protocol import codes as c
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import tenant_of
 from shared.services import stream_interest, suites
-from shared.services.common import Caller, remember
+from shared.services.common import Caller
 
 DRAFT = "draft"
 MAX_RULES_PER_SUITE = 10
@@ -52,8 +53,8 @@ _CAS_TRIES = 5
 
 # Per warm container: tenant -> (the rules version they were read at, its rules). Bounded; an evicted tenant is read
 # again.
-_RULES: dict[str, tuple[str, list[dict[str, Any]]]] = {}
 _RULES_MAX = 4096
+_RULES: LockedLRUCache[str, tuple[str, list[dict[str, Any]]]] = LockedLRUCache(maxsize=_RULES_MAX)
 
 
 @lru_cache(maxsize=1)
@@ -218,7 +219,7 @@ def _tenant_rules(ports: Ports, tenant: str, version: str) -> list[dict[str, Any
     if hit is not None and hit[0] == version:
         return hit[1]
     rules = ports.sampling_rules.list_rules(tenant, consistent=True)
-    remember(_RULES, tenant, (version, rules), _RULES_MAX)
+    _RULES[tenant] = (version, rules)
     return rules
 
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.caches import LockedLRUCache
 from shared.ports import Ports
-from shared.services.common import remember
 
 NO_SUBSCRIBER_CACHE_S = 2.0
 # An eventually consistent read reflects every write that answered at least this long before it was sent (DynamoDB:
@@ -32,10 +32,12 @@ EVENTUAL_READ_LAG_S = 1.0
 # A subscription written longer ago than this (its createdAt, read just before its write) was visible to every
 # Query sent since: a tenant that has one needs no wait.
 SUBSCRIPTION_SETTLED_S = 60.0
-_NO_SUBSCRIBERS: dict[str, tuple[int, str | None]] = {}  # tenant -> (clock ms of the Query, its rules version)
 _NO_SUBSCRIBERS_MAX = 4096
-_SUBSCRIBED: dict[str, tuple[int, Interest]] = {}  # tenant -> (clock ms of the Query, its answer)
 _SUBSCRIBED_MAX = 4096
+# tenant -> (clock ms of the Query, its rules version)
+_NO_SUBSCRIBERS: LockedLRUCache[str, tuple[int, str | None]] = LockedLRUCache(maxsize=_NO_SUBSCRIBERS_MAX)
+# tenant -> (clock ms of the Query, its answer)
+_SUBSCRIBED: LockedLRUCache[str, tuple[int, Interest]] = LockedLRUCache(maxsize=_SUBSCRIBED_MAX)
 
 
 @dataclass(frozen=True)
@@ -65,10 +67,10 @@ def read(ports: Ports, tenant: str, *, fresh: bool = False) -> Interest:
     answer = Interest(subs, version)
     if subs:
         _NO_SUBSCRIBERS.pop(tenant, None)
-        remember(_SUBSCRIBED, tenant, (now, answer), _SUBSCRIBED_MAX)
+        _SUBSCRIBED[tenant] = (now, answer)
     else:
         _SUBSCRIBED.pop(tenant, None)
-        remember(_NO_SUBSCRIBERS, tenant, (now, version), _NO_SUBSCRIBERS_MAX)
+        _NO_SUBSCRIBERS[tenant] = (now, version)
     return answer
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.caches import LockedLRUCache
 from shared.errors import NotFoundError, RunStateConflictError
 from shared.ports import Ports, RunRecord
-from shared.services.common import Caller, load_own_run, remember
+from shared.services.common import Caller, load_own_run
 
 
 def _features() -> dict[str, bool]:
@@ -19,7 +20,7 @@ def _features() -> dict[str, bool]:
 # retried Finish writes the same bytes) and its key names the run, so a reader that has just read the run item
 # that names it may reuse it (the eval report's pages read it once, decision 0126).
 _SUMMARY_CACHE_SIZE = 4
-_summary_cache: dict[str, dict[str, Any]] = {}
+_summary_cache: LockedLRUCache[str, dict[str, Any]] = LockedLRUCache(maxsize=_SUMMARY_CACHE_SIZE)
 
 
 def stored(ports: Ports, rec: RunRecord, *, cached: bool = False) -> dict[str, Any] | None:
@@ -30,13 +31,14 @@ def stored(ports: Ports, rec: RunRecord, *, cached: bool = False) -> dict[str, A
     if not s or "$ref" not in s:
         return s
     key = str(s["$ref"])
-    if cached and rec.terminal and key in _summary_cache:
-        return _summary_cache[key]
+    hit = _summary_cache.get(key) if cached and rec.terminal else None
+    if hit is not None:
+        return hit
     got = ports.blobs.get_json(key)
     if got is None:
         return None
     if cached and rec.terminal:
-        remember(_summary_cache, key, dict(got), _SUMMARY_CACHE_SIZE)
+        _summary_cache[key] = dict(got)
     return dict(got)
 
 

@@ -18,14 +18,14 @@ import hashlib
 from typing import Any
 
 from shared import manifest
+from shared.caches import LockedLRUCache
 from shared.ports import Ports
-from shared.services.common import remember
 
 _CLEAR = ("secret", "previousSecret", "previousExpiresAtMs")
 # Per warm process: opened secrets by the digest of their sealed form (a rotation seals anew, so an entry never goes
 # stale); one KMS Decrypt per secret and container. Bounded; an evicted one is opened again.
-_OPENED: dict[str, str] = {}
 _OPENED_MAX = 512
+_OPENED: LockedLRUCache[str, str] = LockedLRUCache(maxsize=_OPENED_MAX)
 
 
 def _context(webhook_id: str) -> dict[str, str]:
@@ -43,7 +43,7 @@ def _open(ports: Ports, webhook_id: str, sealed: str) -> str:
     if found is not None:
         return found
     plain = ports.cipher.decrypt(manifest.SIGNING, base64.b64decode(sealed), _context(webhook_id)).decode("utf-8")
-    remember(_OPENED, digest, plain, _OPENED_MAX)
+    _OPENED[digest] = plain
     return plain
 
 

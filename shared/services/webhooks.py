@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from shared.caches import LockedLRUCache
 from shared.errors import (
     MAX_FAULTS,
     IdTenantMismatchError,
@@ -42,7 +43,7 @@ from shared.protocol import webhooks as wh
 from shared.protocol.codemap import ERA_V1
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
 from shared.services import stream_interest, webhook_secrets
-from shared.services.common import Caller, page_limit, remember
+from shared.services.common import Caller, page_limit
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
     from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
@@ -355,8 +356,8 @@ def _matches(sub: dict[str, Any], event_type: str, run_tags: Iterable[str]) -> b
 
 # Per warm fan-out process: a run's fork rule and tags are creation facts (immutable), so a run's later stream
 # batches need no GetItem. Bounded; an evicted run is read again.
-_RUN_FACTS: dict[str, tuple[int | None, tuple[str, ...]]] = {}
 _RUN_FACTS_MAX = 2048
+_RUN_FACTS: LockedLRUCache[str, tuple[int | None, tuple[str, ...]]] = LockedLRUCache(maxsize=_RUN_FACTS_MAX)
 
 
 def _load_run_facts(ports: Ports, run_ids: Sequence[str]) -> None:
@@ -367,7 +368,7 @@ def _load_run_facts(ports: Ports, run_ids: Sequence[str]) -> None:
     for run_id, rec in ports.runs.get_runs(missing, include_expired=True).items():
         if rec.tenant != tenant_of(run_id):
             continue
-        remember(_RUN_FACTS, run_id, (_fixed_history_below(rec), tuple(rec.data.get("tags") or ())), _RUN_FACTS_MAX)
+        _RUN_FACTS[run_id] = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))
 
 
 def _run_facts(run_id: str) -> tuple[int | None, tuple[str, ...]] | None:
