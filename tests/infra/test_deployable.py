@@ -339,3 +339,25 @@ def test_a_backup_plan_only_when_asked_covering_every_table(prod, tmp_path: Path
     assert chosen == {json.dumps(stack.resolve(t.table_arn)) for t in stack.tables.tables.values()}
     (vault,) = _of_type(resources, "AWS::Backup::BackupVault").values()
     assert vault["DeletionPolicy"] == "Retain"
+    # and a backup job of that vault, or a copy job out of it, that failed goes to the alarm topic (issue 37, item 10)
+    rules = {k: r["Properties"] for k, r in _of_type(resources, "AWS::Events::Rule").items()}
+    failed = rules[_id(stack, stack.backups.failed_jobs)]
+    vault_id = _id(stack, stack.backups.vault)
+    assert failed["EventPattern"] == {
+        "source": ["aws.backup"],
+        "detail-type": ["Backup Job State Change", "Copy Job State Change"],
+        "detail": {
+            "state": ["FAILED", "ABORTED", "EXPIRED"],
+            "$or": [
+                {"backupVaultName": [{"Fn::GetAtt": [vault_id, "BackupVaultName"]}]},
+                {"sourceBackupVaultArn": [{"Fn::GetAtt": [vault_id, "BackupVaultArn"]}]},
+            ],
+        },
+    }
+    (target,) = failed["Targets"]
+    assert target["Arn"] == {"Ref": _id(stack, stack.monitoring.topic)}
+    assert failed["State"] == "ENABLED"
+    # and the rule is only there with the plan, and has its runbook row
+    assert not [r for r in _of_type(prod[1], "AWS::Events::Rule").values() if "aws.backup" in json.dumps(r)]
+    runbook = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    assert "| `BackupJobsFailed` (`backup`) |" in runbook
