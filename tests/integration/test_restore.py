@@ -77,8 +77,12 @@ def test_a_restore_to_before_an_erasure_is_undone_by_reapplying_the_erasures(hos
         BillingMode="PAY_PER_REQUEST",
     )
     try:
-        live = ddb.scan(TableName=settings.runs_table)["Items"]  # the local table fits one page
-        tombstones = [i for i in live if i["pk"]["S"].startswith("ERASED#")]
+        pages = ddb.get_paginator("scan").paginate(
+            TableName=settings.runs_table,
+            FilterExpression="begins_with(pk, :erased)",
+            ExpressionAttributeValues={":erased": {"S": "ERASED#"}},
+        )
+        tombstones = [item for page in pages for item in page["Items"]]
         assert tombstones
         for item in tombstones:
             ddb.put_item(TableName=replaced, Item=item)
