@@ -142,7 +142,10 @@ class HostStack(Stack):
             [a for a in rollback.rollback_alarms if a not in cycling],
         )
         # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
-        self.backups = HostBackups.from_context(self, "HostBackups", tables=self.tables, stage=stage)
+        # Failed backup and copy jobs go to the alarm topic.
+        self.backups = HostBackups.from_context(
+            self, "HostBackups", tables=self.tables, stage=stage, topic=rollback.topic
+        )
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
         seed_plan = plan_from_context(self, stage)
         self.seeding = (

@@ -6,6 +6,12 @@ of each to a vault elsewhere (another region or account: what survives the loss 
 not backed up: it holds derived copies and large payloads of runs whose items the tables hold. The restore steps are
 in docs/operations.md ("Restore"). Cost: backup storage only ($0.10 per GB-month for DynamoDB warm backups at list
 price, plus the copy's storage and transfer); nothing while the tables are empty.
+
+``BackupJobsFailed``: an EventBridge rule on AWS Backup's job state changes, a backup job of this stack's vault or a
+copy job out of it that ended ``FAILED``, ``ABORTED`` or ``EXPIRED``, whose event goes to the alarm topic as it is
+(free: AWS Backup's events and rules on the default bus cost nothing; the ``AWS/Backup`` metrics would be two alarm
+metrics more, $0.20 a month). A backup that silently stops turns the restore point of a lost region into the last
+good one, however old.
 """
 
 from __future__ import annotations
@@ -13,16 +19,22 @@ from __future__ import annotations
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_backup as backup
 from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.constructs.common import DEV_STAGE, acknowledge, context_flag
 from infra.constructs.tables import HostTables
 
 DEFAULT_RETENTION_DAYS = 35
+# The end states of a job that left no recovery point (backup) or no copy of one (copy)
+FAILED_STATES = ("FAILED", "ABORTED", "EXPIRED")
 
 
 class HostBackups(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, tables: HostTables, stage: str) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, tables: HostTables, stage: str, topic: sns.ITopic
+    ) -> None:
         super().__init__(scope, construct_id)
         raw = self.node.try_get_context("backupRetentionDays")
         try:
@@ -70,7 +82,41 @@ class HostBackups(Construct):
             "BackupSelection attaches); the selection names this stack's tables only.",
         )
         self.retention_days = days
+        self.failed_jobs = self._failed_jobs(topic)
+
+    def _failed_jobs(self, topic: sns.ITopic) -> events.Rule:
+        """``BackupJobsFailed``: AWS Backup's ``Backup Job State Change`` of this vault (``backupVaultName``) and
+        ``Copy Job State Change`` out of it (``sourceBackupVaultArn``) in a failed end state, to the alarm topic."""
+        rule = events.Rule(
+            self,
+            "BackupJobsFailed",
+            description="OpenWOP backup or copy job of the host tables failed (see docs/operations.md)",
+            event_pattern=events.EventPattern(
+                source=["aws.backup"],
+                detail_type=["Backup Job State Change", "Copy Job State Change"],
+                detail={
+                    "state": list(FAILED_STATES),
+                    "$or": [
+                        {"backupVaultName": [self.vault.backup_vault_name]},
+                        {"sourceBackupVaultArn": [self.vault.backup_vault_arn]},
+                    ],
+                },
+            ),
+        )
+        rule.add_target(targets.SnsTopic(topic, retry_attempts=185, max_event_age=Duration.hours(24)))
+        acknowledge(
+            rule,
+            "Serverless-EventBusDLQ",
+            "The target is the alarm topic itself, retried by EventBridge for 24 hours: an event it still cannot "
+            "publish there is one no alarm could page about either; a dead-letter queue would need its own alarm "
+            "on that same topic.",
+        )
+        return rule
 
     @classmethod
-    def from_context(cls, scope: Construct, construct_id: str, *, tables: HostTables, stage: str) -> HostBackups | None:
-        return cls(scope, construct_id, tables=tables, stage=stage) if context_flag(scope, "backup") else None
+    def from_context(
+        cls, scope: Construct, construct_id: str, *, tables: HostTables, stage: str, topic: sns.ITopic
+    ) -> HostBackups | None:
+        if not context_flag(scope, "backup"):
+            return None
+        return cls(scope, construct_id, tables=tables, stage=stage, topic=topic)

@@ -3,6 +3,7 @@
     openwop-serverless serve [--host 127.0.0.1] [--port 8787] [--data-dir .openwop | --ephemeral]
     openwop-serverless suites put FILE | list | get SUITE [--version V]  [TARGET | TENANT]
     openwop-serverless runs delete RUN_ID --tenant T      [TARGET]
+    openwop-serverless runs reapply-erasures [--tombstones-from TABLE]  [TARGET]
     openwop-serverless keys create --tenant T [--name N]  [TARGET]
     openwop-serverless keys list --tenant T               [TARGET]
     openwop-serverless keys revoke KEY_ID                 [TARGET]

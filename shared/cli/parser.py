@@ -1,5 +1,5 @@
 """The ``openwop-serverless`` command line (argparse): every command and option, those that need AWS included
-(``serve``, ``keys``, ``seed``, ``runs delete``, ``suites`` with a TARGET), so ``--help`` shows the whole tool.
+(``serve``, ``keys``, ``seed``, ``runs delete|reapply-erasures``, ``suites`` with a TARGET), so ``--help`` shows the whole tool.
 ``eval`` is only named here: its own parser is ``shared.cli.evalcli`` (typer)."""
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     delete = target(runs.add_parser("delete", help="erase a run"))
     delete.add_argument("run_id")
     delete.add_argument("--tenant", required=True)
+    reapply = target(
+        runs.add_parser("reapply-erasures", help="after a restore: erase again every restored run that has a tombstone")
+    )
+    reapply.add_argument(
+        "--tombstones-from", default="", help="the runs table the restore replaced: its tombstones are copied in first"
+    )
 
     keys = sub.add_parser("keys", help="tenants' API keys").add_subparsers(dest="action", required=True)
     create = target(keys.add_parser("create", help="create an API key (printed once)"))

@@ -302,6 +302,8 @@ def operator(args: argparse.Namespace) -> int:
         if args.action == "get":
             return _ops("get_suite", args.suite_id, *([args.version] if args.version else []))
         return _ops("put_suite", args.file)
+    if args.command == "runs" and args.action == "reapply-erasures":
+        return _ops("reapply_erasures", args.tombstones_from)
     if args.command == "runs":
         return _ops("erase_run", args.run_id, args.tenant)
     if args.command == "seed":

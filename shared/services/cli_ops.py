@@ -3,6 +3,7 @@
     openwop-serverless suites put FILE               -> put_suite(ports, FILE)
     openwop-serverless suites list | get SUITE [--version V] -> list_suites(ports), get_suite(ports, SUITE, V)
     openwop-serverless runs delete RUN_ID --tenant T -> erase_run(ports, RUN_ID, T)
+    openwop-serverless runs reapply-erasures [--tombstones-from TABLE] -> reapply_erasures(ports, TABLE)
 
 The CLI talks to the stack directly (no API key), as an operator: a suite it registers is host-wide (every
 tenant may run it, like the conformance fixtures) unless a tenant is given. Each returns a line to print;
@@ -82,6 +83,14 @@ def erase_run(ports: Ports, run_id: str, tenant: str) -> str:
     except ProtocolError as exc:
         raise SystemExit(f"error: {exc.code}: {exc.message}") from exc
     return json.dumps({"runId": run_id, "erased": True})
+
+
+def reapply_erasures(ports: Ports, tombstones_from: str = "") -> str:
+    """After a restore: erase again every restored run that has a tombstone, with the tombstones of
+    ``tombstones_from`` (the replaced runs table) copied in first. Idempotent."""
+    from shared.services.erasure import reapply_erasures as reapply
+
+    return json.dumps(reapply(ports, tombstones_from or None))
 
 
 def create_key(ports: Ports, tenant: str, name: str = "") -> str:

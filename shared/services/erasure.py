@@ -13,6 +13,10 @@ which erases, in this order:
 - the derived fixture copies it made from other runs, and every copy other runs made from it;
 - its events, tool calls, auxiliary items and S3 objects.
 
+After a restore, ``reapply_erasures`` erases again every restored run that has a tombstone (the restored table's, or
+one copied in from the table the restore replaces): a restore to a point before an erasure brings the run back, its
+tombstone from after that point does not come with it (docs/operations.md, "Restore").
+
 The tombstone makes any late write for the run fail (every conditional write checks the run item or the
 tombstone; S3 writes are undone when their DynamoDB write finds the run gone), and reads already treat an
 expired or removed run as gone, so nothing depends on TTL timing. Erasing an id that never existed writes
@@ -28,6 +32,7 @@ from shared.protocol.ids import tenant_of
 from shared.services.common import Caller, decode_path_run_id
 
 TOMBSTONE_DAYS = 400
+BATCH_KEYS = 100  # run ids checked for a tombstone per read (BatchGetItem's most)
 
 
 def erase_run(ports: Ports, caller: Caller, wire_run_id: str) -> None:
@@ -133,3 +138,26 @@ def erase_now(ports: Ports, run_id: str, *, tombstone: bool = True) -> None:
     on_run_removed(ports, run_id)
     if not tombstone:
         ports.runs.delete_tombstone(run_id)
+
+
+def reapply_erasures(ports: Ports, tombstones_from: str | None = None) -> dict[str, int]:
+    """Erase again every run of the (restored) runs table that has an erasure tombstone, first copying in every
+    tombstone of ``tombstones_from`` (the runs table the restore replaces, which holds the erasures made after the
+    restore point). Idempotent; reads the whole runs table (an operator's command after a restore)."""
+    copied = ports.runs.copy_tombstones(tombstones_from) if tombstones_from else 0
+    erased = 0
+    page: list[str] = []
+    for run_id in ports.runs.run_ids():
+        page.append(run_id)
+        if len(page) == BATCH_KEYS:
+            erased += _erase_tombstoned(ports, page)
+            page = []
+    erased += _erase_tombstoned(ports, page) if page else 0
+    return {"tombstonesCopied": copied, "runsErased": erased}
+
+
+def _erase_tombstoned(ports: Ports, run_ids: list[str]) -> int:
+    gone = sorted(ports.runs.tombstoned(run_ids))
+    for run_id in gone:
+        erase_now(ports, run_id)
+    return len(gone)

@@ -14,7 +14,7 @@ from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import CHILD_PREFIX
 from shared.ports import AUX_PER_TRANSACTION, BlobStore, Clock, ListPage, RunRecord
-from shared.storage import runclaims, runitems, schema
+from shared.storage import runclaims, runitems, runrestore, schema
 from shared.storage.ddb import (
     BATCH_WRITE_ATTEMPTS,
     Tombstones,
@@ -34,7 +34,7 @@ from shared.storage.ddb import (
 )
 
 
-class DynamoRunStore(runclaims.RunClaims):
+class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
     def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore, tombstones: Tombstones) -> None:
         self._c = client
         self._t = table

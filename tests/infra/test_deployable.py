@@ -236,6 +236,8 @@ def test_run_tasks_and_long_polls_have_reserved_concurrency_within_the_account(p
         ({"maxPollWaitSeconds": "29"}, "context maxPollWaitSeconds=29: at most 25"),
         ({"deploymentConfig": "blue-green"}, "context deploymentConfig='blue-green': expected one of"),
         ({"backup": "true", "backupRetentionDays": "0"}, "context backupRetentionDays='0'"),
+        ({"restoreRegion": "Frankfurt"}, "context restoreRegion='Frankfurt': expected a region name"),
+        ({"signingKeyArn": "mrk-1234"}, "context signingKeyArn='mrk-1234': expected a KMS key ARN"),
     ],
 )
 def test_deploy_context_that_cannot_work_stops_synthesis(tmp_path: Path, context: dict[str, str], message: str) -> None:
@@ -339,3 +341,82 @@ def test_a_backup_plan_only_when_asked_covering_every_table(prod, tmp_path: Path
     assert chosen == {json.dumps(stack.resolve(t.table_arn)) for t in stack.tables.tables.values()}
     (vault,) = _of_type(resources, "AWS::Backup::BackupVault").values()
     assert vault["DeletionPolicy"] == "Retain"
+    # and a backup job of that vault, or a copy job out of it, that failed goes to the alarm topic (issue 37, item 10)
+    rules = {k: r["Properties"] for k, r in _of_type(resources, "AWS::Events::Rule").items()}
+    failed = rules[_id(stack, stack.backups.failed_jobs)]
+    vault_id = _id(stack, stack.backups.vault)
+    assert failed["EventPattern"] == {
+        "source": ["aws.backup"],
+        "detail-type": ["Backup Job State Change", "Copy Job State Change"],
+        "detail": {
+            "state": ["FAILED", "ABORTED", "EXPIRED"],
+            "$or": [
+                {"backupVaultName": [{"Fn::GetAtt": [vault_id, "BackupVaultName"]}]},
+                {"sourceBackupVaultArn": [{"Fn::GetAtt": [vault_id, "BackupVaultArn"]}]},
+            ],
+        },
+    }
+    (target,) = failed["Targets"]
+    assert target["Arn"] == {"Ref": _id(stack, stack.monitoring.topic)}
+    assert failed["State"] == "ENABLED"
+    # and the rule is only there with the plan, and has its runbook row
+    assert not [r for r in _of_type(prod[1], "AWS::Events::Rule").values() if "aws.backup" in json.dumps(r)]
+    runbook = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    assert "| `BackupJobsFailed` (`backup`) |" in runbook
+
+
+# --- A restore elsewhere ----------------------------------------------------------------------------------------
+
+RESTORE_REGION = "eu-west-2"
+
+
+def test_restore_region_makes_the_signing_key_multi_region_and_replicates_pepper_and_tombstone(
+    prod, tmp_path: Path
+) -> None:
+    from infra.constructs.secrets import REPLICATED
+
+    # Given the default prod stack: a single-region key, no replica of any secret
+    stack, resources = prod
+    (key,) = _of_type(resources, "AWS::KMS::Key").values()
+    assert "MultiRegion" not in key["Properties"]
+    assert all(
+        "ReplicaRegions" not in s["Properties"] for s in _of_type(resources, "AWS::SecretsManager::Secret").values()
+    )
+    # When restoreRegion names another region
+    stack, resources = _synth(tmp_path, restoreRegion=RESTORE_REGION)
+    # Then the signing key is multi-region (and still rotated and retained)
+    (key,) = _of_type(resources, "AWS::KMS::Key").values()
+    assert key["Properties"]["MultiRegion"] is True and key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == key["UpdateReplacePolicy"] == "Retain"
+    # and the pepper and tombstone secrets are replicated there, the cursor secret not (a new one restarts listings)
+    secrets = _of_type(resources, "AWS::SecretsManager::Secret")
+    assert set(REPLICATED) == {manifest.APIKEY_PEPPER, manifest.TOMBSTONE}
+    for spec in manifest.SECRETS:
+        props = secrets[_id(stack, stack.secrets.secret(spec.key))]["Properties"]
+        wanted = [{"Region": RESTORE_REGION}] if spec.key in REPLICATED else None
+        assert props.get("ReplicaRegions") == wanted, spec.key
+
+
+def test_a_restore_stack_uses_the_replica_signing_key_it_is_given(tmp_path: Path) -> None:
+    # Given a stack deployed by a restore in the restore region, named the replica of the lost stack's signing key
+    replica = f"arn:aws:kms:{RESTORE_REGION}:111122223333:key/mrk-0123456789abcdef0123456789abcdef"
+    stack, resources = _synth(tmp_path, signingKeyArn=replica)
+    # Then it creates no key of its own
+    assert not _of_type(resources, "AWS::KMS::Key")
+    # and every function that seals or opens webhook secrets names the replica, in its environment and its grants
+    users = [f for f in manifest.FUNCTIONS if any(k == manifest.SIGNING for k, _ in f.keys)]
+    assert {f.name for f in users} >= {"manage_webhooks", "deliver_webhooks"}
+    for spec in users:
+        fn = resources[_id(stack, stack.functions.function(spec.name))]["Properties"]
+        assert fn["Environment"]["Variables"][manifest.kms_key(manifest.SIGNING).env_var] == replica
+        role = fn["Role"]["Fn::GetAtt"][0]
+        statements = [
+            st
+            for p in _of_type(resources, "AWS::IAM::Policy").values()
+            if {"Ref": role} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+            if any(
+                str(a).startswith("kms:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+            )
+        ]
+        assert statements and all(st["Resource"] == replica for st in statements), spec.name

@@ -97,7 +97,8 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 def synth_opted_in(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The same with the operator's opt-ins: ``detailedAlarms`` as the CDK CLI passes ``-c`` values (a string),
     ``dashboard`` as cdk.json would hold it (JSON true), the backup plan with a copy to a vault elsewhere, and the
-    alarm e-mail (which cdk-nag refused before it had a dead-letter queue: issue 37, item 9)."""
+    alarm e-mail (which cdk-nag refused before it had a dead-letter queue: issue 37, item 9), and a restore region
+    (a multi-region signing key, the pepper and tombstone secrets replicated)."""
     return _synthesize(
         tmp_path_factory.mktemp("cdk.out"),
         alarmEmail="oncall@example.com",
@@ -105,6 +106,7 @@ def synth_opted_in(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         dashboard=True,
         backup="true",
         backupCopyVaultArn="arn:aws:backup:eu-west-2:111122223333:backup-vault:openwop-dr",
+        restoreRegion="eu-west-2",
     )
 
 

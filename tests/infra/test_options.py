@@ -40,6 +40,8 @@ EVERYTHING: dict[str, str] = {
     "backup": "true",
     "backupRetentionDays": "7",
     "backupCopyVaultArn": "arn:aws:backup:eu-west-2:111122223333:backup-vault:openwop-dr",
+    "restoreRegion": "eu-west-2",
+    "signingKeyArn": "arn:aws:kms:eu-west-2:111122223333:key/mrk-0123456789abcdef0123456789abcdef",
     "evalMaxConcurrency": "2",
     "runStartsPerMinute": "30",
     "metricsNamespace": "OpenWOP/qa-matrix",
@@ -86,6 +88,7 @@ ALTERNATIVES: dict[str, str] = {
     "reservedConcurrency=off": "test_deployable.py::test_reservations_and_parked_timeout_come_from_context",
     "deploymentConfig=allAtOnce (stage dev)": "test_deployable.py::test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms",
     "corsOrigins= (no CORS)": "test_host_stack.py::test_cors_origins_come_from_context_and_an_empty_list_turns_cors_off",
+    "restoreRegion without signingKeyArn (a multi-region key)": "test_host_stack.py::test_cdk_nag_reports_no_error",
 }
 
 
