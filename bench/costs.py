@@ -93,7 +93,9 @@ def idle_inventory_from_manifest(*, detailed: bool = False, dashboard: bool = Fa
     default: the API's 5xx, per state machine its failed executions, per stream consumer its failure queue, per queue
     its dead-letter queue and its oldest message's age, the webhook fan-out's iterator age, DynamoDB throttles
     (one alarm, two metrics per table it watches: read and write throttle events), per state machine its throttled
-    executions and per run task its throttles; ``detailed`` adds two metrics per function
+    executions and per run task its throttles; per function its canary alarm (errors and invocations of the version a
+    deploy publishes: two metrics; none with ``deploymentConfig=allAtOnce``, dev's default, which this inventory of a
+    ``prod`` stack does not count); ``detailed`` adds two metrics per function
     (errors + throttles) and per state machine (timed out + aborted). One customer managed KMS key per ``KEYS`` entry
     (the webhook signing key; queues use SSE-SQS, tables AWS-managed keys), no NAT gateway, provisioned capacity or always-on compute; reserved concurrency, function versions and
     aliases, and the CodeDeploy application and groups bill nothing while idle."""
@@ -108,6 +110,7 @@ def idle_inventory_from_manifest(*, detailed: bool = False, dashboard: bool = Fa
         + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
         + len(manifest.STATE_MACHINES)  # throttled executions
         + sum(1 for f in manifest.FUNCTIONS if f.kind == "task")  # run tasks' throttles
+        + 2 * len(manifest.FUNCTIONS)  # each function's canary alarm (infra/constructs/deployments.py)
     )
     if detailed:
         alarm_metrics += 2 * len(manifest.FUNCTIONS) + 2 * len(manifest.STATE_MACHINES)
@@ -152,7 +155,7 @@ def idle_inventory_from_template(template: Mapping[str, Any]) -> dict[str, int]:
 def idle_dollars_per_month(inventory: Mapping[str, int], *, free_tier: bool = False) -> dict[str, float]:
     """The stack's cost per month with no traffic, beyond storage. Free tiers are ignored unless ``free_tier``: then
     the account is assumed to have no other alarms or dashboards, so CloudWatch's free alarm metrics and dashboards
-    go to this stack (27 default alarm metrics: 17 past the free 10)."""
+    go to this stack (105 default alarm metrics: 95 past the free 10)."""
     alarm_metrics, dashboards = inventory["alarm_metrics"], inventory["dashboards"]
     if free_tier:
         alarm_metrics = max(0, alarm_metrics - p.CLOUDWATCH_FREE_ALARM_METRICS)

@@ -9,11 +9,10 @@ from constructs import Construct
 
 from infra.constructs.api import RunsApi
 from infra.constructs.backups import HostBackups
-from infra.constructs.common import pascal
 from infra.constructs.deployments import HostDeployments
 from infra.constructs.fixtures_bucket import FixturesBucket
 from infra.constructs.functions import HostFunctions, function_group
-from infra.constructs.monitoring import HostMonitoring, RollbackAlarms
+from infra.constructs.monitoring import HostMonitoring, StackAlarms
 from infra.constructs.outputs import add_outputs
 from infra.constructs.queues import HostQueues
 from infra.constructs.schedules import HostSchedules
@@ -32,7 +31,7 @@ DEFAULT_RETENTION_DAYS = 30
 NESTED_STACKS = {
     "ApiFunctions": "the API handlers",
     "Workers": "the stream, queue and scheduled consumers and the seed function",
-    "Monitoring": "the alarms (but the rollback ones) and the dashboard",
+    "Monitoring": "the alarms (but the stack-wide and canary ones) and the dashboard",
 }
 
 
@@ -41,11 +40,11 @@ class HostStack(Stack):
     stream consumers, the queues, the HTTP API, alarms, and on request a backup plan.
 
     The root stack keeps what holds state or is named from outside (tables, buckets, secrets, the signing key, the
-    queues, the HTTP API with its stage and routes, the alarm topic, the backup vault, the outputs and parameters)
-    and what in-flight runs use (the run tasks, the state machines, their rollback alarms and deployment groups); the rest
-    lives in nested stacks by subject (``NESTED_STACKS``), so that no template nears a CloudFormation quota
-    (docs/decisions/0148-nested-stacks.md). Cross-stack values are CDK references: it wires the parameters and
-    outputs.
+    queues, the HTTP API with its stage and routes, the alarm topic and the stack-wide alarms, the backup vault, the
+    outputs and parameters) and what in-flight runs use (the run tasks, the state machines, the tasks' deployment
+    groups and canary alarms); the rest lives in nested stacks by subject (``NESTED_STACKS``), so that no template
+    nears a CloudFormation quota (docs/decisions/0148-nested-stacks.md). Cross-stack values are CDK references: it
+    wires the parameters and outputs.
     """
 
     def __init__(
@@ -100,7 +99,9 @@ class HostStack(Stack):
         # the routes stay in the root with the API: a route key is unique in its API, so a route moved to a nested
         # stack would be created beside the old one before that is deleted, and refused
         self.api = RunsApi(self, "RunsApi", stage=stage, functions=self.functions)
-        rollback = RollbackAlarms(self, "HostMonitoring", stage=stage, api=self.api, state_machines=self.state_machines)
+        stack_alarms = StackAlarms(
+            self, "HostMonitoring", stage=stage, api=self.api, state_machines=self.state_machines
+        )
         self.monitoring = HostMonitoring(
             self.nested_stacks["Monitoring"],
             "HostMonitoring",
@@ -111,36 +112,17 @@ class HostStack(Stack):
             queues=self.queues,
             tables=self.tables,
             metrics_namespace=self.functions.metrics_namespace,
-            rollback=rollback,
+            stack_alarms=stack_alarms,
             keys={k.key: self.secrets.key(k.key) for k in manifest.KEYS},
         )
-        # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on alarms: one
-        # application and role here, the groups beside the aliases whose update policy names them.
-        self.deployments = HostDeployments(
-            self, "HostDeployments", stage=stage, rollback_alarms=rollback.rollback_alarms
-        )
+        # Every function behind its live alias, moved by CodeDeploy (canary outside dev), rolled back on its new
+        # version's own error rate: one application and role here, the groups and their canary alarms beside the
+        # aliases whose update policy names them (docs/decisions/0155-canary-rollback-on-own-errors.md).
+        self.deployments = HostDeployments(self, "HostDeployments", stage=stage)
         for group, home in {"tasks": self.functions, **homes}.items():
             self.deployments.shift(
-                home,
-                {
-                    n: a
-                    for n, a in self.functions.aliases.items()
-                    if function_group(manifest.function(n)) == group and not manifest.function(n).url
-                },
+                home, {n: a for n, a in self.functions.aliases.items() if function_group(manifest.function(n)) == group}
             )
-        # A function URL's alias (the agent gateway's) rolls back on every rollback alarm but the failed executions of
-        # a machine that invokes a reader of the URL (eval: run_eval_trial): alias -> group -> that alarm -> the
-        # machine -> its task -> the URL -> the alias would be a cycle.
-        cycling = {
-            rollback.alarms[f"{pascal(m.key)}ExecutionsFailed"]
-            for m in manifest.STATE_MACHINES
-            if any(manifest.function(f).gateway_url for f in m.invokes)
-        }
-        self.deployments.shift(
-            self.functions,
-            {n: a for n, a in self.functions.aliases.items() if manifest.function(n).url},
-            [a for a in rollback.rollback_alarms if a not in cycling],
-        )
         # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
         # Failed backup and copy jobs go to the alarm topic.
         self.backups = HostBackups.from_context(

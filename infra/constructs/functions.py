@@ -402,8 +402,9 @@ class HostFunctions(Construct):
 
     def alias_arn(self, name: str) -> str:
         """The ``live`` alias's ARN spelled from the function's (``<function ARN>:live``), for the state machines:
-        a reference to the alias resource would close a cycle (alias -> its CodeDeploy group -> the rollback alarm
-        on the machine's failed executions -> the machine -> the alias)."""
+        a reference to the alias resource closed a cycle while the machines' failed executions rolled deploys back
+        (alias -> its CodeDeploy group -> that alarm -> the machine -> the alias); kept, so the machines never wait
+        on an alias's deployment (docs/decisions/0155-canary-rollback-on-own-errors.md)."""
         return f"{self._functions[name].function_arn}:{ALIAS_NAME}"
 
     @property

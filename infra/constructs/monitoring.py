@@ -26,13 +26,17 @@ machine's catch ends in a Fail state), a stream or queue consumer as records in 
 - ``<Function>Throttles``: Lambda throttled a run task (``Throttles`` of each function of kind ``task``): the
   state machines retry it, then fail the run (always on: ``detailedAlarms`` only adds the other functions).
 
-Together the default alarms watch 27 metrics: 17 more than CloudWatch's 10 free alarm metrics ($1.70 a month at list
-price, in ``bench.costs``).
+Together these alarms watch 27 metrics. The canary alarms (two metrics per function outside ``allAtOnce``) bring the
+default stack to 105: 95 more than CloudWatch's 10 free alarm metrics ($9.50 a month at list price, in
+``bench.costs``).
 
 Not an alarm but a rule on the same topic: ``<Key>KeyDisabled`` (``SigningKeyDisabled``), an EventBridge rule on the
 CloudTrail events ``DisableKey`` and ``ScheduleKeyDeletion`` of each customer managed key, whose event goes to the
-topic as it is (KMS publishes no metric of a key's state; docs/decisions/0153-alarms-that-mean-one-thing.md). The rollback alarms of a deploy are ``Api5xx`` and the ``ExecutionsFailed`` ones
-(``infra/constructs/deployments.py``).
+topic as it is (KMS publishes no metric of a key's state; docs/decisions/0153-alarms-that-mean-one-thing.md).
+
+These alarms page; none rolls a deploy back. What rolls a deploy back is each function's own canary alarm
+(``<Function>CanaryErrors``, beside its deployment group: ``infra/constructs/deployments.py``), which pages nobody
+(docs/decisions/0155-canary-rollback-on-own-errors.md).
 
 CDK context ``detailedAlarms=true`` adds, two metrics each (billed per metric):
 
@@ -97,12 +101,12 @@ def _alarm(
     alarms[name] = a
 
 
-class RollbackAlarms(Construct):
+class StackAlarms(Construct):
     """The root stack's alarms: the SNS topic every alarm notifies (``AlarmTopicArn`` output; CDK context
-    ``alarmEmail`` subscribes an address), and the alarms that roll a deploy back (infra/constructs/deployments.py):
-    a failing handler (``Api5xx``) or task (``<Machine>ExecutionsFailed``). They live beside the state machines, in
-    the root, which every deployment group may reference without a cycle, and keep their ids across the split into
-    nested stacks (docs/decisions/0148-nested-stacks.md)."""
+    ``alarmEmail`` subscribes an address), and the stack-wide pages of a failing handler (``Api5xx``) or task
+    (``<Machine>ExecutionsFailed``). They rolled deploys back until each function's canary alarm did
+    (docs/decisions/0155-canary-rollback-on-own-errors.md), and stay in the root beside the state machines with the
+    ids they kept across the split into nested stacks (docs/decisions/0148-nested-stacks.md)."""
 
     def __init__(
         self,
@@ -167,10 +171,6 @@ class RollbackAlarms(Construct):
             description="SNS topic of the host's alarms (subscribe to be paged)",
         )
 
-    @property
-    def rollback_alarms(self) -> list[cw.Alarm]:
-        return list(self.alarms.values())
-
 
 class HostMonitoring(Construct):
     def __init__(
@@ -185,12 +185,12 @@ class HostMonitoring(Construct):
         queues: HostQueues,
         tables: HostTables,
         metrics_namespace: str,
-        rollback: RollbackAlarms,
+        stack_alarms: StackAlarms,
         keys: Mapping[str, kms.IKey],
     ) -> None:
         super().__init__(scope, construct_id)
-        self.topic = topic = rollback.topic
-        self.alarms: dict[str, cw.Alarm] = dict(rollback.alarms)
+        self.topic = topic = stack_alarms.topic
+        self.alarms: dict[str, cw.Alarm] = dict(stack_alarms.alarms)
 
         def alarm(name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
             _alarm(self, self.alarms, topic, name, metric, description, threshold)
@@ -286,7 +286,6 @@ class HostMonitoring(Construct):
                     f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).",
                 )
 
-        self.rollback_alarms = rollback.rollback_alarms
         self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
 
     def _key_disabled(self, key: str, kms_key: kms.IKey) -> tuple[str, events.Rule]:

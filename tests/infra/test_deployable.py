@@ -102,8 +102,8 @@ def test_nothing_invokes_latest_every_caller_names_the_alias(prod) -> None:
         if k.endswith("Function")
     ]
     # Then each names an alias: its ARN, or "<function name or ARN>:live" (event sources; the state machines, whose
-    # reference to the alias resource would close a cycle through its rollback alarm), never a bare function (whose
-    # unqualified ARN is $LATEST)
+    # reference to the alias resource closed a cycle through the rollback alarms of decision 0100), never a bare
+    # function (whose unqualified ARN is $LATEST)
     # (one API integration per function that serves routes, shared by its routes)
     assert len(callers) == len({r.function for r in routes.ROUTES}) + 3 + sum(
         len(m.invokes) for m in manifest.STATE_MACHINES
@@ -136,48 +136,87 @@ def _names_live_alias(value: Any, resources: dict[str, dict[str, Any]]) -> bool:
     )
 
 
-def test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms(prod, tmp_path: Path) -> None:
+def test_deploys_shift_a_canary_and_roll_back_on_their_own_errors(prod, tmp_path: Path) -> None:
     stack, resources = prod
-    rollback = sorted(stack.resolve(a.alarm_name)["Ref"] for a in stack.monitoring.rollback_alarms)
-    assert len(rollback) == 1 + len(manifest.STATE_MACHINES)
-    assert {_id(stack, stack.monitoring.alarms["Api5xx"])} < set(rollback)
-    # (the agent gateway's alias, which its function URL names, all but the eval machine's: the eval machine invokes
-    # run_eval_trial, which reads the URL, so that alarm would close a cycle)
-    gateway_group = _id(stack, stack.deployments.groups["agent_gateway"])
-    eval_failed = _id(stack, stack.monitoring.alarms["EvalExecutionsFailed"])
-    for group_id, group in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").items():
-        props = group["Properties"]
+    alarms = _of_type(resources, "AWS::CloudWatch::Alarm")
+    aliases = _of_type(resources, "AWS::Lambda::Alias")
+    groups = _of_type(resources, "AWS::CodeDeploy::DeploymentGroup")
+    paging = {_id(stack, a) for a in stack.monitoring.alarms.values()}
+    assert {
+        _id(stack, stack.monitoring.alarms["Api5xx"]),
+        _id(stack, stack.monitoring.alarms["RunExecutionsFailed"]),
+    } <= paging
+    assert set(stack.deployments.canary_alarms) == {f.name for f in manifest.FUNCTIONS} == set(stack.deployments.groups)
+    for spec in manifest.FUNCTIONS:
+        group_id = _id(stack, stack.deployments.groups[spec.name])
+        props = groups[group_id]["Properties"]
+        # Given a function's deployment group, the alias that names it and the version that alias points at
+        alias = aliases[_id(stack, stack.functions.alias(spec.name))]
+        assert alias["UpdatePolicy"]["CodeDeployLambdaAliasUpdate"]["DeploymentGroupName"] == {"Ref": group_id}
+        version_id = alias["Properties"]["FunctionVersion"]["Fn::GetAtt"][0]
+        fn_ref = alias["Properties"]["FunctionName"]
         # Then outside dev each deploy is a canary: 10% for 5 minutes, then all
-        assert props["DeploymentConfigName"] == "CodeDeployDefault.LambdaCanary10Percent5Minutes"
-        # and it rolls back when the API answers 5xx or an execution fails, or the deployment fails or is stopped
+        assert props["DeploymentConfigName"] == "CodeDeployDefault.LambdaCanary10Percent5Minutes", spec.name
+        # and it rolls back on one alarm only, the function's own canary alarm, or when the deployment fails or is
+        # stopped; never on a stack-wide alarm (Api5xx, <Machine>ExecutionsFailed: they page)
         assert props["AlarmConfiguration"]["Enabled"] is True
-        expected = [r for r in rollback if r != eval_failed] if group_id == gateway_group else rollback
-        assert sorted(a["Name"]["Ref"] for a in props["AlarmConfiguration"]["Alarms"]) == expected
+        (named,) = [a["Name"]["Ref"] for a in props["AlarmConfiguration"]["Alarms"]]
+        assert named == _id(stack, stack.deployments.canary_alarms[spec.name]) and named not in paging
         assert set(props["AutoRollbackConfiguration"]["Events"]) == {
             "DEPLOYMENT_FAILURE",
             "DEPLOYMENT_STOP_ON_REQUEST",
             "DEPLOYMENT_STOP_ON_ALARM",
         }
-    # and one service role serves them all
-    assert (
-        len(
-            {
-                g["Properties"]["ServiceRoleArn"]["Fn::GetAtt"][0]
-                for g in _of_type(resources, "AWS::CodeDeploy::DeploymentGroup").values()
-            }
+        # and that alarm is the error rate of the version this deploy publishes, invoked through the live alias:
+        # Errors / Invocations with FunctionName, Resource <function>:live and ExecutedVersion <that version>
+        alarm = alarms[named]["Properties"]
+        stats = {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
+        assert {i: st["Metric"]["MetricName"] for i, st in stats.items()} == {
+            "errors": "Errors",
+            "invocations": "Invocations",
+        }
+        for st in stats.values():
+            assert (st["Metric"]["Namespace"], st["Stat"], st["Period"]) == ("AWS/Lambda", "Sum", 60)
+            assert {d["Name"]: d["Value"] for d in st["Metric"]["Dimensions"]} == {
+                "FunctionName": fn_ref,
+                "Resource": {"Fn::Join": ["", [fn_ref, ":live"]]},
+                "ExecutedVersion": {"Fn::GetAtt": [version_id, "Version"]},
+            }, spec.name
+        (expression,) = [m for m in alarm["Metrics"] if "Expression" in m]
+        assert expression["Expression"] == "IF(invocations >= 5, 100 * FILL(errors, 0) / invocations, 0)"
+        assert expression["ReturnData"] is True
+        # above 5% in one minute (the defaults of canaryErrorRatePercent and canaryMinInvocations), no data not
+        # breaching, and no action: CodeDeploy reads it, nobody is paged by it
+        assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["EvaluationPeriods"]) == (
+            5,
+            "GreaterThanThreshold",
+            1,
         )
-        == 1
-    )
-    # and dev deploys at once, linear and a typo come from context
-    for context, expected in (
-        ({"stage": "dev"}, "CodeDeployDefault.LambdaAllAtOnce"),
-        ({"deploymentConfig": "linear"}, "CodeDeployDefault.LambdaLinear10PercentEvery1Minute"),
+        assert alarm["TreatMissingData"] == "notBreaching" and "AlarmActions" not in alarm
+        # and it lives in the same template as its group and alias (no cross-stack reference)
+        assert stack.deployments.canary_alarms[spec.name].stack is stack.deployments.groups[spec.name].stack
+    # and one service role serves them all
+    assert len({g["Properties"]["ServiceRoleArn"]["Fn::GetAtt"][0] for g in groups.values()}) == 1
+    # and the runbook says what the canary alarms are
+    runbook = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    assert "| `<Function>CanaryErrors` |" in runbook
+    # and dev deploys at once, with no canary alarm (a shift of no minutes would never consult it), linear and a typo
+    # come from context
+    for context, expected, alarmed in (
+        ({"stage": "dev"}, "CodeDeployDefault.LambdaAllAtOnce", False),
+        ({"deploymentConfig": "linear"}, "CodeDeployDefault.LambdaLinear10PercentEvery1Minute", True),
     ):
-        _s, other = _synth(tmp_path / str(len(expected)), **context)
-        assert {
-            g["Properties"]["DeploymentConfigName"]
-            for g in _of_type(other, "AWS::CodeDeploy::DeploymentGroup").values()
-        } == {expected}
+        other_stack, other = _synth(tmp_path / str(len(expected)), **context)
+        other_groups = _of_type(other, "AWS::CodeDeploy::DeploymentGroup").values()
+        assert {g["Properties"]["DeploymentConfigName"] for g in other_groups} == {expected}
+        assert bool(other_stack.deployments.canary_alarms) is alarmed
+        canaries = {_id(other_stack, a) for a in other_stack.deployments.canary_alarms.values()}
+        assert canaries <= set(_of_type(other, "AWS::CloudWatch::Alarm"))
+        for g in other_groups:
+            named = [a["Name"]["Ref"] for a in g["Properties"].get("AlarmConfiguration", {}).get("Alarms", [])]
+            assert len(named) == int(alarmed) and set(named) <= canaries
+            stop_on_alarm = "DEPLOYMENT_STOP_ON_ALARM" in g["Properties"]["AutoRollbackConfiguration"]["Events"]
+            assert stop_on_alarm is alarmed
 
 
 def test_every_function_records_one_build_id(prod, tmp_path: Path) -> None:

@@ -998,29 +998,40 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
     # Given the synthesized alarms of the default stack and the alarm topic
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
     (topic_id,) = synth.of_type("AWS::SNS::Topic")
-    # Then every alarm notifies that topic
-    for alarm in alarms.values():
-        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    canary = {synth.logical_id(a) for a in synth.stack.deployments.canary_alarms.values()}
+    # Then every alarm but the canary ones (each function's, read by its deployment group: test_deployable.py)
+    # notifies that topic, and the canary ones notify nobody
+    assert len(canary) == len(manifest.FUNCTIONS)
+    for logical, alarm in alarms.items():
+        if logical in canary:
+            assert "AlarmActions" not in alarm["Properties"], logical
+        else:
+            assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}], logical
     # and there is one for API 5xx, one per state machine, one per stream failure queue, one per dead-letter queue
     # (webhook deliveries that exhausted their retries), DynamoDB throttles, the fan-out's lag and each queue's age,
     # one per state machine's throttled executions, and no per-function alarm but the fan-out's lag and the run
     # tasks' throttles
     mon = synth.stack.monitoring.alarms
-    assert set(mon) == _default_alarm_names() and len(alarms) == len(mon)
+    assert set(mon) == _default_alarm_names() and len(alarms) == len(mon) + len(canary)
     tasks = {f.name for f in manifest.FUNCTIONS if f.kind == "task"}
-    per_function = {synth.logical_id(mon["WebhookFanoutLag"])} | {
-        synth.logical_id(mon[f"{pascal(name)}Throttles"]) for name in tasks
-    }
+    per_function = (
+        {synth.logical_id(mon["WebhookFanoutLag"])}
+        | {synth.logical_id(mon[f"{pascal(name)}Throttles"]) for name in tasks}
+        | canary
+    )
     blob = json.dumps({k: a for k, a in alarms.items() if k not in per_function})
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) not in blob, spec.name
-    # and each watches one metric but the throttle alarm (read + write throttles of each watched table): 27 metrics,
-    # 17 past CloudWatch's 10 free ones ($1.70 a month at list price, what bench.costs prices)
+    # and each paging alarm watches one metric but the throttle alarm (read + write throttles of each watched table):
+    # 27 metrics; each canary alarm two (errors and invocations): 105 in all, 95 past CloudWatch's 10 free ones
+    # ($9.50 a month at list price, what bench.costs prices)
     throttles_id = synth.logical_id(mon["DynamoDbThrottles"])
-    assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id)
-    metrics = len(alarms) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
-    assert idle_inventory_from_template(synth.template.to_json())["alarm_metrics"] == metrics == 27
-    assert metrics - CLOUDWATCH_FREE_ALARM_METRICS == 17
+    assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id and k not in canary)
+    metrics = len(mon) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
+    assert metrics == 27
+    total = idle_inventory_from_template(synth.template.to_json())["alarm_metrics"]
+    assert total == metrics + 2 * len(canary) == 105
+    assert total - CLOUDWATCH_FREE_ALARM_METRICS == 95
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"
@@ -1092,8 +1103,12 @@ def test_detailed_alarms_add_function_and_execution_alarms_when_asked(synth_opte
     # Given the stack synthesized with detailedAlarms=true
     alarms = synth_opted_in.of_type("AWS::CloudWatch::Alarm")
     mon = synth_opted_in.stack.monitoring.alarms
-    # Then the default alarms are there, plus one per function and one more per state machine
-    assert _default_alarm_names() < set(mon) and len(alarms) == len(mon)
+    # Then the default alarms are there, plus one per function and one more per state machine (beside each function's
+    # canary alarm, which notifies nobody)
+    canary = {synth_opted_in.logical_id(a) for a in synth_opted_in.stack.deployments.canary_alarms.values()}
+    assert _default_alarm_names() < set(mon) and len(alarms) == len(mon) + len(canary) == len(mon) + len(
+        manifest.FUNCTIONS
+    )
     assert len(mon) == len(_default_alarm_names()) + len(manifest.FUNCTIONS) + len(manifest.STATE_MACHINES)
     blob = json.dumps(alarms)
     for spec in manifest.FUNCTIONS:
@@ -1102,7 +1117,8 @@ def test_detailed_alarms_add_function_and_execution_alarms_when_asked(synth_opte
     names = {m["MetricStat"]["Metric"]["MetricName"] for m in run_machine["Metrics"] if "MetricStat" in m}
     assert names == {"ExecutionsTimedOut", "ExecutionsAborted"}
     (topic_id,) = synth_opted_in.of_type("AWS::SNS::Topic")
-    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for a in alarms.values())
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": topic_id}] for k, a in alarms.items() if k not in canary)
+    assert all("AlarmActions" not in alarms[k]["Properties"] for k in canary)
 
 
 def test_no_dashboard_unless_asked(synth: Synth, synth_opted_in: Synth) -> None:
@@ -1307,6 +1323,9 @@ def test_seed_and_runtime_settings_from_context_reach_the_stack(tmp_path: Path) 
         ({"stage": "prod", "conformanceSeams": "true"}, "conformanceSeams is refused in the prod stage"),
         ({"stage": "qa", "detailedAlarms": "yes"}, "context detailedAlarms='yes': expected true or false"),
         ({"stage": "qa", "dashboard": "on"}, "context dashboard='on': expected true or false"),
+        ({"stage": "qa", "canaryErrorRatePercent": "0"}, "context canaryErrorRatePercent='0': expected a percentage"),
+        ({"stage": "qa", "canaryErrorRatePercent": "much"}, "context canaryErrorRatePercent='much': expected a"),
+        ({"stage": "qa", "canaryMinInvocations": "0"}, "context canaryMinInvocations='0': expected a positive integer"),
     ],
 )
 def test_context_that_cannot_be_deployed_fails_synthesis_with_one_line(

@@ -37,6 +37,8 @@ EVERYTHING: dict[str, str] = {
     "stagesPerAccount": "3",
     "parkedTimeout": "86400",
     "deploymentConfig": "linear",
+    "canaryErrorRatePercent": "2.5",
+    "canaryMinInvocations": "20",
     "backup": "true",
     "backupRetentionDays": "7",
     "backupCopyVaultArn": "arn:aws:backup:eu-west-2:111122223333:backup-vault:openwop-dr",
@@ -86,7 +88,7 @@ EVERYTHING: dict[str, str] = {
 # they change a property's value, never which resources exist).
 ALTERNATIVES: dict[str, str] = {
     "reservedConcurrency=off": "test_deployable.py::test_reservations_and_parked_timeout_come_from_context",
-    "deploymentConfig=allAtOnce (stage dev)": "test_deployable.py::test_deploys_shift_a_canary_and_roll_back_on_the_stacks_alarms",
+    "deploymentConfig=allAtOnce (stage dev)": "test_deployable.py::test_deploys_shift_a_canary_and_roll_back_on_their_own_errors",
     "corsOrigins= (no CORS)": "test_host_stack.py::test_cors_origins_come_from_context_and_an_empty_list_turns_cors_off",
     "restoreRegion without signingKeyArn (a multi-region key)": "test_host_stack.py::test_cdk_nag_reports_no_error",
 }
@@ -129,7 +131,7 @@ def test_everything_on_at_once_synthesizes_clean_under_cdk_nag(tmp_path: Path) -
     import cdk_nag
 
     from infra.app import build_app
-    from tests.infra.templates import synthesize
+    from tests.infra.templates import logical_id, synthesize
 
     # Given the app with every documented option on at once, cdk-nag attached as `make synth` runs it
     started = time.monotonic()
@@ -148,4 +150,11 @@ def test_everything_on_at_once_synthesizes_clean_under_cdk_nag(tmp_path: Path) -
     assert [r for r in resources.values() if r["Type"] == "AWS::Backup::BackupPlan"]
     functions = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Function"]
     assert functions and all(EVERYTHING["tracingLayerArn"] in f["Layers"] for f in functions)
+    # and every function's canary alarm rolls back above 2.5% of at least 20 invocations a minute
+    canary = [resources[logical_id(a)]["Properties"] for a in stack.deployments.canary_alarms.values()]
+    assert len(canary) == len(functions)
+    for alarm in canary:
+        (expression,) = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+        assert alarm["Threshold"] == 2.5
+        assert expression == "IF(invocations >= 20, 100 * FILL(errors, 0) / invocations, 0)"
     print(f"everything-on synthesis with cdk-nag: {time.monotonic() - started:.1f} s")
