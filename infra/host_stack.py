@@ -126,7 +126,7 @@ class HostStack(Stack):
         # CDK context ``backup`` (off by default): an AWS Backup plan of the tables, beside their PITR.
         # Failed backup and copy jobs go to the alarm topic.
         self.backups = HostBackups.from_context(
-            self, "HostBackups", tables=self.tables, stage=stage, topic=rollback.topic
+            self, "HostBackups", tables=self.tables, stage=stage, topic=stack_alarms.topic
         )
         # CDK context ``seed`` (off by default, refused in prod): the conformance fixtures and/or the demo on deploy.
         seed_plan = plan_from_context(self, stage)
