@@ -19,6 +19,7 @@ Divergence from the source is reported like a workflow replay (first divergent s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from shared.engine import evalpages, evalplan, evalrun, evaltrial, forkindex, grading
@@ -78,8 +79,43 @@ def advance(
     index = forkindex.load(ports, rec.run_id)
     cur = dict(rec.cursor or {"task": 0, "pos": 0, "diverged": False})
     start, pos0, diverged = int(cur["task"]), int(cur["pos"]), bool(cur["diverged"])
+    tools, models = _runtimes(ports, rec, index, tally)
+    page = _run_page(ports, rec, plan, start, tools, models)
+    hi = pos0 + len(page.drafts)
+    events, first_seq, diverged, diverged_at = _page_events(ports, rec, index, page.drafts, pos0, diverged)
+    already = rec.last_seq + 1 - first_seq
+    if already < 0 or already > len(events):
+        raise EngineError("the eval fork's earlier events are not appended")
+    updates: dict[str, Any] = (
+        {"status": "completed", "completedAt": page.now, **evalpages.summary_updates(ports, rec.run_id, page.summary)}
+        if page.last
+        else {"cursor": {"task": page.end, "pos": hi, "diverged": diverged}}
+    )
+    try:
+        if not page.last:
+            ports.blobs.put_json(evalpages.rows_key(rec.run_id, start), page.rows)
+        # Records of calls that claimed no effect (every call of a replay: recorded or refused) are written here,
+        # 98 to a transaction, before the events that name them; a retried page decides and writes them equal.
+        if tools.deferred:
+            ports.tool_calls.put_calls(rec.run_id, tools.deferred, rec.expires_at)
+        # A page wholly inside the prefix appends nothing: only its cursor moves.
+        evalpages.append_chunked(ports, rec, events[already:], updates)
+    except (ConflictError, RunGoneError):
+        return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
+    out: dict[str, Any] = {"runId": rec.run_id, "next": "done" if page.last else "continue", "waitSeconds": 0}
+    if diverged_at is not None:
+        out[DIVERGED_AT] = diverged_at  # the kernel marks this task's span (replay.md §7)
+    return out
+
+
+def _runtimes(
+    ports: Ports, rec: RunRecord, index: dict[str, Any], tally: ToolTally | None
+) -> tuple[ToolRuntime, ModelSession]:
+    """The child's tool and model runtimes: a replay resolves every call from the source's record (and serves every
+    model call from its log), a branch only those the copied prefix fixed."""
+    fork = rec.data["fork"]
     calls = {(str(r["invocationId"]), int(r["index"])): r for r in index.get("calls", [])}
-    prefix = _prefix(ports, rec, index, from_seq)
+    prefix = _prefix(ports, rec, index, int(fork["fromSeq"]))
     in_prefix = set(prefix["calls"])
     fixed = {k: v for k, v in calls.items() if f"{k[0]}#{k[1]}" in in_prefix}
     mode = str(fork["mode"])
@@ -108,6 +144,25 @@ def advance(
         fixed_turns={str(k): int(v) for k, v in prefix["turns"].items()},
         tally=tally,
     )
+    return tools, models
+
+
+@dataclass
+class _Page:
+    """One page of whole tasks re-run: its drafts (the head first on the first page, the closing on the last)."""
+
+    end: int  # the first task after the page
+    drafts: list[dict[str, Any]]
+    rows: list[Any]
+    last: bool
+    summary: dict[str, Any]
+    now: str
+
+
+def _run_page(
+    ports: Ports, rec: RunRecord, plan: dict[str, Any], start: int, tools: ToolRuntime, models: ModelSession
+) -> _Page:
+    """Re-run the trials of the page of tasks from ``start`` and draft its events as the eval's Finish does."""
     suite = plan["suite"]
     end = evalpages.page_end(plan, start, int(ports.settings.eval_finish_page_trials))
     trials: dict[tuple[int, int], dict[str, Any]] = {}
@@ -125,9 +180,19 @@ def advance(
         earlier = evalpages.earlier_rows(ports, rec.run_id, start) if start else []
         closing, summary = evalpages.closing_drafts(plan, earlier + rows, now, ports.ids.seeded)
         drafts += closing
-    # Drafts before fromSeq are the copied prefix's; a child sequence is its draft's position, plus one after the
-    # divergence event (a replay reports only its first divergence, so positions shift at most once).
-    lo = max(pos0, from_seq)
+    return _Page(end, drafts, rows, last_page, summary, now)
+
+
+def _page_events(
+    ports: Ports, rec: RunRecord, index: dict[str, Any], drafts: list[dict[str, Any]], pos0: int, diverged: bool
+) -> tuple[list[dict[str, Any]], int, bool, int | None]:
+    """The page's events at or after ``fromSeq`` (drafts before it are the copied prefix's), each compared in a
+    replay with the source's: (events, the first one's sequence, diverged, this page's divergence sequence)."""
+    fork = rec.data["fork"]
+    mode, source_id = str(fork["mode"]), str(fork["sourceRunId"])
+    # A child sequence is its draft's position, plus one after the divergence event (a replay reports only its
+    # first divergence, so positions shift at most once).
+    lo = max(pos0, int(fork["fromSeq"]))
     hi = pos0 + len(drafts)
     digests = index.get("digests")
     source: dict[int, dict[str, Any]] = {}
@@ -156,26 +221,4 @@ def advance(
         dev["causationId"] = ev["eventId"]
         events.append(dev)
         seq += 1
-    already = rec.last_seq + 1 - first_seq
-    if already < 0 or already > len(events):
-        raise EngineError("the eval fork's earlier events are not appended")
-    updates: dict[str, Any] = (
-        {"status": "completed", "completedAt": now, **evalpages.summary_updates(ports, rec.run_id, summary)}
-        if last_page
-        else {"cursor": {"task": end, "pos": hi, "diverged": diverged}}
-    )
-    try:
-        if not last_page:
-            ports.blobs.put_json(evalpages.rows_key(rec.run_id, start), rows)
-        # Records of calls that claimed no effect (every call of a replay: recorded or refused) are written here,
-        # 98 to a transaction, before the events that name them; a retried page decides and writes them equal.
-        if tools.deferred:
-            ports.tool_calls.put_calls(rec.run_id, tools.deferred, rec.expires_at)
-        # A page wholly inside the prefix appends nothing: only its cursor moves.
-        evalpages.append_chunked(ports, rec, events[already:], updates)
-    except (ConflictError, RunGoneError):
-        return {"runId": rec.run_id, "next": "done", "waitSeconds": 0}
-    out: dict[str, Any] = {"runId": rec.run_id, "next": "done" if last_page else "continue", "waitSeconds": 0}
-    if diverged_at is not None:
-        out[DIVERGED_AT] = diverged_at  # the kernel marks this task's span (replay.md §7)
-    return out
+    return events, first_seq, diverged, diverged_at

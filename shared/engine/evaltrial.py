@@ -17,7 +17,7 @@ from shared.engine.evalsources import fixture_plan
 from shared.engine.kernel import EngineError, resolve_agent
 from shared.engine.model_agent import ModelSession, usage_payload
 from shared.engine.registry import AgentSpec
-from shared.engine.tools import ToolRuntime
+from shared.engine.tools import ToolOutcome, ToolRuntime
 from shared.errors import RunGoneError
 from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
@@ -150,28 +150,9 @@ def run_trial(
     agent_input = task.get("input")
     for _ in range(int(tools.budget) + 2 * agent.max_turns + 3):
         step = invocation_step(agent, agent_input, progress, tools, int(progress["calls"]), models)
-        ts = ports.clock.iso()
-        for t, p in step.events:
-            result.events.append({"type": t, "payload": p, "timestamp": ts})
-            if t == c.AGENT_DECIDED:
-                progress["decided"] = True
-                progress["decision"] = p.get("decision")
-            elif t == c.PROVIDER_USAGE:
-                progress["turns"] += 1
-                result.input_tokens += int(p.get("inputTokens", 0))
-                result.output_tokens += int(p.get("outputTokens", 0))
-                if p.get("costEstimateUsd") is not None:
-                    result.cost_usd = (result.cost_usd or 0.0) + float(p["costEstimateUsd"])
-                else:
-                    result.cost_unknown = True
+        _take_events(result, progress, step.events, ports.clock.iso())
         if step.outcome is not None and step.call is not None:
-            out = step.outcome
-            progress["calls"] += 1
-            progress["history"].append({"status": out.status, "outcome": out.result, "error": out.error})
-            result.calls.append({"tool": step.call[0], "args": step.call[1]})
-            result.latency_ms += int(out.duration_ms or 0)
-            if out.miss:
-                result.fixture_miss_count += 1
+            _take_call(result, progress, step.call, step.outcome)
         if step.finished:
             result.error = step.error
             break
@@ -184,6 +165,36 @@ def run_trial(
     result.decision = progress["decision"]
     grade(ports, rec, plan, task_index, trial, result, agent, tools, models)
     return result
+
+
+def _take_events(
+    result: TrialResult, progress: dict[str, Any], events: list[tuple[str, dict[str, Any]]], ts: str
+) -> None:
+    """A step's events into the trial's: a decision into the invocation's progress, a turn's usage into its tokens
+    and cost."""
+    for t, p in events:
+        result.events.append({"type": t, "payload": p, "timestamp": ts})
+        if t == c.AGENT_DECIDED:
+            progress["decided"] = True
+            progress["decision"] = p.get("decision")
+        elif t == c.PROVIDER_USAGE:
+            progress["turns"] += 1
+            result.input_tokens += int(p.get("inputTokens", 0))
+            result.output_tokens += int(p.get("outputTokens", 0))
+            if p.get("costEstimateUsd") is not None:
+                result.cost_usd = (result.cost_usd or 0.0) + float(p["costEstimateUsd"])
+            else:
+                result.cost_unknown = True
+
+
+def _take_call(result: TrialResult, progress: dict[str, Any], call: tuple[str, Any], out: ToolOutcome) -> None:
+    """A step's tool call into the invocation's history and the trial's calls, latency and fixture misses."""
+    progress["calls"] += 1
+    progress["history"].append({"status": out.status, "outcome": out.result, "error": out.error})
+    result.calls.append({"tool": call[0], "args": call[1]})
+    result.latency_ms += int(out.duration_ms or 0)
+    if out.miss:
+        result.fixture_miss_count += 1
 
 
 def grade(

@@ -39,7 +39,7 @@ from shared.engine.runcore import side_effect_nodes as side_effect_nodes_of
 from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import FORK_SOURCE_SK, run_prefix
-from shared.ports import WRITABLE, Ports, RunRecord
+from shared.ports import WRITABLE, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
 INLINE_INDEX_LIMIT = 300_000
@@ -119,39 +119,49 @@ def build(
             if digests is not None:
                 digests += event_digest(ev)
             if prefix_upto is not None and int(ev["sequence"]) < prefix_upto:
-                p = ev.get("payload") or {}
-                if ev["type"] == c.AGENT_TOOL_RETURNED:
-                    prefix_calls.append(str(p.get("callId")))
-                elif ev["type"] == c.AGENT_INVOCATION_STARTED:
-                    invocation = str(p.get("invocationId"))
-                elif ev["type"] == c.PROVIDER_USAGE and invocation is not None:
-                    prefix_turns[invocation] = prefix_turns.get(invocation, 0) + 1
+                invocation = _prefix_fact(ev, invocation, prefix_calls, prefix_turns)
             if ev["type"] == c.INTERRUPT_RESOLVED and ev.get("nodeId"):
                 resolutions.setdefault(str(ev["nodeId"]), []).append(dict(ev.get("payload") or {}))
             else:
                 recorded.add(ev)
-    calls = []
-    for r in ports.tool_calls.list_calls(src.run_id):
-        index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
-        calls.append(
-            {
-                "invocationId": r.invocation_id,
-                "index": index,
-                "toolName": r.tool_name,
-                "args": r.args,
-                "status": r.status,
-                "result": r.result,
-                "error": r.error,
-                "durationMs": r.duration_ms,
-                "miss": bool(r.extra.get("miss")),
-                "transport": r.extra.get("transport"),
-                **({"negotiation": r.extra["negotiation"]} if r.extra.get("negotiation") else {}),
-            }
-        )
+    calls = [_call_entry(r) for r in ports.tool_calls.list_calls(src.run_id)]
     out: dict[str, Any] = {"outcomes": recorded.outcomes, "calls": calls, "resolutions": resolutions}
     if prefix_upto is not None:
         out["prefix"] = {"calls": prefix_calls, "turns": prefix_turns}
     return out, count
+
+
+def _prefix_fact(
+    ev: dict[str, Any], invocation: str | None, prefix_calls: list[str], prefix_turns: dict[str, int]
+) -> str | None:
+    """What an event of the copied prefix fixed: a returned call's callId, a model call of the current invocation;
+    returns the current invocation (this event's, when it starts one)."""
+    p = ev.get("payload") or {}
+    if ev["type"] == c.AGENT_TOOL_RETURNED:
+        prefix_calls.append(str(p.get("callId")))
+    elif ev["type"] == c.AGENT_INVOCATION_STARTED:
+        invocation = str(p.get("invocationId"))
+    elif ev["type"] == c.PROVIDER_USAGE and invocation is not None:
+        prefix_turns[invocation] = prefix_turns.get(invocation, 0) + 1
+    return invocation
+
+
+def _call_entry(r: ToolCallRecord) -> dict[str, Any]:
+    """A source call's as-executed record as the index holds it (by invocation and call index)."""
+    index = int(r.call_id.rsplit("#", 1)[1]) if "#" in r.call_id else 0
+    return {
+        "invocationId": r.invocation_id,
+        "index": index,
+        "toolName": r.tool_name,
+        "args": r.args,
+        "status": r.status,
+        "result": r.result,
+        "error": r.error,
+        "durationMs": r.duration_ms,
+        "miss": bool(r.extra.get("miss")),
+        "transport": r.extra.get("transport"),
+        **({"negotiation": r.extra["negotiation"]} if r.extra.get("negotiation") else {}),
+    }
 
 
 def needs_index(rec: RunRecord) -> bool:

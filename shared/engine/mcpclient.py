@@ -61,7 +61,7 @@ def invoke(
     """Run ``inputs["method"]`` (default ``serverHealth``) against ``inputs["serverId"]`` (default
     ``conformance``); each negotiation's payload is appended to ``negotiated``. ``claim`` runs before ``callTool``
     sends anything (the run must be writable)."""
-    from shared.engine.dispatch import META_KEY, credential_headers
+    from shared.engine.dispatch import credential_headers
 
     method = inputs.get("method", "serverHealth")
     if method not in METHODS:
@@ -78,20 +78,9 @@ def invoke(
         raise Rejected(c.EXTERNAL_CALL_FAILED, "the MCP server's credential is not available") from exc
     if method == "serverHealth":
         return _health(ports, url, headers, timeout_s, negotiated)
-    name = _text(inputs, "name", required=True) if method == "callTool" else None
-    arguments = inputs.get("arguments") or {}
-    if method == "callTool" and not isinstance(arguments, dict):
-        raise Rejected(c.VALIDATION_ERROR, "arguments must be an object")
-    cursor = _text(inputs, "cursor", required=False) if method == "listTools" else None
-    uri = _text(inputs, "uri", required=True) if method == "readResource" else None
+    op = _op(method, inputs, idempotency_key)
     if method == "callTool":
         claim()
-    if method == "callTool":
-        op = McpOp("tools/call", name=name or "", arguments=arguments, meta={META_KEY: idempotency_key})
-    elif method == "listTools":
-        op = McpOp("tools/list", cursor=cursor)
-    else:
-        op = McpOp("resources/read", uri=uri or "")
     try:  # the probe and the request in one exchange: the request only once the revision is accepted
         deal = negotiation.negotiate(ports, url, headers, timeout_s=timeout_s, op=op)
         negotiated.append(deal.payload)
@@ -105,6 +94,21 @@ def invoke(
         raise Rejected(c.EXTERNAL_CALL_FAILED, f"egress refused: {exc.reason}") from exc
     except TransportError as exc:
         raise Rejected(c.EXTERNAL_CALL_FAILED, exc.reason) from exc
+
+
+def _op(method: str, inputs: dict[str, Any], idempotency_key: str) -> McpOp:
+    """The request of ``callTool``, ``listTools`` or ``readResource`` from the run's inputs, which it validates."""
+    from shared.engine.dispatch import META_KEY
+
+    if method == "callTool":
+        name = _text(inputs, "name", required=True)
+        arguments = inputs.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise Rejected(c.VALIDATION_ERROR, "arguments must be an object")
+        return McpOp("tools/call", name=name or "", arguments=arguments, meta={META_KEY: idempotency_key})
+    if method == "listTools":
+        return McpOp("tools/list", cursor=_text(inputs, "cursor", required=False))
+    return McpOp("resources/read", uri=_text(inputs, "uri", required=True) or "")
 
 
 def _health(

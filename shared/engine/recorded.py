@@ -64,52 +64,72 @@ def read_agent_log(
 ) -> AgentLog:
     """Fold the log for ``agent_id``. ``definition``: a workflow run's pinned definition; ``task_inputs``: an eval
     run's suite task inputs by taskId."""
-    log = AgentLog()
-    nodes = _agent_nodes(definition, agent_id)
-    variables: dict[str, Any] = {}
-    outputs: dict[str, Any] = {}
-    orders: dict[str, str] = {}  # invocationId -> its order key
+    fold = _LogFold(agent_id, _agent_nodes(definition, agent_id), task_inputs)
     for page in pages:
         for ev in page:
-            t = ev.get("type")
             p = ev.get("payload") or {}
             if not isinstance(p, dict):
                 continue
-            if t == c.RUN_STARTED:
-                variables = dict(p.get("inputs") or {})
-                if p.get("workflowId") == SESSION_WORKFLOW and "input" in variables:
-                    log.input = variables["input"]
-            elif t == c.NODE_STARTED and log.agent_node is None and str(p.get("nodeId")) in nodes:
-                log.agent_node = str(p["nodeId"])
-                try:
-                    resolved = resolve_node_inputs(nodes[log.agent_node], variables, outputs)
-                    log.input = resolved.get("input", resolved)
-                except UnresolvedInputError:
-                    pass
-            elif t == c.NODE_COMPLETED:
-                outputs[str(p.get("nodeId"))] = p.get("outputs") or {}
-                if (
-                    str(p.get("nodeId")) == log.agent_node
-                    and log.decision is _MISSING
-                    and "decision" in (p.get("outputs") or {})
-                ):
-                    log.decision = p["outputs"]["decision"]
-            if p.get("agentId") != agent_id:
-                continue
-            if t == c.AGENT_INVOCATION_STARTED:
-                log.invoked = True
-                orders.setdefault(str(p.get("invocationId")), order_key(int(ev.get("sequence", 0))))
-                if log.first_invocation is None:
-                    log.first_invocation = str(p.get("invocationId"))
-                    task_id = log.first_invocation.rpartition(":")[0]
-                    if task_inputs is not None and task_id in task_inputs:
-                        log.input = task_inputs[task_id]
-            elif t == c.AGENT_TOOL_CALLED:
-                call_id = str(p.get("callId"))
-                log.call_ids.add(call_id)
-                inv, _, index = call_id.rpartition("#")
-                if inv in orders and index.isdigit():
-                    log.call_keys[call_id] = key_of_call(orders[inv], int(index))
-            elif t == c.AGENT_DECIDED and log.decision is _MISSING and "decision" in p:
-                log.decision = p["decision"]
-    return log
+            fold.run_event(ev.get("type"), p)
+            if p.get("agentId") == agent_id:
+                fold.agent_event(ev, p)
+    return fold.log
+
+
+@dataclass
+class _LogFold:
+    """``read_agent_log``'s fold: the run's events (its inputs, the agent's node, the outputs upstream of it) and the
+    agent's own (its invocations, calls and decision)."""
+
+    agent_id: str
+    nodes: dict[str, dict[str, Any]]
+    task_inputs: dict[str, Any] | None
+    log: AgentLog = field(default_factory=AgentLog)
+    variables: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    orders: dict[str, str] = field(default_factory=dict)  # invocationId -> its order key
+
+    def run_event(self, t: Any, p: dict[str, Any]) -> None:
+        log = self.log
+        if t == c.RUN_STARTED:
+            self.variables = dict(p.get("inputs") or {})
+            if p.get("workflowId") == SESSION_WORKFLOW and "input" in self.variables:
+                log.input = self.variables["input"]
+        elif t == c.NODE_STARTED and log.agent_node is None and str(p.get("nodeId")) in self.nodes:
+            log.agent_node = str(p["nodeId"])
+            try:
+                resolved = resolve_node_inputs(self.nodes[log.agent_node], self.variables, self.outputs)
+                log.input = resolved.get("input", resolved)
+            except UnresolvedInputError:
+                pass
+        elif t == c.NODE_COMPLETED:
+            self.outputs[str(p.get("nodeId"))] = p.get("outputs") or {}
+            if (
+                str(p.get("nodeId")) == log.agent_node
+                and log.decision is _MISSING
+                and "decision" in (p.get("outputs") or {})
+            ):
+                log.decision = p["outputs"]["decision"]
+
+    def agent_event(self, ev: dict[str, Any], p: dict[str, Any]) -> None:
+        t, log = ev.get("type"), self.log
+        if t == c.AGENT_INVOCATION_STARTED:
+            self._invocation_started(ev, p)
+        elif t == c.AGENT_TOOL_CALLED:
+            call_id = str(p.get("callId"))
+            log.call_ids.add(call_id)
+            inv, _, index = call_id.rpartition("#")
+            if inv in self.orders and index.isdigit():
+                log.call_keys[call_id] = key_of_call(self.orders[inv], int(index))
+        elif t == c.AGENT_DECIDED and log.decision is _MISSING and "decision" in p:
+            log.decision = p["decision"]
+
+    def _invocation_started(self, ev: dict[str, Any], p: dict[str, Any]) -> None:
+        log = self.log
+        log.invoked = True
+        self.orders.setdefault(str(p.get("invocationId")), order_key(int(ev.get("sequence", 0))))
+        if log.first_invocation is None:
+            log.first_invocation = str(p.get("invocationId"))
+            task_id = log.first_invocation.rpartition(":")[0]
+            if self.task_inputs is not None and task_id in self.task_inputs:
+                log.input = self.task_inputs[task_id]

@@ -129,44 +129,60 @@ def _contains(whole: Any, part: Any) -> bool:
     return False
 
 
-def _base(strategy: str, match: dict[str, Any], output: Any) -> tuple[bool, str]:
-    value = match.get("value")
-    if strategy == "exact":
-        ok = text(output) == text(value)
-        return ok, "the output equals the value" if ok else "the output differs from the value"
-    if strategy == "contains":
-        ok = text(value) in text(output)
-        return ok, "the output contains the value" if ok else "the output does not contain the value"
-    if strategy == "json-match":
-        ok = same_json(as_json(output), as_json(value))
-        return ok, "the output is the same JSON" if ok else "the output is different JSON"
-    if strategy == "regex":
-        pattern = _pattern(str(value))
-        if pattern is None:
-            return False, "the pattern is not a regular expression"
-        ok = pattern.search(text(output)) is not None
-        return ok, "the output matches the pattern" if ok else "the output does not match the pattern"
-    if strategy == "json-schema":
-        try:
-            errors = sorted(_validator(value).iter_errors(as_json(output)), key=lambda e: list(e.absolute_path))
-        except Exception:  # noqa: BLE001 - a schema the suite check let through (registered before it)
-            return False, "the value is not a JSON Schema"
-        if not errors:
-            return True, "the output validates against the schema"
-        first = errors[0]
-        where = "/" + "/".join(str(p) for p in first.absolute_path)
-        return False, f"the output does not validate: {first.validator} at {where} ({len(errors)} errors)"
-    path = str(match.get("path", ""))
-    found, at = resolve(as_json(output), path) if "path" in match or strategy == "json-path" else (True, output)
-    if not found:
-        return False, f"the output has no value at {path!r}"
-    if strategy == "json-path":
-        if match.get("op") == "contains":
-            ok = _contains(at, value)
-            return ok, f"the value at {path!r} {'contains' if ok else 'does not contain'} the expected value"
-        ok = same_json(at, value)
-        return ok, f"the value at {path!r} {'equals' if ok else 'differs from'} the expected value"
-    # numeric
+def _exact(output: Any, value: Any) -> tuple[bool, str]:
+    ok = text(output) == text(value)
+    return ok, "the output equals the value" if ok else "the output differs from the value"
+
+
+def _contains_text(output: Any, value: Any) -> tuple[bool, str]:
+    ok = text(value) in text(output)
+    return ok, "the output contains the value" if ok else "the output does not contain the value"
+
+
+def _json_match(output: Any, value: Any) -> tuple[bool, str]:
+    ok = same_json(as_json(output), as_json(value))
+    return ok, "the output is the same JSON" if ok else "the output is different JSON"
+
+
+def _regex(output: Any, value: Any) -> tuple[bool, str]:
+    pattern = _pattern(str(value))
+    if pattern is None:
+        return False, "the pattern is not a regular expression"
+    ok = pattern.search(text(output)) is not None
+    return ok, "the output matches the pattern" if ok else "the output does not match the pattern"
+
+
+def _json_schema(output: Any, value: Any) -> tuple[bool, str]:
+    try:
+        errors = sorted(_validator(value).iter_errors(as_json(output)), key=lambda e: list(e.absolute_path))
+    except Exception:  # noqa: BLE001 - a schema the suite check let through (registered before it)
+        return False, "the value is not a JSON Schema"
+    if not errors:
+        return True, "the output validates against the schema"
+    first = errors[0]
+    where = "/" + "/".join(str(p) for p in first.absolute_path)
+    return False, f"the output does not validate: {first.validator} at {where} ({len(errors)} errors)"
+
+
+# The strategies that compare the whole output with the expectation's value.
+_WHOLE_OUTPUT = {
+    "exact": _exact,
+    "contains": _contains_text,
+    "json-match": _json_match,
+    "regex": _regex,
+    "json-schema": _json_schema,
+}
+
+
+def _json_path(match: dict[str, Any], path: str, at: Any, value: Any) -> tuple[bool, str]:
+    if match.get("op") == "contains":
+        ok = _contains(at, value)
+        return ok, f"the value at {path!r} {'contains' if ok else 'does not contain'} the expected value"
+    ok = same_json(at, value)
+    return ok, f"the value at {path!r} {'equals' if ok else 'differs from'} the expected value"
+
+
+def _numeric(match: dict[str, Any], at: Any, value: Any) -> tuple[bool, str]:
     actual = _number(at)
     expected = _number(value)
     tolerance = float(match.get("tolerance", 0))
@@ -178,6 +194,20 @@ def _base(strategy: str, match: dict[str, Any], output: Any) -> tuple[bool, str]
         if ok
         else f"the output is further than {tolerance:g} from the value"
     )
+
+
+def _base(strategy: str, match: dict[str, Any], output: Any) -> tuple[bool, str]:
+    value = match.get("value")
+    whole = _WHOLE_OUTPUT.get(strategy)
+    if whole is not None:
+        return whole(output, value)
+    path = str(match.get("path", ""))
+    found, at = resolve(as_json(output), path) if "path" in match or strategy == "json-path" else (True, output)
+    if not found:
+        return False, f"the output has no value at {path!r}"
+    if strategy == "json-path":
+        return _json_path(match, path, at, value)
+    return _numeric(match, at, value)  # numeric
 
 
 def score(match: dict[str, Any], output: Any, facts: Facts | None = None, at: str = "") -> Scored:

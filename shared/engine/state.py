@@ -7,10 +7,11 @@ same function; the stored snapshot on the run item is only a cache of the fold.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from shared.clock import ms_from_iso
-from shared.engine.workflow import Workflow
+from shared.engine.workflow import Edge, Workflow
 from shared.protocol import codes as c
 
 
@@ -37,38 +38,60 @@ def _node(state: dict[str, Any], nid: str) -> dict[str, Any]:
     return nodes[nid]
 
 
+def _back_edge(state: dict[str, Any], wf: Workflow, e: Edge, src: dict[str, Any], tgt: dict[str, Any]) -> None:
+    """A loopback edge: re-open its target (and what the target reaches) while the loop budget lasts."""
+    ok = src["status"] == "completed" if e.rule != "any_failed" else src["status"] == "failed"
+    if ok and tgt["visits"] < wf.max_loopback and e.target not in state["ready"]:
+        for n in wf.forward_reachable(e.target):
+            if n != e.target:
+                _node(state, n)["status"] = "pending"
+        tgt["status"] = "pending"
+        state["ready"].append(e.target)
+
+
+def _any_success(src: str, ins: list[str], terminal: bool) -> tuple[bool, bool]:
+    return src == "completed", terminal and "completed" not in ins
+
+
+def _all_success(src: str, ins: list[str], terminal: bool) -> tuple[bool, bool]:
+    return terminal and all(s == "completed" for s in ins), terminal and any(s != "completed" for s in ins)
+
+
+def _all_complete(src: str, ins: list[str], terminal: bool) -> tuple[bool, bool]:
+    return terminal, False
+
+
+def _none_failed(src: str, ins: list[str], terminal: bool) -> tuple[bool, bool]:
+    return terminal and "failed" not in ins, terminal and "failed" in ins
+
+
+def _any_failed(src: str, ins: list[str], terminal: bool) -> tuple[bool, bool]:
+    return src == "failed", terminal and "failed" not in ins
+
+
+# An edge's trigger rule -> (fire, skip) of its target; an unknown rule reads as ``any_failed``.
+_TRIGGER_RULES = {
+    "any_success": _any_success,
+    "all_success": _all_success,
+    "all_complete": _all_complete,
+    "none_failed": _none_failed,
+    "any_failed": _any_failed,
+}
+
+
 def _schedule(state: dict[str, Any], wf: Workflow, source: str) -> None:
     """After ``source`` reached a terminal status, activate or skip its successors."""
     src = _node(state, source)
     for e in wf.out_edges.get(source, ()):
         tgt = _node(state, e.target)
         if e.back:
-            ok = src["status"] == "completed" if e.rule != "any_failed" else src["status"] == "failed"
-            if ok and tgt["visits"] < wf.max_loopback and e.target not in state["ready"]:
-                for n in wf.forward_reachable(e.target):
-                    if n != e.target:
-                        _node(state, n)["status"] = "pending"
-                tgt["status"] = "pending"
-                state["ready"].append(e.target)
+            _back_edge(state, wf, e, src, tgt)
             continue
         if tgt["status"] != "pending" or e.target in state["ready"]:
             continue
         ins = [_node(state, x.source)["status"] for x in wf.in_forward.get(e.target, ())]
         terminal = all(s in ("completed", "failed", "skipped", "cancelled") for s in ins)
-        rule = e.rule
-        if rule == "any_success":
-            fire, skip = src["status"] == "completed", terminal and "completed" not in ins
-        elif rule == "all_success":
-            fire, skip = (
-                terminal and all(s == "completed" for s in ins),
-                terminal and any(s != "completed" for s in ins),
-            )
-        elif rule == "all_complete":
-            fire, skip = terminal, False
-        elif rule == "none_failed":
-            fire, skip = terminal and "failed" not in ins, terminal and "failed" in ins
-        else:  # any_failed
-            fire, skip = src["status"] == "failed", terminal and "failed" not in ins
+        fire, skip = _TRIGGER_RULES.get(e.rule, _any_failed)(src["status"], ins, terminal)
         if fire:
             state["ready"].append(e.target)
         elif skip:
@@ -79,63 +102,85 @@ def handles_failure(wf: Workflow, nid: str) -> bool:
     return any(e.rule in ("all_complete", "any_failed") for e in wf.out_edges.get(nid, ()))
 
 
-def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dict[str, Any]:
-    """Fold one event into the state (in place) and return it."""
+# One folder per event type: ``(state, event, payload, nodeId, workflow)``; a type without one changes nothing.
+_Folder = Callable[[dict[str, Any], dict[str, Any], dict[str, Any], Any, "Workflow | None"], None]
+
+
+def _run_started(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    state["status"] = "running"
+    state["variables"] = dict(p.get("inputs") or {})
+    state["startedAtMs"] = ms_from_iso(ev["timestamp"])
+    if wf is not None:
+        state["ready"] = list(wf.entries)
+        for node_id in wf.node_ids:
+            _node(state, node_id)
+
+
+def _node_started(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    if not nid:
+        return
+    n = _node(state, nid)
+    active = state["active"]
+    if active is not None and active["nodeId"] == nid:
+        # A fork restarting the node its prefix left in flight: the same execution (same ordinal) begins
+        # again, so its events from here re-run those after the original node.started, shifted by this gap.
+        state["inserted"] = int(state.get("inserted", 0)) + int(ev["sequence"]) - int(active.get("seq", 0))
+    else:
+        n["visits"] += 1
+    n["status"] = "running"
+    if nid in state["ready"]:
+        state["ready"].remove(nid)
+    state["active"] = {
+        "nodeId": nid,
+        "startedAtMs": ms_from_iso(ev["timestamp"]),
+        "agent": None,
+        "seq": int(ev["sequence"]),
+    }
+
+
+def _node_ended(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    """``node.completed``, ``node.failed`` or ``node.skipped``: the node's terminal status, then its successors."""
+    if not nid:
+        return
     t = ev["type"]
-    p = ev.get("payload") or {}
-    nid = ev.get("nodeId") or (p.get("nodeId") if isinstance(p, dict) else None)
-    if t == c.RUN_STARTED:
-        state["status"] = "running"
-        state["variables"] = dict(p.get("inputs") or {})
-        state["startedAtMs"] = ms_from_iso(ev["timestamp"])
-        if wf is not None:
-            state["ready"] = list(wf.entries)
-            for node_id in wf.node_ids:
-                _node(state, node_id)
-    elif t == c.NODE_STARTED and nid:
-        n = _node(state, nid)
-        active = state["active"]
-        if active is not None and active["nodeId"] == nid:
-            # A fork restarting the node its prefix left in flight: the same execution (same ordinal) begins
-            # again, so its events from here re-run those after the original node.started, shifted by this gap.
-            state["inserted"] = int(state.get("inserted", 0)) + int(ev["sequence"]) - int(active.get("seq", 0))
-        else:
-            n["visits"] += 1
-        n["status"] = "running"
-        if nid in state["ready"]:
-            state["ready"].remove(nid)
-        state["active"] = {
-            "nodeId": nid,
-            "startedAtMs": ms_from_iso(ev["timestamp"]),
-            "agent": None,
-            "seq": int(ev["sequence"]),
-        }
-    elif t in (c.NODE_COMPLETED, c.NODE_FAILED, c.NODE_SKIPPED) and nid:
-        n = _node(state, nid)
-        if t == c.NODE_COMPLETED:
-            n["status"], n["outputs"] = "completed", p.get("outputs", {})
-        elif t == c.NODE_FAILED:
-            n["status"], n["error"] = "failed", p.get("error")
-        else:
-            n["status"] = "skipped"
-            if nid in state["ready"]:
-                state["ready"].remove(nid)
-            skips = state.get("skips") or []
-            if nid in skips:
-                skips.remove(nid)
-        if t != c.NODE_SKIPPED:
-            n["terminals"] += 1
-        if state["active"] and state["active"]["nodeId"] == nid:
-            state["active"] = None
-        if wf is not None:
-            if t == c.NODE_FAILED and not handles_failure(wf, nid):
-                state["failure"] = {"nodeId": nid, "error": p.get("error")}
-            _schedule(state, wf, nid)
-    elif t == c.NODE_CANCELLED and nid:
-        _node(state, nid)["status"] = "cancelled"
-        if state["active"] and state["active"]["nodeId"] == nid:
-            state["active"] = None
-    elif t == c.AGENT_INVOCATION_STARTED and state["active"] is not None:
+    n = _node(state, nid)
+    if t == c.NODE_COMPLETED:
+        n["status"], n["outputs"] = "completed", p.get("outputs", {})
+    elif t == c.NODE_FAILED:
+        n["status"], n["error"] = "failed", p.get("error")
+    else:
+        _node_skipped(state, n, nid)
+    if t != c.NODE_SKIPPED:
+        n["terminals"] += 1
+    if state["active"] and state["active"]["nodeId"] == nid:
+        state["active"] = None
+    if wf is not None:
+        if t == c.NODE_FAILED and not handles_failure(wf, nid):
+            state["failure"] = {"nodeId": nid, "error": p.get("error")}
+        _schedule(state, wf, nid)
+
+
+def _node_skipped(state: dict[str, Any], n: dict[str, Any], nid: str) -> None:
+    n["status"] = "skipped"
+    if nid in state["ready"]:
+        state["ready"].remove(nid)
+    skips = state.get("skips") or []
+    if nid in skips:
+        skips.remove(nid)
+
+
+def _node_cancelled(
+    state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None
+) -> None:
+    if not nid:
+        return
+    _node(state, nid)["status"] = "cancelled"
+    if state["active"] and state["active"]["nodeId"] == nid:
+        state["active"] = None
+
+
+def _agent_started(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    if state["active"] is not None:
         state["active"]["agent"] = {
             "invocationId": p.get("invocationId"),
             "calls": 0,
@@ -144,25 +189,39 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
             "history": [],
             "order": order_key(int(ev["sequence"])),
         }
-    elif t == c.PROVIDER_USAGE and state["active"] is not None and state["active"].get("agent") is not None:
+
+
+def _provider_usage(
+    state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None
+) -> None:
+    if state["active"] is not None and state["active"].get("agent") is not None:
         ag = state["active"]["agent"]
         ag["turns"] = int(ag.get("turns", 0)) + 1
-    elif t == c.AGENT_TOOL_RETURNED:
-        state["toolCalls"] += 1
-        if state["active"] is not None and state["active"].get("agent") is not None:
-            ag = state["active"]["agent"]
-            ag["calls"] += 1
-            ag["history"].append(
-                {"status": p.get("status", "ok"), "outcome": p.get("outcome"), "error": p.get("error")}
-            )
-    elif t == c.AGENT_DECIDED and state["active"] is not None and state["active"].get("agent") is not None:
+
+
+def _tool_returned(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    state["toolCalls"] += 1
+    if state["active"] is not None and state["active"].get("agent") is not None:
+        ag = state["active"]["agent"]
+        ag["calls"] += 1
+        ag["history"].append({"status": p.get("status", "ok"), "outcome": p.get("outcome"), "error": p.get("error")})
+
+
+def _agent_decided(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    if state["active"] is not None and state["active"].get("agent") is not None:
         state["active"]["agent"]["decided"] = True
         state["active"]["agent"]["decision"] = p.get("decision")
-    elif t == c.RUN_COMPLETED:
-        state["status"] = "completed"
-    elif t == c.RUN_FAILED:
-        state["status"] = "failed"
-    elif t == c.INTERRUPT_REQUESTED and state["active"] is not None:
+
+
+def _run_ended(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    """``run.completed`` or ``run.failed``."""
+    state["status"] = "completed" if ev["type"] == c.RUN_COMPLETED else "failed"
+
+
+def _interrupt_requested(
+    state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None
+) -> None:
+    if state["active"] is not None:
         state["status"] = "waiting-approval"
         state["active"]["interrupt"] = {
             "interruptId": p.get("interruptId"),
@@ -171,24 +230,69 @@ def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dic
             "data": p.get("data") or {},
             "resolved": None,
         }
-    elif t == c.INTERRUPT_RESOLVED and state["active"] is not None and state["active"].get("interrupt"):
-        state["status"] = "running"
-        state["active"]["interrupt"]["resolved"] = {
-            "action": p.get("action"),
-            "decision": p.get("decision"),
-            "resumeValue": p.get("resumeValue"),
-        }
-        if nid:
-            n = _node(state, nid)
-            n["resolutions"] = int(n.get("resolutions", 0)) + 1
-    elif t in (c.RUN_PAUSED, c.RUN_RESUMED):
-        state["paused"] = t == c.RUN_PAUSED
-    elif t == c.RUN_CANCELLED:
-        state["status"] = "cancelled"
-        state["active"] = None
-    elif t in (c.REPLAY_DIVERGED, c.REPLAY_DIVERGED_AT_REFUSAL_EVENT):
-        state["diverged"] = True
-        state["inserted"] = int(state.get("inserted", 0)) + 1
+
+
+def _interrupt_resolved(
+    state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None
+) -> None:
+    if state["active"] is None or not state["active"].get("interrupt"):
+        return
+    state["status"] = "running"
+    state["active"]["interrupt"]["resolved"] = {
+        "action": p.get("action"),
+        "decision": p.get("decision"),
+        "resumeValue": p.get("resumeValue"),
+    }
+    if nid:
+        n = _node(state, nid)
+        n["resolutions"] = int(n.get("resolutions", 0)) + 1
+
+
+def _run_paused(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    """``run.paused`` or ``run.resumed``."""
+    state["paused"] = ev["type"] == c.RUN_PAUSED
+
+
+def _run_cancelled(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    state["status"] = "cancelled"
+    state["active"] = None
+
+
+def _diverged(state: dict[str, Any], ev: dict[str, Any], p: dict[str, Any], nid: Any, wf: Workflow | None) -> None:
+    state["diverged"] = True
+    state["inserted"] = int(state.get("inserted", 0)) + 1
+
+
+_FOLDERS: dict[str, _Folder] = {
+    c.RUN_STARTED: _run_started,
+    c.NODE_STARTED: _node_started,
+    c.NODE_COMPLETED: _node_ended,
+    c.NODE_FAILED: _node_ended,
+    c.NODE_SKIPPED: _node_ended,
+    c.NODE_CANCELLED: _node_cancelled,
+    c.AGENT_INVOCATION_STARTED: _agent_started,
+    c.PROVIDER_USAGE: _provider_usage,
+    c.AGENT_TOOL_RETURNED: _tool_returned,
+    c.AGENT_DECIDED: _agent_decided,
+    c.RUN_COMPLETED: _run_ended,
+    c.RUN_FAILED: _run_ended,
+    c.INTERRUPT_REQUESTED: _interrupt_requested,
+    c.INTERRUPT_RESOLVED: _interrupt_resolved,
+    c.RUN_PAUSED: _run_paused,
+    c.RUN_RESUMED: _run_paused,
+    c.RUN_CANCELLED: _run_cancelled,
+    c.REPLAY_DIVERGED: _diverged,
+    c.REPLAY_DIVERGED_AT_REFUSAL_EVENT: _diverged,
+}
+
+
+def apply(state: dict[str, Any], ev: dict[str, Any], wf: Workflow | None) -> dict[str, Any]:
+    """Fold one event into the state (in place) and return it."""
+    folder = _FOLDERS.get(ev["type"])
+    if folder is not None:
+        p = ev.get("payload") or {}
+        nid = ev.get("nodeId") or (p.get("nodeId") if isinstance(p, dict) else None)
+        folder(state, ev, p, nid, wf)
     return state
 
 

@@ -286,6 +286,31 @@ class ToolRuntime:
     def _decide(
         self, agent: AgentSpec, invocation_id: str, index: int, tool: str, args: Any, calls_so_far: int, call_key: str
     ) -> ToolOutcome:
+        """The call's outcome: refused (allowlist, budget), recorded (a fixed or replayed call), from a fixture, or
+        live through the guard."""
+        refused = self._refused(agent, tool, calls_so_far)
+        if refused is not None:
+            return refused
+        recorded = self._recorded_outcome(invocation_id, index, tool, args)
+        if recorded is not None:
+            return recorded
+        assert self.catalog is not None
+        resolved = self.catalog.resolve(tool)
+        if resolved is None:
+            return ToolOutcome(
+                "forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"), source="none"
+            )
+        if self.plan is not None:
+            fixture = self._fixture_outcome(self.plan, resolved, tool, args)
+            if fixture is not None:
+                return fixture
+        guard = Guard("live" if self.mode != "replay" else "replay")
+        if resolved.transport != "native":
+            return self._send(guard, resolved, call_key, args)
+        return self._native(guard, tool, args)
+
+    def _refused(self, agent: AgentSpec, tool: str, calls_so_far: int) -> ToolOutcome | None:
+        """A call the agent's allowlist or the run's tool-call budget refuses; None when both let it through."""
         if agent.tool_allowlist is not None and tool not in agent.tool_allowlist:
             return ToolOutcome(
                 "forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"), source="none"
@@ -294,43 +319,47 @@ class ToolRuntime:
             return ToolOutcome(
                 "rate_limited", error=_error_obj(c.RATE_LIMITED, "the run's tool-call budget is spent"), source="none"
             )
+        return None
+
+    def _recorded_outcome(self, invocation_id: str, index: int, tool: str, args: Any) -> ToolOutcome | None:
+        """The recorded outcome of a fixed call or, in a replay, of the source's same call (an error without one);
+        None for a call that is neither."""
         fixed = (self.recorded_first or {}).get((invocation_id, index))
         if fixed is not None and fixed.get("toolName") == tool and same_json(fixed.get("args"), args):
             return _recorded(fixed)
-        if self.mode == "replay" and self.source_calls is not None:
-            rec = self.source_calls.get((invocation_id, index))
-            if rec is None or rec.get("toolName") != tool or not same_json(rec.get("args"), args):
-                return ToolOutcome(
-                    "error",
-                    error=_error_obj(c.REPLAY_SOURCE_MISSING, "no recorded outcome for this call in the source run"),
-                    source="recorded",
-                )
-            return _recorded(rec)
-        assert self.catalog is not None
-        resolved = self.catalog.resolve(tool)
-        if resolved is None:
+        if self.mode != "replay" or self.source_calls is None:
+            return None
+        rec = self.source_calls.get((invocation_id, index))
+        if rec is None or rec.get("toolName") != tool or not same_json(rec.get("args"), args):
             return ToolOutcome(
-                "forbidden", error=_error_obj(c.FORBIDDEN, "the agent may not call this tool"), source="none"
+                "error",
+                error=_error_obj(c.REPLAY_SOURCE_MISSING, "no recorded outcome for this call in the source run"),
+                source="recorded",
             )
-        if self.plan is not None:
-            entry = self.plan.take(tool, args)
-            if entry is not None:
-                if entry.get("isError"):
-                    resp = entry.get("response")
-                    err = (
-                        resp
-                        if isinstance(resp, dict) and "code" in resp and "message" in resp
-                        else _error_obj(c.EXTERNAL_CALL_FAILED, "fixture error")
-                    )
-                    return ToolOutcome("error", error=err, source="fixture")
-                return ToolOutcome("ok", entry.get("response"), source="fixture")
-            if not self.plan.goes_live(resolved.safety_tier):
-                return ToolOutcome(
-                    "error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"), source="fixture", miss=True
+        return _recorded(rec)
+
+    @staticmethod
+    def _fixture_outcome(plan: FixturePlan, resolved: ResolvedTool, tool: str, args: Any) -> ToolOutcome | None:
+        """The plan's fixture for the call, or a miss when the tool's tier may not go live; None: it goes live."""
+        entry = plan.take(tool, args)
+        if entry is not None:
+            if entry.get("isError"):
+                resp = entry.get("response")
+                err = (
+                    resp
+                    if isinstance(resp, dict) and "code" in resp and "message" in resp
+                    else _error_obj(c.EXTERNAL_CALL_FAILED, "fixture error")
                 )
-        guard = Guard("live" if self.mode != "replay" else "replay")
-        if resolved.transport != "native":
-            return self._send(guard, resolved, call_key, args)
+                return ToolOutcome("error", error=err, source="fixture")
+            return ToolOutcome("ok", entry.get("response"), source="fixture")
+        if not plan.goes_live(resolved.safety_tier):
+            return ToolOutcome(
+                "error", error=_error_obj(FIXTURE_MISS, "no fixture matches this call"), source="fixture", miss=True
+            )
+        return None
+
+    def _native(self, guard: Guard, tool: str, args: Any) -> ToolOutcome:
+        """A native tool's live outcome: the counter's increment is left to the call's record write."""
         if tool == COUNTER_TOOL and _counter_args(args, "inc"):
             try:
                 guard.check("storage.conformance-counter")

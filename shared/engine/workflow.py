@@ -64,91 +64,16 @@ class Workflow:
         return seen
 
 
+_RawEdge = tuple[str, str, str, str]  # (edge id, source, target, trigger rule)
+
+
 def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
     """Validate a definition; raise ``DefinitionError`` before anything runs."""
-    if not isinstance(doc, dict):
-        raise DefinitionError("definition must be an object")
-    wid = doc.get("id")
-    if not isinstance(wid, str) or not NAME_ID_RE.match(wid):
-        raise DefinitionError("definition id is missing or malformed")
-    raw_nodes = doc.get("nodes")
-    if not isinstance(raw_nodes, list) or not raw_nodes:
-        raise DefinitionError("definition has no nodes")
-    if len(raw_nodes) > MAX_NODES:
-        raise DefinitionError(f"definition has more than {MAX_NODES} nodes")
-    raw_edges = doc.get("edges") or []
-    if not isinstance(raw_edges, list):
-        raise DefinitionError("edges must be a list")
-    if len(raw_edges) > MAX_EDGES:
-        raise DefinitionError(f"definition has more than {MAX_EDGES} edges")
-    nodes: dict[str, dict[str, Any]] = {}
-    order: list[str] = []
-    for n in raw_nodes:
-        if not isinstance(n, dict) or not isinstance(n.get("id"), str) or not NAME_ID_RE.match(n["id"]):
-            raise DefinitionError("a node has a missing or malformed id")
-        if n["id"] in nodes:
-            raise DefinitionError("duplicate node id")
-        if n.get("typeId") not in known_types:
-            raise DefinitionError("a node names an unknown typeId")
-        for key in ("config", "inputs"):
-            if key in n and not isinstance(n[key], dict):
-                raise DefinitionError(f"node {key} must be an object")
-        nodes[n["id"]] = n
-        order.append(n["id"])
-    pre: list[tuple[str, str, str, str]] = []
-    for e in raw_edges:
-        if not isinstance(e, dict):
-            raise DefinitionError("an edge is not an object")
-        src, tgt = e.get("sourceNodeId"), e.get("targetNodeId")
-        if src not in nodes or tgt not in nodes:
-            raise DefinitionError("an edge names an unknown node")
-        rule = e.get("triggerRule", "all_success")
-        if rule not in TRIGGER_RULES:
-            raise DefinitionError("an edge has an unknown triggerRule")
-        pre.append((str(e.get("id", f"{src}-{tgt}")), str(src), str(tgt), str(rule)))
-    if len({p[0] for p in pre}) != len(pre):
-        raise DefinitionError("duplicate edge id")
-    settings = doc.get("settings") or {}
-    if not isinstance(settings, dict):
-        raise DefinitionError("settings must be an object")
-    max_loop = settings.get("maxLoopbackIterations", 0)
-    timeout = settings.get("timeout", 0)
-    if not isinstance(max_loop, int) or max_loop < 0 or not isinstance(timeout, int) or timeout < 0:
-        raise DefinitionError("settings.maxLoopbackIterations and settings.timeout must be non-negative integers")
-
-    # Back edges: DFS from the nodes without incoming edges, in definition order. Iterative (an explicit stack of
-    # (node, next-edge index)), so a 10,000-node chain never meets Python's recursion limit.
-    targets = {t for _, _, t, _ in pre}
-    roots = [n for n in order if n not in targets]
-    if not roots:
-        raise DefinitionError("definition has no entry node (every node has an incoming edge)")
-    adj: dict[str, list[tuple[str, str, str, str]]] = {n: [] for n in order}
-    for edge in pre:
-        adj[edge[1]].append(edge)
-    back_ids: set[str] = set()
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for r in roots:
-        if r in state:
-            continue
-        state[r] = 1
-        stack: list[tuple[str, int]] = [(r, 0)]
-        while stack:
-            n, i = stack[-1]
-            out_edges = adj[n]
-            if i == len(out_edges):
-                state[n] = 2
-                stack.pop()
-                continue
-            stack[-1] = (n, i + 1)
-            eid, _s, t, _r = out_edges[i]
-            if state.get(t) == 1:
-                back_ids.add(eid)
-            elif t not in state:
-                state[t] = 1
-                stack.append((t, 0))
-    unreachable = [n for n in order if n not in state]
-    if unreachable:
-        raise DefinitionError("definition has nodes no entry node reaches")
+    wid, raw_nodes, raw_edges = _check_shape(doc)
+    nodes, order = _load_nodes(raw_nodes, known_types)
+    pre = _load_edges(raw_edges, nodes)
+    max_loop, timeout = _load_settings(doc)
+    back_ids = _back_edge_ids(order, pre)
     if back_ids and max_loop < 1:
         raise DefinitionError("definition has a cycle and no settings.maxLoopbackIterations bound")
     edges = tuple(Edge(eid, s, t, r, eid in back_ids) for eid, s, t, r in pre)
@@ -171,6 +96,116 @@ def load_workflow(doc: Any, known_types: set[str]) -> Workflow:
         out_edges={k: tuple(v) for k, v in out.items()},
         in_forward={k: tuple(v) for k, v in inf.items()},
     )
+
+
+def _check_shape(doc: Any) -> tuple[str, list[Any], list[Any]]:
+    """The definition's id, node list and edge list, each of the right type and within its bound."""
+    if not isinstance(doc, dict):
+        raise DefinitionError("definition must be an object")
+    wid = doc.get("id")
+    if not isinstance(wid, str) or not NAME_ID_RE.match(wid):
+        raise DefinitionError("definition id is missing or malformed")
+    raw_nodes = doc.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise DefinitionError("definition has no nodes")
+    if len(raw_nodes) > MAX_NODES:
+        raise DefinitionError(f"definition has more than {MAX_NODES} nodes")
+    raw_edges = doc.get("edges") or []
+    if not isinstance(raw_edges, list):
+        raise DefinitionError("edges must be a list")
+    if len(raw_edges) > MAX_EDGES:
+        raise DefinitionError(f"definition has more than {MAX_EDGES} edges")
+    return wid, raw_nodes, raw_edges
+
+
+def _load_nodes(raw_nodes: list[Any], known_types: set[str]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The nodes by id and their ids in definition order."""
+    nodes: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for n in raw_nodes:
+        if not isinstance(n, dict) or not isinstance(n.get("id"), str) or not NAME_ID_RE.match(n["id"]):
+            raise DefinitionError("a node has a missing or malformed id")
+        if n["id"] in nodes:
+            raise DefinitionError("duplicate node id")
+        if n.get("typeId") not in known_types:
+            raise DefinitionError("a node names an unknown typeId")
+        for key in ("config", "inputs"):
+            if key in n and not isinstance(n[key], dict):
+                raise DefinitionError(f"node {key} must be an object")
+        nodes[n["id"]] = n
+        order.append(n["id"])
+    return nodes, order
+
+
+def _load_edges(raw_edges: list[Any], nodes: dict[str, dict[str, Any]]) -> list[_RawEdge]:
+    """The edges in definition order, each between known nodes under a known trigger rule, ids unique."""
+    pre: list[_RawEdge] = []
+    for e in raw_edges:
+        if not isinstance(e, dict):
+            raise DefinitionError("an edge is not an object")
+        src, tgt = e.get("sourceNodeId"), e.get("targetNodeId")
+        if src not in nodes or tgt not in nodes:
+            raise DefinitionError("an edge names an unknown node")
+        rule = e.get("triggerRule", "all_success")
+        if rule not in TRIGGER_RULES:
+            raise DefinitionError("an edge has an unknown triggerRule")
+        pre.append((str(e.get("id", f"{src}-{tgt}")), str(src), str(tgt), str(rule)))
+    if len({p[0] for p in pre}) != len(pre):
+        raise DefinitionError("duplicate edge id")
+    return pre
+
+
+def _load_settings(doc: dict[str, Any]) -> tuple[int, int]:
+    """``settings.maxLoopbackIterations`` and ``settings.timeout``, both non-negative integers (0 when absent)."""
+    settings = doc.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise DefinitionError("settings must be an object")
+    max_loop = settings.get("maxLoopbackIterations", 0)
+    timeout = settings.get("timeout", 0)
+    if not isinstance(max_loop, int) or max_loop < 0 or not isinstance(timeout, int) or timeout < 0:
+        raise DefinitionError("settings.maxLoopbackIterations and settings.timeout must be non-negative integers")
+    return max_loop, timeout
+
+
+def _back_edge_ids(order: list[str], pre: list[_RawEdge]) -> set[str]:
+    """The ids of the back edges; every node must be reachable from an entry (a node without incoming edges)."""
+    # Back edges: DFS from the nodes without incoming edges, in definition order. Iterative (an explicit stack of
+    # (node, next-edge index)), so a 10,000-node chain never meets Python's recursion limit.
+    targets = {t for _, _, t, _ in pre}
+    roots = [n for n in order if n not in targets]
+    if not roots:
+        raise DefinitionError("definition has no entry node (every node has an incoming edge)")
+    adj: dict[str, list[_RawEdge]] = {n: [] for n in order}
+    for edge in pre:
+        adj[edge[1]].append(edge)
+    back_ids: set[str] = set()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for r in roots:
+        if r not in state:
+            _dfs(r, adj, state, back_ids)
+    if any(n not in state for n in order):
+        raise DefinitionError("definition has nodes no entry node reaches")
+    return back_ids
+
+
+def _dfs(root: str, adj: dict[str, list[_RawEdge]], state: dict[str, int], back_ids: set[str]) -> None:
+    """Walk from ``root``, marking nodes in ``state`` and adding the edges that close a cycle to ``back_ids``."""
+    state[root] = 1
+    stack: list[tuple[str, int]] = [(root, 0)]
+    while stack:
+        n, i = stack[-1]
+        out_edges = adj[n]
+        if i == len(out_edges):
+            state[n] = 2
+            stack.pop()
+            continue
+        stack[-1] = (n, i + 1)
+        eid, _s, t, _r = out_edges[i]
+        if state.get(t) == 1:
+            back_ids.add(eid)
+        elif t not in state:
+            state[t] = 1
+            stack.append((t, 0))
 
 
 def bind_inputs(doc: dict[str, Any], inputs: dict[str, Any] | None) -> dict[str, Any]:

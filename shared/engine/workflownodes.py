@@ -13,7 +13,7 @@ from shared.engine.agents import invocation_step, started_payload
 from shared.engine.kernel import EngineError
 from shared.engine.nodeeffects import NodeFailure, execute_once
 from shared.engine.registry import NODE_TYPES
-from shared.engine.runcore import Step, fail_obj, hold_step, negotiations, node_ev, node_inputs, replayed_outcome
+from shared.engine.runcore import Draft, Step, fail_obj, hold_step, negotiations, node_ev, node_inputs, replayed_outcome
 from shared.engine.tools import Guard
 from shared.engine.workflow import UnresolvedInputError
 from shared.engine.workflowcontext import RunContext, node_agent_id
@@ -37,33 +37,49 @@ def start_node(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:
     if type_id == "core.conformance.hold":
         return Step([started])
     if type_id == "core.approvalGate":
-        events = [started, _interrupt_requested(ctx, nid, node, ordinal)]
-        if ctx.mode == "replay":
-            # A resolution is fixed history: the n-th execution takes the source's n-th, never asks again.
-            n = int(state["nodes"][nid].get("resolutions", 0)) + 1
-            recorded = ctx.source_resolutions.get(nid, [])
-            if len(recorded) >= n:
-                events.append(
-                    node_ev(c.INTERRUPT_RESOLVED, nid, **{k: v for k, v in recorded[n - 1].items() if k != "nodeId"})
-                )
-        return Step(events)
+        return _start_approval(ctx, state, nid, started, ordinal)
     if type_id == "core.agent":
-        inv = f"{nid}:{ordinal}"
-        payload = started_payload(
-            ctx.agent(nid, node),
-            node_agent_id(node),
-            inv,
-            "workflow-node",
-            (ctx.record.data.get("configurable") or {}).get("ai"),
-        )
-        channel = ((ctx.record.data.get("agentPins") or {}).get(nid) or {}).get("channel")
-        if channel is not None and "resolvedAgentVersion" in payload:
-            payload["resolvedChannel"] = channel
-        return Step([started, (c.AGENT_INVOCATION_STARTED, payload, None)])
+        return _start_agent(ctx, nid, started, ordinal)
+    return _execute(ctx, nid, inputs, ordinal, started)
+
+
+def _start_approval(ctx: RunContext, state: dict[str, Any], nid: str, started: Draft, ordinal: int) -> Step:
+    """An approval's ``interrupt.requested``; in a replay also the source's resolution of this execution."""
+    events = [started, _interrupt_requested(ctx, nid, ctx.wf.nodes[nid], ordinal)]
+    if ctx.mode == "replay":
+        # A resolution is fixed history: the n-th execution takes the source's n-th, never asks again.
+        n = int(state["nodes"][nid].get("resolutions", 0)) + 1
+        recorded = ctx.source_resolutions.get(nid, [])
+        if len(recorded) >= n:
+            events.append(
+                node_ev(c.INTERRUPT_RESOLVED, nid, **{k: v for k, v in recorded[n - 1].items() if k != "nodeId"})
+            )
+    return Step(events)
+
+
+def _start_agent(ctx: RunContext, nid: str, started: Draft, ordinal: int) -> Step:
+    """An agent node's ``agent.invocation-started``: its turns follow in later steps (``continue_node``)."""
+    node = ctx.wf.nodes[nid]
+    inv = f"{nid}:{ordinal}"
+    payload = started_payload(
+        ctx.agent(nid, node),
+        node_agent_id(node),
+        inv,
+        "workflow-node",
+        (ctx.record.data.get("configurable") or {}).get("ai"),
+    )
+    channel = ((ctx.record.data.get("agentPins") or {}).get(nid) or {}).get("channel")
+    if channel is not None and "resolvedAgentVersion" in payload:
+        payload["resolvedChannel"] = channel
+    return Step([started, (c.AGENT_INVOCATION_STARTED, payload, None)])
+
+
+def _execute(ctx: RunContext, nid: str, inputs: dict[str, Any], ordinal: int, started: Draft) -> Step:
+    """A single-shot node: its effect through the guard, then its outcome after the negotiations it made."""
     guard = Guard(ctx.mode)
     negotiated: list[dict[str, Any]] = []  # the MCP negotiations of this execution, emitted before its outcome
     try:
-        outputs = execute_once(ctx, guard, nid, node, inputs, ordinal, negotiated)
+        outputs = execute_once(ctx, guard, nid, ctx.wf.nodes[nid], inputs, ordinal, negotiated)
     except EffectDeniedError:
         return Step(
             [
@@ -141,53 +157,62 @@ def continue_node(ctx: RunContext, state: dict[str, Any], active: dict[str, Any]
     if type_id == "core.conformance.hold":
         return hold_step(active, inputs, now)
     if type_id == "core.approvalGate":
-        pending = active.get("interrupt")
-        if pending is None:  # a crash between node.started and interrupt.requested (two transactions)
-            return Step([_interrupt_requested(ctx, nid, node, int(state["nodes"][nid]["visits"]))])
-        resolved = pending.get("resolved")
-        if resolved is None:
-            raise EngineError("an unresolved interrupt in a running run")
-        if resolved.get("decision") == "rejected":
-            return Step(
-                [
-                    node_ev(
-                        c.NODE_FAILED,
-                        nid,
-                        error={"code": c.APPROVAL_REJECTED, "message": "the approval was rejected", "retryable": False},
-                    )
-                ]
-            )
-        return Step(
-            [
-                node_ev(
-                    c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in ("action", "decision", "resumeValue")}
-                )
-            ]
-        )
+        return _continue_approval(ctx, state, nid, active)
     if type_id == "core.agent":
-        agent = ctx.agent(nid, node)
-        progress = active.get("agent")
-        if agent is None or progress is None:
-            return Step([node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
-        agent_input = inputs.get("input", inputs)
-        turn = invocation_step(
-            agent,
-            agent_input,
-            progress,
-            ctx.tools(),
-            int(state["toolCalls"]),
-            ctx.models() if agent.kind == "model" else None,
-        )
-        out: list[tuple[str, dict[str, Any], str | None]] = [(t, p, None) for t, p in turn.events]
-        if turn.error is not None:
-            out.append(node_ev(c.NODE_FAILED, nid, error=turn.error))
-        elif turn.finished:
-            out.append(node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
-        return Step(out)
+        return _continue_agent(ctx, state, nid, active, inputs)
     # A single-shot node left active by a crash between two transactions of one step: run it again with the
     # same ordinal, without a second node.started.
     step = restart_node(ctx, state, nid)
     return Step(step.events[1:], step.wait_ms, step.done)
+
+
+def _continue_approval(ctx: RunContext, state: dict[str, Any], nid: str, active: dict[str, Any]) -> Step:
+    """An approval's outcome from its resolution (or its ``interrupt.requested`` when a crash lost it)."""
+    pending = active.get("interrupt")
+    if pending is None:  # a crash between node.started and interrupt.requested (two transactions)
+        return Step([_interrupt_requested(ctx, nid, ctx.wf.nodes[nid], int(state["nodes"][nid]["visits"]))])
+    resolved = pending.get("resolved")
+    if resolved is None:
+        raise EngineError("an unresolved interrupt in a running run")
+    if resolved.get("decision") == "rejected":
+        return Step(
+            [
+                node_ev(
+                    c.NODE_FAILED,
+                    nid,
+                    error={"code": c.APPROVAL_REJECTED, "message": "the approval was rejected", "retryable": False},
+                )
+            ]
+        )
+    return Step(
+        [node_ev(c.NODE_COMPLETED, nid, outputs={k: resolved.get(k) for k in ("action", "decision", "resumeValue")})]
+    )
+
+
+def _continue_agent(
+    ctx: RunContext, state: dict[str, Any], nid: str, active: dict[str, Any], inputs: dict[str, Any]
+) -> Step:
+    """An agent node's next turn; its outcome once the invocation decided or failed."""
+    node = ctx.wf.nodes[nid]
+    agent = ctx.agent(nid, node)
+    progress = active.get("agent")
+    if agent is None or progress is None:
+        return Step([node_ev(c.NODE_FAILED, nid, error=fail_obj(c.NODE_EXECUTION_FAILED, "unknown agent"))])
+    agent_input = inputs.get("input", inputs)
+    turn = invocation_step(
+        agent,
+        agent_input,
+        progress,
+        ctx.tools(),
+        int(state["toolCalls"]),
+        ctx.models() if agent.kind == "model" else None,
+    )
+    out: list[Draft] = [(t, p, None) for t, p in turn.events]
+    if turn.error is not None:
+        out.append(node_ev(c.NODE_FAILED, nid, error=turn.error))
+    elif turn.finished:
+        out.append(node_ev(c.NODE_COMPLETED, nid, outputs={"decision": progress.get("decision")}))
+    return Step(out)
 
 
 def restart_node(ctx: RunContext, state: dict[str, Any], nid: str) -> Step:

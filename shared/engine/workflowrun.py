@@ -90,6 +90,119 @@ def _terminal_updates(ports: Ports, state: dict[str, Any], last_event: dict[str,
     return upd
 
 
+class _Appender:
+    """A task's appends: its events buffered and appended in batches, each with the run item's updates (the snapshot
+    on a final append, unless the log behind it is still short; the status when it changes; ``startedAt`` once)."""
+
+    def __init__(self, ports: Ports, rec: RunRecord, state: dict[str, Any]) -> None:
+        self.ports, self.rec, self.state = ports, rec, state
+        self.inputs = rec.data.get("inputs")
+        self.buffer: list[dict[str, Any]] = []
+        self.next_seq = rec.last_seq + 1
+        self.wrote = 0
+        self.deferred = False  # the state was not stored by an append of this task: the task's last write stores it
+        self.stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
+        self.stored_status = rec.status  # the run item's: an append names the status only when it changes it
+
+    def behind(self, events: list[dict[str, Any]]) -> int | None:
+        """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
+        the count); None (store it) once terminal or with nothing to measure. Once per task: its last append."""
+        if self.state["status"] in c.TERMINAL_STATUSES or not events:
+            return None
+        size = sum(len(json.dumps(e, separators=(",", ":"))) for e in events)
+        return (int(events[-1]["sequence"]) - self.stored_seq) * size // len(events)
+
+    def flush(self, final: bool = True) -> None:
+        if not self.buffer:
+            if final and self.deferred:
+                self._store_deferred()
+            return
+        rec, state, buffer = self.rec, self.state, self.buffer
+        last = int(buffer[-1]["sequence"])
+        updates = (
+            snapshot_updates(self.ports, rec.run_id, state, last, self.inputs, behind_bytes=self.behind(buffer))
+            if final
+            else {}
+        )
+        self.deferred = "state" not in updates
+        updates.update(_terminal_updates(self.ports, state, buffer[-1]))
+        if updates["status"] == self.stored_status:
+            del updates["status"]
+        if rec.started_at is None and state["status"] != "pending":
+            updates["startedAt"] = (
+                next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED)
+                if any(e["type"] == c.RUN_STARTED for e in buffer)
+                else buffer[0]["timestamp"]
+            )
+            rec.started_at = updates["startedAt"]
+        self.ports.events.append_events(
+            rec.run_id, self.next_seq, buffer, run_updates=updates, require_status=WRITABLE, expires_at=rec.expires_at
+        )
+        if "state" in updates:
+            self.stored_seq = last
+        self.stored_status = updates.get("status", self.stored_status)
+        self.next_seq += len(buffer)
+        self.wrote += len(buffer)
+        self.buffer = []
+
+    def _store_deferred(self) -> None:
+        """The task's last write appended no events: store the snapshot its earlier appends left out."""
+        rec = self.rec
+        updates = snapshot_updates(self.ports, rec.run_id, self.state, self.next_seq - 1, self.inputs)
+        if updates:
+            self.ports.events.append_events(
+                rec.run_id, self.next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at, run_updates=updates
+            )
+            self.stored_seq = self.next_seq - 1
+        self.deferred = False
+
+
+def _take_step(ctx: RunContext, state: dict[str, Any], out: _Appender) -> Step:
+    """Take the run's next step in its span: each event folded into the state, compared with the source's in a
+    replay (a divergence follows the event that made it) and buffered."""
+    ports, run_id = ctx.ports, ctx.record.run_id
+    with ports.tracing.span(spans.STEP_SPAN) as span:
+        active = (state.get("active") or {}).get("nodeId")
+        step = next_step(ctx, state)
+        spans.name_step(span, step.events, step.wait_ms is not None, ctx.wf.nodes, active)
+        for t, payload, node_id in step.events:
+            ev = make_event(ports, run_id, out.next_seq + len(out.buffer), t, payload, node_id)
+            st.apply(state, ev, ctx.wf)
+            out.buffer.append(ev)
+            div = _divergence(ctx, state, ev)
+            if div is not None:
+                span.set(spans.DIVERGED, True)  # replay.md §7: the diverging step's span says so
+                span.set(spans.DIVERGED_SEQ, int(ev["sequence"]))
+                dev = make_event(ports, run_id, out.next_seq + len(out.buffer), div[0], div[1], None)
+                dev["causationId"] = ev["eventId"]
+                st.apply(state, dev, ctx.wf)
+                out.buffer.append(dev)
+            if len(out.buffer) >= FLUSH_AT:
+                out.flush(final=False)
+    return step
+
+
+def _wait(ports: Ports, run_id: str, out: _Appender, wait_ms: int) -> dict[str, Any] | None:
+    """A step that waits: a short wait sleeps in the task (None: step on, unless the run stopped meanwhile), a long
+    one ends the task in a Wait state."""
+    out.flush(final=wait_ms > SHORT_WAIT_MS)
+    if wait_ms > SHORT_WAIT_MS:
+        return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(wait_ms / 1000))}
+    ports.clock.sleep(wait_ms / 1000)
+    fresh = ports.runs.get_run(run_id)  # a cancel, pause or erasure may have landed meanwhile
+    if fresh is None or fresh.status not in WRITABLE:
+        return halt(run_id, fresh)
+    return None
+
+
+def _after_conflict(ports: Ports, run_id: str) -> dict[str, Any]:
+    """Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written."""
+    fresh = ports.runs.get_run(run_id)
+    if fresh is None or fresh.status not in WRITABLE:
+        return halt(run_id, fresh)
+    return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+
+
 def advance(
     ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
 ) -> dict[str, Any]:
@@ -102,106 +215,30 @@ def advance(
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
         return forkindex.copy_prefix(ports, rec, ctx.wf)
     state = load_state(ports, rec, ctx.wf)
-    inputs = rec.data.get("inputs")
     # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
     ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1
     began = ports.clock.now_ms()
-    buffer: list[dict[str, Any]] = []
-    next_seq = rec.last_seq + 1
-    wrote = 0
-
-    deferred = False  # the state was not stored by an append of this task: the task's last write stores it
-    stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
-    stored_status = rec.status  # the run item's: an append names the status only when it changes it (and the index)
-
-    def behind(events: list[dict[str, Any]]) -> int | None:
-        """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
-        the count); None (store it) once terminal or with nothing to measure. Once per task: its last append."""
-        if state["status"] in c.TERMINAL_STATUSES or not events:
-            return None
-        size = sum(len(json.dumps(e, separators=(",", ":"))) for e in events)
-        return (int(events[-1]["sequence"]) - stored_seq) * size // len(events)
-
-    def flush(final: bool = True) -> None:
-        nonlocal buffer, next_seq, wrote, deferred, stored_seq, stored_status
-        if not buffer:
-            if final and deferred:
-                updates = snapshot_updates(ports, run_id, state, next_seq - 1, inputs)
-                if updates:
-                    ports.events.append_events(
-                        run_id, next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at, run_updates=updates
-                    )
-                    stored_seq = next_seq - 1
-                deferred = False
-            return
-        last = int(buffer[-1]["sequence"])
-        updates = snapshot_updates(ports, run_id, state, last, inputs, behind_bytes=behind(buffer)) if final else {}
-        deferred = "state" not in updates
-        updates.update(_terminal_updates(ports, state, buffer[-1]))
-        if updates["status"] == stored_status:
-            del updates["status"]
-        if rec.started_at is None and state["status"] != "pending":
-            updates["startedAt"] = (
-                next(e["timestamp"] for e in buffer if e["type"] == c.RUN_STARTED)
-                if any(e["type"] == c.RUN_STARTED for e in buffer)
-                else buffer[0]["timestamp"]
-            )
-            rec.started_at = updates["startedAt"]
-        ports.events.append_events(
-            run_id, next_seq, buffer, run_updates=updates, require_status=WRITABLE, expires_at=rec.expires_at
-        )
-        if "state" in updates:
-            stored_seq = last
-        stored_status = updates.get("status", stored_status)
-        next_seq += len(buffer)
-        wrote += len(buffer)
-        buffer = []
-
+    out = _Appender(ports, rec, state)
     try:
         while True:
-            with ports.tracing.span(spans.STEP_SPAN) as span:
-                active = (state.get("active") or {}).get("nodeId")
-                step = next_step(ctx, state)
-                spans.name_step(span, step.events, step.wait_ms is not None, ctx.wf.nodes, active)
-                for t, payload, node_id in step.events:
-                    ev = make_event(ports, run_id, next_seq + len(buffer), t, payload, node_id)
-                    st.apply(state, ev, ctx.wf)
-                    buffer.append(ev)
-                    div = _divergence(ctx, state, ev)
-                    if div is not None:
-                        span.set(spans.DIVERGED, True)  # replay.md §7: the diverging step's span says so
-                        span.set(spans.DIVERGED_SEQ, int(ev["sequence"]))
-                        dev = make_event(ports, run_id, next_seq + len(buffer), div[0], div[1], None)
-                        dev["causationId"] = ev["eventId"]
-                        st.apply(state, dev, ctx.wf)
-                        buffer.append(dev)
-                    if len(buffer) >= FLUSH_AT:
-                        flush(final=False)
+            step = _take_step(ctx, state, out)
             if state["status"] in c.PARKED_STATUSES:  # an interrupt was requested: wait on a task token
-                flush()
+                out.flush()
                 return {"runId": run_id, "next": "park", "waitSeconds": 0}
             if step.done or state["status"] in c.TERMINAL_STATUSES:
-                flush()
+                out.flush()
                 return {"runId": run_id, "next": "done", "waitSeconds": 0}
             if step.wait_ms is not None:
-                flush(final=step.wait_ms > SHORT_WAIT_MS)
-                if step.wait_ms <= SHORT_WAIT_MS:
-                    ports.clock.sleep(step.wait_ms / 1000)
-                    fresh = ports.runs.get_run(run_id)  # a cancel, pause or erasure may have landed meanwhile
-                    if fresh is None or fresh.status not in WRITABLE:
-                        return halt(run_id, fresh)
-                    continue
-                return {"runId": run_id, "next": "wait", "waitSeconds": max(1, math.floor(step.wait_ms / 1000))}
-            if wrote + len(buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
-                flush()
+                waited = _wait(ports, run_id, out, step.wait_ms)
+                if waited is not None:
+                    return waited
+                continue
+            if out.wrote + len(out.buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
+                out.flush()
                 return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     except EffectInFlightError as exc:
         # Another delivery of this work holds an effect's claim: nothing of ours is written; look again later (that
         # delivery has usually finished the run by then; if it died, its claim is taken over once it is stale).
         return {"runId": run_id, "next": "wait", "waitSeconds": exc.wait_s}
     except (ConflictError, RunGoneError):
-        # Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written.
-        fresh = ports.runs.get_run(run_id)
-        if fresh is None or fresh.status not in WRITABLE:
-            return halt(run_id, fresh)
-        return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+        return _after_conflict(ports, run_id)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -141,48 +142,73 @@ def _script(value: Any) -> None:
 
 def _normalize(cfg: Any) -> tuple[str, dict[str, Any]]:
     """(catalog id, config) of a configuration, validated."""
-    if isinstance(cfg, dict) and "script" in cfg:
-        _check_keys(cfg, {"script", "cases"}, "the scripted form")
-        mock_id, config = SCRIPT, {k: cfg[k] for k in ("script", "cases") if k in cfg}
-    else:
-        c = _check_keys(cfg, {"id", "config"}, "the configuration", {"id"})
-        mock_id = c["id"]
-        if not isinstance(mock_id, str) or mock_id not in _CONFIG_KEYS:
-            raise _invalid(f"unknown mock provider id (supported: {', '.join(MOCK_PROVIDER_IDS)})")
-        config = c.get("config", {})
+    mock_id, config = _form(cfg)
     where = f"config of {mock_id}"
     config = _check_keys(config, _CONFIG_KEYS[mock_id], where)
     if "delayMsPerToken" in config and _count(config["delayMsPerToken"], f"{where}.delayMsPerToken") > 5000:
         raise _invalid(f"{where}.delayMsPerToken must be at most 5000")
     if "model" in config and not _text(config["model"], f"{where}.model"):
         raise _invalid(f"{where}.model must not be empty")
-    if mock_id == STREAM_TEXT:
-        tokens = config.get("tokens", [])
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise _invalid(f"{where}.tokens must be an array of strings")
-        if "finishReason" in config and config["finishReason"] not in FINISH_REASONS:
-            raise _invalid(f"{where}.finishReason must be one of {', '.join(FINISH_REASONS)}")
-    if mock_id in (STREAM_TEXT, USAGE_ONLY) and "usage" in config:
-        _spec_usage(config["usage"], f"{where}.usage")
-    if mock_id == TOOL_CALLS:
-        if "toolCalls" not in config:
-            raise _invalid(f"{where} needs toolCalls")
-        _tool_calls(config["toolCalls"], f"{where}.toolCalls")
-    if mock_id == ERROR:
-        _error(config, where)
-    if mock_id == SCRIPT:
-        if "script" not in config:
-            raise _invalid(f"{where} needs script")
-        _script(config["script"])
-        cases = config.get("cases", [])
-        if not isinstance(cases, list) or len(cases) > 100:
-            raise _invalid(f"{where}.cases must be an array of at most 100 cases")
-        for i, case in enumerate(cases):
-            case = _check_keys(case, {"whenInput", "script"}, f"{where}.cases[{i}]", {"whenInput", "script"})
-            if not _text(case["whenInput"], f"{where}.cases[{i}].whenInput"):
-                raise _invalid(f"{where}.cases[{i}].whenInput must not be empty")
-            _script(case["script"])
+    check = _CONFIG_CHECKS.get(mock_id)
+    if check is not None:
+        check(config, where)
     return mock_id, config
+
+
+def _form(cfg: Any) -> tuple[str, Any]:
+    """(catalog id, unchecked config) of the scripted form or of ``{id, config}``."""
+    if isinstance(cfg, dict) and "script" in cfg:
+        _check_keys(cfg, {"script", "cases"}, "the scripted form")
+        return SCRIPT, {k: cfg[k] for k in ("script", "cases") if k in cfg}
+    c = _check_keys(cfg, {"id", "config"}, "the configuration", {"id"})
+    mock_id = c["id"]
+    if not isinstance(mock_id, str) or mock_id not in _CONFIG_KEYS:
+        raise _invalid(f"unknown mock provider id (supported: {', '.join(MOCK_PROVIDER_IDS)})")
+    return mock_id, c.get("config", {})
+
+
+def _check_stream_text(config: dict[str, Any], where: str) -> None:
+    tokens = config.get("tokens", [])
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        raise _invalid(f"{where}.tokens must be an array of strings")
+    if "finishReason" in config and config["finishReason"] not in FINISH_REASONS:
+        raise _invalid(f"{where}.finishReason must be one of {', '.join(FINISH_REASONS)}")
+    _check_usage(config, where)
+
+
+def _check_usage(config: dict[str, Any], where: str) -> None:
+    if "usage" in config:
+        _spec_usage(config["usage"], f"{where}.usage")
+
+
+def _check_tool_calls(config: dict[str, Any], where: str) -> None:
+    if "toolCalls" not in config:
+        raise _invalid(f"{where} needs toolCalls")
+    _tool_calls(config["toolCalls"], f"{where}.toolCalls")
+
+
+def _check_script(config: dict[str, Any], where: str) -> None:
+    if "script" not in config:
+        raise _invalid(f"{where} needs script")
+    _script(config["script"])
+    cases = config.get("cases", [])
+    if not isinstance(cases, list) or len(cases) > 100:
+        raise _invalid(f"{where}.cases must be an array of at most 100 cases")
+    for i, case in enumerate(cases):
+        case = _check_keys(case, {"whenInput", "script"}, f"{where}.cases[{i}]", {"whenInput", "script"})
+        if not _text(case["whenInput"], f"{where}.cases[{i}].whenInput"):
+            raise _invalid(f"{where}.cases[{i}].whenInput must not be empty")
+        _script(case["script"])
+
+
+# What each mock id checks of its config beyond its keys, the delay and the model.
+_CONFIG_CHECKS: dict[str, Callable[[dict[str, Any], str], None]] = {
+    STREAM_TEXT: _check_stream_text,
+    USAGE_ONLY: _check_usage,
+    TOOL_CALLS: _check_tool_calls,
+    ERROR: _error,
+    SCRIPT: _check_script,
+}
 
 
 def _pick_script(config: dict[str, Any], request: ModelRequest) -> list[dict[str, Any]]:

@@ -170,6 +170,29 @@ class DynamoEventStore:
         # The run updates ride the last transaction; those of its state or listed fields write the run's state or
         # index item in the same transaction (runitems), so that one holds as many fewer pages.
         parts = runitems.split(self._runs, run_id, dict(run_updates or {}), expires_at)
+        groups = self._groups(run_id, events, expires_at, parts, staged)
+        nxt = expected_next_seq
+        for gi, group in enumerate(groups):
+            last = int(group[-1].item["seq"]["N"]) if group else nxt - 1
+            final = gi == len(groups) - 1
+            update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status)
+            items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
+            items += [w.action for w in staged] if final else []
+            items += [{"Put": {"TableName": self._t, "Item": page.item}} for page in group]
+            self._transact(run_id, items)
+            nxt = last + 1
+        return nxt - 1
+
+    def _groups(
+        self,
+        run_id: str,
+        events: Sequence[dict[str, Any]],
+        expires_at: int,
+        parts: runitems.Split,
+        staged: Sequence[StagedWrite],
+    ) -> list[list[_Page]]:
+        """The event pages in transactions: each within the item and byte limits beside the run item's Update, the
+        last also beside the run updates' items and the staged writes (its last page moves on when they do not fit)."""
         room = schema.MAX_TRANSACTION_ITEMS - 1
         groups: list[list[_Page]] = [[]]
         size = 0
@@ -184,51 +207,59 @@ class DynamoEventStore:
             len(groups[-1]) + len(parts.items) + len(staged) > room or size + extra > schema.MAX_TRANSACTION_BYTES
         ):
             groups.append([groups[-1].pop()])
-        nxt = expected_next_seq
-        for gi, group in enumerate(groups):
-            last = int(group[-1].item["seq"]["N"]) if group else nxt - 1
-            final = gi == len(groups) - 1
-            sets = ["lastSeq = :last"]
-            values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
-            names: dict[str, str] = {}
-            add_updates(parts.run if final else {}, sets, values, names)
-            cond = "attribute_exists(pk) AND lastSeq = :prev"
-            if final and claim is not None:
-                set_clause, claimed = runclaims.counter_update(claim[0], claim[1], names, values)
-                sets.append(set_clause)
-                cond += f" AND {claimed}"
-            if require_status:
-                names["#st"] = "status"
-                alts = []
-                for j, s in enumerate(require_status):
-                    values[f":r{j}"] = {"S": s}
-                    alts.append(f":r{j}")
-                cond += f" AND #st IN ({', '.join(alts)})"
-            update: dict[str, Any] = {
-                "TableName": self._runs,
-                "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
-                "UpdateExpression": parts.run_expression(sets, names) if final else "SET " + ", ".join(sets),
-                "ConditionExpression": cond,
-                "ExpressionAttributeValues": values,
-            }
-            if names:
-                update["ExpressionAttributeNames"] = names
-            items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
-            items += [w.action for w in staged] if final else []
-            items += [{"Put": {"TableName": self._t, "Item": page.item}} for page in group]
-            try:
-                self._c.transact_write_items(TransactItems=items)
-            except ClientError as exc:
-                refuse_too_large(exc)
-                if error_code(exc) in ("TransactionCanceledException", "ConditionalCheckFailedException"):
-                    reasons = exc.response.get("CancellationReasons") or []
-                    if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and not self._run_exists(run_id):
-                        self._blobs.delete_prefix(schema.run_prefix(run_id))  # erased: undo our S3 writes
-                        raise RunGoneError(run_id) from exc
-                    raise ConflictError("sequence or run state moved") from exc
-                raise
-            nxt = last + 1
-        return nxt - 1
+        return groups
+
+    def _head_update(
+        self,
+        run_id: str,
+        nxt: int,
+        last: int,
+        final: runitems.Split | None,
+        claim: tuple[str, int] | None,
+        require_status: Sequence[str] | None,
+    ) -> dict[str, Any]:
+        """The run item's Update of one transaction: ``lastSeq`` from ``nxt - 1`` to ``last``, guarded by the run
+        status when required; the last transaction's (``final``: the run updates) also carries them and the claim."""
+        sets = ["lastSeq = :last"]
+        values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
+        names: dict[str, str] = {}
+        add_updates(final.run if final is not None else {}, sets, values, names)
+        cond = "attribute_exists(pk) AND lastSeq = :prev"
+        if final is not None and claim is not None:
+            set_clause, claimed = runclaims.counter_update(claim[0], claim[1], names, values)
+            sets.append(set_clause)
+            cond += f" AND {claimed}"
+        if require_status:
+            names["#st"] = "status"
+            alts = []
+            for j, s in enumerate(require_status):
+                values[f":r{j}"] = {"S": s}
+                alts.append(f":r{j}")
+            cond += f" AND #st IN ({', '.join(alts)})"
+        update: dict[str, Any] = {
+            "TableName": self._runs,
+            "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
+            "UpdateExpression": final.run_expression(sets, names) if final is not None else "SET " + ", ".join(sets),
+            "ConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+        }
+        if names:
+            update["ExpressionAttributeNames"] = names
+        return update
+
+    def _transact(self, run_id: str, items: list[dict[str, Any]]) -> None:
+        """One transaction of the append; a failed condition is a conflict, or the run's erasure (S3 writes undone)."""
+        try:
+            self._c.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            refuse_too_large(exc)
+            if error_code(exc) in ("TransactionCanceledException", "ConditionalCheckFailedException"):
+                reasons = exc.response.get("CancellationReasons") or []
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and not self._run_exists(run_id):
+                    self._blobs.delete_prefix(schema.run_prefix(run_id))  # erased: undo our S3 writes
+                    raise RunGoneError(run_id) from exc
+                raise ConflictError("sequence or run state moved") from exc
+            raise
 
     def _run_exists(self, run_id: str) -> bool:
         resp = self._c.get_item(

@@ -56,22 +56,8 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
         definition = facts.pop("definition", None)
         extra: list[dict[str, Any]] = []
         if definition is not None:
-            # The pinned definition is written once beside the run item (same transaction), never with it: the run
-            # item is rewritten by every append, and a definition can be ~1 MB (DEFINITION_SK in shared/keys.py).
             facts["definitionPinned"] = True
-            doc = dump(definition)
-            aux: dict[str, Any] = {
-                "pk": record.run_id,
-                "sk": schema.DEFINITION_SK,
-                schema.TTL_ATTRIBUTE: record.expires_at,
-            }
-            if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
-                self._blobs.put_json(schema.run_definition_key(record.run_id), definition)
-                aux["blob"] = schema.run_definition_key(record.run_id)
-            else:
-                aux["doc"] = doc
-            extra.append({"Put": {"TableName": self._t, "Item": to_item(aux)}})
-        data = dump(facts)
+            extra.append(self._definition_put(record, definition))
         # The run item: only what changes (each append rewrites it, billed at its whole size). The creation facts,
         # the state and the tenant-index entry are items of their own (shared/storage/runitems.py).
         item: dict[str, Any] = {
@@ -84,17 +70,7 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
             "workflowId": record.data.get("workflowId"),
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
-        facts_item: dict[str, Any] = {
-            "pk": record.run_id,
-            "sk": schema.RUN_FACTS_SK,
-            "data": data,
-            schema.TTL_ATTRIBUTE: record.expires_at,
-        }
-        if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
-            # Large creation facts (inputs, metadata) live in S3; erasure reaches the object through the run's prefix.
-            del facts_item["data"]
-            facts_item["dataRef"] = schema.run_data_key(record.run_id)
-            self._blobs.put_json(schema.run_data_key(record.run_id), facts)
+        facts_item = self._facts_item(record, facts)
         state_item = {
             "pk": record.run_id,
             "sk": schema.RUN_STATE_SK,
@@ -104,14 +80,7 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
         listed = {"status": record.status, "workflowId": record.data.get("workflowId")}
         if record.started_at is not None:  # a run created running (a branch fork)
             item["startedAt"] = listed["startedAt"] = record.started_at
-        index = runitems.index_item(record.run_id, record.tenant, record.created_at, listed, record.expires_at)
-        if record.data.get("kind") == "eval":
-            # An eval run's index entry is also in the tenant's sparse eval index, with its suite, agent and name for
-            # filters (``list_runs(evals=True)``; docs/decisions/0118-named-experiments.md).
-            index.update(gsi2pk=index["gsi1pk"], gsi2sk=index["gsi1sk"])
-            for attr in schema.EVAL_INDEX_ATTRIBUTES:
-                if record.data.get(attr) is not None:
-                    index[attr] = str(record.data[attr])
+        index = _index_entry(record, listed)
         extra += [{"Put": {"TableName": self._t, "Item": to_item(it)}} for it in (facts_item, state_item, index)]
         if parent is not None:
             extra.append(
@@ -140,6 +109,38 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
                     raise RunGoneError(record.run_id) from exc
                 raise ConflictError("run exists") from exc
             raise
+
+    def _definition_put(self, record: RunRecord, definition: Any) -> dict[str, Any]:
+        """The pinned definition's item: written once beside the run item (same transaction), never with it: the run
+        item is rewritten by every append, and a definition can be ~1 MB (DEFINITION_SK in shared/keys.py)."""
+        doc = dump(definition)
+        aux: dict[str, Any] = {
+            "pk": record.run_id,
+            "sk": schema.DEFINITION_SK,
+            schema.TTL_ATTRIBUTE: record.expires_at,
+        }
+        if len(doc.encode("utf-8")) > schema.MAX_INLINE_BYTES:
+            self._blobs.put_json(schema.run_definition_key(record.run_id), definition)
+            aux["blob"] = schema.run_definition_key(record.run_id)
+        else:
+            aux["doc"] = doc
+        return {"Put": {"TableName": self._t, "Item": to_item(aux)}}
+
+    def _facts_item(self, record: RunRecord, facts: dict[str, Any]) -> dict[str, Any]:
+        """The run's creation facts item; large facts (inputs, metadata) live in S3, where erasure reaches the object
+        through the run's prefix."""
+        data = dump(facts)
+        facts_item: dict[str, Any] = {
+            "pk": record.run_id,
+            "sk": schema.RUN_FACTS_SK,
+            "data": data,
+            schema.TTL_ATTRIBUTE: record.expires_at,
+        }
+        if len(data.encode("utf-8")) > schema.MAX_INLINE_RUN_DATA_BYTES:
+            del facts_item["data"]
+            facts_item["dataRef"] = schema.run_data_key(record.run_id)
+            self._blobs.put_json(schema.run_data_key(record.run_id), facts)
+        return facts_item
 
     def _record(self, raws: Sequence[dict[str, Any]]) -> RunRecord | None:
         """The record of one run from its items (``RUN`` and, in this layout, ``RUN#FACTS`` / ``RUN#STATE``); None
@@ -539,3 +540,15 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
                 **to_item({"tenant": tenant, "erasedAt": at, schema.TTL_ATTRIBUTE: expires_at}),
             },
         )
+
+
+def _index_entry(record: RunRecord, listed: dict[str, Any]) -> dict[str, Any]:
+    """The run's tenant-index entry. An eval run's is also in the tenant's sparse eval index, with its suite, agent and
+    name for filters (``list_runs(evals=True)``; docs/decisions/0118-named-experiments.md)."""
+    index = runitems.index_item(record.run_id, record.tenant, record.created_at, listed, record.expires_at)
+    if record.data.get("kind") == "eval":
+        index.update(gsi2pk=index["gsi1pk"], gsi2sk=index["gsi1sk"])
+        for attr in schema.EVAL_INDEX_ATTRIBUTES:
+            if record.data.get(attr) is not None:
+                index[attr] = str(record.data[attr])
+    return index

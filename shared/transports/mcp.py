@@ -344,23 +344,33 @@ def _translate(exc: BaseException) -> BaseException:
         ValidationError,
     ):
         for leaf in leaves:
-            if not isinstance(leaf, kind):
-                continue
-            if isinstance(leaf, EgressRefusedError | TransportError):
-                return leaf
-            if isinstance(leaf, MCPError):
-                return TransportError(_clip(f"the MCP server answered with error {leaf.code}: {leaf.message}"))
-            if isinstance(leaf, TimeoutError | httpx2.TimeoutException | httpcore2.TimeoutException):
-                return TransportError("the MCP server did not answer in time")
-            if isinstance(leaf, ValidationError):
-                return TransportError("the MCP server's answer is not valid MCP")
-            return TransportError("the connection to the MCP server failed")
+            if isinstance(leaf, kind):
+                return _port_error(leaf)
     for leaf in leaves:
         if isinstance(leaf, RuntimeError) and "structured content" in str(leaf):
             return TransportError("the MCP server's result does not match the tool's output schema")
     if not isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
         return exc  # KeyboardInterrupt, SystemExit: not ours to rename
     return TransportError(f"the MCP call failed ({type(leaves[0]).__name__})")
+
+
+def _port_error(leaf: BaseException) -> BaseException:
+    """The port's error for the most telling leaf ``_translate`` found: the port's own as it is, an MCP error with its
+    code and message, a timeout, an answer that is not MCP, else a failed connection."""
+    import httpcore2
+    import httpx2
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+
+    if isinstance(leaf, EgressRefusedError | TransportError):
+        return leaf
+    if isinstance(leaf, MCPError):
+        return TransportError(_clip(f"the MCP server answered with error {leaf.code}: {leaf.message}"))
+    if isinstance(leaf, TimeoutError | httpx2.TimeoutException | httpcore2.TimeoutException):
+        return TransportError("the MCP server did not answer in time")
+    if isinstance(leaf, ValidationError):
+        return TransportError("the MCP server's answer is not valid MCP")
+    return TransportError("the connection to the MCP server failed")
 
 
 def _clip(reason: str) -> str:
