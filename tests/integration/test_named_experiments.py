@@ -116,7 +116,7 @@ def test_a_named_run_is_listed_with_its_suite_agent_score_and_verdict(host, lab,
 
 def test_baseline_stable_is_the_run_that_admitted_the_stable_deployment(host, lab, capsys):
     # Given 1.0.0 promoted to active on stable with its eval run as evidence
-    v1 = lab["runs"].get("v1") or _run(host, capsys, lab, "1.0.0")["runId"]
+    v1 = lab["runs"].get("v1") or _run(host, capsys, lab, "1.0.0", "--name", "nightly 1")["runId"]
     lab["runs"]["v1"] = v1
     client = host.client(host.key_a)
     assert _promote(client, lab["agent"], "1.0.0", toState="active", evalRunId=v1).channels == ["stable"]
