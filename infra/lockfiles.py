@@ -86,9 +86,12 @@ def read_lock(lock: Path) -> dict[str, Pin]:
 
 
 def dev_inputs(pyproject: Path = ROOT / "pyproject.toml", dev_in: Path = DEV_IN) -> dict[str, Any]:
-    """What dev.lock is resolved from: pyproject's Python range, dependencies and extras, dev.in, the resolution."""
-    project = tomllib.loads(pyproject.read_text())["project"]
+    """What dev.lock is resolved from: pyproject's Python range, dependencies and extras, its build requirements
+    (dev.in names them for uv: the editable install builds with the locked setuptools), dev.in, the resolution."""
+    toml = tomllib.loads(pyproject.read_text())
+    project = toml["project"]
     return {
+        "build-system": toml.get("build-system", {}).get("requires", []),
         "requires-python": project.get("requires-python", ""),
         "dependencies": project.get("dependencies", []),
         "optional-dependencies": project.get("optional-dependencies", {}),

@@ -53,11 +53,16 @@ def test_each_lock_records_the_digest_of_what_it_is_resolved_from_now() -> None:
 def test_any_edit_of_the_dependency_sections_changes_the_digest(tmp_path: Path) -> None:
     text = (ROOT / "pyproject.toml").read_text()
     recorded = lockfiles.inputs_digest(lockfiles.dev_inputs())
-    edits = {
-        "a widened range": text.replace('"pydantic>=2.10,<3"', '"pydantic>=2.9,<3"'),
-        "an extra on a pinned requirement": text.replace("moto[dynamodb,", "moto[iam,dynamodb,"),
-        "a new dev requirement": text.replace('  "pytest>=8",', '  "pytest>=8",\n  "pytest-randomly>=3",'),
-        "a new Python floor": text.replace('requires-python = ">=3.11"', 'requires-python = ">=3.12"'),
+    deps = text.index("dependencies = [")
+    edits = {  # each on the first place it fits, so that the test outlives any one dependency
+        "a new runtime requirement": text.replace("dependencies = [\n", 'dependencies = [\n  "attrs>=23",\n', 1),
+        "a changed range": text[:deps] + re.sub(r">=(\d)", r">=0\1", text[deps:], count=1),
+        "a new build requirement": text.replace("requires = [", 'requires = ["wheel", ', 1),
+        "an extra on a requirement": re.sub(r'"([A-Za-z0-9_.-]+)\[', r'"\1[another,', text, count=1),
+        "a new extra": text.replace(
+            "[project.optional-dependencies]\n", '[project.optional-dependencies]\nx = ["six"]\n'
+        ),
+        "a new Python floor": re.sub(r'requires-python = "[^"]*"', 'requires-python = ">=3.12"', text, count=1),
     }
     for what, edited in edits.items():
         assert edited != text, what
@@ -73,8 +78,11 @@ def test_every_requirement_pyproject_names_is_pinned_inside_its_range() -> None:
     requirements = _pyproject_requirements()
     assert len(requirements) > 25
     assert _unmet(requirements, dev) == [], RELOCK
-    # and what the Makefile installs beside them (the installer, the build backend) is pinned too
+    # and what the Makefile installs beside them (the installer, the build backend) is pinned too, the backend inside
+    # the range [build-system] requires
     assert _unmet([Requirement(r) for r in lockfiles._lines(lockfiles.DEV_IN)], dev) == [], RELOCK
+    build = [Requirement(r) for r in lockfiles.dev_inputs()["build-system"]]
+    assert build and _unmet(build, dev) == [], "requirements/dev.in must name [build-system] requires, then make lock"
     assert {"pip", "setuptools"} <= set(dev)
     # and the layer's lock pins every layer requirement inside its range
     runtime = lockfiles.read_lock(packaging.RUNTIME_LOCK)
