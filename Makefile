@@ -1,23 +1,39 @@
 # The two commands a newcomer needs: `make serve` and `make test`. Both install into .venv on first use.
 PY := .venv/bin/python
-STAMP := .venv/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# Every install takes exact versions with the sha256 of their files from the locks (`make lock` writes them;
+# docs/decisions/0156): two installs of one commit install the same distributions.
+DEV_LOCK := requirements/dev.lock
+STAMP := .venv/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha1sum | cut -c1-12)
+LOCK_TOOLS := build/lock-tools
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 STAGE ?= dev
 CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
 # cfn-lint's template: a synthesis of its own (the CDK app run directly: offline, no CDK CLI), never cdk.out
 LINT_OUT := build/cdk.lint.out
 
-.PHONY: install serve test lint browser test-unit test-integration test-infra bench build synth synth-py synth-cdk \
+.PHONY: install lock serve test lint browser test-unit test-integration test-infra bench build synth synth-py synth-cdk \
 	deploy lint-cfn e2e clean openapi
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The lock pins pip and setuptools too: the project itself is installed with the locked setuptools, no build isolation.
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,infra]'
+	$(PY) -m pip install --quiet --require-hashes -r $(DEV_LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	rm -f .venv/.installed-*
 	touch $(STAMP)
+
+# Rewrites requirements/*.lock from pyproject.toml (and requirements/dev.in) with uv, keeping every pin that still
+# satisfies it; `make lock UPGRADE=1` takes the newest releases pyproject admits. Needs the package index; uv is
+# installed from requirements/tools.lock into build/lock-tools, never into .venv. Then `make install`.
+$(LOCK_TOOLS)/.installed: requirements/tools.lock
+	rm -rf $(LOCK_TOOLS) && python3 -m venv $(LOCK_TOOLS)
+	$(LOCK_TOOLS)/bin/pip install --quiet --require-hashes -r requirements/tools.lock
+	touch $@
+
+lock: $(LOCK_TOOLS)/.installed
+	$(LOCK_TOOLS)/bin/python -m infra.lockfiles --uv $(LOCK_TOOLS)/bin/uv $(if $(UPGRADE),--upgrade)
 
 serve: $(STAMP)
 	.venv/bin/openwop-serverless serve --host 127.0.0.1 --port $${PORT:-8787}

@@ -4,9 +4,9 @@
 
 - ``build/lambda/``: ``functions/`` and ``shared/`` (minus ``shared/local/``, ``shared/cli/``, tests and caches) plus byte code
   compiled ahead of time for the Lambda runtime's Python, so a cold start never compiles.
-- ``build/layer/python/``: the runtime dependencies from pyproject.toml, installed by pip for the Lambda platform
-  (cp313, manylinux2014_aarch64, wheels only: ``infra/runtimes.py`` names the runtime), less what the runtime
-  already ships (boto3, botocore, s3transfer: a second botocore would be 32 MB of dead weight) and less the
+- ``build/layer/python/``: the runtime dependencies at the versions and hashes ``requirements/runtime.lock`` pins
+  (``make lock``, ``infra/lockfiles.py``), installed by pip (``--require-hashes``) for the Lambda platform (cp313,
+  manylinux2014_aarch64, wheels only: ``infra/runtimes.py`` names the runtime), less what the runtime already ships (boto3, botocore, s3transfer: a second botocore would be 32 MB of dead weight) and less the
   distributions no deployed module imports (``LAYER_EXCLUDED``). The layer is *sourceless*: each module is its
   byte code (``module.pyc`` in place of ``module.py``), which halves its size; third-party tracebacks keep file
   and line but not the source text. ``--list`` prints its distributions and size.
@@ -19,9 +19,9 @@ sources only (with a warning): the functions then compile on every cold start. C
 timestamp-based ``.pyc`` files; unchecked-hash files are used as they are.
 
 The layer is rebuilt only when it is out of date: ``build/layer.stamp`` holds the sha256 of what it was built from
-(the runtime requirements of pyproject.toml, the platform, the Python version, the exclusions and whether byte
-code was compiled), so ``make build`` and ``make synth`` need no network once the layer exists (``--force-layer``
-rebuilds it anyway, e.g. to pick up a new release within a version range). A rebuild installs into
+(the pinned lines of runtime.lock, the platform, the Python version, the exclusions and whether byte code was
+compiled), so ``make build`` and ``make synth`` need no network once the layer exists (``--force-layer`` rebuilds
+it anyway; a new release within a version range reaches it only through ``make lock``). A rebuild installs into
 ``build/layer.new`` and replaces ``build/layer`` only once complete: a failed or interrupted pip leaves the previous
 layer in place.
 
@@ -54,6 +54,7 @@ LAMBDA_DIR = BUILD_DIR / "lambda"
 LAYER_DIR = BUILD_DIR / "layer"
 LAYER_STAMP = BUILD_DIR / "layer.stamp"
 PLACEHOLDER_DIR = BUILD_DIR / "placeholder"
+RUNTIME_LOCK = ROOT / "requirements" / "runtime.lock"
 
 SOURCE_PACKAGES = ("functions", "shared")
 EXCLUDED_DIRS = frozenset({"__pycache__", "tests", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
@@ -182,6 +183,14 @@ def layer_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
     return keep
 
 
+def locked_requirements(lock: Path = RUNTIME_LOCK) -> list[str]:
+    """The requirement lines of a lock (``name==version [; marker] --hash=sha256:... ...``), each joined from its
+    continuation lines, comments dropped."""
+    joined = re.sub(r"\\\n", " ", lock.read_text())
+    lines = (line.split(" #", 1)[0] if not line.startswith("#") else "" for line in joined.splitlines())
+    return [" ".join(line.split()) for line in lines if line.strip()]
+
+
 def pip_platform_args() -> list[str]:
     """pip's options that select wheels for the Lambda platform, not this machine's."""
     major, minor = LAMBDA_PYTHON
@@ -197,10 +206,11 @@ def pip_platform_args() -> list[str]:
 
 
 def layer_fingerprint(requirements: list[str] | None = None, *, compiled: bool | None = None) -> str:
-    """sha256 of what the layer is built from: the requirement specs, the platform, the Python version, the
-    exclusions and whether byte code is compiled (by default: whether an interpreter for it is found now)."""
+    """sha256 of what the layer is built from: the locked requirement lines (runtime.lock's, by default), the platform,
+    the Python version, the exclusions and whether byte code is compiled (by default: whether an interpreter for it is
+    found now)."""
     spec = {
-        "requirements": sorted(layer_requirements() if requirements is None else requirements),
+        "requirements": sorted(locked_requirements() if requirements is None else requirements),
         "platform": LAMBDA_PLATFORM,
         "python": list(LAMBDA_PYTHON),
         "excluded": sorted(RUNTIME_PROVIDED | LAYER_EXCLUDED),
@@ -214,8 +224,9 @@ def layer_up_to_date(target: Path = LAYER_DIR, stamp: Path = LAYER_STAMP) -> boo
     return (target / "python").is_dir() and stamp.is_file() and stamp.read_text().strip() == layer_fingerprint()
 
 
-def _pip_layer(site: Path) -> None:
-    cmd = [
+def pip_layer_command(site: Path, lock: Path = RUNTIME_LOCK) -> list[str]:
+    """pip installing ``lock`` (exact versions, hashes required) for the Lambda platform into ``site``."""
+    return [
         sys.executable,
         "-m",
         "pip",
@@ -224,11 +235,16 @@ def _pip_layer(site: Path) -> None:
         "--disable-pip-version-check",
         "--no-compile",
         *pip_platform_args(),
+        "--require-hashes",
         "--target",
         str(site),
-        *layer_requirements(),
+        "--requirement",
+        str(lock),
     ]
-    subprocess.run(cmd, check=True)
+
+
+def _pip_layer(site: Path) -> None:
+    subprocess.run(pip_layer_command(site), check=True)
 
 
 def layer_distributions(site: Path) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
-"""The dependencies layer as deployed: its requirements resolve for the Lambda runtime's Python on arm64 (cp313,
-manylinux2014_aarch64, wheels only), and the built layer holds one copy of each distribution, none the runtime
+"""The dependencies layer as deployed: its lock (requirements/runtime.lock) installs with its hashes for the Lambda
+runtime's Python on arm64 (cp313, manylinux2014_aarch64, wheels only), exactly at its pins, and the built layer holds one copy of each distribution, none the runtime
 already ships, within 40 MB unzipped. Both ask the package index (network to it exists in CI); the build is the
 real one (``infra.packaging.build_layer``, pip), into a temporary directory."""
 
@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from infra import packaging
+from infra.lockfiles import read_lock
 from infra.runtimes import LAMBDA_PYTHON
 
 pytestmark = pytest.mark.infra
 
 
-def test_the_layer_requirements_resolve_for_the_lambda_python_on_arm64(tmp_path: Path) -> None:
-    # Given pip's resolution of the layer's requirements for the Lambda platform (a dry run: nothing installed)
+def test_the_layer_lock_resolves_for_the_lambda_python_on_arm64(tmp_path: Path) -> None:
+    # Given pip's resolution of the layer's lock for the Lambda platform, hashes required (a dry run: nothing installed)
     report = tmp_path / "report.json"
     subprocess.run(
         [
@@ -34,14 +35,19 @@ def test_the_layer_requirements_resolve_for_the_lambda_python_on_arm64(tmp_path:
             "--report",
             str(report),
             *packaging.pip_platform_args(),
-            *packaging.layer_requirements(),
+            "--require-hashes",
+            "--requirement",
+            str(packaging.RUNTIME_LOCK),
         ],
         check=True,
         capture_output=True,
         text=True,
     )
     resolved = {packaging.normalize(i["metadata"]["name"]): i for i in json.loads(report.read_text())["install"]}
-    # Then it resolves, to wheels for that Python and platform only
+    # Then it resolves, to exactly the lock's pins: every one of them and nothing else, each at its version
+    pins = {name: pin.version for name, pin in read_lock(packaging.RUNTIME_LOCK).items()}
+    assert {name: item["metadata"]["version"] for name, item in resolved.items()} == pins
+    # and to wheels for that Python and platform only
     assert packaging.pip_platform_args()[:6] == [
         "--platform",
         "manylinux2014_aarch64",
@@ -73,6 +79,9 @@ def test_the_built_layer_holds_one_copy_of_each_distribution_within_40_mb(tmp_pa
     assert len(names) == len(set(names)) and len(names) > 20
     assert not set(names) & (packaging.RUNTIME_PROVIDED | packaging.LAYER_EXCLUDED)
     assert "aws-xray-sdk" not in names and not (site / "botocore").exists()
+    # and they are the lock's pins at its versions, less the excluded ones: the layer ships what the lock says
+    pins = read_lock(packaging.RUNTIME_LOCK)
+    assert dict(listing) == {n: pin.version for n, pin in pins.items() if n not in packaging.LAYER_EXCLUDED}
     # and no package directory is provided twice (a vendored copy under another distribution's name)
     tops = [p.name for p in site.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", ".data"))]
     assert len(tops) == len(set(tops))

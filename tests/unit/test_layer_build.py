@@ -5,6 +5,7 @@ are checked on small trees; tests/infra/test_layer.py builds the real one."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def test_a_built_layer_is_up_to_date_until_its_requirements_change(tmp_path: Pat
     assert not packaging.layer_up_to_date(target, stamp)
     # When it is built
     packaging.build_layer(target, stamp, install=_installer("1"))
-    # Then it is, and its stamp is the fingerprint of pyproject's runtime requirements for the Lambda platform
+    # Then it is, and its stamp is the fingerprint of the runtime lock's pins for the Lambda platform
     assert packaging.layer_up_to_date(target, stamp)
     assert stamp.read_text().strip() == packaging.layer_fingerprint()
     assert (target / "python" / "dep.txt").read_text() == "VERSION = '1'\n"
@@ -33,6 +34,28 @@ def test_a_built_layer_is_up_to_date_until_its_requirements_change(tmp_path: Pat
     assert packaging.layer_fingerprint(["pydantic==1.0"]) != packaging.layer_fingerprint()
     stamp.write_text(packaging.layer_fingerprint(["pydantic==1.0"]))
     assert not packaging.layer_up_to_date(target, stamp)
+
+
+def test_the_layer_is_built_from_the_lock_and_rebuilt_when_the_lock_changes(tmp_path: Path) -> None:
+    # Given the layer's lock: its requirement lines are exact pins with hashes, and they are what the stamp covers
+    lines = packaging.locked_requirements()
+    assert lines and all(re.match(r"^[a-z0-9-]+==\S+ .*--hash=sha256:[0-9a-f]{64}$", line) for line in lines)
+    assert packaging.layer_fingerprint(lines) == packaging.layer_fingerprint()
+    target, stamp = tmp_path / "layer", tmp_path / "layer.stamp"
+    packaging.build_layer(target, stamp, install=_installer("1"))
+    assert packaging.layer_up_to_date(target, stamp)
+    # When `make lock` moves one pin (another version, other hashes)
+    text = packaging.RUNTIME_LOCK.read_text()
+    pin = re.search(r"^msgspec==(\S+) ", text, re.M)
+    assert pin is not None
+    moved = tmp_path / "runtime.lock"
+    moved.write_text(text.replace(f"msgspec=={pin.group(1)} ", "msgspec==0.19.0 ", 1))
+    # Then the stamp no longer matches: the next build installs the new lock
+    assert packaging.layer_fingerprint(packaging.locked_requirements(moved)) != packaging.layer_fingerprint()
+    # and pip is given that lock with its hashes, for the Lambda platform, never pyproject's ranges
+    cmd = packaging.pip_layer_command(tmp_path / "site", moved)
+    assert cmd[cmd.index("--requirement") + 1] == str(moved) and "--require-hashes" in cmd
+    assert cmd[cmd.index("--platform") + 1] == packaging.LAMBDA_PLATFORM and "--only-binary=:all:" in cmd
 
 
 def test_a_failed_rebuild_keeps_the_previous_layer(tmp_path: Path) -> None:
