@@ -39,6 +39,10 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 12. An execution's end is seen whole (``BaseExecutionWorkerCommunication._reflect_execution_status``, no upstream
    issue filed yet): moto set ``SUCCEEDED`` before the output (``FAILED`` before the error), so a
    ``DescribeExecution`` between the two answered a succeeded execution with no ``output``.
+13. moto's server dispatcher lists its own package folder (``os.listdir`` and an ``isdir`` per entry, ~200 stats)
+   on every request, under the lock every request takes (``DomainDispatcherApplication.get_backend_for_host``, no
+   upstream issue filed yet): the list is read once (``patch_module_list``), as the folder never changes while the
+   process runs.
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -93,4 +97,13 @@ def apply_patches() -> None:
         from shared.local.sqs_send import apply_send_patch
 
         apply_send_patch()  # a FIFO send walks no held message (before any poller wraps add_message)
+        patch_module_list()
         _applied = True
+
+
+def patch_module_list() -> None:
+    """Patch 13: moto's list of its backend modules, read from its package folder once per process."""
+    from moto import backends
+
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]

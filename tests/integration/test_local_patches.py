@@ -707,3 +707,26 @@ def test_an_execution_is_never_seen_succeeded_without_its_output(local_aws: Loca
 
     # Then the output was there before the status said SUCCEEDED
     assert seen == [("SUCCEEDED", {"n": 2})]
+
+
+def test_the_server_dispatcher_reads_moto_s_module_list_without_the_filesystem(
+    local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from moto import backends
+
+    # Given the patched embedded AWS (the list read once at start)
+    listed = list(backends.list_of_moto_modules())
+    assert {"dynamodb", "stepfunctions", "s3", "sqs"} <= set(listed)
+
+    # When the folder can no longer be listed, a request still finds its backend
+    def no_listdir(path: str) -> list[str]:
+        raise AssertionError(f"listed {path} during a request")
+
+    monkeypatch.setattr(os, "listdir", no_listdir)
+    tables = local_aws.client("dynamodb").list_tables()["TableNames"]
+
+    # Then it was dispatched with the list as read at start, and no request listed the folder
+    assert "openwop-runs" in tables
+    assert list(backends.list_of_moto_modules()) == listed
