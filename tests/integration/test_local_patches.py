@@ -730,3 +730,20 @@ def test_the_server_dispatcher_reads_moto_s_module_list_without_the_filesystem(
     # Then it was dispatched with the list as read at start, and no request listed the folder
     assert "openwop-runs" in tables
     assert list(backends.list_of_moto_modules()) == listed
+
+
+def test_the_step_functions_interpreter_keeps_one_client_per_service(local_aws: LocalAws) -> None:
+    from moto.stepfunctions.parser.asl.utils.boto_client import boto_client_for
+
+    # Given the patched interpreter's client factory
+    # When it is asked for a Lambda client twice (two tasks) and for an S3 client once
+    first, second = boto_client_for("us-east-1", "lambda"), boto_client_for("us-east-1", "lambda")
+    s3 = boto_client_for("us-east-1", "s3")
+
+    # Then both tasks share one client (one connection pool), signed with the endpoint's credential
+    assert first is second and s3 is not first
+    assert first.meta.service_model.service_name == "lambda" and s3.meta.service_model.service_name == "s3"
+    assert first._request_signer._credentials.access_key == local_aws.credential.access_key_id
+    assert first.meta.config.max_pool_connections >= 10
+    # and the kept client answers
+    assert "Functions" in first.list_functions()
