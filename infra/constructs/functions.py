@@ -171,6 +171,59 @@ class HostFunctions(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"OpenWOP {spec.name}: only the grants its manifest entry declares",
         )
+        environment = self._environment(spec, stage, tables, fixtures, retention_days)
+        fn = lambda_.Function(
+            home,
+            f"{name}Function",
+            description=f"OpenWOP {spec.kind} {spec.name}",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=f"{spec.module}.lambda_handler",
+            code=code,
+            layers=self.layers,
+            memory_size=spec.memory_mb,
+            timeout=Duration.seconds(spec.timeout_s),
+            role=role,
+            log_group=log_group,
+            environment=environment,
+            tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=self.reserved.get(spec.name),
+        )
+        self._roles[spec.name] = role
+        log_group.grant_write(role)
+        self._grant(spec, stage, role, tables, fixtures)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Active X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level "
+            "permissions (CDK adds them for Tracing.ACTIVE).",
+        )
+        acknowledge(
+            fn,
+            "Serverless-LambdaDLQ",
+            f"{spec.name} is invoked asynchronously only by its EventBridge schedule, whose ticks carry nothing: a "
+            "failed one is made up by the next, and a dead-letter target would hold only stale ticks."
+            if spec.kind == "schedule"
+            else f"{spec.name} is never invoked asynchronously: API Gateway and Step Functions invoke it synchronously "
+            "(and retry), stream and queue event source mappings keep their own on-failure queue or redrive, and "
+            "CloudFormation waits on the seed custom resource; an async dead-letter target would never receive a "
+            "message.",
+        )
+        for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
+            acknowledge(
+                fn,
+                rule,
+                f"{LAMBDA_RUNTIME.name} ({LAMBDA_RUNTIME.os}) is pinned on purpose: supported by Lambda until "
+                f"{LAMBDA_RUNTIME.deprecated.isoformat()} (infra/runtimes.py; a test fails once a function's runtime "
+                "is past its date), the version the layer's wheels and the assets' byte code are built for, and "
+                "the newest the dependencies are tested on.",
+            )
+        return fn
+
+    def _environment(
+        self, spec: manifest.Function, stage: str, tables: HostTables, fixtures: FixturesBucket, retention_days: int
+    ) -> dict[str, str]:
+        """The function's environment: the runtime settings, then the resources its manifest entry names."""
         environment = {
             "RETENTION_DAYS": str(retention_days),
             # the stage names the deployment; ``prod`` never serves mock model providers
@@ -208,25 +261,12 @@ class HostFunctions(Construct):
         if spec.egress:
             # CDK context ``egressAllow``: CIDRs or host names tools may reach although private (default: none).
             environment["EGRESS_ALLOW"] = str(self.node.try_get_context("egressAllow") or "")
-        fn = lambda_.Function(
-            home,
-            f"{name}Function",
-            description=f"OpenWOP {spec.kind} {spec.name}",
-            runtime=RUNTIME,
-            architecture=ARCHITECTURE,
-            handler=f"{spec.module}.lambda_handler",
-            code=code,
-            layers=self.layers,
-            memory_size=spec.memory_mb,
-            timeout=Duration.seconds(spec.timeout_s),
-            role=role,
-            log_group=log_group,
-            environment=environment,
-            tracing=lambda_.Tracing.ACTIVE,
-            reserved_concurrent_executions=self.reserved.get(spec.name),
-        )
-        self._roles[spec.name] = role
-        log_group.grant_write(role)
+        return environment
+
+    def _grant(
+        self, spec: manifest.Function, stage: str, role: iam.Role, tables: HostTables, fixtures: FixturesBucket
+    ) -> None:
+        """The grants the function's manifest entry declares: tables, bucket, secrets, keys, credentials, models."""
         for key, access in spec.tables:
             _grant_table(manifest.table(key), tables.table(key), role, access)
         if spec.bucket is not None:
@@ -234,54 +274,30 @@ class HostFunctions(Construct):
         for key in manifest.secrets_of(spec):
             self._secrets.secret(key).grant_read(role)
         for key, access in spec.keys:
-            # Encrypt alone for write (CDK's grant_encrypt adds ReEncrypt*, which can open a value), Decrypt for read
-            actions = {
-                "read": ["kms:Decrypt"],
-                "write": ["kms:Encrypt"],
-                "readwrite": ["kms:Encrypt", "kms:Decrypt"],
-                "write+replay": ["kms:Encrypt"],
-            }
-            self._secrets.key(key).grant(role, *actions[access])
-            if access == "write+replay":  # Decrypt only of values sealed for an idempotent replay
-                name, value = manifest.REPLAY_CONTEXT
-                role.add_to_principal_policy(
-                    iam.PolicyStatement(
-                        actions=["kms:Decrypt"],
-                        resources=[self._secrets.key(key).key_arn],
-                        conditions={"StringEquals": {f"kms:EncryptionContext:{name}": value}},
-                    )
-                )
+            self._grant_key(role, key, access)
         if spec.credentials is not None:
             self._grant_credentials(role, stage, spec.credentials)
         if spec.models:
             self._grant_models(role)
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Active X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level "
-            "permissions (CDK adds them for Tracing.ACTIVE).",
-        )
-        acknowledge(
-            fn,
-            "Serverless-LambdaDLQ",
-            f"{spec.name} is invoked asynchronously only by its EventBridge schedule, whose ticks carry nothing: a "
-            "failed one is made up by the next, and a dead-letter target would hold only stale ticks."
-            if spec.kind == "schedule"
-            else f"{spec.name} is never invoked asynchronously: API Gateway and Step Functions invoke it synchronously "
-            "(and retry), stream and queue event source mappings keep their own on-failure queue or redrive, and "
-            "CloudFormation waits on the seed custom resource; an async dead-letter target would never receive a "
-            "message.",
-        )
-        for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
-            acknowledge(
-                fn,
-                rule,
-                f"{LAMBDA_RUNTIME.name} ({LAMBDA_RUNTIME.os}) is pinned on purpose: supported by Lambda until "
-                f"{LAMBDA_RUNTIME.deprecated.isoformat()} (infra/runtimes.py; a test fails once a function's runtime "
-                "is past its date), the version the layer's wheels and the assets' byte code are built for, and "
-                "the newest the dependencies are tested on.",
+
+    def _grant_key(self, role: iam.Role, key: str, access: str) -> None:
+        # Encrypt alone for write (CDK's grant_encrypt adds ReEncrypt*, which can open a value), Decrypt for read
+        actions = {
+            "read": ["kms:Decrypt"],
+            "write": ["kms:Encrypt"],
+            "readwrite": ["kms:Encrypt", "kms:Decrypt"],
+            "write+replay": ["kms:Encrypt"],
+        }
+        self._secrets.key(key).grant(role, *actions[access])
+        if access == "write+replay":  # Decrypt only of values sealed for an idempotent replay
+            name, value = manifest.REPLAY_CONTEXT
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    resources=[self._secrets.key(key).key_arn],
+                    conditions={"StringEquals": {f"kms:EncryptionContext:{name}": value}},
+                )
             )
-        return fn
 
     def _url(self, name: str) -> lambda_.FunctionUrl:
         """A public function URL on the ``live`` alias (so CodeDeploy's canary applies to it): ``AuthType NONE``, the

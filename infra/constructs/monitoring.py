@@ -189,25 +189,45 @@ class HostMonitoring(Construct):
         keys: Mapping[str, kms.IKey],
     ) -> None:
         super().__init__(scope, construct_id)
-        self.topic = topic = stack_alarms.topic
+        self.topic = stack_alarms.topic
         self.alarms: dict[str, cw.Alarm] = dict(stack_alarms.alarms)
+        self._failure_alarms(streams, queues)
+        self._table_throttle_alarm(tables)
+        fanout = functions.function("fanout_webhooks")
+        self._alarm(
+            "WebhookFanoutLag",
+            fanout.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+            "The webhook fan-out is more than 5 minutes behind the event log (see docs/operations.md).",
+            threshold=WEBHOOK_LAG_MS,
+        )
+        self._backlog_alarms(functions, state_machines, queues)
+        self.rules: dict[str, events.Rule] = dict(self._key_disabled(key, k) for key, k in keys.items())
+        if context_flag(self, "detailedAlarms"):
+            self._detailed_alarms(functions, state_machines)
 
-        def alarm(name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
-            _alarm(self, self.alarms, topic, name, metric, description, threshold)
+        self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
 
+    def _alarm(self, name: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
+        _alarm(self, self.alarms, self.topic, name, metric, description, threshold)
+
+    def _failure_alarms(self, streams: StreamConsumers, queues: HostQueues) -> None:
+        """Work that failed for good: stream records a consumer could not process, deliveries out of retries."""
         for (table_key, function_name), queue in streams.failure_queues.items():
-            alarm(
+            self._alarm(
                 "ErasureFailures" if function_name == "erase_run" else f"{pascal(function_name)}StreamFailures",
                 queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 f"Stream records of {table_key} that {function_name} could not process: pending an "
                 "operator (see docs/operations.md).",
             )
         for key, dlq in queues.dead_letter_queues.items():
-            alarm(
+            self._alarm(
                 f"{pascal(key)}DeadLetters",
                 dlq.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 f"Deliveries of the {key} queue that exhausted their retries (see docs/operations.md).",
             )
+
+    def _table_throttle_alarm(self, tables: HostTables) -> None:
+        """One alarm on the throttled reads and writes of every host table that asks for it."""
         throttles = {
             f"{kind[0].lower()}{i}": cw.Metric(
                 namespace="AWS/DynamoDB",
@@ -220,7 +240,7 @@ class HostMonitoring(Construct):
             if manifest.table(key).throttle_alarm
             for kind in ("Read", "Write")
         }
-        alarm(
+        self._alarm(
             "DynamoDbThrottles",
             cw.MathExpression(
                 expression="SUM(METRICS())",
@@ -231,15 +251,11 @@ class HostMonitoring(Construct):
             "DynamoDB throttled reads or writes on a host table: a hot partition or outgrown on-demand capacity "
             "(see docs/operations.md).",
         )
-        fanout = functions.function("fanout_webhooks")
-        alarm(
-            "WebhookFanoutLag",
-            fanout.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
-            "The webhook fan-out is more than 5 minutes behind the event log (see docs/operations.md).",
-            threshold=WEBHOOK_LAG_MS,
-        )
+
+    def _backlog_alarms(self, functions: HostFunctions, state_machines: HostStateMachines, queues: HostQueues) -> None:
+        """Work that waits: queues' oldest messages, throttled state machines and run tasks."""
         for key, queue in queues.queues.items():
-            alarm(
+            self._alarm(
                 f"{pascal(key)}QueueAge",
                 queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
                 f"The oldest message of the {key} queue is over 15 minutes old: deliveries are backing up "
@@ -247,46 +263,45 @@ class HostMonitoring(Construct):
                 threshold=QUEUE_AGE_S,
             )
         for key, machine in state_machines.machines.items():
-            alarm(
+            self._alarm(
                 f"{pascal(key)}ExecutionsThrottled",
                 machine.metric_throttled(period=PERIOD, statistic="Sum"),
                 f"Step Functions {key}: state transitions or executions throttled (see docs/operations.md).",
             )
         for spec in manifest.FUNCTIONS:
             if spec.kind == "task":
-                alarm(
+                self._alarm(
                     f"{pascal(spec.name)}Throttles",
                     functions.function(spec.name).metric_throttles(period=PERIOD, statistic="Sum"),
                     f"Lambda {spec.name} (a run task): invocations throttled (see docs/operations.md).",
                 )
-        self.rules: dict[str, events.Rule] = dict(self._key_disabled(key, k) for key, k in keys.items())
-        if context_flag(self, "detailedAlarms"):
 
-            def summed(a: cw.IMetric, b: cw.IMetric, label: str) -> cw.MathExpression:
-                return cw.MathExpression(expression="a + b", using_metrics={"a": a, "b": b}, period=PERIOD, label=label)
+    def _detailed_alarms(self, functions: HostFunctions, state_machines: HostStateMachines) -> None:
+        """The opt-in ``detailedAlarms``: every function's errors and throttles, every state machine's timeouts."""
 
-            for name, fn in functions.functions.items():
-                alarm(
-                    f"{pascal(name)}Problems",
-                    summed(
-                        fn.metric_errors(period=PERIOD, statistic="Sum"),
-                        fn.metric_throttles(period=PERIOD, statistic="Sum"),
-                        f"{name} errors + throttles",
-                    ),
-                    f"Lambda {name}: errors or throttles (see docs/operations.md).",
-                )
-            for key, machine in state_machines.machines.items():
-                alarm(
-                    f"{pascal(key)}ExecutionsTimedOutOrAborted",
-                    summed(
-                        machine.metric_timed_out(period=PERIOD, statistic="Sum"),
-                        machine.metric_aborted(period=PERIOD, statistic="Sum"),
-                        f"{key} timed out + aborted",
-                    ),
-                    f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).",
-                )
+        def summed(a: cw.IMetric, b: cw.IMetric, label: str) -> cw.MathExpression:
+            return cw.MathExpression(expression="a + b", using_metrics={"a": a, "b": b}, period=PERIOD, label=label)
 
-        self.dashboard = self._dashboard(api, metrics_namespace) if context_flag(self, "dashboard") else None
+        for name, fn in functions.functions.items():
+            self._alarm(
+                f"{pascal(name)}Problems",
+                summed(
+                    fn.metric_errors(period=PERIOD, statistic="Sum"),
+                    fn.metric_throttles(period=PERIOD, statistic="Sum"),
+                    f"{name} errors + throttles",
+                ),
+                f"Lambda {name}: errors or throttles (see docs/operations.md).",
+            )
+        for key, machine in state_machines.machines.items():
+            self._alarm(
+                f"{pascal(key)}ExecutionsTimedOutOrAborted",
+                summed(
+                    machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                    machine.metric_aborted(period=PERIOD, statistic="Sum"),
+                    f"{key} timed out + aborted",
+                ),
+                f"Step Functions {key}: executions timed out or were aborted (see docs/operations.md).",
+            )
 
     def _key_disabled(self, key: str, kms_key: kms.IKey) -> tuple[str, events.Rule]:
         """``<Key>KeyDisabled``: the key's ``DisableKey`` or ``ScheduleKeyDeletion`` (CloudTrail management events, as

@@ -87,54 +87,74 @@ def wire_error(err: WopError) -> CliError:
     return CliError(f"the host answered {err.status}")
 
 
+def _progress(host: Host, run_id: str) -> dict[str, Any]:
+    """The eval run's progress as its report's 409 (not ready yet) tells it; empty when the report is ready."""
+    try:
+        host.report(run_id, whole=False)
+    except WopError as e:
+        if e.status == 409 and e.envelope is not None and isinstance(e.envelope.details, dict):
+            return e.envelope.details.get("progress") or {}
+        if e.status != 409:
+            raise
+    return {}
+
+
+class _ProgressView:
+    """Where ``wait`` shows progress: a bar on a terminal, a line per change otherwise, nothing unless ``show``."""
+
+    def __init__(self, run_id: str, err: Console, show: bool) -> None:
+        self.run_id, self.err, self.show = run_id, err, show
+        self.bar: Any = None
+        self.last: tuple[Any, ...] | None = None
+        if show and err.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err, transient=True
+            )
+            self.bar.start()
+            self.tasks_bar = self.bar.add_task("tasks", total=None)
+            self.trials_bar = self.bar.add_task("trials", total=None)
+
+    def update(self, status: str, prog: dict[str, Any]) -> None:
+        tasks, trials = prog.get("tasks") or {}, prog.get("trials") or {}
+        if self.bar is not None:
+            self.bar.update(self.tasks_bar, completed=tasks.get("done", 0), total=tasks.get("total"))
+            self.bar.update(self.trials_bar, completed=trials.get("done", 0), total=trials.get("total"))
+            return
+        now = (status, tasks.get("done"), tasks.get("total"), trials.get("done"), trials.get("total"))
+        if self.show and now != self.last:
+            line = f"{self.run_id}: {status}"
+            if tasks:
+                line += f", tasks {tasks['done']}/{tasks['total']}, trials {trials.get('done')}/{trials.get('total')}"
+            self.err.print(line, highlight=False)
+            self.last = now
+
+    def finish(self, status: str) -> None:
+        if self.show and self.bar is None:
+            self.err.print(f"{self.run_id}: {status}", highlight=False)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 def wait(host: Host, run_id: str, timeout: float, err: Console, *, show: bool) -> str:
     """Poll until terminal; progress (tasks and trials done / total) as a bar on a terminal, lines otherwise."""
     deadline = time.monotonic() + timeout
-    bar = None
-    last: tuple[Any, ...] | None = None
-    if show and err.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err, transient=True)
-        bar.start()
-        tasks_bar = bar.add_task("tasks", total=None)
-        trials_bar = bar.add_task("trials", total=None)
+    view = _ProgressView(run_id, err, show)
     try:
         while True:
             status = host.client.runs_get(run_id).status
             if status in TERMINAL:
-                if show and bar is None:
-                    err.print(f"{run_id}: {status}", highlight=False)
+                view.finish(status)
                 return status
-            prog: dict[str, Any] = {}
-            try:
-                host.report(run_id, whole=False)
-            except WopError as e:
-                if e.status == 409 and e.envelope is not None and isinstance(e.envelope.details, dict):
-                    prog = e.envelope.details.get("progress") or {}
-                elif e.status != 409:
-                    raise
-            tasks, trials = prog.get("tasks") or {}, prog.get("trials") or {}
-            if bar is not None:
-                bar.update(tasks_bar, completed=tasks.get("done", 0), total=tasks.get("total"))
-                bar.update(trials_bar, completed=trials.get("done", 0), total=trials.get("total"))
-            elif show:
-                now = (status, tasks.get("done"), tasks.get("total"), trials.get("done"), trials.get("total"))
-                if now != last:
-                    line = f"{run_id}: {status}"
-                    if tasks:
-                        line += (
-                            f", tasks {tasks['done']}/{tasks['total']},"
-                            f" trials {trials.get('done')}/{trials.get('total')}"
-                        )
-                    err.print(line, highlight=False)
-                    last = now
+            view.update(status, _progress(host, run_id))
             if time.monotonic() > deadline:
                 raise CliError(f"{run_id} is still {status} after {timeout:g} s")
             time.sleep(0.5)
     finally:
-        if bar is not None:
-            bar.stop()
+        view.stop()
 
 
 def waiting_trials(host: Host, run_id: str) -> list[dict[str, Any]]:

@@ -151,11 +151,8 @@ def _row(t: dict[str, Any]) -> str:
     )
 
 
-def markdown(rep: dict[str, Any], viewer_url: str | None = None, changed_only: bool = False) -> str:
-    """A pull-request comment: which condition decided the exit code (its first line), the summary line, the
-    per-task table (``changed_only``: only the tasks that changed or fail, a line counting the others), the known
-    failures, the divergences (or expected vs actual) of the failing tasks, and links to the viewer when
-    ``viewer_url`` is given."""
+def _head(rep: dict[str, Any], viewer_url: str | None) -> str:
+    """The summary line: verdict, run, suite, aggregate score against the baseline's, cost."""
     run = str(rep["runId"])
     cand = f"[`{_cell(run)}`]({_link(viewer_url, run)})" if viewer_url else f"`{_cell(run)}`"
     head = f"**eval {_cell(rep['verdict'])}** (exit {rep['exitCode']}) · run {cand}"
@@ -172,20 +169,15 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None, changed_only: b
         )
     else:
         head += " · no baseline"
-    head += f" · cost USD {usd(rep.get('totalCostUsd'))}"
+    return head + f" · cost USD {usd(rep.get('totalCostUsd'))}"
+
+
+def _task_table(tasks: list[dict[str, Any]], changed_only: bool) -> list[str]:
+    """The per-task table (``changed_only``: only the tasks that changed or fail, a line counting the others)."""
     lines = [
-        f"### openwop eval `{_cell(rep.get('suiteId') or run)}`: {_cell(decided_line(rep))}",
-        "",
-        head,
-        "",
-    ]
-    if baseline_line(rep):
-        lines += [_cell(baseline_line(rep)), ""]
-    lines += [
         "| task | baseline | candidate | trials (pass^k) | fixture misses | verdict |",
         "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
-    tasks = rep.get("tasks") or []
     hide = [changed_only and t["verdict"] in UNCHANGED and t.get("outcome") == "passed" for t in tasks]
     shown = [t for t, h in zip(tasks, hide, strict=True) if not h]
     lines += [_row(t) for t in shown]
@@ -196,23 +188,56 @@ def markdown(rep: dict[str, Any], viewer_url: str | None = None, changed_only: b
                 hidden[t["verdict"]] = hidden.get(t["verdict"], 0) + 1
         counts = ", ".join(f"{n} {v}" for v, n in hidden.items()) or "none"
         lines += ["", f"_Not listed (--changed-only): {len(tasks) - len(shown)} of {len(tasks)} tasks ({counts})._"]
+    return lines
+
+
+def _known_failures(rep: dict[str, Any]) -> list[str]:
+    """The known failures and the tasks tolerated because they failed in the baseline too (none: no lines)."""
     known = rep.get("knownFailures") or []
-    if known or rep.get("toleratedTasks"):
-        lines += ["", "#### Known failures (tolerated)", ""]
-        for k in known:
-            state = "fails" if k["failed"] else "passes now"
-            name = task_name(k)
-            lines.append(f"- **{_code(name)}** ({state}, knownFailure): {_code(k['reason'])}")
-        for tid in rep.get("toleratedTasks") or []:
-            lines.append(f"- **{_code(tid)}** (failed in the baseline too; --allow-known-failures)")
+    if not (known or rep.get("toleratedTasks")):
+        return []
+    lines = ["", "#### Known failures (tolerated)", ""]
+    for k in known:
+        state = "fails" if k["failed"] else "passes now"
+        name = task_name(k)
+        lines.append(f"- **{_code(name)}** ({state}, knownFailure): {_code(k['reason'])}")
+    for tid in rep.get("toleratedTasks") or []:
+        lines.append(f"- **{_code(tid)}** (failed in the baseline too; --allow-known-failures)")
+    return lines
+
+
+def _what_changed_lines(tasks: list[dict[str, Any]]) -> list[str]:
+    """The divergence (or expected vs actual) and fixture misses of each failing task (none: no lines)."""
     failing_tasks = [t for t in tasks if failing(t)]
-    if failing_tasks:
-        lines += ["", "#### What changed", ""]
-        for t in failing_tasks:
-            why = t["verdict"] if t["verdict"] in FAILING else t["outcome"]
-            lines.append(f"- **{_code(task_name(t))}** ({why}): `{_code(what_changed(t))}`")
-            for m in t.get("fixtureMisses") or []:
-                lines.append(f"  - fixture miss (trial {m.get('trial')}): `{_code(miss_text(m))}`")
+    if not failing_tasks:
+        return []
+    lines = ["", "#### What changed", ""]
+    for t in failing_tasks:
+        why = t["verdict"] if t["verdict"] in FAILING else t["outcome"]
+        lines.append(f"- **{_code(task_name(t))}** ({why}): `{_code(what_changed(t))}`")
+        for m in t.get("fixtureMisses") or []:
+            lines.append(f"  - fixture miss (trial {m.get('trial')}): `{_code(miss_text(m))}`")
+    return lines
+
+
+def markdown(rep: dict[str, Any], viewer_url: str | None = None, changed_only: bool = False) -> str:
+    """A pull-request comment: which condition decided the exit code (its first line), the summary line, the
+    per-task table (``changed_only``: only the tasks that changed or fail, a line counting the others), the known
+    failures, the divergences (or expected vs actual) of the failing tasks, and links to the viewer when
+    ``viewer_url`` is given."""
+    run = str(rep["runId"])
+    lines = [
+        f"### openwop eval `{_cell(rep.get('suiteId') or run)}`: {_cell(decided_line(rep))}",
+        "",
+        _head(rep, viewer_url),
+        "",
+    ]
+    if baseline_line(rep):
+        lines += [_cell(baseline_line(rep)), ""]
+    tasks = rep.get("tasks") or []
+    lines += _task_table(tasks, changed_only)
+    lines += _known_failures(rep)
+    lines += _what_changed_lines(tasks)
     if viewer_url:
         lines += ["", f"[Side by side in the viewer]({_link(viewer_url, run)})"]
     return "\n".join(lines) + "\n"

@@ -25,7 +25,8 @@ def _trials(t: dict[str, Any]) -> str:
 STYLE = {"regressed": "bold red", "unverifiable": "yellow", "improved": "green", "failed": "red", "flaky": "magenta"}
 
 
-def table(rep: dict[str, Any], out: Console) -> None:
+def _task_table(rep: dict[str, Any]) -> Table:
+    """One row per task: scores, trials, fixture misses, live calls, cost, latency, verdict."""
     title = f"eval {rep['runId']}"
     if rep.get("suiteId"):
         title += f"  suite {rep['suiteId']}@{rep.get('suiteVersion')}"
@@ -60,7 +61,11 @@ def table(rep: dict[str, Any], out: Console) -> None:
             verdict,
             style=STYLE.get(task["verdict"]) or STYLE.get(task.get("outcome") or ""),
         )
-    out.print(t)
+    return t
+
+
+def _print_misses(rep: dict[str, Any], out: Console) -> None:
+    """Each fixture miss: the call, the closest recorded call, where they differ, the rules that would match."""
     for task in rep["tasks"]:
         for m in task.get("fixtureMisses") or []:
             near = m.get("closest")
@@ -74,28 +79,22 @@ def table(rep: dict[str, Any], out: Console) -> None:
                 markup=False,
                 soft_wrap=True,
             )
-    for task in rep["tasks"]:
-        if evalmarkdown.failing(task):
-            out.print(
-                f"  {evalmarkdown.task_name(task)}: {evalmarkdown.what_changed(task)}",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
-    out.print(f"total cost USD {evalmarkdown.usd(rep.get('totalCostUsd'))}", highlight=False)
+
+
+def _status_line(rep: dict[str, Any]) -> str:
+    """The run's status and its score delta against the baseline (with its interval), or ``no baseline``."""
     line = f"status {rep.get('status')}"
-    if rep.get("baselineRunId"):
-        line += f"  baseline {rep['baselineRunId']}  scoreDelta {num(rep.get('scoreDelta'), 3)}"
-        ci = rep.get("scoreDeltaInterval")
-        if ci:
-            line += f" [{round(100 * float(ci['confidence']))}% {num(ci['low'], 3)}, {num(ci['high'], 3)}]"
-        line += f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)"
-    else:
-        line += "  no baseline"
-    out.print(line, highlight=False)
-    base = evalmarkdown.baseline_line(rep)
-    if base:
-        out.print(base, highlight=False, markup=False, soft_wrap=True)
+    if not rep.get("baselineRunId"):
+        return line + "  no baseline"
+    line += f"  baseline {rep['baselineRunId']}  scoreDelta {num(rep.get('scoreDelta'), 3)}"
+    ci = rep.get("scoreDeltaInterval")
+    if ci:
+        line += f" [{round(100 * float(ci['confidence']))}% {num(ci['low'], 3)}, {num(ci['high'], 3)}]"
+    return line + f"  paired verdict {rep.get('pairedVerdict')} ({rep.get('pairedTaskCount')} paired tasks)"
+
+
+def _print_excused(rep: dict[str, Any], out: Console) -> None:
+    """The failures that do not fail the result: known failures, tolerated tasks, flaky tasks."""
     for k in rep.get("knownFailures") or []:
         state = "fails" if k["failed"] else "passes now"
         out.print(
@@ -115,6 +114,25 @@ def table(rep: dict[str, Any], out: Console) -> None:
             f"flaky (baseline trials disagreed, never a regression alone): {', '.join(rep['flakyTasks'])}",
             highlight=False,
         )
+
+
+def table(rep: dict[str, Any], out: Console) -> None:
+    out.print(_task_table(rep))
+    _print_misses(rep, out)
+    for task in rep["tasks"]:
+        if evalmarkdown.failing(task):
+            out.print(
+                f"  {evalmarkdown.task_name(task)}: {evalmarkdown.what_changed(task)}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+    out.print(f"total cost USD {evalmarkdown.usd(rep.get('totalCostUsd'))}", highlight=False)
+    out.print(_status_line(rep), highlight=False)
+    base = evalmarkdown.baseline_line(rep)
+    if base:
+        out.print(base, highlight=False, markup=False, soft_wrap=True)
+    _print_excused(rep, out)
     out.print(evalmarkdown.decided_line(rep), highlight=False, markup=False, soft_wrap=True)
     out.print(f"verdict: {rep['verdict']} (exit {rep['exitCode']})", style=STYLE.get(rep["verdict"]), highlight=False)
 

@@ -112,6 +112,23 @@ def since_iso(value: str, now_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
+def _run_filter(
+    version: str, since: str | None, sample: float | None, seed: str | None, limit: int | None, now_s: float
+) -> dict[str, Any]:
+    """The members that pick an agent's runs by version, start time, sample and count (no ``--run-id``)."""
+    picked: dict[str, Any] = {}
+    if version:
+        picked["agentVersion"] = version
+    if since:
+        picked["startedAfter"] = since_iso(since, now_s)
+    if sample is not None:
+        picked["sampleRate"] = sample
+        picked["seed"] = seed or "openwop"
+    if limit is not None:
+        picked["limit"] = limit
+    return picked
+
+
 def from_runs_body(
     agent: str,
     since: str | None,
@@ -133,15 +150,7 @@ def from_runs_body(
             raise SuiteCliError("--run-id names the runs: it takes no --since, --sample, --limit or @VERSION")
         body["runIds"] = run_ids
     else:
-        if version:
-            body["agentVersion"] = version
-        if since:
-            body["startedAfter"] = since_iso(since, now_s)
-        if sample is not None:
-            body["sampleRate"] = sample
-            body["seed"] = seed or "openwop"
-        if limit is not None:
-            body["limit"] = limit
+        body.update(_run_filter(version, since, sample, seed, limit, now_s))
     if base:
         body["base"] = "latest"
     if strategy:

@@ -14,11 +14,17 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from shared import manifest
 from shared.cli import main as cli
 from shared.cli.parser import DEFAULT_DATA_DIR
+
+if TYPE_CHECKING:
+    from shared.local.demo import Demo
+    from shared.local.resume import Resumed
+    from shared.local.stack import LocalAws
 
 DEFAULT_API_KEYS = "dev-key-tenant-a=tenant-a,dev-key-tenant-b=tenant-b"
 
@@ -103,6 +109,39 @@ def _state_line(aws: object, resumed: object) -> str:
     return line
 
 
+def _port_free(host: str, port: int) -> bool:
+    """Whether ``port`` looks free to listen on (0 picks one); says why on stderr when it is not."""
+    if port and (why := _port_taken(host, port)) is not None:
+        print(
+            f"error: cannot listen on {host}:{port} ({why}); stop what uses port {port} or choose another --port",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
+def _print_banner(aws: LocalAws, resumed: Resumed, demo: Demo, api_keys: dict[str, str], base_url: str) -> None:
+    """What the serving host tells its operator: URLs, state, keys, the exports a client needs."""
+    print(f"openwop-serverless local host: {base_url}")
+    print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
+    print(_state_line(aws, resumed))
+    print(_credentials_line(aws))
+    for key, tenant in api_keys.items():
+        print(f"  API key {key} -> tenant {tenant}")
+    print(f"demo tool server (HTTP): {demo.tools_url}   demo MCP server: {demo.mcp_url}")
+    for note in demo.notes:
+        print(f"  note: {note}")
+    keys = list(api_keys)
+    exports = f"export OPENWOP_BASE_URL={base_url} OPENWOP_API_KEY={keys[0]}" if keys else ""
+    if len(keys) > 1:
+        exports += f" OPENWOP_TEST_TENANT_B_API_KEY={keys[1]}"
+    if exports:
+        print(f"{exports} DEMO_TOOLS_URL={demo.tools_url}")
+    if keys:
+        print(f"viewer (signed in as {api_keys[keys[0]]}): {viewer_url(base_url, keys[0])}")
+    print("Ctrl-C to stop.", flush=True)
+
+
 def _serve(
     host: str, port: int, stop: threading.Event | None = None, *, data_dir: str | None = DEFAULT_DATA_DIR
 ) -> int:
@@ -111,11 +150,7 @@ def _serve(
     from shared.local.stack import LocalAws
 
     api_keys = parse_api_keys(os.environ.get("OPENWOP_API_KEYS") or DEFAULT_API_KEYS)
-    if port and (why := _port_taken(host, port)) is not None:
-        print(
-            f"error: cannot listen on {host}:{port} ({why}); stop what uses port {port} or choose another --port",
-            file=sys.stderr,
-        )
+    if not _port_free(host, port):
         return 2
     aws = LocalAws(data_dir=data_dir)
     try:
@@ -145,24 +180,7 @@ def _serve(
             return 2
         ports = get_ports()  # an eval trial's endpoint is handed gateway URLs under the host's own base URL
         ports.settings = dataclasses.replace(ports.settings, gateway_url=ports.settings.gateway_url or base_url)
-        print(f"openwop-serverless local host: {base_url}")
-        print(f"moto endpoint (for --endpoint, boto3, the AWS CLI): {aws.endpoint}")
-        print(_state_line(aws, resumed))
-        print(_credentials_line(aws))
-        for key, tenant in api_keys.items():
-            print(f"  API key {key} -> tenant {tenant}")
-        print(f"demo tool server (HTTP): {demo.tools_url}   demo MCP server: {demo.mcp_url}")
-        for note in demo.notes:
-            print(f"  note: {note}")
-        keys = list(api_keys)
-        exports = f"export OPENWOP_BASE_URL={base_url} OPENWOP_API_KEY={keys[0]}" if keys else ""
-        if len(keys) > 1:
-            exports += f" OPENWOP_TEST_TENANT_B_API_KEY={keys[1]}"
-        if exports:
-            print(f"{exports} DEMO_TOOLS_URL={demo.tools_url}")
-        if keys:
-            print(f"viewer (signed in as {api_keys[keys[0]]}): {viewer_url(base_url, keys[0])}")
-        print("Ctrl-C to stop.", flush=True)
+        _print_banner(aws, resumed, demo, api_keys, base_url)
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
         pass
@@ -272,51 +290,67 @@ def stack_stage(stack: str | None) -> str:
     return stack[len(prefix) :] if stack and stack.startswith(prefix) else ""
 
 
+def _seed_plan_refused(args: argparse.Namespace) -> bool:
+    """Whether ``seed``'s plan is refused (checked before any AWS call: a -prod stack is refused without a lookup)."""
+    from shared.services.seed import SeedPlanError, seed_plan
+
+    try:
+        seed_plan(
+            args.sets,
+            tenants=args.tenants,
+            demo_tools_url=args.demo_tools_url,
+            demo_mcp_url=args.demo_mcp_url,
+            stage=stack_stage(args.stack) or None,
+        )
+    except SeedPlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    return False
+
+
+def _suite_operation(args: argparse.Namespace) -> tuple[Any, ...]:
+    if args.action == "list":
+        return ("list_suites",)
+    if args.action == "get":
+        return ("get_suite", args.suite_id, *([args.version] if args.version else []))
+    return ("put_suite", args.file)
+
+
+_KEY_OPERATIONS: dict[str, Callable[[argparse.Namespace], tuple[Any, ...]]] = {
+    "create": lambda args: ("create_key", args.tenant, args.name),
+    "list": lambda args: ("list_keys", args.tenant),
+    "revoke": lambda args: ("revoke_key", args.key_id),
+    "rotate-pepper": lambda args: ("rotate_pepper",),
+}
+
+
+def _operation(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The ``shared.services.cli_ops`` operation a parsed command names, with its arguments."""
+    if args.command == "suites":
+        return _suite_operation(args)
+    if args.command == "runs" and args.action == "reapply-erasures":
+        return ("reapply_erasures", args.tombstones_from)
+    if args.command == "runs":
+        return ("erase_run", args.run_id, args.tenant)
+    if args.command == "seed":
+        return ("seed", args.sets, args.tenants, args.demo_tools_url, args.demo_mcp_url, stack_stage(args.stack))
+    key_operation = _KEY_OPERATIONS.get(args.action)
+    return key_operation(args) if key_operation is not None else ("finish_pepper_rotation",)
+
+
 def operator(args: argparse.Namespace) -> int:
     """Run a parsed command that needs AWS (``shared.cli.main`` hands every other one to its own module)."""
     if args.command == "serve":
         return _serve(args.host, args.port, data_dir=None if args.ephemeral else args.data_dir)
-    if args.command == "seed":  # checked before any AWS call (a -prod stack is refused without a lookup)
-        from shared.services.seed import SeedPlanError, seed_plan
-
-        try:
-            seed_plan(
-                args.sets,
-                tenants=args.tenants,
-                demo_tools_url=args.demo_tools_url,
-                demo_mcp_url=args.demo_mcp_url,
-                stage=stack_stage(args.stack) or None,
-            )
-        except SeedPlanError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+    if args.command == "seed" and _seed_plan_refused(args):
+        return 1
     _use_endpoint(args.endpoint)
     try:
         _use_stack(args.stack, args.region)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 1
-    if args.command == "suites":
-        if args.action == "list":
-            return _ops("list_suites")
-        if args.action == "get":
-            return _ops("get_suite", args.suite_id, *([args.version] if args.version else []))
-        return _ops("put_suite", args.file)
-    if args.command == "runs" and args.action == "reapply-erasures":
-        return _ops("reapply_erasures", args.tombstones_from)
-    if args.command == "runs":
-        return _ops("erase_run", args.run_id, args.tenant)
-    if args.command == "seed":
-        return _ops("seed", args.sets, args.tenants, args.demo_tools_url, args.demo_mcp_url, stack_stage(args.stack))
-    if args.action == "create":
-        return _ops("create_key", args.tenant, args.name)
-    if args.action == "list":
-        return _ops("list_keys", args.tenant)
-    if args.action == "revoke":
-        return _ops("revoke_key", args.key_id)
-    if args.action == "rotate-pepper":
-        return _ops("rotate_pepper")
-    return _ops("finish_pepper_rotation")
+    return _ops(*_operation(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,108 +39,134 @@ def _serialized(fn: Any) -> Any:
     return wrapper
 
 
+def _key_of(backend: Any, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+    """The primary key an operation touches (a Put carries it inside its item)."""
+    if op_type != "Put":
+        return op["Key"]  # type: ignore[no-any-return]
+    table = backend.get_table(op["TableName"])
+    attrs = op["Item"]
+    key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+    if table.range_key_attr is not None:
+        key[table.range_key_attr] = attrs[table.range_key_attr]
+    return key
+
+
+def _plan(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """Validate the request's shape and list (op type, op, table, key) per item, in order."""
+    from moto.dynamodb.exceptions import (
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactWriteSingleOpException,
+    )
+
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    planned: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
+    seen: set[tuple[str, str]] = set()
+    for item in transact_items:
+        if len(list(item.keys())) > 1:
+            raise TransactWriteSingleOpException
+        op_type, op = next(iter(item.items()))
+        if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+            raise ValueError("Unsupported transaction operation")
+        table_name = op["TableName"]
+        key = _key_of(backend, op_type, op)
+        marker = (str(table_name), str(dict(sorted(key.items()))))
+        if marker in seen:
+            raise MultipleTransactionsException()
+        seen.add(marker)
+        planned.append((op_type, op, table_name, key))
+    return planned
+
+
+def _condition_reason(backend: Any, op: dict[str, Any], table_name: str, key: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """One item's cancellation reason against the state before the transaction ((None, None, None) when it passes)."""
+    from moto.dynamodb.models import get_filter_expression  # the parser moto's own transaction code uses
+
+    current = backend.get_item(table_name, key)
+    cond = op.get("ConditionExpression")
+    if cond is None:
+        return (None, None, None)
+    expr = get_filter_expression(cond, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues"))
+    if expr.expr(current):
+        return (None, None, None)
+    old = None
+    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+        old = current.to_json()["Attributes"]
+    return ("ConditionalCheckFailed", "The conditional request failed", old)
+
+
+def _check_conditions(backend: Any, planned: list[tuple[str, dict[str, Any], str, dict[str, Any]]]) -> None:
+    """Every condition against the state before the transaction; any failure cancels it with per-item reasons."""
+    from moto.dynamodb.exceptions import MockValidationException, TransactionCanceledException
+
+    errors: list[tuple[Any, Any, Any]] = []
+    for _op_type, op, table_name, key in planned:
+        try:
+            errors.append(_condition_reason(backend, op, table_name, key))
+        except MockValidationException:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported per item, as moto does
+            errors.append((type(e).__name__, str(e), None))
+    if any(code is not None for code, _, _ in errors):
+        raise TransactionCanceledException(errors)
+
+
+def _write(backend: Any, op_type: str, op: dict[str, Any], table_name: str, key: dict[str, Any]) -> None:
+    names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+    if op_type == "Put":
+        backend.put_item(table_name, op["Item"], expression_attribute_names=names, expression_attribute_values=values)
+    elif op_type == "Delete":
+        backend.delete_item(table_name, key, expression_attribute_names=names, expression_attribute_values=values)
+    else:
+        backend.update_item(
+            table_name,
+            key,
+            update_expression=op["UpdateExpression"],
+            expression_attribute_names=names,
+            expression_attribute_values=values,
+        )
+
+
+def _roll_back(backend: Any, snapshots: list[tuple[str, dict[str, Any], Any]]) -> None:
+    for table_name, key, before in reversed(snapshots):
+        if before is None:
+            try:
+                backend.delete_item(table_name, key)
+            except Exception:  # noqa: BLE001
+                pass
+        else:
+            backend.put_item(table_name, before.to_json()["Attributes"])
+
+
+def _apply_writes(backend: Any, planned: list[tuple[str, dict[str, Any], str, dict[str, Any]]]) -> None:
+    """The writes, with per-key snapshots to roll back a mid-way validation error."""
+    snapshots: list[tuple[str, dict[str, Any], Any]] = []
+    try:
+        for op_type, op, table_name, key in planned:
+            if op_type == "ConditionCheck":
+                continue
+            snapshots.append((table_name, key, copy.deepcopy(backend.get_item(table_name, key))))
+            _write(backend, op_type, op, table_name, key)
+    except Exception:
+        _roll_back(backend, snapshots)
+        raise
+
+
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    planned = _plan(self, transact_items)
+    _check_conditions(self, planned)
+    _apply_writes(self, planned)
+
+
 def apply_transaction_patch() -> None:
     global _applied
     if _applied:
         return
     from moto.dynamodb import models as ddb_models
-    from moto.dynamodb.exceptions import (
-        MockValidationException,
-        MultipleTransactionsException,
-        TooManyTransactionsException,
-        TransactionCanceledException,
-        TransactWriteSingleOpException,
-    )
 
     DynamoDBBackend = ddb_models.DynamoDBBackend
-    filter_expression = ddb_models.get_filter_expression  # the parser moto's own transaction code uses
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        if len(transact_items) > 100:
-            raise TooManyTransactionsException()
-        planned: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
-        seen: set[tuple[str, str]] = set()
-        for item in transact_items:
-            if len(list(item.keys())) > 1:
-                raise TransactWriteSingleOpException
-            op_type, op = next(iter(item.items()))
-            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
-                raise ValueError("Unsupported transaction operation")
-            table_name = op["TableName"]
-            if op_type == "Put":
-                table = self.get_table(table_name)
-                attrs = op["Item"]
-                key = {table.hash_key_attr: attrs[table.hash_key_attr]}
-                if table.range_key_attr is not None:
-                    key[table.range_key_attr] = attrs[table.range_key_attr]
-            else:
-                key = op["Key"]
-            marker = (str(table_name), str(dict(sorted(key.items()))))
-            if marker in seen:
-                raise MultipleTransactionsException()
-            seen.add(marker)
-            planned.append((op_type, op, table_name, key))
-
-        # 1. every condition against the state before the transaction
-        errors: list[tuple[Any, Any, Any]] = []
-        for _op_type, op, table_name, key in planned:
-            try:
-                current = self.get_item(table_name, key)
-                cond = op.get("ConditionExpression")
-                if cond is not None:
-                    expr = filter_expression(
-                        cond, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
-                    )
-                    if not expr.expr(current):
-                        old = None
-                        if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
-                            old = current.to_json()["Attributes"]
-                        errors.append(("ConditionalCheckFailed", "The conditional request failed", old))
-                        continue
-                errors.append((None, None, None))
-            except MockValidationException:
-                raise
-            except Exception as e:  # noqa: BLE001 - reported per item, as moto does
-                errors.append((type(e).__name__, str(e), None))
-        if any(code is not None for code, _, _ in errors):
-            raise TransactionCanceledException(errors)
-
-        # 2. writes, with per-key snapshots to roll back a mid-way validation error
-        snapshots: list[tuple[str, dict[str, Any], Any]] = []
-        try:
-            for op_type, op, table_name, key in planned:
-                if op_type == "ConditionCheck":
-                    continue
-                snapshots.append((table_name, key, copy.deepcopy(self.get_item(table_name, key))))
-                names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
-                if op_type == "Put":
-                    self.put_item(
-                        table_name, op["Item"], expression_attribute_names=names, expression_attribute_values=values
-                    )
-                elif op_type == "Delete":
-                    self.delete_item(
-                        table_name, key, expression_attribute_names=names, expression_attribute_values=values
-                    )
-                else:
-                    self.update_item(
-                        table_name,
-                        key,
-                        update_expression=op["UpdateExpression"],
-                        expression_attribute_names=names,
-                        expression_attribute_values=values,
-                    )
-        except Exception:
-            for table_name, key, before in reversed(snapshots):
-                if before is None:
-                    try:
-                        self.delete_item(table_name, key)
-                    except Exception:  # noqa: BLE001
-                        pass
-                else:
-                    self.put_item(table_name, before.to_json()["Attributes"])
-            raise
-
-    DynamoDBBackend.transact_write_items = _serialized(transact_write_items)  # type: ignore[method-assign]
+    DynamoDBBackend.transact_write_items = _serialized(_transact_write_items)  # type: ignore[method-assign]
     for name in ("put_item", "update_item", "delete_item"):
         setattr(DynamoDBBackend, name, _serialized(getattr(DynamoDBBackend, name)))
     # TransactGetItems is isolated from TransactWriteItems on DynamoDB; moto answers it with one get_item per key, so

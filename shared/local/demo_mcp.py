@@ -90,6 +90,37 @@ RESOURCES = {"demo://greeting": "hello from the demo MCP server"}
 """``resources/read``: each URI's text (any other URI is a JSON-RPC error -32602)."""
 
 
+def _demo_tool_output(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """A built-in demo tool's structured output; None for the one that always fails."""
+    if name == "lookup_customer":
+        cid = str(args.get("id", ""))
+        return {"id": cid, "name": f"Customer {cid}", "tier": "gold"}
+    if name == "create_ticket":
+        return {"ticketId": ticket_id(str(args.get("title", "")), str(args.get("body", "")))}
+    return None
+
+
+def _add_discover(server: Any, listed: list[str]) -> None:
+    """Answer ``server/discover`` with ``listed`` as the supported versions."""
+    import mcp_types as types
+
+    async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
+        return types.DiscoverResult(supported_versions=listed, capabilities=types.ServerCapabilities())
+
+    server.add_request_handler("server/discover", types.RequestParams, discover)
+
+
+def _page_start(cursor: str | None) -> int:
+    """The index a ``tools/list`` cursor points at (the first page without one)."""
+    import mcp_types as types
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return int(cursor) if cursor else 0
+    except ValueError as exc:
+        raise MCPError(types.INVALID_PARAMS, "invalid cursor") from exc
+
+
 def ticket_id(title: str, body: str) -> str:
     digest = hashlib.sha256(json.dumps([title, body]).encode()).hexdigest()
     return f"T-{digest[:8]}"
@@ -144,11 +175,7 @@ class DemoMcpServer:
         extra = {str(d["name"]): handle for d, handle in self.extra_tools}
 
         async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-            cursor = params.cursor if params is not None else None
-            try:
-                start = int(cursor) if cursor else 0
-            except ValueError as exc:
-                raise MCPError(types.INVALID_PARAMS, "invalid cursor") from exc
+            start = _page_start(params.cursor if params is not None else None)
             with self._lock:
                 self.list_pages += 1
             end = start + self.page_size
@@ -168,13 +195,8 @@ class DemoMcpServer:
                 got = extra[name](dict(args))
                 if isinstance(got, types.CallToolResult):
                     return got
-                out: dict[str, Any] = got
-            elif name == "lookup_customer":
-                cid = str(args.get("id", ""))
-                out = {"id": cid, "name": f"Customer {cid}", "tier": "gold"}
-            elif name == "create_ticket":
-                out = {"ticketId": ticket_id(str(args.get("title", "")), str(args.get("body", "")))}
-            else:
+                out: dict[str, Any] | None = got
+            elif (out := _demo_tool_output(name, args)) is None:
                 return types.CallToolResult(
                     content=[types.TextContent(type="text", text="the demo tool always fails")], is_error=True
                 )
@@ -199,12 +221,7 @@ class DemoMcpServer:
             on_read_resource=read_resource,
         )
         if self.discover_lists is not None:
-            listed = list(self.discover_lists)
-
-            async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
-                return types.DiscoverResult(supported_versions=listed, capabilities=types.ServerCapabilities())
-
-            server.add_request_handler("server/discover", types.RequestParams, discover)
+            _add_discover(server, list(self.discover_lists))
         return server
 
     def _app(self) -> Any:

@@ -484,6 +484,24 @@ class _Handler(BaseHTTPRequestHandler):
         if response.status != 200:
             self._send(response)
             return
+        self._send_stream_head(response)
+        last_id = event["headers"].get("last-event-id")
+        while True:
+            if response.body:
+                if not self._write_chunk(response.body):
+                    return
+                last_id = last_event_id(response.body) or last_id
+            if (response.header(STREAM_CONTROL_HEADER) or "").lower() == "end" or self._client_gone():
+                return
+            if not response.body:
+                time.sleep(_EMPTY_POLL_PAUSE_S)
+            event = _next_poll(event, last_id)
+            response = self._call(route, event)
+            if response.status != 200:
+                return
+
+    def _send_stream_head(self, response: HttpResponse) -> None:
+        """The status line and headers of an event stream: the handler's own, less framing and CORS, then ours."""
         self.close_connection = True
         self.send_response(200)
         skip = ("content-length", "content-type", "transfer-encoding", "connection", STREAM_CONTROL_HEADER)
@@ -497,27 +515,15 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in self._cors_headers():
             self.send_header(name, value)
         self.end_headers()
-        last_id = event["headers"].get("last-event-id")
-        while True:
-            if response.body:
-                try:
-                    self.wfile.write(response.body)
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    return
-                last_id = last_event_id(response.body) or last_id
-            if (response.header(STREAM_CONTROL_HEADER) or "").lower() == "end" or self._client_gone():
-                return
-            if not response.body:
-                time.sleep(_EMPTY_POLL_PAUSE_S)
-            headers = dict(event["headers"])
-            if last_id is not None:
-                headers["last-event-id"] = last_id
-            event = {**event, "headers": headers}
-            event["requestContext"] = {**event["requestContext"], "requestId": str(uuid.uuid4())}
-            response = self._call(route, event)
-            if response.status != 200:
-                return
+
+    def _write_chunk(self, body: bytes) -> bool:
+        """Write one poll's frames; False when the client has gone."""
+        try:
+            self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
 
     def _client_gone(self) -> bool:
         try:
@@ -525,6 +531,16 @@ class _Handler(BaseHTTPRequestHandler):
             return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
         except OSError:
             return True
+
+
+def _next_poll(event: dict[str, Any], last_id: str | None) -> dict[str, Any]:
+    """The next poll of a stream: the same request, resuming after ``last_id``, under a new request id."""
+    headers = dict(event["headers"])
+    if last_id is not None:
+        headers["last-event-id"] = last_id
+    event = {**event, "headers": headers}
+    event["requestContext"] = {**event["requestContext"], "requestId": str(uuid.uuid4())}
+    return event
 
 
 class _Server(ThreadingHTTPServer):

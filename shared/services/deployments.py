@@ -196,37 +196,9 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
     rec = dict(records[version])
     state = rec["state"]
     changed: dict[str, dict[str, Any]] = {}
-    if body.transition == "adjust-canary" or (body.canaryPercent is not None and body.canaryPercent < 100):
-        raise invalid_at(
-            "/transition" if body.transition == "adjust-canary" else "/canaryPercent",
-            "const",
-            "This host does not split traffic between versions (canary: false).",
-        )
+    _refuse_canary(body)
     if body.transition == "promote":
-        target = body.toState or (CHAIN[CHAIN.index(state) + 1] if state in CHAIN[:-1] else None)
-        resume = state == "paused" and target == "active"
-        if (
-            target is None
-            or target not in CHAIN
-            or not (resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state)))
-        ):
-            raise invalid_at(
-                "/toState" if body.toState else "/transition",
-                "state",
-                f"A {state} version cannot be promoted to {target or 'a later state'}.",
-            )
-        if (target in GATED and not resume) or body.evalRunId is not None:  # named evidence is always checked
-            rec["evalRunId"] = _gate(ports, caller, agent_id, version, body.evalRunId)
-        rec["state"] = target
-        if target == "active":
-            channel = body.channel or "stable"
-            if channel not in ASSIGNABLE:
-                raise invalid_at("/channel", "enum", "The channel is not one this host assigns (stable, canary).")
-            for v, other in records.items():
-                if v != version and channel in (other.get("channels") or []):
-                    rec["previous"] = v
-                    changed[v] = {**other, "channels": [ch for ch in other["channels"] if ch != channel]}
-            rec["channels"] = sorted(set(rec.get("channels") or []) | {channel})
+        changed = _promote(ports, caller, agent_id, body, records, rec)
     elif body.transition in ("pause", "deprecate"):
         if state != "active":
             raise invalid_at("/transition", "state", f"Only an active version can be {body.transition}d.")
@@ -242,6 +214,57 @@ def transition(ports: Ports, caller: Caller, agent_id: str, body: Any) -> dict[s
         rec["reason"] = body.reason
     _write(ports, caller, agent_id, records, {**changed, version: rec})
     return _wire(rec)
+
+
+def _refuse_canary(body: Any) -> None:
+    if body.transition == "adjust-canary" or (body.canaryPercent is not None and body.canaryPercent < 100):
+        raise invalid_at(
+            "/transition" if body.transition == "adjust-canary" else "/canaryPercent",
+            "const",
+            "This host does not split traffic between versions (canary: false).",
+        )
+
+
+def _promote(
+    ports: Ports, caller: Caller, agent_id: str, body: Any, records: dict[str, dict[str, Any]], rec: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Promote ``rec`` (in place) to ``toState`` or the next state of the chain, gated by eval evidence where the
+    target asks for it; an active target takes its channel. Returns the other records that change."""
+    state = rec["state"]
+    target = body.toState or (CHAIN[CHAIN.index(state) + 1] if state in CHAIN[:-1] else None)
+    resume = state == "paused" and target == "active"
+    if (
+        target is None
+        or target not in CHAIN
+        or not (resume or (state in CHAIN and CHAIN.index(target) > CHAIN.index(state)))
+    ):
+        raise invalid_at(
+            "/toState" if body.toState else "/transition",
+            "state",
+            f"A {state} version cannot be promoted to {target or 'a later state'}.",
+        )
+    if (target in GATED and not resume) or body.evalRunId is not None:  # named evidence is always checked
+        rec["evalRunId"] = _gate(ports, caller, agent_id, body.version, body.evalRunId)
+    rec["state"] = target
+    if target != "active":
+        return {}
+    return _assign_channel(body.channel or "stable", records, body.version, rec)
+
+
+def _assign_channel(
+    channel: str, records: dict[str, dict[str, Any]], version: str, rec: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Give ``rec`` the channel (in place), taking it from the version that held it (then ``rec``'s previous one).
+    Returns the other records that change."""
+    if channel not in ASSIGNABLE:
+        raise invalid_at("/channel", "enum", "The channel is not one this host assigns (stable, canary).")
+    changed: dict[str, dict[str, Any]] = {}
+    for v, other in records.items():
+        if v != version and channel in (other.get("channels") or []):
+            rec["previous"] = v
+            changed[v] = {**other, "channels": [ch for ch in other["channels"] if ch != channel]}
+    rec["channels"] = sorted(set(rec.get("channels") or []) | {channel})
+    return changed
 
 
 def _rolled_back(records: dict[str, dict[str, Any]], current: str, target: str) -> dict[str, dict[str, Any]]:

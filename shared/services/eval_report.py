@@ -195,41 +195,53 @@ def _trial(
     out_calls: list[dict[str, Any]] = []
     misses: list[dict[str, Any]] = []
     for rec in sorted(calls, key=lambda r: r.call_key):
-        prov = provenance(rec)
-        call: dict[str, Any] = {"callId": rec.call_id, "tool": rec.tool_name, "provenance": prov, "status": rec.status}
-        if prov == "served" and served_from:
-            call["servedFrom"] = served_from
-        if rec.error and rec.status != "ok":
-            call["errorCode"] = rec.error.get("code")
-        if rec.duration_ms is not None:
-            call["durationMs"] = rec.duration_ms
-        if not content_free:
-            call["args"] = rec.args
-        out_calls.append(call)
+        out_calls.append(_call(rec, served_from, content_free))
         if rec.extra.get("miss"):
-            miss: dict[str, Any] = {"callId": rec.call_id, "tool": rec.tool_name, "recordedFrom": served_from}
-            if not content_free:
-                miss["args"] = rec.args
-            near = closest(rec.tool_name, rec.args, entries)
-            if near is None:
-                miss["closest"] = None
-                miss["differingPointers"] = []
-            else:
-                index, ptrs = near
-                entry = entries[index]
-                miss["closest"] = {
-                    "index": index,
-                    "tool": entry.get("tool"),
-                    **({} if content_free else {"args": entry.get("args")}),
-                }
-                miss["sameTool"] = entry.get("tool") == rec.tool_name
-                miss["differingPointers"] = ptrs
-                if miss["sameTool"]:  # the fixtureMatching rules under which the closest entry would have matched
-                    miss["wouldMatchWith"] = would_match(entry.get("args"), rec.args, bounds=not content_free)
-            misses.append(miss)
+            misses.append(_miss(rec, entries, served_from, content_free))
     trial["toolCalls"] = out_calls
     trial["liveToolCalls"] = sum(1 for x in out_calls if x["provenance"] == "live")
     return trial, misses
+
+
+def _call(rec: ToolCallRecord, served_from: str | None, content_free: bool) -> dict[str, Any]:
+    """One tool call of a trial: its provenance (and where a served one came from), status, duration, args."""
+    prov = provenance(rec)
+    call: dict[str, Any] = {"callId": rec.call_id, "tool": rec.tool_name, "provenance": prov, "status": rec.status}
+    if prov == "served" and served_from:
+        call["servedFrom"] = served_from
+    if rec.error and rec.status != "ok":
+        call["errorCode"] = rec.error.get("code")
+    if rec.duration_ms is not None:
+        call["durationMs"] = rec.duration_ms
+    if not content_free:
+        call["args"] = rec.args
+    return call
+
+
+def _miss(
+    rec: ToolCallRecord, entries: list[dict[str, Any]], served_from: str | None, content_free: bool
+) -> dict[str, Any]:
+    """A fixture miss: the call, the closest recorded entry, where they differ, the rules that would match it."""
+    miss: dict[str, Any] = {"callId": rec.call_id, "tool": rec.tool_name, "recordedFrom": served_from}
+    if not content_free:
+        miss["args"] = rec.args
+    near = closest(rec.tool_name, rec.args, entries)
+    if near is None:
+        miss["closest"] = None
+        miss["differingPointers"] = []
+        return miss
+    index, ptrs = near
+    entry = entries[index]
+    miss["closest"] = {
+        "index": index,
+        "tool": entry.get("tool"),
+        **({} if content_free else {"args": entry.get("args")}),
+    }
+    miss["sameTool"] = entry.get("tool") == rec.tool_name
+    miss["differingPointers"] = ptrs
+    if miss["sameTool"]:  # the fixtureMatching rules under which the closest entry would have matched
+        miss["wouldMatchWith"] = would_match(entry.get("args"), rec.args, bounds=not content_free)
+    return miss
 
 
 def _scorer(doc: dict[str, Any], content_free: bool) -> dict[str, Any]:

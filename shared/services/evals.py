@@ -13,6 +13,7 @@ a foreign id is never read and costs the same as an unknown one (``common.refere
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from shared import keys
@@ -173,6 +174,21 @@ def derive_from_source(ports: Ports, caller: Caller, value: str, agent_id: str) 
 # --------------------------------------------------------------------------- create
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """What create's checks settled, for the plan written once the run item exists."""
+
+    resolved: suites.ResolvedSuite
+    agent_id: str
+    agent_version: str | None
+    judge: Any
+    modes: list[str]
+    baseline: dict[str, Any] | None
+    fixture_runs: dict[str, str] | None
+    derived: dict[str, list[dict[str, Any]]]  # per taskId named in fixtureRuns: the entries derived from its source
+    sources: dict[str, str]  # per such taskId: its source's run id (decoded)
+
+
 def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Created:
     features = _features()
     common_checks(caller, req)
@@ -191,50 +207,16 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
     if len(suite.get("tasks") or []) > MAX_TASKS_PER_SUITE:
         raise ValidationError("The suite has more tasks than this host runs (maxTasksPerSuite).")
     configurable = present(req.configurable) if req.configurable else None
-    agent_version = agent_svc.eval_pin(ports, caller.tenant, req.agentId, configurable)
-    if agent_version is None and resolve_agent(ports, caller.tenant, req.agentId) is None:
-        raise ValidationError("agentId names no agent this host runs.")
-    agent_svc.check_ai_overrides(ports, caller.tenant, configurable)
-    name = agent_svc.eval_name(configurable)
-    if suite.get("targetAgentId") is not None and suite["targetAgentId"] != req.agentId:
-        raise ValidationError("The suite targets another agent.")
-    judge = agent_svc.eval_judge(ports, caller.tenant, configurable)
-    if judge is None and any(judge_of.criteria(t.get("expected") or {}) for t in suite["tasks"]):
-        raise ValidationError(
-            "The suite has a rubric task or a judge scorer and no judge is configured: name one in "
-            'configurable.extensions["openwop-serverless"].judge.'
-        )
+    agent_version, name, judge = _agent_settings(ports, caller, req.agentId, suite, configurable)
     modes = _run_modes(suite, requested)
-    if req.baselineRunId is not None and "regression" not in modes:
-        raise ValidationError("baselineRunId needs 'regression' in evalModes.")
-    if "regression" in modes and req.baselineRunId is None:
-        raise ValidationError("'regression' in evalModes needs a baselineRunId.")
-    tasks_by_id = {str(t["taskId"]): t for t in suite["tasks"]}
-    if fixture_runs is not None:
-        if "live-shadow" in modes:
-            raise ValidationError("fixtureRuns cannot be used with live-shadow.")
-        for task_id in fixture_runs:
-            task = tasks_by_id.get(task_id)
-            if task is None:
-                raise ValidationError("A fixtureRuns key names no task of the suite.")
-            fx = task.get("fixtures") or {}
-            if "toolResponses" in fx or "onMiss" in fx:
-                raise ValidationError("A task named in fixtureRuns must not carry its own fixtures.")
+    _check_baseline_mode(req.baselineRunId, modes)
+    _check_fixture_tasks(suite, fixture_runs, modes)
     baseline = (
         usable_baseline(ports, caller, req.baselineRunId, str(suite["suiteId"]))
         if req.baselineRunId is not None
         else None
     )
-    derived: dict[str, list[dict[str, Any]]] = {}
-    sources: dict[str, str] = {}
-    if fixture_runs is not None:
-        by_source: dict[str, list[dict[str, Any]]] = {}
-        for task_id, value in fixture_runs.items():
-            if value not in by_source:
-                by_source[value] = derive_from_source(ports, caller, value, req.agentId)
-            derived[task_id] = by_source[value]
-            sources[task_id] = decode_run_id(value)
-
+    derived, sources = _derive_fixture_runs(ports, caller, fixture_runs, req.agentId)
     data: dict[str, Any] = {
         "kind": "eval",
         "workflowId": resolved.stand_in_workflow_id,
@@ -253,74 +235,143 @@ def create_eval_run(ports: Ports, caller: Caller, req: CreateRunRequest) -> Crea
         "metadata": req.metadata,
         "scopeId": req.scopeId,
     }
+    checked = _Checked(resolved, req.agentId, agent_version, judge, modes, baseline, fixture_runs, derived, sources)
+    return start_run(ports, caller, data, "eval", before_start=lambda rec: _write_plan(ports, caller, checked, rec))
 
-    def write_plan(rec: RunRecord) -> None:
-        try:
-            _write_plan(rec)
-        except RunGoneError as exc:  # a source erased meanwhile, its erasure reaching this run too: refused
-            raise UnusableReferenceError() from exc
 
-    def _write_plan(rec: RunRecord) -> None:
-        # Lineage first: an eval run served a source's recorded answers is derived from it, so the source's
-        # erasure erases it (and its forks) like a fork. Its tombstone refuses the link once that erasure began:
-        # a fixtureRuns source is then unusable; a suite task's source (served from its record by the trials) has
-        # its task tombstoned in the plan, so nothing of it is served or kept.
-        served = _suite_sources(suite, fixture_runs, caller.tenant)
-        links = sorted(set(sources.values()) | served)
-        refused = link_under(
-            ports, [(s, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at) for s in links]
+def _agent_settings(
+    ports: Ports, caller: Caller, agent_id: str, suite: dict[str, Any], configurable: dict[str, Any] | None
+) -> tuple[str | None, Any, Any]:
+    """The agent version an eval run pins, its name and its judge; refuses an agent this host does not run, one
+    the suite does not target, and a suite that needs a judge without one."""
+    agent_version = agent_svc.eval_pin(ports, caller.tenant, agent_id, configurable)
+    if agent_version is None and resolve_agent(ports, caller.tenant, agent_id) is None:
+        raise ValidationError("agentId names no agent this host runs.")
+    agent_svc.check_ai_overrides(ports, caller.tenant, configurable)
+    name = agent_svc.eval_name(configurable)
+    if suite.get("targetAgentId") is not None and suite["targetAgentId"] != agent_id:
+        raise ValidationError("The suite targets another agent.")
+    judge = agent_svc.eval_judge(ports, caller.tenant, configurable)
+    if judge is None and any(judge_of.criteria(t.get("expected") or {}) for t in suite["tasks"]):
+        raise ValidationError(
+            "The suite has a rubric task or a judge scorer and no judge is configured: name one in "
+            'configurable.extensions["openwop-serverless"].judge.'
         )
-        if refused & set(sources.values()):
-            raise RunGoneError(rec.run_id)
-        pinned = (
-            {
-                **suite,
-                "tasks": [
-                    suites.tombstone(t) if refused.intersection(suites.lineage(t)) else t for t in suite["tasks"]
-                ],
-            }
-            if refused
-            else suite
-        )
-        derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
-        plan: dict[str, Any] = {
-            "v": evalrun.PLAN_VERSION,
-            "agentId": req.agentId,
-            "agentVersion": agent_version,
-            "modes": modes,
-            "judge": judge,
-            "baselineRunId": baseline["runId"] if baseline else None,
-            "baseline": baseline,
-            "fixtureRuns": fixture_runs,
-            "derived": derived_keys,
-            "derivedKeys": sorted(derived_keys.values()),
-            "suite": pinned,
-            "tenant": caller.tenant,
-            evalrun.SOURCES_LINKED: True,
-        }
-        if resolved.fixture_id is None:  # a registered version: a delete of it must find this run
-            from shared.services.erasure import link_host_item
+    return agent_version, name, judge
 
-            link_host_item(
-                ports,
-                rec.run_id,
-                *suites.record_reference(ports, resolved.owner, suite, rec.run_id, rec.expires_at),
-                rec.expires_at,
-            )
-        # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
-        evalrun.store_plan(ports, rec.run_id, plan, rec.expires_at)
+
+def _check_baseline_mode(baseline_run_id: str | None, modes: list[str]) -> None:
+    if baseline_run_id is not None and "regression" not in modes:
+        raise ValidationError("baselineRunId needs 'regression' in evalModes.")
+    if "regression" in modes and baseline_run_id is None:
+        raise ValidationError("'regression' in evalModes needs a baselineRunId.")
+
+
+def _check_fixture_tasks(suite: dict[str, Any], fixture_runs: dict[str, str] | None, modes: list[str]) -> None:
+    """fixtureRuns names tasks of the suite that carry no fixtures of their own, and never with live-shadow."""
+    if fixture_runs is None:
+        return
+    if "live-shadow" in modes:
+        raise ValidationError("fixtureRuns cannot be used with live-shadow.")
+    tasks_by_id = {str(t["taskId"]): t for t in suite["tasks"]}
+    for task_id in fixture_runs:
+        task = tasks_by_id.get(task_id)
+        if task is None:
+            raise ValidationError("A fixtureRuns key names no task of the suite.")
+        fx = task.get("fixtures") or {}
+        if "toolResponses" in fx or "onMiss" in fx:
+            raise ValidationError("A task named in fixtureRuns must not carry its own fixtures.")
+
+
+def _derive_fixture_runs(
+    ports: Ports, caller: Caller, fixture_runs: dict[str, str] | None, agent_id: str
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """Per task named in fixtureRuns: the entries derived from its source (each source read once), and the
+    source's run id."""
+    derived: dict[str, list[dict[str, Any]]] = {}
+    sources: dict[str, str] = {}
+    if fixture_runs is None:
+        return derived, sources
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for task_id, value in fixture_runs.items():
+        if value not in by_source:
+            by_source[value] = derive_from_source(ports, caller, value, agent_id)
+        derived[task_id] = by_source[value]
+        sources[task_id] = decode_run_id(value)
+    return derived, sources
+
+
+def _write_plan(ports: Ports, caller: Caller, checked: _Checked, rec: RunRecord) -> None:
+    try:
+        _write_plan_items(ports, caller, checked, rec)
+    except RunGoneError as exc:  # a source erased meanwhile, its erasure reaching this run too: refused
+        raise UnusableReferenceError() from exc
+
+
+def _write_plan_items(ports: Ports, caller: Caller, checked: _Checked, rec: RunRecord) -> None:
+    # Lineage first: an eval run served a source's recorded answers is derived from it, so the source's
+    # erasure erases it (and its forks) like a fork. Its tombstone refuses the link once that erasure began:
+    # a fixtureRuns source is then unusable; a suite task's source (served from its record by the trials) has
+    # its task tombstoned in the plan, so nothing of it is served or kept.
+    suite, sources, derived, resolved = checked.resolved.suite, checked.sources, checked.derived, checked.resolved
+    served = _suite_sources(suite, checked.fixture_runs, caller.tenant)
+    links = sorted(set(sources.values()) | served)
+    refused = link_under(
+        ports, [(s, f"{keys.CHILD_PREFIX}{rec.run_id}", {"runId": rec.run_id}, rec.expires_at) for s in links]
+    )
+    if refused & set(sources.values()):
+        raise RunGoneError(rec.run_id)
+    derived_keys = {t: keys.derived_key(sources[t], rec.run_id, t) for t in derived}
+    plan: dict[str, Any] = {
+        "v": evalrun.PLAN_VERSION,
+        "agentId": checked.agent_id,
+        "agentVersion": checked.agent_version,
+        "modes": checked.modes,
+        "judge": checked.judge,
+        "baselineRunId": checked.baseline["runId"] if checked.baseline else None,
+        "baseline": checked.baseline,
+        "fixtureRuns": checked.fixture_runs,
+        "derived": derived_keys,
+        "derivedKeys": sorted(derived_keys.values()),
+        "suite": _pinned_suite(suite, refused),
+        "tenant": caller.tenant,
+        evalrun.SOURCES_LINKED: True,
+    }
+    if resolved.fixture_id is None:  # a registered version: a delete of it must find this run
+        from shared.services.erasure import link_host_item
+
+        link_host_item(
+            ports,
+            rec.run_id,
+            *suites.record_reference(ports, resolved.owner, suite, rec.run_id, rec.expires_at),
+            rec.expires_at,
+        )
+    # The plan first: it lists the copies, so erasing this run reaches them even if a write below fails.
+    evalrun.store_plan(ports, rec.run_id, plan, rec.expires_at)
+    for task_id, key in derived_keys.items():
+        ports.blobs.put_json(key, {"v": 1, "taskId": task_id, "onMiss": "fail", "entries": derived[task_id]})
+    _drop_copies_of_erased(ports, derived_keys, sources)
+
+
+def _pinned_suite(suite: dict[str, Any], refused: set[str]) -> dict[str, Any]:
+    """The suite as the plan pins it: a task whose source's erasure began (its link refused) tombstoned."""
+    if not refused:
+        return suite
+    return {
+        **suite,
+        "tasks": [suites.tombstone(t) if refused.intersection(suites.lineage(t)) else t for t in suite["tasks"]],
+    }
+
+
+def _drop_copies_of_erased(ports: Ports, derived_keys: dict[str, str], sources: dict[str, str]) -> None:
+    """A source erased while we copied: its hook may have run before our write, so drop the copy ourselves (its
+    tombstone is written before the hook deletes, so this read cannot miss an erasure that did) and refuse."""
+    gone = sorted(ports.runs.tombstoned(sorted({sources[t] for t in derived_keys})))  # 100 keys a request
+    if gone:
         for task_id, key in derived_keys.items():
-            ports.blobs.put_json(key, {"v": 1, "taskId": task_id, "onMiss": "fail", "entries": derived[task_id]})
-        # A source erased while we copied: its hook may have run before our write, so drop the copy ourselves
-        # (its tombstone is written before the hook deletes, so this read cannot miss an erasure that did).
-        gone = sorted(ports.runs.tombstoned(sorted({sources[t] for t in derived})))  # 100 keys a request
-        if gone:
-            for task_id, key in derived_keys.items():
-                if sources[task_id] in gone:
-                    ports.blobs.delete_prefix(key)
-            raise UnusableReferenceError()
-
-    return start_run(ports, caller, data, "eval", before_start=write_plan)
+            if sources[task_id] in gone:
+                ports.blobs.delete_prefix(key)
+        raise UnusableReferenceError()
 
 
 def _suite_sources(suite: dict[str, Any], fixture_runs: dict[str, str] | None, tenant: str) -> set[str]:

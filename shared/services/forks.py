@@ -67,58 +67,15 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         raise ValidationError("An audit run records a negotiation; it executed no workflow to fork.")
     from_seq = _from_seq(req)
     if src.kind == "session":  # an external agent's session: a new session the agent's own code drives again
-        from shared.services.agent_sessions import fork_session
-
-        if req.runOptionsOverlay is not None and present(req.runOptionsOverlay):
-            raise ValidationError("A session fork takes no runOptionsOverlay.")
-        forked = fork_session(ports, caller, src, req.mode, from_seq)
-        return Created(201, {**forked, **links(str(forked["runId"]))})
+        return _fork_session(ports, caller, src, req, from_seq)
     overlay = req.runOptionsOverlay
     if req.mode == "replay" and overlay is not None and present(overlay):
         raise ValidationError("A replay fork takes no runOptionsOverlay.")
     if from_seq > src.last_seq:
         raise ForkPointInvalidError()
-    # The request reads a constant amount: the log's first event (a history purged from its start is 410 here);
-    # the fork's first task reads the whole log, indexes it and fails the child run_expired on any other hole.
-    first = ports.events.read_page(src.run_id, -1, 1)
-    if not first or int(first[0]["sequence"]) != 0:
-        raise RunExpiredError(
-            details={
-                "sourceRunId": src.run_id,
-                "fromSeq": from_seq,
-                "boundary": int(first[0]["sequence"]) if first else src.last_seq + 1,
-            }
-        )
-    child_plan: dict[str, Any] | None = None
-    if src.kind == "eval":
-        from shared.engine import evalrun
-        from shared.services import evals
-
-        evals.load_derived_plan(ports, src.run_id)  # 410 eval_recorded_fixtures_gone when erased
-        # The child re-reads the source's stored copies; it owns none (so erasing it never deletes them).
-        child_plan = {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items() if k != "derivedKeys"}
-    # The child is era 3 whatever the source's era: its log is the translated prefix, then v2 events.
-    data: dict[str, Any] = {
-        k: v
-        for k, v in src.data.items()
-        if k not in ("fork", "parentRunId", "definitionPinned", "eventLogSchemaVersion")
-    }
-    if src.kind == "workflow":
-        current = kernel.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
-        # replay proves *current* code reproduces the history; without a registration, the source's pinned one
-        pinned = current if current is not None else kernel.pinned_definition(ports, src)
-        if pinned is not None:
-            data["definition"] = pinned
-    if req.mode == "branch" and overlay is not None:
-        if overlay.tags is not None:
-            data["tags"] = overlay.tags
-        if overlay.metadata is not None:
-            data["metadata"] = {**(src.data.get("metadata") or {}), **overlay.metadata}
-        if overlay.configurable is not None:
-            data["configurable"] = present(overlay.configurable)
-            from shared.services import agents as agent_svc
-
-            agent_svc.check_ai_overrides(ports, caller.tenant, data["configurable"])
+    _check_log_start(ports, src, from_seq)
+    child_plan = _child_plan(ports, src) if src.kind == "eval" else None
+    data = _child_data(ports, caller, src, req)
     data["parentRunId"] = src.run_id
     data["originRunId"] = src.data.get("originRunId") or src.run_id  # interrupt ids stay those of the origin
     data["fork"] = {
@@ -130,6 +87,68 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
     run_id = new_run_id(ports, caller.tenant)
     with run_span(ports, run_id, caller.tenant, data):
         return _create_fork(ports, caller, src, run_id, data, from_seq, req.mode, child_plan)
+
+
+def _fork_session(ports: Ports, caller: Caller, src: RunRecord, req: ForkRunRequest, from_seq: int) -> Created:
+    from shared.services.agent_sessions import fork_session
+
+    if req.runOptionsOverlay is not None and present(req.runOptionsOverlay):
+        raise ValidationError("A session fork takes no runOptionsOverlay.")
+    forked = fork_session(ports, caller, src, req.mode, from_seq)
+    return Created(201, {**forked, **links(str(forked["runId"]))})
+
+
+def _check_log_start(ports: Ports, src: RunRecord, from_seq: int) -> None:
+    """The request reads a constant amount: the log's first event (a history purged from its start is 410 here);
+    the fork's first task reads the whole log, indexes it and fails the child run_expired on any other hole."""
+    first = ports.events.read_page(src.run_id, -1, 1)
+    if not first or int(first[0]["sequence"]) != 0:
+        raise RunExpiredError(
+            details={
+                "sourceRunId": src.run_id,
+                "fromSeq": from_seq,
+                "boundary": int(first[0]["sequence"]) if first else src.last_seq + 1,
+            }
+        )
+
+
+def _child_plan(ports: Ports, src: RunRecord) -> dict[str, Any]:
+    """An eval source's plan for its child, which re-reads the source's stored copies; it owns none (so erasing it
+    never deletes them). 410 eval_recorded_fixtures_gone when they were erased."""
+    from shared.engine import evalrun
+    from shared.services import evals
+
+    evals.load_derived_plan(ports, src.run_id)
+    return {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items() if k != "derivedKeys"}
+
+
+def _child_data(ports: Ports, caller: Caller, src: RunRecord, req: ForkRunRequest) -> dict[str, Any]:
+    """The child's run data: the source's less its lineage (the child is era 3 whatever the source's era: its log
+    is the translated prefix, then v2 events), a workflow's definition pinned, a branch's overlay applied."""
+    data: dict[str, Any] = {
+        k: v
+        for k, v in src.data.items()
+        if k not in ("fork", "parentRunId", "definitionPinned", "eventLogSchemaVersion")
+    }
+    if src.kind == "workflow":
+        current = kernel.load_definition(ports, src.tenant, str(src.data.get("workflowId")))
+        # replay proves *current* code reproduces the history; without a registration, the source's pinned one
+        pinned = current if current is not None else kernel.pinned_definition(ports, src)
+        if pinned is not None:
+            data["definition"] = pinned
+    overlay = req.runOptionsOverlay
+    if req.mode != "branch" or overlay is None:
+        return data
+    if overlay.tags is not None:
+        data["tags"] = overlay.tags
+    if overlay.metadata is not None:
+        data["metadata"] = {**(src.data.get("metadata") or {}), **overlay.metadata}
+    if overlay.configurable is not None:
+        data["configurable"] = present(overlay.configurable)
+        from shared.services import agents as agent_svc
+
+        agent_svc.check_ai_overrides(ports, caller.tenant, data["configurable"])
+    return data
 
 
 def _create_fork(

@@ -244,6 +244,59 @@ def _admitted(ev: dict[str, Any], modes: set[str]) -> bool:
     return "messages" in modes and ev["type"] == "output.chunk"
 
 
+class _Frames:
+    """The frames of one SSE body: the events the stream mode admits, batched under ``bufferMs``; a values
+    stream's snapshots, folded once per read of the run's head (``rec``)."""
+
+    def __init__(self, ports: Ports, rec: RunRecord, modes: set[str], buffer_ms: int) -> None:
+        self.ports, self.rec, self.modes, self.buffer_ms = ports, rec, modes, buffer_ms
+        self.frames: list[str] = []
+        self.batch: list[dict[str, Any]] = []
+        self.first_at: int | None = None
+        self._folded: tuple[RunRecord, dict[str, Any]] | None = None  # the record read last and its snapshot
+
+    def snapshot(self) -> dict[str, Any]:
+        if self._folded is None or self._folded[0] is not self.rec:
+            self._folded = (self.rec, run_snapshot(self.ports, self.rec))
+        return dict(self._folded[1])
+
+    def add(self, ev: dict[str, Any]) -> None:
+        seq = int(ev["sequence"])
+        if "values" in self.modes:
+            if str(ev["type"]).startswith(c.UPDATES_PREFIXES):
+                self.frames.append(_frame(seq, "state.snapshot", self.snapshot()))
+        elif _admitted(ev, self.modes):
+            if self.buffer_ms:
+                self.batch.append(ev)
+            else:
+                self.frames.append(_frame(seq, str(ev["type"]), ev))
+
+    def flush(self) -> None:
+        self.frames.append(_frame(int(self.batch[-1]["sequence"]), "batch", self.batch))
+        self.batch = []
+
+    def flush_if_due(self, ended: bool) -> None:
+        """Send the batch when the run ended, the buffer time passed since its first event, or a node suspended."""
+        if self.batch and self.first_at is None:
+            self.first_at = self.ports.clock.now_ms()
+        if bool(self.batch) and (
+            ended
+            or self.ports.clock.now_ms() >= (self.first_at or 0) + self.buffer_ms
+            or any(e["type"] == "node.suspended" for e in self.batch)
+        ):
+            self.flush()
+
+
+def _resume_after(last_event_id: str | None) -> int:
+    """The sequence a ``Last-Event-ID`` resumes after (-1: from the start)."""
+    if last_event_id is None or not last_event_id.strip():
+        return -1
+    try:
+        return int(last_event_id.strip())
+    except ValueError as exc:
+        raise ValidationError("Last-Event-ID must be a sequence.") from exc
+
+
 def sse_frames(
     ports: Ports, caller: Caller, wire_run_id: str, params: dict[str, str], last_event_id: str | None, wait_s: float
 ) -> tuple[str, bool]:
@@ -258,61 +311,29 @@ def sse_frames(
         raise UnsupportedStreamModeError(details={"supported": ["values", "updates", "messages", "debug"]})
     buffer_ms = _int_param(params, "bufferMs", 0, 5000) or 0
     modes = set(mode.split(","))
-    after = -1
-    if last_event_id is not None and last_event_id.strip():
-        try:
-            after = int(last_event_id.strip())
-        except ValueError as exc:
-            raise ValidationError("Last-Event-ID must be a sequence.") from exc
+    after = _resume_after(last_event_id)
     deadline = ports.clock.now_ms() + int(wait_s * 1000)
-    frames: list[str] = []
-    batch: list[dict[str, Any]] = []
-    first_at: int | None = None
-    folded: list[Any] = [None, None]  # the record read last and its snapshot: folded once per read of the head
-
-    def snapshot() -> dict[str, Any]:
-        if folded[0] is not rec:
-            folded[:] = [rec, run_snapshot(ports, rec)]
-        return dict(folded[1])
-
+    out = _Frames(ports, rec, modes, buffer_ms)
     if "values" in modes and after >= 0:  # a resumed values stream starts with the current snapshot
-        frames.append(_frame(after, "state.snapshot", snapshot()))
+        out.frames.append(_frame(after, "state.snapshot", out.snapshot()))
     while True:
         events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
         for ev in events:
-            seq = int(ev["sequence"])
-            after = seq
-            if "values" in modes:
-                if str(ev["type"]).startswith(c.UPDATES_PREFIXES):
-                    frames.append(_frame(seq, "state.snapshot", snapshot()))
-            elif _admitted(ev, modes):
-                if buffer_ms:
-                    batch.append(ev)
-                else:
-                    frames.append(_frame(seq, str(ev["type"]), ev))
-        if batch and first_at is None:
-            first_at = ports.clock.now_ms()
-        reached_end = after >= rec.last_seq
-        ended = rec.terminal and reached_end
-        flush_batch = bool(batch) and (
-            ended
-            or ports.clock.now_ms() >= (first_at or 0) + buffer_ms
-            or any(e["type"] == "node.suspended" for e in batch)
-        )
-        if flush_batch:
-            frames.append(_frame(int(batch[-1]["sequence"]), "batch", batch))
-            batch = []
+            after = int(ev["sequence"])
+            out.add(ev)
+        ended = rec.terminal and after >= rec.last_seq
+        out.flush_if_due(ended)
         if ended:
-            return "".join(frames), True
-        if (frames and not batch) or ports.clock.now_ms() >= deadline:
-            if batch:
-                frames.append(_frame(int(batch[-1]["sequence"]), "batch", batch))
-            return "".join(frames) or ": keep-alive\n\n", False
-        ports.clock.sleep(0.05 if batch else 0.2)
+            return "".join(out.frames), True
+        if (out.frames and not out.batch) or ports.clock.now_ms() >= deadline:
+            if out.batch:
+                out.flush()
+            return "".join(out.frames) or ": keep-alive\n\n", False
+        ports.clock.sleep(0.05 if out.batch else 0.2)
         fresh = ports.runs.get_run(rec.run_id)
         if fresh is None:
             raise NotFoundError("No such run.")
-        rec = fresh
+        rec = out.rec = fresh
 
 
 def _frame(seq: int, event: str, data: Any) -> str:

@@ -271,11 +271,7 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     tenant, suite_id = rec.tenant, str(rule["suiteId"])
     sk = ports.suite_drafts.get_ref(suite_id)
     draft = ports.suite_drafts.get_draft(tenant, suite_id)
-
-    def done(tasks: list[dict[str, Any]]) -> bool:  # full, or the run already added (a stream retry)
-        return len(tasks) >= int(rule["maxTasks"]) or any(t.get("sourceRunId") == rec.run_id for t in tasks)
-
-    if draft is not None and done(draft["tasks"]):
+    if draft is not None and _done(rule, rec.run_id, draft["tasks"]):
         return 0
     try:
         rec, _calls, log = evals.usable_source(
@@ -290,22 +286,36 @@ def _sample(ports: Ports, rule: dict[str, Any], rec: RunRecord) -> int:
     except RunGoneError:
         return 0  # erased since it completed
     task = task_labels.labelled(task_from_run(rec, log), task_labels.render(None, log.input))  # as :from-runs
+    if not _add_to_draft(ports, tenant, rule, rec.run_id, draft, task):
+        return 0
+    if ports.runs.is_tombstoned(rec.run_id):  # erased while we sampled it: its hook may have missed the draft
+        suites.tombstone_in(ports, tenant, sk, rec.run_id)
+    return 1
+
+
+def _done(rule: dict[str, Any], run_id: str, tasks: list[dict[str, Any]]) -> bool:
+    """The rule's draft is full, or holds the run already (a stream retry)."""
+    return len(tasks) >= int(rule["maxTasks"]) or any(t.get("sourceRunId") == run_id for t in tasks)
+
+
+def _add_to_draft(
+    ports: Ports, tenant: str, rule: dict[str, Any], run_id: str, draft: dict[str, Any] | None, task: dict[str, Any]
+) -> bool:
+    """Add the run's task to the rule's draft (made when there is none), compare-and-swap; False when the draft
+    filled up or took the run meanwhile."""
+    suite_id, agent_id = str(rule["suiteId"]), str(rule["agentId"])
     for _ in range(_CAS_TRIES):
         if draft is None:
             if ports.suite_drafts.put_draft(
                 tenant, suite_id, {"suiteId": suite_id, "targetAgentId": agent_id, "tasks": [task]}, if_absent=True
             ):
-                break
+                return True
         else:
-            if done(draft["tasks"]):
-                return 0
+            if _done(rule, run_id, draft["tasks"]):
+                return False
             if ports.suite_drafts.put_draft(
                 tenant, suite_id, {**draft, "tasks": [*draft["tasks"], task]}, if_equals=draft
             ):
-                break
+                return True
         draft = ports.suite_drafts.get_draft(tenant, suite_id)
-    else:
-        raise VersionConflictError("The draft kept changing while a run was sampled.")  # the batch is retried
-    if ports.runs.is_tombstoned(rec.run_id):  # erased while we sampled it: its hook may have missed the draft
-        suites.tombstone_in(ports, tenant, sk, rec.run_id)
-    return 1
+    raise VersionConflictError("The draft kept changing while a run was sampled.")  # the batch is retried

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.errors import RunGoneError, UnusableReferenceError, fault, invalid, invalid_at, invalid_parameter
-from shared.ports import Ports, ToolCallRecord
+from shared.ports import Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 from shared.services import accept_answers as aa
 from shared.services import suites
@@ -168,23 +168,39 @@ def _targets(req: aa.AcceptRequest, index: dict[str, int], body: dict[str, Any])
     return wanted
 
 
+def _accepted_run(ports: Ports, caller: Caller, suite_id: str, run_id: str) -> tuple[RunRecord, dict[str, Any]]:
+    """The caller's terminal eval run of a version of ``suite_id`` this tenant holds, and its plan; any other
+    reference is unusable, whatever the reason."""
+    rec = reference(ports, caller, run_id)
+    if rec is None or rec.kind != "eval" or not rec.terminal:
+        raise UnusableReferenceError("/runId")
+    try:
+        plan = _evalrun().load_plan(ports, rec.run_id, cached=False)
+    except RunGoneError as exc:  # erased while we read: unusable, like any other reason
+        raise UnusableReferenceError("/runId") from exc
+    pinned = plan["suite"]
+    if pinned.get("suiteId") != suite_id or not suites.exists(ports, caller.tenant, suite_id, str(pinned["version"])):
+        raise UnusableReferenceError("/runId")
+    return rec, plan
+
+
+def _go_live(job: _Accepted, live: aa.LiveCaller) -> None:
+    """The job's read-only calls answered live, once each, as exact-match entries."""
+    task_id = str(job.task["taskId"])
+    for k in job.live:
+        got = live.call(task_id, k, job.calls[k].tool_name, job.calls[k].args)
+        job.entries[k] = {"tool": job.calls[k].tool_name, "args": job.calls[k].args, "argsMatch": "exact", **got}
+
+
 def accept(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int, dict[str, Any]]:
     """201 {suiteId, version, evalSuiteRef, taskCount, acceptedCount, accepted, droppedTaskIds}."""
     if not suites.SUITE_ID_RE.fullmatch(suite_id):
         raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     req = aa.parse(body)
     evalrun = _evalrun()
-    rec = reference(ports, caller, req.run_id)
-    if rec is None or rec.kind != "eval" or not rec.terminal:
-        raise UnusableReferenceError("/runId")
-    try:
-        plan = evalrun.load_plan(ports, rec.run_id, cached=False)
-    except RunGoneError as exc:  # erased while we read: unusable, like any other reason
-        raise UnusableReferenceError("/runId") from exc
+    rec, plan = _accepted_run(ports, caller, suite_id, req.run_id)
     pinned = plan["suite"]
     tenant = caller.tenant
-    if pinned.get("suiteId") != suite_id or not suites.exists(ports, tenant, suite_id, str(pinned["version"])):
-        raise UnusableReferenceError("/runId")
     index = {str(t["taskId"]): i for i, t in enumerate(pinned["tasks"])}
     wanted = _targets(req, index, body)
     trials = evalrun.load_trials(ports, rec.run_id)
@@ -217,10 +233,7 @@ def accept(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[int,
     if unanswered:
         raise aa.unanswered_error(unanswered)
     for job in jobs:  # every check passed: the read-only calls go live now, once each
-        task_id = str(job.task["taskId"])
-        for k in job.live:
-            got = live.call(task_id, k, job.calls[k].tool_name, job.calls[k].args)
-            job.entries[k] = {"tool": job.calls[k].tool_name, "args": job.calls[k].args, "argsMatch": "exact", **got}
+        _go_live(job, live)
         tasks[job.at] = _new_task(job, plan)
     dropped = set(req.drop)
     kept = [t for t in tasks if str(t["taskId"]) not in dropped]

@@ -290,44 +290,18 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
         raise invalid_parameter("suiteId", "The suiteId is not a suite id.")
     req = _request(body)
     tenant = caller.tenant
-    base: dict[str, Any] | None = None
     latest = suites.latest_version(ports, tenant, suite_id)
-    if req.get("base") == "latest":
-        if latest is None:
-            raise invalid_at("/base", "exists", "base 'latest' names no version of this suite.")
-        base = suites.get_version(ports, tenant, suite_id, latest)
-    agent_id = str(req.get("agentId") or (base or {}).get("targetAgentId") or "")
-    if not agent_id:
-        raise invalid_at("/agentId", "required", "Name agentId (the agent whose runs become tasks).")
-    if base is not None and base.get("targetAgentId") not in (None, agent_id):
-        raise invalid_at("/agentId", "const", "agentId differs from the base version's targetAgentId.")
+    base, agent_id = _base_and_agent(ports, tenant, suite_id, req, latest)
     version = str(req.get("version") or next_version(latest))
     if suites.exists(ports, tenant, suite_id, version):
         raise VersionConflictError("That version of the suite exists; a from-runs request makes a new one.")
     strategy = str(req.get("strategy", "exact"))
     where: dict[str, str] = {}
     if "runIds" in req:
-        named = source_runs.named(ports, caller, req["runIds"], agent_id, replay=True)
-        unusable = [i for i, src in enumerate(named) if src is None]
-        if unusable:  # the same answer whatever made it unusable; the first one named
-            raise UnusableReferenceError(f"/runIds/{unusable[0]}")
-        checked = [src for src in named if src is not None]
-        for i, src in enumerate(checked):
-            where.setdefault(src.rec.run_id, f"/runIds/{i}")
+        checked, where = _named_sources(ports, caller, req["runIds"], agent_id)
     else:
         checked = _selected(ports, tenant, req, agent_id)
-    base_tasks = list((base or {}).get("tasks") or [])
-    have = {str(t["taskId"]) for t in base_tasks}
-    have_sources = {str(t["sourceRunId"]) for t in base_tasks if "sourceRunId" in t}  # older versions' taskIds
-    added = []
-    recs: dict[str, RunRecord] = {}
-    for src in checked:
-        task = task_from_run(src.rec, src.log, strategy)
-        task = task_labels.labelled(task, task_labels.render(req.get("label"), src.log.input))
-        if task["taskId"] not in have and src.rec.run_id not in have_sources:
-            have.add(task["taskId"])
-            added.append(task)
-            recs[src.rec.run_id] = src.rec
+    added, recs = _new_tasks(checked, base, strategy, req.get("label"))
     if not added:
         raise invalid_at(
             "/runIds" if "runIds" in req else "", "minItems", "No run the request names or selects can become a task."
@@ -344,6 +318,60 @@ def from_runs(ports: Ports, caller: Caller, suite_id: str, body: Any) -> tuple[i
         where=where,
         blame="/strategy" if "strategy" in req else "",
     )
+
+
+def _base_and_agent(
+    ports: Ports, tenant: str, suite_id: str, req: dict[str, Any], latest: str | None
+) -> tuple[dict[str, Any] | None, str]:
+    """The version the new one extends (``base: latest``, else none) and the agent whose runs become tasks (the
+    request's, else the base's target); refused when either is missing or they differ."""
+    base: dict[str, Any] | None = None
+    if req.get("base") == "latest":
+        if latest is None:
+            raise invalid_at("/base", "exists", "base 'latest' names no version of this suite.")
+        base = suites.get_version(ports, tenant, suite_id, latest)
+    agent_id = str(req.get("agentId") or (base or {}).get("targetAgentId") or "")
+    if not agent_id:
+        raise invalid_at("/agentId", "required", "Name agentId (the agent whose runs become tasks).")
+    if base is not None and base.get("targetAgentId") not in (None, agent_id):
+        raise invalid_at("/agentId", "const", "agentId differs from the base version's targetAgentId.")
+    return base, agent_id
+
+
+def _named_sources(
+    ports: Ports, caller: Caller, run_ids: Any, agent_id: str
+) -> tuple[list[source_runs.Source], dict[str, str]]:
+    """The runs ``runIds`` names, each usable (else refused at the first unusable one, whatever made it so), and the
+    pointer that named each."""
+    named = source_runs.named(ports, caller, run_ids, agent_id, replay=True)
+    unusable = [i for i, src in enumerate(named) if src is None]
+    if unusable:  # the same answer whatever made it unusable; the first one named
+        raise UnusableReferenceError(f"/runIds/{unusable[0]}")
+    checked = [src for src in named if src is not None]
+    where: dict[str, str] = {}
+    for i, src in enumerate(checked):
+        where.setdefault(src.rec.run_id, f"/runIds/{i}")
+    return checked, where
+
+
+def _new_tasks(
+    checked: list[source_runs.Source], base: dict[str, Any] | None, strategy: str, label: Any
+) -> tuple[list[dict[str, Any]], dict[str, RunRecord]]:
+    """The tasks the runs become that the base does not hold yet (by taskId, or by source for older versions'
+    taskIds), and their source records."""
+    base_tasks = list((base or {}).get("tasks") or [])
+    have = {str(t["taskId"]) for t in base_tasks}
+    have_sources = {str(t["sourceRunId"]) for t in base_tasks if "sourceRunId" in t}  # older versions' taskIds
+    added = []
+    recs: dict[str, RunRecord] = {}
+    for src in checked:
+        task = task_from_run(src.rec, src.log, strategy)
+        task = task_labels.labelled(task, task_labels.render(label, src.log.input))
+        if task["taskId"] not in have and src.rec.run_id not in have_sources:
+            have.add(task["taskId"])
+            added.append(task)
+            recs[src.rec.run_id] = src.rec
+    return added, recs
 
 
 def build_version(

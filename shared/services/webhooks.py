@@ -46,6 +46,8 @@ from shared.services import stream_interest, webhook_secrets
 from shared.services.common import Caller, page_limit
 
 if TYPE_CHECKING:  # pydantic: only the routes that validate a body load it
+    import threading
+
     from shared.protocol.webhook_bodies import RegisterWebhook, RotateWebhookSecret
 
 MAX_SUBSCRIPTIONS_PER_TENANT = 50
@@ -396,21 +398,7 @@ def fan_out(
     for run_id, seq, event in stored:
         by_run[run_id].append((seq, event))
     unseen = {tenant_of(r) for r in by_run if r not in _RUN_FACTS}  # a run's first batch here: its tenant read afresh
-    ahead = [r for r in by_run if r not in _RUN_FACTS and not stream_interest.known_without_subscribers(tenant_of(r))]
-    reading = None
-    if ahead:  # a run's first events: its facts are read beside its tenant's subscriptions, not after them
-        import contextvars
-        import threading
-
-        # in a copy of this context, as ``common.parallel``'s threads: its trace span and log keys, and its requests
-        # are the caller's (what a meter counts per thread)
-        reading = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(_load_run_facts, ports, ahead),
-            daemon=True,
-            name=threading.current_thread().name + "-facts",
-        )
-        reading.start()
+    reading = _read_facts_ahead(ports, by_run)
     interests = {} if interests is None else interests
     for tenant in dict.fromkeys(tenant_of(run_id) for run_id in by_run):
         if tenant not in interests:
@@ -421,28 +409,57 @@ def fan_out(
     _load_run_facts(ports, [r for r in by_run if subs_of[tenant_of(r)]])  # any not read ahead
     messages: list[QueueMessage] = []
     for run_id, items in by_run.items():
-        subs = subs_of[tenant_of(run_id)]
-        if not subs:
-            continue
-        facts = _run_facts(run_id)
-        if facts is None:
-            continue
-        floor, run_tags = facts
-        if floor is None:
-            continue
-        items = sorted(i for i in items if i[0] >= floor) if floor else sorted(items, key=lambda i: i[0])
-        for seq, event in items:
-            if event is None:
-                found = ports.events.read_events(run_id, seq - 1, limit=1)
-                event = found[0] if found and int(found[0]["sequence"]) == seq else None
-            if event is None:
-                continue
-            for sub in subs:
-                if _matches(sub, str(event["type"]), run_tags):
-                    messages.append(_message(sub["webhookId"], run_id, event))
+        messages += _run_messages(ports, run_id, items, subs_of[tenant_of(run_id)])
     if messages:
         ports.queues["webhooks"].send_batch(messages)
     return len(messages)
+
+
+def _read_facts_ahead(ports: Ports, by_run: dict[str, Any]) -> threading.Thread | None:
+    """Start reading the facts of the runs new to this process (whose tenant may have subscribers) beside the
+    tenants' subscriptions, not after them; None when there are none."""
+    ahead = [r for r in by_run if r not in _RUN_FACTS and not stream_interest.known_without_subscribers(tenant_of(r))]
+    if not ahead:
+        return None
+    import contextvars
+    import threading
+
+    # in a copy of this context, as ``common.parallel``'s threads: its trace span and log keys, and its requests
+    # are the caller's (what a meter counts per thread)
+    reading = threading.Thread(
+        target=contextvars.copy_context().run,
+        args=(_load_run_facts, ports, ahead),
+        daemon=True,
+        name=threading.current_thread().name + "-facts",
+    )
+    reading.start()
+    return reading
+
+
+def _run_messages(
+    ports: Ports, run_id: str, items: list[tuple[int, dict[str, Any] | None]], subs: list[dict[str, Any]]
+) -> list[QueueMessage]:
+    """One run's messages: each delivered event (above its fixed history) to each subscription it matches."""
+    if not subs:
+        return []
+    facts = _run_facts(run_id)
+    if facts is None:
+        return []
+    floor, run_tags = facts
+    if floor is None:
+        return []
+    items = sorted(i for i in items if i[0] >= floor) if floor else sorted(items, key=lambda i: i[0])
+    messages: list[QueueMessage] = []
+    for seq, event in items:
+        if event is None:
+            found = ports.events.read_events(run_id, seq - 1, limit=1)
+            event = found[0] if found and int(found[0]["sequence"]) == seq else None
+        if event is None:
+            continue
+        messages += [
+            _message(sub["webhookId"], run_id, event) for sub in subs if _matches(sub, str(event["type"]), run_tags)
+        ]
+    return messages
 
 
 def _message(webhook_id: str, run_id: str, event: dict[str, Any]) -> QueueMessage:
@@ -516,27 +533,27 @@ def deliver(ports: Ports, message: dict[str, Any], attempt: int) -> Delivered:
         standard=standard,
         message_id=did,
     )
-    status: int | None = None
-    try:
-        reply = ports.http.send(
-            "POST",
-            sub["url"],
-            headers,
-            raw,
-            timeout_s=float(ports.settings.webhook_timeout_s),
-            max_bytes=MAX_REPLY_BYTES,
-        )
-        status = reply.status
-        if 200 <= reply.status < 300:
-            return Delivered(did, reply.status)
-        reason = f"the receiver answered {reply.status}"
-    except EgressRefusedError as exc:
-        reason = exc.reason
-    except TransportError as exc:
-        reason = exc.reason
+    status, reason = _post(ports, sub["url"], headers, raw)
+    if reason is None:
+        return Delivered(did, status)
     if attempt >= int(ports.settings.webhook_max_attempts):
         _dead_letter(ports, message, sub, attempt, status)
     raise DeliveryFailedError(reason, status)
+
+
+def _post(ports: Ports, url: str, headers: dict[str, str], raw: bytes) -> tuple[int | None, str | None]:
+    """POST the delivery: the receiver's status (None: no answer) and why it failed (None: a 2xx)."""
+    try:
+        reply = ports.http.send(
+            "POST", url, headers, raw, timeout_s=float(ports.settings.webhook_timeout_s), max_bytes=MAX_REPLY_BYTES
+        )
+    except EgressRefusedError as exc:
+        return None, exc.reason
+    except TransportError as exc:
+        return None, exc.reason
+    if 200 <= reply.status < 300:
+        return reply.status, None
+    return reply.status, f"the receiver answered {reply.status}"
 
 
 def _dead_letter(ports: Ports, message: dict[str, Any], sub: dict[str, Any], attempts: int, status: int | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container
 from functools import lru_cache
 from typing import Any
 
@@ -100,6 +101,23 @@ def validate_definition(doc: Any) -> Any:
     return wf
 
 
+def _unserved_node(i: int, n: dict[str, Any], node_types: Container[str]) -> list[dict[str, str]]:
+    """The unserved members of node ``i``: disabled, an agent on a non-agent node or an unknown channel, an
+    unknown compensation type."""
+    errors: list[dict[str, str]] = []
+    if n.get("disabled"):
+        errors.append(fault(f"/nodes/{i}/disabled", "unsupported"))
+    ref = n.get("agent")
+    if ref is not None and n.get("typeId") != "core.agent":
+        errors.append(fault(f"/nodes/{i}/agent", "unsupported"))
+    elif ref is not None and "channel" in ref and ref["channel"] not in ("stable", "canary", "latest"):
+        errors.append(fault(f"/nodes/{i}/agent/channel", "enum"))
+    comp = n.get("compensation")
+    if comp is not None and comp.get("nodeTypeId") not in node_types:
+        errors.append(fault(f"/nodes/{i}/compensation/nodeTypeId", "unknown-type"))
+    return errors
+
+
 def _refuse_unserved(doc: dict[str, Any]) -> None:
     """Members the schema allows whose meaning this host does not implement: refused, never silently ignored."""
     from shared.engine.registry import NODE_TYPES
@@ -112,16 +130,7 @@ def _refuse_unserved(doc: dict[str, Any]) -> None:
             if key in e:
                 errors.append(fault(f"/edges/{i}/{key}", "unsupported"))
     for i, n in enumerate(doc["nodes"]):
-        if n.get("disabled"):
-            errors.append(fault(f"/nodes/{i}/disabled", "unsupported"))
-        ref = n.get("agent")
-        if ref is not None and n.get("typeId") != "core.agent":
-            errors.append(fault(f"/nodes/{i}/agent", "unsupported"))
-        elif ref is not None and "channel" in ref and ref["channel"] not in ("stable", "canary", "latest"):
-            errors.append(fault(f"/nodes/{i}/agent/channel", "enum"))
-        comp = n.get("compensation")
-        if comp is not None and comp.get("nodeTypeId") not in NODE_TYPES:
-            errors.append(fault(f"/nodes/{i}/compensation/nodeTypeId", "unknown-type"))
+        errors += _unserved_node(i, n, NODE_TYPES)
     if errors:
         raise invalid("The workflow definition uses a feature this host does not run.", errors)
 
