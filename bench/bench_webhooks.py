@@ -256,6 +256,20 @@ def _load(aws: Any, ports: Any, receiver: Any, webhook_id: str | None, seconds: 
     line(f"{label}: POST -> run ended (as its client saw it), p50", f"{_pct(ended, 0.5):.1f}", "s")
     if webhook_id is None or stages is None:
         return
+    _drain_and_report(aws, ports, receiver, webhook_id, stages, created, t0, queued)
+
+
+def _drain_and_report(
+    aws: Any,
+    ports: Any,
+    receiver: Any,
+    webhook_id: str,
+    stages: Any,
+    created: list[tuple[str, float]],
+    t0: float,
+    queued: int,
+) -> None:
+    """Wait (bounded) for every event of the runs ``created`` to be delivered, then print each stage's latency."""
     expected = sum(len(ports.events.read_events(r)) for r, _ in created)
     run_ids = {r for r, _ in created}
     deadline = time.monotonic() + DRAIN_S
