@@ -26,10 +26,10 @@ class Reach(StrEnum):
     IDEM_LINK = "idem-link"  # an IDEM# link under the run names the record; the hook deletes it
     HOST_LINK = "host-link"  # a HOSTITEM# link under the run names the (pk, sk); the hook deletes it
     SUITE_LINK = "suite-link"  # a SUITELINK# link names the version or draft; the hook tombstones the tasks naming it
+    SCOPE_LINK = "scope-link"  # a SCOPE# link holds the claim as written; the hook deletes it while it is unchanged
     QUERY = "query"  # found by the hook with a query on the run's id (sort key <runId>#...) and deleted
     TRANSIENT = "transient"  # names the run only while it is created; cleared by the create or the start sweep
     NO_CONTENT = "no-content"  # holds nothing of any run
-    NOT_REACHED = "not-reached"  # a known gap: holds the run's id after its erasure (the reason says why)
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(RUNS, keys.IDEM_PREFIX, OWN, "the link itself (a record id)"),
     Family(RUNS, keys.HOST_ITEM_PREFIX, OWN, "the link itself (a host item's key)"),
     Family(RUNS, keys.SUITE_LINK_PREFIX, OWN, "the link itself (a suite version's ref)"),
+    Family(RUNS, keys.SCOPE_CLAIM_PREFIX, OWN, "the link itself (a scope claim as written)"),
     Family(RUNS, schema.TOMBSTONE_SK, Reach.NO_CONTENT, "the tombstone's sort key: tenant and time, no id"),
     Family(RUNS, schema.TOMBSTONE_PK_PREFIX, Reach.NO_CONTENT, "the tombstone's partition: a keyed hash, not the id"),
     # ------------------------------------------------------------------ the run-keyed tables
@@ -88,13 +89,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(HOST, webhooks.DL_PK, Reach.HOST_LINK, "a webhook dead letter (names the run, holds its event)"),
     Family(HOST, schema.LEDGER_PK_PREFIX, QUERY, "effect-ledger rows, sort key <runId>#<nodeId>#<n>"),
     Family(HOST, starts.STARTS_PREFIX, Reach.TRANSIENT, "a start marker (the id only): cleared once started"),
-    Family(
-        HOST,
-        limits.DEDUP_PREFIX,
-        Reach.NOT_REACHED,
-        "an OpenWOP-Dedup scope claim keeps the id of the run that held it; another run may hold it since, so an "
-        "unconditional link delete would free that run's scope: needs a delete conditioned on the holder",
-    ),
+    Family(HOST, limits.DEDUP_PREFIX, Reach.SCOPE_LINK, "an OpenWOP-Dedup scope claim (names the run holding it)"),
     # ------------------------------------------------------------------ the host table: registrations and counters
     Family(HOST, suites.INDEX_PREFIX, Reach.NO_CONTENT, "a version's index row: ids, counts, times"),
     Family(HOST, suites.LIST_PREFIX, Reach.NO_CONTENT, "a suite's listing row: its versions"),

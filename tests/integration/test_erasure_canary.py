@@ -147,3 +147,40 @@ def test_a_canary_through_every_derived_path_is_nowhere_after_the_erasure(host):
         assert r.status == 200 and [n for n in needles if n in r.text] == [], (path, r.text)
     # and no table, object or item holds one, raw, compressed or base64
     assert _scan(host, needles) == []
+
+
+def test_an_erased_run_releases_its_scope_claim_only_while_it_holds_it(host):
+    from shared.local.ddb_streams import wait_for_stream_idle
+    from shared.settings import get_settings
+
+    def create(delay_ms: int) -> Any:
+        body = {"workflowId": "conformance-replay-side-effect", "inputs": {"delayMs": delay_ms}, "scopeId": scope}
+        return raw(host.base_url, "POST", "/runs", body, key=host.key_a, headers={"OpenWOP-Dedup": "enforce"})
+
+    def host_table_holds(run_id: str) -> bool:
+        s = get_settings()
+        return bool(
+            scan_for(host.aws.client("dynamodb"), host.aws.client("s3"), [s.host_table], s.fixtures_bucket, [run_id])
+        )
+
+    # Given a run that held an OpenWOP-Dedup scope and ended (its claim still names it)
+    scope, client = unique("canary-scope"), host.client(host.key_a)
+    ended = create(10).json["runId"]
+    assert wait_terminal(client, ended).status == "completed" and host_table_holds(ended)
+    # When it is erased, Then no claim names it any more
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(ended)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(30)
+    assert not host_table_holds(ended)
+    # Given a run R that held the scope, ended, and a run S that holds it since
+    r = create(10).json["runId"]
+    assert wait_terminal(client, r).status == "completed"
+    s = create(20_000)
+    assert s.status == 201, s.text
+    # When R is erased
+    assert raw(host.base_url, "DELETE", f"/runs/{project_id(r)}", key=host.key_a).status == 204
+    assert wait_for_stream_idle(30)
+    # Then S still holds the scope: another create for it is refused
+    again = create(10)
+    assert (again.status, again.json["error"]) == (409, "run_already_active")
+    client.runs_cancel(s.json["runId"])
+    wait_terminal(client, s.json["runId"])
