@@ -14,6 +14,7 @@ CHILD_PREFIX = "CHILD#"  # a fork, or an eval run served from this run's record 
 IDEM_PREFIX = "IDEM#"  # an idempotency record whose stored answer names this run
 HOST_ITEM_PREFIX = "HOSTITEM#"  # a host-table item naming this run (a webhook dead letter, a suite-version reference)
 SUITE_LINK_PREFIX = "SUITELINK#"  # a suite version (or draft) one of whose tasks names this run as its source
+SCOPE_CLAIM_PREFIX = "SCOPE#"  # an OpenWOP-Dedup scope claim naming this run (released by its erasure, if still its)
 # Effects: a claimed outside effect under its run (sk EFFECT#<key>).
 EFFECT_PREFIX = "EFFECT#"
 

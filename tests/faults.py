@@ -11,7 +11,9 @@ Shared by the fault-injection tests and ``make bench``:
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -21,6 +23,9 @@ from typing import Any
 
 MAX_HOLD_MS = 1500  # the longest hold a randomized run waits (the in-task sleep path) before its side effect
 WRITES = ("TransactWriteItems", "PutItem", "UpdateItem", "BatchWriteItem", "DeleteItem")
+MIN_BASE64 = 12  # characters: 9 bytes, enough to hold the shortest needle the scans look for
+BASE64_RUN = re.compile(rf"[A-Za-z0-9+/_-]{{{MIN_BASE64},}}={{0,2}}")
+MAX_INFLATED = 64 * 1024 * 1024
 
 
 class InjectedCrash(Exception):
@@ -46,15 +51,62 @@ class _Body:
         return self._data
 
 
-def _readable(value: Any) -> str:
-    """A value JSON cannot hold, as text: binary inflated when it is zlib-compressed (a page of events, a large
-    host document), so what it holds can be searched like the rest."""
-    if isinstance(value, bytes | bytearray):
+def _inflated(data: bytes) -> bytes | None:
+    """``data`` decompressed when it is a zlib or gzip stream (or, failing both, raw deflate), else None."""
+    for wbits in (47, -15):  # 47: zlib or gzip, by the header; -15: a raw deflate stream
         try:
-            return zlib.decompress(value).decode("utf-8", "replace")
+            out = zlib.decompressobj(wbits).decompress(data, MAX_INFLATED)
         except zlib.error:
-            return bytes(value).decode("utf-8", "replace")
+            continue
+        if out:
+            return out
+    return None
+
+
+def _readable(value: Any) -> str:
+    """A value JSON cannot hold, as text: binary inflated when it is compressed (a page of events, a large host
+    document), so what it holds can be searched like the rest."""
+    if isinstance(value, bytes | bytearray):
+        inflated = _inflated(bytes(value))
+        return (inflated if inflated is not None else bytes(value)).decode("utf-8", "replace")
     return str(value)
+
+
+def _decoded_runs(text: str) -> Iterator[bytes]:
+    """The bytes of every base64 or base64url run in ``text``, decoded at each of the 4 alignments it may start at
+    (a run's first characters may belong to a word before it: ``whsec_...``)."""
+    for run in BASE64_RUN.findall(text):
+        std = run.replace("-", "+").replace("_", "/").rstrip("=")
+        for skip in range(4):
+            body = std[skip:]
+            body = body[: len(body) - len(body) % 4]
+            if len(body) >= MIN_BASE64:
+                yield base64.b64decode(body)
+
+
+def views(data: bytes | str, depth: int = 2) -> Iterator[str]:
+    """``data`` as text, then what it holds inflated and base64-decoded (to ``depth``): the forms in which a stored
+    value may carry a needle without spelling it."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    text = data if isinstance(data, str) else raw.decode("utf-8", "replace")
+    yield text
+    if depth == 0:
+        return
+    inflated = _inflated(raw) if isinstance(data, bytes) else None
+    if inflated is not None:
+        yield from views(inflated, depth - 1)
+    for blob in _decoded_runs(text):
+        yield from views(blob, depth - 1)
+
+
+def holds(data: bytes | str, needles: list[str]) -> list[str]:
+    """The needles ``data`` holds in any of its ``views``: raw, compressed, base64, or base64 of compressed."""
+    left = list(needles)
+    for text in views(data):
+        left = [n for n in left if n not in text]
+        if not left:
+            break
+    return [n for n in needles if n not in left]
 
 
 def as_text(value: Any) -> str:
@@ -188,7 +240,9 @@ def effects_after_cancel(ports: Any, tenant: str, run_id: str, cancelled_at: str
 
 
 def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[str]) -> list[tuple[str, str]]:
-    """Every (table or object, needle) where an item or object still holds a needle, tombstones included.
+    """Every (table or object, needle) where an item or object still holds a needle, tombstones included: raw,
+    compressed (zlib, gzip, raw deflate: a page of events, a large document), base64 or base64url, or base64 of
+    compressed (``views``), in an item's attributes, an object's key or its body.
 
     A tombstone is what refuses late writes for an erased id: it is keyed by a keyed hash of the id and holds its
     tenant and when, nothing else (never the id).
@@ -202,12 +256,12 @@ def scan_for(ddb: Any, s3: Any, tables: list[str], bucket: str, needles: list[st
                     or not item["pk"]["S"].startswith("ERASED#")
                 ):
                     found.append((table, "tombstone with content"))
-                text = as_text(item)
-                found += [(table, n) for n in needles if n in text]
+                found += [(table, n) for n in holds(as_text(item), needles)]
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
         for obj in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().decode("utf-8", "replace")
-            found += [(obj["Key"], n) for n in needles if n in obj["Key"] or n in body]
+            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            in_key = holds(obj["Key"], needles)
+            found += [(obj["Key"], n) for n in needles if n in in_key or n in holds(body, needles)]
     return found
 
 

@@ -24,3 +24,6 @@ class ScopeClaimRepository(Protocol):
         if_absent: bool = False,
         if_equals: dict[str, Any] | None = None,
     ) -> bool: ...
+    def delete_claim(self, tenant: str, scope_id: str, *, if_equals: dict[str, Any]) -> bool:
+        """Delete the claim only while it is still ``if_equals`` (a later create may hold the scope since)."""
+        ...

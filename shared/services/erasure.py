@@ -7,7 +7,8 @@ which erases, in this order:
 - the run's lineage: every fork made from it and every eval run served its recorded answers (``CHILD#`` links,
   written before either is answered) is erased the same way, so a fork of a fork, or of such an eval run, goes
   too; every idempotency record whose stored answer names it (``IDEM#``); every webhook dead-letter record
-  naming it and the suite-version reference of an eval run (``HOSTITEM#`` links to host-table items);
+  naming it and the suite-version reference of an eval run (``HOSTITEM#`` links to host-table items); the
+  ``OpenWOP-Dedup`` scope claim naming it, while it still does (``SCOPE#``);
 - its effect-ledger rows (``LEDGER#<tenant>`` / ``<runId>#...``);
 - the suite tasks that name it as their ``sourceRunId``, tombstoned in every suite version (``SUITELINK#`` links);
 - the derived fixture copies it made from other runs, and every copy other runs made from it;
@@ -24,6 +25,8 @@ nothing.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from shared import keys
 from shared.errors import IdTenantMismatchError
@@ -91,6 +94,19 @@ def link_host_item(ports: Ports, run_id: str, pk: str, sk: str, expires_at: int)
         ports.linked.delete_linked(pk, sk)
 
 
+def link_scope_claim(ports: Ports, run_id: str, scope_id: str, claim: dict[str, Any]) -> None:
+    """Remember the ``OpenWOP-Dedup`` claim (written just before) that names ``run_id``, so its erasure releases it
+    while the run still holds it; the run erased meanwhile: the hook may have run already, so it is released now."""
+    from shared.errors import RunGoneError
+
+    link = {"scopeId": scope_id, "claim": claim}
+    try:
+        expires_at = ports.clock.now_ms() // 1000 + TOMBSTONE_DAYS * 86400
+        ports.runs.put_aux(run_id, f"{keys.SCOPE_CLAIM_PREFIX}{scope_id}", link, expires_at)
+    except RunGoneError:
+        ports.scope_claims.delete_claim(tenant_of(run_id), scope_id, if_equals=claim)
+
+
 def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     """The erasure hook (stream REMOVE of a run item, by TTL or explicit erasure)."""
     if not ports.runs.is_tombstoned(run_id):
@@ -106,6 +122,7 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
         "idempotency": 0,
         "hostItems": 0,
         "suiteTasks": 0,
+        "scopeClaims": 0,
     }
     for sk, _ in ports.runs.query_aux(run_id, keys.CHILD_PREFIX):
         request_erasure(ports, sk[len(keys.CHILD_PREFIX) :], lineage=True)
@@ -115,6 +132,11 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
         counts["idempotency"] += 1
     for _, link in ports.runs.query_aux(run_id, keys.HOST_ITEM_PREFIX):
         counts["hostItems"] += int(ports.linked.delete_linked(str(link["pk"]), str(link["sk"])))
+    for _, link in ports.runs.query_aux(run_id, keys.SCOPE_CLAIM_PREFIX):
+        claim = dict(link["claim"])
+        counts["scopeClaims"] += ports.scope_claims.delete_claim(
+            tenant_of(run_id), str(link["scopeId"]), if_equals=claim
+        )
     counts["ledger"] = ports.ledger.delete_effects(tenant_of(run_id), run_id)
     # Suite tasks that name it as their source (SUITELINK# links, written before the version): tombstoned.
     from shared.services.suites import on_source_erased

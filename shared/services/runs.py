@@ -396,7 +396,10 @@ def create(ports: Ports, caller: Caller, req: CreateRunRequest, *, dedup: bool =
             ports.scope_claims.put_claim(caller.tenant, req.scopeId, released, if_equals=claim)
             raise
         held = {"runId": created.body["runId"], "at": ports.clock.iso()}
-        ports.scope_claims.put_claim(caller.tenant, req.scopeId, held, if_equals=claim)
+        if ports.scope_claims.put_claim(caller.tenant, req.scopeId, held, if_equals=claim):
+            from shared.services.erasure import link_scope_claim
+
+            link_scope_claim(ports, str(held["runId"]), req.scopeId, held)  # its erasure releases the scope
         return created
     return _create(ports, caller, req)
 

@@ -36,3 +36,6 @@ class DynamoScopeClaimRepository:
         if_equals: dict[str, Any] | None = None,
     ) -> bool:
         return self._host.put_item(f"{DEDUP_PREFIX}{tenant}", scope_id, claim, if_absent=if_absent, if_equals=if_equals)
+
+    def delete_claim(self, tenant: str, scope_id: str, *, if_equals: dict[str, Any]) -> bool:
+        return self._host.delete_item(f"{DEDUP_PREFIX}{tenant}", scope_id, if_equals=if_equals)

@@ -183,6 +183,11 @@ def test_webhook_and_limit_repositories_round_trip(repos: Any) -> None:
     assert repos["scope_claims"].put_claim(tenant, "s", {"runId": None}, if_absent=True) is True
     assert repos["scope_claims"].put_claim(tenant, "s", {"runId": "r"}, if_absent=True) is False
     assert repos["scope_claims"].get_claim(tenant, "s") == {"runId": None}
+    # and released only while it is the claim the caller wrote
+    assert repos["scope_claims"].delete_claim(tenant, "s", if_equals={"runId": "r"}) is False
+    assert repos["scope_claims"].get_claim(tenant, "s") == {"runId": None}
+    assert repos["scope_claims"].delete_claim(tenant, "s", if_equals={"runId": None}) is True
+    assert repos["scope_claims"].get_claim(tenant, "s") is None
 
 
 def test_sampling_rules_and_suite_drafts_round_trip(repos: Any) -> None:

@@ -306,6 +306,9 @@ class InMemoryScopeClaimRepository:
     ) -> bool:
         return self._p.put(tenant, scope_id, claim, if_absent=if_absent, if_equals=if_equals)
 
+    def delete_claim(self, tenant: str, scope_id: str, *, if_equals: dict[str, Any]) -> bool:
+        return self._p.get(tenant, scope_id) == if_equals and self._p.delete(tenant, scope_id)
+
 
 class InMemoryCounterRepository:
     """Counters by (tenant, name); ``counts`` is what an increment (written elsewhere) would have left."""
