@@ -93,6 +93,13 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "write requests a tenant may send at once (token bucket size); default 40",
     ),
     ContextSetting(
+        "tenantMaxRunsInFlight",
+        "TENANT_MAX_RUNS_IN_FLIGHT",
+        "int",
+        "workflow and eval runs a tenant may have started and not ended; past it a new run waits `pending` and "
+        "starts when one of the tenant's runs ends (0: no cap); default 100",
+    ),
+    ContextSetting(
         "modelProviders",
         "MODEL_PROVIDERS",
         "list",

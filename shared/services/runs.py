@@ -135,6 +135,9 @@ def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]
     if rec.execution_arn:
         ports.orchestrator.stop(rec.execution_arn)
     finish_cancel(ports, rec.run_id)
+    from shared.services.admission import run_ended
+
+    run_ended(ports, rec.run_id)  # its slot, and its tenant's waiting runs (decision 0160)
     return {"runId": rec.run_id, "status": "cancelled"}
 
 
