@@ -100,6 +100,13 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "starts when one of the tenant's runs ends (0: no cap); default 100",
     ),
     ContextSetting(
+        "tenantMaxHeldRequests",
+        "TENANT_MAX_HELD_REQUESTS",
+        "int",
+        "long polls, and as many SSE streams, a tenant may hold waiting at once; past it `429 rate_limited` with "
+        "`Retry-After` (0: no limit); default 20",
+    ),
+    ContextSetting(
         "modelProviders",
         "MODEL_PROVIDERS",
         "list",

@@ -89,6 +89,7 @@ _RW_ALL: tuple[tuple[str, Access], ...] = (
     (HOST, "readwrite"),
 )
 _READ: tuple[tuple[str, Access], ...] = ((RUNS, "read"), (EVENTS, "read"), (HOST, "read"))
+_HELD: tuple[tuple[str, Access], ...] = ((RUNS, "read"), (EVENTS, "read"), (HOST, "readwrite"))
 
 FUNCTIONS: tuple[Function, ...] = (
     Function("get_capabilities", "functions.get_capabilities.handler", "api", ((HOST, "read"),)),
@@ -123,8 +124,9 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         starts=("run", "eval", "fork"),
     ),
-    Function("stream_run_events", "functions.stream_run_events.handler", "api", _READ, bucket="read"),
-    Function("poll_run_events", "functions.poll_run_events.handler", "api", _READ, bucket="read"),
+    # A held poll or stream counts itself in its tenant's held requests (decision 0160): the host table, read-write
+    Function("stream_run_events", "functions.stream_run_events.handler", "api", _HELD, bucket="read"),
+    Function("poll_run_events", "functions.poll_run_events.handler", "api", _HELD, bucket="read"),
     Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
     Function(
         "get_eval_report",

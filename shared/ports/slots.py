@@ -1,5 +1,6 @@
 """Per-tenant slots for runs in flight (fair compute, decision 0160): a counter per tenant, a slot per run that
-holds one, and the runs that wait for a slot in creation order."""
+holds one, and the runs that wait for a slot in creation order; and each tenant's held requests (long polls, SSE
+streams) counted per window."""
 
 from __future__ import annotations
 
@@ -49,4 +50,13 @@ class RunSlots(Protocol):
 
     def drop_waiting(self, tenant: str, waiting: Waiting) -> None:
         """Delete a waiting entry (its run was cancelled, erased or started otherwise)."""
+        ...
+
+    def hold(self, tenant: str, kind: str, window: int, cap: int, *, expires_at: int) -> bool:
+        """Count one held request of ``kind`` started in ``window``: False (nothing written) when the window already
+        counts ``cap`` of them (one conditional update)."""
+        ...
+
+    def unhold(self, tenant: str, kind: str, window: int) -> None:
+        """The held request of ``window`` ended: its count minus one."""
         ...

@@ -1,6 +1,7 @@
 """The ``RunSlots`` port on the host table: ``SLOTS#<tenant>`` holds the tenant's counter (sk ``count``, attribute
 ``count``), one item per run that holds a slot (sk ``run#<runId>``) and one per run that waits for one
-(sk ``wait#<atMs>#<runId>``, its create's time zero-padded, so a Query reads them in creation order).
+(sk ``wait#<atMs>#<runId>``, its create's time zero-padded, so a Query reads them in creation order); and the
+tenant's held requests of a kind started in a window (sk ``held#<kind>#<window>``, expiring with the window).
 
 Taking a slot is one transaction: the counter's conditional add (below the cap), the run's slot put if absent, and
 the waiting entry's delete if present; releasing is one transaction: the slot's delete if present and the counter's
@@ -21,6 +22,7 @@ PREFIX = "SLOTS#"
 COUNT_SK = "count"
 RUN_PREFIX = "run#"
 WAIT_PREFIX = "wait#"
+HELD_PREFIX = "held#"
 CONFLICT_TRIES = 8  # transactions on one tenant's counter that lost a race in a row before the write fails
 
 
@@ -149,3 +151,31 @@ class DynamoRunSlots:
 
     def drop_waiting(self, tenant: str, waiting: Waiting) -> None:
         self._c.delete_item(TableName=self._t, Key=self._key(tenant, _wait_sk(waiting)))
+
+    def hold(self, tenant: str, kind: str, window: int, cap: int, *, expires_at: int) -> bool:
+        from shared.storage import schema
+
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=self._key(tenant, f"{HELD_PREFIX}{kind}#{window}"),
+                UpdateExpression="ADD #c :one SET #e = if_not_exists(#e, :exp)",
+                ConditionExpression="attribute_not_exists(#c) OR #c < :cap",
+                ExpressionAttributeNames={"#c": "count", "#e": schema.TTL_ATTRIBUTE},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(cap)}, ":exp": {"N": str(expires_at)}},
+            )
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def unhold(self, tenant: str, kind: str, window: int) -> None:
+        self._c.update_item(
+            TableName=self._t,
+            Key=self._key(tenant, f"{HELD_PREFIX}{kind}#{window}"),
+            UpdateExpression="ADD #c :minus",
+            ConditionExpression="attribute_exists(#c)",
+            ExpressionAttributeNames={"#c": "count"},
+            ExpressionAttributeValues={":minus": {"N": "-1"}},
+        )

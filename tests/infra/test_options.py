@@ -33,6 +33,7 @@ EVERYTHING: dict[str, str] = {
     "tenantWriteRate": "10",
     "tenantWriteBurst": "20",
     "tenantMaxRunsInFlight": "50",
+    "tenantMaxHeldRequests": "10",
     "reservedConcurrency": '{"advance_run": 120}',
     "accountConcurrency": "3000",
     "stagesPerAccount": "3",

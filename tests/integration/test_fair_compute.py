@@ -133,3 +133,121 @@ def test_a_cancelled_run_gives_back_its_slot_once_and_a_waiting_one_starts(host)
             raw(host.base_url, "POST", f"/runs/{_wire(run_id)}/cancel", {}, key=key)
         eventually(lambda: _ports().slots.in_flight(tenant) == 0, timeout=30)
         assert _ports().slots.read_waiting(tenant, 10) == []
+
+
+@contextmanager
+def held_requests(limit: int) -> Iterator[None]:
+    from shared.settings import get_settings
+
+    saved = os.environ.get("TENANT_MAX_HELD_REQUESTS")
+    os.environ["TENANT_MAX_HELD_REQUESTS"] = str(limit)
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TENANT_MAX_HELD_REQUESTS", None)
+        else:
+            os.environ["TENANT_MAX_HELD_REQUESTS"] = saved
+        get_settings.cache_clear()
+
+
+def _waiting_run(host: Any, key: str) -> tuple[str, int]:
+    """A run of the tenant that waits for an approval (no event comes until it is resolved): (id, last sequence)."""
+    run_id = str(raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-approval"}, key=key).json["runId"])
+    eventually(lambda: _waiting_approval(run_id), timeout=60)
+    page = raw(host.base_url, "GET", f"/runs/{_wire(run_id)}/events/poll?afterSequence=0&timeout=1", key=key)
+    assert page.status == 200
+    return run_id, int(page.json["lastSequence"])
+
+
+def test_long_polls_past_the_tenant_limit_are_429_and_every_held_one_is_given_back(host):
+    import threading
+
+    # Given two tenants, each with a run that waits, and a limit of 2 held polls per tenant
+    tenant_a, tenant_b = unique("tenant-held-a"), unique("tenant-held-b")
+    key_a, key_b = unique("key-held-a"), unique("key-held-b")
+    assert seed({key_a: tenant_a, key_b: tenant_b})
+    with held_requests(2):
+        run_a, seq_a = _waiting_run(host, key_a)
+        run_b, seq_b = _waiting_run(host, key_b)
+        poll_a = f"/runs/{_wire(run_a)}/events/poll?afterSequence={seq_a}&timeout=4"
+        _early_in_a_minute()
+        # When A holds 2 long polls (nothing new comes: each waits its 4 s)
+        answers: list[Any] = []
+        holders = [
+            threading.Thread(target=lambda: answers.append(raw(host.base_url, "GET", poll_a, key=key_a)))
+            for _ in range(2)
+        ]
+        for t in holders:
+            t.start()
+        eventually(lambda: _held(tenant_a) == 2, timeout=10)
+        # Then A's third is refused with the protocol's envelope and a Retry-After
+        third = raw(host.base_url, "GET", poll_a, key=key_a)
+        assert third.status == 429 and third.json["error"] == "rate_limited", third.text
+        assert set(third.json) <= {"error", "message", "details"}
+        assert 1 <= int(third.headers["retry-after"]) <= 5
+        # and B's poll is held and answered as ever
+        poll_b = raw(
+            host.base_url, "GET", f"/runs/{_wire(run_b)}/events/poll?afterSequence={seq_b}&timeout=1", key=key_b
+        )
+        assert poll_b.status == 200 and poll_b.json["events"] == []
+        for t in holders:
+            t.join(30)
+        # and A's held polls were answered (no event: an empty page) and given back: A may hold 2 again
+        assert [(a.status, a.json["events"]) for a in answers] == [(200, [])] * 2
+        assert _held(tenant_a) == 0 and _held(tenant_b) == 0
+        assert raw(host.base_url, "GET", poll_a.replace("timeout=4", "timeout=1"), key=key_a).status == 200
+        # and a poll answered at once (events to send) holds nothing
+        assert raw(host.base_url, "GET", f"/runs/{_wire(run_a)}/events/poll?afterSequence=0", key=key_a).status == 200
+        assert _held(tenant_a) == 0
+
+
+def test_sse_bodies_past_the_tenant_limit_are_429_and_given_back(host):
+    import threading
+
+    from shared.errors import RateLimitedError
+    from shared.services import runs
+    from shared.services.common import Caller
+
+    # Given a tenant with a run that waits, and a limit of 1 held stream per tenant
+    tenant, key = unique("tenant-held-s"), unique("key-held-s")
+    assert seed({key: tenant})
+    with held_requests(1):
+        run_id, seq = _waiting_run(host, key)
+        caller = Caller(tenant=tenant, subject_id="held-test")
+        bodies: list[tuple[str, bool]] = []
+        _early_in_a_minute()
+        # When it holds one SSE body (resumed after the last event: it waits its 3 s)
+        holder = threading.Thread(
+            target=lambda: bodies.append(runs.sse_frames(_ports(), caller, _wire(run_id), {}, str(seq), 3.0))
+        )
+        holder.start()
+        eventually(lambda: _held(tenant, "stream") == 1, timeout=10)
+        # Then a second is refused rate_limited with a Retry-After
+        refused = None
+        try:
+            runs.sse_frames(_ports(), caller, _wire(run_id), {}, str(seq), 3.0)
+        except RateLimitedError as exc:
+            refused = exc
+        assert refused is not None and 1 <= refused.retry_after_s <= 5
+        holder.join(30)
+        # and the held one ended (a keep-alive body) and was given back
+        assert bodies == [(": keep-alive\n\n", False)]
+        assert _held(tenant, "stream") == 0
+
+
+def _held(tenant: str, kind: str = "poll") -> int:
+    """The tenant's held requests of ``kind`` counted in the current minute (read from the host table)."""
+    from shared.services.held import WINDOW_S
+
+    ports = _ports()
+    window = ports.clock.now_ms() // 1000 // WINDOW_S
+    key = {"pk": {"S": f"SLOTS#{tenant}"}, "sk": {"S": f"held#{kind}#{window}"}}
+    item = ports.slots._c.get_item(TableName=ports.settings.host_table, Key=key, ConsistentRead=True).get("Item")
+    return int((item or {}).get("count", {"N": "0"})["N"])
+
+
+def _early_in_a_minute() -> None:
+    """Wait for a minute's first 30 s: the held counters are per minute, and a test must not straddle two."""
+    eventually(lambda: _ports().clock.now_ms() // 1000 % 60 < 30, timeout=61, interval=0.5)
