@@ -2,7 +2,7 @@
 100k events, against its configured memory (``shared.manifest``: ``Function.memory_mb``).
 
 Run: ``.venv/bin/python -m bench.bench_memory`` (part of ``make bench``). ``BENCH_MEMORY_EVENTS`` sets the sizes
-(default ``1000,10000``; a 100,000-event row builds its run for ~5 minutes on 2 cores, a fork row ~12: set
+(default ``1000,10000``; a 100,000-event row takes 1 (fan-out) to 12 minutes (fork) on 2 cores: set
 ``BENCH_MEMORY_EVENTS=1000,10000,100000`` for them), ``BENCH_MEMORY_ROLES`` the rows (default
 ``advance,fork,trial,fanout``). Prints figures; asserts nothing.
 
