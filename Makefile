@@ -6,6 +6,9 @@ DEV_LOCK := requirements/dev.lock
 STAMP := .venv/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha1sum | cut -c1-12)
 LOCK_TOOLS := build/lock-tools
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Bytecode is cached (__pycache__, ignored by git): without it every test process and every fresh interpreter a test
+# starts compiles the project, and pytest rewrites its plugins' asserts, again.
+unexport PYTHONDONTWRITEBYTECODE
 STAGE ?= dev
 CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
 # cfn-lint's template: a synthesis of its own (the CDK app run directly: offline, no CDK CLI), never cdk.out
