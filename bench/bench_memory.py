@@ -129,18 +129,10 @@ class _Probe:
 
 
 def _loop(ports: Any, events: int) -> str:
-    from bench.bench_scale import _create
-    from bench.common import TENANT, wait_status, wait_streams
-    from shared.services.workflows import register_workflow
-    from tests.workflows import definition, edge, node
+    from bench.bench_scale import _create, register_loop
+    from bench.common import wait_status, wait_streams
 
-    doc = definition(
-        "bench-memory-loop",
-        [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-        settings={"maxLoopbackIterations": max(1, (events - 4) // 4)},
-    )
-    register_workflow(ports, TENANT, doc)
+    register_loop(ports, "bench-memory-loop", events)
     run_id = _create({"workflowId": "bench-memory-loop"})
     wait_status(ports, run_id, timeout=ROW_TIMEOUT_S)
     wait_streams(time.monotonic() + ROW_TIMEOUT_S)  # the fan-out of its last pages
