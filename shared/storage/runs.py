@@ -216,6 +216,8 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
             raws = self._consistent_items(run_id)
         else:
             raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
+            if not _whole(raws):  # replicas at different writes: the items of one instant, consistently
+                raws = self._consistent_items(run_id)
         try:
             rec = self._record(raws)
         except RunGoneError:
@@ -246,14 +248,17 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
         self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
     ) -> dict[str, RunRecord]:
         """``get_run`` for many runs: their items (run, facts and, unless ``state`` is False, state) in BatchGetItem
-        requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``). Runs absent,
-        being erased or (unless ``include_expired``) expired are left out; without ``state`` a record's is None."""
+        requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``); a run whose items
+        are not of one instant is read again as ``get_run`` reads it. Runs absent, being erased or (unless
+        ``include_expired``) expired are left out; without ``state`` a record's is None."""
         ids = list(dict.fromkeys(run_ids))
         by_run: dict[str, list[dict[str, Any]]] = {r: [] for r in ids}
         for raw in batch_get(self._c, self._t, [k for r in ids for k in self._run_keys(r, state)]):
             by_run[raw["pk"]["S"]].append(raw)
         out: dict[str, RunRecord] = {}
         for run_id, raws in by_run.items():
+            if state and not _whole(raws):  # a write landed between its item reads: read it again (``get_run``)
+                raws = self._consistent_items(run_id)
             try:
                 rec = self._record(raws)
             except RunGoneError:

@@ -224,3 +224,33 @@ def test_every_state_write_stamps_both_items_with_the_state_it_stores(ports):
     # a status change alone leaves both as they were
     assert ports.runs.update_status(rec.run_id, "cancelled", allowed_from=("running",))
     assert stamps() == (runitems.stamp(dump(NEW_STATE)),) * 2
+
+
+def test_a_torn_eventually_consistent_read_is_read_again_consistently(ports):
+    # Given a run item that moved to a new state whose state item lands right after the first read
+    rec = _run(ports)
+    _run_half(ports, rec.run_id)
+    with (
+        _reads(ports, rec.run_id) as sent,
+        _between_reads(ports, rec.run_id, {1: lambda: _state_half(ports, rec.run_id)}),
+    ):
+        got = ports.runs.get_run(rec.run_id, consistent=False)
+    # Then the eventually consistent read's torn pair was not answered: a consistent read answered the whole append
+    assert [list(p["RequestItems"].values())[0]["ConsistentRead"] for p in sent["batch"]] == [False, True]
+    assert sent["transact"] == []
+    assert got is not None and (got.status, got.last_seq, got.state) == ("completed", 1, NEW_STATE)
+
+
+def test_a_listing_reads_a_torn_run_again(ports):
+    # Given two runs, one of them halfway through an append whose other half lands right after the listing's read
+    rec, other = _run(ports), _run(ports)
+    _run_half(ports, rec.run_id)
+    with (
+        _reads(ports, rec.run_id) as sent,
+        _between_reads(ports, rec.run_id, {1: lambda: _state_half(ports, rec.run_id)}),
+    ):
+        got = ports.runs.get_runs([rec.run_id, other.run_id])
+    # Then the torn run was read again on its own and answered whole; the other one as it was read
+    assert len(sent["batch"]) == 2 and sent["transact"] == []
+    assert (got[rec.run_id].status, got[rec.run_id].state) == ("completed", NEW_STATE)
+    assert (got[other.run_id].status, got[other.run_id].state) == ("running", OLD_STATE)
