@@ -15,15 +15,15 @@ and measures every invocation of the function:
 - ``trial``: ``run_eval_trial`` running one eval trial whose scripted agent makes EVENTS / 10 tool calls;
 - ``fanout``: ``fanout_webhooks`` fanning out the stream batches of such a live run, one subscription registered.
 
-moto's storage lives in the same process, so the process's ``ru_maxrss`` (printed, "process") is the stack and the
+moto's storage lives in the same process, so the process's peak resident set (``VmHWM``, printed, "process") is the stack and the
 build, not the function. Two figures are the function's own, per invocation, with every Lambda invocation of the
 process run one at a time (on AWS each has its own container): **rss+** is the resident set's rise during the call
 (``/proc/self/clear_refs`` resets the peak at the call's start; the peak after it minus the resident set before it),
 **py** is the call's ``tracemalloc`` peak (Python allocations of the window, moto's copy of what the call writes
 included). Both are the maximum over the function's invocations. The estimate checked against the configured size is
-the function's cold footprint — a fresh interpreter's ``ru_maxrss`` after importing the handler module and building
+the function's cold footprint — a fresh interpreter's peak resident set (``VmHWM``) after importing the handler module and building
 the boto3 clients its manifest grants name (the probe's rises are measured with those already loaded) — plus the
-larger of the two rises; the bare interpreter's ``ru_maxrss`` is printed beside it.
+larger of the two rises; the bare interpreter's is printed beside it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import gc
 import json
 import logging
 import os
-import resource
 import subprocess
 import sys
 import threading
@@ -226,7 +225,7 @@ def probe(role: str, events: int) -> dict[str, Any]:
             "calls": watch.calls,
             "rss_mb": watch.rss_kb / 1024,
             "py_mb": watch.py_bytes / 2**20,
-            "process_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "process_mb": status_kb(_status(), "VmHWM") / 1024,
             "seconds": time.monotonic() - started,
         }
     finally:
@@ -252,12 +251,13 @@ def services_of(fn: Any) -> list[str]:
 
 
 def interpreter_mb(module: str = "", services: tuple[str, ...] = ()) -> float:
-    """``ru_maxrss`` (MB) of a fresh interpreter with the functions' environment after importing ``module`` and
-    building a boto3 client of each of ``services`` (none: a bare interpreter)."""
-    code = (f"import {module}; " if module else "") + "import resource; "
+    """The peak resident set (MB, ``VmHWM``) of a fresh interpreter with the functions' environment after importing
+    ``module`` and building a boto3 client of each of ``services`` (none: a bare interpreter). Not ``ru_maxrss``:
+    Linux carries it over from the process that started the interpreter (a 700 MB test worker's child read 734 MB)."""
+    code = (f"import {module}; " if module else "") + "import re; "
     if services:
         code += "import boto3; " + "".join(f"boto3.client({s!r}, region_name='us-east-1'); " for s in services)
-    code += "print(resource.getrusage(0).ru_maxrss)"
+    code += "print(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=functions_env())
     return int(out.stdout.split()[-1]) / 1024
 
@@ -285,14 +285,14 @@ def main() -> None:
         "Task functions' peak memory (a fresh interpreter per row; rss+ = resident set's rise during the call, py = "
         "its tracemalloc peak, both the max over the function's calls; estimate = import and clients + the larger)"
     )
-    line("bare interpreter (ru_maxrss)", f"{interpreter_mb():.1f}", "MB")
+    line("bare interpreter (VmHWM)", f"{interpreter_mb():.1f}", "MB")
     imports = {}
     for name in sorted(set(ROLES[r] for r in roles)):
         f = manifest.function(name)
         services = tuple(services_of(f))
         imports[name] = interpreter_mb(f.module, services)
         line(
-            f"{name}: import + clients (ru_maxrss)",
+            f"{name}: import + clients (VmHWM)",
             f"{imports[name]:.1f}",
             f"MB (its module and {', '.join(services)} clients; configured {f.memory_mb} MB)",
         )
