@@ -385,6 +385,19 @@ class HostFunctions(Construct):
                     "Execution ARNs are minted at each start; stop/describe is limited to the executions of this "
                     "one state machine (execution:<machine name>:*).",
                 )
+            for key in spec.continues:
+                # StartExecution on the machine its task runs on, for continue-as-new; a policy of its own, as
+                # below: the machine invokes this function, whose role's default policy it would otherwise wait on.
+                iam.Policy(
+                    self.home(spec.name),
+                    f"{pascal(spec.name)}Continues{pascal(key)}",
+                    roles=[role],
+                    statements=[
+                        iam.PolicyStatement(
+                            actions=["states:StartExecution"], resources=[machines[key].state_machine_arn]
+                        )
+                    ],
+                )
             for key in spec.resumes:
                 # SendTaskSuccess/Failure/Heartbeat on this machine: ends a parked run's .waitForTaskToken wait
                 if not spec.url:
