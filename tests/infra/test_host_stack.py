@@ -394,8 +394,12 @@ def test_start_execution_only_on_manifest_machines(synth: Synth) -> None:
         statements = synth.function_statements(spec.name)
         started = [r for s in _statements_with(statements, "states:StartExecution") for r in _as_list(s["Resource"])]
         stopped = [r for s in _statements_with(statements, "states:StopExecution") for r in _as_list(s["Resource"])]
-        # Then StartExecution names exactly the machines it starts, and Stop/Describe only their executions
-        expected = [synth.resolve(synth.stack.state_machines.machine(k).state_machine_arn) for k in spec.starts]
+        # Then StartExecution names exactly the machines it starts or continues runs on (continue-as-new), and
+        # Stop/Describe only the executions of those it starts
+        expected = [
+            synth.resolve(synth.stack.state_machines.machine(k).state_machine_arn)
+            for k in (*spec.starts, *spec.continues)
+        ]
         assert sorted(map(json.dumps, started)) == sorted(map(json.dumps, expected)), spec.name
         assert len(stopped) == len(spec.starts), spec.name
         for key in spec.starts:
