@@ -54,7 +54,7 @@ lint: $(STAMP)
 # which left the two one-test example files (~10 min each loaded) to start last on one worker.
 TEST_WORKERS ?= 3
 test: $(STAMP) lint lint-cfn browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The viewer test drives Debian's chromium (Playwright only drives it; it never downloads a browser).
 # Installed once with apt-get when /usr/bin/chromium is absent (CI runs as root on a clean Debian machine).
