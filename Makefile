@@ -6,6 +6,9 @@ DEV_LOCK := requirements/dev.lock
 STAMP := .venv/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha1sum | cut -c1-12)
 LOCK_TOOLS := build/lock-tools
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Bytecode is cached (__pycache__, ignored by git): without it every test process and every fresh interpreter a test
+# starts compiles the project, and pytest rewrites its plugins' asserts, again.
+unexport PYTHONDONTWRITEBYTECODE
 STAGE ?= dev
 CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
 # cfn-lint's template: a synthesis of its own (the CDK app run directly: offline, no CDK CLI), never cdk.out
@@ -51,7 +54,7 @@ lint: $(STAMP)
 # which left the two one-test example files (~10 min each loaded) to start last on one worker.
 TEST_WORKERS ?= 3
 test: $(STAMP) lint lint-cfn browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The viewer test drives Debian's chromium (Playwright only drives it; it never downloads a browser).
 # Installed once with apt-get when /usr/bin/chromium is absent (CI runs as root on a clean Debian machine).

@@ -9,6 +9,7 @@ import traceback
 
 MODULES = (
     "bench.bench_host",
+    "bench.bench_first_request",
     "bench.bench_eval",
     "bench.bench_tools",
     "bench.bench_gateway",
@@ -19,6 +20,7 @@ MODULES = (
     "bench.bench_webhooks",
     "bench.bench_units",
     "bench.bench_scale",
+    "bench.bench_memory",
     "bench.bench_local_state",
     "bench.bench_isolation",
     "bench.bench_divergence",

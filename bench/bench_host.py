@@ -49,7 +49,8 @@ def main() -> None:
         meter.reset()
         with meter.origin("get"):
             call("get_run", api_event("GET", f"/runs/{_wire(run_id)}", "/runs/{runId}"))
-        line("GET /runs/{runId}", meter.usage("get").total(), f"requests {dict(meter.usage('get').calls)}")
+        got = meter.usage("get")
+        line("GET /runs/{runId}", got.total(), f"requests {dict(got.calls)}, {got.units['rru']:.1f} RRU")
 
         # A 1,000-event run: a loop of two noop nodes (4 events per iteration).
         doc = definition(

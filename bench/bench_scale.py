@@ -139,19 +139,24 @@ def main() -> None:
         aws.stop()
 
 
-def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
-    """A live run of ~``target`` events, then a branch fork from its middle and a replay fork from 0."""
+def register_loop(ports: Any, workflow_id: str, events: int) -> None:
+    """Register ``workflow_id``: a loop of two noop nodes (4 events per iteration, the fastest node type) whose run
+    stores about ``events`` events."""
     from shared.services.workflows import register_workflow
     from tests.workflows import definition, edge, node
 
-    # A loop of two noop nodes: 4 events per iteration (the fastest node type).
     doc = definition(
-        "bench-scale-loop",
+        workflow_id,
         [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
         [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-        settings={"maxLoopbackIterations": max(1, (target - 4) // 4)},
+        settings={"maxLoopbackIterations": max(1, (events - 4) // 4)},
     )
     register_workflow(ports, TENANT, doc)
+
+
+def _loop_and_forks(aws: Any, ports: Any, meter: AwsMeter, target: int) -> None:
+    """A live run of ~``target`` events, then a branch fork from its middle and a replay fork from 0."""
+    register_loop(ports, "bench-scale-loop", target)
     print(f"A run of ~{target:,} events (a loop of noop nodes) and its forks (local moto; counts, not seconds)")
     run_id = _run(aws, ports, meter, "live run", {"workflowId": "bench-scale-loop"})
     events = ports.runs.get_run(run_id).last_seq + 1

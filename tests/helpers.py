@@ -74,7 +74,8 @@ class ServeProcess:
             for k, v in os.environ.items()
             if not k.startswith(("AWS_", "MOTO_", "OPENWOP_", "EGRESS_")) and not k.endswith(("_TABLE", "_BUCKET"))
         }
-        self.env = {**base, "PYTHONPATH": str(self.root), **(env or {})}
+        # faulthandler: a host that does not stop in time is sent SIGABRT, and every thread's stack is in its stderr
+        self.env = {**base, "PYTHONPATH": str(self.root), "PYTHONFAULTHANDLER": "1", **(env or {})}
         self.args = args
         self.cwd = Path(cwd) if cwd is not None else self.root
         self.stderr_path = Path(tmp_path) / f"{name}.stderr"
@@ -133,14 +134,20 @@ class ServeProcess:
 
     def stop(self) -> int:
         """SIGTERM, as Ctrl-C; the exit code."""
+        import signal
         import subprocess
 
         self.proc.terminate()
         try:
             return self.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.wait(timeout=30)
+            self.proc.send_signal(signal.SIGABRT)  # faulthandler writes where each thread is stuck
+            try:
+                self.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.wait(timeout=30)
+            raise AssertionError(f"the host did not stop within 60 s of SIGTERM:\n{self.stderr[-12000:]}") from None
 
 
 @contextmanager

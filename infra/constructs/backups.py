@@ -19,11 +19,10 @@ from __future__ import annotations
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_backup as backup
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from infra.constructs.common import DEV_STAGE, acknowledge, context_flag
+from infra.constructs.common import DEV_STAGE, acknowledge, context_flag, page
 from infra.constructs.tables import HostTables
 
 DEFAULT_RETENTION_DAYS = 35
@@ -103,14 +102,7 @@ class HostBackups(Construct):
                 },
             ),
         )
-        rule.add_target(targets.SnsTopic(topic, retry_attempts=185, max_event_age=Duration.hours(24)))
-        acknowledge(
-            rule,
-            "Serverless-EventBusDLQ",
-            "The target is the alarm topic itself, retried by EventBridge for 24 hours: an event it still cannot "
-            "publish there is one no alarm could page about either; a dead-letter queue would need its own alarm "
-            "on that same topic.",
-        )
+        page(rule, topic)
         return rule
 
     @classmethod

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, CfnElement, Names, NestedStack, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, CfnElement, Duration, Names, NestedStack, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
 DEV_STAGE = "dev"
@@ -45,6 +48,18 @@ def acknowledge(scope: IConstruct, rule_id: str, reason: str) -> None:
     # Unprefixed ids are what cdk-nag itself matches (NagPack.isAcknowledged), both during synthesis and in
     # NagPack.validate_scope (the tests); CDK stores them as "Annotation::<id>" metadata.
     Validations.of(scope).acknowledge(Acknowledgment(id=rule_id, reason=reason))
+
+
+def page(rule: events.Rule, topic: sns.ITopic) -> None:
+    """Send the rule's events to the alarm topic as they are, retried by EventBridge for 24 hours."""
+    rule.add_target(targets.SnsTopic(topic, retry_attempts=185, max_event_age=Duration.hours(24)))
+    acknowledge(
+        rule,
+        "Serverless-EventBusDLQ",
+        "The target is the alarm topic itself, retried by EventBridge for 24 hours: an event it still cannot "
+        "publish there is one no alarm could page about either; a dead-letter queue would need its own alarm "
+        "on that same topic.",
+    )
 
 
 def nag_reference(consumer: IConstruct, target: IConstruct, attribute: str) -> str:

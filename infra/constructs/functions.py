@@ -385,6 +385,10 @@ class HostFunctions(Construct):
                     "Execution ARNs are minted at each start; stop/describe is limited to the executions of this "
                     "one state machine (execution:<machine name>:*).",
                 )
+            for key in spec.continues:
+                # StartExecution on the machine its task runs on, for continue-as-new; a policy of its own, as
+                # below: the machine invokes this function, whose role's default policy it would otherwise wait on.
+                self._own_policy(spec.name, role, f"Continues{pascal(key)}", ["states:StartExecution"], machines[key])
             for key in spec.resumes:
                 # SendTaskSuccess/Failure/Heartbeat on this machine: ends a parked run's .waitForTaskToken wait
                 if not spec.url:
@@ -393,17 +397,15 @@ class HostFunctions(Construct):
                 # The run tasks read this function's URL, and a function waits on its role's default policy: a grant
                 # there would close a cycle (function -> policy -> machine -> its task -> the URL -> the function).
                 # A policy of its own, which nothing waits on, holds it.
-                iam.Policy(
-                    self.home(spec.name),
-                    f"{pascal(spec.name)}Resumes{pascal(key)}",
-                    roles=[role],
-                    statements=[
-                        iam.PolicyStatement(
-                            actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                            resources=[machines[key].state_machine_arn],
-                        )
-                    ],
-                )
+                actions = ["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"]
+                self._own_policy(spec.name, role, f"Resumes{pascal(key)}", actions, machines[key])
+
+    def _own_policy(
+        self, name: str, role: iam.IRole, what: str, actions: list[str], machine: sfn.IStateMachine
+    ) -> None:
+        """A policy of the function's role that nothing waits on (a grant in its default policy would close a cycle)."""
+        statement = iam.PolicyStatement(actions=actions, resources=[machine.state_machine_arn])
+        iam.Policy(self.home(name), f"{pascal(name)}{what}", roles=[role], statements=[statement])
 
     def home(self, name: str) -> Construct:
         """The construct a function's resources are made under: its group's home, or this construct."""

@@ -55,7 +55,6 @@ from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
@@ -63,7 +62,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.api import RunsApi
-from infra.constructs.common import acknowledge, context_flag, pascal
+from infra.constructs.common import acknowledge, context_flag, page, pascal
 from infra.constructs.functions import HostFunctions
 from infra.constructs.queues import HostQueues
 from infra.constructs.state_machines import HostStateMachines
@@ -322,14 +321,7 @@ class HostMonitoring(Construct):
                 },
             ),
         )
-        rule.add_target(targets.SnsTopic(self.topic, retry_attempts=185, max_event_age=Duration.hours(24)))
-        acknowledge(
-            rule,
-            "Serverless-EventBusDLQ",
-            "The target is the alarm topic itself, retried by EventBridge for 24 hours: an event it still cannot "
-            "publish there is one no alarm could page about either; a dead-letter queue would need its own alarm "
-            "on that same topic.",
-        )
+        page(rule, self.topic)
         return name, rule
 
     def _dashboard(self, api: RunsApi, metrics_namespace: str) -> cw.Dashboard:

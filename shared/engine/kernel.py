@@ -329,6 +329,7 @@ def advance(
     max_ms: int = 60_000,
     hops: int = 0,
     execution: str = "",
+    machine_arn: str = "",
     tally: ToolTally | None = None,
 ) -> dict[str, Any]:
     """Advance one run by its kind in ``kinds``; return ``{runId, next, waitSeconds, hops}`` for the state machine.
@@ -338,12 +339,14 @@ def advance(
     state machine instead (continue-as-new: generation n+1 of ``execution``'s name, named, so a retried task
     starts it once) and this one ends: no execution nears Step Functions' 25,000 history events, however many
     holds or tasks a run takes. The new execution re-reads the run and resumes from its stored sequence.
+    ``machine_arn``: the machine this execution runs on (the ASL passes ``$$.StateMachine.Id``), which the new
+    execution starts on.
     ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
     """
     out = _advance(ports, run_id, kinds, max_events=max_events, max_ms=max_ms, tally=tally)
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
-        return renew(ports, run_id, execution, hops + 1)
+        return renew(ports, run_id, execution, hops + 1, machine_arn)
     return out
 
 
@@ -355,13 +358,15 @@ def execution_generation(execution_name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def renew(ports: Ports, run_id: str, execution: str, hops: int) -> dict[str, Any]:
+def renew(ports: Ports, run_id: str, execution: str, hops: int, machine_arn: str = "") -> dict[str, Any]:
     """Continue the run in a new execution of its state machine; this execution ends (``done``)."""
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return {**halt(run_id, rec), "hops": hops}
     machine = "fork" if rec.data.get("fork") else "run"
-    arn = ports.orchestrator.start(machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1)
+    arn = ports.orchestrator.start(
+        machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1, machine_arn=machine_arn
+    )
     ports.runs.set_execution(run_id, arn)
     return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
 

@@ -43,6 +43,11 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    on every request, under the lock every request takes (``DomainDispatcherApplication.get_backend_for_host``, no
    upstream issue filed yet): the list is read once (``patch_module_list``), as the folder never changes while the
    process runs.
+14. Region lists read once (``boto3.session.Session.get_available_regions``, no upstream issue filed yet): moto's
+   EC2 models, which its Step Functions interpreter imports (through its Batch integration), ask three new boto3
+   sessions for EC2's regions when imported, each loading EC2's service model afresh (~0.6 s of CPU per process
+   that starts the embedded AWS). The lists are static data: one session answers, each once
+   (``patch_region_lookups``, applied before anything imports moto's EC2 models).
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -51,8 +56,10 @@ When upstream fixes land (a moto release with #10101): bump the pin, delete the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from typing import Any
 
 from shared.local.ddb_streams import patch_stream_delivery, patch_stream_record_identity
 from shared.local.lambda_registry import patch_lambda_invoke
@@ -81,6 +88,7 @@ def apply_patches() -> None:
 
         if moto.__version__ != PINNED_MOTO:
             log.warning("shared.local patches target moto %s, found %s", PINNED_MOTO, moto.__version__)
+        patch_region_lookups()  # first: the Step Functions patches below import moto's EC2 models
         patch_lambda_invoke()
         patch_stream_delivery()
         patch_stream_record_identity()
@@ -99,6 +107,32 @@ def apply_patches() -> None:
         apply_send_patch()  # a FIFO send walks no held message (before any poller wraps add_message)
         patch_module_list()
         _applied = True
+
+
+def patch_region_lookups() -> None:
+    """Patch 14: ``get_available_regions`` of every boto3 session, answered once per (service, partition, non-regional)
+    by one botocore session."""
+    import boto3.session
+    import botocore.session
+
+    one: list[botocore.session.Session] = []
+
+    @functools.lru_cache(maxsize=256)
+    def regions(service_name: str, partition_name: str, allow_non_regional: bool) -> tuple[str, ...]:
+        if not one:
+            one.append(botocore.session.get_session())
+        return tuple(
+            one[0].get_available_regions(
+                service_name=service_name, partition_name=partition_name, allow_non_regional=allow_non_regional
+            )
+        )
+
+    def get_available_regions(
+        self: Any, service_name: str, partition_name: str = "aws", allow_non_regional: bool = False
+    ) -> list[str]:
+        return list(regions(service_name, partition_name, allow_non_regional))
+
+    boto3.session.Session.get_available_regions = get_available_regions  # type: ignore[method-assign]
 
 
 def patch_module_list() -> None:

@@ -43,6 +43,9 @@ class Function:
     credentials: Access | None = None  # tenants' tool credentials (Secrets Manager, under the credentials prefix)
     egress: bool = False  # calls tools / MCP servers outside AWS (egress settings apply)
     resumes: tuple[str, ...] = ()  # state machines whose waiting (task token) tasks it may resume
+    # state machines on which its task continues a run (continue-as-new): it names the machine from the
+    # task's input, and its role may start executions there (no ARN in its environment: that would close a cycle)
+    continues: tuple[str, ...] = ()
     models: bool = False  # calls model providers (Bedrock with its role; others through egress and credentials)
     sends: tuple[str, ...] = ()  # queues it may send to
     consumes: str | None = None  # the queue whose messages it is invoked with (event source mapping)
@@ -151,6 +154,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "task",
         _RW_ALL,
         bucket="readwrite",
+        continues=("run", "fork"),
         timeout_s=300,
         credentials="read",
         egress=True,

@@ -34,18 +34,25 @@ class StepFunctionsOrchestrator:
         self._machines = machines
 
     def start(
-        self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0, redelivery: bool = False
+        self,
+        machine: str,
+        run_id: str,
+        payload: dict[str, Any],
+        *,
+        generation: int = 0,
+        redelivery: bool = False,
+        machine_arn: str = "",
     ) -> str:
         name = execution_name(run_id, machine, generation=generation, redelivery=redelivery)
+        # A run task continuing its run names its own machine: deployed, a task function has no machine ARN in its
+        # environment (the machine refers to the function, so the function cannot refer back to the machine).
+        arn = machine_arn or self._machines[machine]
         try:
-            resp = self._c.start_execution(
-                stateMachineArn=self._machines[machine], name=name, input=json.dumps(payload)
-            )
+            resp = self._c.start_execution(stateMachineArn=arn, name=name, input=json.dumps(payload))
             return str(resp["executionArn"])
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
-                arn = self._machines[machine].replace(":stateMachine:", ":execution:") + ":" + name
-                return arn
+                return arn.replace(":stateMachine:", ":execution:") + ":" + name
             raise
 
     def can_start(self, machine: str) -> bool:

@@ -7,10 +7,18 @@ from typing import Any, Protocol
 
 class Orchestrator(Protocol):
     def start(
-        self, machine: str, run_id: str, payload: dict[str, Any], *, generation: int = 0, redelivery: bool = False
+        self,
+        machine: str,
+        run_id: str,
+        payload: dict[str, Any],
+        *,
+        generation: int = 0,
+        redelivery: bool = False,
+        machine_arn: str = "",
     ) -> str:
         """Start (once: executions are named) an execution of ``machine`` for ``run_id``; its ARN. ``redelivery``:
-        a second execution of the same generation (the durability hook's duplicate delivery, never the engine)."""
+        a second execution of the same generation (the durability hook's duplicate delivery, never the engine).
+        ``machine_arn``: the machine as its own execution names it (a run task continuing its run), used where given."""
         ...
 
     def can_start(self, machine: str) -> bool:

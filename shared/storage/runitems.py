@@ -7,10 +7,15 @@ An update names the fields it changes; ``split`` turns it into the run item's up
 other item it touches, so an append that changes neither the state nor a listed field writes the run item only.
 A run stored before this layout (everything on its run item, which carries the index keys) is read the same way:
 its first state write moves the state out (the run item's ``state`` is removed in the same transaction).
+
+Every write of the state item also writes ``schema.STATE_STAMP``, a digest of the state it stores, on both the run
+item and the state item (same transaction): a reader that batch-reads the two items and finds equal stamps holds the
+state the run item's write left, whatever wrote in between (``runs.DynamoRunStore.get_run``; decision 0161).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,14 +62,22 @@ def _update(table: str, run_id: str, sk: str, fields: dict[str, Any], expires_at
     }
 
 
+def stamp(text: str) -> str:
+    """A state write's stamp (``schema.STATE_STAMP``): 64 bits of a digest of the stored state's text. Equal stamps
+    on the two items mean the state item holds the state the run item was written with (a state written again with
+    the same text is the same state)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
 def split(table: str, run_id: str, updates: dict[str, Any], expires_at: int = 0) -> Split:
     out = Split({k: v for k, v in updates.items() if k != STATE})
     if STATE in updates:
         out.moves_state = True
         state = updates[STATE]
-        out.items.append(
-            _update(table, run_id, schema.RUN_STATE_SK, {STATE: dump(state) if state is not None else ""}, expires_at)
-        )
+        text = dump(state) if state is not None else ""
+        out.run[schema.STATE_STAMP] = stamp(text)  # the run item's, in the same transaction
+        fields = {STATE: text, schema.STATE_STAMP: stamp(text)}
+        out.items.append(_update(table, run_id, schema.RUN_STATE_SK, fields, expires_at))
     listed = {k: v for k, v in updates.items() if k in LISTED}
     if listed:
         out.items.append(_update(table, run_id, schema.RUN_INDEX_SK, listed, expires_at))

@@ -33,6 +33,29 @@ from shared.storage.ddb import (
     tombstone_check,
 )
 
+# Consistent BatchGetItems of a run's items before its TransactGetItems, when their state stamps disagree.
+CONSISTENT_BATCH_READS = 2
+
+
+def _whole(raws: Sequence[dict[str, Any]]) -> bool:
+    """Whether a run's items read one by one (``RUN``, ``RUN#FACTS``, ``RUN#STATE``) are the items of one instant.
+
+    No run item: no run (a read before its create, or after its erasure). A run item without its facts: a create
+    or an erasure in flight. A stamped run item: its state item must carry the same stamp (the same state write).
+    An unstamped one (written before stamps, state never written since by a stamping writer): its state item must
+    be unstamped too, or absent (the older layout keeps the state on the run item)."""
+    by_sk = {raw["sk"]["S"]: raw for raw in raws}
+    run = by_sk.get(schema.RUN_SK)
+    if run is None:
+        return True
+    if schema.RUN_FACTS_SK not in by_sk and "data" not in run and "dataRef" not in run:
+        return False
+    state = by_sk.get(schema.RUN_STATE_SK)
+    stamp = run.get(schema.STATE_STAMP)
+    if stamp is not None:
+        return state is not None and state.get(schema.STATE_STAMP) == stamp
+    return state is None or schema.STATE_STAMP not in state
+
 
 class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
     def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore, tombstones: Tombstones) -> None:
@@ -76,7 +99,9 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
             "sk": schema.RUN_STATE_SK,
             schema.TTL_ATTRIBUTE: record.expires_at,
             runitems.STATE: dump(record.state) if record.state is not None else None,
+            schema.STATE_STAMP: runitems.stamp(dump(record.state) if record.state is not None else ""),
         }
+        item[schema.STATE_STAMP] = state_item[schema.STATE_STAMP]  # written together: see ``get_run``
         listed = {"status": record.status, "workflowId": record.data.get("workflowId")}
         if record.started_at is not None:  # a run created running (a branch fork)
             item["startedAt"] = listed["startedAt"] = record.started_at
@@ -186,16 +211,13 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
 
     def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
         # the run item and its facts and state items, read by key (a Query would walk the partition's other items,
-        # thousands for a long agent) and together: an append writes the run item and its state in one transaction,
-        # and a BatchGetItem is not isolated from it (a torn read showed a new status with the old state), so a
-        # consistent read is one TransactGetItems; an eventually consistent one a BatchGetItem
+        # thousands for a long agent) in one BatchGetItem, strongly consistent or not (``_consistent_items``)
         if consistent:
-            resp = self._c.transact_get_items(
-                TransactItems=[{"Get": {"TableName": self._t, "Key": key}} for key in self._run_keys(run_id)]
-            )
-            raws = [r["Item"] for r in resp.get("Responses", []) if r.get("Item")]
+            raws = self._consistent_items(run_id)
         else:
             raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
+            if not _whole(raws):  # replicas at different writes: the items of one instant, consistently
+                raws = self._consistent_items(run_id)
         try:
             rec = self._record(raws)
         except RunGoneError:
@@ -206,18 +228,37 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
 
+    def _consistent_items(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's items as of one instant, at the price of a plain consistent read (decision 0161).
+
+        A BatchGetItem reads its items one by one, so an append's transaction (run item and state item) can fall
+        between two of its reads. Every state write stamps both items with a digest of the state (``runitems.split``),
+        so a read whose items agree (``_whole``) holds the state its run item was written with. Otherwise (an append in between, or a
+        create or an erasure in flight) it reads again, and after ``CONSISTENT_BATCH_READS`` reads asks one
+        TransactGetItems (isolated from every transaction, at twice the price)."""
+        keys = self._run_keys(run_id)
+        for _ in range(CONSISTENT_BATCH_READS):
+            raws = batch_get(self._c, self._t, keys)
+            if _whole(raws):
+                return raws
+        resp = self._c.transact_get_items(TransactItems=[{"Get": {"TableName": self._t, "Key": key}} for key in keys])
+        return [r["Item"] for r in resp.get("Responses", []) if r.get("Item")]
+
     def get_runs(
         self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
     ) -> dict[str, RunRecord]:
         """``get_run`` for many runs: their items (run, facts and, unless ``state`` is False, state) in BatchGetItem
-        requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``). Runs absent,
-        being erased or (unless ``include_expired``) expired are left out; without ``state`` a record's is None."""
+        requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``); a run whose items
+        are not of one instant is read again as ``get_run`` reads it. Runs absent, being erased or (unless
+        ``include_expired``) expired are left out; without ``state`` a record's is None."""
         ids = list(dict.fromkeys(run_ids))
         by_run: dict[str, list[dict[str, Any]]] = {r: [] for r in ids}
         for raw in batch_get(self._c, self._t, [k for r in ids for k in self._run_keys(r, state)]):
             by_run[raw["pk"]["S"]].append(raw)
         out: dict[str, RunRecord] = {}
         for run_id, raws in by_run.items():
+            if state and not _whole(raws):  # a write landed between its item reads: read it again (``get_run``)
+                raws = self._consistent_items(run_id)
             try:
                 rec = self._record(raws)
             except RunGoneError:

@@ -21,6 +21,9 @@ from shared.ports import EVENTS_PER_PAGE
 RUN_FACTS_SK = "RUN#FACTS"
 RUN_STATE_SK = "RUN#STATE"
 RUN_INDEX_SK = "RUN#INDEX"
+# The token every write of the state item puts on both the run item and the state item, in the same transaction: a
+# consistent BatchGetItem whose two items carry different tokens met an append between its reads (decision 0161).
+STATE_STAMP = "stateStamp"
 TOMBSTONE_SK = "TOMBSTONE"
 # A run's pinned workflow definition: written once with the run item (same transaction), never rewritten; the run
 # item itself carries only a marker, so the item each 99-event append rewrites stays small (issue 15).

@@ -119,7 +119,8 @@ def test_an_append_that_changes_no_listed_field_writes_neither_the_index_entry_n
     assert sorted(map(_sk, sent)) == sorted([schema.RUN_SK, schema.RUN_STATE_SK, "seq 2"])
     run_update = next(i["Update"] for i in sent if _sk(i) == schema.RUN_SK)
     written = set(run_update["ExpressionAttributeNames"].values()) | {"lastSeq"}
-    assert written == {"lastSeq", "cursor", "state"}  # ``state``: its REMOVE (a run of the older layout)
+    # ``state``: its REMOVE (a run of the older layout); ``stateStamp``: the state's stamp, also on the state item
+    assert written == {"lastSeq", "cursor", "state", schema.STATE_STAMP}
     assert "REMOVE" in run_update["UpdateExpression"] and "state" not in run_update["ExpressionAttributeValues"]
     # and the index entry is the item it was, byte for byte; the run item stays within one write unit
     assert _raw(ports, rec.run_id, schema.RUN_INDEX_SK) == index_before

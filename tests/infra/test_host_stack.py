@@ -394,8 +394,12 @@ def test_start_execution_only_on_manifest_machines(synth: Synth) -> None:
         statements = synth.function_statements(spec.name)
         started = [r for s in _statements_with(statements, "states:StartExecution") for r in _as_list(s["Resource"])]
         stopped = [r for s in _statements_with(statements, "states:StopExecution") for r in _as_list(s["Resource"])]
-        # Then StartExecution names exactly the machines it starts, and Stop/Describe only their executions
-        expected = [synth.resolve(synth.stack.state_machines.machine(k).state_machine_arn) for k in spec.starts]
+        # Then StartExecution names exactly the machines it starts or continues runs on (continue-as-new), and
+        # Stop/Describe only the executions of those it starts
+        expected = [
+            synth.resolve(synth.stack.state_machines.machine(k).state_machine_arn)
+            for k in (*spec.starts, *spec.continues)
+        ]
         assert sorted(map(json.dumps, started)) == sorted(map(json.dumps, expected)), spec.name
         assert len(stopped) == len(spec.starts), spec.name
         for key in spec.starts:
@@ -819,6 +823,22 @@ def test_the_agent_gateway_is_served_by_a_public_buffered_url_on_its_live_alias(
     assert [s["Resource"] for s in resumes] == [
         synth.resolve(synth.stack.state_machines.machine("eval").state_machine_arn)
     ]
+
+
+def test_the_advance_task_continues_a_run_on_its_own_machine(synth: Synth) -> None:
+    # Given the run task that continues a long run in a new execution (continue-as-new)
+    env = synth.resources[synth.function_logical_id("advance_run")]["Properties"]["Environment"]["Variables"]
+    # Then its environment names no machine (the machines invoke it: a reference back would close a cycle)
+    assert not any(spec.env_var in env for spec in manifest.STATE_MACHINES)
+    # and its role may start executions of the run and fork machines, which its task names ($$.StateMachine.Id)
+    starts = _statements_with(synth.function_statements("advance_run"), "states:StartExecution")
+    assert sorted(json.dumps(s["Resource"], sort_keys=True) for s in starts) == sorted(
+        json.dumps(synth.resolve(synth.stack.state_machines.machine(key).state_machine_arn), sort_keys=True)
+        for key in ("run", "fork")
+    )
+    for file in ("run.asl.json", "fork-replay.asl.json"):
+        advance = json.loads((ROOT / "statemachines" / file).read_text())["States"]["Advance"]
+        assert advance["Parameters"]["Payload"]["stateMachine.$"] == "$$.StateMachine.Id"
 
 
 def test_the_functions_that_hand_out_gateway_urls_are_marked_in_the_manifest() -> None:

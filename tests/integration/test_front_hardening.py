@@ -139,7 +139,9 @@ def test_expect_100_continue_with_an_oversized_length_answers_413_instead(port):
 
 
 def test_a_chunked_body_over_the_limit_is_413(port):
-    chunk = b"%x\r\n" % (MAX_REQUEST_BODY_BYTES + 1) + b"x" * (MAX_REQUEST_BODY_BYTES + 1) + b"\r\n0\r\n\r\n"
+    # (only the chunk's size line: the front refuses on it and closes, so a client still sending the body would meet
+    # a closed connection)
+    chunk = b"%x\r\n" % (MAX_REQUEST_BODY_BYTES + 1)
     request = b"POST /runs/r1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk
     status, headers, body, _ = exchange(port, request, timeout=5.0)
     assert status == 413

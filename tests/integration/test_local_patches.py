@@ -747,3 +747,22 @@ def test_the_step_functions_interpreter_keeps_one_client_per_service(local_aws: 
     assert first.meta.config.max_pool_connections >= 10
     # and the kept client answers
     assert "Functions" in first.list_functions()
+
+
+def test_region_lists_are_answered_once_per_process(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+    import botocore.session
+
+    # Given the patched embedded AWS, which has asked for EC2's regions (moto's EC2 models, imported at start)
+    known = boto3.Session().get_available_regions("ec2")
+    assert "us-east-1" in known
+
+    # When botocore could no longer answer, a new session asks again
+    def unanswerable(*args: Any, **kwargs: Any) -> list[str]:
+        raise AssertionError("botocore asked for a region list again")
+
+    monkeypatch.setattr(botocore.session.Session, "get_available_regions", unanswerable)
+    again = boto3.Session().get_available_regions("ec2")
+
+    # Then the answer is the one read at start, as a list of its own
+    assert again == known and again is not known

@@ -527,7 +527,7 @@ def test_the_exchanges_one_deadline_ends_a_request_that_outlasts_it_and_keeps_th
     release = threading.Event()
 
     def stalls(args: dict[str, Any]) -> dict[str, Any]:
-        release.wait(10)  # bounded: the test releases it as soon as the client gave up
+        release.wait(20)  # bounded: the test releases it as soon as the client gave up
         return {"late": True}
 
     tool = {"name": "stalls", "inputSchema": {"type": "object"}}
@@ -535,8 +535,8 @@ def test_the_exchanges_one_deadline_ends_a_request_that_outlasts_it_and_keeps_th
     with DemoMcpServer(extra_tools=[(tool, stalls)]) as srv:
         try:
             got = McpSdkTransport(EgressPolicy.from_entries(LOOPBACK)).exchange(
-                srv.url, {}, McpOp("tools/call", name="stalls", arguments={}, meta={}), revision=REVISION, timeout_s=1.0
-            )
+                srv.url, {}, McpOp("tools/call", name="stalls", arguments={}, meta={}), revision=REVISION, timeout_s=5.0
+            )  # (the probe, first in the same deadline, must finish inside it on a loaded machine)
         finally:
             release.set()
         # Then the exchange ends with the request's timeout as its error, beside the probe's accepted answer

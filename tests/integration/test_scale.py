@@ -171,6 +171,43 @@ def test_a_run_longer_than_an_executions_budget_continues_in_a_new_execution(hos
     assert item["executionArn"]["S"].endswith(f"{prefix}-g{len(names) - 1}")
 
 
+def test_a_continuation_starts_on_the_machine_its_task_names_without_one_in_its_environment(host, monkeypatch):
+    from shared.services.workflows import register_workflow
+    from shared.settings import get_settings
+    from shared.wiring import get_ports
+    from tests.workflows import definition, edge, node, static
+
+    # Given executions that may make only 2 Advance tasks, and a run of three holds (each a Wait)
+    holds = [node(f"h{i}", "core.conformance.hold", inputs={"delayMs": static(1600)}) for i in range(3)]
+    wid = register_workflow(
+        _ports(), host.tenant_a, definition(unique("renew"), holds, [edge(f"h{i - 1}", f"h{i}") for i in range(1, 3)])
+    )
+    arn = get_settings().run_state_machine_arn
+    monkeypatch.setenv("EXECUTION_MAX_TASKS", "2")
+    get_settings.cache_clear()
+    client = host.client(host.key_a)
+    try:
+        run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+        # When, once it has started, the run tasks' environment names no run machine (as deployed: the machine refers
+        # to the task function, so the function's environment cannot refer back to it)
+        monkeypatch.setenv("RUN_STATE_MACHINE_ARN", "")
+        get_settings.cache_clear()
+        assert get_settings().run_state_machine_arn == "" and get_ports().settings.run_state_machine_arn == ""
+        snap = _wait(client, run_id, 120)
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    # Then it still completes, continued on the machine its task named ($$.StateMachine.Id)
+    assert snap.status == "completed", snap
+    prefix = run_id.replace("/", "--") + "-run"
+    names = [
+        e["name"]
+        for e in host.aws.client("stepfunctions").list_executions(stateMachineArn=arn, maxResults=1000)["executions"]
+        if e["name"].startswith(prefix)
+    ]
+    assert f"{prefix}-g1" in names
+
+
 def test_discovery_advertises_the_suite_cap_the_host_enforces(host):
     from shared.services.evals import MAX_TASKS_PER_SUITE
     from tests.integration.test_eval_runs import golden, put_suite

@@ -19,12 +19,15 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     phase = ti.text(event, "phase", "advance")  # "index": a fork's first task builds its source index
     hops = ti.integer(event, "hops", 0)  # Advance tasks this execution has made (continue-as-new after a setting)
     execution = ti.text(event, "execution", "")  # this execution's name (its generation)
+    machine_arn = ti.text(event, "stateMachine", "")  # the machine it runs on: a continuation starts there
     if phase == "index":
         from shared.engine import forkindex
 
         return {**forkindex.index_fork(get_ports(), run_id), "hops": hops}
     tally = ToolTally()
-    out = kernel.advance(get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, tally=tally)
+    out = kernel.advance(
+        get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, machine_arn=machine_arn, tally=tally
+    )
     count_tools(tally)
     if out.get("next") == "done" and not out.get("renewed"):
         count("RunsFinished")
