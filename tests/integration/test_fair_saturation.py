@@ -42,7 +42,7 @@ class Gate:
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
                 gate.arrivals.append(int(body["i"]))
-                gate._open.acquire(timeout=120)
+                gate._open.acquire(timeout=150)
                 answer = json.dumps({"ok": True}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -142,7 +142,7 @@ def test_b_completes_while_a_saturates_its_cap_and_a_waits_in_order(host, gate):
             node(
                 "h",
                 "core.http",
-                config={"url": f"http://127.0.0.1:{gate.port}/hold", "method": "POST", "timeoutSeconds": 60},
+                config={"url": f"http://127.0.0.1:{gate.port}/hold", "method": "POST", "timeoutSeconds": 150},
                 inputs={"body": variable("tag")},
             )
         ],
