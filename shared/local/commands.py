@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import importlib
 import os
 import signal
@@ -161,6 +162,7 @@ def _serve(
     front = LocalFront(cors_origins=manifest.cors_origins(os.environ.get("OPENWOP_CORS_ORIGINS")))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM too (set before "Ctrl-C to stop.")
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: where every thread is, on stderr
     demo = None
     try:
         aws.bootstrap()

@@ -659,3 +659,18 @@ def test_a_snapshot_names_its_rebuilders_where_format_1_wrote_them():
     state = pickle.load(back)
     assert type(state["attributes"]) is LimitedSizeDict and dict(state["attributes"]) == {"pk": "run-1"}
     assert type(state["keys"]) is _VersionedKeyStore and dict(dict.items(state["keys"])) == {"a.json": ["v1", "v2"]}
+
+
+def test_sigusr1_writes_where_each_thread_is_and_the_host_goes_on_serving(tmp_path):
+    import signal
+
+    serve = ServeProcess(tmp_path, "--port", "0", "--ephemeral", name="usr1").start()
+    try:
+        assert serve.serving, serve.stderr[-3000:]
+        serve.proc.send_signal(signal.SIGUSR1)
+        eventually(lambda: "Current thread" in serve.stderr, timeout=30)  # faulthandler's dump of every thread
+        assert 'File "' in serve.stderr and "Traceback" not in serve.stderr
+        assert raw(serve.base_url, "GET", "/.well-known/openwop").status == 200
+        assert serve.proc.poll() is None
+    finally:
+        assert serve.stop() == 0
