@@ -52,6 +52,11 @@ class Settings:
     # task is ~10 history events, so 1,000 keeps an execution under ~10,000 of Step Functions' 25,000.
     execution_max_tasks: int = 1000
     run_starts_per_minute: int = 0  # per tenant; 0: no quota
+    # Runs (workflow and eval runs) a tenant may have started and not ended; past it a new run waits ``pending`` and
+    # starts when one ends (shared/services/admission.py, decision 0160); 0: no cap
+    tenant_max_runs_in_flight: int = 100
+    # Long polls, and SSE streams, a tenant may hold waiting at once; past it 429 (shared/services/held.py); 0: none
+    tenant_max_held_requests: int = 20
     # per-tenant token bucket on every write request (shared/services/ratelimits.py); rate 0: off
     tenant_write_rate: float = 20.0  # tokens per second
     tenant_write_burst: int = 40
@@ -160,6 +165,8 @@ def get_settings() -> Settings:
         eval_finish_page_trials=max(1, int(_env("EVAL_FINISH_PAGE_TRIALS", "2000"))),
         execution_max_tasks=max(2, int(_env("EXECUTION_MAX_TASKS", "1000"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
+        tenant_max_runs_in_flight=max(0, int(_env("TENANT_MAX_RUNS_IN_FLIGHT", "100"))),
+        tenant_max_held_requests=max(0, int(_env("TENANT_MAX_HELD_REQUESTS", "20"))),
         tenant_write_rate=max(0.0, float(_env("TENANT_WRITE_RATE", "20"))),
         tenant_write_burst=max(1, int(_env("TENANT_WRITE_BURST", "40"))),
         openai_base_url=_env("OPENAI_BASE_URL"),

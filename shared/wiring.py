@@ -280,6 +280,7 @@ def build_ports(settings: Settings) -> Ports:
     from shared.storage.runs import DynamoRunStore
     from shared.storage.sampling import DynamoSamplingRuleRepository, DynamoSuiteDraftRepository
     from shared.storage.secrets import SecretsManagerSecretStore
+    from shared.storage.slots import DynamoRunSlots
     from shared.storage.sqs import SqsQueue
     from shared.storage.starts import DynamoStartOutbox
     from shared.storage.suites import DynamoSuiteRepository
@@ -343,6 +344,7 @@ def build_ports(settings: Settings) -> Ports:
         suite_drafts=DynamoSuiteDraftRepository(host),
         suites=DynamoSuiteRepository(host),
         starts=DynamoStartOutbox(host),
+        slots=DynamoRunSlots(ddb, settings.host_table),
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )

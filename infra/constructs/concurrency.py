@@ -27,19 +27,9 @@ from constructs import Construct
 
 from shared import manifest
 
-# Defaults: 400 per stage, so two stages leave 200 of an account's 1,000 for the API handlers, streams and queues.
-DEFAULT_RESERVED: Mapping[str, int] = {
-    "advance_run": 120,  # runs and forks: one execution per run between holds
-    "run_eval_trial": 80,  # eval trials: evalMaxConcurrency (4) per eval run
-    "finish_eval": 10,
-    "fail_run": 10,  # the state machines' Catch: must run when everything else fails
-    "park_run": 10,
-    "poll_run_events": 90,  # long polls: at most 90 held at once (3.6 a second at the 25 s hold)
-    "stream_run_events": 40,  # SSE bodies: at most 40 held at once (4 a second at the 10 s hold)
-    # the agent gateway's public function URL, which no stage throttle guards: at most 40 model or tool calls at once
-    # (a ceiling against a flood; an external agent's loop runs outside advance_run, hence its 40 fewer)
-    "agent_gateway": 40,
-}
+# Defaults: 400 per stage, so two stages leave 200 of an account's 1,000 for the API handlers, streams and queues
+# (the table is the manifest's, so the local Lambda runner enforces the same ceilings).
+DEFAULT_RESERVED: Mapping[str, int] = manifest.RESERVED_CONCURRENCY
 TASKS = ("advance_run", "run_eval_trial", "finish_eval", "fail_run", "park_run")
 LONG_POLLS = ("poll_run_events", "stream_run_events")
 PUBLIC_URLS = ("agent_gateway",)  # functions served by a function URL: a ceiling bounds a flood

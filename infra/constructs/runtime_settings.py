@@ -93,6 +93,20 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "write requests a tenant may send at once (token bucket size); default 40",
     ),
     ContextSetting(
+        "tenantMaxRunsInFlight",
+        "TENANT_MAX_RUNS_IN_FLIGHT",
+        "int",
+        "workflow and eval runs a tenant may have started and not ended; past it a new run waits `pending` and "
+        "starts when one of the tenant's runs ends (0: no cap); default 100",
+    ),
+    ContextSetting(
+        "tenantMaxHeldRequests",
+        "TENANT_MAX_HELD_REQUESTS",
+        "int",
+        "long polls, and as many SSE streams, a tenant may hold waiting at once; past it `429 rate_limited` with "
+        "`Retry-After` (0: no limit); default 20",
+    ),
+    ContextSetting(
         "modelProviders",
         "MODEL_PROVIDERS",
         "list",

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from shared.local import reserved
 from shared.local.context import (
     Handler,
     LambdaContext,
@@ -105,6 +106,26 @@ def invoke_target(target: Target, event: Any) -> tuple[Any, dict[str, Any] | Non
         }
 
 
+def _answer(result: Any, error: dict[str, Any] | None, response_headers: Any) -> bytes:
+    """A synchronous invocation's response body (and its function-error header when the handler failed)."""
+    if error is None:
+        try:
+            return json.dumps(result).encode("utf-8")
+        except (TypeError, ValueError) as exc:  # the Python runtime's answer to an unserializable result
+            error = {"errorMessage": f"Unable to marshal response: {exc}", "errorType": "Runtime.MarshalError"}
+    response_headers["x-amz-function-error"] = "Unhandled"
+    return json.dumps(error).encode("utf-8")
+
+
+def _invoke_when_free(target: Target, event: Any) -> None:
+    """An asynchronous invocation: Lambda's queue holds it until the function has a unit of concurrency free."""
+    unit = reserved.acquire(target.name, wait=True)
+    try:
+        invoke_target(target, event)
+    finally:
+        reserved.release(unit)
+
+
 def patch_lambda_invoke() -> None:
     """Lambda registry. moto's no-Docker backend (``LambdaSimpleBackend.invoke``) echoes the request payload and
     an unknown handler silently "succeeds"; the Docker backend fails without Docker. Replace both ``invoke``s:
@@ -121,6 +142,12 @@ def patch_lambda_invoke() -> None:
 
         def __init__(self, message: str) -> None:
             super().__init__("ResourceNotFoundException", message)
+
+    class TooManyRequests(LambdaClientError):
+        code = 429
+
+        def __init__(self, message: str) -> None:
+            super().__init__("TooManyRequestsException", message)
 
     def invoke(
         self: LambdaBackend,
@@ -144,16 +171,17 @@ def patch_lambda_invoke() -> None:
         if invocation_type == "DryRun":
             return b""
         if invocation_type == "Event":
-            threading.Thread(target=invoke_target, args=(target, event), daemon=True).start()
+            threading.Thread(target=_invoke_when_free, args=(target, event), daemon=True).start()
             return b""
-        result, error = invoke_target(target, event)
-        if error is None:
-            try:
-                return json.dumps(result).encode("utf-8")
-            except (TypeError, ValueError) as exc:  # the Python runtime's answer to an unserializable result
-                error = {"errorMessage": f"Unable to marshal response: {exc}", "errorType": "Runtime.MarshalError"}
-        response_headers["x-amz-function-error"] = "Unhandled"
-        return json.dumps(error).encode("utf-8")
+        try:  # the function's reserved concurrency: past it, Lambda's 429 (a task's Retry takes it)
+            unit = reserved.acquire(target.name)
+        except reserved.Throttled as exc:
+            raise TooManyRequests(str(exc)) from exc
+        try:
+            result, error = invoke_target(target, event)
+        finally:
+            reserved.release(unit)
+        return _answer(result, error, response_headers)
 
     LambdaBackend.invoke = invoke  # type: ignore[method-assign]
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign]

@@ -56,6 +56,7 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
 def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resumed:
     from shared.engine.kernel import execution_generation
     from shared.services import start_outbox as outbox
+    from shared.services.admission import run_ended
     from shared.services.runs import finish_cancel
     from shared.services.start_sweep import sweep
 
@@ -68,8 +69,11 @@ def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resu
         # a marker the sweep only cleared (the run had an execution before the stop) leaves the run to resume
         if rec is None or rec.terminal or run_id in swept.started or run_id in swept.failed:
             continue
+        if run_id in swept.queued:  # waits for a slot of its tenant: started when one frees (decision 0160)
+            continue
         if rec.status == "cancelling":
             finish_cancel(ports, run_id)
+            run_ended(ports, run_id)
             done.cancelled.append(run_id)
             continue
         if outbox.plan_missing(ports, rec):  # an eval cut before its plan by a host older than the outbox

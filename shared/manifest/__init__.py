@@ -12,6 +12,7 @@ from __future__ import annotations
 from shared.manifest.compute import (
     ASL_SETTINGS,
     FUNCTIONS,
+    RESERVED_CONCURRENCY,
     RUNTIME,
     STATE_MACHINES,
     STREAM_BATCHING_WINDOW_S,
@@ -83,6 +84,7 @@ __all__ = [
     "Queue",
     "REPLAY_CONTEXT",
     "RUNS",
+    "RESERVED_CONCURRENCY",
     "RUNTIME",
     "SECRETS",
     "SIGNING",

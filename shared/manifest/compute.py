@@ -92,6 +92,7 @@ _RW_ALL: tuple[tuple[str, Access], ...] = (
     (HOST, "readwrite"),
 )
 _READ: tuple[tuple[str, Access], ...] = ((RUNS, "read"), (EVENTS, "read"), (HOST, "read"))
+_HELD: tuple[tuple[str, Access], ...] = ((RUNS, "read"), (EVENTS, "read"), (HOST, "readwrite"))
 
 FUNCTIONS: tuple[Function, ...] = (
     Function("get_capabilities", "functions.get_capabilities.handler", "api", ((HOST, "read"),)),
@@ -126,8 +127,9 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         starts=("run", "eval", "fork"),
     ),
-    Function("stream_run_events", "functions.stream_run_events.handler", "api", _READ, bucket="read"),
-    Function("poll_run_events", "functions.poll_run_events.handler", "api", _READ, bucket="read"),
+    # A held poll or stream counts itself in its tenant's held requests (decision 0160): the host table, read-write
+    Function("stream_run_events", "functions.stream_run_events.handler", "api", _HELD, bucket="read"),
+    Function("poll_run_events", "functions.poll_run_events.handler", "api", _HELD, bucket="read"),
     Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
     Function(
         "get_eval_report",
@@ -316,6 +318,22 @@ FUNCTIONS: tuple[Function, ...] = (
 # Operator settings the ASL files read through a placeholder: name (the CDK context key) -> (the env var the local
 # stack reads, the default). ``parkedTimeout``: seconds a run may stay paused or waiting in the Park task before it
 # fails ``run_timeout`` (7 days; at most the run's retention, checked at synthesis).
+# Reserved concurrency per function (decision 0160 and ``infra/constructs/concurrency.py``, which deploys it and says
+# why): 400 per stage, so two stages leave 200 of an account's 1,000 for the API handlers, streams and queues. Also
+# the ceilings the local Lambda runner enforces (``shared.local.reserved``), so a saturation is modelled locally.
+RESERVED_CONCURRENCY: dict[str, int] = {
+    "advance_run": 120,  # runs and forks: one execution per run between holds
+    "run_eval_trial": 80,  # eval trials: evalMaxConcurrency (4) per eval run
+    "finish_eval": 10,
+    "fail_run": 10,  # the state machines' Catch: must run when everything else fails
+    "park_run": 10,
+    "poll_run_events": 90,  # long polls: at most 90 held at once (3.6 a second at the 25 s hold)
+    "stream_run_events": 40,  # SSE bodies: at most 40 held at once (4 a second at the 10 s hold)
+    # the agent gateway's public function URL, which no stage throttle guards: at most 40 model or tool calls at once
+    # (a ceiling against a flood; an external agent's loop runs outside advance_run, hence its 40 fewer)
+    "agent_gateway": 40,
+}
+
 ASL_SETTINGS: dict[str, tuple[str, int]] = {"parkedTimeout": ("PARKED_TIMEOUT_SECONDS", 7 * 86_400)}
 
 STATE_MACHINES: tuple[StateMachine, ...] = (

@@ -55,6 +55,9 @@ class StepFunctionsOrchestrator:
                 return arn.replace(":stateMachine:", ":execution:") + ":" + name
             raise
 
+    def can_start(self, machine: str) -> bool:
+        return bool(self._machines.get(machine))
+
     def resume(self, task_token: str) -> None:
         """Let an execution waiting on ``task_token`` (a ``.waitForTaskToken`` task) go on; a spent token is a no-op."""
         try:

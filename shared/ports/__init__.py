@@ -44,6 +44,7 @@ from shared.ports.runs import (
     ToolCallStore,
 )
 from shared.ports.sampling import SamplingRuleRepository, SuiteDraftRepository
+from shared.ports.slots import RunSlots, Take, Waiting
 from shared.ports.starts import PendingStart, StartOutbox
 from shared.ports.suites import SuiteRepository
 from shared.ports.tracing import AttrValue, NoTracing, Span, Tracing
@@ -118,6 +119,7 @@ __all__ = [
     "RateLimit",
     "RateLimiter",
     "RunRecord",
+    "RunSlots",
     "StagedWrite",
     "RunStore",
     "SamplingRuleRepository",
@@ -130,11 +132,13 @@ __all__ = [
     "StackOutputs",
     "SuiteDraftRepository",
     "SuiteRepository",
+    "Take",
     "ToolCallRecord",
     "ToolCallStore",
     "ToolRepository",
     "Tracing",
     "TransportError",
+    "Waiting",
     "WebhookRepository",
     "WebhookSecretRepository",
     "WorkflowRepository",
@@ -179,5 +183,6 @@ class Ports:
     suite_drafts: SuiteDraftRepository
     suites: SuiteRepository
     starts: StartOutbox  # runs written but not yet started (the start outbox; decision 0150)
+    slots: RunSlots  # each tenant's runs in flight and the runs waiting for a slot (fair compute; decision 0160)
     queues: dict[str, Queue] = field(default_factory=dict)
     tracing: Tracing = field(default_factory=NoTracing)

@@ -151,6 +151,9 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     counts["aux"] = ports.runs.delete_aux_all(run_id)
     counts["objects"] = ports.blobs.delete_prefix(keys.run_prefix(run_id))
     counts["derived"] += ports.blobs.delete_prefix(keys.derived_prefix(run_id))
+    from shared.services.admission import run_ended
+
+    run_ended(ports, run_id)  # a run erased in flight gives back its tenant's slot (decision 0160)
     return counts
 
 

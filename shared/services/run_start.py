@@ -20,6 +20,7 @@ from shared.errors import (
     ValidationError,
 )
 from shared.ports import Ports, RunRecord, Span
+from shared.services import admission
 from shared.services import start_outbox as outbox
 from shared.services.common import Caller, links
 
@@ -135,15 +136,16 @@ def _start_run(
         if before_start is not None:
             before_start(rec)
             outbox.ready(ports, pending, rec.expires_at)
-        arn = ports.orchestrator.start(machine, run_id, {"runId": run_id})
-        ports.runs.set_execution(run_id, arn)
+        # its tenant's slot, then its execution; no free slot: the run waits pending, its marker kept (decision 0160)
+        started = admission.admit(ports, rec, machine, pending.at_ms)
     except Exception as exc:
         from shared.services.erasure import erase_now
 
-        erase_now(ports, run_id, tombstone=False)
+        erase_now(ports, run_id, tombstone=False)  # gives back a slot it took (``on_run_removed``)
         outbox.done(ports, run_id)
         if isinstance(exc, ProtocolError | ItemTooLargeError):
             raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
         raise ServiceUnavailableError() from exc
-    outbox.done(ports, run_id)
+    if started:
+        outbox.done(ports, run_id)
     return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})

@@ -18,6 +18,7 @@ from shared.ports import Ports, RunRecord
 from shared.protocol import codes as c
 from shared.services.common import Caller, load_own_run, page_limit, snapshot
 from shared.services.cursors import mint_cursor, read_cursor
+from shared.services.held import POLL, STREAM, Holding
 from shared.services.run_start import Created, common_checks, start_run
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]
     if rec.execution_arn:
         ports.orchestrator.stop(rec.execution_arn)
     finish_cancel(ports, rec.run_id)
+    from shared.services.admission import run_ended
+
+    run_ended(ports, rec.run_id)  # its slot, and its tenant's waiting runs (decision 0160)
     return {"runId": rec.run_id, "status": "cancelled"}
 
 
@@ -217,23 +221,25 @@ def poll_events(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str
     after_seq = -1 if after is None else after
     wait_ms = min(30 if timeout is None else timeout, int(ports.settings.max_poll_wait_s)) * 1000
     deadline = ports.clock.now_ms() + wait_ms
-    while True:
-        events = ports.events.read_page(rec.run_id, after_seq) if rec.last_seq > after_seq else []
-        events = [e for e in events if int(e["sequence"]) <= rec.last_seq]
-        complete = not events or int(events[-1]["sequence"]) >= rec.last_seq
-        if events or rec.terminal or ports.clock.now_ms() >= deadline:
-            return {
-                "runId": rec.run_id,
-                "events": events,
-                "lastSequence": rec.last_seq if complete else int(events[-1]["sequence"]),
-                "status": rec.status,
-                "isTerminal": rec.terminal and complete,
-            }
-        ports.clock.sleep(0.2)
-        fresh = ports.runs.get_run(rec.run_id)
-        if fresh is None:
-            raise NotFoundError("No such run.")
-        rec = fresh
+    with Holding(ports, caller.tenant, POLL) as holding:
+        while True:
+            events = ports.events.read_page(rec.run_id, after_seq) if rec.last_seq > after_seq else []
+            events = [e for e in events if int(e["sequence"]) <= rec.last_seq]
+            complete = not events or int(events[-1]["sequence"]) >= rec.last_seq
+            if events or rec.terminal or ports.clock.now_ms() >= deadline:
+                return {
+                    "runId": rec.run_id,
+                    "events": events,
+                    "lastSequence": rec.last_seq if complete else int(events[-1]["sequence"]),
+                    "status": rec.status,
+                    "isTerminal": rec.terminal and complete,
+                }
+            holding.before_wait()  # one of the tenant's held polls from here (429 past its limit; decision 0160)
+            ports.clock.sleep(0.2)
+            fresh = ports.runs.get_run(rec.run_id)
+            if fresh is None:
+                raise NotFoundError("No such run.")
+            rec = fresh
 
 
 def _admitted(ev: dict[str, Any], modes: set[str]) -> bool:
@@ -316,24 +322,26 @@ def sse_frames(
     out = _Frames(ports, rec, modes, buffer_ms)
     if "values" in modes and after >= 0:  # a resumed values stream starts with the current snapshot
         out.frames.append(_frame(after, "state.snapshot", out.snapshot()))
-    while True:
-        events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
-        for ev in events:
-            after = int(ev["sequence"])
-            out.add(ev)
-        ended = rec.terminal and after >= rec.last_seq
-        out.flush_if_due(ended)
-        if ended:
-            return "".join(out.frames), True
-        if (out.frames and not out.batch) or ports.clock.now_ms() >= deadline:
-            if out.batch:
-                out.flush()
-            return "".join(out.frames) or ": keep-alive\n\n", False
-        ports.clock.sleep(0.05 if out.batch else 0.2)
-        fresh = ports.runs.get_run(rec.run_id)
-        if fresh is None:
-            raise NotFoundError("No such run.")
-        rec = out.rec = fresh
+    with Holding(ports, caller.tenant, STREAM) as holding:
+        while True:
+            events = ports.events.read_page(rec.run_id, after) if rec.last_seq > after else []
+            for ev in events:
+                after = int(ev["sequence"])
+                out.add(ev)
+            ended = rec.terminal and after >= rec.last_seq
+            out.flush_if_due(ended)
+            if ended:
+                return "".join(out.frames), True
+            if (out.frames and not out.batch) or ports.clock.now_ms() >= deadline:
+                if out.batch:
+                    out.flush()
+                return "".join(out.frames) or ": keep-alive\n\n", False
+            holding.before_wait()  # one of the tenant's held streams from here (429 past its limit; decision 0160)
+            ports.clock.sleep(0.05 if out.batch else 0.2)
+            fresh = ports.runs.get_run(rec.run_id)
+            if fresh is None:
+                raise NotFoundError("No such run.")
+            rec = out.rec = fresh
 
 
 def _frame(seq: int, event: str, data: Any) -> str:

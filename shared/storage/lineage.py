@@ -14,7 +14,19 @@ from enum import StrEnum
 
 from shared import keys
 from shared.manifest import resources as manifest
-from shared.storage import agents, apikeys, limits, ratelimit, sampling, schema, starts, suites, webhooks, workflows
+from shared.storage import (
+    agents,
+    apikeys,
+    limits,
+    ratelimit,
+    sampling,
+    schema,
+    slots,
+    starts,
+    suites,
+    webhooks,
+    workflows,
+)
 
 
 class Reach(StrEnum):
@@ -89,6 +101,13 @@ FAMILIES: tuple[Family, ...] = (
     Family(HOST, webhooks.DL_PK, Reach.HOST_LINK, "a webhook dead letter (names the run, holds its event)"),
     Family(HOST, schema.LEDGER_PK_PREFIX, QUERY, "effect-ledger rows, sort key <runId>#<nodeId>#<n>"),
     Family(HOST, starts.STARTS_PREFIX, Reach.TRANSIENT, "a start marker (the id only): cleared once started"),
+    Family(
+        HOST,
+        slots.PREFIX,
+        Reach.TRANSIENT,
+        "a tenant's runs in flight and waiting (ids only): released when the run ends or is erased, a waiting one "
+        "dropped by the tenant's next pump or its TTL",
+    ),
     Family(HOST, limits.DEDUP_PREFIX, Reach.SCOPE_LINK, "an OpenWOP-Dedup scope claim (names the run holding it)"),
     # ------------------------------------------------------------------ the host table: registrations and counters
     Family(HOST, suites.INDEX_PREFIX, Reach.NO_CONTENT, "a version's index row: ids, counts, times"),

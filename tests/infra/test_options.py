@@ -32,6 +32,8 @@ EVERYTHING: dict[str, str] = {
     "corsOrigins": "https://app.example,https://admin.example",
     "tenantWriteRate": "10",
     "tenantWriteBurst": "20",
+    "tenantMaxRunsInFlight": "50",
+    "tenantMaxHeldRequests": "10",
     "reservedConcurrency": '{"advance_run": 120}',
     "accountConcurrency": "3000",
     "stagesPerAccount": "3",

@@ -148,6 +148,12 @@ def _sweep_and_check(kills: list[Kill]) -> dict[int, tuple[str, str]]:
     # And no marker is left of any of them
     left = {p.run_id for p in ports.starts.read_due(ports.clock.now_ms() + 1)}
     assert not left & {r for k in kills for r in k.markers}
+    # and none holds a slot of its tenant once ended, whichever write its create was cut after (decision 0160)
+    from shared.protocol.ids import tenant_of
+
+    written = {r for k in kills for r in k.run_ids}
+    for tenant in {tenant_of(r) for r in written}:
+        eventually(lambda t=tenant: not written & set(ports.slots.holders(t)), timeout=30)
     return outcome
 
 
@@ -160,9 +166,11 @@ def test_a_workflow_run_create_killed_after_any_write_is_started_by_the_sweep(ho
     caller = Caller(tenant=host.tenant_a, subject_id="outbox-test")
     req = CreateRunRequest(workflowId=wid, inputs={"script": {"calls": [], "answer": unique("done")}})
     kills, through = _kill_at_every_write(lambda: runs.create(_ports(), caller, req))
-    # (the marker, the run's items, the start, the execution's ARN, the marker's clear)
+    # (the marker, the run's items, its tenant's slot (decision 0160), the start, the execution's ARN, the marker's
+    # clear)
     assert [k.writes[-1] for k in kills] == [
         "PutItem",
+        "TransactWriteItems",
         "TransactWriteItems",
         "StartExecution",
         "UpdateItem",
@@ -177,6 +185,7 @@ def test_a_workflow_run_create_killed_after_any_write_is_started_by_the_sweep(ho
         3: ("completed", ""),
         4: ("completed", ""),
         5: ("completed", ""),
+        6: ("completed", ""),
     }
     assert eventually(lambda: _settled(through)).status == "completed"
 
@@ -190,15 +199,16 @@ def test_an_eval_run_create_killed_after_any_write_is_started_or_failed_by_the_s
     req = CreateRunRequest(mode="eval", evalSuiteRef=EVAL_SUITE, agentId=EVAL_AGENT)
     kills, through = _kill_at_every_write(lambda: runs.create(_ports(), caller, req))
     writes = [k.writes[-1] for k in kills]
-    # (the marker, the run's items, what the plan needs and the plan, the marker made ready, the start, the
-    # execution's ARN, the marker's clear)
-    assert writes[:2] == ["PutItem", "TransactWriteItems"] and writes[-4:] == [
+    # (the marker, the run's items, what the plan needs and the plan, the marker made ready, its tenant's slot
+    # (decision 0160), the start, the execution's ARN, the marker's clear)
+    assert writes[:2] == ["PutItem", "TransactWriteItems"] and writes[-5:] == [
         "PutItem",
+        "TransactWriteItems",
         "StartExecution",
         "UpdateItem",
         "DeleteItem",
     ], writes
-    ready = len(kills) - 3  # the kill right after the marker was made ready
+    ready = len(kills) - 4  # the kill right after the marker was made ready
     # When the sweep runs
     outcome = _sweep_and_check(kills)
     # Then a run whose create was cut before its plan and marker were whole failed persistence_failed (never

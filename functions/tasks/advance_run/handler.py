@@ -9,6 +9,7 @@ from functions._common.observability import count, count_tools, task_handler
 from shared.engine import kernel
 from shared.engine.runkinds import RUN_KINDS
 from shared.engine.tools import ToolTally
+from shared.services import admission
 from shared.wiring import get_ports
 
 
@@ -28,6 +29,13 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, machine_arn=machine_arn, tally=tally
     )
     count_tools(tally)
-    if out.get("next") == "done":
+    if out.get("next") == "done" and not out.get("renewed"):
         count("RunsFinished")
+        _ended(run_id)
     return out
+
+
+def _ended(run_id: str) -> None:
+    """The run ended (or is being cancelled): its tenant's slot back, its waiting runs started (decision 0160)."""
+    if admission.run_ended(get_ports(), run_id) == "deferred":
+        count("SlotReleaseDeferred")

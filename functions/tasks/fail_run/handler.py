@@ -7,12 +7,17 @@ from typing import Any
 from functions._common import task_input as ti
 from functions._common.observability import count, task_handler
 from shared.engine import kernel
+from shared.services import admission
 from shared.wiring import get_ports
 
 
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    out = kernel.fail_run(get_ports(), ti.text(event, "runId"), ti.mapping(event, "error", None))
+    ports = get_ports()
+    out = kernel.fail_run(ports, ti.text(event, "runId"), ti.mapping(event, "error", None))
     if out.get("failed"):
         count("RunsFailed")
+    # failed now or ended before: its tenant's slot back, its waiting runs started (decision 0160)
+    if admission.run_ended(ports, ti.text(event, "runId")) == "deferred":
+        count("SlotReleaseDeferred")
     return out

@@ -8,13 +8,18 @@ from typing import Any
 from functions._common import task_input as ti
 from functions._common.observability import count, task_handler
 from shared.engine import evalrun
+from shared.services import admission
 from shared.wiring import get_ports
 
 
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    out = evalrun.finish(get_ports(), ti.text(event, "runId"), ti.mapping(event, "cursor", None))
+    ports = get_ports()
+    out = evalrun.finish(ports, ti.text(event, "runId"), ti.mapping(event, "cursor", None))
     if not out["more"]:
         count("RunsFinished")
         count("EvalsFinished")
+        # its tenant's slot back, its waiting runs started (decision 0160)
+        if admission.run_ended(ports, ti.text(event, "runId")) == "deferred":
+            count("SlotReleaseDeferred")
     return out

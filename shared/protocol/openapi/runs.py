@@ -90,7 +90,7 @@ RUNS: tuple[Op, ...] = (
         "streamRunEvents",
         "stream_run_events",
         {200: "EventStream"},
-        READ_ERRORS,
+        (*READ_ERRORS, 429),  # the tenant's held streams (decision 0160)
         query=("streamMode", "bufferMs"),
         headers=("Last-Event-ID",),
         media="text/event-stream",
@@ -102,7 +102,7 @@ RUNS: tuple[Op, ...] = (
         "pollRunEvents",
         "poll_run_events",
         {200: "PollPage"},
-        READ_ERRORS,
+        (*READ_ERRORS, 429),  # the tenant's held polls (decision 0160)
         query=("afterSequence", "timeout", "streamMode"),
     ),
     Op("GET", "/runs/{runId}/effects", "getRunEffects", "get_run", {200: "EffectLedgerProjection"}, READ_ERRORS),

@@ -1,0 +1,181 @@
+"""The ``RunSlots`` port on the host table: ``SLOTS#<tenant>`` holds the tenant's counter (sk ``count``, attribute
+``count``), one item per run that holds a slot (sk ``run#<runId>``) and one per run that waits for one
+(sk ``wait#<atMs>#<runId>``, its create's time zero-padded, so a Query reads them in creation order); and the
+tenant's held requests of a kind started in a window (sk ``held#<kind>#<window>``, expiring with the window).
+
+Taking a slot is one transaction: the counter's conditional add (below the cap), the run's slot put if absent, and
+the waiting entry's delete if present; releasing is one transaction: the slot's delete if present and the counter's
+add of minus one. So a slot is released at most once per take, whatever retries (decision 0160)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.clock import full_jitter_sleep
+from shared.errors import StorageError
+from shared.ports.slots import Take, Waiting
+from shared.storage.ddb import error_code, from_item, partition_condition, query_all, reasons, to_item
+
+PREFIX = "SLOTS#"
+COUNT_SK = "count"
+RUN_PREFIX = "run#"
+WAIT_PREFIX = "wait#"
+HELD_PREFIX = "held#"
+CONFLICT_TRIES = 8  # transactions on one tenant's counter that lost a race in a row before the write fails
+
+
+def _pk(tenant: str) -> str:
+    return f"{PREFIX}{tenant}"
+
+
+def _wait_sk(waiting: Waiting) -> str:
+    return f"{WAIT_PREFIX}{waiting.at_ms:015d}#{waiting.run_id}"
+
+
+class DynamoRunSlots:
+    def __init__(self, client: Any, table: str) -> None:
+        self._c = client
+        self._t = table
+
+    def _key(self, tenant: str, sk: str) -> dict[str, Any]:
+        return to_item({"pk": _pk(tenant), "sk": sk})
+
+    def take(self, tenant: str, run_id: str, cap: int, *, waiting: Waiting | None = None) -> Take:
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._t,
+                    "Key": self._key(tenant, COUNT_SK),
+                    "UpdateExpression": "ADD #c :one",
+                    "ConditionExpression": "attribute_not_exists(#c) OR #c < :cap",
+                    "ExpressionAttributeNames": {"#c": "count"},
+                    "ExpressionAttributeValues": {":one": {"N": "1"}, ":cap": {"N": str(cap)}},
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self._t,
+                    "Item": to_item({"pk": _pk(tenant), "sk": f"{RUN_PREFIX}{run_id}", "runId": run_id}),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+        if waiting is not None:
+            items.append(
+                {
+                    "Delete": {
+                        "TableName": self._t,
+                        "Key": self._key(tenant, _wait_sk(waiting)),
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                }
+            )
+        failed = self._transact(items)
+        if failed is None:
+            return "taken"
+        if 2 in failed:
+            return "gone"
+        return "held" if 1 in failed else "full"
+
+    def release(self, tenant: str, run_id: str) -> bool:
+        items = [
+            {
+                "Delete": {
+                    "TableName": self._t,
+                    "Key": self._key(tenant, f"{RUN_PREFIX}{run_id}"),
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self._t,
+                    "Key": self._key(tenant, COUNT_SK),
+                    "UpdateExpression": "ADD #c :minus",
+                    "ExpressionAttributeNames": {"#c": "count"},
+                    "ExpressionAttributeValues": {":minus": {"N": "-1"}},
+                }
+            },
+        ]
+        return self._transact(items) is None
+
+    def _transact(self, items: list[dict[str, Any]]) -> set[int] | None:
+        """Write ``items`` in one transaction: None when written, else the items whose condition failed. A
+        transaction that lost a race on the tenant's counter (``TransactionConflict``) is tried again."""
+        for attempt in range(1, CONFLICT_TRIES + 1):
+            try:
+                self._c.transact_write_items(TransactItems=items)
+                return None
+            except ClientError as exc:
+                if error_code(exc) != "TransactionCanceledException":
+                    raise
+                codes = reasons(exc)
+            failed = {i for i, code in enumerate(codes) if code == "ConditionalCheckFailed"}
+            if failed or attempt == CONFLICT_TRIES:
+                if not failed:
+                    raise StorageError(f"the tenant's slots stayed contended: {codes}")
+                return failed
+            full_jitter_sleep(attempt)
+        return None  # unreachable: the last attempt returns or raises
+
+    def holders(self, tenant: str) -> list[str]:
+        kwargs = {"TableName": self._t, **partition_condition(_pk(tenant), RUN_PREFIX), "ConsistentRead": True}
+        return [str(from_item(raw)["runId"]) for raw in query_all(self._c, kwargs)]
+
+    def in_flight(self, tenant: str) -> int:
+        resp = self._c.get_item(TableName=self._t, Key=self._key(tenant, COUNT_SK), ConsistentRead=True)
+        return int(resp.get("Item", {}).get("count", {"N": "0"})["N"])
+
+    def put_waiting(self, tenant: str, waiting: Waiting, *, expires_at: int) -> None:
+        from shared.storage import schema
+
+        item = {
+            "pk": _pk(tenant),
+            "sk": _wait_sk(waiting),
+            "runId": waiting.run_id,
+            "machine": waiting.machine,
+            "atMs": waiting.at_ms,
+            schema.TTL_ATTRIBUTE: expires_at,
+        }
+        self._c.put_item(TableName=self._t, Item=to_item(item))
+
+    def read_waiting(self, tenant: str, limit: int) -> list[Waiting]:
+        resp = self._c.query(
+            TableName=self._t, **partition_condition(_pk(tenant), WAIT_PREFIX), ConsistentRead=True, Limit=limit
+        )
+        return [
+            Waiting(run_id=str(it["runId"]), machine=str(it["machine"]), at_ms=int(it["atMs"]))
+            for it in map(from_item, resp.get("Items", []))
+        ]
+
+    def drop_waiting(self, tenant: str, waiting: Waiting) -> None:
+        self._c.delete_item(TableName=self._t, Key=self._key(tenant, _wait_sk(waiting)))
+
+    def hold(self, tenant: str, kind: str, window: int, cap: int, *, expires_at: int) -> bool:
+        from shared.storage import schema
+
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=self._key(tenant, f"{HELD_PREFIX}{kind}#{window}"),
+                UpdateExpression="ADD #c :one SET #e = if_not_exists(#e, :exp)",
+                ConditionExpression="attribute_not_exists(#c) OR #c < :cap",
+                ExpressionAttributeNames={"#c": "count", "#e": schema.TTL_ATTRIBUTE},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":cap": {"N": str(cap)}, ":exp": {"N": str(expires_at)}},
+            )
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+
+    def unhold(self, tenant: str, kind: str, window: int) -> None:
+        self._c.update_item(
+            TableName=self._t,
+            Key=self._key(tenant, f"{HELD_PREFIX}{kind}#{window}"),
+            UpdateExpression="ADD #c :minus",
+            ConditionExpression="attribute_exists(#c)",
+            ExpressionAttributeNames={"#c": "count"},
+            ExpressionAttributeValues={":minus": {"N": "-1"}},
+        )
