@@ -209,6 +209,8 @@ def main() -> None:
         figures, elapsed = fuzz(url, KEY_A)
         line("fuzz requests sent", figures.requests, f"({elapsed:.0f} s)")
         line("fuzz 5xx seen / failed checks", f"{figures.server_errors} / {len(figures.failures)}")
+        for failure in figures.failures:  # what to look at, each one
+            print(f"    failed: {failure[:600]}")
         print("  " + summary(figures, elapsed))
         _faults(client, ports, wid)
         _cancels(client, ports)

@@ -150,7 +150,14 @@ def _check_events(events: Sequence[str]) -> None:
     type that never fires would be accepted and silently deliver nothing)."""
     unknown = wh.unknown_event_types(events)
     if unknown:
-        where = [fault(f"/events/{i}", "enum", "Not a v2 event type.") for i, e in enumerate(events) if e in unknown]
+        from shared.protocol.event_types import V2_EVENT_TYPES
+
+        # by index: an entry outside the type-name grammar is named ``events[i]`` in ``unknown``, not by itself
+        where = [
+            fault(f"/events/{i}", "enum", "Not a v2 event type.")
+            for i, e in enumerate(events)
+            if e not in V2_EVENT_TYPES
+        ]
         raise ValidationError(
             f"events[] names an unknown v2 event type: {', '.join(unknown)}.",
             {"field": "events", "unknownEventTypes": unknown, "errors": where[:MAX_FAULTS]},

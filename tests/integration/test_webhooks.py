@@ -582,6 +582,8 @@ def test_an_unknown_event_type_is_400_naming_it_and_stores_nothing(host, receive
     # an entry outside the type-name grammar is named by its index, never echoed
     odd = _register(host, host.key_a, receiver.url + "/bogus", ["run.completed", "<b>Run Done</b>"])
     assert odd.status == 400 and "events[1]" in odd.json["message"] and "<b>" not in odd.text
+    assert odd.json["details"]["unknownEventTypes"] == ["events[1]"]  # its fault points at it, as every 400's does
+    assert [e["pointer"] for e in odd.json["details"]["errors"]] == ["/events/1"]
     # every registered v2 type is accepted, including ones this host never emits
     ok = _register(host, host.key_a, receiver.url + "/ok", ["run.completed", "artifact.created", "approval.granted"])
     assert ok.status == 201
