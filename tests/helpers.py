@@ -162,6 +162,27 @@ class ServeProcess:
 
 
 @contextmanager
+def setting(name: str, value: str) -> Iterator[None]:
+    """A runtime setting's environment variable for the block (the local host's functions read settings afresh
+    once the cache is cleared), then as it was."""
+    import os
+
+    from shared.settings import get_settings
+
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    get_settings.cache_clear()
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+        get_settings.cache_clear()
+
+
+@contextmanager
 def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
     """``openwop-serverless serve`` on a free port in a subprocess (as ``make serve`` runs it, its state kept in a
     folder of ``tmp_path``), yielding the environment its printed ``export ...`` line gives a newcomer's shell;

@@ -3,34 +3,19 @@ started in creation order as its own runs end; never a 429, never a failure; oth
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from shared.local.commands import seed
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, setting, unique
 from tests.wire import raw, wait_terminal
 
 CAP = 2
 
 
-@contextmanager
-def runs_in_flight(cap: int) -> Iterator[None]:
+def runs_in_flight(cap: int) -> AbstractContextManager[None]:
     """Each tenant's cap of runs in flight for the block (the local host reads settings per request and task)."""
-    from shared.settings import get_settings
-
-    saved = os.environ.get("TENANT_MAX_RUNS_IN_FLIGHT")
-    os.environ["TENANT_MAX_RUNS_IN_FLIGHT"] = str(cap)
-    get_settings.cache_clear()
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("TENANT_MAX_RUNS_IN_FLIGHT", None)
-        else:
-            os.environ["TENANT_MAX_RUNS_IN_FLIGHT"] = saved
-        get_settings.cache_clear()
+    return setting("TENANT_MAX_RUNS_IN_FLIGHT", str(cap))
 
 
 def _ports() -> Any:
@@ -135,21 +120,8 @@ def test_a_cancelled_run_gives_back_its_slot_once_and_a_waiting_one_starts(host)
         assert _ports().slots.read_waiting(tenant, 10) == []
 
 
-@contextmanager
-def held_requests(limit: int) -> Iterator[None]:
-    from shared.settings import get_settings
-
-    saved = os.environ.get("TENANT_MAX_HELD_REQUESTS")
-    os.environ["TENANT_MAX_HELD_REQUESTS"] = str(limit)
-    get_settings.cache_clear()
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("TENANT_MAX_HELD_REQUESTS", None)
-        else:
-            os.environ["TENANT_MAX_HELD_REQUESTS"] = saved
-        get_settings.cache_clear()
+def held_requests(limit: int) -> AbstractContextManager[None]:
+    return setting("TENANT_MAX_HELD_REQUESTS", str(limit))
 
 
 def _waiting_run(host: Any, key: str) -> tuple[str, int]:

@@ -9,18 +9,17 @@ from __future__ import annotations
 import http.server
 import json
 import math
-import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 
 from shared.local import reserved
 from shared.local.commands import seed
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, setting, unique
 from tests.integration.test_fair_compute import runs_in_flight
 from tests.wire import raw
 from tests.workflows import definition, node, variable
@@ -66,21 +65,8 @@ class Gate:
         self.server.shutdown()
 
 
-@contextmanager
-def allowlisted(port: int) -> Iterator[None]:
-    from shared.settings import get_settings
-
-    saved = os.environ.get("HTTP_ALLOWLIST")
-    os.environ["HTTP_ALLOWLIST"] = f"127.0.0.1:{port}"
-    get_settings.cache_clear()
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("HTTP_ALLOWLIST", None)
-        else:
-            os.environ["HTTP_ALLOWLIST"] = saved
-        get_settings.cache_clear()
+def allowlisted(port: int) -> AbstractContextManager[None]:
+    return setting("HTTP_ALLOWLIST", f"127.0.0.1:{port}")
 
 
 @pytest.fixture()
