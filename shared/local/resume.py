@@ -56,7 +56,6 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
 def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resumed:
     from shared.engine.kernel import execution_generation
     from shared.services import start_outbox as outbox
-    from shared.services.admission import run_ended
     from shared.services.runs import finish_cancel
     from shared.services.start_sweep import sweep
 
@@ -73,7 +72,6 @@ def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resu
             continue
         if rec.status == "cancelling":
             finish_cancel(ports, run_id)
-            run_ended(ports, run_id)
             done.cancelled.append(run_id)
             continue
         if outbox.plan_missing(ports, rec):  # an eval cut before its plan by a host older than the outbox

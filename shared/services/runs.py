@@ -135,15 +135,21 @@ def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]
             raise RunTerminalError()
     if rec.execution_arn:
         ports.orchestrator.stop(rec.execution_arn)
-    finish_cancel(ports, rec.run_id)
-    from shared.services.admission import run_ended
-
-    run_ended(ports, rec.run_id)  # its slot, and its tenant's waiting runs (decision 0160)
+    finish_cancel(ports, rec.run_id)  # and its slot, and its tenant's waiting runs (decision 0160)
     return {"runId": rec.run_id, "status": "cancelled"}
 
 
 def finish_cancel(ports: Ports, run_id: str) -> None:
-    """Append node.cancelled for the node in flight and run.cancelled; no engine write can land after it."""
+    """Append node.cancelled for the node in flight and run.cancelled; then give back the run's slot of its tenant
+    and start its waiting runs (decision 0160)."""
+    from shared.services.admission import run_ended
+
+    _append_cancelled(ports, run_id)
+    run_ended(ports, run_id)
+
+
+def _append_cancelled(ports: Ports, run_id: str) -> None:
+    """node.cancelled for the node in flight and run.cancelled; no engine write can land after it."""
     for _ in range(5):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status != "cancelling":

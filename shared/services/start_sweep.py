@@ -38,7 +38,6 @@ def settle(ports: Ports, start: PendingStart, reconciled: set[str] | None = None
         from shared.services.runs import finish_cancel
 
         finish_cancel(ports, rec.run_id)  # a cancel cut before it finished: nothing ran, nothing to stop
-        admission.run_ended(ports, rec.run_id)
     elif not start.ready or plan_missing(ports, rec):
         outcome = "failed" if fail_unstarted(ports, rec.run_id) else "cleared"
         admission.run_ended(ports, rec.run_id)  # a slot its cut create took
