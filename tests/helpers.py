@@ -218,6 +218,59 @@ def requests_sent(client: Any, operation: str, table: str | None = None) -> Iter
         client.meta.events.unregister(event, capture)
 
 
+class OwnCalls:
+    """The requests one call makes on a client (``run``), on its own thread and on the workers it starts
+    (``shared.services.common.parallel`` runs each in a copy of its caller's context): not those of other threads
+    sharing the client meanwhile (a module's host still finishing an earlier test's runs, giving back their slots).
+    ``calls`` holds (service:operation, parameters) in the order sent."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+
+    def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        import contextvars
+
+        def marked() -> Any:
+            _MEASURING.set(self)
+            return fn(*args, **kwargs)
+
+        return contextvars.copy_context().run(marked)
+
+    def counts(self) -> dict[str, int]:
+        from collections import Counter
+
+        return dict(Counter(name for name, _ in self.calls))
+
+
+def _measuring() -> Any:
+    import contextvars
+
+    return contextvars.ContextVar("measuring", default=None)
+
+
+_MEASURING = _measuring()
+
+
+@contextmanager
+def own_calls(client: Any) -> Iterator[OwnCalls]:
+    """Counts what ``OwnCalls.run`` sends through ``client`` while inside (a botocore hook on every operation)."""
+    measure = OwnCalls()
+
+    def capture(model: Any = None, params: Any = None, **_: Any) -> None:
+        if _MEASURING.get() is measure:
+            with measure.lock:
+                measure.calls.append((f"{model.service_model.endpoint_prefix}:{model.name}", dict(params or {})))
+
+    client.meta.events.register("before-call.*.*", capture)
+    try:
+        yield measure
+    finally:
+        client.meta.events.unregister("before-call.*.*", capture)
+
+
 class FakeTimer:
     """A monotonic clock a test moves by hand (``timer.now += 61``)."""
 

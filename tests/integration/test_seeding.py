@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import unique
+from tests.helpers import own_calls, unique
 from tests.integration.test_stack_mode import REGION, _deploy_outputs, _local_outputs, restore_env  # noqa: F401
 
 
@@ -239,25 +239,14 @@ def test_the_seed_command_refuses_a_prod_stack_before_any_lookup(host, capsys, r
 
 
 def test_seeding_the_conformance_fixtures_is_one_put_per_fixture(host):
-    from collections import Counter
-
     from shared.services import fixtures, seed
     from shared.wiring import get_ports
 
     ports = get_ports()
-    calls: Counter[str] = Counter()
-
-    def count(model: Any = None, **_: Any) -> None:
-        calls[f"{model.service_model.endpoint_prefix}:{model.name}"] += 1
-
-    client = ports.host._c  # type: ignore[attr-defined]
-    client.meta.events.register("before-call.*.*", count)
-    try:
+    with own_calls(ports.host._c) as measure:  # type: ignore[attr-defined]
         # When the conformance fixtures are seeded (again: seeding is idempotent)
-        seeded = seed.seed_stack(ports, seed.seed_plan("conformance"))
-    finally:
-        client.meta.events.unregister("before-call.*.*", count)
+        seeded = measure.run(seed.seed_stack, ports, seed.seed_plan("conformance"))
     # Then each fixture cost exactly one PutItem, and nothing else was asked of AWS
     n = len(fixtures.workflows()) + len(fixtures.suites())
     assert len(seeded["conformance"]) == n == 16
-    assert dict(calls) == {"dynamodb:PutItem": n}
+    assert measure.counts() == {"dynamodb:PutItem": n}

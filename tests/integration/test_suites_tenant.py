@@ -727,35 +727,28 @@ def test_since_and_sample_flags_make_the_filter_body():
 
 def test_from_runs_costs_a_bounded_number_of_requests_per_run(host, recorded):
     """The measured cost in docs/decisions/0112 and 0121: requests of one ``:from-runs`` over 50 named runs."""
-    import threading
     import time
-    from collections import Counter
 
     from shared.services import suite_runs
     from shared.services.common import Caller
+    from tests.helpers import own_calls
 
-    client = _ports().runs._c
-    seen: Counter[str] = Counter()
-    lock = threading.Lock()
-
-    def before_call(model: Any = None, **_: Any) -> None:
-        with lock:
-            seen[model.name] += 1
-
-    client.meta.events.register("before-call.dynamodb.*", before_call)
-    try:
+    with own_calls(_ports().runs._c) as measure:
         # When a suite is built from 50 named runs
         began = time.monotonic()
-        status, body = suite_runs.from_runs(
-            _ports(), Caller("tenant-a", "measure"), _suite_id(), {"agentId": AGENT, "runIds": recorded["runs"]}
+        status, body = measure.run(
+            suite_runs.from_runs,
+            _ports(),
+            Caller("tenant-a", "measure"),
+            _suite_id(),
+            {"agentId": AGENT, "runIds": recorded["runs"]},
         )
         took = time.monotonic() - began
-    finally:
-        client.meta.events.unregister("before-call.dynamodb.*", before_call)
     # Then the runs are read in batches, not one by one: their items, logs and call records 100 keys to a request,
     # their links 50 to a transaction (a Query of each run's log or calls alone would be 50 requests); the only
     # Queries read the suite's index rows (for the version's number, then for its listing row)
     assert (status, body["taskCount"]) == (201, 50)
+    seen = measure.counts()
     total = sum(seen.values())
-    print(f"\nfrom-runs over 50 runs: {total} DynamoDB requests {dict(seen)} in {took:.2f} s")
-    assert total <= 20 and seen["Query"] <= 2 and seen["TransactWriteItems"] == 1
+    print(f"\nfrom-runs over 50 runs: {total} DynamoDB requests {seen} in {took:.2f} s")
+    assert total <= 20 and seen["dynamodb:Query"] <= 2 and seen["dynamodb:TransactWriteItems"] == 1
