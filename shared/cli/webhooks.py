@@ -37,6 +37,7 @@ def listen(host: str, port: int, secrets: Sequence[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
+    while not stop.wait(1.0):  # a second at a time: a signal delivered to another thread runs its handler only
+        pass  # once the main thread runs again, which a wait with no timeout never does
     receiver.stop()
     return 0

@@ -183,7 +183,7 @@ def _serve(
         ports = get_ports()  # an eval trial's endpoint is handed gateway URLs under the host's own base URL
         ports.settings = dataclasses.replace(ports.settings, gateway_url=ports.settings.gateway_url or base_url)
         _print_banner(aws, resumed, demo, api_keys, base_url)
-        (stop or threading.Event()).wait()
+        _wait_for(stop or threading.Event())
     except KeyboardInterrupt:
         pass
     finally:
@@ -192,6 +192,14 @@ def _serve(
             demo.stop()
         aws.stop()
     return 0
+
+
+def _wait_for(stop: threading.Event) -> None:
+    """Block until ``stop`` is set or a signal's handler raises (SIGTERM, Ctrl-C). In slices of a second: the kernel
+    may deliver SIGTERM to any of the host's threads, and Python runs the handler only once the main thread runs
+    again, which a wait with no timeout, blocked in the lock, never did (the host then ignored SIGTERM)."""
+    while not stop.wait(1.0):
+        pass
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -674,3 +674,32 @@ def test_sigusr1_writes_where_each_thread_is_and_the_host_goes_on_serving(tmp_pa
         assert serve.proc.poll() is None
     finally:
         assert serve.stop() == 0
+
+
+def _signal_thread(pid: int, tid: int, signum: int) -> None:
+    """Send ``signum`` to one thread of another process (Linux ``tgkill``; Python has no call for it)."""
+    import ctypes
+    import platform
+
+    number = {"x86_64": 234, "aarch64": 131}[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(number, pid, tid, signum) == 0, ctypes.get_errno()
+
+
+def test_sigterm_delivered_to_any_of_its_threads_stops_the_host(tmp_path):
+    import os
+    import signal
+
+    serve = ServeProcess(tmp_path, "--port", "0", "--ephemeral", name="term-thread").start()
+    try:
+        assert serve.serving, serve.stderr[-3000:]
+        # Given SIGTERM delivered to a thread other than the main one (the kernel may pick any thread)
+        pid = serve.proc.pid
+        others = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+        assert others
+        _signal_thread(pid, others[-1], signal.SIGTERM)
+        # Then the host stops, cleanly, well within the 60 s a stop is given
+        assert serve.wait(timeout=30) == 0, serve.stderr[-3000:]
+    finally:
+        if serve.proc.poll() is None:
+            serve.stop()
