@@ -159,7 +159,8 @@ def main() -> None:
         line("SFN state transitions (StateEntered events)", entered, f"({entered / trials:.2f} per task-trial)")
         line("SFN Lambda invocations (TaskScheduled)", kinds.get("TaskScheduled", 0))
         meter.add_transitions(run_id, str(rec.execution_arn))
-        # the Map's STANDARD child executions: one per task-trial, its Trial state entered once per attempt
+        # the Map's STANDARD child executions: one per batch of trials (ItemBatcher), each entering its Driver
+        # choice once and its Trial state once per attempt
         attempts = (
             sum(
                 n
@@ -168,7 +169,11 @@ def main() -> None:
             )
             - 1
         )  # Prepare: the same function, outside the Map
-        children = meter.add_map_children(run_id, trials, attempts)
+        sfn = aws.client("stepfunctions")
+        map_run = sfn.list_map_runs(executionArn=str(rec.execution_arn))["mapRuns"][0]["mapRunArn"]
+        batches = int(sfn.describe_map_run(mapRunArn=map_run)["executionCounts"]["total"])
+        line("Map child executions (batches of trials)", batches, f"({trials / batches:.1f} task-trials each)")
+        children = meter.add_map_children(run_id, batches, batches + attempts)
         line("SFN transitions of the Map's child executions", children, f"({children / trials:.2f} per task-trial)")
         used = meter.usage("create", run_id)
         line("AWS cost per 1,000 task-trials (model price aside)", costs.breakdown(used, 1000 / trials))
@@ -213,18 +218,21 @@ def main() -> None:
 
 
 def _bound(aws: Any, run_id: str, used: Any, trials: int) -> None:
-    """The eval's counted cost (Lambda's measured GB-seconds aside) against its lower bound: per task-trial the
-    child execution the Map starts for it (2 transitions: the start and its Trial state) and one Lambda
-    invocation; every stored item written once in a transaction (2 WRU per KB): the trials' ``TRIAL#`` items, their
-    calls' records and the log's events (from the stored items)."""
+    """The eval's counted cost (Lambda's measured GB-seconds aside) against its lower bound: the trials run in
+    batches of the most a child execution takes (``EVAL_TRIALS_PER_BATCH``), each child 3 transitions (its start,
+    the Driver choice and the Trial task) and one Lambda invocation; every stored item written once in a
+    transaction (2 WRU per KB): the trials' ``TRIAL#`` items, their calls' records and the log's events (from the
+    stored items)."""
     from bench import prices as p
     from bench.bench_units import _items, _kb
+    from shared.settings import get_settings
 
     stored = _items(aws, run_id) + _items(aws, run_id, "runs", "pk", "TRIAL#") + _items(aws, run_id, "tool_calls")
     wru = sum(2 * _kb(i, 1024) for i in stored)
     parts = costs.dollars(used)
     counted = sum(parts.values()) - used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64
-    bound = trials * (2 * p.SFN_PER_STATE_TRANSITION + p.LAMBDA_PER_REQUEST) + wru * p.DDB_PER_WRITE_REQUEST_UNIT
+    children = -(-trials // get_settings().eval_trials_per_batch)
+    bound = children * (3 * p.SFN_PER_STATE_TRANSITION + p.LAMBDA_PER_REQUEST) + wru * p.DDB_PER_WRITE_REQUEST_UNIT
     line(
         "per 1,000 task-trials: counted cost / bound (GB-seconds aside)",
         f"${counted * 1000 / trials:.4f} / ${bound * 1000 / trials:.4f}",

@@ -45,6 +45,9 @@ class Settings:
     apikey_pepper_max_age_s: int = 900
     metrics_namespace: str = "OpenWOP"
     eval_max_concurrency: int = 4
+    # Trials one child execution of an eval's Map runs, one after another (ItemBatcher, decision 0163): the most;
+    # Prepare takes fewer when a suite is too small to keep ``eval_max_concurrency`` children busy
+    eval_trials_per_batch: int = 50
     # Task-trials one Finish invocation of an eval appends (whole tasks, ~15,000 events at 2,000): a larger suite
     # is finished in pages, a Step Functions loop.
     eval_finish_page_trials: int = 2000
@@ -163,6 +166,7 @@ def get_settings() -> Settings:
         metrics_namespace=_env("METRICS_NAMESPACE", "OpenWOP"),
         eval_max_concurrency=max(1, int(_env("EVAL_MAX_CONCURRENCY", "4"))),
         eval_finish_page_trials=max(1, int(_env("EVAL_FINISH_PAGE_TRIALS", "2000"))),
+        eval_trials_per_batch=max(1, int(_env("EVAL_TRIALS_PER_BATCH", "50"))),
         execution_max_tasks=max(2, int(_env("EXECUTION_MAX_TASKS", "1000"))),
         run_starts_per_minute=max(0, int(_env("RUN_STARTS_PER_MINUTE", "0"))),
         tenant_max_runs_in_flight=max(0, int(_env("TENANT_MAX_RUNS_IN_FLIGHT", "100"))),

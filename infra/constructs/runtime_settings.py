@@ -150,6 +150,12 @@ RUNTIME_SETTINGS: tuple[ContextSetting, ...] = (
         "task-trials whose events one eval Finish invocation appends (larger suites loop); default 2000",
     ),
     ContextSetting(
+        "evalTrialsPerBatch",
+        "EVAL_TRIALS_PER_BATCH",
+        "int",
+        "the most trials one child execution of an eval's Map runs, one after another; default 50",
+    ),
+    ContextSetting(
         "webhookRetryBaseSeconds",
         "WEBHOOK_RETRY_BASE_SECONDS",
         "int",

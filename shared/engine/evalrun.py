@@ -23,6 +23,7 @@ this module (``load_plan``, ``source_entries``, ``load_trials``, ...: re-exporte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from shared import keys
@@ -48,7 +49,7 @@ from shared.engine.evalsources import source_entries as source_entries
 from shared.engine.evaltrial import call_keys_between as call_keys_between
 from shared.engine.evaltrial import invocation_id as invocation_id
 from shared.engine.evaltrial import load_trials as load_trials
-from shared.engine.evaltrial import run_trial, store_trial
+from shared.engine.evaltrial import run_trial, store_trial, trial_sk
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
@@ -101,18 +102,33 @@ def items_key(run_id: str) -> str:
     return f"{keys.run_prefix(run_id)}eval-items.json"
 
 
+def batch_size(count: int, waiting: bool, max_concurrency: int, most: int) -> int:
+    """Trials per child execution of the Map (its ItemBatcher): one for a trial that waits for its driver (each
+    waits on its own task token); else the trials each of ``max_concurrency`` concurrent children runs, split into
+    as few batches of at most ``most`` as hold them, evenly (a child runs its trials one after another, so trials in
+    flight stay at most ``max_concurrency`` and the eval takes the wall time it took one trial a child)."""
+    if waiting:
+        return 1
+    per_slot = -(-count // max(1, max_concurrency))
+    batches_per_slot = -(-per_slot // max(1, most))
+    return max(1, -(-per_slot // max(1, batches_per_slot)))
+
+
 def _listed(ports: Ports, plan: dict[str, Any], rec: RunRecord) -> dict[str, Any]:
     """Write the trial items for the Distributed Map's ItemReader (no 256 KB state payload limit)."""
     run_id = rec.run_id
     agent = resolve_agent(ports, rec.tenant, str(plan["agentId"]), plan.get("agentVersion"))
     listed = externaltrial.harness_items(ports, agent, items(plan, run_id))
     ports.blobs.put_json(items_key(run_id), listed)
-    return {"runId": run_id, "count": len(listed), "itemsKey": items_key(run_id)}
+    waiting = any("x" in item for item in listed)
+    settings = ports.settings
+    batch = batch_size(len(listed), waiting, settings.eval_max_concurrency, settings.eval_trials_per_batch)
+    return {"runId": run_id, "count": len(listed), "itemsKey": items_key(run_id), "batch": batch}
 
 
 def prepare(ports: Ports, run_id: str) -> dict[str, Any]:
     """Emit run.started and eval.started (once) and write the list of trials to run (``count`` of them)."""
-    none = {"runId": run_id, "count": 0, "itemsKey": ""}
+    none = {"runId": run_id, "count": 0, "itemsKey": "", "batch": 1}
     for _ in range(3):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status not in WRITABLE:
@@ -205,6 +221,55 @@ def trial_task(
         fail_run(ports, run_id, {"Error": "EvalRecordedFixturesGoneError"})
         raise
     return {"ok": True}
+
+
+class EvalTrialBatchUnfinished(Exception):  # noqa: N818 (the error name the Trial state's Retry matches)
+    """A batch's invocation stopped before a trial it had no time left for; the retry runs the rest."""
+
+
+BATCH_RESERVE_MS = 10_000  # time a batch's invocation keeps beyond its longest trial so far before the next
+
+
+def trials_task(
+    ports: Ports,
+    batch: list[dict[str, Any]],
+    *,
+    retry: int,
+    time_left: Callable[[], int],
+    tally: ToolTally | None = None,
+    issue: externaltrial.Issue | None = None,
+) -> dict[str, Any]:
+    """A child execution's batch of trials (the Map's ItemBatcher), one after another. Before a trial the
+    invocation has less time left for than its longest so far (and a reserve), it stops with
+    ``EvalTrialBatchUnfinished``; the state's retry (``retry`` > 0) skips the trials already stored, so every
+    invocation makes progress and no stored trial runs again."""
+    if not batch:
+        return {"ok": True}
+    run_id = str(batch[0]["r"])
+    done = stored_trials(ports, run_id, batch) if retry else set()
+    longest, ran = 0, 0
+    for item in batch:
+        if (int(item["t"]), int(item["k"])) in done:
+            continue
+        if _eval_record(ports, run_id) is None:
+            break  # cancelled or erased: nothing left to do
+        before = time_left()
+        if ran and before < longest + BATCH_RESERVE_MS:
+            raise EvalTrialBatchUnfinished(f"{ran} trials ran; the rest of the {len(batch)} in a retry")
+        trial_task(ports, item, tally=tally, issue=issue)
+        longest, ran = max(longest, before - time_left()), ran + 1
+    return {"ok": True}
+
+
+def stored_trials(ports: Ports, run_id: str, batch: list[dict[str, Any]]) -> set[tuple[int, int]]:
+    """(task index, trial) of the batch's trials already stored: one Query of the range of their tasks."""
+    tasks = [int(item["t"]) for item in batch]
+    low, high = trial_sk(min(tasks), 0), f"{trial_sk(max(tasks), 0)[:-3]}~"
+    out: set[tuple[int, int]] = set()
+    for sk, _doc in ports.runs.query_aux(run_id, keys.TRIAL_PREFIX, between=(low, high)):
+        _, task, trial = sk.rsplit("#", 2)
+        out.add((int(task), int(trial)))
+    return out
 
 
 def agent_task(ports: Ports, item: dict[str, Any], phase: str, task_token: str = "") -> dict[str, Any]:

@@ -48,6 +48,9 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
    sessions for EC2's regions when imported, each loading EC2's service model afresh (~0.6 s of CPU per process
    that starts the embedded AWS). The lists are static data: one session answers, each once
    (``patch_region_lookups``, applied before anything imports moto's EC2 models).
+15. A Distributed Map's ``ItemBatcher`` (``shared.local.sfn_batcher``, no upstream issue filed yet): moto's grammar
+   refuses the field, so a definition that batches cannot be created; the patch takes it out before moto parses
+   the definition and hands each child execution ``{"Items": [...]}`` as AWS does.
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -96,6 +99,9 @@ def apply_patches() -> None:
         patch_sfn_stop_wakes_callbacks()
         patch_sfn_distributed_map_worker_loop()
         patch_sfn_end_seen_whole()
+        from shared.local.sfn_batcher import patch_sfn_item_batcher
+
+        patch_sfn_item_batcher()  # ItemBatcher: the eval's trials run a batch per child execution
         from shared.local.ddb_transactions import apply_transaction_patch
 
         apply_transaction_patch()  # TransactWriteItems without a table deep-copy per item

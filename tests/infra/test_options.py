@@ -71,6 +71,7 @@ EVERYTHING: dict[str, str] = {
     "judgeModel": "judge-model",
     "executionMaxTasks": "500",
     "evalFinishPageTrials": "400",
+    "evalTrialsPerBatch": "10",
     "webhookRetryBaseSeconds": "5",
     "webhookRetryCapSeconds": "60",
     "webhookRotationOverlapSeconds": "3600",

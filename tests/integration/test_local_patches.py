@@ -578,6 +578,47 @@ def test_a_distributed_map_worker_runs_more_items_than_the_recursion_limit(local
     assert [o["n"] for o in json.loads(done["output"])] == [2 * i for i in items]
 
 
+def test_an_item_batcher_hands_each_child_a_batch_of_items_as_aws_does(local_aws: LocalAws, role_arn: str) -> None:
+    # Given a Distributed Map batching its items, the batch size a path of the state's input, a BatchInput, and a
+    # byte limit that a long item meets first
+    items = [{"i": i} for i in range(7)] + [{"i": 7, "pad": "x" * 120}, {"i": 8}]
+    definition = {
+        "StartAt": "Each",
+        "States": {
+            "Each": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemBatcher": {
+                    "MaxItemsPerBatchPath": "$.size",
+                    "MaxInputBytesPerBatch": 160,
+                    "BatchInput": {"tag": "b"},
+                },
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                    "StartAt": "Echo",
+                    "States": {"Echo": {"Type": "Pass", "End": True}},
+                },
+                "End": True,
+            }
+        },
+    }
+    # When it runs
+    done = run_machine(local_aws, role_arn, definition, {"items": items, "size": 3})
+    # Then each child got {"Items": [...], "BatchInput": ...}: three items at most, in order, and the long item
+    # alone where it would pass the byte limit
+    assert done["status"] == "SUCCEEDED", done
+    got = json.loads(done["output"])
+    assert [[x["i"] for x in b["Items"]] for b in got] == [[0, 1, 2], [3, 4, 5], [6], [7], [8]]
+    assert {json.dumps(b["BatchInput"]) for b in got} == {'{"tag": "b"}'}
+    # And a definition without ItemBatcher is untouched (each child one item), one with an unknown field refused
+    del definition["States"]["Each"]["ItemBatcher"]
+    plain = run_machine(local_aws, role_arn, definition, {"items": items[:2]})
+    assert json.loads(plain["output"]) == items[:2]
+    definition["States"]["Each"]["ItemBatcher"] = {"MaxItems": 2}
+    with pytest.raises(Exception, match="ItemBatcher|Invalid"):
+        run_machine(local_aws, role_arn, definition, {"items": items})
+
+
 def test_a_query_of_one_partition_reads_only_that_partition(
     local_aws: LocalAws, log_table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

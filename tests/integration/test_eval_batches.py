@@ -1,0 +1,70 @@
+"""An eval's trials run in batches (the Map's ItemBatcher, decision 0163): a child execution runs its batch's trials
+one after another; an invocation short of time stops before a trial and its retry runs only the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.engine import evalrun
+from tests.helpers import setting
+from tests.integration.test_eval_runs import BASE, run_eval
+from tests.wire import all_events
+
+
+def test_batch_size_keeps_the_concurrency_busy_and_a_driven_trial_alone() -> None:
+    # a large eval: the most a batch holds; a small one: what keeps each of the concurrent children busy
+    assert evalrun.batch_size(1_000, False, 4, 50) == 50
+    assert evalrun.batch_size(40, False, 4, 25) == 10
+    assert evalrun.batch_size(500, False, 4, 50) == 42  # 12 batches: three for each of the four children at once
+    assert evalrun.batch_size(3, False, 4, 25) == 1
+    assert evalrun.batch_size(3, False, 1, 25) == 3
+    # a trial its driver runs waits on its own task token: one to a child
+    assert evalrun.batch_size(1_000, True, 4, 25) == 1
+
+
+@pytest.fixture()
+def invocations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Each ``trials`` invocation of the eval's trial function: its retry count and the trials it ran."""
+    seen: list[tuple[int, list[tuple[int, int]]]] = []
+    trials_task, trial_task = evalrun.trials_task, evalrun.trial_task
+
+    def ran_trial(ports: Any, item: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        seen[-1][1].append((int(item["t"]), int(item["k"])))
+        return trial_task(ports, item, **kw)
+
+    def spied(ports: Any, batch: list[dict[str, Any]], *, retry: int, **kw: Any) -> dict[str, Any]:
+        seen.append((retry, []))
+        return trials_task(ports, batch, retry=retry, **kw)
+
+    monkeypatch.setattr(evalrun, "trials_task", spied)
+    monkeypatch.setattr(evalrun, "trial_task", ran_trial)
+    return seen
+
+
+def _completed(host: Any) -> tuple[str, list[Any]]:
+    client = host.client(host.key_a)
+    run_id = run_eval(client, BASE)
+    return run_id, all_events(client, run_id)
+
+
+def test_one_child_runs_its_batch_of_trials_in_one_invocation(host, invocations) -> None:
+    # Given an eval of three trials and one concurrent child: one batch of three
+    with setting("EVAL_MAX_CONCURRENCY", "1"):
+        _run_id, events = _completed(host)
+    # Then one invocation ran the three trials, each once, and the eval completed with every trial in its log
+    assert invocations == [(0, [(0, 1), (1, 1), (2, 1)])]
+    assert sum(1 for e in events if e.type == "agent.invocation-started") == 3
+    assert sum(1 for e in events if e.type == "eval.scored") == 3
+
+
+def test_an_invocation_out_of_time_stops_and_its_retries_run_only_the_rest(host, invocations, monkeypatch) -> None:
+    # Given a batch of three whose invocation never has time for a second trial (the reserve is past any time left)
+    monkeypatch.setattr(evalrun, "BATCH_RESERVE_MS", 10**9)
+    with setting("EVAL_MAX_CONCURRENCY", "1"):
+        _run_id, events = _completed(host)
+    # Then each invocation ran one trial and stopped; each retry skipped the stored ones: every trial ran once
+    assert invocations == [(0, [(0, 1)]), (1, [(1, 1)]), (2, [(2, 1)])]
+    assert sum(1 for e in events if e.type == "agent.invocation-started") == 3
+    assert [e.type for e in events[-2:]] == ["eval.completed", "run.completed"]
