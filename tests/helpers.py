@@ -256,7 +256,8 @@ _MEASURING = _measuring()
 
 @contextmanager
 def own_calls(client: Any) -> Iterator[OwnCalls]:
-    """Counts what ``OwnCalls.run`` sends through ``client`` while inside (a botocore hook on every operation)."""
+    """Counts what ``OwnCalls.run`` sends through ``client`` while inside (a botocore hook on every operation, with
+    its parameters as the caller gave them)."""
     measure = OwnCalls()
 
     def capture(model: Any = None, params: Any = None, **_: Any) -> None:
@@ -264,11 +265,11 @@ def own_calls(client: Any) -> Iterator[OwnCalls]:
             with measure.lock:
                 measure.calls.append((f"{model.service_model.endpoint_prefix}:{model.name}", dict(params or {})))
 
-    client.meta.events.register("before-call.*.*", capture)
+    client.meta.events.register("before-parameter-build.*.*", capture)
     try:
         yield measure
     finally:
-        client.meta.events.unregister("before-call.*.*", capture)
+        client.meta.events.unregister("before-parameter-build.*.*", capture)
 
 
 class FakeTimer:

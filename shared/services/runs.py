@@ -242,10 +242,19 @@ def poll_events(ports: Ports, caller: Caller, wire_run_id: str, params: dict[str
                 }
             holding.before_wait()  # one of the tenant's held polls from here (429 past its limit; decision 0160)
             ports.clock.sleep(0.2)
-            fresh = ports.runs.get_run(rec.run_id)
-            if fresh is None:
-                raise NotFoundError("No such run.")
-            rec = fresh
+            rec = _watched(ports, rec)
+
+
+def _watched(ports: Ports, rec: RunRecord) -> RunRecord:
+    """A held poll's or stream's next look at the run it read consistently at the start: eventually consistent
+    (half the read units; decision 0164). A stale answer shows the new events one look later, and a record is read
+    whole, so a terminal status comes with its last sequence. The record in hand never goes back: a miss (a replica
+    behind the create, or the run erased meanwhile), an older ``lastSeq`` or any look after a terminal one keeps it;
+    the next request, read consistently, answers 404 for an erased run."""
+    fresh = ports.runs.get_run(rec.run_id, consistent=False)
+    if fresh is None or fresh.last_seq < rec.last_seq or rec.terminal:
+        return rec
+    return fresh
 
 
 def _admitted(ev: dict[str, Any], modes: set[str]) -> bool:
@@ -344,10 +353,7 @@ def sse_frames(
                 return "".join(out.frames) or ": keep-alive\n\n", False
             holding.before_wait()  # one of the tenant's held streams from here (429 past its limit; decision 0160)
             ports.clock.sleep(0.05 if out.batch else 0.2)
-            fresh = ports.runs.get_run(rec.run_id)
-            if fresh is None:
-                raise NotFoundError("No such run.")
-            rec = out.rec = fresh
+            rec = out.rec = _watched(ports, rec)
 
 
 def _frame(seq: int, event: str, data: Any) -> str:

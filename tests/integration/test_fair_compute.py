@@ -223,3 +223,28 @@ def _held(tenant: str, kind: str = "poll") -> int:
 def _early_in_a_minute() -> None:
     """Wait for a minute's first 30 s: the held counters are per minute, and a test must not straddle two."""
     eventually(lambda: _ports().clock.now_ms() // 1000 % 60 < 30, timeout=61, interval=0.5)
+
+
+def test_a_held_poll_and_stream_look_at_the_run_eventually_consistently_after_one_consistent_read(host):
+    from shared.services import runs
+    from shared.services.common import Caller
+    from tests.helpers import own_calls
+
+    # Given a run that waits (no event comes)
+    run_id, seq = _waiting_run(host, host.key_a)
+    caller = Caller(host.tenant_a, "watch")
+    with own_calls(_ports().runs._c) as measure:
+        # When a long poll and an SSE body each wait a second on it
+        polled = measure.run(
+            runs.poll_events, _ports(), caller, _wire(run_id), {"afterSequence": str(seq), "timeout": "1"}
+        )
+        body, ended = measure.run(runs.sse_frames, _ports(), caller, _wire(run_id), {}, str(seq), 1.0)
+    assert polled["events"] == [] and not ended and body == ": keep-alive\n\n"
+    # Then each read the run's items once strongly consistent (its start: a 404 for a run that is not there) and
+    # every later look eventually consistent, half the read units
+    reads = [
+        bool(p["RequestItems"][next(iter(p["RequestItems"]))].get("ConsistentRead"))
+        for name, p in measure.calls
+        if name == "dynamodb:BatchGetItem"
+    ]
+    assert reads[0] is True and reads.count(True) == 2 and len(reads) >= 6, reads
