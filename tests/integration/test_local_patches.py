@@ -550,28 +550,25 @@ def test_bootstrap_creates_the_manifest_stack_and_is_idempotent(local_aws: Local
     assert get_settings().runs_table == "openwop-runs"
 
 
+def _distributed_map(step: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A state machine of one Distributed Map over ``$.items``, each child running ``step``."""
+    processor = {
+        "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+        "StartAt": "Step",
+        "States": {"Step": step},
+    }
+    each = {"Type": "Map", "ItemsPath": "$.items", **fields, "ItemProcessor": processor, "End": True}
+    return {"StartAt": "Each", "States": {"Each": each}}
+
+
 def test_a_distributed_map_worker_runs_more_items_than_the_recursion_limit(local_aws: LocalAws, role_arn: str) -> None:
     import sys
 
     # Given a Distributed Map of one worker over more items than Python's default recursion limit
     assert sys.getrecursionlimit() <= 1000
     items = list(range(1_500))
-    definition = {
-        "StartAt": "Each",
-        "States": {
-            "Each": {
-                "Type": "Map",
-                "ItemsPath": "$.items",
-                "MaxConcurrency": 1,
-                "ItemProcessor": {
-                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
-                    "StartAt": "Double",
-                    "States": {"Double": {"Type": "Pass", "Parameters": {"n.$": "States.MathAdd($, $)"}, "End": True}},
-                },
-                "End": True,
-            }
-        },
-    }
+    double = {"Type": "Pass", "Parameters": {"n.$": "States.MathAdd($, $)"}, "End": True}
+    definition = _distributed_map(double, MaxConcurrency=1)
     # When it runs, then every item ran, in order
     done = run_machine(local_aws, role_arn, definition, {"items": items})
     assert done["status"] == "SUCCEEDED", done
@@ -582,26 +579,8 @@ def test_an_item_batcher_hands_each_child_a_batch_of_items_as_aws_does(local_aws
     # Given a Distributed Map batching its items, the batch size a path of the state's input, a BatchInput, and a
     # byte limit that a long item meets first
     items = [{"i": i} for i in range(7)] + [{"i": 7, "pad": "x" * 120}, {"i": 8}]
-    definition = {
-        "StartAt": "Each",
-        "States": {
-            "Each": {
-                "Type": "Map",
-                "ItemsPath": "$.items",
-                "ItemBatcher": {
-                    "MaxItemsPerBatchPath": "$.size",
-                    "MaxInputBytesPerBatch": 160,
-                    "BatchInput": {"tag": "b"},
-                },
-                "ItemProcessor": {
-                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
-                    "StartAt": "Echo",
-                    "States": {"Echo": {"Type": "Pass", "End": True}},
-                },
-                "End": True,
-            }
-        },
-    }
+    batcher = {"MaxItemsPerBatchPath": "$.size", "MaxInputBytesPerBatch": 160, "BatchInput": {"tag": "b"}}
+    definition = _distributed_map({"Type": "Pass", "End": True}, ItemBatcher=batcher)
     # When it runs
     done = run_machine(local_aws, role_arn, definition, {"items": items, "size": 3})
     # Then each child got {"Items": [...], "BatchInput": ...}: three items at most, in order, and the long item
