@@ -249,8 +249,8 @@ def test_a_crash_after_the_write_is_retried_without_duplicates(host, monkeypatch
     # When Step Functions retries the task
     snap = wait_terminal(client, run.runId, timeout=30)
     # Then the run completes with every sequence exactly once and the effect fired once
-    assert state["crashed"] == 1 and snap.status == "completed"
     events = all_events(client, run.runId)
+    assert state["crashed"] == 1 and snap.status == "completed", (snap, [e.type for e in events])
     assert [e.sequence for e in events] == list(range(len(events)))
     assert [e.type for e in events].count("agent.tool-called") == 1
     assert _ports().host.counter_read("COUNTER#tenant-a", key) == 1

@@ -12,7 +12,7 @@ from openwop_client import WopError
 from openwop_client.types import CreateRunRequest
 
 from shared.protocol.ids import project_id
-from tests.helpers import unique
+from tests.helpers import setting, unique
 from tests.wire import all_events, raw, wait_terminal
 
 AGENT = "conformance-eval-agent"
@@ -185,29 +185,30 @@ def test_unusable_baselines_are_refused_with_identical_bytes(host, runs):
         "tasks": [{"taskId": f"t{i}", "input": script(answer="x"), "expected": golden("x")} for i in range(12)],
     }
     assert put_suite(host, host.key_a, slow).status == 201
-    running = client.runs_create(eval_request(f"{REGRESSION_SUITE_ID}@{slow['version']}")).runId
-    workflow_run = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    with setting("EVAL_TRIALS_PER_BATCH", "1"):  # 120 child executions of one trial: it is still running below
+        running = client.runs_create(eval_request(f"{REGRESSION_SUITE_ID}@{slow['version']}")).runId
+        workflow_run = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
 
-    def body(baseline: str) -> CreateRunRequest:
-        return eval_request(CANDIDATE, evalModes=["golden", "regression"], baselineRunId=baseline)
+        def body(baseline: str) -> CreateRunRequest:
+            return eval_request(CANDIDATE, evalModes=["golden", "regression"], baselineRunId=baseline)
 
-    unknown = "tenant-a/r-0000000000000000000000000000"
-    reference = refused(client, body(unknown))
-    cases = {
-        "unknown other opaque": "tenant-a/r-zzzzzzzzzzzzzzzzzzzzzz",
-        "undecodable": "not a run id",
-        "undecodable escape": "tenant-a~zz",
-        "unknown tenant": "tenant-zz/r-0000000000000000000000000000",
-        "tenant B's completed base": runs["base_b"],
-        "another suite": runs["trajectory_a"],
-        "a workflow run": workflow_run,
-        "not completed": running,
-    }
-    for reason, value in cases.items():
-        text = refused(client, body(value))
-        assert text == reference, reason
-        assert value not in text, reason
-    assert client.runs_get(running).status not in ("completed", "failed", "cancelled")  # it was in flight
+        unknown = "tenant-a/r-0000000000000000000000000000"
+        reference = refused(client, body(unknown))
+        cases = {
+            "unknown other opaque": "tenant-a/r-zzzzzzzzzzzzzzzzzzzzzz",
+            "undecodable": "not a run id",
+            "undecodable escape": "tenant-a~zz",
+            "unknown tenant": "tenant-zz/r-0000000000000000000000000000",
+            "tenant B's completed base": runs["base_b"],
+            "another suite": runs["trajectory_a"],
+            "a workflow run": workflow_run,
+            "not completed": running,
+        }
+        for reason, value in cases.items():
+            text = refused(client, body(value))
+            assert text == reference, reason
+            assert value not in text, reason
+        assert client.runs_get(running).status not in ("completed", "failed", "cancelled")  # it was in flight
     env = json.loads(reference)
     assert set(env) == {"error", "message"} and unknown not in reference
     assert wait_terminal(client, running, timeout=60).status == "completed"

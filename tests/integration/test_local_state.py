@@ -450,7 +450,8 @@ def test_an_erased_run_leaves_nothing_of_it_in_the_data_folder(tmp_path, receive
     # And a start after a kill brings none of it back
     again = _serve(tmp_path, data, "after-erasure")
     try:
-        assert raw(again.base_url, "GET", f"/runs/{_wire(run_id)}", key=KEY).status == 404
+        gone = raw(again.base_url, "GET", f"/runs/{_wire(run_id)}", key=KEY)
+        assert gone.status == 404, again.stderr[-6000:]
         assert not _holding(data, needles)
     finally:
         assert again.stop() == 0, again.stderr[-3000:]
