@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,21 @@ from shared.settings import Settings, get_settings
 _override: Ports | None = None
 _built: Counter[str] = Counter()  # AWS clients this process has built, by service (see ``clients_built``)
 _build_lock = threading.Lock()  # one build per settings even when threads race (local mode's background workers)
+# One boto3 session per region and credential environment: its loaders read the endpoint, retry and default-config
+# data once, not once per client (a function's second client was as costly to build as its first). A session keeps
+# the credentials it resolved, so a process whose environment names others (the operator CLI's ``--stack``, local
+# mode's restarted endpoint) gets a new one. A session is not thread-safe: its clients are built one at a time.
+_SESSION_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ENDPOINT_URL",
+)
+_sessions: dict[tuple[str | None, ...], Any] = {}
+_session_lock = threading.Lock()
 
 
 def _client(
@@ -48,7 +64,12 @@ def _client(
         max_pool_connections=PARALLEL_WORKERS,
         parameter_validation=validate,
     )
-    client = boto3.session.Session(region_name=region).client(service, config=cfg)
+    key = (region, *(os.environ.get(name) for name in _SESSION_ENV))
+    with _session_lock:
+        session = _sessions.get(key)
+        if session is None:
+            session = _sessions[key] = boto3.session.Session(region_name=region)
+        client = session.client(service, config=cfg)
     _built[service] += 1
     return client
 
@@ -382,3 +403,5 @@ def reset_ports() -> None:
     _override = None
     _cached.cache_clear()
     _built.clear()
+    with _session_lock:
+        _sessions.clear()
