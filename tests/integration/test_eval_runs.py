@@ -65,6 +65,14 @@ def refused(client: Any, body: CreateRunRequest | dict[str, Any], host: Any = No
     return err.value.raw_text
 
 
+def refused_alike(client: Any, body: Any, reference: str, cases: dict[str, str]) -> None:
+    """Each unusable reference (by reason) is refused with the bytes of ``reference`` and never echoed."""
+    for reason, value in cases.items():
+        text = refused(client, body(value))
+        assert text == reference, reason
+        assert value not in text, reason
+
+
 def summary_json(host: Any, key: str, run_id: str) -> dict[str, Any]:
     r = raw(host.base_url, "GET", f"/runs/{project_id(run_id)}/eval-summary", key=key)
     assert r.status == 200, r.text
@@ -204,10 +212,7 @@ def test_unusable_baselines_are_refused_with_identical_bytes(host, runs):
             "a workflow run": workflow_run,
             "not completed": running,
         }
-        for reason, value in cases.items():
-            text = refused(client, body(value))
-            assert text == reference, reason
-            assert value not in text, reason
+        refused_alike(client, body, reference, cases)
         assert client.runs_get(running).status not in ("completed", "failed", "cancelled")  # it was in flight
     env = json.loads(reference)
     assert set(env) == {"error", "message"} and unknown not in reference
