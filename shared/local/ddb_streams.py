@@ -118,38 +118,45 @@ class _StreamWorker:
 
     def _run(self, lane: _Lane) -> None:
         while True:
-            announce = False
             with self._cond:
-                while not lane.queue:
-                    lane.busy = False
-                    self._cond.notify_all()
-                    if self._delivered and self._idle():  # all drained: say so once (outside the condition)
-                        self._delivered, announce = False, True
-                        break
-                    self._cond.wait()
-                if not announce:
-                    held = time.monotonic()
-                    self._fill(lane)
-                    if self.window_s > 0 and len(self.waits) < 100_000:
-                        self.waits.append(time.monotonic() - held)
-                    target, event = lane.queue.popleft()
-                    records = list(event["Records"])
-                    while lane.queue and len(records) + len(lane.queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
-                        records.extend(lane.queue.popleft()[1]["Records"])
-                    lane.since = time.monotonic()  # what is left waits a window of its own
-                    lane.busy = True
-                    lane.current = (target.name, {"Records": records})
-            if announce:
+                taken = self._take(lane)
+            if taken is None:  # all drained: say so once, outside the condition
                 listener = _idle_listener
                 if listener is not None:
                     listener(self)  # it takes the journal's lock, then asks idle(): never under the condition
                 continue
+            target, records = taken
             self._deliver(target, {"Records": records})
             with self._cond:
                 lane.current = None
                 self._delivered = True
                 if _idle_listener is not None:  # someone takes them (the kept state's erasure follow-up)
                     self._removed.extend(r["dynamodb"].get("Keys", {}) for r in records if r["eventName"] == "REMOVE")
+
+    def _take(self, lane: _Lane) -> tuple[Target, list[dict[str, Any]]] | None:
+        """Under the condition: the lane's next batch once it may go, or ``None`` when the whole worker has just
+        drained (to be announced). Only a lane that has just gone idle wakes the others (and ``wait_idle``): idle
+        lanes that woke each other would never sleep."""
+        while not lane.queue:
+            if lane.busy:
+                lane.busy = False
+                self._cond.notify_all()
+            if self._delivered and self._idle():
+                self._delivered = False
+                return None
+            self._cond.wait()
+        held = time.monotonic()
+        self._fill(lane)
+        if self.window_s > 0 and len(self.waits) < 100_000:
+            self.waits.append(time.monotonic() - held)
+        target, event = lane.queue.popleft()
+        records = list(event["Records"])
+        while lane.queue and len(records) + len(lane.queue[0][1]["Records"]) <= STREAM_BATCH_SIZE:
+            records.extend(lane.queue.popleft()[1]["Records"])
+        lane.since = time.monotonic()  # what is left waits a window of its own
+        lane.busy = True
+        lane.current = (target.name, {"Records": records})
+        return target, records
 
     def _fill(self, lane: _Lane) -> None:
         """Under the condition: wait until the lane's batching window has passed since its oldest queued record
