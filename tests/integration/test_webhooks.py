@@ -769,7 +769,10 @@ def test_different_runs_deliver_concurrently_while_one_runs_receiver_is_slow(hos
         hits = _wait(receiver, reg.subscriptionId, other, n, timeout=40)  # at most 5 of a held event's 8 attempts
         assert [h.json()["event"]["sequence"] for h in hits] == sorted(h.json()["event"]["sequence"] for h in hits)
         assert answered == {}
-        assert all(receiver.deliveries(reg.subscriptionId, r) for r in slow_runs)  # each slow group was tried
+        # each slow group is tried, the first event of each held (groups are independent: the other run's
+        # deliveries may all arrive before the last slow group's first attempt)
+        eventually(lambda: all(receiver.deliveries(reg.subscriptionId, r) for r in slow_runs), timeout=30)
+        assert answered == {}
         # and slow groups were held at the same time: their lanes run side by side (one lane holds one at most)
         assert holding["peak"] >= 2
         released.set()
