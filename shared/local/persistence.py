@@ -259,7 +259,7 @@ class Journal:
             if mutation.service == "sqs" and mutation.operation in ("DeleteMessage", "DeleteMessageBatch"):
                 queue_url, ids = sqs_ids_for_handles(_json(body), mutation.operation == "DeleteMessageBatch")
                 record = ("sqs-delete", queue_url, ids)
-            status, response, headers = _call_capturing(self.app, environ)
+            status, response, headers = call_capturing(self.app, environ)
             if status.startswith("4"):  # refused (a failed condition, a bad request): it changed nothing
                 start_response(status, headers)
                 return [response]
@@ -536,7 +536,7 @@ def _json(body: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _call_capturing(app: Any, environ: dict[str, Any]) -> tuple[str, bytes, list[tuple[str, str]]]:
+def call_capturing(app: Any, environ: dict[str, Any]) -> tuple[str, bytes, list[tuple[str, str]]]:
     got: list[Any] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
@@ -554,7 +554,7 @@ def _call_capturing(app: Any, environ: dict[str, Any]) -> tuple[str, bytes, list
 
 
 def _call(app: Any, environ: dict[str, Any]) -> tuple[str, bytes]:
-    status, body, _ = _call_capturing(app, environ)
+    status, body, _ = call_capturing(app, environ)
     return status, body
 
 

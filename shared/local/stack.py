@@ -28,7 +28,7 @@ import boto3
 
 from shared import manifest, settings
 from shared.keys import RUN_SK
-from shared.local import endpoint_auth, resources
+from shared.local import direct, endpoint_auth, resources
 from shared.local.environment import REGION, endpoint_env, resource_env
 from shared.local.patches import apply_patches
 
@@ -85,7 +85,7 @@ def _moto_server(host: str, port: int, wrap: Any) -> Any:
             from moto.moto_server.threaded_moto_server import MotoRequestHandler, make_server
             from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-            app = wrap(DomainDispatcherApplication(create_backend_app))
+            app = self.app = wrap(DomainDispatcherApplication(create_backend_app))
             self._server = make_server(self._ip_address, self._port, app, True, request_handler=MotoRequestHandler)
             self._server_ready_event.set()
             self._server.serve_forever()
@@ -191,6 +191,7 @@ class LocalAws:
         server.start()
         self._server = server
         self.port = server.get_host_and_port()[1]
+        direct.serve_in_process(f"{self.host}:{self.port}", server.app)  # patch 16: this process skips the socket
         credential = self.credential
         self._set_env(endpoint_env(self.endpoint, credential.access_key_id, credential.secret_access_key))
         endpoint_auth.set_current(credential)
@@ -259,6 +260,7 @@ class LocalAws:
 
                 on_stream_idle(None)
                 self.journal.close()  # later writes are refused (503), never half-kept
+            direct.stop_serving(f"{self.host}:{self.port}")
             self._server.stop()
             self._server = None
             endpoint_auth.remove_credentials(self.credentials_path, self.credential)
