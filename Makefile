@@ -14,7 +14,7 @@ CDK := PATH=$(CURDIR)/.venv/bin:$$PATH npx --yes aws-cdk@2.1148.1
 # cfn-lint's template: a synthesis of its own (the CDK app run directly: offline, no CDK CLI), never cdk.out
 LINT_OUT := build/cdk.lint.out
 
-.PHONY: install lock serve test lint browser test-unit test-integration test-infra bench build synth synth-py synth-cdk \
+.PHONY: install lock serve test suite lint browser test-unit test-integration test-infra bench build synth synth-py synth-cdk \
 	deploy lint-cfn e2e clean openapi
 
 install: $(STAMP)
@@ -49,11 +49,16 @@ lint: $(STAMP)
 
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time: most of a test's time is
 # one Python process waiting on its own threads (moto, the handlers) and on polls, so two workers left the two cores
-# partly idle. Measured on 2 cores, 1,244 tests: 2 workers 1,004 s, 3 workers 863 s (195% CPU, 0.7 GB peak a worker).
-# Files go out in collection order (tests/conftest.py puts the longest first), not xdist's default of most tests first,
-# which left the two one-test example files (~10 min each loaded) to start last on one worker.
+# partly idle. Measured on 2 cores, 1,562 tests: 3 workers 603 s (1.6 cores busy), 4 workers 698 s (more CPU lost to
+# waits that poll). Files go out in collection order (tests/conftest.py puts the longest first), not xdist's default
+# of most tests first, which left the longest files to start last on one worker.
+# The lints run beside the suite (their CPU fills the suite's idle share, ~45 s of a cold mypy and a synthesis); the
+# suite waits only for the browser, which one test needs. Any of them failing fails `make test`.
 TEST_WORKERS ?= 3
-test: $(STAMP) lint lint-cfn browser
+test: $(STAMP)
+	@$(MAKE) --no-print-directory -j 3 --output-sync=line lint lint-cfn suite
+
+suite: $(STAMP) browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The viewer test drives Debian's chromium (Playwright only drives it; it never downloads a browser).

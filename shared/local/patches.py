@@ -54,6 +54,9 @@ around. ``apply_patches()`` is idempotent; nothing here runs at import time.
 16. Not moto's, botocore's: a client's request to this process's own endpoint is answered by the same WSGI
    application on the calling thread instead of through a loopback socket and the server's request thread
    (``shared.local.direct``, applied by ``LocalAws`` while its server runs): three times less CPU per call.
+17. A state machine's definition is parsed once per process (``AmazonStateLanguageParser.parse``, no upstream issue
+   filed yet): moto lexed and parsed it with ANTLR's pure-Python runtime for every execution it started (~12% of a
+   simple run's CPU); each execution still builds its own components from the kept tree.
 
 When upstream fixes land (a moto release with #10101): bump the pin, delete the corresponding
 ``patch_*`` function (in its module) and its call in ``apply_patches``, and keep the canary test in
@@ -72,6 +75,7 @@ from shared.local.lambda_registry import patch_lambda_invoke
 from shared.local.sfn_patches import (
     patch_sfn_distributed_map_worker_loop,
     patch_sfn_end_seen_whole,
+    patch_sfn_parse_once,
     patch_sfn_start_execution,
     patch_sfn_stop_wakes_callbacks,
 )
@@ -102,6 +106,7 @@ def apply_patches() -> None:
         patch_sfn_stop_wakes_callbacks()
         patch_sfn_distributed_map_worker_loop()
         patch_sfn_end_seen_whole()
+        patch_sfn_parse_once()  # before the batcher's parse, which calls it
         from shared.local.sfn_batcher import patch_sfn_item_batcher
 
         patch_sfn_item_batcher()  # ItemBatcher: the eval's trials run a batch per child execution

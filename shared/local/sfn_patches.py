@@ -180,3 +180,32 @@ def fast_waits() -> Iterator[None]:
     finally:
         WaitFunction._wait_interval = original_wait  # type: ignore[method-assign]
         setattr(retrier_decl, "time", original_time)  # noqa: B010
+
+
+PARSED_KEPT = 256  # definitions whose parse trees a process keeps (a host has a few dozen state machines)
+
+
+def patch_sfn_parse_once() -> None:
+    """Patch 17: a definition is lexed and parsed once per process (``AmazonStateLanguageParser.parse``); each call
+    still builds its own evaluation components from the kept parse tree (``Preprocessor``), so no execution shares
+    state with another. moto parsed the definition with ANTLR's pure-Python runtime on every execution start."""
+    from moto.stepfunctions.parser.asl.parse import asl_parser
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+
+    parser = asl_parser.AmazonStateLanguageParser
+    original = parser.parse
+    trees: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def parse(definition: str) -> Any:
+        tree = trees.get(definition)
+        if tree is None:
+            program, tree = original(definition)  # a definition that does not parse raises and is not kept
+            with lock:
+                if len(trees) >= PARSED_KEPT:
+                    trees.pop(next(iter(trees)))
+                trees[definition] = tree
+            return program, tree
+        return Preprocessor().visit(tree), tree
+
+    parser.parse = staticmethod(parse)  # type: ignore[method-assign]
