@@ -53,10 +53,11 @@ lint: $(STAMP)
 # waits that poll). Files go out in collection order (tests/conftest.py puts the longest first), not xdist's default
 # of most tests first, which left the longest files to start last on one worker.
 # The lints run beside the suite (their CPU fills the suite's idle share, ~45 s of a cold mypy and a synthesis); the
-# suite waits only for the browser, which one test needs. Any of them failing fails `make test`.
+# suite waits only for the browser, which one test needs. Any of them failing fails `make test`. (No output sync:
+# it would hold the suite's progress until its end.)
 TEST_WORKERS ?= 3
 test: $(STAMP)
-	@$(MAKE) --no-print-directory -j 3 --output-sync=line lint lint-cfn suite
+	@$(MAKE) --no-print-directory -j 3 lint lint-cfn suite
 
 suite: $(STAMP) browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25

@@ -48,7 +48,9 @@ def test_a_definition_is_parsed_once_and_each_execution_answers_its_own_input(lo
     sfn = local_aws.client("stepfunctions")
     definition = json.dumps({**DEFINITION, "Comment": unique("parse-once")})
     role = local_aws.client("iam").get_role(RoleName="openwop-local-role")["Role"]["Arn"]
-    arn = sfn.create_state_machine(name=unique("parse-once"), definition=definition, roleArn=role)["stateMachineArn"]
+    arn = sfn.create_state_machine(name=unique("canary-parse-once"), definition=definition, roleArn=role)[
+        "stateMachineArn"
+    ]
 
     # When ten executions of it run at once
     def run(n: int) -> dict[str, Any]:
