@@ -20,12 +20,10 @@ LINT_OUT := build/cdk.lint.out
 install: $(STAMP)
 
 # The lock pins pip and setuptools too: the project itself is installed with the locked setuptools, no build isolation.
-# No bytecode at install (--no-compile): pip compiled every module of every distribution (the CDK's, moto's and
-# botocore's whole trees), 150 s of a 2-core install against 70 s; what is imported is compiled once on first use.
 $(STAMP): pyproject.toml $(DEV_LOCK)
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install --quiet --no-compile --require-hashes -r $(DEV_LOCK)
-	$(PY) -m pip install --quiet --no-compile --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --require-hashes -r $(DEV_LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	rm -f .venv/.installed-*
 	touch $(STAMP)
 
