@@ -8,6 +8,8 @@ DynamoDB stream delivery) and by the local HTTP front.
 from __future__ import annotations
 
 import importlib
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -62,9 +64,19 @@ def context_for(fn: manifest.Function) -> LambdaContext:
     return LambdaContext(fn.local_name, memory_limit_in_mb=fn.memory_mb, timeout_s=fn.timeout_s)
 
 
+_first_imports = threading.Lock()
+
+
 def load_handler(fn: manifest.Function) -> Handler:
-    """Import ``fn.module`` (cached by Python after the first call) and return its ``lambda_handler``."""
-    module = importlib.import_module(fn.module)
+    """Import ``fn.module`` (cached by Python after the first call) and return its ``lambda_handler``.
+
+    First imports take one lock: a restarted host resumes runs, polls queues and answers requests at once, and two
+    threads importing the same package tree for the first time can be handed a partially initialized module
+    (seen: ``cannot import name 'SQSEvent' from partially initialized module``, a 500 on a restarted host)."""
+    module = sys.modules.get(fn.module)
+    if module is None or not hasattr(module, "lambda_handler"):
+        with _first_imports:
+            module = importlib.import_module(fn.module)
     handler: Handler = module.lambda_handler
     return handler
 
