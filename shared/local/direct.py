@@ -15,7 +15,6 @@ meter) runs as before; an endpoint that is not served here (another process's, a
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +67,8 @@ def _body(request: Any) -> bytes:
 
 def environ_of(request: Any) -> dict[str, Any]:
     """The WSGI environment the HTTP server would have built for botocore's prepared ``request``."""
+    from shared.local.persistence import wsgi_keys  # the journal's (lazy: an ephemeral stack keeps no journal)
+
     parts = urlsplit(request.url)
     body = _body(request)
     host, _, port = parts.netloc.partition(":")
@@ -84,20 +85,16 @@ def environ_of(request: Any) -> dict[str, Any]:
         "SERVER_PROTOCOL": "HTTP/1.1",
         "REMOTE_ADDR": "127.0.0.1",
         "CONTENT_LENGTH": str(len(body)),
-        "wsgi.version": (1, 0),
         "wsgi.url_scheme": parts.scheme or "http",
-        "wsgi.input": io.BytesIO(body),
-        "wsgi.errors": io.StringIO(),
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
+        **wsgi_keys(body),
     }
     for name, value in request.headers.items():
         key = name.upper().replace("-", "_")
+        text = value if isinstance(value, str) else value.decode("latin-1")
         if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-            environ.setdefault(key, value if isinstance(value, str) else value.decode("latin-1"))
-            continue
-        environ[f"HTTP_{key}"] = value if isinstance(value, str) else value.decode("latin-1")
+            environ.setdefault(key, text)  # the body's own length stands
+        else:
+            environ[f"HTTP_{key}"] = text
     environ.setdefault("HTTP_HOST", parts.netloc)
     return environ
 

@@ -226,18 +226,7 @@ class Journal:
         kind, saved, body, extra = record
         if kind == "sealed":
             body = self.sealer.open(body)
-        environ = dict(saved)
-        environ.update(
-            {
-                "wsgi.input": io.BytesIO(body),
-                "wsgi.errors": io.StringIO(),
-                "wsgi.version": (1, 0),
-                "wsgi.multithread": True,
-                "wsgi.multiprocess": False,
-                "wsgi.run_once": False,
-            }
-        )
-        _, response = _call(self.app, environ)
+        _, response = _call(self.app, {**saved, **wsgi_keys(body)})
         if extra and extra.get("sent"):
             answered = sqs_sent_ids(extra["operation"], response)
             sqs_restore_ids(extra["queue"], answered, extra["sent"])
@@ -534,6 +523,19 @@ def _json(body: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def wsgi_keys(body: bytes) -> dict[str, Any]:
+    """The WSGI server's own keys of an environment whose request body is ``body`` (a journaled request answered
+    again, or a request of this process answered without the socket: ``shared.local.direct``)."""
+    return {
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": io.StringIO(),
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+    }
 
 
 def call_capturing(app: Any, environ: dict[str, Any]) -> tuple[str, bytes, list[tuple[str, str]]]:

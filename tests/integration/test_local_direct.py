@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -47,12 +48,16 @@ def table(local_aws: LocalAws) -> Iterator[str]:
     ddb.delete_table(TableName=name)
 
 
-def _over_http(local_aws: LocalAws) -> Any:
-    """The endpoint served over the socket only, until the block ends."""
+@contextmanager
+def _over_http(local_aws: LocalAws) -> Iterator[None]:
+    """The endpoint served over the socket only, inside the block."""
     netloc = f"{local_aws.host}:{local_aws.port}"
     app = direct._apps[netloc]
     direct.stop_serving(netloc)
-    return lambda: direct.serve_in_process(netloc, app)
+    try:
+        yield
+    finally:
+        direct.serve_in_process(netloc, app)
 
 
 def test_a_call_to_the_own_endpoint_skips_the_socket_and_answers_as_over_http(local_aws, table, sockets):
@@ -70,13 +75,10 @@ def test_a_call_to_the_own_endpoint_skips_the_socket_and_answers_as_over_http(lo
     # Then nothing went through a socket
     assert sockets == []
     # And the same calls over HTTP answer the same item and the same refusal
-    restore = _over_http(local_aws)
-    try:
+    with _over_http(local_aws):
         outside = ddb.get_item(TableName=table, Key={"pk": {"S": "a"}})
         with pytest.raises(ClientError) as over_http:
             ddb.put_item(TableName=table, Item={"pk": {"S": "a"}}, ConditionExpression="attribute_not_exists(pk)")
-    finally:
-        restore()
     assert len(sockets) == 2
     assert inside["Item"] == outside["Item"] == {"pk": {"S": "a"}, "v": {"B": b"\x00\xffbytes"}}
     assert refused.value.response["Error"]["Code"] == over_http.value.response["Error"]["Code"]
