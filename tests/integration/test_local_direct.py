@@ -4,6 +4,7 @@ WSGI application without the loopback socket, with the same answers, refusals an
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,13 +22,16 @@ from tests.helpers import unique
 
 @pytest.fixture
 def sockets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The URLs botocore sent over a real HTTP connection meanwhile (its own send, counted)."""
+    """The URLs botocore sent over a real HTTP connection from this test's thread meanwhile (its own send, counted;
+    runs an earlier test left behind call their own Lambda endpoints from other threads)."""
     sent: list[str] = []
     original = direct._original_send
     assert original is not None
+    mine = threading.get_ident()
 
     def counted(session: Any, request: Any) -> Any:
-        sent.append(request.url)
+        if threading.get_ident() == mine:
+            sent.append(request.url)
         return original(session, request)
 
     monkeypatch.setattr(direct, "_original_send", counted)

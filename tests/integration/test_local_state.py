@@ -10,6 +10,7 @@ receiver live in this test process, so their counts span the host's restarts. Lo
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import re
@@ -271,15 +272,15 @@ def _creates_until_killed(
             r = raw(
                 b, "POST", "/runs", {"workflowId": flow, **({"inputs": inputs[flow]} if inputs[flow] else {})}, key=KEY
             )
-        except OSError:
-            return  # the host is gone: this create got no answer
+        except (OSError, http.client.HTTPException):
+            return  # the host is gone: this create got no whole answer
         if r.status != 201:
             continue
         acked[r.json["runId"]] = None
         for run_id in [k for k, v in acked.items() if v is None][-3:]:
             try:
                 body = _events_body(b, run_id)
-            except (OSError, AssertionError):
+            except (OSError, http.client.HTTPException, AssertionError):
                 return
             if json.loads(body)["isTerminal"]:
                 acked[run_id] = "read"
