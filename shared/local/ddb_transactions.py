@@ -16,7 +16,10 @@ moto's server answers requests on many threads and checks a condition and applie
 Python steps, so two racing conditional writes could both pass. DynamoDB serializes writes to an item; the
 patch does the same (more coarsely) by taking one process-wide lock around every write of the backend:
 transactions, and single-item put/update/delete with their conditions. Canary: the racing-writers contract test.
-TransactGetItems takes the same lock, so it never sees half of a transaction (canary: the torn-read test).
+TransactGetItems takes the same lock, so it never sees half of a transaction (canary: the torn-read test), and so
+do the single reads (GetItem, Query, Scan, BatchGetItem): on DynamoDB a committed transaction is seen whole by every
+read after it, so a read that saw its first write (a run head's new ``lastSeq``) must see its last (the page of those
+events); without the lock a poll answered a finished run with no events (canary: the read-after-commit test).
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def apply_transaction_patch() -> None:
 
     DynamoDBBackend = ddb_models.DynamoDBBackend
     DynamoDBBackend.transact_write_items = _serialized(_transact_write_items)  # type: ignore[method-assign]
-    for name in ("put_item", "update_item", "delete_item"):
+    for name in ("put_item", "update_item", "delete_item", "get_item", "query", "scan"):
         setattr(DynamoDBBackend, name, _serialized(getattr(DynamoDBBackend, name)))
     # TransactGetItems is isolated from TransactWriteItems on DynamoDB; moto answers it with one get_item per key, so
     # without the lock it could read a transaction's first writes and miss its last (a run's new status with its
@@ -175,4 +178,5 @@ def apply_transaction_patch() -> None:
     from moto.dynamodb.responses import DynamoHandler
 
     DynamoHandler.transact_get_items = _serialized(DynamoHandler.transact_get_items)  # type: ignore[method-assign]
+    DynamoHandler.batch_get_item = _serialized(DynamoHandler.batch_get_item)  # type: ignore[method-assign]
     _applied = True

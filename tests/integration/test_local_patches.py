@@ -515,6 +515,57 @@ def test_transact_get_items_never_sees_half_of_a_transaction(local_aws: LocalAws
     assert len(seen) > 1
 
 
+def test_a_read_that_sees_a_transactions_first_write_sees_its_last(
+    local_aws: LocalAws, log_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from shared.local import ddb_transactions
+
+    ddb = local_aws.client("dynamodb")
+    head = {"runId": {"S": "head"}, "seq": {"N": "0"}}
+    ddb.put_item(TableName=log_table, Item={**head, "lastSeq": {"N": "0"}})
+    first_written, read_done = threading.Event(), threading.Event()
+    write = ddb_transactions._write
+
+    def paused(backend: Any, op_type: str, op: dict[str, Any], table_name: str, key: dict[str, Any]) -> None:
+        write(backend, op_type, op, table_name, key)
+        if op_type == "Update":  # the head moved; its page is not written yet
+            first_written.set()
+            # a quiet window: time for a read that is not held back to finish (a held one finishes after it)
+            read_done.wait(1.0)
+
+    monkeypatch.setattr(ddb_transactions, "_write", paused)
+    # Given an append (the head's lastSeq, then the page of that event) paused between its two writes
+    append = [
+        {
+            "Update": {
+                "TableName": log_table,
+                "Key": head,
+                "UpdateExpression": "SET lastSeq = :n",
+                "ExpressionAttributeValues": {":n": {"N": "1"}},
+            }
+        },
+        {"Put": {"TableName": log_table, "Item": {"runId": {"S": "r"}, "seq": {"N": "1"}}}},
+    ]
+    writer = threading.Thread(target=ddb.transact_write_items, kwargs={"TransactItems": append})
+    writer.start()
+    assert first_written.wait(10)
+    # When a reader reads the head, then the pages up to it (as a poll does)
+    last = int(ddb.get_item(TableName=log_table, Key=head, ConsistentRead=True)["Item"]["lastSeq"]["N"])
+    pages = ddb.query(
+        TableName=log_table,
+        KeyConditionExpression="runId = :r",
+        ExpressionAttributeValues={":r": {"S": "r"}},
+        ConsistentRead=True,
+    )["Items"]
+    read_done.set()
+    writer.join(10)
+    # Then the head it saw has its page: it read after the whole transaction, never between its writes
+    assert last == 1
+    assert [int(p["seq"]["N"]) for p in pages] == [1]
+
+
 # -- bootstrap ----------------------------------------------------------------------------------------------------
 
 
