@@ -5,6 +5,7 @@ PY := .venv/bin/python
 DEV_LOCK := requirements/dev.lock
 STAMP := .venv/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha1sum | cut -c1-12)
 LOCK_TOOLS := build/lock-tools
+UV := $(LOCK_TOOLS)/bin/uv
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Bytecode is cached (__pycache__, ignored by git): without it every test process and every fresh interpreter a test
 # starts compiles the project, and pytest rewrites its plugins' asserts, again.
@@ -20,10 +21,12 @@ LINT_OUT := build/cdk.lint.out
 install: $(STAMP)
 
 # The lock pins pip and setuptools too: the project itself is installed with the locked setuptools, no build isolation.
-$(STAMP): pyproject.toml $(DEV_LOCK)
+# uv (locked in requirements/tools.lock, kept in build/lock-tools) installs: it downloads the wheels and compiles
+# their bytecode on every core, where pip did both one at a time (docs/decisions/0166).
+$(STAMP): pyproject.toml $(DEV_LOCK) | $(LOCK_TOOLS)/.installed
 	test -x $(PY) || python3 -m venv .venv
-	$(PY) -m pip install --quiet --require-hashes -r $(DEV_LOCK)
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(UV) pip install --quiet --python $(PY) --require-hashes --compile-bytecode -r $(DEV_LOCK)
+	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation --compile-bytecode -e .
 	rm -f .venv/.installed-*
 	touch $(STAMP)
 
@@ -48,14 +51,14 @@ lint: $(STAMP)
 	$(PY) -m mypy
 
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time: most of a test's time is
-# one Python process waiting on its own threads (moto, the handlers) and on polls, so two workers left the two cores
-# partly idle. Measured on 2 cores, 1,562 tests: 3 workers 603 s (1.6 cores busy), 4 workers 698 s (more CPU lost to
-# waits that poll). Files go out in collection order (tests/conftest.py puts the longest first), not xdist's default
-# of most tests first, which left the longest files to start last on one worker.
+# one Python process waiting on its own threads (moto, the handlers) and on polls, so fewer workers leave the two
+# cores partly idle. Measured on 2 cores, 1,567 tests (docs/decisions/0166): 3 workers 467 s (1.35 cores busy),
+# 4 workers 378 s, 5 workers 352 s (1.7 cores). Files go out in collection order (tests/conftest.py puts the longest
+# first), not xdist's default of most tests first, which left the longest files to start last on one worker.
 # The lints run beside the suite (their CPU fills the suite's idle share, ~45 s of a cold mypy and a synthesis); the
 # suite waits only for the browser, which one test needs. Any of them failing fails `make test`. (No output sync:
 # it would hold the suite's progress until its end.)
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j 3 lint lint-cfn suite
 
