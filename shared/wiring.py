@@ -320,7 +320,7 @@ def build_ports(settings: Settings) -> Ports:
     tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
     host = DynamoHostStore(ddb, settings.host_table, settings.runs_table)
     signing = DynamoHostStore(ddb, settings.signing_table, settings.runs_table)
-    return Ports(
+    ports = Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(
@@ -369,6 +369,19 @@ def build_ports(settings: Settings) -> Ports:
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )
+    _dynamodb_of[id(ports)] = ddb
+    return ports
+
+
+_dynamodb_of: dict[int, LazyClient] = {}  # the DynamoDB client of each Ports ``build_ports`` made (kept: lru_cache)
+
+
+def build_dynamodb_client(ports: Ports) -> None:
+    """Build now the DynamoDB client of ``ports`` (its service model and endpoint rules loaded): a function's init
+    does, so that its first request does not (docs/decisions/0167). Nothing for ports this module did not build."""
+    client = _dynamodb_of.get(id(ports))
+    if client is not None:
+        client.get()
 
 
 @lru_cache(maxsize=2)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
 
+from functions._common.init import prepare_at_init
 from functions._common.observability import count, count_by, observed
 from functions._common.resolver import APIGatewayHttpResolver, Response
 from shared.errors import (
@@ -198,7 +199,14 @@ def method_answer(event: dict[str, Any]) -> dict[str, Any] | None:
     return answer
 
 
-def make_handler(app: APIGatewayHttpResolver) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+def make_handler(
+    app: APIGatewayHttpResolver, *, authenticated: bool = True
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The function's Lambda entry point around ``app``. ``authenticated``: its routes take an API key, so its init
+    prepares the key lookup's clients and the pepper (``functions._common.init``); a public function's does not."""
+    if authenticated:
+        prepare_at_init(api_key=True)
+
     @observed("requestContext.requestId")
     def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         refused = method_answer(event)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
+from functions._common.init import prepare_at_init
 from functions._common.observability import logger, observed
 from shared.errors import (
     InternalError,
@@ -146,6 +147,9 @@ def serve(ports: Ports, event: dict[str, Any], authorization: str | None) -> Gat
     except Exception:
         logger().exception("unexpected gateway error")
         return refusal(InternalError())
+
+
+prepare_at_init(api_key=False)  # a session's token, not an API key: the DynamoDB client only
 
 
 @observed("requestContext.requestId")

@@ -18,4 +18,4 @@ def get_capabilities() -> Response[str]:
     return api.reply(200, doc, {"ETag": tag, "Cache-Control": "max-age=60"})
 
 
-lambda_handler = api.make_handler(app)
+lambda_handler = api.make_handler(app, authenticated=False)

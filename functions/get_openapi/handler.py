@@ -27,4 +27,4 @@ def get_openapi() -> Response[str]:
     return api.reply(200, _document())
 
 
-lambda_handler = api.make_handler(app)
+lambda_handler = api.make_handler(app, authenticated=False)

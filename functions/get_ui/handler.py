@@ -21,4 +21,4 @@ def get_ui() -> Response[str]:
     )
 
 
-lambda_handler = api.make_handler(app)
+lambda_handler = api.make_handler(app, authenticated=False)

@@ -24,4 +24,4 @@ def viewer_page() -> Response[str]:
     )
 
 
-lambda_handler = api.make_handler(app)
+lambda_handler = api.make_handler(app, authenticated=False)

@@ -104,3 +104,74 @@ def test_a_cold_create_builds_dynamodb_and_step_functions_but_not_s3(host: Any) 
     assert got["status"] == 201
     assert got["clients"].get("dynamodb") == 1 and got["clients"].get("stepfunctions") == 1
     assert "s3" not in got["clients"]
+
+
+# In Lambda's init phase (Lambda sets AWS_LAMBDA_INITIALIZATION_TYPE), the key lookup's client and the pepper are
+# prepared before the first request (functions._common.init, decision 0167).
+_INIT = """
+import json, sys
+from shared import manifest, wiring
+from shared.local.context import context_for
+fn = manifest.function(sys.argv[1])
+import importlib
+module = importlib.import_module(fn.module)
+at_init = wiring.clients_built()
+secret_reads = []
+if "secretsmanager" in at_init:
+    wiring.get_ports().secrets.client().meta.events.register(
+        "before-call.secrets-manager.GetSecretValue", lambda **kw: secret_reads.append(1)
+    )
+out = module.lambda_handler(json.loads(sys.argv[2]), context_for(fn))
+after = wiring.clients_built()
+print(json.dumps({
+    "status": out["statusCode"],
+    "init": at_init,
+    "request": {k: n - at_init.get(k, 0) for k, n in after.items() if n != at_init.get(k, 0)},
+    "secret_reads": len(secret_reads),
+}))
+"""
+
+
+def _in_lambda(function: str, event: dict[str, Any], **env: str) -> dict[str, Any]:
+    import os
+
+    out = subprocess.run(
+        [sys.executable, "-c", _INIT, function, json.dumps(event)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", **env},
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_lambda_init_prepares_the_key_lookup_so_the_first_request_builds_nothing(host: Any) -> None:
+    # When a function that takes API keys starts in Lambda's init phase and then answers its first request
+    got = _in_lambda("get_run", _event(host.key_a, "GET", f"/runs/{UNKNOWN}", "/runs/{runId}"))
+    # Then its init built the DynamoDB and Secrets Manager clients, and the request built none and read no secret
+    assert got["init"] == {"dynamodb": 1, "secretsmanager": 1}
+    assert got["request"] == {} and got["secret_reads"] == 0
+    assert got["status"] == 404
+
+
+def test_a_public_functions_init_builds_no_client(host: Any) -> None:
+    got = _in_lambda("get_openapi", _event(host.key_a, "GET", "/openapi.json", "/openapi.json"))
+    assert got["init"] == {} and got["request"] == {} and got["status"] == 200
+
+
+# A host that cannot read its pepper can authenticate nobody: a request is answered internal_error (a deployment's
+# fault, not the caller's), with or without an init that tried first.
+STATUS_WITHOUT_PEPPER = 500
+
+
+def test_an_init_that_cannot_read_the_pepper_leaves_it_to_the_first_request(host: Any) -> None:
+    # Given a function whose pepper secret does not exist
+    got = _in_lambda(
+        "get_run", _event(host.key_a, "GET", f"/runs/{UNKNOWN}", "/runs/{runId}"), PEPPER_SECRET_ID="no-such-pepper"
+    )
+    # Then its init still completed (the module loaded and answered), and the first request met the missing secret
+    # again and answered it as it always has: the protocol's envelope, not a crash
+    assert got["init"] == {"dynamodb": 1, "secretsmanager": 1}
+    assert got["secret_reads"] == 1
+    assert got["status"] == STATUS_WITHOUT_PEPPER, got
