@@ -31,6 +31,10 @@ Lower bounds, from the stored items themselves (read afterwards through a client
   most: a batch queued behind a busy handler waits for it whatever the window). The local window is the deployed
   one here (``LOCAL_STREAM_BATCHING_WINDOW_SECONDS`` unless set).
 
+Each row also prints its **physical** bound: the same items and reads, every item written once with a plain write
+(1 WRU per KB; no transaction, no head rewritten per page), what the work must cost with the cheapest correct API
+(issue 38). The design's bound above is what today's appends (transactions that move the head) must cost.
+
 The ratio is DynamoDB dollars measured / bound (write and read units at their prices). The other services' cost is
 printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
 """
@@ -92,40 +96,49 @@ def _size(items: list[dict[str, Any]]) -> int:
     return sum(_wire_len(i) for i in items)
 
 
-def _log_bound(pages: list[dict[str, Any]], events: int) -> int:
-    """Write units of appending ``events`` as ``pages``: 2 per KB of each page, and 2 for the head's move with each
-    99 events (``MAX_EVENTS_PER_PAGE``)."""
+def _log_bound(pages: list[dict[str, Any]], events: int, *, physical: bool = False) -> int:
+    """Write units of appending ``events`` as ``pages``. The design's: 2 per KB of each page, and 2 for the head's
+    move with each 99 events (``MAX_EVENTS_PER_PAGE``), all in transactions. The physical: each page written once
+    with a plain write (1 per KB), and no head rewritten."""
     from shared.storage.schema import MAX_EVENTS_PER_PAGE
 
+    if physical:
+        return sum(_kb(i, 1024) for i in pages)
     return sum(2 * _kb(i, 1024) for i in pages) + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE)
 
 
-def _own_items(aws: Any, run_id: str, parent: str | None = None) -> int:
+def _own_items(aws: Any, run_id: str, parent: str | None = None, *, physical: bool = False) -> int:
     """Write units of the run's own items (run, facts, pinned definition, state, index entry, ...) written once, in
     a transaction (its creation, conditioned on no tombstone), and its index entry's one necessary move (its status,
     a listed field, is terminal at the end); a fork's lineage link under its ``parent`` (how the parent's erasure
-    reaches it) is one of its items."""
+    reaches it) is one of its items. ``physical``: the same items and move with plain writes (1 per KB)."""
     from shared.keys import CHILD_PREFIX
     from shared.storage.schema import RUN_INDEX_SK
 
     own = _items(aws, run_id, "runs", "pk")
     if parent is not None:
         own += _items(aws, parent, "runs", "pk", prefix=f"{CHILD_PREFIX}{run_id}")
-    return sum(2 * _kb(i, 1024) for i in own) + sum(2 * _kb(i, 1024) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
+    per_kb = 1 if physical else 2
+    return sum(per_kb * _kb(i, 1024) for i in own) + sum(
+        per_kb * _kb(i, 1024) for i in own if i["sk"]["S"] == RUN_INDEX_SK
+    )
 
 
 def _ddb_usd(wru: float, rru: float) -> float:
     return wru * p.DDB_PER_WRITE_REQUEST_UNIT + rru * p.DDB_PER_READ_REQUEST_UNIT
 
 
-def _row(label: str, used: Usage, wru_bound: float, rru_bound: float) -> float:
+def _row(label: str, used: Usage, wru_bound: float, rru_bound: float, physical_wru: float) -> float:
+    """One row against the design's bound and the physical one (the same reads; the writes of ``physical_wru``)."""
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
+    floor = _ddb_usd(physical_wru, rru_bound)
     line(
         f"{label}: WRU / RRU",
         f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
-        f"bound {wru_bound:,} / {rru_bound:,.1f}; ratio {ratio:.3f}; {used.total():,} requests; "
+        f"design bound {wru_bound:,} / {rru_bound:,.1f}, ratio {ratio:.3f}; physical bound {physical_wru:,} / "
+        f"{rru_bound:,.1f}, ratio {measured / floor if floor else float('inf'):.3f}; {used.total():,} requests; "
         f"all services {costs.breakdown(used)}; units {used.units_by_operation()}",
     )
     return ratio
@@ -223,6 +236,7 @@ def main() -> None:
                 used,
                 _log_bound(items, events) + _own_items(aws, source),
                 0.0,
+                _log_bound(items, events, physical=True) + _own_items(aws, source, physical=True),
             )
             log = sum(len(json.dumps(e, separators=(",", ":"))) for e in ports.events.read_events(source))
             wire, sent = _size(items), used.bytes_sent()
@@ -245,14 +259,14 @@ def main() -> None:
                 mine = _items(aws, child)
                 prefix = _size([i for i in items if _first(i) < (from_seq or events)])
                 copied = sum(_kb(i, 1024) for i in mine if _first(i) < from_seq)
-                own = _log_bound(
-                    [i for i in mine if _first(i) >= from_seq], ports.runs.get_run(child).last_seq + 1 - from_seq
-                )
+                appended = [i for i in mine if _first(i) >= from_seq]
+                count = ports.runs.get_run(child).last_seq + 1 - from_seq
                 _row(
                     f"{mode} fork from {from_seq:,} of the {events:,}-event run",
                     used,
-                    copied + own + _own_items(aws, child, source),
+                    copied + _log_bound(appended, count) + _own_items(aws, child, source),
                     0.5 * math.ceil(prefix / 4096),
+                    copied + _log_bound(appended, count, physical=True) + _own_items(aws, child, source, physical=True),
                 )
         receiver.start()
         reg = call(

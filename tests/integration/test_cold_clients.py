@@ -4,6 +4,7 @@ lazily, once per process). Each case runs in a fresh interpreter against the loc
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -47,15 +48,21 @@ def _event(key: str, method: str, path: str, route: str, body: Any = None) -> di
     }
 
 
-def _cold(function: str, event: dict[str, Any]) -> dict[str, Any]:
+def _fresh(script: str, function: str, event: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What ``script`` prints last, run in a fresh interpreter (``env`` added to this one's environment)."""
     out = subprocess.run(
-        [sys.executable, "-c", _COLD, function, json.dumps(event)],
+        [sys.executable, "-c", script, function, json.dumps(event)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
+        env={**os.environ, **(env or {})},
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _cold(function: str, event: dict[str, Any]) -> dict[str, Any]:
+    return _fresh(_COLD, function, event)
 
 
 UNKNOWN = "tenant-a~2F01JAAAAAAAAAAAAAAAAAAAAAAA"
@@ -133,17 +140,7 @@ print(json.dumps({
 
 
 def _in_lambda(function: str, event: dict[str, Any], **env: str) -> dict[str, Any]:
-    import os
-
-    out = subprocess.run(
-        [sys.executable, "-c", _INIT, function, json.dumps(event)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env={**os.environ, "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", **env},
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _fresh(_INIT, function, event, {"AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand", **env})
 
 
 def test_lambda_init_prepares_the_key_lookup_so_the_first_request_builds_nothing(host: Any) -> None:
