@@ -103,8 +103,9 @@ def test_standard_fixtures_are_advertised_and_behave_as_their_contracts_say(host
     assert {"conformance-delay", "conformance-cancellable", "conformance-failure"} <= set(caps.raw["fixtures"])
     for fid in ("conformance-delay", "conformance-cancellable", "conformance-failure"):
         assert client.workflows_get(fid)["id"] == fid
-    # delay: running while the delay is in flight, completed after
-    delay = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 1500}))
+    # delay: running while the delay is in flight, completed after (5 s: the node's start is seen by polling, and on
+    # a loaded machine 1.5 s passed between the start and the read of the run)
+    delay = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 5000}))
     _wait_for(client, delay.runId, lambda ev: "node.started" in [e.type for e in ev])
     assert client.runs_get(delay.runId).status == "running"
     assert wait_terminal(client, delay.runId).status == "completed"
