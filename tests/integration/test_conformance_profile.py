@@ -312,7 +312,7 @@ def test_a_resume_landing_while_the_park_task_stores_its_token_never_strands_the
     from tests.wire import raw
 
     client = host.client(host.key_a)
-    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 3000}))
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-delay", inputs={"delayMs": 6000}))
     _wait_for(client, run.runId, lambda ev: "node.started" in [e.type for e in ev])
     ddb = _ports().runs._c
     resumed = []

@@ -109,7 +109,7 @@ def _dump(spans: list[Any]) -> str:
 def test_a_divergent_replay_marks_the_diverging_node_span(host, traced):
     # Given a side-effect run cancelled while its hold waits (so the hold never completed in the source)
     client = host.client(host.key_a)
-    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 3000}))
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 6000}))
     wait_for_events(client, src.runId, lambda ev: ("node.started", "wait") in types_of(ev))
     client.runs_cancel(src.runId)
     assert wait_terminal(client, src.runId).status == "cancelled"
