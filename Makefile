@@ -22,11 +22,15 @@ install: $(STAMP)
 
 # The lock pins pip and setuptools too: the project itself is installed with the locked setuptools, no build isolation.
 # uv (locked in requirements/tools.lock, kept in build/lock-tools) installs: it downloads the wheels and compiles
-# their bytecode on every core, where pip did both one at a time (docs/decisions/0166).
-$(STAMP): pyproject.toml $(DEV_LOCK) | $(LOCK_TOOLS)/.installed
+# their bytecode on every core, where pip did both one at a time (docs/decisions/0166). Where uv cannot be installed
+# or cannot reach the index (it keeps its own certificates and settings), pip installs the same lock, as before.
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	test -x $(PY) || python3 -m venv .venv
-	$(UV) pip install --quiet --python $(PY) --require-hashes --compile-bytecode -r $(DEV_LOCK)
-	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation --compile-bytecode -e .
+	$(MAKE) --no-print-directory $(LOCK_TOOLS)/.installed || echo "make install: no uv; pip installs" >&2
+	$(UV) pip install --quiet --python $(PY) --require-hashes --compile-bytecode -r $(DEV_LOCK) \
+	  || $(PY) -m pip install --quiet --require-hashes -r $(DEV_LOCK)
+	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation --compile-bytecode -e . \
+	  || $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	rm -f .venv/.installed-*
 	touch $(STAMP)
 
