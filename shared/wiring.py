@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -370,6 +371,7 @@ def build_ports(settings: Settings) -> Ports:
         tracing=build_tracing(settings),
     )
     _dynamodb_of[id(ports)] = ddb
+    weakref.finalize(ports, _dynamodb_of.pop, id(ports), None)  # an id is reused once its Ports is gone
     return ports
 
 
