@@ -14,6 +14,7 @@ from shared import wiring
 def _credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     wiring.reset_ports()
     yield
     wiring.reset_ports()  # no session with this test's credential outlives it (a worker's later tests build anew)
@@ -44,3 +45,23 @@ def test_clients_of_a_region_share_one_session_and_a_reset_forgets_it() -> None:
     # And after a reset (local mode's new endpoint and credential) a client comes from a new session
     wiring.reset_ports()
     assert wiring._client("dynamodb", "us-east-1")._loader is not table._loader
+
+
+def test_a_ports_dynamodb_client_is_built_ahead_only_for_ports_wiring_built_and_forgotten_with_them() -> None:
+    import gc
+
+    from shared.settings import get_settings
+
+    # Given ports wiring built, their DynamoDB client not yet built
+    before = wiring.clients_built().get("dynamodb", 0)
+    ports = wiring.build_ports(get_settings())
+    assert wiring.clients_built().get("dynamodb", 0) == before
+    # When it is built ahead (a function's init), it is built once, and again is nothing
+    wiring.build_dynamodb_client(ports)
+    wiring.build_dynamodb_client(ports)
+    assert wiring.clients_built()["dynamodb"] == before + 1
+    # And once those ports are gone, their id names nothing any more
+    ident = id(ports)
+    del ports
+    gc.collect()
+    assert ident not in wiring._dynamodb_of
