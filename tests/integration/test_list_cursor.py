@@ -110,11 +110,16 @@ def test_list_cursor_check_is_keyed_by_the_deployment_secret(host):
 
 
 class SecretReads:
-    def __init__(self) -> None:
+    """GetSecretValue requests for one secret (the pepper and the tombstone key are read through the same client,
+    by this request's authentication or by another test's run on the host's threads)."""
+
+    def __init__(self, secret_id: str) -> None:
+        self.secret_id = secret_id
         self.calls = 0
 
-    def __call__(self, **_: Any) -> None:
-        self.calls += 1
+    def __call__(self, params: dict[str, Any], **_: Any) -> None:
+        if params.get("SecretId") == self.secret_id:
+            self.calls += 1
 
 
 def test_list_cursor_secret_costs_one_secrets_manager_read_per_cold_start(host):
@@ -124,9 +129,9 @@ def test_list_cursor_secret_costs_one_secrets_manager_read_per_cold_start(host):
     for cold_start in range(2):
         # Given a cold start (fresh ports) whose Secrets Manager client counts GetSecretValue requests
         reset_ports()
-        reads = SecretReads()
+        reads = SecretReads(get_ports().settings.cursor_secret_id)
         store = get_ports().secrets
-        store.client().meta.events.register("before-call.secrets-manager.GetSecretValue", reads)
+        store.client().meta.events.register("before-parameter-build.secrets-manager.GetSecretValue", reads)
         # When 10 pages are read and minted through the API
         for _ in range(5):
             page = _list(host, host.key_b, cursor)
