@@ -5,6 +5,7 @@ Key lookups go to the host table on moto; the cache clock is injected (cachetool
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,11 +24,14 @@ class GetItemCounter:
         self.client = client
         self.calls = 0
         self.answer_absent = False
+        self.thread = threading.get_ident()  # the test's own: the host's threads share this client for other runs
         client.meta.events.register("before-call.dynamodb.GetItem", self)
 
     def __call__(self, **_: Any) -> Any:
         from botocore.awsrequest import AWSResponse
 
+        if threading.get_ident() != self.thread:
+            return None
         self.calls += 1
         if self.answer_absent:
             return AWSResponse("http://local", 200, {}, None), {"ResponseMetadata": {"HTTPStatusCode": 200}}
