@@ -96,40 +96,39 @@ def _size(items: list[dict[str, Any]]) -> int:
     return sum(_wire_len(i) for i in items)
 
 
-def _log_bound(pages: list[dict[str, Any]], events: int, *, physical: bool = False) -> int:
-    """Write units of appending ``events`` as ``pages``. The design's: 2 per KB of each page, and 2 for the head's
-    move with each 99 events (``MAX_EVENTS_PER_PAGE``), all in transactions. The physical: each page written once
-    with a plain write (1 per KB), and no head rewritten."""
+def _write_bounds(pages: list[dict[str, Any]], events: int, own_kb: int, copied_kb: int = 0) -> tuple[int, int]:
+    """Write units of a run's work: appending ``events`` as ``pages``, its own items (``own_kb``) and a copied
+    prefix (``copied_kb``, plain writes either way). The design's: 2 per KB of each page and of its own items, all in
+    transactions, and 2 for the head's move with each 99 events (``MAX_EVENTS_PER_PAGE``). The physical: every item
+    written once with a plain write (1 per KB), no head rewritten."""
     from shared.storage.schema import MAX_EVENTS_PER_PAGE
 
-    if physical:
-        return sum(_kb(i, 1024) for i in pages)
-    return sum(2 * _kb(i, 1024) for i in pages) + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE)
+    page_kb = sum(_kb(i, 1024) for i in pages)
+    design = copied_kb + 2 * page_kb + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE) + 2 * own_kb
+    return design, copied_kb + page_kb + own_kb
 
 
-def _own_items(aws: Any, run_id: str, parent: str | None = None, *, physical: bool = False) -> int:
-    """Write units of the run's own items (run, facts, pinned definition, state, index entry, ...) written once, in
-    a transaction (its creation, conditioned on no tombstone), and its index entry's one necessary move (its status,
-    a listed field, is terminal at the end); a fork's lineage link under its ``parent`` (how the parent's erasure
-    reaches it) is one of its items. ``physical``: the same items and move with plain writes (1 per KB)."""
+def _own_kb(aws: Any, run_id: str, parent: str | None = None) -> int:
+    """KB of the run's own items (run, facts, pinned definition, state, index entry, ...) written once (its creation,
+    conditioned on no tombstone), and its index entry's one necessary move (its status, a listed field, is terminal
+    at the end); a fork's lineage link under its ``parent`` (how the parent's erasure reaches it) is one of its
+    items."""
     from shared.keys import CHILD_PREFIX
     from shared.storage.schema import RUN_INDEX_SK
 
     own = _items(aws, run_id, "runs", "pk")
     if parent is not None:
         own += _items(aws, parent, "runs", "pk", prefix=f"{CHILD_PREFIX}{run_id}")
-    per_kb = 1 if physical else 2
-    return sum(per_kb * _kb(i, 1024) for i in own) + sum(
-        per_kb * _kb(i, 1024) for i in own if i["sk"]["S"] == RUN_INDEX_SK
-    )
+    return sum(_kb(i, 1024) for i in own) + sum(_kb(i, 1024) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
 
 
 def _ddb_usd(wru: float, rru: float) -> float:
     return wru * p.DDB_PER_WRITE_REQUEST_UNIT + rru * p.DDB_PER_READ_REQUEST_UNIT
 
 
-def _row(label: str, used: Usage, wru_bound: float, rru_bound: float, physical_wru: float) -> float:
-    """One row against the design's bound and the physical one (the same reads; the writes of ``physical_wru``)."""
+def _row(label: str, used: Usage, writes: tuple[int, int], rru_bound: float) -> float:
+    """One row against the design's bound and the physical one (``writes``: their write units; the same reads)."""
+    wru_bound, physical_wru = writes
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
@@ -234,9 +233,8 @@ def main() -> None:
             _row(
                 f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)",
                 used,
-                _log_bound(items, events) + _own_items(aws, source),
+                _write_bounds(items, events, _own_kb(aws, source)),
                 0.0,
-                _log_bound(items, events, physical=True) + _own_items(aws, source, physical=True),
             )
             log = sum(len(json.dumps(e, separators=(",", ":"))) for e in ports.events.read_events(source))
             wire, sent = _size(items), used.bytes_sent()
@@ -264,9 +262,8 @@ def main() -> None:
                 _row(
                     f"{mode} fork from {from_seq:,} of the {events:,}-event run",
                     used,
-                    copied + _log_bound(appended, count) + _own_items(aws, child, source),
+                    _write_bounds(appended, count, _own_kb(aws, child, source), copied),
                     0.5 * math.ceil(prefix / 4096),
-                    copied + _log_bound(appended, count, physical=True) + _own_items(aws, child, source, physical=True),
                 )
         receiver.start()
         reg = call(

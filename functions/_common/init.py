@@ -13,13 +13,12 @@ from functions._common.observability import logger
 LAMBDA_INIT_ENV = "AWS_LAMBDA_INITIALIZATION_TYPE"
 
 
-def prepare_at_init(*, api_key: bool) -> bool:
+def prepare_at_init(*, api_key: bool) -> None:
     """In Lambda's init phase, build the ports and the DynamoDB client (its service model and endpoint rules), and
-    with ``api_key`` read the API-key pepper (Secrets Manager's client and the secret, kept for its max age). True
-    when it prepared them. A failure is left to the first request, which meets it again and answers it as the
-    protocol says."""
+    with ``api_key`` read the API-key pepper (Secrets Manager's client and the secret, kept for its max age). A
+    failure is left to the first request, which meets it again and answers it as the protocol says."""
     if not os.environ.get(LAMBDA_INIT_ENV):
-        return False
+        return
     try:
         from shared.wiring import build_dynamodb_client, get_ports
 
@@ -31,5 +30,3 @@ def prepare_at_init(*, api_key: bool) -> bool:
             peppers(ports)
     except Exception:  # noqa: BLE001 - init must not fail on what a request would report
         logger().warning("init could not prepare the first request's clients")
-        return False
-    return True
