@@ -37,6 +37,7 @@ from typing import Any
 
 from bench.bench_eval import _wait
 from bench.common import TENANT, Usage, api_event, call, line, start_stack, wait_execution
+from bench.trueunits import item_size
 
 TASKS = int(os.environ.get("BENCH_DIVERGENCE_TASKS", "600"))
 AGENT = "conformance-eval-agent"
@@ -79,30 +80,6 @@ def _run(aws: Any, ports: Any, body: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- the lower bound
-
-
-def _value_size(value: dict[str, Any]) -> int:
-    """DynamoDB's stored size of one attribute value in its wire form (names of map members counted)."""
-    kind, v = next(iter(value.items()))
-    if kind == "S":
-        return len(v.encode("utf-8"))
-    if kind == "N":
-        digits = v.lstrip("-").replace(".", "").strip("0") or "0"
-        return (len(digits) + 1) // 2 + 1
-    if kind == "B":
-        return len(v) * 3 // 4  # base64 on the wire
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "M":
-        return 3 + sum(len(k.encode("utf-8")) + _value_size(x) + 1 for k, x in v.items())
-    if kind == "L":
-        return 3 + sum(_value_size(x) + 1 for x in v)
-    return sum(len(x.encode("utf-8")) if isinstance(x, str) else len(str(x)) for x in v)  # sets
-
-
-def item_size(item: dict[str, Any]) -> int:
-    """An item's size as DynamoDB stores and meters it: each attribute's name and value."""
-    return sum(len(name.encode("utf-8")) + _value_size(value) for name, value in item.items())
 
 
 class Stored:

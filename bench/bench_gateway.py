@@ -14,8 +14,8 @@ Per call it prints:
   ``complete_chat`` for the model: the loopback round trip included, as it would be for any caller). Target p50
   <= 20 ms (issue 35).
 - **AWS requests** by operation, exact (``bench.common.AwsMeter``), and the writes among them.
-- **capacity units** two ways: the exact meter's (items sized as their wire JSON, an over-estimate) and an
-  independent one here from **true item sizes** (DynamoDB's size rules, ``bench_divergence.item_size``): a write
+- **capacity units** two ways: the exact meter's (request and response items at their true sizes) and an
+  independent one here from **true item sizes** (DynamoDB's size rules, ``bench.trueunits``): a write
   is billed on the larger of the item before and after it (read through a client the meter does not watch, around
   each request), 1 WRU per KB, 2 in a transaction (a ``ConditionCheck`` on its item's size); a read per 4 KB of
   what it returned (a Query rounded up once), half when eventually consistent, double in a transaction, at least one
@@ -44,116 +44,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 import time
 import uuid
 from collections import Counter
 from typing import Any
 
-from bench.bench_divergence import item_size
 from bench.common import API_KEY, AwsMeter, Usage, line, start_stack
+from bench.trueunits import WRITES, TrueUnits, item_size
 
 BASE = "/host/openwop-serverless"
 TOOL = "bench.crm:lookup"
-WRITES = {
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:TransactWriteItems",
-    "dynamodb:BatchWriteItem",
-}
-
-
-# --------------------------------------------------------------------------- true item sizes
-
-
-class TrueUnits:
-    """Write and read units of every DynamoDB request through ``client``, from true item sizes, per the meter's
-    origin. An update's or a put's item is read before and after it (through ``raw``, which nothing watches)."""
-
-    def __init__(self, client: Any, raw: Any, meter: AwsMeter) -> None:
-        self.raw, self.meter = raw, meter
-        self.units: dict[str, Counter[str]] = {}
-        self.enabled = False  # its reads around each write take time: off while calls are timed
-        self._schemas: dict[str, list[str]] = {}
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        client.meta.events.register("before-send.dynamodb.*", self._before)
-        client.meta.events.register("response-received.dynamodb.*", self._after)
-
-    def _size(self, table: str, key: dict[str, Any]) -> int:
-        got = self.raw.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        return item_size(got) if got else 0
-
-    def _key(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
-        if table not in self._schemas:
-            schema = self.raw.describe_table(TableName=table)["Table"]["KeySchema"]
-            self._schemas[table] = [k["AttributeName"] for k in schema]
-        return {name: item[name] for name in self._schemas[table]}
-
-    def _targets(self, op: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, int]]:
-        """(table, key, factor, size of the request's own item) per item the write touches."""
-        if op == "TransactWriteItems":
-            out = []
-            for entry in params.get("TransactItems") or []:
-                for _kind, spec in entry.items():
-                    item = spec.get("Item")
-                    key = spec.get("Key") or self._key(spec["TableName"], item)
-                    out.append((spec["TableName"], key, 2, item_size(item) if item else 0))
-            return out
-        if op in ("PutItem", "UpdateItem", "DeleteItem"):
-            item = params.get("Item")
-            key = params.get("Key") or self._key(params["TableName"], item)
-            return [(params["TableName"], key, 1, item_size(item) if item else 0)]
-        if op == "BatchWriteItem":
-            return [
-                (table, r["PutRequest"]["Item"], 1, item_size(r["PutRequest"]["Item"]))
-                for table, reqs in (params.get("RequestItems") or {}).items()
-                for r in reqs
-                if "PutRequest" in r
-            ]
-        return []
-
-    def _before(self, request: Any = None, event_name: str = "", **_: Any) -> None:
-        self._local.op, self._local.targets = "", []
-        if not self.enabled:
-            return
-        op = event_name.rsplit(".", 1)[1]
-        body = getattr(request, "body", b"") or b"{}"
-        params = json.loads(body)
-        self._local.op, self._local.params = op, params
-        self._local.targets = [(t, k, f, s, self._size(t, k)) for t, k, f, s in self._targets(op, params)]
-
-    def _add(self, name: str, value: float) -> None:
-        with self._lock:
-            self.units.setdefault(self.meter.current(), Counter())[name] += value  # type: ignore[assignment]
-
-    def _after(self, response_dict: Any = None, event_name: str = "", **_: Any) -> None:
-        op, params = getattr(self._local, "op", ""), getattr(self._local, "params", {})
-        for table, key, factor, own, before in getattr(self._local, "targets", []):
-            after = self._size(table, key)
-            self._add("wru", factor * max(1, math.ceil(max(before, after, own) / 1024)))
-        self._local.targets = []
-        if not response_dict or int(response_dict.get("status_code") or 200) >= 300:
-            return
-        data = json.loads(response_dict.get("body") or b"{}")
-        factor = 1.0 if params.get("ConsistentRead") else 0.5
-        if op == "GetItem":
-            self._add("rru", factor * max(1, math.ceil(item_size(data.get("Item") or {}) / 4096)))
-        elif op in ("Query", "Scan"):
-            self._add("rru", factor * max(1, math.ceil(sum(item_size(i) for i in data.get("Items") or []) / 4096)))
-        elif op == "TransactGetItems":
-            for r in data.get("Responses") or []:
-                self._add("rru", 2 * max(1, math.ceil(item_size(r.get("Item") or {}) / 4096)))
-        elif op == "BatchGetItem":
-            consistent = any(t.get("ConsistentRead") for t in (params.get("RequestItems") or {}).values())
-            for items in (data.get("Responses") or {}).values():
-                for i in items:
-                    self._add("rru", (1.0 if consistent else 0.5) * max(1, math.ceil(item_size(i) / 4096)))
-
-    def of(self, origin: str) -> Counter[str]:
-        with self._lock:
-            return Counter(self.units.get(origin) or {})
 
 
 # --------------------------------------------------------------------------- the upstreams' own time
@@ -434,7 +334,8 @@ def main() -> None:
     model_calls = int(os.environ.get("BENCH_GATEWAY_MODEL_CALLS", "10"))
     aws, meter = start_stack()
     ports = get_ports()
-    true = TrueUnits(ports.runs._c, aws.client("dynamodb"), meter)  # type: ignore[attr-defined]
+    true = TrueUnits(aws.client("dynamodb"), meter)
+    true.watch(ports.runs._c)  # type: ignore[attr-defined]
     tools, chat, front = DemoToolServer(), ScriptedChatServer(), LocalFront()
     chat.answers = [(200, completion(f"answer {i}", usage=(40, 8)), {}) for i in range(3 * model_calls + 10)]
     watches = {"tool": Stopwatch(), "model": Stopwatch(), "worker": Stopwatch()}

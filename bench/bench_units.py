@@ -5,7 +5,11 @@ counted against the run.
 Each row is one operation's work as the exact meter of ``bench.common`` sees it: the API call, every task of the run
 or fork it caused and the webhook fan-out of its events (the events table's stream, attributed to the run). Write
 units are billed per 1 KB of an item (2 in a transaction), read units per 4 KB read (half when eventually
-consistent); both are computed from the wire items, as the meter does.
+consistent); both from true item sizes (DynamoDB's size rules, ``bench.trueunits``: a binary attribute its raw bytes,
+not its base64), as the meter sizes request and response items. Beside each row, the **independent meter**
+(``bench.trueunits.TrueUnits``) counts the same requests from the items as stored, read before and after each write
+(an update is billed on the larger) and whole for each read (a projection reads the whole item), and prints how far
+the exact meter is from it.
 
 ``BENCH_UNITS_SUBSCRIBED_SIZES`` (default: the same) sets the runs whose fan-out is measured with a subscriber to every
 event; their deliveries are held (they are ``bench_webhooks``' figures, not the fan-out's work).
@@ -52,17 +56,14 @@ from bench import costs
 from bench import prices as p
 from bench.bench_cost import _fork
 from bench.bench_host import _create
-from bench.common import TENANT, AwsMeter, Usage, api_event, call, line, start_stack, wait_status
+from bench.common import TENANT, AwsMeter, Usage, api_event, call, line, metered_clients, start_stack, wait_status
+from bench.trueunits import TrueUnits, item_kb, item_size
 from shared import manifest
 
 
 def _wire_len(value: Any) -> int:
     """Its length in DynamoDB's wire JSON (binary values as base64, as they travel), as the meter counts items."""
     return len(json.dumps(value, separators=(",", ":"), default=lambda b: base64.b64encode(b).decode("ascii")))
-
-
-def _kb(item: Any, unit: int) -> int:
-    return max(1, -(-_wire_len(item) // unit))
 
 
 def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", prefix: str = "") -> list[dict[str, Any]]:
@@ -92,8 +93,12 @@ def _first(item: dict[str, Any]) -> int:
     return int((item.get("first") or item["seq"])["N"])
 
 
-def _size(items: list[dict[str, Any]]) -> int:
+def _wire(items: list[dict[str, Any]]) -> int:
     return sum(_wire_len(i) for i in items)
+
+
+def _size(items: list[dict[str, Any]]) -> int:
+    return sum(item_size(i) for i in items)
 
 
 def _write_bounds(pages: list[dict[str, Any]], events: int, own_kb: int, copied_kb: int = 0) -> tuple[int, int]:
@@ -103,7 +108,7 @@ def _write_bounds(pages: list[dict[str, Any]], events: int, own_kb: int, copied_
     written once with a plain write (1 per KB), no head rewritten."""
     from shared.storage.schema import MAX_EVENTS_PER_PAGE
 
-    page_kb = sum(_kb(i, 1024) for i in pages)
+    page_kb = sum(item_kb(i) for i in pages)
     design = copied_kb + 2 * page_kb + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE) + 2 * own_kb
     return design, copied_kb + page_kb + own_kb
 
@@ -119,15 +124,16 @@ def _own_kb(aws: Any, run_id: str, parent: str | None = None) -> int:
     own = _items(aws, run_id, "runs", "pk")
     if parent is not None:
         own += _items(aws, parent, "runs", "pk", prefix=f"{CHILD_PREFIX}{run_id}")
-    return sum(_kb(i, 1024) for i in own) + sum(_kb(i, 1024) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
+    return sum(item_kb(i) for i in own) + sum(item_kb(i) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
 
 
 def _ddb_usd(wru: float, rru: float) -> float:
     return wru * p.DDB_PER_WRITE_REQUEST_UNIT + rru * p.DDB_PER_READ_REQUEST_UNIT
 
 
-def _row(label: str, used: Usage, writes: tuple[int, int], rru_bound: float) -> float:
-    """One row against the design's bound and the physical one (``writes``: their write units; the same reads)."""
+def _row(label: str, used: Usage, writes: tuple[int, int], rru_bound: float, true: Any = None) -> float:
+    """One row against the design's bound and the physical one (``writes``: their write units; the same reads), and
+    the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's."""
     wru_bound, physical_wru = writes
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
@@ -140,11 +146,29 @@ def _row(label: str, used: Usage, writes: tuple[int, int], rru_bound: float) -> 
         f"{rru_bound:,.1f}, ratio {measured / floor if floor else float('inf'):.3f}; {used.total():,} requests; "
         f"all services {costs.breakdown(used)}; units {used.units_by_operation()}",
     )
+    if true is not None:
+        by_op = {k: v for k, v in true.most_common() if " " in k}
+        line(
+            f"{label}: independent meter", f"{true['wru']:,} / {true['rru']:,.1f}", f"{_agreement(used, true)}; {by_op}"
+        )
     return ratio
 
 
-def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any) -> tuple[str, Usage]:
+def _agreement(used: Usage, true: Any) -> str:
+    """How far the exact meter's units are from the independent meter's (true sizes, items read around each
+    request), in per cent of the latter."""
+
+    def off(name: str) -> str:
+        mine, theirs = float(used.units[name]), float(true[name])
+        return f"{(mine - theirs) * 100 / theirs:+.1f}%" if theirs else ("0" if not mine else "n/a")
+
+    return f"WRU / RRU from true item sizes, before and after each write; the exact meter {off('wru')} / {off('rru')}"
+
+
+def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any, true: Any = None) -> tuple[str, Usage]:
     meter.reset()
+    if true is not None:
+        true.reset()
     with meter.origin("op"):
         run_id = make()
     wait_status(ports, run_id, meter, timeout=3600)
@@ -213,6 +237,9 @@ def main() -> None:
     )
     aws, meter = start_stack()
     ports = get_ports()
+    true = TrueUnits(aws.client("dynamodb"), meter)
+    for client in metered_clients(ports):
+        true.watch(client)
     loops: dict[int, str] = {}
     receiver = WebhookReceiver()  # deliveries go to it until the stack stops
     print(f"  (fan-out batching window: {ddb_streams.stream_window_s('fanout_webhooks'):g} s, deployed {deployed} s)")
@@ -222,11 +249,12 @@ def main() -> None:
 
     try:
         _measure(aws, ports, meter, lambda: _create("conformance-noop"))  # warm caches
+        true.enabled = True
         for n in sizes:
             loops[n] = _loop(ports, n)
             t0 = time.monotonic()
             mark = len(waits_since(0))
-            source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w))
+            source, used = _measure(aws, ports, meter, lambda w=loops[n]: _create(w), true)
             waits = waits_since(mark)
             items = _items(aws, source)
             events = ports.runs.get_run(source).last_seq + 1
@@ -235,9 +263,10 @@ def main() -> None:
                 used,
                 _write_bounds(items, events, _own_kb(aws, source)),
                 0.0,
+                true.of("op", source),
             )
             log = sum(len(json.dumps(e, separators=(",", ":"))) for e in ports.events.read_events(source))
-            wire, sent = _size(items), used.bytes_sent()
+            wire, sent = _wire(items), used.bytes_sent()
             line(
                 f"live run, {events:,} events: bytes sent",
                 f"{sent / 1e6:.3f} MB",
@@ -253,10 +282,10 @@ def main() -> None:
                 waits=waits,
             )
             for mode, from_seq in (("branch", events // 2), ("replay", 0)):
-                child, used = _measure(aws, ports, meter, lambda m=mode, f=from_seq, s=source: _fork(s, m, f))
+                child, used = _measure(aws, ports, meter, lambda m=mode, f=from_seq, s=source: _fork(s, m, f), true)
                 mine = _items(aws, child)
                 prefix = _size([i for i in items if _first(i) < (from_seq or events)])
-                copied = sum(_kb(i, 1024) for i in mine if _first(i) < from_seq)
+                copied = sum(item_kb(i) for i in mine if _first(i) < from_seq)
                 appended = [i for i in mine if _first(i) >= from_seq]
                 count = ports.runs.get_run(child).last_seq + 1 - from_seq
                 _row(
@@ -264,7 +293,9 @@ def main() -> None:
                     used,
                     _write_bounds(appended, count, _own_kb(aws, child, source), copied),
                     0.5 * math.ceil(prefix / 4096),
+                    true.of("op", child),
                 )
+        true.enabled = False
         receiver.start()
         reg = call(
             "manage_webhooks",

@@ -40,6 +40,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.trueunits import item_size
+
 # the handlers' Powertools loggers would print every refused request of the fuzz pass
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 
@@ -161,9 +163,14 @@ def _json_body(body: Any) -> dict[str, Any]:
 
 
 def _item_kb(item: Any, unit: int) -> int:
-    """Request units for one item: its size in ``unit`` bytes, rounded up (at least 1). The size is the item's
-    wire JSON (type tags included), a slight over-estimate of DynamoDB's own item size."""
-    size = len(json.dumps(item, separators=(",", ":"))) if item is not None else 0
+    """Request units for one item (or a Query's items together): its true size (DynamoDB's size rules,
+    ``bench.trueunits.item_size``) in ``unit`` bytes, rounded up (at least 1)."""
+    if item is None:
+        size = 0
+    elif isinstance(item, list):
+        size = sum(item_size(i) for i in item)
+    else:
+        size = item_size(item)
     return max(1, -(-size // unit))
 
 
@@ -177,8 +184,8 @@ _DDB_READS = {
 
 
 def _write_units(op: str, params: dict[str, Any]) -> int:
-    """Write request units of one DynamoDB write request (an upper estimate: an UpdateItem is billed on the
-    item's size after the update, unknown here, so it counts the request's size; at least 1)."""
+    """Write request units of one DynamoDB write request, from its body: a put's item; an update's values (it is
+    billed on the larger of its item before and after, unknown here: ``bench.trueunits.TrueUnits`` reads them)."""
     if op == "dynamodb:PutItem":
         return _item_kb(params.get("Item"), 1024)
     if op in ("dynamodb:UpdateItem", "dynamodb:DeleteItem"):
@@ -446,6 +453,14 @@ def start_stack() -> tuple[Any, AwsMeter]:
     seed_host({API_KEY: TENANT}, ports)
     global _METER
     meter = _METER = AwsMeter(aws)
+    for c in metered_clients(ports):
+        meter.watch(c)
+    meter.observe_invocations()
+    return aws, meter
+
+
+def metered_clients(ports: Any) -> list[Any]:
+    """The AWS clients our ports use (each once), as the meter watches them."""
     clients = {
         id(c.meta.events): c
         for c in (
@@ -461,10 +476,7 @@ def start_stack() -> tuple[Any, AwsMeter]:
     secrets = getattr(getattr(ports.secrets, "_client_factory", None), "__self__", None)  # wiring's LazyClient
     if secrets is not None:
         clients[id(secrets.meta.events)] = secrets
-    for c in clients.values():
-        meter.watch(c)
-    meter.observe_invocations()
-    return aws, meter
+    return list(clients.values())
 
 
 def api_event(method: str, path: str, route: str, body: Any = None, query: str = "") -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 What is priced, per unit of work:
 
-- DynamoDB: write and read request units, from each request's and response's wire items (``bench.common``);
+- DynamoDB: write and read request units, from the true sizes of each request's and response's items
+  (``bench.common``, ``bench.trueunits``);
 - Lambda: one request per invocation, and GB-seconds = the invocation's wall time here (handler + moto answering,
   the local stand-in for AWS's service latency) x the function's memory in ``shared.manifest`` — the one figure
   that is measured time, not a count, so it is only as good as this machine's speed;

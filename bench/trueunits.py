@@ -1,0 +1,191 @@
+"""DynamoDB capacity units from **true item sizes** (issue 38, item 1): DynamoDB's size rules applied to the items as
+stored, independent of the request and response bodies the exact meter (``bench.common``) prices.
+
+Sizes (DynamoDB's developer guide, "Item sizes and formats"): each attribute costs its name's UTF-8 bytes and its
+value's: a string its UTF-8 bytes, a binary its raw bytes, a number one byte per two significant digits plus one, a
+boolean or null one byte, a map or list 3 bytes plus one per element and its elements (a map's names counted), a set
+its elements.
+
+Units (``TrueUnits``): a write is billed on the larger of the item before and after it (read through a client nothing
+watches, around each request), 1 WRU per KB, 2 in a transaction (a ``ConditionCheck`` on its item's size); a write
+whose condition failed on the item as it was (at least 1). A read is billed on the **whole** stored item whatever the
+projection (a projected item is read again by key to size it): per 4 KB of each item of a GetItem, BatchGetItem or
+TransactGetItems, and of a Query's or Scan's items together (rounded up once), half when eventually consistent,
+double in a transaction, at least one unit. Not seen: the items a Query's filter dropped (nothing here filters a
+metered Query of more than a page).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import threading
+from collections import Counter
+from typing import Any
+
+WRITES = {
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:TransactWriteItems",
+    "dynamodb:BatchWriteItem",
+}
+
+
+def value_size(value: dict[str, Any]) -> int:
+    """DynamoDB's stored size of one attribute value in its wire form (names of map members counted)."""
+    kind, v = next(iter(value.items()))
+    if kind == "S":
+        return len(v.encode("utf-8"))
+    if kind == "N":
+        digits = v.lstrip("-").replace(".", "").strip("0") or "0"
+        return (len(digits) + 1) // 2 + 1
+    if kind == "B":
+        return len(base64.b64decode(v)) if isinstance(v, str) else len(v)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "M":
+        return 3 + sum(len(k.encode("utf-8")) + value_size(x) + 1 for k, x in v.items())
+    if kind == "L":
+        return 3 + sum(value_size(x) + 1 for x in v)
+    if kind == "BS":
+        return sum(len(base64.b64decode(x)) if isinstance(x, str) else len(x) for x in v)
+    if kind == "NS":
+        return sum(value_size({"N": x}) for x in v)
+    return sum(len(x.encode("utf-8")) for x in v)  # SS
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB stores and meters it: each attribute's name and value."""
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+
+
+def item_kb(item: dict[str, Any] | None, unit: int = 1024) -> int:
+    """Request units of one item: its true size in ``unit`` bytes, rounded up, at least 1."""
+    return max(1, math.ceil(item_size(item or {}) / unit))
+
+
+class TrueUnits:
+    """Write and read units of every DynamoDB request through the clients it watches, from true item sizes, per the
+    exact meter's origin (``meter.current()``). Stored items are read through ``raw``, a client nothing watches."""
+
+    def __init__(self, raw: Any, meter: Any) -> None:
+        self.raw, self.meter = raw, meter
+        self.units: dict[str, Counter[str]] = {}
+        self.enabled = False  # its reads around each request take time: off while anything is timed
+        self._schemas: dict[str, list[str]] = {}
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def watch(self, client: Any) -> None:
+        client.meta.events.register("before-send.dynamodb.*", self._before)
+        client.meta.events.register("response-received.dynamodb.*", self._after)
+
+    # -- stored items ------------------------------------------------------------------------------------------
+
+    def _stored(self, table: str, key: dict[str, Any]) -> int:
+        got = self.raw.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        return item_size(got) if got else 0
+
+    def _key(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
+        if table not in self._schemas:
+            schema = self.raw.describe_table(TableName=table)["Table"]["KeySchema"]
+            self._schemas[table] = [k["AttributeName"] for k in schema]
+        return {name: item[name] for name in self._schemas[table]}
+
+    def _targets(self, op: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, int]]:
+        """(table, key, factor, size of the request's own item) per item a write touches."""
+        if op == "TransactWriteItems":
+            out = []
+            for entry in params.get("TransactItems") or []:
+                for _kind, spec in entry.items():
+                    item = spec.get("Item")
+                    key = spec.get("Key") or self._key(spec["TableName"], item)
+                    out.append((spec["TableName"], key, 2, item_size(item) if item else 0))
+            return out
+        if op in ("PutItem", "UpdateItem", "DeleteItem"):
+            item = params.get("Item")
+            key = params.get("Key") or self._key(params["TableName"], item)
+            return [(params["TableName"], key, 1, item_size(item) if item else 0)]
+        if op == "BatchWriteItem":
+            out = []
+            for table, reqs in (params.get("RequestItems") or {}).items():
+                for r in reqs:
+                    if "PutRequest" in r:
+                        item = r["PutRequest"]["Item"]
+                        out.append((table, self._key(table, item), 1, item_size(item)))
+                    else:
+                        out.append((table, r["DeleteRequest"]["Key"], 1, 0))
+            return out
+        return []
+
+    # -- hooks -------------------------------------------------------------------------------------------------
+
+    def _before(self, request: Any = None, event_name: str = "", **_: Any) -> None:
+        self._local.op, self._local.targets = "", []
+        if not self.enabled:
+            return
+        op = event_name.rsplit(".", 1)[1]
+        params = json.loads(getattr(request, "body", b"") or b"{}")
+        self._local.op, self._local.params = op, params
+        self._local.targets = [(t, k, f, s, self._stored(t, k)) for t, k, f, s in self._targets(op, params)]
+
+    def _add(self, name: str, value: float) -> None:
+        """``value`` units of ``name`` (``wru`` or ``rru``), in all and by operation (``"wru dynamodb:PutItem"``)."""
+        op = getattr(self._local, "op", "")
+        with self._lock:
+            units = self.units.setdefault(self.meter.current(), Counter())
+            units[name] += value  # type: ignore[assignment]
+            units[f"{name} dynamodb:{op}"] += value  # type: ignore[assignment]
+
+    def _after(self, response_dict: Any = None, event_name: str = "", **_: Any) -> None:
+        op, params = getattr(self._local, "op", ""), getattr(self._local, "params", {})
+        ok = bool(response_dict) and int(response_dict.get("status_code") or 200) < 300
+        for table, key, factor, own, before in getattr(self._local, "targets", []):
+            size = max(before, self._stored(table, key), own) if ok else before
+            self._add("wru", factor * max(1, math.ceil(size / 1024)))
+        self._local.targets = []
+        if ok and op:
+            self._reads(op, params, json.loads(response_dict.get("body") or b"{}"))
+
+    def _whole(self, table: str, item: dict[str, Any], projected: bool) -> int:
+        """An item a read returned, sized whole (read again by key when the read projected it)."""
+        return self._stored(table, self._key(table, item)) if projected else item_size(item)
+
+    def _reads(self, op: str, params: dict[str, Any], data: dict[str, Any]) -> None:
+        factor = 1.0 if params.get("ConsistentRead") else 0.5
+        projected = "ProjectionExpression" in params or "AttributesToGet" in params
+        table = params.get("TableName", "")
+        if op == "GetItem":
+            item = data.get("Item")
+            self._add("rru", factor * max(1, math.ceil((self._whole(table, item, projected) if item else 0) / 4096)))
+        elif op in ("Query", "Scan"):
+            size = sum(self._whole(table, i, projected) for i in data.get("Items") or [])
+            self._add("rru", factor * max(1, math.ceil(size / 4096)))
+        elif op == "TransactGetItems":
+            specs = [g["Get"] for g in params.get("TransactItems") or []]
+            for spec, r in zip(specs, data.get("Responses") or [], strict=False):
+                item = r.get("Item")
+                whole = self._whole(spec["TableName"], item, "ProjectionExpression" in spec) if item else 0
+                self._add("rru", 2 * max(1, math.ceil(whole / 4096)))
+        elif op == "BatchGetItem":
+            for name, items in (data.get("Responses") or {}).items():
+                spec = (params.get("RequestItems") or {}).get(name) or {}
+                each = 1.0 if spec.get("ConsistentRead") else 0.5
+                proj = "ProjectionExpression" in spec or "AttributesToGet" in spec
+                for i in items:
+                    self._add("rru", each * max(1, math.ceil(self._whole(name, i, proj) / 4096)))
+
+    def of(self, *origins: str) -> Counter[str]:
+        """The units of these origins (a run id's includes its consumers', ``<runId>|...``, as the meter's usage)."""
+        out: Counter[str] = Counter()
+        with self._lock:
+            for name, units in self.units.items():
+                if name in origins or ("|" in name and name.split("|", 1)[0] in origins):
+                    out.update(units)
+        return out
+
+    def reset(self) -> None:
+        with self._lock:
+            self.units.clear()

@@ -1,0 +1,85 @@
+"""The bench's independent meter (issue 38, item 1): capacity units from true item sizes, read around each request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from bench.common import AwsMeter
+from bench.trueunits import TrueUnits, item_size
+from tests.helpers import unique
+
+RAW_BYTES = 5_000  # a binary attribute: 5,000 bytes stored, 6,668 as base64 on the wire
+
+
+@pytest.fixture()
+def table(local_aws: Any) -> Any:
+    from shared.local.stack import REGION
+
+    raw = local_aws.client("dynamodb")
+    name = unique("true-units")
+    raw.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    watched = boto3.client("dynamodb", region_name=REGION, endpoint_url=local_aws.endpoint)
+    try:
+        yield name, raw, watched
+    finally:
+        raw.delete_table(TableName=name)
+
+
+def test_item_sizes_follow_dynamodbs_rules():
+    # Names and strings in UTF-8 bytes, binaries raw, numbers by significant digits, containers with overhead
+    assert item_size({"pk": {"S": "héllo"}}) == 2 + 6
+    assert item_size({"n": {"N": "-123.4500"}}) == 1 + 3 + 1
+    assert item_size({"b": {"B": "AAECAwQ="}}) == 1 + 5
+    assert item_size({"f": {"BOOL": True}, "z": {"NULL": True}}) == 4
+    assert item_size({"m": {"M": {"k": {"S": "v"}}}, "l": {"L": [{"N": "7"}]}}) == (1 + 3 + 1 + 1 + 1) + (1 + 3 + 2 + 1)
+
+
+def test_writes_are_billed_on_the_larger_item_and_reads_on_the_whole_item(table: Any):
+    name, raw, watched = table
+    meter = AwsMeter()
+    true = TrueUnits(raw, meter)
+    true.watch(watched)
+    true.enabled = True
+    blob = bytes(range(256)) * (RAW_BYTES // 256) + bytes(RAW_BYTES % 256)
+    key = {"pk": {"S": "item"}}
+    # Given a put of a 5 KB item (6.7 KB of base64 on the wire)
+    watched.put_item(TableName=name, Item={**key, "data": {"B": blob}})
+    assert true.of("bench")["wru dynamodb:PutItem"] == 5
+    # When an update removes its binary, it is billed on the item before it (5 KB), not on its small request
+    watched.update_item(
+        TableName=name,
+        Key=key,
+        UpdateExpression="REMOVE #d SET v = :v",
+        ExpressionAttributeNames={"#d": "data"},
+        ExpressionAttributeValues={":v": {"N": "1"}},
+    )
+    assert true.of("bench")["wru dynamodb:UpdateItem"] == 5
+    # And a put whose condition fails is billed on the item as it was (now a few bytes: 1 unit)
+    with pytest.raises(watched.exceptions.ConditionalCheckFailedException):
+        watched.put_item(
+            TableName=name, Item={**key, "data": {"B": blob}}, ConditionExpression="attribute_not_exists(pk)"
+        )
+    assert true.of("bench")["wru dynamodb:PutItem"] == 5 + 1
+    # Given the blob back, a projected, eventually consistent read of the key alone is billed on the whole item:
+    # 5 KB is two 4 KB units, half each
+    watched.put_item(TableName=name, Item={**key, "data": {"B": blob}})
+    got = watched.get_item(TableName=name, Key=key, ProjectionExpression="pk")
+    assert got["Item"] == key
+    assert true.of("bench")["rru dynamodb:GetItem"] == 1.0
+    watched.query(
+        TableName=name,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": "item"}},
+        ConsistentRead=True,
+    )
+    assert true.of("bench")["rru dynamodb:Query"] == 2.0
+    # And another origin's units are its own
+    assert true.of("elsewhere") == {}
