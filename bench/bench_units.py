@@ -162,7 +162,11 @@ def _agreement(used: Usage, true: Any) -> str:
         mine, theirs = float(used.units[name]), float(true[name])
         return f"{(mine - theirs) * 100 / theirs:+.1f}%" if theirs else ("0" if not mine else "n/a")
 
-    return f"WRU / RRU from true item sizes, before and after each write; the exact meter {off('wru')} / {off('rru')}"
+    unsized = f"; {true['unsized']} requests it could not size" if true["unsized"] else ""
+    return (
+        f"WRU / RRU from true item sizes, before and after each write; the exact meter {off('wru')} / {off('rru')}"
+        f"{unsized}"
+    )
 
 
 def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any, true: Any = None) -> tuple[str, Usage]:

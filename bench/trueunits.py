@@ -126,7 +126,12 @@ class TrueUnits:
         self._local.op, self._local.targets = "", []
         if not self.enabled:
             return
-        op = event_name.rsplit(".", 1)[1]
+        try:
+            self._targets_of(event_name.rsplit(".", 1)[1], request)
+        except Exception:  # a meter never fails the request it watches: the miss is counted and printed
+            self._add("unsized", 1)
+
+    def _targets_of(self, op: str, request: Any) -> None:
         params = json.loads(getattr(request, "body", b"") or b"{}")
         self._local.op, self._local.params = op, params
         self._local.targets = [(t, k, f, s, self._stored(t, k)) for t, k, f, s in self._targets(op, params)]
@@ -140,6 +145,12 @@ class TrueUnits:
             units[f"{name} dynamodb:{op}"] += value  # type: ignore[assignment]
 
     def _after(self, response_dict: Any = None, event_name: str = "", **_: Any) -> None:
+        try:
+            self._count(response_dict)
+        except Exception:  # as in ``_before``
+            self._add("unsized", 1)
+
+    def _count(self, response_dict: Any) -> None:
         op, params = getattr(self._local, "op", ""), getattr(self._local, "params", {})
         ok = bool(response_dict) and int(response_dict.get("status_code") or 200) < 300
         for table, key, factor, own, before in getattr(self._local, "targets", []):
@@ -149,9 +160,16 @@ class TrueUnits:
         if ok and op:
             self._reads(op, params, json.loads(response_dict.get("body") or b"{}"))
 
-    def _whole(self, table: str, item: dict[str, Any], projected: bool) -> int:
-        """An item a read returned, sized whole (read again by key when the read projected it)."""
-        return self._stored(table, self._key(table, item)) if projected else item_size(item)
+    def _whole(self, table: str, item: dict[str, Any], projected: bool, key: dict[str, Any] | None = None) -> int:
+        """An item a read returned, sized whole: read again by ``key`` (or the key attributes it holds) when the
+        read projected it; as returned when it holds no key to read it by."""
+        if not projected:
+            return item_size(item)
+        try:
+            return self._stored(table, key or self._key(table, item))
+        except KeyError:
+            self._add("unsized", 1)
+            return item_size(item)
 
     def _reads(self, op: str, params: dict[str, Any], data: dict[str, Any]) -> None:
         factor = 1.0 if params.get("ConsistentRead") else 0.5
@@ -159,7 +177,8 @@ class TrueUnits:
         table = params.get("TableName", "")
         if op == "GetItem":
             item = data.get("Item")
-            self._add("rru", factor * max(1, math.ceil((self._whole(table, item, projected) if item else 0) / 4096)))
+            whole = self._whole(table, item, projected, params.get("Key")) if item else 0
+            self._add("rru", factor * max(1, math.ceil(whole / 4096)))
         elif op in ("Query", "Scan"):
             size = sum(self._whole(table, i, projected) for i in data.get("Items") or [])
             self._add("rru", factor * max(1, math.ceil(size / 4096)))
@@ -167,7 +186,8 @@ class TrueUnits:
             specs = [g["Get"] for g in params.get("TransactItems") or []]
             for spec, r in zip(specs, data.get("Responses") or [], strict=False):
                 item = r.get("Item")
-                whole = self._whole(spec["TableName"], item, "ProjectionExpression" in spec) if item else 0
+                proj = "ProjectionExpression" in spec
+                whole = self._whole(spec["TableName"], item, proj, spec.get("Key")) if item else 0
                 self._add("rru", 2 * max(1, math.ceil(whole / 4096)))
         elif op == "BatchGetItem":
             for name, items in (data.get("Responses") or {}).items():
