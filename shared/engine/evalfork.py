@@ -197,7 +197,9 @@ def _page_events(
     digests = index.get("digests")
     source: dict[int, dict[str, Any]] = {}
     if mode == "replay" and not diverged and lo < hi and digests is None:  # an index built before digests
-        source = {int(e["sequence"]): e for e in ports.events.read_events(source_id, lo - 1, limit=hi - lo)}
+        source = {
+            int(e["sequence"]): e for e in ports.events.read_events(source_id, lo - 1, limit=hi - lo, settled=True)
+        }
     first_seq = seq = lo + (1 if diverged else 0)
     diverged_at: int | None = None  # the sequence of this page's first event the source does not reproduce
     events: list[dict[str, Any]] = []

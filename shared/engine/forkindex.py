@@ -90,7 +90,7 @@ def reproduces(
     digest = digest_at(ports, digests, seq, run_id)
     if digest is not None and digest == event_digest(ev):
         return True, None
-    got = ports.events.read_page(source_run_id, seq - 1, 1) if digest is not None else []
+    got = ports.events.read_page(source_run_id, seq - 1, 1, settled=True) if digest is not None else []
     return False, (got[0] if got else None)
 
 
@@ -113,7 +113,7 @@ def build(
     prefix_turns: dict[str, int] = {}
     invocation: str | None = None
     count = 0
-    for page in ports.events.iter_events(src.run_id, -1, src.last_seq):
+    for page in ports.events.iter_events(src.run_id, -1, src.last_seq, settled=True):
         for ev in page:
             count += 1
             if digests is not None:
@@ -252,7 +252,9 @@ def copy_prefix(ports: Ports, rec: RunRecord, wf: Workflow | None = None, *, pag
     from_seq = int(fork["fromSeq"])
     state = load_state(ports, rec, wf)
     copied: list[dict[str, Any]] = []
-    for page in ports.events.iter_events(str(fork["sourceRunId"]), rec.last_seq, from_seq - 1, limit=page_events):
+    for page in ports.events.iter_events(
+        str(fork["sourceRunId"]), rec.last_seq, from_seq - 1, limit=page_events, settled=True
+    ):
         for src in page:
             ev = dict(src)
             ev["runId"] = rec.run_id

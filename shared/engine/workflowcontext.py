@@ -89,7 +89,7 @@ class RunContext:
         if self.source_run_id is None:
             return None
         if seq not in self._source_cache:
-            got = self.ports.events.read_page(self.source_run_id, seq - 1, page)
+            got = self.ports.events.read_page(self.source_run_id, seq - 1, page, settled=True)
             self._source_cache = {int(ev["sequence"]): ev for ev in got}
         return self._source_cache.get(seq)
 

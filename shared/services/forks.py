@@ -101,7 +101,7 @@ def _fork_session(ports: Ports, caller: Caller, src: RunRecord, req: ForkRunRequ
 def _check_log_start(ports: Ports, src: RunRecord, from_seq: int) -> None:
     """The request reads a constant amount: the log's first event (a history purged from its start is 410 here);
     the fork's first task reads the whole log, indexes it and fails the child run_expired on any other hole."""
-    first = ports.events.read_page(src.run_id, -1, 1)
+    first = ports.events.read_page(src.run_id, -1, 1, settled=True)
     if not first or int(first[0]["sequence"]) != 0:
         raise RunExpiredError(
             details={

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,12 +305,12 @@ class DynamoEventStore:
             out.append(doc)
         return out, size
 
-    def _covering(self, run_id: str, lo: int, hi: int | None) -> Iterator[dict[str, Any]]:
+    def _covering(self, run_id: str, lo: int, hi: int | None, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
         """The stored items holding events ``lo..hi`` (``hi`` None: to the log's end), in order. An item is keyed by
         its last event, so they are the items keyed in ``[lo, hi]`` (one Query per 1 MB) and, unless one of them ends
         at ``hi``, the next item (one Query of one item). A range shorter than a page first reads the item holding
-        ``lo`` (which most often holds it all)."""
-        base: dict[str, Any] = {"TableName": self._t, "ConsistentRead": True}
+        ``lo`` (which most often holds it all). ``consistent`` False: every read eventually consistent."""
+        base: dict[str, Any] = {"TableName": self._t, "ConsistentRead": consistent}
 
         def next_item(after: int) -> list[dict[str, Any]]:
             resp = self._c.query(
@@ -357,11 +357,22 @@ class DynamoEventStore:
         return batch_write(self._c, self._t, reqs)
 
     def iter_events(
-        self, run_id: str, after_seq: int = -1, upto_seq: int | None = None, *, limit: int | None = None
+        self,
+        run_id: str,
+        after_seq: int = -1,
+        upto_seq: int | None = None,
+        *,
+        limit: int | None = None,
+        settled: bool = False,
     ) -> Iterator[list[dict[str, Any]]]:
         """Events with ``after_seq < seq <= upto_seq``, a stored page at a time; with ``limit``, at most that many
         (a log's sequences are contiguous: the range ends at ``after_seq + limit``), so no page is read that holds
-        none of them."""
+        none of them.
+
+        ``settled``: the caller knows the range was written before it asked (it ends at or before a ``lastSeq`` the
+        caller read): it is read eventually consistently, and from the first event not seen there (a page written
+        too recently to show, or the range's end past the log's) consistently. A page never changes once written,
+        so a page an eventually consistent read shows is the page (decision 0168)."""
         if limit is not None:
             if limit < 1:
                 return
@@ -369,6 +380,10 @@ class DynamoEventStore:
         if upto_seq is not None and upto_seq <= after_seq:
             return
         lo = after_seq + 1
+        if settled and upto_seq is not None:
+            lo = yield from self._shown(run_id, lo, upto_seq)
+            if lo > upto_seq:
+                return
         for raw in self._covering(run_id, lo, upto_seq):
             page, _ = self._decode(raw, lo, upto_seq)
             if page:
@@ -390,14 +405,32 @@ class DynamoEventStore:
             out[run_id] = earlier + events
         return out
 
-    def read_events(self, run_id: str, after_seq: int = -1, *, limit: int | None = None) -> list[dict[str, Any]]:
-        return [ev for page in self.iter_events(run_id, after_seq, limit=limit) for ev in page]
+    def _shown(self, run_id: str, lo: int, hi: int) -> Generator[list[dict[str, Any]], None, int]:
+        """The pages of events ``lo..hi`` an eventually consistent read shows, up to the first event it does not;
+        returns that event's sequence (``hi + 1``: all shown)."""
+        for raw in self._covering(run_id, lo, hi, consistent=False):
+            page, _ = self._decode(raw, lo, hi)
+            if not page:
+                continue
+            if int(page[0]["sequence"]) != lo:
+                break  # an item not shown yet
+            lo = int(page[-1]["sequence"]) + 1
+            yield page
+        return lo
 
-    def read_page(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]:
-        """Events after ``after_seq``: with ``limit``, at most that many (``iter_events``); without, what one Query
-        finds, decoded up to ``READ_PAGE_BYTES`` of event JSON (a poll's answer stays under Lambda's 6 MB)."""
+    def read_events(
+        self, run_id: str, after_seq: int = -1, *, limit: int | None = None, settled: bool = False
+    ) -> list[dict[str, Any]]:
+        return [ev for page in self.iter_events(run_id, after_seq, limit=limit, settled=settled) for ev in page]
+
+    def read_page(
+        self, run_id: str, after_seq: int, limit: int | None = None, *, settled: bool = False
+    ) -> list[dict[str, Any]]:
+        """Events after ``after_seq``: with ``limit``, at most that many (``iter_events``, ``settled`` as there);
+        without, what one Query finds, decoded up to ``READ_PAGE_BYTES`` of event JSON (a poll's answer stays under
+        Lambda's 6 MB)."""
         if limit is not None:
-            return self.read_events(run_id, after_seq, limit=limit)
+            return self.read_events(run_id, after_seq, limit=limit, settled=settled)
         resp = self._c.query(
             TableName=self._t,
             KeyConditionExpression="runId = :r AND seq > :a",

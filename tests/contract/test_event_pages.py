@@ -222,3 +222,46 @@ def test_rows_of_the_older_layout_read_with_the_pages_after_them(ports):
     assert [e["sequence"] for page in ports.events.iter_events(rec.run_id, 0, 4) for e in page] == [1, 2, 3, 4]
     row = _stored(ports, rec.run_id)[1]
     assert ports.events.events_from_image(row) == [(1, rows[1])]
+
+
+def test_a_settled_read_is_eventually_consistent_and_reads_on_consistently_where_a_page_is_not_shown(ports):
+    # Given 250 events in three pages (0..98, 99..197, 198..249)
+    rec = _run(ports)
+    ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, s, i=s) for s in range(250)])
+    hidden: set[int] = set()  # last sequences of the pages an eventually consistent read does not show yet
+
+    def lag(params: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
+        if model.name != "Query" or not isinstance(parsed, dict):
+            return
+        items = parsed.get("Items") or []
+        if any(i["runId"]["S"] == rec.run_id for i in items) and not threading.current_thread().consistent:
+            parsed["Items"] = [i for i in items if int(i["seq"]["N"]) not in hidden]
+
+    def mark(params: Any = None, **_: Any) -> None:
+        threading.current_thread().consistent = bool(params.get("ConsistentRead"))
+
+    client = ports.events._c
+    client.meta.events.register("before-parameter-build.dynamodb.Query", mark)
+    client.meta.events.register("after-call.dynamodb.Query", lag)
+    try:
+        # When every page shows, a settled read of the whole log is eventually consistent only
+        with requests_sent(client, "Query", ports.events._t) as sent:
+            got = ports.events.read_events(rec.run_id, -1, limit=250, settled=True)
+        assert [e["sequence"] for e in got] == list(range(250))
+        assert [q["ConsistentRead"] for q in sent] == [False] * len(sent)
+        # When the middle page is not shown yet, the read goes on consistently from its first event, and no event
+        # is missing or read twice
+        hidden.add(197)
+        with requests_sent(client, "Query", ports.events._t) as sent:
+            got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, -1, 249, settled=True) for e in page]
+        assert got == list(range(250))
+        consistent = [q for q in sent if q["ConsistentRead"]]
+        assert consistent and not sent[0]["ConsistentRead"]
+        assert consistent[0]["ExpressionAttributeValues"][":lo"] == {"N": "99"}
+        # And a read that is not settled stays consistent whatever shows
+        with requests_sent(client, "Query", ports.events._t) as sent:
+            assert len(ports.events.read_events(rec.run_id, 10, limit=5)) == 5
+        assert [q["ConsistentRead"] for q in sent] == [True]
+    finally:
+        client.meta.events.unregister("after-call.dynamodb.Query", lag)
+        client.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
