@@ -175,7 +175,7 @@ def load(ports: Ports, run_id: str) -> dict[str, Any]:
     hit = _cache.get(run_id)
     if hit is not None:
         return hit
-    got = ports.runs.get_aux(run_id, FORK_SOURCE_SK)
+    got = ports.runs.get_aux(run_id, FORK_SOURCE_SK, settled=True)
     if got is not None and "blob" in got:
         got = ports.blobs.get_json(str(got["blob"]))
     if got is None:
@@ -197,7 +197,7 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
-    src = ports.runs.get_run(str(fork["sourceRunId"]))
+    src = ports.runs.get_run(str(fork["sourceRunId"]), settled=True)
     side: set[str] | None = None
     digests: bytearray | None = None
     if rec.kind == "workflow":

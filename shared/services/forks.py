@@ -44,7 +44,7 @@ def _visible_source(ports: Ports, caller: Caller, wire_run_id: str) -> RunRecord
         raise hidden from exc
     if tenant_of(run_id) != caller.tenant:
         raise hidden
-    rec = ports.runs.get_run(run_id)
+    rec = ports.runs.get_run(run_id, settled=True)
     if rec is None:
         raise hidden
     return rec

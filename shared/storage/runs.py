@@ -14,6 +14,7 @@ from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import CHILD_PREFIX
 from shared.ports import AUX_PER_TRANSACTION, BlobStore, Clock, ListPage, RunRecord
+from shared.protocol.codes import TERMINAL_STATUSES
 from shared.storage import runclaims, runitems, runrestore, schema
 from shared.storage.ddb import (
     BATCH_WRITE_ATTEMPTS,
@@ -55,6 +56,12 @@ def _whole(raws: Sequence[dict[str, Any]]) -> bool:
     if stamp is not None:
         return state is not None and state.get(schema.STATE_STAMP) == stamp
     return state is None or schema.STATE_STAMP not in state
+
+
+def _ended(raws: Sequence[dict[str, Any]]) -> bool:
+    """Whether a run's items hold its run item with a terminal status."""
+    run = next((raw for raw in raws if raw["sk"]["S"] == schema.RUN_SK), None)
+    return run is not None and (run.get("status") or {}).get("S") in TERMINAL_STATUSES
 
 
 class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
@@ -209,10 +216,18 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
         )
         return [to_item({"pk": run_id, "sk": sk}) for sk in sks]
 
-    def get_run(self, run_id: str, *, consistent: bool = True, include_expired: bool = False) -> RunRecord | None:
+    def get_run(
+        self, run_id: str, *, consistent: bool = True, include_expired: bool = False, settled: bool = False
+    ) -> RunRecord | None:
         # the run item and its facts and state items, read by key (a Query would walk the partition's other items,
-        # thousands for a long agent) in one BatchGetItem, strongly consistent or not (``_consistent_items``)
-        if consistent:
+        # thousands for a long agent) in one BatchGetItem, strongly consistent or not (``_consistent_items``).
+        # ``settled``: eventually consistent, kept only when it shows the run whole and ended (a terminal run's log and
+        # status are final: decision 0168); anything else is read again consistently
+        if settled:
+            raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
+            if not (_whole(raws) and _ended(raws)):
+                raws = self._consistent_items(run_id)
+        elif consistent:
             raws = self._consistent_items(run_id)
         else:
             raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
@@ -392,13 +407,18 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
             raise
 
     def get_definition(self, run_id: str) -> dict[str, Any] | None:
-        """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline)."""
-        resp = self._c.get_item(
-            TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.DEFINITION_SK}), ConsistentRead=True
-        )
-        if "Item" not in resp:
-            return None
-        return self._definition(from_item(resp["Item"]))
+        """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline). It is
+        written once, in the create's transaction: read eventually consistently, and consistently when not shown."""
+        raw = self._settled_item(run_id, schema.DEFINITION_SK)
+        return None if raw is None else self._definition(from_item(raw))
+
+    def _settled_item(self, run_id: str, sk: str) -> dict[str, Any] | None:
+        """An item written once and never changed: eventually consistent, consistent when not shown (decision 0168)."""
+        key = to_item({"pk": run_id, "sk": sk})
+        raw = self._c.get_item(TableName=self._t, Key=key).get("Item")
+        if raw is None:
+            raw = self._c.get_item(TableName=self._t, Key=key, ConsistentRead=True).get("Item")
+        return raw
 
     def _definition(self, it: dict[str, Any]) -> dict[str, Any] | None:
         if "blob" in it:
@@ -513,9 +533,14 @@ class DynamoRunStore(runclaims.RunClaims, runrestore.RunRestore):
                 raise RunGoneError(run_id) from exc
             raise
 
-    def get_aux(self, run_id: str, sk: str) -> dict[str, Any] | None:
-        resp = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True)
-        raw = resp.get("Item")
+    def get_aux(self, run_id: str, sk: str, *, settled: bool = False) -> dict[str, Any] | None:
+        """An aux item's document; ``settled``: one written once and never changed, read as ``get_definition``."""
+        if settled:
+            raw = self._settled_item(run_id, sk)
+        else:
+            raw = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True).get(
+                "Item"
+            )
         if not raw:
             return None
         doc: dict[str, Any] = json.loads(from_item(raw)["doc"])

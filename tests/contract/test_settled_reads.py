@@ -1,0 +1,115 @@
+"""Reads of what cannot change any more are eventually consistent (decision 0168), on moto: a fork's source once it
+has ended, a run's pinned definition and a fork's index (written once); anything an eventually consistent read does
+not show as final is read again consistently."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from shared.keys import FORK_SOURCE_SK
+from shared.ports import RunRecord
+from tests.helpers import unique
+
+READS = ("GetItem", "BatchGetItem")
+
+
+@pytest.fixture()
+def ports(local_aws):
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _run(ports: Any, status: str) -> RunRecord:
+    rec = RunRecord(
+        run_id=f"tenant-c/{unique('r-settled')}",
+        tenant="tenant-c",
+        status=status,
+        last_seq=4,
+        created_at=ports.clock.iso(),
+        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}, "definition": {"id": "wf", "nodes": []}},
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
+    ports.runs.create_run(rec)
+    return rec
+
+
+@contextmanager
+def reads(ports: Any, run_id: str, hide: bool = False) -> Iterator[list[tuple[str, bool]]]:
+    """The (operation, consistent) of each read of ``run_id``'s items on this thread; with ``hide``, an eventually
+    consistent read shows none of them (a replica behind their write)."""
+    client, me, seen = ports.runs._c, threading.get_ident(), []
+    asked: dict[str, bool] = {}
+
+    def mark(params: Any = None, model: Any = None, **_: Any) -> None:
+        if threading.get_ident() != me:
+            return
+        tables = list((params.get("RequestItems") or {}).values()) or [params]
+        if str(params).find(run_id) >= 0:
+            asked["consistent"] = any(bool(t.get("ConsistentRead")) for t in tables)
+            seen.append((model.name, asked["consistent"]))
+
+    def lag(parsed: Any = None, model: Any = None, **_: Any) -> None:
+        if threading.get_ident() != me or not hide or asked.pop("consistent", True):
+            return
+        parsed.pop("Item", None)
+        for table in (parsed.get("Responses") or {}).values():
+            table.clear()
+
+    for op in READS:
+        client.meta.events.register(f"before-parameter-build.dynamodb.{op}", mark)
+        client.meta.events.register(f"after-call.dynamodb.{op}", lag)
+    try:
+        yield seen
+    finally:
+        for op in READS:
+            client.meta.events.unregister(f"before-parameter-build.dynamodb.{op}", mark)
+            client.meta.events.unregister(f"after-call.dynamodb.{op}", lag)
+
+
+def test_an_ended_run_is_read_eventually_consistently_a_running_one_consistently_too(ports):
+    # Given a completed run and a running one
+    done, live = _run(ports, "completed"), _run(ports, "running")
+    # When each is read as a fork's source
+    with reads(ports, done.run_id) as seen:
+        got = ports.runs.get_run(done.run_id, settled=True)
+    # Then the ended one takes one eventually consistent BatchGetItem
+    assert got is not None and got.status == "completed" and got.last_seq == 4
+    assert seen == [("BatchGetItem", False)]
+    # And the running one (its record may still move) is read again consistently
+    with reads(ports, live.run_id) as seen:
+        got = ports.runs.get_run(live.run_id, settled=True)
+    assert got is not None and got.status == "running"
+    assert seen == [("BatchGetItem", False), ("BatchGetItem", True)]
+    # And a run a replica does not show yet is read consistently, not answered as absent
+    with reads(ports, done.run_id, hide=True) as seen:
+        got = ports.runs.get_run(done.run_id, settled=True)
+    assert got is not None and got.status == "completed"
+    assert seen == [("BatchGetItem", False), ("BatchGetItem", True)]
+
+
+def test_items_written_once_are_read_eventually_consistently_and_consistently_when_not_shown(ports):
+    # Given a run with its pinned definition and a fork index
+    rec = _run(ports, "running")
+    ports.runs.put_aux(rec.run_id, FORK_SOURCE_SK, {"outcomes": {"n": 1}}, rec.expires_at)
+    # When both are read
+    with reads(ports, rec.run_id) as seen:
+        definition = ports.runs.get_definition(rec.run_id)
+        index = ports.runs.get_aux(rec.run_id, FORK_SOURCE_SK, settled=True)
+    # Then each is one eventually consistent GetItem
+    assert definition == {"id": "wf", "nodes": []} and index == {"outcomes": {"n": 1}}
+    assert seen == [("GetItem", False), ("GetItem", False)]
+    # And when a replica does not show them yet, each is read again consistently and found
+    with reads(ports, rec.run_id, hide=True) as seen:
+        assert ports.runs.get_definition(rec.run_id) == {"id": "wf", "nodes": []}
+        assert ports.runs.get_aux(rec.run_id, FORK_SOURCE_SK, settled=True) == {"outcomes": {"n": 1}}
+    assert seen == [("GetItem", False), ("GetItem", True)] * 2
+    # And an aux item read without ``settled`` stays one consistent read
+    with reads(ports, rec.run_id) as seen:
+        ports.runs.get_aux(rec.run_id, FORK_SOURCE_SK)
+    assert seen == [("GetItem", True)]
