@@ -127,6 +127,56 @@ def _own_kb(aws: Any, run_id: str, parent: str | None = None) -> int:
     return sum(item_kb(i) for i in own) + sum(item_kb(i) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
 
 
+def _repacked_kb(run_id: str, events: list[dict[str, Any]], per_page: int, expires_at: int) -> tuple[int, int]:
+    """(write units, pages) of ``events`` packed as today's pages are (``pack_page``), ``per_page`` events at most."""
+    from shared.storage import schema
+    from shared.storage.events import pack_page
+
+    texts = [json.dumps(e, separators=(",", ":")) for e in events]
+    kb = pages = 0
+    at = 0
+    while at < len(texts):
+        chunk, size = [], 0
+        while (
+            at < len(texts) and len(chunk) < per_page and (not chunk or size + len(texts[at]) <= schema.MAX_PAGE_BYTES)
+        ):
+            chunk.append(texts[at])
+            size += len(texts[at]) + 1
+            at += 1
+        kb += item_kb(pack_page(run_id, int(events[at - len(chunk)]["sequence"]), chunk, expires_at).item)
+        pages += 1
+    return kb, pages
+
+
+def _append_alternatives(label: str, aws: Any, run_id: str, pages: list[dict[str, Any]], events: list[Any]) -> None:
+    """What the live run's appends would write under each design of decision 0170, from its stored items (true
+    sizes): its pages, its run item (the head) as stored, and its events repacked for bigger flushes."""
+    from shared.storage.schema import MAX_EVENTS_PER_PAGE, RUN_SK, TTL_ATTRIBUTE
+
+    head = next(i for i in _items(aws, run_id, "runs", "pk") if i["sk"]["S"] == RUN_SK)
+    head_kb, page_kb, n = item_kb(head), sum(item_kb(i) for i in pages), len(pages)
+    expires_at = int(pages[0][TTL_ATTRIBUTE]["N"])
+    big_kb, big_n = _repacked_kb(run_id, events, 4 * MAX_EVENTS_PER_PAGE, expires_at)
+    rows = {
+        "today (a transaction per page: the page and the head, 2 per KB each)": (2 * (page_kb + head_kb * n), n),
+        "a conditional head update, then the page plain (a crash between leaves a hole)": (
+            page_kb + head_kb * n,
+            2 * n,
+        ),
+        "the page as the commit (keyed by its first sequence, attribute_not_exists)": (page_kb, n),
+        f"today's transactions, flushes of up to {4 * MAX_EVENTS_PER_PAGE} events": (
+            2 * (big_kb + head_kb * big_n),
+            big_n,
+        ),
+    }
+    for name, (wru, requests) in rows.items():
+        line(
+            f"{label}: appends, {name}",
+            f"{wru:,} WRU",
+            f"{wru / page_kb:.2f}x the pages written once plain ({page_kb:,} WRU); {requests:,} requests",
+        )
+
+
 def _ddb_usd(wru: float, rru: float) -> float:
     return wru * p.DDB_PER_WRITE_REQUEST_UNIT + rru * p.DDB_PER_READ_REQUEST_UNIT
 
@@ -269,7 +319,9 @@ def main() -> None:
                 0.0,
                 true.of("op", source),
             )
-            log = sum(len(json.dumps(e, separators=(",", ":"))) for e in ports.events.read_events(source))
+            logged = ports.events.read_events(source)
+            _append_alternatives(f"live run, {events:,} events", aws, source, items, logged)
+            log = sum(len(json.dumps(e, separators=(",", ":"))) for e in logged)
             wire, sent = _wire(items), used.bytes_sent()
             line(
                 f"live run, {events:,} events: bytes sent",
