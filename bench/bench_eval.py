@@ -224,11 +224,12 @@ def _bound(aws: Any, run_id: str, used: Any, trials: int) -> None:
     transaction (2 WRU per KB): the trials' ``TRIAL#`` items, their calls' records and the log's events (from the
     stored items)."""
     from bench import prices as p
-    from bench.bench_units import _items, _kb
+    from bench.bench_units import _items
+    from bench.trueunits import item_kb
     from shared.settings import get_settings
 
     stored = _items(aws, run_id) + _items(aws, run_id, "runs", "pk", "TRIAL#") + _items(aws, run_id, "tool_calls")
-    wru = sum(2 * _kb(i, 1024) for i in stored)
+    wru = sum(2 * item_kb(i) for i in stored)
     parts = costs.dollars(used)
     counted = sum(parts.values()) - used.gb_seconds * p.LAMBDA_PER_GB_SECOND_ARM64
     children = -(-trials // get_settings().eval_trials_per_batch)

@@ -23,6 +23,7 @@ from shared.storage.ddb import (
     dump,
     error_code,
     from_item,
+    query_all,
     query_keys,
     reasons,
     refuse_too_large,
@@ -215,18 +216,17 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
     def get_run(
         self, run_id: str, *, consistent: bool = True, include_expired: bool = False, settled: bool = False
     ) -> RunRecord | None:
-        # the run item and its facts and state items, read by key (a Query would walk the partition's other items,
-        # thousands for a long agent) in one BatchGetItem, strongly consistent or not (``_consistent_items``).
-        # ``settled``: eventually consistent, kept only when it shows the run whole and ended (a terminal run's log and
-        # status are final: decision 0168); anything else is read again consistently
+        # the run item and its facts and state items in one Query of their key range (``_run_items``), strongly
+        # consistent or not (``_consistent_items``). ``settled``: eventually consistent, kept only when it shows the run
+        # whole and ended (a terminal run's log and status are final: decision 0168); else read again consistently
         if settled:
-            raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
+            raws = self._run_items(run_id, consistent=False)
             if not (_whole(raws) and _ended(raws)):
                 raws = self._consistent_items(run_id)
         elif consistent:
             raws = self._consistent_items(run_id)
         else:
-            raws = batch_get(self._c, self._t, self._run_keys(run_id), consistent=False)
+            raws = self._run_items(run_id, consistent=False)
             if not _whole(raws):  # replicas at different writes: the items of one instant, consistently
                 raws = self._consistent_items(run_id)
         try:
@@ -239,17 +239,38 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             return None  # TTL deletion can lag for days: an expired run reads as gone
         return rec
 
+    def _run_items(self, run_id: str, *, consistent: bool = True) -> list[dict[str, Any]]:
+        """The run's ``RUN``, ``RUN#FACTS``, ``RUN#INDEX`` and ``RUN#STATE`` items: one Query of the sort keys
+        ``RUN`` to ``RUN#STATE`` (no other item of the partition sorts between them), billed on their sizes together
+        rounded up once: 1 RRU for a run under 4 KB, where reading them by key bills each item's 4 KB (decision
+        0171)."""
+        return list(
+            query_all(
+                self._c,
+                {
+                    "TableName": self._t,
+                    "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+                    "ExpressionAttributeValues": {
+                        ":p": {"S": run_id},
+                        ":a": {"S": schema.RUN_SK},
+                        ":b": {"S": schema.RUN_STATE_SK},
+                    },
+                    "ConsistentRead": consistent,
+                },
+            )
+        )
+
     def _consistent_items(self, run_id: str) -> list[dict[str, Any]]:
         """The run's items as of one instant, at the price of a plain consistent read (decision 0161).
 
-        A BatchGetItem reads its items one by one, so an append's transaction (run item and state item) can fall
-        between two of its reads. Every state write stamps both items with a digest of the state (``runitems.split``),
+        A Query reads its items one by one (read-committed), so an append's transaction (run item and state item)
+        can fall between two of its reads. Every state write stamps both items with a digest of the state (``runitems.split``),
         so a read whose items agree (``_whole``) holds the state its run item was written with. Otherwise (an append in between, or a
         create or an erasure in flight) it reads again, and after ``CONSISTENT_BATCH_READS`` reads asks one
         TransactGetItems (isolated from every transaction, at twice the price)."""
         keys = self._run_keys(run_id)
         for _ in range(CONSISTENT_BATCH_READS):
-            raws = batch_get(self._c, self._t, keys)
+            raws = self._run_items(run_id)
             if _whole(raws):
                 return raws
         resp = self._c.transact_get_items(TransactItems=[{"Get": {"TableName": self._t, "Key": key}} for key in keys])

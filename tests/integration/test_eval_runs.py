@@ -327,11 +327,16 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     lock = threading.Lock()
 
     def hook(params: dict[str, Any], **_: Any) -> None:
-        # a GetItem's key, or the run of a BatchGetItem or a TransactGetItems (a run and its items: one request)
+        # a GetItem's key, the partition of a Query, or the run of a BatchGetItem or a TransactGetItems (a run and
+        # its items: one request)
         batch = (params.get("RequestItems") or {}).get(runs_table)
         gets = [t["Get"] for t in params.get("TransactItems") or [] if t["Get"]["TableName"] == runs_table]
         if params.get("TableName") == runs_table or batch or gets:
-            pk = (params["Key"] if "Key" in params else batch["Keys"][0] if batch else gets[0]["Key"])["pk"]["S"]
+            if "KeyConditionExpression" in params:
+                key = {"pk": params["ExpressionAttributeValues"][":p"]}
+            else:
+                key = params["Key"] if "Key" in params else batch["Keys"][0] if batch else gets[0]["Key"]
+            pk = key["pk"]["S"]
             if pk.startswith(("tenant-a/", "tenant-b/")):
                 with lock:
                     seen.append(("read", pk))
@@ -339,6 +344,7 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     ddb = _ports().runs._c  # the real client of the real store: observe, change nothing
     ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", hook)
     ddb.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", hook)
+    ddb.meta.events.register("before-parameter-build.dynamodb.Query", hook)
     ddb.meta.events.register("before-parameter-build.dynamodb.TransactGetItems", hook)
     try:
         unknown = "tenant-a/r-1111111111111111111111111111"
@@ -361,6 +367,7 @@ def test_a_foreign_reference_is_never_read_and_costs_what_an_unknown_one_costs(h
     finally:
         ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", hook)
         ddb.meta.events.unregister("before-parameter-build.dynamodb.BatchGetItem", hook)
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.Query", hook)
         ddb.meta.events.unregister("before-parameter-build.dynamodb.TransactGetItems", hook)
 
 
