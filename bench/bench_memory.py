@@ -4,14 +4,16 @@
 Run: ``.venv/bin/python -m bench.bench_memory`` (part of ``make bench``). ``BENCH_MEMORY_EVENTS`` sets the sizes
 (default ``1000,10000``; a 100,000-event row takes 1 (fan-out) to 12 minutes (fork) on 2 cores: set
 ``BENCH_MEMORY_EVENTS=1000,10000,100000`` for them), ``BENCH_MEMORY_ROLES`` the rows (default
-``advance,fork,trial,fanout``). Prints figures; asserts nothing.
+``advance,fork,branch,trial,fanout``). Prints figures; asserts nothing.
 
 Each row is one **fresh interpreter** (``python -m bench.bench_memory probe ROLE EVENTS``, the functions'
 environment) that starts the local stack (moto in-process), builds what the function works on through the real path,
 and measures every invocation of the function:
 
 - ``advance``: ``advance_run`` advancing a live run to EVENTS events (a loop of noop nodes, as ``bench.bench_scale``);
-- ``fork``: ``advance_run`` copying and re-executing a replay fork (from 0) of such a run (only the fork's tasks);
+- ``fork``: ``advance_run`` re-executing a replay fork (from 0) of such a run (only the fork's tasks);
+- ``branch``: ``advance_run`` copying the prefix of a branch fork from half of such a run (tasks of up to
+  ``forkindex.COPY_EVENTS`` events each) and going on live (only the fork's tasks);
 - ``trial``: ``run_eval_trial`` running one eval trial whose scripted agent makes EVENTS / 10 tool calls;
 - ``fanout``: ``fanout_webhooks`` fanning out the stream batches of such a live run, one subscription registered.
 
@@ -44,6 +46,7 @@ from typing import Any
 ROLES: dict[str, str] = {
     "advance": "advance_run",
     "fork": "advance_run",
+    "branch": "advance_run",
     "trial": "run_eval_trial",
     "fanout": "fanout_webhooks",
 }
@@ -138,12 +141,15 @@ def _loop(ports: Any, events: int) -> str:
     return run_id
 
 
-def _fork(ports: Any, run_id: str) -> None:
+def _fork(ports: Any, run_id: str, mode: str = "replay") -> None:
+    """A replay fork from 0 of the run, or a branch from half of it (its prefix copied by tasks of up to
+    ``forkindex.COPY_EVENTS`` events)."""
     from bench.common import api_event, call, wait_status
 
     wire = run_id.replace("/", "~2F")
+    from_seq = 0 if mode == "replay" else (ports.runs.get_run(run_id).last_seq + 1) // 2
     out = call(
-        "run_actions", api_event("POST", f"/runs/{wire}:fork", "/runs/{runId}", {"mode": "replay", "fromSeq": 0})
+        "run_actions", api_event("POST", f"/runs/{wire}:fork", "/runs/{runId}", {"mode": mode, "fromSeq": from_seq})
     )
     wait_status(ports, str(json.loads(out["body"])["runId"]), timeout=ROW_TIMEOUT_S)
 
@@ -214,9 +220,9 @@ def probe(role: str, events: int) -> dict[str, Any]:
             _trial(aws, ports, calls)
         else:
             run_id = _loop(ports, events)
-            if role == "fork":
+            if role in ("fork", "branch"):
                 watch.armed = True
-                _fork(ports, run_id)
+                _fork(ports, run_id, "replay" if role == "fork" else "branch")
         watch.armed = False
         remove()
         return {

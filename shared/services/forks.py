@@ -192,7 +192,7 @@ def _create_fork(
 
             evalrun.store_plan(ports, run_id, child_plan, exp)
             outbox.ready(ports, pending, exp)
-        arn = ports.orchestrator.start("fork", run_id, {"runId": run_id})
+        arn = ports.orchestrator.start("fork", run_id, outbox.payload_of(ports, rec))
         ports.runs.set_execution(run_id, arn)
     except Exception:
         from shared.services.erasure import erase_now

@@ -55,6 +55,10 @@ def machine_of(rec: RunRecord) -> str:
 def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     """The input of the run's execution, as its create gave it."""
     payload: dict[str, Any] = {"runId": rec.run_id}
+    if rec.data.get("fork"):  # the fork machine's Start: whether its Index task has anything to build (decision 0172)
+        from shared.engine.forkindex import needs_index
+
+        payload.update(hops=0, index=needs_index(rec))
     session = rec.data.get("session")
     if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
         payload["sessionExpiresAt"] = ports.clock.iso(int(session["expiresAtMs"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
-from tests.helpers import unique
+from tests.helpers import eventually, unique
 from tests.wire import all_events, raw, types_of, wait_for_events, wait_terminal
 from tests.workflows import definition, edge, node, variable
 
@@ -282,6 +282,40 @@ def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
     # and neither stored an index, not even an empty one (a workflow branch resolves nothing from its source)
     assert _ports().runs.get_aux(whole, FORK_SOURCE_SK) is None
     assert _ports().runs.get_aux(gone, FORK_SOURCE_SK) is None
+
+
+def _states_entered(host, run_id: str) -> list[str]:
+    """The states the run's fork execution entered, in order (its history, read through the local stack)."""
+    arn = _ports().runs.get_run(run_id).execution_arn
+    history = host.aws.client("stepfunctions").get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
+
+
+def test_a_branch_starts_at_its_first_advance_and_a_replay_at_its_index(host):
+    # Given a completed source run
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    assert wait_terminal(client, src.runId).status == "completed"
+    # When it is branched and replayed
+    branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=3, mode="branch"))
+    replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert wait_terminal(client, branch.runId).status == "completed"
+    assert wait_terminal(client, replay.runId).status == "completed"
+    # Then the branch's execution went from its Start straight to Advance (no Index task: it builds nothing), and the
+    # replay's from its Start to the Index task that builds what it resolves from
+    entered = _states_entered(host, branch.runId)
+    assert entered[:2] == ["Start", "Advance"] and "Index" not in entered and "Init" not in entered
+    entered = _states_entered(host, replay.runId)
+    assert entered[:3] == ["Start", "Index", "Route"] and "Init" not in entered
+    # And an execution whose input names neither (a continued one) begins at Init and Index, as before
+    from shared.wiring import get_ports
+
+    arn = get_ports().orchestrator.start("fork", branch.runId, {"runId": branch.runId}, generation=1)
+    sfn = host.aws.client("stepfunctions")
+    eventually(lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING", timeout=30)
+    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    names = [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
+    assert names[:3] == ["Start", "Init", "Index"]
 
 
 def test_the_fork_index_holds_only_what_replay_needs(host):
