@@ -55,13 +55,16 @@ def machine_of(rec: RunRecord) -> str:
 def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     """The input of the run's execution, as its create gave it."""
     payload: dict[str, Any] = {"runId": rec.run_id}
-    if rec.data.get("fork"):  # the fork machine's Start: whether its Index task has anything to build (decision 0172)
-        from shared.engine.forkindex import needs_index
-
-        payload.update(hops=0, index=needs_index(rec))
+    machine = machine_of(rec)
     session = rec.data.get("session")
     if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
         payload["sessionExpiresAt"] = ports.clock.iso(int(session["expiresAtMs"]))
+    elif machine == "fork":  # its Start: to Index, or (a branch builds nothing) to its first Advance (decision 0172)
+        from shared.engine.forkindex import needs_index
+
+        payload.update(hops=0, index=needs_index(rec))
+    elif machine == "run":  # its Start: to its first Advance, its hops counted from 0 (no Init)
+        payload["hops"] = 0
     return payload
 
 

@@ -284,15 +284,16 @@ def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
     assert _ports().runs.get_aux(gone, FORK_SOURCE_SK) is None
 
 
-def _states_entered(host, run_id: str) -> list[str]:
-    """The states the run's fork execution entered, in order (its history, read through the local stack)."""
-    arn = _ports().runs.get_run(run_id).execution_arn
-    history = host.aws.client("stepfunctions").get_execution_history(executionArn=arn, maxResults=1000)["events"]
+def _entered(host, arn: str) -> list[str]:
+    """The states an execution entered, in order, once it has ended (its history, through the local stack)."""
+    sfn = host.aws.client("stepfunctions")
+    eventually(lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING", timeout=30)
+    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
 
 
-def test_a_branch_starts_at_its_first_advance_and_a_replay_at_its_index(host):
-    # Given a completed source run
+def test_an_execution_starts_at_its_first_task_when_its_create_says_so(host):
+    # Given a completed workflow run
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
     assert wait_terminal(client, src.runId).status == "completed"
@@ -301,21 +302,22 @@ def test_a_branch_starts_at_its_first_advance_and_a_replay_at_its_index(host):
     replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
     assert wait_terminal(client, branch.runId).status == "completed"
     assert wait_terminal(client, replay.runId).status == "completed"
-    # Then the branch's execution went from its Start straight to Advance (no Index task: it builds nothing), and the
-    # replay's from its Start to the Index task that builds what it resolves from
-    entered = _states_entered(host, branch.runId)
+    # Then the run's execution and the branch's went from their Start straight to Advance (no Init; the branch no
+    # Index task: it builds nothing), and the replay's from its Start to the Index task that builds what it resolves
+    # from (decision 0172)
+    execution = {r: str(_ports().runs.get_run(r).execution_arn) for r in (src.runId, branch.runId, replay.runId)}
+    entered = _entered(host, execution[src.runId])
+    assert entered[:2] == ["Start", "Advance"] and "Init" not in entered
+    entered = _entered(host, execution[branch.runId])
     assert entered[:2] == ["Start", "Advance"] and "Index" not in entered and "Init" not in entered
-    entered = _states_entered(host, replay.runId)
+    entered = _entered(host, execution[replay.runId])
     assert entered[:3] == ["Start", "Index", "Route"] and "Init" not in entered
-    # And an execution whose input names neither (a continued one) begins at Init and Index, as before
-    from shared.wiring import get_ports
-
-    arn = get_ports().orchestrator.start("fork", branch.runId, {"runId": branch.runId}, generation=1)
-    sfn = host.aws.client("stepfunctions")
-    eventually(lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING", timeout=30)
-    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-    names = [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
-    assert names[:3] == ["Start", "Init", "Index"]
+    # And an execution whose input names no hops (a continued one) begins at Init, and a fork's at Init and Index
+    orchestrator = _ports().orchestrator
+    again = orchestrator.start("run", src.runId, {"runId": src.runId}, generation=1)
+    assert _entered(host, again)[:3] == ["Start", "Init", "Advance"]
+    again = orchestrator.start("fork", branch.runId, {"runId": branch.runId}, generation=1)
+    assert _entered(host, again)[:3] == ["Start", "Init", "Index"]
 
 
 def test_the_fork_index_holds_only_what_replay_needs(host):
