@@ -103,25 +103,34 @@ def test_an_unknown_stack_is_a_one_line_error(host, capsys, restore_env):
     assert "Traceback" not in err
 
 
-def test_missing_credentials_or_region_are_one_line_errors(host, capsys, restore_env, tmp_path):
-    from shared.local.commands import main
+def test_missing_credentials_or_region_are_one_line_errors(tmp_path):
+    import os
+    import subprocess
+    import sys
 
-    # Given an environment with no AWS credentials anywhere (files, env, instance metadata disabled)
-    for var in (*AWS_ENV, "AWS_ENDPOINT_URL"):
-        restore_env.delenv(var, raising=False)
-    restore_env.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    restore_env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    restore_env.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    restore_env.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
-    restore_env.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    # Given an environment with no AWS credentials anywhere (files, env, instance metadata disabled): the command runs
+    # in a process of its own, so this process's environment (what the embedded stack's clients, built lazily on
+    # other threads, read their credentials from) never loses its credentials
+    env = {k: v for k, v in os.environ.items() if k not in (*AWS_ENV, "AWS_ENDPOINT_URL")}
+    env.pop("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", None)
+    env.pop("AWS_CONTAINER_CREDENTIALS_FULL_URI", None)
+    env |= {
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "shared.local.commands", "keys", "list", "--tenant", "t", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
+
     # When no region is given
-    assert main(["keys", "list", "--tenant", "t", "--stack", "OpenWopHost-prod"]) == 1
-    assert capsys.readouterr().err.strip() == "error: no AWS region: pass --region or set AWS_REGION"
+    out = cli("--stack", "OpenWopHost-prod")
+    assert out.returncode == 1 and out.stderr.strip() == "error: no AWS region: pass --region or set AWS_REGION"
     # When a region is given but there are no credentials
-    assert main(["keys", "list", "--tenant", "t", "--stack", "OpenWopHost-prod", "--region", REGION]) == 1
-    err = capsys.readouterr().err
-    assert err.strip().startswith("error: no AWS credentials found")
-    assert "Traceback" not in err
+    out = cli("--stack", "OpenWopHost-prod", "--region", REGION)
+    assert out.returncode == 1 and out.stderr.strip().startswith("error: no AWS credentials found")
+    assert "Traceback" not in out.stderr
 
 
 def test_cloudformation_refusals_become_one_line_reasons():
