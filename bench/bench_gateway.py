@@ -251,7 +251,8 @@ def _row(
         f"{kind} call: WRU / RRU per call (true item sizes)",
         f"{wru:.2f} / {rru:.2f}",
         f"bound {wru_bound} / 0.5 (ratio {wru / wru_bound:.2f}x / {rru / 0.5:.2f}x; outcome record "
-        f"{outcome} B); the wire-JSON meter: {used.units['wru'] / n:.2f} / {used.units['rru'] / n:.2f}; "
+        f"{outcome} B); the exact meter (request and response items): {used.units['wru'] / n:.2f} / "
+        f"{used.units['rru'] / n:.2f}; "
         f"{ {k: round(v / n, 2) for k, v in used.units_by_operation().items()} }",
     )
 
