@@ -127,27 +127,6 @@ def _own_kb(aws: Any, run_id: str, parent: str | None = None) -> int:
     return sum(item_kb(i) for i in own) + sum(item_kb(i) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
 
 
-def _repacked_kb(run_id: str, events: list[dict[str, Any]], per_page: int, expires_at: int) -> tuple[int, int]:
-    """(write units, pages) of ``events`` packed as today's pages are (``pack_page``), ``per_page`` events at most."""
-    from shared.storage import schema
-    from shared.storage.events import pack_page
-
-    texts = [json.dumps(e, separators=(",", ":")) for e in events]
-    kb = pages = 0
-    at = 0
-    while at < len(texts):
-        chunk, size = [], 0
-        while (
-            at < len(texts) and len(chunk) < per_page and (not chunk or size + len(texts[at]) <= schema.MAX_PAGE_BYTES)
-        ):
-            chunk.append(texts[at])
-            size += len(texts[at]) + 1
-            at += 1
-        kb += item_kb(pack_page(run_id, int(events[at - len(chunk)]["sequence"]), chunk, expires_at).item)
-        pages += 1
-    return kb, pages
-
-
 def _append_alternatives(label: str, aws: Any, run_id: str, pages: list[dict[str, Any]], events: list[Any]) -> None:
     """What the live run's appends would write under each design of decision 0170, from its stored items (true
     sizes): its pages, its run item (the head) as stored, and its events repacked for bigger flushes."""
@@ -155,8 +134,11 @@ def _append_alternatives(label: str, aws: Any, run_id: str, pages: list[dict[str
 
     head = next(i for i in _items(aws, run_id, "runs", "pk") if i["sk"]["S"] == RUN_SK)
     head_kb, page_kb, n = item_kb(head), sum(item_kb(i) for i in pages), len(pages)
+    from shared.wiring import get_ports
+
     expires_at = int(pages[0][TTL_ATTRIBUTE]["N"])
-    big_kb, big_n = _repacked_kb(run_id, events, 4 * MAX_EVENTS_PER_PAGE, expires_at)
+    repacked = get_ports().events._pages(run_id, events, expires_at, 4 * MAX_EVENTS_PER_PAGE)  # type: ignore[attr-defined]
+    big_kb, big_n = sum(item_kb(p.item) for p in repacked), len(repacked)
     rows = {
         "today (a transaction per page: the page and the head, 2 per KB each)": (2 * (page_kb + head_kb * n), n),
         "a conditional head update, then the page plain (a crash between leaves a hole)": (

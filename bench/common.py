@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.trueunits import item_size
+from bench.trueunits import item_kb
 
 # the handlers' Powertools loggers would print every refused request of the fuzz pass
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
@@ -162,18 +162,6 @@ def _json_body(body: Any) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
-def _item_kb(item: Any, unit: int) -> int:
-    """Request units for one item (or a Query's items together): its true size (DynamoDB's size rules,
-    ``bench.trueunits.item_size``) in ``unit`` bytes, rounded up (at least 1)."""
-    if item is None:
-        size = 0
-    elif isinstance(item, list):
-        size = sum(item_size(i) for i in item)
-    else:
-        size = item_size(item)
-    return max(1, -(-size // unit))
-
-
 _DDB_READS = {
     "dynamodb:GetItem",
     "dynamodb:Query",
@@ -187,22 +175,22 @@ def _write_units(op: str, params: dict[str, Any]) -> int:
     """Write request units of one DynamoDB write request, from its body: a put's item; an update's values (it is
     billed on the larger of its item before and after, unknown here: ``bench.trueunits.TrueUnits`` reads them)."""
     if op == "dynamodb:PutItem":
-        return _item_kb(params.get("Item"), 1024)
+        return item_kb(params.get("Item"), 1024)
     if op in ("dynamodb:UpdateItem", "dynamodb:DeleteItem"):
-        return _item_kb(params.get("ExpressionAttributeValues"), 1024)
+        return item_kb(params.get("ExpressionAttributeValues"), 1024)
     if op == "dynamodb:TransactWriteItems":
         total = 0
         for entry in params.get("TransactItems") or []:
             for kind, spec in entry.items():
                 total += 2 * (
-                    _item_kb(spec.get("Item") or spec.get("ExpressionAttributeValues"), 1024)
+                    item_kb(spec.get("Item") or spec.get("ExpressionAttributeValues"), 1024)
                     if kind != "ConditionCheck"
                     else 1
                 )
         return total
     if op == "dynamodb:BatchWriteItem":
         return sum(
-            _item_kb((r.get("PutRequest") or {}).get("Item"), 1024)
+            item_kb((r.get("PutRequest") or {}).get("Item"), 1024)
             for reqs in (params.get("RequestItems") or {}).values()
             for r in reqs
         )
@@ -228,12 +216,12 @@ def _read_units(op: str, factor: float, body: Any) -> float:
         return 0.0
     data = _json_body(body)
     if op == "dynamodb:GetItem":
-        return factor * _item_kb(data.get("Item"), 4096)
+        return factor * item_kb(data.get("Item"), 4096)
     if op in ("dynamodb:Query", "dynamodb:Scan"):
-        return factor * _item_kb(data.get("Items") or [], 4096)
+        return factor * item_kb(data.get("Items") or [], 4096)
     if op == "dynamodb:TransactGetItems":
-        return factor * sum(_item_kb(r.get("Item"), 4096) for r in data.get("Responses") or [])
-    return factor * sum(_item_kb(i, 4096) for items in (data.get("Responses") or {}).values() for i in items)
+        return factor * sum(item_kb(r.get("Item"), 4096) for r in data.get("Responses") or [])
+    return factor * sum(item_kb(i, 4096) for items in (data.get("Responses") or {}).values() for i in items)
 
 
 class AwsMeter:

@@ -61,9 +61,11 @@ def item_size(item: dict[str, Any]) -> int:
     return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
 
 
-def item_kb(item: dict[str, Any] | None, unit: int = 1024) -> int:
-    """Request units of one item: its true size in ``unit`` bytes, rounded up, at least 1."""
-    return max(1, math.ceil(item_size(item or {}) / unit))
+def item_kb(item: dict[str, Any] | list[dict[str, Any]] | None, unit: int = 1024) -> int:
+    """Request units of one item (or of a Query's items together): their true size in ``unit`` bytes, rounded up,
+    at least 1."""
+    items = item if isinstance(item, list) else [item or {}]
+    return max(1, math.ceil(sum(item_size(i) for i in items) / unit))
 
 
 class TrueUnits:

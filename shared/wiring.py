@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -321,7 +320,7 @@ def build_ports(settings: Settings) -> Ports:
     tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
     host = DynamoHostStore(ddb, settings.host_table, settings.runs_table)
     signing = DynamoHostStore(ddb, settings.signing_table, settings.runs_table)
-    ports = Ports(
+    return Ports(
         runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
         events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
         tool_calls=DynamoToolCallStore(
@@ -370,19 +369,14 @@ def build_ports(settings: Settings) -> Ports:
         queues={"webhooks": SqsQueue(LazyClient("sqs", lambda: _client("sqs")).get, settings.webhook_queue_url)},
         tracing=build_tracing(settings),
     )
-    _dynamodb_of[id(ports)] = ddb
-    weakref.finalize(ports, _dynamodb_of.pop, id(ports), None)  # an id is reused once its Ports is gone
-    return ports
-
-
-_dynamodb_of: dict[int, LazyClient] = {}  # the DynamoDB client of each Ports ``build_ports`` made (kept: lru_cache)
 
 
 def build_dynamodb_client(ports: Ports) -> None:
     """Build now the DynamoDB client of ``ports`` (its service model and endpoint rules loaded): a function's init
-    does, so that its first request does not (docs/decisions/0167). Nothing for ports this module did not build."""
-    client = _dynamodb_of.get(id(ports))
-    if client is not None:
+    does, so that its first request does not (docs/decisions/0167). The client is the one every DynamoDB store of
+    ``build_ports`` shares (the run store's); nothing for ports this module did not build."""
+    client = getattr(ports.runs, "_c", None)
+    if isinstance(client, LazyClient):
         client.get()
 
 

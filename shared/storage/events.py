@@ -114,8 +114,11 @@ class DynamoEventStore:
             item["doc"] = doc
         return item
 
-    def _pages(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> list[_Page]:
-        """``events`` as page items, in order; an event over the inline limit is written to S3 here."""
+    def _pages(
+        self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, per_page: int = schema.MAX_EVENTS_PER_PAGE
+    ) -> list[_Page]:
+        """``events`` as page items of at most ``per_page`` events, in order; an event over the inline limit is written
+        to S3 here."""
         pages: list[_Page] = []
         texts: list[str | None] = []
         size = first = 0
@@ -128,7 +131,7 @@ class DynamoEventStore:
             if n > schema.MAX_INLINE_BYTES:
                 self._blobs.put_bytes(schema.large_event_key(run_id, seq), data, "application/json")
                 text, n = None, len("null")
-            if texts and (len(texts) >= schema.MAX_EVENTS_PER_PAGE or size + n > schema.MAX_PAGE_BYTES):
+            if texts and (len(texts) >= per_page or size + n > schema.MAX_PAGE_BYTES):
                 pages.append(pack_page(run_id, first, texts, expires_at))
                 texts, size = [], 0
             if not texts:

@@ -41,13 +41,14 @@ class RunAux:
     def get_definition(self, run_id: str) -> dict[str, Any] | None:
         """The definition the run pinned at create (one GetItem, an S3 read when it was too large to inline). It is
         written once, in the create's transaction: read eventually consistently, and consistently when not shown."""
-        raw = self._settled_item(run_id, schema.DEFINITION_SK)
+        raw = self._item(run_id, schema.DEFINITION_SK, settled=True)
         return None if raw is None else self._definition(from_item(raw))
 
-    def _settled_item(self, run_id: str, sk: str) -> dict[str, Any] | None:
-        """An item written once and never changed: eventually consistent, consistent when not shown (decision 0168)."""
+    def _item(self, run_id: str, sk: str, *, settled: bool = False) -> dict[str, Any] | None:
+        """One item of the run, strongly consistent; ``settled`` (an item written once and never changed):
+        eventually consistent, and consistent when not shown (decision 0168)."""
         key = to_item({"pk": run_id, "sk": sk})
-        raw = self._c.get_item(TableName=self._t, Key=key).get("Item")
+        raw = self._c.get_item(TableName=self._t, Key=key).get("Item") if settled else None
         if raw is None:
             raw = self._c.get_item(TableName=self._t, Key=key, ConsistentRead=True).get("Item")
         return raw
@@ -133,12 +134,7 @@ class RunAux:
 
     def get_aux(self, run_id: str, sk: str, *, settled: bool = False) -> dict[str, Any] | None:
         """An aux item's document; ``settled``: one written once and never changed, read as ``get_definition``."""
-        if settled:
-            raw = self._settled_item(run_id, sk)
-        else:
-            raw = self._c.get_item(TableName=self._t, Key=to_item({"pk": run_id, "sk": sk}), ConsistentRead=True).get(
-                "Item"
-            )
+        raw = self._item(run_id, sk, settled=settled)
         if not raw:
             return None
         doc: dict[str, Any] = json.loads(from_item(raw)["doc"])

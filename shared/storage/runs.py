@@ -31,7 +31,7 @@ from shared.storage.ddb import (
     tombstone_check,
 )
 
-# Consistent BatchGetItems of a run's items before its TransactGetItems, when their state stamps disagree.
+# Consistent reads of a run's items (Queries) before its TransactGetItems, when their state stamps disagree.
 CONSISTENT_BATCH_READS = 2
 
 
@@ -219,15 +219,11 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         # the run item and its facts and state items in one Query of their key range (``_run_items``), strongly
         # consistent or not (``_consistent_items``). ``settled``: eventually consistent, kept only when it shows the run
         # whole and ended (a terminal run's log and status are final: decision 0168); else read again consistently
-        if settled:
-            raws = self._run_items(run_id, consistent=False)
-            if not (_whole(raws) and _ended(raws)):
-                raws = self._consistent_items(run_id)
-        elif consistent:
+        if consistent and not settled:
             raws = self._consistent_items(run_id)
         else:
             raws = self._run_items(run_id, consistent=False)
-            if not _whole(raws):  # replicas at different writes: the items of one instant, consistently
+            if not _whole(raws) or (settled and not _ended(raws)):  # replicas at different writes, or not final yet
                 raws = self._consistent_items(run_id)
         try:
             rec = self._record(raws)
@@ -268,11 +264,11 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         so a read whose items agree (``_whole``) holds the state its run item was written with. Otherwise (an append in between, or a
         create or an erasure in flight) it reads again, and after ``CONSISTENT_BATCH_READS`` reads asks one
         TransactGetItems (isolated from every transaction, at twice the price)."""
-        keys = self._run_keys(run_id)
         for _ in range(CONSISTENT_BATCH_READS):
             raws = self._run_items(run_id)
             if _whole(raws):
                 return raws
+        keys = self._run_keys(run_id)
         resp = self._c.transact_get_items(TransactItems=[{"Get": {"TableName": self._t, "Key": key}} for key in keys])
         return [r["Item"] for r in resp.get("Responses", []) if r.get("Item")]
 
