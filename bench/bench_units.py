@@ -16,12 +16,12 @@ event; their deliveries are held (they are ``bench_webhooks``' figures, not the 
 
 Lower bounds, from the stored items themselves (read afterwards through a client the meter does not watch):
 
-- **live run**: its log written once, in transactions that move the log's head: 2 WRU per KB of each page item (a
-  page: up to 99 consecutive events, compressed; decision 0133) and 2 WRU for the head (the run item, under 1 KB) per
-  99 events, the most a flush holds (how soon a watcher sees an event); its own items (run, facts, pinned
-  definition, state, index entry) once, in the transaction that creates the run only if no tombstone forbids it
-  (2 WRU per KB each), and the index entry once more when the run ends (its status is a listed field); nothing
-  read;
+- **live run**: its log written once, as decision 0170 appends it: each Advance task's first and last append a
+  transaction with the log's head (2 WRU per KB of its page, a page being up to 99 consecutive events, compressed,
+  and 2 WRU for the head, the run item, under 1 KB), its middle pages plain conditional puts (1 WRU per KB); its own
+  items (run, facts, pinned definition, state, index entry) once, in the transaction that creates the run only if no
+  tombstone forbids it (2 WRU per KB each), and the index entry once more when the run ends (its status is a listed
+  field); nothing read;
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
   run's, its own items as a live run's and its lineage link under the source (``CHILD#``, in the same creation
   transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once, eventually consistent (0.5 RRU per
@@ -89,8 +89,10 @@ def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", pre
 
 
 def _first(item: dict[str, Any]) -> int:
-    """The first sequence a stored log item holds (a page names it; a row of one event is keyed by it)."""
-    return int((item.get("first") or item["seq"])["N"])
+    """The first sequence a stored log item holds (either layout)."""
+    from shared.storage.eventpages import bounds
+
+    return bounds(item)[0]
 
 
 def _wire(items: list[dict[str, Any]]) -> int:
@@ -101,15 +103,15 @@ def _size(items: list[dict[str, Any]]) -> int:
     return sum(item_size(i) for i in items)
 
 
-def _write_bounds(pages: list[dict[str, Any]], events: int, own_kb: int, copied_kb: int = 0) -> tuple[int, int]:
-    """Write units of a run's work: appending ``events`` as ``pages``, its own items (``own_kb``) and a copied
-    prefix (``copied_kb``, plain writes either way). The design's: 2 per KB of each page and of its own items, all in
-    transactions, and 2 for the head's move with each 99 events (``MAX_EVENTS_PER_PAGE``). The physical: every item
-    written once with a plain write (1 per KB), no head rewritten."""
-    from shared.storage.schema import MAX_EVENTS_PER_PAGE
-
+def _write_bounds(pages: list[dict[str, Any]], tasks: int, own_kb: int, copied_kb: int = 0) -> tuple[int, int]:
+    """Write units of a run's work: appending its ``pages`` over ``tasks`` Advance tasks, its own items (``own_kb``)
+    and a copied prefix (``copied_kb``, plain writes either way). The design's (decision 0170): each task's first
+    and last append a transaction (its page at 2 per KB and the head, under 1 KB, at 2), its middle pages plain (1
+    per KB), its own items in transactions (2 per KB). The physical: every item written once with a plain write (1
+    per KB), no head rewritten."""
     page_kb = sum(item_kb(i) for i in pages)
-    design = copied_kb + 2 * page_kb + 2 * math.ceil(events / MAX_EVENTS_PER_PAGE) + 2 * own_kb
+    txs = min(len(pages), 2 * max(1, tasks))
+    design = copied_kb + page_kb + math.ceil(txs * page_kb / max(1, len(pages))) + 2 * txs + 2 * own_kb
     return design, copied_kb + page_kb + own_kb
 
 
@@ -140,13 +142,16 @@ def _append_alternatives(label: str, aws: Any, run_id: str, pages: list[dict[str
     repacked = get_ports().events._pages(run_id, events, expires_at, 4 * MAX_EVENTS_PER_PAGE)  # type: ignore[attr-defined]
     big_kb, big_n = sum(item_kb(p.item) for p in repacked), len(repacked)
     rows = {
-        "today (a transaction per page: the page and the head, 2 per KB each)": (2 * (page_kb + head_kb * n), n),
+        "before decision 0170 (a transaction per page: the page and the head, 2 per KB each)": (
+            2 * (page_kb + head_kb * n),
+            n,
+        ),
         "a conditional head update, then the page plain (a crash between leaves a hole)": (
             page_kb + head_kb * n,
             2 * n,
         ),
         "the page as the commit (keyed by its first sequence, attribute_not_exists)": (page_kb, n),
-        f"today's transactions, flushes of up to {4 * MAX_EVENTS_PER_PAGE} events": (
+        f"those transactions, flushes of up to {4 * MAX_EVENTS_PER_PAGE} events": (
             2 * (big_kb + head_kb * big_n),
             big_n,
         ),
@@ -297,7 +302,7 @@ def main() -> None:
             _row(
                 f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)",
                 used,
-                _write_bounds(items, events, _own_kb(aws, source)),
+                _write_bounds(items, used.invocations["advance_run"], _own_kb(aws, source)),
                 0.0,
                 true.of("op", source),
             )
@@ -325,11 +330,10 @@ def main() -> None:
                 prefix = _size([i for i in items if _first(i) < (from_seq or events)])
                 copied = sum(item_kb(i) for i in mine if _first(i) < from_seq)
                 appended = [i for i in mine if _first(i) >= from_seq]
-                count = ports.runs.get_run(child).last_seq + 1 - from_seq
                 _row(
                     f"{mode} fork from {from_seq:,} of the {events:,}-event run",
                     used,
-                    _write_bounds(appended, count, _own_kb(aws, child, source), copied),
+                    _write_bounds(appended, used.invocations["advance_run"], _own_kb(aws, child, source), copied),
                     0.5 * math.ceil(prefix / 4096),
                     true.of("op", child),
                 )

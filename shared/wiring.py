@@ -320,9 +320,10 @@ def build_ports(settings: Settings) -> Ports:
     tombstones = Tombstones(lambda: secrets.get_secret(settings.tombstone_secret_id))
     host = DynamoHostStore(ddb, settings.host_table, settings.runs_table)
     signing = DynamoHostStore(ddb, settings.signing_table, settings.runs_table)
+    events = DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs)
     return Ports(
-        runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones),
-        events=DynamoEventStore(ddb, settings.events_table, settings.runs_table, blobs),
+        runs=DynamoRunStore(ddb, settings.runs_table, clock, blobs, tombstones, events.tail_after),
+        events=events,
         tool_calls=DynamoToolCallStore(
             ddb, settings.tool_calls_table, settings.runs_table, blobs, settings.host_table, tombstones
         ),

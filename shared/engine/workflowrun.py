@@ -38,6 +38,7 @@ from shared.engine.tools import ToolTally
 from shared.engine.workflowcontext import RunContext, build_context
 from shared.engine.workflownodes import continue_node, restart_node, start_node
 from shared.errors import ConflictError, RunGoneError
+from shared.keys import run_prefix
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -103,6 +104,7 @@ class _Appender:
         self.deferred = False  # the state was not stored by an append of this task: the task's last write stores it
         self.stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
         self.stored_status = rec.status  # the run item's: an append names the status only when it changes it
+        self.open = False  # this task's first append opened the log's tail: its middle pages go plain (decision 0170)
 
     def behind(self, events: list[dict[str, Any]]) -> int | None:
         """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
@@ -135,9 +137,20 @@ class _Appender:
                 else buffer[0]["timestamp"]
             )
             rec.started_at = updates["startedAt"]
+        # A middle append with nothing but events, once the tail is open, is plain; the task's first opens the tail,
+        # its last (``final``) closes it, each in a transaction with the head.
+        plain = self.open and not final and not updates
         self.ports.events.append_events(
-            rec.run_id, self.next_seq, buffer, run_updates=updates, require_status=WRITABLE, expires_at=rec.expires_at
+            rec.run_id,
+            self.next_seq,
+            buffer,
+            run_updates=updates,
+            require_status=WRITABLE,
+            expires_at=rec.expires_at,
+            plain=plain,
+            open_tail=not final and not plain,
         )
+        self.open = not final
         if "state" in updates:
             self.stored_seq = last
         self.stored_status = updates.get("status", self.stored_status)
@@ -146,7 +159,8 @@ class _Appender:
         self.buffer = []
 
     def _store_deferred(self) -> None:
-        """The task's last write appended no events: store the snapshot its earlier appends left out."""
+        """The task's last write appended no events: store the snapshot its earlier appends left out (and close the
+        tail its first opened: a middle append never stores the state, so an open tail always leaves one to store)."""
         rec = self.rec
         updates = snapshot_updates(self.ports, rec.run_id, self.state, self.next_seq - 1, self.inputs)
         if updates:
@@ -154,7 +168,7 @@ class _Appender:
                 rec.run_id, self.next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at, run_updates=updates
             )
             self.stored_seq = self.next_seq - 1
-        self.deferred = False
+        self.deferred = self.open = False
 
 
 def _take_step(ctx: RunContext, state: dict[str, Any], out: _Appender) -> Step:
@@ -195,9 +209,13 @@ def _wait(ports: Ports, run_id: str, out: _Appender, wait_ms: int) -> dict[str, 
     return None
 
 
-def _after_conflict(ports: Ports, run_id: str) -> dict[str, Any]:
-    """Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written."""
+def _after_conflict(ports: Ports, run_id: str, opened: bool = False) -> dict[str, Any]:
+    """Cancelled, paused, erased, or another writer moved the log: nothing of ours is half-written. Erased while
+    this task's plain pages landed (``opened``: it opened the tail): the log is deleted again, with them."""
     fresh = ports.runs.get_run(run_id)
+    if fresh is None and opened:
+        ports.events.delete_all(run_id)
+        ports.blobs.delete_prefix(run_prefix(run_id))  # and the events it stored out of line
     if fresh is None or fresh.status not in WRITABLE:
         return halt(run_id, fresh)
     return {"runId": run_id, "next": "continue", "waitSeconds": 0}
@@ -241,4 +259,4 @@ def advance(
         # delivery has usually finished the run by then; if it died, its claim is taken over once it is stale).
         return {"runId": run_id, "next": "wait", "waitSeconds": exc.wait_s}
     except (ConflictError, RunGoneError):
-        return _after_conflict(ports, run_id)
+        return _after_conflict(ports, run_id, out.open)

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 MAX_PAGE = 100
 
 
+# The cancel's tries at the tail: one for each page a task in flight can still append (the kernel's
+# ``TASK_EVENTS // FLUSH_AT``, 50), and a few for other writers.
+CANCEL_ATTEMPTS = 55
+
+
 def _kernel():  # type: ignore[no-untyped-def]
     """The engine's kernel, imported on first use: read-only handlers (get, list, poll) never pay for it."""
     from shared.engine import kernel
@@ -149,8 +154,10 @@ def finish_cancel(ports: Ports, run_id: str) -> None:
 
 
 def _append_cancelled(ports: Ports, run_id: str) -> None:
-    """node.cancelled for the node in flight and run.cancelled; no engine write can land after it."""
-    for _ in range(5):
+    """node.cancelled for the node in flight and run.cancelled; no engine write can land after it. A task in
+    flight may take the tail first with its plain appends (decision 0170): the cancel reads the tail again and
+    tries once more for each page such a task can still write (its execution is stopped: no other task starts)."""
+    for _ in range(CANCEL_ATTEMPTS):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status != "cancelling":
             return

@@ -1,15 +1,15 @@
-"""The EventStore port on DynamoDB: run event logs (partition runId), appended in transactions that move the run
-item's ``lastSeq``; events over the inline limit in S3 (the BlobStore).
+"""The EventStore port on DynamoDB: run event logs (partition runId), appended as pages put only where no item is,
+most in transactions that move the run item's ``lastSeq``; events over the inline limit in S3 (the BlobStore).
 
-**Pages.** A log is stored as pages: one item holds a run of consecutive events (at most ``MAX_EVENTS_PER_PAGE``
-and ``MAX_PAGE_BYTES`` of their JSON), keyed by its *last* sequence (``seq``), its first in ``first`` (absent when
-the page holds one event), the events' JSON array zlib-compressed in ``page`` (an event stored out of line is
-``null`` there, and lives at ``schema.large_event_key``). An append writes its events as pages in the transaction
-that moves the run's head, so a page never changes once written. A reader finds the page holding ``seq`` as the first
-item keyed ``>= seq``. Decision 0133.
+**Pages** (``eventpages``): a log is stored as pages of up to ``MAX_EVENTS_PER_PAGE`` consecutive events, keyed by
+their first sequence (decision 0170; logs written before are keyed by their last, decision 0133, and read the same
+way). A page never changes once written. A reader finds the items holding ``lo..`` among those keyed from
+``window_start(lo)`` on.
 
-A row of one event (``doc``: its JSON text, or ``docRef``: its S3 key), as logs were stored before pages and as the
-era-2 seeding still stores them, is read as a page of one.
+**Appends** (``append_events``): the page's conditional put is the ordering point. A transaction carries the run's
+head, status guard and updates with it; a task's middle pages go plain, after its first transaction opened the tail
+(``openTail`` on the run item), and its last transaction closes it; a reader of an open run reads past the head
+(``tail_after``).
 
 This is the seat of the era-2 reader (persistence.md §The seat): a row of a log in v1 vocabulary carries ``era`` = 2
 (and its ``run.started`` the run's stored ``owner``), and every read of a row passes through ``_doc``, which
@@ -18,11 +18,8 @@ it). The stored bytes are never rewritten."""
 
 from __future__ import annotations
 
-import base64
 import json
-import zlib
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -44,53 +41,18 @@ from shared.storage.ddb import (
     refuse_too_large,
     to_item,
 )
+from shared.storage.eventpages import (
+    PAGE,
+    Page,
+    bounds,
+    inflate,
+    keyed_by_first,
+    pack_page,
+    unpack_page,
+    window_start,
+)
 
-PAGE = "page"  # a page's events: their JSON array, zlib-compressed (binary)
-FIRST = "first"  # a page's first sequence (absent: the page holds the one event ``seq``)
-PAGE_LEVEL = 6  # zlib's default level
 READ_PAGE_BYTES = 1_000_000  # what one ``read_page`` answers at most, in event JSON (plus one page)
-
-
-@dataclass
-class _Page:
-    item: dict[str, Any]  # the page item, in DynamoDB's wire form
-    size: int  # its compressed bytes (what DynamoDB counts of it)
-
-
-def _binary(value: Any) -> bytes:
-    """A binary attribute's bytes: as the SDK answers them, or base64 text as a stream record carries them."""
-    if isinstance(value, str):
-        return base64.b64decode(value)
-    return bytes(getattr(value, "value", value))
-
-
-def pack_page(run_id: str, first: int, texts: Sequence[str | None], expires_at: int) -> _Page:
-    """The item of a page of events ``first..`` (their JSON texts; None: stored out of line)."""
-    raw = ("[" + ",".join("null" if t is None else t for t in texts) + "]").encode("utf-8")
-    blob = zlib.compress(raw, PAGE_LEVEL)
-    last = first + len(texts) - 1
-    item: dict[str, Any] = {
-        "runId": {"S": run_id},
-        "seq": {"N": str(last)},
-        schema.TTL_ATTRIBUTE: {"N": str(expires_at)},
-        PAGE: {"B": blob},
-    }
-    if first != last:
-        item[FIRST] = {"N": str(first)}
-    return _Page(item, len(blob))
-
-
-def _inflate(item: dict[str, Any]) -> tuple[int, bytes]:
-    """A page item's first sequence and its events' JSON array (the item in wire form: a read's or a stream
-    record's)."""
-    last = int(item["seq"]["N"])
-    return int(item[FIRST]["N"]) if FIRST in item else last, zlib.decompress(_binary(item[PAGE]["B"]))
-
-
-def unpack_page(item: dict[str, Any]) -> tuple[int, list[dict[str, Any] | None]]:
-    """A page item's (first sequence, events); an event stored out of line is None."""
-    first, data = _inflate(item)
-    return first, json.loads(data)
 
 
 class DynamoEventStore:
@@ -116,10 +78,10 @@ class DynamoEventStore:
 
     def _pages(
         self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, per_page: int = schema.MAX_EVENTS_PER_PAGE
-    ) -> list[_Page]:
+    ) -> list[Page]:
         """``events`` as page items of at most ``per_page`` events, in order; an event over the inline limit is written
         to S3 here."""
-        pages: list[_Page] = []
+        pages: list[Page] = []
         texts: list[str | None] = []
         size = first = 0
         for ev in events:
@@ -153,37 +115,68 @@ class DynamoEventStore:
         expires_at: int = 0,
         staged: Sequence[StagedWrite] = (),
         claim: tuple[str, int] | None = None,
+        plain: bool = False,
+        open_tail: bool = False,
     ) -> int:
-        """Append ``events`` (their ``sequence`` must run from ``expected_next_seq``).
+        """Append ``events`` (their ``sequence`` must run from ``expected_next_seq``, the log's tail as the caller
+        read it, plus one). Returns the new last sequence.
 
-        Each TransactWriteItems holds an Update of the run item guarded by ``lastSeq = expected - 1`` (and
-        optionally the run status) and the Puts of the pages that follow it. The page items need no condition of
-        their own: a transaction is all or nothing, and only the writer whose ``expected - 1`` is the head commits,
-        so two writers racing for the same sequence get exactly one win and one ``ConflictError``; no gap, no
-        duplicate. Returns the new last sequence.
+        Each page is keyed by its first sequence and put only where no item is (``attribute_not_exists``): every
+        writer of a position writes the same key, so two writers racing for a sequence get one win and one
+        ``ConflictError``, and a writer whose tail is stale collides with the page that began there (a tail is
+        always where a page ended). No gap, no duplicate (decision 0170).
 
-        ``staged`` items (another store's, each with its own condition) and the ``claim`` of a counter's ordinal
-        (``runclaims.counter_update``: the run item's Update carries it) ride the last transaction, with the head.
-        """
-        if not events and not run_updates and not staged and claim is None:
+        By default the pages ride transactions with the run item's Update (its head: ``lastSeq`` moved to their
+        end, guarded by ``lastSeq <= expected - 1``, the run's existence (erasure) and optionally its status): the
+        status guard, the erasure's and the run updates hold with the events or not at all. ``staged`` items
+        (another store's, each with its own condition) and the ``claim`` of a counter's ordinal
+        (``runclaims.counter_update``) ride the last transaction. An append of no events is the Update alone.
+
+        ``plain``: each page a conditional ``PutItem`` of its own, the head not written (1 write unit per KB where a
+        transaction bills 2, and no head rewritten per page). Only a writer whose earlier transaction of the same
+        task opened the tail (``open_tail``: the run item's ``openTail`` set) appends plainly, with no run updates:
+        a reader of an open run reads the pages after ``lastSeq`` (``tail_after``). Every transaction that writes
+        pages closes the tail again unless it opens it; a writer that finds a tail it did not write collides."""
+        if plain and (run_updates or staged or claim is not None or open_tail):
+            raise ValueError("a plain append carries events only")
+        if not events and not run_updates and not staged and claim is None and not open_tail:
             return expected_next_seq - 1
         for i, ev in enumerate(events):
             if int(ev["sequence"]) != expected_next_seq + i:
                 raise ValueError("events must be contiguous from expected_next_seq")
+        if plain:
+            return self._put_pages(run_id, self._pages(run_id, events, expires_at), expected_next_seq)
         # The run updates ride the last transaction; those of its state or listed fields write the run's state or
         # index item in the same transaction (runitems), so that one holds as many fewer pages.
         parts = runitems.split(self._runs, run_id, dict(run_updates or {}), expires_at)
         groups = self._groups(run_id, events, expires_at, parts, staged)
         nxt = expected_next_seq
         for gi, group in enumerate(groups):
-            last = int(group[-1].item["seq"]["N"]) if group else nxt - 1
+            last = group[-1].last if group else nxt - 1
             final = gi == len(groups) - 1
-            update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status)
+            update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status, open_tail)
             items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
             items += [w.action for w in staged] if final else []
-            items += [{"Put": {"TableName": self._t, "Item": page.item}} for page in group]
+            items += [{"Put": self._put(page)} for page in group]
             self._transact(run_id, items)
             nxt = last + 1
+        return nxt - 1
+
+    def _put(self, page: Page) -> dict[str, Any]:
+        """A page's put, only where no item is: the log's ordering and idempotency point."""
+        return {"TableName": self._t, "Item": page.item, "ConditionExpression": "attribute_not_exists(seq)"}
+
+    def _put_pages(self, run_id: str, pages: Sequence[Page], nxt: int) -> int:
+        """Plain appends: each page its own conditional put, in order."""
+        for page in pages:
+            try:
+                self._c.put_item(**self._put(page))
+            except ClientError as exc:
+                refuse_too_large(exc)
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                self._refuse(run_id, exc)
+            nxt = page.last + 1
         return nxt - 1
 
     def _groups(
@@ -193,11 +186,11 @@ class DynamoEventStore:
         expires_at: int,
         parts: runitems.Split,
         staged: Sequence[StagedWrite],
-    ) -> list[list[_Page]]:
+    ) -> list[list[Page]]:
         """The event pages in transactions: each within the item and byte limits beside the run item's Update, the
         last also beside the run updates' items and the staged writes (its last page moves on when they do not fit)."""
         room = schema.MAX_TRANSACTION_ITEMS - 1
-        groups: list[list[_Page]] = [[]]
+        groups: list[list[Page]] = [[]]
         size = 0
         for page in self._pages(run_id, events, expires_at):
             if groups[-1] and (len(groups[-1]) >= room or size + page.size > schema.MAX_TRANSACTION_BYTES):
@@ -220,14 +213,22 @@ class DynamoEventStore:
         final: runitems.Split | None,
         claim: tuple[str, int] | None,
         require_status: Sequence[str] | None,
+        open_tail: bool,
     ) -> dict[str, Any]:
-        """The run item's Update of one transaction: ``lastSeq`` from ``nxt - 1`` to ``last``, guarded by the run
-        status when required; the last transaction's (``final``: the run updates) also carries them and the claim."""
+        """The run item's Update of one transaction: ``lastSeq`` to ``last``, guarded by the head not past ``nxt - 1``
+        (a head behind it: an open tail the caller read past) and by the run status when required; the tail opened
+        or closed; the last transaction's (``final``: the run updates) also carries them and the claim."""
         sets = ["lastSeq = :last"]
         values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
-        names: dict[str, str] = {}
+        names: dict[str, str] = {"#open": schema.OPEN_TAIL}
+        removes = []
+        if open_tail:
+            sets.append("#open = :open")
+            values[":open"] = {"BOOL": True}
+        else:
+            removes.append("#open")
         add_updates(final.run if final is not None else {}, sets, values, names)
-        cond = "attribute_exists(pk) AND lastSeq = :prev"
+        cond = "attribute_exists(pk) AND lastSeq <= :prev"
         if final is not None and claim is not None:
             set_clause, claimed = runclaims.counter_update(claim[0], claim[1], names, values)
             sets.append(set_clause)
@@ -239,16 +240,15 @@ class DynamoEventStore:
                 values[f":r{j}"] = {"S": s}
                 alts.append(f":r{j}")
             cond += f" AND #st IN ({', '.join(alts)})"
-        update: dict[str, Any] = {
+        split = final if final is not None else runitems.Split({})
+        return {
             "TableName": self._runs,
             "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
-            "UpdateExpression": final.run_expression(sets, names) if final is not None else "SET " + ", ".join(sets),
+            "UpdateExpression": split.run_expression(sets, names, removes),
             "ConditionExpression": cond,
             "ExpressionAttributeValues": values,
+            "ExpressionAttributeNames": names,
         }
-        if names:
-            update["ExpressionAttributeNames"] = names
-        return update
 
     def _transact(self, run_id: str, items: list[dict[str, Any]]) -> None:
         """One transaction of the append; a failed condition is a conflict, or the run's erasure (S3 writes undone)."""
@@ -256,13 +256,19 @@ class DynamoEventStore:
             self._c.transact_write_items(TransactItems=items)
         except ClientError as exc:
             refuse_too_large(exc)
-            if error_code(exc) in ("TransactionCanceledException", "ConditionalCheckFailedException"):
-                reasons = exc.response.get("CancellationReasons") or []
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed" and not self._run_exists(run_id):
-                    self._blobs.delete_prefix(schema.run_prefix(run_id))  # erased: undo our S3 writes
-                    raise RunGoneError(run_id) from exc
-                raise ConflictError("sequence or run state moved") from exc
-            raise
+            if error_code(exc) not in ("TransactionCanceledException", "ConditionalCheckFailedException"):
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            if not reasons or reasons[0].get("Code") != "ConditionalCheckFailed":
+                raise ConflictError("sequence or run state moved") from exc  # a page's position was taken
+            self._refuse(run_id, exc)
+
+    def _refuse(self, run_id: str, exc: Exception) -> None:
+        """An append's condition failed: the run's erasure (``RunGoneError``, our S3 writes undone) or a conflict."""
+        if not self._run_exists(run_id):
+            self._blobs.delete_prefix(schema.run_prefix(run_id))  # erased: undo our S3 writes
+            raise RunGoneError(run_id) from exc
+        raise ConflictError("sequence or run state moved") from exc
 
     def _run_exists(self, run_id: str) -> bool:
         resp = self._c.get_item(
@@ -294,7 +300,7 @@ class DynamoEventStore:
                 return [], 0
             return [self._doc(raw)], len((raw.get("doc") or {}).get("S", ""))
         run_id = raw["runId"]["S"]
-        first, data = _inflate(raw)
+        first, data = inflate(raw)
         size = len(data)
         out: list[dict[str, Any]] = []
         for seq, doc in enumerate(json.loads(data), first):
@@ -309,43 +315,46 @@ class DynamoEventStore:
         return out, size
 
     def _covering(self, run_id: str, lo: int, hi: int | None, *, consistent: bool = True) -> Iterator[dict[str, Any]]:
-        """The stored items holding events ``lo..hi`` (``hi`` None: to the log's end), in order. An item is keyed by
-        its last event, so they are the items keyed in ``[lo, hi]`` (one Query per 1 MB) and, unless one of them ends
-        at ``hi``, the next item (one Query of one item). A range shorter than a page first reads the item holding
-        ``lo`` (which most often holds it all). ``consistent`` False: every read eventually consistent."""
+        """The stored items holding events ``lo..hi`` (``hi`` None: to the log's end), in order: the items keyed from
+        ``window_start(lo)`` to ``hi`` (one Query per 1 MB; an item there that ends before ``lo`` is passed over)
+        and, when the last of them is keyed by its last sequence (the older layout) and ends before ``hi``, the
+        next item (one Query of one item), which may hold ``hi``. ``consistent`` False: every read eventually
+        consistent."""
         base: dict[str, Any] = {"TableName": self._t, "ConsistentRead": consistent}
+        values: dict[str, Any] = {":r": {"S": run_id}, ":lo": {"N": str(window_start(lo))}}
+        cond = "runId = :r AND seq >= :lo"
+        if hi is not None:
+            cond = "runId = :r AND seq BETWEEN :lo AND :hi"
+            values[":hi"] = {"N": str(hi)}
+        end, older = lo - 1, True
+        for raw in query_all(self._c, {**base, "KeyConditionExpression": cond, "ExpressionAttributeValues": values}):
+            if bounds(raw)[1] < lo:
+                continue
+            end, older = bounds(raw)[1], not keyed_by_first(raw)
+            yield raw
+        if hi is None or end >= hi or not older:
+            return
+        resp = self._c.query(
+            **base,
+            KeyConditionExpression="runId = :r AND seq > :c",
+            Limit=1,
+            ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(hi)}},
+        )
+        yield from resp.get("Items", [])
 
-        def next_item(after: int) -> list[dict[str, Any]]:
-            resp = self._c.query(
-                **base,
-                KeyConditionExpression="runId = :r AND seq > :c",
-                Limit=1,
-                ExpressionAttributeValues={":r": {"S": run_id}, ":c": {"N": str(after)}},
-            )
-            return list(resp.get("Items", []))
-
-        covered = lo - 1
-        if hi is not None and hi - lo < schema.MAX_EVENTS_PER_PAGE:
-            got = next_item(covered)
-            if not got:
-                return
-            yield got[0]
-            covered = int(got[0]["seq"]["N"])
-        if hi is None or hi > covered + 1:
-            values: dict[str, Any] = {":r": {"S": run_id}, ":lo": {"N": str(covered + 1)}}
-            cond = "runId = :r AND seq >= :lo"
-            if hi is not None:
-                cond = "runId = :r AND seq BETWEEN :lo AND :hi"
-                values[":hi"] = {"N": str(hi)}
-            for raw in query_all(
-                self._c, {**base, "KeyConditionExpression": cond, "ExpressionAttributeValues": values}
-            ):
-                covered = int(raw["seq"]["N"])
-                yield raw
-            if hi is None:
-                return
-        if covered < hi:
-            yield from next_item(covered)
+    def tail_after(self, run_id: str, head: int) -> int:
+        """The log's last sequence, read past ``head`` (an open tail's ``lastSeq``): the last page keyed after it, by
+        one consistent Query of one item; ``head`` when none is."""
+        resp = self._c.query(
+            TableName=self._t,
+            KeyConditionExpression="runId = :r AND seq > :h",
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+            ExpressionAttributeValues={":r": {"S": run_id}, ":h": {"N": str(head)}},
+        )
+        items = resp.get("Items", [])
+        return max(head, bounds(items[0])[1]) if items else head
 
     def seed_log(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, owner: dict[str, Any]) -> int:
         """Store a log a v1 host wrote (era 2): each row verbatim, marked ``era`` = 2, its ``run.started`` with the
@@ -394,18 +403,22 @@ class DynamoEventStore:
                 yield page
 
     def read_logs(self, last_seqs: Mapping[str, int]) -> dict[str, list[dict[str, Any]]]:
-        """The whole logs of several runs whose last sequence is known (``{runId: lastSeq}``): the item keyed by each
-        one's last sequence (its last append's last page) read by key, 100 to a BatchGetItem whatever run it belongs
-        to; a short run's whole log is that one page. What comes before it (a longer log, or rows of one event) is
-        read by Query (``iter_events``)."""
-        keys = [to_item({"runId": run_id, "seq": last}) for run_id, last in last_seqs.items() if last >= 0]
-        out: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in last_seqs}
-        for raw in batch_get(self._c, self._t, keys):
-            run_id = raw["runId"]["S"]
-            first = int(raw[FIRST]["N"]) if FIRST in raw else int(raw["seq"]["N"])
-            events, _ = self._decode(raw, first, None)
-            earlier = [ev for page in self.iter_events(run_id, -1, first - 1) for ev in page] if first > 0 else []
-            out[run_id] = earlier + events
+        """The whole logs of several runs whose last sequence is known (``{runId: lastSeq}``): the item keyed 0 of
+        each (its first page) read by key, 100 to a BatchGetItem whatever run it belongs to; a short run's whole log
+        is that one page. What follows it (a longer log, or a log keyed by last sequences) is read by Query
+        (``iter_events``)."""
+        keys = [to_item({"runId": run_id, "seq": 0}) for run_id, last in last_seqs.items() if last >= 0]
+        firsts = {raw["runId"]["S"]: raw for raw in batch_get(self._c, self._t, keys)}
+        out: dict[str, list[dict[str, Any]]] = {}
+        for run_id, last in last_seqs.items():
+            raw, end = firsts.get(run_id), -1
+            events: list[dict[str, Any]] = []
+            if raw is not None and bounds(raw)[0] == 0:  # a page keyed by its first sequence, or a row of event 0
+                events, _ = self._decode(raw, 0, last)
+                end = bounds(raw)[1]
+            if end < last:
+                events += [ev for page in self.iter_events(run_id, end, last) for ev in page]
+            out[run_id] = events
         return out
 
     def _shown(self, run_id: str, lo: int, hi: int) -> Generator[list[dict[str, Any]], None, int]:
@@ -430,19 +443,13 @@ class DynamoEventStore:
         self, run_id: str, after_seq: int, limit: int | None = None, *, settled: bool = False
     ) -> list[dict[str, Any]]:
         """Events after ``after_seq``: with ``limit``, at most that many (``iter_events``, ``settled`` as there);
-        without, what one Query finds, decoded up to ``READ_PAGE_BYTES`` of event JSON (a poll's answer stays under
-        Lambda's 6 MB)."""
+        without, whole pages from there, read consistently a Query response at a time, up to ``READ_PAGE_BYTES`` of
+        event JSON (a poll's answer stays under Lambda's 6 MB)."""
         if limit is not None:
             return self.read_events(run_id, after_seq, limit=limit, settled=settled)
-        resp = self._c.query(
-            TableName=self._t,
-            KeyConditionExpression="runId = :r AND seq > :a",
-            ConsistentRead=True,
-            ExpressionAttributeValues={":r": {"S": run_id}, ":a": {"N": str(after_seq)}},
-        )
         out: list[dict[str, Any]] = []
         size = 0
-        for raw in resp.get("Items", []):
+        for raw in self._covering(run_id, after_seq + 1, None):
             if size >= READ_PAGE_BYTES:
                 break
             page, n = self._decode(raw, after_seq + 1, None)

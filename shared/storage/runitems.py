@@ -16,6 +16,7 @@ state the run item's write left, whatever wrote in between (``runs.DynamoRunStor
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +34,14 @@ class Split:
     items: list[dict[str, Any]] = field(default_factory=list)  # transaction items for the state and index items
     moves_state: bool = False  # the run item's own ``state`` (older layout) is removed
 
-    def run_expression(self, sets: list[str], names: dict[str, str]) -> str:
-        """The run item's UpdateExpression from its SET clauses (``sets``), with the REMOVE of its old state."""
-        expr = "SET " + ", ".join(sets)
+    def run_expression(self, sets: list[str], names: dict[str, str], removes: Sequence[str] = ()) -> str:
+        """The run item's UpdateExpression from its SET clauses (``sets``) and REMOVE names (``removes``), with the
+        REMOVE of its old state."""
+        gone = list(removes)
         if self.moves_state:
             names["#oldState"] = STATE
-            expr += " REMOVE #oldState"
-        return expr
+            gone.append("#oldState")
+        return "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(gone) if gone else "")
 
 
 def _update(table: str, run_id: str, sk: str, fields: dict[str, Any], expires_at: int) -> dict[str, Any]:

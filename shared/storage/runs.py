@@ -5,7 +5,7 @@ auxiliary items (definition, effect claims, pages), its erasure tombstone (under
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -62,12 +62,21 @@ def _ended(raws: Sequence[dict[str, Any]]) -> bool:
 
 
 class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
-    def __init__(self, client: Any, table: str, clock: Clock, blobs: BlobStore, tombstones: Tombstones) -> None:
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        clock: Clock,
+        blobs: BlobStore,
+        tombstones: Tombstones,
+        tail_after: Callable[[str, int], int],
+    ) -> None:
         self._c = client
         self._t = table
         self._clock = clock
         self._blobs = blobs
         self._tombstones = tombstones
+        self._tail_after = tail_after  # the log's last sequence past an open tail's head (the event store's)
 
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
@@ -188,11 +197,16 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         else:
             raise RunGoneError(it["pk"])  # its facts item is already erased
         state_of = from_item(by_sk[schema.RUN_STATE_SK]) if schema.RUN_STATE_SK in by_sk else it
+        last_seq = int(it["lastSeq"])
+        if it.get(
+            schema.OPEN_TAIL
+        ):  # a task's plain appends may follow the head: the log's tail is read (decision 0170)
+            last_seq = self._tail_after(it["pk"], last_seq)
         return RunRecord(
             run_id=it["pk"],
             tenant=it["tenant"],
             status=it["status"],
-            last_seq=int(it["lastSeq"]),
+            last_seq=last_seq,
             created_at=it["createdAt"],
             data=data,
             state=json.loads(state_of["state"]) if state_of.get("state") else None,

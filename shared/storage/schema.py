@@ -62,6 +62,8 @@ MAX_INLINE_RUN_DATA_BYTES = 64_000
 # event JSON; a transaction carries as many pages as fit in TransactWriteItems' 100 items and 4 MB.
 MAX_EVENTS_PER_PAGE = EVENTS_PER_PAGE
 MAX_PAGE_BYTES = MAX_INLINE_BYTES
+# On a run item: pages may follow its ``lastSeq`` (a task's plain appends, decision 0170); a reader reads past it.
+OPEN_TAIL = "openTail"
 MAX_TRANSACTION_ITEMS = 100
 MAX_TRANSACTION_BYTES = 3_000_000
 

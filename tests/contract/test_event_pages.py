@@ -1,6 +1,6 @@
-"""The event log stored in pages (decision 0133), on moto: one item holds a run of consecutive events, compressed,
-keyed by its last sequence; the run's head is the only guard of an append; every read finds its events across
-pages, among rows of the older layout too, and a stream image of a page yields each of its events."""
+"""The event log stored in pages (decisions 0133, 0170), on moto: one item holds a run of consecutive events,
+compressed, keyed by its first sequence; racing writers never overlap or leave a gap; every read finds its events
+across pages, among rows of the older layout too, and a stream image of a page yields each of its events."""
 
 from __future__ import annotations
 
@@ -67,13 +67,14 @@ def _stored(ports: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 def _span(item: dict[str, Any]) -> tuple[int, int]:
-    last = int(item["seq"]["N"])
-    return int(item.get("first", item["seq"])["N"]), last
+    from shared.storage.eventpages import bounds
+
+    return bounds(item)
 
 
 def test_writers_racing_with_batches_of_any_size_never_overlap_or_leave_a_gap(ports):
     # Given one run and two writers that append batches of 1 to 5 events from the head each one read, so that
-    # their pages are keyed differently (a condition on the page's own key could not catch the race)
+    # their pages end at different sequences
     rec = _run(ports)
     barrier = threading.Barrier(2)
 
@@ -131,19 +132,23 @@ def test_one_append_is_pages_of_at_most_99_events_and_reads_cross_them(ports):
     # Given 250 events appended at once
     rec = _run(ports)
     ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, s, i=s) for s in range(250)])
-    # Then they are three compressed pages keyed by their last sequence
+    # Then they are three compressed pages keyed by their first sequence
     items = _stored(ports, rec.run_id)
     assert [_span(i) for i in items] == [(0, 98), (99, 197), (198, 249)]
-    assert all(set(i) == {"runId", "seq", "first", "expiresAt", "page"} for i in items)
+    assert [int(i["seq"]["N"]) for i in items] == [0, 99, 198]
+    assert all(set(i) == {"runId", "seq", "last", "expiresAt", "page"} for i in items)
     docs = json.loads(zlib.decompress(items[1]["page"]["B"]))
     assert [d["sequence"] for d in docs] == list(range(99, 198))
-    # And a range inside a page reads that page only; one across pages reads the pages that hold it
+    # And a range inside a page reads the keys that may hold it (from 98 before it), one across pages the same: one
+    # Query each
     with requests_sent(ports.events._c, "Query", ports.events._t) as sent:
         assert [e["sequence"] for e in ports.events.read_page(rec.run_id, 120, 5)] == [121, 122, 123, 124, 125]
-    assert len(sent) == 1 and sent[0]["Limit"] == 1
+    assert [(q["ExpressionAttributeValues"][":lo"], q["ExpressionAttributeValues"][":hi"]) for q in sent] == [
+        ({"N": "23"}, {"N": "125"})
+    ]
     with requests_sent(ports.events._c, "Query", ports.events._t) as sent:
         got = ports.events.read_events(rec.run_id, 50, limit=100)
-    assert [e["sequence"] for e in got] == list(range(51, 151)) and len(sent) == 2
+    assert [e["sequence"] for e in got] == list(range(51, 151)) and len(sent) == 1
     got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, 97, 198) for e in page]
     assert got == list(range(98, 199))
     # And a range that ends where a page ends needs no second Query
@@ -228,7 +233,7 @@ def test_a_settled_read_is_eventually_consistent_and_reads_on_consistently_where
     # Given 250 events in three pages (0..98, 99..197, 198..249)
     rec = _run(ports)
     ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, s, i=s) for s in range(250)])
-    hidden: set[int] = set()  # last sequences of the pages an eventually consistent read does not show yet
+    hidden: set[int] = set()  # keys (first sequences) of the pages an eventually consistent read does not show yet
 
     def lag(params: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
         if model.name != "Query" or not isinstance(parsed, dict):
@@ -251,13 +256,13 @@ def test_a_settled_read_is_eventually_consistent_and_reads_on_consistently_where
         assert [q["ConsistentRead"] for q in sent] == [False] * len(sent)
         # When the middle page is not shown yet, the read goes on consistently from its first event, and no event
         # is missing or read twice
-        hidden.add(197)
+        hidden.add(99)
         with requests_sent(client, "Query", ports.events._t) as sent:
             got = [e["sequence"] for page in ports.events.iter_events(rec.run_id, -1, 249, settled=True) for e in page]
         assert got == list(range(250))
         consistent = [q for q in sent if q["ConsistentRead"]]
         assert consistent and not sent[0]["ConsistentRead"]
-        assert consistent[0]["ExpressionAttributeValues"][":lo"] == {"N": "99"}
+        assert consistent[0]["ExpressionAttributeValues"][":lo"] == {"N": "1"}  # the keys that may hold event 99
         # And a read that is not settled stays consistent whatever shows
         with requests_sent(client, "Query", ports.events._t) as sent:
             assert len(ports.events.read_events(rec.run_id, 10, limit=5)) == 5

@@ -114,13 +114,14 @@ def test_an_append_that_changes_no_listed_field_writes_neither_the_index_entry_n
             [_ev(ports, rec.run_id, 1), _ev(ports, rec.run_id, 2)],
             run_updates={"state": state, "cursor": {"next": 3}},
         )
-    # Then the transaction writes the two events (one page, keyed by its last), the run item and the state item,
+    # Then the transaction writes the two events (one page, keyed by its first), the run item and the state item,
     # and nothing else
-    assert sorted(map(_sk, sent)) == sorted([schema.RUN_SK, schema.RUN_STATE_SK, "seq 2"])
+    assert sorted(map(_sk, sent)) == sorted([schema.RUN_SK, schema.RUN_STATE_SK, "seq 1"])
     run_update = next(i["Update"] for i in sent if _sk(i) == schema.RUN_SK)
     written = set(run_update["ExpressionAttributeNames"].values()) | {"lastSeq"}
-    # ``state``: its REMOVE (a run of the older layout); ``stateStamp``: the state's stamp, also on the state item
-    assert written == {"lastSeq", "cursor", "state", schema.STATE_STAMP}
+    # ``state``: its REMOVE (a run of the older layout); ``stateStamp``: the state's stamp, also on the state item;
+    # ``openTail``: its REMOVE (the append closes the log's tail, decision 0170)
+    assert written == {"lastSeq", "cursor", "state", schema.STATE_STAMP, schema.OPEN_TAIL}
     assert "REMOVE" in run_update["UpdateExpression"] and "state" not in run_update["ExpressionAttributeValues"]
     # and the index entry is the item it was, byte for byte; the run item stays within one write unit
     assert _raw(ports, rec.run_id, schema.RUN_INDEX_SK) == index_before

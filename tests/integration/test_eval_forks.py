@@ -67,7 +67,8 @@ def alter_score(host, run_id: str, seq: int, score: float) -> None:
     ddb = host.aws.client("dynamodb")
     item = ddb.query(
         TableName=table,
-        KeyConditionExpression="runId = :r AND seq >= :s",
+        KeyConditionExpression="runId = :r AND seq <= :s",  # pages are keyed by their first sequence
+        ScanIndexForward=False,
         Limit=1,
         ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}},
     )["Items"][0]

@@ -26,7 +26,8 @@ def _lose(run_id: str, seq: int) -> None:
     ev = _ports().events
     item = ev._c.query(
         TableName=ev._t,
-        KeyConditionExpression="runId = :r AND seq >= :s",
+        KeyConditionExpression="runId = :r AND seq <= :s",  # pages are keyed by their first sequence
+        ScanIndexForward=False,
         Limit=1,
         ExpressionAttributeValues={":r": {"S": run_id}, ":s": {"N": str(seq)}},
     )["Items"][0]

@@ -1,0 +1,203 @@
+"""Appends at the physical bound (decision 0170), on moto: a page's conditional put is the log's ordering point, so
+a task's middle pages go plain (one write unit per KB, no head) once its first transaction opened the tail; a
+reader of an open run reads past the head; a writer whose tail is stale collides and writes nothing; a cancel
+appended at the tail stops the task's next page; an erasure takes the pages a task put after it; a log begun in
+the older layout (pages keyed by their last sequence) reads whole across the change."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.errors import ConflictError, RunGoneError
+from shared.ports import RunRecord
+from shared.storage import schema
+from tests.helpers import requests_sent, unique
+
+
+@pytest.fixture()
+def ports(local_aws):
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _run(ports: Any, status: str = "running") -> RunRecord:
+    rec = RunRecord(
+        run_id=f"tenant-c/{unique('r-plain')}",
+        tenant="tenant-c",
+        status=status,
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
+    ports.runs.create_run(rec)
+    return rec
+
+
+def _evs(ports: Any, run_id: str, lo: int, n: int, **payload: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "eventId": ports.ids.event_id(run_id, seq),
+            "runId": run_id,
+            "type": "node.started",
+            "payload": {"i": seq, **payload},
+            "timestamp": ports.clock.iso(),
+            "sequence": seq,
+            "schemaVersion": 1,
+        }
+        for seq in range(lo, lo + n)
+    ]
+
+
+def _head(ports: Any, run_id: str) -> dict[str, Any]:
+    """The run item as stored."""
+    return ports.runs._c.get_item(
+        TableName=ports.settings.runs_table,
+        Key={"pk": {"S": run_id}, "sk": {"S": schema.RUN_SK}},
+        ConsistentRead=True,
+    )["Item"]
+
+
+def _keys(ports: Any, run_id: str) -> list[int]:
+    items = ports.events._c.query(
+        TableName=ports.settings.events_table,
+        KeyConditionExpression="runId = :r",
+        ExpressionAttributeValues={":r": {"S": run_id}},
+        ConsistentRead=True,
+    )["Items"]
+    return [int(i["seq"]["N"]) for i in items]
+
+
+def test_middle_pages_go_plain_and_a_reader_of_an_open_tail_reads_past_the_head(ports):
+    # Given a task's first append, a transaction that opens the tail
+    rec = _run(ports)
+    ev = ports.events
+    with requests_sent(ev._c, "TransactWriteItems") as txs:
+        assert ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 99), open_tail=True) == 98
+    assert len(txs) == 1 and _head(ports, rec.run_id)[schema.OPEN_TAIL] == {"BOOL": True}
+    # When its next two pages go plain
+    with (
+        requests_sent(ev._c, "PutItem", ports.settings.events_table) as puts,
+        requests_sent(ev._c, "TransactWriteItems") as txs,
+    ):
+        assert ev.append_events(rec.run_id, 99, _evs(ports, rec.run_id, 99, 150), plain=True) == 248
+    # Then each page is one conditional put and the head is not written
+    assert [p["ConditionExpression"] for p in puts] == ["attribute_not_exists(seq)"] * 2 and txs == []
+    assert _head(ports, rec.run_id)["lastSeq"] == {"N": "98"}
+    # And a reader of the run reads the log's tail past the head
+    assert ports.runs.get_run(rec.run_id).last_seq == 248
+    assert [e["sequence"] for e in ev.read_events(rec.run_id)] == list(range(249))
+    # When the task's last append, a transaction, closes the tail
+    assert ev.append_events(rec.run_id, 249, _evs(ports, rec.run_id, 249, 3), run_updates={"status": "running"}) == 251
+    # Then the head is the log's end again, the tail closed, and a read of the run reads the run's items only
+    head = _head(ports, rec.run_id)
+    assert head["lastSeq"] == {"N": "251"} and schema.OPEN_TAIL not in head
+    with requests_sent(ev._c, "Query", ports.settings.events_table) as reads:
+        assert ports.runs.get_run(rec.run_id).last_seq == 251
+    assert reads == []
+    assert _keys(ports, rec.run_id) == [0, 99, 198, 249]
+
+
+def test_a_writer_whose_tail_is_stale_collides_and_writes_nothing(ports):
+    # Given a log whose task opened the tail and put a page past the head
+    rec = _run(ports)
+    ev = ports.events
+    ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 10), open_tail=True)
+    ev.append_events(rec.run_id, 10, _evs(ports, rec.run_id, 10, 10), plain=True)
+    before = _keys(ports, rec.run_id)
+    # When writers append from the head (10), from inside a page (5) and plainly from the head
+    for nxt, kw in ((10, {}), (10, {"plain": True}), (10, {"run_updates": {"status": "running"}})):
+        with pytest.raises(ConflictError):
+            ev.append_events(rec.run_id, nxt, _evs(ports, rec.run_id, nxt, 3, stale=True), **kw)
+    # Then each collided and nothing of theirs is stored: the log is the first writer's, whole
+    assert _keys(ports, rec.run_id) == before
+    got = ev.read_events(rec.run_id)
+    assert [e["sequence"] for e in got] == list(range(20)) and not any(e["payload"].get("stale") for e in got)
+    # And the head never moved past the tail it guarded
+    assert _head(ports, rec.run_id)["lastSeq"] == {"N": "9"}
+
+
+def test_a_cancel_at_the_tail_stops_the_tasks_next_page(ports):
+    # Given a running task that opened the tail and put pages past the head, and a cancel requested
+    from shared.services.runs import finish_cancel
+
+    rec = _run(ports)
+    ev = ports.events
+    ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 5), open_tail=True)
+    ev.append_events(rec.run_id, 5, _evs(ports, rec.run_id, 5, 99), plain=True)
+    assert ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
+    # When the cancel appends its events
+    finish_cancel(ports, rec.run_id)
+    # Then they follow the task's pages, the run is cancelled and its tail closed
+    got = ev.read_events(rec.run_id)
+    assert [e["sequence"] for e in got] == list(range(105)) and got[-1]["type"] == "run.cancelled"
+    done = ports.runs.get_run(rec.run_id)
+    assert (done.status, done.last_seq) == ("cancelled", 104)
+    assert schema.OPEN_TAIL not in _head(ports, rec.run_id)
+    # And the task's next plain page collides with the cancel's: nothing lands after run.cancelled
+    with pytest.raises(ConflictError):
+        ev.append_events(rec.run_id, 104, _evs(ports, rec.run_id, 104, 3), plain=True)
+    assert ev.read_events(rec.run_id)[-1]["type"] == "run.cancelled" and len(ev.read_events(rec.run_id)) == 105
+
+
+def test_an_erasure_takes_the_pages_a_task_put_after_it(ports):
+    # Given a task that opened the tail and put a page, and its run erased meanwhile (run item and log deleted)
+    from shared.engine.workflowrun import _after_conflict
+    from shared.services.erasure import erase_now
+
+    rec = _run(ports)
+    ev = ports.events
+    ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 5), open_tail=True)
+    erase_now(ports, rec.run_id)
+    assert _keys(ports, rec.run_id) == []
+    # When the task goes on: a plain page lands (a put checks no run item), its last append finds the run gone
+    ev.append_events(rec.run_id, 5, _evs(ports, rec.run_id, 5, 10), plain=True)
+    assert _keys(ports, rec.run_id) == [5]
+    with pytest.raises(RunGoneError):
+        ev.append_events(rec.run_id, 15, _evs(ports, rec.run_id, 15, 2), run_updates={"status": "running"})
+    # Then the task, having opened the tail, deletes the log again: nothing of the erased run is left
+    assert _after_conflict(ports, rec.run_id, True)["next"] == "done"
+    assert _keys(ports, rec.run_id) == []
+
+
+def test_a_log_begun_keyed_by_last_sequences_reads_whole_across_the_change(ports):
+    # Given a run whose first 150 events were stored in the older layout (pages keyed by their last sequence, the
+    # first page's first sequence in ``first``) and whose next 100 in today's
+    import zlib
+
+    rec = _run(ports)
+    ev = ports.events
+    older = _evs(ports, rec.run_id, 0, 150)
+    for lo, hi in ((0, 98), (99, 148), (149, 149)):
+        texts = [json.dumps(e, separators=(",", ":")) for e in older[lo : hi + 1]]
+        item: dict[str, Any] = {
+            "runId": {"S": rec.run_id},
+            "seq": {"N": str(hi)},
+            schema.TTL_ATTRIBUTE: {"N": str(rec.expires_at)},
+            "page": {"B": zlib.compress(("[" + ",".join(texts) + "]").encode())},
+        }
+        if lo != hi:
+            item["first"] = {"N": str(lo)}
+        ev._c.put_item(TableName=ports.settings.events_table, Item=item)
+    ports.runs.set_progress(rec.run_id, -1, 149, {})
+    ev.append_events(rec.run_id, 150, _evs(ports, rec.run_id, 150, 100))
+    assert _keys(ports, rec.run_id) == [98, 148, 149, 150, 249]
+
+    # Then every read finds each event once, in order: whole, from inside an older page, across the change, by poll,
+    # settled, and as a known-length log
+    def seqs(events: list[dict[str, Any]]) -> list[int]:
+        return [e["sequence"] for e in events]
+
+    assert seqs(ev.read_events(rec.run_id)) == list(range(250))
+    assert seqs(ev.read_events(rec.run_id, 120, limit=40)) == list(range(121, 161))
+    assert seqs(ev.read_page(rec.run_id, 100)) == list(range(101, 250))
+    assert seqs(ev.read_events(rec.run_id, 140, limit=5, settled=True)) == list(range(141, 146))
+    assert seqs(ev.read_events(rec.run_id, 10, limit=3)) == [11, 12, 13]
+    assert seqs(ev.read_logs({rec.run_id: 249})[rec.run_id]) == list(range(250))
+    # And an append at a stale position of the older pages is refused by the head
+    with pytest.raises(ConflictError):
+        ev.append_events(rec.run_id, 120, _evs(ports, rec.run_id, 120, 2))
