@@ -17,9 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ENGINE_VERSION = 1
+# 2: a task's middle pages are plain puts past an open tail (decision 0170); a build of version 1 neither writes
+# nor expects them, so it never advances a run of version 2. This build continues runs of version 1 with
+# transactions only (pages keyed by their first sequence after those keyed by their last: both read alike).
+ENGINE_VERSION = 2
+PLAIN_PAGES = 2  # the first engine version whose runs' tasks append their middle pages plainly
 # Engine versions whose runs this build may advance (its own, and any it still reads).
-READS = frozenset({ENGINE_VERSION})
+READS = frozenset({1, ENGINE_VERSION})
 BUILD_KEY = "build"  # the run's creation facts: data["build"] = {"buildId": ..., "engineVersion": ...}
 
 

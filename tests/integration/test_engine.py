@@ -335,3 +335,35 @@ def test_http_node_calls_an_allowlisted_host_once_and_records_the_outcome(host, 
         server.shutdown()
         monkeypatch.delenv("HTTP_ALLOWLIST")
         get_settings.cache_clear()
+
+
+def test_a_tasks_middle_pages_are_plain_puts_and_its_last_closes_the_tail(host):
+    # Given a run of a loop of no-op nodes long enough for one task to append seven pages
+    from shared.storage import schema
+    from tests.helpers import requests_sent
+
+    ports = _ports()
+    wid = unique("wf-pages")
+    _register(
+        "tenant-a",
+        definition(
+            wid,
+            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+            settings={"maxLoopbackIterations": 160},
+        ),
+    )
+    client = host.client(host.key_a)
+    table = ports.settings.events_table
+    with requests_sent(ports.events._c, "PutItem", table) as puts:
+        run = client.runs_create(CreateRunRequest(workflowId=wid))
+        assert wait_terminal(client, run.runId).status == "completed"
+    # Then its log is whole and in order, its middle pages went as plain conditional puts (no head written), and
+    # the run item's head is the log's end with the tail closed
+    events = all_events(client, run.runId)
+    assert [e.sequence for e in events] == list(range(len(events))) and len(events) > 6 * 99
+    assert len(puts) >= 4 and {p["ConditionExpression"] for p in puts} == {"attribute_not_exists(seq)"}
+    head = ports.runs._c.get_item(
+        TableName=ports.settings.runs_table, Key={"pk": {"S": run.runId}, "sk": {"S": schema.RUN_SK}}
+    )["Item"]
+    assert int(head["lastSeq"]["N"]) == len(events) - 1 and schema.OPEN_TAIL not in head
