@@ -290,3 +290,20 @@ def readme_python_blocks(heading: str) -> list[str]:
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def stored_run(ports: Any, prefix: str, status: str = "running") -> Any:
+    """A run of tenant-c created straight in the run store (no execution): for tests of its stored log."""
+    from shared.ports import RunRecord
+
+    rec = RunRecord(
+        run_id=f"tenant-c/{unique(prefix)}",
+        tenant="tenant-c",
+        status=status,
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+    )
+    ports.runs.create_run(rec)
+    return rec

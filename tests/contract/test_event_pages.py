@@ -19,7 +19,7 @@ import pytest
 from shared.errors import ConflictError
 from shared.ports import RunRecord
 from shared.storage import schema
-from tests.helpers import requests_sent, unique
+from tests.helpers import requests_sent, stored_run
 
 
 @pytest.fixture()
@@ -30,17 +30,7 @@ def ports(local_aws):
 
 
 def _run(ports: Any) -> RunRecord:
-    rec = RunRecord(
-        run_id=f"tenant-c/{unique('r-pages')}",
-        tenant="tenant-c",
-        status="running",
-        last_seq=-1,
-        created_at=ports.clock.iso(),
-        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
-        expires_at=ports.clock.now_ms() // 1000 + 3600,
-    )
-    ports.runs.create_run(rec)
-    return rec
+    return stored_run(ports, "r-pages")
 
 
 def _ev(ports: Any, run_id: str, seq: int, **payload: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from shared.errors import ConflictError, RunGoneError
 from shared.ports import RunRecord
 from shared.storage import schema
-from tests.helpers import requests_sent, unique
+from tests.helpers import requests_sent, stored_run
 
 
 @pytest.fixture()
@@ -24,18 +24,8 @@ def ports(local_aws):
     return get_ports()
 
 
-def _run(ports: Any, status: str = "running") -> RunRecord:
-    rec = RunRecord(
-        run_id=f"tenant-c/{unique('r-plain')}",
-        tenant="tenant-c",
-        status=status,
-        last_seq=-1,
-        created_at=ports.clock.iso(),
-        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
-        expires_at=ports.clock.now_ms() // 1000 + 3600,
-    )
-    ports.runs.create_run(rec)
-    return rec
+def _run(ports: Any) -> RunRecord:
+    return stored_run(ports, "r-plain")
 
 
 def _evs(ports: Any, run_id: str, lo: int, n: int, **payload: Any) -> list[dict[str, Any]]:
