@@ -16,6 +16,10 @@ twice.
 The same records drive the sampling rules (``shared.services.sampling``): a ``run.completed`` adds its run's task
 to the drafts whose rules sample it; a retried batch adds nothing twice (the draft holds each run once). Both parts
 use the same read of each tenant.
+
+A page put plainly past an open tail (a task's middle page, decision 0170) was held by no condition on its run item:
+the batch's runs with such pages are checked for an erasure that came first (``erasure.sweep_late_pages``), whose
+late pages are deleted, never delivered.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ports = get_ports()
     runs: dict[str, tuple[dict[str, Any], Stored]] = {}  # runId -> (its first record, its events), in stream order
     unreadable: list[dict[str, Any]] = []  # the first record whose image cannot be read: it and those after it wait
+    plainly: dict[str, bool] = {}  # runId -> whether a page of it in the batch was put plainly
     for record in records:
         data = record.get("dynamodb") or {}
         keys = data.get("Keys") or {}
@@ -57,6 +62,14 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             unreadable.append(record)
             break
         runs.setdefault(run_id, (record, []))[1].extend((run_id, s, ev) for s, ev in pairs)
+        plainly[run_id] = plainly.get(run_id, False) or bool(image and ports.events.put_plainly(image))
+    late = [r for r, plain in plainly.items() if plain]
+    if late:  # pages put past an open tail: a run erased before they landed loses them now, undelivered
+        from shared.services.erasure import sweep_late_pages
+
+        for run_id in sweep_late_pages(ports, late):
+            runs.pop(run_id, None)
+            count("LatePagesSwept", 1)
     failed = _handle_batch(ports, runs)
     failed = failed if failed is not None else (unreadable[0] if unreadable else None)
     if failed is None:

@@ -26,6 +26,7 @@ nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from shared import keys
@@ -155,6 +156,19 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
 
     run_ended(ports, run_id)  # a run erased in flight gives back its tenant's slot (decision 0160)
     return counts
+
+
+def sweep_late_pages(ports: Ports, run_ids: Sequence[str]) -> set[str]:
+    """The runs, of those whose pages were put plainly (a task's middle pages, decision 0170: no condition on the
+    run item held them), that were erased before such a page landed: their log and S3 objects are deleted again.
+    The events table's stream hands every such page to the fan-out, which asks here: a run item read by key for
+    each run (eventually consistent), a tombstone only for those missing. Returns the runs swept."""
+    missing = ports.runs.missing(run_ids)
+    erased = ports.runs.tombstoned(sorted(missing)) if missing else set()
+    for run_id in sorted(erased):
+        ports.events.delete_all(run_id)
+        ports.blobs.delete_prefix(keys.run_prefix(run_id))
+    return erased
 
 
 def erase_now(ports: Ports, run_id: str, *, tombstone: bool = True) -> None:

@@ -461,6 +461,14 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
                 raise ConflictError("run moved") from exc
             raise
 
+    def missing(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of the runs have no run item (erased, expired, or not created): their run items read by key, 100 to
+        a BatchGetItem, eventually consistent (a run item just created may read as missing)."""
+        ids = list(dict.fromkeys(run_ids))
+        keys = [to_item({"pk": r, "sk": schema.RUN_SK}) for r in ids]
+        found = {raw["pk"]["S"] for raw in batch_get(self._c, self._t, keys, consistent=False)}
+        return set(ids) - found
+
     def tombstoned(self, run_ids: Sequence[str]) -> set[str]:
         """Which of the runs have an erasure tombstone (``is_tombstoned`` for many: BatchGetItem, 100 keys each)."""
         keys = {r: self._tombstones.key(r) for r in dict.fromkeys(run_ids)}

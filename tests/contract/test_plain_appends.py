@@ -191,3 +191,34 @@ def test_a_log_begun_keyed_by_last_sequences_reads_whole_across_the_change(ports
     # And an append at a stale position of the older pages is refused by the head
     with pytest.raises(ConflictError):
         ev.append_events(rec.run_id, 120, _evs(ports, rec.run_id, 120, 2))
+
+
+def test_a_page_put_after_the_erasure_by_a_task_that_died_is_swept_by_the_fan_out(ports):
+    # Given a task that opened the tail, its run erased, then one more plain page put before the task died
+    from functions.fanout_webhooks.handler import lambda_handler
+    from shared.local.context import LambdaContext
+    from shared.services.erasure import erase_now
+
+    rec, kept = _run(ports), _run(ports)
+    ev = ports.events
+    for r in (rec, kept):
+        ev.append_events(r.run_id, 0, _evs(ports, r.run_id, 0, 5), open_tail=True)
+        ev.append_events(r.run_id, 5, _evs(ports, r.run_id, 5, 5), plain=True)
+    erase_now(ports, rec.run_id)
+    ev.append_events(rec.run_id, 10, _evs(ports, rec.run_id, 10, 5), plain=True)
+    assert _keys(ports, rec.run_id) == [10]
+    # When the events table's stream hands the fan-out the late page and a plain page of a run still there
+    table = ports.settings.events_table
+
+    def record(run_id: str, seq: int, number: str) -> dict[str, Any]:
+        item = ev._c.get_item(TableName=table, Key={"runId": {"S": run_id}, "seq": {"N": str(seq)}})["Item"]
+        keys = {"runId": item["runId"], "seq": item["seq"]}
+        return {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": item, "SequenceNumber": number}}
+
+    answer = lambda_handler(
+        {"Records": [record(rec.run_id, 10, "1"), record(kept.run_id, 5, "2")]},
+        LambdaContext("openwop-fanout-webhooks"),
+    )
+    # Then the erased run's late page is gone, and the other run's log is untouched
+    assert answer == {"batchItemFailures": []}
+    assert _keys(ports, rec.run_id) == [] and _keys(ports, kept.run_id) == [0, 5]
