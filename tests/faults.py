@@ -192,6 +192,34 @@ def kill_after_write(client: Any, plan: dict[str, int]) -> Iterator[Injected]:
         client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", after_call)
 
 
+@contextmanager
+def kill_after_plain_page(client: Any, table: str, n: int) -> Iterator[Injected]:
+    """The n-th page put plainly into ``table`` (decision 0170: a task's middle page) is applied, then its task
+    crashes; once."""
+    got = Injected()
+
+    def before_call(params: Any = None, context: Any = None, **_: Any) -> None:
+        context["openwop_plain"] = params.get("TableName") == table and "plain" in (params.get("Item") or {})
+
+    def after_call(http_response: Any = None, context: Any = None, **_: Any) -> None:
+        if not (context or {}).get("openwop_plain") or http_response is None or http_response.status_code != 200:
+            return
+        with got.lock:
+            got.seen["plain"] = got.seen.get("plain", 0) + 1
+            if got.seen["plain"] != n or got.crashed:
+                return
+            got.crashed += 1
+        raise InjectedCrash(f"task killed after plain page {n}")
+
+    client.meta.events.register("before-parameter-build.dynamodb.PutItem", before_call)
+    client.meta.events.register("after-call.dynamodb.PutItem", after_call)
+    try:
+        yield got
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.PutItem", before_call)
+        client.meta.events.unregister("after-call.dynamodb.PutItem", after_call)
+
+
 def check_run(events: list[dict[str, Any]]) -> list[str]:
     """What must hold for every run whatever was injected: the problems found (empty when none)."""
     problems = []

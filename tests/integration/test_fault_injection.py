@@ -106,3 +106,82 @@ def test_a_task_delivered_twice_at_once_appends_and_fires_once(host):
     assert errors == []
     for marker, run_id in runs.items():
         _assert_exactly_once(run_id, marker)
+
+
+def _loop_workflow(iterations: int) -> str:
+    """A loop of no-op nodes: one task appends several pages, its middle ones plainly (decision 0170)."""
+    from shared.services.workflows import register_workflow
+    from tests.workflows import definition, edge, node
+
+    wid = unique("wf-loop-faults")
+    register_workflow(
+        _ports(),
+        "tenant-a",
+        definition(
+            wid,
+            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+            settings={"maxLoopbackIterations": iterations},
+        ),
+    )
+    return wid
+
+
+def _assert_whole_log(run_id: str) -> None:
+    """Gap-free and once: every sequence, each event id once, one terminal event last; the head at the end and the
+    tail closed."""
+    from shared.storage import schema
+
+    ports = _ports()
+    events = ports.events.read_events(run_id)
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert len({e["eventId"] for e in events}) == len(events)
+    assert [e["type"] for e in events].count("run.completed") == 1 and events[-1]["type"] == "run.completed"
+    head = ports.runs._c.get_item(
+        TableName=ports.settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": schema.RUN_SK}}
+    )["Item"]
+    assert int(head["lastSeq"]["N"]) == len(events) - 1 and schema.OPEN_TAIL not in head
+
+
+def test_a_task_killed_after_any_of_its_plain_pages_is_retried_into_a_whole_log(host):
+    # Given runs whose first task dies right after its n-th plain page put (n = 1..3), one run at a time
+    from tests.faults import kill_after_plain_page
+
+    client, wid = host.client(host.key_a), _loop_workflow(100)
+    ports = _ports()
+    for n in (1, 2, 3):
+        with kill_after_plain_page(ports.events._c, ports.settings.events_table, n) as got:
+            run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+            snap = wait_terminal(client, run_id, timeout=60)
+        # Then the task died once with its tail open, was retried from the log's tail, and the log is whole
+        assert got.crashed == 1 and snap.status == "completed"
+        _assert_whole_log(run_id)
+
+
+def test_a_task_with_plain_pages_delivered_twice_at_once_appends_each_event_once(host):
+    # Given runs of several pages a task whose advance task is also delivered twice more, concurrently
+    from functions.tasks.advance_run.handler import lambda_handler
+
+    client, wid = host.client(host.key_a), _loop_workflow(100)
+    runs = [client.runs_create(CreateRunRequest(workflowId=wid)).runId for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def deliver(run_id: str) -> None:
+        try:
+            for _ in range(20):
+                if lambda_handler({"runId": run_id}, None)["next"] == "done":
+                    return
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=deliver, args=(r,)) for r in runs for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for run_id in runs:
+        assert wait_terminal(client, run_id).status == "completed"
+    # Then each log is whole: the racing tasks' pages collided instead of overlapping
+    assert errors == []
+    for run_id in runs:
+        _assert_whole_log(run_id)
