@@ -10,7 +10,7 @@ one tool call, recorded through the API; the rest are copies of them under fresh
 Lower bounds (what must be read and written, in DynamoDB's wire JSON: as DynamoDB answers for bytes read, as the
 SDK writes it for bytes sent; at the largest batch each request allows; docs/decisions/0121):
 - ``:from-runs``: the tenant index's entries (one Query per MB); per run, its run item and creation facts, its
-  pinned definition, its log's last page (a short run's whole log; a Query for pages before it) and the record of
+  pinned definition, its log's first page, keyed 0 (a short run's whole log; a Query for pages after it) and the record of
   every tool call the log shows, read by key, 100 keys to a BatchGetItem whatever run they belong to, and its
   tombstone read again after the version is stored; a link under each run, written with its tombstone check, 50 of
   each to a TransactWriteItems; the version's items (its pages, 25 to a BatchWriteItem; its head; its index row);
@@ -238,11 +238,14 @@ def _from_runs_bound(ddb: Any, settings: Any, ports: Any, used: Usage, runs: set
     )
     pages = [i for i in version if i["pk"]["S"].startswith("SUITEPAGE#")]
     n = len(runs)
-    last = {}  # each run's item holding its last event: its log's last page (a short run's whole log)
+    from shared.storage.eventpages import bounds
+
+    ends: dict[str, int] = {}  # each run's last sequence
     for i in events:
-        if int(i["seq"]["N"]) > int(last.get(i["runId"]["S"], {"seq": {"N": "-1"}})["seq"]["N"]):
-            last[i["runId"]["S"]] = i
-    earlier = {r for r, i in last.items() if int(i.get("first", i["seq"])["N"]) > 0}  # runs with pages before it
+        ends[i["runId"]["S"]] = max(ends.get(i["runId"]["S"], -1), bounds(i)[1])
+    # each run's item keyed 0: its log's first page (a short run's whole log), read by key
+    last = {i["runId"]["S"]: i for i in events if int(i["seq"]["N"]) == 0}
+    earlier = {r for r, i in last.items() if bounds(i)[1] < ends[r]}  # runs with pages after it
     keys = {
         "runs": [{k: i[k] for k in ("pk", "sk")} for i in run_items if i["sk"]["S"] != "DEFINITION"],
         "logs": [{k: i[k] for k in ("pk", "sk")} for i in run_items if i["sk"]["S"] == "DEFINITION"]
@@ -251,8 +254,8 @@ def _from_runs_bound(ddb: Any, settings: Any, ports: Any, used: Usage, runs: set
         "tombstones": [ports.runs._tombstones.key(r) for r in runs],
     }  # type: ignore[attr-defined]
     index_bytes = sum(_wire(i) for i in index)
-    # four rounds of reads, each waiting on the one before (a log's key needs its run's lastSeq, a call's key its
-    # log, the tombstones the stored version), 100 keys a request, and a Query of a log's earlier pages; the index,
+    # four rounds of reads, each waiting on the one before (a log's first page after its run, a call's key its
+    # log, the tombstones the stored version), 100 keys a request, and a Query of a log's later pages; the index,
     # 1 MB a Query; the listing: the suite's index rows and listing row read, the listing row written
     requests = (
         sum(math.ceil(len(k) / 100) for k in keys.values())
