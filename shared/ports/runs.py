@@ -68,7 +68,7 @@ class RunStore(Protocol):
         self, run_id: str, *, consistent: bool = True, include_expired: bool = False, settled: bool = False
     ) -> RunRecord | None: ...
     def get_runs(
-        self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
+        self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True, tails: bool = True
     ) -> dict[str, RunRecord]: ...
     def list_runs(
         self,

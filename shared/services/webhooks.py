@@ -375,7 +375,7 @@ def _load_run_facts(ports: Ports, run_ids: Sequence[str]) -> None:
     missing = [r for r in run_ids if r not in _RUN_FACTS]
     if not missing:
         return
-    for run_id, rec in ports.runs.get_runs(missing, include_expired=True, state=False).items():
+    for run_id, rec in ports.runs.get_runs(missing, include_expired=True, state=False, tails=False).items():
         if rec.tenant != tenant_of(run_id):
             continue
         _RUN_FACTS[run_id] = (_fixed_history_below(rec), tuple(rec.data.get("tags") or ()))

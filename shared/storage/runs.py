@@ -180,7 +180,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             self._blobs.put_json(schema.run_data_key(record.run_id), facts)
         return facts_item
 
-    def _record(self, raws: Sequence[dict[str, Any]]) -> RunRecord | None:
+    def _record(self, raws: Sequence[dict[str, Any]], tail: bool = True) -> RunRecord | None:
         """The record of one run from its items (``RUN`` and, in this layout, ``RUN#FACTS`` / ``RUN#STATE``); None
         without a run item. ``RunGoneError`` when its creation facts are gone (being erased)."""
         by_sk = {raw["sk"]["S"]: raw for raw in raws}
@@ -198,10 +198,8 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             raise RunGoneError(it["pk"])  # its facts item is already erased
         state_of = from_item(by_sk[schema.RUN_STATE_SK]) if schema.RUN_STATE_SK in by_sk else it
         last_seq = int(it["lastSeq"])
-        if it.get(
-            schema.OPEN_TAIL
-        ):  # a task's plain appends may follow the head: the log's tail is read (decision 0170)
-            last_seq = self._tail_after(it["pk"], last_seq)
+        if tail and it.get(schema.OPEN_TAIL):  # a task's plain appends may follow the head (decision 0170)
+            last_seq = self._tail_after(it["pk"], last_seq)  # the log's tail is read
         return RunRecord(
             run_id=it["pk"],
             tenant=it["tenant"],
@@ -287,12 +285,14 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         return [r["Item"] for r in resp.get("Responses", []) if r.get("Item")]
 
     def get_runs(
-        self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True
+        self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True, tails: bool = True
     ) -> dict[str, RunRecord]:
         """``get_run`` for many runs: their items (run, facts and, unless ``state`` is False, state) in BatchGetItem
         requests of 100 keys, strongly consistent, unprocessed keys asked again (``ddb.batch_get``); a run whose items
         are not of one instant is read again as ``get_run`` reads it. Runs absent, being erased or (unless
-        ``include_expired``) expired are left out; without ``state`` a record's is None."""
+        ``include_expired``) expired are left out; without ``state`` a record's is None; without ``tails`` a
+        record's ``last_seq`` is its head as stored, not read past an open tail (a lower bound: for a caller that
+        does not use it)."""
         ids = list(dict.fromkeys(run_ids))
         by_run: dict[str, list[dict[str, Any]]] = {r: [] for r in ids}
         for raw in batch_get(self._c, self._t, [k for r in ids for k in self._run_keys(r, state)]):
@@ -302,7 +302,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             if state and not _whole(raws):  # a write landed between its item reads: read it again (``get_run``)
                 raws = self._consistent_items(run_id)
             try:
-                rec = self._record(raws)
+                rec = self._record(raws, tails)
             except RunGoneError:
                 continue
             if rec is not None and (include_expired or not self._expired(rec.expires_at)):
@@ -326,7 +326,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             tenant, limit, start_key, filters, created_between=created_between, evals=evals
         )
         # The index entries are small (keys and listed fields); the runs themselves: one BatchGetItem per 33 runs
-        got = self.get_runs(found)  # runs being erased or expired are left out
+        got = self.get_runs(found, tails=False)  # erased or expired runs are left out; a listing names no sequence
         runs = [got[run_id] for run_id in found if run_id in got]
         return ListPage(runs=runs, next_key=next_key)
 

@@ -222,3 +222,19 @@ def test_a_page_put_after_the_erasure_by_a_task_that_died_is_swept_by_the_fan_ou
     # Then the erased run's late page is gone, and the other run's log is untouched
     assert answer == {"batchItemFailures": []}
     assert _keys(ports, rec.run_id) == [] and _keys(ports, kept.run_id) == [0, 5]
+
+
+def test_a_listing_of_runs_with_open_tails_reads_no_log(ports):
+    # Given a run whose task opened the tail and put a page past the head
+    rec = _run(ports)
+    ports.events.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 5), open_tail=True)
+    ports.events.append_events(rec.run_id, 5, _evs(ports, rec.run_id, 5, 5), plain=True)
+    # When the tenant's runs are listed, and the run is read
+    with requests_sent(ports.events._c, "Query", ports.settings.events_table) as reads:
+        listed = ports.runs.list_runs("tenant-c", 100, None, {})
+        assert rec.run_id in [r.run_id for r in listed.runs]
+    # Then the listing read no log (a snapshot names no sequence); a read of the run reads past the head, once
+    assert reads == []
+    with requests_sent(ports.events._c, "Query", ports.settings.events_table) as reads:
+        assert ports.runs.get_run(rec.run_id).last_seq == 9
+    assert len(reads) == 1 and reads[0]["ScanIndexForward"] is False and reads[0]["Limit"] == 1
