@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# 2: a task's middle pages are plain puts past an open tail (decision 0170); a build of version 1 neither writes
-# nor expects them, so it never advances a run of version 2. This build continues runs of version 1 with
-# transactions only (pages keyed by their first sequence after those keyed by their last: both read alike).
-ENGINE_VERSION = 2
-PLAIN_PAGES = 2  # the first engine version whose runs' tasks append their middle pages plainly
+ENGINE_VERSION = 1
 # Engine versions whose runs this build may advance (its own, and any it still reads).
-READS = frozenset({1, ENGINE_VERSION})
+READS = frozenset({ENGINE_VERSION})
+# How a run's tasks append, in its build stamp (``appends``): 2, their middle pages plainly past an open tail
+# (decision 0170). A run stamped before has no ``appends``: its tasks append in transactions only. Not an engine
+# version: the log means what it meant (an engine version is in every run.started, and a replay compares it).
+APPENDS = 2
 BUILD_KEY = "build"  # the run's creation facts: data["build"] = {"buildId": ..., "engineVersion": ...}
 
 
@@ -34,7 +34,12 @@ class EngineVersionMismatchError(Exception):
 
 def build_stamp(build_id: str) -> dict[str, Any]:
     """What a run records about the build that started it."""
-    return {"buildId": build_id, "engineVersion": ENGINE_VERSION}
+    return {"buildId": build_id, "engineVersion": ENGINE_VERSION, "appends": APPENDS}
+
+
+def plain_appends(data: Mapping[str, Any]) -> bool:
+    """Whether a run's tasks may append their middle pages plainly (stamped by a build that does, decision 0170)."""
+    return int((data.get(BUILD_KEY) or {}).get("appends", 1)) >= APPENDS
 
 
 def run_engine_version(data: Mapping[str, Any]) -> int:

@@ -35,7 +35,7 @@ from shared.engine.kernel import (
 )
 from shared.engine.runcore import Step, comparable, divergence, run_step
 from shared.engine.tools import ToolTally
-from shared.engine.version import PLAIN_PAGES, run_engine_version
+from shared.engine.version import plain_appends
 from shared.engine.workflowcontext import RunContext, build_context
 from shared.engine.workflownodes import continue_node, restart_node, start_node
 from shared.errors import ConflictError, RunGoneError
@@ -106,7 +106,7 @@ class _Appender:
         self.stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
         self.stored_status = rec.status  # the run item's: an append names the status only when it changes it
         self.open = False  # this task's first append opened the log's tail: its middle pages go plain (decision 0170)
-        self.may_open = run_engine_version(rec.data) >= PLAIN_PAGES  # a run of an older engine: transactions only
+        self.may_open = plain_appends(rec.data)  # a run stamped before: transactions only
 
     def behind(self, events: list[dict[str, Any]]) -> int | None:
         """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times

@@ -65,17 +65,18 @@ def test_a_run_waiting_past_the_parked_timeout_fails_run_timeout_and_its_executi
 def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances_it(host):
     from shared.engine import kernel
     from shared.engine.runkinds import RUN_KINDS
-    from shared.engine.version import ENGINE_VERSION, EngineVersionMismatchError
+    from shared.engine.version import APPENDS, ENGINE_VERSION, EngineVersionMismatchError
     from shared.ports import RunRecord
 
     ports = _ports()
-    # Given a run started through the API: it records this build and engine version
+    # Given a run started through the API: it records this build, engine version and way of appending
     client = host.client(host.key_a)
     run_id = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     assert wait_terminal(client, run_id).status == "completed"
     assert ports.runs.get_run(run_id).data["build"] == {
         "buildId": ports.settings.build_id,
         "engineVersion": ENGINE_VERSION,
+        "appends": APPENDS,
     }
     # And a run item written by a (future) build of engine version ENGINE_VERSION + 1, not started
     later = RunRecord(

@@ -367,3 +367,47 @@ def test_a_tasks_middle_pages_are_plain_puts_and_its_last_closes_the_tail(host):
         TableName=ports.settings.runs_table, Key={"pk": {"S": run.runId}, "sk": {"S": schema.RUN_SK}}
     )["Item"]
     assert int(head["lastSeq"]["N"]) == len(events) - 1 and schema.OPEN_TAIL not in head
+
+
+def test_a_run_stamped_before_plain_appends_is_appended_in_transactions_only(host):
+    # Given a run of that loop whose creation facts carry no ``appends`` stamp (a build from before decision 0170)
+    from shared.engine import kernel
+    from shared.engine.runkinds import RUN_KINDS
+    from shared.ports import RunRecord
+    from shared.storage import schema
+    from tests.helpers import requests_sent
+
+    ports = _ports()
+    wid = unique("wf-pages-old")
+    _register(
+        "tenant-a",
+        definition(
+            wid,
+            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+            settings={"maxLoopbackIterations": 160},
+        ),
+    )
+    rec = RunRecord(
+        run_id=f"tenant-a/{unique('r-old-appends')}",
+        tenant="tenant-a",
+        status="pending",
+        last_seq=-1,
+        created_at=ports.clock.iso(),
+        expires_at=ports.clock.now_ms() // 1000 + 3600,
+        data={"kind": "workflow", "owner": {"tenant": "tenant-a"}, "workflowId": wid, "build": {"buildId": "old"}},
+    )
+    ports.runs.create_run(rec)
+    # When this build's Advance tasks run it to its end
+    with requests_sent(ports.events._c, "PutItem", ports.settings.events_table) as puts:
+        for _ in range(10):
+            if kernel.advance(ports, rec.run_id, RUN_KINDS)["next"] == "done":
+                break
+    # Then every page rode a transaction with the head (none was put alone) and the log is whole
+    events = ports.events.read_events(rec.run_id)
+    assert puts == [] and len(events) > 6 * 99
+    assert [e["sequence"] for e in events] == list(range(len(events))) and events[-1]["type"] == "run.completed"
+    head = ports.runs._c.get_item(
+        TableName=ports.settings.runs_table, Key={"pk": {"S": rec.run_id}, "sk": {"S": schema.RUN_SK}}
+    )["Item"]
+    assert int(head["lastSeq"]["N"]) == len(events) - 1 and schema.OPEN_TAIL not in head
