@@ -118,7 +118,7 @@ class _Appender:
 
     def flush(self, final: bool = True) -> None:
         if not self.buffer:
-            if final and self.deferred:
+            if final and (self.deferred or self.open):
                 self._store_deferred()
             return
         rec, state, buffer = self.rec, self.state, self.buffer
@@ -150,7 +150,7 @@ class _Appender:
             require_status=WRITABLE,
             expires_at=rec.expires_at,
             plain=plain,
-            open_tail=self.may_open and not final and not plain,
+            open_tail=True if self.may_open and not final and not plain else None,
         )
         self.open = self.may_open and not final
         if "state" in updates:
@@ -165,9 +165,15 @@ class _Appender:
         tail its first opened: a middle append never stores the state, so an open tail always leaves one to store)."""
         rec = self.rec
         updates = snapshot_updates(self.ports, rec.run_id, self.state, self.next_seq - 1, self.inputs)
-        if updates:
+        if updates or self.open:
             self.ports.events.append_events(
-                rec.run_id, self.next_seq, [], require_status=WRITABLE, expires_at=rec.expires_at, run_updates=updates
+                rec.run_id,
+                self.next_seq,
+                [],
+                require_status=WRITABLE,
+                expires_at=rec.expires_at,
+                run_updates=updates,
+                open_tail=False if self.open else None,  # closed by the writer that opened it
             )
             self.stored_seq = self.next_seq - 1
         self.deferred = self.open = False

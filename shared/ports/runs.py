@@ -164,11 +164,12 @@ class EventStore(Protocol):
         staged: Sequence[StagedWrite] = (),
         claim: tuple[str, int] | None = None,
         plain: bool = False,
-        open_tail: bool = False,
+        open_tail: bool | None = None,
     ) -> int:
         """Append ``events`` from ``expected_next_seq`` (``ConflictError`` when another writer took a position, the
-        log's head or the run's status moved). ``open_tail``: this append opens the log's tail, so the writer's
-        next appends may go ``plain`` (no head, no run updates) until one of its transactions closes it. ``staged``
+        log's head or the run's status moved). ``open_tail`` True: this append opens the log's tail, so the writer's
+        next appends may go ``plain`` (no head, no run updates) until one of its transactions closes it (any that
+        writes pages, or ``open_tail`` False). ``staged``
         items are written in the transaction that moves the head (all or nothing with it); with ``claim`` =
         (counter, expected) that transaction also claims ordinal ``expected`` of the run item's counter
         (``RunStore.claim_ordinal``; ``ConflictError`` when it is not at ``expected``)."""

@@ -57,7 +57,7 @@ READ_PAGE_BYTES = 1_000_000  # what one ``read_page`` answers at most, in event 
 
 
 class DynamoEventStore:
-    """Run event logs in pages keyed (runId, last seq). Appends are transactional and conditional."""
+    """Run event logs in pages keyed (runId, first seq), each put only where no item is (decision 0170)."""
 
     def __init__(self, client: Any, table: str, runs_table: str, blobs: BlobStore) -> None:
         self._c = client
@@ -117,7 +117,7 @@ class DynamoEventStore:
         staged: Sequence[StagedWrite] = (),
         claim: tuple[str, int] | None = None,
         plain: bool = False,
-        open_tail: bool = False,
+        open_tail: bool | None = None,
     ) -> int:
         """Append ``events`` (their ``sequence`` must run from ``expected_next_seq``, the log's tail as the caller
         read it, plus one). Returns the new last sequence.
@@ -136,11 +136,13 @@ class DynamoEventStore:
         ``plain``: each page a conditional ``PutItem`` of its own, the head not written (1 write unit per KB where a
         transaction bills 2, and no head rewritten per page). Only a writer whose earlier transaction of the same
         task opened the tail (``open_tail``: the run item's ``openTail`` set) appends plainly, with no run updates:
-        a reader of an open run reads the pages after ``lastSeq`` (``tail_after``). Every transaction that writes
-        pages closes the tail again unless it opens it; a writer that finds a tail it did not write collides."""
-        if plain and (run_updates or staged or claim is not None or open_tail):
+        a reader of an open run reads the pages after ``lastSeq`` (``tail_after``). ``open_tail`` None (the
+        default): a transaction that writes pages closes the tail (its writer read the tail, and a task still
+        appending collides with its first page); one that writes none leaves it as it is. False: it closes it (the
+        writer that opened it, ending with no events)."""
+        if plain and (run_updates or staged or claim is not None or open_tail is not None):
             raise ValueError("a plain append carries events only")
-        if not events and not run_updates and not staged and claim is None and not open_tail:
+        if not events and not run_updates and not staged and claim is None and open_tail is None:
             return expected_next_seq - 1
         for i, ev in enumerate(events):
             if int(ev["sequence"]) != expected_next_seq + i:
@@ -155,7 +157,8 @@ class DynamoEventStore:
         for gi, group in enumerate(groups):
             last = group[-1].last if group else nxt - 1
             final = gi == len(groups) - 1
-            update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status, open_tail)
+            tail = open_tail if open_tail is not None or not group else False  # pages written: closed unless opened
+            update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status, tail)
             items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
             items += [w.action for w in staged] if final else []
             items += [{"Put": self._put(page)} for page in group]
@@ -215,20 +218,22 @@ class DynamoEventStore:
         final: runitems.Split | None,
         claim: tuple[str, int] | None,
         require_status: Sequence[str] | None,
-        open_tail: bool,
+        open_tail: bool | None,
     ) -> dict[str, Any]:
         """The run item's Update of one transaction: ``lastSeq`` to ``last``, guarded by the head not past ``nxt - 1``
-        (a head behind it: an open tail the caller read past) and by the run status when required; the tail opened
-        or closed; the last transaction's (``final``: the run updates) also carries them and the claim."""
+        (a head behind it: an open tail the caller read past) and by the run status when required; the tail opened,
+        closed or left (``open_tail`` True, False, None); the last transaction's (``final``: the run updates) also carries them and the claim."""
         sets = ["lastSeq = :last"]
         values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
-        names: dict[str, str] = {"#open": schema.OPEN_TAIL}
+        names: dict[str, str] = {}
         removes = []
-        if open_tail:
-            sets.append("#open = :open")
-            values[":open"] = {"BOOL": True}
-        else:
-            removes.append("#open")
+        if open_tail is not None:  # True: opened; False: closed; None: left as it is
+            names["#open"] = schema.OPEN_TAIL
+            if open_tail:
+                sets.append("#open = :open")
+                values[":open"] = {"BOOL": True}
+            else:
+                removes.append("#open")
         add_updates(final.run if final is not None else {}, sets, values, names)
         cond = "attribute_exists(pk) AND lastSeq <= :prev"
         if final is not None and claim is not None:

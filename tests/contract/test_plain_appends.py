@@ -238,3 +238,20 @@ def test_a_listing_of_runs_with_open_tails_reads_no_log(ports):
     with requests_sent(ports.events._c, "Query", ports.settings.events_table) as reads:
         assert ports.runs.get_run(rec.run_id).last_seq == 9
     assert len(reads) == 1 and reads[0]["ScanIndexForward"] is False and reads[0]["Limit"] == 1
+
+
+def test_an_append_of_no_events_leaves_an_open_tail_open_unless_its_opener_closes_it(ports):
+    # Given a task that opened the tail and put a page past the head
+    rec = _run(ports)
+    ev = ports.events
+    ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 5), open_tail=True)
+    ev.append_events(rec.run_id, 5, _evs(ports, rec.run_id, 5, 5), plain=True)
+    # When another writer stores run updates with no events (it cannot know the task has finished)
+    ev.append_events(rec.run_id, 10, [], run_updates={"cursor": {"at": 9}})
+    # Then the tail stays open: a reader still reads past the head
+    assert _head(ports, rec.run_id)[schema.OPEN_TAIL] == {"BOOL": True}
+    assert ports.runs.get_run(rec.run_id).last_seq == 9
+    # And when the task that opened it ends with no events of its own, its append closes it at the log's end
+    ev.append_events(rec.run_id, 10, [], run_updates={"cursor": {"at": 10}}, open_tail=False)
+    head = _head(ports, rec.run_id)
+    assert head["lastSeq"] == {"N": "9"} and schema.OPEN_TAIL not in head
