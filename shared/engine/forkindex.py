@@ -227,6 +227,7 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
         ports.runs.put_aux(run_id, FORK_SOURCE_SK, {"blob": key}, rec.expires_at)
     else:
         ports.runs.put_aux(run_id, FORK_SOURCE_SK, index, rec.expires_at)
+    _cache[run_id] = index  # the next task, in this container, reads it from here (``load``)
     return {"runId": run_id, "next": "continue", "waitSeconds": 0}
 
 
