@@ -219,19 +219,10 @@ def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any, true: Any = None)
 
 def _loop(ports: Any, events: int) -> str:
     from shared.services.workflows import register_workflow
-    from tests.workflows import definition, edge, node
+    from tests.workflows import noop_loop
 
     workflow = f"bench-units-loop-{events}"
-    register_workflow(
-        ports,
-        TENANT,
-        definition(
-            workflow,
-            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-            settings={"maxLoopbackIterations": max(1, (events - 4) // 4)},
-        ),
-    )
+    register_workflow(ports, TENANT, noop_loop(workflow, max(1, (events - 4) // 4)))
     return workflow
 
 

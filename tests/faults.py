@@ -16,7 +16,7 @@ import json
 import re
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -161,63 +161,57 @@ def throttle_writes(client: Any, markers: tuple[str, ...]) -> Iterator[Injected]
 
 
 @contextmanager
-def kill_after_write(client: Any, plan: dict[str, int]) -> Iterator[Injected]:
-    """``plan``: marker -> n. The n-th transaction mentioning the marker is applied, then the caller crashes."""
+def _kill_after(
+    client: Any, operation: str, key_of: Callable[[dict[str, Any]], str | None], nth: Callable[[str], int]
+) -> Iterator[Injected]:
+    """The ``nth(key)``-th ``operation`` request whose parameters ``key_of`` names ``key`` is applied, then the
+    caller crashes (once per key)."""
     got = Injected()
 
     def before_call(params: Any = None, context: Any = None, **_: Any) -> None:
+        context["openwop_key"] = key_of(params)
+
+    def after_call(http_response: Any = None, context: Any = None, **_: Any) -> None:
+        key = (context or {}).get("openwop_key")
+        if key is None or http_response is None or http_response.status_code != 200:
+            return
+        with got.lock:
+            got.seen[key] = got.seen.get(key, 0) + 1
+            if got.seen[key] != nth(key):
+                return
+            got.crashed += 1
+        raise InjectedCrash(f"task killed after {operation} {nth(key)} of {key}")
+
+    client.meta.events.register(f"before-parameter-build.dynamodb.{operation}", before_call)
+    client.meta.events.register(f"after-call.dynamodb.{operation}", after_call)
+    try:
+        yield got
+    finally:
+        client.meta.events.unregister(f"before-parameter-build.dynamodb.{operation}", before_call)
+        client.meta.events.unregister(f"after-call.dynamodb.{operation}", after_call)
+
+
+def kill_after_write(client: Any, plan: dict[str, int]) -> Any:
+    """``plan``: marker -> n. The n-th transaction mentioning the marker is applied, then the caller crashes."""
+
+    def marker(params: dict[str, Any]) -> str | None:
         creates = any(
             ((i.get("Put") or {}).get("Item") or {}).get("sk") == {"S": "RUN"} for i in params.get("TransactItems", [])
         )
         # the run's creation is the API's write, not a task's: count from the first task write on
-        context["openwop_marker"] = None if creates else _mentions(params, tuple(plan))
+        return None if creates else _mentions(params, tuple(plan))
 
-    def after_call(http_response: Any = None, context: Any = None, **_: Any) -> None:
-        marker = (context or {}).get("openwop_marker")
-        if marker is None or http_response is None or http_response.status_code != 200:
-            return
-        with got.lock:
-            got.seen[marker] = got.seen.get(marker, 0) + 1
-            if got.seen[marker] != plan[marker]:
-                return
-            got.crashed += 1
-        raise InjectedCrash(f"task killed after write {plan[marker]} of {marker}")
-
-    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems", before_call)
-    client.meta.events.register("after-call.dynamodb.TransactWriteItems", after_call)
-    try:
-        yield got
-    finally:
-        client.meta.events.unregister("before-parameter-build.dynamodb.TransactWriteItems", before_call)
-        client.meta.events.unregister("after-call.dynamodb.TransactWriteItems", after_call)
+    return _kill_after(client, "TransactWriteItems", marker, plan.__getitem__)
 
 
-@contextmanager
-def kill_after_plain_page(client: Any, table: str, n: int) -> Iterator[Injected]:
+def kill_after_plain_page(client: Any, table: str, n: int) -> Any:
     """The n-th page put plainly into ``table`` (decision 0170: a task's middle page) is applied, then its task
     crashes; once."""
-    got = Injected()
 
-    def before_call(params: Any = None, context: Any = None, **_: Any) -> None:
-        context["openwop_plain"] = params.get("TableName") == table and "plain" in (params.get("Item") or {})
+    def plain(params: dict[str, Any]) -> str | None:
+        return "plain" if params.get("TableName") == table and "plain" in (params.get("Item") or {}) else None
 
-    def after_call(http_response: Any = None, context: Any = None, **_: Any) -> None:
-        if not (context or {}).get("openwop_plain") or http_response is None or http_response.status_code != 200:
-            return
-        with got.lock:
-            got.seen["plain"] = got.seen.get("plain", 0) + 1
-            if got.seen["plain"] != n or got.crashed:
-                return
-            got.crashed += 1
-        raise InjectedCrash(f"task killed after plain page {n}")
-
-    client.meta.events.register("before-parameter-build.dynamodb.PutItem", before_call)
-    client.meta.events.register("after-call.dynamodb.PutItem", after_call)
-    try:
-        yield got
-    finally:
-        client.meta.events.unregister("before-parameter-build.dynamodb.PutItem", before_call)
-        client.meta.events.unregister("after-call.dynamodb.PutItem", after_call)
+    return _kill_after(client, "PutItem", plain, lambda _: n)
 
 
 def check_run(events: list[dict[str, Any]]) -> list[str]:

@@ -292,17 +292,20 @@ def readme_python_blocks(heading: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def stored_run(ports: Any, prefix: str, status: str = "running") -> Any:
-    """A run of tenant-c created straight in the run store (no execution): for tests of its stored log."""
+def stored_run(
+    ports: Any, prefix: str, status: str = "running", *, tenant: str = "tenant-c", data: dict[str, Any] | None = None
+) -> Any:
+    """A workflow run of ``tenant`` created straight in the run store (no execution; ``data`` added to its creation
+    facts): for tests of its stored log."""
     from shared.ports import RunRecord
 
     rec = RunRecord(
-        run_id=f"tenant-c/{unique(prefix)}",
-        tenant="tenant-c",
+        run_id=f"{tenant}/{unique(prefix)}",
+        tenant=tenant,
         status=status,
         last_seq=-1,
         created_at=ports.clock.iso(),
-        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}},
+        data={"kind": "workflow", "owner": {"tenant": tenant}, **(data or {})},
         expires_at=ports.clock.now_ms() // 1000 + 3600,
     )
     ports.runs.create_run(rec)

@@ -80,6 +80,27 @@ def chain(wid: str, n: int, type_id: str = "core.noop") -> dict[str, Any]:
     )
 
 
+def noop_loop(wid: str, iterations: int) -> dict[str, Any]:
+    """s -> a -> b -> a ... of no-op nodes, ``iterations`` times round: a long log from a small definition (about 4
+    events a time round; one task appends many pages)."""
+    return definition(
+        wid,
+        [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
+        [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
+        settings={"maxLoopbackIterations": iterations},
+    )
+
+
+def register_noop_loop(tenant: str, prefix: str, iterations: int) -> str:
+    """Register ``noop_loop`` for ``tenant`` under a fresh id; return the id."""
+    import uuid
+
+    from shared.services.workflows import register_workflow
+    from shared.wiring import get_ports
+
+    return register_workflow(get_ports(), tenant, noop_loop(f"{prefix}-{uuid.uuid4().hex[:12]}", iterations))
+
+
 SCRIPT_VARIABLE = {"name": "script", "type": "object", "required": True}
 
 

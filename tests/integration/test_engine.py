@@ -9,7 +9,7 @@ from openwop_client.types import CreateRunRequest
 
 from tests.helpers import unique
 from tests.wire import all_events, types_of, wait_terminal
-from tests.workflows import definition, edge, node, static, variable
+from tests.workflows import definition, edge, node, register_noop_loop, static, variable
 
 
 def _ports():
@@ -343,16 +343,7 @@ def test_a_tasks_middle_pages_are_plain_puts_and_its_last_closes_the_tail(host):
     from tests.helpers import requests_sent
 
     ports = _ports()
-    wid = unique("wf-pages")
-    _register(
-        "tenant-a",
-        definition(
-            wid,
-            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-            settings={"maxLoopbackIterations": 160},
-        ),
-    )
+    wid = register_noop_loop("tenant-a", "wf-pages", 160)
     client = host.client(host.key_a)
     table = ports.settings.events_table
     with requests_sent(ports.events._c, "PutItem", table) as puts:
@@ -373,31 +364,13 @@ def test_a_run_stamped_before_plain_appends_is_appended_in_transactions_only(hos
     # Given a run of that loop whose creation facts carry no ``appends`` stamp (a build from before decision 0170)
     from shared.engine import kernel
     from shared.engine.runkinds import RUN_KINDS
-    from shared.ports import RunRecord
     from shared.storage import schema
-    from tests.helpers import requests_sent
+    from tests.helpers import requests_sent, stored_run
 
     ports = _ports()
-    wid = unique("wf-pages-old")
-    _register(
-        "tenant-a",
-        definition(
-            wid,
-            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-            settings={"maxLoopbackIterations": 160},
-        ),
-    )
-    rec = RunRecord(
-        run_id=f"tenant-a/{unique('r-old-appends')}",
-        tenant="tenant-a",
-        status="pending",
-        last_seq=-1,
-        created_at=ports.clock.iso(),
-        expires_at=ports.clock.now_ms() // 1000 + 3600,
-        data={"kind": "workflow", "owner": {"tenant": "tenant-a"}, "workflowId": wid, "build": {"buildId": "old"}},
-    )
-    ports.runs.create_run(rec)
+    wid = register_noop_loop("tenant-a", "wf-pages-old", 160)
+    data = {"workflowId": wid, "build": {"buildId": "old"}}
+    rec = stored_run(ports, "r-old-appends", "pending", tenant="tenant-a", data=data)
     # When this build's Advance tasks run it to its end
     with requests_sent(ports.events._c, "PutItem", ports.settings.events_table) as puts:
         for _ in range(10):

@@ -11,7 +11,7 @@ from openwop_client.types import CreateRunRequest
 from tests.faults import check_run, kill_after_write, throttle_writes
 from tests.helpers import unique
 from tests.wire import wait_terminal
-from tests.workflows import register_scripted_agent
+from tests.workflows import register_noop_loop, register_scripted_agent
 
 
 def _ports():
@@ -108,25 +108,6 @@ def test_a_task_delivered_twice_at_once_appends_and_fires_once(host):
         _assert_exactly_once(run_id, marker)
 
 
-def _loop_workflow(iterations: int) -> str:
-    """A loop of no-op nodes: one task appends several pages, its middle ones plainly (decision 0170)."""
-    from shared.services.workflows import register_workflow
-    from tests.workflows import definition, edge, node
-
-    wid = unique("wf-loop-faults")
-    register_workflow(
-        _ports(),
-        "tenant-a",
-        definition(
-            wid,
-            [node("s", "core.noop"), node("a", "core.noop"), node("b", "core.noop")],
-            [edge("s", "a", eid="sa"), edge("a", "b", eid="ab"), edge("b", "a", eid="ba")],
-            settings={"maxLoopbackIterations": iterations},
-        ),
-    )
-    return wid
-
-
 def _assert_whole_log(run_id: str) -> None:
     """Gap-free and once: every sequence, each event id once, one terminal event last; the head at the end and the
     tail closed."""
@@ -147,7 +128,7 @@ def test_a_task_killed_after_any_of_its_plain_pages_is_retried_into_a_whole_log(
     # Given runs whose first task dies right after its n-th plain page put (n = 1..3), one run at a time
     from tests.faults import kill_after_plain_page
 
-    client, wid = host.client(host.key_a), _loop_workflow(100)
+    client, wid = host.client(host.key_a), register_noop_loop("tenant-a", "wf-loop-faults", 100)
     ports = _ports()
     for n in (1, 2, 3):
         with kill_after_plain_page(ports.events._c, ports.settings.events_table, n) as got:
@@ -162,7 +143,7 @@ def test_a_task_with_plain_pages_delivered_twice_at_once_appends_each_event_once
     # Given runs of several pages a task whose advance task is also delivered twice more, concurrently
     from functions.tasks.advance_run.handler import lambda_handler
 
-    client, wid = host.client(host.key_a), _loop_workflow(100)
+    client, wid = host.client(host.key_a), register_noop_loop("tenant-a", "wf-loop-faults", 100)
     runs = [client.runs_create(CreateRunRequest(workflowId=wid)).runId for _ in range(2)]
     errors: list[BaseException] = []
 
