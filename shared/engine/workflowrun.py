@@ -140,8 +140,10 @@ class _Appender:
             )
             rec.started_at = updates["startedAt"]
         # A middle append with nothing but events, once the tail is open, is plain; the task's first opens the tail,
-        # its last (``final``) closes it, each in a transaction with the head.
-        plain = self.open and not final and not updates
+        # its last (``final``, or one that leaves the run no longer writable: nothing could close it after) closes
+        # it, each in a transaction with the head.
+        closing = final or state["status"] not in WRITABLE
+        plain = self.open and not closing and not updates
         self.ports.events.append_events(
             rec.run_id,
             self.next_seq,
@@ -150,9 +152,9 @@ class _Appender:
             require_status=WRITABLE,
             expires_at=rec.expires_at,
             plain=plain,
-            open_tail=True if self.may_open and not final and not plain else None,
+            open_tail=True if self.may_open and not closing and not plain else None,
         )
-        self.open = self.may_open and not final
+        self.open = self.may_open and not closing
         if "state" in updates:
             self.stored_seq = last
         self.stored_status = updates.get("status", self.stored_status)

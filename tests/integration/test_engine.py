@@ -384,3 +384,30 @@ def test_a_run_stamped_before_plain_appends_is_appended_in_transactions_only(hos
         TableName=ports.settings.runs_table, Key={"pk": {"S": rec.run_id}, "sk": {"S": schema.RUN_SK}}
     )["Item"]
     assert int(head["lastSeq"]["N"]) == len(events) - 1 and schema.OPEN_TAIL not in head
+
+
+@pytest.mark.parametrize("first_task", [99, 100, 101, 102])
+def test_a_task_whose_first_page_ends_the_run_leaves_the_tail_closed(host, first_task):
+    # Given a 200-event run whose first task stops after about ``first_task`` events, so that for one of these the
+    # second task's first page of 99 events holds the run's end (the run is no longer writable after it: nothing
+    # could close a tail that page opened)
+    from shared.engine.version import APPENDS
+    from shared.engine.workflowrun import advance
+    from shared.storage import schema
+    from tests.helpers import stored_run
+
+    ports = _ports()
+    wid = register_noop_loop("tenant-a", "wf-pages-end", 49)
+    data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
+    rec = stored_run(ports, "r-pages-end", "pending", tenant="tenant-a", data=data)
+    # When its tasks run it to its end
+    for max_events in (first_task, 1000, 1000):
+        if advance(ports, ports.runs.get_run(rec.run_id), max_events=max_events)["next"] == "done":
+            break
+    # Then it completed with the log whole, its head at the end and its tail closed
+    events = ports.events.read_events(rec.run_id)
+    assert [e["sequence"] for e in events] == list(range(200)) and events[-1]["type"] == "run.completed"
+    head = ports.runs._c.get_item(
+        TableName=ports.settings.runs_table, Key={"pk": {"S": rec.run_id}, "sk": {"S": schema.RUN_SK}}
+    )["Item"]
+    assert head["lastSeq"] == {"N": "199"} and schema.OPEN_TAIL not in head, head.get(schema.OPEN_TAIL)
