@@ -90,6 +90,10 @@ def test_middle_pages_go_plain_and_a_reader_of_an_open_tail_reads_past_the_head(
         assert ports.runs.get_run(rec.run_id).last_seq == 251
     assert reads == []
     assert _keys(ports, rec.run_id) == [0, 99, 198, 249]
+    # And a known-length read of the log (a suite's source) starts from its page keyed 0 and reads on past it
+    with requests_sent(ev._c, "BatchGetItem") as batches:
+        logs = ev.read_logs({rec.run_id: 251})
+    assert [e["sequence"] for e in logs[rec.run_id]] == list(range(252)) and len(batches) == 1
 
 
 def test_a_writer_whose_tail_is_stale_collides_and_writes_nothing(ports):
