@@ -310,3 +310,11 @@ def stored_run(
     )
     ports.runs.create_run(rec)
     return rec
+
+
+def naming(sent: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
+    """The requests ``requests_sent`` captured that name ``value`` (a run id): the client is shared, and another
+    test's run, erasure or fan-out may still be working on other threads."""
+    import json
+
+    return [params for params in sent if json.dumps(value) in json.dumps(params, default=str)]

@@ -340,7 +340,7 @@ def test_http_node_calls_an_allowlisted_host_once_and_records_the_outcome(host, 
 def test_a_tasks_middle_pages_are_plain_puts_and_its_last_closes_the_tail(host):
     # Given a run of a loop of no-op nodes long enough for one task to append seven pages
     from shared.storage import schema
-    from tests.helpers import requests_sent
+    from tests.helpers import naming, requests_sent
 
     ports = _ports()
     wid = register_noop_loop("tenant-a", "wf-pages", 160)
@@ -353,7 +353,8 @@ def test_a_tasks_middle_pages_are_plain_puts_and_its_last_closes_the_tail(host):
     # the run item's head is the log's end with the tail closed
     events = all_events(client, run.runId)
     assert [e.sequence for e in events] == list(range(len(events))) and len(events) > 6 * 99
-    assert len(puts) >= 4 and {p["ConditionExpression"] for p in puts} == {"attribute_not_exists(seq)"}
+    mine = naming(puts, run.runId)
+    assert len(mine) >= 4 and {p["ConditionExpression"] for p in mine} == {"attribute_not_exists(seq)"}
     head = ports.runs._c.get_item(
         TableName=ports.settings.runs_table, Key={"pk": {"S": run.runId}, "sk": {"S": schema.RUN_SK}}
     )["Item"]
@@ -365,7 +366,7 @@ def test_a_run_stamped_before_plain_appends_is_appended_in_transactions_only(hos
     from shared.engine import kernel
     from shared.engine.runkinds import RUN_KINDS
     from shared.storage import schema
-    from tests.helpers import requests_sent, stored_run
+    from tests.helpers import naming, requests_sent, stored_run
 
     ports = _ports()
     wid = register_noop_loop("tenant-a", "wf-pages-old", 160)
@@ -378,7 +379,7 @@ def test_a_run_stamped_before_plain_appends_is_appended_in_transactions_only(hos
                 break
     # Then every page rode a transaction with the head (none was put alone) and the log is whole
     events = ports.events.read_events(rec.run_id)
-    assert puts == [] and len(events) > 6 * 99
+    assert naming(puts, rec.run_id) == [] and len(events) > 6 * 99
     assert [e["sequence"] for e in events] == list(range(len(events))) and events[-1]["type"] == "run.completed"
     head = ports.runs._c.get_item(
         TableName=ports.settings.runs_table, Key={"pk": {"S": rec.run_id}, "sk": {"S": schema.RUN_SK}}
