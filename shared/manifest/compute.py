@@ -242,7 +242,10 @@ FUNCTIONS: tuple[Function, ...] = (
         starts=("run",),
         egress=True,
     ),
-    Function("park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"),), memory_mb=256),
+    # Events read: a read of a run whose log's tail is open reads past its head (decision 0170).
+    Function(
+        "park_run", "functions.tasks.park_run.handler", "task", ((RUNS, "readwrite"), (EVENTS, "read")), memory_mb=256
+    ),
     Function(
         "interrupts",
         "functions.interrupts.handler",
@@ -274,12 +277,14 @@ FUNCTIONS: tuple[Function, ...] = (
         keys=((SIGNING, "write+replay"),),
     ),
     # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
+    # Events and bucket read-write: an erased run's pages put plainly after its erasure are deleted here, with the
+    # run's objects (decision 0170).
     Function(
         "fanout_webhooks",
         "functions.fanout_webhooks.handler",
         "stream",
-        ((RUNS, "readwrite"), (EVENTS, "read"), (HOST, "readwrite"), (TOOL_CALLS, "read")),
-        bucket="read",
+        ((RUNS, "readwrite"), (EVENTS, "readwrite"), (HOST, "readwrite"), (TOOL_CALLS, "read")),
+        bucket="readwrite",
         sends=(WEBHOOKS,),
         memory_mb=256,
         timeout_s=60,
