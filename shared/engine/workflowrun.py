@@ -2,10 +2,11 @@
 state.
 
 ``advance`` is one Advance task (``kernel.advance``, what the Step Functions task calls, hands a workflow run to
-it). It takes steps from the run's stored state, appends their events transactionally in batches (each batch
-also stores the new snapshot, conditioned on the last sequence and on the run still being writable), and returns
-what the state machine does next: ``continue`` (loop), ``wait`` (a Wait state, for holds), ``park`` (an interrupt)
-or ``done``. A retried task starts from the stored sequence, so nothing is appended twice; effects are keyed by
+it). It takes steps from the run's stored state, appends their events in pages of up to 99 (the task's first and
+last in a transaction with the run's head, conditioned on the run still being writable, the last also storing the
+new snapshot; those between as plain puts past the open tail, decision 0170; every page only where none is), and
+returns what the state machine does next: ``continue`` (loop), ``wait`` (a Wait state, for holds), ``park`` (an
+interrupt) or ``done``. A retried task starts from the log's tail, so nothing is appended twice; effects are keyed by
 (run, node, ordinal) or (run, call key), so nothing fires twice either. A fork's first tasks copy its prefix
 (``forkindex.copy_prefix``); a replay compares each event with its source's (``forkindex.reproduces``).
 
