@@ -45,6 +45,9 @@ from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 SHORT_WAIT_MS = 1500
+# A task's plain pages check no status: every this many, it reads the run's (1 RRU), so a cancel or an erasure stops it
+# within that many pages, about 1,000 events (decision 0170).
+STATUS_EVERY_PAGES = 10
 
 
 # --------------------------------------------------------------------------- steps
@@ -108,6 +111,7 @@ class _Appender:
         self.stored_status = rec.status  # the run item's: an append names the status only when it changes it
         self.open = False  # this task's first append opened the log's tail: its middle pages go plain (decision 0170)
         self.may_open = plain_appends(rec.data)  # a run stamped before: transactions only
+        self.plain_pages = 0
 
     def behind(self, events: list[dict[str, Any]]) -> int | None:
         """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
@@ -145,6 +149,8 @@ class _Appender:
         # it, each in a transaction with the head.
         closing = final or state["status"] not in WRITABLE
         plain = self.open and not closing and not updates
+        if plain:
+            self._check_writable()
         self.ports.events.append_events(
             rec.run_id,
             self.next_seq,
@@ -162,6 +168,18 @@ class _Appender:
         self.next_seq += len(buffer)
         self.wrote += len(buffer)
         self.buffer = []
+
+    def _check_writable(self) -> None:
+        """Every ``STATUS_EVERY_PAGES``-th plain page, first the run's status (a plain put checks none): a cancel
+        (``cancelling``, set before its events) or an erasure stops the task within that many pages, as a conflict."""
+        self.plain_pages += 1
+        if self.plain_pages % STATUS_EVERY_PAGES:
+            return
+        status = self.ports.runs.get_status(self.rec.run_id)
+        if status is None:
+            raise RunGoneError(self.rec.run_id)
+        if status not in WRITABLE:
+            raise ConflictError("the run is no longer writable")
 
     def _store_deferred(self) -> None:
         """The task's last write appended no events: store the snapshot its earlier appends left out (and close the

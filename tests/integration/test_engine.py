@@ -412,3 +412,61 @@ def test_a_task_whose_first_page_ends_the_run_leaves_the_tail_closed(host, first
         TableName=ports.settings.runs_table, Key={"pk": {"S": rec.run_id}, "sk": {"S": schema.RUN_SK}}
     )["Item"]
     assert head["lastSeq"] == {"N": "199"} and schema.OPEN_TAIL not in head, head.get(schema.OPEN_TAIL)
+
+
+def test_a_cancel_stops_a_task_appending_plain_pages_and_ends_the_log(host):
+    # Given a run whose one task appends about 4,800 events, most of them in plain pages, already past its first pages
+    from tests.helpers import eventually
+
+    ports = _ports()
+    wid = register_noop_loop("tenant-a", "wf-pages-cancel", 1200)
+    client = host.client(host.key_a)
+    run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+    eventually(lambda: ports.runs.get_run(run_id).last_seq >= 3 * 99, timeout=30)
+    # When it is cancelled
+    assert client.runs_cancel(run_id).status == "cancelled"
+    # Then the run is cancelled with run.cancelled last, its log whole, and the task stopped well before its end
+    snap = wait_terminal(client, run_id)
+    events = ports.events.read_events(run_id)
+    assert snap.status == "cancelled" and events[-1]["type"] == "run.cancelled"
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert [e["type"] for e in events].count("run.cancelled") == 1 and "run.completed" not in {
+        e["type"] for e in events
+    }
+
+
+def test_a_task_appending_plain_pages_stops_within_ten_pages_of_a_cancel_request(host):
+    # Given a run whose one task would append about 4,800 events, and a cancel request (status ``cancelling``, the
+    # cancel's own events not yet appended) landing right after the task's second plain page
+    from shared.engine.version import APPENDS
+    from shared.engine.workflowrun import STATUS_EVERY_PAGES, advance
+    from tests.helpers import stored_run
+
+    ports = _ports()
+    wid = register_noop_loop("tenant-a", "wf-pages-stop", 1200)
+    data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
+    rec = stored_run(ports, "r-pages-stop", "pending", tenant="tenant-a", data=data)
+    table = ports.settings.events_table
+    seen = {"plain": 0, "tail": -1}
+
+    def after_put(params: dict | None = None, **_: object) -> None:
+        if (params or {}).get("TableName") != table or "plain" not in params.get("Item", {}):
+            return
+        seen["plain"] += 1
+        if seen["plain"] == 2:
+            seen["tail"] = int(params["Item"]["last"]["N"])
+            assert ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
+
+    ports.events._c.meta.events.register("provide-client-params.dynamodb.PutItem", after_put)
+    try:
+        # When the task goes on
+        out = advance(ports, ports.runs.get_run(rec.run_id))
+    finally:
+        ports.events._c.meta.events.unregister("provide-client-params.dynamodb.PutItem", after_put)
+    # Then it stopped within STATUS_EVERY_PAGES pages of the request, writing nothing after, and left the run to the
+    # cancel
+    events = ports.events.read_events(rec.run_id)
+    assert out["next"] == "done" and seen["tail"] > 0
+    assert seen["tail"] < len(events) <= seen["tail"] + 1 + STATUS_EVERY_PAGES * 99
+    assert [e["sequence"] for e in events] == list(range(len(events)))
+    assert ports.runs.get_run(rec.run_id).status == "cancelling"
