@@ -296,8 +296,10 @@ def stored_run(
     ports: Any, prefix: str, status: str = "running", *, tenant: str = "tenant-c", data: dict[str, Any] | None = None
 ) -> Any:
     """A workflow run of ``tenant`` created straight in the run store (no execution; ``data`` added to its creation
-    facts): for tests of its stored log."""
+    facts), owned as an API caller's run is (a listing of the tenant's runs shows it whole): for tests of its
+    stored log."""
     from shared.ports import RunRecord
+    from shared.services.common import Caller
 
     rec = RunRecord(
         run_id=f"{tenant}/{unique(prefix)}",
@@ -305,7 +307,7 @@ def stored_run(
         status=status,
         last_seq=-1,
         created_at=ports.clock.iso(),
-        data={"kind": "workflow", "owner": {"tenant": tenant}, **(data or {})},
+        data={"kind": "workflow", "owner": Caller(tenant, "tests").owner, **(data or {})},
         expires_at=ports.clock.now_ms() // 1000 + 3600,
     )
     ports.runs.create_run(rec)

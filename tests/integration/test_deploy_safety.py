@@ -67,6 +67,7 @@ def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances
     from shared.engine.runkinds import RUN_KINDS
     from shared.engine.version import APPENDS, ENGINE_VERSION, EngineVersionMismatchError
     from shared.ports import RunRecord
+    from shared.services.common import Caller
 
     ports = _ports()
     # Given a run started through the API: it records this build, engine version and way of appending
@@ -88,7 +89,7 @@ def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances
         expires_at=ports.clock.now_ms() // 1000 + 3600,
         data={
             "kind": "workflow",
-            "owner": {"tenant": "tenant-a"},
+            "owner": Caller("tenant-a", "tests").owner,  # as an API caller's run: a listing shows it whole
             "workflowId": "conformance-noop",
             "build": {"buildId": "next", "engineVersion": ENGINE_VERSION + 1},
         },
