@@ -45,8 +45,8 @@ from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 SHORT_WAIT_MS = 1500
-# A task's plain pages check no status: every this many, it reads the run's (1 RRU), so a cancel or an erasure stops it
-# within that many pages, about 1,000 events (decision 0170).
+# A task's plain pages check no status: every this many, it reads the run's (0.5 RRU), so a cancel or an erasure stops
+# it within that many pages, about 1,000 events (decision 0170).
 STATUS_EVERY_PAGES = 10
 
 
@@ -171,11 +171,13 @@ class _Appender:
 
     def _check_writable(self) -> None:
         """Every ``STATUS_EVERY_PAGES``-th plain page, first the run's status (a plain put checks none): a cancel
-        (``cancelling``, set before its events) or an erasure stops the task within that many pages, as a conflict."""
+        (``cancelling``, set before its events) or an erasure stops the task within that many pages, as a conflict.
+        Eventually consistent (0.5 RRU): a read that lags stops it a check later; what must hold does not rest on it
+        (a cancel's events collide with the task's next page)."""
         self.plain_pages += 1
         if self.plain_pages % STATUS_EVERY_PAGES:
             return
-        status = self.ports.runs.get_status(self.rec.run_id)
+        status = self.ports.runs.get_status(self.rec.run_id, consistent=False)
         if status is None:
             raise RunGoneError(self.rec.run_id)
         if status not in WRITABLE:

@@ -407,15 +407,15 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             ExpressionAttributeValues={":a": {"S": execution_arn}},
         )
 
-    def get_status(self, run_id: str) -> str | None:
-        """The run's status as stored now (one consistent GetItem of its run item's status: 1 RRU); None without a
-        run item."""
+    def get_status(self, run_id: str, *, consistent: bool = True) -> str | None:
+        """The run's status (one GetItem of its run item's status: 1 RRU, 0.5 eventually consistent); None without
+        a run item."""
         resp = self._c.get_item(
             TableName=self._t,
             Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
             ProjectionExpression="#st",
             ExpressionAttributeNames={"#st": "status"},
-            ConsistentRead=True,
+            ConsistentRead=consistent,
         )
         item = resp.get("Item")
         return str(item["status"]["S"]) if item else None
