@@ -248,14 +248,16 @@ class DynamoEventStore:
                 alts.append(f":r{j}")
             cond += f" AND #st IN ({', '.join(alts)})"
         split = final if final is not None else runitems.Split({})
-        return {
+        update: dict[str, Any] = {
             "TableName": self._runs,
             "Key": to_item({"pk": run_id, "sk": schema.RUN_SK}),
             "UpdateExpression": split.run_expression(sets, names, removes),
             "ConditionExpression": cond,
             "ExpressionAttributeValues": values,
-            "ExpressionAttributeNames": names,
         }
+        if names:  # DynamoDB refuses an empty map
+            update["ExpressionAttributeNames"] = names
+        return update
 
     def _transact(self, run_id: str, items: list[dict[str, Any]]) -> None:
         """One transaction of the append; a failed condition is a conflict, or the run's erasure (S3 writes undone)."""

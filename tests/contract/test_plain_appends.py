@@ -261,3 +261,31 @@ def test_an_append_of_no_events_leaves_an_open_tail_open_unless_its_opener_close
     ev.append_events(rec.run_id, 10, [], run_updates={"cursor": {"at": 10}}, open_tail=False)
     head = _head(ports, rec.run_id)
     assert head["lastSeq"] == {"N": "9"} and schema.OPEN_TAIL not in head
+
+
+def test_every_append_request_is_one_dynamodb_accepts(ports):
+    # Given appends of every kind: a bare one, one that opens the tail, a plain one, one with run updates and a
+    # status guard, and an opener's close with no events
+    rec = _run(ports)
+    ev = ports.events
+    with (
+        requests_sent(ev._c, "TransactWriteItems") as txs,
+        requests_sent(ev._c, "PutItem", ports.settings.events_table) as puts,
+    ):
+        ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 3))
+        ev.append_events(rec.run_id, 3, _evs(ports, rec.run_id, 3, 3), open_tail=True)
+        ev.append_events(rec.run_id, 6, _evs(ports, rec.run_id, 6, 3), plain=True)
+        ev.append_events(
+            rec.run_id, 9, _evs(ports, rec.run_id, 9, 3), run_updates={"status": "running"}, require_status=("running",)
+        )
+        ev.append_events(rec.run_id, 12, [], run_updates={"cursor": {"at": 11}}, open_tail=False)
+    # Then each request's expression maps are non-empty and every placeholder in them is used (DynamoDB refuses an
+    # empty map or an unused name or value; moto lets both pass)
+    writes = [next(iter(i.values())) for t in naming(txs, rec.run_id) for i in t["TransactItems"]]
+    writes += naming(puts, rec.run_id)
+    assert len(writes) >= 9
+    for w in writes:
+        text = " ".join(str(w.get(k, "")) for k in ("UpdateExpression", "ConditionExpression"))
+        for field in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+            if field in w:
+                assert w[field] and all(placeholder in text for placeholder in w[field]), (field, w)
