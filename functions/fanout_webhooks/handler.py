@@ -44,7 +44,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ports = get_ports()
     runs: dict[str, tuple[dict[str, Any], Stored]] = {}  # runId -> (its first record, its events), in stream order
     unreadable: list[dict[str, Any]] = []  # the first record whose image cannot be read: it and those after it wait
-    plainly: dict[str, bool] = {}  # runId -> whether a page of it in the batch was put plainly
+    late: set[str] = set()  # the runs with a page put plainly in the batch
     for record in records:
         data = record.get("dynamodb") or {}
         keys = data.get("Keys") or {}
@@ -62,12 +62,12 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             unreadable.append(record)
             break
         runs.setdefault(run_id, (record, []))[1].extend((run_id, s, ev) for s, ev in pairs)
-        plainly[run_id] = plainly.get(run_id, False) or bool(image and ports.events.put_plainly(image))
-    late = [r for r, plain in plainly.items() if plain]
+        if image and ports.events.is_plain_page(image):
+            late.add(run_id)
     if late:  # pages put past an open tail: a run erased before they landed loses them now, undelivered
         from shared.services.erasure import sweep_late_pages
 
-        for run_id in sweep_late_pages(ports, late):
+        for run_id in sweep_late_pages(ports, sorted(late)):
             runs.pop(run_id, None)
             count("LatePagesSwept", 1)
     failed = _handle_batch(ports, runs)

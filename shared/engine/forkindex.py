@@ -31,14 +31,14 @@ from typing import Any
 from shared.caches import LockedLRUCache
 from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
-from shared.engine.kernel import halt, load_state, make_event, run_workflow, state_updates
+from shared.engine.kernel import discard_late_writes, halt, load_state, make_event, run_workflow, state_updates
 from shared.engine.runcore import OutcomeIndex
 from shared.engine.runcore import comparable as comparable  # what a replay reproduces: the pure core's
 from shared.engine.runcore import divergence as divergence
 from shared.engine.runcore import side_effect_nodes as side_effect_nodes_of
 from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import FORK_SOURCE_SK, run_prefix
+from shared.keys import FORK_SOURCE_SK
 from shared.ports import WRITABLE, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
@@ -288,8 +288,7 @@ def copy_prefix(
         if ports.runs.is_tombstoned(rec.run_id):
             # Erased while we copied (batch writes cannot check the tombstone): its hook may have run before
             # our writes landed, so remove what we wrote.
-            ports.events.delete_all(rec.run_id)
-            ports.blobs.delete_prefix(run_prefix(rec.run_id))
+            discard_late_writes(ports, rec.run_id)
             raise RunGoneError(rec.run_id) from None
         raise
     return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}

@@ -33,7 +33,7 @@ from shared.engine.runcore import fail_obj
 from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import EFFECT_PREFIX
+from shared.keys import EFFECT_PREFIX, run_prefix
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -242,6 +242,13 @@ def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict
 
 
 # --------------------------------------------------------------------------- halting and failing
+
+
+def discard_late_writes(ports: Ports, run_id: str) -> None:
+    """A run erased while a task wrote what no condition on its run item held (a fork's batch-copied prefix, a task's
+    plain pages): its log and objects are deleted again, as its erasure deleted them."""
+    ports.events.delete_all(run_id)
+    ports.blobs.delete_prefix(run_prefix(run_id))
 
 
 def halt(run_id: str, rec: RunRecord | None) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from shared.engine.kernel import (
     FLUSH_AT,
     TASK_EVENTS,
     EffectInFlightError,
+    discard_late_writes,
     halt,
     load_state,
     make_event,
@@ -40,7 +41,6 @@ from shared.engine.version import plain_appends
 from shared.engine.workflowcontext import RunContext, build_context
 from shared.engine.workflownodes import continue_node, restart_node, start_node
 from shared.errors import ConflictError, RunGoneError
-from shared.keys import run_prefix
 from shared.ports import WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
@@ -245,8 +245,7 @@ def _after_conflict(ports: Ports, run_id: str, opened: bool = False) -> dict[str
     this task's plain pages landed (``opened``: it opened the tail): the log is deleted again, with them."""
     fresh = ports.runs.get_run(run_id)
     if fresh is None and opened:
-        ports.events.delete_all(run_id)
-        ports.blobs.delete_prefix(run_prefix(run_id))  # and the events it stored out of line
+        discard_late_writes(ports, run_id)
     if fresh is None or fresh.status not in WRITABLE:
         return halt(run_id, fresh)
     return {"runId": run_id, "next": "continue", "waitSeconds": 0}

@@ -170,9 +170,9 @@ class EventStore(Protocol):
         """Append ``events`` from ``expected_next_seq`` (``ConflictError`` when another writer took a position, the
         log's head or the run's status moved). ``open_tail`` True: this append opens the log's tail, so the writer's
         next appends may go ``plain`` (no head, no run updates) until one of its transactions closes it (any that
-        writes pages, or ``open_tail`` False). ``staged``
-        items are written in the transaction that moves the head (all or nothing with it); with ``claim`` =
-        (counter, expected) that transaction also claims ordinal ``expected`` of the run item's counter
+        writes pages, or ``open_tail`` False). ``staged`` items are written in the transaction that moves the head
+        (all or nothing with it); with ``claim`` = (counter, expected) that transaction also claims ordinal
+        ``expected`` of the run item's counter
         (``RunStore.claim_ordinal``; ``ConflictError`` when it is not at ``expected``)."""
         ...
 
@@ -189,7 +189,7 @@ class EventStore(Protocol):
         limit: int | None = None,
         settled: bool = False,
     ) -> Iterator[list[dict[str, Any]]]: ...
-    def put_plainly(self, image: dict[str, Any]) -> bool: ...
+    def is_plain_page(self, image: dict[str, Any]) -> bool: ...
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int: ...
     def seed_log(
         self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int, owner: dict[str, Any]

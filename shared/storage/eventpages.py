@@ -39,10 +39,6 @@ class Page:
     size: int  # its compressed bytes (what DynamoDB counts of it)
 
     @property
-    def first(self) -> int:
-        return int(self.item["seq"]["N"])
-
-    @property
     def last(self) -> int:
         return int(self.item[LAST]["N"])
 

@@ -157,7 +157,7 @@ class DynamoEventStore:
         for gi, group in enumerate(groups):
             last = group[-1].last if group else nxt - 1
             final = gi == len(groups) - 1
-            tail = open_tail if open_tail is not None or not group else False  # pages written: closed unless opened
+            tail = False if group and open_tail is None else open_tail  # pages written: the tail closed unless opened
             update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status, tail)
             items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
             items += [w.action for w in staged] if final else []
@@ -222,7 +222,8 @@ class DynamoEventStore:
     ) -> dict[str, Any]:
         """The run item's Update of one transaction: ``lastSeq`` to ``last``, guarded by the head not past ``nxt - 1``
         (a head behind it: an open tail the caller read past) and by the run status when required; the tail opened,
-        closed or left (``open_tail`` True, False, None); the last transaction's (``final``: the run updates) also carries them and the claim."""
+        closed or left (``open_tail`` True, False, None); the last transaction's (``final``: the run updates) also
+        carries them and the claim."""
         sets = ["lastSeq = :last"]
         values: dict[str, Any] = {":last": {"N": str(last)}, ":prev": {"N": str(nxt - 1)}}
         names: dict[str, str] = {}
@@ -337,9 +338,10 @@ class DynamoEventStore:
             values[":hi"] = {"N": str(hi)}
         end, older = lo - 1, True
         for raw in query_all(self._c, {**base, "KeyConditionExpression": cond, "ExpressionAttributeValues": values}):
-            if bounds(raw)[1] < lo:
+            last = bounds(raw)[1]
+            if last < lo:
                 continue
-            end, older = bounds(raw)[1], not keyed_by_first(raw)
+            end, older = last, not keyed_by_first(raw)
             yield raw
         if hi is None or end >= hi or not older:
             return
@@ -422,7 +424,7 @@ class DynamoEventStore:
         for run_id, last in last_seqs.items():
             raw, end = firsts.get(run_id), -1
             events: list[dict[str, Any]] = []
-            if raw is not None and bounds(raw)[0] == 0:  # a page keyed by its first sequence, or a row of event 0
+            if raw is not None:  # a page keyed by its first sequence, or an item of event 0 alone (older layouts)
                 events, _ = self._decode(raw, 0, last)
                 end = bounds(raw)[1]
             if end < last:
@@ -478,7 +480,7 @@ class DynamoEventStore:
             return [(seq, None)]
         return [(seq, json.loads(it["doc"]))]
 
-    def put_plainly(self, image: dict[str, Any]) -> bool:
+    def is_plain_page(self, image: dict[str, Any]) -> bool:
         """Whether an item image (a stream record's NewImage) is a page put plainly, past an open tail."""
         return PLAIN in image
 
