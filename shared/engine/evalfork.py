@@ -28,7 +28,7 @@ from shared.engine.kernel import DIVERGED_AT, TASK_EVENTS, EngineError, make_eve
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import Ports, RunRecord
+from shared.ports import TASK_STAMP, Ports, RunRecord
 from shared.protocol import codes as c
 
 
@@ -61,7 +61,13 @@ def _prefix(ports: Ports, rec: RunRecord, index: dict[str, Any], from_seq: int) 
 
 
 def advance(
-    ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+    ports: Ports,
+    rec: RunRecord,
+    *,
+    max_events: int = TASK_EVENTS,
+    max_ms: int = 60_000,
+    tally: ToolTally | None = None,
+    stamp: str = "",
 ) -> dict[str, Any]:
     """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
     ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or
@@ -74,7 +80,7 @@ def advance(
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     if rec.last_seq < from_seq - 1:
-        return forkindex.copy_prefix(ports, rec)
+        return forkindex.copy_prefix(ports, rec, stamp=stamp)
     plan = evalplan.load_plan(ports, rec.run_id)
     index = forkindex.load(ports, rec.run_id)
     cur = dict(rec.cursor or {"task": 0, "pos": 0, "diverged": False})
@@ -91,6 +97,8 @@ def advance(
         if page.last
         else {"cursor": {"task": page.end, "pos": hi, "diverged": diverged}}
     )
+    if stamp:
+        updates[TASK_STAMP] = stamp  # the page's last append names the task (``kernel.RunKind``)
     try:
         if not page.last:
             ports.blobs.put_json(evalpages.rows_key(rec.run_id, start), page.rows)

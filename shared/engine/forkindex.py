@@ -39,7 +39,7 @@ from shared.engine.runcore import side_effect_nodes as side_effect_nodes_of
 from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import FORK_SOURCE_SK
-from shared.ports import WRITABLE, Ports, RunRecord, ToolCallRecord
+from shared.ports import TASK_STAMP, WRITABLE, Ports, RunRecord, ToolCallRecord
 from shared.protocol import codes as c
 
 INLINE_INDEX_LIMIT = 300_000
@@ -250,10 +250,10 @@ def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[
 
 
 def copy_prefix(
-    ports: Ports, rec: RunRecord, wf: Workflow | None = None, *, page_events: int = COPY_EVENTS
+    ports: Ports, rec: RunRecord, wf: Workflow | None = None, *, page_events: int = COPY_EVENTS, stamp: str = ""
 ) -> dict[str, Any]:
     """Copy the next page of the fork's prefix ``[0, fromSeq)`` (workflow or eval child), fold it and store the state:
-    ceil(N/25) BatchWriteItem requests, then one conditional update."""
+    ceil(N/25) BatchWriteItem requests, then one conditional update (naming the task by ``stamp``, when given)."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     state = load_state(ports, rec, wf)
@@ -282,6 +282,8 @@ def copy_prefix(
     status = "running" if state["status"] != "pending" else "pending"
     if status != rec.status:  # named only when it changes (a listed field: the index entry is written with it)
         updates["status"] = status
+    if stamp:
+        updates[TASK_STAMP] = stamp
     try:
         ports.runs.set_progress(rec.run_id, rec.last_seq, last, updates)
     except ConflictError:

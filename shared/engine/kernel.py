@@ -303,7 +303,8 @@ DIVERGED_AT = "divergedAtSeq"
 
 
 class RunKind(Protocol):
-    """One Advance task's work on a writable run of one kind (``workflowrun.advance``, ``evalfork.advance``)."""
+    """One Advance task's work on a writable run of one kind (``workflowrun.advance``, ``evalfork.advance``); its
+    last write names the task by ``stamp`` (``TASK_STAMP``: ``task_stamp``), when given."""
 
     def __call__(
         self,
@@ -313,6 +314,7 @@ class RunKind(Protocol):
         max_events: int = TASK_EVENTS,
         max_ms: int = 60_000,
         tally: ToolTally | None = None,
+        stamp: str = "",
     ) -> dict[str, Any]: ...
 
 
@@ -349,12 +351,33 @@ def advance(
     ``machine_arn``: the machine this execution runs on (the ASL passes ``$$.StateMachine.Id``), which the new
     execution starts on.
     ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
+
+    The task's last write names it (``task_stamp``): the next task of the execution reads the run eventually
+    consistently and keeps that read when it carries this task's stamp (decision 0173).
     """
-    out = _advance(ports, run_id, kinds, max_events=max_events, max_ms=max_ms, tally=tally)
+    out = _advance(
+        ports,
+        run_id,
+        kinds,
+        max_events=max_events,
+        max_ms=max_ms,
+        tally=tally,
+        stamp=task_stamp(execution, hops) if execution else "",
+        prior=task_stamp(execution, hops - 1) if execution and hops > 0 else None,
+    )
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
         return renew(ports, run_id, execution, hops + 1, machine_arn)
     return out
+
+
+def task_stamp(execution: str, hops: int) -> str:
+    """The stamp an Advance task's last write leaves on the run item (``TASK_STAMP``): 64 bits of a digest of its
+    execution's name and its place in it (``hops``), so no other task of the run, in this execution or another,
+    leaves the same."""
+    import hashlib
+
+    return hashlib.blake2b(f"{execution}#{hops}".encode(), digest_size=8).hexdigest()
 
 
 def execution_generation(execution_name: str) -> int:
@@ -386,8 +409,16 @@ def _advance(
     max_events: int = TASK_EVENTS,
     max_ms: int = 60_000,
     tally: ToolTally | None = None,
+    stamp: str = "",
+    prior: str | None = None,
 ) -> dict[str, Any]:
-    rec = ports.runs.get_run(run_id)
+    # Eventually consistent when the run item names the task before this one (``prior``) as its last writer: that
+    # read holds at least that task's last write, and a later one (a cancel, a pause, a signal, an erasure) fails
+    # this task's first append's conditions as a read just before it would. A halt is decided on a consistent read
+    # (a stale ``paused`` would park a run its resume already let go).
+    rec = ports.runs.get_run(run_id, written_by=prior)
+    if prior is not None and (rec is None or rec.status not in WRITABLE):
+        rec = ports.runs.get_run(run_id)
     # a session of an external agent (decision 0143) is advanced by its gateway and its expiry, never by a task
     if rec is None or rec.status not in WRITABLE or rec.kind == "session":
         return halt(run_id, rec)
@@ -396,7 +427,7 @@ def _advance(
     # The task's span joins the run's trace (the context stored when the run was created), whatever execution
     # or continuation this task belongs to.
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
-        out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
+        out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
         span.set("openwop.task.next", str(out.get("next", "")))
         if DIVERGED_AT in out:
             span.set(spans.DIVERGED, True)

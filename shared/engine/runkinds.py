@@ -16,12 +16,18 @@ from shared.ports import Ports, RunRecord
 
 
 def eval_fork(
-    ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+    ports: Ports,
+    rec: RunRecord,
+    *,
+    max_events: int = TASK_EVENTS,
+    max_ms: int = 60_000,
+    tally: ToolTally | None = None,
+    stamp: str = "",
 ) -> dict[str, Any]:
     """A fork of an eval run: ``evalfork.advance``."""
     from shared.engine import evalfork
 
-    return evalfork.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally)
+    return evalfork.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
 
 
 RUN_KINDS: RunKinds = {

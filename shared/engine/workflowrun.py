@@ -41,7 +41,7 @@ from shared.engine.version import plain_appends
 from shared.engine.workflowcontext import RunContext, build_context
 from shared.engine.workflownodes import continue_node, restart_node, start_node
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import WRITABLE, Ports, RunRecord
+from shared.ports import TASK_STAMP, WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 SHORT_WAIT_MS = 1500
@@ -100,8 +100,9 @@ class _Appender:
     """A task's appends: its events buffered and appended in batches, each with the run item's updates (the snapshot
     on a final append, unless the log behind it is still short; the status when it changes; ``startedAt`` once)."""
 
-    def __init__(self, ports: Ports, rec: RunRecord, state: dict[str, Any]) -> None:
+    def __init__(self, ports: Ports, rec: RunRecord, state: dict[str, Any], stamp: str = "") -> None:
         self.ports, self.rec, self.state = ports, rec, state
+        self.stamp = stamp  # the task's: its closing append names it (``TASK_STAMP``; kernel.task_stamp)
         self.inputs = rec.data.get("inputs")
         self.buffer: list[dict[str, Any]] = []
         self.next_seq = rec.last_seq + 1
@@ -148,6 +149,8 @@ class _Appender:
         # its last (``final``, or one that leaves the run no longer writable: nothing could close it after) closes
         # it, each in a transaction with the head.
         closing = final or state["status"] not in WRITABLE
+        if closing and self.stamp:
+            updates[TASK_STAMP] = self.stamp
         plain = self.open and not closing and not updates
         if plain:
             self._check_writable()
@@ -189,6 +192,8 @@ class _Appender:
         rec = self.rec
         updates = snapshot_updates(self.ports, rec.run_id, self.state, self.next_seq - 1, self.inputs)
         if updates or self.open:
+            if self.stamp:
+                updates[TASK_STAMP] = self.stamp
             self.ports.events.append_events(
                 rec.run_id,
                 self.next_seq,
@@ -252,21 +257,28 @@ def _after_conflict(ports: Ports, run_id: str, opened: bool = False) -> dict[str
 
 
 def advance(
-    ports: Ports, rec: RunRecord, *, max_events: int = TASK_EVENTS, max_ms: int = 60_000, tally: ToolTally | None = None
+    ports: Ports,
+    rec: RunRecord,
+    *,
+    max_events: int = TASK_EVENTS,
+    max_ms: int = 60_000,
+    tally: ToolTally | None = None,
+    stamp: str = "",
 ) -> dict[str, Any]:
     """One Advance task of the writable workflow run ``rec``: steps until it parks, ends or waits long, or the task
-    has appended ``max_events`` events or spent ``max_ms``; a fork's first tasks copy its prefix instead."""
+    has appended ``max_events`` events or spent ``max_ms``; a fork's first tasks copy its prefix instead. Its last
+    append names it by ``stamp`` (``kernel.RunKind``)."""
     run_id = rec.run_id
     fork = rec.data.get("fork") or {}
     ctx = build_context(ports, rec)
     ctx.tally = tally
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
-        return forkindex.copy_prefix(ports, rec, ctx.wf)
+        return forkindex.copy_prefix(ports, rec, ctx.wf, stamp=stamp)
     state = load_state(ports, rec, ctx.wf)
     # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
     ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1
     began = ports.clock.now_ms()
-    out = _Appender(ports, rec, state)
+    out = _Appender(ports, rec, state, stamp)
     try:
         while True:
             step = _take_step(ctx, state, out)

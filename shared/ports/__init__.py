@@ -34,6 +34,7 @@ from shared.ports.registrations import CredentialRepository, McpServerRepository
 from shared.ports.runs import (
     AUX_PER_TRANSACTION,
     EVENTS_PER_PAGE,
+    TASK_STAMP,
     WRITABLE,
     EventStore,
     ListPage,
@@ -71,6 +72,7 @@ from shared.ports.webhooks import WebhookRepository, WebhookSecretRepository
 __all__ = [
     "AUX_PER_TRANSACTION",
     "EVENTS_PER_PAGE",
+    "TASK_STAMP",
     "WRITABLE",
     "AgentRepository",
     "ApiKeyRepository",

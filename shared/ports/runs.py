@@ -13,6 +13,9 @@ WRITABLE = ("pending", "running")
 AUX_PER_TRANSACTION = 50
 # and a page of a run's stored log holds at most this many events (a longer log is read by Query).
 EVENTS_PER_PAGE = 99
+# The run item's field an Advance task's last write names it by (``kernel.task_stamp``): the next task of the same
+# execution keeps an eventually consistent read that carries it (``RunStore.get_run``'s ``written_by``; decision 0173).
+TASK_STAMP = "taskStamp"
 
 
 @dataclass
@@ -65,7 +68,13 @@ class StagedWrite:
 class RunStore(Protocol):
     def create_run(self, record: RunRecord, *, parent: str | None = None) -> None: ...
     def get_run(
-        self, run_id: str, *, consistent: bool = True, include_expired: bool = False, settled: bool = False
+        self,
+        run_id: str,
+        *,
+        consistent: bool = True,
+        include_expired: bool = False,
+        settled: bool = False,
+        written_by: str | None = None,
     ) -> RunRecord | None: ...
     def get_runs(
         self, run_ids: Sequence[str], *, include_expired: bool = False, state: bool = True, tails: bool = True

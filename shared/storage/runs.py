@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import CHILD_PREFIX
-from shared.ports import BlobStore, Clock, ListPage, RunRecord
+from shared.ports import TASK_STAMP, BlobStore, Clock, ListPage, RunRecord
 from shared.protocol.codes import TERMINAL_STATUSES
 from shared.storage import runaux, runclaims, runitems, runrestore, schema
 from shared.storage.ddb import (
@@ -59,6 +59,13 @@ def _ended(raws: Sequence[dict[str, Any]]) -> bool:
     """Whether a run's items hold its run item with a terminal status."""
     run = next((raw for raw in raws if raw["sk"]["S"] == schema.RUN_SK), None)
     return run is not None and (run.get("status") or {}).get("S") in TERMINAL_STATUSES
+
+
+def _written_by(raws: Sequence[dict[str, Any]], stamp: str) -> bool:
+    """Whether a run's items hold its run item as the Advance task ``stamp`` left it: named by that task's last
+    write (``TASK_STAMP``) and its tail closed (that write closed it; an open one is a task's that may still append)."""
+    run = next((raw for raw in raws if raw["sk"]["S"] == schema.RUN_SK), None)
+    return run is not None and (run.get(TASK_STAMP) or {}).get("S") == stamp and schema.OPEN_TAIL not in run
 
 
 class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
@@ -226,16 +233,28 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         return [to_item({"pk": run_id, "sk": sk}) for sk in sks]
 
     def get_run(
-        self, run_id: str, *, consistent: bool = True, include_expired: bool = False, settled: bool = False
+        self,
+        run_id: str,
+        *,
+        consistent: bool = True,
+        include_expired: bool = False,
+        settled: bool = False,
+        written_by: str | None = None,
     ) -> RunRecord | None:
         # the run item and its facts and state items in one Query of their key range (``_run_items``), strongly
-        # consistent or not (``_consistent_items``). ``settled``: eventually consistent, kept only when it shows the run
-        # whole and ended (a terminal run's log and status are final: decision 0168); else read again consistently
-        if consistent and not settled:
+        # consistent or not (``_consistent_items``). Eventually consistent first, and kept only when whole and,
+        # ``settled``, ended (a terminal run's log and status are final: decision 0168), or, ``written_by``, last
+        # written by that Advance task with its tail closed (the next task of its execution: decision 0173); else
+        # read again consistently
+        if consistent and not settled and written_by is None:
             raws = self._consistent_items(run_id)
         else:
             raws = self._run_items(run_id, consistent=False)
-            if not _whole(raws) or (settled and not _ended(raws)):  # replicas at different writes, or not final yet
+            if (
+                not _whole(raws)  # replicas at different writes
+                or (settled and not _ended(raws))  # not final yet
+                or (written_by is not None and not _written_by(raws, written_by))  # not that task's write (yet)
+            ):
                 raws = self._consistent_items(run_id)
         try:
             rec = self._record(raws)

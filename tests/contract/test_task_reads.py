@@ -1,0 +1,165 @@
+"""An Advance task's read of its run (decision 0173), on moto: each task's last write names it on the run item
+(``TASK_STAMP``); the next task of the same execution reads the run eventually consistently and keeps that read only
+when it carries its predecessor's stamp with the tail closed, else reads again consistently; a halt is never decided
+on an eventually consistent read."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from shared.engine.kernel import advance, task_stamp
+from shared.engine.runkinds import RUN_KINDS
+from shared.engine.version import APPENDS
+from shared.ports import TASK_STAMP, RunRecord
+from shared.storage import schema
+from tests.helpers import stored_run
+from tests.workflows import register_noop_loop
+
+EXECUTION = "tenant-c--r-task-reads-run"
+
+
+@pytest.fixture()
+def ports(local_aws):
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _loop_run(ports: Any, iterations: int = 150) -> RunRecord:
+    wid = register_noop_loop("tenant-c", "wf-task-reads", iterations)
+    data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
+    return stored_run(ports, "r-task-reads", "pending", data=data)
+
+
+def _run_item(ports: Any, run_id: str) -> dict[str, Any]:
+    return ports.runs._c.get_item(
+        TableName=ports.settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": schema.RUN_SK}}, ConsistentRead=True
+    )["Item"]
+
+
+@contextmanager
+def run_reads(ports: Any, run_id: str, replica: list[dict[str, Any]] | None = None) -> Iterator[list[bool]]:
+    """Whether each Query of ``run_id``'s run items on this thread was consistent; with ``replica``, an eventually
+    consistent one answers those items (a replica behind the writes since they were read)."""
+    client, me, seen = ports.runs._c, threading.get_ident(), []
+    asked: dict[str, bool] = {}
+
+    def mark(params: Any = None, **_: Any) -> None:
+        values = params.get("ExpressionAttributeValues") or {}
+        if threading.get_ident() == me and values.get(":p") == {"S": run_id} and ":a" in values:
+            asked["consistent"] = bool(params.get("ConsistentRead"))
+            seen.append(asked["consistent"])
+
+    def lag(parsed: Any = None, **_: Any) -> None:
+        if threading.get_ident() != me or replica is None or asked.pop("consistent", True):
+            return
+        parsed["Items"], parsed["Count"] = [dict(i) for i in replica], len(replica)
+
+    client.meta.events.register("before-parameter-build.dynamodb.Query", mark)
+    client.meta.events.register("after-call.dynamodb.Query", lag)
+    try:
+        yield seen
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
+        client.meta.events.unregister("after-call.dynamodb.Query", lag)
+
+
+def _items(ports: Any, run_id: str) -> list[dict[str, Any]]:
+    """The run's items as stored (what a replica at this moment would answer)."""
+    return ports.runs._run_items(run_id)
+
+
+def _went_on(ports: Any, run_id: str, after: int) -> bool:
+    """The run's log is whole and goes on past ``after`` (its last sequence before the task)."""
+    events = ports.events.read_events(run_id)
+    return [e["sequence"] for e in events] == list(range(len(events))) and len(events) - 1 > after
+
+
+def test_each_task_names_itself_and_the_next_reads_its_run_eventually_consistently(ports):
+    # Given a run whose first Advance task of an execution ran 99 events and went on
+    rec = _loop_run(ports)
+    with run_reads(ports, rec.run_id) as first:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+    assert out["next"] == "continue" and first[0] is True  # no task before it: a consistent read
+    after = ports.runs.get_run(rec.run_id).last_seq
+    # Then its last write named it on the run item, with the tail closed
+    item = _run_item(ports, rec.run_id)
+    assert item[TASK_STAMP] == {"S": task_stamp(EXECUTION, 0)} and schema.OPEN_TAIL not in item
+    # When the next task of the execution runs
+    with run_reads(ports, rec.run_id) as second:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+    # Then its read of the run was one eventually consistent Query, and it went on from where the first stopped
+    assert out["next"] == "continue" and second[:1] == [False] and True not in second
+    assert _went_on(ports, rec.run_id, after)
+    assert _run_item(ports, rec.run_id)[TASK_STAMP] == {"S": task_stamp(EXECUTION, 1)}
+
+
+@pytest.mark.parametrize(
+    ("hops", "execution"),
+    [(1, "another-execution"), (0 + 2, EXECUTION)],
+    ids=["another execution's task", "a task whose predecessor is not the last writer"],
+)
+def test_a_read_not_stamped_by_the_task_before_is_read_again_consistently(ports, hops, execution):
+    # Given a run whose last write was the first task of EXECUTION's
+    rec = _loop_run(ports)
+    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+    after = ports.runs.get_run(rec.run_id).last_seq
+    # When a task whose predecessor did not write it last reads it
+    with run_reads(ports, rec.run_id) as seen:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=hops, execution=execution)
+    # Then it read the run again consistently, and went on from the stored sequence
+    assert seen[:2] == [False, True] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
+
+
+def test_a_retried_task_does_not_keep_an_eventually_consistent_read_of_its_own_write(ports):
+    # Given an execution's second task that wrote its events, and is delivered again (its first delivery's answer
+    # was lost)
+    rec = _loop_run(ports)
+    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+    after = ports.runs.get_run(rec.run_id).last_seq
+    # When it runs again with the same place in the execution
+    with run_reads(ports, rec.run_id) as seen:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+    # Then its run item names itself, not the task before: the read is made again consistently, and the retry goes on
+    # after its first delivery's events (no event appended twice)
+    assert seen[:2] == [False, True] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
+
+
+def test_a_stale_paused_read_never_parks_a_run_its_resume_let_go(ports):
+    # Given a run whose first task ran and went on, then was paused and resumed, and a replica still showing it paused
+    # with the first task's stamp (behind the resume's write)
+    rec = _loop_run(ports)
+    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+    after = ports.runs.get_run(rec.run_id).last_seq
+    assert ports.runs.update_status(rec.run_id, "paused", allowed_from=("running",))
+    stale = _items(ports, rec.run_id)
+    assert ports.runs.update_status(rec.run_id, "running", allowed_from=("paused",))
+    # When the execution's next task reads the run from that replica
+    with run_reads(ports, rec.run_id, replica=stale) as seen:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+    # Then the paused read was not kept: it read the run again consistently and advanced it, parking nothing
+    assert seen[:2] == [False, True] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
+
+
+def test_a_stale_read_missing_a_cancel_writes_nothing_after_it(ports):
+    # Given a run whose first task ran and went on, then a cancel request (``cancelling``), and a replica still showing
+    # the first task's write (running, its stamp)
+    rec = _loop_run(ports)
+    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+    after = ports.runs.get_run(rec.run_id).last_seq
+    stale = _items(ports, rec.run_id)
+    assert ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
+    # When the execution's next task reads the run from that replica
+    with run_reads(ports, rec.run_id, replica=stale) as seen:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+    # Then it kept that read, but its first append's condition (the status) refused its events: it stopped, and the
+    # log holds the first task's events only
+    assert seen[:1] == [False] and out["next"] == "done"
+    assert len(ports.events.read_events(rec.run_id)) == after + 1
+    assert ports.runs.get_run(rec.run_id).status == "cancelling"
