@@ -293,11 +293,17 @@ def readme_python_blocks(heading: str) -> list[str]:
 
 
 def stored_run(
-    ports: Any, prefix: str, status: str = "running", *, tenant: str = "tenant-c", data: dict[str, Any] | None = None
+    ports: Any,
+    prefix: str,
+    status: str = "running",
+    *,
+    tenant: str = "tenant-c",
+    data: dict[str, Any] | None = None,
+    task_stamp: str | None = None,
 ) -> Any:
     """A workflow run of ``tenant`` created straight in the run store (no execution; ``data`` added to its creation
-    facts), owned as an API caller's run is (a listing of the tenant's runs shows it whole): for tests of its
-    stored log."""
+    facts; ``task_stamp`` on its run item), owned as an API caller's run is (a listing of the tenant's runs shows it
+    whole): for tests of its stored log."""
     from shared.ports import RunRecord
     from shared.services.common import Caller
 
@@ -309,6 +315,7 @@ def stored_run(
         created_at=ports.clock.iso(),
         data={"kind": "workflow", "owner": Caller(tenant, "tests").owner, **(data or {})},
         expires_at=ports.clock.now_ms() // 1000 + 3600,
+        task_stamp=task_stamp,
     )
     ports.runs.create_run(rec)
     return rec

@@ -363,7 +363,7 @@ def advance(
         max_ms=max_ms,
         tally=tally,
         stamp=task_stamp(execution, hops) if execution else "",
-        prior=task_stamp(execution, hops - 1) if execution and hops > 0 else None,
+        prior=_prior_stamp(execution, hops),
     )
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
@@ -378,6 +378,15 @@ def task_stamp(execution: str, hops: int) -> str:
     import hashlib
 
     return hashlib.blake2b(f"{execution}#{hops}".encode(), digest_size=8).hexdigest()
+
+
+def _prior_stamp(execution: str, hops: int) -> str | None:
+    """The stamp of the write the task at ``hops`` of ``execution`` expects last on its run: its predecessor's, or
+    for the first task of a run's first execution its create's (``task_stamp(execution, -1)``); None (no such write:
+    a continued execution's first task) reads consistently."""
+    if not execution or (hops == 0 and execution_generation(execution) > 0):
+        return None
+    return task_stamp(execution, hops - 1)
 
 
 def execution_generation(execution_name: str) -> int:

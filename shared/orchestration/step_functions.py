@@ -55,6 +55,9 @@ class StepFunctionsOrchestrator:
                 return arn.replace(":stateMachine:", ":execution:") + ":" + name
             raise
 
+    def execution_name(self, machine: str, run_id: str) -> str:
+        return execution_name(run_id, machine)
+
     def can_start(self, machine: str) -> bool:
         return bool(self._machines.get(machine))
 

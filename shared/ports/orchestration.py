@@ -21,6 +21,11 @@ class Orchestrator(Protocol):
         ``machine_arn``: the machine as its own execution names it (a run task continuing its run), used where given."""
         ...
 
+    def execution_name(self, machine: str, run_id: str) -> str:
+        """The name of ``run_id``'s first execution of ``machine`` (generation 0, not a redelivery): what ``start``
+        names it, and what its tasks are told (``$$.Execution.Name``)."""
+        ...
+
     def can_start(self, machine: str) -> bool:
         """Whether this process may start ``machine``'s executions (a function is given the machines it starts)."""
         ...

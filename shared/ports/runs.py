@@ -40,6 +40,9 @@ class RunRecord:
     cursor: dict[str, Any] | None = None
     # The run item's ordinal counters (``claim_counter``, ``claim_ordinal``) as read: the next ordinal of each.
     counters: dict[str, int] = field(default_factory=dict)
+    # The Advance task the run item names as its last writer (``TASK_STAMP``); at creation, the one before the first
+    # task of its first execution, so that task may keep an eventually consistent read of it (decision 0173).
+    task_stamp: str | None = None
 
     @property
     def kind(self) -> str:

@@ -176,6 +176,7 @@ def _create_fork(
         state=new_state(),
         expires_at=exp,
         started_at=now if status == "running" else None,
+        task_stamp=kernel.task_stamp(ports.orchestrator.execution_name("fork", run_id), -1),  # decision 0173
     )
     from shared.services import start_outbox as outbox
 

@@ -113,6 +113,8 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             "workflowId": record.data.get("workflowId"),
             schema.TTL_ATTRIBUTE: record.expires_at,
         }
+        if record.task_stamp is not None:
+            item[TASK_STAMP] = record.task_stamp
         facts_item = self._facts_item(record, facts)
         state_item = {
             "pk": record.run_id,
@@ -223,6 +225,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             summary=json.loads(it["summary"]) if it.get("summary") else None,
             cursor=json.loads(it["cursor"]) if it.get("cursor") else None,
             counters=runclaims.counters(it),
+            task_stamp=it.get(TASK_STAMP),
         )
 
     @staticmethod

@@ -36,6 +36,23 @@ def _loop_run(ports: Any, iterations: int = 150) -> RunRecord:
     return stored_run(ports, "r-task-reads", "pending", data=data)
 
 
+def test_the_first_task_keeps_an_eventually_consistent_read_of_the_run_its_create_named(ports):
+    # Given a run created as a create names it: the task before its first execution's first
+    wid = register_noop_loop("tenant-c", "wf-task-reads", 150)
+    data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
+    rec = stored_run(ports, "r-task-reads", "pending", data=data, task_stamp=task_stamp(EXECUTION, -1))
+    # When that execution's first task runs
+    with run_reads(ports, rec.run_id) as seen:
+        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+    # Then it kept its one eventually consistent read, and ran the run from its start
+    assert seen[:1] == [False] and True not in seen and out["next"] == "continue"
+    assert _went_on(ports, rec.run_id, -1)
+    # And a continued execution's first task (no write names its predecessor) reads consistently at once
+    with run_reads(ports, rec.run_id) as seen:
+        advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=f"{EXECUTION}-g1")
+    assert seen[:1] == [True]
+
+
 def _run_item(ports: Any, run_id: str) -> dict[str, Any]:
     return ports.runs._c.get_item(
         TableName=ports.settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": schema.RUN_SK}}, ConsistentRead=True
@@ -85,7 +102,8 @@ def test_each_task_names_itself_and_the_next_reads_its_run_eventually_consistent
     rec = _loop_run(ports)
     with run_reads(ports, rec.run_id) as first:
         out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
-    assert out["next"] == "continue" and first[0] is True  # no task before it: a consistent read
+    # (stored without a create's stamp: its eventually consistent read was not kept)
+    assert out["next"] == "continue" and first[:2] == [False, True]
     after = ports.runs.get_run(rec.run_id).last_seq
     # Then its last write named it on the run item, with the tail closed
     item = _run_item(ports, rec.run_id)
