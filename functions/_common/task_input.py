@@ -40,3 +40,8 @@ def integer(event: Any, name: str, default: Any = _MISSING) -> Any:
 
 def mapping(event: Any, name: str, default: Any = _MISSING) -> Any:
     return _get(event, name, (dict,), default)
+
+
+def flag(event: Any, name: str, default: Any = _MISSING) -> Any:
+    """A boolean field."""
+    return _get(event, name, (bool,), default)

@@ -56,11 +56,15 @@ def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int) -> bool:
     return rec.run_id in pump(ports, rec.tenant)  # a slot freed since the take: the oldest waiting runs go first
 
 
-def run_ended(ports: Ports, run_id: str) -> str:
+def run_ended(ports: Ports, run_id: str, *, holds_slot: bool = True) -> str:
     """A run ended (completed, failed, cancelled, erased): release its slot (at most once, whatever retries) and
     start its tenant's oldest waiting runs while slots are free. ``released`` (it held a slot), ``none`` (it held
     none: not counted, or released before), or ``deferred``: the store or a start failed, and the run's end must
-    not fail for it (its task would be retried into FailRun): the sweep releases and starts what is left."""
+    not fail for it (its task would be retried into FailRun): the sweep releases and starts what is left.
+    ``holds_slot`` False (a fork's machine says so: ``counts``): nothing to release and no slot freed, so nothing is
+    read or written."""
+    if not holds_slot:
+        return "none"
     tenant = tenant_of(run_id)
     try:
         released = ports.slots.release(tenant, run_id)

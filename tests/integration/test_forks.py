@@ -474,3 +474,27 @@ def test_a_replay_reads_its_source_once_and_compares_digests(host):
     assert len(digests) == 8 * n
     first = _ports().events.read_events(src.runId)[0]
     assert digests[:8] == forkindex.event_digest(first)
+
+
+def test_a_fork_s_end_gives_back_no_tenant_slot_it_never_took(host):
+    # Given a completed run (which held a slot of its tenant while it ran) and a branch fork of it (which holds none:
+    # decision 0160)
+    from tests.helpers import requests_sent
+
+    client, ports = host.client(host.key_a), _ports()
+    with requests_sent(ports.slots._c, "TransactWriteItems") as sent:
+        src = client.runs_create(CreateRunRequest(workflowId="conformance-noop"))
+        assert wait_terminal(client, src.runId).status == "completed"
+        eventually(lambda: len(_slot_writes(sent, src.runId)) == 2, timeout=30)  # its slot taken, then given back
+        # When the fork runs to its end
+        fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="branch"))
+        assert wait_terminal(client, fork.runId).status == "completed"
+    # Then its end wrote nothing to its tenant's slots (no release of a slot it never took)
+    assert _slot_writes(sent, fork.runId) == []
+
+
+def _slot_writes(sent: list, run_id: str) -> list:
+    """The transactions of ``sent`` on the tenant slots' items of ``run_id`` (``SLOTS#<tenant>`` / ``run#<runId>``)."""
+    from tests.helpers import naming
+
+    return [p for p in naming(sent, f"run#{run_id}") if "SLOTS#" in str(p)]

@@ -31,11 +31,12 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     count_tools(tally)
     if out.get("next") == "done" and not out.get("renewed"):
         count("RunsFinished")
-        _ended(run_id)
+        _ended(run_id, ti.flag(event, "holdsSlot", True))
     return out
 
 
-def _ended(run_id: str) -> None:
-    """The run ended (or is being cancelled): its tenant's slot back, its waiting runs started (decision 0160)."""
-    if admission.run_ended(get_ports(), run_id) == "deferred":
+def _ended(run_id: str, holds_slot: bool) -> None:
+    """The run ended (or is being cancelled): its tenant's slot back, its waiting runs started (decision 0160); a
+    fork's machine says its runs hold none (``holdsSlot``)."""
+    if admission.run_ended(get_ports(), run_id, holds_slot=holds_slot) == "deferred":
         count("SlotReleaseDeferred")

@@ -18,6 +18,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if out.get("failed"):
         count("RunsFailed")
     # failed now or ended before: its tenant's slot back, its waiting runs started (decision 0160)
-    if admission.run_ended(ports, ti.text(event, "runId")) == "deferred":
+    ended = admission.run_ended(ports, ti.text(event, "runId"), holds_slot=ti.flag(event, "holdsSlot", True))
+    if ended == "deferred":
         count("SlotReleaseDeferred")
     return out
