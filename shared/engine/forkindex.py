@@ -31,7 +31,16 @@ from typing import Any
 from shared.caches import LockedLRUCache
 from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
-from shared.engine.kernel import discard_late_writes, halt, load_state, make_event, run_workflow, state_updates
+from shared.engine.kernel import (
+    discard_late_writes,
+    halt,
+    load_state,
+    make_event,
+    prior_stamp,
+    read_for_task,
+    run_workflow,
+    state_updates,
+)
 from shared.engine.runcore import OutcomeIndex
 from shared.engine.runcore import comparable as comparable  # what a replay reproduces: the pure core's
 from shared.engine.runcore import divergence as divergence
@@ -187,10 +196,11 @@ def load(ports: Ports, run_id: str) -> dict[str, Any]:
     return _cache[run_id]
 
 
-def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
+def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]:
     """The fork execution's first task: build and store the index (idempotent), or fail the child if the source's
-    history is no longer whole. Answers like ``advance``: ``continue`` (go on to Advance) or ``done``."""
-    rec = ports.runs.get_run(run_id)
+    history is no longer whole. Answers like ``advance``: ``continue`` (go on to Advance) or ``done``. ``execution``:
+    its execution's name (the first execution's Index task reads the run as its create left it: decision 0173)."""
+    rec = read_for_task(ports, run_id, prior_stamp(execution, 0))
     if rec is None or rec.status not in WRITABLE:
         return halt(run_id, rec)
     fork = rec.data["fork"]
@@ -198,8 +208,10 @@ def index_fork(ports: Ports, run_id: str) -> dict[str, Any]:
         # A workflow branch re-executes live after its prefix and resolves nothing from the source: it needs no
         # index, so nothing is read or written here (its prefix copy checks the prefix is whole).
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
-    if ports.runs.get_aux(run_id, FORK_SOURCE_SK) is not None:  # a retried task: already built
+    if rec.last_seq >= 0:  # a continued execution's Index: the index was stored before the fork's first event
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    # Not read first: a retried Index task (its first delivery's answer lost) builds and stores it again, the same
+    # index from the same ended source, before any task reads it
     src = ports.runs.get_run(str(fork["sourceRunId"]), settled=True)
     side: set[str] | None = None
     digests: bytearray | None = None

@@ -363,7 +363,7 @@ def advance(
         max_ms=max_ms,
         tally=tally,
         stamp=task_stamp(execution, hops) if execution else "",
-        prior=_prior_stamp(execution, hops),
+        prior=prior_stamp(execution, hops),
     )
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
@@ -380,7 +380,18 @@ def task_stamp(execution: str, hops: int) -> str:
     return hashlib.blake2b(f"{execution}#{hops}".encode(), digest_size=8).hexdigest()
 
 
-def _prior_stamp(execution: str, hops: int) -> str | None:
+def read_for_task(ports: Ports, run_id: str, prior: str | None) -> RunRecord | None:
+    """A task's read of its run: eventually consistent when the run item names the task before this one (``prior``)
+    as its last writer. That read holds at least that task's last write, and a later one (a cancel, a pause, a
+    signal, an erasure) fails this task's first append's conditions as a read just before it would. A halt is
+    decided on a consistent read (a stale ``paused`` would park a run its resume already let go). Decision 0173."""
+    rec = ports.runs.get_run(run_id, written_by=prior)
+    if prior is not None and (rec is None or rec.status not in WRITABLE):
+        rec = ports.runs.get_run(run_id)
+    return rec
+
+
+def prior_stamp(execution: str, hops: int) -> str | None:
     """The stamp of the write the task at ``hops`` of ``execution`` expects last on its run: its predecessor's, or
     for the first task of a run's first execution its create's (``task_stamp(execution, -1)``); None (no such write:
     a continued execution's first task) reads consistently."""
@@ -421,13 +432,7 @@ def _advance(
     stamp: str = "",
     prior: str | None = None,
 ) -> dict[str, Any]:
-    # Eventually consistent when the run item names the task before this one (``prior``) as its last writer: that
-    # read holds at least that task's last write, and a later one (a cancel, a pause, a signal, an erasure) fails
-    # this task's first append's conditions as a read just before it would. A halt is decided on a consistent read
-    # (a stale ``paused`` would park a run its resume already let go).
-    rec = ports.runs.get_run(run_id, written_by=prior)
-    if prior is not None and (rec is None or rec.status not in WRITABLE):
-        rec = ports.runs.get_run(run_id)
+    rec = read_for_task(ports, run_id, prior)
     # a session of an external agent (decision 0143) is advanced by its gateway and its expiry, never by a task
     if rec is None or rec.status not in WRITABLE or rec.kind == "session":
         return halt(run_id, rec)

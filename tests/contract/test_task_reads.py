@@ -181,3 +181,54 @@ def test_a_stale_read_missing_a_cancel_writes_nothing_after_it(ports):
     assert seen[:1] == [False] and out["next"] == "done"
     assert len(ports.events.read_events(rec.run_id)) == after + 1
     assert ports.runs.get_run(rec.run_id).status == "cancelling"
+
+
+def _replay_of_a_completed_run(ports: Any) -> tuple[str, str]:
+    """A completed source run (a short loop run to its end by its tasks) and a replay fork of it stored as its
+    create stores it (named for EXECUTION's first task): (source, fork)."""
+    wid = register_noop_loop("tenant-c", "wf-task-reads-src", 10)
+    data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
+    src = stored_run(ports, "r-task-reads-src", "pending", data=data)
+    assert advance(ports, src.run_id, RUN_KINDS)["next"] == "done"
+    assert ports.runs.get_run(src.run_id).status == "completed"
+    fork = {"sourceRunId": src.run_id, "fromSeq": 0, "mode": "replay"}
+    rec = stored_run(
+        ports, "r-task-reads-fork", "pending", data={**data, "fork": fork}, task_stamp=task_stamp(EXECUTION, -1)
+    )
+    return src.run_id, rec.run_id
+
+
+def test_a_replay_s_index_task_reads_its_run_as_its_create_left_it_and_looks_for_no_index_first(ports):
+    # Given a replay fork of a completed run, as its create stored it
+    from shared.engine.forkindex import index_fork
+    from shared.keys import FORK_SOURCE_SK
+    from tests.helpers import naming, requests_sent
+
+    _, fork = _replay_of_a_completed_run(ports)
+    # When its first execution's Index task runs
+    with run_reads(ports, fork) as seen, requests_sent(ports.runs._c, "GetItem") as gets:
+        out = index_fork(ports, fork, EXECUTION)
+    # Then it read its run once, eventually consistently, read no index before building one, and stored it
+    assert out["next"] == "continue" and seen == [False]
+    assert [g for g in naming(gets, fork) if g["Key"]["sk"] == {"S": FORK_SOURCE_SK}] == []
+    first = ports.runs.get_aux(fork, FORK_SOURCE_SK)
+    assert first is not None and first.get("calls") is not None
+    # And a retried delivery of it (its first answer lost) builds and stores the same index again
+    assert index_fork(ports, fork, EXECUTION)["next"] == "continue"
+    assert ports.runs.get_aux(fork, FORK_SOURCE_SK) == first
+
+
+def test_a_continued_execution_s_index_task_reads_nothing_of_the_source(ports):
+    # Given a replay fork whose index was built and whose Advance tasks appended events
+    from shared.engine.forkindex import index_fork
+    from tests.helpers import naming, requests_sent
+
+    src, fork = _replay_of_a_completed_run(ports)
+    index_fork(ports, fork, EXECUTION)
+    advance(ports, fork, RUN_KINDS, max_events=20, hops=0, execution=EXECUTION)
+    assert ports.runs.get_run(fork).last_seq >= 0
+    # When a continued execution of it (continue-as-new) begins at its Index task
+    with requests_sent(ports.events._c, "Query") as pages, run_reads(ports, fork) as seen:
+        out = index_fork(ports, fork, f"{EXECUTION}-g1")
+    # Then it read its run consistently (no write names its predecessor) and nothing of the source's log
+    assert out["next"] == "continue" and seen == [True] and naming(pages, src) == []

@@ -23,7 +23,7 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if phase == "index":
         from shared.engine import forkindex
 
-        return {**forkindex.index_fork(get_ports(), run_id), "hops": hops}
+        return {**forkindex.index_fork(get_ports(), run_id, execution), "hops": hops}
     tally = ToolTally()
     out = kernel.advance(
         get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, machine_arn=machine_arn, tally=tally
