@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.helpers import hooked
+
 MAX_HOLD_MS = 1500  # the longest hold a randomized run waits (the in-task sleep path) before its side effect
 WRITES = ("TransactWriteItems", "PutItem", "UpdateItem", "BatchWriteItem", "DeleteItem")
 MIN_BASE64 = 12  # characters: 9 bytes, enough to hold the shortest needle the scans look for
@@ -151,13 +153,8 @@ def throttle_writes(client: Any, markers: tuple[str, ...]) -> Iterator[Injected]
             _Body(body),
         )
 
-    client.meta.events.register("before-call.dynamodb.*", before_call)
-    client.meta.events.register("before-send.dynamodb.*", before_send)
-    try:
+    with hooked(client, {"before-call.dynamodb.*": before_call, "before-send.dynamodb.*": before_send}):
         yield got
-    finally:
-        client.meta.events.unregister("before-call.dynamodb.*", before_call)
-        client.meta.events.unregister("before-send.dynamodb.*", before_send)
 
 
 @contextmanager

@@ -200,6 +200,18 @@ def local_serve(tmp_path: Any) -> Iterator[dict[str, str]]:
 
 
 @contextmanager
+def hooked(client: Any, handlers: dict[str, Any]) -> Iterator[None]:
+    """``client``'s botocore event handlers (event name -> handler), registered while inside."""
+    for event, handler in handlers.items():
+        client.meta.events.register(event, handler)
+    try:
+        yield
+    finally:
+        for event, handler in handlers.items():
+            client.meta.events.unregister(event, handler)
+
+
+@contextmanager
 def requests_sent(client: Any, operation: str, table: str | None = None) -> Iterator[list[dict[str, Any]]]:
     """The parameters of every ``operation`` request (e.g. ``Query``) ``client`` sends while inside, whatever thread
     sends it (a botocore hook on a DynamoDB client); with ``table``, only the requests to that table (the client is
@@ -210,12 +222,8 @@ def requests_sent(client: Any, operation: str, table: str | None = None) -> Iter
         if table is None or params.get("TableName") == table:
             sent.append(dict(params))
 
-    event = f"before-parameter-build.dynamodb.{operation}"
-    client.meta.events.register(event, capture)
-    try:
+    with hooked(client, {f"before-parameter-build.dynamodb.{operation}": capture}):
         yield sent
-    finally:
-        client.meta.events.unregister(event, capture)
 
 
 class OwnCalls:

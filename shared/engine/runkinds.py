@@ -10,24 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from shared.engine import workflowrun
-from shared.engine.kernel import TASK_EVENTS, RunKinds
-from shared.engine.tools import ToolTally
+from shared.engine.kernel import RunKinds
 from shared.ports import Ports, RunRecord
 
 
-def eval_fork(
-    ports: Ports,
-    rec: RunRecord,
-    *,
-    max_events: int = TASK_EVENTS,
-    max_ms: int = 60_000,
-    tally: ToolTally | None = None,
-    stamp: str = "",
-) -> dict[str, Any]:
-    """A fork of an eval run: ``evalfork.advance``."""
+def eval_fork(ports: Ports, rec: RunRecord, **task: Any) -> dict[str, Any]:
+    """A fork of an eval run: ``evalfork.advance`` (the task's budget and stamp as ``kernel.RunKind`` passes them)."""
     from shared.engine import evalfork
 
-    return evalfork.advance(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
+    return evalfork.advance(ports, rec, **task)
 
 
 RUN_KINDS: RunKinds = {

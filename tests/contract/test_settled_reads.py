@@ -13,7 +13,7 @@ import pytest
 
 from shared.keys import FORK_SOURCE_SK
 from shared.ports import RunRecord
-from tests.helpers import unique
+from tests.helpers import hooked, unique
 
 READS = ("GetItem", "BatchGetItem", "Query")
 
@@ -63,15 +63,9 @@ def reads(ports: Any, run_id: str, hide: bool = False) -> Iterator[list[tuple[st
         for table in (parsed.get("Responses") or {}).values():
             table.clear()
 
-    for op in READS:
-        client.meta.events.register(f"before-parameter-build.dynamodb.{op}", mark)
-        client.meta.events.register(f"after-call.dynamodb.{op}", lag)
-    try:
+    handlers = {f"before-parameter-build.dynamodb.{op}": mark for op in READS}
+    with hooked(client, {**handlers, **{f"after-call.dynamodb.{op}": lag for op in READS}}):
         yield seen
-    finally:
-        for op in READS:
-            client.meta.events.unregister(f"before-parameter-build.dynamodb.{op}", mark)
-            client.meta.events.unregister(f"after-call.dynamodb.{op}", lag)
 
 
 def test_an_ended_run_is_read_eventually_consistently_a_running_one_consistently_too(ports):

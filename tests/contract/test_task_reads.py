@@ -17,7 +17,7 @@ from shared.engine.runkinds import RUN_KINDS
 from shared.engine.version import APPENDS
 from shared.ports import TASK_STAMP, RunRecord
 from shared.storage import schema
-from tests.helpers import stored_run
+from tests.helpers import hooked, stored_run
 from tests.workflows import register_noop_loop
 
 EXECUTION = "tenant-c--r-task-reads-run"
@@ -43,13 +43,13 @@ def test_the_first_task_keeps_an_eventually_consistent_read_of_the_run_its_creat
     rec = stored_run(ports, "r-task-reads", "pending", data=data, task_stamp=task_stamp(EXECUTION, -1))
     # When that execution's first task runs
     with run_reads(ports, rec.run_id) as seen:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+        out = _task(ports, rec.run_id, 0)
     # Then it kept its one eventually consistent read, and ran the run from its start
     assert seen[:1] == [False] and True not in seen and out["next"] == "continue"
     assert _went_on(ports, rec.run_id, -1)
     # And a continued execution's first task (no write names its predecessor) reads consistently at once
     with run_reads(ports, rec.run_id) as seen:
-        advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=f"{EXECUTION}-g1")
+        _task(ports, rec.run_id, 0, f"{EXECUTION}-g1")
     assert seen[:1] == [True]
 
 
@@ -77,13 +77,20 @@ def run_reads(ports: Any, run_id: str, replica: list[dict[str, Any]] | None = No
             return
         parsed["Items"], parsed["Count"] = [dict(i) for i in replica], len(replica)
 
-    client.meta.events.register("before-parameter-build.dynamodb.Query", mark)
-    client.meta.events.register("after-call.dynamodb.Query", lag)
-    try:
+    with hooked(client, {"before-parameter-build.dynamodb.Query": mark, "after-call.dynamodb.Query": lag}):
         yield seen
-    finally:
-        client.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
-        client.meta.events.unregister("after-call.dynamodb.Query", lag)
+
+
+def _task(ports: Any, run_id: str, hops: int, execution: str = EXECUTION, max_events: int = 99) -> dict[str, Any]:
+    """The Advance task at ``hops`` of ``execution`` (of at most about ``max_events`` events)."""
+    return advance(ports, run_id, RUN_KINDS, max_events=max_events, hops=hops, execution=execution)
+
+
+def _first_task_ran(ports: Any) -> tuple[RunRecord, int]:
+    """A loop run whose first task of EXECUTION ran and went on: the run and its last sequence after it."""
+    rec = _loop_run(ports)
+    assert _task(ports, rec.run_id, 0)["next"] == "continue"
+    return rec, ports.runs.get_run(rec.run_id).last_seq
 
 
 def _items(ports: Any, run_id: str) -> list[dict[str, Any]]:
@@ -101,7 +108,7 @@ def test_each_task_names_itself_and_the_next_reads_its_run_eventually_consistent
     # Given a run whose first Advance task of an execution ran 99 events and went on
     rec = _loop_run(ports)
     with run_reads(ports, rec.run_id) as first:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
+        out = _task(ports, rec.run_id, 0)
     # (stored without a create's stamp: its eventually consistent read was not kept)
     assert out["next"] == "continue" and first[:2] == [False, True]
     after = ports.runs.get_run(rec.run_id).last_seq
@@ -110,7 +117,7 @@ def test_each_task_names_itself_and_the_next_reads_its_run_eventually_consistent
     assert item[TASK_STAMP] == {"S": task_stamp(EXECUTION, 0)} and schema.OPEN_TAIL not in item
     # When the next task of the execution runs
     with run_reads(ports, rec.run_id) as second:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+        out = _task(ports, rec.run_id, 1)
     # Then its read of the run was one eventually consistent Query, and it went on from where the first stopped
     assert out["next"] == "continue" and second[:1] == [False] and True not in second
     assert _went_on(ports, rec.run_id, after)
@@ -124,12 +131,10 @@ def test_each_task_names_itself_and_the_next_reads_its_run_eventually_consistent
 )
 def test_a_read_not_stamped_by_the_task_before_is_read_again_consistently(ports, hops, execution):
     # Given a run whose last write was the first task of EXECUTION's
-    rec = _loop_run(ports)
-    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
-    after = ports.runs.get_run(rec.run_id).last_seq
+    rec, after = _first_task_ran(ports)
     # When a task whose predecessor did not write it last reads it
     with run_reads(ports, rec.run_id) as seen:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=hops, execution=execution)
+        out = _task(ports, rec.run_id, hops, execution)
     # Then it read the run again consistently, and went on from the stored sequence
     assert seen[:2] == [False, True] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
 
@@ -138,12 +143,12 @@ def test_a_retried_task_does_not_keep_an_eventually_consistent_read_of_its_own_w
     # Given an execution's second task that wrote its events, and is delivered again (its first delivery's answer
     # was lost)
     rec = _loop_run(ports)
-    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
-    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+    _task(ports, rec.run_id, 0)
+    _task(ports, rec.run_id, 1)
     after = ports.runs.get_run(rec.run_id).last_seq
     # When it runs again with the same place in the execution
     with run_reads(ports, rec.run_id) as seen:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+        out = _task(ports, rec.run_id, 1)
     # Then its run item names itself, not the task before: the read is made again consistently, and the retry goes on
     # after its first delivery's events (no event appended twice)
     assert seen[:2] == [False, True] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
@@ -152,15 +157,13 @@ def test_a_retried_task_does_not_keep_an_eventually_consistent_read_of_its_own_w
 def test_a_stale_paused_read_never_parks_a_run_its_resume_let_go(ports):
     # Given a run whose first task ran and went on, then was paused and resumed, and a replica still showing it paused
     # with the first task's stamp (behind the resume's write)
-    rec = _loop_run(ports)
-    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
-    after = ports.runs.get_run(rec.run_id).last_seq
+    rec, after = _first_task_ran(ports)
     assert ports.runs.update_status(rec.run_id, "paused", allowed_from=("running",))
     stale = _items(ports, rec.run_id)
     assert ports.runs.update_status(rec.run_id, "running", allowed_from=("paused",))
     # When the execution's next task reads the run from that replica
     with run_reads(ports, rec.run_id, replica=stale) as seen:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+        out = _task(ports, rec.run_id, 1)
     # Then the paused read was not kept: it read the run again consistently and advanced it, parking nothing
     assert seen[:2] == [False, True] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
 
@@ -168,14 +171,12 @@ def test_a_stale_paused_read_never_parks_a_run_its_resume_let_go(ports):
 def test_a_stale_read_missing_a_cancel_writes_nothing_after_it(ports):
     # Given a run whose first task ran and went on, then a cancel request (``cancelling``), and a replica still showing
     # the first task's write (running, its stamp)
-    rec = _loop_run(ports)
-    advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION)
-    after = ports.runs.get_run(rec.run_id).last_seq
+    rec, after = _first_task_ran(ports)
     stale = _items(ports, rec.run_id)
     assert ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
     # When the execution's next task reads the run from that replica
     with run_reads(ports, rec.run_id, replica=stale) as seen:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=1, execution=EXECUTION)
+        out = _task(ports, rec.run_id, 1)
     # Then it kept that read, but its first append's condition (the status) refused its events: it stopped, and the
     # log holds the first task's events only
     assert seen[:1] == [False] and out["next"] == "done"
@@ -225,7 +226,7 @@ def test_a_continued_execution_s_index_task_reads_nothing_of_the_source(ports):
 
     src, fork = _replay_of_a_completed_run(ports)
     index_fork(ports, fork, EXECUTION)
-    advance(ports, fork, RUN_KINDS, max_events=20, hops=0, execution=EXECUTION)
+    _task(ports, fork, 0, max_events=20)
     assert ports.runs.get_run(fork).last_seq >= 0
     # When a continued execution of it (continue-as-new) begins at its Index task
     with requests_sent(ports.events._c, "Query") as pages, run_reads(ports, fork) as seen:
