@@ -39,7 +39,8 @@ Each row also prints its **physical** bound: the same items and reads, every ite
 (1 WRU per KB; no transaction, no head rewritten per page), what the work must cost with the cheapest correct API
 (issue 38). The design's bound above is what today's appends (transactions that move the head) must cost.
 
-The ratio is DynamoDB dollars measured / bound (write and read units at their prices). The other services' cost is
+The ratio is DynamoDB dollars measured / bound (write and read units at their prices); each row also prints each
+dimension against its own physical bound (write units, read units and, for a live run, requests against P + 2). The other services' cost is
 printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
 """
 
@@ -168,20 +169,30 @@ def _ddb_usd(wru: float, rru: float) -> float:
     return wru * p.DDB_PER_WRITE_REQUEST_UNIT + rru * p.DDB_PER_READ_REQUEST_UNIT
 
 
-def _row(label: str, used: Usage, writes: tuple[int, int], rru_bound: float, true: Any = None) -> float:
+def _times(measured: float, bound: float) -> str:
+    return f"{measured / bound:.2f}x" if bound else "bound 0"
+
+
+def _row(
+    label: str, used: Usage, writes: tuple[int, int], rru_bound: float, true: Any = None, pages: int | None = None
+) -> float:
     """One row against the design's bound and the physical one (``writes``: their write units; the same reads), and
-    the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's."""
+    the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's.
+    Each dimension is also printed against its own physical bound (issue 38: write units, read units and, for a live
+    run of ``pages`` pages, requests against P + 2: its pages, its create and its start)."""
     wru_bound, physical_wru = writes
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
     floor = _ddb_usd(physical_wru, rru_bound)
+    requests = f", requests {_times(used.total(), pages + 2)} of P + 2 = {pages + 2:,}" if pages is not None else ""
     line(
         f"{label}: WRU / RRU",
         f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
         f"design bound {wru_bound:,} / {rru_bound:,.1f}, ratio {ratio:.3f}; physical bound {physical_wru:,} / "
-        f"{rru_bound:,.1f}, ratio {measured / floor if floor else float('inf'):.3f}; {used.total():,} requests; "
-        f"all services {costs.breakdown(used)}; units {used.units_by_operation()}",
+        f"{rru_bound:,.1f}, ratio {measured / floor if floor else float('inf'):.3f}; each against its physical bound: "
+        f"WRU {_times(used.units['wru'], physical_wru)}, RRU {_times(used.units['rru'], rru_bound)}{requests}; "
+        f"{used.total():,} requests; all services {costs.breakdown(used)}; units {used.units_by_operation()}",
     )
     if true is not None:
         by_op = {k: v for k, v in true.most_common() if " " in k}
@@ -296,6 +307,7 @@ def main() -> None:
                 _write_bounds(items, used.invocations["advance_run"], _own_kb(aws, source)),
                 0.0,
                 true.of("op", source),
+                pages=len(items),
             )
             logged = ports.events.read_events(source)
             _append_alternatives(f"live run, {events:,} events", aws, source, items, logged)
