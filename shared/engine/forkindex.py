@@ -36,7 +36,6 @@ from shared.engine.kernel import (
     halt,
     load_state,
     make_event,
-    prior_stamp,
     read_for_task,
     run_workflow,
     state_updates,
@@ -45,6 +44,7 @@ from shared.engine.runcore import OutcomeIndex
 from shared.engine.runcore import comparable as comparable  # what a replay reproduces: the pure core's
 from shared.engine.runcore import divergence as divergence
 from shared.engine.runcore import side_effect_nodes as side_effect_nodes_of
+from shared.engine.stamps import prior_stamp
 from shared.engine.workflow import Workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import FORK_SOURCE_SK

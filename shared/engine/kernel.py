@@ -30,6 +30,7 @@ from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.runcore import fail_obj
+from shared.engine.stamps import execution_generation, prior_stamp, task_stamp
 from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
@@ -371,15 +372,6 @@ def advance(
     return out
 
 
-def task_stamp(execution: str, hops: int) -> str:
-    """The stamp an Advance task's last write leaves on the run item (``TASK_STAMP``): 64 bits of a digest of its
-    execution's name and its place in it (``hops``), so no other task of the run, in this execution or another,
-    leaves the same."""
-    import hashlib
-
-    return hashlib.blake2b(f"{execution}#{hops}".encode(), digest_size=8).hexdigest()
-
-
 def read_for_task(ports: Ports, run_id: str, prior: str | None) -> RunRecord | None:
     """A task's read of its run: eventually consistent when the run item names the task before this one (``prior``)
     as its last writer. That read holds at least that task's last write, and a later one (a cancel, a pause, a
@@ -389,23 +381,6 @@ def read_for_task(ports: Ports, run_id: str, prior: str | None) -> RunRecord | N
     if prior is not None and (rec is None or rec.status not in WRITABLE):
         rec = ports.runs.get_run(run_id)
     return rec
-
-
-def prior_stamp(execution: str, hops: int) -> str | None:
-    """The stamp of the write the task at ``hops`` of ``execution`` expects last on its run: its predecessor's, or
-    for the first task of a run's first execution its create's (``task_stamp(execution, -1)``); None (no such write:
-    a continued execution's first task) reads consistently."""
-    if not execution or (hops == 0 and execution_generation(execution) > 0):
-        return None
-    return task_stamp(execution, hops - 1)
-
-
-def execution_generation(execution_name: str) -> int:
-    """The generation of an execution from its name (``...-g<n>``; none: 0)."""
-    import re
-
-    m = re.search(r"-g(\d+)$", execution_name or "")
-    return int(m.group(1)) if m else 0
 
 
 def renew(ports: Ports, run_id: str, execution: str, hops: int, machine_arn: str = "") -> dict[str, Any]:

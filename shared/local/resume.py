@@ -54,7 +54,7 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
 
 
 def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resumed:
-    from shared.engine.kernel import execution_generation
+    from shared.engine.stamps import execution_generation
     from shared.services import start_outbox as outbox
     from shared.services.runs import finish_cancel
     from shared.services.start_sweep import sweep

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.engine import forkindex, kernel
 from shared.engine.canonical import same_json
+from shared.engine.stamps import task_stamp
 from shared.engine.state import new_state
 from shared.errors import (
     ForkPointInvalidError,
@@ -176,7 +177,7 @@ def _create_fork(
         state=new_state(),
         expires_at=exp,
         started_at=now if status == "running" else None,
-        task_stamp=kernel.task_stamp(ports.orchestrator.execution_name("fork", run_id), -1),  # decision 0173
+        task_stamp=task_stamp(ports.orchestrator.execution_name("fork", run_id), -1),  # decision 0173
     )
     from shared.services import start_outbox as outbox
 

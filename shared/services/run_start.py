@@ -116,7 +116,7 @@ def _start_run(
     machine: str,
     before_start: Callable[[RunRecord], None] | None,
 ) -> Created:
-    from shared.engine.kernel import task_stamp
+    from shared.engine.stamps import task_stamp
     from shared.engine.state import new_state
 
     now = ports.clock.iso()

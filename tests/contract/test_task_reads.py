@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from shared.engine.kernel import advance, task_stamp
+from shared.engine.kernel import advance
 from shared.engine.runkinds import RUN_KINDS
+from shared.engine.stamps import task_stamp
 from shared.engine.version import APPENDS
 from shared.ports import TASK_STAMP, RunRecord
 from shared.storage import schema

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from openwop_client.types import CreateRunRequest
 
-from shared.engine.kernel import task_stamp
+from shared.engine.stamps import task_stamp
 from shared.ports import TASK_STAMP
 from shared.storage import schema
 from tests.helpers import naming, requests_sent

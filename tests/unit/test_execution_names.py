@@ -9,7 +9,7 @@ import re
 
 from botocore.stub import Stubber
 
-from shared.engine.kernel import execution_generation
+from shared.engine.stamps import execution_generation
 from shared.orchestration.step_functions import StepFunctionsOrchestrator, execution_name
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,80}$")
