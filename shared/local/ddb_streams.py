@@ -58,9 +58,14 @@ class _Lane:
 
 
 def _lane_of(record: dict[str, Any], lanes: int) -> int:
+    return zlib.crc32(_partition_of(record).encode()) % lanes
+
+
+def _partition_of(record: dict[str, Any]) -> str:
+    """A stream record's partition key value (its DynamoDB JSON, as text)."""
     keys = record["dynamodb"].get("Keys") or {}
     partition: Any = next(iter(keys.values()), {})  # moto names the hash key first
-    return zlib.crc32(json.dumps(partition, sort_keys=True).encode()) % lanes
+    return json.dumps(partition, sort_keys=True)
 
 
 @dataclass
@@ -78,6 +83,7 @@ class _StreamWorker:
     window_s: float = 0.0
     invocations: int = 0  # handler invocations so far (the batches delivered, each attempt counted)
     waits: list[float] = field(default_factory=list)  # per batch: seconds the window held it once it could go
+    partitions: list[frozenset[str]] = field(default_factory=list)  # per invocation: its records' partition keys
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _lanes: list[_Lane] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)  # eventIDs already queued: moto may hand a record over twice
@@ -183,6 +189,8 @@ class _StreamWorker:
         for attempt in range(1, self.attempts + 1):
             with self._cond:
                 self.invocations += 1
+                if len(self.partitions) < 100_000:
+                    self.partitions.append(frozenset(_partition_of(r) for r in event["Records"]))
             result, error = invoke_target(target, event)
             failed = {
                 str(f.get("itemIdentifier"))
@@ -263,6 +271,16 @@ def stream_invocations(function_name: str) -> int:
         return 0
     with worker._cond:
         return worker.invocations
+
+
+def stream_batch_partitions(function_name: str) -> list[frozenset[str]]:
+    """Per invocation of ``function_name`` so far (each attempt counted): the partition key values of its records,
+    each as DynamoDB JSON text (``'{"S": "..."}'``), so a test can count the batches that held its own items."""
+    worker = _worker_named(function_name)
+    if worker is None:
+        return []
+    with worker._cond:
+        return list(worker.partitions)
 
 
 def stream_window_waits(function_name: str) -> list[float]:

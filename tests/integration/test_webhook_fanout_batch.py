@@ -55,7 +55,7 @@ def _queue_drained(host: Any) -> bool:
 
 
 def test_a_thousand_events_are_fanned_out_by_one_invocation_and_delivered_once_each(host, receiver):
-    from shared.local.ddb_streams import stream_invocations, stream_window_s, wait_for_stream_idle
+    from shared.local.ddb_streams import stream_batch_partitions, stream_window_s, wait_for_stream_idle
     from shared.wiring import get_ports
 
     ports = get_ports()
@@ -72,7 +72,7 @@ def test_a_thousand_events_are_fanned_out_by_one_invocation_and_delivered_once_e
     first = [e.sequence for e in stored if e.type == DONE]
     eventually(lambda: len(receiver.deliveries(webhook_id, run_id)) >= len(first), timeout=30.0, interval=0.1)
     assert wait_for_stream_idle(30)
-    before = stream_invocations("fanout_webhooks")
+    before = len(stream_batch_partitions("fanout_webhooks"))
     # When 1,089 more events are appended to its log, a page of 99 at a time (as the engine flushes them), every
     # eleventh a node.completed
     nxt = len(stored)
@@ -83,13 +83,15 @@ def test_a_thousand_events_are_fanned_out_by_one_invocation_and_delivered_once_e
         ports.events.append_events(run_id, start, [_event(run_id, s, kinds[s]) for s in range(start, start + 99)])
     took = time.monotonic() - began
     assert wait_for_stream_idle(60)
-    invocations = stream_invocations("fanout_webhooks") - before
+    batches = stream_batch_partitions("fanout_webhooks")[before:]
+    ours = [b for b in batches if json.dumps({"S": run_id}) in b]
     # Then the fan-out was invoked once per batching window the appends spanned (one, for eleven pages appended
-    # within a window), never once per page
-    spanned = 1 + int(took / window)
-    assert 1 <= invocations <= spanned, (invocations, took, window)
-    if took < window:
-        assert invocations * 1000 <= APPENDED, invocations
+    # within a window), never once per page; another run's record (a run of an earlier test still going) may have
+    # opened its lane's window before the first page, so the pages may straddle one more window's end
+    others = any(b != {json.dumps({"S": run_id})} for b in batches)
+    spanned = 1 + int(took / window) + int(others)
+    assert 1 <= len(ours) <= spanned, (len(ours), len(batches), took, window)
+    assert len(ours) < APPENDED // 99, len(ours)
     # and every node.completed of the run reaches the receiver exactly once, in log order
     expected = first + [s for s, kind in kinds.items() if kind == DONE]
     assert len(expected) >= 100
