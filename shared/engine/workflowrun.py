@@ -129,12 +129,16 @@ class _Appender:
             return
         rec, state, buffer = self.rec, self.state, self.buffer
         last = int(buffer[-1]["sequence"])
+        # An append that leaves the run no longer writable (its end, a park) is the task's last write whatever
+        # called it (a page full mid-step): it stores the state, which nothing could store after it.
+        final = final or state["status"] not in WRITABLE
         updates = (
             snapshot_updates(self.ports, rec.run_id, state, last, self.inputs, behind_bytes=self.behind(buffer))
             if final
             else {}
         )
-        self.deferred = "state" not in updates
+        # (a short log behind the snapshot leaves it for the task's last write; none follows a run's end or park)
+        self.deferred = "state" not in updates and state["status"] in WRITABLE
         updates.update(_terminal_updates(self.ports, state, buffer[-1]))
         if updates["status"] == self.stored_status:
             del updates["status"]
@@ -146,9 +150,9 @@ class _Appender:
             )
             rec.started_at = updates["startedAt"]
         # A middle append with nothing but events, once the tail is open, is plain; the task's first opens the tail,
-        # its last (``final``, or one that leaves the run no longer writable: nothing could close it after) closes
-        # it, each in a transaction with the head.
-        closing = final or state["status"] not in WRITABLE
+        # its last (``final``, which one that leaves the run no longer writable is: nothing could close it after)
+        # closes it, each in a transaction with the head.
+        closing = final
         if closing and self.stamp:
             updates[TASK_STAMP] = self.stamp
         plain = self.open and not closing and not updates

@@ -395,16 +395,17 @@ def test_a_task_whose_first_page_ends_the_run_leaves_the_tail_closed(host, first
     from shared.engine.version import APPENDS
     from shared.engine.workflowrun import advance
     from shared.storage import schema
-    from tests.helpers import stored_run
+    from tests.helpers import naming, requests_sent, stored_run
 
     ports = _ports()
     wid = register_noop_loop("tenant-a", "wf-pages-end", 49)
     data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
     rec = stored_run(ports, "r-pages-end", "pending", tenant="tenant-a", data=data)
     # When its tasks run it to its end
-    for max_events in (first_task, 1000, 1000):
-        if advance(ports, ports.runs.get_run(rec.run_id), max_events=max_events)["next"] == "done":
-            break
+    with requests_sent(ports.events._c, "TransactWriteItems") as txs:
+        for max_events in (first_task, 1000, 1000):
+            if advance(ports, ports.runs.get_run(rec.run_id), max_events=max_events)["next"] == "done":
+                break
     # Then it completed with the log whole, its head at the end and its tail closed
     events = ports.events.read_events(rec.run_id)
     assert [e["sequence"] for e in events] == list(range(200)) and events[-1]["type"] == "run.completed"
@@ -412,6 +413,13 @@ def test_a_task_whose_first_page_ends_the_run_leaves_the_tail_closed(host, first
         TableName=ports.settings.runs_table, Key={"pk": {"S": rec.run_id}, "sk": {"S": schema.RUN_SK}}
     )["Item"]
     assert head["lastSeq"] == {"N": "199"} and schema.OPEN_TAIL not in head, head.get(schema.OPEN_TAIL)
+    # and the page that ended it stored its final state with it: no transaction after it (one refused, as the run
+    # was no longer writable, was the deferred state's before)
+    stored = ports.runs.get_run(rec.run_id)
+    assert stored is not None and stored.state is not None
+    assert (stored.state["seq"], stored.state["status"]) == (199, "completed")
+    last = naming(txs, rec.run_id)[-1]["TransactItems"]
+    assert [next(iter(i.values()))["TableName"] for i in last if "Put" in i] == [ports.settings.events_table]
 
 
 def test_a_cancel_stops_a_task_appending_plain_pages_and_ends_the_log(host):
