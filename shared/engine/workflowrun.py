@@ -45,9 +45,12 @@ from shared.ports import TASK_STAMP, WRITABLE, Ports, RunRecord
 from shared.protocol import codes as c
 
 SHORT_WAIT_MS = 1500
-# A task's plain pages check no status: every this many, it reads the run's (0.5 RRU), so a cancel or an erasure stops
-# it within that many pages, about 1,000 events (decision 0170).
+# A task's plain pages check no status: every this many, once this long has passed since it last read the run (its own
+# read at its start, or its last check), it reads the run's status (0.5 RRU), so a cancel cut before its events or an
+# erasure stops it within about a second or that many pages, whichever is later (decisions 0170, 0174). A cancel
+# or a pause that writes its events stops it at its next page without a read.
 STATUS_EVERY_PAGES = 10
+STATUS_EVERY_MS = 1_000
 
 
 # --------------------------------------------------------------------------- steps
@@ -113,6 +116,7 @@ class _Appender:
         self.open = False  # this task's first append opened the log's tail: its middle pages go plain (decision 0170)
         self.may_open = plain_appends(rec.data)  # a run stamped before: transactions only
         self.plain_pages = 0
+        self.checked_ms = ports.clock.now_ms()  # when the task last read its run's status (its read at its start)
 
     def behind(self, events: list[dict[str, Any]]) -> int | None:
         """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
@@ -177,13 +181,18 @@ class _Appender:
         self.buffer = []
 
     def _check_writable(self) -> None:
-        """Every ``STATUS_EVERY_PAGES``-th plain page, first the run's status (a plain put checks none): a cancel
-        (``cancelling``, set before its events) or an erasure stops the task within that many pages, as a conflict.
-        Eventually consistent (0.5 RRU): a read that lags stops it a check later; what must hold does not rest on it
-        (a cancel's events collide with the task's next page)."""
+        """Every ``STATUS_EVERY_PAGES``-th plain page once ``STATUS_EVERY_MS`` have passed since the task last read
+        it, first the run's status (a plain put checks none): a cancel (``cancelling``, set before its events) or an
+        erasure stops the task, as a conflict. Paced by time as well as pages: a fast task's pages cost no reads, and a
+        slow one's every tenth page a read, as before. Eventually consistent (0.5 RRU): a read that lags stops it a
+        check later; what must hold does not rest on it (a cancel's events collide with the task's next page)."""
         self.plain_pages += 1
         if self.plain_pages % STATUS_EVERY_PAGES:
             return
+        now = self.ports.clock.now_ms()
+        if now - self.checked_ms < STATUS_EVERY_MS:
+            return
+        self.checked_ms = now
         status = self.ports.runs.get_status(self.rec.run_id, consistent=False)
         if status is None:
             raise RunGoneError(self.rec.run_id)

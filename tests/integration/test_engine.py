@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -443,24 +444,31 @@ def test_a_cancel_stops_a_task_appending_plain_pages_and_ends_the_log(host):
     }
 
 
-def test_a_task_appending_plain_pages_stops_within_ten_pages_of_a_cancel_request(host):
-    # Given a run whose one task would append about 4,800 events, and a cancel request (status ``cancelling``, the
-    # cancel's own events not yet appended) landing right after the task's second plain page
+@pytest.mark.parametrize("page_ms", [150, 0])
+def test_a_task_appending_plain_pages_stops_within_ten_pages_of_a_cancel_request_once_a_second_passed(host, page_ms):
+    # Given a run whose one task would append about 4,800 events, each plain page taking ``page_ms`` of the clock,
+    # and a cancel request (status ``cancelling``, the cancel's own events not yet appended, as when the request is
+    # cut there) landing right after the task's second plain page
     from shared.engine.version import APPENDS
-    from shared.engine.workflowrun import STATUS_EVERY_PAGES, advance
-    from tests.helpers import stored_run
+    from shared.engine.workflowrun import STATUS_EVERY_MS, STATUS_EVERY_PAGES, advance
+    from tests.helpers import naming, requests_sent, stored_run
+    from tests.integration.test_quotas import FixedClock
 
-    ports = _ports()
+    clock = FixedClock(1_900_000_000_000)
+    ports = dataclasses.replace(_ports(), clock=clock)
     wid = register_noop_loop("tenant-a", "wf-pages-stop", 1200)
     data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}}
-    rec = stored_run(ports, "r-pages-stop", "pending", tenant="tenant-a", data=data)
+    rec = stored_run(ports, f"r-pages-stop-{page_ms}", "pending", tenant="tenant-a", data=data)
     table = ports.settings.events_table
     seen = {"plain": 0, "tail": -1}
 
     def after_put(params: dict | None = None, **_: object) -> None:
         if (params or {}).get("TableName") != table or "plain" not in params.get("Item", {}):
             return
+        if params["Item"]["runId"]["S"] != rec.run_id:
+            return
         seen["plain"] += 1
+        clock.ms += page_ms
         if seen["plain"] == 2:
             seen["tail"] = int(params["Item"]["last"]["N"])
             assert ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
@@ -468,13 +476,22 @@ def test_a_task_appending_plain_pages_stops_within_ten_pages_of_a_cancel_request
     ports.events._c.meta.events.register("provide-client-params.dynamodb.PutItem", after_put)
     try:
         # When the task goes on
-        out = advance(ports, ports.runs.get_run(rec.run_id))
+        with requests_sent(ports.runs._c, "GetItem", ports.settings.runs_table) as gets:
+            out = advance(ports, ports.runs.get_run(rec.run_id))
     finally:
         ports.events._c.meta.events.unregister("provide-client-params.dynamodb.PutItem", after_put)
-    # Then it stopped within STATUS_EVERY_PAGES pages of the request, writing nothing after, and left the run to the
-    # cancel
     events = ports.events.read_events(rec.run_id)
+    reads = [g for g in naming(gets, rec.run_id) if g.get("ProjectionExpression") == "#st"]  # its status reads
     assert out["next"] == "done" and seen["tail"] > 0
-    assert seen["tail"] < len(events) <= seen["tail"] + 1 + STATUS_EVERY_PAGES * 99
     assert [e["sequence"] for e in events] == list(range(len(events)))
+    if page_ms * STATUS_EVERY_PAGES >= STATUS_EVERY_MS:
+        # Then a task whose ten pages take a second or more read the status at its tenth page, stopped within
+        # STATUS_EVERY_PAGES pages of the request, writing nothing after, and left the run to the cancel
+        assert seen["tail"] < len(events) <= seen["tail"] + 1 + STATUS_EVERY_PAGES * 99
+        assert len(reads) == 1
+    else:
+        # Then a task whose pages take no time read no status (its pages cost no reads), ran on to its last append,
+        # which the run's status refused, and left the run to the cancel
+        assert reads == [] and len(events) > 40 * 99
+        assert "run.completed" not in {e["type"] for e in events}
     assert ports.runs.get_run(rec.run_id).status == "cancelling"
