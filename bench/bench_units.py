@@ -24,10 +24,13 @@ Lower bounds, from the stored items themselves (read afterwards through a client
   field); nothing read;
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
   run's, its own items as a live run's and its lineage link under the source (``CHILD#``, in the same creation
-  transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once, eventually consistent (0.5 RRU per
-  4 KB);
-- **replay fork from 0**: its events as a live run's, its own items and link as a branch's; the whole source log read once (0.5 RRU
-  per 4 KB);
+  transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once,
+  eventually consistent (0.5 RRU per 4 KB), and what the request must read besides (``_fork_reads``): the source's
+  run items once, eventually consistent, and the definition it runs, the tenant's registration, once strongly
+  consistent (read-your-writes: a definition registered a moment before is the one the fork runs);
+- **replay fork from 0**: its events as a live run's, its own items and link as a branch's; the whole source log read
+  once (0.5 RRU per 4 KB), the source's run items and the definition as a branch's, and the source's recorded tool
+  calls once, eventually consistent (a read of nothing costs 0.5);
 - **fan-out without a subscriber**: 0; **with one** (every event type): one SQS FIFO request per 10 messages (one
   per event), nothing read or written in DynamoDB. Its invocations per 1,000 events are printed against the bound
   of decision 0151 (at most 1: the mapping's batching window takes many pages per invocation), beside what the
@@ -87,6 +90,28 @@ def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", pre
         if "LastEvaluatedKey" not in page:
             return out
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _fork_reads(aws: Any, source: str, workflow_id: str, mode: str, prefix_bytes: int) -> tuple[float, str]:
+    """Read units a fork must spend, each read once with the cheapest correct API (issue 38): its source's prefix
+    and its source's run items (what the request checks: it exists and is the caller's), eventually consistent;
+    the definition it runs, the tenant's registration, strongly consistent (a definition registered a moment
+    before is the one a fork must run: read-your-writes); and for a replay its source's recorded tool calls
+    (eventually consistent, at least a read of nothing). With the parts, for the row."""
+    from shared.settings import get_settings
+    from shared.storage.schema import RUN_SK, RUN_STATE_SK
+    from shared.storage.workflows import WORKFLOW_PREFIX
+
+    def ec(n: int) -> float:
+        return 0.5 * max(1, math.ceil(n / 4096))
+
+    run = _size([i for i in _items(aws, source, "runs", "pk") if RUN_SK <= i["sk"]["S"] <= RUN_STATE_SK])
+    key = {"pk": {"S": f"{WORKFLOW_PREFIX}{TENANT}"}, "sk": {"S": workflow_id}}
+    registration = aws.client("dynamodb").get_item(TableName=get_settings().host_table, Key=key)["Item"]
+    parts = {"prefix": ec(prefix_bytes), "source run": ec(run), "definition": 2 * ec(item_size(registration))}
+    if mode == "replay":
+        parts["tool calls"] = ec(_size(_items(aws, source, "tool_calls")))
+    return sum(parts.values()), ", ".join(f"{k} {v:g}" for k, v in parts.items())
 
 
 def _first(item: dict[str, Any]) -> int:
@@ -174,7 +199,13 @@ def _times(measured: float, bound: float) -> str:
 
 
 def _row(
-    label: str, used: Usage, writes: tuple[int, int], rru_bound: float, true: Any = None, pages: int | None = None
+    label: str,
+    used: Usage,
+    writes: tuple[int, int],
+    rru_bound: float,
+    true: Any = None,
+    pages: int | None = None,
+    reads: str = "",
 ) -> float:
     """One row against the design's bound and the physical one (``writes``: their write units; the same reads), and
     the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's.
@@ -191,7 +222,8 @@ def _row(
         f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
         f"design bound {wru_bound:,} / {rru_bound:,.1f}, ratio {ratio:.3f}; physical bound {physical_wru:,} / "
         f"{rru_bound:,.1f}, ratio {measured / floor if floor else float('inf'):.3f}; each against its physical bound: "
-        f"WRU {_times(used.units['wru'], physical_wru)}, RRU {_times(used.units['rru'], rru_bound)}{requests}; "
+        f"WRU {_times(used.units['wru'], physical_wru)}, RRU {_times(used.units['rru'], rru_bound)}"
+        f"{f' (of what it must read: {reads})' if reads else ''}{requests}; "
         f"{used.total():,} requests; all services {costs.breakdown(used)}; units {used.units_by_operation()}",
     )
     if true is not None:
@@ -333,12 +365,14 @@ def main() -> None:
                 prefix = _size([i for i in items if _first(i) < (from_seq or events)])
                 copied = sum(item_kb(i) for i in mine if _first(i) < from_seq)
                 appended = [i for i in mine if _first(i) >= from_seq]
+                must_read, parts = _fork_reads(aws, source, loops[n], mode, prefix)
                 _row(
                     f"{mode} fork from {from_seq:,} of the {events:,}-event run",
                     used,
                     _write_bounds(appended, used.invocations["advance_run"], _own_kb(aws, child, source), copied),
-                    0.5 * math.ceil(prefix / 4096),
+                    must_read,
                     true.of("op", child),
+                    reads=parts,
                 )
         true.enabled = False
         receiver.start()
