@@ -24,8 +24,10 @@ missing first event, with ``410`` at once).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from shared.caches import LockedLRUCache
@@ -264,10 +266,20 @@ def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[
 
 
 def copy_prefix(
-    ports: Ports, rec: RunRecord, wf: Workflow | None = None, *, page_events: int = COPY_EVENTS, stamp: str = ""
+    ports: Ports,
+    rec: RunRecord,
+    wf: Workflow | None = None,
+    *,
+    page_events: int = COPY_EVENTS,
+    stamp: str = "",
+    then: Callable[[RunRecord], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Copy the next page of the fork's prefix ``[0, fromSeq)`` (workflow or eval child), fold it and store the state:
-    ceil(N/25) BatchWriteItem requests, then one conditional update (naming the task by ``stamp``, when given)."""
+    ceil(N/25) BatchWriteItem requests, then one conditional update (naming the task by ``stamp``, when given).
+
+    ``then``: once the whole prefix is copied, the task goes on with it (a workflow fork's first steps), given the
+    run as this copy left it, with no read of it (decision 0174): what the next task would have read, one task
+    sooner."""
     fork = rec.data["fork"]
     from_seq = int(fork["fromSeq"])
     state = load_state(ports, rec, wf)
@@ -307,4 +319,15 @@ def copy_prefix(
             discard_late_writes(ports, rec.run_id)
             raise RunGoneError(rec.run_id) from None
         raise
+    if then is not None and last == from_seq - 1:
+        del copied  # the events copied are stored and folded: the steps after them need none of them
+        return then(
+            dataclasses.replace(
+                rec,
+                last_seq=last,
+                status=updates.get("status", rec.status),
+                state=updates["state"],
+                task_stamp=stamp or rec.task_stamp,
+            )
+        )
     return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}

@@ -38,6 +38,7 @@ from shared.engine.kernel import (
 from shared.engine.runcore import Step, comparable, divergence, run_step
 from shared.engine.tools import ToolTally
 from shared.engine.version import plain_appends
+from shared.engine.workflow import Workflow
 from shared.engine.workflowcontext import RunContext, build_context
 from shared.engine.workflownodes import continue_node, restart_node, start_node
 from shared.errors import ConflictError, RunGoneError
@@ -269,6 +270,22 @@ def _after_conflict(ports: Ports, run_id: str, opened: bool = False) -> dict[str
     return {"runId": run_id, "next": "continue", "waitSeconds": 0}
 
 
+def _copy_prefix(
+    ports: Ports, rec: RunRecord, wf: Workflow, *, max_events: int, max_ms: int, tally: ToolTally | None, stamp: str
+) -> dict[str, Any]:
+    """A fork's task that copies its prefix, and once it is whole, takes the fork's first steps in the same task
+    while at least half its time is left (the run as the copy left it: no read of it, no task more)."""
+    began = ports.clock.now_ms()
+
+    def go_on(copied: RunRecord) -> dict[str, Any]:
+        left = max_ms - (ports.clock.now_ms() - began)
+        if left <= max_ms // 2:
+            return {"runId": rec.run_id, "next": "continue", "waitSeconds": 0}
+        return advance(ports, copied, max_events=max_events, max_ms=left, tally=tally, stamp=stamp)
+
+    return forkindex.copy_prefix(ports, rec, wf, stamp=stamp, then=go_on)
+
+
 def advance(
     ports: Ports,
     rec: RunRecord,
@@ -286,7 +303,7 @@ def advance(
     ctx = build_context(ports, rec)
     ctx.tally = tally
     if fork and rec.last_seq < int(fork.get("fromSeq", 0)) - 1:
-        return forkindex.copy_prefix(ports, rec, ctx.wf, stamp=stamp)
+        return _copy_prefix(ports, rec, ctx.wf, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
     state = load_state(ports, rec, ctx.wf)
     # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
     ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1

@@ -498,3 +498,22 @@ def _slot_writes(sent: list, run_id: str) -> list:
     from tests.helpers import naming
 
     return [p for p in naming(sent, f"run#{run_id}") if "SLOTS#" in str(p)]
+
+
+def test_a_branch_takes_its_first_steps_in_the_task_that_copies_its_last_prefix_page(host):
+    # Given a 1,002-event source run, and a branch of it from event 500 whose prefix one copy task holds
+    client = host.client(host.key_a)
+    src = _loop_source(client)
+    ports = _ports()
+    branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=500, mode="branch"))
+    # When it runs to its end
+    assert wait_terminal(client, branch.runId).status == "completed"
+    # Then its execution entered Advance once: the task that copied its prefix went on with its steps, with the run
+    # as its copy left it (a second task read it again)
+    entered = _entered(host, str(ports.runs.get_run(branch.runId).execution_arn))
+    assert entered.count("Advance") == 1 and entered[:2] == ["Start", "Advance"], entered
+    # and its log is the source's prefix, byte for byte but for ids, then its own steps to the end, in order
+    source, forked = ports.events.read_events(src.runId), ports.events.read_events(branch.runId)
+    assert [e["sequence"] for e in forked] == list(range(len(forked))) and forked[-1]["type"] == "run.completed"
+    assert [e["type"] for e in forked[:500]] == [e["type"] for e in source[:500]]
+    assert ports.runs.get_run(branch.runId).state["status"] == "completed"
