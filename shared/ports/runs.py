@@ -69,7 +69,7 @@ class StagedWrite:
 
 
 class RunStore(Protocol):
-    def create_run(self, record: RunRecord, *, parent: str | None = None) -> None: ...
+    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> None: ...
     def get_run(
         self,
         run_id: str,

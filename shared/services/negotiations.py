@@ -49,7 +49,7 @@ def audit_run(ports: Ports, caller: Caller, decided: dict[str, Any]) -> str:
         state=st.new_state(),
         expires_at=expires_at(ports),
     )
-    ports.runs.create_run(rec)
+    ports.runs.create_run(rec, fresh=True)
     started = {
         "workflowId": NEGOTIATION_AUDIT,
         "inputs": {},

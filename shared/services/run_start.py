@@ -135,7 +135,7 @@ def _start_run(
     )
     # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
     pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)
-    ports.runs.create_run(rec)
+    ports.runs.create_run(rec, fresh=True)  # its id was drawn just now: no tombstone can name it
     try:
         if before_start is not None:
             before_start(rec)

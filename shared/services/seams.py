@@ -93,7 +93,7 @@ def seed_event_log(ports: Ports, caller: Caller, body: SeedEventLog) -> Created:
         started_at=started["timestamp"] if started else None,
         completed_at=rows[-1]["timestamp"] if terminal else None,
     )
-    ports.runs.create_run(rec)
+    ports.runs.create_run(rec, fresh=True)
     try:
         ports.events.seed_log(run_id, rows, rec.expires_at, owner)
     except Exception:

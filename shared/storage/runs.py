@@ -88,13 +88,15 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
 
-    def create_run(self, record: RunRecord, *, parent: str | None = None) -> None:
+    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> None:
         """Create the run's items in one transaction, only if no erasure tombstone forbids it (``RunGoneError``).
 
         ``parent``: the run this one is a fork of. Its lineage link (``CHILD#<id>``, how the parent's erasure reaches
         the fork) is written in the same transaction, which then holds only while the parent has no tombstone: the
         parent's erasure either finds the link or refuses the fork, so the fork's own id (new, and linked nowhere
-        before this write) needs no check of its own."""
+        before this write) needs no check of its own. ``fresh``: the id was drawn for this create (a new ULID), so
+        no tombstone can name it (an erasure of an id no run has writes none, and every lineage link is written
+        with or after its run): the transaction checks none (2 WRU less; decision 0174)."""
         facts = dict(record.data)
         definition = facts.pop("definition", None)
         extra: list[dict[str, Any]] = []
@@ -144,7 +146,11 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
                         }
                     },
                     # an id erased before its run exists is never created; a fork: while its parent is not erased
-                    tombstone_check(self._t, self._tombstones, parent if parent is not None else record.run_id),
+                    *(
+                        [tombstone_check(self._t, self._tombstones, parent if parent is not None else record.run_id)]
+                        if parent is not None or not fresh
+                        else []
+                    ),
                     *extra,
                 ]
             )

@@ -517,3 +517,38 @@ def test_a_branch_takes_its_first_steps_in_the_task_that_copies_its_last_prefix_
     assert [e["sequence"] for e in forked] == list(range(len(forked))) and forked[-1]["type"] == "run.completed"
     assert [e["type"] for e in forked[:500]] == [e["type"] for e in source[:500]]
     assert ports.runs.get_run(branch.runId).state["status"] == "completed"
+
+
+def test_a_new_run_s_create_checks_no_tombstone_and_a_fork_s_checks_its_source_s(host):
+    # Given a completed run
+    from tests.helpers import naming, requests_sent
+
+    client = host.client(host.key_a)
+    ports = _ports()
+    with requests_sent(ports.runs._c, "TransactWriteItems") as txs:
+        # When a run is created with an id drawn for it, and a fork of it is created
+        src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+        assert wait_terminal(client, src.runId).status == "completed"
+        fork = client.runs_fork(src.runId, ForkRunRequest(fromSeq=3, mode="branch"))
+        assert wait_terminal(client, fork.runId).status == "completed"
+
+    def create_of(run_id: str) -> list[str]:
+        creates = [
+            t["TransactItems"]
+            for t in naming(txs, run_id)
+            if any(
+                i.get("Put", {}).get("ConditionExpression") == "attribute_not_exists(pk)"
+                and i["Put"]["Item"].get("pk") == {"S": run_id}
+                and i["Put"]["Item"].get("sk") == {"S": "RUN"}
+                for i in t["TransactItems"]
+            )
+        ]
+        assert len(creates) == 1, creates
+        return [next(iter(i)) for i in creates[0]]
+
+    # Then the run's create checked no tombstone (no tombstone can name an id no run had), and the fork's checked
+    # its source's (an erasure of the source refuses the fork or finds its link)
+    assert "ConditionCheck" not in create_of(src.runId)
+    assert create_of(fork.runId).count("ConditionCheck") == 1
+    # and both were created whole
+    assert ports.runs.get_run(src.runId) is not None and ports.runs.get_run(fork.runId) is not None
