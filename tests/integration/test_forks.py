@@ -552,3 +552,40 @@ def test_a_new_run_s_create_checks_no_tombstone_and_a_fork_s_checks_its_source_s
     assert create_of(fork.runId).count("ConditionCheck") == 1
     # and both were created whole
     assert ports.runs.get_run(src.runId) is not None and ports.runs.get_run(fork.runId) is not None
+
+
+def test_a_cancel_between_a_branch_s_prefix_copy_and_its_first_steps_refuses_those_steps(host):
+    # Given a 1,002-event source run and a branch of it from event 500, and a cancel of the branch landing after its
+    # prefix copy stored its progress and before the same task's first append of its own steps
+    import threading
+
+    from tests.helpers import hooked
+
+    client = host.client(host.key_a)
+    src = _loop_source(client)
+    ports = _ports()
+    fired: dict[str, object] = {}
+    lock = threading.Lock()
+
+    def before(params=None, **_):
+        items = (params or {}).get("TransactItems", [])
+        puts = [i["Put"]["Item"] for i in items if "Put" in i and i["Put"]["TableName"] == ports.settings.events_table]
+        if not puts or puts[0].get("seq") != {"N": "500"}:
+            return
+        with lock:
+            if fired:
+                return
+            fired["run"] = puts[0]["runId"]["S"]
+        fired["cancel"] = raw(host.base_url, "POST", f"/runs/{_wire(fired['run'])}/cancel", {}, key=host.key_a).status
+
+    with hooked(ports.events._c, {"before-parameter-build.dynamodb.TransactWriteItems": before}):
+        branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=500, mode="branch"))
+        # When the branch runs
+        snap = wait_terminal(client, branch.runId)
+    # Then the cancel took the position after the prefix and the task's steps wrote nothing: the log is the prefix,
+    # then the cancel's events, whole and in order
+    assert fired.get("run") == branch.runId and fired.get("cancel") == 200, fired
+    events = ports.events.read_events(branch.runId)
+    assert snap.status == "cancelled" and [e["sequence"] for e in events] == list(range(len(events)))
+    assert [e["type"] for e in events[500:]] in (["run.cancelled"], ["node.cancelled", "run.cancelled"])
+    assert ports.runs.get_run(branch.runId).last_seq == len(events) - 1
