@@ -227,7 +227,7 @@ def _row(
         f"{used.total():,} requests; all services {costs.breakdown(used)}; units {used.units_by_operation()}",
     )
     if true is not None:
-        by_op = {k: v for k, v in true.most_common() if " " in k}
+        by_op = {k: v for k, v in true.most_common() if " " in k and not k.startswith("item ")}
         line(
             f"{label}: independent meter", f"{true['wru']:,} / {true['rru']:,.1f}", f"{_agreement(used, true)}; {by_op}"
         )
@@ -340,6 +340,11 @@ def main() -> None:
                 0.0,
                 true.of("op", source),
                 pages=len(items),
+            )
+            line(
+                f"live run, {events:,} events: write units by item",
+                f"{sum(true.by_item('op', source).values()):,} WRU",
+                f"{true.by_item('op', source)} (what every run writes whatever its length, beside its pages)",
             )
             logged = ports.events.read_events(source)
             _append_alternatives(f"live run, {events:,} events", aws, source, items, logged)

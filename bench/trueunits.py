@@ -68,6 +68,21 @@ def item_kb(item: dict[str, Any] | list[dict[str, Any]] | None, unit: int = 1024
     return max(1, math.ceil(sum(item_size(i) for i in items) / unit))
 
 
+def _kind(table: str, key: dict[str, Any]) -> str:
+    """A written item's kind, from its table and key (no id in it): ``runs:RUN#STATE``, ``host:SLOTS``,
+    ``events:page``, ``runs:tombstone``."""
+    short = table.rsplit("-", 1)[-1]
+    values = [str(next(iter(v.values()))) for v in key.values()]
+    if short == "events":
+        return "events:page"
+    if short == "runs":
+        pk, sk = (values + ["", ""])[:2]
+        if pk.startswith("ERASED#"):
+            return "runs:tombstone"
+        return f"runs:{sk.split('#')[0] + '#' + sk.split('#')[1] if sk.startswith('RUN#') else sk.split('#')[0]}"
+    return f"{short}:{values[0].split('#')[0] if values else ''}"
+
+
 class TrueUnits:
     """Write and read units of every DynamoDB request through the clients it watches, from true item sizes, per the
     exact meter's origin (``meter.current()``). Stored items are read through ``raw``, a client nothing watches."""
@@ -146,6 +161,16 @@ class TrueUnits:
             units[name] += value  # type: ignore[assignment]
             units[f"{name} dynamodb:{op}"] += value  # type: ignore[assignment]
 
+    def _add_item(self, kind: str, value: int) -> None:
+        """Write units by the kind of item written (``"item runs:RUN in a transaction"``): what a run's work writes."""
+        with self._lock:
+            self.units.setdefault(self.meter.current(), Counter())[f"item {kind}"] += value
+
+    def by_item(self, *origins: str) -> dict[str, int]:
+        """The write units of these origins by kind of item, most first."""
+        got = self.of(*origins)
+        return {k.removeprefix("item "): int(v) for k, v in got.most_common() if k.startswith("item ")}
+
     def _after(self, response_dict: Any = None, event_name: str = "", **_: Any) -> None:
         try:
             self._count(response_dict)
@@ -157,7 +182,9 @@ class TrueUnits:
         ok = bool(response_dict) and int(response_dict.get("status_code") or 200) < 300
         for table, key, factor, own, before in getattr(self._local, "targets", []):
             size = max(before, self._stored(table, key), own) if ok else before
-            self._add("wru", factor * max(1, math.ceil(size / 1024)))
+            units = factor * max(1, math.ceil(size / 1024))
+            self._add("wru", units)
+            self._add_item(f"{_kind(table, key)}{' in a transaction' if factor == 2 else ''}", units)
         self._local.targets = []
         if ok and op:
             self._reads(op, params, json.loads(response_dict.get("body") or b"{}"))
