@@ -83,3 +83,35 @@ def test_writes_are_billed_on_the_larger_item_and_reads_on_the_whole_item(table:
     assert true.of("bench")["rru dynamodb:Query"] == 2.0
     # And another origin's units are its own
     assert true.of("elsewhere") == {}
+
+
+def test_write_units_are_also_counted_by_kind_of_item(table: Any):
+    # Given a table named like the host's (its last part says which) and a transaction of two of its items beside a
+    # plain put
+    from bench.trueunits import _kind
+
+    name, raw, watched = table
+    meter = AwsMeter()
+    true = TrueUnits(raw, meter)
+    true.watch(watched)
+    true.enabled = True
+    watched.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": name, "Item": {"pk": {"S": "SLOTS#tenant"}, "n": {"N": "1"}}}},
+            {"Put": {"TableName": name, "Item": {"pk": {"S": "STARTS#07"}, "n": {"N": "1"}}}},
+        ]
+    )
+    watched.put_item(TableName=name, Item={"pk": {"S": "SLOTS#other"}, "data": {"B": bytes(1500)}})
+    # Then each item's units are counted under its kind, in a transaction or not, and add up to the whole
+    short = name.rsplit("-", 1)[-1]
+    assert true.by_item("bench") == {
+        f"{short}:SLOTS": 2,
+        f"{short}:SLOTS in a transaction": 2,
+        f"{short}:STARTS in a transaction": 2,
+    }
+    assert sum(true.by_item("bench").values()) == true.of("bench")["wru"] == 6
+    # and an item's kind names no id: a run's items by their sort key, a tombstone as one, a page as a page
+    assert _kind("openwop-runs", {"pk": {"S": "t/r-1"}, "sk": {"S": "RUN#STATE"}}) == "runs:RUN#STATE"
+    assert _kind("openwop-runs", {"pk": {"S": "t/r-1"}, "sk": {"S": "CHILD#t/r-2"}}) == "runs:CHILD"
+    assert _kind("openwop-runs", {"pk": {"S": "ERASED#ab12"}, "sk": {"S": "TOMBSTONE"}}) == "runs:tombstone"
+    assert _kind("openwop-events", {"runId": {"S": "t/r-1"}, "seq": {"N": "99"}}) == "events:page"
