@@ -329,6 +329,20 @@ def stored_run(
     return rec
 
 
+def execution_started(ports: Any, run_id: str) -> bool:
+    """Whether the run's execution was started: Step Functions has the execution its run item names (a create stores
+    the ARN its start will give it, decision 0175; a run that waits for a slot has none yet)."""
+    rec = ports.runs.get_run(run_id)
+    if rec is None or not rec.execution_arn:
+        return False
+    client = ports.orchestrator._c
+    try:
+        client.describe_execution(executionArn=rec.execution_arn)
+    except client.exceptions.ExecutionDoesNotExist:
+        return False
+    return True
+
+
 def naming(sent: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
     """The requests ``requests_sent`` captured that name ``value`` (a run id): the client is shared, and another
     test's run, erasure or fan-out may still be working on other threads."""

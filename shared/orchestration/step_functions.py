@@ -28,6 +28,11 @@ def execution_name(run_id: str, machine: str, *, generation: int = 0, redelivery
     return base[: NAME_MAX - len(suffix) - DIGEST_CHARS - 1] + "-" + digest + suffix
 
 
+def _execution_arn(machine_arn: str, name: str) -> str:
+    """An execution's ARN: its name under its state machine's (``...:stateMachine:M`` -> ``...:execution:M:name``)."""
+    return machine_arn.replace(":stateMachine:", ":execution:") + ":" + name
+
+
 class StepFunctionsOrchestrator:
     def __init__(self, client: Any, machines: dict[str, str]) -> None:
         self._c = client
@@ -52,11 +57,15 @@ class StepFunctionsOrchestrator:
             return str(resp["executionArn"])
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
-                return arn.replace(":stateMachine:", ":execution:") + ":" + name
+                return _execution_arn(arn, name)
             raise
 
     def execution_name(self, machine: str, run_id: str) -> str:
         return execution_name(run_id, machine)
+
+    def execution_arn(self, machine: str, run_id: str) -> str | None:
+        arn = self._machines.get(machine)
+        return _execution_arn(arn, execution_name(run_id, machine)) if arn else None
 
     def can_start(self, machine: str) -> bool:
         return bool(self._machines.get(machine))

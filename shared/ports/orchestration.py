@@ -26,6 +26,12 @@ class Orchestrator(Protocol):
         names it, and what its tasks are told (``$$.Execution.Name``)."""
         ...
 
+    def execution_arn(self, machine: str, run_id: str) -> str | None:
+        """The ARN ``start`` gives ``run_id``'s first execution of ``machine`` (its name under the machine's ARN), known
+        before it starts, so a create stores it with the run (decision 0175); None where this process has no ARN of
+        ``machine``."""
+        ...
+
     def can_start(self, machine: str) -> bool:
         """Whether this process may start ``machine``'s executions (a function is given the machines it starts)."""
         ...

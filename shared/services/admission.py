@@ -37,8 +37,7 @@ def cap_on(machine: str) -> bool:
 def _start(ports: Ports, rec: RunRecord, machine: str) -> None:
     from shared.services import start_outbox as outbox
 
-    arn = ports.orchestrator.start(machine, rec.run_id, outbox.payload_of(ports, rec))  # named: idempotent
-    ports.runs.set_execution(rec.run_id, arn)
+    outbox.started(ports, rec, ports.orchestrator.start(machine, rec.run_id, outbox.payload_of(ports, rec)))
 
 
 def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int) -> bool:
@@ -87,7 +86,7 @@ def pump(ports: Ports, tenant: str) -> list[str]:
             return started
         for waiting in page:
             rec = ports.runs.get_run(waiting.run_id)
-            if rec is None or rec.status != "pending" or rec.execution_arn:  # erased, cancelled or started
+            if rec is None or rec.status != "pending":  # erased or cancelled (a start of it is named: idempotent)
                 ports.slots.drop_waiting(tenant, waiting)
                 continue
             if not ports.orchestrator.can_start(waiting.machine):

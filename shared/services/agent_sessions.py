@@ -185,6 +185,7 @@ def _start(
         data=traced(ports, stamped(ports, data)),
         state=st.new_state(),
         expires_at=expires_at(ports),
+        execution_arn=ports.orchestrator.execution_arn("run", run_id),  # decision 0175
     )
     from shared.services import start_outbox as outbox
 
@@ -218,8 +219,9 @@ def _start(
         )
         outbox.ready(ports, pending, rec.expires_at)
         expires_iso = ports.clock.iso(int(data["session"]["expiresAtMs"]))
-        arn = ports.orchestrator.start("run", run_id, {"runId": run_id, "sessionExpiresAt": expires_iso})
-        ports.runs.set_execution(run_id, arn)
+        outbox.started(
+            ports, rec, ports.orchestrator.start("run", run_id, {"runId": run_id, "sessionExpiresAt": expires_iso})
+        )
     except Exception as exc:
         from shared.services.erasure import erase_now
 

@@ -178,6 +178,7 @@ def _create_fork(
         expires_at=exp,
         started_at=now if status == "running" else None,
         task_stamp=task_stamp(ports.orchestrator.execution_name("fork", run_id), -1),  # decision 0173
+        execution_arn=ports.orchestrator.execution_arn("fork", run_id),  # decision 0175
     )
     from shared.services import start_outbox as outbox
 
@@ -194,8 +195,7 @@ def _create_fork(
 
             evalrun.store_plan(ports, run_id, child_plan, exp)
             outbox.ready(ports, pending, exp)
-        arn = ports.orchestrator.start("fork", run_id, outbox.payload_of(ports, rec))
-        ports.runs.set_execution(run_id, arn)
+        outbox.started(ports, rec, ports.orchestrator.start("fork", run_id, outbox.payload_of(ports, rec)))
     except Exception:
         from shared.services.erasure import erase_now
 

@@ -132,6 +132,8 @@ def _start_run(
         # named as the task before its first execution's first (decision 0173): that task may read it eventually
         # consistently
         task_stamp=task_stamp(ports.orchestrator.execution_name(machine, run_id), -1),
+        # the ARN its start will give it, stored with it: the start writes nothing more (decision 0175)
+        execution_arn=ports.orchestrator.execution_arn(machine, run_id),
     )
     # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
     pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)

@@ -35,6 +35,14 @@ def ready(ports: Ports, start: PendingStart, expires_at: int) -> None:
     )
 
 
+def started(ports: Ports, rec: RunRecord, arn: str) -> None:
+    """The run's execution is started as ``arn``: stored on the run item unless its create stored it already (a
+    create knows the ARN its start gives: decision 0175; a run created before did not)."""
+    if arn != rec.execution_arn:
+        ports.runs.set_execution(rec.run_id, arn)
+        rec.execution_arn = arn
+
+
 def done(ports: Ports, run_id: str) -> None:
     """The execution is started (or the run erased): clear the marker. A failure here only leaves the marker for
     the sweep, which finds the execution and clears it: it never fails the create."""

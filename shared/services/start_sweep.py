@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from shared.ports import PendingStart, Ports
 from shared.services import admission
-from shared.services.start_outbox import fail_unstarted, payload_of, plan_missing
+from shared.services.start_outbox import fail_unstarted, payload_of, plan_missing, started
 
 
 @dataclass
@@ -32,8 +32,8 @@ def settle(ports: Ports, start: PendingStart, reconciled: set[str] | None = None
     leaked slots this sweep has released already."""
     rec = ports.runs.get_run(start.run_id)
     outcome = "cleared"
-    if rec is None or rec.terminal or rec.execution_arn:
-        pass  # gone (never written, erased, expired), ended, or started with only the marker's clear lost
+    if rec is None or rec.terminal:
+        pass  # gone (never written, erased, expired) or ended
     elif rec.status == "cancelling":
         from shared.services.runs import finish_cancel
 
@@ -48,8 +48,7 @@ def settle(ports: Ports, start: PendingStart, reconciled: set[str] | None = None
             return "queued"
         outcome = "started"
     else:
-        arn = ports.orchestrator.start(start.machine, rec.run_id, payload_of(ports, rec))  # idempotent: named
-        ports.runs.set_execution(rec.run_id, arn)
+        started(ports, rec, ports.orchestrator.start(start.machine, rec.run_id, payload_of(ports, rec)))  # named
         outcome = "started"
     ports.starts.clear_start(start.run_id)
     return outcome

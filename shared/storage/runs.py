@@ -117,6 +117,8 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         }
         if record.task_stamp is not None:
             item[TASK_STAMP] = record.task_stamp
+        if record.execution_arn is not None:  # known before it starts (decision 0175): no write after the start
+            item["executionArn"] = record.execution_arn
         facts_item = self._facts_item(record, facts)
         state_item = {
             "pk": record.run_id,

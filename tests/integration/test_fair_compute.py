@@ -30,9 +30,11 @@ def _wire(run_id: str) -> str:
 
 def _status(run_id: str) -> tuple[str, bool]:
     """The run's stored status and whether its execution was started."""
+    from tests.helpers import execution_started
+
     rec = _ports().runs.get_run(run_id)
     assert rec is not None
-    return rec.status, bool(rec.execution_arn)
+    return rec.status, execution_started(_ports(), run_id)
 
 
 def _waiting_approval(run_id: str) -> bool:

@@ -83,9 +83,11 @@ def _ports() -> Any:
 
 
 def _status(run_id: str) -> tuple[str, bool]:
+    from tests.helpers import execution_started
+
     rec = _ports().runs.get_run(run_id)
     assert rec is not None
-    return rec.status, bool(rec.execution_arn)
+    return rec.status, execution_started(_ports(), run_id)
 
 
 def _create(host: Any, key: str, workflow_id: str, inputs: dict[str, Any] | None = None) -> tuple[str, float]:

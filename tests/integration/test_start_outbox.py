@@ -166,14 +166,13 @@ def test_a_workflow_run_create_killed_after_any_write_is_started_by_the_sweep(ho
     caller = Caller(tenant=host.tenant_a, subject_id="outbox-test")
     req = CreateRunRequest(workflowId=wid, inputs={"script": {"calls": [], "answer": unique("done")}})
     kills, through = _kill_at_every_write(lambda: runs.create(_ports(), caller, req))
-    # (the marker, the run's items, its tenant's slot (decision 0160), the start, the execution's ARN, the marker's
-    # clear)
+    # (the marker, the run's items with the ARN its execution will have (decision 0175), its tenant's slot (decision
+    # 0160), the start, the marker's clear)
     assert [k.writes[-1] for k in kills] == [
         "PutItem",
         "TransactWriteItems",
         "TransactWriteItems",
         "StartExecution",
-        "UpdateItem",
         "DeleteItem",
     ]
     # When the sweep runs
@@ -185,7 +184,6 @@ def test_a_workflow_run_create_killed_after_any_write_is_started_by_the_sweep(ho
         3: ("completed", ""),
         4: ("completed", ""),
         5: ("completed", ""),
-        6: ("completed", ""),
     }
     assert eventually(lambda: _settled(through)).status == "completed"
 
@@ -199,16 +197,15 @@ def test_an_eval_run_create_killed_after_any_write_is_started_or_failed_by_the_s
     req = CreateRunRequest(mode="eval", evalSuiteRef=EVAL_SUITE, agentId=EVAL_AGENT)
     kills, through = _kill_at_every_write(lambda: runs.create(_ports(), caller, req))
     writes = [k.writes[-1] for k in kills]
-    # (the marker, the run's items, what the plan needs and the plan, the marker made ready, its tenant's slot
-    # (decision 0160), the start, the execution's ARN, the marker's clear)
-    assert writes[:2] == ["PutItem", "TransactWriteItems"] and writes[-5:] == [
+    # (the marker, the run's items with the ARN its execution will have (decision 0175), what the plan needs and the
+    # plan, the marker made ready, its tenant's slot (decision 0160), the start, the marker's clear)
+    assert writes[:2] == ["PutItem", "TransactWriteItems"] and writes[-4:] == [
         "PutItem",
         "TransactWriteItems",
         "StartExecution",
-        "UpdateItem",
         "DeleteItem",
     ], writes
-    ready = len(kills) - 4  # the kill right after the marker was made ready
+    ready = len(kills) - 3  # the kill right after the marker was made ready
     # When the sweep runs
     outcome = _sweep_and_check(kills)
     # Then a run whose create was cut before its plan and marker were whole failed persistence_failed (never

@@ -4,6 +4,8 @@ tasks read it eventually consistently."""
 
 from __future__ import annotations
 
+import json
+
 from openwop_client.types import CreateRunRequest
 
 from shared.engine.stamps import task_stamp
@@ -26,7 +28,11 @@ def test_a_run_s_create_and_tasks_name_them_as_its_execution_is_named(host):
         run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
         assert wait_terminal(client, run_id, timeout=120).status == "completed"
     rec = ports.runs.get_run(run_id)
-    execution = str(rec.execution_arn).rsplit(":", 1)[-1]  # the name Step Functions gave its execution
+    # the ARN its create stored before the start (decision 0175) is the execution Step Functions ran for it, and
+    # the create sent no write after the start
+    described = ports.orchestrator._c.describe_execution(executionArn=str(rec.execution_arn))
+    assert json.loads(described["input"])["runId"] == run_id and described["status"] == "SUCCEEDED"
+    execution = described["name"]
     # Then its create named the task before that execution's first
     creates = [
         put["Put"]["Item"]
