@@ -42,12 +42,17 @@ def test_item_sizes_follow_dynamodbs_rules():
     assert item_size({"m": {"M": {"k": {"S": "v"}}}, "l": {"L": [{"N": "7"}]}}) == (1 + 3 + 1 + 1 + 1) + (1 + 3 + 2 + 1)
 
 
-def test_writes_are_billed_on_the_larger_item_and_reads_on_the_whole_item(table: Any):
-    name, raw, watched = table
-    meter = AwsMeter()
-    true = TrueUnits(raw, meter)
+def _metered(raw: Any, watched: Any) -> TrueUnits:
+    """An independent meter of the requests ``watched`` sends, reading stored items through ``raw``."""
+    true = TrueUnits(raw, AwsMeter())
     true.watch(watched)
     true.enabled = True
+    return true
+
+
+def test_writes_are_billed_on_the_larger_item_and_reads_on_the_whole_item(table: Any):
+    name, raw, watched = table
+    true = _metered(raw, watched)
     blob = bytes(range(256)) * (RAW_BYTES // 256) + bytes(RAW_BYTES % 256)
     key = {"pk": {"S": "item"}}
     # Given a put of a 5 KB item (6.7 KB of base64 on the wire)
@@ -91,10 +96,7 @@ def test_write_units_are_also_counted_by_kind_of_item(table: Any):
     from bench.trueunits import _kind
 
     name, raw, watched = table
-    meter = AwsMeter()
-    true = TrueUnits(raw, meter)
-    true.watch(watched)
-    true.enabled = True
+    true = _metered(raw, watched)
     watched.transact_write_items(
         TransactItems=[
             {"Put": {"TableName": name, "Item": {"pk": {"S": "SLOTS#tenant"}, "n": {"N": "1"}}}},
