@@ -21,7 +21,8 @@ Lower bounds, from the stored items themselves (read afterwards through a client
   and 2 WRU for the head, the run item, under 1 KB), its middle pages plain conditional puts (1 WRU per KB); its own
   items (run, facts, pinned definition, state, index entry) once, in the transaction that creates the run only if no
   tombstone forbids it (2 WRU per KB each), and the index entry once more when the run ends (its status is a listed
-  field); nothing read;
+  field); its definition read once, strongly consistent (the tenant's registration: read-your-writes), nothing else
+  (each task's read of its run and the fan-out's checks are the design's, not the work's);
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
   run's, its own items as a live run's and its lineage link under the source (``CHILD#``, in the same creation
   transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once,
@@ -92,25 +93,34 @@ def _items(aws: Any, run_id: str, table: str = "events", key: str = "runId", pre
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
+def _ec(n: int) -> float:
+    """Read units of ``n`` bytes read eventually consistently (0.5 per 4 KB, at least 0.5)."""
+    return 0.5 * max(1, math.ceil(n / 4096))
+
+
+def _definition_reads(aws: Any, workflow_id: str) -> float:
+    """Read units of the definition a run or fork runs, the tenant's registration read once strongly consistent (a
+    definition registered a moment before is the one it must run: read-your-writes)."""
+    from shared.settings import get_settings
+    from shared.storage.workflows import WORKFLOW_PREFIX
+
+    key = {"pk": {"S": f"{WORKFLOW_PREFIX}{TENANT}"}, "sk": {"S": workflow_id}}
+    registration = aws.client("dynamodb").get_item(TableName=get_settings().host_table, Key=key)["Item"]
+    return 2 * _ec(item_size(registration))
+
+
 def _fork_reads(aws: Any, source: str, workflow_id: str, mode: str, prefix_bytes: int) -> tuple[float, str]:
     """Read units a fork must spend, each read once with the cheapest correct API (issue 38): its source's prefix
     and its source's run items (what the request checks: it exists and is the caller's), eventually consistent;
-    the definition it runs, the tenant's registration, strongly consistent (a definition registered a moment
-    before is the one a fork must run: read-your-writes); and for a replay its source's recorded tool calls
-    (eventually consistent, at least a read of nothing). With the parts, for the row."""
-    from shared.settings import get_settings
+    the definition it runs (``_definition_reads``); and for a replay its source's recorded tool calls (eventually
+    consistent, at least a read of nothing). With the parts, for the row. A live run must read its definition
+    alone: everything else it reads (each task's read of its run, the fan-out's checks) is the design's."""
     from shared.storage.schema import RUN_SK, RUN_STATE_SK
-    from shared.storage.workflows import WORKFLOW_PREFIX
-
-    def ec(n: int) -> float:
-        return 0.5 * max(1, math.ceil(n / 4096))
 
     run = _size([i for i in _items(aws, source, "runs", "pk") if RUN_SK <= i["sk"]["S"] <= RUN_STATE_SK])
-    key = {"pk": {"S": f"{WORKFLOW_PREFIX}{TENANT}"}, "sk": {"S": workflow_id}}
-    registration = aws.client("dynamodb").get_item(TableName=get_settings().host_table, Key=key)["Item"]
-    parts = {"prefix": ec(prefix_bytes), "source run": ec(run), "definition": 2 * ec(item_size(registration))}
+    parts = {"prefix": _ec(prefix_bytes), "source run": _ec(run), "definition": _definition_reads(aws, workflow_id)}
     if mode == "replay":
-        parts["tool calls"] = ec(_size(_items(aws, source, "tool_calls")))
+        parts["tool calls"] = _ec(_size(_items(aws, source, "tool_calls")))
     return sum(parts.values()), ", ".join(f"{k} {v:g}" for k, v in parts.items())
 
 
@@ -333,13 +343,15 @@ def main() -> None:
             waits = waits_since(mark)
             items = _items(aws, source)
             events = ports.runs.get_run(source).last_seq + 1
+            definition = _definition_reads(aws, loops[n])
             _row(
                 f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)",
                 used,
                 _write_bounds(items, used.invocations["advance_run"], _own_kb(aws, source)),
-                0.0,
+                definition,
                 true.of("op", source),
                 pages=len(items),
+                reads=f"definition {definition:g}",
             )
             line(
                 f"live run, {events:,} events: write units by item",
