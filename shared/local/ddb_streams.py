@@ -81,7 +81,6 @@ class _StreamWorker:
     attempts: int = 3
     lanes: int = STREAM_LANES
     window_s: float = 0.0
-    invocations: int = 0  # handler invocations so far (the batches delivered, each attempt counted)
     waits: list[float] = field(default_factory=list)  # per batch: seconds the window held it once it could go
     partitions: list[frozenset[str]] = field(default_factory=list)  # per invocation: its records' partition keys
     _cond: threading.Condition = field(default_factory=threading.Condition)
@@ -188,7 +187,6 @@ class _StreamWorker:
         (``batchItemFailures``) retries it from the lowest sequence number reported, as the AWS mapping does."""
         for attempt in range(1, self.attempts + 1):
             with self._cond:
-                self.invocations += 1
                 if len(self.partitions) < 100_000:
                     self.partitions.append(frozenset(_partition_of(r) for r in event["Records"]))
             result, error = invoke_target(target, event)
@@ -262,15 +260,6 @@ def _worker_named(function_name: str) -> _StreamWorker | None:
     local = next((f.local_name for f in manifest.FUNCTIONS if f.name == function_name), function_name)
     with _stream_workers_lock:
         return _stream_workers.get(local)
-
-
-def stream_invocations(function_name: str) -> int:
-    """How many times the local mapping has invoked ``function_name`` (its local or manifest name) so far."""
-    worker = _worker_named(function_name)
-    if worker is None:
-        return 0
-    with worker._cond:
-        return worker.invocations
 
 
 def stream_batch_partitions(function_name: str) -> list[frozenset[str]]:

@@ -175,6 +175,7 @@ def _start(
     from shared.engine import state as st
     from shared.engine.agents import started_payload
     from shared.engine.version import ENGINE_VERSION
+    from shared.services import start_outbox as outbox
 
     rec = RunRecord(
         run_id=run_id,
@@ -185,9 +186,8 @@ def _start(
         data=traced(ports, stamped(ports, data)),
         state=st.new_state(),
         expires_at=expires_at(ports),
-        execution_arn=ports.orchestrator.execution_arn("run", run_id),  # decision 0175
+        **outbox.first_execution(ports, "run", run_id),  # decisions 0173, 0175
     )
-    from shared.services import start_outbox as outbox
 
     # ready once its first events are stored: a session cut before them is failed by the sweep (decision 0150)
     pending = outbox.begin(ports, run_id, "run", rec.expires_at, ready=False)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from shared.engine import forkindex, kernel
 from shared.engine.canonical import same_json
-from shared.engine.stamps import task_stamp
 from shared.engine.state import new_state
 from shared.errors import (
     ForkPointInvalidError,
@@ -162,6 +161,8 @@ def _create_fork(
     mode: str,
     child_plan: dict[str, Any] | None,
 ) -> Created:
+    from shared.services import start_outbox as outbox
+
     exp = expires_at(ports)
     status = "pending" if from_seq == 0 else "running"
     now = ports.clock.iso()
@@ -177,10 +178,8 @@ def _create_fork(
         state=new_state(),
         expires_at=exp,
         started_at=now if status == "running" else None,
-        task_stamp=task_stamp(ports.orchestrator.execution_name("fork", run_id), -1),  # decision 0173
-        execution_arn=ports.orchestrator.execution_arn("fork", run_id),  # decision 0175
+        **outbox.first_execution(ports, "fork", run_id),  # decisions 0173, 0175
     )
-    from shared.services import start_outbox as outbox
 
     pending = outbox.begin(ports, run_id, "fork", exp, ready=child_plan is None)  # decision 0150
     try:

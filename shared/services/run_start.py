@@ -116,7 +116,6 @@ def _start_run(
     machine: str,
     before_start: Callable[[RunRecord], None] | None,
 ) -> Created:
-    from shared.engine.stamps import task_stamp
     from shared.engine.state import new_state
 
     now = ports.clock.iso()
@@ -129,11 +128,7 @@ def _start_run(
         data=traced(ports, stamped(ports, {k: v for k, v in data.items() if v is not None})),
         state=new_state(),
         expires_at=expires_at(ports),
-        # named as the task before its first execution's first (decision 0173): that task may read it eventually
-        # consistently
-        task_stamp=task_stamp(ports.orchestrator.execution_name(machine, run_id), -1),
-        # the ARN its start will give it, stored with it: the start writes nothing more (decision 0175)
-        execution_arn=ports.orchestrator.execution_arn(machine, run_id),
+        **outbox.first_execution(ports, machine, run_id),  # decisions 0173, 0175
     )
     # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
     pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)

@@ -35,12 +35,23 @@ def ready(ports: Ports, start: PendingStart, expires_at: int) -> None:
     )
 
 
+def first_execution(ports: Ports, machine: str, run_id: str) -> dict[str, Any]:
+    """What a create stores of the execution its start will name (``RunRecord`` fields): the stamp of the task
+    before that execution's first, so its first task may read the run eventually consistently (decision 0173), and
+    its ARN, so the start writes nothing after it (decision 0175)."""
+    from shared.engine.stamps import task_stamp
+
+    return {
+        "task_stamp": task_stamp(ports.orchestrator.execution_name(machine, run_id), -1),
+        "execution_arn": ports.orchestrator.execution_arn(machine, run_id),
+    }
+
+
 def started(ports: Ports, rec: RunRecord, arn: str) -> None:
     """The run's execution is started as ``arn``: stored on the run item unless its create stored it already (a
     create knows the ARN its start gives: decision 0175; a run created before did not)."""
     if arn != rec.execution_arn:
         ports.runs.set_execution(rec.run_id, arn)
-        rec.execution_arn = arn
 
 
 def done(ports: Ports, run_id: str) -> None:

@@ -97,6 +97,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         before this write) needs no check of its own. ``fresh``: the id was drawn for this create (a new ULID), so
         no tombstone can name it (an erasure of an id no run has writes none, and every lineage link is written
         with or after its run): the transaction checks none (2 WRU less; decision 0174)."""
+        checked = parent if parent is not None else None if fresh else record.run_id  # whose tombstone it checks
         facts = dict(record.data)
         definition = facts.pop("definition", None)
         extra: list[dict[str, Any]] = []
@@ -148,11 +149,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
                         }
                     },
                     # an id erased before its run exists is never created; a fork: while its parent is not erased
-                    *(
-                        [tombstone_check(self._t, self._tombstones, parent if parent is not None else record.run_id)]
-                        if parent is not None or not fresh
-                        else []
-                    ),
+                    *([tombstone_check(self._t, self._tombstones, checked)] if checked is not None else []),
                     *extra,
                 ]
             )
