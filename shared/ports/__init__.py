@@ -45,7 +45,7 @@ from shared.ports.runs import (
     ToolCallStore,
 )
 from shared.ports.sampling import SamplingRuleRepository, SuiteDraftRepository
-from shared.ports.slots import RunSlots, Take, Waiting
+from shared.ports.slots import Release, RunSlots, Take, Waiting
 from shared.ports.starts import PendingStart, StartOutbox
 from shared.ports.suites import SuiteRepository
 from shared.ports.tracing import AttrValue, NoTracing, Span, Tracing
@@ -120,6 +120,7 @@ __all__ = [
     "RateDecision",
     "RateLimit",
     "RateLimiter",
+    "Release",
     "RunRecord",
     "RunSlots",
     "StagedWrite",

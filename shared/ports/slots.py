@@ -10,6 +10,9 @@ from typing import Literal, Protocol
 # ``taken``: the run holds a slot now; ``held``: it held one already (a retried start); ``full``: the tenant has
 # ``cap`` runs in flight; ``gone``: the waiting entry named was already taken or dropped by another pump.
 Take = Literal["taken", "held", "full", "gone"]
+# ``free``: the run's slot is given back and no run of its tenant waits (nothing to start); ``waited``: given back
+# while runs wait (start them); ``none``: the run held no slot (never took one, or a retry of its release).
+Release = Literal["free", "waited", "none"]
 
 
 @dataclass(frozen=True)
@@ -27,9 +30,10 @@ class RunSlots(Protocol):
         one, the run's slot written once, and ``waiting``'s entry deleted when given)."""
         ...
 
-    def release(self, tenant: str, run_id: str) -> bool:
-        """Give back the run's slot: True when it held one (its slot deleted and the counter minus one, in one
-        transaction), False when it held none (never took one, or already released): a retry releases nothing."""
+    def release(self, tenant: str, run_id: str) -> Release:
+        """Give back the run's slot (its slot deleted and the counter minus one, in one transaction), saying whether
+        runs of its tenant wait (the counter item counts the waiting entries: no read of the queue when none do);
+        ``none`` when it held none (never took one, or already released): a retry releases nothing."""
         ...
 
     def holders(self, tenant: str) -> list[str]:
@@ -41,7 +45,8 @@ class RunSlots(Protocol):
         ...
 
     def put_waiting(self, tenant: str, waiting: Waiting, *, expires_at: int) -> None:
-        """Queue the run (idempotent: the entry's key is its create's time and its id)."""
+        """Queue the run and count it waiting, in one transaction (idempotent: the entry's key is its create's time
+        and its id, written once)."""
         ...
 
     def read_waiting(self, tenant: str, limit: int) -> list[Waiting]:
@@ -49,7 +54,7 @@ class RunSlots(Protocol):
         ...
 
     def drop_waiting(self, tenant: str, waiting: Waiting) -> None:
-        """Delete a waiting entry (its run was cancelled, erased or started otherwise)."""
+        """Delete a waiting entry (its run was cancelled, erased or started otherwise) and count it no more."""
         ...
 
     def hold(self, tenant: str, kind: str, window: int, cap: int, *, expires_at: int) -> bool:

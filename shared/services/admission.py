@@ -6,10 +6,10 @@ and an external agent's session do not (their creates start their own executions
 A create takes a slot (``ports.slots``: a counter per tenant, one conditional transaction) before it starts the
 run's execution. A tenant with none free gets its run written ``pending`` all the same (a 201, never a 429 and never
 a failure): the run waits, its start-outbox marker kept, in its tenant's queue in creation order. A run's slot is
-released once when it ends (``run_ended``: the end of its execution's last task, a cancel, an erasure), then the
-tenant's oldest waiting runs are started while slots are free (``pump``). The start outbox's sweep is the
-backstop: it releases the slots of runs that ended without releasing them and pumps every tenant that has runs
-waiting (``settle_counted``).
+released once when it ends (``run_ended``: the end of its execution's last task, a cancel, an erasure), then, if
+runs of its tenant wait (the release says so: decision 0176), the oldest are started while slots are free
+(``pump``). The start outbox's sweep is the backstop: it releases the slots of runs that ended without releasing
+them and pumps every tenant that has runs waiting (``settle_counted``).
 """
 
 from __future__ import annotations
@@ -67,10 +67,11 @@ def run_ended(ports: Ports, run_id: str, *, holds_slot: bool = True) -> str:
     tenant = tenant_of(run_id)
     try:
         released = ports.slots.release(tenant, run_id)
-        pump(ports, tenant)
+        if released != "free":  # runs wait (or it held none: a retry whose first try may have stopped before)
+            pump(ports, tenant)
     except Exception:  # noqa: BLE001 - the sweep's backstop (``settle_counted``) finishes it
         return "deferred"
-    return "released" if released else "none"
+    return "none" if released == "none" else "released"
 
 
 def pump(ports: Ports, tenant: str) -> list[str]:
@@ -111,7 +112,7 @@ def reconcile(ports: Ports, tenant: str) -> int:
     for run_id in ports.slots.holders(tenant):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.terminal:
-            released += int(ports.slots.release(tenant, run_id))
+            released += int(ports.slots.release(tenant, run_id) != "none")
     return released
 
 

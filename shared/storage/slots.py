@@ -5,7 +5,13 @@ tenant's held requests of a kind started in a window (sk ``held#<kind>#<window>`
 
 Taking a slot is one transaction: the counter's conditional add (below the cap), the run's slot put if absent, and
 the waiting entry's delete if present; releasing is one transaction: the slot's delete if present and the counter's
-add of minus one. So a slot is released at most once per take, whatever retries (decision 0160)."""
+add of minus one. So a slot is released at most once per take, whatever retries (decision 0160).
+
+The counter item also counts the tenant's waiting entries (attribute ``waiting``): an entry's put, delete or take
+moves it in the same transaction, once (each is conditioned on the entry). A release's counter update is
+conditioned on none waiting, so a run that ends while none wait starts nothing and reads nothing; while some wait
+it writes as before and its tenant's queue is read (decision 0176). A waiting entry put after that release is
+started by its own create's read of the queue, which follows its put."""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from shared.clock import full_jitter_sleep
 from shared.errors import StorageError
-from shared.ports.slots import Take, Waiting
+from shared.ports.slots import Release, Take, Waiting
 from shared.storage.ddb import error_code, from_item, partition_condition, query_all, reasons, to_item
 
 PREFIX = "SLOTS#"
@@ -23,6 +29,7 @@ COUNT_SK = "count"
 RUN_PREFIX = "run#"
 WAIT_PREFIX = "wait#"
 HELD_PREFIX = "held#"
+WAITING = "waiting"  # the counter item's count of waiting entries
 CONFLICT_TRIES = 8  # transactions on one tenant's counter that lost a race in a row before the write fails
 
 
@@ -48,10 +55,15 @@ class DynamoRunSlots:
                 "Update": {
                     "TableName": self._t,
                     "Key": self._key(tenant, COUNT_SK),
-                    "UpdateExpression": "ADD #c :one",
+                    # a waiting entry taken is counted waiting no more
+                    "UpdateExpression": "ADD #c :one" + (", #w :minus" if waiting is not None else ""),
                     "ConditionExpression": "attribute_not_exists(#c) OR #c < :cap",
-                    "ExpressionAttributeNames": {"#c": "count"},
-                    "ExpressionAttributeValues": {":one": {"N": "1"}, ":cap": {"N": str(cap)}},
+                    "ExpressionAttributeNames": {"#c": "count", **({"#w": WAITING} if waiting is not None else {})},
+                    "ExpressionAttributeValues": {
+                        ":one": {"N": "1"},
+                        ":cap": {"N": str(cap)},
+                        **({":minus": {"N": "-1"}} if waiting is not None else {}),
+                    },
                 }
             },
             {
@@ -79,8 +91,29 @@ class DynamoRunSlots:
             return "gone"
         return "held" if 1 in failed else "full"
 
-    def release(self, tenant: str, run_id: str) -> bool:
-        items = [
+    def release(self, tenant: str, run_id: str) -> Release:
+        failed = self._transact(self._release_items(tenant, run_id, idle=True))
+        if failed is None:
+            return "free"
+        if 0 in failed:  # its slot is not held
+            return "none"
+        # runs wait: the release without that condition (a concurrent release of the same slot finds it gone)
+        return "waited" if self._transact(self._release_items(tenant, run_id, idle=False)) is None else "none"
+
+    def _release_items(self, tenant: str, run_id: str, *, idle: bool) -> list[dict[str, Any]]:
+        """The release's transaction; ``idle``: its counter update conditioned on no waiting entry."""
+        count: dict[str, Any] = {
+            "TableName": self._t,
+            "Key": self._key(tenant, COUNT_SK),
+            "UpdateExpression": "ADD #c :minus",
+            "ExpressionAttributeNames": {"#c": "count"},
+            "ExpressionAttributeValues": {":minus": {"N": "-1"}},
+        }
+        if idle:
+            count["ConditionExpression"] = "attribute_not_exists(#w) OR #w < :one"
+            count["ExpressionAttributeNames"]["#w"] = WAITING
+            count["ExpressionAttributeValues"][":one"] = {"N": "1"}
+        return [
             {
                 "Delete": {
                     "TableName": self._t,
@@ -88,17 +121,20 @@ class DynamoRunSlots:
                     "ConditionExpression": "attribute_exists(pk)",
                 }
             },
-            {
-                "Update": {
-                    "TableName": self._t,
-                    "Key": self._key(tenant, COUNT_SK),
-                    "UpdateExpression": "ADD #c :minus",
-                    "ExpressionAttributeNames": {"#c": "count"},
-                    "ExpressionAttributeValues": {":minus": {"N": "-1"}},
-                }
-            },
+            {"Update": count},
         ]
-        return self._transact(items) is None
+
+    def _waiting_count(self, tenant: str, delta: int) -> dict[str, Any]:
+        """The counter item's update that moves its count of waiting entries by ``delta``."""
+        return {
+            "Update": {
+                "TableName": self._t,
+                "Key": self._key(tenant, COUNT_SK),
+                "UpdateExpression": "ADD #w :d",
+                "ExpressionAttributeNames": {"#w": WAITING},
+                "ExpressionAttributeValues": {":d": {"N": str(delta)}},
+            }
+        }
 
     def _transact(self, items: list[dict[str, Any]]) -> set[int] | None:
         """Write ``items`` in one transaction: None when written, else the items whose condition failed. A
@@ -138,7 +174,8 @@ class DynamoRunSlots:
             "atMs": waiting.at_ms,
             schema.TTL_ATTRIBUTE: expires_at,
         }
-        self._c.put_item(TableName=self._t, Item=to_item(item))
+        put = {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}
+        self._transact([{"Put": put}, self._waiting_count(tenant, 1)])  # queued before: counted once
 
     def read_waiting(self, tenant: str, limit: int) -> list[Waiting]:
         resp = self._c.query(
@@ -150,7 +187,12 @@ class DynamoRunSlots:
         ]
 
     def drop_waiting(self, tenant: str, waiting: Waiting) -> None:
-        self._c.delete_item(TableName=self._t, Key=self._key(tenant, _wait_sk(waiting)))
+        delete = {
+            "TableName": self._t,
+            "Key": self._key(tenant, _wait_sk(waiting)),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        self._transact([{"Delete": delete}, self._waiting_count(tenant, -1)])  # dropped before: counted off once
 
     def hold(self, tenant: str, kind: str, window: int, cap: int, *, expires_at: int) -> bool:
         from shared.storage import schema
