@@ -354,7 +354,8 @@ def advance(
     ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
 
     The task's last write names it (``task_stamp``): the next task of the execution reads the run eventually
-    consistently and keeps that read when it carries this task's stamp (decision 0173).
+    consistently and keeps that read when it carries this task's stamp (decision 0173); in the same warm container,
+    after a ``continue``, it is handed the run as that write stored it and reads nothing (decision 0177).
     """
     out = _advance(
         ports,
@@ -370,6 +371,24 @@ def advance(
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
         return renew(ports, run_id, execution, hops + 1, machine_arn)
     return out
+
+
+# The run as a task that goes on (``continue``) left it, for the next task of its execution in this warm container:
+# that task takes it instead of reading the run (decision 0177). Taken once (popped), and only by the task whose
+# predecessor's stamp it carries. A kind hands it in its answer under ``LEFT``.
+LEFT = "_left"
+_left: LockedLRUCache[str, RunRecord] = LockedLRUCache(maxsize=8)
+
+
+def _handed(run_id: str, prior: str | None) -> RunRecord | None:
+    rec = _left.pop(run_id, None)
+    return rec if rec is not None and prior is not None and rec.task_stamp == prior else None
+
+
+def _keep_left(run_id: str, out: dict[str, Any]) -> None:
+    left = out.pop(LEFT, None)
+    if isinstance(left, RunRecord) and out.get("next") == "continue":
+        _left[run_id] = left
 
 
 def read_for_task(ports: Ports, run_id: str, prior: str | None) -> RunRecord | None:
@@ -407,7 +426,7 @@ def _advance(
     stamp: str = "",
     prior: str | None = None,
 ) -> dict[str, Any]:
-    rec = read_for_task(ports, run_id, prior)
+    rec = _handed(run_id, prior) or read_for_task(ports, run_id, prior)
     # a session of an external agent (decision 0143) is advanced by its gateway and its expiry, never by a task
     if rec is None or rec.status not in WRITABLE or rec.kind == "session":
         return halt(run_id, rec)
@@ -417,6 +436,7 @@ def _advance(
     # or continuation this task belongs to.
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
         out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
+        _keep_left(run_id, out)
         span.set("openwop.task.next", str(out.get("next", "")))
         if DIVERGED_AT in out:
             span.set(spans.DIVERGED, True)

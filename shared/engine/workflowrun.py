@@ -17,6 +17,7 @@ kind does is ``workflownodes`` (the nodes that act outside the run: ``nodeeffect
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -27,6 +28,7 @@ from shared.engine.canonical import same_json
 from shared.engine.forkindex import reproduces
 from shared.engine.kernel import (
     FLUSH_AT,
+    LEFT,
     TASK_EVENTS,
     EffectInFlightError,
     discard_late_writes,
@@ -118,6 +120,8 @@ class _Appender:
         self.may_open = plain_appends(rec.data)  # a run stamped before: transactions only
         self.plain_pages = 0
         self.checked_ms = ports.clock.now_ms()  # when the task last read its run's status (its read at its start)
+        self.stored_state = rec.state  # the run item's state as this task's appends left it
+        self.named = False  # an append of this task named it (``TASK_STAMP``): its last write
 
     def behind(self, events: list[dict[str, Any]]) -> int | None:
         """Estimated bytes of the log after the stored snapshot up to the last of ``events`` (their mean size times
@@ -174,8 +178,9 @@ class _Appender:
             open_tail=True if self.may_open and not closing and not plain else None,
         )
         self.open = self.may_open and not closing
+        self.named = self.named or TASK_STAMP in updates
         if "state" in updates:
-            self.stored_seq = last
+            self.stored_seq, self.stored_state = last, updates["state"]
         self.stored_status = updates.get("status", self.stored_status)
         self.next_seq += len(buffer)
         self.wrote += len(buffer)
@@ -218,7 +223,20 @@ class _Appender:
                 open_tail=False if self.open else None,  # closed by the writer that opened it
             )
             self.stored_seq = self.next_seq - 1
+            self.stored_state = updates.get("state", self.stored_state)
+            self.named = self.named or TASK_STAMP in updates
         self.deferred = self.open = False
+
+    def left(self) -> RunRecord | None:
+        """The run as this task's last write left it, for the next task of its execution (decision 0177): its head,
+        status, state and stamp as stored (a copy: nothing of this task's is shared). None unless that write named
+        this task with the tail closed."""
+        if not self.named or self.open or self.deferred:
+            return None
+        state = json.loads(json.dumps(self.stored_state)) if self.stored_state is not None else None
+        return dataclasses.replace(
+            self.rec, last_seq=self.next_seq - 1, status=self.stored_status, state=state, task_stamp=self.stamp
+        )
 
 
 def _take_step(ctx: RunContext, state: dict[str, Any], out: _Appender) -> Step:
@@ -325,7 +343,7 @@ def advance(
                 continue
             if out.wrote + len(out.buffer) >= max_events or ports.clock.now_ms() - began >= max_ms:
                 out.flush()
-                return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+                return {"runId": run_id, "next": "continue", "waitSeconds": 0, LEFT: out.left()}
     except EffectInFlightError as exc:
         # Another delivery of this work holds an effect's claim: nothing of ours is written; look again later (that
         # delivery has usually finished the run by then; if it died, its claim is taken over once it is stale).

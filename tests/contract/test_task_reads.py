@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from shared.engine import kernel
 from shared.engine.kernel import advance
 from shared.engine.runkinds import RUN_KINDS
 from shared.engine.stamps import task_stamp
@@ -82,8 +83,13 @@ def run_reads(ports: Any, run_id: str, replica: list[dict[str, Any]] | None = No
         yield seen
 
 
-def _task(ports: Any, run_id: str, hops: int, execution: str = EXECUTION, max_events: int = 99) -> dict[str, Any]:
-    """The Advance task at ``hops`` of ``execution`` (of at most about ``max_events`` events)."""
+def _task(
+    ports: Any, run_id: str, hops: int, execution: str = EXECUTION, max_events: int = 99, *, warm: bool = False
+) -> dict[str, Any]:
+    """The Advance task at ``hops`` of ``execution`` (of at most about ``max_events`` events), on another container
+    than the task before it (nothing handed on: it reads the run), or ``warm``, on the same one (decision 0177)."""
+    if not warm:
+        kernel._left.clear()
     return advance(ports, run_id, RUN_KINDS, max_events=max_events, hops=hops, execution=execution)
 
 
@@ -234,3 +240,68 @@ def test_a_continued_execution_s_index_task_reads_nothing_of_the_source(ports):
         out = index_fork(ports, fork, f"{EXECUTION}-g1")
     # Then it read its run consistently (no write names its predecessor) and nothing of the source's log
     assert out["next"] == "continue" and seen == [True] and naming(pages, src) == []
+
+
+# --------------------------------------------------------------------------- the run handed on (decision 0177)
+
+
+def test_a_task_that_goes_on_hands_the_run_as_stored_and_the_next_reads_none_of_it(ports):
+    # Given a run whose first task of EXECUTION ran 99 events and went on, in this container
+    rec = _loop_run(ports)
+    assert _task(ports, rec.run_id, 0)["next"] == "continue"
+    # Then what it handed on is the run as stored: head, status, state, stamp and every other field
+    handed = kernel._left.get(rec.run_id)
+    assert handed is not None and handed == ports.runs.get_run(rec.run_id)
+    assert handed.task_stamp == task_stamp(EXECUTION, 0) and handed.last_seq == 98
+    # When the execution's next tasks run in the same container
+    with run_reads(ports, rec.run_id) as seen:
+        outs = [_task(ports, rec.run_id, hops, warm=True)["next"] for hops in (1, 2)]
+    # Then neither read the run, each went on from where the one before stopped, and each handed the run as stored
+    assert seen == [] and outs == ["continue", "continue"]
+    assert _went_on(ports, rec.run_id, 2 * 99 - 1)
+    assert kernel._left.get(rec.run_id) == ports.runs.get_run(rec.run_id)
+
+
+def test_a_handed_run_is_taken_once_and_only_by_the_next_task(ports):
+    # Given an execution's second task that ran in this container after its first, and is delivered again
+    rec = _loop_run(ports)
+    _task(ports, rec.run_id, 0)
+    _task(ports, rec.run_id, 1, warm=True)
+    after = ports.runs.get_run(rec.run_id).last_seq
+    # When it runs again with the same place in the execution, in the same container
+    with run_reads(ports, rec.run_id) as seen:
+        out = _task(ports, rec.run_id, 1, warm=True)
+    # Then it did not take what it handed itself (not its predecessor's): it read the run, and went on after its
+    # first delivery's events
+    assert seen[:1] == [False] and out["next"] == "continue" and _went_on(ports, rec.run_id, after)
+    # And a task of another execution takes nothing handed either
+    with run_reads(ports, rec.run_id) as seen:
+        _task(ports, rec.run_id, 2, "another-execution", warm=True)
+    assert seen != []
+
+
+def test_a_handed_run_missing_a_cancel_writes_nothing_after_it(ports):
+    # Given a run whose first task ran and went on in this container, then a cancel request (``cancelling``)
+    rec, after = _first_task_ran(ports)
+    assert ports.runs.update_status(rec.run_id, "cancelling", allowed_from=("running",))
+    # When the execution's next task runs in the same container
+    with run_reads(ports, rec.run_id) as seen:
+        out = _task(ports, rec.run_id, 1, warm=True)
+    # Then it took the run handed to it (running), but its first append's condition refused its events: it stopped
+    # (its halt decided on a consistent read), and the log holds the first task's events only
+    assert seen[:1] == [True] and out["next"] == "done"
+    assert len(ports.events.read_events(rec.run_id)) == after + 1
+    assert ports.runs.get_run(rec.run_id).status == "cancelling"
+
+
+def test_only_a_task_that_goes_on_hands_the_run_on(ports):
+    # Given the run as a task left it, in answers that wait (a Wait state: a signal may land meanwhile), park or end
+    rec = _loop_run(ports)
+    for nxt in ("wait", "park", "done"):
+        out = {"runId": rec.run_id, "next": nxt, kernel.LEFT: rec}
+        kernel._keep_left(rec.run_id, out)
+        # Then nothing is handed on (the next task reads the run), and the answer carries no record
+        assert kernel._left.get(rec.run_id) is None and kernel.LEFT not in out
+    # And one that goes on hands it
+    kernel._keep_left(rec.run_id, {"runId": rec.run_id, "next": "continue", kernel.LEFT: rec})
+    assert kernel._left.get(rec.run_id) is rec
