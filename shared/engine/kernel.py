@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.caches import LockedLRUCache
 from shared.clock import ms_from_iso
-from shared.engine import handoff, spans
+from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
@@ -148,14 +148,6 @@ def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
 
 # A run's pinned workflow (run id), immutable: a warm container keeps one.
 _pinned: LockedLRUCache[str, Workflow] = LockedLRUCache(maxsize=1)
-
-
-def _pin(run_id: str, doc: dict[str, Any]) -> None:
-    """Keep the workflow a run's create handed its first task (``handoff``): the one it pinned, read by no one."""
-    try:
-        _pinned[run_id] = load_workflow(doc, set(NODE_TYPES))
-    except Exception:  # noqa: BLE001 - not loadable here: the task reads the pinned one as it would have
-        return
 
 
 def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
@@ -349,7 +341,6 @@ def advance(
     execution: str = "",
     machine_arn: str = "",
     tally: ToolTally | None = None,
-    given: Any = None,
 ) -> dict[str, Any]:
     """Advance one run by its kind in ``kinds``; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 
@@ -365,8 +356,6 @@ def advance(
     The task's last write names it (``task_stamp``): the next task of the execution reads the run eventually
     consistently and keeps that read when it carries this task's stamp (decision 0173); in the same warm container,
     after a ``continue``, it is handed the run as that write stored it and reads nothing (decision 0177).
-    ``given``: what the execution's input hands its first task (``handoff.first_input``: the run as its create
-    stored it, and the workflow it pinned; decision 0178), taken only by that task.
     """
     out = _advance(
         ports,
@@ -377,12 +366,29 @@ def advance(
         tally=tally,
         stamp=task_stamp(execution, hops) if execution else "",
         prior=prior_stamp(execution, hops),
-        given=given,
     )
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
         return renew(ports, run_id, execution, hops + 1, machine_arn)
     return out
+
+
+# The run as a task that goes on (``continue``) left it, for the next task of its execution in this warm container:
+# that task takes it instead of reading the run (decision 0177). Taken once (popped), and only by the task whose
+# predecessor's stamp it carries. A kind hands it in its answer under ``LEFT``.
+LEFT = "_left"
+_left: LockedLRUCache[str, RunRecord] = LockedLRUCache(maxsize=8)
+
+
+def _handed(run_id: str, prior: str | None) -> RunRecord | None:
+    rec = _left.pop(run_id, None)
+    return rec if rec is not None and prior is not None and rec.task_stamp == prior else None
+
+
+def _keep_left(run_id: str, out: dict[str, Any]) -> None:
+    left = out.pop(LEFT, None)
+    if isinstance(left, RunRecord) and out.get("next") == "continue":
+        _left[run_id] = left
 
 
 def read_for_task(ports: Ports, run_id: str, prior: str | None) -> RunRecord | None:
@@ -419,13 +425,8 @@ def _advance(
     tally: ToolTally | None = None,
     stamp: str = "",
     prior: str | None = None,
-    given: Any = None,
 ) -> dict[str, Any]:
-    rec, workflow = handoff.take(run_id, prior, given)  # the run as the write before stored it (0177, 0178)
-    if rec is None:
-        rec = read_for_task(ports, run_id, prior)
-    elif workflow is not None and rec.data.get("definitionPinned"):
-        _pin(rec.run_id, workflow)
+    rec = _handed(run_id, prior) or read_for_task(ports, run_id, prior)
     # a session of an external agent (decision 0143) is advanced by its gateway and its expiry, never by a task
     if rec is None or rec.status not in WRITABLE or rec.kind == "session":
         return halt(run_id, rec)
@@ -435,7 +436,7 @@ def _advance(
     # or continuation this task belongs to.
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
         out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
-        handoff.keep_left(run_id, out)
+        _keep_left(run_id, out)
         span.set("openwop.task.next", str(out.get("next", "")))
         if DIVERGED_AT in out:
             span.set(spans.DIVERGED, True)

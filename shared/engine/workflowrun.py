@@ -26,9 +26,9 @@ from shared.engine import forkindex, spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
 from shared.engine.forkindex import reproduces
-from shared.engine.handoff import LEFT
 from shared.engine.kernel import (
     FLUSH_AT,
+    LEFT,
     TASK_EVENTS,
     EffectInFlightError,
     discard_late_writes,

@@ -69,10 +69,7 @@ class StagedWrite:
 
 
 class RunStore(Protocol):
-    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> RunRecord:
-        """Write the run's items in one transaction; the run as stored (what ``get_run`` reads back)."""
-        ...
-
+    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> None: ...
     def get_run(
         self,
         run_id: str,

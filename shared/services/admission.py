@@ -14,8 +14,6 @@ them and pumps every tenant that has runs waiting (``settle_counted``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from shared.ports import Ports, RunRecord, Waiting
 from shared.protocol.ids import tenant_of
 
@@ -36,24 +34,22 @@ def cap_on(machine: str) -> bool:
     return machine in COUNTED
 
 
-def _start(ports: Ports, rec: RunRecord, machine: str, workflow: dict[str, Any] | None = None) -> None:
+def _start(ports: Ports, rec: RunRecord, machine: str) -> None:
     from shared.services import start_outbox as outbox
 
-    payload = outbox.payload_of(ports, rec, workflow)
-    outbox.started(ports, rec, ports.orchestrator.start(machine, rec.run_id, payload))
+    outbox.started(ports, rec, ports.orchestrator.start(machine, rec.run_id, outbox.payload_of(ports, rec)))
 
 
-def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int, workflow: dict[str, Any] | None = None) -> bool:
+def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int) -> bool:
     """A create's start: True when the run's execution is started; False when its tenant has no free slot and the
-    run waits (queued in creation order; its marker stays for the sweep). ``rec``: the run as stored; ``workflow``:
-    the definition it pinned (both handed to its first task: ``start_outbox.payload_of``)."""
+    run waits (queued in creation order; its marker stays for the sweep)."""
     limit = cap(ports)
     if limit <= 0 or not counts(rec, machine):
-        _start(ports, rec, machine, workflow)
+        _start(ports, rec, machine)
         return True
     taken = ports.slots.take(rec.tenant, rec.run_id, limit)
     if taken in ("taken", "held"):
-        _start(ports, rec, machine, workflow)
+        _start(ports, rec, machine)
         return True
     ports.slots.put_waiting(rec.tenant, Waiting(rec.run_id, machine, at_ms), expires_at=rec.expires_at)
     return rec.run_id in pump(ports, rec.tenant)  # a slot freed since the take: the oldest waiting runs go first

@@ -184,7 +184,7 @@ def _create_fork(
     pending = outbox.begin(ports, run_id, "fork", exp, ready=child_plan is None)  # decision 0150
     try:
         # With its lineage link, in one transaction: the source's erasure reaches every fork through it.
-        stored = ports.runs.create_run(rec, parent=src.run_id)
+        ports.runs.create_run(rec, parent=src.run_id)
     except RunGoneError as exc:
         outbox.done(ports, run_id)
         raise NotFoundError("No such run.") from exc  # the source is being erased
@@ -194,8 +194,7 @@ def _create_fork(
 
             evalrun.store_plan(ports, run_id, child_plan, exp)
             outbox.ready(ports, pending, exp)
-        payload = outbox.payload_of(ports, stored, rec.data.get("definition"))  # its first task reads neither
-        outbox.started(ports, rec, ports.orchestrator.start("fork", run_id, payload))
+        outbox.started(ports, rec, ports.orchestrator.start("fork", run_id, outbox.payload_of(ports, rec)))
     except Exception:
         from shared.services.erasure import erase_now
 

@@ -132,13 +132,13 @@ def _start_run(
     )
     # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
     pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)
-    stored = ports.runs.create_run(rec, fresh=True)  # its id was drawn just now: no tombstone can name it
+    ports.runs.create_run(rec, fresh=True)  # its id was drawn just now: no tombstone can name it
     try:
         if before_start is not None:
             before_start(rec)
             outbox.ready(ports, pending, rec.expires_at)
         # its tenant's slot, then its execution; no free slot: the run waits pending, its marker kept (decision 0160)
-        started = admission.admit(ports, stored, machine, pending.at_ms, rec.data.get("definition"))
+        started = admission.admit(ports, rec, machine, pending.at_ms)
     except Exception as exc:
         from shared.services.erasure import erase_now
 

@@ -71,28 +71,19 @@ def machine_of(rec: RunRecord) -> str:
     return "fork" if rec.data.get("fork") else "eval" if rec.kind == "eval" else "run"
 
 
-def payload_of(ports: Ports, rec: RunRecord, workflow: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The input of the run's execution, as its create gave it. ``rec``: the run as stored (a create's
-    ``create_run`` answer, or a read of it); ``workflow``: the definition a create pinned. A run whose execution
-    begins at an Advance task hands it both (``first``; decision 0178), so that task reads neither."""
-    from shared.engine.handoff import first_input
-
+def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
+    """The input of the run's execution, as its create gave it."""
     payload: dict[str, Any] = {"runId": rec.run_id}
     machine = machine_of(rec)
     session = rec.data.get("session")
     if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
         payload["sessionExpiresAt"] = ports.clock.iso(int(session["expiresAtMs"]))
-        return payload
-    if machine == "fork":  # its Start: to Index, or (a branch builds nothing) to its first Advance (decision 0172)
+    elif machine == "fork":  # its Start: to Index, or (a branch builds nothing) to its first Advance (decision 0172)
         from shared.engine.forkindex import needs_index
 
         payload.update(hops=0, index=needs_index(rec))
     elif machine == "run":  # its Start: to its first Advance, its hops counted from 0 (no Init)
         payload["hops"] = 0
-    if payload.get("hops") == 0 and not payload.get("index"):
-        first = first_input(rec, workflow)
-        if first is not None:
-            payload["first"] = first
     return payload
 
 

@@ -4,7 +4,6 @@ auxiliary items (definition, effect claims, pages), its erasure tombstone (under
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -89,7 +88,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
 
-    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> RunRecord:
+    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> None:
         """Create the run's items in one transaction, only if no erasure tombstone forbids it (``RunGoneError``).
 
         ``parent``: the run this one is a fork of. Its lineage link (``CHILD#<id>``, how the parent's erasure reaches
@@ -97,9 +96,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         parent's erasure either finds the link or refuses the fork, so the fork's own id (new, and linked nowhere
         before this write) needs no check of its own. ``fresh``: the id was drawn for this create (a new ULID), so
         no tombstone can name it (an erasure of an id no run has writes none, and every lineage link is written
-        with or after its run): the transaction checks none (2 WRU less; decision 0174).
-
-        Returns the run as ``get_run`` reads it now: its facts as stored (a pinned definition out of them)."""
+        with or after its run): the transaction checks none (2 WRU less; decision 0174)."""
         checked = parent if parent is not None else None if fresh else record.run_id  # whose tombstone it checks
         facts = dict(record.data)
         definition = facts.pop("definition", None)
@@ -164,8 +161,6 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
                     raise RunGoneError(record.run_id) from exc
                 raise ConflictError("run exists") from exc
             raise
-        stored = json.loads(dump(record.state)) if record.state is not None else None
-        return dataclasses.replace(record, data=json.loads(dump(facts)), state=stored)
 
     def _definition_put(self, record: RunRecord, definition: Any) -> dict[str, Any]:
         """The pinned definition's item: written once beside the run item (same transaction), never with it: the run

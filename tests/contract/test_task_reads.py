@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from shared.engine import handoff
+from shared.engine import kernel
 from shared.engine.kernel import advance
 from shared.engine.runkinds import RUN_KINDS
 from shared.engine.stamps import task_stamp
 from shared.engine.version import APPENDS
 from shared.ports import TASK_STAMP, RunRecord
 from shared.storage import schema
-from tests.helpers import hooked, requests_sent, stored_run
+from tests.helpers import hooked, stored_run
 from tests.workflows import register_noop_loop
 
 EXECUTION = "tenant-c--r-task-reads-run"
@@ -89,7 +89,7 @@ def _task(
     """The Advance task at ``hops`` of ``execution`` (of at most about ``max_events`` events), on another container
     than the task before it (nothing handed on: it reads the run), or ``warm``, on the same one (decision 0177)."""
     if not warm:
-        handoff._left.clear()
+        kernel._left.clear()
     return advance(ports, run_id, RUN_KINDS, max_events=max_events, hops=hops, execution=execution)
 
 
@@ -250,7 +250,7 @@ def test_a_task_that_goes_on_hands_the_run_as_stored_and_the_next_reads_none_of_
     rec = _loop_run(ports)
     assert _task(ports, rec.run_id, 0)["next"] == "continue"
     # Then what it handed on is the run as stored: head, status, state, stamp and every other field
-    handed = handoff._left.get(rec.run_id)
+    handed = kernel._left.get(rec.run_id)
     assert handed is not None and handed == ports.runs.get_run(rec.run_id)
     assert handed.task_stamp == task_stamp(EXECUTION, 0) and handed.last_seq == 98
     # When the execution's next tasks run in the same container
@@ -259,7 +259,7 @@ def test_a_task_that_goes_on_hands_the_run_as_stored_and_the_next_reads_none_of_
     # Then neither read the run, each went on from where the one before stopped, and each handed the run as stored
     assert seen == [] and outs == ["continue", "continue"]
     assert _went_on(ports, rec.run_id, 2 * 99 - 1)
-    assert handoff._left.get(rec.run_id) == ports.runs.get_run(rec.run_id)
+    assert kernel._left.get(rec.run_id) == ports.runs.get_run(rec.run_id)
 
 
 def test_a_handed_run_is_taken_once_and_only_by_the_next_task(ports):
@@ -298,106 +298,10 @@ def test_only_a_task_that_goes_on_hands_the_run_on(ports):
     # Given the run as a task left it, in answers that wait (a Wait state: a signal may land meanwhile), park or end
     rec = _loop_run(ports)
     for nxt in ("wait", "park", "done"):
-        out = {"runId": rec.run_id, "next": nxt, handoff.LEFT: rec}
-        handoff.keep_left(rec.run_id, out)
+        out = {"runId": rec.run_id, "next": nxt, kernel.LEFT: rec}
+        kernel._keep_left(rec.run_id, out)
         # Then nothing is handed on (the next task reads the run), and the answer carries no record
-        assert handoff._left.get(rec.run_id) is None and handoff.LEFT not in out
+        assert kernel._left.get(rec.run_id) is None and kernel.LEFT not in out
     # And one that goes on hands it
-    handoff.keep_left(rec.run_id, {"runId": rec.run_id, "next": "continue", handoff.LEFT: rec})
-    assert handoff._left.get(rec.run_id) is rec
-
-
-# --------------------------------------------------------------------------- the create's hand-off (decision 0178)
-
-
-def _pinned_loop_run(ports: Any, iterations: int = 150) -> tuple[RunRecord, RunRecord, dict[str, Any]]:
-    """A loop run created as a create creates it (its workflow pinned, named for EXECUTION's first task): the
-    record given, the record ``create_run`` answers (as stored), the pinned workflow."""
-    from shared.engine.kernel import load_definition
-    from shared.engine.state import new_state
-    from shared.services.common import Caller
-    from tests.helpers import unique
-
-    wid = register_noop_loop("tenant-c", "wf-task-reads-first", iterations)
-    workflow = load_definition(ports, "tenant-c", wid)
-    owner = Caller("tenant-c", "tests").owner
-    data = {"kind": "workflow", "workflowId": wid, "owner": owner, "build": {"buildId": "now", "appends": APPENDS}}
-    rec = RunRecord(
-        run_id=f"tenant-c/{unique('r-task-first')}",
-        tenant="tenant-c",
-        status="pending",
-        last_seq=-1,
-        created_at=ports.clock.iso(),
-        data={**data, "definition": workflow},
-        state=new_state(),
-        expires_at=ports.clock.now_ms() // 1000 + 3600,
-        task_stamp=task_stamp(EXECUTION, -1),
-    )
-    return rec, ports.runs.create_run(rec, fresh=True), workflow
-
-
-def test_a_create_answers_the_run_as_stored_with_its_workflow_pinned(ports):
-    # Given a run created with its workflow in its creation facts
-    rec, stored, workflow = _pinned_loop_run(ports)
-    # Then the record the create answers is the run as read back: the workflow out of its facts, pinned
-    assert stored == ports.runs.get_run(rec.run_id)
-    assert "definition" not in stored.data and stored.data["definitionPinned"] is True
-    assert ports.runs.get_definition(rec.run_id) == workflow
-
-
-def test_the_first_task_handed_its_run_and_workflow_reads_neither(ports):
-    from shared.engine.handoff import first_input
-
-    # Given a run as its create stored it, and its first task handed it and the workflow it pinned
-    rec, stored, workflow = _pinned_loop_run(ports)
-    given = first_input(stored, workflow)
-    assert given is not None and set(given) == {"run", "workflow"}
-    handoff._left.clear()
-    kernel_pins_cleared()
-    # When its execution's first task runs
-    with run_reads(ports, rec.run_id) as seen, requests_sent(ports.runs._c, "GetItem") as gets:
-        out = advance(ports, rec.run_id, RUN_KINDS, max_events=99, hops=0, execution=EXECUTION, given=given)
-    # Then it read neither the run nor its pinned workflow, and ran the run from its start
-    assert seen == [] and [g for g in gets if g["Key"]["pk"]["S"] == rec.run_id] == [] and out["next"] == "continue"
-    assert _went_on(ports, rec.run_id, -1)
-
-
-@pytest.mark.parametrize("case", ["another execution's first task", "a continued execution's first task"])
-def test_a_handed_run_not_named_for_the_task_is_read_instead(ports, case):
-    from shared.engine.handoff import first_input
-
-    # Given a run's create's hand-off, and a task it does not name (its stamp is EXECUTION's first task's)
-    rec, stored, workflow = _pinned_loop_run(ports)
-    execution = "another-execution" if case.startswith("another") else f"{EXECUTION}-g1"
-    handoff._left.clear()
-    # When that task runs with it
-    with run_reads(ports, rec.run_id) as seen:
-        out = advance(
-            ports,
-            rec.run_id,
-            RUN_KINDS,
-            max_events=99,
-            hops=0,
-            execution=execution,
-            given=first_input(stored, workflow),
-        )
-    # Then it read the run, and ran it from its start all the same
-    assert seen != [] and out["next"] == "continue" and _went_on(ports, rec.run_id, -1)
-
-
-def test_a_create_hands_the_workflow_only_while_the_input_stays_small():
-    from shared.engine.handoff import FIRST_INPUT_BYTES, first_input
-
-    rec = RunRecord("t/r", "t", "pending", -1, "2026-12-07T00:00:00.000Z", {"workflowId": "w"}, task_stamp="s")
-    big = {"id": "w", "blob": "x" * FIRST_INPUT_BYTES}
-    assert set(first_input(rec, {"id": "w"}) or {}) == {"run", "workflow"}
-    assert set(first_input(rec, big) or {}) == {"run"}  # the workflow left out: the task reads it
-    huge = RunRecord("t/r", "t", "pending", -1, "2026-12-07T00:00:00.000Z", {"x": "y" * FIRST_INPUT_BYTES})
-    assert first_input(huge, None) is None  # the run left out too: the task reads it
-
-
-def kernel_pins_cleared() -> None:
-    """No workflow kept by this process: a task that did not get it handed would read it."""
-    from shared.engine import kernel
-
-    kernel._pinned.clear()
+    kernel._keep_left(rec.run_id, {"runId": rec.run_id, "next": "continue", kernel.LEFT: rec})
+    assert kernel._left.get(rec.run_id) is rec

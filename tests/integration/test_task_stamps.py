@@ -5,14 +5,13 @@ tasks read it eventually consistently."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from openwop_client.types import CreateRunRequest
 
 from shared.engine.stamps import task_stamp
 from shared.ports import TASK_STAMP
 from shared.storage import schema
-from tests.helpers import eventually, naming, requests_sent
+from tests.helpers import naming, requests_sent
 from tests.wire import wait_terminal
 from tests.workflows import register_noop_loop
 
@@ -47,38 +46,3 @@ def test_a_run_s_create_and_tasks_name_them_as_its_execution_is_named(host):
         TableName=ports.settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": schema.RUN_SK}}
     )["Item"]
     assert item[TASK_STAMP] == {"S": task_stamp(execution, 1)} and rec.last_seq > 4950
-
-
-def test_a_create_hands_its_first_task_the_run_as_stored_and_its_workflow_through_the_execution_input(host):
-    # Given a workflow whose run takes two Advance tasks
-    from shared.engine import kernel
-    from shared.wiring import get_ports
-
-    ports = get_ports()
-    wid = register_noop_loop("tenant-a", "wf-task-first", 1300)
-    client = host.client(host.key_a)
-    # When a run of it is created and runs to its end (watched through its execution: a watcher reads the run)
-    with requests_sent(ports.runs._c, "Query") as queries:
-        run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
-        arn = ports.orchestrator.execution_arn("run", run_id)
-        eventually(lambda: _execution(ports, arn)["status"] == "SUCCEEDED", timeout=120)
-    described = _execution(ports, arn)
-    assert ports.runs.get_run(run_id).status == "completed"
-    first = json.loads(described["input"])["first"]
-    # Then its execution's input handed its first task the run as its create stored it (pending, named for the task
-    # before that execution's first) and the workflow it pinned
-    assert first["run"]["run_id"] == run_id and first["run"]["status"] == "pending"
-    assert first["run"]["task_stamp"] == task_stamp(described["name"], -1)
-    assert "definition" not in first["run"]["data"] and first["run"]["data"]["definitionPinned"] is True
-    assert first["workflow"] == ports.runs.get_definition(run_id) == kernel.load_definition(ports, "tenant-a", wid)
-    # and neither task read the run's items: the first was handed them, the second was handed the first's
-    items = [
-        q
-        for q in naming(queries, run_id)
-        if (q.get("ExpressionAttributeValues") or {}).get(":a") == {"S": schema.RUN_SK}
-    ]
-    assert items == [], items
-
-
-def _execution(ports: Any, arn: str) -> dict[str, Any]:
-    return dict(ports.orchestrator._c.describe_execution(executionArn=arn))

@@ -19,16 +19,14 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     phase = ti.text(event, "phase", "advance")  # "index": a fork's first task builds its source index
     hops = ti.integer(event, "hops", 0)  # Advance tasks this execution has made (continue-as-new after a setting)
     execution = ti.text(event, "execution", "")  # this execution's name (its generation)
-    arn = ti.text(event, "stateMachine", "")  # the machine it runs on: a continuation starts there
+    machine_arn = ti.text(event, "stateMachine", "")  # the machine it runs on: a continuation starts there
     if phase == "index":
         from shared.engine import forkindex
 
         return {**forkindex.index_fork(get_ports(), run_id, execution), "hops": hops}
     tally = ToolTally()
-    # what the execution's input hands its first task (decision 0178), never to a retry of it
-    given = ti.mapping(event, "input", {}).get("first") if ti.integer(event, "retry", 0) == 0 else None
     out = kernel.advance(
-        get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, machine_arn=arn, tally=tally, given=given
+        get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, machine_arn=machine_arn, tally=tally
     )
     count_tools(tally)
     if out.get("next") == "done" and not out.get("renewed"):
