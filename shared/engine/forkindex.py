@@ -34,8 +34,10 @@ from shared.caches import LockedLRUCache
 from shared.engine import state as st
 from shared.engine.canonical import canonical_bytes
 from shared.engine.kernel import (
+    LEFT,
     discard_late_writes,
     halt,
+    keep_left,
     load_state,
     make_event,
     read_for_task,
@@ -203,7 +205,9 @@ def load(ports: Ports, run_id: str) -> dict[str, Any]:
 def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]:
     """The fork execution's first task: build and store the index (idempotent), or fail the child if the source's
     history is no longer whole. Answers like ``advance``: ``continue`` (go on to Advance) or ``done``. ``execution``:
-    its execution's name (the first execution's Index task reads the run as its create left it: decision 0173)."""
+    its execution's name (the first execution's Index task reads the run as its create left it: decision 0173). It
+    writes nothing of the run item, so it hands the run as it read it to the first Advance task in its process, whose
+    predecessor's stamp is the same (the create's: decision 0177)."""
     rec = read_for_task(ports, run_id, prior_stamp(execution, 0))
     if rec is None or rec.status not in WRITABLE:
         return halt(run_id, rec)
@@ -244,7 +248,10 @@ def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]
     else:
         ports.runs.put_aux(run_id, FORK_SOURCE_SK, index, rec.expires_at)
     _cache[run_id] = index  # the next task, in this container, reads it from here (``load``)
-    return {"runId": run_id, "next": "continue", "waitSeconds": 0}
+    # and the run, which this task wrote none of: the first Advance task here takes it (decision 0177)
+    out = {"runId": run_id, "next": "continue", "waitSeconds": 0, LEFT: rec}
+    keep_left(run_id, out)
+    return out
 
 
 def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[str, Any]:

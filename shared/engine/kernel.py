@@ -385,7 +385,7 @@ def _handed(run_id: str, prior: str | None) -> RunRecord | None:
     return rec if rec is not None and prior is not None and rec.task_stamp == prior else None
 
 
-def _keep_left(run_id: str, out: dict[str, Any]) -> None:
+def keep_left(run_id: str, out: dict[str, Any]) -> None:
     left = out.pop(LEFT, None)
     if isinstance(left, RunRecord) and out.get("next") == "continue":
         _left[run_id] = left
@@ -436,7 +436,7 @@ def _advance(
     # or continuation this task belongs to.
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
         out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
-        _keep_left(run_id, out)
+        keep_left(run_id, out)
         span.set("openwop.task.next", str(out.get("next", "")))
         if DIVERGED_AT in out:
             span.set(spans.DIVERGED, True)

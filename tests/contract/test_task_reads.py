@@ -299,9 +299,25 @@ def test_only_a_task_that_goes_on_hands_the_run_on(ports):
     rec = _loop_run(ports)
     for nxt in ("wait", "park", "done"):
         out = {"runId": rec.run_id, "next": nxt, kernel.LEFT: rec}
-        kernel._keep_left(rec.run_id, out)
+        kernel.keep_left(rec.run_id, out)
         # Then nothing is handed on (the next task reads the run), and the answer carries no record
         assert kernel._left.get(rec.run_id) is None and kernel.LEFT not in out
     # And one that goes on hands it
-    kernel._keep_left(rec.run_id, {"runId": rec.run_id, "next": "continue", kernel.LEFT: rec})
+    kernel.keep_left(rec.run_id, {"runId": rec.run_id, "next": "continue", kernel.LEFT: rec})
     assert kernel._left.get(rec.run_id) is rec
+
+
+def test_a_replay_s_index_task_hands_its_run_to_its_first_advance(ports):
+    from shared.engine.forkindex import index_fork
+
+    # Given a replay fork of a completed run, as its create stored it
+    _, fork = _replay_of_a_completed_run(ports)
+    kernel._left.clear()
+    # When its first execution's Index task and then its first Advance task run in one process
+    with run_reads(ports, fork) as seen:
+        indexed = index_fork(ports, fork, EXECUTION)
+        advanced = advance(ports, fork, RUN_KINDS, hops=0, execution=EXECUTION)
+    # Then only the Index task read the fork's run (once, eventually consistently): it wrote none of it and handed it
+    # on; and the replay ran to its end, its log whole
+    assert indexed["next"] == "continue" and seen == [False] and advanced["next"] == "done"
+    assert ports.runs.get_run(fork).status == "completed" and _went_on(ports, fork, -1)
