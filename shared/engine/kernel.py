@@ -137,9 +137,17 @@ def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, An
     return own if own is not None else ports.workflows.get_fixture(workflow_id)
 
 
+def stored_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
+    """The definition the run stored at create: in its creation facts (a small one: decision 0178) or as its
+    ``DEFINITION`` item; None if it stored none."""
+    inline = rec.data.get("definition")
+    return dict(inline) if inline is not None else ports.runs.get_definition(rec.run_id)
+
+
 def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
-    """The definition the run pinned at create (stored once beside its item), else the current registration."""
-    if rec.data.get("definition") is not None:  # runs created before the definition moved out of the item
+    """The definition the run pinned at create (a small one in its creation facts, read with them: decision 0178;
+    a larger one stored once beside its item), else the current registration."""
+    if rec.data.get("definition") is not None:
         return dict(rec.data["definition"])
     if rec.data.get("definitionPinned"):
         return ports.runs.get_definition(rec.run_id)
@@ -153,7 +161,7 @@ _pinned: LockedLRUCache[str, Workflow] = LockedLRUCache(maxsize=1)
 def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
     """The run's workflow, loaded. A pinned definition never changes, so a warm container reads and loads it once
     per run (a long run's tasks do not read it again)."""
-    pinned = bool(rec.data.get("definitionPinned")) and rec.data.get("definition") is None
+    pinned = bool(rec.data.get("definitionPinned")) or rec.data.get("definition") is not None
     hit = _pinned.get(rec.run_id) if pinned else None
     if hit is not None:
         return hit

@@ -19,7 +19,7 @@ from typing import Any
 from shared import keys
 from shared.engine import evalrun, grading, recorded
 from shared.engine import judge as judge_of
-from shared.engine.kernel import resolve_agent
+from shared.engine.kernel import resolve_agent, stored_definition
 from shared.errors import (
     EvalRecordedFixturesGoneError,
     RunGoneError,
@@ -120,7 +120,7 @@ def source_log(ports: Ports, rec: RunRecord, agent_id: str, *, replay: bool) -> 
     if replay and rec.kind == "eval":
         task_inputs = {str(t["taskId"]): t.get("input") for t in evalrun.load_plan(ports, rec.run_id)["suite"]["tasks"]}
     elif replay:
-        definition = ports.runs.get_definition(rec.run_id)
+        definition = stored_definition(ports, rec)
     return recorded.read_agent_log(
         ports.events.iter_events(rec.run_id), agent_id, definition=definition, task_inputs=task_inputs
     )

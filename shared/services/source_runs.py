@@ -106,12 +106,15 @@ def _source(
 def _logs(
     ports: Ports, recs: Sequence[RunRecord], *, replay: bool
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]]]:
-    """The runs' whole logs (a run whose log cannot be read left out) and, with ``replay``, their definitions."""
+    """The runs' whole logs (a run whose log cannot be read left out) and, with ``replay``, their definitions (a
+    small one is in the run's creation facts: decision 0178; the others are read)."""
     short = [r for r in recs if r.last_seq + 1 <= LONG_LOG]
     jobs: list[tuple[str, Any]] = [("logs", g) for g in chunks(short, BATCH_KEYS)]
     jobs += [("log", r) for r in recs if r.last_seq + 1 > LONG_LOG]
+    inline = {r.run_id: dict(r.data["definition"]) for r in recs if replay and r.data.get("definition") is not None}
     if replay:
-        jobs += [("definitions", [r.run_id for r in g]) for g in chunks(list(recs), BATCH_KEYS)]
+        stored = [r.run_id for r in recs if r.run_id not in inline]
+        jobs += [("definitions", g) for g in chunks(stored, BATCH_KEYS)]
 
     def run(job: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
         kind, arg = job
@@ -125,7 +128,7 @@ def _logs(
         return kind, _whole_log(ports, arg)
 
     logs: dict[str, list[dict[str, Any]]] = {}
-    defs: dict[str, dict[str, Any]] = {}
+    defs: dict[str, dict[str, Any]] = dict(inline)
     for kind, part in parallel(run, jobs):
         (defs if kind == "definitions" else logs).update(part)
     return logs, defs

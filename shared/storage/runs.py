@@ -101,7 +101,9 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         facts = dict(record.data)
         definition = facts.pop("definition", None)
         extra: list[dict[str, Any]] = []
-        if definition is not None:
+        if definition is not None and len(dump(definition).encode("utf-8")) <= schema.INLINE_DEFINITION_BYTES:
+            facts["definition"] = definition  # small: with the facts, read with the run's items (decision 0178)
+        elif definition is not None:
             facts["definitionPinned"] = True
             extra.append(self._definition_put(record, definition))
         # The run item: only what changes (each append rewrites it, billed at its whole size). The creation facts,

@@ -58,6 +58,9 @@ MAX_INLINE_BYTES = 350_000
 MAX_ITEM_BYTES = 400_000
 # A run item keeps its creation facts inline up to this size; larger go to S3 (room for the state snapshot).
 MAX_INLINE_RUN_DATA_BYTES = 64_000
+# A pinned definition up to this size (its JSON) stays in the run's creation facts, read with the run's items (one
+# Query: decision 0178); a larger one is the run's ``DEFINITION`` item (decision 0082).
+INLINE_DEFINITION_BYTES = 2_048
 # A page of the event log (one item: its events' JSON, compressed) holds at most this many events and this much
 # event JSON; a transaction carries as many pages as fit in TransactWriteItems' 100 items and 4 MB.
 MAX_EVENTS_PER_PAGE = EVENTS_PER_PAGE

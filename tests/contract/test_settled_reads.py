@@ -25,6 +25,10 @@ def ports(local_aws):
     return get_ports()
 
 
+# A definition too large to stay in the creation facts (decision 0178): stored as the run's DEFINITION item.
+PINNED = {"id": "wf", "nodes": [], "description": "d" * 3000}
+
+
 def _run(ports: Any, status: str) -> RunRecord:
     rec = RunRecord(
         run_id=f"tenant-c/{unique('r-settled')}",
@@ -32,7 +36,7 @@ def _run(ports: Any, status: str) -> RunRecord:
         status=status,
         last_seq=4,
         created_at=ports.clock.iso(),
-        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}, "definition": {"id": "wf", "nodes": []}},
+        data={"kind": "workflow", "owner": {"tenant": "tenant-c"}, "definition": PINNED},
         expires_at=ports.clock.now_ms() // 1000 + 3600,
     )
     ports.runs.create_run(rec)
@@ -98,11 +102,11 @@ def test_items_written_once_are_read_eventually_consistently_and_consistently_wh
         definition = ports.runs.get_definition(rec.run_id)
         index = ports.runs.get_aux(rec.run_id, FORK_SOURCE_SK, settled=True)
     # Then each is one eventually consistent GetItem
-    assert definition == {"id": "wf", "nodes": []} and index == {"outcomes": {"n": 1}}
+    assert definition == PINNED and index == {"outcomes": {"n": 1}}
     assert seen == [("GetItem", False), ("GetItem", False)]
     # And when a replica does not show them yet, each is read again consistently and found
     with reads(ports, rec.run_id, hide=True) as seen:
-        assert ports.runs.get_definition(rec.run_id) == {"id": "wf", "nodes": []}
+        assert ports.runs.get_definition(rec.run_id) == PINNED
         assert ports.runs.get_aux(rec.run_id, FORK_SOURCE_SK, settled=True) == {"outcomes": {"n": 1}}
     assert seen == [("GetItem", False), ("GetItem", True)] * 2
     # And an aux item read without ``settled`` stays one consistent read
