@@ -241,6 +241,14 @@ def _row(
         line(
             f"{label}: independent meter", f"{true['wru']:,} / {true['rru']:,.1f}", f"{_agreement(used, true)}; {by_op}"
         )
+        index = int(true["gsi"])
+        line(
+            f"{label}: index writes",
+            f"{index:,} WRU",
+            f"the tenant index's (GSI, projection ALL) writes its items cause, not in the rows' WRU above (the requests do "
+            f"not show them): with them {used.units['wru'] + index:,} WRU, "
+            f"{_times(used.units['wru'] + index, physical_wru + 1)} of the physical bound with the index entry's once",
+        )
     return ratio
 
 

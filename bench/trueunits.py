@@ -8,7 +8,11 @@ its elements.
 
 Units (``TrueUnits``): a write is billed on the larger of the item before and after it (read through a client nothing
 watches, around each request), 1 WRU per KB, 2 in a transaction (a ``ConditionCheck`` on its item's size); a write
-whose condition failed on the item as it was (at least 1). A read is billed on the **whole** stored item whatever the
+whose condition failed on the item as it was (at least 1). A write that puts, changes or removes an item a global
+secondary index holds (its index keys present before or after) also writes the index: 1 WRU per KB of the index's
+projection of the item, 2 writes when the item's index keys change; an index write is a standard write in a
+transaction too (the index is brought up to date after it commits). Counted apart (``gsi``): the exact meter prices
+the requests, which do not show them. A read is billed on the **whole** stored item whatever the
 projection (a projected item is read again by key to size it): per 4 KB of each item of a GetItem, BatchGetItem or
 TransactGetItems, and of a Query's or Scan's items together (rounded up once), half when eventually consistent,
 double in a transaction, at least one unit. Not seen: the items a Query's filter dropped (nothing here filters a
@@ -92,6 +96,7 @@ class TrueUnits:
         self.units: dict[str, Counter[str]] = {}
         self.enabled = False  # its reads around each request take time: off while anything is timed
         self._schemas: dict[str, list[str]] = {}
+        self._indexes: dict[str, list[tuple[list[str], str, list[str]]]] = {}  # table -> (keys, projection, attrs)
         self._local = threading.local()
         self._lock = threading.Lock()
 
@@ -102,8 +107,48 @@ class TrueUnits:
     # -- stored items ------------------------------------------------------------------------------------------
 
     def _stored(self, table: str, key: dict[str, Any]) -> int:
-        got = self.raw.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        return item_size(got) if got else 0
+        return item_size(self._stored_item(table, key))
+
+    def _stored_item(self, table: str, key: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.raw.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item") or {})
+
+    def _gsis(self, table: str) -> list[tuple[list[str], str, list[str]]]:
+        """The table's global secondary indexes: their key attributes, projection type and included attributes."""
+        if table not in self._indexes:
+            described = self.raw.describe_table(TableName=table)["Table"]
+            self._indexes[table] = [
+                (
+                    [k["AttributeName"] for k in ix["KeySchema"]],
+                    ix["Projection"]["ProjectionType"],
+                    list(ix["Projection"].get("NonKeyAttributes") or []),
+                )
+                for ix in described.get("GlobalSecondaryIndexes") or []
+            ]
+        return self._indexes[table]
+
+    def _index_units(self, table: str, before: dict[str, Any], after: dict[str, Any]) -> int:
+        """The index writes one write of an item causes: per index holding it before or after, its projection's KB
+        (a put, a change of a projected attribute, a delete), twice when its index keys changed."""
+        units = 0
+        for keys, projection, attrs in self._gsis(table):
+            old, new = (self._held(table, x, keys, projection, attrs) for x in (before, after))
+            if old == new:
+                continue
+            kb = [max(1, math.ceil(item_size(x) / 1024)) for x in (old, new) if x is not None]
+            moved = old is not None and new is not None and any(old[k] != new[k] for k in keys)
+            units += sum(kb) if moved or len(kb) == 1 else max(kb)
+        return units
+
+    def _held(
+        self, table: str, item: dict[str, Any], keys: list[str], projection: str, attrs: list[str]
+    ) -> dict[str, Any] | None:
+        """What an index with these keys and projection holds of ``item`` (None: not in it, a key missing)."""
+        if not item or any(k not in item for k in keys):
+            return None
+        if projection == "ALL":
+            return item
+        kept = {*(self._schemas.get(table) or []), *keys, *(attrs if projection == "INCLUDE" else [])}
+        return {k: v for k, v in item.items() if k in kept}
 
     def _key(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
         if table not in self._schemas:
@@ -151,7 +196,7 @@ class TrueUnits:
     def _targets_of(self, op: str, request: Any) -> None:
         params = json.loads(getattr(request, "body", b"") or b"{}")
         self._local.op, self._local.params = op, params
-        self._local.targets = [(t, k, f, s, self._stored(t, k)) for t, k, f, s in self._targets(op, params)]
+        self._local.targets = [(t, k, f, s, self._stored_item(t, k)) for t, k, f, s in self._targets(op, params)]
 
     def _add(self, name: str, value: float) -> None:
         """``value`` units of ``name`` (``wru`` or ``rru``), in all and by operation (``"wru dynamodb:PutItem"``)."""
@@ -181,10 +226,13 @@ class TrueUnits:
         op, params = getattr(self._local, "op", ""), getattr(self._local, "params", {})
         ok = bool(response_dict) and int(response_dict.get("status_code") or 200) < 300
         for table, key, factor, own, before in getattr(self._local, "targets", []):
-            size = max(before, self._stored(table, key), own) if ok else before
+            after = self._stored_item(table, key) if ok else before
+            size = max(item_size(before), item_size(after), own) if ok else item_size(before)
             units = factor * max(1, math.ceil(size / 1024))
             self._add("wru", units)
             self._add_item(f"{_kind(table, key)}{' in a transaction' if factor == 2 else ''}", units)
+            if ok and self._gsis(table):
+                self._add("gsi", self._index_units(table, before, after))
         self._local.targets = []
         if ok and op:
             self._reads(op, params, json.loads(response_dict.get("body") or b"{}"))

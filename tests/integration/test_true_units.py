@@ -117,3 +117,59 @@ def test_write_units_are_also_counted_by_kind_of_item(table: Any):
     assert _kind("openwop-runs", {"pk": {"S": "t/r-1"}, "sk": {"S": "CHILD#t/r-2"}}) == "runs:CHILD"
     assert _kind("openwop-runs", {"pk": {"S": "ERASED#ab12"}, "sk": {"S": "TOMBSTONE"}}) == "runs:tombstone"
     assert _kind("openwop-events", {"runId": {"S": "t/r-1"}, "seq": {"N": "99"}}) == "events:page"
+
+
+def test_writes_of_an_item_an_index_holds_write_the_index_too(local_aws: Any):
+    from shared.local.stack import REGION
+
+    # Given a table with a global secondary index (projection ALL) on attribute ``g``
+    raw = local_aws.client("dynamodb")
+    name = unique("true-units-gsi")
+    raw.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "g", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "byG",
+                "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    watched = boto3.client("dynamodb", region_name=REGION, endpoint_url=local_aws.endpoint)
+    true = _metered(raw, watched)
+    try:
+        key = {"pk": {"S": "in"}}
+        # When an item the index holds is put (in a transaction), changed, moved to another index key, and deleted,
+        # and an item it does not hold is put
+        watched.transact_write_items(TransactItems=[{"Put": {"TableName": name, "Item": {**key, "g": {"S": "a"}}}}])
+        after_put = true.of("bench")["gsi"]
+        watched.update_item(
+            TableName=name, Key=key, UpdateExpression="SET s = :s", ExpressionAttributeValues={":s": {"S": "x" * 1500}}
+        )
+        after_change = true.of("bench")["gsi"]
+        watched.update_item(
+            TableName=name, Key=key, UpdateExpression="SET g = :g", ExpressionAttributeValues={":g": {"S": "b"}}
+        )
+        after_move = true.of("bench")["gsi"]
+        watched.delete_item(TableName=name, Key=key)
+        after_delete = true.of("bench")["gsi"]
+        watched.put_item(TableName=name, Item={"pk": {"S": "out"}})
+        # Then each wrote the index: 1 (a standard write in the transaction too), 2 (its 1.5 KB), 4 (the old entry
+        # deleted and the new put, 2 KB each), 2; the item the index does not hold wrote none of it
+        assert (after_put, after_change - after_put, after_move - after_change, after_delete - after_move) == (
+            1,
+            2,
+            4,
+            2,
+        )
+        assert true.of("bench")["gsi"] == after_delete
+        # and the table's own write units are as before (2 for the transactional put)
+        assert true.of("bench")["wru dynamodb:TransactWriteItems"] == 2
+    finally:
+        raw.delete_table(TableName=name)
