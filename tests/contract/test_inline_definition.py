@@ -11,7 +11,7 @@ import pytest
 from shared.engine import kernel
 from shared.ports import RunRecord
 from shared.storage import schema
-from tests.helpers import requests_sent, unique
+from tests.helpers import requests_sent, stored_run
 from tests.workflows import noop_loop
 
 SMALL = noop_loop("wf-small", 2)  # 625 bytes of JSON
@@ -27,22 +27,10 @@ def ports(local_aws):
 
 def _create(ports: Any, definition: dict[str, Any]) -> tuple[RunRecord, list[dict[str, Any]]]:
     """A run created with ``definition`` pinned: its record as read back, and the create's transaction's items."""
-    rec = RunRecord(
-        run_id=f"tenant-c/{unique('r-inline-def')}",
-        tenant="tenant-c",
-        status="pending",
-        last_seq=-1,
-        created_at=ports.clock.iso(),
-        data={
-            "kind": "workflow",
-            "workflowId": definition["id"],
-            "owner": {"tenant": "tenant-c"},
-            "definition": definition,
-        },
-        expires_at=ports.clock.now_ms() // 1000 + 3600,
-    )
     with requests_sent(ports.runs._c, "TransactWriteItems") as sent:
-        ports.runs.create_run(rec, fresh=True)
+        rec = stored_run(
+            ports, "r-inline-def", "pending", data={"workflowId": definition["id"], "definition": definition}
+        )
     (tx,) = [p for p in sent if any(rec.run_id in str(i) for i in p["TransactItems"])]
     got = ports.runs.get_run(rec.run_id)
     assert got is not None
