@@ -14,7 +14,6 @@ from infra.constructs.functions import HostFunctions
 from infra.constructs.tables import HostTables
 from shared import manifest
 
-BATCH_SIZE = 100
 RETRY_ATTEMPTS = 10
 MAX_RECORD_AGE = Duration.days(1)
 
@@ -54,7 +53,7 @@ class StreamConsumers(Construct):
                 event_sources.DynamoEventSource(
                     tables.table(table_key),
                     starting_position=lambda_.StartingPosition.LATEST,
-                    batch_size=BATCH_SIZE,
+                    batch_size=manifest.STREAM_BATCH_SIZE,
                     max_batching_window=Duration.seconds(window) if window else None,
                     bisect_batch_on_error=True,
                     retry_attempts=RETRY_ATTEMPTS,

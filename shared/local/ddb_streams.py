@@ -20,6 +20,7 @@ from typing import Any
 
 from shared.local.context import function_name_from
 from shared.local.lambda_registry import LocalHandlerNotFoundError, Target, invoke_target, resolve_target
+from shared.manifest.compute import STREAM_BATCH_SIZE  # records per invocation, as the deployed mappings
 
 TTL_IDENTITY: dict[str, str] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
@@ -34,7 +35,6 @@ class StreamDeliveryError:
 
 
 _stream_errors: list[StreamDeliveryError] = []
-STREAM_BATCH_SIZE = 100  # records per invocation, as the CDK event source mappings
 LOCAL_WINDOW_ENV = "LOCAL_STREAM_BATCHING_WINDOW_SECONDS"
 LOCAL_WINDOW_S = 1.0
 """The local batching window of a consumer whose deployed mapping has one (``manifest.STREAM_BATCHING_WINDOW_S``):

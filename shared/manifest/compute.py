@@ -381,6 +381,8 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
 # feeds the webhook fan-out (INSERT records only: an event is fanned out once it is durably stored).
 STREAM_CONSUMERS: tuple[tuple[str, str], ...] = ((RUNS, "erase_run"), (EVENTS, "fanout_webhooks"))
 STREAM_EVENT_NAMES: dict[tuple[str, str], str] = {(RUNS, "erase_run"): "REMOVE", (EVENTS, "fanout_webhooks"): "INSERT"}
+# Records a stream mapping hands one invocation at most (the deployed mappings and the local stream worker alike).
+STREAM_BATCH_SIZE = 100
 # Seconds a mapping waits to fill a batch (up to its batch size) after a shard's first waiting record: the fan-out
 # takes many pages per invocation, at most this much later (decision 0151); the erasure hook takes each at once.
 STREAM_BATCHING_WINDOW_S: dict[tuple[str, str], int] = {(EVENTS, "fanout_webhooks"): 3}
