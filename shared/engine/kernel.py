@@ -137,20 +137,23 @@ def load_definition(ports: Ports, tenant: str, workflow_id: str) -> dict[str, An
     return own if own is not None else ports.workflows.get_fixture(workflow_id)
 
 
+def pinned(rec: RunRecord) -> bool:
+    """Whether the run pinned its definition at create (in its creation facts, or as its ``DEFINITION`` item)."""
+    return rec.data.get("definition") is not None or bool(rec.data.get("definitionPinned"))
+
+
 def stored_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
-    """The definition the run stored at create: in its creation facts (a small one: decision 0178) or as its
-    ``DEFINITION`` item; None if it stored none."""
-    inline = rec.data.get("definition")
-    return dict(inline) if inline is not None else ports.runs.get_definition(rec.run_id)
+    """The definition the run pinned at create: a small one in its creation facts, read with them (decision 0178),
+    a larger one its ``DEFINITION`` item; None if it pinned none."""
+    if rec.data.get("definition") is not None:
+        return dict(rec.data["definition"])
+    return ports.runs.get_definition(rec.run_id) if rec.data.get("definitionPinned") else None
 
 
 def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
-    """The definition the run pinned at create (a small one in its creation facts, read with them: decision 0178;
-    a larger one stored once beside its item), else the current registration."""
-    if rec.data.get("definition") is not None:
-        return dict(rec.data["definition"])
-    if rec.data.get("definitionPinned"):
-        return ports.runs.get_definition(rec.run_id)
+    """The definition the run pinned at create (``stored_definition``), else the current registration."""
+    if pinned(rec):
+        return stored_definition(ports, rec)
     return load_definition(ports, rec.tenant, str(rec.data.get("workflowId")))
 
 
@@ -161,15 +164,15 @@ _pinned: LockedLRUCache[str, Workflow] = LockedLRUCache(maxsize=1)
 def run_workflow(ports: Ports, rec: RunRecord) -> Workflow:
     """The run's workflow, loaded. A pinned definition never changes, so a warm container reads and loads it once
     per run (a long run's tasks do not read it again)."""
-    pinned = bool(rec.data.get("definitionPinned")) or rec.data.get("definition") is not None
-    hit = _pinned.get(rec.run_id) if pinned else None
+    fixed = pinned(rec)
+    hit = _pinned.get(rec.run_id) if fixed else None
     if hit is not None:
         return hit
     doc = pinned_definition(ports, rec)
     if doc is None:
         raise EngineError("workflow definition is gone")
     wf = load_workflow(doc, set(NODE_TYPES))
-    if pinned:
+    if fixed:
         _pinned[rec.run_id] = wf
     return wf
 

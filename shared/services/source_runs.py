@@ -111,10 +111,10 @@ def _logs(
     short = [r for r in recs if r.last_seq + 1 <= LONG_LOG]
     jobs: list[tuple[str, Any]] = [("logs", g) for g in chunks(short, BATCH_KEYS)]
     jobs += [("log", r) for r in recs if r.last_seq + 1 > LONG_LOG]
-    inline = {r.run_id: dict(r.data["definition"]) for r in recs if replay and r.data.get("definition") is not None}
+    inline: dict[str, dict[str, Any]] = {}
     if replay:
-        stored = [r.run_id for r in recs if r.run_id not in inline]
-        jobs += [("definitions", g) for g in chunks(stored, BATCH_KEYS)]
+        inline = {r.run_id: dict(r.data["definition"]) for r in recs if r.data.get("definition") is not None}
+        jobs += [("definitions", g) for g in chunks([r.run_id for r in recs if r.run_id not in inline], BATCH_KEYS)]
 
     def run(job: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
         kind, arg = job

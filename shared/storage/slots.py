@@ -50,22 +50,20 @@ class DynamoRunSlots:
         return to_item({"pk": _pk(tenant), "sk": sk})
 
     def take(self, tenant: str, run_id: str, cap: int, *, waiting: Waiting | None = None) -> Take:
+        count: dict[str, Any] = {
+            "TableName": self._t,
+            "Key": self._key(tenant, COUNT_SK),
+            "UpdateExpression": "ADD #c :one",
+            "ConditionExpression": "attribute_not_exists(#c) OR #c < :cap",
+            "ExpressionAttributeNames": {"#c": "count"},
+            "ExpressionAttributeValues": {":one": {"N": "1"}, ":cap": {"N": str(cap)}},
+        }
+        if waiting is not None:  # a waiting entry taken is counted waiting no more
+            count["UpdateExpression"] += ", #w :minus"
+            count["ExpressionAttributeNames"]["#w"] = WAITING
+            count["ExpressionAttributeValues"][":minus"] = {"N": "-1"}
         items: list[dict[str, Any]] = [
-            {
-                "Update": {
-                    "TableName": self._t,
-                    "Key": self._key(tenant, COUNT_SK),
-                    # a waiting entry taken is counted waiting no more
-                    "UpdateExpression": "ADD #c :one" + (", #w :minus" if waiting is not None else ""),
-                    "ConditionExpression": "attribute_not_exists(#c) OR #c < :cap",
-                    "ExpressionAttributeNames": {"#c": "count", **({"#w": WAITING} if waiting is not None else {})},
-                    "ExpressionAttributeValues": {
-                        ":one": {"N": "1"},
-                        ":cap": {"N": str(cap)},
-                        **({":minus": {"N": "-1"}} if waiting is not None else {}),
-                    },
-                }
-            },
+            {"Update": count},
             {
                 "Put": {
                     "TableName": self._t,
