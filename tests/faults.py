@@ -205,8 +205,8 @@ def kill_after_plain_page(client: Any, table: str, n: int) -> Any:
     """The n-th page put plainly into ``table`` (decision 0170: a task's middle page) is applied, then its task
     crashes; once."""
 
-    def plain(params: dict[str, Any]) -> str | None:
-        return "plain" if params.get("TableName") == table and "plain" in (params.get("Item") or {}) else None
+    def plain(params: dict[str, Any]) -> str | None:  # a page put alone: only plain pages go by PutItem
+        return "plain" if params.get("TableName") == table and "page" in (params.get("Item") or {}) else None
 
     return _kill_after(client, "PutItem", plain, lambda _: n)
 

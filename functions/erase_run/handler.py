@@ -1,7 +1,9 @@
 """DynamoDB stream consumer on the runs table: a run item's REMOVE (TTL or erasure) erases all it owns.
 
 The event-source mapping filters for REMOVE records; the handler checks again (local mode and older
-mappings deliver everything) and reports batch item failures so one bad record is retried alone.
+mappings deliver everything) and reports batch item failures so one bad record is retried alone. The record's old
+image says whether the run had ended: one that had not may still have a task writing, whose late writes are erased
+once none can (decision 0179).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if not run_id:
             continue
         try:
-            on_run_removed(get_ports(), run_id)
+            ports = get_ports()
+            on_run_removed(ports, run_id, live=ports.runs.live_in_image((record.get("dynamodb") or {}).get("OldImage")))
             count("RunsErased")
         except Exception:
             logger().exception("erasure failed; the record is retried", extra={"runId": run_id})

@@ -17,9 +17,9 @@ The same records drive the sampling rules (``shared.services.sampling``): a ``ru
 to the drafts whose rules sample it; a retried batch adds nothing twice (the draft holds each run once). Both parts
 use the same read of each tenant.
 
-A page put plainly past an open tail (a task's middle page, decision 0170) was held by no condition on its run item:
-the batch's runs with such pages are checked for an erasure that came first (``erasure.sweep_late_pages``), whose
-late pages are deleted, never delivered.
+A page put plainly past an open tail (a task's middle page, decision 0170) is fanned out as any other: a page of a
+run erased before it landed is deleted by its task or by the erasure's late pass (decision 0179), and its messages
+are dropped unsent (a delivery reads its run first).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ports = get_ports()
     runs: dict[str, tuple[dict[str, Any], Stored]] = {}  # runId -> (its first record, its events), in stream order
     unreadable: list[dict[str, Any]] = []  # the first record whose image cannot be read: it and those after it wait
-    late: set[str] = set()  # the runs with a page put plainly in the batch
     for record in records:
         data = record.get("dynamodb") or {}
         keys = data.get("Keys") or {}
@@ -62,14 +61,6 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             unreadable.append(record)
             break
         runs.setdefault(run_id, (record, []))[1].extend((run_id, s, ev) for s, ev in pairs)
-        if image and ports.events.is_plain_page(image):
-            late.add(run_id)
-    if late:  # pages put past an open tail: a run erased before they landed loses them now, undelivered
-        from shared.services.erasure import sweep_late_pages
-
-        for run_id in sweep_late_pages(ports, sorted(late)):
-            runs.pop(run_id, None)
-            count("LatePagesSwept", 1)
     failed = _handle_batch(ports, runs)
     failed = failed if failed is not None else (unreadable[0] if unreadable else None)
     if failed is None:

@@ -173,6 +173,8 @@ FUNCTIONS: tuple[Function, ...] = (
         gateway_url=True,  # an endpoint trial hands its agent the trial's gateway URLs
     ),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
+    # The state machines' Catch, and the run state machine's EraseLateWrites task: a run erased while a task of it
+    # could still write has its log and objects deleted again once none can (decision 0179).
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
     Function(
@@ -277,14 +279,12 @@ FUNCTIONS: tuple[Function, ...] = (
         keys=((SIGNING, "write+replay"),),
     ),
     # The events stream's consumer: webhook fan-out, and the sampling rules (a completed run's task into a draft).
-    # Events and bucket read-write: an erased run's pages put plainly after its erasure are deleted here, with the
-    # run's objects (decision 0170).
     Function(
         "fanout_webhooks",
         "functions.fanout_webhooks.handler",
         "stream",
-        ((RUNS, "readwrite"), (EVENTS, "readwrite"), (HOST, "readwrite"), (TOOL_CALLS, "read")),
-        bucket="readwrite",
+        ((RUNS, "readwrite"), (EVENTS, "read"), (HOST, "readwrite"), (TOOL_CALLS, "read")),
+        bucket="read",
         sends=(WEBHOOKS,),
         memory_mb=256,
         timeout_s=60,
@@ -319,6 +319,11 @@ FUNCTIONS: tuple[Function, ...] = (
         every_minutes=1,
     ),
 )
+
+# Seconds after which no task of a run can write anymore once its execution is stopped: the longest a task function
+# runs, and a minute for a request it sent to land. A run erased while a task of it may still write has its log and
+# objects deleted again that long after its erasure (decision 0179).
+TASK_WRITES_END_S = max(f.timeout_s for f in FUNCTIONS if f.kind == "task") + 60
 
 # Operator settings the ASL files read through a placeholder: name (the CDK context key) -> (the env var the local
 # stack reads, the default). ``parkedTimeout``: seconds a run may stay paused or waiting in the Park task before it

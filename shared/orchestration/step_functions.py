@@ -47,8 +47,9 @@ class StepFunctionsOrchestrator:
         generation: int = 0,
         redelivery: bool = False,
         machine_arn: str = "",
+        purpose: str = "",
     ) -> str:
-        name = execution_name(run_id, machine, generation=generation, redelivery=redelivery)
+        name = execution_name(run_id, purpose or machine, generation=generation, redelivery=redelivery)
         # A run task continuing its run names its own machine: deployed, a task function has no machine ARN in its
         # environment (the machine refers to the function, so the function cannot refer back to the machine).
         arn = machine_arn or self._machines[machine]

@@ -15,10 +15,12 @@ class Orchestrator(Protocol):
         generation: int = 0,
         redelivery: bool = False,
         machine_arn: str = "",
+        purpose: str = "",
     ) -> str:
         """Start (once: executions are named) an execution of ``machine`` for ``run_id``; its ARN. ``redelivery``:
         a second execution of the same generation (the durability hook's duplicate delivery, never the engine).
-        ``machine_arn``: the machine as its own execution names it (a run task continuing its run), used where given."""
+        ``machine_arn``: the machine as its own execution names it (a run task continuing its run), used where given.
+        ``purpose``: named for it instead of the machine (an execution that is not the run's own: its late writes')."""
         ...
 
     def execution_name(self, machine: str, run_id: str) -> str:

@@ -21,12 +21,13 @@ tombstone from after that point does not come with it (docs/operations.md, "Rest
 The tombstone makes any late write for the run fail (every conditional write checks the run item or the
 tombstone; S3 writes are undone when their DynamoDB write finds the run gone), and reads already treat an
 expired or removed run as gone, so nothing depends on TTL timing. Erasing an id that never existed writes
-nothing.
+nothing. What no condition holds (a task's plain pages, decision 0170; a fork's copied prefix) is deleted again by
+the task when it next finds the run gone, and, for a run that had not ended, by an execution of its own once no
+task can write anymore (``erase_late_writes``, decision 0179).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from shared import keys
@@ -108,10 +109,13 @@ def link_scope_claim(ports: Ports, run_id: str, scope_id: str, claim: dict[str, 
         ports.scope_claims.delete_claim(tenant_of(run_id), scope_id, if_equals=claim)
 
 
-def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
-    """The erasure hook (stream REMOVE of a run item, by TTL or explicit erasure)."""
+def on_run_removed(ports: Ports, run_id: str, *, live: bool = False) -> dict[str, int]:
+    """The erasure hook (stream REMOVE of a run item, by TTL or explicit erasure). ``live``: the run had not ended
+    (its removed item says so), so a task of it may still write: its late writes are erased too (``_after_tasks``)."""
     if not ports.runs.is_tombstoned(run_id):
         _tombstone(ports, run_id)
+    if live:
+        _after_tasks(ports, run_id)
     counts = {
         "events": 0,
         "toolCalls": 0,
@@ -158,17 +162,31 @@ def on_run_removed(ports: Ports, run_id: str) -> dict[str, int]:
     return counts
 
 
-def sweep_late_pages(ports: Ports, run_ids: Sequence[str]) -> set[str]:
-    """The runs, of those whose pages were put plainly (a task's middle pages, decision 0170: no condition on the
-    run item held them), that were erased before such a page landed: their log and S3 objects are deleted again.
-    The events table's stream hands every such page to the fan-out, which asks here: a run item read by key for
-    each run (eventually consistent), a tombstone only for those missing. Returns the runs swept."""
-    missing = ports.runs.missing(run_ids)
-    erased = ports.runs.tombstoned(sorted(missing)) if missing else set()
-    for run_id in sorted(erased):
-        ports.events.delete_all(run_id)
-        ports.blobs.delete_prefix(keys.run_prefix(run_id))
-    return erased
+def _after_tasks(ports: Ports, run_id: str) -> None:
+    """A run erased while a task of it may still write: a task put what no condition on its run item held (its
+    plain pages, decision 0170; a fork's copied prefix). A task that reaches its next transaction finds the run
+    gone and deletes its log again; one that died first never does. So an execution of the run state machine of its
+    own (named for the purpose, once per run) waits until no task can write anymore (``TASK_WRITES_END_S`` after
+    now: a task's function times out, its execution was stopped), then ``erase_late_writes`` (decision 0179). Its
+    input holds the run id, as the run's own executions do."""
+    from shared.manifest import TASK_WRITES_END_S
+
+    end = ports.clock.iso(ports.clock.now_ms() + TASK_WRITES_END_S * 1000)
+    ports.orchestrator.start("run", run_id, {"runId": run_id, "lateWritesEndAt": end}, purpose=LATE_WRITES)
+
+
+LATE_WRITES = "late"  # the purpose naming the execution that erases a run's late writes (``<runId>-late``)
+
+
+def erase_late_writes(ports: Ports, run_id: str) -> bool:
+    """Once no task of an erased run can write: its log and objects deleted again (whatever a task put after its
+    erasure). Only a run with a tombstone; returns whether it had one."""
+    from shared.engine.kernel import discard_late_writes
+
+    if not ports.runs.is_tombstoned(run_id):
+        return False
+    discard_late_writes(ports, run_id)
+    return True
 
 
 def erase_now(ports: Ports, run_id: str, *, tombstone: bool = True) -> None:

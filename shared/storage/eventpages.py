@@ -30,7 +30,6 @@ PAGE = "page"  # a page's events: their JSON array, zlib-compressed (binary)
 FIRST = "first"  # keyed by the last sequence: the page's first (absent: the page holds the one event ``seq``)
 LAST = "last"  # keyed by the first sequence: the page's last
 PAGE_LEVEL = 6  # zlib's default level
-PLAIN = "plain"  # a page put alone, past an open tail: no condition on the run item held it (decision 0170)
 
 
 @dataclass

@@ -43,7 +43,6 @@ from shared.storage.ddb import (
 )
 from shared.storage.eventpages import (
     PAGE,
-    PLAIN,
     Page,
     bounds,
     inflate,
@@ -173,7 +172,6 @@ class DynamoEventStore:
     def _put_pages(self, run_id: str, pages: Sequence[Page], nxt: int) -> int:
         """Plain appends: each page its own conditional put, in order."""
         for page in pages:
-            page.item[PLAIN] = {"BOOL": True}  # the fan-out sweeps it if its run was erased first
             try:
                 self._c.put_item(**self._put(page))
             except ClientError as exc:
@@ -479,10 +477,6 @@ class DynamoEventStore:
         if "doc" not in it or it.get("era") == ERA_V1:
             return [(seq, None)]
         return [(seq, json.loads(it["doc"]))]
-
-    def is_plain_page(self, image: dict[str, Any]) -> bool:
-        """Whether an item image (a stream record's NewImage) is a page put plainly, past an open tail."""
-        return PLAIN in image
 
     def copy_events(self, run_id: str, events: Sequence[dict[str, Any]], expires_at: int) -> int:
         """Bulk-write a fork's copied prefix as pages: ceil(pages/25) BatchWriteItem requests. Returns the events

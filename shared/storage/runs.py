@@ -503,13 +503,11 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
                 raise ConflictError("run moved") from exc
             raise
 
-    def missing(self, run_ids: Sequence[str]) -> set[str]:
-        """Which of the runs have no run item (erased, expired, or not created): their run items read by key, 100 to
-        a BatchGetItem, eventually consistent (a run item just created may read as missing)."""
-        ids = list(dict.fromkeys(run_ids))
-        keys = [to_item({"pk": r, "sk": schema.RUN_SK}) for r in ids]
-        found = {raw["pk"]["S"] for raw in batch_get(self._c, self._t, keys, consistent=False)}
-        return set(ids) - found
+    @staticmethod
+    def live_in_image(image: dict[str, Any] | None) -> bool:
+        """Whether a run item's stream image (a REMOVE record's OldImage) shows a run that had not ended; no image
+        (a mapping that sends none) reads as one that had not."""
+        return ((image or {}).get("status") or {}).get("S") not in TERMINAL_STATUSES
 
     def tombstoned(self, run_ids: Sequence[str]) -> set[str]:
         """Which of the runs have an erasure tombstone (``is_tombstoned`` for many: BatchGetItem, 100 keys each)."""

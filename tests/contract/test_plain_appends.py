@@ -1,8 +1,9 @@
 """Appends at the physical bound (decision 0170), on moto: a page's conditional put is the log's ordering point, so
 a task's middle pages go plain (one write unit per KB, no head) once its first transaction opened the tail; a
 reader of an open run reads past the head; a writer whose tail is stale collides and writes nothing; a cancel
-appended at the tail stops the task's next page; an erasure takes the pages a task put after it; a log begun in
-the older layout (pages keyed by their last sequence) reads whole across the change."""
+appended at the tail stops the task's next page; an erasure takes the pages a task put after it (by the task, or
+by the execution that waits until no task of the erased run can write, decision 0179); a log begun in the older
+layout (pages keyed by their last sequence) reads whole across the change."""
 
 from __future__ import annotations
 
@@ -198,37 +199,97 @@ def test_a_log_begun_keyed_by_last_sequences_reads_whole_across_the_change(ports
         ev.append_events(rec.run_id, 120, _evs(ports, rec.run_id, 120, 2))
 
 
-def test_a_page_put_after_the_erasure_by_a_task_that_died_is_swept_by_the_fan_out(ports):
-    # Given a task that opened the tail, its run erased, then one more plain page put before the task died
-    from functions.fanout_webhooks.handler import lambda_handler
+def _late(ports: Any, run_id: str) -> dict[str, Any] | None:
+    """The execution that erases the run's late writes (decision 0179), described; None if none was started."""
+    from shared.orchestration.step_functions import execution_name
+    from shared.services.erasure import LATE_WRITES
+
+    sfn = ports.orchestrator._c
+    arn = ports.orchestrator._machines["run"].replace(":stateMachine:", ":execution:")
+    try:
+        return dict(sfn.describe_execution(executionArn=f"{arn}:{execution_name(run_id, LATE_WRITES)}"))
+    except sfn.exceptions.ExecutionDoesNotExist:
+        return None
+
+
+def test_a_run_erased_while_its_task_may_write_has_its_late_writes_erased_once_none_can(ports):
+    # Given a task that opened the tail of a run and put a plain page, and another run's task likewise
+    from functions.tasks.fail_run.handler import lambda_handler as fail_run
+    from shared import manifest
+    from shared.clock import ms_from_iso
     from shared.local.context import LambdaContext
-    from shared.services.erasure import erase_now
+    from shared.local.ddb_streams import wait_for_stream_idle
+    from shared.services.erasure import request_erasure
 
     rec, kept = _run(ports), _run(ports)
     ev = ports.events
-    with requests_sent(ev._c, "PutItem", ports.settings.events_table) as puts:
-        for r in (rec, kept):
-            ev.append_events(r.run_id, 0, _evs(ports, r.run_id, 0, 5), open_tail=True)
-            ev.append_events(r.run_id, 5, _evs(ports, r.run_id, 5, 5), plain=True)
-        erase_now(ports, rec.run_id)
-        ev.append_events(rec.run_id, 10, _evs(ports, rec.run_id, 10, 5), plain=True)
-    # (the pages as put: the local stream's own fan-out may sweep the late one before this test reads anything)
-    pages = {(p["Item"]["runId"]["S"], int(p["Item"]["seq"]["N"])): p["Item"] for p in puts}
-    assert [seq for run_id, seq in pages if run_id == rec.run_id] == [5, 10]
-    # When the events table's stream hands the fan-out the late page and a plain page of a run still there
-
-    def record(run_id: str, seq: int, number: str) -> dict[str, Any]:
-        item = pages[(run_id, seq)]
-        keys = {"runId": item["runId"], "seq": item["seq"]}
-        return {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": item, "SequenceNumber": number}}
-
-    answer = lambda_handler(
-        {"Records": [record(rec.run_id, 10, "1"), record(kept.run_id, 5, "2")]},
-        LambdaContext("openwop-fanout-webhooks"),
-    )
-    # Then the erased run's late page is gone, and the other run's log is untouched
-    assert answer == {"batchItemFailures": []}
+    for r in (rec, kept):
+        ev.append_events(r.run_id, 0, _evs(ports, r.run_id, 0, 5), open_tail=True)
+        ev.append_events(r.run_id, 5, _evs(ports, r.run_id, 5, 5), plain=True)
+    # When the first run is erased (its execution stopped, its item removed: the runs table's stream hands the
+    # erasure hook its REMOVE record, whose old image says it was running)
+    before = ports.clock.now_ms()
+    request_erasure(ports, rec.run_id)
+    assert wait_for_stream_idle(20)
+    after = ports.clock.now_ms()
+    # Then its log is erased, and an execution of its own waits until no task of it can write: its input the run id
+    # and that moment (the longest task function's timeout and a minute, from the hook's clock)
+    assert _keys(ports, rec.run_id) == []
+    late = _late(ports, rec.run_id)
+    assert late is not None and late["status"] == "RUNNING"
+    given = json.loads(late["input"])
+    assert set(given) == {"runId", "lateWritesEndAt"} and given["runId"] == rec.run_id
+    end = ms_from_iso(given["lateWritesEndAt"])
+    assert manifest.TASK_WRITES_END_S == 360
+    assert before + 360_000 <= end <= after + 360_000
+    # And a page the task put after the erasure, before it died, goes when that execution's task runs; a run with no
+    # tombstone is left as it is
+    ev.append_events(rec.run_id, 10, _evs(ports, rec.run_id, 10, 5), plain=True)
+    assert _keys(ports, rec.run_id) == [10]
+    context = LambdaContext("openwop-fail-run")
+    late_task = {"runId": rec.run_id, "lateWrites": True}  # what the execution's EraseLateWrites task sends
+    assert fail_run(late_task, context) == {"runId": rec.run_id, "erased": True}
+    assert fail_run({**late_task, "runId": kept.run_id}, context) == {"runId": kept.run_id, "erased": False}
+    assert ports.runs.get_run(kept.run_id).status == "running"  # a late-writes task fails no run
     assert _keys(ports, rec.run_id) == [] and _keys(ports, kept.run_id) == [0, 5]
+    ports.orchestrator.stop(late["executionArn"])
+
+
+def test_an_ended_run_erased_starts_no_late_writes_execution(ports):
+    # Given a run that ended (no task of it can write) and one still running
+    from shared.local.ddb_streams import wait_for_stream_idle
+    from shared.services.erasure import request_erasure
+
+    ended, running = stored_run(ports, "r-plain", "completed"), _run(ports)
+    # When both are erased
+    request_erasure(ports, ended.run_id)
+    request_erasure(ports, running.run_id)
+    assert wait_for_stream_idle(20)
+    # Then only the running one's late writes are waited for
+    late = _late(ports, running.run_id)
+    assert _late(ports, ended.run_id) is None and late is not None
+    ports.orchestrator.stop(late["executionArn"])
+
+
+def test_the_late_writes_execution_deletes_what_landed_after_the_erasure(ports):
+    # Given an erased run (its tombstone, its items gone) and a page its task put after the erasure's sweep
+    from shared.local.sfn_patches import fast_waits
+    from shared.services import erasure
+    from tests.helpers import unique, wait_for_execution
+
+    run_id = f"tenant-c/{unique('r-late')}"
+    ports.runs.write_tombstone(run_id, "tenant-c", ports.clock.iso(), ports.clock.now_ms() // 1000 + 86400)
+    ports.events.append_events(run_id, 7, _evs(ports, run_id, 7, 3), plain=True)
+    assert _keys(ports, run_id) == [7]
+    # When its late writes' execution runs through the run state machine (its wait passed at once)
+    with fast_waits():
+        erasure._after_tasks(ports, run_id)
+        late = _late(ports, run_id)
+        assert late is not None
+        done = wait_for_execution(ports.orchestrator._c, late["executionArn"], timeout=60)
+    # Then it succeeded and nothing of the run's log is left
+    assert done["status"] == "SUCCEEDED"
+    assert _keys(ports, run_id) == []
 
 
 def test_a_listing_of_runs_with_open_tails_reads_no_log(ports):

@@ -463,7 +463,7 @@ def test_a_task_appending_plain_pages_stops_within_ten_pages_of_a_cancel_request
     seen = {"plain": 0, "tail": -1}
 
     def after_put(params: dict | None = None, **_: object) -> None:
-        if (params or {}).get("TableName") != table or "plain" not in params.get("Item", {}):
+        if (params or {}).get("TableName") != table or "page" not in params.get("Item", {}):  # a plain page's put
             return
         if params["Item"]["runId"]["S"] != rec.run_id:
             return

@@ -1,4 +1,7 @@
-"""Step Functions Catch target: the run fails with a registered code; an execution never fails silently."""
+"""Step Functions Catch target: the run fails with a registered code; an execution never fails silently.
+
+Also the run state machine's ``EraseLateWrites`` task (``lateWrites``: true): a run erased while a task of it could
+still write, once none can; its log and objects are deleted again if its tombstone is there (decision 0179)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,13 @@ from shared.wiring import get_ports
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ports = get_ports()
+    if ti.flag(event, "lateWrites", False):
+        from shared.services.erasure import erase_late_writes
+
+        erased = erase_late_writes(ports, ti.text(event, "runId"))
+        if erased:
+            count("LateWritesErased")
+        return {"runId": ti.text(event, "runId"), "erased": erased}
     out = kernel.fail_run(ports, ti.text(event, "runId"), ti.mapping(event, "error", None))
     if out.get("failed"):
         count("RunsFailed")
