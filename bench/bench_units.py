@@ -21,14 +21,17 @@ Lower bounds, from the stored items themselves (read afterwards through a client
   and 2 WRU for the head, the run item, under 1 KB), its middle pages plain conditional puts (1 WRU per KB); its own
   items (run, facts, pinned definition, state, index entry) once, in the transaction that creates the run only if no
   tombstone forbids it (2 WRU per KB each), and the index entry once more when the run ends (its status is a listed
-  field); its definition read once, strongly consistent (the tenant's registration: read-your-writes), nothing else
-  (each task's read of its run and the fan-out's checks are the design's, not the work's);
+  field); its definition read once, strongly consistent (the tenant's registration: read-your-writes), and its own
+  run items once, eventually consistent, by the task that runs it (its create runs in another function and an
+  execution may carry no run data); nothing else (a later task's read of its run, its status reads and the fan-out's
+  subscription Queries are the design's, not the work's);
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
   run's, its own items as a live run's and its lineage link under the source (``CHILD#``, in the same creation
   transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once,
   eventually consistent (0.5 RRU per 4 KB), and what the request must read besides (``_fork_reads``): the source's
   run items once, eventually consistent, and the definition it runs, the tenant's registration, once strongly
-  consistent (read-your-writes: a definition registered a moment before is the one the fork runs);
+  consistent (read-your-writes: a definition registered a moment before is the one the fork runs), and its own run
+  items once, eventually consistent, by the task that runs it (as a live run's);
 - **replay fork from 0**: its events as a live run's, its own items and link as a branch's; the whole source log read
   once (0.5 RRU per 4 KB), the source's run items and the definition as a branch's, and the source's recorded tool
   calls once, eventually consistent (a read of nothing costs 0.5);
@@ -109,16 +112,34 @@ def _definition_reads(aws: Any, workflow_id: str) -> float:
     return 2 * _ec(item_size(registration))
 
 
-def _fork_reads(aws: Any, source: str, workflow_id: str, mode: str, prefix_bytes: int) -> tuple[float, str]:
-    """Read units a fork must spend, each read once with the cheapest correct API (issue 38): its source's prefix
-    and its source's run items (what the request checks: it exists and is the caller's), eventually consistent;
-    the definition it runs (``_definition_reads``); and for a replay its source's recorded tool calls (eventually
-    consistent, at least a read of nothing). With the parts, for the row. A live run must read its definition
-    alone: everything else it reads (each task's read of its run, the fan-out's checks) is the design's."""
+def _run_reads(aws: Any, run_id: str) -> float:
+    """Read units of a run's items (``RUN`` to ``RUN#STATE``, as stored) read once, eventually consistent."""
     from shared.storage.schema import RUN_SK, RUN_STATE_SK
 
-    run = _size([i for i in _items(aws, source, "runs", "pk") if RUN_SK <= i["sk"]["S"] <= RUN_STATE_SK])
-    parts = {"prefix": _ec(prefix_bytes), "source run": _ec(run), "definition": _definition_reads(aws, workflow_id)}
+    return _ec(_size([i for i in _items(aws, run_id, "runs", "pk") if RUN_SK <= i["sk"]["S"] <= RUN_STATE_SK]))
+
+
+def _live_reads(aws: Any, run_id: str, workflow_id: str) -> tuple[float, str]:
+    """Read units a live run must spend (issue 38): the definition it runs (``_definition_reads``) and its own run
+    items once, eventually consistent, by the task that runs it (its create runs in another function, and an
+    execution may carry no run data: its input and history outlive an erasure, decision 0177). Everything else it
+    reads (a later task's read of its run, its status reads, the fan-out's subscription Queries) is the design's."""
+    parts = {"definition": _definition_reads(aws, workflow_id), "own run": _run_reads(aws, run_id)}
+    return sum(parts.values()), ", ".join(f"{k} {v:g}" for k, v in parts.items())
+
+
+def _fork_reads(aws: Any, source: str, fork: str, workflow_id: str, mode: str, prefix_bytes: int) -> tuple[float, str]:
+    """Read units a fork must spend, each read once with the cheapest correct API (issue 38): its source's prefix
+    and its source's run items (what the request checks: it exists and is the caller's), eventually consistent;
+    the definition it runs (``_definition_reads``); its own run items once, eventually consistent, by the task that
+    runs it (as a live run's, ``_live_reads``); and for a replay its source's recorded tool calls (eventually
+    consistent, at least a read of nothing). With the parts, for the row."""
+    parts = {
+        "prefix": _ec(prefix_bytes),
+        "source run": _run_reads(aws, source),
+        "definition": _definition_reads(aws, workflow_id),
+        "own run": _run_reads(aws, fork),
+    }
     if mode == "replay":
         parts["tool calls"] = _ec(_size(_items(aws, source, "tool_calls")))
     return sum(parts.values()), ", ".join(f"{k} {v:g}" for k, v in parts.items())
@@ -351,15 +372,15 @@ def main() -> None:
             waits = waits_since(mark)
             items = _items(aws, source)
             events = ports.runs.get_run(source).last_seq + 1
-            definition = _definition_reads(aws, loops[n])
+            must_read, parts = _live_reads(aws, source, loops[n])
             _row(
                 f"live run, {events:,} events ({time.monotonic() - t0:.0f} s)",
                 used,
                 _write_bounds(items, used.invocations["advance_run"], _own_kb(aws, source)),
-                definition,
+                must_read,
                 true.of("op", source),
                 pages=len(items),
-                reads=f"definition {definition:g}",
+                reads=parts,
             )
             line(
                 f"live run, {events:,} events: write units by item",
@@ -390,7 +411,7 @@ def main() -> None:
                 prefix = _size([i for i in items if _first(i) < (from_seq or events)])
                 copied = sum(item_kb(i) for i in mine if _first(i) < from_seq)
                 appended = [i for i in mine if _first(i) >= from_seq]
-                must_read, parts = _fork_reads(aws, source, loops[n], mode, prefix)
+                must_read, parts = _fork_reads(aws, source, child, loops[n], mode, prefix)
                 _row(
                     f"{mode} fork from {from_seq:,} of the {events:,}-event run",
                     used,

@@ -142,6 +142,11 @@ class RunStore(Protocol):
         their items (nothing of theirs is written)."""
         ...
 
+    def get_facts(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The creation facts (``RunRecord.data``) of many runs, eventually consistent where that shows them; runs
+        absent or being erased are left out."""
+        ...
+
     def live_in_image(self, image: dict[str, Any] | None) -> bool:
         """Whether a run item's stream image (a REMOVE record's OldImage) shows a run that had not ended."""
         ...

@@ -338,6 +338,31 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
                 out[run_id] = rec
         return out
 
+    def get_facts(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The creation facts (``RunRecord.data``) of many runs: their facts items by key, 100 to a BatchGetItem,
+        eventually consistent (written once, by the create), those it does not show read again strongly consistent
+        (a create of a moment before); a run of the older layout (its facts on its run item) as ``get_runs`` reads
+        it. Runs absent or being erased are left out."""
+        ids = list(dict.fromkeys(run_ids))
+        keys = {r: to_item({"pk": r, "sk": schema.RUN_FACTS_SK}) for r in ids}
+        found = {raw["pk"]["S"]: raw for raw in batch_get(self._c, self._t, list(keys.values()), consistent=False)}
+        unseen = [keys[r] for r in ids if r not in found]
+        found |= {raw["pk"]["S"]: raw for raw in batch_get(self._c, self._t, unseen)} if unseen else {}
+        out: dict[str, dict[str, Any]] = {}
+        for run_id, raw in found.items():
+            facts = from_item(raw)
+            data = (
+                self._blobs.get_json(facts["dataRef"]) if "dataRef" in facts else json.loads(facts.get("data", "null"))
+            )
+            if isinstance(data, dict):
+                out[run_id] = data
+        older = [r for r in ids if r not in found]
+        if older:
+            out |= {
+                r: rec.data for r, rec in self.get_runs(older, include_expired=True, state=False, tails=False).items()
+            }
+        return out
+
     def list_runs(
         self,
         tenant: str,

@@ -432,6 +432,49 @@ def test_get_runs_reads_many_runs_at_once_and_leaves_out_absent_and_expired_ones
     assert set(with_expired) == {r.run_id for r in live} | {expired.run_id}
 
 
+def test_get_facts_reads_creation_facts_eventually_consistent_and_again_what_that_did_not_show(ports):
+    # Given a run, one whose facts are in S3 (too large for the item), one of the older layout (facts on its run item,
+    # no facts item) and an id that names no run
+    from shared.storage import schema
+    from tests.helpers import requests_sent
+
+    small, large, older = _run(ports), _run(ports), _run(ports)
+    big = {
+        "kind": "workflow",
+        "owner": {"tenant": "tenant-c"},
+        "inputs": {"x": "y" * (schema.MAX_INLINE_RUN_DATA_BYTES + 1)},
+    }
+    ports.runs.create_run(RunRecord(**{**large.__dict__, "run_id": large.run_id + "-big", "data": big}))
+    large_id = large.run_id + "-big"
+    table, client = ports.settings.runs_table, ports.runs._c
+    facts_key = {"pk": {"S": older.run_id}, "sk": {"S": schema.RUN_FACTS_SK}}
+    data = client.get_item(TableName=table, Key=facts_key)["Item"]["data"]
+    client.delete_item(TableName=table, Key=facts_key)
+    client.update_item(
+        TableName=table,
+        Key={"pk": {"S": older.run_id}, "sk": {"S": schema.RUN_SK}},
+        UpdateExpression="SET #d = :d",
+        ExpressionAttributeNames={"#d": "data"},
+        ExpressionAttributeValues={":d": data},
+    )
+    unknown = "tenant-c/" + "z" * 26
+    # When their facts are read together
+    with requests_sent(client, "BatchGetItem") as gets:
+        got = ports.runs.get_facts([small.run_id, large_id, older.run_id, unknown])
+    # Then each run's facts are its creation facts as get_run reads them, the unknown id's are left out
+    assert got == {r: ports.runs.get_run(r).data for r in (small.run_id, large_id, older.run_id)}
+    assert got[large_id]["inputs"]["x"] == "y" * (schema.MAX_INLINE_RUN_DATA_BYTES + 1)
+    # and the facts items were read eventually consistent, those not shown again strongly consistent, and the older
+    # layout's run items after them
+    sent = [
+        (not g.get("RequestItems", {}).get(table, {}).get("ConsistentRead"), g["RequestItems"][table]["Keys"])
+        for g in gets
+    ]
+    assert [eventual for eventual, _ in sent] == [True, False, False]
+    assert [k["sk"]["S"] for k in sent[0][1]] == [schema.RUN_FACTS_SK] * 4
+    assert sorted(k["pk"]["S"] for k in sent[1][1]) == sorted([older.run_id, unknown])
+
+
 def test_many_aux_items_are_written_except_under_an_erased_run_and_many_runs_are_read_by_key(ports):
     # Given 60 runs (more than one transaction of 50) with a state, a short log and a call record each, one erased
     recs = [_run(ports) for _ in range(60)]

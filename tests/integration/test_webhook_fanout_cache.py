@@ -16,7 +16,7 @@ from openwop_client.types import CreateRunRequest
 
 from shared.clock import SystemClock
 from shared.storage.webhooks import SUB_PK
-from tests.helpers import eventually, unique
+from tests.helpers import eventually, stored_run, unique
 from tests.integration import test_webhooks
 from tests.wire import all_events, raw, wait_terminal
 
@@ -163,7 +163,7 @@ def test_the_read_ahead_of_a_runs_facts_is_sent_in_the_callers_context(host):
 
     # Given a tenant this process has not seen (so its run's facts are read beside its subscriptions' Query)
     ports = get_ports()
-    run_id = f"{unique('ahead')}/r-{unique('run')}"
+    run_id = stored_run(ports, "r-ahead", tenant=unique("ahead")).run_id
     marker: contextvars.ContextVar[str | None] = contextvars.ContextVar("marker", default=None)
     seen: list[tuple[str | None, str]] = []
 
