@@ -162,6 +162,9 @@ def on_run_removed(ports: Ports, run_id: str, *, live: bool = False) -> dict[str
     return counts
 
 
+LATE_WRITES = "late"  # the purpose naming the execution that erases a run's late writes (``<runId>-late``)
+
+
 def _after_tasks(ports: Ports, run_id: str) -> None:
     """A run erased while a task of it may still write: a task put what no condition on its run item held (its
     plain pages, decision 0170; a fork's copied prefix). A task that reaches its next transaction finds the run
@@ -173,9 +176,6 @@ def _after_tasks(ports: Ports, run_id: str) -> None:
 
     end = ports.clock.iso(ports.clock.now_ms() + TASK_WRITES_END_S * 1000)
     ports.orchestrator.start("run", run_id, {"runId": run_id, "lateWritesEndAt": end}, purpose=LATE_WRITES)
-
-
-LATE_WRITES = "late"  # the purpose naming the execution that erases a run's late writes (``<runId>-late``)
 
 
 def erase_late_writes(ports: Ports, run_id: str) -> bool:
