@@ -47,7 +47,8 @@ Each row also prints its **physical** bound: the same items and reads, every ite
 (issue 38). The design's bound above is what today's appends (transactions that move the head) must cost.
 
 The ratio is DynamoDB dollars measured / bound (write and read units at their prices); each row also prints each
-dimension against its own physical bound (write units, read units and, for a live run, requests against P + 2). The other services' cost is
+dimension against its own physical bound (write units, read units and, for a live run, requests against P + 4: its
+pages, its create, its start and the two reads it must make, its definition's and its own run's). The other services' cost is
 printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
 """
 
@@ -241,13 +242,14 @@ def _row(
     """One row against the design's bound and the physical one (``writes``: their write units; the same reads), and
     the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's.
     Each dimension is also printed against its own physical bound (issue 38: write units, read units and, for a live
-    run of ``pages`` pages, requests against P + 2: its pages, its create and its start)."""
+    run of ``pages`` pages, requests against P + 4: its pages, its create, its start, and the two reads it must
+    make, its definition's and its own run's, as its read units count them)."""
     wru_bound, physical_wru = writes
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
     floor = _ddb_usd(physical_wru, rru_bound)
-    requests = f", requests {_times(used.total(), pages + 2)} of P + 2 = {pages + 2:,}" if pages is not None else ""
+    requests = f", requests {_times(used.total(), pages + 4)} of P + 4 = {pages + 4:,}" if pages is not None else ""
     line(
         f"{label}: WRU / RRU",
         f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
