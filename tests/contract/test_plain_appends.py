@@ -292,6 +292,38 @@ def test_the_late_writes_execution_deletes_what_landed_after_the_erasure(ports):
     assert _keys(ports, run_id) == []
 
 
+def test_the_fan_out_reads_no_run_for_a_plain_page_of_a_tenant_without_subscribers(ports):
+    # Given a run of a tenant this process knows has no webhook subscription, and a plain page of its open tail
+    from functions.fanout_webhooks.handler import lambda_handler
+    from shared.local.context import LambdaContext
+    from shared.services import stream_interest
+    from tests.helpers import unique
+
+    rec = stored_run(ports, "r-plain", tenant=unique("quiet"))
+    assert stream_interest.read(ports, rec.tenant).subscriptions == []  # its answer is kept (2 s)
+    ev = ports.events
+    with requests_sent(ev._c, "PutItem", ports.settings.events_table) as puts:
+        ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 5), open_tail=True)
+        ev.append_events(rec.run_id, 5, _evs(ports, rec.run_id, 5, 5), plain=True)
+    (page,) = [p["Item"] for p in puts]
+    record = {
+        "eventName": "INSERT",
+        "dynamodb": {"Keys": {"runId": page["runId"], "seq": page["seq"]}, "NewImage": page, "SequenceNumber": "1"},
+    }
+    # When the events table's stream hands the fan-out that page
+    with (  # (batch requests name their tables inside: each run's are found by its id)
+        requests_sent(ports.runs._c, "BatchGetItem") as gets,
+        requests_sent(ports.runs._c, "Query", ports.settings.runs_table) as queries,
+        requests_sent(ev._c, "BatchWriteItem") as deletes,
+    ):
+        answer = lambda_handler({"Records": [record]}, LambdaContext("openwop-fanout-webhooks"))
+    # Then it is done without reading the run (an erased run's late pages go by its own execution, decision 0179)
+    # and without writing the log
+    assert answer == {"batchItemFailures": []}
+    assert naming(gets, rec.run_id) == [] and naming(queries, rec.run_id) == [] and naming(deletes, rec.run_id) == []
+    assert _keys(ports, rec.run_id) == [0, 5]
+
+
 def test_a_listing_of_runs_with_open_tails_reads_no_log(ports):
     # Given a run whose task opened the tail and put a page past the head
     rec = _run(ports)
