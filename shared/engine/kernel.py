@@ -142,12 +142,18 @@ def pinned(rec: RunRecord) -> bool:
     return rec.data.get("definition") is not None or bool(rec.data.get("definitionPinned"))
 
 
+def inline_definition(rec: RunRecord) -> dict[str, Any] | None:
+    """A small pinned definition, kept in the run's creation facts (decision 0178); None otherwise."""
+    return dict(rec.data["definition"]) if rec.data.get("definition") is not None else None
+
+
 def stored_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:
     """The definition the run pinned at create: a small one in its creation facts, read with them (decision 0178),
     a larger one its ``DEFINITION`` item; None if it pinned none."""
-    if rec.data.get("definition") is not None:
-        return dict(rec.data["definition"])
-    return ports.runs.get_definition(rec.run_id) if rec.data.get("definitionPinned") else None
+    inline = inline_definition(rec)
+    if inline is not None or not pinned(rec):
+        return inline
+    return ports.runs.get_definition(rec.run_id)
 
 
 def pinned_definition(ports: Ports, rec: RunRecord) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.engine import recorded
+from shared.engine import kernel, recorded
 from shared.errors import RunGoneError
 from shared.ports import EVENTS_PER_PAGE, Ports, RunRecord, ToolCallRecord
 from shared.protocol.ids import BadIdError, decode_run_id, tenant_of
@@ -112,9 +112,10 @@ def _logs(
     jobs: list[tuple[str, Any]] = [("logs", g) for g in chunks(short, BATCH_KEYS)]
     jobs += [("log", r) for r in recs if r.last_seq + 1 > LONG_LOG]
     inline: dict[str, dict[str, Any]] = {}
-    if replay:
-        inline = {r.run_id: dict(r.data["definition"]) for r in recs if r.data.get("definition") is not None}
-        jobs += [("definitions", g) for g in chunks([r.run_id for r in recs if r.run_id not in inline], BATCH_KEYS)]
+    if replay:  # as ``kernel.stored_definition`` reads one run's, batched: only the items that exist are read
+        inline = {r.run_id: d for r in recs if (d := kernel.inline_definition(r)) is not None}
+        items = [r.run_id for r in recs if kernel.pinned(r) and r.run_id not in inline]
+        jobs += [("definitions", g) for g in chunks(items, BATCH_KEYS)]
 
     def run(job: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
         kind, arg = job

@@ -196,6 +196,14 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             self._blobs.put_json(schema.run_data_key(record.run_id), facts)
         return facts_item
 
+    def _facts(self, facts: dict[str, Any]) -> dict[str, Any] | None:
+        """A run's creation facts from the item that holds them (``RUN#FACTS``, or the run item of the older layout):
+        inline, or the S3 object it names; None when they are gone (erased)."""
+        if "dataRef" in facts:
+            data = self._blobs.get_json(facts["dataRef"])
+            return data if isinstance(data, dict) else None
+        return dict(json.loads(facts["data"])) if "data" in facts else None
+
     def _record(self, raws: Sequence[dict[str, Any]], tail: bool = True) -> RunRecord | None:
         """The record of one run from its items (``RUN`` and, in this layout, ``RUN#FACTS`` / ``RUN#STATE``); None
         without a run item. ``RunGoneError`` when its creation facts are gone (being erased)."""
@@ -203,15 +211,9 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         if schema.RUN_SK not in by_sk:
             return None
         it = from_item(by_sk[schema.RUN_SK])
-        facts = from_item(by_sk[schema.RUN_FACTS_SK]) if schema.RUN_FACTS_SK in by_sk else it  # older: inline
-        if "dataRef" in facts:
-            data = self._blobs.get_json(facts["dataRef"])
-            if data is None:
-                raise RunGoneError(it["pk"])
-        elif "data" in facts:
-            data = json.loads(facts["data"])
-        else:
-            raise RunGoneError(it["pk"])  # its facts item is already erased
+        data = self._facts(from_item(by_sk[schema.RUN_FACTS_SK]) if schema.RUN_FACTS_SK in by_sk else it)  # or inline
+        if data is None:
+            raise RunGoneError(it["pk"])  # its facts (item or object) are already erased
         state_of = from_item(by_sk[schema.RUN_STATE_SK]) if schema.RUN_STATE_SK in by_sk else it
         last_seq = int(it["lastSeq"])
         if tail and it.get(schema.OPEN_TAIL):  # a task's plain appends may follow the head (decision 0170)
@@ -348,14 +350,7 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         found = {raw["pk"]["S"]: raw for raw in batch_get(self._c, self._t, list(keys.values()), consistent=False)}
         unseen = [keys[r] for r in ids if r not in found]
         found |= {raw["pk"]["S"]: raw for raw in batch_get(self._c, self._t, unseen)} if unseen else {}
-        out: dict[str, dict[str, Any]] = {}
-        for run_id, raw in found.items():
-            facts = from_item(raw)
-            data = (
-                self._blobs.get_json(facts["dataRef"]) if "dataRef" in facts else json.loads(facts.get("data", "null"))
-            )
-            if isinstance(data, dict):
-                out[run_id] = data
+        out = {run_id: data for run_id, raw in found.items() if (data := self._facts(from_item(raw))) is not None}
         older = [r for r in ids if r not in found]
         if older:
             out |= {

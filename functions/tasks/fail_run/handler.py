@@ -17,18 +17,19 @@ from shared.wiring import get_ports
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ports = get_ports()
+    run_id = ti.text(event, "runId")
     if ti.flag(event, "lateWrites", False):
         from shared.services.erasure import erase_late_writes
 
-        erased = erase_late_writes(ports, ti.text(event, "runId"))
+        erased = erase_late_writes(ports, run_id)
         if erased:
             count("LateWritesErased")
-        return {"runId": ti.text(event, "runId"), "erased": erased}
-    out = kernel.fail_run(ports, ti.text(event, "runId"), ti.mapping(event, "error", None))
+        return {"runId": run_id, "erased": erased}
+    out = kernel.fail_run(ports, run_id, ti.mapping(event, "error", None))
     if out.get("failed"):
         count("RunsFailed")
     # failed now or ended before: its tenant's slot back, its waiting runs started (decision 0160)
-    ended = admission.run_ended(ports, ti.text(event, "runId"), holds_slot=ti.flag(event, "holdsSlot", True))
+    ended = admission.run_ended(ports, run_id, holds_slot=ti.flag(event, "holdsSlot", True))
     if ended == "deferred":
         count("SlotReleaseDeferred")
     return out
