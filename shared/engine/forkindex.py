@@ -114,12 +114,13 @@ def reproduces(
 
 def build(
     ports: Ports,
-    src: RunRecord,
+    source_run_id: str,
+    last_seq: int,
     side_effect_nodes: set[str] | None,
     digests: bytearray | None = None,
     prefix_upto: int | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """Index the source up to its ``lastSeq``; return the index and how many events were found.
+    """Index the source's log up to ``last_seq``; return the index and how many events were found.
 
     ``side_effect_nodes``: the nodes whose outcomes a replay resolves (None: none, an eval run's fork).
     ``digests``: when given, each event's digest is appended to it, in sequence order.
@@ -130,19 +131,22 @@ def build(
     prefix_calls: list[str] = []
     prefix_turns: dict[str, int] = {}
     invocation: str | None = None
+    called: list[str] = []  # the calls the log names: their records are read eventually consistently
     count = 0
-    for page in ports.events.iter_events(src.run_id, -1, src.last_seq, settled=True):
+    for page in ports.events.iter_events(source_run_id, -1, last_seq, settled=True):
         for ev in page:
             count += 1
             if digests is not None:
                 digests += event_digest(ev)
             if prefix_upto is not None and int(ev["sequence"]) < prefix_upto:
                 invocation = _prefix_fact(ev, invocation, prefix_calls, prefix_turns)
+            if ev["type"] == c.AGENT_TOOL_CALLED:
+                called.append(str((ev.get("payload") or {}).get("callId")))
             if ev["type"] == c.INTERRUPT_RESOLVED and ev.get("nodeId"):
                 resolutions.setdefault(str(ev["nodeId"]), []).append(dict(ev.get("payload") or {}))
             else:
                 recorded.add(ev)
-    calls = [_call_entry(r) for r in ports.tool_calls.list_calls(src.run_id)]
+    calls = [_call_entry(r) for r in ports.tool_calls.list_calls(source_run_id, named=called)]
     out: dict[str, Any] = {"outcomes": recorded.outcomes, "calls": calls, "resolutions": resolutions}
     if prefix_upto is not None:
         out["prefix"] = {"calls": prefix_calls, "turns": prefix_turns}
@@ -219,8 +223,8 @@ def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]
     if rec.last_seq >= 0:  # a continued execution's Index: the index was stored before the fork's first event
         return {"runId": run_id, "next": "continue", "waitSeconds": 0}
     # Not read first: a retried Index task (its first delivery's answer lost) builds and stores it again, the same
-    # index from the same ended source, before any task reads it
-    src = ports.runs.get_run(str(fork["sourceRunId"]), settled=True)
+    # index from the same source log, before any task reads it
+    end = source_end(ports, fork)
     side: set[str] | None = None
     digests: bytearray | None = None
     if rec.kind == "workflow":
@@ -229,8 +233,9 @@ def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]
     if fork.get("mode") == "replay":
         digests = bytearray()
     upto = int(fork["fromSeq"]) if rec.kind == "eval" else None
-    index, held = build(ports, src, side, digests, upto) if src is not None else ({}, 0)
-    expected = (src.last_seq + 1) if src is not None else 1
+    source = str(fork["sourceRunId"])
+    index, held = build(ports, source, end, side, digests, upto) if end is not None else ({}, 0)
+    expected = (end + 1) if end is not None else 1
     if held != expected:
         details = {
             "sourceRunId": str(fork["sourceRunId"]),
@@ -252,6 +257,17 @@ def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]
     out = {"runId": run_id, "next": "continue", "waitSeconds": 0, LEFT: rec}
     keep_left(run_id, out)
     return out
+
+
+def source_end(ports: Ports, fork: dict[str, Any]) -> int | None:
+    """The last sequence of the source's log a fork resolves from: the source's ``lastSeq`` as its request read it
+    (``sourceLastSeq`` in its creation facts: a fork is of its source as it stood when asked, decision 0180), so the
+    fork's first task reads no item of the source's run. A fork created before read it again here (None: the source
+    is gone)."""
+    if "sourceLastSeq" in fork:
+        return int(fork["sourceLastSeq"])
+    src = ports.runs.get_run(str(fork["sourceRunId"]), settled=True)
+    return None if src is None else src.last_seq
 
 
 def fail_expired(ports: Ports, rec: RunRecord, details: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -256,6 +256,12 @@ class ToolCallStore(Protocol):
         self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str], expected: int
     ) -> tuple[str, int | None]: ...
     def get_call(self, run_id: str, call_key: str) -> ToolCallRecord | None: ...
-    def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]: ...
+    def list_calls(
+        self, run_id: str, *, between: tuple[str, str] | None = None, named: Collection[str] | None = None
+    ) -> list[ToolCallRecord]:
+        """The run's records by call key (``between``: keys in that range); ``named``: the call ids its settled log
+        names, so the read may be eventually consistent (again consistent when one is not shown)."""
+        ...
+
     def get_calls(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], ToolCallRecord]: ...
     def delete_all(self, run_id: str) -> int: ...

@@ -82,6 +82,7 @@ def fork_run(ports: Ports, caller: Caller, wire_run_id: str, req: ForkRunRequest
         "mode": req.mode,
         "sourceRunId": src.run_id,
         "fromSeq": from_seq,
+        "sourceLastSeq": src.last_seq,  # the source as the fork is of it (decision 0180)
         "startedAtMs": ports.clock.now_ms(),
     }
     run_id = new_run_id(ports, caller.tenant)

@@ -4,7 +4,7 @@ written only while its run is writable (or not erased); large records in S3 (the
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -229,9 +229,15 @@ class DynamoToolCallStore:
                 out[(rec.run_id, rec.call_key)] = rec
         return out
 
-    def list_calls(self, run_id: str, *, between: tuple[str, str] | None = None) -> list[ToolCallRecord]:
+    def list_calls(
+        self, run_id: str, *, between: tuple[str, str] | None = None, named: Collection[str] | None = None
+    ) -> list[ToolCallRecord]:
         """The run's records by call key; with ``between`` = (low, high), those whose key lies in it, inclusive.
-        Only the attributes a record is made of are read (not the partition key or the TTL: bytes on the wire)."""
+        Only the attributes a record is made of are read (not the partition key or the TTL: bytes on the wire).
+
+        ``named``: the call ids the run's settled log names (a caller that read it whole). The records are read
+        eventually consistently, and again strongly consistent only when one of those is not shown: a record is put
+        once and never changed, so one shown is the record (decision 0180)."""
         kwargs: dict[str, Any] = {
             "TableName": self._t,
             "KeyConditionExpression": "runId = :r",
@@ -243,7 +249,15 @@ class DynamoToolCallStore:
         if between is not None:
             kwargs["KeyConditionExpression"] = "runId = :r AND callKey BETWEEN :a AND :b"
             kwargs["ExpressionAttributeValues"].update({":a": {"S": between[0]}, ":b": {"S": between[1]}})
-        return [self._from(i, run_id) for i in query_all(self._c, kwargs)]
+        if named is None:
+            return [self._from(i, run_id) for i in query_all(self._c, kwargs)]
+        shown = {
+            r.call_key: r
+            for r in (self._from(i, run_id) for i in query_all(self._c, {**kwargs, "ConsistentRead": False}))
+        }
+        if set(named) <= {r.call_id for r in shown.values()}:
+            return list(shown.values())
+        return [shown.get(i["callKey"]["S"]) or self._from(i, run_id) for i in query_all(self._c, kwargs)]
 
     def delete_all(self, run_id: str) -> int:
         return batch_delete(self._c, self._t, self.all_keys(run_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import pytest
 
@@ -224,6 +225,51 @@ def test_tool_calls_are_write_once_and_ordered(ports):
     calls = ports.tool_calls.list_calls(rec.run_id)
     assert [c.call_key for c in calls] == ["000000000003#00000", "000000000003#00001", "000000000009#00000"]
     assert calls[0].status == "ok"
+
+
+def test_calls_a_settled_log_names_are_read_eventually_consistently_and_again_when_one_is_not_shown(ports):
+    # Given a run with three call records, one of them large (its document in S3)
+    from tests.helpers import requests_sent
+
+    rec = _run(ports)
+    keys = ("000000000001#00000", "000000000001#00001", "000000000002#00000")
+    for key in keys:
+        big = "x" * 500_000 if key == keys[1] else ""
+        call = _counted(rec, key)
+        call.args = {"k": key, "big": big}
+        assert ports.tool_calls.put_call(call, 0)
+    hidden: set[str] = set()  # call keys an eventually consistent read does not show yet
+
+    def lag(params: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
+        if model.name == "Query" and isinstance(parsed, dict) and not threading.current_thread().consistent:
+            parsed["Items"] = [i for i in parsed.get("Items") or [] if i["callKey"]["S"] not in hidden]
+
+    def mark(params: Any = None, **_: Any) -> None:
+        threading.current_thread().consistent = bool(params.get("ConsistentRead"))
+
+    client = ports.tool_calls._c
+    client.meta.events.register("before-parameter-build.dynamodb.Query", mark)
+    client.meta.events.register("after-call.dynamodb.Query", lag)
+    try:
+        # When every call the log names shows, one eventually consistent Query reads them
+        with requests_sent(client, "Query", ports.tool_calls._t) as sent:
+            got = ports.tool_calls.list_calls(rec.run_id, named=list(keys[:2]))
+        assert [c.call_key for c in got] == list(keys) and got[1].args["big"] == "x" * 500_000
+        assert [q["ConsistentRead"] for q in sent] == [False]
+        # When a call it names is not shown yet, they are read again consistently, each once, in key order
+        hidden.add(keys[1])
+        with requests_sent(client, "Query", ports.tool_calls._t) as sent:
+            got = ports.tool_calls.list_calls(rec.run_id, named=list(keys))
+        assert [c.call_key for c in got] == list(keys) and got[1].args["big"] == "x" * 500_000
+        assert [q["ConsistentRead"] for q in sent] == [False, True]
+        # And one it does not name is not waited for: what shows is the answer; without names, a consistent read
+        assert [c.call_key for c in ports.tool_calls.list_calls(rec.run_id, named=[keys[0]])] == [keys[0], keys[2]]
+        with requests_sent(client, "Query", ports.tool_calls._t) as sent:
+            assert len(ports.tool_calls.list_calls(rec.run_id)) == 3
+        assert [q["ConsistentRead"] for q in sent] == [True]
+    finally:
+        client.meta.events.unregister("after-call.dynamodb.Query", lag)
+        client.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
 
 
 def _counted(rec: RunRecord, call_key: str) -> ToolCallRecord:

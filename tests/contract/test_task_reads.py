@@ -226,6 +226,31 @@ def test_a_replay_s_index_task_reads_its_run_as_its_create_left_it_and_looks_for
     assert ports.runs.get_aux(fork, FORK_SOURCE_SK) == first
 
 
+def test_a_fork_s_index_is_of_its_source_as_its_request_read_it_and_reads_no_item_of_its_run(ports):
+    # Given a replay fork of a completed run whose request read the source's log as ending 5 events sooner (a source
+    # still running when asked), as a request stores it (decision 0180)
+    from shared.engine.forkindex import index_fork, load
+    from tests.helpers import naming, requests_sent
+
+    src, _ = _replay_of_a_completed_run(ports)
+    end = ports.runs.get_run(src).last_seq - 5
+    wid = ports.runs.get_run(src).data["workflowId"]
+    fork = {"sourceRunId": src, "fromSeq": 0, "mode": "replay", "sourceLastSeq": end}
+    data = {"workflowId": wid, "build": {"buildId": "now", "appends": APPENDS}, "fork": fork}
+    rec = stored_run(ports, "r-task-reads-asked", "pending", data=data, task_stamp=task_stamp(EXECUTION, -1))
+    # When its Index task runs
+    with requests_sent(ports.runs._c, "Query") as queries, requests_sent(ports.runs._c, "GetItem") as gets:
+        out = index_fork(ports, rec.run_id, EXECUTION)
+    # Then it indexed the source's log up to where its request read it, and read no item of the source's run
+    assert out["next"] == "continue" and load(ports, rec.run_id)["digests"]["events"] == end + 1
+    runs = ports.settings.runs_table
+    assert [q for q in naming(queries + gets, src) if q["TableName"] == runs] == []
+    assert [q for q in naming(queries, src) if q["TableName"] == ports.settings.events_table] != []
+    # and its recorded calls eventually consistently (the log it read names none that did not show)
+    calls = [q["ConsistentRead"] for q in naming(queries, src) if q["TableName"] == ports.settings.tool_calls_table]
+    assert calls == [False]
+
+
 def test_a_continued_execution_s_index_task_reads_nothing_of_the_source(ports):
     # Given a replay fork whose index was built and whose Advance tasks appended events
     from shared.engine.forkindex import index_fork
