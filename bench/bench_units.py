@@ -23,20 +23,24 @@ Lower bounds, from the stored items themselves (read afterwards through a client
   tombstone forbids it (2 WRU per KB each), and the index entry once more when the run ends (its status is a listed
   field); its definition read once, strongly consistent (the tenant's registration: read-your-writes), and its own
   run items once, eventually consistent, by the task that runs it (its create runs in another function and an
-  execution may carry no run data); nothing else (a later task's read of its run, its status reads and the fan-out's
-  subscription Queries are the design's, not the work's);
+  execution may carry no run data), and its tenant's interest (webhook subscriptions, sampling rules' version) once,
+  eventually consistent, by the fan-out of its events (it cannot deliver or skip them without it); nothing else (a
+  later task's read of its run, its status reads and the fan-out's further Queries, one per 2 s of events a warm
+  process, are the design's, not the work's);
 - **branch fork from k**: its prefix copied once (1 WRU per KB of each page it copies into), its own events as a live
   run's, its own items as a live run's and its lineage link under the source (``CHILD#``, in the same creation
   transaction: the source's erasure reaches the fork through it); the source's pages that hold its prefix read once,
   eventually consistent (0.5 RRU per 4 KB), and what the request must read besides (``_fork_reads``): the source's
-  run items once, eventually consistent, and the definition it runs, the tenant's registration, once strongly
+  run items once, eventually consistent, the item holding the source's first event once more, eventually consistent
+  (the protocol's synchronous 410 for a history purged from its start), and the definition it runs, the tenant's registration, once strongly
   consistent (read-your-writes: a definition registered a moment before is the one the fork runs), and its own run
   items once, eventually consistent, by the task that runs it (as a live run's);
 - **replay fork from 0**: its events as a live run's, its own items and link as a branch's; the whole source log read
-  once (0.5 RRU per 4 KB), the source's run items and the definition as a branch's, and the source's recorded tool
+  once (0.5 RRU per 4 KB), the source's run items, first event and definition as a branch's, and the source's recorded tool
   calls once, eventually consistent (a read of nothing costs 0.5);
-- **fan-out without a subscriber**: 0; **with one** (every event type): one SQS FIFO request per 10 messages (one
-  per event), nothing read or written in DynamoDB. Its invocations per 1,000 events are printed against the bound
+- **fan-out without a subscriber**: its tenant's interest read once (0.5 RRU); **with one** (every event type): that,
+  the run's creation facts read once (its fork rule and tags), eventually consistent, and one SQS FIFO request per 10
+  messages (one per event); nothing written in DynamoDB. Its invocations per 1,000 events are printed against the bound
   of decision 0151 (at most 1: the mapping's batching window takes many pages per invocation), beside what the
   window added to a delivery's lag (the seconds the window held each batch once its lane was free, median and
   most: a batch queued behind a busy handler waits for it whatever the window). The local window is the deployed
@@ -47,8 +51,9 @@ Each row also prints its **physical** bound: the same items and reads, every ite
 (issue 38). The design's bound above is what today's appends (transactions that move the head) must cost.
 
 The ratio is DynamoDB dollars measured / bound (write and read units at their prices); each row also prints each
-dimension against its own physical bound (write units, read units and, for a live run, requests against P + 4: its
-pages, its create, its start and the two reads it must make, its definition's and its own run's). The other services' cost is
+dimension against its own physical bound (write units, read units and, for a live run, requests against P + 5: its
+pages, its create, its start and the three reads it must make, its definition's, its own run's and the fan-out's of
+its tenant's interest). The other services' cost is
 printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
 """
 
@@ -120,26 +125,47 @@ def _run_reads(aws: Any, run_id: str) -> float:
     return _ec(_size([i for i in _items(aws, run_id, "runs", "pk") if RUN_SK <= i["sk"]["S"] <= RUN_STATE_SK]))
 
 
+def _interest_reads(aws: Any) -> float:
+    """Read units of the fan-out's one read of the tenant's interest (its webhook subscriptions and its sampling
+    rules' version: the ``WEBHOOK#<tenant>`` partition as stored), eventually consistent: whatever a run's events
+    are, the fan-out cannot deliver or skip them without knowing it, and no write path can tell a stateless fan-out
+    (decision 0181). Its reads again while the events flow (one per 2 s a warm process, decision 0116: what makes a
+    registration apply within seconds) are the design's."""
+    from shared.storage.webhooks import SUB_PK
+
+    return _ec(_size(_items(aws, f"{SUB_PK}{TENANT}", "host", "pk")))
+
+
 def _live_reads(aws: Any, run_id: str, workflow_id: str) -> tuple[float, str]:
-    """Read units a live run must spend (issue 38): the definition it runs (``_definition_reads``) and its own run
+    """Read units a live run must spend (issue 38): the definition it runs (``_definition_reads``), its own run
     items once, eventually consistent, by the task that runs it (its create runs in another function, and an
-    execution may carry no run data: its input and history outlive an erasure, decision 0177). Everything else it
-    reads (a later task's read of its run, its status reads, the fan-out's subscription Queries) is the design's."""
-    parts = {"definition": _definition_reads(aws, workflow_id), "own run": _run_reads(aws, run_id)}
+    execution may carry no run data: its input and history outlive an erasure, decision 0177), and its tenant's
+    interest once, by the fan-out of its events (``_interest_reads``). Everything else it reads (a later task's
+    read of its run, its status reads, the fan-out's further Queries) is the design's."""
+    parts = {
+        "definition": _definition_reads(aws, workflow_id),
+        "own run": _run_reads(aws, run_id),
+        "fan-out interest": _interest_reads(aws),
+    }
     return sum(parts.values()), ", ".join(f"{k} {v:g}" for k, v in parts.items())
 
 
 def _fork_reads(aws: Any, source: str, fork: str, workflow_id: str, mode: str, prefix_bytes: int) -> tuple[float, str]:
     """Read units a fork must spend, each read once with the cheapest correct API (issue 38): its source's prefix
     and its source's run items (what the request checks: it exists and is the caller's), eventually consistent;
+    the item holding its source's first event, eventually consistent, by the request (the protocol's synchronous
+    ``410 run_expired`` for a history purged from its start: the request must answer before any task reads the
+    prefix, and an execution carries no events, so the page is read again by the task that copies or indexes it);
     the definition it runs (``_definition_reads``); its own run items once, eventually consistent, by the task that
-    runs it (as a live run's, ``_live_reads``); and for a replay its source's recorded tool calls (eventually
-    consistent, at least a read of nothing). With the parts, for the row."""
+    runs it, and its tenant's interest once, by the fan-out (as a live run's, ``_live_reads``); and for a replay its
+    source's recorded tool calls (eventually consistent, at least a read of nothing). With the parts, for the row."""
     parts = {
         "prefix": _ec(prefix_bytes),
+        "source start": _ec(item_size(_items(aws, source)[0])),
         "source run": _run_reads(aws, source),
         "definition": _definition_reads(aws, workflow_id),
         "own run": _run_reads(aws, fork),
+        "fan-out interest": _interest_reads(aws),
     }
     if mode == "replay":
         parts["tool calls"] = _ec(_size(_items(aws, source, "tool_calls")))
@@ -242,14 +268,14 @@ def _row(
     """One row against the design's bound and the physical one (``writes``: their write units; the same reads), and
     the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's.
     Each dimension is also printed against its own physical bound (issue 38: write units, read units and, for a live
-    run of ``pages`` pages, requests against P + 4: its pages, its create, its start, and the two reads it must
-    make, its definition's and its own run's, as its read units count them)."""
+    run of ``pages`` pages, requests against P + 5: its pages, its create, its start, and the three reads it must
+    make, its definition's, its own run's and its tenant's interest, as its read units count them)."""
     wru_bound, physical_wru = writes
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
     floor = _ddb_usd(physical_wru, rru_bound)
-    requests = f", requests {_times(used.total(), pages + 4)} of P + 4 = {pages + 4:,}" if pages is not None else ""
+    requests = f", requests {_times(used.total(), pages + 5)} of P + 5 = {pages + 5:,}" if pages is not None else ""
     line(
         f"{label}: WRU / RRU",
         f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
@@ -313,16 +339,21 @@ def _loop(ports: Any, events: int) -> str:
 FAN_OUT_INVOCATIONS_BOUND = 1.0  # per 1,000 events (decision 0151)
 
 
-def _fan_out(label: str, used: Usage, events: int, subscribed: bool, waits: list[float] | None = None) -> None:
+def _fan_out(
+    label: str, used: Usage, events: int, must_read: float, subscribed: bool, waits: list[float] | None = None
+) -> None:
+    """The fan-out's work for one run's events against its bound: ``must_read`` read units (its tenant's interest
+    once, and with a subscriber the run's creation facts once: the fork rule and tags a delivery needs) and, with a
+    subscriber, one SQS FIFO request per 10 events."""
     queries = used.calls["dynamodb:Query"]
     sqs_usd = used.units["sqs_fifo"] * p.SQS_FIFO_PER_REQUEST
     measured = _ddb_usd(used.units["wru"], used.units["rru"]) + sqs_usd
-    bound = math.ceil(events / 10) * p.SQS_FIFO_PER_REQUEST if subscribed else 0.0
-    ratio = f"ratio {measured / bound:.3f}" if bound else "bound $0"
+    bound = (math.ceil(events / 10) * p.SQS_FIFO_PER_REQUEST if subscribed else 0.0) + _ddb_usd(0, must_read)
     line(
         f"{label}: per million events",
         f"${measured * 1e6 / events:.4f}",
-        f"bound ${bound * 1e6 / events:.4f}; {ratio}; {used.units['rru']:.1f} RRU; {used.total():,} requests "
+        f"bound ${bound * 1e6 / events:.4f}; ratio {measured / bound:.3f}; {used.units['rru']:.1f} RRU against "
+        f"{must_read:g} RRU; {used.total():,} requests "
         f"({', '.join(f'{op} {n}' for op, n in used.calls.most_common())}); {queries} subscription Queries; "
         f"{sum(used.invocations.values())} fan-out invocations",
     )
@@ -341,6 +372,7 @@ def _fan_out(label: str, used: Usage, events: int, subscribed: bool, waits: list
 def main() -> None:
     from shared.cli.webhook_receiver import WebhookReceiver
     from shared.local import ddb_streams
+    from shared.storage.schema import RUN_FACTS_SK
     from shared.wiring import get_ports
 
     sizes = [int(s) for s in os.environ.get("BENCH_UNITS_SIZES", "1000,10000,100000").split(",") if s.strip()]
@@ -404,6 +436,7 @@ def main() -> None:
                 f"fan-out without a subscriber, {events:,} events",
                 meter.usage(f"{source}|fanout_webhooks"),
                 events,
+                _interest_reads(aws),
                 subscribed=False,
                 waits=waits,
             )
@@ -453,10 +486,12 @@ def main() -> None:
             mark = len(waits_since(0))
             source, used = _measure(aws, ports, meter, lambda w=loops.get(n) or _loop(ports, n): _create(w))
             events = ports.runs.get_run(source).last_seq + 1
+            facts = [i for i in _items(aws, source, "runs", "pk") if i["sk"]["S"] == RUN_FACTS_SK]
             _fan_out(
                 f"fan-out with a subscriber to every event, {events:,} events",
                 meter.usage(f"{source}|fanout_webhooks"),
                 events,
+                _interest_reads(aws) + _ec(_size(facts)),
                 subscribed=True,
                 waits=waits_since(mark),
             )
