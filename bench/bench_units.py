@@ -51,9 +51,9 @@ Each row also prints its **physical** bound: the same items and reads, every ite
 (issue 38). The design's bound above is what today's appends (transactions that move the head) must cost.
 
 The ratio is DynamoDB dollars measured / bound (write and read units at their prices); each row also prints each
-dimension against its own physical bound (write units, read units and, for a live run, requests against P + 5: its
+dimension against its own physical bound (write units, read units and requests: a live run's against P + 5, its
 pages, its create, its start and the three reads it must make, its definition's, its own run's and the fan-out's of
-its tenant's interest). The other services' cost is
+its tenant's interest; a fork's against ``_fork_requests``, its pages, copies and source reads besides). The other services' cost is
 printed beside it. Run: ``.venv/bin/python -m bench.bench_units`` (part of ``make bench``). Prints; asserts nothing.
 """
 
@@ -172,6 +172,22 @@ def _fork_reads(aws: Any, source: str, fork: str, workflow_id: str, mode: str, p
     return sum(parts.values()), ", ".join(f"{k} {v:g}" for k, v in parts.items())
 
 
+QUERY_BYTES = 1024 * 1024  # what one Query answers at most
+BATCH_WRITE_ITEMS = 25  # items one BatchWriteItem takes
+
+
+def _fork_requests(appended: int, copied: int, prefix_bytes: int, mode: str) -> tuple[int, str]:
+    """Requests a fork must send (issue 38): its own pages (P, one put or transaction each), its copied prefix's
+    pages in BatchWriteItems of 25, the source's pages it must read in Queries of up to 1 MB, its create and its
+    start, and one request for each other read ``_fork_reads`` counts (its source's first event, its source's run,
+    its definition, its own run, its tenant's interest, and a replay's tool calls)."""
+    batches = math.ceil(copied / BATCH_WRITE_ITEMS)
+    queries = max(1, math.ceil(prefix_bytes / QUERY_BYTES))
+    fixed = 2 + 5 + (1 if mode == "replay" else 0)
+    label = f"P + {batches} + {queries} + {fixed}" if batches else f"P + {queries} + {fixed}"
+    return appended + batches + queries + fixed, label
+
+
 def _first(item: dict[str, Any]) -> int:
     """The first sequence a stored log item holds (either layout)."""
     from shared.storage.eventpages import bounds
@@ -262,27 +278,28 @@ def _row(
     writes: tuple[int, int],
     rru_bound: float,
     true: Any = None,
-    pages: int | None = None,
+    requests: tuple[int, str] | None = None,
     reads: str = "",
 ) -> float:
     """One row against the design's bound and the physical one (``writes``: their write units; the same reads), and
     the independent meter's units (``true``: ``TrueUnits`` counts of the same origins) beside the exact meter's.
-    Each dimension is also printed against its own physical bound (issue 38: write units, read units and, for a live
-    run of ``pages`` pages, requests against P + 5: its pages, its create, its start, and the three reads it must
-    make, its definition's, its own run's and its tenant's interest, as its read units count them)."""
+    Each dimension is also printed against its own physical bound (issue 38: write units, read units and, with
+    ``requests`` = (bound, how it is made), requests: a live run's P + 5, its pages, its create, its start, and the
+    three reads it must make, its definition's, its own run's and its tenant's interest, as its read units count
+    them; a fork's ``_fork_requests``)."""
     wru_bound, physical_wru = writes
     measured = _ddb_usd(used.units["wru"], used.units["rru"])
     bound = _ddb_usd(wru_bound, rru_bound)
     ratio = measured / bound if bound else float("inf")
     floor = _ddb_usd(physical_wru, rru_bound)
-    requests = f", requests {_times(used.total(), pages + 5)} of P + 5 = {pages + 5:,}" if pages is not None else ""
+    sent = f", requests {_times(used.total(), requests[0])} of {requests[1]} = {requests[0]:,}" if requests else ""
     line(
         f"{label}: WRU / RRU",
         f"{used.units['wru']:,} / {used.units['rru']:,.1f}",
         f"design bound {wru_bound:,} / {rru_bound:,.1f}, ratio {ratio:.3f}; physical bound {physical_wru:,} / "
         f"{rru_bound:,.1f}, ratio {measured / floor if floor else float('inf'):.3f}; each against its physical bound: "
         f"WRU {_times(used.units['wru'], physical_wru)}, RRU {_times(used.units['rru'], rru_bound)}"
-        f"{f' (of what it must read: {reads})' if reads else ''}{requests}; "
+        f"{f' (of what it must read: {reads})' if reads else ''}{sent}; "
         f"{used.total():,} requests; all services {costs.breakdown(used)}; units {used.units_by_operation()}",
     )
     if true is not None:
@@ -413,7 +430,7 @@ def main() -> None:
                 _write_bounds(items, used.invocations["advance_run"], _own_kb(aws, source)),
                 must_read,
                 true.of("op", source),
-                pages=len(items),
+                requests=(len(items) + 5, "P + 5"),
                 reads=parts,
             )
             line(
@@ -447,12 +464,14 @@ def main() -> None:
                 copied = sum(item_kb(i) for i in mine if _first(i) < from_seq)
                 appended = [i for i in mine if _first(i) >= from_seq]
                 must_read, parts = _fork_reads(aws, source, child, loops[n], mode, prefix)
+                copies = len([i for i in mine if _first(i) < from_seq])
                 _row(
                     f"{mode} fork from {from_seq:,} of the {events:,}-event run",
                     used,
                     _write_bounds(appended, used.invocations["advance_run"], _own_kb(aws, child, source), copied),
                     must_read,
                     true.of("op", child),
+                    requests=_fork_requests(len(appended), copies, prefix, mode),
                     reads=parts,
                 )
         true.enabled = False

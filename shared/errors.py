@@ -297,6 +297,11 @@ class OrdinalTakenError(ConflictError):
         self.current = current
 
 
+class StagedRefusedError(ConflictError):
+    """A write another store staged for this transaction (``StagedWrite``) found its condition false: nothing of the
+    transaction was written (a run's create with its tenant's slot: none free)."""
+
+
 class RunGoneError(StorageError):
     """The run is tombstoned (erased) or expired: late writes are refused."""
 

@@ -246,6 +246,8 @@ def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]
     if digests is not None:
         ports.blobs.put_bytes(digests_key(run_id), bytes(digests))
         index["digests"] = {"key": digests_key(run_id), "events": held}
+        # the first Advance task, in this container, compares with the first page from here (``digest_at``)
+        _digest_pages[(digests_key(run_id), 0)] = bytes(digests[: DIGEST_PAGE * DIGEST_SIZE])
     if len(json.dumps(index, separators=(",", ":"))) > INLINE_INDEX_LIMIT:
         key = f"runs/{run_id}/fork-source.json"
         ports.blobs.put_json(key, index)

@@ -69,7 +69,12 @@ class StagedWrite:
 
 
 class RunStore(Protocol):
-    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> None: ...
+    def create_run(
+        self, record: RunRecord, *, parent: str | None = None, fresh: bool = False, staged: Sequence[StagedWrite] = ()
+    ) -> None:
+        """The run's items in one transaction (``staged``: another store's writes in it, all or nothing)."""
+        ...
+
     def get_run(
         self,
         run_id: str,

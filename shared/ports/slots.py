@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from shared.ports.runs import StagedWrite
+
 # ``taken``: the run holds a slot now; ``held``: it held one already (a retried start); ``full``: the tenant has
 # ``cap`` runs in flight; ``gone``: the waiting entry named was already taken or dropped by another pump.
 Take = Literal["taken", "held", "full", "gone"]
@@ -28,6 +30,11 @@ class RunSlots(Protocol):
     def take(self, tenant: str, run_id: str, cap: int, *, waiting: Waiting | None = None) -> Take:
         """Take one of the tenant's ``cap`` slots for ``run_id`` (one transaction: the counter below ``cap`` plus
         one, the run's slot written once, and ``waiting``'s entry deleted when given)."""
+        ...
+
+    def stage_take(self, tenant: str, run_id: str, cap: int) -> list[StagedWrite]:
+        """``take``'s writes for the run's creating transaction (``RunStore.create_run``'s ``staged``): the slot is
+        taken with the run or not at all; ``StagedRefusedError`` from the create when the tenant has none free."""
         ...
 
     def release(self, tenant: str, run_id: str) -> Release:

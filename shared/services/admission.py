@@ -3,8 +3,8 @@
 What counts: workflow runs and eval runs (the ``run`` and ``eval`` machines' executions a create starts); a fork
 and an external agent's session do not (their creates start their own executions; a session runs no task).
 
-A create takes a slot (``ports.slots``: a counter per tenant, one conditional transaction) before it starts the
-run's execution. A tenant with none free gets its run written ``pending`` all the same (a 201, never a 429 and never
+A create takes a slot (``ports.slots``: a counter per tenant, a conditional add) in the transaction that writes
+the run (decision 0182), before it starts the run's execution. A tenant with none free gets its run written ``pending`` all the same (a 201, never a 429 and never
 a failure): the run waits, its start-outbox marker kept, in its tenant's queue in creation order. A run's slot is
 released once when it ends (``run_ended``: the end of its execution's last task, a cancel, an erasure), then, if
 runs of its tenant wait (the release says so: decision 0176), the oldest are started while slots are free
@@ -14,7 +14,7 @@ them and pumps every tenant that has runs waiting (``settle_counted``).
 
 from __future__ import annotations
 
-from shared.ports import Ports, RunRecord, Waiting
+from shared.ports import Ports, RunRecord, StagedWrite, Waiting
 from shared.protocol.ids import tenant_of
 
 COUNTED = ("run", "eval")  # the machines whose runs hold a slot
@@ -40,15 +40,25 @@ def _start(ports: Ports, rec: RunRecord, machine: str) -> None:
     outbox.started(ports, rec, ports.orchestrator.start(machine, rec.run_id, outbox.payload_of(ports, rec)))
 
 
-def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int) -> bool:
-    """A create's start: True when the run's execution is started; False when its tenant has no free slot and the
-    run waits (queued in creation order; its marker stays for the sweep)."""
+def stage_take(ports: Ports, rec: RunRecord, machine: str) -> list[StagedWrite]:
+    """The slot a create takes in the transaction that writes its run (decision 0182): the take's writes, or none
+    when the run holds no slot (not counted, or no cap). ``RunStore.create_run`` refuses them all together
+    (``StagedRefusedError``) when the tenant has none free."""
     limit = cap(ports)
     if limit <= 0 or not counts(rec, machine):
+        return []
+    return ports.slots.stage_take(rec.tenant, rec.run_id, limit)
+
+
+def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int, *, taken: bool | None = None) -> bool:
+    """A create's start: True when the run's execution is started; False when its tenant has no free slot and the
+    run waits (queued in creation order; its marker stays for the sweep). ``taken``: whether the create's
+    transaction took the run's slot (``stage_take``; False: none was free, so it waits); None: take one here."""
+    limit = cap(ports)
+    if taken or limit <= 0 or not counts(rec, machine):
         _start(ports, rec, machine)
         return True
-    taken = ports.slots.take(rec.tenant, rec.run_id, limit)
-    if taken in ("taken", "held"):
+    if taken is None and ports.slots.take(rec.tenant, rec.run_id, limit) in ("taken", "held"):
         _start(ports, rec, machine)
         return True
     ports.slots.put_waiting(rec.tenant, Waiting(rec.run_id, machine, at_ms), expires_at=rec.expires_at)

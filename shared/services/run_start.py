@@ -17,6 +17,7 @@ from shared.errors import (
     ProtocolError,
     ResidencyUnavailableError,
     ServiceUnavailableError,
+    StagedRefusedError,
     ValidationError,
 )
 from shared.ports import Ports, RunRecord, Span
@@ -132,13 +133,21 @@ def _start_run(
     )
     # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
     pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)
-    ports.runs.create_run(rec, fresh=True)  # its id was drawn just now: no tombstone can name it
+    # With its tenant's slot (decision 0182); none free: written without one, to wait. Its id was drawn just now, so no
+    # tombstone can name it.
+    staged = admission.stage_take(ports, rec, machine)
+    taken: bool | None = True if staged else None
+    try:
+        ports.runs.create_run(rec, fresh=True, staged=staged)
+    except StagedRefusedError:
+        ports.runs.create_run(rec, fresh=True)
+        taken = False
     try:
         if before_start is not None:
             before_start(rec)
             outbox.ready(ports, pending, rec.expires_at)
-        # its tenant's slot, then its execution; no free slot: the run waits pending, its marker kept (decision 0160)
-        started = admission.admit(ports, rec, machine, pending.at_ms)
+        # its execution; no free slot: the run waits pending, its marker kept (decision 0160)
+        started = admission.admit(ports, rec, machine, pending.at_ms, taken=taken)
     except Exception as exc:
         from shared.services.erasure import erase_now
 

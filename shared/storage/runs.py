@@ -10,9 +10,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.errors import ConflictError, RunGoneError
+from shared.clock import full_jitter_sleep
+from shared.errors import ConflictError, RunGoneError, StagedRefusedError
 from shared.keys import CHILD_PREFIX
-from shared.ports import TASK_STAMP, BlobStore, Clock, ListPage, RunRecord
+from shared.ports import TASK_STAMP, BlobStore, Clock, ListPage, RunRecord, StagedWrite
 from shared.protocol.codes import TERMINAL_STATUSES
 from shared.storage import runaux, runclaims, runitems, runrestore, schema
 from shared.storage.ddb import (
@@ -32,6 +33,8 @@ from shared.storage.ddb import (
 )
 
 # Consistent reads of a run's items (Queries) before its TransactGetItems, when their state stamps disagree.
+# creates that met another transaction on a staged item (its tenant's counter) in a row before the create fails
+CREATE_CONFLICT_TRIES = 8
 CONSISTENT_BATCH_READS = 2
 
 
@@ -88,7 +91,14 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
     def _expired(self, expires_at: int) -> bool:
         return bool(expires_at) and expires_at <= self._clock.now_ms() // 1000
 
-    def create_run(self, record: RunRecord, *, parent: str | None = None, fresh: bool = False) -> None:
+    def create_run(
+        self,
+        record: RunRecord,
+        *,
+        parent: str | None = None,
+        fresh: bool = False,
+        staged: Sequence[StagedWrite] = (),
+    ) -> None:
         """Create the run's items in one transaction, only if no erasure tombstone forbids it (``RunGoneError``).
 
         ``parent``: the run this one is a fork of. Its lineage link (``CHILD#<id>``, how the parent's erasure reaches
@@ -96,7 +106,10 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
         parent's erasure either finds the link or refuses the fork, so the fork's own id (new, and linked nowhere
         before this write) needs no check of its own. ``fresh``: the id was drawn for this create (a new ULID), so
         no tombstone can name it (an erasure of an id no run has writes none, and every lineage link is written
-        with or after its run): the transaction checks none (2 WRU less; decision 0174)."""
+        with or after its run): the transaction checks none (2 WRU less; decision 0174). ``staged``: another store's
+        writes, in the same transaction (its tenant's slot taken: decision 0182); one whose condition fails refuses
+        the create (``StagedRefusedError``: nothing written), and one that met another transaction on its item (a
+        tenant's counter) is tried again, after a jittered pause, up to ``CREATE_CONFLICT_TRIES`` times."""
         checked = parent if parent is not None else None if fresh else record.run_id  # whose tombstone it checks
         facts = dict(record.data)
         definition = facts.pop("definition", None)
@@ -140,29 +153,33 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             extra.append(
                 self._aux_put(parent, f"{CHILD_PREFIX}{record.run_id}", {"runId": record.run_id}, record.expires_at)
             )
-        try:
-            self._c.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self._t,
-                            "Item": to_item(item),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    # an id erased before its run exists is never created; a fork: while its parent is not erased
-                    *([tombstone_check(self._t, self._tombstones, checked)] if checked is not None else []),
-                    *extra,
-                ]
-            )
-        except ClientError as exc:
-            refuse_too_large(exc)
-            if error_code(exc) == "TransactionCanceledException":
-                if reasons(exc)[1:2] == ["ConditionalCheckFailed"]:
-                    self._blobs.delete_prefix(schema.run_prefix(record.run_id))
-                    raise RunGoneError(record.run_id) from exc
-                raise ConflictError("run exists") from exc
-            raise
+        checks = [tombstone_check(self._t, self._tombstones, checked)] if checked is not None else []
+        own = [
+            {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}}
+        ]
+        # an id erased before its run exists is never created; a fork: while its parent is not erased
+        self._create(record.run_id, [*own, *checks, *extra], len(checks), staged)
+
+    def _create(self, run_id: str, items: list[dict[str, Any]], checks: int, staged: Sequence[StagedWrite]) -> None:
+        """The create's transaction: its items (the run item first, then ``checks`` tombstone checks), then the staged
+        writes; a staged write that met another transaction is tried again (``create_run``)."""
+        for attempt in range(1, CREATE_CONFLICT_TRIES + 1):
+            try:
+                self._c.transact_write_items(TransactItems=[*items, *(w.action for w in staged)])
+                return
+            except ClientError as exc:
+                refuse_too_large(exc)
+                if error_code(exc) != "TransactionCanceledException":
+                    raise
+                codes = reasons(exc)
+                if "ConditionalCheckFailed" in codes[1 : 1 + checks]:
+                    self._blobs.delete_prefix(schema.run_prefix(run_id))
+                    raise RunGoneError(run_id) from exc
+                if "ConditionalCheckFailed" in codes[len(items) :]:
+                    raise StagedRefusedError("a staged write's condition failed") from exc
+                if "ConditionalCheckFailed" in codes or not staged or attempt == CREATE_CONFLICT_TRIES:
+                    raise ConflictError("run exists") from exc
+            full_jitter_sleep(attempt)  # met another transaction on a staged item (a tenant's counter)
 
     def _definition_put(self, record: RunRecord, definition: Any) -> dict[str, Any]:
         """The pinned definition's item: written once beside the run item (same transaction), never with it: the run

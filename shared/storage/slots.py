@@ -21,8 +21,9 @@ from botocore.exceptions import ClientError
 
 from shared.clock import full_jitter_sleep
 from shared.errors import StorageError
+from shared.ports.runs import StagedWrite
 from shared.ports.slots import Release, Take, Waiting
-from shared.storage.ddb import error_code, from_item, partition_condition, query_all, reasons, to_item
+from shared.storage.ddb import dump, error_code, from_item, partition_condition, query_all, reasons, to_item
 
 PREFIX = "SLOTS#"
 COUNT_SK = "count"
@@ -50,6 +51,21 @@ class DynamoRunSlots:
         return to_item({"pk": _pk(tenant), "sk": sk})
 
     def take(self, tenant: str, run_id: str, cap: int, *, waiting: Waiting | None = None) -> Take:
+        failed = self._transact(self._take_items(tenant, run_id, cap, waiting))
+        if failed is None:
+            return "taken"
+        if 2 in failed:
+            return "gone"
+        return "held" if 1 in failed else "full"
+
+    def stage_take(self, tenant: str, run_id: str, cap: int) -> list[StagedWrite]:
+        """The take's items for the transaction that creates the run (decision 0182): its counter's conditional add
+        and its slot's put, written with the run or not at all."""
+        return [StagedWrite(action=a, size=len(dump(a))) for a in self._take_items(tenant, run_id, cap, None)]
+
+    def _take_items(self, tenant: str, run_id: str, cap: int, waiting: Waiting | None) -> list[dict[str, Any]]:
+        """The take's transaction: the counter below ``cap`` plus one, the run's slot put if absent, and ``waiting``'s
+        entry deleted (and counted waiting no more) when given."""
         count: dict[str, Any] = {
             "TableName": self._t,
             "Key": self._key(tenant, COUNT_SK),
@@ -82,12 +98,7 @@ class DynamoRunSlots:
                     }
                 }
             )
-        failed = self._transact(items)
-        if failed is None:
-            return "taken"
-        if 2 in failed:
-            return "gone"
-        return "held" if 1 in failed else "full"
+        return items
 
     def release(self, tenant: str, run_id: str) -> Release:
         failed = self._transact(self._release_items(tenant, run_id, idle=True))

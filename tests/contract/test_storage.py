@@ -192,6 +192,42 @@ def test_an_expired_run_reads_as_gone_before_ttl_deletes_it(ports):
     assert rec.run_id not in [r.run_id for r in listed]
 
 
+def test_a_create_takes_its_tenant_s_slot_in_its_transaction_or_writes_nothing(ports):
+    # Given a tenant with a cap of one slot (decision 0182)
+    from shared.errors import StagedRefusedError
+    from tests.helpers import requests_sent
+
+    tenant = unique("tenant-create-slot")
+
+    def record() -> RunRecord:
+        return RunRecord(
+            run_id=f"{tenant}/{unique('r-slot')}",
+            tenant=tenant,
+            status="pending",
+            last_seq=-1,
+            created_at=ports.clock.iso(),
+            data={"kind": "workflow", "owner": {"tenant": tenant}},
+            expires_at=ports.clock.now_ms() // 1000 + 3600,
+        )
+
+    first, second = record(), record()
+    # When a run is created with its slot's take staged
+    with requests_sent(ports.runs._c, "TransactWriteItems") as sent:
+        ports.runs.create_run(first, fresh=True, staged=ports.slots.stage_take(tenant, first.run_id, 1))
+    # Then one transaction wrote the run and took the slot
+    assert len(sent) == 1 and ports.runs.get_run(first.run_id) is not None
+    assert ports.slots.holders(tenant) == [first.run_id] and ports.slots.in_flight(tenant) == 1
+    # When another is created while none is free, the create is refused whole: no run item, no slot, the counter kept
+    with pytest.raises(StagedRefusedError):
+        ports.runs.create_run(second, fresh=True, staged=ports.slots.stage_take(tenant, second.run_id, 1))
+    assert ports.runs.get_run(second.run_id) is None and ports.runs.get_status(second.run_id) is None
+    assert ports.slots.holders(tenant) == [first.run_id] and ports.slots.in_flight(tenant) == 1
+    # And once the first gives its slot back, the second's create takes it
+    assert ports.slots.release(tenant, first.run_id) == "free"
+    ports.runs.create_run(second, fresh=True, staged=ports.slots.stage_take(tenant, second.run_id, 1))
+    assert ports.slots.holders(tenant) == [second.run_id] and ports.slots.in_flight(tenant) == 1
+
+
 def test_tool_calls_are_write_once_and_ordered(ports):
     rec = _run(ports)
     for key in ("000000000003#00001", "000000000003#00000", "000000000009#00000"):

@@ -339,10 +339,14 @@ def test_a_replay_s_index_task_hands_its_run_to_its_first_advance(ports):
     _, fork = _replay_of_a_completed_run(ports)
     kernel._left.clear()
     # When its first execution's Index task and then its first Advance task run in one process
-    with run_reads(ports, fork) as seen:
+    gets: list[str] = []
+    s3 = {"before-parameter-build.s3.GetObject": lambda params=None, **_: gets.append(str(params["Key"]))}
+    with run_reads(ports, fork) as seen, hooked(ports.blobs._c, s3):
         indexed = index_fork(ports, fork, EXECUTION)
         advanced = advance(ports, fork, RUN_KINDS, hops=0, execution=EXECUTION)
     # Then only the Index task read the fork's run (once, eventually consistently): it wrote none of it and handed it
     # on; and the replay ran to its end, its log whole
     assert indexed["next"] == "continue" and seen == [False] and advanced["next"] == "done"
     assert ports.runs.get_run(fork).status == "completed" and _went_on(ports, fork, -1)
+    # and the Advance task compared its events with the digests the Index task stored, with no read of them
+    assert [k for k in gets if k.endswith("fork-digests.bin")] == []

@@ -91,6 +91,30 @@ def test_runs_past_the_tenant_cap_wait_pending_and_start_in_order_as_its_runs_en
         assert _ports().slots.in_flight(tenant_b) == 0
 
 
+def test_a_create_takes_its_slot_in_the_transaction_that_writes_its_run(host):
+    # Given a fresh tenant with a cap of 1 run in flight
+    import json
+
+    from tests.helpers import naming, requests_sent
+
+    tenant, key = unique("tenant-fair-tx"), unique("key-fair-tx")
+    assert seed({key: tenant})
+    with runs_in_flight(1), requests_sent(_ports().runs._c, "TransactWriteItems") as sent:
+        # When it creates two runs of a workflow that waits for an approval
+        first, second = (
+            raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-approval"}, key=key) for _ in range(2)
+        )
+        eventually(lambda: _waiting_approval(str(first.json["runId"])), timeout=60)
+    # Then the first's slot was taken by the transaction that put its run item, with no transaction of its own
+    (slot,) = [t for t in naming(sent, str(first.json["runId"])) if "SLOTS#" in json.dumps(t, default=str)]
+    puts = [i["Put"]["Item"]["sk"]["S"] for i in slot["TransactItems"] if "Put" in i]
+    assert "RUN" in puts and f"run#{first.json['runId']}" in puts
+    # and the second, with none free, was written without one and waits, unstarted
+    assert _status(str(second.json["runId"])) == ("pending", False)
+    assert _ports().slots.holders(tenant) == [first.json["runId"]] and _ports().slots.in_flight(tenant) == 1
+    assert [w.run_id for w in _ports().slots.read_waiting(tenant, 10)] == [second.json["runId"]]
+
+
 def test_a_cancelled_run_gives_back_its_slot_once_and_a_waiting_one_starts(host):
     # Given a tenant at its cap of 2 (both waiting for an approval) with a third run waiting for a slot
     tenant, key = unique("tenant-fair-c"), unique("key-fair-c")
