@@ -299,7 +299,12 @@ class OrdinalTakenError(ConflictError):
 
 class StagedRefusedError(ConflictError):
     """A write another store staged for this transaction (``StagedWrite``) found its condition false: nothing of the
-    transaction was written (a run's create with its tenant's slot: none free)."""
+    transaction was written (a run's create with its tenant's slot: none free). ``appended``: for an append, the last
+    sequence its earlier transactions wrote (the refused one carried the rest)."""
+
+    def __init__(self, message: str, appended: int | None = None) -> None:
+        super().__init__(message)
+        self.appended = appended
 
 
 class RunGoneError(StorageError):

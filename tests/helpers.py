@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -209,6 +210,23 @@ def hooked(client: Any, handlers: dict[str, Any]) -> Iterator[None]:
     finally:
         for event, handler in handlers.items():
             client.meta.events.unregister(event, handler)
+
+
+@contextmanager
+def lagging_queries(client: Any, hidden: Callable[[dict[str, Any]], bool]) -> Iterator[None]:
+    """While inside, an eventually consistent Query ``client`` sends does not show the items ``hidden`` picks (a
+    replica behind their writes); a strongly consistent one shows them all."""
+    local = threading.local()
+
+    def mark(params: Any = None, **_: Any) -> None:
+        local.consistent = bool(params.get("ConsistentRead"))
+
+    def lag(parsed: Any = None, model: Any = None, **_: Any) -> None:
+        if model.name == "Query" and isinstance(parsed, dict) and not getattr(local, "consistent", True):
+            parsed["Items"] = [i for i in parsed.get("Items") or [] if not hidden(i)]
+
+    with hooked(client, {"before-parameter-build.dynamodb.Query": mark, "after-call.dynamodb.Query": lag}):
+        yield
 
 
 @contextmanager

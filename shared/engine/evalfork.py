@@ -19,6 +19,7 @@ Divergence from the source is reported like a workflow replay (first divergent s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ from shared.engine.kernel import DIVERGED_AT, TASK_EVENTS, EngineError, make_eve
 from shared.engine.model_agent import ModelSession
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, RunGoneError
-from shared.ports import TASK_STAMP, Ports, RunRecord
+from shared.ports import TASK_STAMP, Ports, RunRecord, StagedWrite
 from shared.protocol import codes as c
 
 
@@ -68,6 +69,7 @@ def advance(
     max_ms: int = 60_000,
     tally: ToolTally | None = None,
     stamp: str = "",
+    release: Sequence[StagedWrite] = (),  # an eval run's fork holds no slot (decision 0160): nothing to give back
 ) -> dict[str, Any]:
     """One page: copy the prefix (first tasks), else re-run the trials of the next page of whole tasks (up to
     ``EVAL_FINISH_PAGE_TRIALS`` task-trials, as the eval's Finish pages), and append the page's events at or

@@ -20,7 +20,7 @@ and failing a run, and continue-as-new (``renew``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.caches import LockedLRUCache
@@ -35,7 +35,7 @@ from shared.engine.version import ENGINE_VERSION, check_engine
 from shared.engine.workflow import Workflow, load_workflow
 from shared.errors import ConflictError, RunGoneError
 from shared.keys import EFFECT_PREFIX, run_prefix
-from shared.ports import WRITABLE, Ports, RunRecord
+from shared.ports import WRITABLE, Ports, RunRecord, StagedWrite
 from shared.protocol import codes as c
 
 if TYPE_CHECKING:
@@ -322,7 +322,9 @@ DIVERGED_AT = "divergedAtSeq"
 
 class RunKind(Protocol):
     """One Advance task's work on a writable run of one kind (``workflowrun.advance``, ``evalfork.advance``); its
-    last write names the task by ``stamp`` (``TASK_STAMP``: ``task_stamp``), when given."""
+    last write names the task by ``stamp`` (``TASK_STAMP``: ``task_stamp``), when given. ``release``: writes that
+    may ride the append that ends the run (its tenant's slot given back, decision 0183); a kind that wrote them
+    with its end answers ``RELEASED`` true."""
 
     def __call__(
         self,
@@ -333,6 +335,7 @@ class RunKind(Protocol):
         max_ms: int = 60_000,
         tally: ToolTally | None = None,
         stamp: str = "",
+        release: Sequence[StagedWrite] = (),
     ) -> dict[str, Any]: ...
 
 
@@ -358,6 +361,7 @@ def advance(
     execution: str = "",
     machine_arn: str = "",
     tally: ToolTally | None = None,
+    release: Sequence[StagedWrite] = (),
 ) -> dict[str, Any]:
     """Advance one run by its kind in ``kinds``; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 
@@ -368,7 +372,9 @@ def advance(
     holds or tasks a run takes. The new execution re-reads the run and resumes from its stored sequence.
     ``machine_arn``: the machine this execution runs on (the ASL passes ``$$.StateMachine.Id``), which the new
     execution starts on.
-    ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics.
+    ``tally`` (optional) counts the tool and model calls this step made, for the task's metrics. ``release``: the
+    run's slot given back by the append that ends it, when its conditions hold (``RELEASED`` in the answer, which
+    its caller pops: the state machine is not told).
 
     The task's last write names it (``task_stamp``): the next task of the execution reads the run eventually
     consistently and keeps that read when it carries this task's stamp (decision 0173); in the same warm container,
@@ -383,6 +389,7 @@ def advance(
         tally=tally,
         stamp=task_stamp(execution, hops) if execution else "",
         prior=prior_stamp(execution, hops),
+        release=release,
     )
     out["hops"] = hops + 1
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
@@ -394,6 +401,8 @@ def advance(
 # that task takes it instead of reading the run (decision 0177). Taken once (popped), and only by the task whose
 # predecessor's stamp it carries. A kind hands it in its answer under ``LEFT``.
 LEFT = "_left"
+# An answer's key: the append that ended the run also gave its tenant's slot back (``release``, decision 0183).
+RELEASED = "_released"
 _left: LockedLRUCache[str, RunRecord] = LockedLRUCache(maxsize=8)
 
 
@@ -442,6 +451,7 @@ def _advance(
     tally: ToolTally | None = None,
     stamp: str = "",
     prior: str | None = None,
+    release: Sequence[StagedWrite] = (),
 ) -> dict[str, Any]:
     rec = _handed(run_id, prior) or read_for_task(ports, run_id, prior)
     # a session of an external agent (decision 0143) is advanced by its gateway and its expiry, never by a task
@@ -452,7 +462,7 @@ def _advance(
     # The task's span joins the run's trace (the context stored when the run was created), whatever execution
     # or continuation this task belongs to.
     with ports.tracing.span(spans.TASK_SPAN, spans.run_attributes(rec), parent=spans.trace_parent(rec)) as span:
-        out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp)
+        out = kind(ports, rec, max_events=max_events, max_ms=max_ms, tally=tally, stamp=stamp, release=release)
         keep_left(run_id, out)
         span.set("openwop.task.next", str(out.get("next", "")))
         if DIVERGED_AT in out:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from shared.engine import forkindex, spans
@@ -29,6 +30,7 @@ from shared.engine.forkindex import reproduces
 from shared.engine.kernel import (
     FLUSH_AT,
     LEFT,
+    RELEASED,
     TASK_EVENTS,
     EffectInFlightError,
     discard_late_writes,
@@ -43,8 +45,8 @@ from shared.engine.version import plain_appends
 from shared.engine.workflow import Workflow
 from shared.engine.workflowcontext import RunContext, build_context
 from shared.engine.workflownodes import continue_node, restart_node, start_node
-from shared.errors import ConflictError, RunGoneError
-from shared.ports import TASK_STAMP, WRITABLE, Ports, RunRecord
+from shared.errors import ConflictError, RunGoneError, StagedRefusedError
+from shared.ports import TASK_STAMP, WRITABLE, Ports, RunRecord, StagedWrite
 from shared.protocol import codes as c
 
 SHORT_WAIT_MS = 1500
@@ -106,8 +108,17 @@ class _Appender:
     """A task's appends: its events buffered and appended in batches, each with the run item's updates (the snapshot
     on a final append, unless the log behind it is still short; the status when it changes; ``startedAt`` once)."""
 
-    def __init__(self, ports: Ports, rec: RunRecord, state: dict[str, Any], stamp: str = "") -> None:
+    def __init__(
+        self,
+        ports: Ports,
+        rec: RunRecord,
+        state: dict[str, Any],
+        stamp: str = "",
+        release: Sequence[StagedWrite] = (),
+    ) -> None:
         self.ports, self.rec, self.state = ports, rec, state
+        self.release = release  # the run's slot, given back by the append that ends it (decision 0183)
+        self.released = False
         self.stamp = stamp  # the task's: its closing append names it (``TASK_STAMP``; kernel.task_stamp)
         self.inputs = rec.data.get("inputs")
         self.buffer: list[dict[str, Any]] = []
@@ -167,16 +178,8 @@ class _Appender:
         plain = self.open and not closing and not updates
         if plain:
             self._check_writable()
-        self.ports.events.append_events(
-            rec.run_id,
-            self.next_seq,
-            buffer,
-            run_updates=updates,
-            require_status=WRITABLE,
-            expires_at=rec.expires_at,
-            plain=plain,
-            open_tail=True if self.may_open and not closing and not plain else None,
-        )
+        ending = self.release if state["status"] in c.TERMINAL_STATUSES else ()
+        self._append(buffer, updates, plain, True if self.may_open and not closing and not plain else None, ending)
         self.open = self.may_open and not closing
         self.named = self.named or TASK_STAMP in updates
         if "state" in updates:
@@ -185,6 +188,37 @@ class _Appender:
         self.next_seq += len(buffer)
         self.wrote += len(buffer)
         self.buffer = []
+
+    def _append(
+        self,
+        buffer: list[dict[str, Any]],
+        updates: dict[str, Any],
+        plain: bool,
+        open_tail: bool | None,
+        release: Sequence[StagedWrite],
+    ) -> None:
+        """Append ``buffer`` from ``next_seq`` with the run ``updates``; the run's end with its slot given back
+        (``release``) when its conditions hold, else without it (the caller's ``run_ended`` gives it back)."""
+
+        def append(first: int, events: list[dict[str, Any]], staged: Sequence[StagedWrite]) -> None:
+            self.ports.events.append_events(
+                self.rec.run_id,
+                first,
+                events,
+                run_updates=updates,
+                require_status=WRITABLE,
+                expires_at=self.rec.expires_at,
+                staged=staged,
+                plain=plain,
+                open_tail=open_tail,
+            )
+
+        try:
+            append(self.next_seq, buffer, release)
+            self.released = bool(release)
+        except StagedRefusedError as exc:  # runs of its tenant wait, or it held no slot: the end goes alone
+            done = self.next_seq if exc.appended is None else exc.appended + 1
+            append(done, buffer[done - self.next_seq :], ())
 
     def _check_writable(self) -> None:
         """Every ``STATUS_EVERY_PAGES``-th plain page once ``STATUS_EVERY_MS`` have passed since the task last read
@@ -312,10 +346,11 @@ def advance(
     max_ms: int = 60_000,
     tally: ToolTally | None = None,
     stamp: str = "",
+    release: Sequence[StagedWrite] = (),
 ) -> dict[str, Any]:
     """One Advance task of the writable workflow run ``rec``: steps until it parks, ends or waits long, or the task
     has appended ``max_events`` events or spent ``max_ms``; a fork's first tasks copy its prefix instead. Its last
-    append names it by ``stamp`` (``kernel.RunKind``)."""
+    append names it by ``stamp``; the one that ends the run gives its slot back with ``release`` (``kernel.RunKind``)."""
     run_id = rec.run_id
     fork = rec.data.get("fork") or {}
     ctx = build_context(ports, rec)
@@ -326,7 +361,7 @@ def advance(
     # Right after the prefix copy, a node the prefix left in flight is restarted, never resumed mid-way.
     ctx.restart = bool(fork) and int(fork.get("fromSeq", 0)) > 0 and rec.last_seq == int(fork["fromSeq"]) - 1
     began = ports.clock.now_ms()
-    out = _Appender(ports, rec, state, stamp)
+    out = _Appender(ports, rec, state, stamp, release)
     try:
         while True:
             step = _take_step(ctx, state, out)
@@ -335,7 +370,7 @@ def advance(
                 return {"runId": run_id, "next": "park", "waitSeconds": 0}
             if step.done or state["status"] in c.TERMINAL_STATUSES:
                 out.flush()
-                return {"runId": run_id, "next": "done", "waitSeconds": 0}
+                return {"runId": run_id, "next": "done", "waitSeconds": 0, RELEASED: out.released}
             if step.wait_ms is not None:
                 waited = _wait(ports, run_id, out, step.wait_ms)
                 if waited is not None:

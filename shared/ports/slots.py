@@ -37,6 +37,12 @@ class RunSlots(Protocol):
         taken with the run or not at all; ``StagedRefusedError`` from the create when the tenant has none free."""
         ...
 
+    def stage_release(self, tenant: str, run_id: str) -> list[StagedWrite]:
+        """``release``'s writes for the append that ends the run (``EventStore.append_events``' ``staged``), on the
+        condition that it holds its slot and none of its tenant's runs wait (``StagedRefusedError`` otherwise: the
+        run ends without them, and ``release`` gives the slot back and starts the waiting runs)."""
+        ...
+
     def release(self, tenant: str, run_id: str) -> Release:
         """Give back the run's slot (its slot deleted and the counter minus one, in one transaction), saying whether
         runs of its tenant wait (the counter item counts the waiting entries: no read of the queue when none do);

@@ -50,6 +50,15 @@ def stage_take(ports: Ports, rec: RunRecord, machine: str) -> list[StagedWrite]:
     return ports.slots.stage_take(rec.tenant, rec.run_id, limit)
 
 
+def stage_release(ports: Ports, run_id: str, *, holds_slot: bool = True) -> list[StagedWrite]:
+    """The slot a run gives back in the append that ends it (decision 0183): the release's writes, conditioned on
+    its slot held and none of its tenant's runs waiting; none when it holds no slot (``holds_slot`` False: a fork's
+    machine says so; or no cap). The run's end then needs no ``run_ended`` unless the append went without them."""
+    if not holds_slot or cap(ports) <= 0:
+        return []
+    return ports.slots.stage_release(tenant_of(run_id), run_id)
+
+
 def admit(ports: Ports, rec: RunRecord, machine: str, at_ms: int, *, taken: bool | None = None) -> bool:
     """A create's start: True when the run's execution is started; False when its tenant has no free slot and the
     run waits (queued in creation order; its marker stays for the sweep). ``taken``: whether the create's

@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.errors import ConflictError, RunGoneError
+from shared.errors import ConflictError, RunGoneError, StagedRefusedError
 from shared.ports import BlobStore, StagedWrite
 from shared.protocol.codemap import ERA_V1, translate
 from shared.storage import runclaims, runitems, schema
@@ -130,7 +130,9 @@ class DynamoEventStore:
         end, guarded by ``lastSeq <= expected - 1``, the run's existence (erasure) and optionally its status): the
         status guard, the erasure's and the run updates hold with the events or not at all. ``staged`` items
         (another store's, each with its own condition) and the ``claim`` of a counter's ordinal
-        (``runclaims.counter_update``) ride the last transaction. An append of no events is the Update alone.
+        (``runclaims.counter_update``) ride the last transaction; a staged item whose condition alone fails refuses
+        it (``StagedRefusedError``, ``appended`` the last sequence the earlier ones wrote). An append of no events is
+        the Update alone.
 
         ``plain``: each page a conditional ``PutItem`` of its own, the head not written (1 write unit per KB where a
         transaction bills 2, and no head rewritten per page). Only a writer whose earlier transaction of the same
@@ -159,9 +161,13 @@ class DynamoEventStore:
             tail = False if group and open_tail is None else open_tail  # pages written: the tail closed unless opened
             update = self._head_update(run_id, nxt, last, parts if final else None, claim, require_status, tail)
             items: list[dict[str, Any]] = [{"Update": update}, *(parts.items if final else [])]
+            at = len(items)  # where the staged writes are, in the last transaction
             items += [w.action for w in staged] if final else []
             items += [{"Put": self._put(page)} for page in group]
-            self._transact(run_id, items)
+            try:
+                self._transact(run_id, items, range(at, at + len(staged)) if final else range(0))
+            except StagedRefusedError as exc:
+                raise StagedRefusedError(str(exc), appended=nxt - 1) from exc
             nxt = last + 1
         return nxt - 1
 
@@ -258,8 +264,9 @@ class DynamoEventStore:
             update["ExpressionAttributeNames"] = names
         return update
 
-    def _transact(self, run_id: str, items: list[dict[str, Any]]) -> None:
-        """One transaction of the append; a failed condition is a conflict, or the run's erasure (S3 writes undone)."""
+    def _transact(self, run_id: str, items: list[dict[str, Any]], staged: range = range(0)) -> None:
+        """One transaction of the append; a failed condition is a conflict, or the run's erasure (S3 writes undone);
+        one of the ``staged`` items' only (at those places): ``StagedRefusedError``."""
         try:
             self._c.transact_write_items(TransactItems=items)
         except ClientError as exc:
@@ -267,6 +274,12 @@ class DynamoEventStore:
             if error_code(exc) not in ("TransactionCanceledException", "ConditionalCheckFailedException"):
                 raise
             reasons = exc.response.get("CancellationReasons") or []
+            codes = [str(r.get("Code", "None")) for r in reasons]
+            if (
+                codes[:1] != ["ConditionalCheckFailed"]
+                and "ConditionalCheckFailed" in codes[staged.start : staged.stop]
+            ):
+                raise StagedRefusedError("a staged write's condition failed") from exc
             if not reasons or reasons[0].get("Code") != "ConditionalCheckFailed":
                 raise ConflictError("sequence or run state moved") from exc  # a page's position was taken
             self._refuse(run_id, exc)

@@ -100,6 +100,11 @@ class DynamoRunSlots:
             )
         return items
 
+    def stage_release(self, tenant: str, run_id: str) -> list[StagedWrite]:
+        """The release's items for the transaction that ends the run (decision 0183), on the conditions of a release
+        that finds none waiting: its slot held, no waiting entry counted."""
+        return [StagedWrite(action=a, size=len(dump(a))) for a in self._release_items(tenant, run_id, idle=True)]
+
     def release(self, tenant: str, run_id: str) -> Release:
         failed = self._transact(self._release_items(tenant, run_id, idle=True))
         if failed is None:

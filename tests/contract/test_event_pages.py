@@ -19,7 +19,7 @@ import pytest
 from shared.errors import ConflictError
 from shared.ports import RunRecord
 from shared.storage import schema
-from tests.helpers import requests_sent, stored_run
+from tests.helpers import lagging_queries, requests_sent, stored_run
 
 
 @pytest.fixture()
@@ -224,21 +224,8 @@ def test_a_settled_read_is_eventually_consistent_and_reads_on_consistently_where
     rec = _run(ports)
     ports.events.append_events(rec.run_id, 0, [_ev(ports, rec.run_id, s, i=s) for s in range(250)])
     hidden: set[int] = set()  # keys (first sequences) of the pages an eventually consistent read does not show yet
-
-    def lag(params: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
-        if model.name != "Query" or not isinstance(parsed, dict):
-            return
-        items = parsed.get("Items") or []
-        if any(i["runId"]["S"] == rec.run_id for i in items) and not threading.current_thread().consistent:
-            parsed["Items"] = [i for i in items if int(i["seq"]["N"]) not in hidden]
-
-    def mark(params: Any = None, **_: Any) -> None:
-        threading.current_thread().consistent = bool(params.get("ConsistentRead"))
-
     client = ports.events._c
-    client.meta.events.register("before-parameter-build.dynamodb.Query", mark)
-    client.meta.events.register("after-call.dynamodb.Query", lag)
-    try:
+    with lagging_queries(client, lambda i: i.get("runId") == {"S": rec.run_id} and int(i["seq"]["N"]) in hidden):
         # When every page shows, a settled read of the whole log is eventually consistent only
         with requests_sent(client, "Query", ports.events._t) as sent:
             got = ports.events.read_events(rec.run_id, -1, limit=250, settled=True)
@@ -257,6 +244,25 @@ def test_a_settled_read_is_eventually_consistent_and_reads_on_consistently_where
         with requests_sent(client, "Query", ports.events._t) as sent:
             assert len(ports.events.read_events(rec.run_id, 10, limit=5)) == 5
         assert [q["ConsistentRead"] for q in sent] == [True]
-    finally:
-        client.meta.events.unregister("after-call.dynamodb.Query", lag)
-        client.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
+
+
+def test_a_staged_write_whose_condition_fails_refuses_the_last_transaction_and_says_what_was_written(ports):
+    # Given a run and 10,000 events (102 pages: two transactions), with a staged write that cannot hold (the release
+    # of a slot the run does not hold, decision 0183)
+    from shared.errors import StagedRefusedError
+
+    rec = _run(ports)
+    events = [_ev(ports, rec.run_id, s) for s in range(10_000)]
+    staged = ports.slots.stage_release(rec.tenant, rec.run_id)
+    # When they are appended with it and the run's status
+    with pytest.raises(StagedRefusedError) as refused:
+        ports.events.append_events(rec.run_id, 0, events, run_updates={"status": "completed"}, staged=staged)
+    # Then the first transaction's pages are written, the last's not, and the refusal says where the log ends
+    appended = refused.value.appended
+    assert appended is not None and 0 < appended < 9_999
+    assert [e["sequence"] for e in ports.events.read_events(rec.run_id)] == list(range(appended + 1))
+    assert ports.runs.get_run(rec.run_id).status != "completed"
+    # And the rest appended from there without it ends the log whole, with the status
+    ports.events.append_events(rec.run_id, appended + 1, events[appended + 1 :], run_updates={"status": "completed"})
+    assert [e["sequence"] for e in ports.events.read_events(rec.run_id)] == list(range(10_000))
+    assert ports.runs.get_run(rec.run_id).status == "completed"

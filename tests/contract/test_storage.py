@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
 
 import pytest
 
@@ -20,16 +19,21 @@ def ports(local_aws):
     return get_ports()
 
 
-def _run(ports, tenant="tenant-c", expires_at=None) -> RunRecord:
-    rec = RunRecord(
+def _record(ports, tenant="tenant-c", expires_at=None, status="running") -> RunRecord:
+    """A new run's record, not stored."""
+    return RunRecord(
         run_id=f"{tenant}/{unique('r-contract')}",
         tenant=tenant,
-        status="running",
+        status=status,
         last_seq=-1,
         created_at=ports.clock.iso(),
         data={"kind": "workflow", "owner": {"tenant": tenant}},
         expires_at=expires_at if expires_at is not None else ports.clock.now_ms() // 1000 + 3600,
     )
+
+
+def _run(ports, tenant="tenant-c", expires_at=None) -> RunRecord:
+    rec = _record(ports, tenant, expires_at)
     ports.runs.create_run(rec)
     return rec
 
@@ -198,19 +202,7 @@ def test_a_create_takes_its_tenant_s_slot_in_its_transaction_or_writes_nothing(p
     from tests.helpers import requests_sent
 
     tenant = unique("tenant-create-slot")
-
-    def record() -> RunRecord:
-        return RunRecord(
-            run_id=f"{tenant}/{unique('r-slot')}",
-            tenant=tenant,
-            status="pending",
-            last_seq=-1,
-            created_at=ports.clock.iso(),
-            data={"kind": "workflow", "owner": {"tenant": tenant}},
-            expires_at=ports.clock.now_ms() // 1000 + 3600,
-        )
-
-    first, second = record(), record()
+    first, second = _record(ports, tenant, status="pending"), _record(ports, tenant, status="pending")
     # When a run is created with its slot's take staged
     with requests_sent(ports.runs._c, "TransactWriteItems") as sent:
         ports.runs.create_run(first, fresh=True, staged=ports.slots.stage_take(tenant, first.run_id, 1))
@@ -265,7 +257,7 @@ def test_tool_calls_are_write_once_and_ordered(ports):
 
 def test_calls_a_settled_log_names_are_read_eventually_consistently_and_again_when_one_is_not_shown(ports):
     # Given a run with three call records, one of them large (its document in S3)
-    from tests.helpers import requests_sent
+    from tests.helpers import lagging_queries, requests_sent
 
     rec = _run(ports)
     keys = ("000000000001#00000", "000000000001#00001", "000000000002#00000")
@@ -275,18 +267,8 @@ def test_calls_a_settled_log_names_are_read_eventually_consistently_and_again_wh
         call.args = {"k": key, "big": big}
         assert ports.tool_calls.put_call(call, 0)
     hidden: set[str] = set()  # call keys an eventually consistent read does not show yet
-
-    def lag(params: Any = None, parsed: Any = None, model: Any = None, **_: Any) -> None:
-        if model.name == "Query" and isinstance(parsed, dict) and not threading.current_thread().consistent:
-            parsed["Items"] = [i for i in parsed.get("Items") or [] if i["callKey"]["S"] not in hidden]
-
-    def mark(params: Any = None, **_: Any) -> None:
-        threading.current_thread().consistent = bool(params.get("ConsistentRead"))
-
     client = ports.tool_calls._c
-    client.meta.events.register("before-parameter-build.dynamodb.Query", mark)
-    client.meta.events.register("after-call.dynamodb.Query", lag)
-    try:
+    with lagging_queries(client, lambda i: "callKey" in i and i["callKey"]["S"] in hidden):
         # When every call the log names shows, one eventually consistent Query reads them
         with requests_sent(client, "Query", ports.tool_calls._t) as sent:
             got = ports.tool_calls.list_calls(rec.run_id, named=list(keys[:2]))
@@ -303,9 +285,6 @@ def test_calls_a_settled_log_names_are_read_eventually_consistently_and_again_wh
         with requests_sent(client, "Query", ports.tool_calls._t) as sent:
             assert len(ports.tool_calls.list_calls(rec.run_id)) == 3
         assert [q["ConsistentRead"] for q in sent] == [True]
-    finally:
-        client.meta.events.unregister("after-call.dynamodb.Query", lag)
-        client.meta.events.unregister("before-parameter-build.dynamodb.Query", mark)
 
 
 def _counted(rec: RunRecord, call_key: str) -> ToolCallRecord:

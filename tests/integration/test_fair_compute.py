@@ -41,6 +41,15 @@ def _waiting_approval(run_id: str) -> bool:
     return _status(run_id) == ("waiting-approval", True)
 
 
+def _accept(host: Any, key: str, run_id: str) -> None:
+    """Accept the run's approval (``conformance-approval``'s gate) and wait for it to complete."""
+    answer = raw(
+        host.base_url, "POST", f"/runs/{_wire(run_id)}/interrupts/gate", {"resumeValue": {"action": "accept"}}, key=key
+    )
+    assert answer.status == 200, answer.json
+    assert wait_terminal(host.client(key), run_id, timeout=60).status == "completed"
+
+
 def test_runs_past_the_tenant_cap_wait_pending_and_start_in_order_as_its_runs_end(host):
     # Given two fresh tenants and a cap of 2 runs in flight per tenant
     tenant_a, tenant_b = unique("tenant-fair-a"), unique("tenant-fair-b")
@@ -67,15 +76,7 @@ def test_runs_past_the_tenant_cap_wait_pending_and_start_in_order_as_its_runs_en
         # When A's runs end one by one (each approval accepted), its waiting runs start in creation order
         for i, run_id in enumerate(runs):
             eventually(lambda run_id=run_id: _waiting_approval(run_id), timeout=60)
-            answer = raw(
-                host.base_url,
-                "POST",
-                f"/runs/{_wire(run_id)}/interrupts/gate",
-                {"resumeValue": {"action": "accept"}},
-                key=key_a,
-            )
-            assert answer.status == 200, answer.json
-            assert wait_terminal(client_a, run_id, timeout=60).status == "completed"
+            _accept(host, key_a, run_id)
             following = runs[i + 1 :]
             if len(following) >= CAP:
                 # the oldest waiting run took the slot; the ones behind it still wait, unstarted
@@ -113,6 +114,40 @@ def test_a_create_takes_its_slot_in_the_transaction_that_writes_its_run(host):
     assert _status(str(second.json["runId"])) == ("pending", False)
     assert _ports().slots.holders(tenant) == [first.json["runId"]] and _ports().slots.in_flight(tenant) == 1
     assert [w.run_id for w in _ports().slots.read_waiting(tenant, 10)] == [second.json["runId"]]
+
+
+def test_a_run_gives_its_slot_back_in_the_transaction_that_ends_it_unless_runs_wait(host):
+    # Given a fresh tenant with a cap of 1 run in flight
+    import json
+
+    from tests.helpers import naming, requests_sent
+
+    tenant, key = unique("tenant-fair-end"), unique("key-fair-end")
+    assert seed({key: tenant})
+    client = host.client(key)
+    with runs_in_flight(1), requests_sent(_ports().runs._c, "TransactWriteItems") as sent:
+        # When a run ends while none of its tenant's runs wait
+        run = raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=key)
+        run_id = str(run.json["runId"])
+        assert wait_terminal(client, run_id, timeout=60).status == "completed"
+        eventually(lambda: _ports().slots.in_flight(tenant) == 0, timeout=30)
+        # Then the transaction that appended its end (its run item's status, its last events) gave its slot back:
+        # no transaction of its own (decision 0183)
+        given = [t for t in naming(sent, run_id) if f"run#{run_id}" in json.dumps(t, default=str)]
+        assert len(given) == 2  # its create's take and its end's release
+        (end,) = [t for t in given if any("Delete" in i for i in t["TransactItems"])]
+        assert any("Put" in i and "runId" in i["Put"]["Item"] for i in end["TransactItems"])
+        assert _ports().slots.holders(tenant) == []
+        # When a run ends while another waits for its slot
+        first, second = (
+            raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-approval"}, key=key) for _ in range(2)
+        )
+        eventually(lambda: _waiting_approval(str(first.json["runId"])), timeout=60)
+        assert _status(str(second.json["runId"])) == ("pending", False)
+        _accept(host, key, str(first.json["runId"]))
+        # Then it ended without giving the slot back in that transaction, and its release started the waiting run
+        eventually(lambda: _waiting_approval(str(second.json["runId"])), timeout=60)
+        assert _ports().slots.holders(tenant) == [second.json["runId"]] and _ports().slots.in_flight(tenant) == 1
 
 
 def test_a_cancelled_run_gives_back_its_slot_once_and_a_waiting_one_starts(host):

@@ -117,7 +117,9 @@ def test_the_kernel_imports_no_run_kind() -> None:
         assert callable(__import__(name, fromlist=["advance"]).advance)
     # and no task handler imports a kind only for its side effect: the Advance task's passes the map
     handler = (ROOT / "functions/tasks/advance_run/handler.py").read_text()
-    assert "noqa: F401" not in handler and re.search(r"kernel\.advance\(\s*get_ports\(\), run_id, RUN_KINDS,", handler)
+    assert "noqa: F401" not in handler and re.search(
+        r"kernel\.advance\(\s*get_ports\(\),\s*run_id,\s*RUN_KINDS,", handler
+    )
 
 
 def _not_python(directory: str, names: list[str]) -> list[str]:

@@ -25,13 +25,24 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
         return {**forkindex.index_fork(get_ports(), run_id, execution), "hops": hops}
     tally = ToolTally()
+    holds_slot = ti.flag(event, "holdsSlot", True)
+    release = admission.stage_release(get_ports(), run_id, holds_slot=holds_slot)  # with its end (decision 0183)
     out = kernel.advance(
-        get_ports(), run_id, RUN_KINDS, hops=hops, execution=execution, machine_arn=machine_arn, tally=tally
+        get_ports(),
+        run_id,
+        RUN_KINDS,
+        hops=hops,
+        execution=execution,
+        machine_arn=machine_arn,
+        tally=tally,
+        release=release,
     )
     count_tools(tally)
+    released = bool(out.pop(kernel.RELEASED, False))  # given back by the append that ended the run (decision 0183)
     if out.get("next") == "done" and not out.get("renewed"):
         count("RunsFinished")
-        _ended(run_id, ti.flag(event, "holdsSlot", True))
+        if not released:
+            _ended(run_id, holds_slot)
     return out
 
 
