@@ -230,9 +230,16 @@ def state_updates(ports: Ports, rec: RunRecord, state: dict[str, Any], seq: int)
 
 
 def state_behind(rec: RunRecord) -> bool:
-    """True when the stored snapshot is older than the log's end (a large state is stored once per task)."""
-    seq = (rec.state or {}).get("seq")
-    return seq is not None and int(seq) < rec.last_seq
+    """True when the stored snapshot is older than the log's end (a large state is stored once per task); one that
+    names no ``seq`` is the state its create stored, before any event (``snapshot_seq``)."""
+    return rec.state is not None and snapshot_seq(rec.state) < rec.last_seq
+
+
+def snapshot_seq(state: dict[str, Any]) -> int:
+    """The sequence a stored state is folded up to: the ``seq`` its snapshot names, or -1 for the state a create
+    stores (``new_state``, before any event), which a run keeps until its first task's last append stores one."""
+    seq = state.get("seq")
+    return -1 if seq is None else int(seq)
 
 
 def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict[str, Any]:
@@ -248,12 +255,13 @@ def load_state(ports: Ports, rec: RunRecord, wf: Workflow | None = None) -> dict
         state = dict(got)
     else:
         state = dict(s)
-    seq = state.pop("seq", None)
+    seq = snapshot_seq(state)
+    state.pop("seq", None)
     if state.pop("variablesFromInputs", False):
         state["variables"] = dict(rec.data.get("inputs") or {})
-    if seq is not None and int(seq) < rec.last_seq:
+    if seq < rec.last_seq:  # a task that died before its last append stored none: its events are folded here
         wf = wf if wf is not None else (run_workflow(ports, rec) if rec.kind == "workflow" else None)
-        for page in ports.events.iter_events(rec.run_id, int(seq), rec.last_seq):
+        for page in ports.events.iter_events(rec.run_id, seq, rec.last_seq):
             for ev in page:
                 st.apply(state, ev, wf)
     return state

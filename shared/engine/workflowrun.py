@@ -37,6 +37,7 @@ from shared.engine.kernel import (
     halt,
     load_state,
     make_event,
+    snapshot_seq,
     snapshot_updates,
 )
 from shared.engine.runcore import Step, comparable, divergence, run_step
@@ -125,7 +126,7 @@ class _Appender:
         self.next_seq = rec.last_seq + 1
         self.wrote = 0
         self.deferred = False  # the state was not stored by an append of this task: the task's last write stores it
-        self.stored_seq = int((rec.state or {}).get("seq", -1))  # the stored snapshot's seq
+        self.stored_seq = snapshot_seq(rec.state or {})  # the stored snapshot's seq
         self.stored_status = rec.status  # the run item's: an append names the status only when it changes it
         self.open = False  # this task's first append opened the log's tail: its middle pages go plain (decision 0170)
         self.may_open = plain_appends(rec.data)  # a run stamped before: transactions only

@@ -139,6 +139,26 @@ def test_a_task_killed_after_any_of_its_plain_pages_is_retried_into_a_whole_log(
         _assert_whole_log(run_id)
 
 
+def test_a_run_whose_first_task_dies_mid_way_goes_on_from_its_log_not_from_its_start(host):
+    # Given a run whose first task dies after its 2nd plain page, before any append stored its state (the stored
+    # state is still the one its create wrote), and a run of the same workflow left alone
+    from tests.faults import kill_after_plain_page
+
+    client, wid = host.client(host.key_a), register_noop_loop("tenant-a", "wf-loop-first-task", 100)
+    ports = _ports()
+    with kill_after_plain_page(ports.events._c, ports.settings.events_table, 2) as got:
+        cut = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+        assert wait_terminal(client, cut, timeout=60).status == "completed"
+    whole = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+    assert wait_terminal(client, whole, timeout=60).status == "completed"
+    # Then its retried task folded the events the dead one appended and went on after them: it started once, and its
+    # log is the one the run left alone wrote, event type for event type
+    assert got.crashed == 1
+    cut_types = [(e["type"], e.get("nodeId")) for e in ports.events.read_events(cut)]
+    assert cut_types.count(("run.started", None)) == 1
+    assert cut_types == [(e["type"], e.get("nodeId")) for e in ports.events.read_events(whole)]
+
+
 def test_a_task_with_plain_pages_delivered_twice_at_once_appends_each_event_once(host):
     # Given runs of several pages a task whose advance task is also delivered twice more, concurrently
     from functions.tasks.advance_run.handler import lambda_handler
