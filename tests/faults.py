@@ -223,6 +223,9 @@ def check_run(events: list[dict[str, Any]]) -> list[str]:
     ids = [e["eventId"] for e in events]
     if len(set(ids)) != len(ids):
         problems.append("duplicated eventId")
+    started = [e["type"] for e in events].count("run.started")
+    if started > 1:  # a task taken up again started the run over (decision 0184); one failed unstarted has none
+        problems.append(f"run.started {started} times")
     keyed = [
         (e["type"], e.get("nodeId"), json.dumps(e.get("payload"), sort_keys=True))
         for e in events
