@@ -371,7 +371,7 @@ def advance(
                 return {"runId": run_id, "next": "park", "waitSeconds": 0}
             if step.done or state["status"] in c.TERMINAL_STATUSES:
                 out.flush()
-                return {"runId": run_id, "next": "done", "waitSeconds": 0, RELEASED: out.released}
+                return {"runId": run_id, "next": "done", "waitSeconds": 0, **({RELEASED: True} if out.released else {})}
             if step.wait_ms is not None:
                 waited = _wait(ports, run_id, out, step.wait_ms)
                 if waited is not None:
