@@ -238,7 +238,7 @@ def index_fork(ports: Ports, run_id: str, execution: str = "") -> dict[str, Any]
     expected = (end + 1) if end is not None else 1
     if held != expected:
         details = {
-            "sourceRunId": str(fork["sourceRunId"]),
+            "sourceRunId": source,
             "fromSeq": int(fork["fromSeq"]),
             "boundary": max(0, expected - held),
         }

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from botocore.exceptions import ClientError
 
@@ -38,6 +38,7 @@ from shared.storage.ddb import (
     from_item,
     query_all,
     query_keys,
+    reasons,
     refuse_too_large,
     to_item,
 )
@@ -167,7 +168,8 @@ class DynamoEventStore:
             try:
                 self._transact(run_id, items, range(at, at + len(staged)) if final else range(0))
             except StagedRefusedError as exc:
-                raise StagedRefusedError(str(exc), appended=nxt - 1) from exc
+                exc.appended = nxt - 1  # what the earlier transactions wrote
+                raise
             nxt = last + 1
         return nxt - 1
 
@@ -273,18 +275,14 @@ class DynamoEventStore:
             refuse_too_large(exc)
             if error_code(exc) not in ("TransactionCanceledException", "ConditionalCheckFailedException"):
                 raise
-            reasons = exc.response.get("CancellationReasons") or []
-            codes = [str(r.get("Code", "None")) for r in reasons]
-            if (
-                codes[:1] != ["ConditionalCheckFailed"]
-                and "ConditionalCheckFailed" in codes[staged.start : staged.stop]
-            ):
+            codes = reasons(exc)
+            if codes[:1] == ["ConditionalCheckFailed"]:  # the head's: the run erased, or its status or tail moved
+                self._refuse(run_id, exc)
+            if "ConditionalCheckFailed" in codes[staged.start : staged.stop]:
                 raise StagedRefusedError("a staged write's condition failed") from exc
-            if not reasons or reasons[0].get("Code") != "ConditionalCheckFailed":
-                raise ConflictError("sequence or run state moved") from exc  # a page's position was taken
-            self._refuse(run_id, exc)
+            raise ConflictError("sequence or run state moved") from exc  # a page's position was taken
 
-    def _refuse(self, run_id: str, exc: Exception) -> None:
+    def _refuse(self, run_id: str, exc: Exception) -> NoReturn:
         """An append's condition failed: the run's erasure (``RunGoneError``, our S3 writes undone) or a conflict."""
         if not self._run_exists(run_id):
             self._blobs.delete_prefix(schema.run_prefix(run_id))  # erased: undo our S3 writes

@@ -33,9 +33,9 @@ from shared.storage.ddb import (
 )
 
 # Consistent reads of a run's items (Queries) before its TransactGetItems, when their state stamps disagree.
-# creates that met another transaction on a staged item (its tenant's counter) in a row before the create fails
-CREATE_CONFLICT_TRIES = 8
 CONSISTENT_BATCH_READS = 2
+# Creates that met another transaction on a staged item (its tenant's counter) in a row before the create fails.
+CREATE_CONFLICT_TRIES = 8
 
 
 def _whole(raws: Sequence[dict[str, Any]]) -> bool:
@@ -153,11 +153,11 @@ class DynamoRunStore(runaux.RunAux, runclaims.RunClaims, runrestore.RunRestore):
             extra.append(
                 self._aux_put(parent, f"{CHILD_PREFIX}{record.run_id}", {"runId": record.run_id}, record.expires_at)
             )
+        # an id erased before its run exists is never created; a fork: while its parent is not erased
         checks = [tombstone_check(self._t, self._tombstones, checked)] if checked is not None else []
         own = [
             {"Put": {"TableName": self._t, "Item": to_item(item), "ConditionExpression": "attribute_not_exists(pk)"}}
         ]
-        # an id erased before its run exists is never created; a fork: while its parent is not erased
         self._create(record.run_id, [*own, *checks, *extra], len(checks), staged)
 
     def _create(self, run_id: str, items: list[dict[str, Any]], checks: int, staged: Sequence[StagedWrite]) -> None:
