@@ -119,6 +119,9 @@ class _Appender:
     ) -> None:
         self.ports, self.rec, self.state = ports, rec, state
         self.release = release  # the run's slot, given back by the append that ends it (decision 0183)
+        # the run's first own event's sequence (a fork's first after its prefix): the append from it opens the run's
+        # own log and deletes its start marker in its transaction (decision 0186)
+        self.first_own = int((rec.data.get("fork") or {}).get("fromSeq", 0))
         self.released = False
         self.stamp = stamp  # the task's: its closing append names it (``TASK_STAMP``; kernel.task_stamp)
         self.inputs = rec.data.get("inputs")
@@ -179,8 +182,10 @@ class _Appender:
         plain = self.open and not closing and not updates
         if plain:
             self._check_writable()
+        opening = [self.ports.starts.stage_clear(rec.run_id)] if self.next_seq == self.first_own else []
         ending = self.release if state["status"] in c.TERMINAL_STATUSES else ()
-        self._append(buffer, updates, plain, True if self.may_open and not closing and not plain else None, ending)
+        open_tail = True if self.may_open and not closing and not plain else None
+        self._append(buffer, updates, plain, open_tail, opening, ending)
         self.open = self.may_open and not closing
         self.named = self.named or TASK_STAMP in updates
         if "state" in updates:
@@ -196,10 +201,12 @@ class _Appender:
         updates: dict[str, Any],
         plain: bool,
         open_tail: bool | None,
+        opening: Sequence[StagedWrite],
         release: Sequence[StagedWrite],
     ) -> None:
-        """Append ``buffer`` from ``next_seq`` with the run ``updates``; the run's end with its slot given back
-        (``release``) when its conditions hold, else without it (the caller's ``run_ended`` gives it back)."""
+        """Append ``buffer`` from ``next_seq`` with the run ``updates`` (and ``opening``, the start marker's delete,
+        none of whose conditions can fail); the run's end with its slot given back (``release``) when its conditions
+        hold, else without it (the caller's ``run_ended`` gives it back)."""
 
         def append(first: int, events: list[dict[str, Any]], staged: Sequence[StagedWrite]) -> None:
             self.ports.events.append_events(
@@ -215,11 +222,11 @@ class _Appender:
             )
 
         try:
-            append(self.next_seq, buffer, release)
+            append(self.next_seq, buffer, [*opening, *release])
             self.released = bool(release)
         except StagedRefusedError as exc:  # runs of its tenant wait, or it held no slot: the end goes alone
             done = self.next_seq if exc.appended is None else exc.appended + 1
-            append(done, buffer[done - self.next_seq :], ())
+            append(done, buffer[done - self.next_seq :], opening)
 
     def _check_writable(self) -> None:
         """Every ``STATUS_EVERY_PAGES``-th plain page once ``STATUS_EVERY_MS`` have passed since the task last read

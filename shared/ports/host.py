@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from shared.ports.runs import StagedWrite
+
 
 class HostStore(Protocol):
     """Host-wide items: API key hashes, eval suites, tool counters, the effect ledger."""
@@ -21,6 +23,14 @@ class HostStore(Protocol):
         expires_at: int = 0,
         compress: bool = False,
     ) -> bool: ...
+    def stage_put(self, pk: str, sk: str, value: dict[str, Any], *, expires_at: int = 0) -> StagedWrite:
+        """``put_item``'s unconditional put, written by another store's transaction (``staged``), all or nothing."""
+        ...
+
+    def stage_delete(self, pk: str, sk: str) -> StagedWrite:
+        """``delete_item``'s unconditional delete, written by another store's transaction (``staged``)."""
+        ...
+
     def query(self, pk: str, prefix: str = "", *, consistent: bool = False) -> list[tuple[str, dict[str, Any]]]: ...
     def query_page(self, pk: str, limit: int, *, after: str = "") -> tuple[list[tuple[str, dict[str, Any]]], bool]:
         """At most ``limit`` items of the partition whose sort key is above ``after``, in sort-key order, read by

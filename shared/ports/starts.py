@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.ports.runs import StagedWrite
+
 
 @dataclass(frozen=True)
 class PendingStart:
@@ -23,6 +25,14 @@ class PendingStart:
 class StartOutbox(Protocol):
     def put_start(self, start: PendingStart, *, expires_at: int) -> None:
         """Write (or rewrite) the run's marker; it expires with the run (``expires_at``, epoch seconds)."""
+        ...
+
+    def stage_start(self, start: PendingStart, *, expires_at: int) -> StagedWrite:
+        """``put_start``'s write, for the transaction that creates the run (decision 0186)."""
+        ...
+
+    def stage_clear(self, run_id: str) -> StagedWrite:
+        """``clear_start``'s write, for the append that opens the run's own log (decision 0186)."""
         ...
 
     def clear_start(self, run_id: str) -> None:

@@ -119,7 +119,7 @@ def pump(ports: Ports, tenant: str) -> list[str]:
             if taken == "held" or limit <= 0:
                 ports.slots.drop_waiting(tenant, waiting)
             _start(ports, rec, waiting.machine)
-            outbox.done(ports, rec.run_id)
+            outbox.after_start(ports, rec)
             started.append(rec.run_id)
         if len(page) < PUMP_PAGE:
             return started

@@ -190,11 +190,10 @@ def _start(
     )
 
     # ready once its first events are stored: a session cut before them is failed by the sweep (decision 0150)
-    pending = outbox.begin(ports, run_id, "run", rec.expires_at, ready=False)
+    pending, marker = outbox.begin(ports, run_id, "run", rec.expires_at, ready=False)
     try:  # a fork with its lineage link, in one transaction: the source's erasure reaches it
-        ports.runs.create_run(rec, parent=parent)
+        ports.runs.create_run(rec, parent=parent, staged=[marker])
     except RunGoneError as exc:
-        outbox.done(ports, run_id)
         raise NotFoundError("No such run.") from exc  # the source is being erased
     started = {
         "workflowId": SESSION_WORKFLOW,

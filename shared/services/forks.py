@@ -182,12 +182,11 @@ def _create_fork(
         **outbox.first_execution(ports, "fork", run_id),  # decisions 0173, 0175
     )
 
-    pending = outbox.begin(ports, run_id, "fork", exp, ready=child_plan is None)  # decision 0150
+    pending, marker = outbox.begin(ports, run_id, "fork", exp, ready=child_plan is None)  # decisions 0150, 0186
     try:
-        # With its lineage link, in one transaction: the source's erasure reaches every fork through it.
-        ports.runs.create_run(rec, parent=src.run_id)
+        # With its lineage link and its marker, in one transaction: the source's erasure reaches every fork through it.
+        ports.runs.create_run(rec, parent=src.run_id, staged=[marker])
     except RunGoneError as exc:
-        outbox.done(ports, run_id)
         raise NotFoundError("No such run.") from exc  # the source is being erased
     try:
         if child_plan is not None:
@@ -202,7 +201,7 @@ def _create_fork(
         erase_now(ports, run_id, tombstone=False)
         outbox.done(ports, run_id)
         raise
-    outbox.done(ports, run_id)
+    outbox.after_start(ports, rec)
     return Created(
         201,
         {

@@ -131,16 +131,16 @@ def _start_run(
         expires_at=expires_at(ports),
         **outbox.first_execution(ports, machine, run_id),  # decisions 0173, 0175
     )
-    # The start outbox's marker first: a create cut anywhere below is started or failed by a sweep (decision 0150)
-    pending = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)
-    # With its tenant's slot (decision 0182); none free: written without one, to wait. Its id was drawn just now, so no
-    # tombstone can name it.
-    staged = admission.stage_take(ports, rec, machine)
-    taken: bool | None = True if staged else None
+    # With the start outbox's marker: a create cut anywhere below is started or failed by a sweep (decisions 0150,
+    # 0186); and its tenant's slot (decision 0182): none free, written without one, to wait. Its id was drawn just
+    # now, so no tombstone can name it.
+    pending, marker = outbox.begin(ports, run_id, machine, rec.expires_at, ready=before_start is None)
+    take = admission.stage_take(ports, rec, machine)
+    taken: bool | None = True if take else None
     try:
-        ports.runs.create_run(rec, fresh=True, staged=staged)
+        ports.runs.create_run(rec, fresh=True, staged=[marker, *take])
     except StagedRefusedError:
-        ports.runs.create_run(rec, fresh=True)
+        ports.runs.create_run(rec, fresh=True, staged=[marker])
         taken = False
     try:
         if before_start is not None:
@@ -157,5 +157,5 @@ def _start_run(
             raise  # a refusal found while writing (an erased fixture source, an oversized item): the caller's answer
         raise ServiceUnavailableError() from exc
     if started:
-        outbox.done(ports, run_id)
+        outbox.after_start(ports, rec)
     return Created(201, {"runId": run_id, "status": "pending", **links(run_id)})

@@ -1,10 +1,12 @@
 """The start outbox: a run written but never started is started or failed by a sweep, never left ``pending``.
 
-A create writes the run's marker (``ports.starts``) before its first item, marks it ready once all the execution
-needs is stored, and clears it once the execution is started (``begin`` / ``ready`` / ``done``). A create cut
-anywhere in between (a Lambda timeout or a lost instance on AWS, a killed process locally) leaves the marker, and
-a sweep (``start_sweep``) settles it once it is older than the grace period: the scheduled ``sweep_starts`` function
-on AWS, the resume at startup locally (``shared.local.resume``).
+A create writes the run's marker (``ports.starts``) in the transaction that writes the run (``begin``: the run and
+its marker together or neither) and marks it ready once all the execution needs is stored (``ready``). Once the
+execution is started, the append that opens the run's own log deletes it in its transaction (``workflowrun``'s
+appender; decision 0186); a run no Advance task appends (an eval run, a session) has it cleared by its create
+(``after_start``). A create cut anywhere in between (a Lambda timeout or a lost instance on AWS, a killed process
+locally) leaves the marker, and a sweep (``start_sweep``) settles it once it is older than the grace period: the
+scheduled ``sweep_starts`` function on AWS, the resume at startup locally (``shared.local.resume``).
 
 Settling is idempotent: the execution's name is derived from the run id (``execution_name``, hashed when too long),
 so starting a run whose execution already exists answers that execution; a run whose marker is not ready (its plan,
@@ -16,16 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.ports import PendingStart, Ports, RunRecord
+from shared.ports import PendingStart, Ports, RunRecord, StagedWrite
 
 # --------------------------------------------------------------------------- the create's side
 
 
-def begin(ports: Ports, run_id: str, machine: str, expires_at: int, *, ready: bool) -> PendingStart:
-    """Before a create's first write: the run's marker (``ready`` when the run item alone is all it needs)."""
+def begin(ports: Ports, run_id: str, machine: str, expires_at: int, *, ready: bool) -> tuple[PendingStart, StagedWrite]:
+    """The run's marker (``ready`` when the run item alone is all it needs), and its write for the transaction that
+    creates the run (``RunStore.create_run``'s ``staged``)."""
     start = PendingStart(run_id=run_id, machine=machine, ready=ready, at_ms=ports.clock.now_ms())
-    ports.starts.put_start(start, expires_at=expires_at)
-    return start
+    return start, ports.starts.stage_start(start, expires_at=expires_at)
 
 
 def ready(ports: Ports, start: PendingStart, expires_at: int) -> None:
@@ -52,6 +54,18 @@ def started(ports: Ports, rec: RunRecord, arn: str) -> None:
     create knows the ARN its start gives: decision 0175; a run created before did not)."""
     if arn != rec.execution_arn:
         ports.runs.set_execution(rec.run_id, arn)
+
+
+def opened_by_task(rec: RunRecord) -> bool:
+    """Whether an Advance task appends the run's first own events, and with them deletes its marker: a workflow
+    run or a workflow run's fork (an eval run's trials and a session's gateway append theirs)."""
+    return rec.kind == "workflow"
+
+
+def after_start(ports: Ports, rec: RunRecord) -> None:
+    """The run's execution is started: its marker cleared now, unless its first append deletes it."""
+    if not opened_by_task(rec):
+        done(ports, rec.run_id)
 
 
 def done(ports: Ports, run_id: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.errors import ItemTooLargeError
+from shared.ports.runs import StagedWrite
 from shared.storage import schema
 from shared.storage.ddb import (
     batch_delete,
@@ -25,6 +26,18 @@ from shared.storage.ddb import (
     unpack_doc,
     writable_check,
 )
+
+
+def _item(pk: str, sk: str, value: dict[str, Any], expires_at: int, compress: bool) -> dict[str, Any]:
+    """The stored item of ``value`` (``pack_doc``; ``expires_at``: its TTL); one over DynamoDB's limit is refused."""
+    name, attr = pack_doc(value, compress)
+    size = len(pk.encode()) + len(sk.encode()) + len(attr["B"] if "B" in attr else attr["S"].encode())
+    if size > schema.MAX_ITEM_BYTES:  # refused here: DynamoDB would refuse it after it was sent
+        raise ItemTooLargeError("an item over DynamoDB's 400 KB limit")
+    item: dict[str, Any] = {**to_item({"pk": pk, "sk": sk}), name: attr}
+    if expires_at:
+        item.update(to_item({schema.TTL_ATTRIBUTE: expires_at}))
+    return item
 
 
 class DynamoHostStore:
@@ -78,14 +91,7 @@ class DynamoHostStore:
         With ``compress``, a document over ``MAX_INLINE_BYTES`` (a 10,000-node workflow definition) is stored
         zlib-compressed in the binary attribute ``docz``; one that is still too large is refused
         (``ItemTooLargeError``, a 413)."""
-        name, attr = pack_doc(value, compress)
-        size = len(pk.encode()) + len(sk.encode()) + len(attr["B"] if "B" in attr else attr["S"].encode())
-        if size > schema.MAX_ITEM_BYTES:  # refused here: DynamoDB would refuse it after it was sent
-            raise ItemTooLargeError("an item over DynamoDB's 400 KB limit")
-        item: dict[str, Any] = {**to_item({"pk": pk, "sk": sk}), name: attr}
-        if expires_at:
-            item.update(to_item({schema.TTL_ATTRIBUTE: expires_at}))
-        kwargs: dict[str, Any] = {"TableName": self._t, "Item": item}
+        kwargs: dict[str, Any] = {"TableName": self._t, "Item": _item(pk, sk, value, expires_at, compress)}
         if if_absent:
             kwargs["ConditionExpression"] = "attribute_not_exists(pk)"
         elif if_equals is not None:
@@ -100,6 +106,16 @@ class DynamoHostStore:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
+
+    def stage_put(self, pk: str, sk: str, value: dict[str, Any], *, expires_at: int = 0) -> StagedWrite:
+        """``put_item``'s unconditional put, for another store's transaction (``StagedWrite``)."""
+        action = {"Put": {"TableName": self._t, "Item": _item(pk, sk, value, expires_at, False)}}
+        return StagedWrite(action=action, size=len(dump(action)))
+
+    def stage_delete(self, pk: str, sk: str) -> StagedWrite:
+        """``delete_item``'s unconditional delete (an absent item: a no-op), for another store's transaction."""
+        action = {"Delete": {"TableName": self._t, "Key": to_item({"pk": pk, "sk": sk})}}
+        return StagedWrite(action=action, size=len(dump(action)))
 
     def query(self, pk: str, prefix: str = "", *, consistent: bool = False) -> list[tuple[str, dict[str, Any]]]:
         """Every item of the partition (under ``prefix``); ``consistent`` reads strongly (twice the read units)."""

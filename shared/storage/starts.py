@@ -1,6 +1,7 @@
 """The start outbox on the host table: one marker per run being created, ``STARTS#<shard>`` / ``<runId>``.
 
-A marker lives from a create's first write until its execution is started (milliseconds, as a rule), so each shard's
+A marker is written in the transaction that creates its run and lives until the run's first append (or, for a run
+no Advance task appends, until its execution is started): milliseconds, as a rule (decision 0186). So each shard's
 partition holds only the creates in flight and the stranded ones: a sweep reads ``SHARDS`` small partitions, never
 the runs. The shard is a hash of the run id, so a burst of creates spreads its marker writes and deletes over
 ``SHARDS`` partitions. The host table has no stream: a marker's delete invokes nothing."""
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from shared.ports import HostStore, PendingStart
+from shared.ports import HostStore, PendingStart, StagedWrite
 
 STARTS_PREFIX = "STARTS#"
 SHARDS = 16
@@ -19,13 +20,22 @@ def _partition(run_id: str) -> str:
     return f"{STARTS_PREFIX}{int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16) % SHARDS:02d}"
 
 
+def _doc(start: PendingStart) -> dict[str, object]:
+    return {"machine": start.machine, "ready": start.ready, "atMs": start.at_ms}
+
+
 class DynamoStartOutbox:
     def __init__(self, host: HostStore) -> None:
         self._host = host
 
     def put_start(self, start: PendingStart, *, expires_at: int) -> None:
-        doc = {"machine": start.machine, "ready": start.ready, "atMs": start.at_ms}
-        self._host.put_item(_partition(start.run_id), start.run_id, doc, expires_at=expires_at)
+        self._host.put_item(_partition(start.run_id), start.run_id, _doc(start), expires_at=expires_at)
+
+    def stage_start(self, start: PendingStart, *, expires_at: int) -> StagedWrite:
+        return self._host.stage_put(_partition(start.run_id), start.run_id, _doc(start), expires_at=expires_at)
+
+    def stage_clear(self, run_id: str) -> StagedWrite:
+        return self._host.stage_delete(_partition(run_id), run_id)
 
     def clear_start(self, run_id: str) -> None:
         self._host.delete_item(_partition(run_id), run_id)

@@ -63,13 +63,13 @@ def _clients(ports: Any) -> list[Any]:
 
 
 def _note(kill: Kill, op: str, params: dict[str, Any]) -> None:
-    for entry in params.get("TransactItems") or []:
-        item = (entry.get("Put") or {}).get("Item") or {}
+    puts = [(entry.get("Put") or {}).get("Item") or {} for entry in params.get("TransactItems") or []]
+    for item in puts:
         if item.get("sk") == {"S": "RUN"}:
             kill.run_ids.add(item["pk"]["S"])
-    item = params.get("Item") or {}
-    if op == "PutItem" and str((item.get("pk") or {}).get("S", "")).startswith("STARTS#"):
-        kill.markers.add(item["sk"]["S"])
+    for item in [*puts, params.get("Item") or {}] if op in ("PutItem", "TransactWriteItems") else []:
+        if str((item.get("pk") or {}).get("S", "")).startswith("STARTS#"):
+            kill.markers.add(item["sk"]["S"])
 
 
 @contextmanager
@@ -130,9 +130,10 @@ def _sweep_and_check(kills: list[Kill]) -> dict[int, tuple[str, str]]:
     assert swept.errors == {}
     outcome: dict[int, tuple[str, str]] = {}
     for kill in kills:
-        assert len(kill.markers) == 1 and kill.run_ids <= kill.markers, kill  # the marker is the create's first write
+        # the marker is written with the run's items, in the create's first write (decision 0186)
+        assert len(kill.markers) == 1 and kill.run_ids == kill.markers, kill
         (run_id,) = kill.markers
-        assert kill.writes[0] == "PutItem"
+        assert kill.writes[0] == "TransactWriteItems"
         if not kill.run_ids:  # killed before the run item: nothing to start, nothing left
             assert ports.runs.get_run(run_id) is None and run_id in swept.cleared
             outcome[kill.after] = ("absent", "")
@@ -166,14 +167,16 @@ def test_a_workflow_run_create_killed_after_any_write_is_started_by_the_sweep(ho
     caller = Caller(tenant=host.tenant_a, subject_id="outbox-test")
     req = CreateRunRequest(workflowId=wid, inputs={"script": {"calls": [], "answer": unique("done")}})
     kills, through = _kill_at_every_write(lambda: runs.create(_ports(), caller, req))
-    # (the marker, the run's items with the ARN its execution will have (decision 0175) and its tenant's slot
-    # (decisions 0160, 0182), the start, the marker's clear)
-    assert [k.writes[-1] for k in kills] == ["PutItem", "TransactWriteItems", "StartExecution", "DeleteItem"]
+    # (the run's items with its marker (decision 0186), the ARN its execution will have (decision 0175) and its
+    # tenant's slot (decisions 0160, 0182); the start; its first append clears the marker, in another thread)
+    assert [k.writes[-1] for k in kills] == ["TransactWriteItems", "StartExecution"]
     # When the sweep runs
     outcome = _sweep_and_check(kills)
-    # Then the run killed before its item was written is gone, and every other one was started and completed
-    assert outcome == {1: ("absent", ""), 2: ("completed", ""), 3: ("completed", ""), 4: ("completed", "")}
+    # Then every run written was started and completed
+    assert outcome == {1: ("completed", ""), 2: ("completed", "")}
     assert eventually(lambda: _settled(through)).status == "completed"
+    # and the run that got through left no marker: its first append deleted it
+    eventually(lambda: through not in {p.run_id for p in _ports().starts.read_due(_ports().clock.now_ms() + 1)})
 
 
 def test_an_eval_run_create_killed_after_any_write_is_started_or_failed_by_the_sweep(host):
@@ -185,9 +188,10 @@ def test_an_eval_run_create_killed_after_any_write_is_started_or_failed_by_the_s
     req = CreateRunRequest(mode="eval", evalSuiteRef=EVAL_SUITE, agentId=EVAL_AGENT)
     kills, through = _kill_at_every_write(lambda: runs.create(_ports(), caller, req))
     writes = [k.writes[-1] for k in kills]
-    # (the marker, the run's items with the ARN its execution will have (decision 0175) and its tenant's slot
-    # (decisions 0160, 0182), what the plan needs and the plan, the marker made ready, the start, the marker's clear)
-    assert writes[:2] == ["PutItem", "TransactWriteItems"] and writes[-3:] == [
+    # (the run's items with its marker (decision 0186), the ARN its execution will have (decision 0175) and its
+    # tenant's slot (decisions 0160, 0182), what the plan needs and the plan, the marker made ready, the start, the
+    # marker's clear: no Advance task appends an eval run)
+    assert writes[:1] == ["TransactWriteItems"] and writes[-3:] == [
         "PutItem",
         "StartExecution",
         "DeleteItem",
@@ -197,8 +201,7 @@ def test_an_eval_run_create_killed_after_any_write_is_started_or_failed_by_the_s
     outcome = _sweep_and_check(kills)
     # Then a run whose create was cut before its plan and marker were whole failed persistence_failed (never
     # resumed forever, never RunGoneError), and one cut after that was started and completed
-    assert outcome[1] == ("absent", "")
-    for n in range(2, ready):
+    for n in range(1, ready):
         assert outcome[n] == ("failed", "persistence_failed"), (n, writes)
     for n in range(ready, len(kills) + 1):
         assert outcome[n] == ("completed", ""), (n, writes)
@@ -214,7 +217,7 @@ def test_a_marker_younger_than_the_grace_period_is_left_alone(host):
     caller = Caller(tenant=host.tenant_a, subject_id="outbox-test")
     req = CreateRunRequest(mode="eval", evalSuiteRef=EVAL_SUITE, agentId=EVAL_AGENT)
     ports = _ports()
-    with killed_after_write(ports, 2) as kill:
+    with killed_after_write(ports, 1) as kill:
         try:
             runs.create(ports, caller, req)
         except Killed:
@@ -240,7 +243,7 @@ def test_the_scheduled_function_fails_a_stranded_eval_once_its_grace_has_passed(
 
     ports = _ports()
     req = CreateRunRequest(mode="eval", evalSuiteRef=EVAL_SUITE, agentId=EVAL_AGENT)
-    with killed_after_write(ports, 2) as kill:
+    with killed_after_write(ports, 1) as kill:
         try:
             runs.create(ports, Caller(tenant=host.tenant_a, subject_id="outbox-test"), req)
         except Killed:
@@ -261,7 +264,7 @@ def test_the_scheduled_function_fails_a_stranded_eval_once_its_grace_has_passed(
 
 # A kill -9 at a chosen write of the first create, in a served host: botocore's client call wrapped from
 # ``sitecustomize`` (the served process imports it at start, from PYTHONPATH). The thread that writes a start marker
-# is the create's; after its n-th applied write the process exits at once (``os._exit``: no cleanup, no flush beyond
+# (in the transaction that writes the run's items) is the create's; after its n-th applied write the process exits at once (``os._exit``: no cleanup, no flush beyond
 # the journal's own writes), noting the run id first.
 KILL_HOOK = """
 import os, threading
@@ -276,11 +279,12 @@ _call = BaseClient._make_api_call
 def _make_api_call(self, operation, params):
     out = _call(self, operation, params)
     me = threading.get_ident()
-    pk = str(((params.get("Item") or {}).get("pk") or {}).get("S", "")) if operation == "PutItem" else ""
-    if pk.startswith("STARTS#") and not _armed:
+    items = [(e.get("Put") or {}).get("Item") or {} for e in params.get("TransactItems") or []]
+    marker = [i for i in items if str((i.get("pk") or {}).get("S", "")).startswith("STARTS#")]
+    if marker and not _armed:
         _armed[me] = 0
         with open(_note, "w") as f:
-            f.write(params["Item"]["sk"]["S"])
+            f.write(marker[0]["sk"]["S"])
     if me in _armed and operation in _writes:
         _armed[me] += 1
         if _armed[me] == _after:
@@ -293,7 +297,7 @@ BaseClient._make_api_call = _make_api_call
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize(("after", "expected"), [(2, "failed"), (4, "completed")], ids=["before-plan", "after-ready"])
+@pytest.mark.parametrize(("after", "expected"), [(1, "failed"), (3, "completed")], ids=["before-plan", "after-ready"])
 def test_a_host_killed_mid_eval_create_settles_the_run_when_it_starts_again(tmp_path, after, expected):
     import os
 
@@ -303,8 +307,8 @@ def test_a_host_killed_mid_eval_create_settles_the_run_when_it_starts_again(tmp_
     key, data, note = "dev-key-tenant-a", tmp_path / "data", tmp_path / "note"
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(KILL_HOOK)
-    # Given a kept host killed right after the n-th write of an eval run's create: its run items (2: the plan never
-    # written, the issue's stranded eval) or its marker made ready (4: the plan stored, no execution started)
+    # Given a kept host killed right after the n-th write of an eval run's create: its run items (1: the plan never
+    # written, the issue's stranded eval) or its marker made ready (3: the plan stored, no execution started)
     killed = ServeProcess(
         tmp_path,
         *("--port", "0", "--data-dir", str(data)),
@@ -340,3 +344,70 @@ def test_a_host_killed_mid_eval_create_settles_the_run_when_it_starts_again(tmp_
             assert "1 runs whose create was cut failed" in again.out, again.out
     finally:
         again.stop()
+
+
+@contextmanager
+def _recorded(ports: Any) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Every DynamoDB write the host sends meanwhile, from any thread: (operation, parameters)."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def before(params: Any = None, model: Any = None, **_: Any) -> None:
+        if model.name in WRITES:
+            seen.append((model.name, params))
+
+    client = ports.runs._c
+    client.meta.events.register("before-parameter-build", before)
+    try:
+        yield seen
+    finally:
+        client.meta.events.unregister("before-parameter-build", before)
+
+
+def _marker_writes(seen: list[tuple[str, dict[str, Any]]], run_id: str) -> list[tuple[str, str, list[str]]]:
+    """The writes that name ``run_id``'s marker: (operation, its action on the marker, the sort keys or sequences of
+    the other items of the same request)."""
+    out = []
+    for op, params in seen:
+        actions = [next(iter(e.items())) for e in params.get("TransactItems") or []] or [(op, params)]
+        for name, act in actions:
+            key = act.get("Key") or act.get("Item") or {}
+            if str(key.get("pk", {}).get("S", "")).startswith("STARTS#") and key["sk"]["S"] == run_id:
+                others = [
+                    str((o.get("Key") or o.get("Item") or {}).get("sk", {}).get("S", ""))
+                    or "seq " + str((o.get("Key") or o.get("Item") or {}).get("seq", {}).get("N", ""))
+                    for n, o in actions
+                    if o is not act
+                ]
+                out.append((op, name, others))
+    return out
+
+
+def test_a_run_s_marker_rides_its_create_and_its_first_append(host):
+    # Given a workflow run created and run to its end, and a branch of it from its 2nd event, every DynamoDB write
+    # the host sends recorded
+    from openwop_client.types import ForkRunRequest
+
+    from shared.services import forks, runs
+    from shared.services.common import Caller
+
+    ports = _ports()
+    wid = register_scripted_agent(host.tenant_a, "outbox")
+    caller = Caller(tenant=host.tenant_a, subject_id="outbox-test")
+    req = CreateRunRequest(workflowId=wid, inputs={"script": {"calls": [], "answer": unique("done")}})
+    with _recorded(ports) as seen:
+        run_id = str(runs.create(ports, caller, req).body["runId"])
+        assert eventually(lambda: _settled(run_id)).status == "completed"
+        wire = run_id.replace("/", "~2F")
+        fork_id = str(forks.fork_run(ports, caller, wire, ForkRunRequest(fromSeq=2, mode="branch")).body["runId"])
+        assert eventually(lambda: _settled(fork_id)).status == "completed"
+    # Then each one's marker was written by the transaction that wrote its run item and deleted by the transaction
+    # that appended its first own event (the run's 0th, the branch's 2nd), never by a request of its own (decision 0186)
+    for rid, first in ((run_id, "seq 0"), (fork_id, "seq 2")):
+        writes = _marker_writes(seen, rid)
+        assert [(op, name) for op, name, _ in writes] == [
+            ("TransactWriteItems", "Put"),
+            ("TransactWriteItems", "Delete"),
+        ]
+        assert "RUN" in writes[0][2] and first in writes[1][2], writes
+    # and none is left
+    assert not {run_id, fork_id} & {p.run_id for p in ports.starts.read_due(ports.clock.now_ms() + 1)}
