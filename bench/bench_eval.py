@@ -138,7 +138,7 @@ def main() -> None:
         line(
             "AWS requests per task-trial",
             f"{total / trials:.2f}",
-            "(bound ~1: the trial's one write, its calls' records with it)",
+            "(the trials' items, 98 to a transaction with the run's check (decision 0187), and the log's pages)",
         )
         line(
             "bytes sent / received per task-trial",

@@ -46,10 +46,10 @@ from shared.engine.evalsources import SOURCES_LINKED as SOURCES_LINKED
 from shared.engine.evalsources import derived_entries as derived_entries
 from shared.engine.evalsources import entries_from_records as entries_from_records
 from shared.engine.evalsources import source_entries as source_entries
+from shared.engine.evaltrial import TrialWrites, run_trial, store_trial, trial_sk
 from shared.engine.evaltrial import call_keys_between as call_keys_between
 from shared.engine.evaltrial import invocation_id as invocation_id
 from shared.engine.evaltrial import load_trials as load_trials
-from shared.engine.evaltrial import run_trial, store_trial, trial_sk
 from shared.engine.kernel import ENGINE_VERSION, EngineError, fail_run, make_event, resolve_agent
 from shared.engine.tools import ToolRuntime, ToolTally
 from shared.errors import ConflictError, EvalRecordedFixturesGoneError, RunGoneError
@@ -180,11 +180,17 @@ def _eval_record(ports: Ports, run_id: str) -> RunRecord | None:
 
 
 def trial_task(
-    ports: Ports, item: dict[str, Any], *, tally: ToolTally | None = None, issue: externaltrial.Issue | None = None
+    ports: Ports,
+    item: dict[str, Any],
+    *,
+    tally: ToolTally | None = None,
+    issue: externaltrial.Issue | None = None,
+    held: TrialWrites | None = None,
 ) -> dict[str, Any]:
     """One Map iteration. Idempotent without a read of its own: a retried trial re-runs, every call that claimed an
     effect returns its recorded outcome (write-once by call key), the others are decided again equal, and the
-    TRIAL# item is rewritten with them. A warm container reads the run once for all its trials."""
+    TRIAL# item is rewritten with them. A warm container reads the run once for all its trials. ``held``: its
+    batch's held writes, which its own join (``TrialWrites``)."""
     run_id, task_index, trial = str(item["r"]), int(item["t"]), int(item["k"])
     rec = _eval_record(ports, run_id)
     if rec is None:
@@ -211,7 +217,7 @@ def trial_task(
                 result = externaltrial.endpoint_trial(ports, rec, plan, task_index, trial, agent, issue)
             else:
                 result = run_trial(ports, rec, task_index, trial, tools, plan=plan, agent=agent)
-            store_trial(ports, rec, result, tools.deferred)
+            store_trial(ports, rec, result, tools.deferred, held)
     except (RunGoneError, ConflictError):  # cancelled, finished or erased meanwhile: the trial writes nothing
         _runs.pop(run_id, None)
         return {"ok": True}
@@ -247,18 +253,38 @@ def trials_task(
         return {"ok": True}
     run_id = str(batch[0]["r"])
     done = stored_trials(ports, run_id, batch) if retry else set()
+    rec = _eval_record(ports, run_id)
+    if rec is None:
+        return {"ok": True}  # cancelled or erased: nothing to do
+    held = TrialWrites(ports, rec)  # the trials' writes, together (decision 0187)
     longest, ran = 0, 0
-    for item in batch:
-        if (int(item["t"]), int(item["k"])) in done:
-            continue
-        if _eval_record(ports, run_id) is None:
-            break  # cancelled or erased: nothing left to do
-        before = time_left()
-        if ran and before < longest + BATCH_RESERVE_MS:
-            raise EvalTrialBatchUnfinished(f"{ran} trials ran; the rest of the {len(batch)} in a retry")
-        trial_task(ports, item, tally=tally, issue=issue)
-        longest, ran = max(longest, before - time_left()), ran + 1
+    try:
+        for item in batch:
+            if (int(item["t"]), int(item["k"])) in done:
+                continue
+            if _eval_record(ports, run_id) is None:
+                break  # cancelled or erased: nothing left to do
+            before = time_left()
+            if ran and before < longest + BATCH_RESERVE_MS:
+                _flush(held)
+                raise EvalTrialBatchUnfinished(f"{ran} trials ran; the rest of the {len(batch)} in a retry")
+            trial_task(ports, item, tally=tally, issue=issue, held=held)
+            longest, ran = max(longest, before - time_left()), ran + 1
+    except EvalTrialBatchUnfinished:
+        raise
+    except Exception:
+        _flush(held)  # the trials that ended before a failure are kept: its retry runs only the rest
+        raise
+    _flush(held)
     return {"ok": True}
+
+
+def _flush(held: TrialWrites) -> None:
+    """Write the batch's held trials; a run no longer writable (cancelled, finished or erased) keeps none."""
+    try:
+        held.flush()
+    except (RunGoneError, ConflictError):
+        _runs.pop(held.rec.run_id, None)
 
 
 def stored_trials(ports: Ports, run_id: str, batch: list[dict[str, Any]]) -> set[tuple[int, int]]:

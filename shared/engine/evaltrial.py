@@ -276,16 +276,60 @@ def grade(
 # --------------------------------------------------------------------------- its stored item
 
 
-def store_trial(ports: Ports, rec: RunRecord, result: TrialResult, calls: list[ToolCallRecord] | None = None) -> None:
+def store_trial(
+    ports: Ports,
+    rec: RunRecord,
+    result: TrialResult,
+    calls: list[ToolCallRecord] | None = None,
+    held: TrialWrites | None = None,
+) -> None:
     """Write the trial's TRIAL# item with the records of its calls that claimed no effect (``calls``), in one
-    transaction while the run is writable (usually the trial's only write); ``ConflictError`` when it is not."""
+    transaction while the run is writable (usually the trial's only write); ``ConflictError`` when it is not. With
+    ``held``, they join the batch's held writes instead, written with the next trials' (``TrialWrites``)."""
     doc = result.stored()
     sk = trial_sk(result.task_index, result.trial)
     if len(json.dumps(doc, separators=(",", ":"))) > INLINE_LIMIT:
         key = f"{keys.run_prefix(rec.run_id)}trials/{result.task_index:05d}-{result.trial:03d}.json"
         ports.blobs.put_json(key, doc)
         doc = {"blob": key}
-    ports.tool_calls.put_calls(rec.run_id, list(calls or []), rec.expires_at, aux=(sk, doc))
+    if held is None:
+        ports.tool_calls.put_calls(rec.run_id, list(calls or []), rec.expires_at, aux=[(sk, doc)])
+    else:
+        held.add(list(calls or []), sk, doc)
+
+
+# A batch's trials are written together (decision 0187): held until they fill a transaction or have waited this long.
+HOLD_ITEMS = 98
+HOLD_MS = 5_000
+
+
+class TrialWrites:
+    """The writes of a batch's trials, held to be written together: their call records and TRIAL# items in
+    transactions of up to 98 items, each with one check that the run is writable (2 write units), rather than a
+    transaction and a check per trial. Written once they hold ``HOLD_ITEMS`` items or the oldest has waited
+    ``HOLD_MS``, and by ``flush`` (the batch's end, its stop for time, a failure). A trial held and not written when
+    its invocation dies is run again by the retry (it finds no TRIAL# item), as a trial cut before its write is:
+    calls that claimed an effect were recorded when made, the others are decided again equal."""
+
+    def __init__(self, ports: Ports, rec: RunRecord) -> None:
+        self.ports, self.rec = ports, rec
+        self.records: list[ToolCallRecord] = []
+        self.aux: list[tuple[str, dict[str, Any]]] = []
+        self.since_ms = 0
+
+    def add(self, calls: list[ToolCallRecord], sk: str, doc: dict[str, Any]) -> None:
+        if not self.aux:
+            self.since_ms = self.ports.clock.now_ms()
+        self.records += calls
+        self.aux.append((sk, doc))
+        if len(self.records) + len(self.aux) >= HOLD_ITEMS or self.ports.clock.now_ms() - self.since_ms >= HOLD_MS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is held (``ConflictError``: the run is not writable; what is held is dropped either way)."""
+        records, aux, self.records, self.aux = self.records, self.aux, [], []
+        if aux:
+            self.ports.tool_calls.put_calls(self.rec.run_id, records, self.rec.expires_at, aux=aux)
 
 
 def load_trials(

@@ -255,7 +255,11 @@ class ToolCallStore(Protocol):
         ...
 
     def put_calls(
-        self, run_id: str, records: list[ToolCallRecord], expires_at: int, aux: tuple[str, dict[str, Any]] | None = None
+        self,
+        run_id: str,
+        records: list[ToolCallRecord],
+        expires_at: int,
+        aux: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> None: ...
     def put_counted_call(
         self, record: ToolCallRecord, expires_at: int, counter: tuple[str, str], expected: int

@@ -29,6 +29,21 @@ from shared.storage.ddb import (
 )
 
 
+def _transactions(items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """``items`` in order, cut into transactions of at most 98 items (beside a check) and
+    ``MAX_TRANSACTION_BYTES``."""
+    out: list[list[dict[str, Any]]] = []
+    size = 0
+    for item in items:
+        n = len(dump(item))
+        if not out or len(out[-1]) >= schema.MAX_TRANSACTION_ITEMS - 2 or size + n > schema.MAX_TRANSACTION_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(item)
+        size += n
+    return out
+
+
 class DynamoToolCallStore:
     """The as-executed tool-call record (RFC 0252 derives fixtures from it)."""
 
@@ -73,27 +88,24 @@ class DynamoToolCallStore:
         return item
 
     def put_calls(
-        self, run_id: str, records: list[ToolCallRecord], expires_at: int, aux: tuple[str, dict[str, Any]] | None = None
+        self,
+        run_id: str,
+        records: list[ToolCallRecord],
+        expires_at: int,
+        aux: Sequence[tuple[str, dict[str, Any]]] = (),
     ) -> None:
         """Write records whose outcomes are deterministic (no effect was claimed for them: a retried step rewrites
-        them equal) and, last, one auxiliary item of the run, only while the run is writable: one transaction per
-        98 items (usually one in all). ``ConflictError`` when the run is not writable: the last transaction, the
-        one holding ``aux``, writes nothing."""
+        them equal) and, after them, auxiliary items of the run (``aux``: (sk, document)), in order, only while the
+        run is writable: transactions of up to 98 items and ``MAX_TRANSACTION_BYTES``, each with the run's check
+        (usually one in all). ``ConflictError`` when the run is not writable: that transaction and those after it
+        write nothing."""
         items = [{"Put": {"TableName": self._t, "Item": to_item(self._item(r, expires_at))}} for r in records]
-        if aux is not None:
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self._runs,
-                        "Item": to_item(
-                            {"pk": run_id, "sk": aux[0], "doc": dump(aux[1]), schema.TTL_ATTRIBUTE: expires_at}
-                        ),
-                    }
-                }
-            )
-        for at in range(0, len(items), 98):
+        for sk, doc in aux:
+            item = {"pk": run_id, "sk": sk, "doc": dump(doc), schema.TTL_ATTRIBUTE: expires_at}
+            items.append({"Put": {"TableName": self._runs, "Item": to_item(item)}})
+        for group in _transactions(items):
             try:
-                self._c.transact_write_items(TransactItems=[*items[at : at + 98], writable_check(self._runs, run_id)])
+                self._c.transact_write_items(TransactItems=[*group, writable_check(self._runs, run_id)])
             except ClientError as exc:
                 refuse_too_large(exc)
                 if error_code(exc) == "TransactionCanceledException":

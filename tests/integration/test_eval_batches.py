@@ -68,3 +68,61 @@ def test_an_invocation_out_of_time_stops_and_its_retries_run_only_the_rest(host,
     assert invocations == [(0, [(0, 1)]), (1, [(1, 1)]), (2, [(2, 1)])]
     assert sum(1 for e in events if e.type == "agent.invocation-started") == 3
     assert [e.type for e in events[-2:]] == ["eval.completed", "run.completed"]
+
+
+def test_a_batch_writes_its_trials_together_with_one_check_of_its_run(host, invocations) -> None:
+    # Given an eval of three trials in one batch, every transaction the host sends recorded
+    from shared.wiring import get_ports
+
+    sent: list[list[dict[str, Any]]] = []
+
+    def before(params: Any = None, model: Any = None, **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            sent.append(list(params["TransactItems"]))
+
+    with setting("EVAL_MAX_CONCURRENCY", "1"):
+        client = get_ports().tool_calls._c  # type: ignore[attr-defined]  # (the setting's ports)
+        client.meta.events.register("before-parameter-build", before)
+        try:
+            _run_id, events = _completed(host)
+        finally:
+            client.meta.events.unregister("before-parameter-build", before)
+
+    # Then the three trials' items (their TRIAL# items and their calls' records) went in one transaction, beside one
+    # check that the run is writable, not a transaction and a check each (decision 0187)
+    def trial_items(tx: list[dict[str, Any]]) -> list[str]:
+        return [
+            e["Put"]["Item"]["sk"]["S"]
+            for e in tx
+            if "Put" in e and e["Put"]["Item"].get("sk", {}).get("S", "").startswith("TRIAL#")
+        ]
+
+    with_trials = [tx for tx in sent if trial_items(tx)]
+    assert [len(trial_items(tx)) for tx in with_trials] == [3]
+    checks = [e for e in with_trials[0] if "ConditionCheck" in e]
+    assert len(checks) == 1 and checks[0]["ConditionCheck"]["Key"]["sk"]["S"] == "RUN"
+    assert sum(1 for e in events if e.type == "eval.scored") == 3
+
+
+def test_an_invocation_that_fails_keeps_the_trials_it_ended_and_its_retry_runs_the_rest(
+    host, invocations, monkeypatch
+) -> None:
+    # Given a batch of three whose first invocation fails in its third trial (an error the Trial state retries)
+    spied = evalrun.trial_task
+    failed: list[bool] = []
+
+    def failing(ports: Any, item: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if (int(item["t"]), int(item["k"])) == (2, 1) and not failed:
+            failed.append(True)
+            invocations[-1][1].append((2, 1))
+            raise RuntimeError("the third trial's first attempt fails")
+        return spied(ports, item, **kw)
+
+    monkeypatch.setattr(evalrun, "trial_task", failing)
+    with setting("EVAL_MAX_CONCURRENCY", "1"):
+        _run_id, events = _completed(host)
+    # Then the two trials that ended before the failure were written (held writes are flushed as it fails) and the
+    # retry ran only the third: each trial ran to its end once
+    assert invocations == [(0, [(0, 1), (1, 1), (2, 1)]), (1, [(2, 1)])]
+    assert sum(1 for e in events if e.type == "agent.invocation-started") == 3
+    assert [e.type for e in events[-2:]] == ["eval.completed", "run.completed"]
