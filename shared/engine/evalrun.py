@@ -46,7 +46,7 @@ from shared.engine.evalsources import SOURCES_LINKED as SOURCES_LINKED
 from shared.engine.evalsources import derived_entries as derived_entries
 from shared.engine.evalsources import entries_from_records as entries_from_records
 from shared.engine.evalsources import source_entries as source_entries
-from shared.engine.evaltrial import TrialWrites, run_trial, store_trial, trial_sk
+from shared.engine.evaltrial import HOLD_MS, TrialWrites, run_trial, store_trial, trial_sk
 from shared.engine.evaltrial import call_keys_between as call_keys_between
 from shared.engine.evaltrial import invocation_id as invocation_id
 from shared.engine.evaltrial import load_trials as load_trials
@@ -268,6 +268,8 @@ def trials_task(
             if ran and before < longest + BATCH_RESERVE_MS:
                 _flush(held)
                 raise EvalTrialBatchUnfinished(f"{ran} trials ran; the rest of the {len(batch)} in a retry")
+            if longest >= HOLD_MS:  # trials this slow are written one by one: none waits out the next
+                _flush(held)
             trial_task(ports, item, tally=tally, issue=issue, held=held)
             longest, ran = max(longest, before - time_left()), ran + 1
     except EvalTrialBatchUnfinished:

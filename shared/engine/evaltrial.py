@@ -306,10 +306,11 @@ HOLD_MS = 5_000
 class TrialWrites:
     """The writes of a batch's trials, held to be written together: their call records and TRIAL# items in
     transactions of up to 98 items, each with one check that the run is writable (2 write units), rather than a
-    transaction and a check per trial. Written once they hold ``HOLD_ITEMS`` items or the oldest has waited
-    ``HOLD_MS``, and by ``flush`` (the batch's end, its stop for time, a failure). A trial held and not written when
-    its invocation dies is run again by the retry (it finds no TRIAL# item), as a trial cut before its write is:
-    calls that claimed an effect were recorded when made, the others are decided again equal."""
+    transaction and a check per trial. Written as a trial ends once they hold ``HOLD_ITEMS`` items or the oldest
+    has waited ``HOLD_MS``, and by ``flush`` (the batch's end, its stop for time, a failure, and before each trial
+    once one took ``HOLD_MS``: slow trials are written one by one). A trial held and not written when its invocation
+    dies is run again by the retry (it finds no TRIAL# item), as a trial cut before its write is: calls that claimed
+    an effect were recorded when made, the others are decided again equal."""
 
     def __init__(self, ports: Ports, rec: RunRecord) -> None:
         self.ports, self.rec = ports, rec

@@ -70,14 +70,19 @@ def test_an_invocation_out_of_time_stops_and_its_retries_run_only_the_rest(host,
     assert [e.type for e in events[-2:]] == ["eval.completed", "run.completed"]
 
 
-def test_a_batch_writes_its_trials_together_with_one_check_of_its_run(host, invocations) -> None:
-    # Given an eval of three trials in one batch, every transaction the host sends recorded
+def _trial_transactions(host: Any) -> tuple[list[list[dict[str, Any]]], list[Any]]:
+    """An eval of three trials in one batch, run to its end: the transactions that wrote its TRIAL# items, and its
+    events."""
     from shared.wiring import get_ports
 
     sent: list[list[dict[str, Any]]] = []
 
     def before(params: Any = None, model: Any = None, **_: Any) -> None:
-        if model.name == "TransactWriteItems":
+        if model.name == "TransactWriteItems" and any(
+            e["Put"]["Item"].get("sk", {}).get("S", "").startswith("TRIAL#")
+            for e in params["TransactItems"]
+            if "Put" in e
+        ):
             sent.append(list(params["TransactItems"]))
 
     with setting("EVAL_MAX_CONCURRENCY", "1"):
@@ -87,20 +92,30 @@ def test_a_batch_writes_its_trials_together_with_one_check_of_its_run(host, invo
             _run_id, events = _completed(host)
         finally:
             client.meta.events.unregister("before-parameter-build", before)
+    return sent, events
 
+
+def _trials_in(tx: list[dict[str, Any]]) -> int:
+    return sum(1 for e in tx if "Put" in e and e["Put"]["Item"].get("sk", {}).get("S", "").startswith("TRIAL#"))
+
+
+def test_a_batch_writes_its_trials_together_with_one_check_of_its_run(host, invocations) -> None:
+    # Given an eval of three quick trials in one batch
+    sent, events = _trial_transactions(host)
     # Then the three trials' items (their TRIAL# items and their calls' records) went in one transaction, beside one
     # check that the run is writable, not a transaction and a check each (decision 0187)
-    def trial_items(tx: list[dict[str, Any]]) -> list[str]:
-        return [
-            e["Put"]["Item"]["sk"]["S"]
-            for e in tx
-            if "Put" in e and e["Put"]["Item"].get("sk", {}).get("S", "").startswith("TRIAL#")
-        ]
-
-    with_trials = [tx for tx in sent if trial_items(tx)]
-    assert [len(trial_items(tx)) for tx in with_trials] == [3]
-    checks = [e for e in with_trials[0] if "ConditionCheck" in e]
+    assert [_trials_in(tx) for tx in sent] == [3]
+    checks = [e for e in sent[0] if "ConditionCheck" in e]
     assert len(checks) == 1 and checks[0]["ConditionCheck"]["Key"]["sk"]["S"] == "RUN"
+    assert sum(1 for e in events if e.type == "eval.scored") == 3
+
+
+def test_trials_slower_than_the_hold_are_written_one_by_one(host, invocations, monkeypatch) -> None:
+    # Given a batch of three whose trials each take at least the hold (here: any time at all)
+    monkeypatch.setattr(evalrun, "HOLD_MS", 0)
+    sent, events = _trial_transactions(host)
+    # Then each trial's items were written before the next trial began, each in a transaction of its own
+    assert [_trials_in(tx) for tx in sent] == [1, 1, 1]
     assert sum(1 for e in events if e.type == "eval.scored") == 3
 
 
