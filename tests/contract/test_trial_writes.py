@@ -18,13 +18,15 @@ from tests.helpers import requests_sent, stored_run
 
 
 class _MovedClock(SystemClock):
-    """The system clock plus an offset the test moves: a hold's life passes without the test sleeping it."""
+    """A clock stopped at its creation and moved by the test: a hold's life passes when the test says so, however
+    long the machine takes between two trials."""
 
     def __init__(self) -> None:
+        self.at_ms = super().now_ms()
         self.offset_ms = 0
 
     def now_ms(self) -> int:
-        return super().now_ms() + self.offset_ms
+        return self.at_ms + self.offset_ms
 
 
 @pytest.fixture()
