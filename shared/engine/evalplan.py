@@ -4,6 +4,7 @@ create (``EVALPLAN`` under the run, or an S3 object when large) and read by ever
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from shared import keys
@@ -43,3 +44,39 @@ def store_plan(ports: Ports, run_id: str, plan: dict[str, Any], expires_at: int)
         ports.blobs.put_json(key, plan)
         plan = {"v": plan.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": plan.get("derivedKeys") or []}
     ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, plan, expires_at)
+
+
+# --------------------------------------------------------------------------- a fork's plan
+
+
+@dataclass(frozen=True)
+class ChildPlan:
+    """An eval fork's plan: its source's, less the copies the source owns (``derivedKeys``: erasing the fork never
+    deletes them). ``item``: the source's ``EVALPLAN`` item as stored (the plan itself, or the S3 object naming it)."""
+
+    source_run_id: str
+    item: dict[str, Any]
+
+
+def child_plan(ports: Ports, source_run_id: str) -> ChildPlan:
+    """What a fork of the eval run needs to store its plan: one read of the source's plan item (not the object a
+    large plan is: ``store_child_plan`` copies that within the store). ``RunGoneError`` without a plan."""
+    item = ports.runs.get_aux(source_run_id, keys.EVAL_PLAN_SK)
+    if item is None:
+        raise RunGoneError(source_run_id)
+    return ChildPlan(source_run_id, item)
+
+
+def store_child_plan(ports: Ports, plan: ChildPlan, run_id: str, expires_at: int) -> None:
+    """Store the fork's plan (decision 0188): a large plan's object copied within the store, its bytes never read
+    by the request (its item names the copy and owns no derived copies); a small one, the item less its
+    ``derivedKeys``. ``RunGoneError`` when the source's object is gone."""
+    if "planBlob" in plan.item:
+        key = f"{keys.run_prefix(run_id)}eval-plan.json"
+        if not ports.blobs.copy(str(plan.item["planBlob"]), key):
+            raise RunGoneError(plan.source_run_id)
+        doc = {"v": plan.item.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": []}
+        ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, doc, expires_at)
+        return
+    source = plan.item if "suiteBlob" not in plan.item else load_plan(ports, plan.source_run_id, cached=False)
+    store_plan(ports, run_id, {k: v for k, v in source.items() if k != "derivedKeys"}, expires_at)

@@ -32,6 +32,7 @@ from shared.services.common import Caller, decode_path_run_id, links, own_run
 from shared.services.run_start import Created, expires_at, new_run_id, run_span, stamped, traced
 
 if TYPE_CHECKING:
+    from shared.engine.evalplan import ChildPlan
     from shared.protocol.models import ForkRunRequest
 
 
@@ -113,14 +114,15 @@ def _check_log_start(ports: Ports, src: RunRecord, from_seq: int) -> None:
         )
 
 
-def _child_plan(ports: Ports, src: RunRecord) -> dict[str, Any]:
+def _child_plan(ports: Ports, src: RunRecord) -> ChildPlan:
     """An eval source's plan for its child, which re-reads the source's stored copies; it owns none (so erasing it
-    never deletes them). 410 eval_recorded_fixtures_gone when they were erased."""
-    from shared.engine import evalrun
+    never deletes them). 410 eval_recorded_fixtures_gone when they were erased. A large plan is copied within the
+    store when the child is written, never read here (decision 0188)."""
+    from shared.engine import evalplan
     from shared.services import evals
 
     evals.load_derived_plan(ports, src.run_id)
-    return {k: v for k, v in evalrun.load_plan(ports, src.run_id, cached=False).items() if k != "derivedKeys"}
+    return evalplan.child_plan(ports, src.run_id)
 
 
 def _child_data(ports: Ports, caller: Caller, src: RunRecord, req: ForkRunRequest) -> dict[str, Any]:
@@ -160,7 +162,7 @@ def _create_fork(
     data: dict[str, Any],
     from_seq: int,
     mode: str,
-    child_plan: dict[str, Any] | None,
+    child_plan: ChildPlan | None,
 ) -> Created:
     from shared.services import start_outbox as outbox
 
@@ -190,9 +192,9 @@ def _create_fork(
         raise NotFoundError("No such run.") from exc  # the source is being erased
     try:
         if child_plan is not None:
-            from shared.engine import evalrun
+            from shared.engine import evalplan
 
-            evalrun.store_plan(ports, run_id, child_plan, exp)
+            evalplan.store_child_plan(ports, child_plan, run_id, exp)
             outbox.ready(ports, pending, exp)
         outbox.started(ports, rec, ports.orchestrator.start("fork", run_id, outbox.payload_of(ports, rec)))
     except Exception:

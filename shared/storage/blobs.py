@@ -46,6 +46,20 @@ class S3BlobStore:
         data: bytes = resp["Body"].read()
         return data
 
+    def copy(self, source_key: str, key: str) -> bool:
+        try:
+            self._c.copy_object(
+                Bucket=self._b,
+                Key=key,
+                CopySource={"Bucket": self._b, "Key": source_key},
+                ServerSideEncryption="AES256",
+            )
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404"):
+                return False
+            raise
+        return True
+
     def list_keys(self, prefix: str) -> list[str]:
         keys: list[str] = []
         kwargs: dict[str, Any] = {"Bucket": self._b, "Prefix": prefix}

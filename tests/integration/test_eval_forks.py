@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.wire import all_events, raw, wait_terminal
@@ -245,3 +247,56 @@ def test_a_page_moves_the_cursor_without_ending_the_run_and_the_last_page_may_ap
     evalpages.append_chunked(ports, rec, [], {"status": "completed", "completedAt": "2026-01-01T00:00:00.000Z"})
     rec = ports.runs.get_run(run_id)
     assert (rec.status, rec.last_seq, rec.completed_at) == ("completed", 2, "2026-01-01T00:00:00.000Z")
+
+
+def test_a_fork_of_an_eval_with_a_large_plan_copies_it_within_the_store(host, monkeypatch):
+    # Given an eval run that used derived fixture copies, its plan stored as an S3 object (every plan is "large" here)
+    from urllib.parse import unquote
+
+    from shared.engine import evalplan
+    from shared.keys import EVAL_PLAN_SK, run_prefix
+    from shared.services.erasure import erase_now
+    from tests.helpers import hooked
+
+    monkeypatch.setattr(evalplan, "INLINE_LIMIT", 100)
+    client = host.client(host.key_a)
+    src = _eval(client, "conformance-eval-recorded-source")
+    assert wait_terminal(client, src.runId).status == "completed"
+    rep = _eval(client, "conformance-eval-recorded-replay", fixtureRuns={"record": src.runId})
+    assert wait_terminal(client, rep.runId).status == "completed"
+    ports = _ports()
+    source_item = ports.runs.get_aux(rep.runId, EVAL_PLAN_SK)
+    source_key = source_item["planBlob"]
+    assert source_item["derivedKeys"]  # the copies it owns
+    # When it is forked, every S3 read and copy recorded until the fork has ended
+    seen: list[tuple[str, dict]] = []
+
+    def note(op):
+        return lambda params=None, **_: seen.append((op, dict(params)))
+
+    s3 = ports.blobs._c
+    with hooked(s3, {f"before-parameter-build.s3.{op}": note(op) for op in ("GetObject", "CopyObject")}):
+        fork = client.runs_fork(rep.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+        assert wait_terminal(client, fork.runId, timeout=30).status == "completed"
+    # Then its plan object is a copy made within the store (decision 0188): the source's plan is never read, the
+    # fork's item names the copy and owns none of the source's derived copies
+    child_key = f"{run_prefix(fork.runId)}eval-plan.json"
+
+    def copied_from(source: Any) -> str:  # botocore has made the dict "bucket/key", quoted, by now
+        return str(source["Key"]) if isinstance(source, dict) else unquote(str(source).split("?")[0]).split("/", 1)[1]
+
+    assert [copied_from(p["CopySource"]) for op, p in seen if op == "CopyObject"] == [source_key]
+    assert [p["Key"] for op, p in seen if op == "CopyObject"] == [child_key]
+    assert source_key not in [p["Key"] for op, p in seen if op == "GetObject"]
+    assert ports.runs.get_aux(fork.runId, EVAL_PLAN_SK) == {
+        "v": source_item["v"],
+        "planBlob": child_key,
+        "derivedKeys": [],
+    }
+    # and it replays the source (its trials served from the copies the source owns)
+    assert _scored(client, fork.runId) == _scored(client, rep.runId)
+    # and erasing the fork leaves the source's plan and copies whole
+    erase_now(ports, fork.runId)
+    assert ports.blobs.get_json(child_key) is None
+    assert ports.blobs.get_json(source_key) is not None
+    assert all(ports.blobs.list_keys(key) for key in source_item["derivedKeys"])
