@@ -116,13 +116,14 @@ def _check_log_start(ports: Ports, src: RunRecord, from_seq: int) -> None:
 
 def _child_plan(ports: Ports, src: RunRecord) -> ChildPlan:
     """An eval source's plan for its child, which re-reads the source's stored copies; it owns none (so erasing it
-    never deletes them). 410 eval_recorded_fixtures_gone when they were erased. A large plan is copied within the
-    store when the child is written, never read here (decision 0188)."""
+    never deletes them). 410 eval_recorded_fixtures_gone when they were erased (whichever layout its plan has). A
+    large plan is copied within the store when the child is written, never read here (decision 0188)."""
     from shared.engine import evalplan
     from shared.services import evals
 
-    evals.load_derived_plan(ports, src.run_id)
-    return evalplan.child_plan(ports, src.run_id)
+    plan = evalplan.child_plan(ports, src.run_id)
+    evals.require_derived_copies(ports, plan.item)
+    return plan
 
 
 def _child_data(ports: Ports, caller: Caller, src: RunRecord, req: ForkRunRequest) -> dict[str, Any]:

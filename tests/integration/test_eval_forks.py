@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.wire import all_events, raw, wait_terminal
@@ -113,9 +114,13 @@ def test_branch_fork_refires_only_after_the_fork_point(host):
     assert _count("tenant-a") == before + 1  # a branch from 0 re-fires the inc
 
 
-def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host):
+@pytest.mark.parametrize("large", [False, True], ids=["plan-item", "plan-object"])
+def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host, monkeypatch, large):
+    from shared.engine import evalplan
     from shared.local.ddb_streams import wait_for_stream_idle
 
+    if large:  # its plan an S3 object, the item naming it (decision 0188)
+        monkeypatch.setattr(evalplan, "INLINE_LIMIT", 100)
     client = host.client(host.key_a)
     src = _eval(client, "conformance-eval-recorded-source")
     wait_terminal(client, src.runId)
