@@ -75,8 +75,25 @@ def store_child_plan(ports: Ports, plan: ChildPlan, run_id: str, expires_at: int
         key = f"{keys.run_prefix(run_id)}eval-plan.json"
         if not ports.blobs.copy(str(plan.item["planBlob"]), key):
             raise RunGoneError(plan.source_run_id)
-        doc = {"v": plan.item.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": []}
+        doc = {
+            "v": plan.item.get("v", PLAN_VERSION),
+            "planBlob": key,
+            "derivedKeys": [],
+            DERIVED_READ: derived_read(plan.item),
+        }
         ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, doc, expires_at)
         return
     source = plan.item if "suiteBlob" not in plan.item else load_plan(ports, plan.source_run_id, cached=False)
     store_plan(ports, run_id, {k: v for k, v in source.items() if k != "derivedKeys"}, expires_at)
+
+
+# A large fork plan's item: the keys of the derived copies its plan reads (its source's: it owns none, so its
+# ``derivedKeys`` is empty, and the plan's ``derived`` map is inside the object).
+DERIVED_READ = "derivedRead"
+
+
+def derived_read(item: dict[str, Any]) -> list[str]:
+    """The keys of the derived copies the plan stored as ``item`` (an ``EVALPLAN`` item, either layout) reads: those
+    a fork's item lists, else those it owns (``derivedKeys``), else its ``derived`` map's."""
+    names = item.get(DERIVED_READ) or item.get("derivedKeys") or list((item.get("derived") or {}).values())
+    return [str(n) for n in names]

@@ -392,12 +392,13 @@ def _suite_sources(suite: dict[str, Any], fixture_runs: dict[str, str] | None, t
 
 
 def require_derived_copies(ports: Ports, plan_item: dict[str, Any]) -> None:
-    """410 eval_recorded_fixtures_gone when a derived copy an eval run's plan names is gone (its source was erased),
-    from the keys its plan item keeps in either layout (``derivedKeys``; a plan stored as an object keeps its
-    ``derived`` map inside the object only): the copies are listed by folder, 1,000 to a request, never read."""
-    names = plan_item.get("derivedKeys") or list((plan_item.get("derived") or {}).values())
+    """410 eval_recorded_fixtures_gone when a derived copy an eval run's plan reads is gone (its source was erased),
+    from the keys its plan item keeps in either layout (``evalplan.derived_read``; a plan stored as an object keeps
+    its ``derived`` map inside the object only): the copies are listed by folder, 1,000 to a request, never read."""
+    from shared.engine.evalplan import derived_read
+
     folders: dict[str, set[str]] = {}
-    for key in map(str, names):
+    for key in derived_read(plan_item):
         folders.setdefault(key.rsplit("/", 1)[0] + "/", set()).add(key)
     for folder, wanted in sorted(folders.items()):
         if not wanted <= set(ports.blobs.list_keys(folder)):

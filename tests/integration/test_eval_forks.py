@@ -142,6 +142,15 @@ def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host, mo
     )
     assert r.status == 410 and r.json["error"] == "eval_recorded_fixtures_gone"
     assert src.runId not in r.text
+    # and so is forking its fork, which reads the same copies (it owns none)
+    again = raw(
+        host.base_url,
+        "POST",
+        f"/runs/{ok.runId.replace('/', '~2F')}:fork",
+        {"mode": "replay", "fromSeq": 0},
+        key=host.key_a,
+    )
+    assert again.status == 410 and again.json["error"] == "eval_recorded_fixtures_gone"
     # and once the source's erasure is done, the eval run and its fork are gone with it (decision 0108)
     wire = src.runId.replace("/", "~2F")
     assert raw(host.base_url, "DELETE", f"/runs/{wire}", key=host.key_a).status == 204
@@ -296,7 +305,8 @@ def test_a_fork_of_an_eval_with_a_large_plan_copies_it_within_the_store(host, mo
     assert ports.runs.get_aux(fork.runId, EVAL_PLAN_SK) == {
         "v": source_item["v"],
         "planBlob": child_key,
-        "derivedKeys": [],
+        "derivedKeys": [],  # it owns none
+        "derivedRead": source_item["derivedKeys"],  # it reads its source's
     }
     # and it replays the source (its trials served from the copies the source owns)
     assert _scored(client, fork.runId) == _scored(client, rep.runId)
