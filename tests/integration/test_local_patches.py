@@ -498,15 +498,19 @@ def test_transact_get_items_never_sees_half_of_a_transaction(local_aws: LocalAws
     ]
     done = threading.Event()
 
+    seen: list[set[str]] = []
+
     def writer() -> None:
-        for value in range(1, 201):  # bounded
+        # bounded; it writes on until the reader has read 20 times meanwhile, however the threads are scheduled
+        for value in range(1, 2001):
             ddb.transact_write_items(TransactItems=pair(value))
+            if len(seen) >= 20:
+                break
         done.set()
 
     # When one thread rewrites 25 items together while another reads them together
     thread = threading.Thread(target=writer)
     thread.start()
-    seen: list[set[str]] = []
     while not done.is_set() or not seen:
         seen.append({r["Item"]["v"]["N"] for r in ddb.transact_get_items(TransactItems=keys)["Responses"]})
     thread.join()
