@@ -132,25 +132,18 @@ def test_fork_of_an_eval_run_whose_recorded_fixtures_were_erased_is_410(host, mo
     assert _scored(client, ok.runId) == _scored(client, rep.runId)
     # When its derived copies are gone (the source's erasure deletes them first, before it reaches the eval run)
     assert _ports().blobs.delete_prefix(f"derived/{src.runId}/") == 1
-    # Then forking the eval run that used them is refused, never re-derived, never live
-    r = raw(
-        host.base_url,
-        "POST",
-        f"/runs/{rep.runId.replace('/', '~2F')}:fork",
-        {"mode": "replay", "fromSeq": 0},
-        key=host.key_a,
-    )
-    assert r.status == 410 and r.json["error"] == "eval_recorded_fixtures_gone"
-    assert src.runId not in r.text
-    # and so is forking its fork, which reads the same copies (it owns none)
-    again = raw(
-        host.base_url,
-        "POST",
-        f"/runs/{ok.runId.replace('/', '~2F')}:fork",
-        {"mode": "replay", "fromSeq": 0},
-        key=host.key_a,
-    )
-    assert again.status == 410 and again.json["error"] == "eval_recorded_fixtures_gone"
+    # Then forking the eval run that used them is refused, never re-derived, never live, and so is forking its fork,
+    # which reads the same copies (it owns none)
+    for run_id in (rep.runId, ok.runId):
+        r = raw(
+            host.base_url,
+            "POST",
+            f"/runs/{run_id.replace('/', '~2F')}:fork",
+            {"mode": "replay", "fromSeq": 0},
+            key=host.key_a,
+        )
+        assert r.status == 410 and r.json["error"] == "eval_recorded_fixtures_gone", run_id
+        assert src.runId not in r.text
     # and once the source's erasure is done, the eval run and its fork are gone with it (decision 0108)
     wire = src.runId.replace("/", "~2F")
     assert raw(host.base_url, "DELETE", f"/runs/{wire}", key=host.key_a).status == 204
