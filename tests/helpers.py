@@ -367,3 +367,19 @@ def naming(sent: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
     import json
 
     return [params for params in sent if json.dumps(value) in json.dumps(params, default=str)]
+
+
+def derived_copies(ports: Any, eval_run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The derived fixture copies an eval run's plan item names, per taskId, read whole (empty when it used none, or
+    has no plan item: erased, or a fork); a copy that is gone raises ``EvalRecordedFixturesGoneError``."""
+    from shared import keys
+    from shared.errors import EvalRecordedFixturesGoneError
+
+    plan = ports.runs.get_aux(eval_run_id, keys.EVAL_PLAN_SK)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for task_id, key in ((plan or {}).get("derived") or {}).items():
+        copy = ports.blobs.get_json(str(key))
+        if copy is None:
+            raise EvalRecordedFixturesGoneError()
+        out[str(task_id)] = list(copy["entries"])
+    return out

@@ -15,6 +15,10 @@ from shared.ports import Ports
 PLAN_VERSION = 1
 INLINE_LIMIT = 300_000  # bytes of JSON kept inside a DynamoDB item; larger goes to S3 under the run's prefix
 
+# A large fork plan's item: the keys of the derived copies its plan reads (its source's: it owns none, so its
+# ``derivedKeys`` is empty, and the plan's ``derived`` map is inside the object).
+DERIVED_READ = "derivedRead"
+
 _PLAN_CACHE_SIZE = 16
 _plan_cache: LockedLRUCache[str, dict[str, Any]] = LockedLRUCache(maxsize=_PLAN_CACHE_SIZE)
 
@@ -40,10 +44,24 @@ def store_plan(ports: Ports, run_id: str, plan: dict[str, Any], expires_at: int)
     """Write the plan as the run's ``EVALPLAN`` item; a plan over ``INLINE_LIMIT`` (a large suite or baseline) is
     an S3 object under the run, the item naming it and keeping the keys erasure needs (``derivedKeys``)."""
     if len(json.dumps(plan, separators=(",", ":"))) > INLINE_LIMIT:
-        key = f"{keys.run_prefix(run_id)}eval-plan.json"
+        key = _object_key(run_id)
         ports.blobs.put_json(key, plan)
-        plan = {"v": plan.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": plan.get("derivedKeys") or []}
+        plan = _object_item(plan, key, owned=plan.get("derivedKeys") or [])
     ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, plan, expires_at)
+
+
+def _object_key(run_id: str) -> str:
+    """Where the run's plan lives when it is too large for its item: under the run's prefix (its erasure)."""
+    return f"{keys.run_prefix(run_id)}eval-plan.json"
+
+
+def _object_item(plan: dict[str, Any], key: str, *, owned: list[str], read: list[str] | None = None) -> dict[str, Any]:
+    """The ``EVALPLAN`` item of a plan stored as the object ``key``: the keys of the derived copies the run owns
+    (erasure deletes them) and, for a fork that owns none, those its plan reads (``DERIVED_READ``)."""
+    item: dict[str, Any] = {"v": plan.get("v", PLAN_VERSION), "planBlob": key, "derivedKeys": owned}
+    if read is not None:
+        item[DERIVED_READ] = read
+    return item
 
 
 # --------------------------------------------------------------------------- a fork's plan
@@ -72,24 +90,14 @@ def store_child_plan(ports: Ports, plan: ChildPlan, run_id: str, expires_at: int
     by the request (its item names the copy and owns no derived copies); a small one, the item less its
     ``derivedKeys``. ``RunGoneError`` when the source's object is gone."""
     if "planBlob" in plan.item:
-        key = f"{keys.run_prefix(run_id)}eval-plan.json"
+        key = _object_key(run_id)
         if not ports.blobs.copy(str(plan.item["planBlob"]), key):
             raise RunGoneError(plan.source_run_id)
-        doc = {
-            "v": plan.item.get("v", PLAN_VERSION),
-            "planBlob": key,
-            "derivedKeys": [],
-            DERIVED_READ: derived_read(plan.item),
-        }
+        doc = _object_item(plan.item, key, owned=[], read=derived_read(plan.item))
         ports.runs.put_aux(run_id, keys.EVAL_PLAN_SK, doc, expires_at)
         return
     source = plan.item if "suiteBlob" not in plan.item else load_plan(ports, plan.source_run_id, cached=False)
     store_plan(ports, run_id, {k: v for k, v in source.items() if k != "derivedKeys"}, expires_at)
-
-
-# A large fork plan's item: the keys of the derived copies its plan reads (its source's: it owns none, so its
-# ``derivedKeys`` is empty, and the plan's ``derived`` map is inside the object).
-DERIVED_READ = "derivedRead"
 
 
 def derived_read(item: dict[str, Any]) -> list[str]:

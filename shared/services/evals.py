@@ -403,19 +403,3 @@ def require_derived_copies(ports: Ports, plan_item: dict[str, Any]) -> None:
     for folder, wanted in sorted(folders.items()):
         if not wanted <= set(ports.blobs.list_keys(folder)):
             raise EvalRecordedFixturesGoneError()
-
-
-def load_derived_plan(ports: Ports, eval_run_id: str) -> dict[str, list[dict[str, Any]]]:
-    """The stored derived copies of an eval run, per taskId (empty when it used none). Never resolves the
-    source run again; a copy that is gone (its source was erased) -> 410 eval_recorded_fixtures_gone.
-    A run without a plan item (a fork, which does not own one) has no copies of its own: {}."""
-    plan = ports.runs.get_aux(eval_run_id, keys.EVAL_PLAN_SK)
-    if plan is None:
-        return {}
-    out: dict[str, list[dict[str, Any]]] = {}
-    for task_id, key in (plan.get("derived") or {}).items():
-        copy = ports.blobs.get_json(str(key))
-        if copy is None:
-            raise EvalRecordedFixturesGoneError()
-        out[str(task_id)] = list(copy["entries"])
-    return out

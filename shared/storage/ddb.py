@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, ItemTooLargeError, StorageError
-from shared.ports import WRITABLE
+from shared.ports import WRITABLE, StagedWrite
 from shared.storage import schema
 
 _ser = TypeSerializer()
@@ -97,6 +97,11 @@ def reasons(exc: ClientError) -> list[str]:
 
 
 # -- conditional transactions -----------------------------------------------------------------------------------------
+def staged(action: dict[str, Any]) -> StagedWrite:
+    """A transaction ``action`` of one store, for another store's transaction (``StagedWrite``, sized as sent)."""
+    return StagedWrite(action=action, size=len(dump(action)))
+
+
 def writable_check(runs_table: str, run_id: str) -> dict[str, Any]:
     """A transaction item that holds only while the run item exists with a writable status.
 

@@ -22,6 +22,7 @@ from shared.storage.ddb import (
     partition_condition,
     query_all,
     refuse_too_large,
+    staged,
     to_item,
     unpack_doc,
     writable_check,
@@ -109,13 +110,11 @@ class DynamoHostStore:
 
     def stage_put(self, pk: str, sk: str, value: dict[str, Any], *, expires_at: int = 0) -> StagedWrite:
         """``put_item``'s unconditional put, for another store's transaction (``StagedWrite``)."""
-        action = {"Put": {"TableName": self._t, "Item": _item(pk, sk, value, expires_at, False)}}
-        return StagedWrite(action=action, size=len(dump(action)))
+        return staged({"Put": {"TableName": self._t, "Item": _item(pk, sk, value, expires_at, False)}})
 
     def stage_delete(self, pk: str, sk: str) -> StagedWrite:
         """``delete_item``'s unconditional delete (an absent item: a no-op), for another store's transaction."""
-        action = {"Delete": {"TableName": self._t, "Key": to_item({"pk": pk, "sk": sk})}}
-        return StagedWrite(action=action, size=len(dump(action)))
+        return staged({"Delete": {"TableName": self._t, "Key": to_item({"pk": pk, "sk": sk})}})
 
     def query(self, pk: str, prefix: str = "", *, consistent: bool = False) -> list[tuple[str, dict[str, Any]]]:
         """Every item of the partition (under ``prefix``); ``consistent`` reads strongly (twice the read units)."""

@@ -23,7 +23,7 @@ from shared.clock import full_jitter_sleep
 from shared.errors import StorageError
 from shared.ports.runs import StagedWrite
 from shared.ports.slots import Release, Take, Waiting
-from shared.storage.ddb import dump, error_code, from_item, partition_condition, query_all, reasons, to_item
+from shared.storage.ddb import error_code, from_item, partition_condition, query_all, reasons, staged, to_item
 
 PREFIX = "SLOTS#"
 COUNT_SK = "count"
@@ -61,7 +61,7 @@ class DynamoRunSlots:
     def stage_take(self, tenant: str, run_id: str, cap: int) -> list[StagedWrite]:
         """The take's items for the transaction that creates the run (decision 0182): its counter's conditional add
         and its slot's put, written with the run or not at all."""
-        return [StagedWrite(action=a, size=len(dump(a))) for a in self._take_items(tenant, run_id, cap, None)]
+        return [staged(a) for a in self._take_items(tenant, run_id, cap, None)]
 
     def _take_items(self, tenant: str, run_id: str, cap: int, waiting: Waiting | None) -> list[dict[str, Any]]:
         """The take's transaction: the counter below ``cap`` plus one, the run's slot put if absent, and ``waiting``'s
@@ -103,7 +103,7 @@ class DynamoRunSlots:
     def stage_release(self, tenant: str, run_id: str) -> list[StagedWrite]:
         """The release's items for the transaction that ends the run (decision 0183), on the conditions of a release
         that finds none waiting: its slot held, no waiting entry counted."""
-        return [StagedWrite(action=a, size=len(dump(a))) for a in self._release_items(tenant, run_id, idle=True)]
+        return [staged(a) for a in self._release_items(tenant, run_id, idle=True)]
 
     def release(self, tenant: str, run_id: str) -> Release:
         failed = self._transact(self._release_items(tenant, run_id, idle=True))

@@ -219,7 +219,7 @@ def test_a_content_free_source_is_usable(host):
 
 
 def test_a_source_with_a_failed_call_is_usable_and_its_entry_is_an_error(host):
-    from shared.services.evals import load_derived_plan
+    from tests.helpers import derived_copies
 
     client = host.client(host.key_a)
     calls = script(("conformance.eval:fail", {"why": "boom"}), ("conformance.eval:echo", {"x": 1}))
@@ -252,7 +252,7 @@ def test_a_source_with_a_failed_call_is_usable_and_its_entry_is_an_error(host):
     assert out[0]["status"] == "error" and out[0]["error"] == returned(client, source)[0]["error"]
     assert out[1]["outcome"] == {"x": 1}
     assert summary_json(host, host.key_a, run)["tasks"][0]["fixtureMissCount"] == 0
-    entries = load_derived_plan(_ports(), run)["t"]
+    entries = derived_copies(_ports(), run)["t"]
     assert entries[0]["isError"] is True and entries[0]["response"]["code"] == "external_call_failed"
     assert entries[0]["args"] == {"why": "boom"} and entries[0]["argsMatch"] == "exact"
     assert "isError" not in entries[1] and entries[1]["response"] == {"x": 1}
@@ -263,13 +263,13 @@ def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host
     from shared.errors import RunGoneError
     from shared.local.ddb_streams import wait_for_stream_idle
     from shared.ports import ToolCallRecord
-    from shared.services.evals import load_derived_plan
+    from tests.helpers import derived_copies
 
     client = host.client(host.key_a)
     ports = _ports()
     source = run_eval(client, SOURCE)
     used = run_eval(client, REPLAY, fixtureRuns={"record": source})
-    assert load_derived_plan(ports, used)["record"]
+    assert derived_copies(ports, used)["record"]
     assert ports.blobs.list_keys(keys.derived_prefix(source))
 
     # another tenant cannot erase it
@@ -286,7 +286,7 @@ def test_erasing_a_source_erases_its_derived_copies_and_refuses_late_writes(host
     assert ports.blobs.list_keys(keys.derived_prefix(source)) == []
     assert raw(host.base_url, "GET", f"/runs/{project_id(source)}", key=host.key_a).status == 404
     # the eval run served from it is derived from it: erased with it (its plan, log and summary), 404 like any run
-    assert ports.runs.get_run(used) is None and load_derived_plan(ports, used) == {}
+    assert ports.runs.get_run(used) is None and derived_copies(ports, used) == {}
     assert ports.events.read_events(used) == [] and ports.tool_calls.list_calls(used) == []
     fork = raw(host.base_url, "POST", f"/runs/{project_id(used)}:fork", {"mode": "replay"}, key=host.key_a)
     assert (fork.status, fork.json["error"]) == (404, "not_found")
@@ -335,8 +335,8 @@ def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
     from shared import keys
     from shared.local.ddb_streams import wait_for_stream_idle
     from shared.local.ttl import ttl_sweep
-    from shared.services.evals import load_derived_plan
     from shared.settings import get_settings
+    from tests.helpers import derived_copies
 
     client = host.client(host.key_a)
     ports = _ports()
@@ -360,5 +360,5 @@ def test_a_ttl_removal_of_a_source_reaches_its_derived_copies(host):
     assert ports.blobs.list_keys(keys.derived_prefix(source)) == []
     assert ports.tool_calls.list_calls(source) == [] and ports.events.read_events(source) == []
     # the eval run served from it goes with it
-    assert ports.runs.get_run(used, include_expired=True) is None and load_derived_plan(ports, used) == {}
+    assert ports.runs.get_run(used, include_expired=True) is None and derived_copies(ports, used) == {}
     assert ports.events.read_events(used) == []
