@@ -26,6 +26,7 @@ class Settings:
     run_state_machine_arn: str
     eval_state_machine_arn: str
     fork_state_machine_arn: str
+    timer_state_machine_arn: str
     retention_days: int = 30
     max_poll_wait_s: int = 25
     conformance_enabled: bool = True
@@ -148,6 +149,7 @@ def get_settings() -> Settings:
         run_state_machine_arn=sm["run"],
         eval_state_machine_arn=sm["eval"],
         fork_state_machine_arn=sm["fork"],
+        timer_state_machine_arn=sm["timer"],
         retention_days=int(_env("RETENTION_DAYS", "30")),
         max_poll_wait_s=int(_env("MAX_POLL_WAIT_SECONDS", "25")),
         conformance_enabled=_env("OPENWOP_CONFORMANCE", "true").lower() == "true",

@@ -336,6 +336,7 @@ def build_ports(settings: Settings) -> Ports:
                 "run": settings.run_state_machine_arn,
                 "eval": settings.eval_state_machine_arn,
                 "fork": settings.fork_state_machine_arn,
+                "timer": settings.timer_state_machine_arn,
             },
         ),
         clock=clock,

@@ -441,7 +441,7 @@ def renew(ports: Ports, run_id: str, execution: str, hops: int, machine_arn: str
     rec = ports.runs.get_run(run_id)
     if rec is None or rec.status not in WRITABLE:
         return {**halt(run_id, rec), "hops": hops}
-    machine = "fork" if rec.data.get("fork") else "run"
+    machine = "fork" if rec.data.get("fork") else "run"  # its input names no hops (0) and no index (built)
     arn = ports.orchestrator.start(
         machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1, machine_arn=machine_arn
     )

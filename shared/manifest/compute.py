@@ -118,14 +118,19 @@ FUNCTIONS: tuple[Function, ...] = (
         gateway_url=True,  # POST /runs/{runId}/session
     ),
     Function(
-        "delete_run", "functions.delete_run.handler", "api", _RW_ALL, bucket="readwrite", starts=("run", "eval", "fork")
+        "delete_run",
+        "functions.delete_run.handler",
+        "api",
+        _RW_ALL,
+        bucket="readwrite",
+        starts=("run", "eval", "fork", "timer"),
     ),
     Function(
         "cancel_run",
         "functions.cancel_run.handler",
         "api",
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
-        starts=("run", "eval", "fork"),
+        starts=("run", "eval", "fork", "timer"),
     ),
     # A held poll or stream counts itself in its tenant's held requests (decision 0160): the host table, read-write
     Function("stream_run_events", "functions.stream_run_events.handler", "api", _HELD, bucket="read"),
@@ -173,8 +178,8 @@ FUNCTIONS: tuple[Function, ...] = (
         gateway_url=True,  # an endpoint trial hands its agent the trial's gateway URLs
     ),
     Function("finish_eval", "functions.tasks.finish_eval.handler", "task", _RW_ALL, bucket="readwrite", timeout_s=300),
-    # The state machines' Catch, and the run state machine's EraseLateWrites task: a run erased while a task of it
-    # could still write has its log and objects deleted again once none can (decision 0179).
+    # The state machines' Catch, and the timer state machine's Act task (decision 0189): a session expires (0143), and
+    # a run erased while a task of it could still write has its log and objects deleted again once none can (0179).
     Function("fail_run", "functions.tasks.fail_run.handler", "task", _RW_ALL, bucket="readwrite"),
     Function("not_found", "functions.not_found.handler", "api", memory_mb=128),
     Function(
@@ -184,7 +189,7 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         bucket="readwrite",
         timeout_s=300,
-        starts=("run", "eval", "fork"),
+        starts=("run", "eval", "fork", "timer"),
     ),
     Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
     # Registering an MCP server negotiates with it: the outcome's audit run (runs, events).
@@ -210,7 +215,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "api",
         _RW_ALL,
         bucket="readwrite",
-        starts=("run",),
+        starts=("timer",),
         gateway_url=True,  # a session's gateway URLs
     ),
     # The agent gateway (decision 0143): token-authenticated (its key derives from the API-key pepper), it records a
@@ -313,7 +318,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "schedule",
         ((RUNS, "readwrite"), (EVENTS, "readwrite"), (HOST, "readwrite")),
         bucket="readwrite",
-        starts=("run", "eval", "fork"),
+        starts=("run", "eval", "fork", "timer"),
         timeout_s=120,
         memory_mb=256,
         every_minutes=1,
@@ -368,6 +373,12 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
             "FixturesBucket": f"bucket:{FIXTURES}",
         },
         invokes=("run_eval_trial", "finish_eval", "fail_run"),
+    ),
+    StateMachine(
+        "timer",
+        "statemachines/timer.asl.json",
+        {"FailRunFunction": "function:fail_run"},
+        invokes=("fail_run",),
     ),
     StateMachine(
         "fork",

@@ -5,7 +5,7 @@ the host through its gateway.
 ``version``, a ``channel``, else what ``stable`` serves once the agent has deployments), refuses a ``host`` agent
 (``409 openwop-serverless.agent_runtime_mismatch``), and only then writes: a run of kind ``session`` whose log opens
 with ``run.started {inputs: {"input": ...}}`` and ``agent.invocation-started {invocationId: "s:0", ...}``, and its
-expiry execution (the run state machine's ``SessionWait``: at ``expiresAt`` the run fails ``session_expired`` unless
+expiry execution (the timer state machine's, decision 0189: at ``expiresAt`` the run fails ``session_expired`` unless
 it has ended). ``POST /host/openwop-serverless/runs/{runId}/session`` answers the same fields again for a session
 that still runs (the token re-derived, never stored).
 """
@@ -186,11 +186,11 @@ def _start(
         data=traced(ports, stamped(ports, data)),
         state=st.new_state(),
         expires_at=expires_at(ports),
-        **outbox.first_execution(ports, "run", run_id),  # decisions 0173, 0175
+        **outbox.first_execution(ports, "timer", run_id),  # decisions 0173, 0175, 0189
     )
 
     # ready once its first events are stored: a session cut before them is failed by the sweep (decision 0150)
-    pending, marker = outbox.begin(ports, run_id, "run", rec.expires_at, ready=False)
+    pending, marker = outbox.begin(ports, run_id, "timer", rec.expires_at, ready=False)
     try:  # a fork with its lineage link, in one transaction: the source's erasure reaches it
         ports.runs.create_run(rec, parent=parent, staged=[marker])
     except RunGoneError as exc:
@@ -217,10 +217,8 @@ def _start(
             run_id, 0, events, run_updates=updates, require_status=("running",), expires_at=rec.expires_at
         )
         outbox.ready(ports, pending, rec.expires_at)
-        expires_iso = ports.clock.iso(int(data["session"]["expiresAtMs"]))
-        outbox.started(
-            ports, rec, ports.orchestrator.start("run", run_id, {"runId": run_id, "sessionExpiresAt": expires_iso})
-        )
+        expiry = outbox.session_expiry(ports, run_id, int(data["session"]["expiresAtMs"]))
+        outbox.started(ports, rec, ports.orchestrator.start("timer", run_id, expiry))
     except Exception as exc:
         from shared.services.erasure import erase_now
 

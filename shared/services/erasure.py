@@ -169,13 +169,14 @@ def _after_tasks(ports: Ports, run_id: str) -> None:
     """A run erased while a task of it may still write: a task put what no condition on its run item held (its
     plain pages, decision 0170; a fork's copied prefix). A task that reaches its next transaction finds the run
     gone and deletes its log again; one that died first never does. So an execution of the run state machine of its
-    own (named for the purpose, once per run) waits until no task can write anymore (``TASK_WRITES_END_S`` after
-    now: a task's function times out, its execution was stopped), then ``erase_late_writes`` (decision 0179). Its
-    input holds the run id, as the run's own executions do."""
+    own (the timer machine's, named for the purpose, once per run: decision 0189) waits until no task can write
+    anymore (``TASK_WRITES_END_S`` after now: a task's function times out, its execution was stopped), then
+    ``erase_late_writes`` (decision 0179). Its input holds the run id, as the run's own executions do."""
     from shared.manifest import TASK_WRITES_END_S
 
     end = ports.clock.iso(ports.clock.now_ms() + TASK_WRITES_END_S * 1000)
-    ports.orchestrator.start("run", run_id, {"runId": run_id, "lateWritesEndAt": end}, purpose=LATE_WRITES)
+    task = {"runId": run_id, "lateWrites": True}
+    ports.orchestrator.start("timer", run_id, {"runId": run_id, "at": end, "task": task}, purpose=LATE_WRITES)
 
 
 def erase_late_writes(ports: Ports, run_id: str) -> bool:

@@ -81,24 +81,29 @@ def done(ports: Ports, run_id: str) -> None:
 
 
 def machine_of(rec: RunRecord) -> str:
-    """The state machine a run executes on."""
+    """The state machine a run executes on: a session's execution only waits for its expiry (decision 0189)."""
+    if rec.kind == "session":
+        return "timer"
     return "fork" if rec.data.get("fork") else "eval" if rec.kind == "eval" else "run"
 
 
 def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     """The input of the run's execution, as its create gave it."""
-    payload: dict[str, Any] = {"runId": rec.run_id}
-    machine = machine_of(rec)
     session = rec.data.get("session")
     if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
-        payload["sessionExpiresAt"] = ports.clock.iso(int(session["expiresAtMs"]))
-    elif machine == "fork":  # its Start: to Index, or (a branch builds nothing) to its first Advance (decision 0172)
+        return session_expiry(ports, rec.run_id, int(session["expiresAtMs"]))
+    if machine_of(rec) == "fork":  # its first task builds the fork's index, or (a branch builds none) advances
         from shared.engine.forkindex import needs_index
 
-        payload.update(hops=0, index=needs_index(rec))
-    elif machine == "run":  # its Start: to its first Advance, its hops counted from 0 (no Init)
-        payload["hops"] = 0
-    return payload
+        return {"runId": rec.run_id, "index": needs_index(rec)}
+    return {"runId": rec.run_id}
+
+
+def session_expiry(ports: Ports, run_id: str, expires_at_ms: int) -> dict[str, Any]:
+    """The input of a session's execution (the timer machine's): at its expiry, fail it ``session_expired`` unless
+    it has ended (decision 0143)."""
+    task = {"runId": run_id, "error": {"Error": "SessionExpired"}}
+    return {"runId": run_id, "at": ports.clock.iso(expires_at_ms), "task": task}
 
 
 def plan_missing(ports: Ports, rec: RunRecord) -> bool:

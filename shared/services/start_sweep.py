@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from shared.ports import PendingStart, Ports
 from shared.services import admission
-from shared.services.start_outbox import fail_unstarted, payload_of, plan_missing, started
+from shared.services.start_outbox import fail_unstarted, machine_of, payload_of, plan_missing, started
 
 
 @dataclass
@@ -41,14 +41,14 @@ def settle(ports: Ports, start: PendingStart, reconciled: set[str] | None = None
     elif not start.ready or plan_missing(ports, rec):
         outcome = "failed" if fail_unstarted(ports, rec.run_id) else "cleared"
         admission.run_ended(ports, rec.run_id)  # a slot its cut create took
-    elif admission.cap(ports) > 0 and admission.counts(rec, start.machine):
+    elif admission.cap(ports) > 0 and admission.counts(rec, machine_of(rec)):
         if not admission.settle_counted(
-            ports, rec, start.machine, start.at_ms, set() if reconciled is None else reconciled
+            ports, rec, machine_of(rec), start.at_ms, set() if reconciled is None else reconciled
         ):
             return "queued"
         outcome = "started"
-    else:
-        started(ports, rec, ports.orchestrator.start(start.machine, rec.run_id, payload_of(ports, rec)))  # named
+    else:  # on the machine its run executes on now (a session's marker from before decision 0189 names "run")
+        started(ports, rec, ports.orchestrator.start(machine_of(rec), rec.run_id, payload_of(ports, rec)))  # named
         outcome = "started"
     ports.starts.clear_start(start.run_id)
     return outcome

@@ -205,7 +205,7 @@ def _late(ports: Any, run_id: str) -> dict[str, Any] | None:
     from shared.services.erasure import LATE_WRITES
 
     sfn = ports.orchestrator._c
-    arn = ports.orchestrator._machines["run"].replace(":stateMachine:", ":execution:")
+    arn = ports.orchestrator._machines["timer"].replace(":stateMachine:", ":execution:")
     try:
         return dict(sfn.describe_execution(executionArn=f"{arn}:{execution_name(run_id, LATE_WRITES)}"))
     except sfn.exceptions.ExecutionDoesNotExist:
@@ -232,14 +232,16 @@ def test_a_run_erased_while_its_task_may_write_has_its_late_writes_erased_once_n
     request_erasure(ports, rec.run_id)
     assert wait_for_stream_idle(20)
     after = ports.clock.now_ms()
-    # Then its log is erased, and an execution of its own waits until no task of it can write: its input the run id
-    # and that moment (the longest task function's timeout and a minute, from the hook's clock)
+    # Then its log is erased, and an execution of its own (the timer machine's) waits until no task of it can write:
+    # its input the run id, that moment (the longest task function's timeout and a minute, from the hook's clock) and
+    # the task the fail_run function is then given
     assert _keys(ports, rec.run_id) == []
     late = _late(ports, rec.run_id)
     assert late is not None and late["status"] == "RUNNING"
     given = json.loads(late["input"])
-    assert set(given) == {"runId", "lateWritesEndAt"} and given["runId"] == rec.run_id
-    end = ms_from_iso(given["lateWritesEndAt"])
+    assert set(given) == {"runId", "at", "task"} and given["runId"] == rec.run_id
+    assert given["task"] == {"runId": rec.run_id, "lateWrites": True}
+    end = ms_from_iso(given["at"])
     assert manifest.TASK_WRITES_END_S == 360
     assert before + 360_000 <= end <= after + 360_000
     # And a page the task put after the erasure, before it died, goes when that execution's task runs; a run with no
@@ -247,7 +249,7 @@ def test_a_run_erased_while_its_task_may_write_has_its_late_writes_erased_once_n
     ev.append_events(rec.run_id, 10, _evs(ports, rec.run_id, 10, 5), plain=True)
     assert _keys(ports, rec.run_id) == [10]
     context = LambdaContext("openwop-fail-run")
-    late_task = {"runId": rec.run_id, "lateWrites": True}  # what the execution's EraseLateWrites task sends
+    late_task = given["task"]  # what the execution's Act task sends
     assert fail_run(late_task, context) == {"runId": rec.run_id, "erased": True}
     assert fail_run({**late_task, "runId": kept.run_id}, context) == {"runId": kept.run_id, "erased": False}
     assert ports.runs.get_run(kept.run_id).status == "running"  # a late-writes task fails no run

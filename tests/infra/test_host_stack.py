@@ -1043,15 +1043,15 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) not in blob, spec.name
     # and each paging alarm watches one metric but the throttle alarm (read + write throttles of each watched table):
-    # 27 metrics; each canary alarm two (errors and invocations): 105 in all, 95 past CloudWatch's 10 free ones
-    # ($9.50 a month at list price, what bench.costs prices)
+    # 29 metrics; each canary alarm two (errors and invocations): 107 in all, 97 past CloudWatch's 10 free ones
+    # ($9.70 a month at list price, what bench.costs prices)
     throttles_id = synth.logical_id(mon["DynamoDbThrottles"])
     assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id and k not in canary)
     metrics = len(mon) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
-    assert metrics == 27
+    assert metrics == 29
     total = idle_inventory_from_template(synth.template.to_json())["alarm_metrics"]
-    assert total == metrics + 2 * len(canary) == 105
-    assert total - CLOUDWATCH_FREE_ALARM_METRICS == 95
+    assert total == metrics + 2 * len(canary) == 107
+    assert total - CLOUDWATCH_FREE_ALARM_METRICS == 97
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"

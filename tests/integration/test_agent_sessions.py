@@ -356,6 +356,12 @@ def test_an_untouched_session_fails_on_its_own_at_expires_at(host):
     # When nobody drives it, its execution's Wait ends at expiresAt and fails it
     snap = eventually(lambda: (got := _status(host, s["runId"]))["status"] != "running" and got, timeout=30)
     assert snap["status"] == "failed" and snap["error"]["code"] == "session_expired", snap
+    # (an execution of the timer machine, which only waited and acted: decision 0189)
+    arn = str(ports.runs.get_run(s["runId"]).execution_arn)
+    sfn = host.aws.client("stepfunctions")
+    history = sfn.get_execution_history(executionArn=arn, maxResults=100)["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
+    assert arn.split(":")[-2] == "openwop-timer" and entered == ["Wait", "Act"], (arn, entered)
     events = _events(host, s["runId"])
     assert events[-1]["type"] == "run.failed" and events[-1]["payload"]["error"]["code"] == "session_expired"
 

@@ -293,7 +293,9 @@ def _entered(host, arn: str) -> list[str]:
     return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
 
 
-def test_an_execution_starts_at_its_first_task_when_its_create_says_so(host):
+def test_an_execution_starts_at_its_first_task(host):
+    from shared.keys import FORK_SOURCE_SK
+
     # Given a completed workflow run
     client = host.client(host.key_a)
     src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
@@ -303,22 +305,20 @@ def test_an_execution_starts_at_its_first_task_when_its_create_says_so(host):
     replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
     assert wait_terminal(client, branch.runId).status == "completed"
     assert wait_terminal(client, replay.runId).status == "completed"
-    # Then the run's execution and the branch's went from their Start straight to Advance (no Init; the branch no
-    # Index task: it builds nothing), and the replay's from its Start to the Index task that builds what it resolves
-    # from (decision 0172)
+    # Then each execution began at its first Advance task, with no state before it (decision 0189): the run's and
+    # the branch's advanced at once (a branch builds nothing), the replay's first task built what it resolves from
+    # (decision 0172), and a one-task run entered three states in all
     execution = {r: str(_ports().runs.get_run(r).execution_arn) for r in (src.runId, branch.runId, replay.runId)}
-    entered = _entered(host, execution[src.runId])
-    assert entered[:2] == ["Start", "Advance"] and "Init" not in entered
-    entered = _entered(host, execution[branch.runId])
-    assert entered[:2] == ["Start", "Advance"] and "Index" not in entered and "Init" not in entered
-    entered = _entered(host, execution[replay.runId])
-    assert entered[:3] == ["Start", "Index", "Route"] and "Init" not in entered
-    # And an execution whose input names no hops (a continued one) begins at Init, and a fork's at Init and Index
+    assert _entered(host, execution[src.runId]) == ["Advance", "Route", "Done"]
+    assert _entered(host, execution[branch.runId]) == ["Advance", "Route", "Done"]
+    assert _entered(host, execution[replay.runId]) == ["Advance", "Route", "Advance", "Route", "Done"]
+    assert _ports().runs.get_aux(replay.runId, FORK_SOURCE_SK) is not None
+    assert _ports().runs.get_aux(branch.runId, FORK_SOURCE_SK) is None
+    # And an execution whose input names no hops and no index (a continued one) begins at Advance too, and advances
     orchestrator = _ports().orchestrator
-    again = orchestrator.start("run", src.runId, {"runId": src.runId}, generation=1)
-    assert _entered(host, again)[:3] == ["Start", "Init", "Advance"]
-    again = orchestrator.start("fork", branch.runId, {"runId": branch.runId}, generation=1)
-    assert _entered(host, again)[:3] == ["Start", "Init", "Index"]
+    for machine, run_id in (("run", src.runId), ("fork", branch.runId)):
+        again = orchestrator.start(machine, run_id, {"runId": run_id}, generation=1)
+        assert _entered(host, again) == ["Advance", "Route", "Done"]
 
 
 def test_the_fork_index_holds_only_what_replay_needs(host):
@@ -511,7 +511,7 @@ def test_a_branch_takes_its_first_steps_in_the_task_that_copies_its_last_prefix_
     # Then its execution entered Advance once: the task that copied its prefix went on with its steps, with the run
     # as its copy left it (a second task read it again)
     entered = _entered(host, str(ports.runs.get_run(branch.runId).execution_arn))
-    assert entered.count("Advance") == 1 and entered[:2] == ["Start", "Advance"], entered
+    assert entered == ["Advance", "Route", "Done"], entered
     # and its log is the source's prefix, byte for byte but for ids, then its own steps to the end, in order
     source, forked = ports.events.read_events(src.runId), ports.events.read_events(branch.runId)
     assert [e["sequence"] for e in forked] == list(range(len(forked))) and forked[-1]["type"] == "run.completed"

@@ -594,7 +594,12 @@ def test_bootstrap_creates_the_manifest_stack_and_is_idempotent(local_aws: Local
     assert "${" not in definition
     assert "arn:aws:lambda:us-east-1:123456789012:function:openwop-advance-run" in definition
     machines = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
-    assert sorted(n for n in machines if not n.startswith("canary")) == ["openwop-eval", "openwop-fork", "openwop-run"]
+    assert sorted(n for n in machines if not n.startswith("canary")) == [
+        "openwop-eval",
+        "openwop-fork",
+        "openwop-run",
+        "openwop-timer",
+    ]
 
     mappings = local_aws.client("lambda").list_event_source_mappings(FunctionName="openwop-erase-run")
     assert [m["EventSourceArn"] for m in mappings["EventSourceMappings"]] == [runs["LatestStreamArn"]]

@@ -74,14 +74,12 @@ def test_a_parked_run_times_out_into_run_timeout_without_failing_its_execution(
 ) -> None:
     states = doc["States"]
     park = states["Park"]
-    # Given the Park task: its wait is bounded by the parkedTimeout the Advance (and fork Index) results carry
+    # Given the Park task: its wait is bounded by the parkedTimeout the Advance results carry
     assert park["TimeoutSecondsPath"] == "$.parkedTimeoutSeconds" and "HeartbeatSeconds" not in park
-    for name in ("Advance", "Index"):
-        if name in states:
-            assert (
-                states[name]["ResultSelector"]["parkedTimeoutSeconds.$"]
-                == "States.StringToJson('${ParkedTimeoutSeconds}')"
-            ), (machine, name)
+    assert (
+        states["Advance"]["ResultSelector"]["parkedTimeoutSeconds.$"]
+        == "States.StringToJson('${ParkedTimeoutSeconds}')"
+    )
     # Then a timeout is caught before States.ALL and goes to ParkedTimeout, which fails the run through FailRun ...
     catches = [c["ErrorEquals"] for c in park["Catch"]]
     assert catches.index(["States.Timeout"]) < catches.index(["States.ALL"])

@@ -11,9 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(
-    ("machine", "state"), [("run", "Advance"), ("fork-replay", "Advance"), ("fork-replay", "Index")]
-)
+@pytest.mark.parametrize(("machine", "state"), [("run", "Advance"), ("fork-replay", "Advance")])
 def test_the_task_is_told_its_execution_s_name(machine, state):
     states = json.loads((ROOT / "statemachines" / f"{machine}.asl.json").read_text())["States"]
     assert states[state]["Parameters"]["Payload"]["execution.$"] == "$$.Execution.Name"

@@ -19,13 +19,13 @@ def test_every_function_that_reads_runs_may_read_the_events_table():
 
 
 def test_the_late_writes_task_may_delete_an_erased_runs_log_and_objects_and_the_fan_out_may_not():
-    # An erased run's late writes go by the run state machine's EraseLateWrites task (decision 0179), which invokes
+    # An erased run's late writes go by the timer state machine's Act task (decisions 0179, 0189), which invokes
     # fail_run (it reads the tombstone, deletes the log and the objects); the fan-out, which did that before, only
     # reads both now
     late = manifest.function("fail_run")
     assert dict(late.tables)[RUNS] and dict(late.tables)[EVENTS] == "readwrite" and late.bucket == "readwrite"
     assert manifest.TOMBSTONE in manifest.secrets_of(late)
-    machine = next(m for m in manifest.STATE_MACHINES if m.key == "run")
-    assert "fail_run" in machine.invokes
+    machine = next(m for m in manifest.STATE_MACHINES if m.key == "timer")
+    assert machine.invokes == ("fail_run",)
     consumer = manifest.function(dict(manifest.STREAM_CONSUMERS)[EVENTS])
     assert dict(consumer.tables)[EVENTS] == "read" and consumer.bucket == "read"

@@ -16,11 +16,11 @@ from shared.wiring import get_ports
 @task_handler
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     run_id = ti.text(event, "runId")
-    phase = ti.text(event, "phase", "advance")  # "index": a fork's first task builds its source index
-    hops = ti.integer(event, "hops", 0)  # Advance tasks this execution has made (continue-as-new after a setting)
+    state = ti.mapping(event, "state", {})  # the state the task is entered with: its execution's input first
+    hops = ti.integer(state, "hops", 0)  # Advance tasks this execution has made (continue-as-new after a setting)
     execution = ti.text(event, "execution", "")  # this execution's name (its generation)
     machine_arn = ti.text(event, "stateMachine", "")  # the machine it runs on: a continuation starts there
-    if phase == "index":
+    if ti.flag(state, "index", False):  # a fork's first task builds its source index (decisions 0172, 0189)
         from shared.engine import forkindex
 
         return {**forkindex.index_fork(get_ports(), run_id, execution), "hops": hops}
