@@ -97,6 +97,26 @@ def reasons(exc: ClientError) -> list[str]:
 
 
 # -- conditional transactions -----------------------------------------------------------------------------------------
+def transact(client: Any, items: list[dict[str, Any]], tries: int) -> list[str] | None:
+    """Write ``items`` in one transaction: None when written, else the cancellation reasons of the last try (an item
+    over 400 KB raises ``ItemTooLargeError``). A transaction that only met another (``TransactionConflict``: none of
+    its conditions failed) is tried again after a jittered pause, up to ``tries`` times in all; the caller tells a
+    failed condition from a contention that outlasted them by the reasons it gets."""
+    for attempt in range(1, tries + 1):
+        try:
+            client.transact_write_items(TransactItems=items)
+            return None
+        except ClientError as exc:
+            refuse_too_large(exc)
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            codes = reasons(exc)
+        if "ConditionalCheckFailed" in codes or attempt == tries:
+            return codes
+        full_jitter_sleep(attempt)
+    return None  # unreachable: the last try returns or raises
+
+
 def staged(action: dict[str, Any]) -> StagedWrite:
     """A transaction ``action`` of one store, for another store's transaction (``StagedWrite``, sized as sent)."""
     return StagedWrite(action=action, size=len(dump(action)))

@@ -7,14 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from shared.clock import full_jitter_sleep
 from shared.errors import ConflictError, RunGoneError, StagedRefusedError
 from shared.keys import CHILD_PREFIX
 from shared.ports import TASK_STAMP, RunRecord, StagedWrite
 from shared.storage import runaux, runitems, schema
-from shared.storage.ddb import dump, error_code, reasons, refuse_too_large, to_item, tombstone_check
+from shared.storage.ddb import dump, to_item, tombstone_check, transact
 
 # Creates that met another transaction on a staged item (its tenant's counter) in a row before the create fails.
 CREATE_CONFLICT_TRIES = 8
@@ -96,23 +93,16 @@ class RunCreate(runaux.RunAux):
     def _create(self, run_id: str, items: list[dict[str, Any]], checks: int, staged: Sequence[StagedWrite]) -> None:
         """The create's transaction: its items (the run item first, then ``checks`` tombstone checks), then the staged
         writes; a staged write that met another transaction is tried again (``create_run``)."""
-        for attempt in range(1, CREATE_CONFLICT_TRIES + 1):
-            try:
-                self._c.transact_write_items(TransactItems=[*items, *(w.action for w in staged)])
-                return
-            except ClientError as exc:
-                refuse_too_large(exc)
-                if error_code(exc) != "TransactionCanceledException":
-                    raise
-                codes = reasons(exc)
-                if "ConditionalCheckFailed" in codes[1 : 1 + checks]:
-                    self._blobs.delete_prefix(schema.run_prefix(run_id))
-                    raise RunGoneError(run_id) from exc
-                if "ConditionalCheckFailed" in codes[len(items) :]:
-                    raise StagedRefusedError("a staged write's condition failed") from exc
-                if "ConditionalCheckFailed" in codes or not staged or attempt == CREATE_CONFLICT_TRIES:
-                    raise ConflictError("run exists") from exc
-            full_jitter_sleep(attempt)  # met another transaction on a staged item (a tenant's counter)
+        tries = CREATE_CONFLICT_TRIES if staged else 1  # only a staged item (a tenant's counter) is contended
+        codes = transact(self._c, [*items, *(w.action for w in staged)], tries)
+        if codes is None:
+            return
+        if "ConditionalCheckFailed" in codes[1 : 1 + checks]:
+            self._blobs.delete_prefix(schema.run_prefix(run_id))
+            raise RunGoneError(run_id)
+        if "ConditionalCheckFailed" in codes[len(items) :]:
+            raise StagedRefusedError("a staged write's condition failed")
+        raise ConflictError("run exists")  # its run item's condition, or contended past its tries
 
     def _definition_put(self, record: RunRecord, definition: Any) -> dict[str, Any]:
         """The pinned definition's item: written once beside the run item (same transaction), never with it: the run

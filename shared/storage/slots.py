@@ -19,11 +19,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.clock import full_jitter_sleep
 from shared.errors import StorageError
 from shared.ports.runs import StagedWrite
 from shared.ports.slots import Release, Take, Waiting
-from shared.storage.ddb import error_code, from_item, partition_condition, query_all, reasons, staged, to_item
+from shared.storage.ddb import error_code, from_item, partition_condition, query_all, staged, to_item, transact
 
 PREFIX = "SLOTS#"
 COUNT_SK = "count"
@@ -153,21 +152,13 @@ class DynamoRunSlots:
     def _transact(self, items: list[dict[str, Any]]) -> set[int] | None:
         """Write ``items`` in one transaction: None when written, else the items whose condition failed. A
         transaction that lost a race on the tenant's counter (``TransactionConflict``) is tried again."""
-        for attempt in range(1, CONFLICT_TRIES + 1):
-            try:
-                self._c.transact_write_items(TransactItems=items)
-                return None
-            except ClientError as exc:
-                if error_code(exc) != "TransactionCanceledException":
-                    raise
-                codes = reasons(exc)
-            failed = {i for i, code in enumerate(codes) if code == "ConditionalCheckFailed"}
-            if failed or attempt == CONFLICT_TRIES:
-                if not failed:
-                    raise StorageError(f"the tenant's slots stayed contended: {codes}")
-                return failed
-            full_jitter_sleep(attempt)
-        return None  # unreachable: the last attempt returns or raises
+        codes = transact(self._c, items, CONFLICT_TRIES)
+        if codes is None:
+            return None
+        failed = {i for i, code in enumerate(codes) if code == "ConditionalCheckFailed"}
+        if not failed:
+            raise StorageError(f"the tenant's slots stayed contended: {codes}")
+        return failed
 
     def holders(self, tenant: str) -> list[str]:
         kwargs = {"TableName": self._t, **partition_condition(_pk(tenant), RUN_PREFIX), "ConsistentRead": True}
