@@ -23,10 +23,8 @@ class Settings:
     host_table: str
     signing_table: str
     fixtures_bucket: str
-    run_state_machine_arn: str
-    eval_state_machine_arn: str
-    fork_state_machine_arn: str
-    timer_state_machine_arn: str
+    # (the manifest's machine key, its ARN: "" where this process has none), a tuple: the settings key a cache
+    state_machine_arns: tuple[tuple[str, str], ...]
     retention_days: int = 30
     max_poll_wait_s: int = 25
     conformance_enabled: bool = True
@@ -81,6 +79,10 @@ class Settings:
     # ``session_expired``; and the gateway's public root (``GATEWAY_URL``; "" = the request's own origin)
     session_ttl_s: int = 900
     gateway_url: str = ""
+
+    def state_machine_arn(self, key: str) -> str:
+        """The ARN of the manifest's state machine ``key`` ("" where this process has none)."""
+        return dict(self.state_machine_arns).get(key, "")
 
     @property
     def mock_providers_allowed(self) -> bool:
@@ -146,10 +148,7 @@ def get_settings() -> Settings:
         host_table=t[manifest.HOST],
         signing_table=t[manifest.SIGNING],
         fixtures_bucket=_env(manifest.BUCKETS[0].env_var, manifest.BUCKETS[0].local_name),
-        run_state_machine_arn=sm["run"],
-        eval_state_machine_arn=sm["eval"],
-        fork_state_machine_arn=sm["fork"],
-        timer_state_machine_arn=sm["timer"],
+        state_machine_arns=tuple(sm.items()),
         retention_days=int(_env("RETENTION_DAYS", "30")),
         max_poll_wait_s=int(_env("MAX_POLL_WAIT_SECONDS", "25")),
         conformance_enabled=_env("OPENWOP_CONFORMANCE", "true").lower() == "true",

@@ -332,12 +332,7 @@ def build_ports(settings: Settings) -> Ports:
         idempotency=DynamoIdempotencyStore(ddb, settings.idempotency_table),
         orchestrator=StepFunctionsOrchestrator(
             LazyClient("stepfunctions", lambda: _client("stepfunctions")),
-            {
-                "run": settings.run_state_machine_arn,
-                "eval": settings.eval_state_machine_arn,
-                "fork": settings.fork_state_machine_arn,
-                "timer": settings.timer_state_machine_arn,
-            },
+            dict(settings.state_machine_arns),
         ),
         clock=clock,
         ids=SystemIds(clock),

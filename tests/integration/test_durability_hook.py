@@ -52,7 +52,7 @@ def _executions(host, run_id: str) -> dict[str, str]:
     prefix = run_id.replace("/", "--") + "-run"
     return {
         e["name"]: e["executionArn"]
-        for e in sfn.list_executions(stateMachineArn=_ports().settings.run_state_machine_arn)["executions"]
+        for e in sfn.list_executions(stateMachineArn=_ports().settings.state_machine_arn("run"))["executions"]
         if e["name"].startswith(prefix)
     }
 

@@ -606,7 +606,7 @@ def test_bootstrap_creates_the_manifest_stack_and_is_idempotent(local_aws: Local
 
     from shared.settings import get_settings
 
-    assert get_settings().run_state_machine_arn == state_machine_arn(run_sm)
+    assert get_settings().state_machine_arn("run") == state_machine_arn(run_sm)
     assert get_settings().runs_table == "openwop-runs"
 
 

@@ -149,7 +149,7 @@ def test_a_run_longer_than_an_executions_budget_continues_in_a_new_execution(hos
     events = client.runs_poll_events(run_id, timeout_seconds=1).events
     assert [e.nodeId for e in events if e.type == "node.completed"] == ["h0", "h1", "h2", "h3"]
     sfn = host.aws.client("stepfunctions")
-    arn = get_settings().run_state_machine_arn
+    arn = get_settings().state_machine_arn("run")
     prefix = run_id.replace("/", "--") + "-run"
     names = sorted(
         e["name"]
@@ -182,7 +182,7 @@ def test_a_continuation_starts_on_the_machine_its_task_names_without_one_in_its_
     wid = register_workflow(
         _ports(), host.tenant_a, definition(unique("renew"), holds, [edge(f"h{i - 1}", f"h{i}") for i in range(1, 3)])
     )
-    arn = get_settings().run_state_machine_arn
+    arn = get_settings().state_machine_arn("run")
     monkeypatch.setenv("EXECUTION_MAX_TASKS", "2")
     get_settings.cache_clear()
     client = host.client(host.key_a)
@@ -192,7 +192,7 @@ def test_a_continuation_starts_on_the_machine_its_task_names_without_one_in_its_
         # to the task function, so the function's environment cannot refer back to it)
         monkeypatch.setenv("RUN_STATE_MACHINE_ARN", "")
         get_settings.cache_clear()
-        assert get_settings().run_state_machine_arn == "" and get_ports().settings.run_state_machine_arn == ""
+        assert get_settings().state_machine_arn("run") == "" and get_ports().settings.state_machine_arn("run") == ""
         snap = _wait(client, run_id, 120)
     finally:
         monkeypatch.undo()
