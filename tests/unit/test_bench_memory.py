@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from bench import bench_first_request as fr
 from bench import bench_memory as bm
 from shared import manifest
 from shared.manifest.routes import ROUTES
 
 RUN = "bench/r-01JABCDEFGHJKMNPQRSTVWXYZ0"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_proc_status_figures_are_read_in_kilobytes():
@@ -40,18 +47,34 @@ def test_the_clients_follow_the_functions_grants():
     assert bm.services_of(manifest.function("get_ui")) == []
 
 
+PROBED = f"""
+import json
+from bench import bench_memory as bm
+
+probe = bm._Probe("advance_run")
+with probe("openwop-advance-run", {{}}):  # not armed: not measured
+    pass
+probe.armed = True
+with probe("openwop-fanout-webhooks", {{}}):  # another function: not measured
+    pass
+with probe("openwop-advance-run", {{"runId": "{RUN}"}}):
+    held = bytearray(8 * 2**20)
+del held
+print(json.dumps([probe.calls, probe.py_bytes]))
+"""
+
+
 def test_the_probe_measures_only_its_target_while_armed():
-    probe = bm._Probe("advance_run")
-    with probe("openwop-advance-run", {}):  # not armed: not measured
-        pass
-    probe.armed = True
-    with probe("openwop-fanout-webhooks", {}):  # another function: not measured
-        pass
-    with probe("openwop-advance-run", {"runId": RUN}):
-        held = bytearray(8 * 2**20)
-    del held
-    assert probe.calls == 1
-    assert probe.py_bytes >= 8 * 2**20
+    # In a fresh interpreter, as the bench runs it: the probe starts and stops tracemalloc, and stopping it while
+    # another thread allocates can crash CPython 3.11 (this suite's processes run local stacks' threads)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBED], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    calls, py_bytes = json.loads(done.stdout.strip().splitlines()[-1])
+    assert calls == 1
+    assert py_bytes >= 8 * 2**20
 
 
 def test_a_bare_interpreter_is_measured_in_a_fresh_process():
