@@ -21,8 +21,8 @@ moto's storage lives in the same process, so the process's peak resident set (``
 build, not the function. Two figures are the function's own, per invocation, with every Lambda invocation of the
 process run one at a time (on AWS each has its own container): **rss+** is the resident set's rise during the call
 (``/proc/self/clear_refs`` resets the peak at the call's start; the peak after it minus the resident set before it),
-**py** is the call's ``tracemalloc`` peak (Python allocations of the window, moto's copy of what the call writes
-included). Both are the maximum over the function's invocations. The estimate checked against the configured size is
+**py** is the call's ``tracemalloc`` peak above what was traced at its start (Python allocations of the window, moto's
+copy of what the call writes included; tracing starts at the first call and is never stopped). Both are the maximum over the function's invocations. The estimate checked against the configured size is
 the function's cold footprint — a fresh interpreter's peak resident set (``VmHWM``) after importing the handler module and building
 the boto3 clients its manifest grants name (the probe's rises are measured with those already loaded) — plus the
 larger of the two rises; the bare interpreter's is printed beside it.
@@ -119,14 +119,16 @@ class _Probe:
             before = status_kb(_status(), "VmRSS")
             with open("/proc/self/clear_refs", "w") as c:
                 c.write("5")  # the peak resident set starts again from the current one
-            tracemalloc.start()
+            if not tracemalloc.is_tracing():  # started once, never stopped: a stop while another thread
+                tracemalloc.start()  # allocates (the stack's) can crash CPython 3.11
+            held, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
             try:
                 yield
             finally:
                 _, peak = tracemalloc.get_traced_memory()
-                tracemalloc.stop()
                 self.rss_kb = max(self.rss_kb, status_kb(_status(), "VmHWM") - before)
-                self.py_bytes = max(self.py_bytes, peak)
+                self.py_bytes = max(self.py_bytes, peak - held)
                 self.calls += 1
 
 
