@@ -65,6 +65,9 @@ def context_for(fn: manifest.Function) -> LambdaContext:
 
 
 _first_imports = threading.Lock()
+# Packages with an import cycle that handlers also import lazily, inside a call (where no lock holds): imported whole
+# with the first handler, so no thread's later import of a part of them can meet another's half-done one.
+CYCLIC_PACKAGES = ("aws_lambda_powertools.utilities.data_classes",)
 
 
 def load_handler(fn: manifest.Function) -> Handler:
@@ -72,10 +75,15 @@ def load_handler(fn: manifest.Function) -> Handler:
 
     First imports take one lock: a restarted host resumes runs, polls queues and answers requests at once, and two
     threads importing the same package tree for the first time can be handed a partially initialized module
-    (seen: ``cannot import name 'SQSEvent' from partially initialized module``, a 500 on a restarted host)."""
+    (seen: ``cannot import name 'SQSEvent' from partially initialized module``, a 500 on a restarted host). The
+    packages of ``CYCLIC_PACKAGES`` are imported whole under it too: a queue consumer's first call imports
+    Powertools' batch utilities lazily, outside the lock, and met the API resolver's import of the same package (seen
+    again so, a 500 of ``GET /tools/{toolId}`` just after a restart)."""
     module = sys.modules.get(fn.module)
     if module is None or not hasattr(module, "lambda_handler"):
         with _first_imports:
+            for package in CYCLIC_PACKAGES:
+                importlib.import_module(package)
             module = importlib.import_module(fn.module)
     handler: Handler = module.lambda_handler
     return handler
