@@ -89,10 +89,10 @@ def machine_of(rec: RunRecord) -> str:
 
 def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     """The input of the run's execution, as its create gave it."""
-    session = rec.data.get("session")
-    if isinstance(session, dict) and "expiresAtMs" in session:  # a session's execution waits for its expiry
-        return session_expiry(ports, rec.run_id, int(session["expiresAtMs"]))
-    if machine_of(rec) == "fork":  # its first task builds the fork's index, or (a branch builds none) advances
+    machine = machine_of(rec)
+    if machine == "timer":  # a session's execution waits for its expiry
+        return session_expiry(ports, rec.run_id, int(rec.data["session"]["expiresAtMs"]))
+    if machine == "fork":  # its first task builds the fork's index, or (a branch builds none) advances
         from shared.engine.forkindex import needs_index
 
         return {"runId": rec.run_id, "index": needs_index(rec)}

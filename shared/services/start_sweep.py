@@ -31,6 +31,8 @@ def settle(ports: Ports, start: PendingStart, reconciled: set[str] | None = None
     (a run that waits for a slot of its tenant keeps its marker: decision 0160). ``reconciled``: the tenants whose
     leaked slots this sweep has released already."""
     rec = ports.runs.get_run(start.run_id)
+    # the machine its run executes on now, not the marker's (a session's marker from before decision 0189 names "run")
+    machine = "" if rec is None else machine_of(rec)
     outcome = "cleared"
     if rec is None or rec.terminal:
         pass  # gone (never written, erased, expired) or ended
@@ -41,14 +43,12 @@ def settle(ports: Ports, start: PendingStart, reconciled: set[str] | None = None
     elif not start.ready or plan_missing(ports, rec):
         outcome = "failed" if fail_unstarted(ports, rec.run_id) else "cleared"
         admission.run_ended(ports, rec.run_id)  # a slot its cut create took
-    elif admission.cap(ports) > 0 and admission.counts(rec, machine_of(rec)):
-        if not admission.settle_counted(
-            ports, rec, machine_of(rec), start.at_ms, set() if reconciled is None else reconciled
-        ):
+    elif admission.cap(ports) > 0 and admission.counts(rec, machine):
+        if not admission.settle_counted(ports, rec, machine, start.at_ms, set() if reconciled is None else reconciled):
             return "queued"
         outcome = "started"
-    else:  # on the machine its run executes on now (a session's marker from before decision 0189 names "run")
-        started(ports, rec, ports.orchestrator.start(machine_of(rec), rec.run_id, payload_of(ports, rec)))  # named
+    else:
+        started(ports, rec, ports.orchestrator.start(machine, rec.run_id, payload_of(ports, rec)))  # named
         outcome = "started"
     ports.starts.clear_start(start.run_id)
     return outcome
