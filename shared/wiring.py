@@ -6,6 +6,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -13,6 +14,7 @@ from shared import manifest
 from shared.clock import SystemClock, SystemIds
 from shared.ports import (
     ChatCompletion,
+    Clock,
     HttpTransport,
     McpDiscovery,
     McpExchange,
@@ -382,6 +384,32 @@ def _cached(settings: Settings) -> Ports:
     return build_ports(settings)
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """The ports the discovery document reads (``services.discovery.Discoverable``): no store, so no AWS SDK."""
+
+    settings: Settings
+    clock: Clock
+    models: ModelRouter
+
+
+@lru_cache(maxsize=2)
+def _discovery(settings: Settings) -> Discovery:
+    from shared.transports.http import GuardedHttpTransport
+
+    return Discovery(settings, SystemClock(), build_models(settings, GuardedHttpTransport(_egress(settings))))
+
+
+def get_discovery() -> Ports | Discovery:
+    """What a public function answers the discovery document from: the ports a test set, else a view of the
+    settings, clock and model providers alone, built once, with no AWS client imported: the document is every
+    client's first request, and a cold start for it need not load an SDK."""
+    if _override is not None:
+        return _override
+    with _build_lock:
+        return _discovery(get_settings())
+
+
 def get_ports() -> Ports:
     """Ports for this process, built once per cold start (per settings). Tests may call ``set_ports``."""
     if _override is not None:
@@ -408,6 +436,7 @@ def reset_ports() -> None:
     global _override
     _override = None
     _cached.cache_clear()
+    _discovery.cache_clear()
     _built.clear()
     with _session_lock:
         _sessions.clear()

@@ -45,7 +45,7 @@ from shared.protocol.ids import IDEMPOTENCY_KEY_RE
 from shared.services.auth import resolve_caller
 from shared.services.common import Caller, decode_json, json_object_of
 from shared.services.ratelimits import WRITE_METHODS, check_write
-from shared.wiring import get_ports
+from shared.wiring import Discovery, get_discovery, get_ports
 
 if TYPE_CHECKING:  # pydantic loads with the first body model a handler uses, not with every handler
     from pydantic import BaseModel
@@ -234,6 +234,11 @@ def make_handler(
 
 def ports() -> Ports:
     return get_ports()
+
+
+def discovery_ports() -> Ports | Discovery:
+    """What the discovery document and the effect-seam manifest read (``wiring.get_discovery``): no store."""
+    return get_discovery()
 
 
 def header(app: APIGatewayHttpResolver, name: str) -> str | None:

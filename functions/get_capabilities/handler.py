@@ -11,7 +11,7 @@ app = api.build_resolver()
 
 @app.get("/.well-known/openwop")
 def get_capabilities() -> Response[str]:
-    doc = discovery.capabilities(api.ports())
+    doc = discovery.capabilities(api.discovery_ports())
     tag = discovery.etag_of(doc)
     if api.header(app, "if-none-match") == tag:
         return api.empty(304, {"ETag": tag})

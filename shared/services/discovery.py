@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from shared.engine import negotiation
 from shared.engine.registry import AGENTS, MCP_CLIENT_NODE, NODE_TYPES, PROVIDER_SEAMS, TOOLS, TRANSPORT_SEAMS, Seam
-from shared.ports import Ports
+from shared.ports import Clock, ModelProviders
 from shared.protocol.body import MAX_REQUEST_BODY_BYTES
 from shared.protocol.client_version import MIN_CLIENT_VERSION
 from shared.services import fixtures
@@ -23,7 +23,21 @@ FAMILY = {"status": "experimental", "since": "2.0", "until": "2027-12-31", "witn
 FEATURES = {"replay": True, "evalSuite": True, "recordedFixtures": True}
 
 
-def mcp_facet(ports: Ports) -> dict[str, Any] | None:
+class Discoverable(Protocol):
+    """What the discovery document reads: the settings, the clock and the model providers (``Ports`` has them; so
+    has ``wiring.get_discovery``'s view, which builds no store and imports no AWS SDK)."""
+
+    @property
+    def settings(self) -> Any: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def models(self) -> ModelProviders: ...
+
+
+def mcp_facet(ports: Discoverable) -> dict[str, Any] | None:
     """interop.md §The facets: this host speaks MCP as a client (registered MCP servers, ``ctx.mcp``), pinned to one
     revision (``shared.engine.negotiation``); None once ``refreshedAt`` is older than the refresh window."""
     members = negotiation.facet(ports.clock.iso())
@@ -50,7 +64,7 @@ def advertised_fixtures(mcp_client: bool = True) -> list[str]:
     return sorted(out)
 
 
-def capabilities(ports: Ports) -> dict[str, Any]:
+def capabilities(ports: Discoverable) -> dict[str, Any]:
     mcp = mcp_facet(ports)
     doc: dict[str, Any] = {
         "protocolVersions": ["2.0"],
@@ -159,7 +173,7 @@ def all_seams() -> list[Seam]:
     return [seen[k] for k in sorted(seen)]
 
 
-def effect_seams(ports: Ports) -> dict[str, Any]:
+def effect_seams(ports: Discoverable) -> dict[str, Any]:
     rows = []
     for s in all_seams():
         row: dict[str, Any] = {

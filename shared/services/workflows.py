@@ -41,7 +41,8 @@ _NOT_FOUND = "No such workflow."
 
 @lru_cache(maxsize=1)
 def _validator() -> Any:
-    """The official WorkflowDefinition schema with its vendored references, built once per cold start."""
+    """The official WorkflowDefinition schema with its vendored references, built once per cold start (each a valid
+    2020-12 schema: checked by tests/unit/test_packaged_schemas.py, not on a request)."""
     from importlib import resources
 
     from jsonschema import Draft202012Validator
@@ -50,8 +51,6 @@ def _validator() -> Any:
 
     base = resources.files("shared.protocol").joinpath("schemas")
     docs = {name: json.loads(base.joinpath(name).read_text("utf-8")) for name in _VENDORED}
-    for doc in docs.values():
-        Draft202012Validator.check_schema(doc)
     resources_ = [(_BASE + name, Resource.from_contents(doc, DRAFT202012)) for name, doc in docs.items()]
     resources_ += [(_BASE + name, DRAFT202012.create_resource(False)) for name in _UNSERVED]
     registry: Registry[Any] = Registry().with_resources(resources_)

@@ -95,3 +95,41 @@ def test_the_lazy_event_handler_package_still_serves_every_name() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["aws_lambda_powertools.event_handler.appsync", "True", "application/json"]
+
+
+_DISCOVERY = """
+import json, sys
+from functions.get_capabilities import handler
+from shared import wiring
+from shared.local.context import context_for
+from shared import manifest
+event = {"version": "2.0", "routeKey": "GET /.well-known/openwop", "rawPath": "/.well-known/openwop",
+         "rawQueryString": "", "headers": {}, "requestContext": {"http": {"method": "GET",
+         "path": "/.well-known/openwop", "sourceIp": "127.0.0.1", "protocol": "HTTP/1.1"}, "requestId": "r",
+         "stage": "$default"}, "isBase64Encoded": False}
+out = handler.lambda_handler(event, context_for(manifest.function("get_capabilities")))
+loaded = [m for m in WATCH if m in sys.modules]
+from shared.services import discovery
+full = discovery.capabilities(wiring.build_ports(wiring.get_settings()))
+print(json.dumps({"status": out["statusCode"], "doc": json.loads(out["body"]), "loaded": loaded,
+                  "ports_built": wiring._cached.cache_info().currsize, "full": full}))
+"""
+
+
+def test_the_discovery_document_is_answered_without_any_store_or_sdk() -> None:
+    """Every client's first request, ``GET /.well-known/openwop``, reads only the settings, the clock and the model
+    providers (``wiring.get_discovery``): its cold start builds no ports and loads no AWS SDK, and its document is
+    the one the whole ports give."""
+    watch = ("boto3", "botocore.client", "botocore.session", "shared.storage.ddb", "jsonschema")
+    out = subprocess.run(
+        [sys.executable, "-c", _DISCOVERY.replace("WATCH", repr(watch))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "OPENWOP_CONFORMANCE_SEAMS": ""},
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["status"] == 200 and got["loaded"] == [] and got["ports_built"] == 0
+    assert got["doc"]["protocolVersion"] == "2.0" and got["doc"]["fixtures"]
+    assert got["doc"] == got["full"]
