@@ -49,6 +49,9 @@ Lower bounds, from the stored items themselves (read afterwards through a client
 Each row also prints its **physical** bound: the same items and reads, every item written once with a plain write
 (1 WRU per KB; no transaction, no head rewritten per page), what the work must cost with the cheapest correct API
 (issue 38). The design's bound above is what today's appends (transactions that move the head) must cost.
+A live run's row is followed by the least any design writes while a run's creation and end stay atomic
+(``_atomic_floor``: its pages once and plain, its create and its end one transaction each, with and without its
+tenant's cap and start outbox), against that physical bound: what a row's ratio can fall to at this size.
 
 The ratio is DynamoDB dollars measured / bound (write and read units at their prices); each row also prints each
 dimension against its own physical bound (write units, read units and requests: a live run's against P + 5, its
@@ -227,6 +230,23 @@ def _own_kb(aws: Any, run_id: str, parent: str | None = None) -> int:
     if parent is not None:
         own += _items(aws, parent, "runs", "pk", prefix=f"{CHILD_PREFIX}{run_id}")
     return sum(item_kb(i) for i in own) + sum(item_kb(i) for i in own if i["sk"]["S"] == RUN_INDEX_SK)
+
+
+def _atomic_floor(aws: Any, run_id: str, pages: list[dict[str, Any]]) -> tuple[int, int]:
+    """The least a run's writes can be while its creation and its end stay atomic ("nothing half-written"), from
+    its stored items' true sizes: its pages written once, plainly; its creation one transaction (2 per KB) of its own
+    items (run, facts, state, index entry); its end one transaction of the items an end moves (run, state, index
+    entry); nothing else (no status move, rate bucket or page in a transaction). Answered twice: with its tenant's cap
+    and its start outbox (the slot counter, the run's slot and its start marker, under 1 KB each, in both
+    transactions: taken and put, given back and deleted), and with neither."""
+    from shared.storage.schema import RUN_INDEX_SK, RUN_SK, RUN_STATE_SK
+
+    own = {i["sk"]["S"]: item_kb(i) for i in _items(aws, run_id, "runs", "pk")}
+    created = sum(own.values())
+    ended = sum(own.get(sk, 0) for sk in (RUN_SK, RUN_STATE_SK, RUN_INDEX_SK))
+    pages_kb = sum(item_kb(p) for p in pages)
+    bare = pages_kb + 2 * created + 2 * ended
+    return bare + 2 * 3 + 2 * 3, bare
 
 
 def _append_alternatives(label: str, aws: Any, run_id: str, pages: list[dict[str, Any]], events: list[Any]) -> None:
@@ -440,6 +460,16 @@ def main() -> None:
                 f"live run, {events:,} events: write units by item",
                 f"{sum(true.by_item('op', source).values()):,} WRU",
                 f"{true.by_item('op', source)} (what every run writes whatever its length, beside its pages)",
+            )
+            floor, bare = _atomic_floor(aws, source, items)
+            physical = _write_bounds(items, used.invocations["advance_run"], _own_kb(aws, source))[1]
+            line(
+                f"live run, {events:,} events: the least an atomic run writes",
+                f"{floor:,} WRU",
+                f"its pages once and plain, its create and its end one transaction each, with its tenant's cap and "
+                f"start outbox (decision 0170's alternatives are its appends'): {floor / physical:.2f}x the physical "
+                f"bound ({physical:,}), and the measured {used.units['wru']:,} is {used.units['wru'] / floor:.2f}x it; "
+                f"with no cap or outbox {bare:,} WRU, {bare / physical:.2f}x the physical bound",
             )
             logged = ports.events.read_events(source)
             _append_alternatives(f"live run, {events:,} events", aws, source, items, logged)

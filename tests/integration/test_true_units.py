@@ -173,3 +173,23 @@ def test_writes_of_an_item_an_index_holds_write_the_index_too(local_aws: Any):
         assert true.of("bench")["wru dynamodb:TransactWriteItems"] == 2
     finally:
         raw.delete_table(TableName=name)
+
+
+def test_the_atomic_floor_counts_a_runs_items_in_its_create_and_end_transactions(local_aws: Any):
+    """bench_units' least atomic design, from stored sizes: pages once plain; the create's transaction of every own
+    item, the end's of the run, state and index items (2 per KB each); with the tenant's cap and start outbox, three
+    items under 1 KB in each."""
+    from bench.bench_units import _atomic_floor
+    from shared.settings import get_settings
+    from shared.storage.schema import RUN_FACTS_SK, RUN_INDEX_SK, RUN_SK, RUN_STATE_SK
+
+    raw, run_id = local_aws.client("dynamodb"), unique("r-floor")
+    sizes = {RUN_SK: 1_500, RUN_FACTS_SK: 2_500, RUN_STATE_SK: 100, RUN_INDEX_SK: 100}  # 2, 3, 1 and 1 KB
+    for sk, n in sizes.items():
+        raw.put_item(
+            TableName=get_settings().runs_table,
+            Item={"pk": {"S": run_id}, "sk": {"S": sk}, "pad": {"S": "x" * n}},
+        )
+    pages = [{"runId": {"S": run_id}, "seq": {"N": str(i)}, "data": {"B": b"p" * 1_200}} for i in (0, 99)]
+    # pages 2 + 2; created 7 (every item); ended 4 (run, state, index)
+    assert _atomic_floor(local_aws, run_id, pages) == (4 + 2 * 7 + 2 * 4 + 12, 4 + 2 * 7 + 2 * 4)
