@@ -237,7 +237,7 @@ def ports() -> Ports:
 
 
 def discovery_ports() -> Ports | Discovery:
-    """What the discovery document and the effect-seam manifest read (``wiring.get_discovery``): no store."""
+    """What the discovery document reads (``wiring.get_discovery``): no store."""
     return get_discovery()
 
 

@@ -12,7 +12,7 @@ app = api.build_resolver()
 @app.get("/host/effect-seams")
 def get_effect_seams() -> Response[str]:
     api.caller(app)
-    return api.reply(200, discovery.effect_seams(api.discovery_ports()))
+    return api.reply(200, discovery.effect_seams(api.ports()))
 
 
 lambda_handler = api.make_handler(app)

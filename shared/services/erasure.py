@@ -173,10 +173,11 @@ def _after_tasks(ports: Ports, run_id: str) -> None:
     anymore (``TASK_WRITES_END_S`` after now: a task's function times out, its execution was stopped), then
     ``erase_late_writes`` (decision 0179). Its input holds the run id, as the run's own executions do."""
     from shared.manifest import TASK_WRITES_END_S
+    from shared.services.start_outbox import timer_input
 
     end = ports.clock.iso(ports.clock.now_ms() + TASK_WRITES_END_S * 1000)
-    task = {"runId": run_id, "lateWrites": True}
-    ports.orchestrator.start("timer", run_id, {"runId": run_id, "at": end, "task": task}, purpose=LATE_WRITES)
+    payload = timer_input(run_id, end, {"runId": run_id, "lateWrites": True})
+    ports.orchestrator.start("timer", run_id, payload, purpose=LATE_WRITES)
 
 
 def erase_late_writes(ports: Ports, run_id: str) -> bool:

@@ -102,8 +102,13 @@ def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
 def session_expiry(ports: Ports, run_id: str, expires_at_ms: int) -> dict[str, Any]:
     """The input of a session's execution (the timer machine's): at its expiry, fail it ``session_expired`` unless
     it has ended (decision 0143)."""
-    task = {"runId": run_id, "error": {"Error": "SessionExpired"}}
-    return {"runId": run_id, "at": ports.clock.iso(expires_at_ms), "task": task}
+    return timer_input(run_id, ports.clock.iso(expires_at_ms), {"runId": run_id, "error": {"Error": "SessionExpired"}})
+
+
+def timer_input(run_id: str, at: str, task: dict[str, Any]) -> dict[str, Any]:
+    """The input of an execution of the timer machine (decision 0189): it waits until ``at`` (ISO 8601), then gives
+    ``fail_run`` the ``task``."""
+    return {"runId": run_id, "at": at, "task": task}
 
 
 def plan_missing(ports: Ports, rec: RunRecord) -> bool:
