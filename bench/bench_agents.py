@@ -64,7 +64,7 @@ def main() -> None:
                 run_id = _create(workflow)
             wait_status(ports, run_id, meter)
             rec = ports.runs.get_run(run_id)
-            meter.add_transitions(run_id, str(rec.execution_arn))
+            meter.add_run_transitions(run_id, rec)
             return run_id, meter.usage("create", run_id), time.perf_counter() - started
 
         run("bench-bench-one")  # warm caches

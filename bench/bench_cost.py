@@ -26,7 +26,7 @@ def _measured(meter: AwsMeter, ports: Any, make: Any) -> tuple[str, Usage]:
         run_id = make()
     wait_status(ports, run_id, meter)
     rec = ports.runs.get_run(run_id)
-    meter.add_transitions(run_id, str(rec.execution_arn))
+    meter.add_run_transitions(run_id, rec)
     return run_id, meter.usage("op", run_id)
 
 

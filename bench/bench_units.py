@@ -360,7 +360,7 @@ def _measure(aws: Any, ports: Any, meter: AwsMeter, make: Any, true: Any = None)
     with meter.origin("op"):
         run_id = make()
     wait_status(ports, run_id, meter, timeout=3600)
-    meter.add_transitions(run_id, str(ports.runs.get_run(run_id).execution_arn))
+    meter.add_run_transitions(run_id, ports.runs.get_run(run_id))
     return run_id, meter.usage("op", run_id)
 
 

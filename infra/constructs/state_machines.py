@@ -67,7 +67,9 @@ class HostStateMachines(Construct):
     invokes $LATEST: a deploy moves the alias, a canary first), ``table:<key>`` -> table name, ``bucket:<key>`` ->
     bucket name, ``setting:<name>`` -> an operator setting from CDK context (``asl_setting``). The role may invoke exactly the manifest's ``invokes`` functions. Logging: ALL
     levels, without execution data (run payloads must not outlive erasure in a log group).
-    Construct ids are ``<Key>StateMachine`` (``RunStateMachine``, ``EvalStateMachine``, ``ForkStateMachine``).
+    Construct ids are ``<Key>StateMachine`` (``EvalStateMachine``), or ``<construct>StateMachine`` where the manifest
+    names one: the hold machines keep ``RunStateMachine`` and ``ForkStateMachine``, the resources of ``run`` and ``fork``
+    before decision 0191; the chained ones are ``RunChainStateMachine`` and ``ForkChainStateMachine``.
     """
 
     def __init__(
@@ -86,7 +88,7 @@ class HostStateMachines(Construct):
         self._fixtures = fixtures
         self._machines: dict[str, sfn.StateMachine] = {}
         for spec in manifest.STATE_MACHINES:
-            name = pascal(spec.key)
+            name = spec.construct or pascal(spec.key)
             text = asl_text(spec)
             missing = placeholders(text) ^ set(spec.substitutions)
             if missing:
@@ -185,7 +187,11 @@ class HostStateMachines(Construct):
             return self._tables.table(key).table_name
         if kind == "bucket" and key == manifest.FIXTURES:
             return self._fixtures.bucket.bucket_name
-        raise ValueError(f"unknown substitution {ref!r} (expected function:<name>, table:<key> or bucket:<key>)")
+        if kind == "machine":  # one listed before it (decision 0191: a chained machine names its hold machine)
+            return self._machines[key].state_machine_arn
+        raise ValueError(
+            f"unknown substitution {ref!r} (expected function:<name>, table:<key>, bucket:<key> or machine:<key>)"
+        )
 
     def machine(self, key: str) -> sfn.StateMachine:
         return self._machines[key]

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.caches import LockedLRUCache
 from shared.clock import ms_from_iso
+from shared.engine import chain as chain_of
 from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
+from shared.engine.chain import Chain
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.runcore import fail_obj
 from shared.engine.stamps import execution_generation, prior_stamp, task_stamp
@@ -370,6 +372,7 @@ def advance(
     machine_arn: str = "",
     tally: ToolTally | None = None,
     release: Sequence[StagedWrite] = (),
+    chain: Chain | None = None,
 ) -> dict[str, Any]:
     """Advance one run by its kind in ``kinds``; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 
@@ -387,7 +390,11 @@ def advance(
     The task's last write names it (``task_stamp``): the next task of the execution reads the run eventually
     consistently and keeps that read when it carries this task's stamp (decision 0173); in the same warm container,
     after a ``continue``, it is handed the run as that write stored it and reads nothing (decision 0177).
+
+    ``chain``: the task runs on a chained machine (decision 0191, ``shared.engine.chain``): it is stamped as the task
+    ``hops`` of the run's first execution, and it starts what the run does next itself; its execution ends.
     """
+    named = chain_of.first_name(ports, chain, run_id) if chain is not None else execution
     out = _advance(
         ports,
         run_id,
@@ -395,11 +402,13 @@ def advance(
         max_events=max_events,
         max_ms=max_ms,
         tally=tally,
-        stamp=task_stamp(execution, hops) if execution else "",
-        prior=prior_stamp(execution, hops),
+        stamp=task_stamp(named, hops) if named else "",
+        prior=prior_stamp(named, hops),
         release=release,
     )
     out["hops"] = hops + 1
+    if chain is not None:
+        return chain_of.go_on(ports, run_id, out, chain, execution, machine_arn)
     if out["next"] in ("continue", "wait") and hops + 1 >= int(ports.settings.execution_max_tasks):
         return renew(ports, run_id, execution, hops + 1, machine_arn)
     return out

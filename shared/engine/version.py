@@ -10,6 +10,11 @@ as a traffic shift lasts (statemachines/*.asl.json), so a run lands on a build o
 run whose engine is gone for good (a rollback, or a finished shift to a new engine) fails after the retries with
 ``node_execution_failed``. Raise ``ENGINE_VERSION`` only with a change to what the log or the state means, and
 list the versions a build still reads in ``READS`` when it can continue them.
+
+The stamp's engine version (``STAMPED``) may be ahead of the log's: it also says how a run's executions are driven.
+A run stamped 2 executes on the chained machines (decision 0191: an execution is one task, and a task that goes on
+starts the next execution); a build of version 1 would answer ``continue`` to a machine that no longer loops and its
+execution would end with the run unfinished, so it refuses the run, and the run's task waits for this build.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ENGINE_VERSION = 1
-# Engine versions whose runs this build may advance (its own, and any it still reads).
-READS = frozenset({ENGINE_VERSION})
+ENGINE_VERSION = 1  # what the log means: every run.started carries it
+# The engine version a run is stamped with: 2, its executions are chained (decision 0191).
+STAMPED = 2
+# Engine versions whose runs this build may advance: 1, a run of the looping machines a build before 0191 started.
+READS = frozenset({ENGINE_VERSION, STAMPED})
 # How a run's tasks append, in its build stamp (``appends``): 2, their middle pages plainly past an open tail
 # (decision 0170). A run stamped before has no ``appends``: its tasks append in transactions only. Not an engine
 # version: the log means what it meant (an engine version is in every run.started, and a replay compares it).
@@ -34,7 +41,7 @@ class EngineVersionMismatchError(Exception):
 
 def build_stamp(build_id: str) -> dict[str, Any]:
     """What a run records about the build that started it."""
-    return {"buildId": build_id, "engineVersion": ENGINE_VERSION, "appends": APPENDS}
+    return {"buildId": build_id, "engineVersion": STAMPED, "appends": APPENDS}
 
 
 def plain_appends(data: Mapping[str, Any]) -> bool:

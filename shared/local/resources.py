@@ -52,6 +52,8 @@ def substitute(definition: str, sm: manifest.StateMachine) -> str:
         if kind == "setting":
             env_var, default = manifest.ASL_SETTINGS[key]
             return str(int(os.environ.get(env_var) or default))
+        if kind == "machine":
+            return state_machine_arn(next(m for m in manifest.STATE_MACHINES if m.key == key))
         raise ValueError(f"{sm.key}: unknown substitution kind in {ref!r}")
 
     values = {name: value(ref) for name, ref in sm.substitutions.items()}

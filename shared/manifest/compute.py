@@ -67,14 +67,17 @@ class StateMachine:
     """A Step Functions state machine defined by an ASL file with ``${Name}`` placeholders.
 
     ``substitutions`` maps a placeholder to ``function:<name>`` (the function's ``live`` alias on AWS, the function
-    locally), ``table:<key>`` (the table name), ``bucket:<key>`` (the bucket name) or ``setting:<name>`` (an
-    operator setting of ``ASL_SETTINGS``: CDK context on AWS, the environment locally).
+    locally), ``table:<key>`` (the table name), ``bucket:<key>`` (the bucket name), ``setting:<name>`` (an
+    operator setting of ``ASL_SETTINGS``: CDK context on AWS, the environment locally) or ``machine:<key>`` (the ARN
+    of a machine listed before it). ``construct``: its CDK construct id's stem where it is not the key's (a deployed
+    machine keeps its resource when its key moves: decision 0191).
     """
 
     key: str
     file: str
     substitutions: dict[str, str] = field(default_factory=dict)
     invokes: tuple[str, ...] = ()
+    construct: str = ""
 
     @property
     def env_var(self) -> str:
@@ -114,7 +117,7 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         bucket="readwrite",
         starts=("fork",),
-        resumes=("run", "fork"),
+        resumes=("run_hold", "fork_hold"),
         gateway_url=True,  # POST /runs/{runId}/session
     ),
     Function(
@@ -123,14 +126,14 @@ FUNCTIONS: tuple[Function, ...] = (
         "api",
         _RW_ALL,
         bucket="readwrite",
-        starts=("run", "eval", "fork", "timer"),
+        starts=("run", "eval", "fork", "timer", "run_hold", "fork_hold"),  # stop a holding execution too
     ),
     Function(
         "cancel_run",
         "functions.cancel_run.handler",
         "api",
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
-        starts=("run", "eval", "fork", "timer"),
+        starts=("run", "eval", "fork", "timer", "run_hold", "fork_hold"),  # stop a holding execution too
     ),
     # A held poll or stream counts itself in its tenant's held requests (decision 0160): the host table, read-write
     Function("stream_run_events", "functions.stream_run_events.handler", "api", _HELD, bucket="read"),
@@ -159,7 +162,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "task",
         _RW_ALL,
         bucket="readwrite",
-        continues=("run", "fork"),
+        continues=("run", "fork", "run_hold", "fork_hold"),
         timeout_s=300,
         credentials="read",
         egress=True,
@@ -189,7 +192,7 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         bucket="readwrite",
         timeout_s=300,
-        starts=("run", "eval", "fork", "timer"),
+        starts=("run", "eval", "fork", "timer", "run_hold", "fork_hold"),  # stop a holding execution too
     ),
     Function("get_tools", "functions.get_tools.handler", "api", ((HOST, "read"),)),
     # Registering an MCP server negotiates with it: the outcome's audit run (runs, events).
@@ -259,7 +262,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "api",
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         secrets=(CURSOR,),
-        resumes=("run", "fork"),
+        resumes=("run_hold", "fork_hold"),
     ),
     # Deploy-time seeding (CDK context ``seed``): the conformance fixtures and the demo; dials the demo MCP server
     # (registering it negotiates: the outcome's audit run, runs and events).
@@ -351,17 +354,49 @@ RESERVED_CONCURRENCY: dict[str, int] = {
 
 ASL_SETTINGS: dict[str, tuple[str, int]] = {"parkedTimeout": ("PARKED_TIMEOUT_SECONDS", 7 * 86_400)}
 
+# A run and a fork execute chained (decision 0191): their creates start ``run`` and ``fork``, whose every execution is
+# one Advance task; a task that waits or parks continues on ``run_hold`` / ``fork_hold``, the looping machines, which
+# keep the resources (``construct``) that ``run`` and ``fork`` were before 0191: a build from before it starts them
+# from its own environment during a traffic shift, and its runs end there as they began.
+_HOLDING = {
+    "AdvanceRunFunction": "function:advance_run",
+    "FailRunFunction": "function:fail_run",
+    "ParkRunFunction": "function:park_run",
+    "ParkedTimeoutSeconds": "setting:parkedTimeout",
+}
+_CHAINED = {
+    "AdvanceRunFunction": "function:advance_run",
+    "FailRunFunction": "function:fail_run",
+    "ParkedTimeoutSeconds": "setting:parkedTimeout",
+}
 STATE_MACHINES: tuple[StateMachine, ...] = (
     StateMachine(
-        "run",
+        "run_hold",
         "statemachines/run.asl.json",
-        {
-            "AdvanceRunFunction": "function:advance_run",
-            "FailRunFunction": "function:fail_run",
-            "ParkRunFunction": "function:park_run",
-            "ParkedTimeoutSeconds": "setting:parkedTimeout",
-        },
+        _HOLDING,
         invokes=("advance_run", "fail_run", "park_run"),
+        construct="Run",
+    ),
+    StateMachine(
+        "fork_hold",
+        "statemachines/fork-replay.asl.json",
+        _HOLDING,
+        invokes=("advance_run", "fail_run", "park_run"),
+        construct="Fork",
+    ),
+    StateMachine(
+        "run",
+        "statemachines/run-chain.asl.json",
+        {**_CHAINED, "RunHoldStateMachine": "machine:run_hold"},
+        invokes=("advance_run", "fail_run"),
+        construct="RunChain",
+    ),
+    StateMachine(
+        "fork",
+        "statemachines/fork-chain.asl.json",
+        {**_CHAINED, "ForkHoldStateMachine": "machine:fork_hold"},
+        invokes=("advance_run", "fail_run"),
+        construct="ForkChain",
     ),
     StateMachine(
         "eval",
@@ -379,17 +414,6 @@ STATE_MACHINES: tuple[StateMachine, ...] = (
         "statemachines/timer.asl.json",
         {"FailRunFunction": "function:fail_run"},
         invokes=("fail_run",),
-    ),
-    StateMachine(
-        "fork",
-        "statemachines/fork-replay.asl.json",
-        {
-            "AdvanceRunFunction": "function:advance_run",
-            "FailRunFunction": "function:fail_run",
-            "ParkRunFunction": "function:park_run",
-            "ParkedTimeoutSeconds": "setting:parkedTimeout",
-        },
-        invokes=("advance_run", "fail_run", "park_run"),
     ),
 )
 

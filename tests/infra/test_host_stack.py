@@ -678,6 +678,8 @@ def test_state_machine_definitions_are_the_asl_files(synth: Synth) -> None:
                 expected = str(manifest.ASL_SETTINGS[key][1])
             elif kind == "table":
                 expected = synth.resolve(synth.stack.tables.table(key).table_name)
+            elif kind == "machine":  # a chained machine's hold machine (decision 0191)
+                expected = synth.resolve(synth.stack.state_machines.machine(key).state_machine_arn)
             else:
                 expected = synth.resolve(synth.stack.fixtures.bucket.bucket_name)
             assert subs[name] == expected, (spec.key, name)
@@ -830,15 +832,39 @@ def test_the_advance_task_continues_a_run_on_its_own_machine(synth: Synth) -> No
     env = synth.resources[synth.function_logical_id("advance_run")]["Properties"]["Environment"]["Variables"]
     # Then its environment names no machine (the machines invoke it: a reference back would close a cycle)
     assert not any(spec.env_var in env for spec in manifest.STATE_MACHINES)
-    # and its role may start executions of the run and fork machines, which its task names ($$.StateMachine.Id)
+    # and its role may start executions of the run and fork machines, which its task names ($$.StateMachine.Id), and
+    # of their hold machines, which a chained task is told (decision 0191)
     starts = _statements_with(synth.function_statements("advance_run"), "states:StartExecution")
     assert sorted(json.dumps(s["Resource"], sort_keys=True) for s in starts) == sorted(
         json.dumps(synth.resolve(synth.stack.state_machines.machine(key).state_machine_arn), sort_keys=True)
-        for key in ("run", "fork")
+        for key in ("run", "fork", "run_hold", "fork_hold")
     )
-    for file in ("run.asl.json", "fork-replay.asl.json"):
+    for file in ("run.asl.json", "fork-replay.asl.json", "run-chain.asl.json", "fork-chain.asl.json"):
         advance = json.loads((ROOT / "statemachines" / file).read_text())["States"]["Advance"]
         assert advance["Parameters"]["Payload"]["stateMachine.$"] == "$$.StateMachine.Id"
+    # the chained machines name their hold machines by ARN, resolved by CloudFormation
+    for key, hold in (("run", "run_hold"), ("fork", "fork_hold")):
+        machine = synth.resources[
+            synth.stack.get_logical_id(synth.stack.state_machines.machine(key).node.default_child)
+        ]
+        assert synth.resolve(synth.stack.state_machines.machine(hold).state_machine_arn) in list(
+            machine["Properties"]["DefinitionSubstitutions"].values()
+        )
+
+
+def test_the_hold_machines_keep_the_resources_of_the_machines_before_chaining(synth: Synth) -> None:
+    # Given the stack's state machines (decision 0191)
+    ids = {
+        key: synth.stack.get_logical_id(synth.stack.state_machines.machine(key).node.default_child)
+        for key in ("run", "fork", "run_hold", "fork_hold")
+    }
+    # Then the looping machines keep the construct ids run and fork had (a build from before starts them from its
+    # environment during a traffic shift), and the chained ones are new
+    assert ids["run_hold"].startswith("HostStateMachinesRunStateMachine") and ids["fork_hold"].startswith(
+        "HostStateMachinesForkStateMachine"
+    )
+    assert ids["run"].startswith("HostStateMachinesRunChainStateMachine")
+    assert ids["fork"].startswith("HostStateMachinesForkChainStateMachine")
 
 
 def test_the_functions_that_hand_out_gateway_urls_are_marked_in_the_manifest() -> None:
@@ -1043,15 +1069,15 @@ def test_default_alarms_cover_api_machines_failure_queues_throttles_and_webhook_
     for spec in manifest.FUNCTIONS:
         assert synth.function_logical_id(spec.name) not in blob, spec.name
     # and each paging alarm watches one metric but the throttle alarm (read + write throttles of each watched table):
-    # 29 metrics; each canary alarm two (errors and invocations): 107 in all, 97 past CloudWatch's 10 free ones
-    # ($9.70 a month at list price, what bench.costs prices)
+    # 33 metrics (two per state machine); each canary alarm two (errors and invocations): 111 in all, 101 past
+    # CloudWatch's 10 free ones ($10.10 a month at list price, what bench.costs prices)
     throttles_id = synth.logical_id(mon["DynamoDbThrottles"])
     assert all("Metrics" not in a["Properties"] for k, a in alarms.items() if k != throttles_id and k not in canary)
     metrics = len(mon) - 1 + 2 * sum(1 for t in manifest.TABLES if t.throttle_alarm)
-    assert metrics == 29
+    assert metrics == 33
     total = idle_inventory_from_template(synth.template.to_json())["alarm_metrics"]
-    assert total == metrics + 2 * len(canary) == 107
-    assert total - CLOUDWATCH_FREE_ALARM_METRICS == 97
+    assert total == metrics + 2 * len(canary) == 111
+    assert total - CLOUDWATCH_FREE_ALARM_METRICS == 101
     erasure = alarms[synth.logical_id(mon["ErasureFailures"])]["Properties"]
     queue = synth.stack.streams.failure_queues[(manifest.RUNS, "erase_run")]
     assert erasure["MetricName"] == "ApproximateNumberOfMessagesVisible"

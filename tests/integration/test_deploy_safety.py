@@ -58,14 +58,15 @@ def test_a_run_waiting_past_the_parked_timeout_fails_run_timeout_and_its_executi
     while (status := sfn.describe_execution(executionArn=arn)["status"]) == "RUNNING" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert status == "SUCCEEDED"
-    run_machine = next(m for m in STATE_MACHINES if m.key == "run")
-    assert arn.startswith(state_machine_arn(run_machine).replace(":stateMachine:", ":execution:"))
+    # on the hold machine, where a chained run parks (decision 0191), stored as the execution a cancel would stop
+    hold = next(m for m in STATE_MACHINES if m.key == "run_hold")
+    assert arn.startswith(state_machine_arn(hold).replace(":stateMachine:", ":execution:") + ":")
 
 
-def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances_it(host):
+def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances_it(host, monkeypatch):
     from shared.engine import kernel
     from shared.engine.runkinds import RUN_KINDS
-    from shared.engine.version import APPENDS, ENGINE_VERSION, EngineVersionMismatchError
+    from shared.engine.version import APPENDS, STAMPED, EngineVersionMismatchError
     from shared.ports import RunRecord
     from shared.services.common import Caller
 
@@ -76,10 +77,18 @@ def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances
     assert wait_terminal(client, run_id).status == "completed"
     assert ports.runs.get_run(run_id).data["build"] == {
         "buildId": ports.settings.build_id,
-        "engineVersion": ENGINE_VERSION,
+        "engineVersion": STAMPED,  # 2: its executions are chained (decision 0191)
         "appends": APPENDS,
     }
-    # And a run item written by a (future) build of engine version ENGINE_VERSION + 1, not started
+    # which a build from before decision 0191 (reading engine version 1 only) refuses: it would answer a chained
+    # machine as if it looped, and the run's execution would end with the run unfinished
+    from shared.engine import version
+
+    with monkeypatch.context() as m:
+        m.setattr(version, "READS", frozenset({version.ENGINE_VERSION}))
+        with pytest.raises(EngineVersionMismatchError):
+            version.check_engine(ports.runs.get_run(run_id).data)
+    # And a run item written by a (future) build of engine version STAMPED + 1, not started
     later = RunRecord(
         run_id=f"tenant-a/{unique('r-engine')}",
         tenant="tenant-a",
@@ -91,7 +100,7 @@ def test_a_run_records_its_build_and_only_a_build_of_its_engine_version_advances
             "kind": "workflow",
             "owner": Caller("tenant-a", "tests").owner,  # as an API caller's run: a listing shows it whole
             "workflowId": "conformance-noop",
-            "build": {"buildId": "next", "engineVersion": ENGINE_VERSION + 1},
+            "build": {"buildId": "next", "engineVersion": STAMPED + 1},
         },
     )
     ports.runs.create_run(later)  # the store writes the creation facts as given: that build's stamp

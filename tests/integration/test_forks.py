@@ -293,7 +293,24 @@ def _entered(host, arn: str) -> list[str]:
     return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
 
 
-def test_an_execution_starts_at_its_first_task(host):
+def _generation(host, machine: str, run_id: str, generation: int) -> str | None:
+    """The ARN of ``run_id``'s execution ``generation`` of ``machine`` (a chained run's, decision 0191); None when it
+    was never started."""
+    from shared.local.environment import state_machine_arn
+    from shared.manifest import STATE_MACHINES
+    from shared.orchestration.step_functions import execution_name
+
+    spec = next(m for m in STATE_MACHINES if m.key == machine)
+    arn = state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":"
+    arn += execution_name(run_id, machine, generation=generation)
+    try:
+        host.aws.client("stepfunctions").describe_execution(executionArn=arn)
+    except Exception:  # noqa: BLE001 - ExecutionDoesNotExist, as the client raises it
+        return None
+    return arn
+
+
+def test_an_execution_is_one_task(host):
     from shared.keys import FORK_SOURCE_SK
 
     # Given a completed workflow run
@@ -305,20 +322,24 @@ def test_an_execution_starts_at_its_first_task(host):
     replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
     assert wait_terminal(client, branch.runId).status == "completed"
     assert wait_terminal(client, replay.runId).status == "completed"
-    # Then each execution began at its first Advance task, with no state before it (decision 0189): the run's and
-    # the branch's advanced at once (a branch builds nothing), the replay's first task built what it resolves from
-    # (decision 0172), and a one-task run entered three states in all
+    # Then every execution entered one state, its Advance task (decision 0191: chained, no state routes between
+    # tasks): the run and the branch ended in their first (a branch builds nothing), each with no second execution
     execution = {r: str(_ports().runs.get_run(r).execution_arn) for r in (src.runId, branch.runId, replay.runId)}
-    assert _entered(host, execution[src.runId]) == ["Advance", "Route", "Done"]
-    assert _entered(host, execution[branch.runId]) == ["Advance", "Route", "Done"]
-    assert _entered(host, execution[replay.runId]) == ["Advance", "Route", "Advance", "Route", "Done"]
+    assert _entered(host, execution[src.runId]) == ["Advance"]
+    assert _entered(host, execution[branch.runId]) == ["Advance"]
+    assert _generation(host, "run", src.runId, 1) is None and _generation(host, "fork", branch.runId, 1) is None
+    # and the replay's first task built what it resolves from (decision 0172) and started the next execution itself,
+    # which advanced it to its end
+    assert _entered(host, execution[replay.runId]) == ["Advance"]
+    assert _entered(host, str(_generation(host, "fork", replay.runId, 1))) == ["Advance"]
+    assert _generation(host, "fork", replay.runId, 2) is None
     assert _ports().runs.get_aux(replay.runId, FORK_SOURCE_SK) is not None
     assert _ports().runs.get_aux(branch.runId, FORK_SOURCE_SK) is None
-    # And an execution whose input names no hops and no index (a continued one) begins at Advance too, and advances
+    # And an execution whose input names no hops and no index (a continued one) is one task too
     orchestrator = _ports().orchestrator
     for machine, run_id in (("run", src.runId), ("fork", branch.runId)):
         again = orchestrator.start(machine, run_id, {"runId": run_id}, generation=1)
-        assert _entered(host, again) == ["Advance", "Route", "Done"]
+        assert _entered(host, again) == ["Advance"]
 
 
 def test_the_fork_index_holds_only_what_replay_needs(host):
@@ -508,10 +529,11 @@ def test_a_branch_takes_its_first_steps_in_the_task_that_copies_its_last_prefix_
     branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=500, mode="branch"))
     # When it runs to its end
     assert wait_terminal(client, branch.runId).status == "completed"
-    # Then its execution entered Advance once: the task that copied its prefix went on with its steps, with the run
-    # as its copy left it (a second task read it again)
+    # Then its one execution entered Advance once: the task that copied its prefix went on with its steps, with the
+    # run as its copy left it (a second task, in a second execution, would have read it again)
     entered = _entered(host, str(ports.runs.get_run(branch.runId).execution_arn))
-    assert entered == ["Advance", "Route", "Done"], entered
+    assert entered == ["Advance"], entered
+    assert _generation(host, "fork", branch.runId, 1) is None
     # and its log is the source's prefix, byte for byte but for ids, then its own steps to the end, in order
     source, forked = ports.events.read_events(src.runId), ports.events.read_events(branch.runId)
     assert [e["sequence"] for e in forked] == list(range(len(forked))) and forked[-1]["type"] == "run.completed"

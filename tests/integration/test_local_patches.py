@@ -597,7 +597,9 @@ def test_bootstrap_creates_the_manifest_stack_and_is_idempotent(local_aws: Local
     assert sorted(n for n in machines if not n.startswith("canary")) == [
         "openwop-eval",
         "openwop-fork",
+        "openwop-fork_hold",
         "openwop-run",
+        "openwop-run_hold",
         "openwop-timer",
     ]
 

@@ -20,11 +20,14 @@ def test_a_fork_s_tasks_are_told_it_holds_no_slot():
     payloads = _payloads("fork-replay")
     assert set(payloads) == set(ENDING_TASKS)
     assert {name: p.get("holdsSlot") for name, p in payloads.items()} == dict.fromkeys(ENDING_TASKS, False)
+    chained = _payloads("fork-chain")  # decision 0191: one task, failed by FailRun
+    assert {name: p.get("holdsSlot") for name, p in chained.items()} == {"Advance": False, "FailRun": False}
 
 
 def test_a_run_s_tasks_are_told_nothing_of_slots():
-    payloads = _payloads("run")
-    assert "Advance" in payloads and all("holdsSlot" not in p for p in payloads.values())
+    for machine in ("run", "run-chain"):
+        payloads = _payloads(machine)
+        assert "Advance" in payloads and all("holdsSlot" not in p for p in payloads.values())
 
 
 def test_the_task_input_reads_the_flag_as_a_boolean():

@@ -11,7 +11,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("machine", "state"), [("run", "Advance"), ("fork-replay", "Advance")])
+@pytest.mark.parametrize(
+    ("machine", "state"),
+    [("run", "Advance"), ("fork-replay", "Advance"), ("run-chain", "Advance"), ("fork-chain", "Advance")],
+)
 def test_the_task_is_told_its_execution_s_name(machine, state):
     states = json.loads((ROOT / "statemachines" / f"{machine}.asl.json").read_text())["States"]
     assert states[state]["Parameters"]["Payload"]["execution.$"] == "$$.Execution.Name"

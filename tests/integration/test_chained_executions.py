@@ -1,0 +1,150 @@
+"""Chained executions on the local stack (decision 0191): a run's execution is one task, which starts what the run does
+next itself: its next execution, or a hold on the hold machine, whose ARN the run stores for a cancel to stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openwop_client.types import CreateRunRequest
+
+from tests.helpers import eventually, unique
+from tests.wire import wait_terminal
+
+
+def _ports() -> Any:
+    from shared.wiring import get_ports
+
+    return get_ports()
+
+
+def _arn(machine: str, run_id: str, generation: int, named: str = "run") -> str:
+    """The ARN of generation ``generation`` of ``run_id``'s executions on ``machine`` (named as its ``named``'s)."""
+    from shared.local.environment import state_machine_arn
+    from shared.manifest import STATE_MACHINES
+    from shared.orchestration.step_functions import execution_name
+
+    spec = next(m for m in STATE_MACHINES if m.key == machine)
+    name = execution_name(run_id, named, generation=generation)
+    return state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":" + name
+
+
+def _described(host: Any, arn: str) -> dict[str, Any] | None:
+    try:
+        return dict(host.aws.client("stepfunctions").describe_execution(executionArn=arn))
+    except Exception:  # noqa: BLE001 - ExecutionDoesNotExist, as the client raises it
+        return None
+
+
+def _entered(host: Any, arn: str) -> list[str]:
+    """The states a finished execution entered, in order."""
+    eventually(lambda: (_described(host, arn) or {}).get("status") not in (None, "RUNNING"), timeout=30)
+    history = host.aws.client("stepfunctions").get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
+
+
+def test_a_run_of_three_tasks_is_three_executions_of_one_state_each(host):
+    from shared.engine.stamps import task_stamp
+    from shared.orchestration.step_functions import execution_name
+    from shared.ports.runs import TASK_STAMP
+    from shared.services.workflows import register_workflow
+    from tests.workflows import noop_loop
+
+    # Given a run of ~10,000 events (a task appends at most 4,950)
+    wid = register_workflow(_ports(), "tenant-a", noop_loop(unique("chain"), 2_499))
+    client = host.client(host.key_a)
+    run_id = client.runs_create(CreateRunRequest(workflowId=wid)).runId
+    # When it runs to its end
+    assert wait_terminal(client, run_id, timeout=120).status == "completed"
+    # Then each of its tasks was an execution of its own that entered only its Advance task, each started by the one
+    # before it, generation after generation, and no fourth
+    for generation in range(3):
+        assert _entered(host, _arn("run", run_id, generation)) == ["Advance"], generation
+    assert _described(host, _arn("run", run_id, 3)) is None
+    assert _described(host, _arn("run_hold", run_id, 1)) is None  # nothing held it
+    # and the execution the run names is its first (a continuation stores nothing): a stop of it, as a cancel or an
+    # erasure sends, changes nothing and raises nothing
+    assert _ports().runs.get_run(run_id).execution_arn == _arn("run", run_id, 0)
+    _ports().orchestrator.stop(_arn("run", run_id, 0))
+    assert (_described(host, _arn("run", run_id, 0)) or {}).get("status") == "SUCCEEDED"
+    # and its log is whole and in order
+    events = _ports().events.read_events(run_id)
+    assert [e["sequence"] for e in events] == list(range(len(events))) and len(events) > 9_900
+    assert [e["type"] for e in events].count("run.completed") == 1
+    # and its last write is stamped as the third task of its first execution: its tasks expect their predecessors'
+    # stamps across executions (decisions 0173, 0177)
+    item = host.aws.client("dynamodb").get_item(
+        TableName=_ports().settings.runs_table, Key={"pk": {"S": run_id}, "sk": {"S": "RUN"}}
+    )["Item"]
+    assert item[TASK_STAMP]["S"] == task_stamp(execution_name(run_id, "run"), 2)
+
+
+def test_a_run_that_waits_is_held_by_the_hold_machine_and_goes_on_there(host):
+    # Given a run whose first node holds for 2 s (longer than a task sleeps: a Wait state)
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 2000}))
+    # When it runs to its end
+    assert wait_terminal(client, run.runId, timeout=60).status == "completed"
+    # Then its first execution was its one task, which handed the hold to the hold machine: its Entry held at once,
+    # then advanced the run to its end there, looping as a hold machine does
+    assert _entered(host, _arn("run", run.runId, 0)) == ["Advance"]
+    held = _arn("run_hold", run.runId, 1)
+    assert _entered(host, held) == ["Entry", "Hold", "Advance", "Route", "Done"]
+    assert _described(host, _arn("run", run.runId, 1)) is None
+    # and the run names the execution that held it (what a cancel stops)
+    assert _ports().runs.get_run(run.runId).execution_arn == held
+    events = _ports().events.read_events(run.runId)
+    assert [(e["type"], (e.get("payload") or {}).get("nodeId")) for e in events] == [
+        ("run.started", None),
+        ("node.started", "wait"),
+        ("node.completed", "wait"),
+        ("node.started", "effect"),
+        ("node.completed", "effect"),
+        ("run.completed", None),
+    ]
+
+
+def test_a_cancel_stops_the_execution_that_holds_the_run(host):
+    # Given a run holding for 60 s on the hold machine
+    client = host.client(host.key_a)
+    run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 60_000}))
+    held = _arn("run_hold", run.runId, 1)
+    eventually(lambda: (_described(host, held) or {}).get("status") == "RUNNING", timeout=30)
+    eventually(lambda: _ports().runs.get_run(run.runId).execution_arn == held, timeout=30)
+    # When it is cancelled
+    client.runs_cancel(run.runId)
+    # Then it is cancelled at once, and the execution that held it is stopped, not left waiting out its 60 s
+    assert wait_terminal(client, run.runId, timeout=10).status == "cancelled"
+    assert (_described(host, held) or {}).get("status") == "ABORTED"
+    assert [e["type"] for e in _ports().events.read_events(run.runId)][-1] == "run.cancelled"
+
+
+def test_a_retried_task_starts_what_its_run_does_next_once(host):
+    from shared.engine import chain
+
+    # Given a completed run, and a chained task of it whose answer is delivered twice (a retried task)
+    client = host.client(host.key_a)
+    run_id = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
+    assert wait_terminal(client, run_id).status == "completed"
+    ports = _ports()
+    hold = _arn("run_hold", run_id, 0).rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
+    own = hold.replace("openwop-run_hold", "openwop-run")
+    told = chain.Chain(machine="run", hold_arn=hold, parked_timeout_s=60)
+    first = ports.orchestrator.execution_name("run", run_id)
+    # When its answer goes on (continue), twice, and a later task's wait is handed over twice, with other seconds
+    for _ in range(2):
+        out = chain.go_on(ports, run_id, {"runId": run_id, "next": "continue", "hops": 1}, told, first, own)
+        assert (out["next"], out["renewed"]) == ("done", True)
+    for seconds in (5, 4):
+        answer = {"runId": run_id, "next": "wait", "waitSeconds": seconds, "hops": 2}
+        chain.go_on(ports, run_id, answer, told, first + "-g1", own)
+    # Then one next execution started (named by its generation), which found the run ended and entered its task only
+    assert _entered(host, _arn("run", run_id, 1)) == ["Advance"]
+    # and one hold, the first delivery's (the second's start was that name's), stored on the run
+    held = _arn("run_hold", run_id, 2)
+    sfn = host.aws.client("stepfunctions")
+    history = sfn.get_execution_history(executionArn=held, maxResults=1000)["events"]
+    assert '"waitSeconds": 5' in history[0]["executionStartedEventDetails"]["input"]
+    assert _ports().runs.get_run(run_id).execution_arn == held
+    # and the hold's Advance found the run ended: its execution ends with nothing appended
+    assert _entered(host, held)[-2:] == ["Route", "Done"]
+    assert [e["type"] for e in _ports().events.read_events(run_id)].count("run.completed") == 1
