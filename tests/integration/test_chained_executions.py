@@ -8,7 +8,8 @@ from typing import Any
 from openwop_client.types import CreateRunRequest
 
 from tests.helpers import eventually, unique
-from tests.wire import wait_terminal
+from tests.integration.test_engine import HOLD_THEN_EFFECT
+from tests.wire import all_events, types_of, wait_terminal
 
 
 def _ports() -> Any:
@@ -92,15 +93,7 @@ def test_a_run_that_waits_is_held_by_the_hold_machine_and_goes_on_there(host):
     assert _described(host, _arn("run", run.runId, 1)) is None
     # and the run names the execution that held it (what a cancel stops)
     assert _ports().runs.get_run(run.runId).execution_arn == held
-    events = _ports().events.read_events(run.runId)
-    assert [(e["type"], (e.get("payload") or {}).get("nodeId")) for e in events] == [
-        ("run.started", None),
-        ("node.started", "wait"),
-        ("node.completed", "wait"),
-        ("node.started", "effect"),
-        ("node.completed", "effect"),
-        ("run.completed", None),
-    ]
+    assert types_of(all_events(client, run.runId)) == HOLD_THEN_EFFECT
 
 
 def test_a_cancel_stops_the_execution_that_holds_the_run(host):

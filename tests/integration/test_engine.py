@@ -46,19 +46,23 @@ def test_noop_fixture_completes(host):
     ]
 
 
+# The log of the side-effect fixture's run: a hold, then an effect (the fixture's, in ``conformance-replay-side-effect``)
+HOLD_THEN_EFFECT = [
+    ("run.started", None),
+    ("node.started", "wait"),
+    ("node.completed", "wait"),
+    ("node.started", "effect"),
+    ("node.completed", "effect"),
+    ("run.completed", None),
+]
+
+
 def test_side_effect_fixture_runs_hold_then_effect(host):
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 200}))
     assert wait_terminal(client, run.runId).status == "completed"
     events = all_events(client, run.runId)
-    assert types_of(events) == [
-        ("run.started", None),
-        ("node.started", "wait"),
-        ("node.completed", "wait"),
-        ("node.started", "effect"),
-        ("node.completed", "effect"),
-        ("run.completed", None),
-    ]
+    assert types_of(events) == HOLD_THEN_EFFECT
     # hold outputs equal its inputs
     assert events[2].payload["outputs"] == {"delayMs": 200}
     assert events[1].payload == {"nodeId": "wait", "typeId": "core.conformance.hold", "attempt": 0}
