@@ -20,10 +20,10 @@ whichever execution, expects its predecessor's stamp as a looping execution's ta
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from shared.engine.stamps import execution_generation
 from shared.ports import Ports
 
 
@@ -35,12 +35,6 @@ class Chain:
     machine: str
     hold_arn: str
     parked_timeout_s: int
-
-
-def generation(execution: str) -> int:
-    """A chained execution's generation from its name (``...-g<n>``, a redelivery's ``-r`` after it; none: 0)."""
-    m = re.search(r"-g(\d+)(?:-r)?$", execution or "")
-    return int(m.group(1)) if m else 0
 
 
 def first_name(ports: Ports, chain: Chain, run_id: str) -> str:
@@ -55,7 +49,7 @@ def go_on(
     nxt = str(out.get("next", "done"))
     if nxt == "done":
         return out
-    after = generation(execution) + 1
+    after = execution_generation(execution) + 1
     if nxt == "continue":
         payload = {"runId": run_id, "hops": int(out.get("hops", 0))}
         ports.orchestrator.start(chain.machine, run_id, payload, generation=after, machine_arn=machine_arn)

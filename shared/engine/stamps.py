@@ -31,6 +31,6 @@ def prior_stamp(execution: str, hops: int) -> str | None:
 
 
 def execution_generation(execution_name: str) -> int:
-    """The generation of an execution from its name (``...-g<n>``; none: 0)."""
-    m = re.search(r"-g(\d+)$", execution_name or "")
+    """The generation of an execution from its name (``...-g<n>``, a redelivery's ``-r`` after it; none: 0)."""
+    m = re.search(r"-g(\d+)(?:-r)?$", execution_name or "")
     return int(m.group(1)) if m else 0

@@ -20,6 +20,9 @@ def test_a_short_run_id_keeps_its_readable_name() -> None:
     # Given a run id that fits, then its name is the run id with '/' spelled '--', the machine and the suffixes
     assert execution_name("tenant-a/01JABCDEFGHJKMNPQRSTVWXYZ0", "run") == "tenant-a--01JABCDEFGHJKMNPQRSTVWXYZ0-run"
     assert execution_name("tenant-a/01J", "run", generation=3, redelivery=True) == "tenant-a--01J-run-g3-r"
+    # and its generation reads back from it, a redelivery's too (a chained task starts generation n + 1: 0191)
+    assert execution_generation("tenant-a--01J-run-g3-r") == 3 == execution_generation("tenant-a--01J-run-g3")
+    assert execution_generation("tenant-a--01J-run-r") == 0 == execution_generation("tenant-a--01J-run")
 
 
 def test_two_long_run_ids_sharing_their_head_get_two_executions() -> None:

@@ -53,8 +53,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def _chain(given: dict[str, Any] | None) -> chain_of.Chain | None:
-    """What a chained machine's task is told (``chain``: its hold machine, the parked timeout); None on a machine
-    that loops (a hold machine, or a run started before decision 0191)."""
+    """What a chained machine's task is told (``chain``: its machine's key, its hold machine, the parked timeout);
+    None on a machine that loops (a hold machine, or a machine of a build from before decision 0191)."""
     if given is None:
         return None
     return chain_of.Chain(
