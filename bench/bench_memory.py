@@ -226,7 +226,8 @@ def probe(role: str, events: int) -> dict[str, Any]:
                 watch.armed = True
                 _fork(ports, run_id, "replay" if role == "fork" else "branch")
         watch.armed = False
-        remove()
+        with watch.lock:  # a measured invocation may still be returning after its run's status turned terminal
+            remove()
         return {
             "role": role,
             "events": events,
