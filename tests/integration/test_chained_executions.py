@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openwop_client.types import CreateRunRequest
+from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.helpers import eventually, unique
 from tests.integration.test_engine import HOLD_THEN_EFFECT
@@ -18,27 +18,29 @@ def _ports() -> Any:
     return get_ports()
 
 
-def _arn(machine: str, run_id: str, generation: int, named: str = "run") -> str:
-    """The ARN of generation ``generation`` of ``run_id``'s executions on ``machine`` (named as its ``named``'s)."""
+def execution_arn(machine: str, run_id: str, generation: int) -> str:
+    """The ARN of generation ``generation`` of ``run_id``'s executions on ``machine`` (``run``, ``fork`` or their hold
+    machines, whose executions are named as the run's: decision 0191)."""
     from shared.local.environment import state_machine_arn
     from shared.manifest import STATE_MACHINES
     from shared.orchestration.step_functions import execution_name
 
     spec = next(m for m in STATE_MACHINES if m.key == machine)
-    name = execution_name(run_id, named, generation=generation)
+    name = execution_name(run_id, machine.removesuffix("_hold"), generation=generation)
     return state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":" + name
 
 
-def _described(host: Any, arn: str) -> dict[str, Any] | None:
+def described(host: Any, arn: str) -> dict[str, Any] | None:
+    """The execution ``arn`` as Step Functions describes it; None when it was never started."""
     try:
         return dict(host.aws.client("stepfunctions").describe_execution(executionArn=arn))
     except Exception:  # noqa: BLE001 - ExecutionDoesNotExist, as the client raises it
         return None
 
 
-def _entered(host: Any, arn: str) -> list[str]:
-    """The states a finished execution entered, in order."""
-    eventually(lambda: (_described(host, arn) or {}).get("status") not in (None, "RUNNING"), timeout=30)
+def entered(host: Any, arn: str) -> list[str]:
+    """The states an execution entered, in order, once it has ended (its history, through the local stack)."""
+    eventually(lambda: (described(host, arn) or {}).get("status") not in (None, "RUNNING"), timeout=30)
     history = host.aws.client("stepfunctions").get_execution_history(executionArn=arn, maxResults=1000)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
 
@@ -59,14 +61,14 @@ def test_a_run_of_three_tasks_is_three_executions_of_one_state_each(host):
     # Then each of its tasks was an execution of its own that entered only its Advance task, each started by the one
     # before it, generation after generation, and no fourth
     for generation in range(3):
-        assert _entered(host, _arn("run", run_id, generation)) == ["Advance"], generation
-    assert _described(host, _arn("run", run_id, 3)) is None
-    assert _described(host, _arn("run_hold", run_id, 1)) is None  # nothing held it
+        assert entered(host, execution_arn("run", run_id, generation)) == ["Advance"], generation
+    assert described(host, execution_arn("run", run_id, 3)) is None
+    assert described(host, execution_arn("run_hold", run_id, 1)) is None  # nothing held it
     # and the execution the run names is its first (a continuation stores nothing): a stop of it, as a cancel or an
     # erasure sends, changes nothing and raises nothing
-    assert _ports().runs.get_run(run_id).execution_arn == _arn("run", run_id, 0)
-    _ports().orchestrator.stop(_arn("run", run_id, 0))
-    assert (_described(host, _arn("run", run_id, 0)) or {}).get("status") == "SUCCEEDED"
+    assert _ports().runs.get_run(run_id).execution_arn == execution_arn("run", run_id, 0)
+    _ports().orchestrator.stop(execution_arn("run", run_id, 0))
+    assert (described(host, execution_arn("run", run_id, 0)) or {}).get("status") == "SUCCEEDED"
     # and its log is whole and in order
     events = _ports().events.read_events(run_id)
     assert [e["sequence"] for e in events] == list(range(len(events))) and len(events) > 9_900
@@ -87,10 +89,10 @@ def test_a_run_that_waits_is_held_by_the_hold_machine_and_goes_on_there(host):
     assert wait_terminal(client, run.runId, timeout=60).status == "completed"
     # Then its first execution was its one task, which handed the hold to the hold machine: its Entry held at once,
     # then advanced the run to its end there, looping as a hold machine does
-    assert _entered(host, _arn("run", run.runId, 0)) == ["Advance"]
-    held = _arn("run_hold", run.runId, 1)
-    assert _entered(host, held) == ["Entry", "Hold", "Advance", "Route", "Done"]
-    assert _described(host, _arn("run", run.runId, 1)) is None
+    assert entered(host, execution_arn("run", run.runId, 0)) == ["Advance"]
+    held = execution_arn("run_hold", run.runId, 1)
+    assert entered(host, held) == ["Entry", "Hold", "Advance", "Route", "Done"]
+    assert described(host, execution_arn("run", run.runId, 1)) is None
     # and the run names the execution that held it (what a cancel stops)
     assert _ports().runs.get_run(run.runId).execution_arn == held
     assert types_of(all_events(client, run.runId)) == HOLD_THEN_EFFECT
@@ -100,14 +102,14 @@ def test_a_cancel_stops_the_execution_that_holds_the_run(host):
     # Given a run holding for 60 s on the hold machine
     client = host.client(host.key_a)
     run = client.runs_create(CreateRunRequest(workflowId="conformance-replay-side-effect", inputs={"delayMs": 60_000}))
-    held = _arn("run_hold", run.runId, 1)
-    eventually(lambda: (_described(host, held) or {}).get("status") == "RUNNING", timeout=30)
+    held = execution_arn("run_hold", run.runId, 1)
+    eventually(lambda: (described(host, held) or {}).get("status") == "RUNNING", timeout=30)
     eventually(lambda: _ports().runs.get_run(run.runId).execution_arn == held, timeout=30)
     # When it is cancelled
     client.runs_cancel(run.runId)
     # Then it is cancelled at once, and the execution that held it is stopped, not left waiting out its 60 s
     assert wait_terminal(client, run.runId, timeout=10).status == "cancelled"
-    assert (_described(host, held) or {}).get("status") == "ABORTED"
+    assert (described(host, held) or {}).get("status") == "ABORTED"
     assert [e["type"] for e in _ports().events.read_events(run.runId)][-1] == "run.cancelled"
 
 
@@ -119,7 +121,7 @@ def test_a_retried_task_starts_what_its_run_does_next_once(host):
     run_id = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     assert wait_terminal(client, run_id).status == "completed"
     ports = _ports()
-    hold = _arn("run_hold", run_id, 0).rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
+    hold = execution_arn("run_hold", run_id, 0).rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
     own = hold.replace("openwop-run_hold", "openwop-run")
     told = chain.Chain(machine="run", hold_arn=hold, parked_timeout_s=60)
     first = ports.orchestrator.execution_name("run", run_id)
@@ -131,13 +133,48 @@ def test_a_retried_task_starts_what_its_run_does_next_once(host):
         answer = {"runId": run_id, "next": "wait", "waitSeconds": seconds, "hops": 2}
         chain.go_on(ports, run_id, answer, told, first + "-g1", own)
     # Then one next execution started (named by its generation), which found the run ended and entered its task only
-    assert _entered(host, _arn("run", run_id, 1)) == ["Advance"]
+    assert entered(host, execution_arn("run", run_id, 1)) == ["Advance"]
     # and one hold, the first delivery's (the second's start was that name's), stored on the run
-    held = _arn("run_hold", run_id, 2)
+    held = execution_arn("run_hold", run_id, 2)
     sfn = host.aws.client("stepfunctions")
     history = sfn.get_execution_history(executionArn=held, maxResults=1000)["events"]
     assert '"waitSeconds": 5' in history[0]["executionStartedEventDetails"]["input"]
     assert _ports().runs.get_run(run_id).execution_arn == held
     # and the hold's Advance found the run ended: its execution ends with nothing appended
-    assert _entered(host, held)[-2:] == ["Route", "Done"]
+    assert entered(host, held)[-2:] == ["Route", "Done"]
     assert [e["type"] for e in _ports().events.read_events(run_id)].count("run.completed") == 1
+
+
+def test_an_execution_is_one_task(host):
+    from shared.keys import FORK_SOURCE_SK
+
+    # Given a completed workflow run
+    client = host.client(host.key_a)
+    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
+    assert wait_terminal(client, src.runId).status == "completed"
+    # When it is branched and replayed
+    branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=3, mode="branch"))
+    replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
+    assert wait_terminal(client, branch.runId).status == "completed"
+    assert wait_terminal(client, replay.runId).status == "completed"
+    # Then every execution entered one state, its Advance task (decision 0191: chained, no state routes between
+    # tasks): the run and the branch ended in their first (a branch builds nothing), each with no second execution
+    execution = {r: str(_ports().runs.get_run(r).execution_arn) for r in (src.runId, branch.runId, replay.runId)}
+    assert entered(host, execution[src.runId]) == ["Advance"]
+    assert entered(host, execution[branch.runId]) == ["Advance"]
+    assert (
+        described(host, execution_arn("run", src.runId, 1)) is None
+        and described(host, execution_arn("fork", branch.runId, 1)) is None
+    )
+    # and the replay's first task built what it resolves from (decision 0172) and started the next execution itself,
+    # which advanced it to its end
+    assert entered(host, execution[replay.runId]) == ["Advance"]
+    assert entered(host, execution_arn("fork", replay.runId, 1)) == ["Advance"]
+    assert described(host, execution_arn("fork", replay.runId, 2)) is None
+    assert _ports().runs.get_aux(replay.runId, FORK_SOURCE_SK) is not None
+    assert _ports().runs.get_aux(branch.runId, FORK_SOURCE_SK) is None
+    # And an execution whose input names no hops and no index (a continued one) is one task too
+    orchestrator = _ports().orchestrator
+    for machine, run_id in (("run", src.runId), ("fork", branch.runId)):
+        again = orchestrator.start(machine, run_id, {"runId": run_id}, generation=1)
+        assert entered(host, again) == ["Advance"]

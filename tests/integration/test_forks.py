@@ -6,6 +6,7 @@ import pytest
 from openwop_client.types import CreateRunRequest, ForkRunRequest
 
 from tests.helpers import eventually, unique
+from tests.integration.test_chained_executions import described, entered, execution_arn
 from tests.wire import all_events, raw, types_of, wait_for_events, wait_terminal
 from tests.workflows import definition, edge, node, variable
 
@@ -285,63 +286,6 @@ def test_a_branch_reads_no_index_and_checks_only_its_prefix(host):
     assert _ports().runs.get_aux(gone, FORK_SOURCE_SK) is None
 
 
-def _entered(host, arn: str) -> list[str]:
-    """The states an execution entered, in order, once it has ended (its history, through the local stack)."""
-    sfn = host.aws.client("stepfunctions")
-    eventually(lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING", timeout=30)
-    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-    return [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
-
-
-def _generation(host, machine: str, run_id: str, generation: int) -> str | None:
-    """The ARN of ``run_id``'s execution ``generation`` of ``machine`` (a chained run's, decision 0191); None when it
-    was never started."""
-    from shared.local.environment import state_machine_arn
-    from shared.manifest import STATE_MACHINES
-    from shared.orchestration.step_functions import execution_name
-
-    spec = next(m for m in STATE_MACHINES if m.key == machine)
-    arn = state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":"
-    arn += execution_name(run_id, machine, generation=generation)
-    try:
-        host.aws.client("stepfunctions").describe_execution(executionArn=arn)
-    except Exception:  # noqa: BLE001 - ExecutionDoesNotExist, as the client raises it
-        return None
-    return arn
-
-
-def test_an_execution_is_one_task(host):
-    from shared.keys import FORK_SOURCE_SK
-
-    # Given a completed workflow run
-    client = host.client(host.key_a)
-    src = client.runs_create(CreateRunRequest(workflowId="conformance-multi-node"))
-    assert wait_terminal(client, src.runId).status == "completed"
-    # When it is branched and replayed
-    branch = client.runs_fork(src.runId, ForkRunRequest(fromSeq=3, mode="branch"))
-    replay = client.runs_fork(src.runId, ForkRunRequest(fromSeq=0, mode="replay"))
-    assert wait_terminal(client, branch.runId).status == "completed"
-    assert wait_terminal(client, replay.runId).status == "completed"
-    # Then every execution entered one state, its Advance task (decision 0191: chained, no state routes between
-    # tasks): the run and the branch ended in their first (a branch builds nothing), each with no second execution
-    execution = {r: str(_ports().runs.get_run(r).execution_arn) for r in (src.runId, branch.runId, replay.runId)}
-    assert _entered(host, execution[src.runId]) == ["Advance"]
-    assert _entered(host, execution[branch.runId]) == ["Advance"]
-    assert _generation(host, "run", src.runId, 1) is None and _generation(host, "fork", branch.runId, 1) is None
-    # and the replay's first task built what it resolves from (decision 0172) and started the next execution itself,
-    # which advanced it to its end
-    assert _entered(host, execution[replay.runId]) == ["Advance"]
-    assert _entered(host, str(_generation(host, "fork", replay.runId, 1))) == ["Advance"]
-    assert _generation(host, "fork", replay.runId, 2) is None
-    assert _ports().runs.get_aux(replay.runId, FORK_SOURCE_SK) is not None
-    assert _ports().runs.get_aux(branch.runId, FORK_SOURCE_SK) is None
-    # And an execution whose input names no hops and no index (a continued one) is one task too
-    orchestrator = _ports().orchestrator
-    for machine, run_id in (("run", src.runId), ("fork", branch.runId)):
-        again = orchestrator.start(machine, run_id, {"runId": run_id}, generation=1)
-        assert _entered(host, again) == ["Advance"]
-
-
 def test_the_fork_index_holds_only_what_replay_needs(host):
     from shared.keys import FORK_SOURCE_SK
 
@@ -531,9 +475,9 @@ def test_a_branch_takes_its_first_steps_in_the_task_that_copies_its_last_prefix_
     assert wait_terminal(client, branch.runId).status == "completed"
     # Then its one execution entered Advance once: the task that copied its prefix went on with its steps, with the
     # run as its copy left it (a second task, in a second execution, would have read it again)
-    entered = _entered(host, str(ports.runs.get_run(branch.runId).execution_arn))
-    assert entered == ["Advance"], entered
-    assert _generation(host, "fork", branch.runId, 1) is None
+    states = entered(host, str(ports.runs.get_run(branch.runId).execution_arn))
+    assert states == ["Advance"], states
+    assert described(host, execution_arn("fork", branch.runId, 1)) is None
     # and its log is the source's prefix, byte for byte but for ids, then its own steps to the end, in order
     source, forked = ports.events.read_events(src.runId), ports.events.read_events(branch.runId)
     assert [e["sequence"] for e in forked] == list(range(len(forked))) and forked[-1]["type"] == "run.completed"
