@@ -29,7 +29,6 @@ from shared.engine import chain as chain_of
 from shared.engine import spans
 from shared.engine import state as st
 from shared.engine.canonical import same_json
-from shared.engine.chain import Chain
 from shared.engine.registry import AGENTS, NODE_TYPES, AgentSpec
 from shared.engine.runcore import fail_obj
 from shared.engine.stamps import execution_generation, prior_stamp, task_stamp
@@ -372,7 +371,7 @@ def advance(
     machine_arn: str = "",
     tally: ToolTally | None = None,
     release: Sequence[StagedWrite] = (),
-    chain: Chain | None = None,
+    chain: chain_of.Chain | None = None,
 ) -> dict[str, Any]:
     """Advance one run by its kind in ``kinds``; return ``{runId, next, waitSeconds, hops}`` for the state machine.
 

@@ -321,7 +321,7 @@ FUNCTIONS: tuple[Function, ...] = (
         "schedule",
         ((RUNS, "readwrite"), (EVENTS, "readwrite"), (HOST, "readwrite")),
         bucket="readwrite",
-        starts=("run", "eval", "fork", "timer"),
+        starts=("run", "eval", "fork", "timer", "run_hold", "fork_hold"),  # a run from before 0191 on its loop
         timeout_s=120,
         memory_mb=256,
         every_minutes=1,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from shared.ports import Ports, RunRecord, StagedWrite, Waiting
 from shared.protocol.ids import tenant_of
 
-COUNTED = ("run", "eval")  # the machines whose runs hold a slot
+COUNTED = ("run", "run_hold", "eval")  # the machines whose runs hold a slot (run_hold: one from before 0191)
 PUMP_PAGE = 25  # waiting runs read per Query while slots are free
 
 
@@ -109,7 +109,8 @@ def pump(ports: Ports, tenant: str) -> list[str]:
             if rec is None or rec.status != "pending":  # erased or cancelled (a start of it is named: idempotent)
                 ports.slots.drop_waiting(tenant, waiting)
                 continue
-            if not ports.orchestrator.can_start(waiting.machine):
+            machine = outbox.machine_for(rec, waiting.machine)  # one a build from before 0191 queued: its loop
+            if not ports.orchestrator.can_start(machine):
                 return started
             taken = "taken" if limit <= 0 else ports.slots.take(tenant, waiting.run_id, limit, waiting=waiting)
             if taken == "full":
@@ -118,7 +119,7 @@ def pump(ports: Ports, tenant: str) -> list[str]:
                 continue
             if taken == "held" or limit <= 0:
                 ports.slots.drop_waiting(tenant, waiting)
-            _start(ports, rec, waiting.machine)
+            _start(ports, rec, machine)
             outbox.after_start(ports, rec)
             started.append(rec.run_id)
         if len(page) < PUMP_PAGE:

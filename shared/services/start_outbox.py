@@ -84,7 +84,20 @@ def machine_of(rec: RunRecord) -> str:
     """The state machine a run executes on: a session's execution only waits for its expiry (decision 0189)."""
     if rec.kind == "session":
         return "timer"
-    return "fork" if rec.data.get("fork") else "eval" if rec.kind == "eval" else "run"
+    if rec.kind == "eval" and not rec.data.get("fork"):
+        return "eval"
+    return machine_for(rec, "fork" if rec.data.get("fork") else "run")
+
+
+def machine_for(rec: RunRecord, machine: str) -> str:
+    """The machine ``rec`` starts on when ``machine`` was named for it: a run or fork a build from before decision
+    0191 created (stamped engine version 1: a sweep's, a queue's or a restart's start of it) on its hold machine,
+    which loops as that build's tasks expect; the rest on ``machine``."""
+    from shared.engine.version import STAMPED, run_engine_version
+
+    if machine in ("run", "fork") and run_engine_version(rec.data) < STAMPED:
+        return machine + "_hold"
+    return machine
 
 
 def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
@@ -92,7 +105,7 @@ def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     machine = machine_of(rec)
     if machine == "timer":  # a session's execution waits for its expiry
         return session_expiry(ports, rec.run_id, int(rec.data["session"]["expiresAtMs"]))
-    if machine == "fork":  # its first task builds the fork's index, or (a branch builds none) advances
+    if machine.startswith("fork"):  # its first task builds the fork's index, or (a branch builds none) advances
         from shared.engine.forkindex import needs_index
 
         return {"runId": rec.run_id, "index": needs_index(rec)}

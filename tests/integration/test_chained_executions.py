@@ -3,6 +3,7 @@ next itself: its next execution, or a hold on the hold machine, whose ARN the ru
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from openwop_client.types import CreateRunRequest, ForkRunRequest
@@ -178,3 +179,60 @@ def test_an_execution_is_one_task(host):
     for machine, run_id in (("run", src.runId), ("fork", branch.runId)):
         again = orchestrator.start(machine, run_id, {"runId": run_id}, generation=1)
         assert entered(host, again) == ["Advance"]
+
+
+def test_a_run_a_build_from_before_created_starts_on_the_loop_it_expects(host, monkeypatch):
+    from shared.engine import version
+    from shared.services import runs
+    from shared.services.common import Caller
+    from shared.services.start_sweep import sweep
+    from tests.integration.test_start_outbox import Killed, killed_after_write
+    from tests.workflows import register_scripted_agent
+
+    # Given a run's create by a build from before decision 0191 (it stamps engine version 1), cut after its first
+    # write: the run and its start marker written, no execution started
+    wid = register_scripted_agent(host.tenant_a, "chain-old")
+    caller = Caller(tenant=host.tenant_a, subject_id="chain-test")
+    req = CreateRunRequest(workflowId=wid, inputs={"script": {"calls": [], "answer": unique("old")}})
+    with monkeypatch.context() as m:
+        m.setattr(version, "STAMPED", 1)
+        with killed_after_write(_ports(), 1) as kill, contextlib.suppress(Killed):
+            runs.create(_ports(), caller, req)
+    (run_id,) = kill.markers
+    assert _ports().runs.get_run(run_id).data["build"]["engineVersion"] == 1
+    # When this build's sweep starts it
+    assert run_id in sweep(_ports(), grace_s=0).started
+    # Then it runs on the machine that loops (a build from before may serve its tasks during a traffic shift, and
+    # answers as a loop expects), not on the chained one, and completes there
+    assert wait_terminal(host.client(host.key_a), run_id).status == "completed"
+    held = str(_ports().runs.get_run(run_id).execution_arn)
+    hold_machine = execution_arn("run_hold", run_id, 0).rsplit(":", 1)[0]
+    assert held.rsplit(":", 1)[0] == hold_machine
+    assert entered(host, held) == ["Entry", "Advance", "Route", "Done"]
+    assert described(host, execution_arn("run", run_id, 0)) is None
+
+
+def test_a_queued_run_a_build_from_before_created_starts_on_the_loop_it_expects(host, monkeypatch):
+    from shared.engine import version
+    from shared.local.commands import seed
+    from tests.integration.test_fair_compute import _status, _waiting_approval, _wire, runs_in_flight
+    from tests.wire import raw
+
+    # Given a tenant at its cap of 1 run in flight (one waiting for an approval), and a run a build from before
+    # decision 0191 created behind it (stamped engine version 1), waiting for a slot
+    tenant, key = unique("tenant-chain-q"), unique("key-chain-q")
+    assert seed({key: tenant})
+    with runs_in_flight(1):
+        first = str(raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-approval"}, key=key).json["runId"])
+        eventually(lambda: _waiting_approval(first), timeout=60)
+        with monkeypatch.context() as m:
+            m.setattr(version, "STAMPED", 1)
+            old = str(raw(host.base_url, "POST", "/runs", {"workflowId": "conformance-noop"}, key=key).json["runId"])
+        assert _status(old) == ("pending", False)
+        # When the first is cancelled and its slot given back
+        assert raw(host.base_url, "POST", f"/runs/{_wire(first)}/cancel", {}, key=key).status == 200
+        # Then the waiting run starts on the machine that loops, as its build's tasks expect, and completes there
+        assert wait_terminal(host.client(key), old, timeout=60).status == "completed"
+    held = str(_ports().runs.get_run(old).execution_arn)
+    assert held.rsplit(":", 1)[0] == execution_arn("run_hold", old, 0).rsplit(":", 1)[0]
+    assert entered(host, held) == ["Entry", "Advance", "Route", "Done"]
