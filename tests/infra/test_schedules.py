@@ -52,8 +52,8 @@ def test_the_start_sweep_may_start_runs_and_write_their_items_and_nothing_else(s
     # Given the sweep's role
     statements = synth.function_statements("sweep_starts")
     actions = _actions(statements)
-    # Then it starts the four machines (a session's on the timer machine), writes the runs, events and host tables, and reads no tool calls,
-    # credentials or models
+    # Then it starts the six machines (a session's on the timer machine, a run from before decision 0191 on its hold
+    # machine), writes the runs, events and host tables, and reads no tool calls, credentials or models
     assert "states:StartExecution" in actions and "dynamodb:PutItem" in actions
     started = {
         json.dumps(r, sort_keys=True)
@@ -63,7 +63,7 @@ def test_the_start_sweep_may_start_runs_and_write_their_items_and_nothing_else(s
     }
     assert started == {
         json.dumps(synth.resolve(synth.stack.state_machines.machine(m).state_machine_arn), sort_keys=True)
-        for m in ("run", "eval", "fork", "timer")
+        for m in ("run", "eval", "fork", "timer", "run_hold", "fork_hold")
     }
     text = json.dumps(statements)
     assert json.dumps(synth.resolve(synth.stack.tables.table(manifest.TOOL_CALLS).table_arn)) not in text
