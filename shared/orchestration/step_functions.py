@@ -8,6 +8,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.ports.orchestration import ExecutionStartThrottledError
+
 NAME_MAX = 80  # Step Functions' limit on an execution name
 DIGEST_CHARS = 16  # 64 bits of SHA-256: two runs' names collide with odds of ~1e-19 per pair
 
@@ -57,8 +59,11 @@ class StepFunctionsOrchestrator:
             resp = self._c.start_execution(stateMachineArn=arn, name=name, input=json.dumps(payload))
             return str(resp["executionArn"])
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "ExecutionAlreadyExists":
                 return _execution_arn(arn, name)
+            if code == "ThrottlingException":  # after botocore's retries: a run task's machine retries it (0191)
+                raise ExecutionStartThrottledError(f"StartExecution throttled: {name}") from exc
             raise
 
     def execution_name(self, machine: str, run_id: str) -> str:

@@ -42,6 +42,11 @@ class Orchestrator(Protocol):
     def resume(self, task_token: str) -> None: ...
 
 
+class ExecutionStartThrottledError(Exception):
+    """Step Functions throttled a start past the SDK's own retries. A run task that continues its run (decision 0191)
+    fails with this error name, which the state machines retry as they ride out Lambda's throttling."""
+
+
 class EffectDeniedError(Exception):
     """An effect seam refused an effect (default-deny in replay)."""
 

@@ -99,3 +99,12 @@ def test_a_build_of_another_engine_version_is_retried_past_a_traffic_shift(machi
     retrier = next(r for r in doc["States"]["Advance"]["Retry"] if "EngineVersionMismatchError" in r["ErrorEquals"])
     # Then the engine-version refusal is retried for longer (expected) than the longest traffic shift lasts
     assert sum(delays(retrier)) / 2 > 60 * max(SHIFT_MINUTES.values())
+
+
+@pytest.mark.parametrize(("machine", "doc"), [m for m in _machines() if "Advance" in m[1]["States"]])
+def test_a_throttled_start_of_a_run_s_next_execution_is_ridden_out(machine: str, doc: dict[str, Any]) -> None:
+    # Given the retrier of an Advance task that rides out Lambda's throttling
+    retrier = next(r for r in doc["States"]["Advance"]["Retry"] if set(r["ErrorEquals"]) & THROTTLING)
+    # Then a start of the run's next execution that Step Functions throttled (the task continues its run itself:
+    # decision 0191) is retried as long, not failed after the short retrier of other task errors
+    assert "ExecutionStartThrottledError" in retrier["ErrorEquals"], machine

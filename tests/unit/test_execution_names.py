@@ -59,3 +59,26 @@ def test_the_orchestrator_starts_the_named_execution() -> None:
         arn = StepFunctionsOrchestrator(client, {"run": machine}).start("run", run_id, {"runId": run_id})
         stub.assert_no_pending_responses()
     assert arn.endswith(":" + name)
+
+
+def test_a_throttled_start_is_an_error_the_machines_retry() -> None:
+    import boto3
+    import pytest
+
+    from shared.ports.orchestration import ExecutionStartThrottledError
+
+    # Given the Step Functions client, stubbed at the wire, throttling a start past botocore's retries
+    client = boto3.client("stepfunctions", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:run"
+    with Stubber(client) as stub:
+        stub.add_client_error("start_execution", service_error_code="ThrottlingException", http_status_code=400)
+        # When a run task starts its run's next execution, then it fails with the error name its machine retries
+        with pytest.raises(ExecutionStartThrottledError):
+            StepFunctionsOrchestrator(client, {"run": machine}).start(
+                "run", "tenant-a/01J", {"runId": "x"}, generation=1
+            )
+        # and any other refusal stays the client's error
+        stub.add_client_error("start_execution", service_error_code="StateMachineDoesNotExist", http_status_code=400)
+        with pytest.raises(Exception) as refused:
+            StepFunctionsOrchestrator(client, {"run": machine}).start("run", "tenant-a/01J", {"runId": "x"})
+        assert not isinstance(refused.value, ExecutionStartThrottledError)
