@@ -37,11 +37,6 @@ class Chain:
     parked_timeout_s: int
 
 
-def first_name(ports: Ports, chain: Chain, run_id: str) -> str:
-    """The name of the run's first execution, under which every task of a chained run is stamped."""
-    return ports.orchestrator.execution_name(chain.machine, run_id)
-
-
 def go_on(
     ports: Ports, run_id: str, out: dict[str, Any], chain: Chain, execution: str, machine_arn: str
 ) -> dict[str, Any]:

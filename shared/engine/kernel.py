@@ -393,7 +393,8 @@ def advance(
     ``chain``: the task runs on a chained machine (decision 0191, ``shared.engine.chain``): it is stamped as the task
     ``hops`` of the run's first execution, and it starts what the run does next itself; its execution ends.
     """
-    named = chain_of.first_name(ports, chain, run_id) if chain is not None else execution
+    # a chained task is named as a task of the run's first execution
+    named = ports.orchestrator.execution_name(chain.machine, run_id) if chain is not None else execution
     out = _advance(
         ports,
         run_id,

@@ -364,40 +364,28 @@ _HOLDING = {
     "ParkRunFunction": "function:park_run",
     "ParkedTimeoutSeconds": "setting:parkedTimeout",
 }
-_CHAINED = {
-    "AdvanceRunFunction": "function:advance_run",
-    "FailRunFunction": "function:fail_run",
-    "ParkedTimeoutSeconds": "setting:parkedTimeout",
-}
+
+
+def _chained_with_hold(key: str, looping: str, chained: str, construct: str) -> tuple[StateMachine, StateMachine]:
+    """``key``'s hold machine (``<key>_hold``: the looping ASL, the resource ``construct`` that ``key`` was before
+    0191), then ``key`` itself (the chained ASL, told its hold machine's ARN; no Park: it never waits)."""
+    hold = f"{key}_hold"
+    chained_subs = {k: v for k, v in _HOLDING.items() if k != "ParkRunFunction"}
+    return (
+        StateMachine(hold, looping, _HOLDING, invokes=("advance_run", "fail_run", "park_run"), construct=construct),
+        StateMachine(
+            key,
+            chained,
+            {**chained_subs, f"{construct}HoldStateMachine": f"machine:{hold}"},
+            invokes=("advance_run", "fail_run"),
+            construct=f"{construct}Chain",
+        ),
+    )
+
+
 STATE_MACHINES: tuple[StateMachine, ...] = (
-    StateMachine(
-        "run_hold",
-        "statemachines/run.asl.json",
-        _HOLDING,
-        invokes=("advance_run", "fail_run", "park_run"),
-        construct="Run",
-    ),
-    StateMachine(
-        "fork_hold",
-        "statemachines/fork-replay.asl.json",
-        _HOLDING,
-        invokes=("advance_run", "fail_run", "park_run"),
-        construct="Fork",
-    ),
-    StateMachine(
-        "run",
-        "statemachines/run-chain.asl.json",
-        {**_CHAINED, "RunHoldStateMachine": "machine:run_hold"},
-        invokes=("advance_run", "fail_run"),
-        construct="RunChain",
-    ),
-    StateMachine(
-        "fork",
-        "statemachines/fork-chain.asl.json",
-        {**_CHAINED, "ForkHoldStateMachine": "machine:fork_hold"},
-        invokes=("advance_run", "fail_run"),
-        construct="ForkChain",
-    ),
+    *_chained_with_hold("run", "statemachines/run.asl.json", "statemachines/run-chain.asl.json", "Run"),
+    *_chained_with_hold("fork", "statemachines/fork-replay.asl.json", "statemachines/fork-chain.asl.json", "Fork"),
     StateMachine(
         "eval",
         "statemachines/eval-run.asl.json",

@@ -105,7 +105,7 @@ def payload_of(ports: Ports, rec: RunRecord) -> dict[str, Any]:
     machine = machine_of(rec)
     if machine == "timer":  # a session's execution waits for its expiry
         return session_expiry(ports, rec.run_id, int(rec.data["session"]["expiresAtMs"]))
-    if machine.startswith("fork"):  # its first task builds the fork's index, or (a branch builds none) advances
+    if rec.data.get("fork"):  # its first task builds the fork's index, or (a branch builds none) advances
         from shared.engine.forkindex import needs_index
 
         return {"runId": rec.run_id, "index": needs_index(rec)}
