@@ -143,12 +143,16 @@ def test_a_cancel_at_the_tail_stops_the_tasks_next_page(ports):
 def test_an_erasure_takes_the_pages_a_task_put_after_it(ports):
     # Given a task that opened the tail and put a page, and its run erased meanwhile (run item and log deleted)
     from shared.engine.workflowrun import _after_conflict
+    from shared.local.ddb_streams import wait_for_stream_idle
     from shared.services.erasure import erase_now
 
     rec = _run(ports)
     ev = ports.events
     ev.append_events(rec.run_id, 0, _evs(ports, rec.run_id, 0, 5), open_tail=True)
     erase_now(ports, rec.run_id)
+    # (the runs table's stream hands the erasure hook the run item's removal: it erases the log again, so the task's
+    # page is put once the hook is done, or the hook would take it before the task does)
+    assert wait_for_stream_idle(20)
     assert _keys(ports, rec.run_id) == []
     # When the task goes on: a plain page lands (a put checks no run item), its last append finds the run gone
     ev.append_events(rec.run_id, 5, _evs(ports, rec.run_id, 5, 10), plain=True)
@@ -158,6 +162,9 @@ def test_an_erasure_takes_the_pages_a_task_put_after_it(ports):
     # Then the task, having opened the tail, deletes the log again: nothing of the erased run is left
     assert _after_conflict(ports, rec.run_id, True)["next"] == "done"
     assert _keys(ports, rec.run_id) == []
+    late = _late(ports, rec.run_id)
+    assert late is not None and late["status"] == "RUNNING"  # and the late writes' execution waits, as below
+    ports.orchestrator.stop(late["executionArn"])
 
 
 def test_a_log_begun_keyed_by_last_sequences_reads_whole_across_the_change(ports):
