@@ -44,7 +44,7 @@ def _fork(source: str, mode: str, from_seq: int) -> str:
 def main() -> None:
     from shared.services.workflows import register_workflow
     from shared.wiring import get_ports
-    from tests.workflows import chain, definition, edge, node
+    from tests.workflows import chain, definition, edge, node, static
 
     print(
         f"What it costs (AWS list prices read {prices.PRICES_READ_ON}, {prices.REGION}; exact counts from local "
@@ -54,8 +54,14 @@ def main() -> None:
     ports = get_ports()
     try:
         register_workflow(ports, TENANT, chain("bench-cost-10-nodes", 10))
+        held = [node("h", "core.conformance.hold", inputs={"delayMs": static(2000)}), node("n", "core.noop")]
+        register_workflow(ports, TENANT, definition("bench-cost-hold-once", held, [edge("h", "n", eid="hn")]))
         _measured(meter, ports, lambda: _create("conformance-noop"))  # warm caches
-        for workflow, label in (("conformance-noop", "one-node workflow"), ("bench-cost-10-nodes", "10-node chain")):
+        for workflow, label in (
+            ("conformance-noop", "one-node workflow"),
+            ("bench-cost-10-nodes", "10-node chain"),
+            ("bench-cost-hold-once", "workflow that holds 2 s, then one node"),
+        ):
             run_id, used = _measured(meter, ports, lambda w=workflow: _create(w))
             events = ports.runs.get_run(run_id).last_seq + 1
             line(

@@ -5,11 +5,14 @@ A Step Functions execution bills a state transition for every state it enters. A
 serve the runs that go on. On the chained machines (``statemachines/*-chain.asl.json``) an execution enters one
 state, its ``Advance`` task, and ends with it; the task itself starts what the run does next:
 
-- ``continue``: the next execution of the same machine, generation n + 1 of the run's execution name (named, so a
+- ``continue``: the next execution of the chained machine (``machine_arn``), generation n + 1 of the run's execution name (named, so a
   retried task starts it once: a second start of the same name is ``ExecutionAlreadyExists``, taken as started);
-- ``wait`` or ``park``: generation n + 1 on the hold machine (``statemachines/run.asl.json`` or ``fork-replay``, the
-  machines that loop), told the answer, which it holds on at once (its ``Entry`` choice); the run goes on there. Its
-  ARN is stored on the run, so a cancel or an erasure stops the execution that holds it;
+- ``wait`` or ``park``: generation n + 1 on the hold machine (``statemachines/run.asl.json`` or ``fork-replay``),
+  told the answer, which it holds on at once (its ``Entry`` choice), then one task (``AdvanceOnce``, decision 0192)
+  told its place (``hops``) and the machine it goes on in (``chained``: this one's ARN, ``machine_arn``; the hold
+  machine cannot name it, since this one names the hold machine), which does as this one does: so a hold is three
+  states (``Entry``, ``HoldOnce`` or ``ParkOnce``, ``AdvanceOnce``). Its ARN is stored on the run, so a cancel or an
+  erasure stops the execution that holds it;
 - ``done``: nothing.
 
 A continuing execution's ARN is not stored: a cancel writes the run's status, which the next task reads before it
@@ -48,14 +51,25 @@ def go_on(
     if nxt == "continue":
         payload = {"runId": run_id, "hops": int(out.get("hops", 0))}
         ports.orchestrator.start(chain.machine, run_id, payload, generation=after, machine_arn=machine_arn)
-    else:  # wait or park: held by the hold machine, where the run goes on
+    else:  # wait or park: held by the hold machine, whose one task after it goes on here (decision 0192)
         payload = {
             "runId": run_id,
             "next": nxt,
             "waitSeconds": int(out.get("waitSeconds", 0)),
             "parkedTimeoutSeconds": chain.parked_timeout_s,
+            "hops": int(out.get("hops", 0)),
+            "chained": machine_arn,
         }
         # named as the run's executions are (a name is unique per machine): generation n + 1 of the run's
         arn = ports.orchestrator.start(chain.machine, run_id, payload, generation=after, machine_arn=chain.hold_arn)
-        ports.runs.set_execution(run_id, arn)  # what a cancel or an erasure stops
+        store_execution(ports, run_id, arn)  # what a cancel or an erasure stops
     return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": out.get("hops", 0), "renewed": True}
+
+
+def store_execution(ports: Ports, run_id: str, arn: str) -> None:
+    """Store ``arn`` as the run's execution, what a cancel or an erasure stops; if the run is being cancelled, has
+    ended or is gone, stop it here instead. A cancel writes the status, then stops the execution stored by then (and
+    an erasure the one its delete removed): an execution stored before that write is theirs to stop, one started after
+    it is this one's (the store's condition refuses it)."""
+    if not ports.runs.set_execution(run_id, arn):
+        ports.orchestrator.stop(arn)

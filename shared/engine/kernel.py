@@ -454,7 +454,7 @@ def renew(ports: Ports, run_id: str, execution: str, hops: int, machine_arn: str
     arn = ports.orchestrator.start(
         machine, run_id, {"runId": run_id}, generation=execution_generation(execution) + 1, machine_arn=machine_arn
     )
-    ports.runs.set_execution(run_id, arn)
+    chain_of.store_execution(ports, run_id, arn)
     return {"runId": run_id, "next": "done", "waitSeconds": 0, "hops": hops, "renewed": True}
 
 

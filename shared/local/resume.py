@@ -54,6 +54,7 @@ def unfinished_runs(table: str, writes: AbstractContextManager[Any]) -> list[str
 
 
 def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resumed:
+    from shared.engine.chain import store_execution
     from shared.engine.stamps import execution_generation
     from shared.services import start_outbox as outbox
     from shared.services.runs import finish_cancel
@@ -84,7 +85,7 @@ def resume_unfinished(ports: Ports, writes: AbstractContextManager[Any]) -> Resu
             arn = ports.orchestrator.start(
                 outbox.machine_of(rec), run_id, payload, generation=execution_generation(previous) + 1
             )
-            ports.runs.set_execution(run_id, arn)
+            store_execution(ports, run_id, arn)
         except Exception:  # noqa: BLE001 - one run that cannot start must not keep the host from starting
             done.failed.append(run_id)
             continue

@@ -66,7 +66,9 @@ def request_erasure(ports: Ports, run_id: str, *, lineage: bool = False) -> None
     if rec is not None and rec.execution_arn and not rec.terminal:
         ports.orchestrator.stop(rec.execution_arn)
     if rec is not None:
-        ports.runs.delete_run_item(run_id)
+        stored = ports.runs.delete_run_item(run_id)
+        if stored and stored != rec.execution_arn:  # a hold stored since the read above (decision 0191)
+            ports.orchestrator.stop(stored)
 
 
 def link_idempotency_record(ports: Ports, run_id: str, record_id: str) -> None:

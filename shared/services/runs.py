@@ -140,27 +140,33 @@ def cancel_run(ports: Ports, caller: Caller, wire_run_id: str) -> dict[str, Any]
             raise RunTerminalError()
     if rec.execution_arn:
         ports.orchestrator.stop(rec.execution_arn)
-    finish_cancel(ports, rec.run_id)  # and its slot, and its tenant's waiting runs (decision 0160)
+    finish_cancel(ports, rec.run_id, stopped=rec.execution_arn or "")  # and its slot, its tenant's waiting runs
     return {"runId": rec.run_id, "status": "cancelled"}
 
 
-def finish_cancel(ports: Ports, run_id: str) -> None:
+def finish_cancel(ports: Ports, run_id: str, *, stopped: str | None = None) -> None:
     """Append node.cancelled for the node in flight and run.cancelled; then give back the run's slot of its tenant
-    and start its waiting runs (decision 0160)."""
+    and start its waiting runs (decision 0160). ``stopped``: the execution the cancel stopped, as it read the run
+    before its status write (None: the caller stops none)."""
     from shared.services.admission import run_ended
 
-    _append_cancelled(ports, run_id)
+    _append_cancelled(ports, run_id, stopped)
     run_ended(ports, run_id)
 
 
-def _append_cancelled(ports: Ports, run_id: str) -> None:
+def _append_cancelled(ports: Ports, run_id: str, stopped: str | None = None) -> None:
     """node.cancelled for the node in flight and run.cancelled; no engine write can land after it. A task in
     flight may take the tail first with its plain appends (decision 0170): the cancel reads the tail again and
-    tries once more for each page such a task can still write (its execution is stopped: no other task starts)."""
-    for _ in range(CANCEL_ATTEMPTS):
+    tries once more for each page such a task can still write (its execution is stopped: no other task starts).
+    An execution stored after the cancel's first read and before its status write (a chained task's hold, decision
+    0191) is the one this read finds: stopped too (one stored after the write is stopped by its task:
+    ``chain.store_execution``)."""
+    for attempt in range(CANCEL_ATTEMPTS):
         rec = ports.runs.get_run(run_id)
         if rec is None or rec.status != "cancelling":
             return
+        if attempt == 0 and stopped is not None and rec.execution_arn not in (None, "", stopped):
+            ports.orchestrator.stop(rec.execution_arn)
         state = _kernel().load_state(ports, rec)
         seq = rec.last_seq + 1
         evs = []

@@ -53,7 +53,9 @@ def started(ports: Ports, rec: RunRecord, arn: str) -> None:
     """The run's execution is started as ``arn``: stored on the run item unless its create stored it already (a
     create knows the ARN its start gives: decision 0175; a run created before did not)."""
     if arn != rec.execution_arn:
-        ports.runs.set_execution(rec.run_id, arn)
+        from shared.engine.chain import store_execution
+
+        store_execution(ports, rec.run_id, arn)
 
 
 def opened_by_task(rec: RunRecord) -> bool:

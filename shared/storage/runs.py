@@ -336,14 +336,22 @@ class DynamoRunStore(runcreate.RunCreate, runclaims.RunClaims, runrestore.RunRes
             next_key = found[-1][1]
         return [run_id for run_id, _ in found], next_key
 
-    def set_execution(self, run_id: str, execution_arn: str) -> None:
-        self._c.update_item(
-            TableName=self._t,
-            Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
-            UpdateExpression="SET executionArn = :a",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":a": {"S": execution_arn}},
-        )
+    def set_execution(self, run_id: str, execution_arn: str) -> bool:
+        ended = {f":e{i}": {"S": s} for i, s in enumerate(sorted({*TERMINAL_STATUSES, "cancelling"}))}
+        try:
+            self._c.update_item(
+                TableName=self._t,
+                Key=to_item({"pk": run_id, "sk": schema.RUN_SK}),
+                UpdateExpression="SET executionArn = :a",
+                ConditionExpression=f"attribute_exists(pk) AND NOT (#st IN ({', '.join(ended)}))",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues={":a": {"S": execution_arn}, **ended},
+            )
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
 
     def get_status(self, run_id: str, *, consistent: bool = True) -> str | None:
         """The run's status (one GetItem of its run item's status: 1 RRU, 0.5 eventually consistent); None without
@@ -432,12 +440,13 @@ class DynamoRunStore(runcreate.RunCreate, runclaims.RunClaims, runrestore.RunRes
     def all_keys(self, run_id: str) -> list[dict[str, Any]]:
         return query_keys(self._c, self._t, "pk", run_id, "pk, sk")
 
-    def delete_run_item(self, run_id: str) -> bool:
+    def delete_run_item(self, run_id: str) -> str | None:
         """Delete the run item (the stream REMOVE record then drives the rest of the erasure)."""
         resp = self._c.delete_item(
             TableName=self._t, Key=to_item({"pk": run_id, "sk": schema.RUN_SK}), ReturnValues="ALL_OLD"
         )
-        return "Attributes" in resp
+        old = resp.get("Attributes")
+        return None if old is None else str((old.get("executionArn") or {}).get("S", ""))
 
     def delete_aux_all(self, run_id: str) -> int:
         """Every item under the run's key (its tombstone lives elsewhere: ``ddb.Tombstones``)."""

@@ -35,6 +35,33 @@ def _machines() -> list[tuple[str, dict[str, Any]]]:
     return [(p.name, json.loads(p.read_text())) for p in sorted((ROOT / "statemachines").glob("*.asl.json"))]
 
 
+def _invoking(doc: dict[str, Any], function: str) -> dict[str, dict[str, Any]]:
+    """The machine's Lambda tasks that invoke ``function`` (its placeholder's name): a hold machine's loop and its
+    chained tasks after a hold alike (decision 0192)."""
+    tasks = _lambda_tasks(doc["States"])
+    return {n: t for n, t in tasks.items() if t["Parameters"]["FunctionName"] == f"${{{function}}}"}
+
+
+ADVANCING = [(m, d, n) for m, d in _machines() for n in _invoking(d, "AdvanceRunFunction")]
+PARKING = [(m, d, n) for m, d in _machines() for n in _invoking(d, "ParkRunFunction")]
+
+
+def test_every_machine_of_a_run_advances_it_and_the_hold_machines_park_it_twice() -> None:
+    assert {(m, n) for m, _, n in ADVANCING} >= {
+        ("run.asl.json", "Advance"),
+        ("run.asl.json", "AdvanceOnce"),
+        ("run-chain.asl.json", "Advance"),
+        ("fork-replay.asl.json", "AdvanceOnce"),
+        ("fork-chain.asl.json", "Advance"),
+    }
+    assert {(m, n) for m, _, n in PARKING} == {
+        ("run.asl.json", "Park"),
+        ("run.asl.json", "ParkOnce"),
+        ("fork-replay.asl.json", "Park"),
+        ("fork-replay.asl.json", "ParkOnce"),
+    }
+
+
 def delays(retrier: dict[str, Any]) -> list[float]:
     """The nominal wait before each retry (ASL: interval x rate^(n-1), capped at MaxDelaySeconds)."""
     interval, rate = retrier.get("IntervalSeconds", 1), retrier.get("BackoffRate", 2.0)
@@ -68,13 +95,13 @@ def test_every_lambda_task_rides_out_throttling_for_well_over_five_minutes(machi
         assert math.exp(-2 * (expected - FIVE_MINUTES) ** 2 / sum(d * d for d in ds)) < 1e-4, (machine, name)
 
 
-@pytest.mark.parametrize(("machine", "doc"), [m for m in _machines() if "Park" in m[1]["States"]])
+@pytest.mark.parametrize(("machine", "doc", "name"), PARKING)
 def test_a_parked_run_times_out_into_run_timeout_without_failing_its_execution(
-    machine: str, doc: dict[str, Any]
+    machine: str, doc: dict[str, Any], name: str
 ) -> None:
     states = doc["States"]
-    park = states["Park"]
-    # Given the Park task: its wait is bounded by the parkedTimeout the Advance results carry
+    park = states[name]
+    # Given a Park task: its wait is bounded by the parkedTimeout the Advance results (or a hold's input) carry
     assert park["TimeoutSecondsPath"] == "$.parkedTimeoutSeconds" and "HeartbeatSeconds" not in park
     assert (
         states["Advance"]["ResultSelector"]["parkedTimeoutSeconds.$"]
@@ -92,19 +119,23 @@ def test_a_parked_run_times_out_into_run_timeout_without_failing_its_execution(
     assert all("States.Timeout" not in r["ErrorEquals"] and "States.ALL" not in r["ErrorEquals"] for r in park["Retry"])
 
 
-@pytest.mark.parametrize(("machine", "doc"), [m for m in _machines() if "Advance" in m[1]["States"]])
-def test_a_build_of_another_engine_version_is_retried_past_a_traffic_shift(machine: str, doc: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("machine", "doc", "name"), ADVANCING)
+def test_a_build_of_another_engine_version_is_retried_past_a_traffic_shift(
+    machine: str, doc: dict[str, Any], name: str
+) -> None:
     from infra.deploy_configs import SHIFT_MINUTES
 
-    retrier = next(r for r in doc["States"]["Advance"]["Retry"] if "EngineVersionMismatchError" in r["ErrorEquals"])
+    retrier = next(r for r in doc["States"][name]["Retry"] if "EngineVersionMismatchError" in r["ErrorEquals"])
     # Then the engine-version refusal is retried for longer (expected) than the longest traffic shift lasts
     assert sum(delays(retrier)) / 2 > 60 * max(SHIFT_MINUTES.values())
 
 
-@pytest.mark.parametrize(("machine", "doc"), [m for m in _machines() if "Advance" in m[1]["States"]])
-def test_a_throttled_start_of_a_run_s_next_execution_is_ridden_out(machine: str, doc: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("machine", "doc", "name"), ADVANCING)
+def test_a_throttled_start_of_a_run_s_next_execution_is_ridden_out(
+    machine: str, doc: dict[str, Any], name: str
+) -> None:
     # Given the retrier of an Advance task that rides out Lambda's throttling
-    retrier = next(r for r in doc["States"]["Advance"]["Retry"] if set(r["ErrorEquals"]) & THROTTLING)
+    retrier = next(r for r in doc["States"][name]["Retry"] if set(r["ErrorEquals"]) & THROTTLING)
     # Then a start of the run's next execution that Step Functions throttled (the task continues its run itself:
     # decision 0191) is retried as long, not failed after the short retrier of other task errors
     assert "ExecutionStartThrottledError" in retrier["ErrorEquals"], machine

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ENDING_TASKS = ("Advance", "FailRun", "ParkedTimeout")  # the run's end gives back its slot there
+ENDING_TASKS = ("Advance", "AdvanceOnce", "FailRun", "ParkedTimeout")  # the run's end gives back its slot there
 
 
 def _payloads(machine: str) -> dict[str, dict]:

@@ -13,7 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize(
     ("machine", "state"),
-    [("run", "Advance"), ("fork-replay", "Advance"), ("run-chain", "Advance"), ("fork-chain", "Advance")],
+    [
+        ("run", "Advance"),
+        ("run", "AdvanceOnce"),
+        ("fork-replay", "Advance"),
+        ("fork-replay", "AdvanceOnce"),
+        ("run-chain", "Advance"),
+        ("fork-chain", "Advance"),
+    ],
 )
 def test_the_task_is_told_its_execution_s_name(machine, state):
     states = json.loads((ROOT / "statemachines" / f"{machine}.asl.json").read_text())["States"]
