@@ -1,10 +1,11 @@
-"""Memory of the task functions (issue 38, item 7): the peak a task function holds while it works, at 1k, 10k and
-100k events, against its configured memory (``shared.manifest``: ``Function.memory_mb``).
+"""Memory of the task functions (issue 38, item 7), and of the API functions that hold a request (SSE, long poll:
+billed for the whole time they hold, decision 0193): the peak a function holds while it works, at 1k, 10k and 100k
+events, against its configured memory (``shared.manifest``: ``Function.memory_mb``).
 
 Run: ``.venv/bin/python -m bench.bench_memory`` (part of ``make bench``). ``BENCH_MEMORY_EVENTS`` sets the sizes
 (default ``1000,10000``; a 100,000-event row takes 1 (fan-out) to 12 minutes (fork) on 2 cores: set
 ``BENCH_MEMORY_EVENTS=1000,10000,100000`` for them), ``BENCH_MEMORY_ROLES`` the rows (default
-``advance,fork,branch,trial,fanout``). Prints figures; asserts nothing.
+``advance,fork,branch,trial,fanout,watch,poll``). Prints figures; asserts nothing.
 
 Each row is one **fresh interpreter** (``python -m bench.bench_memory probe ROLE EVENTS``, the functions'
 environment) that starts the local stack (moto in-process), builds what the function works on through the real path,
@@ -15,7 +16,11 @@ and measures every invocation of the function:
 - ``branch``: ``advance_run`` copying the prefix of a branch fork from half of such a run (tasks of up to
   ``forkindex.COPY_EVENTS`` events each) and going on live (only the fork's tasks);
 - ``trial``: ``run_eval_trial`` running one eval trial whose scripted agent makes EVENTS / 10 tool calls;
-- ``fanout``: ``fanout_webhooks`` fanning out the stream batches of such a live run, one subscription registered.
+- ``fanout``: ``fanout_webhooks`` fanning out the stream batches of such a live run, one subscription registered;
+- ``watch``: ``stream_run_events`` (an API function: SSE) streaming such a run, once it ended, from its start to its
+  end, body after body as a client resuming with ``Last-Event-ID`` reads it;
+- ``poll``: ``poll_run_events`` (an API function: a long poll) reading such a run, once it ended, page after page
+  (``afterSequence`` the last sequence answered) to its end.
 
 moto's storage lives in the same process, so the process's peak resident set (``VmHWM``, printed, "process") is the stack and the
 build, not the function. Two figures are the function's own, per invocation, with every Lambda invocation of the
@@ -49,6 +54,8 @@ ROLES: dict[str, str] = {
     "branch": "advance_run",
     "trial": "run_eval_trial",
     "fanout": "fanout_webhooks",
+    "watch": "stream_run_events",
+    "poll": "poll_run_events",
 }
 ROW_TIMEOUT_S = 1800  # a row that takes longer is reported as such, not waited on
 
@@ -156,6 +163,43 @@ def _fork(ports: Any, run_id: str, mode: str = "replay") -> None:
     wait_status(ports, str(json.loads(out["body"])["runId"]), timeout=ROW_TIMEOUT_S)
 
 
+def _watch(watch: _Probe, run_id: str) -> None:
+    """Stream the run's whole log through ``stream_run_events``, body after body (``Last-Event-ID`` the last id sent),
+    each invocation measured."""
+    from bench.common import api_event, call
+
+    wire, last = run_id.replace("/", "~2F"), "-1"
+    for _ in range(100_000):
+        event = api_event("GET", f"/runs/{wire}/events", "/runs/{runId}/events")
+        event["headers"]["last-event-id"] = last
+        with watch("stream_run_events", event):
+            out = call("stream_run_events", event)
+        assert out["statusCode"] == 200, out["body"][:300]
+        ids = [row[4:] for row in out["body"].splitlines() if row.startswith("id: ")]
+        last = ids[-1] if ids else last
+        if out["headers"].get("x-openwop-stream") == "end":
+            return
+    raise AssertionError("the stream never ended")
+
+
+def _poll(watch: _Probe, run_id: str) -> None:
+    """Read the run's whole log through ``poll_run_events``, page after page, each invocation measured."""
+    from bench.common import api_event, call
+
+    wire, after = run_id.replace("/", "~2F"), -1
+    for _ in range(100_000):
+        query = f"afterSequence={after}&timeout=1" if after >= 0 else "timeout=1"
+        event = api_event("GET", f"/runs/{wire}/events/poll", "/runs/{runId}/events/poll", query=query)
+        with watch("poll_run_events", event):
+            out = call("poll_run_events", event)
+        assert out["statusCode"] == 200, out["body"][:300]
+        page = json.loads(out["body"])
+        after = int(page["lastSequence"])
+        if page["isTerminal"]:
+            return
+    raise AssertionError("the log never ended")
+
+
 def _trial(aws: Any, ports: Any, calls: int) -> None:
     from bench.bench_eval import _wait
     from bench.common import TENANT, api_event, call
@@ -222,6 +266,9 @@ def probe(role: str, events: int) -> dict[str, Any]:
             _trial(aws, ports, calls)
         else:
             run_id = _loop(ports, events)
+            if role in ("watch", "poll"):
+                watch.armed = True
+                (_watch if role == "watch" else _poll)(watch, run_id)
             if role in ("fork", "branch"):
                 watch.armed = True
                 _fork(ports, run_id, "replay" if role == "fork" else "branch")
@@ -291,8 +338,9 @@ def main() -> None:
     sizes = [int(x) for x in os.environ.get("BENCH_MEMORY_EVENTS", "1000,10000").split(",") if x]
     roles = [r for r in os.environ.get("BENCH_MEMORY_ROLES", ",".join(ROLES)).split(",") if r in ROLES]
     print(
-        "Task functions' peak memory (a fresh interpreter per row; rss+ = resident set's rise during the call, py = "
-        "its tracemalloc peak, both the max over the function's calls; estimate = import and clients + the larger)"
+        "Functions' peak memory, the task functions' and the held requests' (a fresh interpreter per row; rss+ = "
+        "resident set's rise during the call, py = its tracemalloc peak, both the max over the function's calls; "
+        "estimate = import and clients + the larger)"
     )
     line("bare interpreter (VmHWM)", f"{interpreter_mb():.1f}", "MB")
     imports = {}

@@ -135,9 +135,11 @@ FUNCTIONS: tuple[Function, ...] = (
         _RW_ALL + ((IDEMPOTENCY, "readwrite"),),
         starts=("run", "eval", "fork", "timer", "run_hold", "fork_hold"),  # stop a holding execution too
     ),
-    # A held poll or stream counts itself in its tenant's held requests (decision 0160): the host table, read-write
-    Function("stream_run_events", "functions.stream_run_events.handler", "api", _HELD, bucket="read"),
-    Function("poll_run_events", "functions.poll_run_events.handler", "api", _HELD, bucket="read"),
+    # A held poll or stream counts itself in its tenant's held requests (decision 0160): the host table, read-write.
+    # Each is billed for the whole time it holds (an SSE body 10 s, a poll up to 30): 256 MB, twice what it uses at
+    # most (63 and 65 MB streaming or polling a 10,000-event run: bench.bench_memory), half the cost of 512 (0193)
+    Function("stream_run_events", "functions.stream_run_events.handler", "api", _HELD, bucket="read", memory_mb=256),
+    Function("poll_run_events", "functions.poll_run_events.handler", "api", _HELD, bucket="read", memory_mb=256),
     Function("get_eval_summary", "functions.get_eval_summary.handler", "api", _READ),
     Function(
         "get_eval_report",
