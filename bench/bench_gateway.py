@@ -32,10 +32,10 @@ Measured against it (decision 0149), writes are **at the bound** for both kinds:
 TransactWriteItems (its ordinal with its effect's intent, before the tool runs; its tool-call record with its
 ``agent.tool-called`` / ``agent.tool-returned`` page and the log's head, after), a model call an UpdateItem (its
 ordinal, before the provider is called) and a TransactWriteItems (its ``MCALL#`` entry with its ``provider.usage``
-page and the head). Above the bound, and why: a tool call also reads its tool's registration (a GetItem: 4 requests
-against 3); the session's read is strongly consistent and transactional over the run, facts and state items (6 RRU
-against 0.5: it is the read an append's state fold and the ordinal's expected value come from); and the units of a
-write are more than its record's, since a transaction bills each item twice and the outcome also rewrites the run
+page and the head). A tool call reads its tool's registration once a minute per session and warm process (decision
+0194: the first call of the session measured here). Above the bound, and why: the session's read is one strongly
+consistent Query of the run's items (1 RRU against 0.5: it is the read an append's state fold and the ordinal's
+expected value come from); and the units of a write are more than its record's, since a transaction bills each item twice and the outcome also rewrites the run
 item (its head) and the state item (its fold), and the intent is the run item plus the ledger's effect row.
 """
 

@@ -2,7 +2,8 @@
 write request our clients send that names the session's run, through a botocore hook. A production tool call that
 goes live is two (its ordinal with its effect's intent, before the tool runs; its record with its events, after);
 a call decided without a tool (forbidden) is one; a model call is two (its ordinal; its model-call entry with its
-``provider.usage``). Calls racing for the same ordinal each take one of their own, the tool hit once per call."""
+``provider.usage``). Calls racing for the same ordinal each take one of their own, the tool hit once per call. A
+session reads its tool's registration once a minute per warm process (decision 0194)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ MCP = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": 
 
 
 @contextmanager
-def writes_naming(run_id: str) -> Iterator[list[str]]:
-    """The DynamoDB write operations sent while inside whose request names ``run_id``, from any thread."""
+def writes_naming(run_id: str, ops: set[str] = WRITES) -> Iterator[list[str]]:
+    """The DynamoDB operations of ``ops`` (by default the writes) sent while inside whose request names ``run_id``
+    (or any other text), from any thread."""
     ports = _ports()
     clients = {id(c.meta.events): c for c in (ports.runs._c, ports.events._c, ports.tool_calls._c, ports.host._c)}
     sent: list[str] = []
@@ -38,7 +40,7 @@ def writes_naming(run_id: str) -> Iterator[list[str]]:
     def before(request: Any = None, event_name: str = "", **_: Any) -> None:
         op = event_name.rsplit(".", 1)[1]
         body = request.body if isinstance(request.body, bytes) else str(request.body or "").encode()
-        if op in WRITES and needle in body:
+        if op in ops and needle in body:
             sent.append(op)
 
     for c in clients.values():
@@ -139,6 +141,25 @@ def test_a_live_tool_call_is_two_writes_its_intent_before_the_tool(host, session
         ("agent.tool-called", "s:0#1"),
         ("agent.tool-returned", "s:0#1"),
     ]
+
+
+def test_a_session_reads_its_tool_s_registration_once_a_minute(host, session_of, monkeypatch):
+    from shared.services.gateway import tools
+
+    s = session_of()
+    # When the session calls its tool twice within the minute
+    with writes_naming(s["tool"], {"GetItem"}) as first:
+        _tool(host, s, s["tool"], {"customerId": "c-1"})
+    with writes_naming(s["tool"], {"GetItem"}) as second:
+        _tool(host, s, s["tool"], {"customerId": "c-2"}, rpc=2)
+    # Then its registration was read by the first call only (decision 0194)
+    assert (first, second) == (["GetItem"], [])
+    # And once the kept answer's life has passed, the next call reads it again
+    monkeypatch.setattr(tools, "CATALOG_S", 0.0)
+    with writes_naming(s["tool"], {"GetItem"}) as third:
+        out = _tool(host, s, s["tool"], {"customerId": "c-1"}, rpc=3)
+    assert third == ["GetItem"]
+    assert out["structuredContent"]["customerId"] == "c-1"
 
 
 def test_a_call_decided_without_the_tool_is_one_write(host, session_of):

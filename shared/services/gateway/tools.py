@@ -30,6 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from shared.caches import LockedLRUCache
 from shared.engine.agents import tool_events
 from shared.engine.canonical import same_json
 from shared.engine.catalog import Catalog
@@ -45,6 +46,22 @@ from shared.services.gateway import EVAL, REPLAY, GatewaySession
 from shared.services.gateway import session as sessions
 
 LAST_INDEX = 99_999  # ``key_of_call`` pads the index to 5 digits: a session's calls lie between index 0 and this
+# A session's tool registrations are read at most once this long per warm process, as a host-run agent's task reads
+# them once (a task lasts at most 60 s): a registration changed or deleted reaches a session's calls within it.
+CATALOG_S = 60.0
+_CATALOGS: LockedLRUCache[tuple[str, str], tuple[int, Catalog]] = LockedLRUCache(maxsize=1024)
+
+
+def _catalog(ports: Ports, session: GatewaySession) -> Catalog:
+    """The session's catalog (its tenant's tool registrations, each read when first resolved), kept ``CATALOG_S``
+    (by the clock: one that went back does not extend it) for the session's next requests."""
+    key, now = (session.tenant, session.run_id), ports.clock.now_ms()
+    kept = _CATALOGS.get(key)
+    if kept is not None and 0 <= now - kept[0] < CATALOG_S * 1000:
+        return kept[1]
+    catalog = Catalog(ports, session.tenant)
+    _CATALOGS[key] = (now, catalog)
+    return catalog
 
 
 def _names(session: GatewaySession) -> ToolNames:
@@ -57,7 +74,7 @@ def _names(session: GatewaySession) -> ToolNames:
 def list_tools(ports: Ports, session: GatewaySession) -> list[dict[str, Any]]:
     """``tools/list``: the version's allowlist, in its order, under wire-safe names. Reads the catalog, writes
     nothing."""
-    catalog = Catalog(ports, session.tenant)
+    catalog = _catalog(ports, session)
     names = _names(session)
     out = []
     for tool in session.agent.tool_allowlist or ():
@@ -90,7 +107,10 @@ def call_tool(ports: Ports, session: GatewaySession, name: str, arguments: Any) 
 def _runtime(ports: Ports, session: GatewaySession, rec: RunRecord | None, **kw: Any) -> ToolRuntime:
     mode = "replay" if session.mode == REPLAY else "live"
     budget = int(ports.settings.run_tool_call_budget)
-    return ToolRuntime(ports, session.run_id, session.tenant, mode, rec.expires_at if rec else 0, budget, **kw)
+    expires_at = rec.expires_at if rec else 0
+    return ToolRuntime(
+        ports, session.run_id, session.tenant, mode, expires_at, budget, catalog=_catalog(ports, session), **kw
+    )
 
 
 def _call(runtime: ToolRuntime, session: GatewaySession, index: int, name: str, arguments: Any) -> ToolOutcome:
