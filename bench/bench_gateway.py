@@ -35,8 +35,9 @@ ordinal, before the provider is called) and a TransactWriteItems (its ``MCALL#``
 page and the head). A tool call reads its tool's registration once a minute per session and warm process (decision
 0194: the first call of the session measured here). Above the bound, and why: the session's read is one strongly
 consistent Query of the run's items (1 RRU against 0.5: it is the read an append's state fold and the ordinal's
-expected value come from); and the units of a write are more than its record's, since a transaction bills each item twice and the outcome also rewrites the run
-item (its head) and the state item (its fold), and the intent is the run item plus the ledger's effect row.
+expected value come from); and the units of a write are more than its record's, since a transaction bills each
+item twice and the outcome also rewrites the run item (its head) and the state item (its fold), and the intent is
+the run item plus the ledger's effect row.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ A Step Functions execution bills a state transition for every state it enters. A
 serve the runs that go on. On the chained machines (``statemachines/*-chain.asl.json``) an execution enters one
 state, its ``Advance`` task, and ends with it; the task itself starts what the run does next:
 
-- ``continue``: the next execution of the chained machine (``machine_arn``), generation n + 1 of the run's execution name (named, so a
-  retried task starts it once: a second start of the same name is ``ExecutionAlreadyExists``, taken as started);
+- ``continue``: the next execution of the chained machine (``machine_arn``), generation n + 1 of the run's execution
+  name (named, so a retried task starts it once: a second start of the same name is ``ExecutionAlreadyExists``,
+  taken as started);
 - ``wait`` or ``park``: generation n + 1 on the hold machine (``statemachines/run.asl.json`` or ``fork-replay``),
   told the answer, which it holds on at once (its ``Entry`` choice), then one task (``AdvanceOnce``, decision 0192)
   told its place (``hops``) and the machine it goes on in (``chained``: this one's ARN, ``machine_arn``; the hold
