@@ -1,13 +1,16 @@
 """The tool gateway's MCP wire (decision 0143): the ASGI adapter and the revision refusal, with the official SDK's
-server answering, no AWS. ``tools/list`` of built-in tools needs no store, so the whole SDK path runs here."""
+server answering, no AWS. ``tools/list`` of built-in tools needs no store (only a clock: a session's catalog is kept a
+minute, decision 0194), so the whole SDK path runs here."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from functions.agent_gateway import asgi, mcp
+from shared.clock import SystemClock
 from shared.engine.registry import COUNTER_TOOL, ECHO_TOOL, AgentSpec
 from shared.providers.names import wire_name
 from shared.services.gateway import PRODUCTION, GatewayRequest, GatewaySession
@@ -24,6 +27,7 @@ SESSION = GatewaySession(
     order_key="000000000002",
     expires_at_ms=0,
 )
+NO_STORE = SimpleNamespace(clock=SystemClock())  # the ports of a request that reads no store: its clock only
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -37,7 +41,7 @@ def _post(message: Any, version: str | None = None, method: str = "POST", extra:
     if version is not None:
         headers["mcp-protocol-version"] = version
     req = GatewayRequest(method, "/mcp", headers, json.dumps(message).encode())
-    return mcp.handle(None, SESSION, req)  # type: ignore[arg-type]  # nothing here reads a store
+    return mcp.handle(NO_STORE, SESSION, req)  # type: ignore[arg-type]
 
 
 def test_the_adapter_builds_the_scope_and_collects_the_answer() -> None:
