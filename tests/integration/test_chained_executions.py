@@ -31,6 +31,11 @@ def execution_arn(machine: str, run_id: str, generation: int) -> str:
     return state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":" + name
 
 
+def _machine_arn(machine: str, run_id: str) -> str:
+    """The ARN of ``machine`` (a run's executions' machine, as ``execution_arn`` names them)."""
+    return execution_arn(machine, run_id, 0).rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
+
+
 def described(host: Any, arn: str) -> dict[str, Any] | None:
     """The execution ``arn`` as Step Functions describes it; None when it was never started."""
     try:
@@ -186,10 +191,6 @@ def test_a_cancel_stops_the_execution_that_holds_the_run(host):
     assert [e["type"] for e in _ports().events.read_events(run.runId)][-1] == "run.cancelled"
 
 
-def _machine_arn(machine: str, run_id: str) -> str:
-    return execution_arn(machine, run_id, 0).rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
-
-
 def _another_hold(run_id: str, generation: int) -> str:
     """A hold of ``run_id`` for 60 s on the hold machine, as a later task of it would start (``chain.go_on``)."""
     payload = {"runId": run_id, "next": "wait", "waitSeconds": 60, "parkedTimeoutSeconds": 60, "hops": 1}
@@ -281,8 +282,7 @@ def test_a_retried_task_starts_what_its_run_does_next_once(host):
     run_id = client.runs_create(CreateRunRequest(workflowId="conformance-noop")).runId
     assert wait_terminal(client, run_id).status == "completed"
     ports = _ports()
-    hold = execution_arn("run_hold", run_id, 0).rsplit(":", 1)[0].replace(":execution:", ":stateMachine:")
-    own = hold.replace("openwop-run_hold", "openwop-run")
+    hold, own = _machine_arn("run_hold", run_id), _machine_arn("run", run_id)
     told = chain.Chain(machine="run", hold_arn=hold, parked_timeout_s=60)
     first = ports.orchestrator.execution_name("run", run_id)
     # When its answer goes on (continue), twice, and a later task's wait is handed over twice, with other seconds
@@ -366,8 +366,7 @@ def test_a_run_a_build_from_before_created_starts_on_the_loop_it_expects(host, m
     # answers as a loop expects), not on the chained one, and completes there
     assert wait_terminal(host.client(host.key_a), run_id).status == "completed"
     held = str(_ports().runs.get_run(run_id).execution_arn)
-    hold_machine = execution_arn("run_hold", run_id, 0).rsplit(":", 1)[0]
-    assert held.rsplit(":", 1)[0] == hold_machine
+    assert held.rsplit(":", 1)[0] == _machine_arn("run_hold", run_id).replace(":stateMachine:", ":execution:")
     assert entered(host, held) == ["Entry", "Advance", "Route", "Done"]
     assert described(host, execution_arn("run", run_id, 0)) is None
 
@@ -394,5 +393,5 @@ def test_a_queued_run_a_build_from_before_created_starts_on_the_loop_it_expects(
         # Then the waiting run starts on the machine that loops, as its build's tasks expect, and completes there
         assert wait_terminal(host.client(key), old, timeout=60).status == "completed"
     held = str(_ports().runs.get_run(old).execution_arn)
-    assert held.rsplit(":", 1)[0] == execution_arn("run_hold", old, 0).rsplit(":", 1)[0]
+    assert held.rsplit(":", 1)[0] == _machine_arn("run_hold", old).replace(":stateMachine:", ":execution:")
     assert entered(host, held) == ["Entry", "Advance", "Route", "Done"]
