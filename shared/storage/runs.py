@@ -31,6 +31,9 @@ from shared.storage.ddb import (
 # Consistent reads of a run's items (Queries) before its TransactGetItems, when their state stamps disagree.
 CONSISTENT_BATCH_READS = 2
 
+# The statuses of a run whose execution a cancel or an erasure has stopped or is stopping: no new one is stored.
+_STOPPING = tuple(sorted({*TERMINAL_STATUSES, "cancelling"}))
+
 
 def _whole(raws: Sequence[dict[str, Any]]) -> bool:
     """Whether a run's items read one by one (``RUN``, ``RUN#FACTS``, ``RUN#STATE``) are the items of one instant.
@@ -337,7 +340,7 @@ class DynamoRunStore(runcreate.RunCreate, runclaims.RunClaims, runrestore.RunRes
         return [run_id for run_id, _ in found], next_key
 
     def set_execution(self, run_id: str, execution_arn: str) -> bool:
-        ended = {f":e{i}": {"S": s} for i, s in enumerate(sorted({*TERMINAL_STATUSES, "cancelling"}))}
+        ended = {f":e{i}": {"S": s} for i, s in enumerate(_STOPPING)}
         try:
             self._c.update_item(
                 TableName=self._t,
