@@ -306,34 +306,22 @@ class AwsMeter:
         """Add the state transitions of every execution of the run ``rec`` (a ``RunRecord``): a run or a fork has one
         per task, each starting the next, generation after generation, on its machine or its hold machine (decision
         0191), so its generations are read until one was never started; any other run, its stored execution's."""
-        from shared import manifest
-        from shared.local.environment import state_machine_arn
-        from shared.orchestration.step_functions import execution_name
+        from shared.local.environment import run_executions
         from shared.services.start_outbox import machine_of
 
-        machine, run_id = machine_of(rec), rec.run_id
+        machine = machine_of(rec)
         if machine not in ("run", "fork"):
             return self.add_transitions(origin, str(rec.execution_arn))
-
         sfn = self.aws.client("stepfunctions")
-        machines = [next(m for m in manifest.STATE_MACHINES if m.key == key) for key in (machine, machine + "_hold")]
-        executions = [state_machine_arn(m).replace(":stateMachine:", ":execution:") for m in machines]
-        entered, generation = 0, 0
-        while True:
-            name = execution_name(run_id, machine, generation=generation)
-            found = [arn for arn in (f"{e}:{name}" for e in executions) if self._exists(sfn, arn)]
-            if not found:
-                return entered
-            entered += sum(self.add_transitions(origin, arn) for arn in found)
-            generation += 1
 
-    @staticmethod
-    def _exists(sfn: Any, execution_arn: str) -> bool:
-        try:
-            sfn.describe_execution(executionArn=execution_arn)
-        except Exception:  # noqa: BLE001 - ExecutionDoesNotExist, as the client raises it
-            return False
-        return True
+        def described(arn: str) -> dict[str, Any] | None:
+            try:
+                return dict(sfn.describe_execution(executionArn=arn))
+            except sfn.exceptions.ExecutionDoesNotExist:
+                return None
+
+        found = run_executions(described, machine, rec.run_id)
+        return sum(self.add_transitions(origin, d["executionArn"]) for d in found)
 
     def add_transitions(self, origin: str, execution_arn: str) -> int:
         """Add the state transitions of a finished Step Functions execution (its ``*StateEntered`` history events,

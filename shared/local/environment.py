@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from shared import manifest
 from shared.local.context import DEFAULT_ACCOUNT, DEFAULT_REGION
@@ -14,6 +16,29 @@ ACCOUNT = DEFAULT_ACCOUNT
 
 def state_machine_arn(sm: manifest.StateMachine) -> str:
     return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{sm.local_name}"
+
+
+def run_execution_arn(machine: str, run_id: str, generation: int) -> str:
+    """The ARN of generation ``generation`` of ``run_id``'s executions on ``machine`` (``run``, ``fork`` or their
+    hold machines, whose executions are named as the run's: decision 0191)."""
+    from shared.orchestration.step_functions import execution_name
+
+    spec = next(m for m in manifest.STATE_MACHINES if m.key == machine)
+    name = execution_name(run_id, machine.removesuffix("_hold"), generation=generation)
+    return state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":" + name
+
+
+def run_executions(describe: Callable[[str], dict[str, Any] | None], kind: str, run_id: str) -> list[dict[str, Any]]:
+    """Every execution of ``run_id`` (``kind``: ``run`` or ``fork``) on its chained machine and its hold machine
+    (decisions 0191, 0192), as ``describe`` gives an ARN's (None: never started), generation by generation until
+    one is on neither."""
+    found: list[dict[str, Any]] = []
+    for generation in range(100_000):
+        here = [describe(run_execution_arn(m, run_id, generation)) for m in (kind, f"{kind}_hold")]
+        if all(d is None for d in here):
+            break
+        found += [d for d in here if d is not None]
+    return found
 
 
 def resource_env() -> dict[str, str]:

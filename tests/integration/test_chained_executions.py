@@ -20,15 +20,9 @@ def _ports() -> Any:
 
 
 def execution_arn(machine: str, run_id: str, generation: int) -> str:
-    """The ARN of generation ``generation`` of ``run_id``'s executions on ``machine`` (``run``, ``fork`` or their hold
-    machines, whose executions are named as the run's: decision 0191)."""
-    from shared.local.environment import state_machine_arn
-    from shared.manifest import STATE_MACHINES
-    from shared.orchestration.step_functions import execution_name
+    from shared.local.environment import run_execution_arn
 
-    spec = next(m for m in STATE_MACHINES if m.key == machine)
-    name = execution_name(run_id, machine.removesuffix("_hold"), generation=generation)
-    return state_machine_arn(spec).replace(":stateMachine:", ":execution:") + ":" + name
+    return run_execution_arn(machine, run_id, generation)
 
 
 def _machine_arn(machine: str, run_id: str) -> str:
@@ -47,13 +41,9 @@ def described(host: Any, arn: str) -> dict[str, Any] | None:
 def executions_of(host: Any, run_id: str, kind: str = "run") -> dict[str, str]:
     """Every execution of ``run_id`` (``kind``: ``run`` or ``fork``), on its chained machine and its hold machine
     (decisions 0191, 0192), ARN -> status: generation by generation, until one is on neither."""
-    found: dict[str, str] = {}
-    for generation in range(1_000):
-        here = [described(host, execution_arn(m, run_id, generation)) for m in (kind, f"{kind}_hold")]
-        if all(d is None for d in here):
-            break
-        found.update({d["executionArn"]: d["status"] for d in here if d is not None})
-    return found
+    from shared.local.environment import run_executions
+
+    return {d["executionArn"]: d["status"] for d in run_executions(lambda arn: described(host, arn), kind, run_id)}
 
 
 def all_ended(host: Any, run_id: str) -> bool:
